@@ -1,0 +1,93 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Assets are the JetStream stream and KV buckets every service shares.
+type Assets struct {
+	Events  jetstream.Stream
+	Configs jetstream.KeyValue
+	Status  jetstream.KeyValue
+	Tools   jetstream.KeyValue
+}
+
+// AssetOptions size the shared assets; zero values take the defaults.
+type AssetOptions struct {
+	// Replicas of the stream and buckets (1 embedded, 3 on a cluster).
+	Replicas int
+	// EventsMaxAge and EventsMaxBytes bound the event stream (default 7 days, 1 GiB).
+	EventsMaxAge   time.Duration
+	EventsMaxBytes int64
+}
+
+// EnsureAssets creates or updates the shared stream and buckets; every
+// service calls it at start, so the first one up creates them.
+func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects, opts AssetOptions) (*Assets, error) {
+	if opts.Replicas <= 0 {
+		opts.Replicas = 1
+	}
+	if opts.EventsMaxAge <= 0 {
+		opts.EventsMaxAge = 7 * 24 * time.Hour
+	}
+	if opts.EventsMaxBytes <= 0 {
+		opts.EventsMaxBytes = 1 << 30
+	}
+	a := &Assets{}
+	var err error
+	a.Events, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamEvents,
+		Description: "mcpbus events: status, config, call (audit) and chat",
+		Subjects:    []string{subjects.Events()},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      opts.EventsMaxAge,
+		MaxBytes:    opts.EventsMaxBytes,
+		Discard:     jetstream.DiscardOld,
+		Replicas:    opts.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensuring stream %s: %w", StreamEvents, err)
+	}
+	buckets := []struct {
+		kv      *jetstream.KeyValue
+		name    string
+		history uint8
+		desc    string
+	}{
+		{&a.Configs, BucketConfigs, 16, "McpConfig records by id, with history for rollback"},
+		{&a.Status, BucketStatus, 1, "latest status per server slug"},
+		{&a.Tools, BucketTools, 1, "tool catalog per running server slug"},
+	}
+	for _, b := range buckets {
+		kv, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+			Bucket: b.name, Description: b.desc, History: b.history,
+			Storage: jetstream.FileStorage, Replicas: opts.Replicas,
+		})
+		if err != nil {
+			return nil, err
+		}
+		*b.kv = kv
+	}
+	return a, nil
+}
+
+func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+	if err == nil {
+		return kv, nil
+	}
+	// Another service may have created it with other settings (history, replicas): use it as it is.
+	if kv, err2 := js.KeyValue(ctx, cfg.Bucket); err2 == nil {
+		return kv, nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("ensuring bucket %s: JetStream did not answer: %w", cfg.Bucket, err)
+	}
+	return nil, fmt.Errorf("ensuring bucket %s: %w", cfg.Bucket, err)
+}

@@ -1,0 +1,79 @@
+package bus
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
+
+// RespondError answers req with the error contract: the JSON body plus the
+// micro headers (Nats-Service-Error-Code holds the HTTP-style status, as micro
+// clients expect a numeric code; the body holds the contract code).
+func RespondError(req micro.Request, err error) error {
+	e := apierr.From(err)
+	return req.Error(strconv.Itoa(e.Code.HTTPStatus()), headerSafe(e.Message), e.JSON())
+}
+
+// ErrorMsg builds the same error reply as a plain message, for responders that
+// do not go through micro.
+func ErrorMsg(err error) *nats.Msg {
+	e := apierr.From(err)
+	m := nats.NewMsg("")
+	m.Header.Set(HeaderErrorCode, strconv.Itoa(e.Code.HTTPStatus()))
+	m.Header.Set(HeaderError, headerSafe(e.Message))
+	m.Data = e.JSON()
+	return m
+}
+
+// ReplyError returns the error carried by a reply, or nil for a success reply.
+func ReplyError(msg *nats.Msg) *apierr.Error {
+	if msg == nil || msg.Header == nil {
+		return nil
+	}
+	status := msg.Header.Get(HeaderErrorCode)
+	if status == "" {
+		return nil
+	}
+	if e, ok := apierr.Parse(msg.Data); ok {
+		return e
+	}
+	// A micro service that is not ours: keep what the headers say.
+	code := apierr.Internal
+	if n, err := strconv.Atoi(status); err == nil {
+		code = apierr.CodeForStatus(n)
+	}
+	text := msg.Header.Get(HeaderError)
+	if text == "" {
+		text = "service error " + status
+	}
+	return apierr.New(code, text)
+}
+
+// FromNATS maps nats.go errors of a request to the contract.
+func FromNATS(err error, subject string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, nats.ErrNoResponders):
+		return apierr.Wrap(apierr.ServiceUnavailable, "no service is answering "+subject, err)
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining):
+		return apierr.Wrap(apierr.Network, "request "+subject+": "+err.Error(), err)
+	}
+	return err
+}
+
+// headerSafe keeps a message on one header line.
+func headerSafe(s string) string {
+	if strings.ContainsAny(s, "\r\n") {
+		s = strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	}
+	if len(s) > 1024 {
+		s = s[:1024]
+	}
+	return s
+}

@@ -1,0 +1,99 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
+
+// DefaultTimeout bounds a request whose context has no deadline.
+const DefaultTimeout = 10 * time.Second
+
+// Request sends msg and waits for its reply, bounded by ctx or else by
+// timeout (DefaultTimeout when zero). It adds trace context, a request id and
+// the caller's remaining time to the headers, and returns error replies and
+// transport failures as *apierr.Error.
+func Request(ctx context.Context, nc *nats.Conn, msg *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		if timeout <= 0 {
+			timeout = DefaultTimeout
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	PrepareHeaders(ctx, msg)
+	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, apierr.Wrap(apierr.Network, "no reply on "+msg.Subject+" before the deadline", err)
+		}
+		return nil, FromNATS(err, msg.Subject)
+	}
+	if e := ReplyError(reply); e != nil {
+		return nil, e
+	}
+	return reply, nil
+}
+
+// PrepareHeaders fills the standard request headers of msg: trace context, a
+// request id (kept if present) and the remaining time of ctx.
+func PrepareHeaders(ctx context.Context, msg *nats.Msg) {
+	if msg.Header == nil {
+		msg.Header = nats.Header{}
+	}
+	InjectTrace(ctx, msg.Header)
+	if msg.Header.Get(HeaderRequestID) == "" {
+		msg.Header.Set(HeaderRequestID, uuid.NewString())
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if ms := time.Until(dl).Milliseconds(); ms > 0 {
+			msg.Header.Set(HeaderTimeout, strconv.FormatInt(ms, 10))
+		}
+	}
+}
+
+// RequestJSON marshals in, sends it to subject and decodes the reply into out
+// (out may be nil).
+func RequestJSON(ctx context.Context, nc *nats.Conn, subject string, in, out any, timeout time.Duration) error {
+	data := []byte("{}")
+	if in != nil {
+		var err error
+		if data, err = json.Marshal(in); err != nil {
+			return apierr.Wrap(apierr.Validation, "encoding request: "+err.Error(), err)
+		}
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	reply, err := Request(ctx, nc, msg, timeout)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(reply.Data, out); err != nil {
+		return apierr.Wrap(apierr.Internal, "decoding reply of "+subject+": "+err.Error(), err)
+	}
+	return nil
+}
+
+// CallerTimeout reads the caller's remaining time from h (0 when absent or bad).
+func CallerTimeout(h nats.Header) time.Duration {
+	v := h.Get(HeaderTimeout)
+	if v == "" {
+		return 0
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
+}

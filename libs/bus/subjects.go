@@ -1,0 +1,100 @@
+// Package bus holds the conventions every mcpbus service uses on NATS:
+// subject names, headers, error replies, request helpers with timeouts and
+// W3C trace-context propagation.
+package bus
+
+import "strings"
+
+// DefaultPrefix is the subject prefix of DESIGN.md.
+const DefaultPrefix = "mcp.v1"
+
+// Names of the JetStream assets shared by the services.
+const (
+	StreamEvents  = "MCP_EVENTS"
+	BucketConfigs = "mcp_configs"
+	BucketStatus  = "mcp_status"
+	BucketTools   = "mcp_tools"
+	BucketOwners  = "mcp_owners"
+)
+
+// Headers of the bus protocol.
+const (
+	// HeaderRequestID identifies one request end to end (logs, events, cancellation).
+	HeaderRequestID = "Mcp-Request-Id"
+	// HeaderProgressSubject asks the runner to publish the call's MCP progress
+	// notifications to this subject (usually an inbox of the caller).
+	HeaderProgressSubject = "Mcp-Progress-Subject"
+	// HeaderTimeout is how long the caller will wait, in milliseconds; the
+	// runner never works on a call longer than that.
+	HeaderTimeout = "Mcp-Timeout-Ms"
+	// HeaderErrorCode and HeaderError are the NATS micro error headers.
+	HeaderErrorCode = "Nats-Service-Error-Code"
+	HeaderError     = "Nats-Service-Error"
+)
+
+// Subjects builds the subjects under one prefix.
+type Subjects struct{ Prefix string }
+
+// NewSubjects returns the builder for prefix ("" means DefaultPrefix).
+func NewSubjects(prefix string) Subjects {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return Subjects{Prefix: strings.TrimSuffix(prefix, ".")}
+}
+
+func (s Subjects) join(parts ...string) string {
+	return s.Prefix + "." + strings.Join(parts, ".")
+}
+
+// Call is the subject of one tool of one server; tool is the subject-safe token.
+func (s Subjects) Call(server, tool string) string { return s.join("call", server, tool) }
+
+// CallAll matches every tool of server.
+func (s Subjects) CallAll(server string) string { return s.join("call", server, "*") }
+
+// ToolsList is the catalog request subject.
+func (s Subjects) ToolsList() string { return s.join("tools", "list") }
+
+// RPC carries the other MCP methods (resources, prompts, completion, ping) of server.
+func (s Subjects) RPC(server string) string { return s.join("rpc", server) }
+
+// Cancel is where callers announce that they gave up on a request of server;
+// every replica of the server listens (no queue group).
+func (s Subjects) Cancel(server string) string { return s.join("cancel", server) }
+
+// Control is the internal control subject of server, answered by one of its owners.
+func (s Subjects) Control(server string) string { return s.join("control", server) }
+
+// Runtime is a control-plane subject: verb is start, stop, restart or status.
+func (s Subjects) Runtime(verb string) string { return s.join("runtime", verb) }
+
+// Service is a control-plane subject of a named service (config, cred, registry, chat).
+func (s Subjects) Service(service, verb string) string { return s.join(service, verb) }
+
+// Event is the event subject of kind (status, config, call, chat) about name.
+func (s Subjects) Event(kind, name string) string { return s.join("events", kind, name) }
+
+// Events matches every event.
+func (s Subjects) Events() string { return s.join("events", ">") }
+
+// EventsOf matches every event of one kind.
+func (s Subjects) EventsOf(kind string) string { return s.join("events", kind, "*") }
+
+// QueueGroup is the queue group of the replicas of server.
+func QueueGroup(server string) string { return "mcp." + server }
+
+// TokenAt returns the n-th dot-separated token of subject (0-based), or "".
+func TokenAt(subject string, n int) string {
+	for i := 0; i < n; i++ {
+		j := strings.IndexByte(subject, '.')
+		if j < 0 {
+			return ""
+		}
+		subject = subject[j+1:]
+	}
+	if j := strings.IndexByte(subject, '.'); j >= 0 {
+		return subject[:j]
+	}
+	return subject
+}

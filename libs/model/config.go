@@ -1,0 +1,136 @@
+// Package model holds the data model of DESIGN.md as Go types: the McpConfig
+// record, server status and the tool catalog. JSON field names are the contract.
+package model
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Source types.
+const (
+	SourceOfficial = "official"
+	SourceSmithery = "smithery"
+	SourceManual   = "manual"
+)
+
+// Package types.
+const (
+	PackageNPM    = "npm"
+	PackageDocker = "docker"
+	PackageBinary = "binary"
+	PackageHTTP   = "http"
+)
+
+// Transport types.
+const (
+	TransportStdio = "stdio"
+	TransportHTTP  = "http"
+)
+
+// Auth types.
+const (
+	AuthNone    = "none"
+	AuthAPIKey  = "api_key"
+	AuthKeyfile = "keyfile"
+	AuthOAuth   = "oauth"
+)
+
+// McpConfig is one configured MCP server.
+type McpConfig struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Slug      string            `json:"slug"`
+	Enabled   bool              `json:"enabled"`
+	Source    Source            `json:"source"`
+	Package   Package           `json:"package"`
+	Transport Transport         `json:"transport"`
+	AuthType  string            `json:"auth_type,omitempty"`
+	EnvVars   map[string]EnvVar `json:"env_vars,omitempty"`
+	Config    json.RawMessage   `json:"config,omitempty"`
+	// Runtime holds the runner's per-server settings; zero values take the runner's defaults.
+	Runtime   Runtime   `json:"runtime,omitzero"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	Revision  uint64    `json:"revision,omitempty"`
+}
+
+// Source is where a config came from.
+type Source struct {
+	Type          string `json:"type"`
+	Name          string `json:"name,omitempty"`
+	Version       string `json:"version,omitempty"`
+	QualifiedName string `json:"qualified_name,omitempty"`
+	URL           string `json:"url,omitempty"`
+}
+
+// Package is what to run.
+type Package struct {
+	Type        string   `json:"type"`
+	Identifier  string   `json:"identifier"`
+	RuntimeHint string   `json:"runtime_hint,omitempty"`
+	Args        []string `json:"args,omitempty"`
+}
+
+// Transport is how to talk to the server.
+type Transport struct {
+	Type    string            `json:"type"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// EnvVar is one environment variable of a stdio server. Exactly one of Value,
+// SecretRef and KeyfilePath is normally set.
+type EnvVar struct {
+	Value       string `json:"value,omitempty"`
+	SecretRef   string `json:"secret_ref,omitempty"`
+	KeyfilePath string `json:"keyfile_path,omitempty"`
+	IsSecret    bool   `json:"is_secret,omitempty"`
+	Required    bool   `json:"required,omitempty"`
+}
+
+// Runtime holds per-server runner settings. Durations are Go duration strings ("30s").
+type Runtime struct {
+	CallTimeout  Duration `json:"call_timeout,omitzero"`
+	StartTimeout Duration `json:"start_timeout,omitzero"`
+}
+
+// ServersFile is the file `mcpbus up --config` loads.
+type ServersFile struct {
+	Servers []McpConfig `json:"servers"`
+}
+
+// Duration is a time.Duration written as a Go duration string in JSON.
+type Duration time.Duration
+
+// MarshalJSON writes "30s".
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads "30s" or a number of milliseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var ms int64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return err
+	}
+	*d = Duration(time.Duration(ms) * time.Millisecond)
+	return nil
+}
+
+// Or returns d, or def when d is zero or negative.
+func (d Duration) Or(def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return time.Duration(d)
+}

@@ -1,0 +1,85 @@
+package model
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"strings"
+)
+
+// MaxNameLen is the limit of namespaced tool names (LLM APIs accept 64).
+const MaxNameLen = 64
+
+var (
+	slugPattern  = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+	namePattern  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	tokenPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+)
+
+// ValidSlug reports whether s may name a server on the bus.
+func ValidSlug(s string) bool { return slugPattern.MatchString(s) }
+
+// Slugify derives a server slug from a display name: lower case, runs of other
+// characters become one '-', at most 48 characters.
+func Slugify(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(strings.TrimSpace(name)) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '_':
+			b.WriteRune(r)
+			dash = false
+		default:
+			if !dash && b.Len() > 0 {
+				b.WriteByte('-')
+				dash = true
+			}
+		}
+	}
+	s := strings.Trim(b.String(), "-")
+	if len(s) > 48 {
+		s = strings.TrimRight(s[:48], "-")
+	}
+	return s
+}
+
+// shortHash is a stable 8-hex-digit suffix for names that had to change.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:4])
+}
+
+// ToolToken makes a tool name safe as one subject token. Names made only of
+// [a-zA-Z0-9_-] are kept; others get their unsafe characters replaced and a
+// hash of the original appended, so two different names never share a token.
+func ToolToken(tool string) string {
+	if tokenPattern.MatchString(tool) {
+		return tool
+	}
+	return sanitize(tool) + "_" + shortHash(tool)
+}
+
+// NamespacedName is <server>__<tool>, fitted to ^[a-zA-Z0-9_-]{1,64}$. A name
+// that had to be changed or shortened ends in a stable hash of the original.
+func NamespacedName(server, tool string) string {
+	full := server + "__" + tool
+	if namePattern.MatchString(full) {
+		return full
+	}
+	h := shortHash(full)
+	s := sanitize(full)
+	if max := MaxNameLen - len(h) - 1; len(s) > max {
+		s = s[:max]
+	}
+	return s + "_" + h
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,102 @@
+package model
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// States of a server.
+const (
+	StateStopped  = "stopped"
+	StateStarting = "starting"
+	StateRunning  = "running"
+	StateError    = "error"
+	StateDisabled = "disabled"
+)
+
+// Status is the latest state of a server (KV mcp_status, events status.<server>).
+type Status struct {
+	Server    string    `json:"server"`
+	State     string    `json:"state"`
+	Tools     []string  `json:"tools,omitempty"`
+	Code      string    `json:"code,omitempty"`
+	Message   string    `json:"message,omitempty"`
+	Runner    string    `json:"runner,omitempty"`
+	PID       int       `json:"pid,omitempty"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Calls     uint64    `json:"calls,omitempty"`
+	Errors    uint64    `json:"errors,omitempty"`
+}
+
+// Tool is one catalog entry: a tool of one server, with its bus names.
+type Tool struct {
+	// Name is the namespaced name shown to LLMs and MCP clients: <server>__<tool>.
+	Name string `json:"name"`
+	// Server is the server slug.
+	Server string `json:"server"`
+	// Tool is the original tool name on the MCP server.
+	Tool string `json:"tool"`
+	// Subject is the bus subject to call it on.
+	Subject     string          `json:"subject"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	// OutputSchema is the tool's declared structured output, if any.
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+}
+
+// Catalog is the tool list of one running server (KV mcp_tools, key = slug).
+type Catalog struct {
+	Server    string    `json:"server"`
+	Tools     []Tool    `json:"tools"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ToolsListRequest is the body of mcp.v1.tools.list.
+type ToolsListRequest struct {
+	Server string `json:"server,omitempty"`
+}
+
+// ToolsListReply is the reply of mcp.v1.tools.list.
+type ToolsListReply struct {
+	Tools []Tool `json:"tools"`
+}
+
+// RPCRequest is the body of mcp.v1.rpc.<server>.
+type RPCRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// RuntimeRequest is the body of mcp.v1.runtime.{start,stop,restart,status}.
+type RuntimeRequest struct {
+	Server string `json:"server"`
+}
+
+// RuntimeStatusReply is the reply of mcp.v1.runtime.status without a server.
+type RuntimeStatusReply struct {
+	Servers []Status `json:"servers"`
+}
+
+// CallEvent is the audit record of one tool call (events call.<server>).
+type CallEvent struct {
+	Server     string    `json:"server"`
+	Tool       string    `json:"tool"`
+	RequestID  string    `json:"request_id,omitempty"`
+	TraceID    string    `json:"trace_id,omitempty"`
+	Outcome    string    `json:"outcome"` // ok, tool_error, error, timeout, cancelled
+	Code       string    `json:"code,omitempty"`
+	DurationMS float64   `json:"duration_ms"`
+	At         time.Time `json:"at"`
+	Runner     string    `json:"runner,omitempty"`
+}
+
+// ProgressEvent is one MCP progress notification forwarded to a caller.
+type ProgressEvent struct {
+	RequestID string  `json:"request_id,omitempty"`
+	Progress  float64 `json:"progress"`
+	Total     float64 `json:"total,omitempty"`
+	Message   string  `json:"message,omitempty"`
+}

@@ -1,0 +1,80 @@
+package model
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
+
+// Normalize fills derived fields: the slug from the name, the source type, and
+// the package of an HTTP server from its URL.
+func (c *McpConfig) Normalize() {
+	c.Name = strings.TrimSpace(c.Name)
+	if c.Slug == "" {
+		c.Slug = Slugify(c.Name)
+	}
+	if c.Source.Type == "" {
+		c.Source.Type = SourceManual
+	}
+	if c.Transport.Type == TransportHTTP && c.Package.Type == "" {
+		c.Package.Type = PackageHTTP
+	}
+	if c.Package.Type == PackageHTTP && c.Package.Identifier == "" {
+		c.Package.Identifier = c.Transport.URL
+	}
+	if c.AuthType == "" {
+		c.AuthType = AuthNone
+	}
+}
+
+// Validate applies the validation rules of seeds/000 plus the checks the
+// runner relies on. The messages of the seed rules are kept word for word.
+func (c *McpConfig) Validate() *apierr.Error {
+	if strings.TrimSpace(c.Name) == "" {
+		return apierr.Invalid("name", "Name is required")
+	}
+	if !ValidSlug(c.Slug) {
+		return apierr.Invalid("slug", "Slug must match [a-z0-9_-]{1,64}")
+	}
+	if strings.TrimSpace(c.Package.Identifier) == "" {
+		return apierr.Invalid("package.identifier", "Package identifier required")
+	}
+	if strings.HasPrefix(c.Package.Identifier, "-") || strings.ContainsAny(c.Package.Identifier, "\x00\n\r") {
+		return apierr.Invalid("package.identifier", "Package identifier is not valid")
+	}
+	switch c.Transport.Type {
+	case "":
+		return apierr.Invalid("transport", "Transport required")
+	case TransportStdio:
+		switch c.Package.Type {
+		case PackageNPM, PackageDocker, PackageBinary:
+		default:
+			return apierr.Invalid("package.type", "A stdio server needs package type npm, docker or binary")
+		}
+	case TransportHTTP:
+		u, err := url.Parse(c.Transport.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return apierr.Invalid("transport.url", "An http transport needs an http(s) URL")
+		}
+	default:
+		return apierr.Invalid("transport.type", "Transport type must be stdio or http")
+	}
+	switch c.AuthType {
+	case "", AuthNone, AuthAPIKey, AuthKeyfile, AuthOAuth:
+	default:
+		return apierr.Invalid("auth_type", "Auth type must be none, api_key, keyfile or oauth")
+	}
+	for name, v := range c.EnvVars {
+		if name == "" || strings.ContainsAny(name, "=\x00") {
+			return apierr.Invalid("env_vars", "Environment variable names must be non-empty and contain no '='")
+		}
+		if v.Required && v.Value == "" && v.SecretRef == "" && v.KeyfilePath == "" {
+			return apierr.Invalid("env_vars."+name, "Missing required credentials")
+		}
+	}
+	if c.Runtime.CallTimeout < 0 || c.Runtime.StartTimeout < 0 {
+		return apierr.Invalid("runtime", "Timeouts must not be negative")
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+// Command mcpbus-testserver serves the testmcp server over stdio (default) or
+// Streamable HTTP (-http addr), for mcpbus tests and benchmarks.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/testmcp"
+)
+
+func main() {
+	httpAddr := flag.String("http", "", "serve Streamable HTTP on this address instead of stdio (prints the URL)")
+	name := flag.String("name", "mcpbus-testserver", "server name reported in the handshake")
+	token := flag.String("token", "", "with -http: require this bearer token")
+	hang := flag.Bool("hang", false, "never answer the handshake (tests handshake timeouts)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *hang {
+		<-ctx.Done()
+		return
+	}
+	if v := os.Getenv("TESTMCP_FAIL_START"); v != "" {
+		fmt.Fprintln(os.Stderr, "failing at start:", v)
+		os.Exit(2)
+	}
+	srv := testmcp.NewServer(*name)
+	if *httpAddr == "" {
+		if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	ln, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("http://%s/mcp\n", ln.Addr())
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", testmcp.RequireBearer(*token, h))
+	hs := &http.Server{Handler: mux}
+	go func() { <-ctx.Done(); _ = hs.Close() }()
+	if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {
+		log.Fatal(err)
+	}
+}

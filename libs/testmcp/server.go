@@ -1,0 +1,124 @@
+// Package testmcp is a small MCP server built on go-sdk for tests and
+// benchmarks: tools that echo, sleep, crash, read the environment, return
+// large output and report progress, plus a resource and a prompt.
+// The mcpbus-testserver command serves it over stdio or Streamable HTTP.
+package testmcp
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// EchoIn is the echo tool's input.
+type EchoIn struct {
+	Message string `json:"message" jsonschema:"the text to echo"`
+}
+
+// SleepIn is the sleep tool's input.
+type SleepIn struct {
+	MS int `json:"ms" jsonschema:"milliseconds to sleep"`
+}
+
+// EnvIn is the env tool's input.
+type EnvIn struct {
+	Name string `json:"name" jsonschema:"the environment variable to read"`
+}
+
+// LargeIn is the large tool's input.
+type LargeIn struct {
+	Bytes int `json:"bytes" jsonschema:"how many bytes of text to return"`
+}
+
+// ProgressIn is the progress tool's input.
+type ProgressIn struct {
+	Steps int `json:"steps" jsonschema:"how many progress notifications to send"`
+	MS    int `json:"ms,omitempty" jsonschema:"pause between steps in milliseconds"`
+}
+
+// Empty is an input with no fields.
+type Empty struct{}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+// NewServer builds the test server. name lets tests run several distinct ones.
+func NewServer(name string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1.0.0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes the message back"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in EchoIn) (*mcp.CallToolResult, any, error) {
+			return text(in.Message), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "Sleeps, stopping early when cancelled"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in SleepIn) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-time.After(time.Duration(in.MS) * time.Millisecond):
+				return text(fmt.Sprintf("slept %dms", in.MS)), nil, nil
+			case <-ctx.Done():
+				// Leave a trace a test can read: the call was cancelled at the server.
+				if f := os.Getenv("TESTMCP_CANCEL_FILE"); f != "" {
+					_ = os.WriteFile(f, []byte("cancelled"), 0o600)
+				}
+				return nil, nil, ctx.Err()
+			}
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "Exits the server process at once"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in Empty) (*mcp.CallToolResult, any, error) {
+			os.Exit(3)
+			return nil, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "Returns an environment variable"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in EnvIn) (*mcp.CallToolResult, any, error) {
+			v, ok := os.LookupEnv(in.Name)
+			if !ok {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: in.Name + " is not set"}}}, nil, nil
+			}
+			return text(v), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "large", Description: "Returns a large text"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in LargeIn) (*mcp.CallToolResult, any, error) {
+			return text(strings.Repeat("x", in.Bytes)), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Returns a tool error (isError)"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in EchoIn) (*mcp.CallToolResult, any, error) {
+			return nil, nil, fmt.Errorf("failed: %s", in.Message)
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "progress", Description: "Sends progress notifications, then returns"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in ProgressIn) (*mcp.CallToolResult, any, error) {
+			token := req.Params.GetProgressToken()
+			for i := 1; i <= in.Steps; i++ {
+				if token != nil {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+						ProgressToken: token, Progress: float64(i), Total: float64(in.Steps),
+						Message: fmt.Sprintf("step %d", i),
+					})
+				}
+				if in.MS > 0 {
+					time.Sleep(time.Duration(in.MS) * time.Millisecond)
+				}
+			}
+			return text(fmt.Sprintf("done %d steps", in.Steps)), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "add_tool", Description: "Adds a tool named by the message (tests tools/list_changed)"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in EchoIn) (*mcp.CallToolResult, any, error) {
+			mcp.AddTool(s, &mcp.Tool{Name: in.Message, Description: "added at run time"},
+				func(ctx context.Context, req *mcp.CallToolRequest, in Empty) (*mcp.CallToolResult, any, error) {
+					return text("added tool"), nil, nil
+				})
+			return text("added " + in.Message), nil, nil
+		})
+	s.AddResource(&mcp.Resource{URI: "test://greeting", Name: "greeting", MIMEType: "text/plain"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "hello from " + name}}}, nil
+		})
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Description: "Greets someone", Arguments: []*mcp.PromptArgument{{Name: "who", Required: true}}},
+		func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "Hello, " + req.Params.Arguments["who"]}}}}, nil
+		})
+	return s
+}

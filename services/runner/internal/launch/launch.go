@@ -1,0 +1,258 @@
+// Package launch turns an McpConfig into a go-sdk transport: a child process
+// in its own process group (npx, docker, binary) or a Streamable HTTP
+// connection, and stops child processes the way DESIGN.md prescribes.
+package launch
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// Options are the host-level settings of launching.
+type Options struct {
+	// NpxPath and DockerPath name the commands (looked up in PATH); defaults "npx" and "docker".
+	NpxPath    string
+	DockerPath string
+	// StderrBytes bounds the kept tail of a child's stderr (default 64 KiB).
+	StderrBytes int
+	// OnStderr receives each stderr line (the runner logs it at debug level).
+	OnStderr func(line string)
+}
+
+// Launched is a started or connectable server.
+type Launched struct {
+	Transport mcp.Transport
+	// Process is nil for HTTP servers.
+	Process *Process
+}
+
+// inheritedEnv are the variables of the runner's environment a child may see;
+// everything else (tokens of the runner itself, Vault addresses…) stays out.
+var inheritedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM",
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "DOCKER_HOST", "DOCKER_CONFIG"}
+
+var inheritedPrefixes = []string{"XDG_", "NODE_", "NPM_CONFIG_", "npm_config_"}
+
+// ChildEnv is the environment of a child: the allowed part of base plus env
+// (env wins). The result is sorted for reproducibility.
+func ChildEnv(base []string, env map[string]string) []string {
+	keep := map[string]string{}
+	for _, kv := range base {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		allowed := false
+		for _, name := range inheritedEnv {
+			if k == name {
+				allowed = true
+				break
+			}
+		}
+		for _, p := range inheritedPrefixes {
+			if strings.HasPrefix(k, p) {
+				allowed = true
+				break
+			}
+		}
+		if allowed {
+			keep[k] = v
+		}
+	}
+	for k, v := range env {
+		keep[k] = v
+	}
+	out := make([]string, 0, len(keep))
+	for k, v := range keep {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Prepare checks that the server can be launched on this host and builds its
+// transport. env is the resolved environment of the config (values, secrets).
+// Errors follow seeds/000: a missing package or binary is NOT_FOUND "Package
+// not found", a missing runtime SERVICE_UNAVAILABLE.
+func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, opts Options) (*Launched, error) {
+	if cfg.Transport.Type == model.TransportHTTP {
+		return &Launched{Transport: &mcp.StreamableClientTransport{
+			Endpoint:   cfg.Transport.URL,
+			HTTPClient: &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, base: http.DefaultTransport}},
+			MaxRetries: 2,
+		}}, nil
+	}
+	var name string
+	var args []string
+	pkg := cfg.Package
+	switch pkg.Type {
+	case model.PackageNPM:
+		name = orDefault(opts.NpxPath, "npx")
+		if pkg.RuntimeHint != "" && pkg.RuntimeHint != "npx" && pkg.RuntimeHint != "node" {
+			name = pkg.RuntimeHint
+		}
+		if _, err := exec.LookPath(name); err != nil {
+			return nil, apierr.Wrap(apierr.ServiceUnavailable, "Node.js is not installed ("+name+" not found)", err)
+		}
+		args = append([]string{"-y", pkg.Identifier}, pkg.Args...)
+	case model.PackageDocker:
+		name = orDefault(opts.DockerPath, "docker")
+		if err := checkDocker(ctx, name); err != nil {
+			return nil, err
+		}
+		args = []string{"run", "--rm", "-i"}
+		keys := make([]string, 0, len(env))
+		for k := range env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			args = append(args, "-e", k) // value comes from the docker client's environment
+		}
+		args = append(args, pkg.Identifier)
+		args = append(args, pkg.Args...)
+	case model.PackageBinary:
+		name = pkg.Identifier
+		if _, err := exec.LookPath(name); err != nil {
+			return nil, apierr.Wrap(apierr.NotFound, "Package not found", err).WithField("package.identifier")
+		}
+		args = pkg.Args
+	default:
+		return nil, apierr.Invalid("package.type", "cannot launch package type "+pkg.Type)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Env = ChildEnv(os.Environ(), env)
+	// Own process group, so stopping reaches npx's node child too; the kernel
+	// kills the leader if the runner dies without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Wait must not hang on a grandchild that keeps stderr open.
+	cmd.WaitDelay = 2 * time.Second
+	p := &Process{cmd: cmd, stderr: newTail(orDefaultInt(opts.StderrBytes, 64<<10), opts.OnStderr)}
+	cmd.Stderr = p.stderr
+	return &Launched{
+		// The transport's own SIGTERM comes after TerminateDuration; Process.Stop
+		// signals the group well before that, so the transport never has to.
+		Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Minute},
+		Process:   p,
+	}, nil
+}
+
+// checkDocker tells a missing docker client from a daemon that is not running.
+func checkDocker(ctx context.Context, docker string) error {
+	path, err := exec.LookPath(docker)
+	if err != nil {
+		return apierr.Wrap(apierr.ServiceUnavailable, "Docker not installed", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := exec.CommandContext(ctx, path, "version", "--format", "{{.Server.Version}}").Run(); err != nil {
+		return apierr.Wrap(apierr.ServiceUnavailable, "Docker not running", err)
+	}
+	return nil
+}
+
+// headerTransport adds the configured headers (bearer tokens, API keys) to every request.
+type headerTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range t.headers {
+			r.Header.Set(k, v)
+		}
+	}
+	return t.base.RoundTrip(r)
+}
+
+// Process is a launched child and its process group.
+type Process struct {
+	cmd    *exec.Cmd
+	stderr *tail
+}
+
+// PID of the group leader (0 before start).
+func (p *Process) PID() int {
+	if p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// StderrTail returns the last bytes the child wrote to stderr.
+func (p *Process) StderrTail() string { return p.stderr.String() }
+
+// PackageMissing reports whether the child's stderr says npm or docker could
+// not find the package.
+func (p *Process) PackageMissing() bool {
+	s := p.stderr.String()
+	return strings.Contains(s, "E404") || strings.Contains(s, "404 Not Found") ||
+		strings.Contains(s, "is not in this registry") || strings.Contains(s, "pull access denied") ||
+		strings.Contains(s, "manifest unknown")
+}
+
+// Stop ends the process group: close (which closes stdin and reaps the
+// leader) runs at once; after grace the group gets SIGTERM, after term more
+// SIGKILL. It returns when close has returned or the sequence is over.
+func (p *Process) Stop(closeFn func() error, grace, term time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		_ = closeFn()
+		close(done)
+	}()
+	pgid := p.PID()
+	wait := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-done:
+			return true
+		case <-t.C:
+			return false
+		}
+	}
+	exited := wait(grace)
+	if pgid > 0 {
+		// Even when the leader exited, its children may live on in the group.
+		if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			exited = true
+		}
+	}
+	if !exited {
+		exited = wait(term)
+	}
+	if pgid > 0 {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	if !exited {
+		wait(5 * time.Second)
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func orDefaultInt(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}

@@ -1,0 +1,362 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+const tracerName = "github.com/mcpbus/mcpbus/services/runner"
+
+// serve registers the server's own micro service: its call, rpc, control and
+// cancel endpoints. Replicas share calls through the queue group mcp.<slug>.
+func (s *server) serve() error {
+	qg := bus.QueueGroup(s.slug)
+	svc, err := micro.AddService(s.r.nc, micro.Config{
+		Name:        ServerServiceName,
+		Version:     Version,
+		Description: "MCP server " + s.slug,
+		Metadata:    map[string]string{"server": s.slug, "runner": s.r.opts.ID},
+		QueueGroup:  qg,
+	})
+	if err != nil {
+		return fmt.Errorf("server %s: micro service: %w", s.slug, err)
+	}
+	endpoints := []struct {
+		name, subject string
+		h             micro.HandlerFunc
+		opts          []micro.EndpointOpt
+	}{
+		{"call", s.r.subj.CallAll(s.slug), func(req micro.Request) { go s.handleCall(req) }, nil},
+		{"rpc", s.r.subj.RPC(s.slug), func(req micro.Request) { go s.handleRPC(req) }, nil},
+		{"control", s.r.subj.Control(s.slug), func(req micro.Request) { go s.handleControl(req) }, nil},
+		// Every replica hears a cancellation; the one running the request acts on it.
+		{"cancel", s.r.subj.Cancel(s.slug), s.handleCancel, []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
+	}
+	for _, e := range endpoints {
+		opts := append([]micro.EndpointOpt{micro.WithEndpointSubject(e.subject)}, e.opts...)
+		if err := svc.AddEndpoint(e.name, e.h, opts...); err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("server %s: endpoint %s: %w", s.slug, e.name, err)
+		}
+	}
+	s.svc = svc
+	return nil
+}
+
+// live returns the session and the tool for a call, or the error to answer.
+func (s *server) live(token string) (*mcp.ClientSession, *mcp.Tool, *model.McpConfig, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.sess == nil {
+		switch {
+		case s.state == model.StateError && s.lastErr != nil:
+			return nil, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is in error: %s", s.slug, s.lastErr.Message)
+		case s.state == model.StateStarting:
+			return nil, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is starting", s.slug)
+		}
+		return nil, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is %s", s.slug, s.state)
+	}
+	if token == "" {
+		return s.sess, nil, s.cfg, nil
+	}
+	t, ok := s.tools[token]
+	if !ok {
+		return nil, nil, nil, apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
+	}
+	return s.sess, t, s.cfg, nil
+}
+
+// handleCall serves mcp.v1.call.<slug>.<tool>: the body is the tool's
+// arguments, passed through as raw JSON; the reply is the CallToolResult.
+func (s *server) handleCall(req micro.Request) {
+	start := time.Now()
+	h := nats.Header(req.Headers())
+	subject := req.Subject()
+	token := ""
+	if len(subject) > len(s.callPrefix) {
+		token = subject[len(s.callPrefix):]
+	}
+	ctx := bus.ExtractTrace(s.ctx, h)
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "mcp.call "+s.slug+"."+token,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("mcp.server", s.slug), attribute.String("mcp.tool", token)))
+	defer span.End()
+
+	res, tool, err := s.call(ctx, h, token, req.Data())
+	outcome := "ok"
+	switch {
+	case err != nil:
+		outcome = "error"
+		if e := apierr.From(err); e.Code == apierr.Network {
+			outcome = "timeout"
+		}
+		s.errs.Add(1)
+		span.SetStatus(codes.Error, err.Error())
+		_ = bus.RespondError(req, err)
+	default:
+		if res.IsError {
+			outcome = "tool_error"
+		}
+		data, merr := json.Marshal(res)
+		if merr != nil {
+			_ = bus.RespondError(req, apierr.Wrap(apierr.Internal, "encoding result", merr))
+		} else {
+			_ = req.Respond(data)
+		}
+	}
+	s.calls.Add(1)
+	if tool == "" {
+		tool = token
+	}
+	s.r.publishCall(model.CallEvent{
+		Server: s.slug, Tool: tool, RequestID: h.Get(bus.HeaderRequestID), TraceID: traceID(span),
+		Outcome: outcome, Code: string(apierr.Of(err)), DurationMS: float64(time.Since(start).Microseconds()) / 1000,
+		At: start.UTC(), Runner: s.r.opts.ID,
+	}, err == nil)
+}
+
+func (s *server) call(ctx context.Context, h nats.Header, token string, args []byte) (*mcp.CallToolResult, string, error) {
+	if err := checkArgs(args, s.r.opts.MaxArgsBytes); err != nil {
+		return nil, "", err
+	}
+	sess, tool, cfg, err := s.live(token)
+	if err != nil {
+		return nil, "", err
+	}
+	timeout := cfg.Runtime.CallTimeout.Or(s.r.opts.CallTimeout)
+	if ct := bus.CallerTimeout(h); ct > 0 && ct < timeout {
+		timeout = ct
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	params := &mcp.CallToolParams{Name: tool.Name, Arguments: json.RawMessage(args)}
+	reqID := h.Get(bus.HeaderRequestID)
+	if reqID != "" {
+		s.inflight.Store(reqID, cancel)
+		defer s.inflight.Delete(reqID)
+	}
+	if subj := h.Get(bus.HeaderProgressSubject); subj != "" && reqID != "" {
+		params.Meta = mcp.Meta{"progressToken": reqID}
+		s.progress.Store(reqID, progressTarget{subject: subj, requestID: reqID})
+		defer s.progress.Delete(reqID)
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		bus.InjectTraceMap(ctx, params.Meta)
+	}
+	res, err := sess.CallTool(ctx, params)
+	if err != nil {
+		return nil, tool.Name, callError(ctx, s.slug, tool.Name, timeout, err)
+	}
+	return res, tool.Name, nil
+}
+
+// checkArgs accepts an empty body (no arguments) or one JSON object.
+func checkArgs(args []byte, max int) error {
+	if len(args) > max {
+		return apierr.Invalid("arguments", fmt.Sprintf("arguments are %d bytes, over the limit of %d", len(args), max))
+	}
+	trimmed := bytes.TrimSpace(args)
+	if len(trimmed) == 0 {
+		return nil
+	}
+	if trimmed[0] != '{' || !json.Valid(trimmed) {
+		return apierr.Invalid("arguments", "arguments must be a JSON object")
+	}
+	return nil
+}
+
+// callError maps a failed MCP request to the contract (seeds/000 runtime errors).
+func callError(ctx context.Context, server, tool string, timeout time.Duration, err error) error {
+	var wire *jsonrpc.Error
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return apierr.Wrap(apierr.Network, fmt.Sprintf("Tool call timed out after %s", timeout), err)
+	case errors.Is(ctx.Err(), context.Canceled):
+		return apierr.Wrap(apierr.Network, "Tool call cancelled by the caller", err)
+	case errors.Is(err, mcp.ErrConnectionClosed):
+		return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("server %s exited during the call", server), err)
+	case errors.As(err, &wire):
+		switch wire.Code {
+		case jsonrpc.CodeInvalidParams:
+			return apierr.Wrap(apierr.Validation, wire.Message, err).WithField("arguments")
+		case jsonrpc.CodeMethodNotFound:
+			return apierr.Wrap(apierr.NotFound, wire.Message, err)
+		}
+		return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("tool %s failed: %s", tool, wire.Message), err)
+	}
+	return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("tool %s failed: %v", tool, err), err)
+}
+
+type progressTarget struct{ subject, requestID string }
+
+// onProgress forwards a progress notification to the caller that asked for it.
+func (s *server) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	token, ok := req.Params.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	v, ok := s.progress.Load(token)
+	if !ok {
+		return
+	}
+	t := v.(progressTarget)
+	data, _ := json.Marshal(model.ProgressEvent{
+		RequestID: t.requestID, Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message,
+	})
+	_ = s.r.nc.Publish(t.subject, data)
+}
+
+// cancelRequest is the body of mcp.v1.cancel.<server>.
+type cancelRequest struct {
+	RequestID string `json:"request_id"`
+}
+
+func (s *server) handleCancel(req micro.Request) {
+	var in cancelRequest
+	if json.Unmarshal(req.Data(), &in) != nil || in.RequestID == "" {
+		return
+	}
+	if v, ok := s.inflight.Load(in.RequestID); ok {
+		v.(context.CancelFunc)()
+		s.log.Debug("call cancelled by caller", "request_id", in.RequestID)
+	}
+	if req.Reply() != "" {
+		_ = req.Respond([]byte(`{}`))
+	}
+}
+
+// handleRPC serves the other MCP methods on mcp.v1.rpc.<slug>.
+func (s *server) handleRPC(req micro.Request) {
+	h := nats.Header(req.Headers())
+	ctx := bus.ExtractTrace(s.ctx, h)
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "mcp.rpc "+s.slug, trace.WithSpanKind(trace.SpanKindConsumer))
+	defer span.End()
+	out, err := s.rpc(ctx, h, req.Data())
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		_ = bus.RespondError(req, err)
+		return
+	}
+	_ = req.RespondJSON(out)
+}
+
+func (s *server) rpc(ctx context.Context, h nats.Header, data []byte) (any, error) {
+	var in model.RPCRequest
+	if err := json.Unmarshal(data, &in); err != nil {
+		return nil, apierr.Invalid("", "request must be {\"method\":…, \"params\":{…}}")
+	}
+	if in.Method == "" {
+		return nil, apierr.Invalid("method", "method is required")
+	}
+	sess, _, cfg, err := s.live("")
+	if err != nil {
+		return nil, err
+	}
+	timeout := cfg.Runtime.CallTimeout.Or(s.r.opts.CallTimeout)
+	if ct := bus.CallerTimeout(h); ct > 0 && ct < timeout {
+		timeout = ct
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out any
+	switch in.Method {
+	case "ping":
+		err = sess.Ping(ctx, nil)
+		out = struct{}{}
+	case "tools/list":
+		out, err = rpcCall(ctx, in.Params, sess.ListTools)
+	case "resources/list":
+		out, err = rpcCall(ctx, in.Params, sess.ListResources)
+	case "resources/read":
+		out, err = rpcCall(ctx, in.Params, sess.ReadResource)
+	case "resources/templates/list":
+		out, err = rpcCall(ctx, in.Params, sess.ListResourceTemplates)
+	case "prompts/list":
+		out, err = rpcCall(ctx, in.Params, sess.ListPrompts)
+	case "prompts/get":
+		out, err = rpcCall(ctx, in.Params, sess.GetPrompt)
+	case "completion/complete":
+		out, err = rpcCall(ctx, in.Params, sess.Complete)
+	default:
+		return nil, apierr.Invalid("method", "unsupported method "+in.Method+
+			" (ping, tools/list, resources/list, resources/read, resources/templates/list, prompts/list, prompts/get, completion/complete)")
+	}
+	if err != nil {
+		if e, ok := err.(*apierr.Error); ok {
+			return nil, e
+		}
+		return nil, callError(ctx, s.slug, in.Method, timeout, err)
+	}
+	return out, nil
+}
+
+// rpcCall decodes params into the method's typed parameters and calls it.
+func rpcCall[P any, R any](ctx context.Context, raw json.RawMessage, f func(context.Context, *P) (R, error)) (R, error) {
+	p := new(P)
+	if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		if err := json.Unmarshal(raw, p); err != nil {
+			var zero R
+			return zero, apierr.Invalid("params", "params do not fit the method: "+err.Error())
+		}
+	}
+	return f(ctx, p)
+}
+
+// controlRequest is the body of the internal control subject.
+type controlRequest struct {
+	Verb string `json:"verb"`
+}
+
+// handleControl runs start, stop, restart or status on this owner.
+func (s *server) handleControl(req micro.Request) {
+	var in controlRequest
+	if err := json.Unmarshal(req.Data(), &in); err != nil {
+		_ = bus.RespondError(req, apierr.Invalid("verb", "control request must be {\"verb\":…}"))
+		return
+	}
+	var err error
+	switch in.Verb {
+	case "start":
+		err = s.do(s.start)
+	case "stop":
+		err = s.do(func() error { s.stop(model.StateStopped); return nil })
+	case "restart":
+		err = s.do(func() error { s.stop(model.StateStopped); return s.start() })
+	case "status":
+	default:
+		err = apierr.Invalid("verb", "verb must be start, stop, restart or status")
+	}
+	if err != nil {
+		_ = bus.RespondError(req, err)
+		return
+	}
+	_ = req.RespondJSON(s.status())
+}
+
+func traceID(span trace.Span) string {
+	if sc := span.SpanContext(); sc.HasTraceID() {
+		return sc.TraceID().String()
+	}
+	return ""
+}

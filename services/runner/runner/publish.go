@@ -1,0 +1,104 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+const publishTimeout = 5 * time.Second
+
+// publishStatus records st in KV mcp_status and emits it on events.status.<server>.
+func (r *Runner) publishStatus(st model.Status) {
+	r.mu.Lock()
+	r.status[st.Server] = st
+	r.mu.Unlock()
+	data, _ := json.Marshal(st)
+	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	defer cancel()
+	if _, err := r.assets.Status.Put(ctx, st.Server, data); err != nil {
+		r.log.Warn("recording status failed", "server", st.Server, "error", err)
+	}
+	if _, err := r.js.Publish(ctx, r.subj.Event("status", st.Server), data); err != nil {
+		r.log.Warn("publishing status event failed", "server", st.Server, "error", err)
+	}
+}
+
+// forgetStatus removes a deleted server's status.
+func (r *Runner) forgetStatus(slug string) {
+	r.mu.Lock()
+	delete(r.status, slug)
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	defer cancel()
+	_ = r.assets.Status.Delete(ctx, slug)
+}
+
+// publishCall emits the audit event of one call. Core publish into the
+// stream's subject: the call path never waits for a JetStream ack.
+func (r *Runner) publishCall(ev model.CallEvent, ok bool) {
+	data, _ := json.Marshal(ev)
+	_ = r.nc.Publish(r.subj.Event("call", ev.Server), data)
+}
+
+// publishCatalog stores the server's tools in KV mcp_tools.
+func (s *server) publishCatalog() {
+	s.mu.RLock()
+	cat := model.Catalog{Server: s.slug, Tools: make([]model.Tool, 0, len(s.tools)), UpdatedAt: time.Now().UTC()}
+	for token, t := range s.tools {
+		cat.Tools = append(cat.Tools, catalogTool(s.r, s.slug, token, t))
+	}
+	s.mu.RUnlock()
+	sort.Slice(cat.Tools, func(i, j int) bool { return cat.Tools[i].Tool < cat.Tools[j].Tool })
+	s.r.mu.Lock()
+	s.r.catalog[s.slug] = cat
+	s.r.mu.Unlock()
+	data, _ := json.Marshal(cat)
+	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	defer cancel()
+	if _, err := s.r.assets.Tools.Put(ctx, s.slug, data); err != nil {
+		s.log.Warn("recording tool catalog failed", "error", err)
+	}
+}
+
+func (s *server) deleteCatalog() {
+	s.r.mu.Lock()
+	delete(s.r.catalog, s.slug)
+	s.r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	defer cancel()
+	_ = s.r.assets.Tools.Delete(ctx, s.slug)
+}
+
+// catalogTool is the catalog entry of one MCP tool: its namespaced name, its
+// subject and its schemas as raw JSON.
+func catalogTool(r *Runner, slug, token string, t *mcp.Tool) model.Tool {
+	out := model.Tool{
+		Name: model.NamespacedName(slug, t.Name), Server: slug, Tool: t.Name,
+		Subject: r.subj.Call(slug, token), Title: t.Title, Description: t.Description,
+	}
+	out.InputSchema = rawJSON(t.InputSchema)
+	out.OutputSchema = rawJSON(t.OutputSchema)
+	if t.Annotations != nil {
+		out.Annotations = rawJSON(t.Annotations)
+	}
+	return out
+}
+
+func rawJSON(v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil || string(b) == "null" {
+		return nil
+	}
+	return b
+}
+
+func sortStrings(s []string) { sort.Strings(s) }

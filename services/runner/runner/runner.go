@@ -1,0 +1,347 @@
+// Package runner is the runner service: it owns MCP server processes and
+// connections, serves their tools on the bus and publishes their status.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
+)
+
+// Version of the runner service (micro requires semver).
+const Version = "0.1.0"
+
+// ServiceName is the micro name of the runner's control endpoints; each
+// managed MCP server is a micro service of its own named ServerServiceName.
+const (
+	ServiceName       = "mcpbus-runner"
+	ServerServiceName = "mcpbus-server"
+)
+
+// SecretResolver resolves the secret references of a config into environment
+// values and HTTP headers. The credential service provides one; without it,
+// secret references stay unresolved.
+type SecretResolver interface {
+	Resolve(ctx context.Context, cfg *model.McpConfig) (env map[string]string, headers map[string]string, err error)
+}
+
+// Options configure a runner. Zero values take the defaults.
+type Options struct {
+	Prefix string
+	// ID names this runner instance (default: a new uuid).
+	ID     string
+	Logger *slog.Logger
+	// CallTimeout bounds a tool call (default 30s; a config's runtime.call_timeout overrides).
+	CallTimeout time.Duration
+	// StartTimeout bounds spawn + handshake + tools/list (default 60s).
+	StartTimeout time.Duration
+	// StopGrace is how long a child gets after stdin is closed before SIGTERM
+	// (default 500ms); StopTimeout how long after SIGTERM before SIGKILL (default 5s).
+	StopGrace   time.Duration
+	StopTimeout time.Duration
+	// MaxArgsBytes bounds a call's arguments (default 1 MiB).
+	MaxArgsBytes int
+	// Launch are the host settings of spawning.
+	Launch launch.Options
+	// Resolver resolves secret references (optional).
+	Resolver SecretResolver
+	// Replicas of the shared JetStream assets (default 1).
+	Replicas int
+}
+
+func (o *Options) defaults() {
+	if o.Prefix == "" {
+		o.Prefix = bus.DefaultPrefix
+	}
+	if o.ID == "" {
+		o.ID = uuid.NewString()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 30 * time.Second
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 60 * time.Second
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = 500 * time.Millisecond
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 5 * time.Second
+	}
+	if o.MaxArgsBytes <= 0 {
+		o.MaxArgsBytes = 1 << 20
+	}
+}
+
+// Runner manages the MCP servers of the enabled configs.
+type Runner struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	assets *bus.Assets
+	subj   bus.Subjects
+	opts   Options
+	log    *slog.Logger
+
+	svc micro.Service
+
+	mu      sync.Mutex
+	servers map[string]*server // by slug
+	byID    map[string]string  // config id → slug
+	catalog map[string]model.Catalog
+	status  map[string]model.Status
+	ready   chan struct{}
+}
+
+// New prepares a runner on nc. Run starts it.
+func New(nc *nats.Conn, opts Options) (*Runner, error) {
+	opts.defaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("runner: jetstream: %w", err)
+	}
+	return &Runner{
+		nc: nc, js: js, subj: bus.NewSubjects(opts.Prefix), opts: opts,
+		log:     opts.Logger.With("service", "runner", "runner", opts.ID),
+		servers: map[string]*server{}, byID: map[string]string{},
+		catalog: map[string]model.Catalog{}, status: map[string]model.Status{},
+		ready: make(chan struct{}),
+	}, nil
+}
+
+// ID is the runner instance id.
+func (r *Runner) ID() string { return r.opts.ID }
+
+// Ready is closed once the runner has applied the configs present at start.
+func (r *Runner) Ready() <-chan struct{} { return r.ready }
+
+// Run serves until ctx ends, then stops every server it runs.
+func (r *Runner) Run(ctx context.Context) error {
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	assets, err := bus.EnsureAssets(setupCtx, r.js, r.subj, bus.AssetOptions{Replicas: r.opts.Replicas})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	r.assets = assets
+
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatch()
+	var wg sync.WaitGroup
+	catalogReady := make(chan struct{})
+	wg.Add(2)
+	go func() { defer wg.Done(); r.watchShared(watchCtx, catalogReady) }()
+	if err := r.addService(); err != nil {
+		return err
+	}
+	go func() { defer wg.Done(); r.watchConfigs(watchCtx) }()
+	<-catalogReady
+	r.log.Info("runner started", "prefix", r.subj.Prefix)
+
+	<-ctx.Done()
+	r.log.Info("runner stopping: stopping every server")
+	_ = r.svc.Stop()
+	stopWatch()
+	wg.Wait()
+	r.shutdownAll()
+	return nil
+}
+
+// shutdownAll stops every managed server in parallel (MC-T8).
+func (r *Runner) shutdownAll() {
+	r.mu.Lock()
+	servers := make([]*server, 0, len(r.servers))
+	for _, s := range r.servers {
+		servers = append(servers, s)
+	}
+	r.servers = map[string]*server{}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.close(model.StateStopped) }()
+	}
+	wg.Wait()
+}
+
+// addService registers the runner's control endpoints.
+func (r *Runner) addService() error {
+	svc, err := micro.AddService(r.nc, micro.Config{
+		Name:        ServiceName,
+		Version:     Version,
+		Description: "mcpbus runner: owns MCP server processes",
+		Metadata:    map[string]string{"runner": r.opts.ID},
+		QueueGroup:  ServiceName,
+	})
+	if err != nil {
+		return fmt.Errorf("runner: micro service: %w", err)
+	}
+	r.svc = svc
+	add := func(name, subject string, h func(context.Context, micro.Request) (any, error)) error {
+		return svc.AddEndpoint(name, micro.HandlerFunc(func(req micro.Request) {
+			go r.answer(req, h)
+		}), micro.WithEndpointSubject(subject))
+	}
+	if err := add("tools-list", r.subj.ToolsList(), r.handleToolsList); err != nil {
+		return err
+	}
+	for _, verb := range []string{"start", "stop", "restart", "status"} {
+		if err := add("runtime-"+verb, r.subj.Runtime(verb), r.runtimeHandler(verb)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// answer runs a JSON handler and replies with its result or error.
+func (r *Runner) answer(req micro.Request, h func(context.Context, micro.Request) (any, error)) {
+	ctx := bus.ExtractTrace(context.Background(), nats.Header(req.Headers()))
+	out, err := h(ctx, req)
+	if err != nil {
+		_ = bus.RespondError(req, err)
+		return
+	}
+	if raw, ok := out.([]byte); ok {
+		_ = req.Respond(raw)
+		return
+	}
+	_ = req.RespondJSON(out)
+}
+
+func (r *Runner) handleToolsList(ctx context.Context, req micro.Request) (any, error) {
+	var in model.ToolsListRequest
+	if err := decodeOptional(req.Data(), &in); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := model.ToolsListReply{Tools: []model.Tool{}}
+	if in.Server != "" {
+		if !model.ValidSlug(in.Server) {
+			return nil, apierr.Invalid("server", "server must be a slug ([a-z0-9_-])")
+		}
+		out.Tools = append(out.Tools, r.catalog[in.Server].Tools...)
+		return out, nil
+	}
+	for _, slug := range sortedKeys(r.catalog) {
+		out.Tools = append(out.Tools, r.catalog[slug].Tools...)
+	}
+	return out, nil
+}
+
+// runtimeHandler answers mcp.v1.runtime.<verb>: any runner takes the request,
+// checks the config, and forwards it to the server's owner on its control subject.
+func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request) (any, error) {
+	return func(ctx context.Context, req micro.Request) (any, error) {
+		var in model.RuntimeRequest
+		if err := decodeOptional(req.Data(), &in); err != nil {
+			return nil, err
+		}
+		if in.Server == "" {
+			if verb != "status" {
+				return nil, apierr.Invalid("server", "server is required")
+			}
+			return r.allStatus(), nil
+		}
+		if !model.ValidSlug(in.Server) {
+			return nil, apierr.Invalid("server", "server must be a slug ([a-z0-9_-])")
+		}
+		cfg, err := r.configBySlug(ctx, in.Server)
+		if err != nil {
+			return nil, err
+		}
+		if !cfg.Enabled {
+			if verb == "status" || verb == "stop" {
+				return model.Status{Server: cfg.Slug, State: model.StateDisabled, UpdatedAt: time.Now().UTC()}, nil
+			}
+			return nil, apierr.Newf(apierr.Conflict, "server %s is disabled; enable it first", cfg.Slug)
+		}
+		timeout := cfg.Runtime.StartTimeout.Or(r.opts.StartTimeout) + r.opts.StopTimeout + r.opts.StopGrace + 5*time.Second
+		msg := nats.NewMsg(r.subj.Control(cfg.Slug))
+		msg.Data, _ = json.Marshal(controlRequest{Verb: verb})
+		reply, err := bus.Request(ctx, r.nc, msg, timeout)
+		if err != nil {
+			if apierr.Of(err) == apierr.ServiceUnavailable {
+				return nil, apierr.Newf(apierr.ServiceUnavailable, "no runner owns server %s", cfg.Slug)
+			}
+			return nil, err
+		}
+		return reply.Data, nil
+	}
+}
+
+func (r *Runner) allStatus() model.RuntimeStatusReply {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := model.RuntimeStatusReply{Servers: []model.Status{}}
+	for _, slug := range sortedKeys(r.status) {
+		out.Servers = append(out.Servers, r.status[slug])
+	}
+	return out
+}
+
+// configBySlug finds a config in the bucket (the source of truth, not this
+// runner's view, so any runner answers the same).
+func (r *Runner) configBySlug(ctx context.Context, slug string) (*model.McpConfig, error) {
+	r.mu.Lock()
+	if s, ok := r.servers[slug]; ok {
+		cfg := s.config()
+		r.mu.Unlock()
+		return cfg, nil
+	}
+	r.mu.Unlock()
+	lister, err := r.assets.Configs.ListKeys(ctx)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.ServiceUnavailable, "reading configs", err)
+	}
+	defer func() { _ = lister.Stop() }()
+	for key := range lister.Keys() {
+		e, err := r.assets.Configs.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var cfg model.McpConfig
+		if json.Unmarshal(e.Value(), &cfg) == nil {
+			cfg.Normalize()
+			if cfg.Slug == slug {
+				return &cfg, nil
+			}
+		}
+	}
+	return nil, apierr.Newf(apierr.NotFound, "server %s not found", slug)
+}
+
+func decodeOptional(data []byte, v any) error {
+	if len(data) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return apierr.Wrap(apierr.Validation, "request body is not valid JSON: "+err.Error(), err)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	return keys
+}
+

@@ -1,0 +1,357 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os/exec"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
+)
+
+// server is one managed MCP server. Lifecycle changes run one at a time on
+// its own goroutine (ops), so a slow start never blocks another server;
+// calls read the live session under mu and run concurrently.
+type server struct {
+	r    *Runner
+	slug string
+	log  *slog.Logger
+
+	ctx    context.Context // cancelled when the server is removed
+	cancel context.CancelFunc
+	ops    chan func()
+	done   chan struct{}
+
+	svc        micro.Service
+	callPrefix string // "<prefix>.call.<slug>."
+
+	mu        sync.RWMutex
+	cfg       *model.McpConfig
+	state     string
+	lastErr   *apierr.Error
+	sess      *mcp.ClientSession
+	proc      *launch.Process
+	tools     map[string]*mcp.Tool // by subject token
+	startedAt time.Time
+	gen       uint64 // session generation: a stale exit notice is ignored
+
+	progress sync.Map // progress token → subject of the caller
+	inflight sync.Map // request id → context.CancelFunc
+	calls    atomic.Uint64
+	errs     atomic.Uint64
+}
+
+func newServer(r *Runner, cfg *model.McpConfig) *server {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{
+		r: r, slug: cfg.Slug, cfg: cfg, state: model.StateStopped,
+		log: r.log.With("server", cfg.Slug),
+		ctx: ctx, cancel: cancel,
+		ops: make(chan func(), 16), done: make(chan struct{}),
+		callPrefix: r.subj.Call(cfg.Slug, ""),
+	}
+	go s.loop()
+	return s
+}
+
+func (s *server) loop() {
+	for {
+		select {
+		case op := <-s.ops:
+			op()
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// do runs op on the server's goroutine and waits for it.
+func (s *server) do(op func() error) error {
+	res := make(chan error, 1)
+	select {
+	case s.ops <- func() { res <- op() }:
+	case <-s.done:
+		return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-s.done:
+		return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
+	}
+}
+
+// post queues op without waiting (used from go-sdk callbacks).
+func (s *server) post(op func()) {
+	go func() {
+		select {
+		case s.ops <- op:
+		case <-s.done:
+		}
+	}()
+}
+
+func (s *server) config() *model.McpConfig {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.cfg
+}
+
+// setConfig installs a new revision and reports whether the running process
+// must restart for it (anything that changes how it is launched).
+func (s *server) setConfig(cfg *model.McpConfig) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.cfg
+	s.cfg = cfg
+	return !reflect.DeepEqual(old.Package, cfg.Package) || !reflect.DeepEqual(old.Transport, cfg.Transport) ||
+		!reflect.DeepEqual(old.EnvVars, cfg.EnvVars) || old.Runtime.StartTimeout != cfg.Runtime.StartTimeout
+}
+
+// start follows DESIGN.md: check enabled → resolve credentials → build env →
+// spawn or connect → handshake → list tools → running.
+func (s *server) start() error {
+	s.mu.RLock()
+	state, cfg := s.state, s.cfg
+	s.mu.RUnlock()
+	if state == model.StateRunning {
+		return nil
+	}
+	if !cfg.Enabled {
+		return apierr.Newf(apierr.Conflict, "server %s is disabled", s.slug)
+	}
+	s.setState(model.StateStarting, nil)
+	sess, proc, tools, err := s.connect(cfg)
+	if err != nil {
+		e := apierr.From(err)
+		s.setState(model.StateError, e)
+		s.log.Warn("server failed to start", "code", e.Code, "error", e.Message)
+		return e
+	}
+	s.mu.Lock()
+	s.sess, s.proc = sess, proc
+	s.gen++
+	gen := s.gen
+	s.tools = tools
+	s.startedAt = time.Now().UTC()
+	s.mu.Unlock()
+	s.publishCatalog()
+	s.setState(model.StateRunning, nil)
+	s.log.Info("server running", "tools", len(tools), "pid", pidOf(proc))
+	go s.watch(sess, gen)
+	return nil
+}
+
+func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Process, map[string]*mcp.Tool, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, cfg.Runtime.StartTimeout.Or(s.r.opts.StartTimeout))
+	defer cancel()
+	env, headers, err := s.r.buildEnvironment(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(headers) > 0 {
+		c := *cfg
+		c.Transport.Headers = mergeMaps(cfg.Transport.Headers, headers)
+		cfg = &c
+	}
+	lopts := s.r.opts.Launch
+	lopts.OnStderr = func(line string) { s.log.Debug("server stderr", "line", line) }
+	l, err := launch.Prepare(ctx, cfg, env, lopts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbus-runner", Version: Version}, &mcp.ClientOptions{
+		Capabilities:                &mcp.ClientCapabilities{},
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.post(s.refreshTools) },
+		ProgressNotificationHandler: s.onProgress,
+	})
+	sess, err := client.Connect(ctx, l.Transport, nil)
+	if err != nil {
+		s.kill(l.Process)
+		return nil, nil, nil, startError(ctx, err, l.Process)
+	}
+	tools, err := listTools(ctx, sess)
+	if err != nil {
+		s.stopSession(sess, l.Process)
+		return nil, nil, nil, startError(ctx, err, l.Process)
+	}
+	return sess, l.Process, tools, nil
+}
+
+// startError classifies a failed spawn or handshake per seeds/000.
+func startError(ctx context.Context, err error, proc *launch.Process) error {
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		return apierr.Wrap(apierr.NotFound, "Package not found", err)
+	case proc != nil && proc.PackageMissing():
+		return apierr.Wrap(apierr.NotFound, "Package not found", err)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return apierr.Wrap(apierr.Network, "Handshake timed out", err)
+	case errors.Is(ctx.Err(), context.Canceled):
+		return apierr.Wrap(apierr.ServiceUnavailable, "start cancelled", err)
+	case proc != nil:
+		return apierr.Wrap(apierr.ServiceUnavailable, "server exited during the handshake", err)
+	}
+	return apierr.Wrap(apierr.Network, "could not connect: "+err.Error(), err)
+}
+
+func listTools(ctx context.Context, sess *mcp.ClientSession) (map[string]*mcp.Tool, error) {
+	tools := map[string]*mcp.Tool{}
+	if sess.InitializeResult() != nil && sess.InitializeResult().Capabilities != nil && sess.InitializeResult().Capabilities.Tools == nil {
+		return tools, nil // a server without tools (resources or prompts only)
+	}
+	for t, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		tools[model.ToolToken(t.Name)] = t
+	}
+	return tools, nil
+}
+
+// refreshTools re-reads the tool list after notifications/tools/list_changed.
+func (s *server) refreshTools() {
+	s.mu.RLock()
+	sess := s.sess
+	s.mu.RUnlock()
+	if sess == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.r.opts.CallTimeout)
+	defer cancel()
+	tools, err := listTools(ctx, sess)
+	if err != nil {
+		s.log.Warn("refreshing tools failed", "error", err)
+		return
+	}
+	s.mu.Lock()
+	if s.sess != sess {
+		s.mu.Unlock()
+		return
+	}
+	s.tools = tools
+	s.mu.Unlock()
+	s.publishCatalog()
+	s.setState(model.StateRunning, nil)
+}
+
+// watch notices a session that ends without being asked to (a crash).
+func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
+	_ = sess.Wait()
+	s.post(func() {
+		s.mu.Lock()
+		if s.gen != gen || s.sess != sess {
+			s.mu.Unlock()
+			return
+		}
+		proc := s.proc
+		s.sess, s.proc, s.tools = nil, nil, nil
+		s.gen++
+		s.mu.Unlock()
+		s.kill(proc)
+		s.deleteCatalog()
+		s.setState(model.StateError, apierr.New(apierr.ServiceUnavailable, "server process exited unexpectedly"))
+		s.log.Warn("server exited unexpectedly")
+	})
+}
+
+// stop ends the session and the process group; status becomes final.
+func (s *server) stop(final string) {
+	s.mu.Lock()
+	sess, proc := s.sess, s.proc
+	s.sess, s.proc, s.tools = nil, nil, nil
+	s.gen++
+	s.mu.Unlock()
+	if sess != nil {
+		s.stopSession(sess, proc)
+		s.deleteCatalog()
+	}
+	s.setState(final, nil)
+}
+
+func (s *server) stopSession(sess *mcp.ClientSession, proc *launch.Process) {
+	if proc == nil {
+		_ = sess.Close()
+		return
+	}
+	proc.Stop(sess.Close, s.r.opts.StopGrace, s.r.opts.StopTimeout)
+}
+
+// kill ends a process group that has no usable session.
+func (s *server) kill(proc *launch.Process) {
+	if proc != nil {
+		proc.Stop(func() error { return nil }, 0, s.r.opts.StopTimeout)
+	}
+}
+
+// close removes the server: no more calls, process stopped, status final.
+func (s *server) close(final string) {
+	s.cancel() // aborts a start in progress
+	if s.svc != nil {
+		_ = s.svc.Stop()
+	}
+	_ = s.do(func() error { s.stop(final); return nil })
+	close(s.done)
+}
+
+func (s *server) setState(state string, e *apierr.Error) {
+	s.mu.Lock()
+	s.state = state
+	s.lastErr = e
+	st := s.statusLocked()
+	s.mu.Unlock()
+	s.r.publishStatus(st)
+}
+
+func (s *server) status() model.Status {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.statusLocked()
+}
+
+func (s *server) statusLocked() model.Status {
+	st := model.Status{
+		Server: s.slug, State: s.state, Runner: s.r.opts.ID, UpdatedAt: time.Now().UTC(),
+		Calls: s.calls.Load(), Errors: s.errs.Load(),
+	}
+	if s.state == model.StateRunning {
+		st.Tools = make([]string, 0, len(s.tools))
+		for _, t := range s.tools {
+			st.Tools = append(st.Tools, t.Name)
+		}
+		sortStrings(st.Tools)
+		st.StartedAt = s.startedAt
+		st.PID = pidOf(s.proc)
+	}
+	if s.lastErr != nil {
+		st.Code, st.Message = string(s.lastErr.Code), s.lastErr.Message
+	}
+	return st
+}
+
+func pidOf(p *launch.Process) int {
+	if p == nil {
+		return 0
+	}
+	return p.PID()
+}
+
+func mergeMaps(a, b map[string]string) map[string]string {
+	out := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}

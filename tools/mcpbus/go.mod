@@ -1,0 +1,11 @@
+module github.com/mcpbus/mcpbus/tools/mcpbus
+
+go 1.26.8
+
+require github.com/mcpbus/mcpbus/libs v0.0.0
+
+replace github.com/mcpbus/mcpbus/libs => ../../libs
+
+require github.com/mcpbus/mcpbus/services/runner v0.0.0
+
+replace github.com/mcpbus/mcpbus/services/runner => ../../services/runner
