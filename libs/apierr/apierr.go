@@ -118,8 +118,13 @@ func (e *Error) WithField(field string) *Error {
 }
 
 // Of reports the code of err: the code of an *Error in its chain, else the
-// mapping of well-known Go errors, else INTERNAL_ERROR.
-func Of(err error) Code { return From(err).Code }
+// mapping of well-known Go errors, else INTERNAL_ERROR; "" for nil.
+func Of(err error) Code {
+	if err == nil {
+		return ""
+	}
+	return From(err).Code
+}
 
 // From turns any error into the contract. Errors that are not *Error keep
 // their text as the message only for the context errors that callers expect;

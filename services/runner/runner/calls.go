@@ -43,9 +43,9 @@ func (s *server) serve() error {
 		h             micro.HandlerFunc
 		opts          []micro.EndpointOpt
 	}{
-		{"call", s.r.subj.CallAll(s.slug), func(req micro.Request) { go s.handleCall(req) }, nil},
-		{"rpc", s.r.subj.RPC(s.slug), func(req micro.Request) { go s.handleRPC(req) }, nil},
-		{"control", s.r.subj.Control(s.slug), func(req micro.Request) { go s.handleControl(req) }, nil},
+		{"call", s.r.subj.CallAll(s.slug), s.async(s.handleCall), nil},
+		{"rpc", s.r.subj.RPC(s.slug), s.async(s.handleRPC), nil},
+		{"control", s.r.subj.Control(s.slug), s.async(s.handleControl), nil},
 		// Every replica hears a cancellation; the one running the request acts on it.
 		{"cancel", s.r.subj.Cancel(s.slug), s.handleCancel, []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
 	}
@@ -58,6 +58,23 @@ func (s *server) serve() error {
 	}
 	s.svc = svc
 	return nil
+}
+
+// async runs h on its own goroutine, so calls never queue behind each other
+// in the subscription, and turns a panic into an INTERNAL_ERROR reply instead
+// of a dead runner.
+func (s *server) async(h func(micro.Request)) micro.HandlerFunc {
+	return func(req micro.Request) {
+		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					s.log.Error("handler panic", "subject", req.Subject(), "panic", fmt.Sprint(p))
+					_ = bus.RespondError(req, apierr.New(apierr.Internal, "internal error"))
+				}
+			}()
+			h(req)
+		}()
+	}
 }
 
 // live returns the session and the tool for a call, or the error to answer.
@@ -147,6 +164,9 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = emptyObject
+	}
 	params := &mcp.CallToolParams{Name: tool.Name, Arguments: json.RawMessage(args)}
 	reqID := h.Get(bus.HeaderRequestID)
 	if reqID != "" {
@@ -170,6 +190,8 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	}
 	return res, tool.Name, nil
 }
+
+var emptyObject = []byte("{}")
 
 // checkArgs accepts an empty body (no arguments) or one JSON object.
 func checkArgs(args []byte, max int) error {

@@ -194,7 +194,15 @@ func (r *Runner) addService() error {
 	r.svc = svc
 	add := func(name, subject string, h func(context.Context, micro.Request) (any, error)) error {
 		return svc.AddEndpoint(name, micro.HandlerFunc(func(req micro.Request) {
-			go r.answer(req, h)
+			go func() {
+				defer func() {
+					if p := recover(); p != nil {
+						r.log.Error("handler panic", "subject", req.Subject(), "panic", fmt.Sprint(p))
+						_ = bus.RespondError(req, apierr.New(apierr.Internal, "internal error"))
+					}
+				}()
+				r.answer(req, h)
+			}()
 		}), micro.WithEndpointSubject(subject))
 	}
 	if err := add("tools-list", r.subj.ToolsList(), r.handleToolsList); err != nil {

@@ -1,0 +1,220 @@
+// Package client is the Go agent library of mcpbus: list tools, call them by
+// server and tool or by namespaced name, control servers and follow events,
+// over plain NATS subjects. The CLI, the gateway and the chat service use it.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// Options configure a client.
+type Options struct {
+	Prefix string
+	// Timeout bounds requests whose context has no deadline (default 35s: a
+	// little over the runner's 30s call timeout, so the runner's answer wins).
+	Timeout time.Duration
+}
+
+// Client talks to mcpbus over one NATS connection.
+type Client struct {
+	nc      *nats.Conn
+	subj    bus.Subjects
+	timeout time.Duration
+}
+
+// New returns a client on nc.
+func New(nc *nats.Conn, opts Options) *Client {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 35 * time.Second
+	}
+	return &Client{nc: nc, subj: bus.NewSubjects(opts.Prefix), timeout: opts.Timeout}
+}
+
+// Subjects returns the subject builder in use.
+func (c *Client) Subjects() bus.Subjects { return c.subj }
+
+// ListTools returns the catalog of running servers (all, or one server's).
+func (c *Client) ListTools(ctx context.Context, server string) ([]model.Tool, error) {
+	var out model.ToolsListReply
+	if err := bus.RequestJSON(ctx, c.nc, c.subj.ToolsList(), model.ToolsListRequest{Server: server}, &out, c.timeout); err != nil {
+		return nil, err
+	}
+	return out.Tools, nil
+}
+
+// CallOptions tune one call.
+type CallOptions struct {
+	// OnProgress receives the MCP progress notifications of the call.
+	OnProgress func(model.ProgressEvent)
+	// RequestID overrides the generated request id.
+	RequestID string
+}
+
+// Call calls tool (its original name) of server with args (a JSON object or
+// nil) and returns the raw CallToolResult JSON. If ctx ends first, the runner
+// is told to cancel the call at the MCP server.
+func (c *Client) Call(ctx context.Context, server, tool string, args json.RawMessage, opts *CallOptions) (json.RawMessage, error) {
+	if !model.ValidSlug(server) {
+		return nil, apierr.Invalid("server", "server must be a slug ([a-z0-9_-])")
+	}
+	if tool == "" {
+		return nil, apierr.Invalid("tool", "tool is required")
+	}
+	if opts == nil {
+		opts = &CallOptions{}
+	}
+	msg := nats.NewMsg(c.subj.Call(server, model.ToolToken(tool)))
+	msg.Data = args
+	reqID := opts.RequestID
+	if reqID == "" {
+		reqID = uuid.NewString()
+	}
+	msg.Header.Set(bus.HeaderRequestID, reqID)
+	if opts.OnProgress != nil {
+		inbox := c.nc.NewRespInbox()
+		sub, err := c.nc.Subscribe(inbox, func(m *nats.Msg) {
+			var ev model.ProgressEvent
+			if json.Unmarshal(m.Data, &ev) == nil {
+				opts.OnProgress(ev)
+			}
+		})
+		if err != nil {
+			return nil, apierr.Wrap(apierr.Network, "subscribing for progress", err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		msg.Header.Set(bus.HeaderProgressSubject, inbox)
+	}
+	reply, err := bus.Request(ctx, c.nc, msg, c.timeout)
+	if err != nil {
+		if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
+			return nil, apierr.Newf(apierr.NotFound, "server %s not found or not running", server).WithField("server")
+		}
+		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+			c.cancel(server, reqID)
+		}
+		return nil, err
+	}
+	return reply.Data, nil
+}
+
+// cancel tells every replica of server that the caller gave up on reqID.
+func (c *Client) cancel(server, reqID string) {
+	data, _ := json.Marshal(map[string]string{"request_id": reqID})
+	_ = c.nc.Publish(c.subj.Cancel(server), data)
+}
+
+// CallNamed calls a tool by its namespaced name (<server>__<tool>), looking it
+// up in the catalog so shortened or sanitised names resolve.
+func (c *Client) CallNamed(ctx context.Context, name string, args json.RawMessage, opts *CallOptions) (json.RawMessage, error) {
+	server, _, ok := strings.Cut(name, "__")
+	if !ok || !model.ValidSlug(server) {
+		return nil, apierr.Invalid("name", "a namespaced tool name looks like <server>__<tool>")
+	}
+	tools, err := c.ListTools(ctx, server)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tools {
+		if t.Name == name {
+			return c.Call(ctx, t.Server, t.Tool, args, opts)
+		}
+	}
+	return nil, apierr.Newf(apierr.NotFound, "tool %s not found", name).WithField("name")
+}
+
+// RPC sends another MCP method (resources/list, prompts/get, ping …) to server
+// and decodes the result into out (may be nil).
+func (c *Client) RPC(ctx context.Context, server, method string, params any, out any) error {
+	if !model.ValidSlug(server) {
+		return apierr.Invalid("server", "server must be a slug ([a-z0-9_-])")
+	}
+	req := model.RPCRequest{Method: method}
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return apierr.Invalid("params", "params cannot be encoded: "+err.Error())
+		}
+		req.Params = b
+	}
+	err := bus.RequestJSON(ctx, c.nc, c.subj.RPC(server), req, out, c.timeout)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return apierr.Newf(apierr.NotFound, "server %s not found or not running", server).WithField("server")
+	}
+	return err
+}
+
+// Runtime asks for start, stop, restart or status of one server.
+func (c *Client) Runtime(ctx context.Context, verb, server string) (model.Status, error) {
+	var st model.Status
+	err := bus.RequestJSON(ctx, c.nc, c.subj.Runtime(verb), model.RuntimeRequest{Server: server}, &st, 2*time.Minute)
+	return st, err
+}
+
+// Status returns the status of every known server.
+func (c *Client) Status(ctx context.Context) ([]model.Status, error) {
+	var out model.RuntimeStatusReply
+	if err := bus.RequestJSON(ctx, c.nc, c.subj.Runtime("status"), model.RuntimeRequest{}, &out, c.timeout); err != nil {
+		return nil, err
+	}
+	return out.Servers, nil
+}
+
+// Event is one message of the event stream.
+type Event struct {
+	Subject string
+	Kind    string // status, config, call, chat
+	Name    string // server or session
+	Data    json.RawMessage
+	Time    time.Time
+}
+
+// FollowEvents delivers events matching filter (a subject under the events
+// prefix, "" for all) to fn until ctx ends. With replay, it starts from the
+// oldest stored event; otherwise from new ones only.
+func (c *Client) FollowEvents(ctx context.Context, filter string, replay bool, fn func(Event)) error {
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if filter == "" {
+		filter = c.subj.Events()
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverNewPolicy}
+	if replay {
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+	}
+	setup, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cons, err := js.OrderedConsumer(setup, bus.StreamEvents, cfg)
+	cancel()
+	if err != nil {
+		return apierr.Wrap(apierr.ServiceUnavailable, "following events: "+err.Error(), err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		ev := Event{Subject: m.Subject(), Data: m.Data()}
+		ev.Kind = bus.TokenAt(strings.TrimPrefix(m.Subject(), c.subj.Prefix+"."), 1)
+		ev.Name = bus.TokenAt(strings.TrimPrefix(m.Subject(), c.subj.Prefix+"."), 2)
+		if md, err := m.Metadata(); err == nil {
+			ev.Time = md.Timestamp
+		}
+		fn(ev)
+	})
+	if err != nil {
+		return apierr.Wrap(apierr.ServiceUnavailable, "following events: "+err.Error(), err)
+	}
+	<-ctx.Done()
+	cc.Stop()
+	return nil
+}

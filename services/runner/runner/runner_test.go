@@ -1,0 +1,700 @@
+package runner_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
+	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+)
+
+// testServer is the path of the go-sdk test server, built once in TestMain.
+var testServer string
+
+func TestMain(m *testing.M) {
+	path, cleanup, err := runnertest.BuildTestServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testServer = path
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+func quickOpts() runner.Options {
+	return runner.Options{StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second, StartTimeout: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+type callResult struct {
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	IsError bool `json:"isError"`
+}
+
+func text(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var r callResult
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("result is not a CallToolResult: %v: %s", err, raw)
+	}
+	if len(r.Content) == 0 {
+		t.Fatalf("result has no content: %s", raw)
+	}
+	return r.Content[0].Text
+}
+
+func call(t *testing.T, e *runnertest.Env, server, tool, args string) (json.RawMessage, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return e.Client.Call(ctx, server, tool, json.RawMessage(args), nil)
+}
+
+func wantCode(t *testing.T, err error, code apierr.Code) *apierr.Error {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("want %s, got success", code)
+	}
+	var e *apierr.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("want *apierr.Error %s, got %T %v", code, err, err)
+	}
+	if e.Code != code {
+		t.Fatalf("want code %s, got %s: %s", code, e.Code, e.Message)
+	}
+	return e
+}
+
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	// A zombie is dead for our purposes.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+func waitGone(t *testing.T, pid int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still alive after %s", pid, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// MC-T1: start spawns the process (in its own process group).
+func TestStartSpawnsProcess(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	st := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	if !alive(st.PID) {
+		t.Fatalf("status says pid %d but no such process", st.PID)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.PID))
+	if err != nil || !strings.Contains(string(cmdline), "mcpbus-testserver") {
+		t.Fatalf("pid %d runs %q, want the test server", st.PID, cmdline)
+	}
+	pgid, err := syscall.Getpgid(st.PID)
+	if err != nil || pgid != st.PID {
+		t.Fatalf("child pgid %d, want its own group %d", pgid, st.PID)
+	}
+	if st.Runner != e.Runner.ID() || st.StartedAt.IsZero() {
+		t.Fatalf("status lacks runner or start time: %+v", st)
+	}
+}
+
+// MC-T2: stop terminates the process; MC-T9: status follows.
+func TestStopTerminatesProcess(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	st := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	got, err := e.Client.Runtime(context.Background(), "stop", "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != model.StateStopped {
+		t.Fatalf("stop replied state %s", got.State)
+	}
+	waitGone(t, st.PID, 3*time.Second)
+	e.WaitState(t, "alpha", model.StateStopped, time.Second)
+	_, err = call(t, e, "alpha", "echo", `{"message":"x"}`)
+	wantCode(t, err, apierr.ServiceUnavailable)
+	tools, err := e.Client.ListTools(context.Background(), "alpha")
+	if err != nil || len(tools) != 0 {
+		t.Fatalf("a stopped server must have no tools listed, got %d (%v)", len(tools), err)
+	}
+	// And start brings it back.
+	if got, err = e.Client.Runtime(context.Background(), "start", "alpha"); err != nil || got.State != model.StateRunning {
+		t.Fatalf("start: %+v %v", got, err)
+	}
+	res, err := call(t, e, "alpha", "echo", `{"message":"back"}`)
+	if err != nil || text(t, res) != "back" {
+		t.Fatalf("call after restart: %s %v", res, err)
+	}
+}
+
+// MC-T3: the tool list is populated after start, with namespaced names and subjects.
+func TestToolsAfterStart(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	tools, err := e.Client.ListTools(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]model.Tool{}
+	for _, tool := range tools {
+		byName[tool.Name] = tool
+	}
+	echo, ok := byName["alpha__echo"]
+	if !ok {
+		t.Fatalf("alpha__echo missing from %v", tools)
+	}
+	if echo.Subject != "mcp.v1.call.alpha.echo" || echo.Server != "alpha" || echo.Tool != "echo" || len(echo.InputSchema) == 0 {
+		t.Fatalf("catalog entry incomplete: %+v", echo)
+	}
+	for _, want := range []string{"sleep", "crash", "env", "large", "progress"} {
+		if _, ok := byName["alpha__"+want]; !ok {
+			t.Errorf("tool %s missing", want)
+		}
+	}
+	st := e.Status("alpha")
+	if len(st.Tools) != len(tools) {
+		t.Fatalf("status lists %d tools, catalog %d", len(st.Tools), len(tools))
+	}
+}
+
+// MC-T4: a call returns the tool's result; a tool error comes back as isError.
+func TestCallReturnsResult(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	res, err := call(t, e, "alpha", "echo", `{"message":"hello bus"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, res); got != "hello bus" {
+		t.Fatalf("echo returned %q", got)
+	}
+	res, err = call(t, e, "alpha", "fail", `{"message":"boom"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r callResult
+	_ = json.Unmarshal(res, &r)
+	if !r.IsError || !strings.Contains(r.Content[0].Text, "boom") {
+		t.Fatalf("tool error not carried as isError: %s", res)
+	}
+	// No arguments at all is an empty object.
+	if _, err := call(t, e, "alpha", "echo", ``); err != nil {
+		t.Fatalf("empty arguments: %v", err)
+	}
+	// Large output crosses the bus whole.
+	res, err = call(t, e, "alpha", "large", `{"bytes":1000000}`)
+	if err != nil || len(text(t, res)) != 1000000 {
+		t.Fatalf("large result: %v", err)
+	}
+}
+
+// MC-T5: a failing server (missing binary, hanging handshake) does not block others.
+func TestFailedServerDoesNotBlockOthers(t *testing.T) {
+	opts := quickOpts()
+	e := runnertest.Start(t, opts)
+	hang := runnertest.Binary("hang", testServer, "-hang")
+	hang.Runtime.StartTimeout = model.Duration(3 * time.Second)
+	e.Put(t, hang)
+	e.Put(t, runnertest.Binary("broken", "/nonexistent/mcp-server"))
+	start := time.Now()
+	e.Put(t, runnertest.Binary("good", testServer))
+	e.WaitState(t, "good", model.StateRunning, 10*time.Second)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("good server waited %s behind the failing ones", d)
+	}
+	res, err := call(t, e, "good", "echo", `{"message":"ok"}`)
+	if err != nil || text(t, res) != "ok" {
+		t.Fatalf("good server call: %v", err)
+	}
+	st := e.WaitState(t, "broken", model.StateError, 5*time.Second)
+	if st.Code != string(apierr.NotFound) || st.Message != "Package not found" {
+		t.Fatalf("missing binary: %+v", st)
+	}
+	st = e.WaitState(t, "hang", model.StateError, 10*time.Second)
+	if st.Code != string(apierr.Network) || st.Message != "Handshake timed out" {
+		t.Fatalf("hanging handshake: %+v", st)
+	}
+	tools, _ := e.Client.ListTools(context.Background(), "")
+	for _, tool := range tools {
+		if tool.Server != "good" {
+			t.Fatalf("tool list includes failed server's tool %s", tool.Name)
+		}
+	}
+}
+
+// MC-T6: env vars of the config are set; the runner's own environment is not passed on.
+func TestEnvironmentVariables(t *testing.T) {
+	t.Setenv("MCPBUS_TEST_RUNNER_SECRET", "must-not-leak")
+	e := runnertest.Start(t, quickOpts())
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.EnvVars = map[string]model.EnvVar{
+		"API_KEY":  {Value: "k-123", IsSecret: true},
+		"KEY_FILE": {KeyfilePath: "/etc/hostname"},
+	}
+	e.Put(t, cfg)
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	for name, want := range map[string]string{"API_KEY": "k-123", "KEY_FILE": "/etc/hostname"} {
+		res, err := call(t, e, "alpha", "env", fmt.Sprintf(`{"name":%q}`, name))
+		if err != nil || text(t, res) != want {
+			t.Fatalf("%s = %s (%v), want %s", name, res, err, want)
+		}
+	}
+	res, err := call(t, e, "alpha", "env", `{"name":"MCPBUS_TEST_RUNNER_SECRET"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r callResult
+	_ = json.Unmarshal(res, &r)
+	if !r.IsError {
+		t.Fatalf("the runner's own environment leaked into the child: %s", res)
+	}
+	if res, err := call(t, e, "alpha", "env", `{"name":"PATH"}`); err != nil || text(t, res) == "" {
+		t.Fatalf("PATH should be inherited: %s %v", res, err)
+	}
+}
+
+// A required secret reference that nothing resolves fails the start clearly.
+func TestMissingRequiredCredentials(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.EnvVars = map[string]model.EnvVar{"TOKEN": {SecretRef: "alpha/TOKEN", Required: true, IsSecret: true}}
+	e.Put(t, cfg)
+	st := e.WaitState(t, "alpha", model.StateError, 5*time.Second)
+	if st.Code != string(apierr.Validation) || st.Message != "Missing required credentials" {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// MC-T8: stopping the runner stops every server.
+func TestShutdownAllStopsEverything(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	var pids []int
+	for _, name := range []string{"a", "b", "c"} {
+		e.Put(t, runnertest.Binary(name, testServer))
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		pids = append(pids, e.WaitState(t, name, model.StateRunning, 10*time.Second).PID)
+	}
+	start := time.Now()
+	e.StopRunner(t)
+	for _, pid := range pids {
+		waitGone(t, pid, 3*time.Second)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("shutdown took %s", d)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if st := e.Status(name); st.State != model.StateStopped {
+			t.Fatalf("%s: state %s after shutdown", name, st.State)
+		}
+	}
+}
+
+// The stop sequence escalates: a child that ignores stdin closing and SIGTERM is killed.
+func TestStopEscalatesToSIGKILL(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "stubborn.sh")
+	// Handshakes through the real test server, but the wrapper shell ignores SIGTERM
+	// and keeps the group alive after the server exits.
+	body := fmt.Sprintf("#!/bin/sh\ntrap '' TERM\n%s\nsleep 300\n", testServer)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := quickOpts()
+	opts.StopTimeout = 500 * time.Millisecond
+	e := runnertest.Start(t, opts)
+	e.Put(t, runnertest.Binary("stubborn", script))
+	st := e.WaitState(t, "stubborn", model.StateRunning, 10*time.Second)
+	start := time.Now()
+	if _, err := e.Client.Runtime(context.Background(), "stop", "stubborn"); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, st.PID, 3*time.Second)
+	if d := time.Since(start); d < opts.StopTimeout {
+		t.Fatalf("stubborn group gone after %s: SIGKILL came before the SIGTERM wait", d)
+	}
+}
+
+// MC-T9: status tracks a process killed from outside; calls then fail fast.
+func TestKilledDuringCall(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	st := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(t, e, "alpha", "sleep", `{"ms":20000}`)
+		errc <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	killed := time.Now()
+	if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		wantCode(t, err, apierr.ServiceUnavailable)
+		if d := time.Since(killed); d > time.Second {
+			t.Fatalf("in-flight call failed after %s, want < 1s", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("in-flight call hung after the server was killed")
+	}
+	st = e.WaitState(t, "alpha", model.StateError, 2*time.Second)
+	if st.Code != string(apierr.ServiceUnavailable) {
+		t.Fatalf("status after kill: %+v", st)
+	}
+	begin := time.Now()
+	_, err := call(t, e, "alpha", "echo", `{"message":"x"}`)
+	wantCode(t, err, apierr.ServiceUnavailable)
+	if time.Since(begin) > time.Second {
+		t.Fatal("a call to a crashed server was slow")
+	}
+	// A manual restart recovers it.
+	if _, err := e.Client.Runtime(context.Background(), "restart", "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := call(t, e, "alpha", "echo", `{"message":"up"}`); err != nil || text(t, res) != "up" {
+		t.Fatalf("after restart: %v", err)
+	}
+}
+
+func TestCrashingToolSetsError(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	_, err := call(t, e, "alpha", "crash", `{}`)
+	wantCode(t, err, apierr.ServiceUnavailable)
+	e.WaitState(t, "alpha", model.StateError, 2*time.Second)
+}
+
+func TestBadInput(t *testing.T) {
+	opts := quickOpts()
+	opts.MaxArgsBytes = 1024
+	e := runnertest.Start(t, opts)
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+
+	begin := time.Now()
+	_, err := call(t, e, "nosuch", "echo", `{}`)
+	wantCode(t, err, apierr.NotFound)
+	if d := time.Since(begin); d > time.Second {
+		t.Fatalf("unknown server took %s to answer", d)
+	}
+	_, err = call(t, e, "alpha", "nosuch", `{}`)
+	wantCode(t, err, apierr.NotFound)
+	for _, bad := range []string{`[1,2]`, `"text"`, `42`, `{"message":`, `null`, "\x00"} {
+		_, err = call(t, e, "alpha", "echo", bad)
+		wantCode(t, err, apierr.Validation)
+	}
+	_, err = call(t, e, "alpha", "echo", `{"message":"`+strings.Repeat("x", 2000)+`"}`)
+	if e := wantCode(t, err, apierr.Validation); !strings.Contains(e.Message, "over the limit") {
+		t.Fatalf("oversized: %s", e.Message)
+	}
+	// Arguments of the wrong type are refused by the MCP server's schema check:
+	// go-sdk servers answer with an isError result, others with invalid params.
+	res, err := call(t, e, "alpha", "sleep", `{"ms":"soon"}`)
+	if err == nil {
+		var r callResult
+		_ = json.Unmarshal(res, &r)
+		if !r.IsError {
+			t.Fatalf("wrong argument type accepted: %s", res)
+		}
+	} else {
+		wantCode(t, err, apierr.Validation)
+	}
+	// The runner survived all of it.
+	if res, err := call(t, e, "alpha", "echo", `{"message":"still here"}`); err != nil || text(t, res) != "still here" {
+		t.Fatalf("runner hurt by bad input: %v", err)
+	}
+}
+
+func TestRuntimeRequests(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	disabled := runnertest.Binary("off", testServer)
+	disabled.Enabled = false
+	e.Put(t, disabled)
+	e.WaitState(t, "off", model.StateDisabled, 5*time.Second)
+	ctx := context.Background()
+	// MC-NT1: start of a disabled server → CONFLICT, status unchanged.
+	_, err := e.Client.Runtime(ctx, "start", "off")
+	wantCode(t, err, apierr.Conflict)
+	if st := e.Status("off"); st.State != model.StateDisabled {
+		t.Fatalf("status changed to %s", st.State)
+	}
+	_, err = e.Client.Runtime(ctx, "start", "nosuch")
+	wantCode(t, err, apierr.NotFound)
+	_, err = e.Client.Runtime(ctx, "start", "Bad Slug")
+	wantCode(t, err, apierr.Validation)
+	_, err = e.Client.Runtime(ctx, "start", "")
+	wantCode(t, err, apierr.Validation)
+	all, err := e.Client.Status(ctx)
+	if err != nil || len(all) != 1 || all[0].Server != "off" {
+		t.Fatalf("status of all: %+v %v", all, err)
+	}
+}
+
+func TestEnableDisableDelete(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	cfg := e.Put(t, runnertest.Binary("alpha", testServer))
+	st := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	cfg.Enabled = false
+	e.Put(t, cfg)
+	e.WaitState(t, "alpha", model.StateDisabled, 5*time.Second)
+	waitGone(t, st.PID, 3*time.Second)
+	_, err := call(t, e, "alpha", "echo", `{}`)
+	wantCode(t, err, apierr.NotFound) // nobody serves a disabled server's subjects
+	cfg.Enabled = true
+	e.Put(t, cfg)
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	e.Delete(t, cfg.ID)
+	deadline := time.Now().Add(5 * time.Second)
+	for e.Status("alpha").State != "" {
+		if time.Now().After(deadline) {
+			t.Fatal("status of a deleted server remains")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if tools, _ := e.Client.ListTools(context.Background(), "alpha"); len(tools) != 0 {
+		t.Fatal("catalog of a deleted server remains")
+	}
+}
+
+// A config change that affects the launch restarts the server with it.
+func TestConfigUpdateRestarts(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.EnvVars = map[string]model.EnvVar{"MODE": {Value: "one"}}
+	cfg = e.Put(t, cfg)
+	first := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	cfg.EnvVars = map[string]model.EnvVar{"MODE": {Value: "two"}}
+	e.Put(t, cfg)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := e.Status("alpha")
+		if st.State == model.StateRunning && st.PID != first.PID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not restarted with the new config: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res, err := call(t, e, "alpha", "env", `{"name":"MODE"}`); err != nil || text(t, res) != "two" {
+		t.Fatalf("MODE after update: %s %v", res, err)
+	}
+}
+
+func TestCallTimeoutCancelsAtServer(t *testing.T) {
+	opts := quickOpts()
+	opts.CallTimeout = 300 * time.Millisecond
+	e := runnertest.Start(t, opts)
+	marker := filepath.Join(t.TempDir(), "cancelled")
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_CANCEL_FILE": {Value: marker}}
+	e.Put(t, cfg)
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	begin := time.Now()
+	_, err := call(t, e, "alpha", "sleep", `{"ms":10000}`)
+	if e := wantCode(t, err, apierr.Network); !strings.Contains(e.Message, "timed out") {
+		t.Fatalf("timeout message: %s", e.Message)
+	}
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Fatalf("timeout took %s", d)
+	}
+	waitFile(t, marker, 3*time.Second)
+}
+
+// A caller that gives up cancels the call at the MCP server (notifications/cancelled).
+func TestCallerGivingUpCancels(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	marker := filepath.Join(t.TempDir(), "cancelled")
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_CANCEL_FILE": {Value: marker}}
+	e.Put(t, cfg)
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	_, err := e.Client.Call(ctx, "alpha", "sleep", json.RawMessage(`{"ms":20000}`), nil)
+	if err == nil {
+		t.Fatal("cancelled call succeeded")
+	}
+	waitFile(t, marker, 3*time.Second)
+}
+
+func waitFile(t *testing.T, path string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the MCP server never saw the cancellation (%s missing)", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestProgressForwarded(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	var mu sync.Mutex
+	var got []model.ProgressEvent
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := e.Client.Call(ctx, "alpha", "progress", json.RawMessage(`{"steps":3,"ms":20}`), &client.CallOptions{
+		RequestID: "req-progress-1",
+		OnProgress: func(ev model.ProgressEvent) {
+			mu.Lock()
+			got = append(got, ev)
+			mu.Unlock()
+		},
+	})
+	if err != nil || text(t, res) != "done 3 steps" {
+		t.Fatalf("progress call: %s %v", res, err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d progress events, want 3", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got[2].Progress != 3 || got[2].Total != 3 || got[0].RequestID != "req-progress-1" {
+		t.Fatalf("progress events: %+v", got)
+	}
+}
+
+func TestToolListChangedRefreshesCatalog(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	if _, err := call(t, e, "alpha", "add_tool", `{"message":"late.tool"}`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		tools, _ := e.Client.ListTools(context.Background(), "alpha")
+		for _, tool := range tools {
+			if tool.Tool == "late.tool" {
+				// A dotted name gets a subject-safe token, and calls reach it by original name.
+				if strings.Count(tool.Subject, ".") != 4 {
+					t.Fatalf("subject %s is not subject-safe", tool.Subject)
+				}
+				res, err := call(t, e, "alpha", "late.tool", `{}`)
+				if err != nil || text(t, res) != "added tool" {
+					t.Fatalf("calling the new tool: %v", err)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("catalog not refreshed after tools/list_changed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestCallsRunConcurrently(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	begin := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := call(t, e, "alpha", "sleep", `{"ms":400}`)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(begin); d > 1500*time.Millisecond {
+		t.Fatalf("8 calls of 400ms took %s: they ran serially", d)
+	}
+}
+
+func TestRPC(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	ctx := context.Background()
+	var resources struct {
+		Resources []struct{ URI string } `json:"resources"`
+	}
+	if err := e.Client.RPC(ctx, "alpha", "resources/list", nil, &resources); err != nil || len(resources.Resources) != 1 {
+		t.Fatalf("resources/list: %+v %v", resources, err)
+	}
+	var read struct {
+		Contents []struct{ Text string } `json:"contents"`
+	}
+	if err := e.Client.RPC(ctx, "alpha", "resources/read", map[string]string{"uri": "test://greeting"}, &read); err != nil || read.Contents[0].Text != "hello from mcpbus-testserver" {
+		t.Fatalf("resources/read: %+v %v", read, err)
+	}
+	var prompt struct {
+		Messages []struct {
+			Content struct{ Text string } `json:"content"`
+		} `json:"messages"`
+	}
+	if err := e.Client.RPC(ctx, "alpha", "prompts/get", map[string]any{"name": "greet", "arguments": map[string]string{"who": "ada"}}, &prompt); err != nil || prompt.Messages[0].Content.Text != "Hello, ada" {
+		t.Fatalf("prompts/get: %+v %v", prompt, err)
+	}
+	for _, m := range []string{"ping", "prompts/list", "resources/templates/list", "tools/list"} {
+		if err := e.Client.RPC(ctx, "alpha", m, nil, nil); err != nil {
+			t.Fatalf("%s: %v", m, err)
+		}
+	}
+	wantCode(t, e.Client.RPC(ctx, "alpha", "sampling/createMessage", nil, nil), apierr.Validation)
+	wantCode(t, e.Client.RPC(ctx, "alpha", "prompts/get", "not an object", nil), apierr.Validation)
+	wantCode(t, e.Client.RPC(ctx, "nosuch", "ping", nil, nil), apierr.NotFound)
+}

@@ -1,0 +1,169 @@
+// Package runnertest starts real parts for tests: an embedded NATS server, a
+// runner on it, a client, and the config bucket to put servers in.
+package runnertest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/configstore"
+	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testmcp"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
+)
+
+// Env is a running bus with one runner.
+type Env struct {
+	NS     *embednats.Server
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Runner *runner.Runner
+	Client *client.Client
+	Store  configstore.Store
+	Assets *bus.Assets
+	stop   context.CancelFunc
+	done   chan error
+}
+
+// Start runs NATS (TCP on a free port, JetStream in a temp dir) and a runner
+// with opts; both stop when the test ends.
+func Start(t testing.TB, opts runner.Options) *Env {
+	t.Helper()
+	ns, err := embednats.Start(embednats.Options{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	assets, err := bus.EnsureAssets(ctx, js, bus.NewSubjects(opts.Prefix), bus.AssetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{NS: ns, NC: nc, JS: js, Assets: assets, Store: configstore.Store{KV: assets.Configs},
+		Client: client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: 20 * time.Second})}
+	e.StartRunner(t, opts)
+	return e
+}
+
+// StartRunner (re)starts the env's runner with opts.
+func (e *Env) StartRunner(t testing.TB, opts runner.Options) {
+	t.Helper()
+	r, err := runner.New(e.NC, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.Runner, e.stop, e.done = r, cancel, make(chan error, 1)
+	go func() { e.done <- r.Run(ctx) }()
+	select {
+	case <-r.Ready():
+	case err := <-e.done:
+		t.Fatalf("runner ended at start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("runner not ready within 10s")
+	}
+	t.Cleanup(func() { e.StopRunner(t) })
+}
+
+// StopRunner stops the runner (as SIGTERM would) and waits for it.
+func (e *Env) StopRunner(t testing.TB) {
+	if e.stop == nil {
+		return
+	}
+	e.stop()
+	e.stop = nil
+	select {
+	case <-e.done:
+	case <-time.After(30 * time.Second):
+		t.Error("runner did not stop within 30s")
+	}
+}
+
+// Put stores a config (validated, as the config service would).
+func (e *Env) Put(t testing.TB, cfg model.McpConfig) model.McpConfig {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	saved, err := e.Store.Upsert(ctx, cfg)
+	if err != nil {
+		t.Fatalf("put config %s: %v", cfg.Name, err)
+	}
+	return saved
+}
+
+// Delete removes a config.
+func (e *Env) Delete(t testing.TB, id string) {
+	t.Helper()
+	if err := e.Assets.Configs.Delete(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Status reads a server's status from KV (zero Status when absent).
+func (e *Env) Status(slug string) model.Status {
+	var st model.Status
+	entry, err := e.Assets.Status.Get(context.Background(), slug)
+	if err == nil {
+		_ = json.Unmarshal(entry.Value(), &st)
+	}
+	return st
+}
+
+// WaitState waits until the server reaches state, failing the test after timeout.
+func (e *Env) WaitState(t testing.TB, slug, state string, timeout time.Duration) model.Status {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		st := e.Status(slug)
+		if st.State == state {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server %s: state %q (%s %s), want %q after %s", slug, st.State, st.Code, st.Message, state, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Binary is a config that runs a binary over stdio.
+func Binary(name, path string, args ...string) model.McpConfig {
+	return model.McpConfig{
+		Name: name, Enabled: true,
+		Package:   model.Package{Type: model.PackageBinary, Identifier: path, Args: args},
+		Transport: model.Transport{Type: model.TransportStdio},
+	}
+}
+
+// BuildTestServer builds the go-sdk test server into a temp dir and returns
+// its path; call it from TestMain and remove the dir after m.Run.
+func BuildTestServer() (path string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "mcpbus-testserver")
+	if err != nil {
+		return "", nil, err
+	}
+	path, err = testmcp.Build(dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return path, func() { _ = os.RemoveAll(dir) }, nil
+}

@@ -1,0 +1,263 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+func newToolsCmd(g *globals) *cobra.Command {
+	var server string
+	cmd := &cobra.Command{
+		Use:   "tools",
+		Short: "List the tools of running servers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nc, c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			tools, err := c.ListTools(cmd.Context(), server)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(model.ToolsListReply{Tools: tools})
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSUBJECT\tDESCRIPTION")
+			for _, t := range tools {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Subject, oneLine(t.Description, 60))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&server, "server", "", "only this server's tools")
+	return cmd
+}
+
+func newCallCmd(g *globals) *cobra.Command {
+	var progress bool
+	cmd := &cobra.Command{
+		Use:   "call <server>.<tool> ['<json arguments>' | -]",
+		Short: "Call a tool; arguments are a JSON object (- reads them from stdin)",
+		Example: `  mcpbus call everything.echo '{"message":"hi"}'
+  echo '{"a":1,"b":2}' | mcpbus call everything.get-sum -`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			server, tool, ok := strings.Cut(args[0], ".")
+			if !ok || server == "" || tool == "" {
+				return apierr.Invalid("tool", "name the tool as <server>.<tool>")
+			}
+			var raw json.RawMessage
+			if len(args) == 2 {
+				raw = json.RawMessage(args[1])
+				if args[1] == "-" {
+					b, err := io.ReadAll(g.stdin)
+					if err != nil {
+						return err
+					}
+					raw = b
+				}
+			}
+			nc, c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			opts := &client.CallOptions{}
+			if progress {
+				opts.OnProgress = func(ev model.ProgressEvent) {
+					fmt.Fprintf(g.stderr, "progress %g/%g %s\n", ev.Progress, ev.Total, ev.Message)
+				}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			res, err := c.Call(ctx, server, tool, raw, opts)
+			if err != nil {
+				return err
+			}
+			return printResult(g, res)
+		},
+	}
+	cmd.Flags().BoolVar(&progress, "progress", false, "print progress notifications to stderr")
+	return cmd
+}
+
+// printResult prints a CallToolResult: JSON as is with --json, else its text
+// content (and structured content) for people.
+func printResult(g *globals, res json.RawMessage) error {
+	if g.json {
+		_, err := fmt.Fprintln(g.stdout, string(res))
+		return err
+	}
+	var r struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+			MIME string `json:"mimeType"`
+		} `json:"content"`
+		Structured json.RawMessage `json:"structuredContent"`
+		IsError    bool            `json:"isError"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		_, err = fmt.Fprintln(g.stdout, string(res))
+		return err
+	}
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			fmt.Fprintln(g.stdout, c.Text)
+		} else {
+			fmt.Fprintf(g.stdout, "[%s content %s]\n", c.Type, c.MIME)
+		}
+	}
+	if len(r.Structured) > 0 && len(r.Content) == 0 {
+		fmt.Fprintln(g.stdout, string(r.Structured))
+	}
+	if r.IsError {
+		return apierr.New(apierr.ServiceUnavailable, "the tool reported an error (isError)")
+	}
+	return nil
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status [server]",
+		Short: "Show the state of every server (or one)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nc, c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			var list []model.Status
+			if len(args) == 1 {
+				st, err := c.Runtime(cmd.Context(), "status", args[0])
+				if err != nil {
+					return err
+				}
+				list = []model.Status{st}
+			} else if list, err = c.Status(cmd.Context()); err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(model.RuntimeStatusReply{Servers: list})
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SERVER\tSTATE\tTOOLS\tUPTIME\tCALLS\tERRORS\tMESSAGE")
+			for _, s := range list {
+				up := ""
+				if !s.StartedAt.IsZero() && s.State == model.StateRunning {
+					up = time.Since(s.StartedAt).Round(time.Second).String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\n", s.Server, s.State, len(s.Tools), up, s.Calls, s.Errors, oneLine(s.Message, 60))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newRuntimeCmd(g *globals, verb string) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " <server>",
+		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a server",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nc, c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			st, err := c.Runtime(cmd.Context(), verb, args[0])
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(st)
+			}
+			fmt.Fprintf(g.stdout, "%s: %s\n", st.Server, st.State)
+			return nil
+		},
+	}
+}
+
+func newRPCCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rpc <server> <method> ['<json params>']",
+		Short:   "Send another MCP method (resources/list, prompts/get, ping, …) to a server",
+		Example: `  mcpbus rpc everything resources/list`,
+		Args:    cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nc, c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			var params any
+			if len(args) == 3 {
+				params = json.RawMessage(args[2])
+				if !json.Valid([]byte(args[2])) {
+					return apierr.Invalid("params", "params must be JSON")
+				}
+			}
+			var out json.RawMessage
+			if err := c.RPC(cmd.Context(), args[0], args[1], params, &out); err != nil {
+				return err
+			}
+			var v any
+			_ = json.Unmarshal(out, &v)
+			return g.printJSON(v)
+		},
+	}
+}
+
+func newEventsCmd(g *globals) *cobra.Command {
+	var kind string
+	var replay bool
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "Follow events (status, config, call, chat) until interrupted",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nc, c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			filter := ""
+			if kind != "" {
+				filter = c.Subjects().EventsOf(kind)
+			}
+			return c.FollowEvents(cmd.Context(), filter, replay, func(ev client.Event) {
+				if g.json {
+					fmt.Fprintf(g.stdout, "{\"subject\":%q,\"time\":%q,\"data\":%s}\n", ev.Subject, ev.Time.Format(time.RFC3339Nano), ev.Data)
+					return
+				}
+				fmt.Fprintf(g.stdout, "%s %-6s %-20s %s\n", ev.Time.Format("15:04:05.000"), ev.Kind, ev.Name, oneLine(string(ev.Data), 200))
+			})
+		},
+	}
+	cmd.Flags().StringVar(&kind, "kind", "", "only events of this kind: status, config, call or chat")
+	cmd.Flags().BoolVar(&replay, "replay", false, "start from the oldest stored event instead of new ones")
+	return cmd
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		return s[:max-1] + "…"
+	}
+	return s
+}

@@ -1,0 +1,123 @@
+// Package cli is the mcpbus command line: the all-in-one `up` and the client
+// commands, each with --json and --nats.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/client"
+)
+
+// globals are the flags every client command shares.
+type globals struct {
+	natsURL string
+	prefix  string
+	json    bool
+	timeout time.Duration
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+// Main runs the CLI and returns the process exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root.ExecuteContext(ctx); err != nil {
+		g.printError(err)
+		return 1
+	}
+	return 0
+}
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "mcpbus",
+		Short:         "Run MCP servers as services on NATS, and talk to them",
+		Long:          "mcpbus runs Model Context Protocol servers for AI agents as event-driven services over NATS.\n`mcpbus up` starts everything in one process; the other commands talk to a running bus.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.natsURL, "nats", envOr("MCPBUS_NATS_URL", nats.DefaultURL), "NATS server URL (env MCPBUS_NATS_URL)")
+	pf.StringVar(&g.prefix, "prefix", envOr("MCPBUS_PREFIX", ""), "subject prefix (default mcp.v1; env MCPBUS_PREFIX)")
+	pf.BoolVar(&g.json, "json", false, "print JSON instead of tables")
+	pf.DurationVar(&g.timeout, "timeout", 35*time.Second, "how long to wait for an answer")
+	root.AddCommand(newUpCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g))
+	for _, verb := range []string{"start", "stop", "restart"} {
+		root.AddCommand(newRuntimeCmd(g, verb))
+	}
+	return root
+}
+
+// connect opens the client connection of a client command.
+func (g *globals) connect(ctx context.Context) (*nats.Conn, *client.Client, error) {
+	nc, err := nats.Connect(g.natsURL, nats.Name("mcpbus-cli"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, nil, apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("cannot reach NATS at %s (is `mcpbus up` running?)", g.natsURL), err)
+	}
+	return nc, client.New(nc, client.Options{Prefix: g.prefix, Timeout: g.timeout}), nil
+}
+
+// printJSON writes v as indented JSON.
+func (g *globals) printJSON(v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printError reports err: the error contract as JSON with --json, else one line.
+func (g *globals) printError(err error) {
+	var e *apierr.Error
+	if !errors.As(err, &e) {
+		e = &apierr.Error{Code: apierr.Validation, Message: err.Error()}
+		if apierr.Of(err) != apierr.Internal {
+			e = apierr.From(err)
+		}
+	}
+	if g.json {
+		enc := json.NewEncoder(g.stdout)
+		_ = enc.Encode(e)
+		return
+	}
+	if e.Field != "" {
+		fmt.Fprintf(g.stderr, "error: %s: %s (field %s)\n", e.Code, e.Message, e.Field)
+		return
+	}
+	fmt.Fprintf(g.stderr, "error: %s: %s\n", e.Code, e.Message)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if v := os.Getenv(name); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return def
+}
