@@ -174,6 +174,12 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Proc
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.post(s.refreshTools) },
 		ProgressNotificationHandler: s.onProgress,
 	})
+	// go-sdk waits for a failed child to exit after closing its stdin; a child
+	// that never answered may never exit, so the start deadline kills its group.
+	if l.Process != nil {
+		stopKill := context.AfterFunc(ctx, l.Process.Kill)
+		defer stopKill()
+	}
 	sess, err := client.Connect(ctx, l.Transport, nil)
 	if err != nil {
 		s.kill(l.Process)
@@ -184,7 +190,7 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Proc
 		s.stopSession(sess, l.Process)
 		return nil, nil, nil, startError(ctx, err, l.Process)
 	}
-	return sess, l.Process, tools, nil
+	return sess, l.Process, tools, nil // the deferred stopKill runs before cancel
 }
 
 // startError classifies a failed spawn or handshake per seeds/000.

@@ -142,9 +142,9 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	p := &Process{cmd: cmd, stderr: newTail(orDefaultInt(opts.StderrBytes, 64<<10), opts.OnStderr)}
 	cmd.Stderr = p.stderr
 	return &Launched{
-		// The transport's own SIGTERM comes after TerminateDuration; Process.Stop
-		// signals the group well before that, so the transport never has to.
-		Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Minute},
+		// The transport signals only the leader, after TerminateDuration; the
+		// runner's Process.Stop signals the whole group sooner, in parallel.
+		Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second},
 		Process:   p,
 	}, nil
 }
@@ -203,6 +203,13 @@ func (p *Process) PackageMissing() bool {
 	return strings.Contains(s, "E404") || strings.Contains(s, "404 Not Found") ||
 		strings.Contains(s, "is not in this registry") || strings.Contains(s, "pull access denied") ||
 		strings.Contains(s, "manifest unknown")
+}
+
+// Kill sends SIGKILL to the whole group at once (a start that timed out).
+func (p *Process) Kill() {
+	if pgid := p.PID(); pgid > 0 {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
 }
 
 // Stop ends the process group: close (which closes stdin and reaps the
