@@ -352,4 +352,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	sortStrings(keys)
 	return keys
 }
-
