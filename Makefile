@@ -5,7 +5,9 @@ BIN     := bin
 
 .PHONY: run build test vet fmt npm-deps bench fuzz clean
 
-## run: build and start everything in one process (mcpbus up); ARGS="--config servers.yaml"
+## run: build and start everything in one process (mcpbus up) with the example servers;
+## override with ARGS="--config my-servers.yaml"
+ARGS ?= --config examples/servers.yaml
 run: build
 	$(BIN)/mcpbus up $(ARGS)
 

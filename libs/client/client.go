@@ -14,6 +14,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -33,6 +36,7 @@ type Client struct {
 	nc      *nats.Conn
 	subj    bus.Subjects
 	timeout time.Duration
+	tracer  trace.Tracer
 }
 
 // New returns a client on nc.
@@ -40,7 +44,8 @@ func New(nc *nats.Conn, opts Options) *Client {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 35 * time.Second
 	}
-	return &Client{nc: nc, subj: bus.NewSubjects(opts.Prefix), timeout: opts.Timeout}
+	return &Client{nc: nc, subj: bus.NewSubjects(opts.Prefix), timeout: opts.Timeout,
+		tracer: otel.Tracer("github.com/mcpbus/mcpbus/libs/client")}
 }
 
 // Subjects returns the subject builder in use.
@@ -76,6 +81,8 @@ func (c *Client) Call(ctx context.Context, server, tool string, args json.RawMes
 	if opts == nil {
 		opts = &CallOptions{}
 	}
+	ctx, span := c.tracer.Start(ctx, "mcp.call "+server+"."+tool, trace.WithSpanKind(trace.SpanKindProducer))
+	defer span.End()
 	msg := nats.NewMsg(c.subj.Call(server, model.ToolToken(tool)))
 	msg.Data = args
 	reqID := opts.RequestID
@@ -99,6 +106,7 @@ func (c *Client) Call(ctx context.Context, server, tool string, args json.RawMes
 	}
 	reply, err := bus.Request(ctx, c.nc, msg, c.timeout)
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
 			return nil, apierr.Newf(apierr.NotFound, "server %s not found or not running", server).WithField("server")
 		}

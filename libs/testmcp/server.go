@@ -6,6 +6,7 @@ package testmcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -111,6 +112,14 @@ func NewServer(name string) *mcp.Server {
 					return text("added tool"), nil, nil
 				})
 			return text("added " + in.Message), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "meta", Description: "Returns the request's _meta as JSON (tests trace propagation)"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in Empty) (*mcp.CallToolResult, any, error) {
+			b, err := json.Marshal(req.Params.Meta)
+			if err != nil {
+				return nil, nil, err
+			}
+			return text(string(b)), nil, nil
 		})
 	s.AddResource(&mcp.Resource{URI: "test://greeting", Name: "greeting", MIMEType: "text/plain"},
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {

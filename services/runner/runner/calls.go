@@ -12,7 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -111,10 +110,11 @@ func (s *server) handleCall(req micro.Request) {
 		token = subject[len(s.callPrefix):]
 	}
 	ctx := bus.ExtractTrace(s.ctx, h)
-	ctx, span := otel.Tracer(tracerName).Start(ctx, "mcp.call "+s.slug+"."+token,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attribute.String("mcp.server", s.slug), attribute.String("mcp.tool", token)))
+	ctx, span := s.r.tracer.Start(ctx, "mcp.call "+s.slug+"."+token, trace.WithSpanKind(trace.SpanKindConsumer))
 	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("mcp.server", s.slug), attribute.String("mcp.tool", token))
+	}
 
 	res, tool, err := s.call(ctx, h, token, req.Data())
 	outcome := "ok"
@@ -272,7 +272,7 @@ func (s *server) handleCancel(req micro.Request) {
 func (s *server) handleRPC(req micro.Request) {
 	h := nats.Header(req.Headers())
 	ctx := bus.ExtractTrace(s.ctx, h)
-	ctx, span := otel.Tracer(tracerName).Start(ctx, "mcp.rpc "+s.slug, trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := s.r.tracer.Start(ctx, "mcp.rpc "+s.slug, trace.WithSpanKind(trace.SpanKindConsumer))
 	defer span.End()
 	out, err := s.rpc(ctx, h, req.Data())
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -98,7 +100,8 @@ type Runner struct {
 	opts   Options
 	log    *slog.Logger
 
-	svc micro.Service
+	svc    micro.Service
+	tracer trace.Tracer
 
 	mu      sync.Mutex
 	servers map[string]*server // by slug
@@ -120,7 +123,8 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 		log:     opts.Logger.With("service", "runner", "runner", opts.ID),
 		servers: map[string]*server{}, byID: map[string]string{},
 		catalog: map[string]model.Catalog{}, status: map[string]model.Status{},
-		ready: make(chan struct{}),
+		ready:  make(chan struct{}),
+		tracer: otel.Tracer(tracerName),
 	}, nil
 }
 
