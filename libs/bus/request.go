@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 	"time"
 
@@ -94,6 +95,9 @@ func CallerTimeout(h nats.Header) time.Duration {
 	ms, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || ms <= 0 {
 		return 0
+	}
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return time.Duration(math.MaxInt64) // would overflow: as good as no limit
 	}
 	return time.Duration(ms) * time.Millisecond
 }

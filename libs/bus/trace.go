@@ -51,6 +51,9 @@ func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
 	if len(h) == 0 {
 		return ctx
 	}
+	if c := HeaderCarrier(h); c.Get("traceparent") == "" && c.Get("baggage") == "" {
+		return ctx // the common untraced call costs two lookups
+	}
 	return propagator.Extract(ctx, HeaderCarrier(h))
 }
 

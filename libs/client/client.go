@@ -91,18 +91,12 @@ func (c *Client) Call(ctx context.Context, server, tool string, args json.RawMes
 	}
 	msg.Header.Set(bus.HeaderRequestID, reqID)
 	if opts.OnProgress != nil {
-		inbox := c.nc.NewRespInbox()
-		sub, err := c.nc.Subscribe(inbox, func(m *nats.Msg) {
-			var ev model.ProgressEvent
-			if json.Unmarshal(m.Data, &ev) == nil {
-				opts.OnProgress(ev)
-			}
-		})
+		stop, err := c.followProgress(msg, opts.OnProgress)
 		if err != nil {
-			return nil, apierr.Wrap(apierr.Network, "subscribing for progress", err)
+			return nil, err
 		}
-		defer func() { _ = sub.Unsubscribe() }()
-		msg.Header.Set(bus.HeaderProgressSubject, inbox)
+		// Runs after the reply: progress published before it is delivered too.
+		defer stop()
 	}
 	reply, err := bus.Request(ctx, c.nc, msg, c.timeout)
 	if err != nil {
@@ -116,6 +110,51 @@ func (c *Client) Call(ctx context.Context, server, tool string, args json.RawMes
 		return nil, err
 	}
 	return reply.Data, nil
+}
+
+// followProgress subscribes an inbox for the call's progress notifications
+// and names it in the request. The runner publishes them before the reply and
+// NATS keeps that order, so stop, called once the reply is in, delivers every
+// one still buffered before it returns.
+func (c *Client) followProgress(msg *nats.Msg, fn func(model.ProgressEvent)) (stop func(), err error) {
+	inbox := c.nc.NewRespInbox()
+	ch := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.Network, "subscribing for progress", err)
+	}
+	msg.Header.Set(bus.HeaderProgressSubject, inbox)
+	deliver := func(m *nats.Msg) {
+		var ev model.ProgressEvent
+		if json.Unmarshal(m.Data, &ev) == nil {
+			fn(ev)
+		}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case m := <-ch:
+				deliver(m)
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		_ = sub.Unsubscribe()
+		for {
+			select {
+			case m := <-ch:
+				deliver(m)
+			default:
+				return
+			}
+		}
+	}, nil
 }
 
 // cancel tells every replica of server that the caller gave up on reqID.

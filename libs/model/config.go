@@ -4,6 +4,8 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"time"
 )
 
@@ -108,8 +110,11 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
 
-// UnmarshalJSON reads "30s" or a number of milliseconds.
+// UnmarshalJSON reads "30s" or a number of milliseconds; null leaves d as it is.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
 		v, err := time.ParseDuration(s)
@@ -122,6 +127,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	var ms int64
 	if err := json.Unmarshal(b, &ms); err != nil {
 		return err
+	}
+	if ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+		return fmt.Errorf("duration of %d ms is out of range", ms)
 	}
 	*d = Duration(time.Duration(ms) * time.Millisecond)
 	return nil

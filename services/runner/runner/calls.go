@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -120,9 +121,13 @@ func (s *server) handleCall(req micro.Request) {
 	outcome := "ok"
 	switch {
 	case err != nil:
-		outcome = "error"
-		if e := apierr.From(err); e.Code == apierr.Network {
+		switch {
+		case errors.Is(err, context.Canceled):
+			outcome = "cancelled"
+		case errors.Is(err, context.DeadlineExceeded):
 			outcome = "timeout"
+		default:
+			outcome = "error"
 		}
 		s.errs.Add(1)
 		span.SetStatus(codes.Error, err.Error())
@@ -164,7 +169,7 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	if len(bytes.TrimSpace(args)) == 0 {
+	if len(trimJSONSpace(args)) == 0 {
 		args = emptyObject
 	}
 	params := &mcp.CallToolParams{Name: tool.Name, Arguments: json.RawMessage(args)}
@@ -175,8 +180,13 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	}
 	if subj := h.Get(bus.HeaderProgressSubject); subj != "" && reqID != "" {
 		params.Meta = mcp.Meta{"progressToken": reqID}
-		s.progress.Store(reqID, progressTarget{subject: subj, requestID: reqID})
+		target := &progressTarget{subject: subj, requestID: reqID}
+		s.progress.Store(reqID, target)
 		defer s.progress.Delete(reqID)
+		// go-sdk hands notifications to a queue of their own while the response
+		// returns at once: let the queue catch up so that every progress
+		// notification is published before the reply (NATS keeps that order).
+		defer target.settle()
 	}
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		if params.Meta == nil {
@@ -198,7 +208,7 @@ func checkArgs(args []byte, max int) error {
 	if len(args) > max {
 		return apierr.Invalid("arguments", fmt.Sprintf("arguments are %d bytes, over the limit of %d", len(args), max))
 	}
-	trimmed := bytes.TrimSpace(args)
+	trimmed := trimJSONSpace(args)
 	if len(trimmed) == 0 {
 		return nil
 	}
@@ -207,6 +217,10 @@ func checkArgs(args []byte, max int) error {
 	}
 	return nil
 }
+
+// trimJSONSpace trims the whitespace JSON allows around a value (not
+// Unicode spaces such as U+00A0, which would make the body invalid JSON).
+func trimJSONSpace(b []byte) []byte { return bytes.Trim(b, " \t\r\n") }
 
 // callError maps a failed MCP request to the contract (seeds/000 runtime errors).
 func callError(ctx context.Context, server, tool string, timeout time.Duration, err error) error {
@@ -230,7 +244,33 @@ func callError(ctx context.Context, server, tool string, timeout time.Duration, 
 	return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("tool %s failed: %v", tool, err), err)
 }
 
-type progressTarget struct{ subject, requestID string }
+// progressTarget is where one call's progress goes.
+type progressTarget struct {
+	subject, requestID string
+	last               atomic.Int64 // unix nanos of the last forwarded notification
+}
+
+// Progress notifications are forwarded within microseconds of arriving; a
+// call's reply waits until none came for progressQuiet, at most progressSettleMax.
+const (
+	progressQuiet     = 2 * time.Millisecond
+	progressSettleMax = 25 * time.Millisecond
+)
+
+func (p *progressTarget) settle() {
+	start := time.Now()
+	for {
+		quietSince := start
+		if last := time.Unix(0, p.last.Load()); last.After(quietSince) {
+			quietSince = last
+		}
+		wait := progressQuiet - time.Since(quietSince)
+		if wait <= 0 || time.Since(start) >= progressSettleMax {
+			return
+		}
+		time.Sleep(wait)
+	}
+}
 
 // onProgress forwards a progress notification to the caller that asked for it.
 func (s *server) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -242,11 +282,12 @@ func (s *server) onProgress(_ context.Context, req *mcp.ProgressNotificationClie
 	if !ok {
 		return
 	}
-	t := v.(progressTarget)
+	t := v.(*progressTarget)
 	data, _ := json.Marshal(model.ProgressEvent{
 		RequestID: t.requestID, Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message,
 	})
 	_ = s.r.nc.Publish(t.subject, data)
+	t.last.Store(time.Now().UnixNano())
 }
 
 // cancelRequest is the body of mcp.v1.cancel.<server>.

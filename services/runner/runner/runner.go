@@ -285,6 +285,7 @@ func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request
 		}
 		timeout := cfg.Runtime.StartTimeout.Or(r.opts.StartTimeout) + r.opts.StopTimeout + r.opts.StopGrace + 5*time.Second
 		msg := nats.NewMsg(r.subj.Control(cfg.Slug))
+		msg.Header.Set(bus.HeaderRequestID, req.Headers().Get(bus.HeaderRequestID)) // one id end to end
 		msg.Data, _ = json.Marshal(controlRequest{Verb: verb})
 		reply, err := bus.Request(ctx, r.nc, msg, timeout)
 		if err != nil {

@@ -1,0 +1,90 @@
+// An mcpbus agent in plain JavaScript (ESM; it type-checks as TypeScript too):
+// nothing but the `nats` npm package. It lists the tools, calls one, reads an
+// error, follows progress, cancels a call and meets a server nobody runs.
+//
+//   npm install nats@2
+//   NATS_URL=nats://127.0.0.1:4222 node agent.mjs
+//
+// It expects server-everything to be running under the slug "everything"
+// (see docs/agents.md). tests/e2e/agent_test.go runs this file for real.
+import { connect, createInbox, headers, ErrorCode, JSONCodec } from "nats";
+import { randomUUID } from "node:crypto";
+
+const jc = JSONCodec();
+const nc = await connect({ servers: process.env.NATS_URL ?? "nats://127.0.0.1:4222" });
+
+// call sends a request and returns {result} on success or {error} with the
+// contract's {code, message, field} and the HTTP-like status of the headers.
+async function call(subject, body, { hdrs, timeout = 35_000 } = {}) {
+  const msg = await nc.request(subject, jc.encode(body), { headers: hdrs, timeout });
+  const status = msg.headers?.get("Nats-Service-Error-Code");
+  if (status) {
+    return { error: { status, header: msg.headers.get("Nats-Service-Error"), ...jc.decode(msg.data) } };
+  }
+  return { result: jc.decode(msg.data) };
+}
+
+// 1. The tool catalog of every running server.
+const { result: list } = await call("mcp.v1.tools.list", {});
+for (const t of list.tools) {
+  console.log(`tool ${t.name} -> ${t.subject}`);
+}
+
+// 2. A tool call: the body is the tool's arguments, the reply a CallToolResult.
+const { result: echo } = await call("mcp.v1.call.everything.echo", { message: "hi" });
+console.log(`echo: ${echo.content[0].text}`);
+
+// 3. Errors come back as a reply with Nats-Service-Error-Code / Nats-Service-Error
+//    headers and a JSON body {code, message, field}.
+const { error } = await call("mcp.v1.call.everything.no-such-tool", {});
+console.log(`error: ${error.status} ${error.code}: ${error.message}`);
+
+// 4. Progress: subscribe an inbox, name it in Mcp-Progress-Subject.
+const inbox = createInbox();
+const progress = nc.subscribe(inbox, {
+  callback: (err, m) => {
+    if (!err) {
+      const p = jc.decode(m.data);
+      console.log(`progress ${p.progress}/${p.total}`);
+    }
+  },
+});
+const h = headers();
+h.set("Mcp-Request-Id", randomUUID());
+h.set("Mcp-Progress-Subject", inbox);
+h.set("Mcp-Timeout-Ms", "10000"); // the runner gives up after this long
+const { result: long } = await call(
+  "mcp.v1.call.everything.trigger-long-running-operation",
+  { duration: 0.6, steps: 3 },
+  { hdrs: h, timeout: 10_000 },
+);
+console.log(`long: ${long.content[0].text}`);
+progress.unsubscribe();
+
+// 5. Cancellation: publish the request id to mcp.v1.cancel.<server>. Waiting
+//    for the first progress message makes sure the call is already running.
+const id = randomUUID();
+const started = createInbox();
+const firstProgress = nc.subscribe(started, { max: 1 });
+const ch = headers();
+ch.set("Mcp-Request-Id", id);
+ch.set("Mcp-Progress-Subject", started);
+const pending = call(
+  "mcp.v1.call.everything.trigger-long-running-operation",
+  { duration: 30, steps: 60 },
+  { hdrs: ch },
+);
+for await (const _ of firstProgress) {
+  nc.publish("mcp.v1.cancel.everything", jc.encode({ request_id: id }));
+}
+const { error: cancelled } = await pending;
+console.log(`cancel: ${cancelled.status} ${cancelled.code}: ${cancelled.message}`);
+
+// 6. A server nobody runs: NATS answers "no responders" at once.
+try {
+  await nc.request("mcp.v1.call.nosuch.echo", jc.encode({}), { timeout: 5_000 });
+} catch (err) {
+  console.log(err.code === ErrorCode.NoResponders ? "nosuch: no responders" : `nosuch: ${err.message}`);
+}
+
+await nc.drain();

@@ -1,0 +1,233 @@
+package model_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+var (
+	namespacedRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	tokenRE      = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+	hashSuffixRE = regexp.MustCompile(`_[0-9a-f]{8}$`)
+)
+
+func TestSlugify(t *testing.T) {
+	cases := map[string]string{
+		"GitHub":                        "github",
+		"GitHub MCP Server":             "github-mcp-server",
+		"  Brave Search!  ":             "brave-search",
+		"my_server 2":                   "my_server-2",
+		"@modelcontextprotocol/server":  "modelcontextprotocol-server",
+		"a - b -- c":                    "a-b-c",
+		"a-b":                           "a-b",
+		"--lead and trail--":            "lead-and-trail",
+		"Ünïcödé Name":                  "n-c-d-name",
+		"Café Crème":                    "caf-cr-me",
+		"日本語":                           "",
+		"日本語 server":                    "server",
+		"\u212a":                        "k", // KELVIN SIGN lower-cases to ASCII k
+		"":                              "",
+		"   ":                           "",
+		"---":                           "",
+		"!!!":                           "",
+		"_":                             "_",
+		"x\x00y\tz\n":                   "x-y-z",
+		"Filesystem (read-only) v2.1.0": "filesystem-read-only-v2-1-0",
+	}
+	for in, want := range cases {
+		got := model.Slugify(in)
+		if got != want {
+			t.Errorf("Slugify(%q) = %q, want %q", in, got, want)
+		}
+		if got != "" && !model.ValidSlug(got) {
+			t.Errorf("Slugify(%q) = %q is not a valid slug", in, got)
+		}
+	}
+	long := strings.Repeat("abcdefghij ", 20)
+	if got := model.Slugify(long); len(got) > 48 || !model.ValidSlug(got) || strings.HasSuffix(got, "-") {
+		t.Errorf("Slugify(long) = %q (%d)", got, len(got))
+	}
+	// A cut that lands on a dash drops it.
+	name := strings.Repeat("a", 47) + " b"
+	if got := model.Slugify(name); got != strings.Repeat("a", 47) {
+		t.Errorf("Slugify(cut at dash) = %q", got)
+	}
+}
+
+func TestValidSlug(t *testing.T) {
+	for _, s := range []string{"a", "github", "my-server_2", strings.Repeat("a", 64), "-", "_x"} {
+		if !model.ValidSlug(s) {
+			t.Errorf("ValidSlug(%q) = false", s)
+		}
+	}
+	for _, s := range []string{"", "A", "a.b", "a b", "a*", "a>", strings.Repeat("a", 65), "é", "a\n"} {
+		if model.ValidSlug(s) {
+			t.Errorf("ValidSlug(%q) = true", s)
+		}
+	}
+}
+
+func FuzzSlugify(f *testing.F) {
+	for _, s := range []string{"GitHub MCP", "", "日本語", "\u212a", strings.Repeat("ab ", 40), "\xff\xfe", "a\x00b", "İstanbul"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		got := model.Slugify(name)
+		if got == "" {
+			return
+		}
+		if !model.ValidSlug(got) || len(got) > 48 || strings.HasPrefix(got, "-") || strings.HasSuffix(got, "-") || strings.Contains(got, "--") {
+			t.Fatalf("Slugify(%q) = %q", name, got)
+		}
+		if again := model.Slugify(got); again != got {
+			t.Fatalf("Slugify not idempotent: %q → %q → %q", name, got, again)
+		}
+	})
+}
+
+func checkToken(t *testing.T, tool, tok string) {
+	t.Helper()
+	if tokenRE.MatchString(tool) {
+		if tok != tool {
+			t.Fatalf("ToolToken(%q) = %q, want unchanged", tool, tok)
+		}
+		return
+	}
+	if tok == tool {
+		t.Fatalf("ToolToken(%q) unchanged although unsafe", tool)
+	}
+	if !tokenRE.MatchString(tok) || strings.ContainsAny(tok, ".*> \t\r\n") {
+		t.Fatalf("ToolToken(%q) = %q is not subject-safe", tool, tok)
+	}
+	if !hashSuffixRE.MatchString(tok) {
+		t.Fatalf("ToolToken(%q) = %q has no hash suffix", tool, tok)
+	}
+	if tok != model.ToolToken(tool) {
+		t.Fatalf("ToolToken(%q) not stable", tool)
+	}
+}
+
+func TestToolToken(t *testing.T) {
+	for _, safe := range []string{"read_file", "search-repos", "A1", "x", "__", "-"} {
+		if got := model.ToolToken(safe); got != safe {
+			t.Errorf("ToolToken(%q) = %q, want unchanged", safe, got)
+		}
+	}
+	clashing := []string{
+		"a.b", "a_b", "a-b", "a b", "a*b", "a>b", "a\tb", "a/b", "a:b", "a..b", "a__b", "a.b.", ".a.b",
+		"é", "e", "ü", "日本", "", " ", ".", "*", ">", "a_b_", "get.weather", "get_weather", "get weather",
+	}
+	seen := map[string]string{}
+	for _, tool := range clashing {
+		tok := model.ToolToken(tool)
+		checkToken(t, tool, tok)
+		if tok == "" {
+			t.Errorf("ToolToken(%q) is empty", tool)
+		}
+		if prev, ok := seen[tok]; ok {
+			t.Errorf("ToolToken(%q) = ToolToken(%q) = %q", tool, prev, tok)
+		}
+		seen[tok] = tool
+	}
+	if got := model.ToolToken("a.b"); !strings.HasPrefix(got, "a_b_") {
+		t.Errorf("ToolToken(a.b) = %q: unreadable", got)
+	}
+}
+
+func FuzzToolToken(f *testing.F) {
+	for _, s := range []string{"read_file", "a.b", "a_b", "", " ", "*", ">", "a.*.>", "日本語", "\xff", "\x00", "tool\r\nname",
+		strings.Repeat("x.", 100), "a\u2028b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, tool string) {
+		tok := model.ToolToken(tool)
+		checkToken(t, tool, tok)
+		// A sanitised sibling (every unsafe byte made '_') gets a different token.
+		if !tokenRE.MatchString(tool) {
+			sibling := strings.Map(func(r rune) rune {
+				if r < utf8.RuneSelf && tokenRE.MatchString(string(r)) {
+					return r
+				}
+				return '_'
+			}, tool)
+			if sibling != tool && model.ToolToken(sibling) == tok {
+				t.Fatalf("ToolToken(%q) = ToolToken(%q) = %q", tool, sibling, tok)
+			}
+		}
+	})
+}
+
+func checkNamespaced(t *testing.T, server, tool string) string {
+	t.Helper()
+	got := model.NamespacedName(server, tool)
+	if !namespacedRE.MatchString(got) {
+		t.Fatalf("NamespacedName(%q, %q) = %q does not match %s", server, tool, got, namespacedRE)
+	}
+	if again := model.NamespacedName(server, tool); again != got {
+		t.Fatalf("NamespacedName(%q, %q) not stable: %q, %q", server, tool, got, again)
+	}
+	full := server + "__" + tool
+	if namespacedRE.MatchString(full) {
+		if got != full {
+			t.Fatalf("NamespacedName(%q, %q) = %q, want %q", server, tool, got, full)
+		}
+	} else if !hashSuffixRE.MatchString(got) {
+		t.Fatalf("NamespacedName(%q, %q) = %q: changed but no hash suffix", server, tool, got)
+	}
+	return got
+}
+
+func TestNamespacedName(t *testing.T) {
+	if got := checkNamespaced(t, "github", "search_repos"); got != "github__search_repos" {
+		t.Errorf("plain = %q", got)
+	}
+	xy := checkNamespaced(t, "s", "x.y")
+	x_y := checkNamespaced(t, "s", "x_y")
+	if xy == x_y {
+		t.Errorf("x.y and x_y clash: %q", xy)
+	}
+	if !strings.HasPrefix(xy, "s__x_y_") {
+		t.Errorf("sanitised name unreadable: %q", xy)
+	}
+	long1 := checkNamespaced(t, "a-very-long-server-slug-name", strings.Repeat("tool_", 10)+"one")
+	long2 := checkNamespaced(t, "a-very-long-server-slug-name", strings.Repeat("tool_", 10)+"two")
+	if long1 == long2 || len(long1) != 64 || len(long2) != 64 {
+		t.Errorf("long names: %q, %q", long1, long2)
+	}
+	if !strings.HasPrefix(long1, "a-very-long-server-slug-name__tool_") {
+		t.Errorf("long name lost its prefix: %q", long1)
+	}
+	exact := strings.Repeat("s", 30) + "__" + strings.Repeat("t", 32) // 64 exactly
+	if got := checkNamespaced(t, strings.Repeat("s", 30), strings.Repeat("t", 32)); got != exact {
+		t.Errorf("64-char name changed: %q", got)
+	}
+	for _, tc := range [][2]string{{"", ""}, {"s", ""}, {"", "t"}, {"s", "日本語"}, {"s", "a b"}, {"s", strings.Repeat("é", 100)}} {
+		checkNamespaced(t, tc[0], tc[1])
+	}
+}
+
+func FuzzNamespacedName(f *testing.F) {
+	f.Add("github", "search_repos")
+	f.Add("s", "x.y")
+	f.Add("s", "x_y")
+	f.Add("", "")
+	f.Add(strings.Repeat("s", 64), strings.Repeat("t", 64))
+	f.Add("s", strings.Repeat("日", 40))
+	f.Add("UPPER", "tool>*")
+	f.Add("s\x00", "\xff\xfe")
+	f.Add("srv", "tool\nname")
+	f.Fuzz(func(t *testing.T, server, tool string) {
+		got := checkNamespaced(t, server, tool)
+		// Changing one unsafe byte into '_' must not give the same name.
+		if i := strings.IndexAny(tool, ". */>"); i >= 0 {
+			sibling := tool[:i] + "_" + tool[i+1:]
+			if model.NamespacedName(server, sibling) == got {
+				t.Fatalf("NamespacedName(%q, %q) and (%q, %q) clash: %q", server, tool, server, sibling, got)
+			}
+		}
+	})
+}

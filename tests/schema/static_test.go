@@ -1,0 +1,241 @@
+package schema
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+)
+
+// testServer is the go-sdk test MCP server, built once in TestMain.
+var testServer string
+
+func TestMain(m *testing.M) {
+	p, cleanup, err := runnertest.BuildTestServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testServer = p
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// TestSchemasCompile compiles every schema file (2020-12, $id by file name)
+// and checks that their cross-references name files that exist.
+func TestSchemasCompile(t *testing.T) {
+	r := loadRegistry(t)
+	want := []string{
+		"call-arguments", "call-event", "call-result", "cancel-request", "catalog", "control-request", "error",
+		"mcp-config", "progress-event", "rpc-request", "runtime-request", "runtime-status-reply", "servers-file",
+		"status", "tool", "tools-list-reply", "tools-list-request",
+	}
+	for _, name := range want {
+		if _, ok := r.schemas[name]; !ok {
+			t.Errorf("schemas/%s.json is missing", name)
+		}
+	}
+	for _, name := range r.files {
+		var rs [][2]string
+		refs(r.docs[name], "", &rs)
+		for _, ref := range rs {
+			file, frag, _ := strings.Cut(ref[1], "#")
+			target := r.docs[name]
+			if file != "" {
+				doc, ok := r.docs[strings.TrimSuffix(file, ".json")]
+				if !ok || path.Ext(file) != ".json" || strings.Contains(file, "/") {
+					t.Errorf("%s.json%s: $ref %q names no schema file", name, ref[0], ref[1])
+					continue
+				}
+				target = doc
+			}
+			if _, ok := pointer(target, frag); !ok {
+				t.Errorf("%s.json%s: $ref %q does not resolve", name, ref[0], ref[1])
+			}
+		}
+	}
+}
+
+// TestAsyncAPI checks the AsyncAPI document: YAML, version 3.0.0, every $ref
+// resolves (schema files exist), operations use their channels' messages,
+// channel parameters match their addresses, and the subjects and headers of
+// the bus are all there.
+func TestAsyncAPI(t *testing.T) {
+	r := loadRegistry(t)
+	doc := r.asyncapi
+	if v := doc["asyncapi"]; v != "3.0.0" {
+		t.Errorf("asyncapi: %v, want 3.0.0", v)
+	}
+	if s, _ := lookup(doc, "info", "title").(string); s == "" {
+		t.Error("info.title is missing")
+	}
+	if s, _ := lookup(doc, "info", "version").(string); s == "" {
+		t.Error("info.version is missing")
+	}
+
+	// Every $ref resolves; external ones name schema files beside the document.
+	var rs [][2]string
+	refs(doc, "", &rs)
+	usedFiles := map[string]bool{}
+	for _, ref := range rs {
+		file, frag, _ := strings.Cut(ref[1], "#")
+		var target any = doc
+		if file != "" {
+			clean := path.Clean(file)
+			if strings.Contains(clean, "/") || path.Ext(clean) != ".json" {
+				t.Errorf("%s: $ref %q is not a schema file beside %s", ref[0], ref[1], asyncAPIFile)
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(schemaDir, clean)); err != nil {
+				t.Errorf("%s: $ref %q: %v", ref[0], ref[1], err)
+				continue
+			}
+			name := strings.TrimSuffix(clean, ".json")
+			usedFiles[name] = true
+			target = r.docs[name]
+		}
+		if _, ok := pointer(target, frag); !ok {
+			t.Errorf("%s: $ref %q does not resolve", ref[0], ref[1])
+		}
+	}
+	// Every schema of a bus message is a payload of the document, directly or
+	// through another schema; the servers file is a file format, not a message.
+	for changed := true; changed; {
+		changed = false
+		for name := range usedFiles {
+			var inner [][2]string
+			refs(r.docs[name], "", &inner)
+			for _, ref := range inner {
+				if file, _, _ := strings.Cut(ref[1], "#"); file != "" && !usedFiles[strings.TrimSuffix(file, ".json")] {
+					usedFiles[strings.TrimSuffix(file, ".json")] = true
+					changed = true
+				}
+			}
+		}
+	}
+	for _, name := range r.files {
+		if name != "servers-file" && !usedFiles[name] {
+			t.Errorf("schemas/%s.json is not referenced by %s", name, asyncAPIFile)
+		}
+	}
+
+	channels, _ := doc["channels"].(map[string]any)
+	operations, _ := doc["operations"].(map[string]any)
+	if len(channels) == 0 || len(operations) == 0 {
+		t.Fatal("no channels or operations")
+	}
+	placeholder := regexp.MustCompile(`\{([^}]+)\}`)
+	for id, ch := range channels {
+		addr, isString := lookup(ch, "address").(string)
+		if !isString && lookup(ch, "address") != nil {
+			t.Errorf("channel %s: address must be a string or null", id)
+		}
+		params, _ := lookup(ch, "parameters").(map[string]any)
+		inAddr := map[string]bool{}
+		for _, m := range placeholder.FindAllStringSubmatch(addr, -1) {
+			inAddr[m[1]] = true
+			if _, ok := params[m[1]]; !ok {
+				t.Errorf("channel %s: address %s has no parameter %s", id, addr, m[1])
+			}
+		}
+		for p := range params {
+			if !inAddr[p] {
+				t.Errorf("channel %s: parameter %s is not in address %q", id, p, addr)
+			}
+		}
+		if msgs, _ := lookup(ch, "messages").(map[string]any); len(msgs) == 0 {
+			t.Errorf("channel %s has no messages", id)
+		}
+	}
+	usedChannels := map[string]bool{}
+	checkOpRefs := func(op string, chRef any, msgs any) {
+		ref, _ := lookup(chRef, "$ref").(string)
+		ch, ok := strings.CutPrefix(ref, "#/channels/")
+		if !ok || channels[ch] == nil {
+			t.Errorf("operation %s: channel %q is not a channel", op, ref)
+			return
+		}
+		usedChannels[ch] = true
+		list, _ := msgs.([]any)
+		if len(list) == 0 {
+			t.Errorf("operation %s: no messages for channel %s", op, ch)
+		}
+		for _, m := range list {
+			mref, _ := lookup(m, "$ref").(string)
+			if !strings.HasPrefix(mref, "#/channels/"+ch+"/messages/") {
+				t.Errorf("operation %s: message %q is not a message of channel %s", op, mref, ch)
+			}
+		}
+	}
+	for id, op := range operations {
+		switch a := lookup(op, "action"); a {
+		case "send", "receive":
+		default:
+			t.Errorf("operation %s: action %v", id, a)
+		}
+		checkOpRefs(id, lookup(op, "channel"), lookup(op, "messages"))
+		if reply := lookup(op, "reply"); reply != nil {
+			checkOpRefs(id+" reply", lookup(reply, "channel"), lookup(reply, "messages"))
+		}
+	}
+	for id := range channels {
+		if !usedChannels[id] {
+			t.Errorf("channel %s is used by no operation", id)
+		}
+	}
+
+	// The subjects of DESIGN.md that exist in the code, built by the code's own subject builder.
+	s := bus.NewSubjects("")
+	for _, subject := range []string{
+		s.ToolsList(), s.Call("srv", "tool"), s.RPC("srv"), s.Cancel("srv"), s.Control("srv"),
+		s.Runtime("start"), s.Runtime("stop"), s.Runtime("restart"), s.Runtime("status"),
+		s.Event("status", "srv"), s.Event("call", "srv"),
+		"$KV." + bus.BucketConfigs + ".id", "$KV." + bus.BucketStatus + ".srv", "$KV." + bus.BucketTools + ".srv",
+	} {
+		if r.channelFor(subject) == "" {
+			t.Errorf("no channel of %s matches subject %s", asyncAPIFile, subject)
+		}
+	}
+	// The progress channel is the one named by the header.
+	foundProgress := false
+	for _, ch := range channels {
+		d, _ := lookup(ch, "description").(string)
+		if lookup(ch, "address") == nil && strings.Contains(d, bus.HeaderProgressSubject) {
+			foundProgress = true
+		}
+	}
+	if !foundProgress {
+		t.Errorf("no channel without address describes the %s header", bus.HeaderProgressSubject)
+	}
+	// The headers of the bus protocol.
+	headerNames := map[string]bool{}
+	for name := range r.asyncSchemas {
+		var collect func(v any)
+		collect = func(v any) {
+			if props, ok := lookup(v, "properties").(map[string]any); ok {
+				for k := range props {
+					headerNames[k] = true
+				}
+			}
+			if all, ok := lookup(v, "allOf").([]any); ok {
+				for _, sub := range all {
+					collect(sub)
+				}
+			}
+		}
+		collect(lookup(doc, "components", "schemas", name))
+	}
+	for _, h := range []string{"traceparent", "tracestate", bus.HeaderRequestID, bus.HeaderTimeout,
+		bus.HeaderProgressSubject, bus.HeaderErrorCode, bus.HeaderError} {
+		if !headerNames[h] {
+			t.Errorf("%s does not describe the header %s", asyncAPIFile, h)
+		}
+	}
+}
