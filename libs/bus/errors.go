@@ -14,9 +14,9 @@ import (
 // RespondError answers req with the error contract: the JSON body plus the
 // micro headers (Nats-Service-Error-Code holds the HTTP-style status, as micro
 // clients expect a numeric code; the body holds the contract code).
-func RespondError(req micro.Request, err error) error {
+func RespondError(req micro.Request, err error, opts ...micro.RespondOpt) error {
 	e := apierr.From(err)
-	return req.Error(strconv.Itoa(e.Code.HTTPStatus()), headerSafe(e.Message), e.JSON())
+	return req.Error(strconv.Itoa(e.Code.HTTPStatus()), headerSafe(e.Message), e.JSON(), opts...)
 }
 
 // ErrorMsg builds the same error reply as a plain message, for responders that

@@ -160,7 +160,10 @@ func (c *Client) followProgress(msg *nats.Msg, fn func(model.ProgressEvent)) (st
 // cancel tells every replica of server that the caller gave up on reqID.
 func (c *Client) cancel(server, reqID string) {
 	data, _ := json.Marshal(map[string]string{"request_id": reqID})
-	_ = c.nc.Publish(c.subj.Cancel(server), data)
+	msg := nats.NewMsg(c.subj.Cancel(server))
+	msg.Header.Set(bus.HeaderRequestID, reqID)
+	msg.Data = data
+	_ = c.nc.PublishMsg(msg)
 }
 
 // CallNamed calls a tool by its namespaced name (<server>__<tool>), looking it

@@ -72,7 +72,7 @@ type RPCRequest struct {
 
 // RuntimeRequest is the body of mcp.v1.runtime.{start,stop,restart,status}.
 type RuntimeRequest struct {
-	Server string `json:"server"`
+	Server string `json:"server,omitempty"`
 }
 
 // RuntimeStatusReply is the reply of mcp.v1.runtime.status without a server.

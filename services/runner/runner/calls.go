@@ -118,6 +118,11 @@ func (s *server) handleCall(req micro.Request) {
 	}
 
 	res, tool, err := s.call(ctx, h, token, req.Data())
+	reqID := h.Get(bus.HeaderRequestID)
+	var respOpts []micro.RespondOpt
+	if reqID != "" {
+		respOpts = append(respOpts, micro.WithHeaders(micro.Headers{bus.HeaderRequestID: []string{reqID}}))
+	}
 	outcome := "ok"
 	switch {
 	case err != nil:
@@ -131,27 +136,27 @@ func (s *server) handleCall(req micro.Request) {
 		}
 		s.errs.Add(1)
 		span.SetStatus(codes.Error, err.Error())
-		_ = bus.RespondError(req, err)
+		_ = bus.RespondError(req, err, respOpts...)
 	default:
 		if res.IsError {
 			outcome = "tool_error"
 		}
 		data, merr := json.Marshal(res)
 		if merr != nil {
-			_ = bus.RespondError(req, apierr.Wrap(apierr.Internal, "encoding result", merr))
+			_ = bus.RespondError(req, apierr.Wrap(apierr.Internal, "encoding result", merr), respOpts...)
 		} else {
-			_ = req.Respond(data)
+			_ = req.Respond(data, respOpts...)
 		}
 	}
 	s.calls.Add(1)
 	if tool == "" {
 		tool = token
 	}
-	s.r.publishCall(model.CallEvent{
-		Server: s.slug, Tool: tool, RequestID: h.Get(bus.HeaderRequestID), TraceID: traceID(span),
+	s.r.publishCall(ctx, model.CallEvent{
+		Server: s.slug, Tool: tool, RequestID: reqID, TraceID: traceID(span),
 		Outcome: outcome, Code: string(apierr.Of(err)), DurationMS: float64(time.Since(start).Microseconds()) / 1000,
 		At: start.UTC(), Runner: s.r.opts.ID,
-	}, err == nil)
+	})
 }
 
 func (s *server) call(ctx context.Context, h nats.Header, token string, args []byte) (*mcp.CallToolResult, string, error) {
@@ -286,7 +291,8 @@ func (s *server) onProgress(_ context.Context, req *mcp.ProgressNotificationClie
 	data, _ := json.Marshal(model.ProgressEvent{
 		RequestID: t.requestID, Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message,
 	})
-	_ = s.r.nc.Publish(t.subject, data)
+	msg := &nats.Msg{Subject: t.subject, Data: data, Header: nats.Header{bus.HeaderRequestID: []string{t.requestID}}}
+	_ = s.r.nc.PublishMsg(msg)
 	t.last.Store(time.Now().UnixNano())
 }
 

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
 
 	"github.com/mcpbus/mcpbus/libs/model"
 )
@@ -41,9 +44,14 @@ func (r *Runner) forgetStatus(slug string) {
 
 // publishCall emits the audit event of one call. Core publish into the
 // stream's subject: the call path never waits for a JetStream ack.
-func (r *Runner) publishCall(ev model.CallEvent, ok bool) {
+func (r *Runner) publishCall(ctx context.Context, ev model.CallEvent) {
 	data, _ := json.Marshal(ev)
-	_ = r.nc.Publish(r.subj.Event("call", ev.Server), data)
+	msg := &nats.Msg{Subject: r.subj.Event("call", ev.Server), Data: data, Header: nats.Header{}}
+	if ev.RequestID != "" {
+		msg.Header.Set(bus.HeaderRequestID, ev.RequestID)
+	}
+	bus.InjectTrace(ctx, msg.Header)
+	_ = r.nc.PublishMsg(msg)
 }
 
 // publishCatalog stores the server's tools in KV mcp_tools.
