@@ -80,17 +80,21 @@ func Start(opts Options) (*Server, error) {
 	return &Server{ns}, nil
 }
 
-// Connect opens a client connection: in-process when the server does not
-// listen, else over TCP to its client URL.
+// Connect opens an in-process client connection, for the services that run
+// in the same process as the server: no sockets, no system calls, and a
+// reply reaches the server without waking the network poller.
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
-	if s.Server.ClientURL() == "" || s.isInProcessOnly() {
-		opts = append(opts, nats.InProcessServer(s.Server))
-	}
-	return nats.Connect(s.ClientURL(), opts...)
+	opts = append(opts, nats.InProcessServer(s.Server))
+	return nats.Connect("", opts...)
 }
 
-func (s *Server) isInProcessOnly() bool {
-	return s.Server.Addr() == nil
+// ConnectTCP opens a client connection over TCP to the server's client URL,
+// as a client in another process would.
+func (s *Server) ConnectTCP(opts ...nats.Option) (*nats.Conn, error) {
+	if s.Server.Addr() == nil {
+		return nil, fmt.Errorf("embedded nats: the server does not listen")
+	}
+	return nats.Connect(s.ClientURL(), opts...)
 }
 
 // Stop shuts the server down and waits for it.

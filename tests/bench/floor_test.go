@@ -10,8 +10,9 @@ import (
 	"github.com/mcpbus/mcpbus/libs/embednats"
 )
 
-// natsEcho is the floor of any bus design: a NATS request/reply to a
-// responder that answers at once, over loopback TCP.
+// natsEcho is the floor of any bus design: a caller over loopback TCP, a
+// responder connected in process (as the runner is in mcpbus up) that
+// answers at once.
 func natsEcho(b *testing.B) caller {
 	b.Helper()
 	ns, err := embednats.Start(embednats.Options{Port: -1, StoreDir: b.TempDir()})
@@ -27,7 +28,7 @@ func natsEcho(b *testing.B) caller {
 	if _, err := srv.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
 		b.Fatal(err)
 	}
-	cli, err := ns.Connect()
+	cli, err := ns.ConnectTCP()
 	if err != nil {
 		b.Fatal(err)
 	}

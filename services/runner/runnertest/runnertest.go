@@ -23,15 +23,18 @@ import (
 
 // Env is a running bus with one runner.
 type Env struct {
-	NS     *embednats.Server
-	NC     *nats.Conn
-	JS     jetstream.JetStream
-	Runner *runner.Runner
-	Client *client.Client
-	Store  configstore.Store
-	Assets *bus.Assets
-	stop   context.CancelFunc
-	done   chan error
+	NS *embednats.Server
+	// NC is the callers' connection, over TCP like an agent's; the runner has
+	// its own in-process one, as in `mcpbus up`.
+	NC       *nats.Conn
+	RunnerNC *nats.Conn
+	JS       jetstream.JetStream
+	Runner   *runner.Runner
+	Client   *client.Client
+	Store    configstore.Store
+	Assets   *bus.Assets
+	stop     context.CancelFunc
+	done     chan error
 }
 
 // Start runs NATS (TCP on a free port, JetStream in a temp dir) and a runner
@@ -43,11 +46,16 @@ func Start(t testing.TB, opts runner.Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Stop)
-	nc, err := ns.Connect()
+	nc, err := ns.ConnectTCP()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	rnc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rnc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +66,7 @@ func Start(t testing.TB, opts runner.Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{NS: ns, NC: nc, JS: js, Assets: assets, Store: configstore.Store{KV: assets.Configs},
+	e := &Env{NS: ns, NC: nc, RunnerNC: rnc, JS: js, Assets: assets, Store: configstore.Store{KV: assets.Configs},
 		Client: client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: 20 * time.Second})}
 	e.StartRunner(t, opts)
 	return e
@@ -67,7 +75,7 @@ func Start(t testing.TB, opts runner.Options) *Env {
 // StartRunner (re)starts the env's runner with opts.
 func (e *Env) StartRunner(t testing.TB, opts runner.Options) {
 	t.Helper()
-	r, err := runner.New(e.NC, opts)
+	r, err := runner.New(e.RunnerNC, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
