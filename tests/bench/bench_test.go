@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
@@ -73,6 +75,25 @@ func viaBus(b *testing.B) caller {
 	}
 }
 
+// viaBusInProcess is viaBus with the caller connected in process, as the
+// gateway and chat services are inside mcpbus up.
+func viaBusInProcess(b *testing.B) caller {
+	b.Helper()
+	e := runnertest.Start(b, runner.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	e.Put(b, runnertest.Binary("bench", testServer))
+	e.WaitState(b, "bench", model.StateRunning, 10*time.Second)
+	nc, err := e.NS.Connect()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	c := client.New(nc, client.Options{})
+	return func(ctx context.Context) error {
+		_, err := c.Call(ctx, "bench", "echo", echoArgs, nil)
+		return err
+	}
+}
+
 // run makes b.N calls from callers goroutines and reports p50/p99 latency.
 func run(b *testing.B, call caller, callers int) {
 	b.Helper()
@@ -116,6 +137,11 @@ func run(b *testing.B, call caller, callers int) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	if failed != nil {
+		// A failed call leaves every goroutine's stack for the post-mortem.
+		if f, err := os.Create(os.Getenv("MCPBUS_BENCH_STACKS")); err == nil {
+			_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+			f.Close()
+		}
 		b.Fatal(failed)
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
@@ -130,5 +156,6 @@ func BenchmarkToolCall(b *testing.B) {
 	for _, callers := range []int{1, 8} {
 		b.Run(fmt.Sprintf("direct/callers=%d", callers), func(b *testing.B) { run(b, direct(b), callers) })
 		b.Run(fmt.Sprintf("bus/callers=%d", callers), func(b *testing.B) { run(b, viaBus(b), callers) })
+		b.Run(fmt.Sprintf("bus-inprocess/callers=%d", callers), func(b *testing.B) { run(b, viaBusInProcess(b), callers) })
 	}
 }

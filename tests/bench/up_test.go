@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// buildMcpbus compiles the mcpbus command into dir.
+func buildMcpbus(b *testing.B, dir string) string {
+	b.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	out := filepath.Join(dir, "mcpbus")
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = filepath.Join(filepath.Dir(self), "..", "..", "tools", "mcpbus")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("building mcpbus: %v\n%s", err, b))
+	}
+	return out
+}
+
+func freePort(b *testing.B) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// viaUp runs `mcpbus up` as its own process, the way it is deployed, and
+// calls through it over TCP from this process, as an agent would. env adds
+// variables to the up process (GOMAXPROCS, GOGC).
+func viaUp(b *testing.B, env ...string) caller {
+	b.Helper()
+	dir := b.TempDir()
+	bin := buildMcpbus(b, dir)
+	cfg := filepath.Join(dir, "servers.json")
+	body := fmt.Sprintf(`{"servers":[{"name":"bench","enabled":true,"package":{"type":"binary","identifier":%q},"transport":{"type":"stdio"}}]}`, testServer)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	port := freePort(b)
+	cmd := exec.Command(bin, "up", "--nats-port", fmt.Sprint(port), "--data-dir", filepath.Join(dir, "data"), "--config", cfg, "--log-level", "error")
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	var nc *nats.Conn
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var err error
+		nc, err = nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("mcpbus up not reachable: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.Cleanup(nc.Close)
+	c := client.New(nc, client.Options{})
+	for {
+		st, err := c.Runtime(context.Background(), "status", "bench")
+		if err == nil && st.State == model.StateRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("bench server not running: %+v %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return func(ctx context.Context) error {
+		_, err := c.Call(ctx, "bench", "echo", echoArgs, nil)
+		return err
+	}
+}
+
+// BenchmarkToolCallUp compares an agent process calling through a running
+// `mcpbus up` with the same agent spawning the server itself (direct).
+func BenchmarkToolCallUp(b *testing.B) {
+	for _, callers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("direct/callers=%d", callers), func(b *testing.B) { run(b, direct(b), callers) })
+		b.Run(fmt.Sprintf("up/callers=%d", callers), func(b *testing.B) { run(b, viaUp(b), callers) })
+
+	}
+}
