@@ -91,10 +91,20 @@ type EnvVar struct {
 	Required    bool   `json:"required,omitempty"`
 }
 
-// Runtime holds per-server runner settings. Durations are Go duration strings ("30s").
+// Runtime holds per-server runner settings. Durations are Go duration strings
+// ("30s"); zero values take the runner's defaults.
 type Runtime struct {
 	CallTimeout  Duration `json:"call_timeout,omitzero"`
 	StartTimeout Duration `json:"start_timeout,omitzero"`
+	// Eager starts the server as soon as a runner owns it; otherwise it starts
+	// on its first call (a server never seen before is started once to learn its tools).
+	Eager bool `json:"eager,omitempty"`
+	// IdleTimeout stops a server after this long without calls (negative: never).
+	IdleTimeout Duration `json:"idle_timeout,omitzero"`
+	// MaxInflight bounds the calls a server runs at once; more are refused.
+	MaxInflight int `json:"max_inflight,omitempty"`
+	// Replicas is how many runners run the server at once, sharing its calls.
+	Replicas int `json:"replicas,omitempty"`
 }
 
 // ServersFile is the file `mcpbus up --config` loads.

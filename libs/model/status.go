@@ -7,7 +7,9 @@ import (
 
 // States of a server.
 const (
-	StateStopped  = "stopped"
+	StateStopped = "stopped"
+	// StateIdle: owned and served, no process; the next call starts it.
+	StateIdle     = "idle"
 	StateStarting = "starting"
 	StateRunning  = "running"
 	StateError    = "error"
@@ -27,6 +29,10 @@ type Status struct {
 	UpdatedAt time.Time `json:"updated_at"`
 	Calls     uint64    `json:"calls,omitempty"`
 	Errors    uint64    `json:"errors,omitempty"`
+	// Restarts counts automatic restarts after crashes and failed health checks.
+	Restarts uint64 `json:"restarts,omitempty"`
+	// RetryAt is when the next automatic restart of a server in error runs.
+	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 
 // Tool is one catalog entry: a tool of one server, with its bus names.
@@ -47,11 +53,14 @@ type Tool struct {
 	Annotations  json.RawMessage `json:"annotations,omitempty"`
 }
 
-// Catalog is the tool list of one running server (KV mcp_tools, key = slug).
+// Catalog is the tool list of one running or idle server (KV mcp_tools, key = slug).
 type Catalog struct {
-	Server    string    `json:"server"`
-	Tools     []Tool    `json:"tools"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Server string `json:"server"`
+	// ConfigRevision is the config revision the list was read under; a runner
+	// taking the server over reuses it only for the same revision.
+	ConfigRevision uint64    `json:"config_revision,omitempty"`
+	Tools          []Tool    `json:"tools"`
+	UpdatedAt      time.Time `json:"updated_at"`
 }
 
 // ToolsListRequest is the body of mcp.v1.tools.list.

@@ -76,5 +76,11 @@ func (c *McpConfig) Validate() *apierr.Error {
 	if c.Runtime.CallTimeout < 0 || c.Runtime.StartTimeout < 0 {
 		return apierr.Invalid("runtime", "Timeouts must not be negative")
 	}
+	if c.Runtime.MaxInflight < 0 || c.Runtime.MaxInflight > 10000 {
+		return apierr.Invalid("runtime.max_inflight", "max_inflight must be between 0 (runner default) and 10000")
+	}
+	if c.Runtime.Replicas < 0 || c.Runtime.Replicas > 64 {
+		return apierr.Invalid("runtime.replicas", "replicas must be between 0 (one) and 64")
+	}
 	return nil
 }

@@ -77,12 +77,18 @@ func (s *server) async(h func(micro.Request)) micro.HandlerFunc {
 	}
 }
 
-// live returns the session and the tool for a call, or the error to answer.
+// live returns the session and the tool for a call, or the error to answer;
+// errIdle when the server must be started first.
 func (s *server) live(token string) (*mcp.ClientSession, *mcp.Tool, *model.McpConfig, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.sess == nil {
 		switch {
+		case s.state == model.StateIdle || s.state == model.StateStarting:
+			if _, ok := s.tools[token]; token != "" && !ok && s.state == model.StateIdle {
+				return nil, nil, nil, apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
+			}
+			return nil, nil, s.cfg, errIdle
 		case s.state == model.StateError && s.lastErr != nil:
 			return nil, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is in error: %s", s.slug, s.lastErr.Message)
 		case s.state == model.StateStarting:
@@ -163,9 +169,17 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	if err := checkArgs(args, s.r.opts.MaxArgsBytes); err != nil {
 		return nil, "", err
 	}
-	sess, tool, cfg, err := s.live(token)
+	n := s.active.Add(1)
+	defer func() {
+		s.active.Add(-1)
+		s.lastUse.Store(time.Now().UnixNano())
+	}()
+	sess, tool, cfg, err := s.liveOrStart(ctx, h, token)
 	if err != nil {
 		return nil, "", err
+	}
+	if max := maxInflight(cfg, s.r.opts.MaxInflight); n > int64(max) {
+		return nil, tool.Name, apierr.Newf(apierr.ServiceUnavailable, "server %s already runs %d calls, its limit (runtime.max_inflight); try again shortly", s.slug, max)
 	}
 	timeout := cfg.Runtime.CallTimeout.Or(s.r.opts.CallTimeout)
 	if ct := bus.CallerTimeout(h); ct > 0 && ct < timeout {
@@ -203,10 +217,38 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	if err != nil {
 		return nil, tool.Name, callError(ctx, s.slug, tool.Name, timeout, err)
 	}
+	s.lastPing.Store(time.Now().UnixNano()) // an answered call is proof of life
 	return res, tool.Name, nil
 }
 
 var emptyObject = []byte("{}")
+
+// liveOrStart is live, starting an idle server first (lazy start), bounded by
+// the start timeout and the caller's own deadline.
+func (s *server) liveOrStart(ctx context.Context, h nats.Header, token string) (*mcp.ClientSession, *mcp.Tool, *model.McpConfig, error) {
+	sess, tool, cfg, err := s.live(token)
+	if err != errIdle {
+		return sess, tool, cfg, err
+	}
+	wait := cfg.Runtime.StartTimeout.Or(s.r.opts.StartTimeout)
+	if ct := bus.CallerTimeout(h); ct > 0 && ct < wait {
+		wait = ct
+	}
+	sctx, cancel := context.WithTimeout(ctx, wait)
+	err = s.ensureRunning(sctx)
+	cancel()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return s.live(token)
+}
+
+func maxInflight(cfg *model.McpConfig, def int) int {
+	if cfg.Runtime.MaxInflight > 0 {
+		return cfg.Runtime.MaxInflight
+	}
+	return def
+}
 
 // checkArgs accepts an empty body (no arguments) or one JSON object.
 func checkArgs(args []byte, max int) error {
@@ -338,7 +380,7 @@ func (s *server) rpc(ctx context.Context, h nats.Header, data []byte) (any, erro
 	if in.Method == "" {
 		return nil, apierr.Invalid("method", "method is required")
 	}
-	sess, _, cfg, err := s.live("")
+	sess, _, cfg, err := s.liveOrStart(ctx, h, "")
 	if err != nil {
 		return nil, err
 	}
@@ -407,11 +449,11 @@ func (s *server) handleControl(req micro.Request) {
 	var err error
 	switch in.Verb {
 	case "start":
-		err = s.do(s.start)
+		err = s.do(func() error { s.resetRetries(); return s.start() })
 	case "stop":
-		err = s.do(func() error { s.stop(model.StateStopped); return nil })
+		err = s.do(func() error { s.stop(model.StateStopped, false); return nil })
 	case "restart":
-		err = s.do(func() error { s.stop(model.StateStopped); return s.start() })
+		err = s.do(func() error { s.stop(model.StateStopped, false); s.resetRetries(); return s.start() })
 	case "status":
 	default:
 		err = apierr.Invalid("verb", "verb must be start, stop, restart or status")

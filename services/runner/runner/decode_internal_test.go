@@ -200,9 +200,16 @@ func TestCallOnStoppedServer(t *testing.T) {
 	if _, _, err := s.call(context.Background(), h, "read", nil); !strings.Contains(err.Error(), "in error: Package not found") {
 		t.Fatalf("error state: %v", err)
 	}
+	// A starting or idle server makes the call wait for its start; this one
+	// is no longer managed, so the wait ends at once.
 	s.state, s.lastErr = model.StateStarting, nil
-	if _, _, err := s.call(context.Background(), h, "read", nil); !strings.Contains(err.Error(), "is starting") {
+	if _, _, err := s.call(context.Background(), h, "read", nil); apierr.Of(err) != apierr.ServiceUnavailable || !strings.Contains(err.Error(), "no longer managed") {
 		t.Fatalf("starting: %v", err)
+	}
+	// An idle server knows its tools from the catalog: an unknown one is NOT_FOUND without a start.
+	s.state, s.tools = model.StateIdle, map[string]*mcp.Tool{"read": {Name: "read"}}
+	if _, _, err := s.call(context.Background(), h, "write", nil); apierr.Of(err) != apierr.NotFound {
+		t.Fatalf("idle, unknown tool: %v", err)
 	}
 }
 

@@ -57,7 +57,7 @@ func (r *Runner) publishCall(ctx context.Context, ev model.CallEvent) {
 // publishCatalog stores the server's tools in KV mcp_tools.
 func (s *server) publishCatalog() {
 	s.mu.RLock()
-	cat := model.Catalog{Server: s.slug, Tools: make([]model.Tool, 0, len(s.tools)), UpdatedAt: time.Now().UTC()}
+	cat := model.Catalog{Server: s.slug, ConfigRevision: s.cfg.Revision, Tools: make([]model.Tool, 0, len(s.tools)), UpdatedAt: time.Now().UTC()}
 	for token, t := range s.tools {
 		cat.Tools = append(cat.Tools, catalogTool(s.r, s.slug, token, t))
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,6 +63,31 @@ type Options struct {
 	Resolver SecretResolver
 	// Replicas of the shared JetStream assets (default 1).
 	Replicas int
+
+	// IdleTimeout stops a server after this long without calls (default 30m;
+	// negative: never). A config's runtime.idle_timeout overrides it.
+	IdleTimeout time.Duration
+	// HealthInterval is how often a running server is pinged (default 60s);
+	// HealthTimeout bounds one ping (default 10s); HealthFailures failures in
+	// a row restart the server (default 3).
+	HealthInterval time.Duration
+	HealthTimeout  time.Duration
+	HealthFailures int
+	// RestartBackoff is the first automatic restart delay, doubled per attempt
+	// up to RestartBackoffMax (defaults 1s, 60s); MaxRestarts attempts in a row
+	// at most (default 3). A server that ran HealthyAfter (default 5m) before
+	// crashing gets a fresh series.
+	RestartBackoff    time.Duration
+	RestartBackoffMax time.Duration
+	MaxRestarts       int
+	HealthyAfter      time.Duration
+	// MaxServers bounds the servers running at once on this runner (default 10);
+	// MaxInflight the calls in flight per server (default 64). Beyond them
+	// callers get SERVICE_UNAVAILABLE.
+	MaxServers  int
+	MaxInflight int
+	// TickInterval is the period of the idle and health checks (default 1s).
+	TickInterval time.Duration
 }
 
 func (o *Options) defaults() {
@@ -89,6 +115,33 @@ func (o *Options) defaults() {
 	if o.MaxArgsBytes <= 0 {
 		o.MaxArgsBytes = 1 << 20
 	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 30 * time.Minute
+	}
+	setDefault(&o.HealthInterval, 60*time.Second)
+	setDefault(&o.HealthTimeout, 10*time.Second)
+	setDefault(&o.RestartBackoff, time.Second)
+	setDefault(&o.RestartBackoffMax, 60*time.Second)
+	setDefault(&o.HealthyAfter, 5*time.Minute)
+	setDefault(&o.TickInterval, time.Second)
+	if o.HealthFailures <= 0 {
+		o.HealthFailures = 3
+	}
+	if o.MaxRestarts <= 0 {
+		o.MaxRestarts = 3
+	}
+	if o.MaxServers <= 0 {
+		o.MaxServers = 10
+	}
+	if o.MaxInflight <= 0 {
+		o.MaxInflight = 64
+	}
+}
+
+func setDefault(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
 }
 
 // Runner manages the MCP servers of the enabled configs.
@@ -102,6 +155,8 @@ type Runner struct {
 
 	svc    micro.Service
 	tracer trace.Tracer
+
+	running atomic.Int64 // servers with a live session
 
 	mu      sync.Mutex
 	servers map[string]*server // by slug
@@ -148,8 +203,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer stopWatch()
 	var wg sync.WaitGroup
 	catalogReady := make(chan struct{})
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); r.watchShared(watchCtx, catalogReady) }()
+	go func() { defer wg.Done(); r.maintain(watchCtx) }()
 	if err := r.addService(); err != nil {
 		return err
 	}
@@ -178,7 +234,7 @@ func (r *Runner) shutdownAll() {
 	var wg sync.WaitGroup
 	for _, s := range servers {
 		wg.Add(1)
-		go func() { defer wg.Done(); s.close(model.StateStopped) }()
+		go func() { defer wg.Done(); s.close(model.StateStopped, true) }()
 	}
 	wg.Wait()
 }
@@ -296,6 +352,14 @@ func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request
 		}
 		return reply.Data, nil
 	}
+}
+
+// cachedCatalog returns the last stored tool list of a server.
+func (r *Runner) cachedCatalog(slug string) (model.Catalog, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.catalog[slug]
+	return c, ok && len(c.Tools) > 0
 }
 
 func (r *Runner) allStatus() model.RuntimeStatusReply {

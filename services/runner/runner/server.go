@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os/exec"
 	"reflect"
@@ -42,12 +43,24 @@ type server struct {
 	proc      *launch.Process
 	tools     map[string]*mcp.Tool // by subject token
 	startedAt time.Time
-	gen       uint64 // session generation: a stale exit notice is ignored
+	retryAt   time.Time // when the pending automatic restart runs
+	gen       uint64    // session generation: a stale exit notice is ignored
 
 	progress sync.Map // progress token → subject of the caller
 	inflight sync.Map // request id → context.CancelFunc
 	calls    atomic.Uint64
 	errs     atomic.Uint64
+
+	// Lifecycle bookkeeping (see lifecycle.go). attempts and retry belong to
+	// the server's goroutine; the atomics are read by calls and the maintenance loop.
+	attempts  int         // consecutive automatic restarts
+	retry     *time.Timer // pending automatic restart
+	restarts  atomic.Uint64
+	active    atomic.Int64 // calls in flight
+	lastUse   atomic.Int64 // unix nanos of the last call
+	lastPing  atomic.Int64 // unix nanos of the last proof of life
+	pingFails atomic.Int32
+	pinging   atomic.Bool
 }
 
 func newServer(r *Runner, cfg *model.McpConfig) *server {
@@ -129,14 +142,29 @@ func (s *server) start() error {
 	if !cfg.Enabled {
 		return apierr.Newf(apierr.Conflict, "server %s is disabled", s.slug)
 	}
+	if n := s.r.running.Load(); n >= int64(s.r.opts.MaxServers) {
+		e := apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("runner %s already runs %d servers, its limit (max servers); try again when one goes idle", s.r.opts.ID, n), errAtLimit)
+		if state != model.StateIdle {
+			s.setState(model.StateError, e)
+		}
+		return e
+	}
 	s.setState(model.StateStarting, nil)
 	sess, proc, tools, err := s.connect(cfg)
 	if err != nil {
 		e := apierr.From(err)
 		s.setState(model.StateError, e)
 		s.log.Warn("server failed to start", "code", e.Code, "error", e.Message)
+		if retryable(e) {
+			s.scheduleRestart()
+		}
 		return e
 	}
+	s.r.running.Add(1)
+	now := time.Now().UnixNano()
+	s.lastUse.Store(now)
+	s.lastPing.Store(now)
+	s.pingFails.Store(0)
 	s.mu.Lock()
 	s.sess, s.proc = sess, proc
 	s.gen++
@@ -259,26 +287,40 @@ func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
 			s.mu.Unlock()
 			return
 		}
-		proc := s.proc
+		proc, startedAt := s.proc, s.startedAt
 		s.sess, s.proc, s.tools = nil, nil, nil
 		s.gen++
 		s.mu.Unlock()
+		s.r.running.Add(-1)
 		s.kill(proc)
 		s.deleteCatalog()
+		if time.Since(startedAt) >= s.r.opts.HealthyAfter {
+			s.attempts = 0 // it had been healthy long enough: a fresh series of retries
+		}
 		s.setState(model.StateError, apierr.New(apierr.ServiceUnavailable, "server process exited unexpectedly"))
 		s.log.Warn("server exited unexpectedly")
+		s.scheduleRestart()
 	})
 }
 
-// stop ends the session and the process group; status becomes final.
-func (s *server) stop(final string) {
+// stop ends the session and the process group; status becomes final. With
+// keep, the tool catalog stays (an idle server, or one a stopping runner hands
+// over): its tools stay listed and callable, the next call starts it.
+func (s *server) stop(final string, keep bool) {
+	s.cancelRetry()
 	s.mu.Lock()
 	sess, proc := s.sess, s.proc
-	s.sess, s.proc, s.tools = nil, nil, nil
+	s.sess, s.proc = nil, nil
+	if !keep {
+		s.tools = nil
+	}
 	s.gen++
 	s.mu.Unlock()
 	if sess != nil {
+		s.r.running.Add(-1)
 		s.stopSession(sess, proc)
+	}
+	if !keep {
 		s.deleteCatalog()
 	}
 	s.setState(final, nil)
@@ -300,12 +342,12 @@ func (s *server) kill(proc *launch.Process) {
 }
 
 // close removes the server: no more calls, process stopped, status final.
-func (s *server) close(final string) {
+func (s *server) close(final string, keep bool) {
 	s.cancel() // aborts a start in progress
 	if s.svc != nil {
 		_ = s.svc.Stop()
 	}
-	_ = s.do(func() error { s.stop(final); return nil })
+	_ = s.do(func() error { s.stop(final, keep); return nil })
 	close(s.done)
 }
 
@@ -313,6 +355,9 @@ func (s *server) setState(state string, e *apierr.Error) {
 	s.mu.Lock()
 	s.state = state
 	s.lastErr = e
+	if state != model.StateError {
+		s.retryAt = time.Time{}
+	}
 	st := s.statusLocked()
 	s.mu.Unlock()
 	s.r.publishStatus(st)
@@ -327,9 +372,9 @@ func (s *server) status() model.Status {
 func (s *server) statusLocked() model.Status {
 	st := model.Status{
 		Server: s.slug, State: s.state, Runner: s.r.opts.ID, UpdatedAt: time.Now().UTC(),
-		Calls: s.calls.Load(), Errors: s.errs.Load(),
+		Calls: s.calls.Load(), Errors: s.errs.Load(), Restarts: s.restarts.Load(),
 	}
-	if s.state == model.StateRunning {
+	if s.state == model.StateRunning || s.state == model.StateIdle {
 		st.Tools = make([]string, 0, len(s.tools))
 		for _, t := range s.tools {
 			st.Tools = append(st.Tools, t.Name)
@@ -340,6 +385,9 @@ func (s *server) statusLocked() model.Status {
 	}
 	if s.lastErr != nil {
 		st.Code, st.Message = string(s.lastErr.Code), s.lastErr.Message
+	}
+	if s.state == model.StateError {
+		st.RetryAt = s.retryAt
 	}
 	return st
 }

@@ -147,7 +147,7 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 		delete(r.byID, cfg.ID)
 		r.mu.Unlock()
 		if s != nil {
-			s.close(model.StateStopped)
+			s.close(model.StateStopped, false)
 		}
 		r.forgetStatus(old)
 		r.mu.Lock()
@@ -165,7 +165,7 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 		r.byID[cfg.ID] = cfg.Slug
 		r.mu.Unlock()
 		if exists {
-			s.close(model.StateDisabled)
+			s.close(model.StateDisabled, false)
 		} else {
 			r.publishStatus(model.Status{Server: cfg.Slug, State: model.StateDisabled, Runner: r.opts.ID, UpdatedAt: time.Now().UTC()})
 		}
@@ -176,7 +176,7 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 		if s.setConfig(cfg) {
 			s.post(func() {
 				if s.status().State == model.StateRunning {
-					s.stop(model.StateStopped)
+					s.stop(model.StateStopped, false)
 					_ = s.start()
 				}
 			})
@@ -192,7 +192,7 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 		s.setState(model.StateError, apierr.Wrap(apierr.Internal, "could not subscribe its subjects", err))
 		return
 	}
-	s.post(func() { _ = s.start() })
+	s.post(s.boot)
 }
 
 // remove handles a deleted config: stop, forget status and catalog.
@@ -208,7 +208,7 @@ func (r *Runner) remove(id string) {
 	delete(r.servers, slug)
 	r.mu.Unlock()
 	if s != nil {
-		s.close(model.StateStopped)
+		s.close(model.StateStopped, false)
 	}
 	r.forgetStatus(slug)
 }

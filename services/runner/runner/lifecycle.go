@@ -1,0 +1,227 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// The lifecycle rules of DESIGN.md and seeds/002 §9: lazy start on the first
+// call (or eager at boot), idle stop, automatic restart with backoff after a
+// crash, and a health ping that restarts a server which stops answering.
+
+// errIdle tells the call path that the server must be started first.
+var errIdle = errors.New("server idle")
+
+// boot runs when this runner takes a server: an eager server starts; a lazy
+// one whose tools are known from an earlier run (same config revision) goes
+// idle at once; a lazy one never seen before starts to learn its tools and is
+// then stopped by the idle timer like any other.
+func (s *server) boot() {
+	cfg := s.config()
+	if !cfg.Runtime.Eager {
+		if cat, ok := s.r.cachedCatalog(s.slug); ok && cat.ConfigRevision == cfg.Revision {
+			s.mu.Lock()
+			s.tools = toolsFromCatalog(cat)
+			s.mu.Unlock()
+			s.setState(model.StateIdle, nil)
+			return
+		}
+	}
+	_ = s.start()
+}
+
+// toolsFromCatalog rebuilds the tool index of an idle server from its catalog:
+// a call needs only the original name to reach the tool once started.
+func toolsFromCatalog(cat model.Catalog) map[string]*mcp.Tool {
+	tools := make(map[string]*mcp.Tool, len(cat.Tools))
+	for _, t := range cat.Tools {
+		tools[model.ToolToken(t.Tool)] = &mcp.Tool{Name: t.Tool, Title: t.Title, Description: t.Description}
+	}
+	return tools
+}
+
+// ensureRunning starts an idle (or starting) server for a call, waiting at
+// most until ctx ends; the start goes on without the caller if it gives up.
+func (s *server) ensureRunning(ctx context.Context) error {
+	res := make(chan error, 1)
+	op := func() { res <- s.start() }
+	select {
+	case s.ops <- op:
+	case <-s.done:
+		return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
+	case <-ctx.Done():
+		return apierr.Newf(apierr.Network, "server %s did not start before the call's deadline", s.slug)
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return apierr.Newf(apierr.Network, "server %s did not start before the call's deadline", s.slug)
+	}
+}
+
+// retryable reports whether a failed start may succeed if tried again: a
+// crash or a timeout may, a missing package or credential will not.
+func retryable(e *apierr.Error) bool {
+	if errors.Is(e, errAtLimit) {
+		return false
+	}
+	return e.Code == apierr.ServiceUnavailable || e.Code == apierr.Network
+}
+
+var errAtLimit = errors.New("runner at its server limit")
+
+// scheduleRestart arranges the next automatic restart after a crash or a
+// failed start: backoff 1, 2, 4 … 60 s, at most MaxRestarts in a row, then the
+// server stays in error until someone restarts it. Runs on the server's goroutine.
+func (s *server) scheduleRestart() {
+	if s.ctx.Err() != nil {
+		return
+	}
+	max := s.r.opts.MaxRestarts
+	if s.attempts >= max {
+		s.mu.RLock()
+		last := s.lastErr
+		s.mu.RUnlock()
+		msg := fmt.Sprintf("gave up after %d automatic restarts; run `mcpbus restart %s`", max, s.slug)
+		if last != nil {
+			msg = last.Message + "; " + msg
+		}
+		code := apierr.ServiceUnavailable
+		if last != nil {
+			code = last.Code
+		}
+		s.setState(model.StateError, apierr.New(code, msg))
+		s.log.Error("server keeps failing: automatic restarts exhausted", "attempts", s.attempts)
+		return
+	}
+	delay := s.r.opts.RestartBackoff << s.attempts
+	if delay > s.r.opts.RestartBackoffMax || delay <= 0 {
+		delay = s.r.opts.RestartBackoffMax
+	}
+	s.attempts++
+	s.restarts.Add(1)
+	s.mu.Lock()
+	s.retryAt = time.Now().Add(delay).UTC()
+	st := s.statusLocked()
+	s.mu.Unlock()
+	s.r.publishStatus(st) // the error stays as it was; retry_at tells when the next try comes
+	s.log.Warn("server will restart", "in", delay, "attempt", s.attempts, "of", max)
+	s.cancelRetry()
+	s.retry = time.AfterFunc(delay, func() {
+		s.post(func() {
+			if s.status().State != model.StateError {
+				return // stopped, restarted or removed meanwhile
+			}
+			_ = s.start()
+		})
+	})
+}
+
+// cancelRetry drops a pending automatic restart.
+func (s *server) cancelRetry() {
+	if s.retry != nil {
+		s.retry.Stop()
+		s.retry = nil
+	}
+	s.mu.Lock()
+	s.retryAt = time.Time{}
+	s.mu.Unlock()
+}
+
+// resetRetries starts a fresh series of automatic restarts (a manual start).
+func (s *server) resetRetries() {
+	s.cancelRetry()
+	s.attempts = 0
+}
+
+// maintain runs the idle stop and the health ping of every server.
+func (r *Runner) maintain(ctx context.Context) {
+	t := time.NewTicker(r.opts.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			r.mu.Lock()
+			servers := make([]*server, 0, len(r.servers))
+			for _, s := range r.servers {
+				servers = append(servers, s)
+			}
+			r.mu.Unlock()
+			for _, s := range servers {
+				s.tick(now)
+			}
+		}
+	}
+}
+
+// idleTimeout is the server's idle timeout; 0 means never.
+func (s *server) idleTimeout(cfg *model.McpConfig) time.Duration {
+	d := time.Duration(cfg.Runtime.IdleTimeout)
+	if d == 0 {
+		d = s.r.opts.IdleTimeout
+	}
+	if d < 0 {
+		return 0
+	}
+	return d
+}
+
+func (s *server) tick(now time.Time) {
+	s.mu.RLock()
+	running, sess, cfg := s.state == model.StateRunning, s.sess, s.cfg
+	s.mu.RUnlock()
+	if !running || sess == nil {
+		return
+	}
+	if idle := s.idleTimeout(cfg); idle > 0 && s.active.Load() == 0 &&
+		now.Sub(time.Unix(0, s.lastUse.Load())) >= idle {
+		s.post(func() {
+			// Check again on the server's goroutine: a call may have come in.
+			if s.sess == sess && s.active.Load() == 0 && time.Since(time.Unix(0, s.lastUse.Load())) >= idle {
+				s.log.Info("server idle: stopping it until the next call", "idle", idle)
+				s.stop(model.StateIdle, true)
+			}
+		})
+		return
+	}
+	if now.Sub(time.Unix(0, s.lastPing.Load())) >= s.r.opts.HealthInterval && s.pinging.CompareAndSwap(false, true) {
+		go s.healthCheck(sess)
+	}
+}
+
+// healthCheck pings the server; HealthFailures failures in a row restart it.
+func (s *server) healthCheck(sess *mcp.ClientSession) {
+	defer s.pinging.Store(false)
+	ctx, cancel := context.WithTimeout(s.ctx, s.r.opts.HealthTimeout)
+	defer cancel()
+	err := sess.Ping(ctx, nil)
+	s.lastPing.Store(time.Now().UnixNano())
+	if err == nil {
+		s.pingFails.Store(0)
+		return
+	}
+	n := s.pingFails.Add(1)
+	s.log.Warn("health ping failed", "failures", n, "error", err)
+	if int(n) < s.r.opts.HealthFailures {
+		return
+	}
+	s.post(func() {
+		if s.sess != sess {
+			return
+		}
+		s.log.Error("server failed its health checks: restarting it", "failures", n)
+		s.restarts.Add(1)
+		s.stop(model.StateStarting, true)
+		_ = s.start()
+	})
+}
