@@ -209,8 +209,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.addService(); err != nil {
 		return err
 	}
+	<-catalogReady // configs are applied knowing the stored catalogs (lazy servers reuse them)
 	go func() { defer wg.Done(); r.watchConfigs(watchCtx) }()
-	<-catalogReady
 	r.log.Info("runner started", "prefix", r.subj.Prefix)
 
 	<-ctx.Done()

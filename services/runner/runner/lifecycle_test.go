@@ -1,0 +1,269 @@
+package runner_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
+	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+)
+
+// lifecycleOpts shortens every lifecycle period so the rules show within a test.
+func lifecycleOpts() runner.Options {
+	o := quickOpts()
+	o.TickInterval = 20 * time.Millisecond
+	o.RestartBackoff = 200 * time.Millisecond
+	o.RestartBackoffMax = 2 * time.Second
+	o.HealthInterval = time.Hour
+	return o
+}
+
+// Idle stop, then a lazy start on the next call; the tools stay listed while idle.
+func TestIdleStopAndLazyRestart(t *testing.T) {
+	e := runnertest.Start(t, lifecycleOpts())
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.Runtime.IdleTimeout = model.Duration(300 * time.Millisecond)
+	e.Put(t, cfg)
+	first := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second) // learns its tools once
+	idle := e.WaitState(t, "alpha", model.StateIdle, 3*time.Second)
+	waitGone(t, first.PID, 3*time.Second)
+	if len(idle.Tools) == 0 {
+		t.Fatal("an idle server must keep its tools in its status")
+	}
+	tools, err := e.Client.ListTools(context.Background(), "alpha")
+	if err != nil || len(tools) == 0 {
+		t.Fatalf("an idle server's tools must stay listed: %d %v", len(tools), err)
+	}
+	// An unknown tool of an idle server is NOT_FOUND without starting it.
+	_, err = call(t, e, "alpha", "nosuch", `{}`)
+	wantCode(t, err, apierr.NotFound)
+	if st := e.Status("alpha"); st.State != model.StateIdle {
+		t.Fatalf("unknown tool started the server: %s", st.State)
+	}
+	begin := time.Now()
+	res, err := call(t, e, "alpha", "echo", `{"message":"wake up"}`)
+	if err != nil || text(t, res) != "wake up" {
+		t.Fatalf("lazy start call: %s %v", res, err)
+	}
+	t.Logf("cold start to first result: %s", time.Since(begin))
+	second := e.WaitState(t, "alpha", model.StateRunning, time.Second)
+	if second.PID == first.PID || second.PID == 0 {
+		t.Fatalf("lazy start reused pid %d", second.PID)
+	}
+	// And idle again.
+	e.WaitState(t, "alpha", model.StateIdle, 3*time.Second)
+}
+
+// A restarted runner that finds the catalog of an unchanged config does not
+// start the server at all until a call comes.
+func TestLazyServerStaysIdleAcrossRunnerRestart(t *testing.T) {
+	e := runnertest.Start(t, lifecycleOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	e.StopRunner(t)
+	e.StartRunner(t, lifecycleOpts())
+	st := e.WaitState(t, "alpha", model.StateIdle, 5*time.Second)
+	if st.PID != 0 || len(st.Tools) == 0 {
+		t.Fatalf("idle after takeover: %+v", st)
+	}
+	if res, err := call(t, e, "alpha", "echo", `{"message":"lazy"}`); err != nil || text(t, res) != "lazy" {
+		t.Fatalf("call after takeover: %v", err)
+	}
+}
+
+func TestEagerServerStartsAtOnce(t *testing.T) {
+	e := runnertest.Start(t, lifecycleOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	e.StopRunner(t)
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.Runtime.Eager = true
+	e.Put(t, cfg)
+	e.StartRunner(t, lifecycleOpts())
+	if st := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second); st.PID == 0 {
+		t.Fatal("eager server has no process")
+	}
+}
+
+// A crash is followed by an automatic restart after the backoff.
+func TestCrashRestartsAutomatically(t *testing.T) {
+	e := runnertest.Start(t, lifecycleOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	first := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	crashed := time.Now()
+	_, err := call(t, e, "alpha", "crash", `{}`)
+	wantCode(t, err, apierr.ServiceUnavailable)
+	st := e.WaitState(t, "alpha", model.StateError, 2*time.Second)
+	if st.RetryAt.IsZero() {
+		t.Fatalf("a crashed server should say when it restarts: %+v", st)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st = e.Status("alpha")
+		if st.State == model.StateRunning && st.PID != first.PID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not restarted: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if d := time.Since(crashed); d < 200*time.Millisecond {
+		t.Fatalf("restarted after %s, before the backoff", d)
+	}
+	if st.Restarts != 1 {
+		t.Fatalf("restarts = %d, want 1", st.Restarts)
+	}
+	if res, err := call(t, e, "alpha", "echo", `{"message":"back"}`); err != nil || text(t, res) != "back" {
+		t.Fatalf("after restart: %v", err)
+	}
+}
+
+// A server that exits at start is tried MaxRestarts times with a doubling
+// backoff, then stays in error until a manual restart.
+func TestCrashLoopGivesUp(t *testing.T) {
+	opts := lifecycleOpts()
+	e := runnertest.Start(t, opts)
+	cfg := runnertest.Binary("loop", testServer)
+	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_FAIL_START": {Value: "boom"}}
+	cfg.Runtime.Eager = true
+	e.Put(t, cfg)
+
+	// Follow the status events: one "starting" per attempt.
+	var mu sync.Mutex
+	var starts []time.Time
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_ = e.Client.FollowEvents(ctx, e.Client.Subjects().Event("status", "loop"), true, func(ev client.Event) {
+			var st model.Status
+			if json.Unmarshal(ev.Data, &st) == nil && st.State == model.StateStarting {
+				mu.Lock()
+				starts = append(starts, ev.Time)
+				mu.Unlock()
+			}
+		})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	var st model.Status
+	for {
+		st = e.Status("loop")
+		if st.State == model.StateError && st.RetryAt.IsZero() && st.Restarts >= 3 {
+			break // gave up
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("crash loop did not settle: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st.Restarts != 3 {
+		t.Fatalf("restarts = %d, want 3 (the default max)", st.Restarts)
+	}
+	time.Sleep(1500 * time.Millisecond) // no further attempt may come
+	mu.Lock()
+	got := append([]time.Time(nil), starts...)
+	mu.Unlock()
+	if len(got) != 4 {
+		t.Fatalf("%d start attempts, want 1 + 3 restarts", len(got))
+	}
+	// Backoff 200, 400, 800 ms: each gap at least the backoff, and doubling.
+	for i, want := range []time.Duration{200, 400, 800} {
+		gap := got[i+1].Sub(got[i])
+		if gap < want*time.Millisecond-20*time.Millisecond {
+			t.Fatalf("gap %d = %s, want ≥ %dms", i, gap, want)
+		}
+	}
+	if st := e.Status("loop"); st.State != model.StateError || st.Code != string(apierr.ServiceUnavailable) {
+		t.Fatalf("after giving up: %+v", st)
+	}
+	// A manual restart tries again (and fails the same way, with a fresh series).
+	_, err := e.Client.Runtime(context.Background(), "restart", "loop")
+	wantCode(t, err, apierr.ServiceUnavailable)
+}
+
+// A server that stops answering pings is restarted.
+func TestHealthCheckRestartsAFrozenServer(t *testing.T) {
+	opts := lifecycleOpts()
+	opts.HealthInterval = 100 * time.Millisecond
+	opts.HealthTimeout = 100 * time.Millisecond
+	opts.HealthFailures = 2
+	opts.StopTimeout = 300 * time.Millisecond
+	e := runnertest.Start(t, opts)
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	first := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	if err := syscall.Kill(first.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Kill(first.PID, syscall.SIGKILL) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := e.Status("alpha")
+		if st.State == model.StateRunning && st.PID != first.PID {
+			if st.Restarts < 1 {
+				t.Fatalf("health restart not counted: %+v", st)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("frozen server not restarted: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitGone(t, first.PID, 3*time.Second)
+}
+
+func TestMaxInflightCalls(t *testing.T) {
+	e := runnertest.Start(t, lifecycleOpts())
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.Runtime.MaxInflight = 2
+	e.Put(t, cfg)
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _ = call(t, e, "alpha", "sleep", `{"ms":800}`) }()
+	}
+	time.Sleep(200 * time.Millisecond)
+	begin := time.Now()
+	_, err := call(t, e, "alpha", "echo", `{"message":"third"}`)
+	if e := wantCode(t, err, apierr.ServiceUnavailable); time.Since(begin) > 200*time.Millisecond {
+		t.Fatalf("refusal took %s: %s", time.Since(begin), e.Message)
+	}
+	wg.Wait()
+	if _, err := call(t, e, "alpha", "echo", `{"message":"later"}`); err != nil {
+		t.Fatalf("after the others finished: %v", err)
+	}
+}
+
+func TestMaxServersPerRunner(t *testing.T) {
+	opts := lifecycleOpts()
+	opts.MaxServers = 2
+	e := runnertest.Start(t, opts)
+	for _, name := range []string{"a", "b"} {
+		cfg := runnertest.Binary(name, testServer)
+		cfg.Runtime.Eager = true
+		e.Put(t, cfg)
+		e.WaitState(t, name, model.StateRunning, 10*time.Second)
+	}
+	cfg := runnertest.Binary("c", testServer)
+	cfg.Runtime.Eager = true
+	e.Put(t, cfg)
+	st := e.WaitState(t, "c", model.StateError, 5*time.Second)
+	if st.Code != string(apierr.ServiceUnavailable) || !st.RetryAt.IsZero() {
+		t.Fatalf("over the limit: %+v", st)
+	}
+	// Freeing a slot lets it start.
+	if _, err := e.Client.Runtime(context.Background(), "stop", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := e.Client.Runtime(context.Background(), "start", "c"); err != nil || st.State != model.StateRunning {
+		t.Fatalf("start after a slot freed: %+v %v", st, err)
+	}
+}
