@@ -50,6 +50,11 @@ func toolsFromCatalog(cat model.Catalog) map[string]*mcp.Tool {
 // ensureRunning starts an idle (or starting) server for a call, waiting at
 // most until ctx ends; the start goes on without the caller if it gives up.
 func (s *server) ensureRunning(ctx context.Context) error {
+	select {
+	case <-s.done:
+		return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
+	default:
+	}
 	res := make(chan error, 1)
 	op := func() { res <- s.start() }
 	select {
