@@ -15,6 +15,8 @@ type Assets struct {
 	Configs jetstream.KeyValue
 	Status  jetstream.KeyValue
 	Tools   jetstream.KeyValue
+	// Owners holds the runners' leases and heartbeats; its TTL is the lease TTL.
+	Owners jetstream.KeyValue
 }
 
 // AssetOptions size the shared assets; zero values take the defaults.
@@ -24,6 +26,8 @@ type AssetOptions struct {
 	// EventsMaxAge and EventsMaxBytes bound the event stream (default 7 days, 1 GiB).
 	EventsMaxAge   time.Duration
 	EventsMaxBytes int64
+	// LeaseTTL is how long an ownership lease lives unless renewed (default 5s).
+	LeaseTTL time.Duration
 }
 
 // EnsureAssets creates or updates the shared stream and buckets; every
@@ -37,6 +41,9 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 	}
 	if opts.EventsMaxBytes <= 0 {
 		opts.EventsMaxBytes = 1 << 30
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 5 * time.Second
 	}
 	a := &Assets{}
 	var err error
@@ -73,6 +80,16 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 			return nil, err
 		}
 		*b.kv = kv
+	}
+	// Leases expire with the bucket's TTL; the limit markers make an expiry
+	// visible to watchers as a delete, so a takeover starts at once.
+	a.Owners, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket: BucketOwners, Description: "runner leases (server.<slug>.<replica>) and heartbeats (runner.<id>)",
+		History: 1, TTL: opts.LeaseTTL, LimitMarkerTTL: opts.LeaseTTL,
+		Storage: jetstream.FileStorage, Replicas: opts.Replicas,
+	})
+	if err != nil {
+		return nil, err
 	}
 	return a, nil
 }

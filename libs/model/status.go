@@ -31,6 +31,10 @@ type Status struct {
 	Errors    uint64    `json:"errors,omitempty"`
 	// Restarts counts automatic restarts after crashes and failed health checks.
 	Restarts uint64 `json:"restarts,omitempty"`
+	// Replicas is how many runners run the server now; ReplicasWanted what
+	// its config asks for (shown when more than one, or when fewer run).
+	Replicas       int `json:"replicas,omitempty"`
+	ReplicasWanted int `json:"replicas_wanted,omitempty"`
 	// RetryAt is when the next automatic restart of a server in error runs.
 	RetryAt time.Time `json:"retry_at,omitzero"`
 }

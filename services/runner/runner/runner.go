@@ -88,6 +88,9 @@ type Options struct {
 	MaxInflight int
 	// TickInterval is the period of the idle and health checks (default 1s).
 	TickInterval time.Duration
+	// LeaseTTL is how long an ownership lease lives unless renewed (default
+	// 5s): a runner that dies loses its servers to others after that long.
+	LeaseTTL time.Duration
 }
 
 func (o *Options) defaults() {
@@ -124,6 +127,7 @@ func (o *Options) defaults() {
 	setDefault(&o.RestartBackoffMax, 60*time.Second)
 	setDefault(&o.HealthyAfter, 5*time.Minute)
 	setDefault(&o.TickInterval, time.Second)
+	setDefault(&o.LeaseTTL, 5*time.Second)
 	if o.HealthFailures <= 0 {
 		o.HealthFailures = 3
 	}
@@ -158,12 +162,20 @@ type Runner struct {
 
 	running atomic.Int64 // servers with a live session
 
+	kickCh chan struct{} // asks for an ownership pass
+
 	mu      sync.Mutex
-	servers map[string]*server // by slug
-	byID    map[string]string  // config id → slug
-	catalog map[string]model.Catalog
-	status  map[string]model.Status
-	ready   chan struct{}
+	servers map[string]*server          // owned here, by slug
+	byID    map[string]string           // config id → slug
+	desired map[string]*model.McpConfig // enabled configs, by slug
+	leases  map[string]*lease           // held here, by slug
+
+	// ownersMu guards owners; it is a leaf lock (nothing else is taken under it).
+	ownersMu sync.Mutex
+	owners   map[string]string // KV mcp_owners: key → runner id
+	catalog  map[string]model.Catalog
+	status   map[string]model.Status
+	ready    chan struct{}
 }
 
 // New prepares a runner on nc. Run starts it.
@@ -177,6 +189,8 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 		nc: nc, js: js, subj: bus.NewSubjects(opts.Prefix), opts: opts,
 		log:     opts.Logger.With("service", "runner", "runner", opts.ID),
 		servers: map[string]*server{}, byID: map[string]string{},
+		desired: map[string]*model.McpConfig{}, leases: map[string]*lease{}, owners: map[string]string{},
+		kickCh:  make(chan struct{}, 1),
 		catalog: map[string]model.Catalog{}, status: map[string]model.Status{},
 		ready:  make(chan struct{}),
 		tracer: otel.Tracer(tracerName),
@@ -192,7 +206,7 @@ func (r *Runner) Ready() <-chan struct{} { return r.ready }
 // Run serves until ctx ends, then stops every server it runs.
 func (r *Runner) Run(ctx context.Context) error {
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	assets, err := bus.EnsureAssets(setupCtx, r.js, r.subj, bus.AssetOptions{Replicas: r.opts.Replicas})
+	assets, err := bus.EnsureAssets(setupCtx, r.js, r.subj, bus.AssetOptions{Replicas: r.opts.Replicas, LeaseTTL: r.opts.LeaseTTL})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
@@ -203,19 +217,26 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer stopWatch()
 	var wg sync.WaitGroup
 	catalogReady := make(chan struct{})
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); r.watchShared(watchCtx, catalogReady) }()
 	go func() { defer wg.Done(); r.maintain(watchCtx) }()
+	go func() { defer wg.Done(); r.watchOwners(watchCtx) }()
 	if err := r.addService(); err != nil {
 		return err
 	}
 	<-catalogReady // configs are applied knowing the stored catalogs (lazy servers reuse them)
 	go func() { defer wg.Done(); r.watchConfigs(watchCtx) }()
+	ownCtx, stopOwning := context.WithCancel(watchCtx)
+	owning := make(chan struct{})
+	go func() { defer close(owning); <-r.ready; r.own(ownCtx) }()
 	r.log.Info("runner started", "prefix", r.subj.Prefix)
 
 	<-ctx.Done()
-	r.log.Info("runner stopping: stopping every server")
+	r.log.Info("runner stopping: stopping every server and handing it over")
 	_ = r.svc.Stop()
+	stopOwning()
+	<-owning
+	r.releaseAll()
 	stopWatch()
 	wg.Wait()
 	r.shutdownAll()

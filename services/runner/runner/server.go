@@ -389,6 +389,10 @@ func (s *server) statusLocked() model.Status {
 	if s.state == model.StateError {
 		st.RetryAt = s.retryAt
 	}
+	if wanted := replicasOf(s.cfg); wanted > 1 {
+		st.ReplicasWanted = wanted
+		st.Replicas = s.r.replicasHeld(s.slug)
+	}
 	return st
 }
 

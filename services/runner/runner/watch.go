@@ -7,7 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -136,66 +135,54 @@ func (r *Runner) watchConfigs(ctx context.Context) {
 	}
 }
 
-// apply brings the runner in line with one config: serve and start an
-// enabled server, stop a disabled one, restart one whose launch changed.
+// apply brings the runner in line with one config: an enabled one becomes
+// wanted (the ownership pass takes it), a disabled one is stopped and given
+// back, one whose launch changed restarts where it runs.
 func (r *Runner) apply(cfg *model.McpConfig) {
 	r.mu.Lock()
 	if old, ok := r.byID[cfg.ID]; ok && old != cfg.Slug {
 		// Renamed: the old slug goes away entirely.
-		s := r.servers[old]
-		delete(r.servers, old)
+		delete(r.desired, old)
 		delete(r.byID, cfg.ID)
 		r.mu.Unlock()
-		if s != nil {
-			s.close(model.StateStopped, false)
-		}
+		r.releaseServer(context.Background(), old, model.StateStopped, false)
 		r.forgetStatus(old)
 		r.mu.Lock()
 	}
-	s, exists := r.servers[cfg.Slug]
-	if exists && s.config().ID != cfg.ID {
+	if other, ok := r.desired[cfg.Slug]; ok && other.ID != cfg.ID {
 		r.mu.Unlock()
 		r.log.Error("two configs share a slug; keeping the first", "server", cfg.Slug, "ignored_id", cfg.ID)
 		return
 	}
-	if !cfg.Enabled {
-		if exists {
-			delete(r.servers, cfg.Slug)
-		}
-		r.byID[cfg.ID] = cfg.Slug
-		r.mu.Unlock()
-		if exists {
-			s.close(model.StateDisabled, false)
-		} else {
-			r.publishStatus(model.Status{Server: cfg.Slug, State: model.StateDisabled, Runner: r.opts.ID, UpdatedAt: time.Now().UTC()})
-		}
-		return
-	}
-	if exists {
-		r.mu.Unlock()
-		if s.setConfig(cfg) {
-			s.post(func() {
-				if s.status().State == model.StateRunning {
-					s.stop(model.StateStopped, false)
-					_ = s.start()
-				}
-			})
-		}
-		return
-	}
-	s = newServer(r, cfg)
-	r.servers[cfg.Slug] = s
 	r.byID[cfg.ID] = cfg.Slug
-	r.mu.Unlock()
-	if err := s.serve(); err != nil {
-		r.log.Error("serving server failed", "server", cfg.Slug, "error", err)
-		s.setState(model.StateError, apierr.Wrap(apierr.Internal, "could not subscribe its subjects", err))
+	s, owned := r.servers[cfg.Slug]
+	if !cfg.Enabled {
+		delete(r.desired, cfg.Slug)
+		r.mu.Unlock()
+		if owned {
+			r.releaseServer(context.Background(), cfg.Slug, model.StateDisabled, false)
+		} else {
+			r.publishStatus(model.Status{Server: cfg.Slug, State: model.StateDisabled, UpdatedAt: time.Now().UTC()})
+		}
 		return
 	}
-	s.post(s.boot)
+	r.desired[cfg.Slug] = cfg
+	r.mu.Unlock()
+	if !owned {
+		r.kick()
+		return
+	}
+	if s.setConfig(cfg) {
+		s.post(func() {
+			if s.status().State == model.StateRunning {
+				s.stop(model.StateStopped, false)
+				_ = s.start()
+			}
+		})
+	}
 }
 
-// remove handles a deleted config: stop, forget status and catalog.
+// remove handles a deleted config: stop, give the lease back, forget status and catalog.
 func (r *Runner) remove(id string) {
 	r.mu.Lock()
 	slug, ok := r.byID[id]
@@ -204,11 +191,8 @@ func (r *Runner) remove(id string) {
 		return
 	}
 	delete(r.byID, id)
-	s := r.servers[slug]
-	delete(r.servers, slug)
+	delete(r.desired, slug)
 	r.mu.Unlock()
-	if s != nil {
-		s.close(model.StateStopped, false)
-	}
+	r.releaseServer(context.Background(), slug, model.StateStopped, false)
 	r.forgetStatus(slug)
 }

@@ -1,0 +1,377 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// Ownership: every enabled server is owned by exactly one runner (or by
+// runtime.replicas runners, which share its calls through the queue group).
+// An owner holds a lease, the key server.<slug>.<replica> of KV mcp_owners,
+// and renews it; the bucket's TTL ends the lease of a runner that died, and
+// another runner takes the server over. Runners also keep a heartbeat key,
+// runner.<id>, so that each can take its fair share and no more.
+
+const (
+	leasePrefix = "server."
+	beatPrefix  = "runner."
+)
+
+// lease is one held ownership key.
+type lease struct {
+	key     string
+	rev     uint64
+	renewed time.Time
+}
+
+// leaseValue is the value of a lease key.
+type leaseValue struct {
+	Runner  string    `json:"runner"`
+	Server  string    `json:"server"`
+	Replica int       `json:"replica"`
+	Since   time.Time `json:"since"`
+}
+
+// runnerBeat is the value of a runner's heartbeat key.
+type runnerBeat struct {
+	Runner  string    `json:"runner"`
+	Leases  int       `json:"leases"`
+	Running int64     `json:"running"`
+	At      time.Time `json:"at"`
+}
+
+func leaseKey(slug string, replica int) string {
+	return fmt.Sprintf("%s%s.%d", leasePrefix, slug, replica)
+}
+
+func replicasOf(cfg *model.McpConfig) int {
+	if cfg.Runtime.Replicas > 1 {
+		return cfg.Runtime.Replicas
+	}
+	return 1
+}
+
+// kick asks for an ownership pass now rather than at the next tick.
+func (r *Runner) kick() {
+	select {
+	case r.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// own renews, acquires and rebalances leases until ctx ends.
+func (r *Runner) own(ctx context.Context) {
+	t := time.NewTicker(r.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		r.ownPass(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.kickCh:
+		}
+	}
+}
+
+func (r *Runner) ownPass(ctx context.Context) {
+	r.renewLeases(ctx)
+	r.heartbeat(ctx)
+	r.acquire(ctx)
+	r.rebalance(ctx)
+}
+
+// renewLeases refreshes every held lease. A lease another runner holds now,
+// or one that could not be renewed for a whole TTL (NATS unreachable), is
+// given up: the server stops here, so two owners never run together for
+// longer than the lease.
+func (r *Runner) renewLeases(ctx context.Context) {
+	r.mu.Lock()
+	held := make(map[string]lease, len(r.leases))
+	for slug, l := range r.leases {
+		held[slug] = *l
+	}
+	r.mu.Unlock()
+	for slug, l := range held {
+		val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Server: slug, Since: l.renewed})
+		c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
+		rev, err := r.assets.Owners.Update(c, l.key, val, l.rev)
+		cancel()
+		switch {
+		case err == nil:
+			r.mu.Lock()
+			if cur, ok := r.leases[slug]; ok && cur.key == l.key {
+				cur.rev, cur.renewed = rev, time.Now()
+			}
+			r.mu.Unlock()
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound),
+			errors.Is(err, jetstream.ErrKeyDeleted), time.Since(l.renewed) >= r.opts.LeaseTTL:
+			r.log.Warn("lease lost: handing the server over", "server", slug, "error", err)
+			r.loseServer(slug)
+		default:
+			r.log.Warn("lease renewal failed; keeping the server until the lease runs out", "server", slug, "error", err)
+		}
+	}
+}
+
+// heartbeat announces this runner and its load.
+func (r *Runner) heartbeat(ctx context.Context) {
+	r.mu.Lock()
+	beat := runnerBeat{Runner: r.opts.ID, Leases: len(r.leases), Running: r.running.Load(), At: time.Now().UTC()}
+	r.mu.Unlock()
+	val, _ := json.Marshal(beat)
+	c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
+	defer cancel()
+	if _, err := r.assets.Owners.Put(c, beatPrefix+r.opts.ID, val); err != nil {
+		r.log.Warn("heartbeat failed", "error", err)
+	}
+}
+
+// fairShare is how many leases a runner may hold: the wanted leases spread
+// over the live runners, rounded up.
+func (r *Runner) fairShareLocked() int {
+	runners := 0
+	r.ownersMu.Lock()
+	for key := range r.owners {
+		if strings.HasPrefix(key, beatPrefix) {
+			runners++
+		}
+	}
+	r.ownersMu.Unlock()
+	if runners == 0 {
+		runners = 1
+	}
+	wanted := 0
+	for _, cfg := range r.desired {
+		wanted += min(replicasOf(cfg), runners)
+	}
+	return (wanted + runners - 1) / runners
+}
+
+// acquire takes unowned servers up to this runner's fair share. Every runner
+// walks the servers from its own starting point, so they rarely race for the
+// same key; Create decides when they do.
+func (r *Runner) acquire(ctx context.Context) {
+	r.mu.Lock()
+	fair := r.fairShareLocked()
+	held := len(r.leases)
+	slugs := make([]string, 0, len(r.desired))
+	for slug := range r.desired {
+		if _, mine := r.leases[slug]; !mine {
+			slugs = append(slugs, slug)
+		}
+	}
+	r.mu.Unlock()
+	if held >= fair || len(slugs) == 0 {
+		return
+	}
+	sort.Strings(slugs)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(r.opts.ID))
+	offset := int(h.Sum32() % uint32(len(slugs)))
+	for i := range slugs {
+		if held >= fair {
+			return
+		}
+		slug := slugs[(offset+i)%len(slugs)]
+		r.mu.Lock()
+		cfg := r.desired[slug]
+		r.mu.Unlock()
+		if cfg == nil {
+			continue
+		}
+		for replica := 0; replica < replicasOf(cfg); replica++ {
+			key := leaseKey(slug, replica)
+			r.ownersMu.Lock()
+			_, taken := r.owners[key]
+			r.ownersMu.Unlock()
+			if taken {
+				continue
+			}
+			now := time.Now()
+			val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Server: slug, Replica: replica, Since: now.UTC()})
+			c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
+			rev, err := r.assets.Owners.Create(c, key, val)
+			cancel()
+			if err != nil {
+				continue // someone else was faster, or NATS is away: next pass
+			}
+			r.mu.Lock()
+			r.leases[slug] = &lease{key: key, rev: rev, renewed: now}
+			r.mu.Unlock()
+			r.ownersMu.Lock()
+			r.owners[key] = r.opts.ID
+			r.ownersMu.Unlock()
+			held++
+			r.log.Info("took the server", "server", slug, "replica", replica)
+			r.takeServer(cfg)
+			break
+		}
+	}
+}
+
+// rebalance hands one server over when this runner holds clearly more than
+// its share (a runner joined): an idle one first, never one with calls in flight.
+func (r *Runner) rebalance(ctx context.Context) {
+	r.mu.Lock()
+	fair := r.fairShareLocked()
+	if len(r.leases) <= fair+1 && len(r.leases) <= fair*2 || len(r.leases) <= 1 {
+		r.mu.Unlock()
+		return
+	}
+	candidates := make([]*server, 0, len(r.leases))
+	for slug := range r.leases {
+		if s := r.servers[slug]; s != nil {
+			candidates = append(candidates, s)
+		}
+	}
+	r.mu.Unlock()
+	var pick *server
+	for _, s := range candidates {
+		if s.active.Load() > 0 {
+			continue
+		}
+		if pick == nil || s.status().State == model.StateIdle {
+			pick = s
+		}
+	}
+	if pick != nil {
+		r.log.Info("handing a server over to even the load", "server", pick.slug, "fair_share", fair)
+		r.releaseServer(ctx, pick.slug, model.StateStopped, true)
+	}
+}
+
+// takeServer starts serving a server this runner now owns.
+func (r *Runner) takeServer(cfg *model.McpConfig) {
+	r.mu.Lock()
+	if _, ok := r.servers[cfg.Slug]; ok {
+		r.mu.Unlock()
+		return
+	}
+	s := newServer(r, cfg)
+	r.servers[cfg.Slug] = s
+	r.mu.Unlock()
+	if err := s.serve(); err != nil {
+		r.log.Error("serving server failed", "server", cfg.Slug, "error", err)
+		r.releaseServer(context.Background(), cfg.Slug, model.StateError, false)
+		return
+	}
+	s.post(s.boot)
+}
+
+// loseServer stops a server whose lease is gone (someone else may own it now).
+func (r *Runner) loseServer(slug string) {
+	r.mu.Lock()
+	s := r.servers[slug]
+	delete(r.servers, slug)
+	delete(r.leases, slug)
+	r.mu.Unlock()
+	if s != nil {
+		s.close(model.StateStopped, true)
+	}
+}
+
+// releaseServer stops a server and gives its lease back at once, so another
+// runner takes it without waiting for the TTL.
+func (r *Runner) releaseServer(ctx context.Context, slug, final string, keep bool) {
+	r.mu.Lock()
+	s := r.servers[slug]
+	delete(r.servers, slug)
+	l := r.leases[slug]
+	delete(r.leases, slug)
+	r.mu.Unlock()
+	if s != nil {
+		s.close(final, keep)
+	}
+	if l != nil {
+		c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL)
+		_ = r.assets.Owners.Delete(c, l.key, jetstream.LastRevision(l.rev))
+		cancel()
+	}
+}
+
+// releaseAll hands every server over (graceful shutdown) and removes the heartbeat.
+func (r *Runner) releaseAll() {
+	r.mu.Lock()
+	slugs := make([]string, 0, len(r.leases))
+	for slug := range r.leases {
+		slugs = append(slugs, slug)
+	}
+	r.mu.Unlock()
+	done := make(chan struct{}, len(slugs))
+	for _, slug := range slugs {
+		go func() {
+			r.releaseServer(context.Background(), slug, model.StateStopped, true)
+			done <- struct{}{}
+		}()
+	}
+	for range slugs {
+		<-done
+	}
+	c, cancel := context.WithTimeout(context.Background(), r.opts.LeaseTTL)
+	defer cancel()
+	_ = r.assets.Owners.Delete(c, beatPrefix+r.opts.ID)
+}
+
+// watchOwners keeps r.owners (key → runner) current and triggers a pass when
+// a lease or a runner goes away.
+func (r *Runner) watchOwners(ctx context.Context) {
+	w, err := r.assets.Owners.WatchAll(ctx)
+	if err != nil {
+		r.log.Error("watching owners failed", "error", err)
+		return
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				r.kick()
+				continue
+			}
+			if e.Operation() == jetstream.KeyValuePut {
+				var v struct {
+					Runner string `json:"runner"`
+				}
+				_ = json.Unmarshal(e.Value(), &v)
+				r.ownersMu.Lock()
+				r.owners[e.Key()] = v.Runner
+				r.ownersMu.Unlock()
+				continue
+			}
+			r.ownersMu.Lock()
+			delete(r.owners, e.Key())
+			r.ownersMu.Unlock()
+			r.kick()
+		}
+	}
+}
+
+// replicasHeld counts the leases of a server across all runners.
+func (r *Runner) replicasHeld(slug string) int {
+	r.ownersMu.Lock()
+	defer r.ownersMu.Unlock()
+	n := 0
+	prefix := leasePrefix + slug + "."
+	for key := range r.owners {
+		if strings.HasPrefix(key, prefix) {
+			n++
+		}
+	}
+	return n
+}
