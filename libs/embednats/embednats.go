@@ -1,9 +1,15 @@
 // Package embednats runs a NATS server with JetStream inside the process: the
-// all-in-one `mcpbus up` and every test use it.
+// all-in-one `mcpbus up` and every test use it. StartCluster runs several of
+// them as one JetStream cluster, for the multi-runner and failover tests.
 package embednats
 
 import (
 	"fmt"
+	"log"
+	"net"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -12,7 +18,8 @@ import (
 
 // Options configure an embedded server.
 type Options struct {
-	// Name of the server (defaults to "mcpbus").
+	// Name of the server (defaults to "mcpbus"); cluster nodes need unique names,
+	// since JetStream derives a node's raft identity from it.
 	Name string
 	// Host and Port to listen on. Port -1 picks a free port. InProcessOnly
 	// disables the listener: clients connect with Server.Connect only.
@@ -23,21 +30,30 @@ type Options struct {
 	StoreDir string
 	// Cluster joins a cluster: its own route port and the routes to the others.
 	Cluster *ClusterOptions
-	// Logging sends the server's own log to stderr.
+	// Logging sends the server's own log to stderr, each line prefixed with
+	// the server's name.
 	Logging bool
 }
 
 // ClusterOptions make the server one node of a cluster.
 type ClusterOptions struct {
-	Name   string
-	Host   string
-	Port   int
-	Routes []string // nats-route://host:port
+	// Name of the cluster (defaults to "mcpbus"); all nodes must agree.
+	Name string
+	// Host and Port of the route listener (Host defaults to Options.Host;
+	// Port -1 picks a free port).
+	Host string
+	Port int
+	// Routes to the other nodes, nats-route://host:port. A route to the node
+	// itself is allowed (the server recognises and drops it), so every node
+	// can be given the same list.
+	Routes []string
 }
 
 // Server is a running embedded server.
 type Server struct {
 	*server.Server
+	// opts are the options it runs with, ports resolved: a restart reuses them.
+	opts Options
 }
 
 // Start runs a server and waits until it accepts clients.
@@ -60,24 +76,69 @@ func Start(opts Options) (*Server, error) {
 		MaxPayload: 8 << 20,
 	}
 	if opts.Cluster != nil {
-		so.Cluster = server.ClusterOpts{Name: opts.Cluster.Name, Host: opts.Cluster.Host, Port: opts.Cluster.Port}
-		routes := make([]string, 0, len(opts.Cluster.Routes))
-		routes = append(routes, opts.Cluster.Routes...)
-		so.Routes = server.RoutesFromStr(joinComma(routes))
+		co := *opts.Cluster
+		if co.Name == "" {
+			co.Name = "mcpbus"
+		}
+		if co.Host == "" {
+			co.Host = opts.Host
+		}
+		co.Routes = append([]string(nil), co.Routes...)
+		opts.Cluster = &co
+		so.Cluster = server.ClusterOpts{Name: co.Name, Host: co.Host, Port: co.Port}
+		if len(co.Routes) > 0 {
+			so.Routes = server.RoutesFromStr(strings.Join(co.Routes, ","))
+		}
+	}
+	// A port that is taken makes nats-server log a fatal error (which exits
+	// the process with a logger, and waits out the ready timeout without
+	// one): find out first.
+	if !opts.InProcessOnly && opts.Port > 0 {
+		if err := portFree(opts.Host, opts.Port); err != nil {
+			return nil, fmt.Errorf("embedded nats %s: client port: %w", opts.Name, err)
+		}
+	}
+	if opts.Cluster != nil && opts.Cluster.Port > 0 {
+		if err := portFree(opts.Cluster.Host, opts.Cluster.Port); err != nil {
+			return nil, fmt.Errorf("embedded nats %s: cluster port: %w", opts.Name, err)
+		}
 	}
 	ns, err := server.NewServer(so)
 	if err != nil {
-		return nil, fmt.Errorf("embedded nats: %w", err)
+		return nil, fmt.Errorf("embedded nats %s: %w", opts.Name, err)
 	}
 	if opts.Logging {
-		ns.ConfigureLogger()
+		ns.SetLoggerV2(newLogger(opts.Name), false, false, false)
 	}
 	ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
-		return nil, fmt.Errorf("embedded nats: not ready within 10s (port %d in use?)", opts.Port)
+		return nil, fmt.Errorf("embedded nats %s: not ready within 10s (port %d in use?)", opts.Name, opts.Port)
 	}
-	return &Server{ns}, nil
+	// Record the ports picked, so that a restart listens where clients and
+	// the other nodes expect it.
+	if addr := ns.Addr(); addr != nil {
+		if tcp, ok := addr.(*net.TCPAddr); ok {
+			opts.Port = tcp.Port
+		}
+	}
+	if opts.Cluster != nil {
+		if addr := ns.ClusterAddr(); addr != nil {
+			opts.Cluster.Port = addr.Port
+		}
+	}
+	return &Server{Server: ns, opts: opts}, nil
+}
+
+// Options are the options the server runs with, ports resolved.
+func (s *Server) Options() Options {
+	o := s.opts
+	if o.Cluster != nil {
+		co := *o.Cluster
+		co.Routes = append([]string(nil), co.Routes...)
+		o.Cluster = &co
+	}
+	return o
 }
 
 // Connect opens an in-process client connection, for the services that run
@@ -103,13 +164,27 @@ func (s *Server) Stop() {
 	s.Server.WaitForShutdown()
 }
 
-func joinComma(parts []string) string {
-	out := ""
-	for i, p := range parts {
-		if i > 0 {
-			out += ","
-		}
-		out += p
+// portFree reports an error when host:port cannot be listened on.
+func portFree(host string, port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
 	}
-	return out
+	return l.Close()
 }
+
+// logger is nats-server's Logger on stderr, prefixed with the server's name.
+// Unlike the server's own logger its Fatalf does not exit the process: a
+// fatal error of one embedded node must not end the tests or the other nodes.
+type logger struct{ l *log.Logger }
+
+func newLogger(name string) logger {
+	return logger{log.New(os.Stderr, "["+name+"] ", log.LstdFlags|log.Lmicroseconds)}
+}
+
+func (l logger) Noticef(format string, v ...any) { l.l.Printf("[INF] "+format, v...) }
+func (l logger) Warnf(format string, v ...any)   { l.l.Printf("[WRN] "+format, v...) }
+func (l logger) Fatalf(format string, v ...any)  { l.l.Printf("[FTL] "+format, v...) }
+func (l logger) Errorf(format string, v ...any)  { l.l.Printf("[ERR] "+format, v...) }
+func (l logger) Debugf(format string, v ...any)  { l.l.Printf("[DBG] "+format, v...) }
+func (l logger) Tracef(format string, v ...any)  { l.l.Printf("[TRC] "+format, v...) }

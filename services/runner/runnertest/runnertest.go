@@ -175,3 +175,55 @@ func BuildTestServer() (path string, cleanup func(), err error) {
 	}
 	return path, func() { _ = os.RemoveAll(dir) }, nil
 }
+
+// RunnerHandle is one more runner on the env's bus, with its own in-process
+// connection, for ownership and failover tests.
+type RunnerHandle struct {
+	Runner *runner.Runner
+	NC     *nats.Conn
+	stop   context.CancelFunc
+	done   chan error
+}
+
+// AddRunner starts another runner with opts; it stops when the test ends.
+func (e *Env) AddRunner(t testing.TB, opts runner.Options) *RunnerHandle {
+	t.Helper()
+	nc, err := e.NS.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := runner.New(nc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &RunnerHandle{Runner: r, NC: nc, stop: cancel, done: make(chan error, 1)}
+	go func() { h.done <- r.Run(ctx) }()
+	select {
+	case <-r.Ready():
+	case err := <-h.done:
+		t.Fatalf("runner ended at start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("runner not ready within 10s")
+	}
+	t.Cleanup(func() { h.Stop(t); nc.Close() })
+	return h
+}
+
+// Stop shuts the runner down gracefully (it hands its servers over).
+func (h *RunnerHandle) Stop(t testing.TB) {
+	if h.stop == nil {
+		return
+	}
+	h.stop()
+	h.stop = nil
+	select {
+	case <-h.done:
+	case <-time.After(30 * time.Second):
+		t.Error("runner did not stop within 30s")
+	}
+}
+
+// Disconnect cuts the runner off the bus without any goodbye, as a crash or
+// a network partition would: it can neither renew its leases nor hand over.
+func (h *RunnerHandle) Disconnect() { h.NC.Close() }

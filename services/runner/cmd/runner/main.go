@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -31,6 +32,7 @@ func run() error {
 	id := flag.String("id", os.Getenv("MCPBUS_RUNNER_ID"), "runner id (default: random; env MCPBUS_RUNNER_ID)")
 	level := flag.String("log-level", envOr("MCPBUS_LOG_LEVEL", "info"), "log level")
 	callTimeout := flag.Duration("call-timeout", 30*time.Second, "default tool call timeout")
+	replicas := flag.Int("replicas", envInt("MCPBUS_REPLICAS", 1), "replicas of the shared JetStream stream and buckets: 3 on a 3-node cluster (env MCPBUS_REPLICAS)")
 	flag.Parse()
 
 	var lvl slog.Level
@@ -50,7 +52,7 @@ func run() error {
 		return fmt.Errorf("connecting to %s: %w", *url, err)
 	}
 	defer nc.Close()
-	r, err := runner.New(nc, runner.Options{Prefix: *prefix, ID: *id, Logger: log, CallTimeout: *callTimeout})
+	r, err := runner.New(nc, runner.Options{Prefix: *prefix, ID: *id, Logger: log, CallTimeout: *callTimeout, Replicas: *replicas})
 	if err != nil {
 		return err
 	}
@@ -60,6 +62,13 @@ func run() error {
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
 	}
 	return def
 }
