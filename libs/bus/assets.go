@@ -56,7 +56,7 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 		MaxAge:      opts.EventsMaxAge,
 		MaxBytes:    opts.EventsMaxBytes,
 		Discard:     jetstream.DiscardOld,
-		Replicas:    opts.Replicas,
+		Replicas:    keepReplicas(ctx, js, StreamEvents, opts.Replicas),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensuring stream %s: %w", StreamEvents, err)
@@ -74,7 +74,7 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 	for _, b := range buckets {
 		kv, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
 			Bucket: b.name, Description: b.desc, History: b.history,
-			Storage: jetstream.FileStorage, Replicas: opts.Replicas,
+			Storage: jetstream.FileStorage, Replicas: keepReplicas(ctx, js, "KV_"+b.name, opts.Replicas),
 		})
 		if err != nil {
 			return nil, err
@@ -86,12 +86,25 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 	a.Owners, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket: BucketOwners, Description: "runner leases (server.<slug>.<replica>) and heartbeats (runner.<id>)",
 		History: 1, TTL: opts.LeaseTTL, LimitMarkerTTL: opts.LeaseTTL,
-		Storage: jetstream.FileStorage, Replicas: opts.Replicas,
+		Storage: jetstream.FileStorage, Replicas: keepReplicas(ctx, js, "KV_"+BucketOwners, opts.Replicas),
 	})
 	if err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// keepReplicas never lowers the replicas of an existing stream: a service
+// started with the default of 1 must not undo a cluster's redundancy.
+func keepReplicas(ctx context.Context, js jetstream.JetStream, stream string, want int) int {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return want
+	}
+	if have := st.CachedInfo().Config.Replicas; have > want {
+		return have
+	}
+	return want
 }
 
 func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
+	"github.com/mcpbus/mcpbus/services/runner/internal/pidfile"
 )
 
 // Version of the runner service (micro requires semver).
@@ -88,6 +90,9 @@ type Options struct {
 	MaxInflight int
 	// TickInterval is the period of the idle and health checks (default 1s).
 	TickInterval time.Duration
+	// DataDir, when set, keeps a pid file per spawned server (DataDir/pids), so
+	// a runner restarted after a SIGKILL ends the orphans of its predecessor.
+	DataDir string
 	// LeaseTTL is how long an ownership lease lives unless renewed (default
 	// 5s): a runner that dies loses its servers to others after that long.
 	LeaseTTL time.Duration
@@ -159,6 +164,7 @@ type Runner struct {
 
 	svc    micro.Service
 	tracer trace.Tracer
+	pids   *pidfile.Dir // nil without a data dir
 
 	running atomic.Int64 // servers with a live session
 
@@ -212,6 +218,18 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("runner: %w", err)
 	}
 	r.assets = assets
+	if r.opts.DataDir != "" {
+		pids, err := pidfile.Open(filepath.Join(r.opts.DataDir, "pids"))
+		if err != nil {
+			return fmt.Errorf("runner: %w", err)
+		}
+		if n, err := pids.Reap(); err != nil {
+			r.log.Warn("cleaning up orphaned servers failed", "error", err)
+		} else if n > 0 {
+			r.log.Warn("ended MCP servers orphaned by an earlier runner on this host", "count", n)
+		}
+		r.pids = pids
+	}
 
 	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatch()

@@ -161,6 +161,11 @@ func (s *server) start() error {
 		return e
 	}
 	s.r.running.Add(1)
+	if s.r.pids != nil && proc != nil {
+		if err := s.r.pids.Record(s.slug, proc.PID()); err != nil {
+			s.log.Warn("recording the pid failed", "error", err)
+		}
+	}
 	now := time.Now().UnixNano()
 	s.lastUse.Store(now)
 	s.lastPing.Store(now)
@@ -293,6 +298,7 @@ func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
 		s.mu.Unlock()
 		s.r.running.Add(-1)
 		s.kill(proc)
+		s.forgetPid()
 		s.deleteCatalog()
 		if time.Since(startedAt) >= s.r.opts.HealthyAfter {
 			s.attempts = 0 // it had been healthy long enough: a fresh series of retries
@@ -319,6 +325,7 @@ func (s *server) stop(final string, keep bool) {
 	if sess != nil {
 		s.r.running.Add(-1)
 		s.stopSession(sess, proc)
+		s.forgetPid()
 	}
 	if !keep {
 		s.deleteCatalog()
@@ -332,6 +339,12 @@ func (s *server) stopSession(sess *mcp.ClientSession, proc *launch.Process) {
 		return
 	}
 	proc.Stop(sess.Close, s.r.opts.StopGrace, s.r.opts.StopTimeout)
+}
+
+func (s *server) forgetPid() {
+	if s.r.pids != nil {
+		s.r.pids.Remove(s.slug)
+	}
 }
 
 // kill ends a process group that has no usable session.

@@ -156,13 +156,21 @@ func newStatusCmd(g *globals) *cobra.Command {
 				return g.printJSON(model.RuntimeStatusReply{Servers: list})
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SERVER\tSTATE\tTOOLS\tUPTIME\tCALLS\tERRORS\tMESSAGE")
+			fmt.Fprintln(tw, "SERVER\tSTATE\tRUNNER\tTOOLS\tUPTIME\tRESTARTS\tCALLS\tERRORS\tMESSAGE")
 			for _, s := range list {
 				up := ""
 				if !s.StartedAt.IsZero() && s.State == model.StateRunning {
 					up = time.Since(s.StartedAt).Round(time.Second).String()
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\n", s.Server, s.State, len(s.Tools), up, s.Calls, s.Errors, oneLine(s.Message, 60))
+				state := s.State
+				if s.ReplicasWanted > 1 {
+					state = fmt.Sprintf("%s (%d/%d replicas)", s.State, s.Replicas, s.ReplicasWanted)
+				}
+				msg := s.Message
+				if !s.RetryAt.IsZero() {
+					msg += fmt.Sprintf(" (retry in %s)", time.Until(s.RetryAt).Round(100*time.Millisecond))
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\n", s.Server, state, shortID(s.Runner), len(s.Tools), up, s.Restarts, s.Calls, s.Errors, oneLine(msg, 60))
 			}
 			return tw.Flush()
 		},
@@ -252,6 +260,42 @@ func newEventsCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&kind, "kind", "", "only events of this kind: status, config, call or chat")
 	cmd.Flags().BoolVar(&replay, "replay", false, "start from the oldest stored event instead of new ones")
 	return cmd
+}
+
+func newRunnersCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "runners",
+		Short: "List the live runner instances and their load",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nc, c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			runners, err := c.Runners(cmd.Context(), 0)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(map[string]any{"runners": runners})
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUNNER\tVERSION\tSERVERS\tCALLS\tERRORS\tOWNS")
+			for _, r := range runners {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", r.ID, r.Version, len(r.Servers), r.Calls, r.Errors, oneLine(strings.Join(r.Servers, ","), 60))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// shortID keeps a uuid readable in a table.
+func shortID(id string) string {
+	if len(id) == 36 && strings.Count(id, "-") == 4 {
+		return id[:8]
+	}
+	return id
 }
 
 func oneLine(s string, max int) string {

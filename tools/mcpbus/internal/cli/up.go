@@ -26,6 +26,8 @@ type upOptions struct {
 	configFile  string
 	logLevel    string
 	callTimeout time.Duration
+	idleTimeout time.Duration
+	maxServers  int
 }
 
 func newUpCmd(g *globals) *cobra.Command {
@@ -47,6 +49,8 @@ the config bucket; servers already there with the same slug are updated.`,
 	f.StringVar(&o.configFile, "config", envOr("MCPBUS_CONFIG", ""), "servers file to load at start (env MCPBUS_CONFIG)")
 	f.StringVar(&o.logLevel, "log-level", envOr("MCPBUS_LOG_LEVEL", "info"), "debug, info, warn or error (env MCPBUS_LOG_LEVEL)")
 	f.DurationVar(&o.callTimeout, "call-timeout", 30*time.Second, "default tool call timeout")
+	f.DurationVar(&o.idleTimeout, "idle-timeout", 30*time.Minute, "stop a server after this long without calls (negative: never)")
+	f.IntVar(&o.maxServers, "max-servers", 10, "servers running at once at most")
 	return cmd
 }
 
@@ -87,7 +91,8 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 			return err
 		}
 	}
-	r, err := runner.New(nc, runner.Options{Prefix: g.prefix, Logger: log, CallTimeout: o.callTimeout})
+	r, err := runner.New(nc, runner.Options{Prefix: g.prefix, Logger: log, CallTimeout: o.callTimeout,
+		IdleTimeout: o.idleTimeout, MaxServers: o.maxServers, DataDir: o.dataDir})
 	if err != nil {
 		return err
 	}
