@@ -203,6 +203,20 @@ func TestCLI(t *testing.T) {
 		if r := cli(t, bin, url, "call", "everything.echo", `{"message":"hi"}`); r.code != 0 || strings.TrimSpace(r.stdout) != "Echo: hi" {
 			t.Errorf("call everything.echo: %s, want stdout \"Echo: hi\"", r)
 		}
+		// runners --json: the one runner of `up`, owning the server, with the call counted.
+		time.Sleep(2500 * time.Millisecond) // call counters reach the shared status every 2s
+		r = cli(t, bin, url, "runners", "--json")
+		var runners struct {
+			Runners []struct {
+				ID      string   `json:"id"`
+				Servers []string `json:"servers"`
+				Calls   int      `json:"calls"`
+			} `json:"runners"`
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &runners) != nil || len(runners.Runners) != 1 ||
+			len(runners.Runners[0].Servers) != 1 || runners.Runners[0].Servers[0] != "everything" || runners.Runners[0].ID != st.Runner || runners.Runners[0].Calls < 1 {
+			t.Errorf("runners --json: %s (status runner %s)", r, st.Runner)
+		}
 		// rpc prints the MCP result as JSON.
 		r = cli(t, bin, url, "rpc", "everything", "prompts/list")
 		var prompts struct {

@@ -83,6 +83,9 @@ func retryable(e *apierr.Error) bool {
 
 var errAtLimit = errors.New("runner at its server limit")
 
+// statusRefresh is how often changed call counters are written to the status.
+const statusRefresh = 2 * time.Second
+
 // scheduleRestart arranges the next automatic restart after a crash or a
 // failed start: backoff 1, 2, 4 … 60 s, at most MaxRestarts in a row, then the
 // server stays in error until someone restarts it. Runs on the server's goroutine.
@@ -182,6 +185,12 @@ func (s *server) idleTimeout(cfg *model.McpConfig) time.Duration {
 }
 
 func (s *server) tick(now time.Time) {
+	// Call counters reach the shared status every few seconds, not per call.
+	if n := s.calls.Load(); n != s.publishedCalls.Load() && now.Sub(time.Unix(0, s.publishedAt.Load())) >= statusRefresh {
+		s.publishedCalls.Store(n)
+		s.publishedAt.Store(now.UnixNano())
+		go s.r.publishStatus(s.status())
+	}
 	s.mu.RLock()
 	running, sess, cfg := s.state == model.StateRunning, s.sess, s.cfg
 	s.mu.RUnlock()

@@ -61,6 +61,9 @@ type server struct {
 	lastPing  atomic.Int64 // unix nanos of the last proof of life
 	pingFails atomic.Int32
 	pinging   atomic.Bool
+
+	publishedCalls atomic.Uint64 // calls counted in the last status written
+	publishedAt    atomic.Int64
 }
 
 func newServer(r *Runner, cfg *model.McpConfig) *server {
