@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,7 +31,9 @@ const (
 // lease is one held ownership key.
 type lease struct {
 	key     string
+	replica int
 	rev     uint64
+	since   time.Time // when it was taken
 	renewed time.Time
 }
 
@@ -102,25 +105,37 @@ func (r *Runner) renewLeases(ctx context.Context) {
 		held[slug] = *l
 	}
 	r.mu.Unlock()
+	// In parallel: with NATS away every renewal waits out its timeout, and
+	// one after another they would keep servers here past the lease.
+	var wg sync.WaitGroup
 	for slug, l := range held {
-		val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Server: slug, Since: l.renewed})
-		c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
-		rev, err := r.assets.Owners.Update(c, l.key, val, l.rev)
-		cancel()
-		switch {
-		case err == nil:
-			r.mu.Lock()
-			if cur, ok := r.leases[slug]; ok && cur.key == l.key {
-				cur.rev, cur.renewed = rev, time.Now()
-			}
-			r.mu.Unlock()
-		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound),
-			errors.Is(err, jetstream.ErrKeyDeleted), time.Since(l.renewed) >= r.opts.LeaseTTL:
-			r.log.Warn("lease lost: handing the server over", "server", slug, "error", err)
-			r.loseServer(slug)
-		default:
-			r.log.Warn("lease renewal failed; keeping the server until the lease runs out", "server", slug, "error", err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.renewLease(ctx, slug, l)
+		}()
+	}
+	wg.Wait()
+}
+
+func (r *Runner) renewLease(ctx context.Context, slug string, l lease) {
+	val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Server: slug, Replica: l.replica, Since: l.since})
+	c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
+	rev, err := r.assets.Owners.Update(c, l.key, val, l.rev)
+	cancel()
+	switch {
+	case err == nil:
+		r.mu.Lock()
+		if cur, ok := r.leases[slug]; ok && cur.key == l.key {
+			cur.rev, cur.renewed = rev, time.Now()
 		}
+		r.mu.Unlock()
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound),
+		errors.Is(err, jetstream.ErrKeyDeleted), time.Since(l.renewed) >= r.opts.LeaseTTL:
+		r.log.Warn("lease lost: handing the server over", "server", slug, "error", err)
+		r.loseServer(slug)
+	default:
+		r.log.Warn("lease renewal failed; keeping the server until the lease runs out", "server", slug, "error", err)
 	}
 }
 
@@ -207,7 +222,7 @@ func (r *Runner) acquire(ctx context.Context) {
 				continue // someone else was faster, or NATS is away: next pass
 			}
 			r.mu.Lock()
-			r.leases[slug] = &lease{key: key, rev: rev, renewed: now}
+			r.leases[slug] = &lease{key: key, replica: replica, rev: rev, since: now.UTC(), renewed: now}
 			r.mu.Unlock()
 			r.ownersMu.Lock()
 			r.owners[key] = r.opts.ID
@@ -277,6 +292,7 @@ func (r *Runner) loseServer(slug string) {
 	delete(r.leases, slug)
 	r.mu.Unlock()
 	if s != nil {
+		s.lost.Store(true)
 		s.close(model.StateStopped, true)
 	}
 }

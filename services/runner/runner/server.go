@@ -64,6 +64,10 @@ type server struct {
 
 	publishedCalls atomic.Uint64 // calls counted in the last status written
 	publishedAt    atomic.Int64
+
+	// lost is set when another runner may own the server now (its lease is
+	// gone): the status is no longer this runner's to write.
+	lost atomic.Bool
 }
 
 func newServer(r *Runner, cfg *model.McpConfig) *server {
@@ -376,6 +380,9 @@ func (s *server) setState(state string, e *apierr.Error) {
 	}
 	st := s.statusLocked()
 	s.mu.Unlock()
+	if s.lost.Load() {
+		return // the new owner writes the status; "stopped" here would hide its "running"
+	}
 	s.r.publishStatus(st)
 }
 

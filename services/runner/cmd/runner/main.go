@@ -33,6 +33,8 @@ func run() error {
 	level := flag.String("log-level", envOr("MCPBUS_LOG_LEVEL", "info"), "log level")
 	callTimeout := flag.Duration("call-timeout", 30*time.Second, "default tool call timeout")
 	replicas := flag.Int("replicas", envInt("MCPBUS_REPLICAS", 1), "replicas of the shared JetStream stream and buckets: 3 on a 3-node cluster (env MCPBUS_REPLICAS)")
+	leaseTTL := flag.Duration("lease-ttl", envDuration("MCPBUS_LEASE_TTL", 5*time.Second), "ownership lease TTL: a runner that dies loses its servers to others after this long (env MCPBUS_LEASE_TTL)")
+	idleTimeout := flag.Duration("idle-timeout", envDuration("MCPBUS_IDLE_TIMEOUT", 0), "stop a server after this long without calls (0: the runner default, 30m; negative: never; env MCPBUS_IDLE_TIMEOUT)")
 	flag.Parse()
 
 	var lvl slog.Level
@@ -47,12 +49,17 @@ func run() error {
 		return err
 	}
 	defer func() { _ = shutdown(context.Background()) }()
-	nc, err := nats.Connect(*url, nats.Name("mcpbus-runner"), nats.MaxReconnects(-1))
+	// The first URL is this runner's node: connect to it (no shuffling) and
+	// fail over to the others, reconnecting forever.
+	nc, err := nats.Connect(*url, nats.Name("mcpbus-runner"), nats.DontRandomize(),
+		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", *url, err)
 	}
 	defer nc.Close()
-	r, err := runner.New(nc, runner.Options{Prefix: *prefix, ID: *id, Logger: log, CallTimeout: *callTimeout, Replicas: *replicas})
+	r, err := runner.New(nc, runner.Options{Prefix: *prefix, ID: *id, Logger: log, CallTimeout: *callTimeout, Replicas: *replicas,
+		LeaseTTL: *leaseTTL, IdleTimeout: *idleTimeout,
+	})
 	if err != nil {
 		return err
 	}
@@ -69,6 +76,13 @@ func envOr(name, def string) string {
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
 		return n
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
 	}
 	return def
 }

@@ -1,0 +1,15 @@
+// Package cluster holds the failover tests of mcpbus: a 3-node embedded
+// JetStream cluster, three runner processes (r1..r3, runner i connected to
+// node i first, lease TTL 2s) and six eager servers of the go-sdk test
+// server. They kill runners (SIGKILL), stop NATS nodes and restart runners
+// gracefully, and check that every server answers again within 10s and that
+// no server ever runs twice for longer than a lease.
+//
+//	go test ./cluster/
+//
+// BenchmarkFailover measures kill-a-runner → all its servers answered by
+// another runner. Each repetition takes a few seconds, so run it with a
+// fixed count:
+//
+//	go test ./cluster/ -run '^$' -bench Failover -benchtime 3x
+package cluster
