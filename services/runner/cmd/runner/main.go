@@ -35,6 +35,8 @@ func run() error {
 	replicas := flag.Int("replicas", envInt("MCPBUS_REPLICAS", 1), "replicas of the shared JetStream stream and buckets: 3 on a 3-node cluster (env MCPBUS_REPLICAS)")
 	leaseTTL := flag.Duration("lease-ttl", envDuration("MCPBUS_LEASE_TTL", 5*time.Second), "ownership lease TTL: a runner that dies loses its servers to others after this long (env MCPBUS_LEASE_TTL)")
 	idleTimeout := flag.Duration("idle-timeout", envDuration("MCPBUS_IDLE_TIMEOUT", 0), "stop a server after this long without calls (0: the runner default, 30m; negative: never; env MCPBUS_IDLE_TIMEOUT)")
+	dataDir := flag.String("data-dir", os.Getenv("MCPBUS_DATA_DIR"), "keep pid files here so a restarted runner ends servers orphaned by a SIGKILL (env MCPBUS_DATA_DIR)")
+	maxServers := flag.Int("max-servers", envInt("MCPBUS_MAX_SERVERS", 10), "servers running at once at most (env MCPBUS_MAX_SERVERS)")
 	flag.Parse()
 
 	var lvl slog.Level
@@ -58,6 +60,7 @@ func run() error {
 	}
 	defer nc.Close()
 	r, err := runner.New(nc, runner.Options{Prefix: *prefix, ID: *id, Logger: log, CallTimeout: *callTimeout, Replicas: *replicas,
+		DataDir: *dataDir, MaxServers: *maxServers,
 		LeaseTTL: *leaseTTL, IdleTimeout: *idleTimeout,
 	})
 	if err != nil {
