@@ -159,6 +159,7 @@ func (r *Runner) maintain(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			r.expireLeases()
 			r.mu.Lock()
 			servers := make([]*server, 0, len(r.servers))
 			for _, s := range r.servers {

@@ -100,9 +100,18 @@ func TestCrashRestartsAutomatically(t *testing.T) {
 	crashed := time.Now()
 	_, err := call(t, e, "alpha", "crash", `{}`)
 	wantCode(t, err, apierr.ServiceUnavailable)
-	st := e.WaitState(t, "alpha", model.StateError, 2*time.Second)
-	if st.RetryAt.IsZero() {
-		t.Fatalf("a crashed server should say when it restarts: %+v", st)
+	e.WaitState(t, "alpha", model.StateError, 2*time.Second)
+	// The error comes first, then the scheduled restart with its time.
+	var st model.Status
+	for wait := time.Now().Add(time.Second); ; {
+		st = e.Status("alpha")
+		if !st.RetryAt.IsZero() || st.State == model.StateRunning {
+			break
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("a crashed server should say when it restarts: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -88,17 +89,37 @@ func (r *Runner) own(ctx context.Context) {
 }
 
 func (r *Runner) ownPass(ctx context.Context) {
-	r.renewLeases(ctx)
+	if !r.renewLeases(ctx) {
+		return // NATS is away: taking more would only wait out more timeouts
+	}
 	r.heartbeat(ctx)
 	r.acquire(ctx)
 	r.rebalance(ctx)
+}
+
+// expireLeases gives up every lease not renewed for a whole TTL, whatever the
+// ownership loop is waiting for; the maintenance tick calls it.
+func (r *Runner) expireLeases() {
+	r.mu.Lock()
+	var stale []string
+	for slug, l := range r.leases {
+		if time.Since(l.renewed) >= r.opts.LeaseTTL {
+			stale = append(stale, slug)
+		}
+	}
+	r.mu.Unlock()
+	for _, slug := range stale {
+		r.log.Warn("lease expired unrenewed: stopping the server here", "server", slug)
+		r.loseServer(slug)
+	}
 }
 
 // renewLeases refreshes every held lease. A lease another runner holds now,
 // or one that could not be renewed for a whole TTL (NATS unreachable), is
 // given up: the server stops here, so two owners never run together for
 // longer than the lease.
-func (r *Runner) renewLeases(ctx context.Context) {
+// It reports whether NATS answered every renewal.
+func (r *Runner) renewLeases(ctx context.Context) bool {
 	r.mu.Lock()
 	held := make(map[string]lease, len(r.leases))
 	for slug, l := range r.leases {
@@ -108,17 +129,22 @@ func (r *Runner) renewLeases(ctx context.Context) {
 	// In parallel: with NATS away every renewal waits out its timeout, and
 	// one after another they would keep servers here past the lease.
 	var wg sync.WaitGroup
+	var unreachable atomic.Bool
 	for slug, l := range held {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.renewLease(ctx, slug, l)
+			if !r.renewLease(ctx, slug, l) {
+				unreachable.Store(true)
+			}
 		}()
 	}
 	wg.Wait()
+	return !unreachable.Load()
 }
 
-func (r *Runner) renewLease(ctx context.Context, slug string, l lease) {
+// renewLease renews one lease; false means NATS did not answer.
+func (r *Runner) renewLease(ctx context.Context, slug string, l lease) bool {
 	val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Server: slug, Replica: l.replica, Since: l.since})
 	c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
 	rev, err := r.assets.Owners.Update(c, l.key, val, l.rev)
@@ -130,12 +156,19 @@ func (r *Runner) renewLease(ctx context.Context, slug string, l lease) {
 			cur.rev, cur.renewed = rev, time.Now()
 		}
 		r.mu.Unlock()
+		return true
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound),
-		errors.Is(err, jetstream.ErrKeyDeleted), time.Since(l.renewed) >= r.opts.LeaseTTL:
+		errors.Is(err, jetstream.ErrKeyDeleted):
 		r.log.Warn("lease lost: handing the server over", "server", slug, "error", err)
 		r.loseServer(slug)
+		return true
+	case time.Since(l.renewed) >= r.opts.LeaseTTL:
+		r.log.Warn("lease expired unrenewed: stopping the server here", "server", slug, "error", err)
+		r.loseServer(slug)
+		return false
 	default:
 		r.log.Warn("lease renewal failed; keeping the server until the lease runs out", "server", slug, "error", err)
+		return false
 	}
 }
 

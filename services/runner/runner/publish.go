@@ -14,7 +14,9 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-const publishTimeout = 5 * time.Second
+// publishTimeout bounds a status or catalog write: short, because a runner
+// cut off from NATS must not hold a server's lifecycle goroutine for long.
+func (r *Runner) publishTimeout() time.Duration { return min(2*time.Second, r.opts.LeaseTTL/3) }
 
 // publishStatus records st in KV mcp_status and emits it on events.status.<server>.
 func (r *Runner) publishStatus(st model.Status) {
@@ -22,7 +24,7 @@ func (r *Runner) publishStatus(st model.Status) {
 	r.status[st.Server] = st
 	r.mu.Unlock()
 	data, _ := json.Marshal(st)
-	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.publishTimeout())
 	defer cancel()
 	if _, err := r.assets.Status.Put(ctx, st.Server, data); err != nil {
 		r.log.Warn("recording status failed", "server", st.Server, "error", err)
@@ -37,7 +39,7 @@ func (r *Runner) forgetStatus(slug string) {
 	r.mu.Lock()
 	delete(r.status, slug)
 	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.publishTimeout())
 	defer cancel()
 	_ = r.assets.Status.Delete(ctx, slug)
 }
@@ -67,7 +69,7 @@ func (s *server) publishCatalog() {
 	s.r.catalog[s.slug] = cat
 	s.r.mu.Unlock()
 	data, _ := json.Marshal(cat)
-	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.r.publishTimeout())
 	defer cancel()
 	if _, err := s.r.assets.Tools.Put(ctx, s.slug, data); err != nil {
 		s.log.Warn("recording tool catalog failed", "error", err)
@@ -78,7 +80,7 @@ func (s *server) deleteCatalog() {
 	s.r.mu.Lock()
 	delete(s.r.catalog, s.slug)
 	s.r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.r.publishTimeout())
 	defer cancel()
 	_ = s.r.assets.Tools.Delete(ctx, s.slug)
 }
