@@ -25,7 +25,6 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/configstore"
 	"github.com/mcpbus/mcpbus/libs/embednats"
-	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 )
 
@@ -59,8 +58,7 @@ type ClusterEnv struct {
 	NC     *nats.Conn
 	JS     jetstream.JetStream
 	Client *client.Client
-	Store  configstore.Store
-	Assets *bus.Assets
+	Buckets
 	// Replicas of the shared assets: one per node.
 	Replicas int
 }
@@ -90,7 +88,7 @@ func StartClusterEnv(t testing.TB, nodes int) *ClusterEnv {
 		t.Fatal(err)
 	}
 	return &ClusterEnv{
-		Cluster: c, NC: nc, JS: js, Assets: assets, Store: configstore.Store{KV: assets.Configs}, Replicas: nodes,
+		Cluster: c, NC: nc, JS: js, Buckets: Buckets{Assets: assets, Store: configstore.Store{KV: assets.Configs}}, Replicas: nodes,
 		Client: client.New(nc, client.Options{Timeout: 20 * time.Second}),
 	}
 }
@@ -279,57 +277,6 @@ func (p *RunnerProc) Tail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte("\n")))
-}
-
-// Put stores a config (validated, as the config service would).
-func (e *ClusterEnv) Put(t testing.TB, cfg model.McpConfig) model.McpConfig {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	saved, err := e.Store.Upsert(ctx, cfg)
-	if err != nil {
-		t.Fatalf("put config %s: %v", cfg.Name, err)
-	}
-	return saved
-}
-
-// Delete removes a config.
-func (e *ClusterEnv) Delete(t testing.TB, id string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := e.Assets.Configs.Delete(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Status reads a server's status from KV (zero Status when absent or while
-// JetStream does not answer).
-func (e *ClusterEnv) Status(slug string) model.Status {
-	var st model.Status
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	entry, err := e.Assets.Status.Get(ctx, slug)
-	if err == nil {
-		_ = json.Unmarshal(entry.Value(), &st)
-	}
-	return st
-}
-
-// WaitState waits until the server reaches state, failing the test after timeout.
-func (e *ClusterEnv) WaitState(t testing.TB, slug, state string, timeout time.Duration) model.Status {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		st := e.Status(slug)
-		if st.State == state {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server %s: state %q (runner %q, %s %s), want %q after %s", slug, st.State, st.Runner, st.Code, st.Message, state, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // Alive reports whether process pid exists; a zombie counts as gone.

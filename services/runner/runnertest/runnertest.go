@@ -4,7 +4,6 @@ package runnertest
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"testing"
 	"time"
@@ -31,10 +30,9 @@ type Env struct {
 	JS       jetstream.JetStream
 	Runner   *runner.Runner
 	Client   *client.Client
-	Store    configstore.Store
-	Assets   *bus.Assets
-	stop     context.CancelFunc
-	done     chan error
+	Buckets
+	stop context.CancelFunc
+	done chan error
 }
 
 // Start runs NATS (TCP on a free port, JetStream in a temp dir) and a runner
@@ -66,7 +64,7 @@ func Start(t testing.TB, opts runner.Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{NS: ns, NC: nc, RunnerNC: rnc, JS: js, Assets: assets, Store: configstore.Store{KV: assets.Configs},
+	e := &Env{NS: ns, NC: nc, RunnerNC: rnc, JS: js, Buckets: Buckets{Assets: assets, Store: configstore.Store{KV: assets.Configs}},
 		Client: client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: 20 * time.Second})}
 	e.StartRunner(t, opts)
 	return e
@@ -103,52 +101,6 @@ func (e *Env) StopRunner(t testing.TB) {
 	case <-e.done:
 	case <-time.After(30 * time.Second):
 		t.Error("runner did not stop within 30s")
-	}
-}
-
-// Put stores a config (validated, as the config service would).
-func (e *Env) Put(t testing.TB, cfg model.McpConfig) model.McpConfig {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	saved, err := e.Store.Upsert(ctx, cfg)
-	if err != nil {
-		t.Fatalf("put config %s: %v", cfg.Name, err)
-	}
-	return saved
-}
-
-// Delete removes a config.
-func (e *Env) Delete(t testing.TB, id string) {
-	t.Helper()
-	if err := e.Assets.Configs.Delete(context.Background(), id); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Status reads a server's status from KV (zero Status when absent).
-func (e *Env) Status(slug string) model.Status {
-	var st model.Status
-	entry, err := e.Assets.Status.Get(context.Background(), slug)
-	if err == nil {
-		_ = json.Unmarshal(entry.Value(), &st)
-	}
-	return st
-}
-
-// WaitState waits until the server reaches state, failing the test after timeout.
-func (e *Env) WaitState(t testing.TB, slug, state string, timeout time.Duration) model.Status {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		st := e.Status(slug)
-		if st.State == state {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server %s: state %q (%s %s), want %q after %s", slug, st.State, st.Code, st.Message, state, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
