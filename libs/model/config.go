@@ -50,6 +50,8 @@ type McpConfig struct {
 	AuthType  string            `json:"auth_type,omitempty"`
 	EnvVars   map[string]EnvVar `json:"env_vars,omitempty"`
 	Config    json.RawMessage   `json:"config,omitempty"`
+	// Tools filters the server's tools (allow/deny globs), enforced by the runner.
+	Tools ToolFilter `json:"tools,omitzero"`
 	// Runtime holds the runner's per-server settings; zero values take the runner's defaults.
 	Runtime   Runtime   `json:"runtime,omitzero"`
 	CreatedAt time.Time `json:"created_at,omitzero"`

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"fmt"
 	"net/url"
+	"path"
 	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -71,6 +73,11 @@ func (c *McpConfig) Validate() *apierr.Error {
 		}
 		if v.Required && v.Value == "" && v.SecretRef == "" && v.KeyfilePath == "" {
 			return apierr.Invalid("env_vars."+name, "Missing required credentials")
+		}
+	}
+	for i, g := range append(append([]string{}, c.Tools.Allow...), c.Tools.Deny...) {
+		if _, err := path.Match(g, ""); err != nil || g == "" {
+			return apierr.Invalid("tools", fmt.Sprintf("tool filter %d (%q) is not a valid glob", i, g))
 		}
 	}
 	if c.Runtime.CallTimeout < 0 || c.Runtime.StartTimeout < 0 {

@@ -291,18 +291,8 @@ func (r *Runner) addService() error {
 		return fmt.Errorf("runner: micro service: %w", err)
 	}
 	r.svc = svc
-	add := func(name, subject string, h func(context.Context, micro.Request) (any, error)) error {
-		return svc.AddEndpoint(name, micro.HandlerFunc(func(req micro.Request) {
-			go func() {
-				defer func() {
-					if p := recover(); p != nil {
-						r.log.Error("handler panic", "subject", req.Subject(), "panic", fmt.Sprint(p))
-						_ = bus.RespondError(req, apierr.New(apierr.Internal, "internal error"))
-					}
-				}()
-				r.answer(req, h)
-			}()
-		}), micro.WithEndpointSubject(subject))
+	add := func(name, subject string, h bus.HandlerFunc) error {
+		return svc.AddEndpoint(name, bus.JSONHandler(r.log, h), micro.WithEndpointSubject(subject))
 	}
 	if err := add("tools-list", r.subj.ToolsList(), r.handleToolsList); err != nil {
 		return err
@@ -313,21 +303,6 @@ func (r *Runner) addService() error {
 		}
 	}
 	return nil
-}
-
-// answer runs a JSON handler and replies with its result or error.
-func (r *Runner) answer(req micro.Request, h func(context.Context, micro.Request) (any, error)) {
-	ctx := bus.ExtractTrace(context.Background(), nats.Header(req.Headers()))
-	out, err := h(ctx, req)
-	if err != nil {
-		_ = bus.RespondError(req, err)
-		return
-	}
-	if raw, ok := out.([]byte); ok {
-		_ = req.Respond(raw)
-		return
-	}
-	_ = req.RespondJSON(out)
 }
 
 func (r *Runner) handleToolsList(ctx context.Context, req micro.Request) (any, error) {

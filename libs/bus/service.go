@@ -1,0 +1,67 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
+
+// HandlerFunc answers one request of a micro endpoint: the result is sent as
+// JSON ([]byte as it is), an error as the error contract.
+type HandlerFunc func(ctx context.Context, req micro.Request) (any, error)
+
+// JSONHandler adapts h to micro. Each request runs on its own goroutine (a
+// slow request never holds up the endpoint) with the caller's trace context;
+// a panic becomes INTERNAL_ERROR instead of killing the service.
+func JSONHandler(log *slog.Logger, h HandlerFunc) micro.Handler {
+	return micro.HandlerFunc(func(req micro.Request) {
+		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					log.Error("handler panic", "subject", req.Subject(), "panic", fmt.Sprint(p))
+					_ = RespondError(req, apierr.New(apierr.Internal, "internal error"))
+				}
+			}()
+			Answer(req, h)
+		}()
+	})
+}
+
+// Answer runs h for req on the calling goroutine and replies.
+func Answer(req micro.Request, h HandlerFunc) {
+	ctx := ExtractTrace(context.Background(), nats.Header(req.Headers()))
+	out, err := h(ctx, req)
+	if err != nil {
+		_ = RespondError(req, err)
+		return
+	}
+	if raw, ok := out.([]byte); ok {
+		_ = req.Respond(raw)
+		return
+	}
+	_ = req.RespondJSON(out)
+}
+
+// Decode reads a request body into v, rejecting unknown fields (a typo should
+// not silently drop a setting). An empty body leaves v as it is.
+func Decode(data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return apierr.Wrap(apierr.Validation, "request body is not valid: "+err.Error(), err)
+	}
+	if dec.More() {
+		return apierr.New(apierr.Validation, "request body has data after the JSON value")
+	}
+	return nil
+}

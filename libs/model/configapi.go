@@ -1,0 +1,150 @@
+package model
+
+import (
+	"path"
+	"time"
+)
+
+// ToolFilter narrows the tools of a server (seeds/002 "tool filtering"): with
+// Allow set, only tools matching one of its globs are kept; tools matching a
+// Deny glob are always dropped. Globs are path.Match patterns on the original
+// tool name. A filtered tool is absent from the catalog and refused on call.
+type ToolFilter struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// Allows reports whether the filter keeps tool.
+func (f ToolFilter) Allows(tool string) bool {
+	if len(f.Allow) > 0 && !matchAny(f.Allow, tool) {
+		return false
+	}
+	return !matchAny(f.Deny, tool)
+}
+
+// IsZero reports whether the filter keeps every tool.
+func (f ToolFilter) IsZero() bool { return len(f.Allow) == 0 && len(f.Deny) == 0 }
+
+func matchAny(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ConfigRef names one config by slug or id: the body of mcp.v1.config.{get,
+// delete,enable,disable,history}.
+type ConfigRef struct {
+	Server string `json:"server"`
+}
+
+// ConfigCreateRequest is the body of mcp.v1.config.create. Secret values may
+// come along in Secrets, or as env var values marked is_secret: either way they
+// go to the credential service, never into the stored config.
+type ConfigCreateRequest struct {
+	Config  McpConfig    `json:"config"`
+	Secrets *Credentials `json:"secrets,omitempty"`
+}
+
+// ConfigUpdateRequest is the body of mcp.v1.config.update: the whole new
+// config (found by id, else slug). A non-zero Revision must be the current one
+// (optimistic concurrency: a stale revision is a CONFLICT).
+type ConfigUpdateRequest struct {
+	Config  McpConfig    `json:"config"`
+	Secrets *Credentials `json:"secrets,omitempty"`
+}
+
+// ConfigListReply is the reply of mcp.v1.config.list.
+type ConfigListReply struct {
+	Configs []McpConfig `json:"configs"`
+}
+
+// ConfigDeleteReply is the reply of mcp.v1.config.delete.
+type ConfigDeleteReply struct {
+	ID     string `json:"id"`
+	Server string `json:"server"`
+}
+
+// Import and export formats.
+const (
+	// FormatServers is mcpbus's own {"servers": [McpConfig…]} (JSON or YAML).
+	FormatServers = "servers"
+	// FormatMCPServers is the Claude Desktop / Cursor {"mcpServers": {name: {command, args, env | url, headers}}}.
+	FormatMCPServers = "mcpServers"
+	// FormatMCPYAML is the mcp.yaml of seeds/003 (servers: name: transport, env, enabled).
+	FormatMCPYAML = "mcp.yaml"
+)
+
+// ConfigImportRequest is the body of mcp.v1.config.import. Vars resolve the
+// ${VAR} references of the content (the CLI sends the ones it finds in the
+// caller's environment). All servers are imported or none.
+type ConfigImportRequest struct {
+	Format  string            `json:"format,omitempty"` // detected when empty
+	Content string            `json:"content"`
+	Vars    map[string]string `json:"vars,omitempty"`
+	// Replace updates servers whose slug exists; otherwise a clash is a CONFLICT.
+	Replace bool `json:"replace,omitempty"`
+	// Enabled, when set, overrides the enabled flag of every imported server.
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// ConfigImportReply lists what an import wrote.
+type ConfigImportReply struct {
+	Created []McpConfig `json:"created"`
+	Updated []McpConfig `json:"updated"`
+}
+
+// ConfigExportRequest is the body of mcp.v1.config.export (no servers: all).
+type ConfigExportRequest struct {
+	Format  string   `json:"format"`
+	Servers []string `json:"servers,omitempty"`
+}
+
+// ConfigExportReply carries the exported file; secrets appear only as ${VAR}.
+type ConfigExportReply struct {
+	Format  string `json:"format"`
+	Content string `json:"content"`
+}
+
+// ConfigRevision is one entry of a config's history.
+type ConfigRevision struct {
+	Revision  uint64     `json:"revision"`
+	Operation string     `json:"operation"` // put, delete
+	At        time.Time  `json:"at"`
+	Config    *McpConfig `json:"config,omitempty"`
+}
+
+// ConfigHistoryReply is the reply of mcp.v1.config.history, oldest first.
+type ConfigHistoryReply struct {
+	Revisions []ConfigRevision `json:"revisions"`
+}
+
+// ConfigRollbackRequest is the body of mcp.v1.config.rollback: the config
+// becomes what it was at Revision (a new revision is written).
+type ConfigRollbackRequest struct {
+	Server   string `json:"server"`
+	Revision uint64 `json:"revision"`
+}
+
+// Config event types.
+const (
+	ConfigCreated    = "created"
+	ConfigUpdated    = "updated"
+	ConfigDeleted    = "deleted"
+	ConfigEnabled    = "enabled"
+	ConfigDisabled   = "disabled"
+	ConfigRolledBack = "rolled_back"
+)
+
+// ConfigEvent is published on mcp.v1.events.config.<server> after every change.
+type ConfigEvent struct {
+	Type      string    `json:"type"`
+	Server    string    `json:"server"`
+	ID        string    `json:"id"`
+	Revision  uint64    `json:"revision,omitempty"`
+	Enabled   bool      `json:"enabled"`
+	RequestID string    `json:"request_id,omitempty"`
+	At        time.Time `json:"at"`
+}

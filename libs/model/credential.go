@@ -1,0 +1,141 @@
+package model
+
+import (
+	"strings"
+	"time"
+)
+
+// Credentials are the secrets of one server, as the credential service keeps
+// them (keyed by the server's config id). They never appear in a config, a
+// status, an event or a log line.
+type Credentials struct {
+	// Env maps an environment variable of a stdio server to its secret value
+	// (api_key auth; several variables, e.g. AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY).
+	Env map[string]string `json:"env,omitempty"`
+	// Headers maps an HTTP header of a remote server to its secret value.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Keyfiles maps an environment variable to the path of a file holding its
+	// value (keyfile auth): the path is stored, the file is read at spawn time.
+	Keyfiles map[string]string `json:"keyfiles,omitempty"`
+	// OAuth is an OAuth token, refreshed by the credential service when expired.
+	OAuth *OAuthToken `json:"oauth,omitempty"`
+}
+
+// Empty reports whether c holds nothing.
+func (c Credentials) Empty() bool {
+	return len(c.Env) == 0 && len(c.Headers) == 0 && len(c.Keyfiles) == 0 && c.OAuth == nil
+}
+
+// OAuthToken is a stored OAuth token plus what refreshing it needs, and where
+// the access token goes when the server starts (an env var or a header).
+type OAuthToken struct {
+	AccessToken  string    `json:"access_token"`
+	RefreshToken string    `json:"refresh_token,omitempty"`
+	TokenType    string    `json:"token_type,omitempty"`
+	ExpiresAt    time.Time `json:"expires_at,omitzero"`
+	Scopes       []string  `json:"scopes,omitempty"`
+	Provider     string    `json:"provider,omitempty"`
+	TokenURL     string    `json:"token_url,omitempty"`
+	ClientID     string    `json:"client_id,omitempty"`
+	ClientSecret string    `json:"client_secret,omitempty"`
+	// EnvVar receives the access token (e.g. GITHUB_TOKEN); Header receives
+	// "Bearer <token>" (e.g. Authorization). At least one is set.
+	EnvVar string `json:"env_var,omitempty"`
+	Header string `json:"header,omitempty"`
+}
+
+// CredSetRequest is the body of mcp.v1.cred.set: the given secrets are merged
+// into the server's record (Replace: the record becomes exactly these).
+type CredSetRequest struct {
+	ServerID    string      `json:"server_id"`
+	Credentials Credentials `json:"credentials"`
+	Replace     bool        `json:"replace,omitempty"`
+}
+
+// CredDeleteRequest is the body of mcp.v1.cred.delete: the named env vars,
+// headers and keyfiles ("oauth" for the token) or, with no names, everything.
+type CredDeleteRequest struct {
+	ServerID string   `json:"server_id"`
+	Names    []string `json:"names,omitempty"`
+}
+
+// CredDescribeRequest is the body of mcp.v1.cred.describe.
+type CredDescribeRequest struct {
+	ServerID string `json:"server_id"`
+}
+
+// CredDescription says which secrets a server has, never their values. It is
+// the reply of set, delete and describe.
+type CredDescription struct {
+	ServerID string   `json:"server_id"`
+	Backend  string   `json:"backend"`
+	Env      []string `json:"env"`
+	Headers  []string `json:"headers"`
+	Keyfiles []string `json:"keyfiles"`
+	// OAuth describes the token without its value.
+	OAuth     *OAuthDescription `json:"oauth,omitempty"`
+	UpdatedAt time.Time         `json:"updated_at,omitzero"`
+}
+
+// Has reports whether the described record holds the env var or header name.
+func (d CredDescription) Has(name string) bool {
+	for _, list := range [][]string{d.Env, d.Headers, d.Keyfiles} {
+		for _, n := range list {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return d.OAuth != nil && (d.OAuth.EnvVar == name || strings.EqualFold(d.OAuth.Header, name))
+}
+
+// OAuthDescription is an OAuth token without its secrets.
+type OAuthDescription struct {
+	Provider        string    `json:"provider,omitempty"`
+	ExpiresAt       time.Time `json:"expires_at,omitzero"`
+	HasRefreshToken bool      `json:"has_refresh_token"`
+	Scopes          []string  `json:"scopes,omitempty"`
+	EnvVar          string    `json:"env_var,omitempty"`
+	Header          string    `json:"header,omitempty"`
+}
+
+// CredResolveRequest is the body of mcp.v1.cred.resolve, sent by runners only.
+// RecipientKey is the runner's public curve key (nkeys xkey, "X…"): the reply
+// is sealed to it, so secrets never cross the bus in clear text.
+type CredResolveRequest struct {
+	ServerID     string `json:"server_id"`
+	RecipientKey string `json:"recipient_key"`
+}
+
+// SealedReply is the reply of mcp.v1.cred.resolve: Sealed opens, with the
+// runner's curve key and SenderKey, to the JSON of ResolvedCredentials.
+type SealedReply struct {
+	SenderKey string `json:"sender_key"`
+	Sealed    []byte `json:"sealed"`
+}
+
+// ResolvedCredentials are what a runner needs to start a server: env values
+// and headers (an OAuth access token already placed in its env var or
+// header, refreshed when it had expired) and keyfile paths to read.
+type ResolvedCredentials struct {
+	Env      map[string]string `json:"env,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
+	Keyfiles map[string]string `json:"keyfiles,omitempty"`
+}
+
+// LooksSecret reports whether an env var or header name usually carries a
+// secret (seeds/002 §4.1: *_TOKEN, *_PAT, *_API_KEY, *_SECRET, passwords,
+// Authorization). Imports and registry drafts use it to keep such values out
+// of configs.
+func LooksSecret(name string) bool {
+	n := strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+	if n == "AUTHORIZATION" || n == "PROXY_AUTHORIZATION" || n == "COOKIE" {
+		return true
+	}
+	for _, s := range []string{"TOKEN", "_PAT", "API_KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY", "ACCESS_KEY", "AUTH"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return strings.HasSuffix(n, "_KEY") || n == "PAT"
+}

@@ -1,0 +1,2 @@
+// Package config is the config service of mcpbus.
+package config

@@ -1,0 +1,2 @@
+// Package credential is the credential service of mcpbus.
+package credential

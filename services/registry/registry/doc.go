@@ -1,0 +1,2 @@
+// Package registry is the registry service of mcpbus.
+package registry
