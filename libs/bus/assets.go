@@ -15,6 +15,9 @@ type Assets struct {
 	Configs jetstream.KeyValue
 	Status  jetstream.KeyValue
 	Tools   jetstream.KeyValue
+	// Slugs reserves each slug for one config id (key slug, value id), so two
+	// config service instances cannot create the same slug at once.
+	Slugs jetstream.KeyValue
 	// Owners holds the runners' leases and heartbeats; its TTL is the lease TTL.
 	Owners jetstream.KeyValue
 }
@@ -70,6 +73,7 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 		{&a.Configs, BucketConfigs, 16, "McpConfig records by id, with history for rollback"},
 		{&a.Status, BucketStatus, 1, "latest status per server slug"},
 		{&a.Tools, BucketTools, 1, "tool catalog per running server slug"},
+		{&a.Slugs, BucketSlugs, 1, "slug reservations: slug -> config id"},
 	}
 	for _, b := range buckets {
 		kv, err := ensureKV(ctx, js, jetstream.KeyValueConfig{

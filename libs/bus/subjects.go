@@ -15,6 +15,7 @@ const (
 	BucketStatus  = "mcp_status"
 	BucketTools   = "mcp_tools"
 	BucketOwners  = "mcp_owners"
+	BucketSlugs   = "mcp_slugs"
 )
 
 // Headers of the bus protocol.

@@ -85,7 +85,7 @@ func (s *server) live(token string) (*mcp.ClientSession, *mcp.Tool, *model.McpCo
 	if s.sess == nil {
 		switch {
 		case s.state == model.StateIdle || s.state == model.StateStarting:
-			if _, ok := s.tools[token]; token != "" && !ok && s.state == model.StateIdle {
+			if t, ok := s.tools[token]; token != "" && (!ok || !s.cfg.Tools.Allows(t.Name)) && s.state == model.StateIdle {
 				return nil, nil, nil, apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
 			}
 			return nil, nil, s.cfg, errIdle
@@ -100,7 +100,7 @@ func (s *server) live(token string) (*mcp.ClientSession, *mcp.Tool, *model.McpCo
 		return s.sess, nil, s.cfg, nil
 	}
 	t, ok := s.tools[token]
-	if !ok {
+	if !ok || !s.cfg.Tools.Allows(t.Name) { // filtered tools are refused like unknown ones
 		return nil, nil, nil, apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
 	}
 	return s.sess, t, s.cfg, nil

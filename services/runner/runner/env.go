@@ -2,36 +2,80 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
+// maxKeyfileBytes bounds a keyfile read into the environment.
+const maxKeyfileBytes = 64 << 10
+
+// needsCredentials reports whether starting cfg needs the credential service:
+// it has secret variables or an auth type that keeps secrets there.
+func needsCredentials(cfg *model.McpConfig) bool {
+	if cfg.AuthType != "" && cfg.AuthType != model.AuthNone {
+		return true
+	}
+	for _, v := range cfg.EnvVars {
+		if secretRef(v) != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // buildEnvironment is seeds/000 build_environment: plain values as they are,
-// keyfile paths as the path, secret references through the resolver.
-// A required variable that cannot be resolved fails the start with
-// VALIDATION_ERROR "Missing required credentials" (its value is never logged).
+// secret references through the credential service, keyfiles read at spawn
+// time (seeds/002 §4.2). It returns the child's environment and the secret
+// headers of an HTTP server. A required variable that cannot be resolved fails
+// the start with VALIDATION_ERROR "Missing required credentials"; no value is
+// ever put into an error or a log line.
 func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (map[string]string, map[string]string, error) {
 	env := make(map[string]string, len(cfg.EnvVars))
-	var headers map[string]string
-	var secrets map[string]string
-	if r.opts.Resolver != nil {
+	var creds model.ResolvedCredentials
+	if needsCredentials(cfg) {
+		if r.opts.Resolver == nil {
+			return nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s needs credentials and this runner has no credential service", cfg.Slug)
+		}
 		var err error
-		secrets, headers, err = r.opts.Resolver.Resolve(ctx, cfg)
-		if err != nil {
+		if creds, err = r.opts.Resolver.Resolve(ctx, cfg.ID); err != nil {
 			return nil, nil, err
 		}
 	}
+	// Secrets stored without a matching variable in the config (api_key auth
+	// set through `mcpbus cred set`, an OAuth token's env var) go in as well.
+	for name, val := range creds.Env {
+		env[name] = val
+	}
+	for name, path := range creds.Keyfiles {
+		val, err := readKeyfile(name, path)
+		if err != nil {
+			return nil, nil, err
+		}
+		env[name] = val
+	}
 	for name, v := range cfg.EnvVars {
 		switch {
-		case v.SecretRef != "":
-			if val, ok := secrets[name]; ok {
+		case secretRef(v) != "":
+			ref := secretRef(v)
+			if ref == secretByName {
+				ref = name
+			}
+			if val, ok := creds.Env[ref]; ok {
 				env[name] = val
-			} else if v.Required {
+			} else if _, ok := env[name]; !ok && v.Required {
 				return nil, nil, apierr.Invalid("env_vars."+name, "Missing required credentials")
 			}
 		case v.KeyfilePath != "":
-			env[name] = v.KeyfilePath
+			val, err := readKeyfile(name, v.KeyfilePath)
+			if err != nil {
+				return nil, nil, err
+			}
+			env[name] = val
 		default:
 			if v.Value == "" && v.Required {
 				return nil, nil, apierr.Invalid("env_vars."+name, "Missing required credentials")
@@ -39,5 +83,63 @@ func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (ma
 			env[name] = v.Value
 		}
 	}
-	return env, headers, nil
+	return env, creds.Headers, nil
+}
+
+// secretByName marks a secret variable without an explicit reference: its
+// secret is stored under the variable's own name.
+const secretByName = "\x00name"
+
+// secretRef is the key under which v's value is stored in the credential
+// service, or "" when v carries its own value (a secret given inline in a
+// config written straight to KV is used as it is).
+func secretRef(v model.EnvVar) string {
+	switch {
+	case v.SecretRef != "":
+		return v.SecretRef
+	case v.IsSecret && v.Value == "" && v.KeyfilePath == "":
+		return secretByName
+	}
+	return ""
+}
+
+// readKeyfile reads the value of env var name from a keyfile: it must be a
+// regular file that others cannot read (a world-readable key is refused).
+func readKeyfile(name, path string) (string, error) {
+	field := "env_vars." + name + ".keyfile_path"
+	f, err := os.Open(path)
+	if err != nil {
+		return "", apierr.Invalid(field, fmt.Sprintf("keyfile for %s cannot be read: %v", name, unwrapPathError(err)))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", apierr.Invalid(field, fmt.Sprintf("keyfile for %s cannot be read: %v", name, unwrapPathError(err)))
+	}
+	if !st.Mode().IsRegular() {
+		return "", apierr.Invalid(field, fmt.Sprintf("keyfile for %s is not a regular file", name))
+	}
+	if st.Mode().Perm()&0o004 != 0 {
+		return "", apierr.Invalid(field, fmt.Sprintf("keyfile for %s is world-readable (mode %v); chmod o-r it", name, st.Mode().Perm()))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyfileBytes+1))
+	if err != nil {
+		return "", apierr.Invalid(field, fmt.Sprintf("keyfile for %s cannot be read: %v", name, unwrapPathError(err)))
+	}
+	if len(data) > maxKeyfileBytes {
+		return "", apierr.Invalid(field, fmt.Sprintf("keyfile for %s is larger than %d bytes", name, maxKeyfileBytes))
+	}
+	val := strings.TrimSpace(string(data))
+	if val == "" {
+		return "", apierr.Invalid(field, fmt.Sprintf("keyfile for %s is empty", name))
+	}
+	return val, nil
+}
+
+// unwrapPathError drops the path from an *os.PathError (the caller names the variable).
+func unwrapPathError(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
 }

@@ -61,7 +61,9 @@ func (s *server) publishCatalog() {
 	s.mu.RLock()
 	cat := model.Catalog{Server: s.slug, ConfigRevision: s.cfg.Revision, Tools: make([]model.Tool, 0, len(s.tools)), UpdatedAt: time.Now().UTC()}
 	for token, t := range s.tools {
-		cat.Tools = append(cat.Tools, catalogTool(s.r, s.slug, token, t))
+		if s.cfg.Tools.Allows(t.Name) { // a filtered tool is absent from the catalog
+			cat.Tools = append(cat.Tools, catalogTool(s.r, s.slug, token, t))
+		}
 	}
 	s.mu.RUnlock()
 	sort.Slice(cat.Tools, func(i, j int) bool { return cat.Tools[i].Tool < cat.Tools[j].Tool })

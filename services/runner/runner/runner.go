@@ -36,11 +36,11 @@ const (
 	ServerServiceName = "mcpbus-server"
 )
 
-// SecretResolver resolves the secret references of a config into environment
-// values and HTTP headers. The credential service provides one; without it,
-// secret references stay unresolved.
+// SecretResolver fetches the credentials of a server (by config id) from the
+// credential service; libs/credclient.Resolver is the implementation. Without
+// one, a server that needs credentials fails to start.
 type SecretResolver interface {
-	Resolve(ctx context.Context, cfg *model.McpConfig) (env map[string]string, headers map[string]string, err error)
+	Resolve(ctx context.Context, serverID string) (model.ResolvedCredentials, error)
 }
 
 // Options configure a runner. Zero values take the defaults.

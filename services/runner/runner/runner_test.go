@@ -9,11 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
@@ -261,12 +264,12 @@ func TestEnvironmentVariables(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
 	cfg := runnertest.Binary("alpha", testServer)
 	cfg.EnvVars = map[string]model.EnvVar{
-		"API_KEY":  {Value: "k-123", IsSecret: true},
-		"KEY_FILE": {KeyfilePath: "/etc/hostname"},
+		"API_KEY": {Value: "k-123", IsSecret: true},
+		"EMPTY":   {},
 	}
 	e.Put(t, cfg)
 	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
-	for name, want := range map[string]string{"API_KEY": "k-123", "KEY_FILE": "/etc/hostname"} {
+	for name, want := range map[string]string{"API_KEY": "k-123", "EMPTY": ""} {
 		res, err := call(t, e, "alpha", "env", fmt.Sprintf(`{"name":%q}`, name))
 		if err != nil || text(t, res) != want {
 			t.Fatalf("%s = %s (%v), want %s", name, res, err, want)
@@ -288,13 +291,141 @@ func TestEnvironmentVariables(t *testing.T) {
 
 // A required secret reference that nothing resolves fails the start clearly.
 func TestMissingRequiredCredentials(t *testing.T) {
-	e := runnertest.Start(t, quickOpts())
+	opts := quickOpts()
+	opts.Resolver = staticResolver{}
+	e := runnertest.Start(t, opts)
 	cfg := runnertest.Binary("alpha", testServer)
-	cfg.EnvVars = map[string]model.EnvVar{"TOKEN": {SecretRef: "alpha/TOKEN", Required: true, IsSecret: true}}
+	cfg.EnvVars = map[string]model.EnvVar{"TOKEN": {SecretRef: "TOKEN", Required: true, IsSecret: true}}
 	e.Put(t, cfg)
 	st := e.WaitState(t, "alpha", model.StateError, 5*time.Second)
 	if st.Code != string(apierr.Validation) || st.Message != "Missing required credentials" {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// A server that needs credentials on a runner without a credential service
+// fails with SERVICE_UNAVAILABLE, not with an empty variable.
+func TestCredentialsWithoutResolver(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.EnvVars = map[string]model.EnvVar{"TOKEN": {SecretRef: "TOKEN", IsSecret: true}}
+	e.Put(t, cfg)
+	st := e.WaitState(t, "alpha", model.StateError, 5*time.Second)
+	if st.Code != string(apierr.ServiceUnavailable) || !strings.Contains(st.Message, "credential service") {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// staticResolver hands out fixed credentials per server id (the credential
+// service's own tests and tests/ cover the real one).
+type staticResolver map[string]model.ResolvedCredentials
+
+func (s staticResolver) Resolve(_ context.Context, id string) (model.ResolvedCredentials, error) {
+	return s[id], nil
+}
+
+// MC-T6/MC-T7: secret references, extra stored secrets and keyfiles reach the
+// child's environment; the values appear in no status.
+func TestResolvedCredentialsReachTheChild(t *testing.T) {
+	dir := t.TempDir()
+	keyfile := filepath.Join(dir, "key")
+	if err := os.WriteFile(keyfile, []byte("  keyfile-secret-9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.ID = uuid.NewString()
+	cfg.AuthType = model.AuthAPIKey
+	cfg.EnvVars = map[string]model.EnvVar{
+		"TOKEN": {SecretRef: "TOKEN", IsSecret: true, Required: true},
+		"KEY":   {KeyfilePath: keyfile},
+		"PLAIN": {Value: "plain-value"},
+	}
+	opts := quickOpts()
+	opts.Resolver = staticResolver{cfg.ID: {Env: map[string]string{"TOKEN": "resolved-secret-1", "EXTRA": "extra-secret-2"}}}
+	e := runnertest.Start(t, opts)
+	e.Put(t, cfg)
+	st := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	for name, want := range map[string]string{"TOKEN": "resolved-secret-1", "EXTRA": "extra-secret-2", "KEY": "keyfile-secret-9", "PLAIN": "plain-value"} {
+		res, err := call(t, e, "alpha", "env", fmt.Sprintf(`{"name":%q}`, name))
+		if err != nil || text(t, res) != want {
+			t.Fatalf("%s = %s (%v), want %s", name, res, err, want)
+		}
+	}
+	raw, _ := json.Marshal(st)
+	for _, secret := range []string{"resolved-secret-1", "extra-secret-2", "keyfile-secret-9"} {
+		if strings.Contains(string(raw), secret) {
+			t.Fatalf("status leaks %s: %s", secret, raw)
+		}
+	}
+}
+
+// A world-readable or missing keyfile is a clear status error at spawn.
+func TestBadKeyfile(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open")
+	if err := os.WriteFile(open, []byte("k"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := runnertest.Start(t, quickOpts())
+	for name, tc := range map[string]struct{ path, want string }{
+		"a": {open, "world-readable"},
+		"b": {filepath.Join(dir, "missing"), "cannot be read"},
+		"c": {dir, "not a regular file"},
+	} {
+		cfg := runnertest.Binary(name, testServer)
+		cfg.EnvVars = map[string]model.EnvVar{"KEY": {KeyfilePath: tc.path}}
+		e.Put(t, cfg)
+		st := e.WaitState(t, name, model.StateError, 5*time.Second)
+		if st.Code != string(apierr.Validation) || !strings.Contains(st.Message, tc.want) || strings.Contains(st.Message, dir) {
+			t.Fatalf("%s: status %+v, want %q without the path", name, st, tc.want)
+		}
+	}
+}
+
+// A tool filter hides tools from the catalog and refuses calls to them; a
+// changed filter applies without a restart.
+func TestToolFilter(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.Runtime.Eager = true
+	cfg.Tools = model.ToolFilter{Allow: []string{"e*", "sleep"}, Deny: []string{"env"}}
+	e.Put(t, cfg)
+	st := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	if !slices.Contains(st.Tools, "echo") || slices.Contains(st.Tools, "env") || slices.Contains(st.Tools, "crash") || !slices.Contains(st.Tools, "sleep") {
+		t.Fatalf("status tools %v", st.Tools)
+	}
+	tools, err := e.Client.ListTools(context.Background(), "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools {
+		if !cfg.Tools.Allows(tl.Tool) {
+			t.Fatalf("catalog lists filtered tool %s", tl.Tool)
+		}
+	}
+	if _, err := call(t, e, "alpha", "env", `{"name":"PATH"}`); apierr.Of(err) != apierr.NotFound {
+		t.Fatalf("filtered tool call: %v", err)
+	}
+	if res, err := call(t, e, "alpha", "echo", `{"message":"x"}`); err != nil {
+		t.Fatalf("allowed tool: %s %v", res, err)
+	}
+	pid := st.PID
+	cfg.Tools = model.ToolFilter{}
+	e.Put(t, cfg)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := call(t, e, "alpha", "env", `{"name":"PATH"}`); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("filter removal not applied: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if e.Status("alpha").PID != pid {
+		t.Fatal("a filter change restarted the server")
 	}
 }
 

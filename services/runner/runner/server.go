@@ -127,14 +127,17 @@ func (s *server) config() *model.McpConfig {
 }
 
 // setConfig installs a new revision and reports whether the running process
-// must restart for it (anything that changes how it is launched).
-func (s *server) setConfig(cfg *model.McpConfig) bool {
+// must restart for it (anything that changes how it is launched or which
+// credentials it gets) and whether only the tool filter changed the catalog.
+func (s *server) setConfig(cfg *model.McpConfig) (restart, filterChanged bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.cfg
 	s.cfg = cfg
-	return !reflect.DeepEqual(old.Package, cfg.Package) || !reflect.DeepEqual(old.Transport, cfg.Transport) ||
-		!reflect.DeepEqual(old.EnvVars, cfg.EnvVars) || old.Runtime.StartTimeout != cfg.Runtime.StartTimeout
+	restart = !reflect.DeepEqual(old.Package, cfg.Package) || !reflect.DeepEqual(old.Transport, cfg.Transport) ||
+		!reflect.DeepEqual(old.EnvVars, cfg.EnvVars) || old.AuthType != cfg.AuthType ||
+		old.Runtime.StartTimeout != cfg.Runtime.StartTimeout
+	return restart, !reflect.DeepEqual(old.Tools, cfg.Tools)
 }
 
 // start follows DESIGN.md: check enabled → resolve credentials → build env →
@@ -400,7 +403,9 @@ func (s *server) statusLocked() model.Status {
 	if s.state == model.StateRunning || s.state == model.StateIdle {
 		st.Tools = make([]string, 0, len(s.tools))
 		for _, t := range s.tools {
-			st.Tools = append(st.Tools, t.Name)
+			if s.cfg.Tools.Allows(t.Name) {
+				st.Tools = append(st.Tools, t.Name)
+			}
 		}
 		sortStrings(st.Tools)
 		st.StartedAt = s.startedAt

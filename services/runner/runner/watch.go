@@ -172,10 +172,24 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 		r.kick()
 		return
 	}
-	if s.setConfig(cfg) {
+	restart, filterChanged := s.setConfig(cfg)
+	switch {
+	case restart:
 		s.post(func() {
 			if s.status().State == model.StateRunning {
 				s.stop(model.StateStopped, false)
+				_ = s.start()
+			}
+		})
+	case filterChanged:
+		s.post(func() {
+			switch s.status().State {
+			case model.StateRunning:
+				s.publishCatalog()
+				s.setState(model.StateRunning, nil)
+			case model.StateIdle:
+				// The idle tool list came from the catalog under the old filter:
+				// start once to learn the tools the new filter lets through.
 				_ = s.start()
 			}
 		})

@@ -1,0 +1,93 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// configTimeout bounds config requests; enable waits for the server to start.
+const (
+	configTimeout = 15 * time.Second
+	enableTimeout = 3 * time.Minute
+)
+
+func (c *Client) config(ctx context.Context, verb string, in, out any, timeout time.Duration) error {
+	return bus.RequestJSON(ctx, c.nc, c.subj.Service("config", verb), in, out, timeout)
+}
+
+// CreateConfig adds a server; secrets go to the credential service.
+func (c *Client) CreateConfig(ctx context.Context, cfg model.McpConfig, secrets *model.Credentials) (model.McpConfig, error) {
+	var out model.McpConfig
+	err := c.config(ctx, "create", model.ConfigCreateRequest{Config: cfg, Secrets: secrets}, &out, configTimeout)
+	return out, err
+}
+
+// GetConfig returns one config by slug or id.
+func (c *Client) GetConfig(ctx context.Context, server string) (model.McpConfig, error) {
+	var out model.McpConfig
+	err := c.config(ctx, "get", model.ConfigRef{Server: server}, &out, configTimeout)
+	return out, err
+}
+
+// ListConfigs returns every config, by slug.
+func (c *Client) ListConfigs(ctx context.Context) ([]model.McpConfig, error) {
+	var out model.ConfigListReply
+	err := c.config(ctx, "list", struct{}{}, &out, configTimeout)
+	return out.Configs, err
+}
+
+// UpdateConfig replaces a config; a non-zero Revision must be the current one.
+func (c *Client) UpdateConfig(ctx context.Context, cfg model.McpConfig, secrets *model.Credentials) (model.McpConfig, error) {
+	var out model.McpConfig
+	err := c.config(ctx, "update", model.ConfigUpdateRequest{Config: cfg, Secrets: secrets}, &out, configTimeout)
+	return out, err
+}
+
+// DeleteConfig removes a server, its secrets, status and catalog.
+func (c *Client) DeleteConfig(ctx context.Context, server string) (model.ConfigDeleteReply, error) {
+	var out model.ConfigDeleteReply
+	err := c.config(ctx, "delete", model.ConfigRef{Server: server}, &out, configTimeout)
+	return out, err
+}
+
+// SetEnabled enables (and starts; reverted if the start fails) or disables a server.
+func (c *Client) SetEnabled(ctx context.Context, server string, enabled bool) (model.McpConfig, error) {
+	verb, timeout := "disable", configTimeout
+	if enabled {
+		verb, timeout = "enable", enableTimeout
+	}
+	var out model.McpConfig
+	err := c.config(ctx, verb, model.ConfigRef{Server: server}, &out, timeout)
+	return out, err
+}
+
+// ImportConfigs imports a servers file in any supported format.
+func (c *Client) ImportConfigs(ctx context.Context, req model.ConfigImportRequest) (model.ConfigImportReply, error) {
+	var out model.ConfigImportReply
+	err := c.config(ctx, "import", req, &out, time.Minute)
+	return out, err
+}
+
+// ExportConfigs renders configs in a format; secrets appear only as ${VAR}.
+func (c *Client) ExportConfigs(ctx context.Context, req model.ConfigExportRequest) (model.ConfigExportReply, error) {
+	var out model.ConfigExportReply
+	err := c.config(ctx, "export", req, &out, configTimeout)
+	return out, err
+}
+
+// ConfigHistory returns the stored revisions of a config, oldest first.
+func (c *Client) ConfigHistory(ctx context.Context, server string) ([]model.ConfigRevision, error) {
+	var out model.ConfigHistoryReply
+	err := c.config(ctx, "history", model.ConfigRef{Server: server}, &out, configTimeout)
+	return out.Revisions, err
+}
+
+// RollbackConfig makes a config what it was at revision.
+func (c *Client) RollbackConfig(ctx context.Context, server string, revision uint64) (model.McpConfig, error) {
+	var out model.McpConfig
+	err := c.config(ctx, "rollback", model.ConfigRollbackRequest{Server: server, Revision: revision}, &out, configTimeout)
+	return out, err
+}
