@@ -14,9 +14,16 @@ import (
 // RespondError answers req with the error contract: the JSON body plus the
 // micro headers (Nats-Service-Error-Code holds the HTTP-style status, as micro
 // clients expect a numeric code; the body holds the contract code).
+//
+// It sets the headers itself rather than through req.Error: our handlers
+// answer on their own goroutines, and req.Error records the error in a field
+// that micro reads, unsynchronised, once the handler function returns (a data
+// race). The price is that micro's per-endpoint error counter stays at zero;
+// errors are counted by our own events and logs.
 func RespondError(req micro.Request, err error, opts ...micro.RespondOpt) error {
 	e := apierr.From(err)
-	return req.Error(strconv.Itoa(e.Code.HTTPStatus()), headerSafe(e.Message), e.JSON(), opts...)
+	h := micro.Headers{HeaderErrorCode: {strconv.Itoa(e.Code.HTTPStatus())}, HeaderError: {headerSafe(e.Message)}}
+	return req.Respond(e.JSON(), append(opts, micro.WithHeaders(h))...)
 }
 
 // ErrorMsg builds the same error reply as a plain message, for responders that

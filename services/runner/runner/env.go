@@ -17,7 +17,7 @@ const maxKeyfileBytes = 64 << 10
 // needsCredentials reports whether starting cfg needs the credential service:
 // it has secret variables or an auth type that keeps secrets there.
 func needsCredentials(cfg *model.McpConfig) bool {
-	if cfg.AuthType != "" && cfg.AuthType != model.AuthNone {
+	if (cfg.AuthType != "" && cfg.AuthType != model.AuthNone) || len(cfg.Transport.SecretHeaders) > 0 {
 		return true
 	}
 	for _, v := range cfg.EnvVars {
@@ -81,6 +81,11 @@ func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (ma
 				return nil, nil, apierr.Invalid("env_vars."+name, "Missing required credentials")
 			}
 			env[name] = v.Value
+		}
+	}
+	for _, h := range cfg.Transport.SecretHeaders {
+		if _, ok := creds.Headers[h]; !ok {
+			return nil, nil, apierr.Invalid("transport.secret_headers", "Missing required credentials")
 		}
 	}
 	return env, creds.Headers, nil

@@ -1,0 +1,211 @@
+package config
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// Version of the config service (micro requires semver).
+const Version = "0.1.0"
+
+// ServiceName is the micro name (and queue group) of the config service.
+const ServiceName = "mcpbus-config"
+
+// Verbs are the endpoints of the service: mcp.v1.config.<verb>.
+var Verbs = []string{"create", "get", "list", "update", "delete", "enable", "disable",
+	"import", "export", "history", "rollback"}
+
+// Options configure the service. Zero values take the defaults.
+type Options struct {
+	Prefix string
+	Logger *slog.Logger
+	// StartTimeout bounds how long enable waits for a runner to start the
+	// server (default 90s); a config's runtime.start_timeout + 30s overrides it.
+	StartTimeout time.Duration
+	// CheckKeyfiles makes create and update check keyfile paths on this host
+	// (exists, regular, not world-readable): right when the runners share the
+	// host, as in the all-in-one `mcpbus up`.
+	CheckKeyfiles bool
+	// Replicas of the shared JetStream assets (default 1).
+	Replicas int
+	// RequestTimeout bounds one request to the credential service (default 10s).
+	RequestTimeout time.Duration
+	// OpTimeout bounds one request to this service, enable's wait excepted (default 30s).
+	OpTimeout time.Duration
+	// ReservationGrace is how long a slug reservation whose config was never
+	// written counts as a create in progress rather than a leftover (default 1m).
+	ReservationGrace time.Duration
+	// ShutdownGrace is how long Run waits for requests in progress when it
+	// stops (default 10s).
+	ShutdownGrace time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Prefix == "" {
+		o.Prefix = bus.DefaultPrefix
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	setDefault(&o.StartTimeout, 90*time.Second)
+	setDefault(&o.RequestTimeout, 10*time.Second)
+	setDefault(&o.OpTimeout, 30*time.Second)
+	setDefault(&o.ReservationGrace, time.Minute)
+	setDefault(&o.ShutdownGrace, 10*time.Second)
+}
+
+func setDefault(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+// Service is the config service.
+type Service struct {
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	subj bus.Subjects
+	opts Options
+	log  *slog.Logger
+
+	assets *bus.Assets
+	svc    micro.Service
+	ready  chan struct{}
+
+	// life is cancelled when Run stops: waits in progress (enable) give up.
+	life     context.Context
+	stopLife context.CancelFunc
+	inflight sync.WaitGroup
+}
+
+// New prepares the service on nc. Run starts it.
+func New(nc *nats.Conn, opts Options) (*Service, error) {
+	opts.defaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("config: jetstream: %w", err)
+	}
+	life, stop := context.WithCancel(context.Background())
+	return &Service{
+		nc: nc, js: js, subj: bus.NewSubjects(opts.Prefix), opts: opts,
+		log:   opts.Logger.With("service", "config"),
+		ready: make(chan struct{}), life: life, stopLife: stop,
+	}, nil
+}
+
+// Ready is closed once the endpoints answer.
+func (s *Service) Ready() <-chan struct{} { return s.ready }
+
+// Run serves until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	defer s.stopLife()
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	assets, err := bus.EnsureAssets(setupCtx, s.js, s.subj, bus.AssetOptions{Replicas: s.opts.Replicas})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	s.assets = assets
+	if err := s.addService(); err != nil {
+		return err
+	}
+	// The endpoints answer once the server has their subscriptions.
+	if err := s.nc.FlushTimeout(10 * time.Second); err != nil {
+		_ = s.svc.Stop()
+		return fmt.Errorf("config: flushing subscriptions: %w", err)
+	}
+	close(s.ready)
+	s.log.Info("config service started", "prefix", s.subj.Prefix)
+	<-ctx.Done()
+	s.log.Info("config service stopping")
+	_ = s.svc.Stop()
+	s.stopLife()
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.opts.ShutdownGrace):
+		s.log.Warn("config service stopped with requests still in progress")
+	}
+	return nil
+}
+
+// addService registers the endpoints in one queue group, so instances share the work.
+func (s *Service) addService() error {
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        ServiceName,
+		Version:     Version,
+		Description: "mcpbus config: McpConfig records, enable/disable, import/export, history",
+		QueueGroup:  ServiceName,
+	})
+	if err != nil {
+		return fmt.Errorf("config: micro service: %w", err)
+	}
+	s.svc = svc
+	handlers := map[string]bus.HandlerFunc{
+		"create": s.handleCreate, "get": s.handleGet, "list": s.handleList, "update": s.handleUpdate,
+		"delete": s.handleDelete, "enable": s.handleEnable, "disable": s.handleDisable,
+		"import": s.handleImport, "export": s.handleExport, "history": s.handleHistory, "rollback": s.handleRollback,
+	}
+	for _, verb := range Verbs {
+		h := s.track(handlers[verb])
+		if err := svc.AddEndpoint("config-"+verb, bus.JSONHandler(s.log, h),
+			micro.WithEndpointSubject(s.subj.Service("config", verb))); err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("config: endpoint %s: %w", verb, err)
+		}
+	}
+	return nil
+}
+
+// track counts requests in progress (Run waits for them) and gives each the
+// service's lifetime as its cancellation.
+func (s *Service) track(h bus.HandlerFunc) bus.HandlerFunc {
+	return func(ctx context.Context, req micro.Request) (any, error) {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(s.life, cancel)
+		defer stop()
+		return h(ctx, req)
+	}
+}
+
+// opCtx bounds one operation.
+func (s *Service) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opts.OpTimeout)
+}
+
+// publish emits a config event into MCP_EVENTS. The change is already made,
+// so a failure is logged, not returned.
+func (s *Service) publish(ctx context.Context, typ string, cfg *model.McpConfig, requestID string) {
+	ev := model.ConfigEvent{Type: typ, Server: cfg.Slug, ID: cfg.ID, Revision: cfg.Revision,
+		Enabled: cfg.Enabled, RequestID: requestID, At: time.Now().UTC()}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		s.log.Error("encoding config event", "error", err)
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := s.js.Publish(pctx, s.subj.Event("config", cfg.Slug), data); err != nil {
+		s.log.Warn("publishing config event failed", "server", cfg.Slug, "type", typ, "error", err)
+	}
+}
+
+// requestID is the caller's request id, carried into events and logs.
+func requestID(req micro.Request) string {
+	return req.Headers().Get(bus.HeaderRequestID)
+}
