@@ -81,6 +81,10 @@ type Transport struct {
 	Type    string            `json:"type"`
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
+	// SecretHeaders names headers whose values the credential service holds
+	// (imported Authorization headers and the like): they are never in
+	// Headers, and an export writes them as ${VAR} placeholders.
+	SecretHeaders []string `json:"secret_headers,omitempty"`
 }
 
 // EnvVar is one environment variable of a stdio server. Exactly one of Value,

@@ -132,10 +132,11 @@ func LooksSecret(name string) bool {
 	if n == "AUTHORIZATION" || n == "PROXY_AUTHORIZATION" || n == "COOKIE" {
 		return true
 	}
-	for _, s := range []string{"TOKEN", "_PAT", "API_KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY", "ACCESS_KEY", "AUTH"} {
+	for _, s := range []string{"TOKEN", "_PAT_", "API_KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY", "ACCESS_KEY", "AUTH"} {
 		if strings.Contains(n, s) {
 			return true
 		}
 	}
-	return strings.HasSuffix(n, "_KEY") || n == "PAT"
+	// _PAT only as a whole word: FILE_PATH is not a personal access token.
+	return strings.HasSuffix(n, "_KEY") || strings.HasSuffix(n, "_PAT") || n == "PAT"
 }

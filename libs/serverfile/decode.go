@@ -1,0 +1,167 @@
+package serverfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tailscale/hujson"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
+
+// document is decoded content: map[string]any, []any, string, json.Number,
+// bool or nil, whatever the syntax was.
+type document struct {
+	root any
+	json bool // written as JSON (else YAML)
+}
+
+// decode reads JSON (with the comments and trailing commas VS Code allows) or
+// YAML. Syntax errors say where (line and, for JSON, column); duplicate keys
+// are errors, since the last one would silently win.
+func decode(content []byte) (document, error) {
+	data := bytes.TrimPrefix(content, []byte("\xef\xbb\xbf"))
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return document{}, apierr.Invalid("content", "content is empty")
+	}
+	if !utf8.Valid(data) {
+		return document{}, apierr.Invalid("content", "content is not UTF-8 text")
+	}
+	var jsonData []byte
+	// A leading / is a comment of VS Code's JSON (YAML has no use for it here).
+	isJSON := trimmed[0] == '{' || trimmed[0] == '[' || trimmed[0] == '/'
+	if isJSON {
+		var err error
+		if jsonData, err = standardJSON(data); err != nil {
+			return document{}, err
+		}
+	} else {
+		var err error
+		if jsonData, err = yaml.YAMLToJSONStrict(data); err != nil {
+			return document{}, apierr.Wrap(apierr.Validation, "invalid YAML: "+yamlMessage(err), err).WithField("content")
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(jsonData))
+	dec.UseNumber()
+	var root any
+	if err := dec.Decode(&root); err != nil {
+		return document{}, apierr.Wrap(apierr.Validation, "content cannot be read: "+err.Error(), err).WithField("content")
+	}
+	if root == nil {
+		return document{}, apierr.Invalid("content", "content is empty")
+	}
+	if field, err := duplicateKey(jsonData); err != nil {
+		return document{}, apierr.Invalid(field, err.Error())
+	}
+	return document{root: root, json: isJSON}, nil
+}
+
+// standardJSON checks data as JSON; JSON with comments or trailing commas
+// (VS Code's mcp.json) is standardized in place, offsets unchanged.
+func standardJSON(data []byte) ([]byte, error) {
+	err := json.Unmarshal(data, new(json.RawMessage))
+	if err == nil {
+		return data, nil
+	}
+	if std, herr := hujson.Standardize(bytes.Clone(data)); herr == nil {
+		return std, nil
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line, col := lineColumn(data, se.Offset)
+		return nil, apierr.Wrap(apierr.Validation, fmt.Sprintf("JSON syntax error at line %d, column %d: %s", line, col, se.Error()), err).WithField("content")
+	}
+	return nil, apierr.Wrap(apierr.Validation, "JSON syntax error: "+err.Error(), err).WithField("content")
+}
+
+// lineColumn is the 1-based line and column (in characters) of the byte a
+// json.SyntaxError points after.
+func lineColumn(data []byte, offset int64) (int, int) {
+	p := int(min(max(offset-1, 0), int64(len(data))))
+	before := data[:p]
+	line := bytes.Count(before, []byte("\n")) + 1
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return line, utf8.RuneCount(before[start:]) + 1
+}
+
+// yamlMessage turns "error converting YAML to JSON: yaml: line 3: …" into
+// "line 3: …" on one line.
+func yamlMessage(err error) string {
+	m := err.Error()
+	m = strings.TrimPrefix(m, "error converting YAML to JSON: ")
+	m = strings.TrimPrefix(m, "yaml: ")
+	m = strings.TrimPrefix(m, "unmarshal errors:")
+	return strings.Join(strings.Fields(m), " ")
+}
+
+// duplicateKey walks valid JSON and reports the path of a key written twice.
+func duplicateKey(data []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var walk func(path string) error
+	walk = func(path string) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key, _ := k.(string)
+				child := join(path, key)
+				if seen[key] {
+					return &dupError{path: child, key: key}
+				}
+				seen[key] = true
+				if err := walk(child); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if err := walk(path + "[" + strconv.Itoa(i) + "]"); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		}
+		return nil
+	}
+	err := walk("")
+	var de *dupError
+	if errors.As(err, &de) {
+		return de.path, de
+	}
+	if err != nil && err != io.EOF {
+		return "content", err
+	}
+	return "", nil
+}
+
+type dupError struct{ path, key string }
+
+func (e *dupError) Error() string { return fmt.Sprintf("duplicate key %q", e.key) }
+
+// join appends a key to a field path.
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
