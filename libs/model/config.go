@@ -70,9 +70,12 @@ type Source struct {
 
 // Package is what to run.
 type Package struct {
-	Type        string   `json:"type"`
-	Identifier  string   `json:"identifier"`
-	RuntimeHint string   `json:"runtime_hint,omitempty"`
+	Type        string `json:"type"`
+	Identifier  string `json:"identifier"`
+	RuntimeHint string `json:"runtime_hint,omitempty"`
+	// RuntimeArgs go to the runtime, before the package: docker run flags
+	// before the image (e.g. --mount), npx flags before the package.
+	RuntimeArgs []string `json:"runtime_args,omitempty"`
 	Args        []string `json:"args,omitempty"`
 }
 

@@ -45,6 +45,14 @@ func (c *McpConfig) Validate() *apierr.Error {
 	if strings.HasPrefix(c.Package.Identifier, "-") || strings.ContainsAny(c.Package.Identifier, "\x00\n\r") {
 		return apierr.Invalid("package.identifier", "Package identifier is not valid")
 	}
+	if len(c.Package.RuntimeArgs) > 0 && c.Package.Type != PackageNPM && c.Package.Type != PackageDocker {
+		return apierr.Invalid("package.runtime_args", "runtime_args are for npm and docker packages only")
+	}
+	for _, a := range c.Package.RuntimeArgs {
+		if strings.ContainsAny(a, "\x00\n\r") {
+			return apierr.Invalid("package.runtime_args", "runtime_args must not contain NUL or line breaks")
+		}
+	}
 	switch c.Transport.Type {
 	case "":
 		return apierr.Invalid("transport", "Transport required")

@@ -220,12 +220,13 @@ func commandLine(c model.McpConfig) (string, []string, error) {
 		if p.RuntimeHint != "" && p.RuntimeHint != "npx" && p.RuntimeHint != "node" {
 			cmd = p.RuntimeHint
 		}
-		args = append([]string{"-y", p.Identifier}, p.Args...)
+		args = append(append(append([]string{"-y"}, p.RuntimeArgs...), p.Identifier), p.Args...)
 	case model.PackageDocker:
 		args = []string{"run", "-i", "--rm"}
 		for _, name := range slices.Sorted(maps.Keys(c.EnvVars)) {
 			args = append(args, "-e", name)
 		}
+		args = append(args, p.RuntimeArgs...)
 		cmd, args = "docker", append(append(args, p.Identifier), p.Args...)
 	case model.PackageBinary:
 		cmd, args = p.Identifier, slices.Clone(p.Args)

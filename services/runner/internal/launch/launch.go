@@ -106,7 +106,8 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 		if _, err := exec.LookPath(name); err != nil {
 			return nil, apierr.Wrap(apierr.ServiceUnavailable, "Node.js is not installed ("+name+" not found)", err)
 		}
-		args = append([]string{"-y", pkg.Identifier}, pkg.Args...)
+		args = append(append([]string{"-y"}, pkg.RuntimeArgs...), pkg.Identifier)
+		args = append(args, pkg.Args...)
 	case model.PackageDocker:
 		name = orDefault(opts.DockerPath, "docker")
 		if err := checkDocker(ctx, name); err != nil {
@@ -121,6 +122,7 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 		for _, k := range keys {
 			args = append(args, "-e", k) // value comes from the docker client's environment
 		}
+		args = append(args, pkg.RuntimeArgs...)
 		args = append(args, pkg.Identifier)
 		args = append(args, pkg.Args...)
 	case model.PackageBinary:

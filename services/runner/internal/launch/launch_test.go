@@ -311,11 +311,12 @@ func TestPrepareNPM(t *testing.T) {
 	npx := script(t, t.TempDir(), "npx", "exit 0")
 	cfg := stdio(model.PackageNPM, "@scope/pkg@1.2.3", "/data", "--flag")
 	cfg.Package.RuntimeHint = "npx"
+	cfg.Package.RuntimeArgs = []string{"--prefer-offline"}
 	l, err := Prepare(ctx, cfg, nil, Options{NpxPath: npx})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.Process.cmd.Args; !slices.Equal(got, []string{npx, "-y", "@scope/pkg@1.2.3", "/data", "--flag"}) {
+	if got := l.Process.cmd.Args; !slices.Equal(got, []string{npx, "-y", "--prefer-offline", "@scope/pkg@1.2.3", "/data", "--flag"}) {
 		t.Fatalf("args %q", got)
 	}
 }
@@ -337,11 +338,13 @@ func TestPrepareDocker(t *testing.T) {
 	// A working client: the image runs with the config's variables passed by name.
 	ok := script(t, dir, "docker-ok", `[ "$1" = version ] && echo 27.0.0; exit 0`)
 	env := map[string]string{"ZED": "z", "API_KEY": "secret-value"}
-	l, err := Prepare(ctx, stdio(model.PackageDocker, "ghcr.io/org/img:1", "--port", "0"), env, Options{DockerPath: ok})
+	img := stdio(model.PackageDocker, "ghcr.io/org/img:1", "--port", "0")
+	img.Package.RuntimeArgs = []string{"--mount", "type=bind,src=/srv,dst=/data"}
+	l, err := Prepare(ctx, img, env, Options{DockerPath: ok})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{ok, "run", "--rm", "-i", "-e", "API_KEY", "-e", "ZED", "ghcr.io/org/img:1", "--port", "0"}
+	want := []string{ok, "run", "--rm", "-i", "-e", "API_KEY", "-e", "ZED", "--mount", "type=bind,src=/srv,dst=/data", "ghcr.io/org/img:1", "--port", "0"}
 	if got := l.Process.cmd.Args; !slices.Equal(got, want) {
 		t.Fatalf("args %q, want %q", got, want)
 	}

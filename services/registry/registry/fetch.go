@@ -1,0 +1,123 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
+
+// Labels of the sources in error messages.
+const (
+	SourceOfficialLabel = "official registry"
+	SourceSmitheryLabel = "Smithery registry"
+)
+
+// maxBody bounds a registry response: a page of 100 servers is a few hundred KiB.
+const maxBody = 8 << 20
+
+// fetcher GETs JSON from one registry and maps failures to the contract.
+type fetcher struct {
+	label string
+	hc    *http.Client
+	// auth adds credentials to a request (the Smithery bearer key); nil for none.
+	auth func(*http.Request)
+}
+
+func newFetcher(label string, hc *http.Client, auth func(*http.Request)) *fetcher {
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &fetcher{label: label, hc: hc, auth: auth}
+}
+
+// get returns the body of a 200 answer. Errors carry codes: 401/403
+// UNAUTHORIZED, 404 NOT_FOUND, 429 RATE_LIMITED, other statuses
+// SERVICE_UNAVAILABLE, transport failures and timeouts NETWORK_ERROR.
+func (f *fetcher) get(ctx context.Context, rawURL string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.Internal, f.label+": bad request URL", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "mcpbus-registry/"+Version)
+	if f.auth != nil {
+		f.auth(req)
+	}
+	resp, err := f.hc.Do(req)
+	if err != nil {
+		// The URL error text names the host, never the Authorization header.
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, apierr.Wrap(apierr.Network, f.label+" did not answer in time", err)
+		}
+		return nil, apierr.Wrap(apierr.Network, f.label+" is unreachable: "+transportError(err), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
+		return nil, statusError(f.label, resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, apierr.Wrap(apierr.Network, f.label+" did not answer in time", err)
+		}
+		return nil, apierr.Wrap(apierr.Network, f.label+": reading the answer: "+transportError(err), err)
+	}
+	if len(body) > maxBody {
+		return nil, apierr.Newf(apierr.ServiceUnavailable, "%s answered with more than %d MiB", f.label, maxBody>>20)
+	}
+	return body, nil
+}
+
+func statusError(label string, status int) *apierr.Error {
+	text := fmt.Sprintf("%s answered %d %s", label, status, http.StatusText(status))
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return apierr.New(apierr.Unauthorized, text+": check the API key")
+	case status == http.StatusNotFound:
+		return apierr.New(apierr.NotFound, text)
+	case status == http.StatusTooManyRequests:
+		return apierr.New(apierr.RateLimited, text)
+	}
+	return apierr.New(apierr.ServiceUnavailable, text)
+}
+
+// transportError keeps the useful tail of a transport error (the *url.Error
+// prefix repeats the method and URL).
+func transportError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// down reports whether err means the registry is unavailable (so a stale
+// cache entry may stand in), as opposed to an answer about the request.
+func down(err error) bool {
+	switch apierr.Of(err) {
+	case apierr.Network, apierr.ServiceUnavailable, apierr.RateLimited:
+		return true
+	}
+	return false
+}
+
+// parseBaseURL checks a configured registry base URL.
+func parseBaseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("registry URL %q must be an http(s) URL", raw)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("registry URL %q must have no credentials, query or fragment", raw)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}

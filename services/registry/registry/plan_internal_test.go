@@ -1,0 +1,81 @@
+package registry
+
+import (
+	"strings"
+	"testing"
+)
+
+var anyHost = host{has: func(string) bool { return true }}
+
+// Registry data that must never be run as it is.
+func TestPlanRejectsUntrustedRegistryData(t *testing.T) {
+	oci := func(args ...Argument) Package {
+		return Package{RegistryType: "oci", Identifier: "ghcr.io/acme/tool:1.0", Transport: Remote{Type: "stdio"}, RuntimeArguments: args}
+	}
+	named := func(name, value string, vars map[string]Input) Argument {
+		return Argument{Type: "named", Name: name, Input: Input{Value: value, IsRequired: true, Variables: vars}}
+	}
+	cases := []struct {
+		name   string
+		pkg    Package
+		vars   map[string]string
+		reason string
+	}{
+		{"host root bind mount", oci(named("-v", "/:/host", nil)), nil, "mount"},
+		{"mount source from a registry default",
+			oci(named("--mount", "type=bind,src={src},dst=/data", map[string]Input{"src": {Default: "/etc"}})), nil, "mount"},
+		{"privileged", oci(named("--privileged", "", nil)), nil, "not allowed"},
+		{"cap-add", oci(named("--cap-add", "SYS_ADMIN", nil)), nil, "not allowed"},
+		{"image reference with a flag", Package{RegistryType: "oci", Identifier: "--privileged", Transport: Remote{Type: "stdio"}}, nil, "image reference"},
+		{"image reference with upper case", Package{RegistryType: "oci", Identifier: "Acme/Tool", Transport: Remote{Type: "stdio"}}, nil, "image reference"},
+		{"npm name with shell text", Package{RegistryType: "npm", Identifier: "x; rm -rf /", Version: "1.0.0"}, nil, "npm package name"},
+		{"npm version range", Package{RegistryType: "npm", Identifier: "x", Version: "^1.0.0"}, nil, "version"},
+		{"npm from another registry", Package{RegistryType: "npm", RegistryBaseURL: "https://npm.evil.example", Identifier: "x"}, nil, "only https://registry.npmjs.org"},
+		{"npx runtime flag", Package{RegistryType: "npm", Identifier: "x", RuntimeArguments: []Argument{named("--package", "evil", nil)}}, nil, "not allowed"},
+		{"env name", Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{{Name: "A=B"}}}, nil, "not valid"},
+		{"secret argument", Package{RegistryType: "npm", Identifier: "x", PackageArguments: []Argument{
+			{Type: "named", Name: "--token", Input: Input{IsSecret: true, IsRequired: true}}}}, nil, "secret"},
+		{"multi-line argument", Package{RegistryType: "npm", Identifier: "x", PackageArguments: []Argument{
+			{Type: "positional", Input: Input{Value: "a\nb"}}}}, nil, "single line"},
+		{"http package transport", Package{RegistryType: "npm", Identifier: "x", Transport: Remote{Type: "streamable-http"}}, nil, "only stdio"},
+	}
+	for _, c := range cases {
+		a := officialPackage(c.pkg, 0, anyHost, c.vars)
+		if a.opt.Usable || !strings.Contains(a.opt.Reason, c.reason) {
+			t.Errorf("%s: usable %v, reason %q (want %q)", c.name, a.opt.Usable, a.opt.Reason, c.reason)
+		}
+	}
+	// A named volume and a user-given bind source are fine.
+	a := officialPackage(oci(named("-v", "data:/data", nil)), 0, anyHost, nil)
+	if !a.opt.Usable {
+		t.Fatalf("named volume: %s", a.opt.Reason)
+	}
+	a = officialPackage(oci(named("-v", "{src}:/data", map[string]Input{"src": {Format: "filepath"}})), 0, anyHost, map[string]string{"src": "/home/me"})
+	if !a.opt.Usable || strings.Join(a.pkg.RuntimeArgs, " ") != "-v /home/me:/data" {
+		t.Fatalf("user bind: %v %q", a.opt, a.pkg.RuntimeArgs)
+	}
+
+	remotes := []struct {
+		r      Remote
+		reason string
+	}{
+		{Remote{Type: "streamable-http", URL: "http://plain.example.com/mcp"}, "https"},
+		{Remote{Type: "streamable-http", URL: "https://user:pw@example.com/mcp"}, "https"},
+		{Remote{Type: "streamable-http", URL: "https://example.com/{key}/mcp", Variables: map[string]Input{"key": {IsSecret: true}}}, "secret"},
+		{Remote{Type: "sse", URL: "https://example.com/sse"}, "Streamable HTTP"},
+		{Remote{Type: "streamable-http", URL: "https://example.com/mcp", Headers: []KeyValueInput{{Name: "Bad Header"}}}, "header name"},
+	}
+	for _, c := range remotes {
+		a := officialRemote(c.r, 0, nil)
+		if a.opt.Usable || !strings.Contains(a.opt.Reason, c.reason) {
+			t.Errorf("%s: usable %v, reason %q (want %q)", c.r.URL, a.opt.Usable, a.opt.Reason, c.reason)
+		}
+	}
+	// An env var whose name looks secret is treated as one even when the
+	// registry forgot isSecret: its value never lands in the config.
+	a = officialPackage(Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{
+		{Name: "GITHUB_TOKEN", Input: Input{Default: "ghp_example", IsRequired: true}}}}, 0, anyHost, nil)
+	if ev := a.env["GITHUB_TOKEN"]; !ev.IsSecret || ev.Value != "" || ev.SecretRef != "GITHUB_TOKEN" || len(a.creds) != 1 {
+		t.Fatalf("looks secret: %+v %+v", ev, a.creds)
+	}
+}
