@@ -3,7 +3,7 @@ GO      ?= go
 MODULES := ./libs/... ./services/config/... ./services/credential/... ./services/registry/... ./services/runner/... ./tools/mcpbus/... ./tests/...
 BIN     := bin
 
-.PHONY: run build test vet fmt npm-deps bench fuzz clean
+.PHONY: run build test vet fmt npm-deps bench fuzz clean vaultdev
 
 ## run: build and start everything in one process (mcpbus up) with the example servers;
 ## override with ARGS="--config my-servers.yaml"
@@ -16,6 +16,11 @@ build:
 	$(GO) build -o $(BIN)/mcpbus ./tools/mcpbus
 	$(GO) build -o $(BIN)/mcpbus-runner ./services/runner/cmd/runner
 
+## vaultdev: a real in-process Vault for tests and local development (own module, outside
+## go.work; see tools/vaultdev/README.md)
+vaultdev:
+	GOWORK=off $(GO) build -C tools/vaultdev -o ../../$(BIN)/vaultdev .
+
 ## test: vet, then every test of every module (installs the pinned npm MCP servers first)
 test: npm-deps vet
 	$(GO) test -count=1 -timeout 20m $(MODULES)
@@ -23,6 +28,7 @@ test: npm-deps vet
 vet:
 	@out=$$(gofmt -l libs services tools tests); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(MODULES)
+	cd tools/vaultdev && GOWORK=off $(GO) vet ./...
 
 fmt:
 	gofmt -w libs services tools tests

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package vaulttest
+
+import "syscall"
+
+// sysProcAttr: only Linux can tie the child's life to the parent's; elsewhere the test cleanup
+// stops it.
+func sysProcAttr() *syscall.SysProcAttr { return nil }
