@@ -15,6 +15,9 @@ run: build
 build:
 	$(GO) build -o $(BIN)/mcpbus ./tools/mcpbus
 	$(GO) build -o $(BIN)/mcpbus-runner ./services/runner/cmd/runner
+	$(GO) build -o $(BIN)/mcpbus-config ./services/config/cmd/config
+	$(GO) build -o $(BIN)/mcpbus-credential ./services/credential/cmd/credential
+	$(GO) build -o $(BIN)/mcpbus-registry ./services/registry/cmd/registry
 
 ## vaultdev: a real in-process Vault for tests and local development (own module, outside
 ## go.work; see tools/vaultdev/README.md)

@@ -6,6 +6,8 @@ package testmcp
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -80,6 +82,15 @@ func NewServer(name string) *mcp.Server {
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: in.Name + " is not set"}}}, nil, nil
 			}
 			return text(v), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "env_sha256", Description: "Returns the SHA-256 (hex) of an environment variable: proves a secret arrived without showing it"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in EnvIn) (*mcp.CallToolResult, any, error) {
+			v, ok := os.LookupEnv(in.Name)
+			if !ok {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: in.Name + " is not set"}}}, nil, nil
+			}
+			sum := sha256.Sum256([]byte(v))
+			return text(hex.EncodeToString(sum[:])), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "large", Description: "Returns a large text"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in LargeIn) (*mcp.CallToolResult, any, error) {

@@ -18,6 +18,19 @@ require (
 	github.com/spf13/pflag v1.0.9 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/term v0.47.0 // indirect
 )
 
 replace github.com/mcpbus/mcpbus/services/runner => ../../services/runner
+
+require (
+	github.com/mcpbus/mcpbus/services/config v0.0.0
+	github.com/mcpbus/mcpbus/services/credential v0.0.0
+	github.com/mcpbus/mcpbus/services/registry v0.0.0
+)
+
+replace (
+	github.com/mcpbus/mcpbus/services/config => ../../services/config
+	github.com/mcpbus/mcpbus/services/credential => ../../services/credential
+	github.com/mcpbus/mcpbus/services/registry => ../../services/registry
+)

@@ -5,18 +5,17 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/mcpbus/mcpbus/libs/bus"
-	"github.com/mcpbus/mcpbus/libs/configstore"
-	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/serverfile"
 	"github.com/mcpbus/mcpbus/libs/telemetry"
+	"github.com/mcpbus/mcpbus/services/config/config"
+	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
+	"github.com/mcpbus/mcpbus/services/registry/registry"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
+	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
 
 type upOptions struct {
@@ -28,6 +27,9 @@ type upOptions struct {
 	callTimeout time.Duration
 	idleTimeout time.Duration
 	maxServers  int
+	credBackend string
+	officialURL string
+	smitheryURL string
 }
 
 func newUpCmd(g *globals) *cobra.Command {
@@ -35,10 +37,13 @@ func newUpCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run every mcpbus service in one process, with an embedded NATS server",
-		Long: `up starts an embedded NATS server with JetStream (files under --data-dir) and
-every mcpbus service built so far (today: the runner), and runs until interrupted.
-With --config it first loads a JSON or YAML file {"servers": [McpConfig, …]} into
-the config bucket; servers already there with the same slug are updated.`,
+		Long: `up starts an embedded NATS server with JetStream (files under --data-dir) and every
+mcpbus service: config, credential (secrets encrypted under --data-dir/secrets, or in
+Vault with --cred-backend vault and VAULT_ADDR + VAULT_TOKEN or an AppRole), registry
+search and the runner. It runs until interrupted.
+With --config it first imports a servers file (mcpbus's own {"servers": [...]}, a Claude
+Desktop / Cursor mcpServers JSON, or an mcp.yaml) through the config service; servers
+already there with the same slug are updated, ${VAR} references come from the environment.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runUp(cmd.Context(), g, o) },
 	}
@@ -46,11 +51,14 @@ the config bucket; servers already there with the same slug are updated.`,
 	f.StringVar(&o.natsHost, "nats-host", envOr("MCPBUS_NATS_HOST", "127.0.0.1"), "address the embedded NATS listens on (env MCPBUS_NATS_HOST)")
 	f.IntVar(&o.natsPort, "nats-port", envInt("MCPBUS_NATS_PORT", 4222), "port of the embedded NATS (env MCPBUS_NATS_PORT)")
 	f.StringVar(&o.dataDir, "data-dir", envOr("MCPBUS_DATA_DIR", ".mcpbus"), "data directory (env MCPBUS_DATA_DIR)")
-	f.StringVar(&o.configFile, "config", envOr("MCPBUS_CONFIG", ""), "servers file to load at start (env MCPBUS_CONFIG)")
+	f.StringVar(&o.configFile, "config", envOr("MCPBUS_CONFIG", ""), "servers file to import at start (env MCPBUS_CONFIG)")
 	f.StringVar(&o.logLevel, "log-level", envOr("MCPBUS_LOG_LEVEL", "info"), "debug, info, warn or error (env MCPBUS_LOG_LEVEL)")
 	f.DurationVar(&o.callTimeout, "call-timeout", 30*time.Second, "default tool call timeout")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", 30*time.Minute, "stop a server after this long without calls (negative: never)")
 	f.IntVar(&o.maxServers, "max-servers", 10, "servers running at once at most")
+	f.StringVar(&o.credBackend, "cred-backend", envOr("MCPBUS_CRED_BACKEND", stack.BackendFile), "where secrets live: file (encrypted under the data dir) or vault (env MCPBUS_CRED_BACKEND; vault reads VAULT_ADDR, VAULT_TOKEN or MCPBUS_VAULT_ROLE_ID/MCPBUS_VAULT_SECRET_ID, MCPBUS_VAULT_MOUNT)")
+	f.StringVar(&o.officialURL, "official-registry-url", envOr("MCPBUS_OFFICIAL_REGISTRY_URL", ""), "base URL of the Official MCP Registry or a private sub-registry (env MCPBUS_OFFICIAL_REGISTRY_URL)")
+	f.StringVar(&o.smitheryURL, "smithery-registry-url", envOr("MCPBUS_SMITHERY_REGISTRY_URL", ""), "base URL of the Smithery registry (env MCPBUS_SMITHERY_REGISTRY_URL; key from SMITHERY_API_KEY)")
 	return cmd
 }
 
@@ -60,9 +68,6 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: level}))
-	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
 	shutdownTel, err := telemetry.Setup(ctx, "mcpbus", runner.Version)
 	if err != nil {
 		return err
@@ -72,58 +77,49 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 		defer cancel()
 		_ = shutdownTel(c)
 	}()
-
-	ns, err := embednats.Start(embednats.Options{
-		Host: o.natsHost, Port: o.natsPort, StoreDir: filepath.Join(o.dataDir, "jetstream"),
+	st, err := stack.Start(ctx, stack.Options{
+		DataDir: o.dataDir, NATSHost: o.natsHost, NATSPort: o.natsPort, Prefix: g.prefix, Logger: log,
+		CredBackend: o.credBackend, Vault: vaultstore.ConfigFromEnv(),
+		Runner: runner.Options{CallTimeout: o.callTimeout, IdleTimeout: o.idleTimeout, MaxServers: o.maxServers},
+		// The runner shares this host, so keyfile paths can be checked when saved.
+		Config:   config.Options{CheckKeyfiles: true},
+		Registry: registry.Options{OfficialURL: o.officialURL, SmitheryURL: o.smitheryURL, SmitheryAPIKey: os.Getenv("SMITHERY_API_KEY")},
 	})
 	if err != nil {
 		return err
 	}
-	defer ns.Stop()
-	nc, err := ns.Connect(nats.Name("mcpbus-up"))
-	if err != nil {
-		return fmt.Errorf("connecting to embedded nats: %w", err)
-	}
-	defer nc.Close()
-
+	defer st.Close()
 	if o.configFile != "" {
-		if err := loadServers(ctx, nc, g.prefix, o.configFile, log); err != nil {
+		if err := loadServers(ctx, st, o.configFile, log); err != nil {
 			return err
 		}
 	}
-	r, err := runner.New(nc, runner.Options{Prefix: g.prefix, Logger: log, CallTimeout: o.callTimeout,
-		IdleTimeout: o.idleTimeout, MaxServers: o.maxServers, DataDir: o.dataDir})
-	if err != nil {
-		return err
-	}
-	log.Info("mcpbus up", "nats", ns.ClientURL(), "data_dir", o.dataDir, "tracing", telemetry.Enabled())
-	fmt.Fprintf(g.stderr, "mcpbus is up: NATS at %s, data in %s. Try: mcpbus tools\n", ns.ClientURL(), o.dataDir)
-	return r.Run(ctx)
+	log.Info("mcpbus up", "nats", st.NATS.ClientURL(), "data_dir", o.dataDir, "cred_backend", o.credBackend, "tracing", telemetry.Enabled())
+	fmt.Fprintf(g.stderr, "mcpbus is up: NATS at %s, data in %s, secrets in %s. Try: mcpbus servers list; mcpbus tools\n", st.NATS.ClientURL(), o.dataDir, o.credBackend)
+	return st.Wait(ctx)
 }
 
-// loadServers writes the servers of a file into the config bucket.
-func loadServers(ctx context.Context, nc *nats.Conn, prefix, path string, log *slog.Logger) error {
-	servers, err := configstore.LoadFile(path)
+// loadServers imports a servers file through the config service, with ${VAR}
+// references taken from this process's environment.
+func loadServers(ctx context.Context, st *stack.Stack, path string, log *slog.Logger) error {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading %s: %w", path, err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	assets, err := bus.EnsureAssets(ctx, js, bus.NewSubjects(prefix), bus.AssetOptions{})
-	if err != nil {
-		return err
-	}
-	store := configstore.Store{KV: assets.Configs}
-	for _, s := range servers {
-		saved, err := store.Upsert(ctx, s)
-		if err != nil {
-			return fmt.Errorf("loading %s: %w", s.Slug, err)
+	vars := map[string]string{}
+	for _, name := range serverfile.References(data) {
+		if v, ok := os.LookupEnv(name); ok {
+			vars[name] = v
 		}
-		log.Info("server config loaded", "server", saved.Slug, "id", saved.ID, "enabled", saved.Enabled)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	res, err := st.LoadServers(ctx, path, vars)
+	if err != nil {
+		return fmt.Errorf("loading %s: %w", path, err)
+	}
+	for _, s := range append(res.Created, res.Updated...) {
+		log.Info("server config loaded", "server", s.Slug, "id", s.ID, "enabled", s.Enabled)
 	}
 	return nil
 }

@@ -1,0 +1,110 @@
+// Package credclient talks to the credential service (mcp.v1.cred.*): Client
+// for the management verbs (set, delete, describe), Resolver for runners,
+// which fetch secrets sealed to their own curve key.
+package credclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// Timeout bounds a request whose context has no deadline.
+const Timeout = 10 * time.Second
+
+// Client manages the secrets of servers. Replies never carry values.
+type Client struct {
+	nc   *nats.Conn
+	subj bus.Subjects
+}
+
+// New returns a client for the service under prefix ("" for the default).
+func New(nc *nats.Conn, prefix string) *Client {
+	return &Client{nc: nc, subj: bus.NewSubjects(prefix)}
+}
+
+// Set merges (or with Replace, replaces) a server's secrets.
+func (c *Client) Set(ctx context.Context, req model.CredSetRequest) (model.CredDescription, error) {
+	return c.call(ctx, "set", req)
+}
+
+// Delete removes the named secrets ("oauth" for the token), or all of them.
+func (c *Client) Delete(ctx context.Context, req model.CredDeleteRequest) (model.CredDescription, error) {
+	return c.call(ctx, "delete", req)
+}
+
+// Describe says which secrets a server has.
+func (c *Client) Describe(ctx context.Context, req model.CredDescribeRequest) (model.CredDescription, error) {
+	return c.call(ctx, "describe", req)
+}
+
+func (c *Client) call(ctx context.Context, verb string, in any) (model.CredDescription, error) {
+	var out model.CredDescription
+	if err := bus.RequestJSON(ctx, c.nc, c.subj.Service("cred", verb), in, &out, Timeout); err != nil {
+		return model.CredDescription{}, unreachable(err)
+	}
+	return out, nil
+}
+
+// unreachable names the credential service when nobody answers.
+func unreachable(err error) error {
+	if errors.Is(err, nats.ErrNoResponders) {
+		return apierr.Wrap(apierr.ServiceUnavailable, "credential service not reachable", err)
+	}
+	return err
+}
+
+// Resolver fetches the secrets a runner needs to start a server. It owns a
+// curve key pair made once: the service seals each reply to its public key,
+// so the secrets cross the bus encrypted for this runner alone.
+type Resolver struct {
+	nc     *nats.Conn
+	subj   bus.Subjects
+	kp     nkeys.KeyPair
+	pubKey string
+}
+
+// NewResolver creates the resolver and its key pair.
+func NewResolver(nc *nats.Conn, prefix string) (*Resolver, error) {
+	kp, err := nkeys.CreateCurveKeys()
+	if err != nil {
+		return nil, fmt.Errorf("credclient: creating a curve key pair: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("credclient: curve public key: %w", err)
+	}
+	return &Resolver{nc: nc, subj: bus.NewSubjects(prefix), kp: kp, pubKey: pub}, nil
+}
+
+// PublicKey is the key replies are sealed to.
+func (r *Resolver) PublicKey() string { return r.pubKey }
+
+// Resolve returns the credentials of the server with config id serverID
+// (empty when it has none).
+func (r *Resolver) Resolve(ctx context.Context, serverID string) (model.ResolvedCredentials, error) {
+	var reply model.SealedReply
+	req := model.CredResolveRequest{ServerID: serverID, RecipientKey: r.pubKey}
+	if err := bus.RequestJSON(ctx, r.nc, r.subj.Service("cred", "resolve"), req, &reply, Timeout); err != nil {
+		return model.ResolvedCredentials{}, unreachable(err)
+	}
+	plain, err := r.kp.Open(reply.Sealed, reply.SenderKey)
+	if err != nil {
+		return model.ResolvedCredentials{}, apierr.Wrap(apierr.Internal, "the credential reply cannot be opened with this runner's key", err)
+	}
+	defer clear(plain)
+	var out model.ResolvedCredentials
+	if err := json.Unmarshal(plain, &out); err != nil {
+		return model.ResolvedCredentials{}, apierr.Wrap(apierr.Internal, "the credential reply is malformed", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,231 @@
+package credential
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/credential/store"
+)
+
+// OAuthName is the name that deletes the OAuth token in a delete request.
+const OAuthName = "oauth"
+
+// get reads a server's record; a missing record is an empty one.
+func (s *Service) get(ctx context.Context, id string) (model.Credentials, time.Time, error) {
+	creds, updated, err := s.store.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return model.Credentials{}, time.Time{}, nil
+	}
+	return creds, updated, err
+}
+
+// write stores c, or removes the record when c holds nothing.
+func (s *Service) write(ctx context.Context, id string, c model.Credentials) error {
+	if c.Empty() {
+		return s.store.Delete(ctx, id)
+	}
+	return s.store.Put(ctx, id, c)
+}
+
+func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, error) {
+	var in model.CredSetRequest
+	if err := bus.Decode(data, &in); err != nil {
+		return "", nil, err
+	}
+	if err := store.CheckID(in.ServerID); err != nil {
+		return "", nil, err
+	}
+	id := in.ServerID
+	if in.Credentials.Empty() && !in.Replace {
+		return id, nil, apierr.Invalid("credentials", "no credentials given (env, headers, keyfiles or oauth)")
+	}
+	if e := validateCredentials(in.Credentials); e != nil {
+		return id, nil, e
+	}
+	unlock, err := s.locks.lock(ctx, id)
+	if err != nil {
+		return id, nil, err
+	}
+	defer unlock()
+	var rec model.Credentials
+	if !in.Replace {
+		if rec, _, err = s.get(ctx, id); err != nil {
+			return id, nil, err
+		}
+	}
+	rec = merge(rec, in.Credentials)
+	if e := checkRecord(rec); e != nil {
+		return id, nil, e
+	}
+	if err := s.write(ctx, id, rec); err != nil {
+		return id, nil, err
+	}
+	return id, s.describe(id, rec, s.opts.Now().UTC()), nil
+}
+
+// merge adds the entries of add to rec. An env var given as a value replaces
+// its keyfile and the other way round (both feed the same variable); a new
+// OAuth token replaces the old one.
+func merge(rec, add model.Credentials) model.Credentials {
+	out := model.Credentials{
+		Env: maps.Clone(rec.Env), Headers: maps.Clone(rec.Headers), Keyfiles: maps.Clone(rec.Keyfiles), OAuth: rec.OAuth,
+	}
+	put := func(m *map[string]string, k, v string) {
+		if *m == nil {
+			*m = map[string]string{}
+		}
+		(*m)[k] = v
+	}
+	for k, v := range add.Env {
+		delete(out.Keyfiles, k)
+		put(&out.Env, k, v)
+	}
+	for k, v := range add.Keyfiles {
+		delete(out.Env, k)
+		put(&out.Keyfiles, k, v)
+	}
+	for k, v := range add.Headers {
+		// Header names are case-insensitive: Authorization replaces authorization.
+		for old := range out.Headers {
+			if strings.EqualFold(old, k) {
+				delete(out.Headers, old)
+			}
+		}
+		put(&out.Headers, k, v)
+	}
+	if add.OAuth != nil {
+		t := *add.OAuth
+		t.Scopes = slices.Clone(t.Scopes)
+		out.OAuth = &t
+	}
+	return out
+}
+
+func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, error) {
+	var in model.CredDeleteRequest
+	if err := bus.Decode(data, &in); err != nil {
+		return "", nil, err
+	}
+	if err := store.CheckID(in.ServerID); err != nil {
+		return "", nil, err
+	}
+	id := in.ServerID
+	for i, n := range in.Names {
+		if n == "" {
+			return id, nil, apierr.Invalid(fmt.Sprintf("names[%d]", i), "a name is empty")
+		}
+	}
+	unlock, err := s.locks.lock(ctx, id)
+	if err != nil {
+		return id, nil, err
+	}
+	defer unlock()
+	if len(in.Names) == 0 {
+		if err := s.store.Delete(ctx, id); err != nil {
+			return id, nil, err
+		}
+		return id, s.describe(id, model.Credentials{}, time.Time{}), nil
+	}
+	rec, updated, err := s.get(ctx, id)
+	if err != nil {
+		return id, nil, err
+	}
+	rec, missing := remove(rec, in.Names)
+	if len(missing) > 0 {
+		// Nothing is removed unless every name is there: a typo must not
+		// half-apply a delete.
+		return id, nil, &apierr.Error{Code: apierr.NotFound, Field: "names",
+			Message: fmt.Sprintf("server %s has no stored credential named %s", id, strings.Join(quoteAll(missing), ", "))}
+	}
+	if err := s.write(ctx, id, rec); err != nil {
+		return id, nil, err
+	}
+	if !rec.Empty() {
+		updated = s.opts.Now().UTC()
+	} else {
+		updated = time.Time{}
+	}
+	return id, s.describe(id, rec, updated), nil
+}
+
+// remove drops the named env vars, headers (case-insensitively), keyfiles and
+// "oauth"; it reports the names that matched nothing.
+func remove(rec model.Credentials, names []string) (model.Credentials, []string) {
+	out := model.Credentials{Env: maps.Clone(rec.Env), Headers: maps.Clone(rec.Headers), Keyfiles: maps.Clone(rec.Keyfiles), OAuth: rec.OAuth}
+	var missing []string
+	for _, n := range names {
+		found := false
+		if _, ok := out.Env[n]; ok {
+			delete(out.Env, n)
+			found = true
+		}
+		if _, ok := out.Keyfiles[n]; ok {
+			delete(out.Keyfiles, n)
+			found = true
+		}
+		for h := range out.Headers {
+			if strings.EqualFold(h, n) {
+				delete(out.Headers, h)
+				found = true
+			}
+		}
+		if out.OAuth != nil && (n == OAuthName || n == out.OAuth.EnvVar || (out.OAuth.Header != "" && strings.EqualFold(n, out.OAuth.Header))) {
+			out.OAuth = nil
+			found = true
+		}
+		if !found && !slices.Contains(missing, n) {
+			missing = append(missing, n)
+		}
+	}
+	return out, missing
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = fmt.Sprintf("%q", n)
+	}
+	return out
+}
+
+func (s *Service) handleDescribe(ctx context.Context, data []byte) (string, any, error) {
+	var in model.CredDescribeRequest
+	if err := bus.Decode(data, &in); err != nil {
+		return "", nil, err
+	}
+	if err := store.CheckID(in.ServerID); err != nil {
+		return "", nil, err
+	}
+	rec, updated, err := s.get(ctx, in.ServerID)
+	if err != nil {
+		return in.ServerID, nil, err
+	}
+	return in.ServerID, s.describe(in.ServerID, rec, updated), nil
+}
+
+// describe lists what rec holds, names only (lists are never null).
+func (s *Service) describe(id string, rec model.Credentials, updated time.Time) model.CredDescription {
+	d := model.CredDescription{
+		ServerID: id, Backend: s.store.Name(),
+		Env: sortedKeys(rec.Env), Headers: sortedKeys(rec.Headers), Keyfiles: sortedKeys(rec.Keyfiles),
+		UpdatedAt: updated,
+	}
+	if rec.Empty() {
+		d.UpdatedAt = time.Time{}
+	}
+	if o := rec.OAuth; o != nil {
+		d.OAuth = &model.OAuthDescription{
+			Provider: o.Provider, ExpiresAt: o.ExpiresAt, HasRefreshToken: o.RefreshToken != "",
+			Scopes: slices.Clone(o.Scopes), EnvVar: o.EnvVar, Header: o.Header,
+		}
+	}
+	return d
+}

@@ -1,0 +1,173 @@
+package credential
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"strings"
+
+	"github.com/nats-io/nkeys"
+	"golang.org/x/oauth2"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/credential/store"
+)
+
+func (s *Service) handleResolve(ctx context.Context, data []byte) (string, any, error) {
+	var in model.CredResolveRequest
+	if err := bus.Decode(data, &in); err != nil {
+		return "", nil, err
+	}
+	if err := store.CheckID(in.ServerID); err != nil {
+		return "", nil, err
+	}
+	id := in.ServerID
+	if !nkeys.IsValidPublicCurveKey(in.RecipientKey) {
+		return id, nil, apierr.Invalid("recipient_key", "recipient_key must be an nkeys curve public key (X…)")
+	}
+	// The lock covers a refresh and its write (see keyedMutex).
+	unlock, err := s.locks.lock(ctx, id)
+	if err != nil {
+		return id, nil, err
+	}
+	defer unlock()
+	rec, _, err := s.get(ctx, id)
+	if err != nil {
+		return id, nil, err
+	}
+	if rec.OAuth != nil {
+		tok, err := s.freshToken(ctx, id, rec)
+		if err != nil {
+			return id, nil, err
+		}
+		rec.OAuth = tok
+	}
+	plain, err := json.Marshal(resolved(rec))
+	if err != nil {
+		return id, nil, apierr.Wrap(apierr.Internal, "encoding credentials", err)
+	}
+	sealed, err := s.curve.Seal(plain, in.RecipientKey)
+	clear(plain)
+	if err != nil {
+		return id, nil, apierr.Wrap(apierr.Validation, "cannot seal to recipient_key", err).WithField("recipient_key")
+	}
+	return id, model.SealedReply{SenderKey: s.pubKey, Sealed: sealed}, nil
+}
+
+// resolved is what a runner gets: env values, headers, keyfile paths, and the
+// OAuth access token placed in its env var and/or header.
+func resolved(rec model.Credentials) model.ResolvedCredentials {
+	out := model.ResolvedCredentials{Env: maps.Clone(rec.Env), Headers: maps.Clone(rec.Headers), Keyfiles: maps.Clone(rec.Keyfiles)}
+	if o := rec.OAuth; o != nil {
+		if o.EnvVar != "" {
+			if out.Env == nil {
+				out.Env = map[string]string{}
+			}
+			out.Env[o.EnvVar] = o.AccessToken
+		}
+		if o.Header != "" {
+			if out.Headers == nil {
+				out.Headers = map[string]string{}
+			}
+			out.Headers[o.Header] = bearer(o) + o.AccessToken
+		}
+	}
+	return out
+}
+
+// bearer is the scheme put before the token in a header: the token's own
+// type when it names one, else Bearer.
+func bearer(o *model.OAuthToken) string {
+	if o.TokenType != "" && !strings.EqualFold(o.TokenType, "bearer") {
+		return o.TokenType + " "
+	}
+	return "Bearer "
+}
+
+// freshToken returns rec's OAuth token, refreshed and stored first when it
+// has expired or expires within RefreshBefore.
+func (s *Service) freshToken(ctx context.Context, id string, rec model.Credentials) (*model.OAuthToken, error) {
+	tok := rec.OAuth
+	now := s.opts.Now()
+	if tok.ExpiresAt.IsZero() || now.Add(s.opts.RefreshBefore).Before(tok.ExpiresAt) {
+		return tok, nil
+	}
+	expired := !now.Before(tok.ExpiresAt)
+	if tok.RefreshToken == "" || tok.TokenURL == "" {
+		if expired {
+			return nil, apierr.Newf(apierr.Unauthorized, "OAuth token of server %s expired and cannot be refreshed (no refresh token or token_url); set a new token", id)
+		}
+		return tok, nil
+	}
+	nt, err := s.refresh(ctx, tok)
+	if err != nil {
+		var re *oauth2.RetrieveError
+		attrs := []any{"server_id", id, "expired", expired}
+		if errors.As(err, &re) {
+			// Status and the OAuth error code only: the body may echo secrets.
+			attrs = append(attrs, "status", re.Response.StatusCode, "oauth_error", re.ErrorCode)
+		} else {
+			attrs = append(attrs, "error_type", errorKind(err))
+		}
+		s.log.Warn("OAuth token refresh failed", attrs...)
+		if expired {
+			return nil, apierr.Wrap(apierr.Unauthorized, "OAuth token expired and refresh failed", err)
+		}
+		return tok, nil // still valid for a little while: use it
+	}
+	rec.OAuth = nt
+	if err := s.store.Put(ctx, id, rec); err != nil {
+		// The new token works; the runner gets it even though keeping it
+		// failed (the next resolve refreshes again).
+		s.log.Error("storing the refreshed OAuth token failed", "server_id", id, "code", apierr.Of(err), "error", apierr.From(err).Message)
+	} else {
+		s.log.Info("OAuth token refreshed", "server_id", id, "expires_at", nt.ExpiresAt)
+	}
+	return nt, nil
+}
+
+// refresh exchanges the refresh token at the token endpoint (RFC 6749 §6).
+func (s *Service) refresh(ctx context.Context, tok *model.OAuthToken) (*model.OAuthToken, error) {
+	cfg := oauth2.Config{
+		ClientID: tok.ClientID, ClientSecret: tok.ClientSecret,
+		Endpoint: oauth2.Endpoint{TokenURL: tok.TokenURL},
+	}
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, s.opts.HTTPClient)
+	// Only the refresh token goes in: a token source would hand back an
+	// access token it thinks is still valid instead of refreshing it.
+	got, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: tok.RefreshToken}).Token()
+	if err != nil {
+		return nil, err
+	}
+	if got.AccessToken == "" {
+		return nil, errors.New("token endpoint returned no access token")
+	}
+	nt := *tok
+	nt.AccessToken = got.AccessToken
+	nt.ExpiresAt = got.Expiry.UTC()
+	if got.TokenType != "" {
+		nt.TokenType = got.TokenType
+	}
+	if got.RefreshToken != "" { // rotated
+		nt.RefreshToken = got.RefreshToken
+	}
+	if scope, ok := got.Extra("scope").(string); ok && scope != "" {
+		nt.Scopes = strings.Fields(scope)
+	}
+	return &nt, nil
+}
+
+// errorKind describes a non-OAuth refresh error without its text (which may
+// include the token URL's query or server output).
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	}
+	return "transport"
+}

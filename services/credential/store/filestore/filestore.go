@@ -1,0 +1,280 @@
+// Package filestore is the embedded credential store: one AES-256-GCM
+// encrypted file per server under a directory only the owner can enter.
+package filestore
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/credential/store"
+)
+
+const (
+	// SubDir is the store's directory under a data dir (<data-dir>/credentials).
+	SubDir = "credentials"
+	// KeyFile is the name of the key inside the store's directory.
+	KeyFile = "key"
+	// Ext ends the name of each record file.
+	Ext     = ".cred"
+	keySize = 32 // AES-256
+	// magic starts every record file; it versions the format and is part of
+	// the additional data, so a file of another format never opens.
+	magic = "MCB1"
+	// maxRecord bounds what is read back (a record holds a few 64 KiB values at most).
+	maxRecord = 16 << 20
+)
+
+// Store keeps records in a directory. It is safe for concurrent use; writes
+// are atomic (temp file + rename), so a reader sees the old or the new record.
+type Store struct {
+	dir  string
+	aead cipher.AEAD
+}
+
+var _ store.Store = (*Store)(nil)
+
+// record is the plain text of one file.
+type record struct {
+	Credentials model.Credentials `json:"credentials"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+}
+
+// New opens (creating when missing) the store in dir: the directory gets mode
+// 0700 and the key dir/key is created with 32 random bytes (mode 0600) on
+// first use. A key that group or others can access is refused.
+func New(dir string) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("filestore: no directory given")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("filestore: creating %s: %w", dir, err)
+	}
+	// MkdirAll leaves an existing directory as it is: tighten it, since the
+	// record names (server ids) should not be listable by others either.
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("filestore: %s is not a directory", dir)
+	}
+	if st.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("filestore: restricting %s to its owner: %w", dir, err)
+		}
+	}
+	key, err := loadKey(filepath.Join(dir, KeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("filestore: %w", err)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: %w", err)
+	}
+	return &Store{dir: dir, aead: aead}, nil
+}
+
+// loadKey reads the key at path, creating it when it does not exist.
+func loadKey(path string) ([]byte, error) {
+	key, err := readKey(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return key, err
+	}
+	key = make([]byte, keySize)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("generating key: %w", err)
+	}
+	// O_EXCL: when another process creates the key at the same moment, its key wins and is read.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return readKey(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating key %s: %w", path, err)
+	}
+	_, err = f.Write(key)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("writing key %s: %w", path, err)
+	}
+	return key, nil
+}
+
+// readKey reads an existing key, refusing one that is not a regular file of
+// 32 bytes readable by its owner only.
+func readKey(path string) ([]byte, error) {
+	lst, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !lst.Mode().IsRegular() {
+		return nil, fmt.Errorf("key %s is not a regular file", path)
+	}
+	if perm := lst.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("key %s is accessible by group or others (mode %04o); restrict it with chmod 600 %s", path, perm, path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening key: %w", err)
+	}
+	defer f.Close()
+	// The file checked above must be the one opened (no swap in between).
+	if st, err := f.Stat(); err != nil || !os.SameFile(st, lst) {
+		return nil, fmt.Errorf("key %s changed while it was opened", path)
+	}
+	key, err := io.ReadAll(io.LimitReader(f, keySize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading key %s: %w", path, err)
+	}
+	if len(key) != keySize {
+		return nil, fmt.Errorf("key %s has %d bytes, want %d", path, len(key), keySize)
+	}
+	return key, nil
+}
+
+// Name is "file".
+func (s *Store) Name() string { return "file" }
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Path is the file of serverID's record.
+func (s *Store) Path(serverID string) string { return filepath.Join(s.dir, serverID+Ext) }
+
+// additionalData binds a file to its server: a file copied onto another
+// server's name fails authentication.
+func additionalData(serverID string) []byte { return []byte(magic + "\x00" + serverID) }
+
+// Get reads and decrypts the record of serverID.
+func (s *Store) Get(_ context.Context, serverID string) (model.Credentials, time.Time, error) {
+	if err := store.CheckID(serverID); err != nil {
+		return model.Credentials{}, time.Time{}, err
+	}
+	data, err := readFile(s.Path(serverID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return model.Credentials{}, time.Time{}, store.ErrNotFound
+	}
+	if err != nil {
+		return model.Credentials{}, time.Time{}, apierr.Wrap(apierr.Internal, "reading the credentials of "+serverID+" failed", err)
+	}
+	ns := s.aead.NonceSize()
+	if len(data) < len(magic)+ns+s.aead.Overhead() || string(data[:len(magic)]) != magic {
+		return model.Credentials{}, time.Time{}, apierr.Newf(apierr.Internal, "the credential file of %s is not a credential record", serverID)
+	}
+	nonce := data[len(magic) : len(magic)+ns]
+	plain, err := s.aead.Open(nil, nonce, data[len(magic)+ns:], additionalData(serverID))
+	if err != nil {
+		return model.Credentials{}, time.Time{}, apierr.Wrap(apierr.Internal, "the credential file of "+serverID+" cannot be decrypted: it was altered, belongs to another server or another key", err)
+	}
+	var rec record
+	if err := json.Unmarshal(plain, &rec); err != nil {
+		return model.Credentials{}, time.Time{}, apierr.Newf(apierr.Internal, "the credential record of %s is malformed", serverID)
+	}
+	return rec.Credentials, rec.UpdatedAt, nil
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxRecord))
+}
+
+// Put encrypts creds with a fresh nonce and replaces the record atomically.
+func (s *Store) Put(_ context.Context, serverID string, creds model.Credentials) error {
+	if err := store.CheckID(serverID); err != nil {
+		return err
+	}
+	plain, err := json.Marshal(record{Credentials: creds, UpdatedAt: time.Now().UTC()})
+	if err != nil {
+		return apierr.Wrap(apierr.Internal, "encoding credentials", err)
+	}
+	nonce := make([]byte, s.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return apierr.Wrap(apierr.Internal, "generating a nonce", err)
+	}
+	out := make([]byte, 0, len(magic)+len(nonce)+len(plain)+s.aead.Overhead())
+	out = append(out, magic...)
+	out = append(out, nonce...)
+	out = s.aead.Seal(out, nonce, plain, additionalData(serverID))
+	clear(plain)
+	if err := s.writeAtomic(s.Path(serverID), out); err != nil {
+		return apierr.Wrap(apierr.Internal, "writing the credentials of "+serverID+" failed", err)
+	}
+	return nil
+}
+
+// writeAtomic writes data to a temp file in the same directory (CreateTemp
+// makes it 0600), syncs it and renames it over path.
+func (s *Store) writeAtomic(path string, data []byte) (err error) {
+	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(s.dir)
+}
+
+// syncDir makes a rename durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Delete removes the record of serverID.
+func (s *Store) Delete(_ context.Context, serverID string) error {
+	if err := store.CheckID(serverID); err != nil {
+		return err
+	}
+	if err := os.Remove(s.Path(serverID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return apierr.Wrap(apierr.Internal, "deleting the credentials of "+serverID+" failed", err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		return apierr.Wrap(apierr.Internal, "deleting the credentials of "+serverID+" failed", err)
+	}
+	return nil
+}

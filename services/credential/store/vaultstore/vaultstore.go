@@ -1,0 +1,433 @@
+// Package vaultstore keeps credential records in HashiCorp Vault's KV v2
+// engine, one secret per server at <mount>/mcpbus/<serverID>.
+package vaultstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	vault "github.com/hashicorp/vault/api"
+	"github.com/hashicorp/vault/api/auth/approle"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/credential/store"
+)
+
+// Environment variables read by ConfigFromEnv (VAULT_ADDR and VAULT_TOKEN as
+// the vault CLI reads them; the TLS variables VAULT_CACERT etc. are read by
+// the Vault client itself).
+const (
+	EnvAddr         = "VAULT_ADDR"
+	EnvToken        = "VAULT_TOKEN"
+	EnvMount        = "MCPBUS_VAULT_MOUNT"
+	EnvRoleID       = "MCPBUS_VAULT_ROLE_ID"
+	EnvSecretID     = "MCPBUS_VAULT_SECRET_ID"
+	EnvAppRoleMount = "MCPBUS_VAULT_APPROLE_MOUNT"
+)
+
+// DefaultMount is the KV v2 mount used when none is configured.
+const DefaultMount = "secret"
+
+// pathPrefix is where mcpbus keeps its records inside the mount; policies grant
+// <mount>/data/mcpbus/* and <mount>/metadata/mcpbus/*.
+const pathPrefix = "mcpbus/"
+
+// Config says where Vault is and how to log in: a token, or AppRole (RoleID +
+// SecretID). Token wins when both are set.
+type Config struct {
+	Address  string
+	Token    string
+	Mount    string // KV v2 mount (default "secret")
+	RoleID   string
+	SecretID string
+	// AppRoleMount is where the AppRole auth method is mounted (default "approle").
+	AppRoleMount string
+	// Timeout bounds one HTTP request to Vault (default 10s).
+	Timeout time.Duration
+	// MaxRetries of a failed request (connection error, 5xx); 0 keeps the
+	// client's default (2), negative disables retries.
+	MaxRetries int
+}
+
+// ConfigFromEnv reads the configuration from the environment.
+func ConfigFromEnv() Config {
+	return Config{
+		Address:      os.Getenv(EnvAddr),
+		Token:        os.Getenv(EnvToken),
+		Mount:        os.Getenv(EnvMount),
+		RoleID:       os.Getenv(EnvRoleID),
+		SecretID:     os.Getenv(EnvSecretID),
+		AppRoleMount: os.Getenv(EnvAppRoleMount),
+	}
+}
+
+// Store is the Vault backend. A background watcher renews its token (or logs
+// in again with AppRole when the token can no longer be renewed) until Close.
+type Store struct {
+	client *vault.Client
+	kv     *vault.KVv2
+	cfg    Config
+	log    *slog.Logger
+
+	// mu guards the auth state: a login happens once, not once per concurrent
+	// request, and only one watcher runs at a time.
+	mu          sync.Mutex
+	authed      bool
+	stopWatcher context.CancelFunc // stops the current watcher
+	watchers    sync.WaitGroup
+	// life ends on Close; it bounds the watchers and their logins.
+	life context.Context
+	end  context.CancelFunc
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New makes a store. It tries to authenticate right away, but a Vault that is
+// down or sealed does not stop the service from starting: each request tries
+// again and reports SERVICE_UNAVAILABLE meanwhile.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.Mount == "" {
+		cfg.Mount = DefaultMount
+	}
+	cfg.Mount = strings.Trim(cfg.Mount, "/")
+	if cfg.AppRoleMount == "" {
+		cfg.AppRoleMount = "approle"
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Token == "" && (cfg.RoleID == "" || cfg.SecretID == "") {
+		return nil, fmt.Errorf("vaultstore: no credentials for Vault: set %s, or %s and %s", EnvToken, EnvRoleID, EnvSecretID)
+	}
+	vc := vault.DefaultConfig() // reads VAULT_ADDR, VAULT_CACERT, VAULT_SKIP_VERIFY ...
+	if vc.Error != nil {
+		return nil, fmt.Errorf("vaultstore: %w", vc.Error)
+	}
+	if cfg.Address != "" {
+		vc.Address = cfg.Address
+	}
+	vc.Timeout = cfg.Timeout
+	switch {
+	case cfg.MaxRetries < 0:
+		vc.MaxRetries = 0
+	case cfg.MaxRetries > 0:
+		vc.MaxRetries = cfg.MaxRetries
+	}
+	client, err := vault.NewClient(vc)
+	if err != nil {
+		return nil, fmt.Errorf("vaultstore: %w", err)
+	}
+	// NewClient picks up VAULT_TOKEN from the environment: only the configured
+	// credentials may be used.
+	client.ClearToken()
+	if cfg.Token != "" {
+		client.SetToken(cfg.Token)
+	}
+	s := &Store{client: client, kv: client.KVv2(cfg.Mount), cfg: cfg,
+		log: log.With("backend", "vault", "vault_addr", vc.Address)}
+	s.life, s.end = context.WithCancel(context.WithoutCancel(ctx))
+	loginCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if err := s.ensureAuth(loginCtx, ""); err != nil {
+		s.log.Warn("Vault not ready yet; will retry on each request", "error", err)
+	}
+	return s, nil
+}
+
+// Name is "vault".
+func (s *Store) Name() string { return "vault" }
+
+// Close stops the token watcher.
+func (s *Store) Close() {
+	s.mu.Lock()
+	s.end()
+	s.mu.Unlock()
+	s.watchers.Wait()
+}
+
+// Token is the token in use (tests check renewal and re-login with it).
+func (s *Store) Token() string { return s.client.Token() }
+
+func (s *Store) path(serverID string) string { return pathPrefix + serverID }
+
+// ensureAuth logs in (AppRole) or looks the token up, and starts the watcher
+// that keeps it alive. It does nothing once authenticated, unless stale names
+// the token in use: that token was refused, so log in again.
+func (s *Store) ensureAuth(ctx context.Context, stale string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.life.Err() != nil {
+		return apierr.New(apierr.ServiceUnavailable, "the Vault store is closed")
+	}
+	if s.authed && (stale == "" || s.client.Token() != stale) {
+		return nil
+	}
+	secret, err := s.authenticate(ctx)
+	if err != nil {
+		return err
+	}
+	s.authed = true
+	if s.stopWatcher != nil {
+		s.stopWatcher()
+		s.stopWatcher = nil
+	}
+	if secret != nil {
+		wctx, stop := context.WithCancel(s.life)
+		s.stopWatcher = stop
+		s.watchers.Add(1)
+		go s.watch(wctx, secret)
+	}
+	return nil
+}
+
+// authenticate returns the auth secret to keep alive, or nil when the token
+// needs no renewal (a token without TTL, such as a root token).
+func (s *Store) authenticate(ctx context.Context) (*vault.Secret, error) {
+	if s.cfg.Token == "" {
+		auth, err := approle.NewAppRoleAuth(s.cfg.RoleID, &approle.SecretID{FromString: s.cfg.SecretID}, approle.WithMountPath(s.cfg.AppRoleMount))
+		if err != nil {
+			return nil, apierr.Wrap(apierr.Internal, "Vault AppRole settings are not valid", err)
+		}
+		secret, err := s.client.Auth().Login(ctx, auth)
+		if statusOf(err) == http.StatusBadRequest {
+			// Vault answers 400 for an unknown role id or a wrong secret id.
+			return nil, apierr.Wrap(apierr.Unauthorized, "Vault refused the AppRole login (check the role id and secret id)", err)
+		}
+		if err != nil {
+			return nil, mapError(err, "auth/"+s.cfg.AppRoleMount+"/login", "logging in to Vault with AppRole")
+		}
+		if secret == nil || secret.Auth == nil {
+			return nil, apierr.New(apierr.Unauthorized, "Vault AppRole login returned no token")
+		}
+		s.log.Info("logged in to Vault with AppRole", "ttl", time.Duration(secret.Auth.LeaseDuration)*time.Second, "renewable", secret.Auth.Renewable)
+		return secret, nil
+	}
+	self, err := s.client.Auth().Token().LookupSelfWithContext(ctx)
+	if err != nil {
+		e := mapError(err, "auth/token/lookup-self", "looking up the Vault token")
+		if e.Code == apierr.Unauthorized {
+			// A token without lookup-self permission may still reach the KV
+			// paths; it just cannot be kept alive from here.
+			s.log.Warn("the Vault token cannot look itself up; it will not be renewed")
+			return nil, nil
+		}
+		return nil, e
+	}
+	ttl, _ := self.TokenTTL()
+	renewable, _ := self.TokenIsRenewable()
+	if ttl <= 0 {
+		return nil, nil
+	}
+	if !renewable {
+		s.log.Warn("the Vault token is not renewable and will expire", "ttl", ttl)
+		return nil, nil
+	}
+	return &vault.Secret{Auth: &vault.SecretAuth{ClientToken: s.cfg.Token, Renewable: true, LeaseDuration: int(ttl.Seconds())}}, nil
+}
+
+// watch renews the token through Vault's LifetimeWatcher until ctx ends (Close,
+// or a newer login replaced the token). When it can no longer renew (max TTL
+// reached, token revoked, Vault down for too long) it logs in again with
+// AppRole right away; a static token is looked up again on the next request.
+func (s *Store) watch(ctx context.Context, secret *vault.Secret) {
+	defer s.watchers.Done()
+	w, err := s.client.NewLifetimeWatcher(&vault.LifetimeWatcherInput{Secret: secret})
+	if err != nil {
+		s.log.Error("cannot watch the Vault token", "error", err)
+		s.expire(ctx)
+		return
+	}
+	go w.Start()
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-w.RenewCh():
+			if r != nil && r.Secret != nil && r.Secret.Auth != nil {
+				s.log.Debug("Vault token renewed", "ttl", time.Duration(r.Secret.Auth.LeaseDuration)*time.Second)
+			}
+		case err := <-w.DoneCh():
+			if err != nil {
+				s.log.Warn("Vault token renewal stopped", "error", mapError(err, "auth/token/renew-self", "renewing the Vault token").Message)
+			} else {
+				s.log.Info("Vault token reached the end of its renewals")
+			}
+			if !s.expire(ctx) || s.cfg.Token != "" {
+				return
+			}
+			// Log in before the token runs out, so no request meets it
+			// expired. This watcher still counts in s.watchers, so Close
+			// waits for the one the login starts as well.
+			lctx, cancel := context.WithTimeout(s.life, s.cfg.Timeout)
+			defer cancel()
+			if err := s.ensureAuth(lctx, ""); err != nil {
+				s.log.Warn("Vault AppRole login failed; will retry on the next request", "error", err)
+			}
+			return
+		}
+	}
+}
+
+// expire marks the token as needing authentication again, unless this
+// watcher was superseded meanwhile (then it reports false).
+func (s *Store) expire(ctx context.Context) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ctx.Err() != nil {
+		return false
+	}
+	s.authed = false
+	return true
+}
+
+// do runs op with a valid token. With AppRole, a token that Vault refuses
+// (revoked, or expired between two renewals) is replaced by a fresh login and
+// op runs once more; a static token cannot be replaced, so it is not retried.
+func (s *Store) do(ctx context.Context, op func() error) error {
+	if err := s.ensureAuth(ctx, ""); err != nil {
+		return err
+	}
+	used := s.client.Token()
+	err := op()
+	if s.cfg.Token != "" || statusOf(err) != http.StatusForbidden {
+		return err
+	}
+	s.log.Info("Vault refused the AppRole token; logging in again")
+	if lerr := s.ensureAuth(ctx, used); lerr != nil {
+		return err
+	}
+	return op()
+}
+
+func statusOf(err error) int {
+	var re *vault.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode
+	}
+	return 0
+}
+
+// Get reads the latest version of serverID's record.
+func (s *Store) Get(ctx context.Context, serverID string) (model.Credentials, time.Time, error) {
+	if err := store.CheckID(serverID); err != nil {
+		return model.Credentials{}, time.Time{}, err
+	}
+	p := s.path(serverID)
+	var sec *vault.KVSecret
+	err := s.do(ctx, func() (err error) {
+		sec, err = s.kv.Get(ctx, p)
+		return err
+	})
+	if errors.Is(err, vault.ErrSecretNotFound) {
+		return model.Credentials{}, time.Time{}, store.ErrNotFound
+	}
+	if err != nil {
+		return model.Credentials{}, time.Time{}, mapError(err, s.cfg.Mount+"/data/"+p, "reading credentials from Vault")
+	}
+	if sec == nil || sec.Data == nil { // a deleted latest version
+		return model.Credentials{}, time.Time{}, store.ErrNotFound
+	}
+	raw, err := json.Marshal(sec.Data)
+	if err != nil {
+		return model.Credentials{}, time.Time{}, apierr.Wrap(apierr.Internal, "decoding the Vault record of "+serverID, err)
+	}
+	var creds model.Credentials
+	if err := json.Unmarshal(raw, &creds); err != nil {
+		return model.Credentials{}, time.Time{}, apierr.Newf(apierr.Internal, "the Vault record of %s is malformed", serverID)
+	}
+	var updated time.Time
+	if sec.VersionMetadata != nil {
+		updated = sec.VersionMetadata.CreatedTime.UTC()
+	}
+	return creds, updated, nil
+}
+
+// Put writes creds as a new version of serverID's record (one request: the
+// whole record or nothing).
+func (s *Store) Put(ctx context.Context, serverID string, creds model.Credentials) error {
+	if err := store.CheckID(serverID); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(creds)
+	if err != nil {
+		return apierr.Wrap(apierr.Internal, "encoding credentials", err)
+	}
+	var data map[string]any
+	if err := json.Unmarshal(raw, &data); err != nil {
+		return apierr.Wrap(apierr.Internal, "encoding credentials", err)
+	}
+	p := s.path(serverID)
+	if err := s.do(ctx, func() error { _, err := s.kv.Put(ctx, p, data); return err }); err != nil {
+		return mapError(err, s.cfg.Mount+"/data/"+p, "writing credentials to Vault")
+	}
+	return nil
+}
+
+// Delete removes serverID's record with every version (metadata delete).
+func (s *Store) Delete(ctx context.Context, serverID string) error {
+	if err := store.CheckID(serverID); err != nil {
+		return err
+	}
+	p := s.path(serverID)
+	if err := s.do(ctx, func() error { return s.kv.DeleteMetadata(ctx, p) }); err != nil {
+		return mapError(err, s.cfg.Mount+"/metadata/"+p, "deleting credentials from Vault")
+	}
+	return nil
+}
+
+// mapError turns a Vault client error into the contract. Messages name the
+// path, never the token; Vault's own text stays in the unexported cause.
+func mapError(err error, path, doing string) *apierr.Error {
+	var ae *apierr.Error
+	if errors.As(err, &ae) { // already mapped (a login on the way)
+		return ae
+	}
+	var re *vault.ResponseError
+	if errors.As(err, &re) {
+		switch {
+		case re.StatusCode == http.StatusForbidden:
+			return apierr.Wrap(apierr.Unauthorized, "Vault denied access to "+path+" (check the token's policy)", err)
+		case re.StatusCode == http.StatusUnauthorized:
+			return apierr.Wrap(apierr.Unauthorized, "Vault refused the credentials for "+path, err)
+		case re.StatusCode == http.StatusServiceUnavailable:
+			return apierr.Wrap(apierr.ServiceUnavailable, "Vault is sealed or unavailable ("+doing+")", err)
+		case re.StatusCode == http.StatusTooManyRequests:
+			return apierr.Wrap(apierr.RateLimited, "Vault is rate limiting requests ("+doing+")", err)
+		case re.StatusCode == http.StatusNotFound:
+			return apierr.Wrap(apierr.NotFound, "Vault has no "+path, err)
+		case re.StatusCode >= 500:
+			return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("Vault failed with status %d (%s)", re.StatusCode, doing), err)
+		}
+		return apierr.Wrap(apierr.Internal, fmt.Sprintf("Vault answered status %d (%s)", re.StatusCode, doing), err)
+	}
+	var ue *url.Error
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		return apierr.Wrap(apierr.Network, doing+": cancelled", err)
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return apierr.Wrap(apierr.ServiceUnavailable, "Vault did not answer in time ("+doing+")", err)
+	case errors.As(err, &ue), errors.As(err, &ne):
+		return apierr.Wrap(apierr.ServiceUnavailable, "Vault is not reachable ("+doing+")", err)
+	}
+	// The retrying client reports exhausted retries as a plain error.
+	if strings.Contains(err.Error(), "giving up after") || strings.Contains(err.Error(), "connection refused") {
+		return apierr.Wrap(apierr.ServiceUnavailable, "Vault is not reachable ("+doing+")", err)
+	}
+	return apierr.Wrap(apierr.Internal, doing+" failed", err)
+}

@@ -1,0 +1,177 @@
+// Package configflow tests the config, credential and runner services together,
+// as `mcpbus up` assembles them (tools/mcpbus/stack): real embedded NATS, the
+// real encrypted file store or a real Vault, real MCP server processes.
+package configflow
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
+	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
+)
+
+var testServer string
+
+func TestMain(m *testing.M) {
+	path, cleanup, err := runnertest.BuildTestServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testServer = path
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// syncBuffer collects log lines from several goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// env is a running stack plus what the test captured of it.
+type env struct {
+	*stack.Stack
+	dataDir string
+	logs    *syncBuffer
+}
+
+// startStack runs every service in process with debug logs captured.
+func startStack(t *testing.T, mutate ...func(*stack.Options)) *env {
+	t.Helper()
+	logs := &syncBuffer{}
+	opts := stack.Options{
+		DataDir: t.TempDir(), InProcessOnly: true,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Runner: runner.Options{StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second, StartTimeout: 20 * time.Second},
+	}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := stack.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("starting the stack: %v", err)
+	}
+	t.Cleanup(func() {
+		st.Close()
+		if t.Failed() {
+			t.Logf("service log (last 6000 bytes):\n%s", tail(logs.String(), 6000))
+		}
+	})
+	return &env{Stack: st, dataDir: opts.DataDir, logs: logs}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// binary is a config of the go-sdk test server.
+func binary(name string) model.McpConfig {
+	return model.McpConfig{
+		Name:      name,
+		Package:   model.Package{Type: model.PackageBinary, Identifier: testServer},
+		Transport: model.Transport{Type: model.TransportStdio},
+	}
+}
+
+// capture records every message on the bus (requests, replies, KV writes,
+// events, JetStream API traffic) until the test ends.
+type capture struct {
+	mu   sync.Mutex
+	msgs []*nats.Msg
+}
+
+func captureAll(t *testing.T, nc *nats.Conn) *capture {
+	t.Helper()
+	c := &capture{}
+	sub, err := nc.Subscribe(">", func(m *nats.Msg) {
+		c.mu.Lock()
+		c.msgs = append(c.msgs, m)
+		c.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return c
+}
+
+func (c *capture) all() []*nats.Msg {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*nats.Msg(nil), c.msgs...)
+}
+
+// contains reports whether s appears in a message's subject, headers or body.
+func contains(m *nats.Msg, s string) bool {
+	if strings.Contains(m.Subject, s) || bytes.Contains(m.Data, []byte(s)) {
+		return true
+	}
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			if strings.Contains(k, s) || strings.Contains(v, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitState polls runtime.status until server is in state.
+func (e *env) waitState(t *testing.T, server, state string, within time.Duration) model.Status {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var st model.Status
+	for time.Now().Before(deadline) {
+		var err error
+		st, err = e.Client.Runtime(ctxFor(t, 5*time.Second), "status", server)
+		if err == nil && st.State == state {
+			return st
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("server %s: state %q (%s %s), want %q after %s", server, st.State, st.Code, st.Message, state, within)
+	return st
+}

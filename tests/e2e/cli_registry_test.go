@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/registry/registrytest"
+)
+
+// TestCLISearchAndAddFromRegistry runs `mcpbus up` against local servers that
+// speak the Official Registry and Smithery APIs on recorded data: search
+// shows source badges, and add --from-registry turns an entry into a working
+// config whose secret went to the credential store.
+func TestCLISearchAndAddFromRegistry(t *testing.T) {
+	root := repoRoot(t)
+	entries, err := registrytest.LoadOfficial(filepath.Join(root, "services", "registry", "testdata", "official-sample.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := registrytest.NewOfficial(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(off.Close)
+	data, err := registrytest.LoadSmithery(filepath.Join(root, "services", "registry", "testdata", "smithery-sample.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	smi, err := registrytest.NewSmithery(data, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(smi.Close)
+
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	startUp(t, bin, dir, cleanEnv(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"),
+		"--official-registry-url", off.URL, "--smithery-registry-url", smi.URL)
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		r := cli(t, bin, url, "servers", "list")
+		return r.code == 0, r.String()
+	})
+
+	r := cli(t, bin, url, "search", "airtable")
+	if r.code != 0 || !strings.Contains(r.stdout, "io.github.domdomegg/airtable-mcp-server") || !strings.Contains(r.stdout, "[official]") {
+		t.Fatalf("search: %s", r)
+	}
+	r = cli(t, bin, url, "search", "exa", "--registry", "smithery", "--json")
+	var res model.RegistrySearchReply
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil || len(res.Results) == 0 || res.Results[0].Sources[0] != model.SourceSmithery {
+		t.Fatalf("search --registry smithery: %s", r)
+	}
+	if r := cli(t, bin, url, "search", "x", "--registry", "nowhere"); r.code == 0 || !strings.Contains(r.stderr, "VALIDATION_ERROR") {
+		t.Fatalf("unknown registry: %s", r)
+	}
+
+	// Without the required secret nothing is saved; with it, the config is created.
+	if r := cliIn(t, bin, url, "", nil, "add", "--from-registry", "io.github.domdomegg/airtable-mcp-server"); r.code == 0 {
+		t.Fatalf("add without its secret: %s", r)
+	}
+	const secret = "patAIRTABLE-e2e-secret"
+	r = cliIn(t, bin, url, secret+"\n", nil, "add", "--from-registry", "io.github.domdomegg/airtable-mcp-server", "--json")
+	var saved model.McpConfig
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &saved) != nil {
+		t.Fatalf("add --from-registry: %s", r)
+	}
+	if saved.Package.Type != model.PackageNPM || !strings.HasPrefix(saved.Package.Identifier, "airtable-mcp-server") ||
+		saved.Source.Type != model.SourceOfficial || saved.AuthType != model.AuthAPIKey || strings.Contains(r.stdout, secret) {
+		t.Fatalf("draft from the registry: %s", r.stdout)
+	}
+	r = cli(t, bin, url, "cred", "describe", saved.Slug, "--json")
+	var desc model.CredDescription
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &desc) != nil || !desc.Has("AIRTABLE_API_KEY") {
+		t.Fatalf("cred describe: %s", r)
+	}
+}

@@ -1,0 +1,277 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/credclient"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// secretReader reads secret values: from a hidden prompt when stdin is a
+// terminal, else one line per value from stdin. Never from argv, so secrets
+// stay out of shell history and `ps`.
+type secretReader struct {
+	g  *globals
+	br *bufio.Reader
+}
+
+func newSecretReader(g *globals) *secretReader { return &secretReader{g: g} }
+
+func (r *secretReader) read(name string) (string, error) {
+	if f, ok := r.g.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprintf(r.g.stderr, "%s: ", name)
+		b, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(r.g.stderr)
+		if err != nil {
+			return "", fmt.Errorf("reading %s: %w", name, err)
+		}
+		return nonEmpty(name, string(b))
+	}
+	if r.br == nil {
+		r.br = bufio.NewReader(io.LimitReader(r.g.stdin, 1<<20))
+	}
+	line, err := r.br.ReadString('\n')
+	if err != nil && (err != io.EOF || line == "") {
+		return "", apierr.Invalid(name, fmt.Sprintf("no value for %s on stdin (one line per secret)", name))
+	}
+	return nonEmpty(name, strings.TrimRight(line, "\r\n"))
+}
+
+func nonEmpty(name, v string) (string, error) {
+	if strings.TrimSpace(v) == "" {
+		return "", apierr.Invalid(name, fmt.Sprintf("the value of %s is empty", name))
+	}
+	return v, nil
+}
+
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func readAllLimited(r io.Reader, max int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("input is larger than %d bytes", max)
+	}
+	return data, nil
+}
+
+func newCredCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "cred",
+		Aliases: []string{"creds", "secrets"},
+		Short:   "Set, remove and describe the secrets of a server (values are never shown)",
+	}
+	cmd.AddCommand(newCredSetCmd(g), newCredRmCmd(g), newCredDescribeCmd(g))
+	return cmd
+}
+
+// credTarget finds the config a cred command is about.
+func credTarget(cmd *cobra.Command, c *client.Client, server string) (model.McpConfig, error) {
+	return c.GetConfig(cmd.Context(), server)
+}
+
+func newCredSetCmd(g *globals) *cobra.Command {
+	var headers bool
+	var keyfile, oauthFile string
+	var noRestart bool
+	cmd := &cobra.Command{
+		Use:   "set <server> <NAME>... ",
+		Short: "Store secrets of a server: values are asked for (hidden) or read from stdin, one line each",
+		Example: `  mcpbus cred set github GITHUB_PERSONAL_ACCESS_TOKEN
+  printf '%s\n%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" | mcpbus cred set aws AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+  mcpbus cred set remote Authorization --header
+  mcpbus cred set gcp API_KEY --keyfile ~/.config/gcp/key.txt
+  mcpbus cred set slack --oauth token.json`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			server, names := args[0], args[1:]
+			var creds model.Credentials
+			switch {
+			case oauthFile != "":
+				if len(names) > 0 {
+					return apierr.Invalid("oauth", "--oauth takes the token file only, no names")
+				}
+				data, err := readSecretFile(g, oauthFile)
+				if err != nil {
+					return err
+				}
+				var tok model.OAuthToken
+				dec := json.NewDecoder(strings.NewReader(string(data)))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&tok); err != nil {
+					return apierr.Wrap(apierr.Validation, "OAuth token file: "+err.Error(), err).WithField("oauth")
+				}
+				creds.OAuth = &tok
+			case keyfile != "":
+				if len(names) != 1 {
+					return apierr.Invalid("keyfile", "--keyfile takes exactly one variable name")
+				}
+				abs, err := filepath.Abs(keyfile)
+				if err != nil {
+					return apierr.Invalid("keyfile", err.Error())
+				}
+				creds.Keyfiles = map[string]string{names[0]: abs}
+			default:
+				if len(names) == 0 {
+					return apierr.Invalid("name", "name at least one variable (or header with --header)")
+				}
+				r := newSecretReader(g)
+				vals := map[string]string{}
+				for _, n := range names {
+					v, err := r.read(n)
+					if err != nil {
+						return err
+					}
+					vals[n] = v
+				}
+				if headers {
+					creds.Headers = vals
+				} else {
+					creds.Env = vals
+				}
+			}
+			nc, c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			cfg, err := credTarget(cmd, c, server)
+			if err != nil {
+				return err
+			}
+			desc, err := credclient.New(nc, g.prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: cfg.ID, Credentials: creds})
+			if err != nil {
+				return err
+			}
+			restarted := false
+			if !noRestart {
+				// A running server keeps the environment it started with: restart it
+				// so the new secret takes effect.
+				if st, err := c.Runtime(cmd.Context(), "status", cfg.Slug); err == nil && st.State == model.StateRunning {
+					if _, err := c.Runtime(cmd.Context(), "restart", cfg.Slug); err != nil {
+						return fmt.Errorf("secret stored, but restarting %s failed: %w", cfg.Slug, err)
+					}
+					restarted = true
+				}
+			}
+			if g.json {
+				return g.printJSON(desc)
+			}
+			printDescription(g, cfg.Slug, desc)
+			if restarted {
+				fmt.Fprintf(g.stdout, "restarted %s to use it\n", cfg.Slug)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&headers, "header", false, "the names are HTTP headers of a remote server")
+	cmd.Flags().StringVar(&keyfile, "keyfile", "", "store this file's path; the server gets the file's content at spawn time")
+	cmd.Flags().StringVar(&oauthFile, "oauth", "", "an OAuth token JSON file (access_token, refresh_token, expires_at, token_url, client_id, client_secret, env_var or header; - for stdin)")
+	cmd.Flags().BoolVar(&noRestart, "no-restart", false, "do not restart a running server")
+	return cmd
+}
+
+func readSecretFile(g *globals, path string) ([]byte, error) {
+	if path == "-" {
+		return readAllLimited(g.stdin, 1<<20)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.Validation, "reading "+path+": "+err.Error(), err)
+	}
+	return data, nil
+}
+
+func newCredRmCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm <server> [NAME...]",
+		Short: "Remove named secrets of a server, or all of them",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nc, c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			cfg, err := credTarget(cmd, c, args[0])
+			if err != nil {
+				return err
+			}
+			desc, err := credclient.New(nc, g.prefix).Delete(cmd.Context(), model.CredDeleteRequest{ServerID: cfg.ID, Names: args[1:]})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(desc)
+			}
+			printDescription(g, cfg.Slug, desc)
+			return nil
+		},
+	}
+}
+
+func newCredDescribeCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe <server>",
+		Short: "Show which secrets a server has (names only, never values)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nc, c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			cfg, err := credTarget(cmd, c, args[0])
+			if err != nil {
+				return err
+			}
+			desc, err := credclient.New(nc, g.prefix).Describe(cmd.Context(), model.CredDescribeRequest{ServerID: cfg.ID})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(desc)
+			}
+			printDescription(g, cfg.Slug, desc)
+			return nil
+		},
+	}
+}
+
+func printDescription(g *globals, slug string, d model.CredDescription) {
+	fmt.Fprintf(g.stdout, "%s (backend %s)\n", slug, d.Backend)
+	list := func(label string, names []string) {
+		if len(names) > 0 {
+			fmt.Fprintf(g.stdout, "  %-9s %s\n", label, strings.Join(names, ", "))
+		}
+	}
+	list("env:", d.Env)
+	list("headers:", d.Headers)
+	list("keyfiles:", d.Keyfiles)
+	if d.OAuth != nil {
+		exp := "no expiry"
+		if !d.OAuth.ExpiresAt.IsZero() {
+			exp = "expires " + d.OAuth.ExpiresAt.Local().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(g.stdout, "  oauth:    token set, %s, refresh token: %t\n", exp, d.OAuth.HasRefreshToken)
+	}
+	if len(d.Env)+len(d.Headers)+len(d.Keyfiles) == 0 && d.OAuth == nil {
+		fmt.Fprintln(g.stdout, "  no secrets")
+	}
+}

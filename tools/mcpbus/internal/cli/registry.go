@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/registry/registry"
+)
+
+func newSearchCmd(g *globals) *cobra.Command {
+	req := model.RegistrySearchRequest{}
+	cmd := &cobra.Command{
+		Use:   "search <query>",
+		Short: "Search the Official MCP Registry and Smithery for servers",
+		Example: `  mcpbus search github
+  mcpbus search "web search" --registry smithery --page 2`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Query = strings.Join(args, " ")
+			nc, _, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			res, err := registry.Search(cmd.Context(), nc, g.prefix, req)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(res)
+			}
+			for _, w := range res.Warnings {
+				fmt.Fprintf(g.stderr, "warning: %s: %s: %s\n", w.Source, w.Code, w.Message)
+			}
+			if res.Stale {
+				fmt.Fprintln(g.stderr, "note: a registry is unreachable; some results come from the cache and may be out of date")
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSOURCE\tVERIFIED\tUSES\tDESCRIPTION")
+			for _, r := range res.Results {
+				badges := make([]string, 0, len(r.Sources))
+				for _, s := range r.Sources {
+					badges = append(badges, "["+s+"]")
+				}
+				verified := ""
+				if r.Verified {
+					verified = "yes"
+				}
+				name := r.Name
+				if r.QualifiedName != "" && r.QualifiedName != r.Name {
+					name += " (" + r.QualifiedName + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", name, strings.Join(badges, ""), verified, r.UseCount, oneLine(r.Description, 60))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if res.HasMore {
+				fmt.Fprintf(g.stdout, "page %d of %d results; more with --page %d\n", res.Page, res.Total, res.Page+1)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Registry, "registry", model.RegistryBoth, "official, smithery or both")
+	f.IntVar(&req.Page, "page", 1, "page of the merged results")
+	f.IntVar(&req.PageSize, "page-size", model.DefaultRegistryPageSize, "results per page (at most 100)")
+	return cmd
+}
+
+// newAddCmd is `mcpbus add --from-registry <name>`: an install plan from the
+// registry service, the secrets it needs asked for, then config.create.
+func newAddCmd(g *globals) *cobra.Command {
+	req := model.RegistryGetRequest{}
+	var vars []string
+	var name string
+	var enabled bool
+	cmd := &cobra.Command{
+		Use:   "add --from-registry <name>",
+		Short: "Add a server found with `mcpbus search`: asks for the secrets it needs, then creates its config",
+		Long: `add asks the registry service for an install plan of a registry entry (the best package
+for this host: npm through npx, an OCI image through docker, or a remote URL), asks for
+the secrets it needs (hidden; from stdin one line per required secret when not a
+terminal), and creates the server. Values the plan needs that are not secret are given
+with --var NAME=value.`,
+		Example: `  mcpbus add --from-registry io.github.domdomegg/airtable-mcp-server --enabled
+  mcpbus add --from-registry @smithery/exa --registry smithery`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if req.Name == "" {
+				return apierr.Invalid("from-registry", "name the registry entry: --from-registry <name> (see mcpbus search)")
+			}
+			req.Variables = map[string]string{}
+			for _, kv := range vars {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return apierr.Invalid("var", fmt.Sprintf("--var %q is not NAME=value", kv))
+				}
+				req.Variables[k] = v
+			}
+			nc, c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			plan, err := registry.Get(cmd.Context(), nc, g.prefix, req)
+			if err != nil {
+				return err
+			}
+			for _, w := range plan.Warnings {
+				fmt.Fprintf(g.stderr, "warning: %s\n", w)
+			}
+			if !plan.Ready || plan.Draft == nil {
+				return apierr.Invalid("var", fmt.Sprintf("%s needs values for %s: give them with --var NAME=value", plan.Name, strings.Join(plan.Missing, ", ")))
+			}
+			secrets, err := askCredentials(g, plan.Credentials)
+			if err != nil {
+				return err
+			}
+			draft := *plan.Draft
+			if name != "" {
+				draft.Name, draft.Slug = name, ""
+			}
+			if cmd.Flags().Changed("enabled") {
+				draft.Enabled = enabled
+			}
+			saved, err := c.CreateConfig(cmd.Context(), draft, secrets)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(saved)
+			}
+			fmt.Fprintf(g.stdout, "added %s from %s %s (%s %s, %s)\n", saved.Slug, plan.Source, plan.Name, saved.Package.Type, saved.Package.Identifier, enabledWord(saved.Enabled))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Name, "from-registry", "", "registry entry name (official name or Smithery qualified name)")
+	f.StringVar(&req.Registry, "registry", "", "official or smithery (default: where the name is found)")
+	f.StringVar(&req.Version, "version", "", "version (default: latest)")
+	f.StringVar(&req.Prefer, "prefer", "", "package type to prefer: npm, docker or http")
+	f.StringArrayVar(&vars, "var", nil, "a non-secret value the plan needs, NAME=value (repeat)")
+	f.StringVar(&name, "name", "", "display name (default: the registry's)")
+	f.BoolVar(&enabled, "enabled", false, "enable it at once")
+	return cmd
+}
+
+// askCredentials reads the secrets of a plan: required ones always, optional
+// ones only at a terminal (an empty answer skips them).
+func askCredentials(g *globals, creds []model.PlanCredential) (*model.Credentials, error) {
+	out := &model.Credentials{}
+	r := newSecretReader(g)
+	interactive := isTerminal(g.stdin)
+	for _, c := range creds {
+		if !c.Required && !interactive {
+			continue
+		}
+		if c.Kind == model.CredentialConfig {
+			if c.Required {
+				return nil, apierr.Invalid(c.Name, fmt.Sprintf("%s is a secret the server reads from its URL; mcpbus does not put secrets in URLs", c.Name))
+			}
+			continue
+		}
+		label := c.Name
+		if c.Description != "" {
+			label += " (" + oneLine(c.Description, 60) + ")"
+		}
+		if !c.Required {
+			label += " [optional, empty to skip]"
+		}
+		val, err := r.read(label)
+		if err != nil {
+			if !c.Required && apierr.Of(err) == apierr.Validation {
+				continue
+			}
+			return nil, err
+		}
+		switch c.Kind {
+		case model.CredentialHeader:
+			if out.Headers == nil {
+				out.Headers = map[string]string{}
+			}
+			out.Headers[c.Name] = val
+		default:
+			if out.Env == nil {
+				out.Env = map[string]string{}
+			}
+			out.Env[c.Name] = val
+		}
+	}
+	if out.Empty() {
+		return nil, nil
+	}
+	return out, nil
+}
