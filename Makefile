@@ -1,6 +1,6 @@
 # mcpbus — run and test. See README.md.
 GO      ?= go
-MODULES := ./libs/... ./services/config/... ./services/credential/... ./services/registry/... ./services/runner/... ./tools/mcpbus/... ./tests/...
+MODULES := ./libs/... ./services/config/... ./services/credential/... ./services/gateway/... ./services/registry/... ./services/runner/... ./tools/mcpbus/... ./tests/...
 BIN     := bin
 
 .PHONY: run build test vet fmt npm-deps bench fuzz clean vaultdev

@@ -1,0 +1,57 @@
+// Package auth is the gateway's API keys: hashed keys in KV, scopes, per-key
+// tool filters, and the HTTP middleware that puts the caller's Principal in
+// the request context.
+package auth
+
+import (
+	"context"
+	"slices"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// Scopes of an API key.
+const (
+	// ScopeAdmin allows everything: the admin API, keys, and calls.
+	ScopeAdmin = "admin"
+	// ScopeCall allows listing and calling tools (/mcp, /mcp/tools, /mcp/invoke).
+	ScopeCall = "call"
+)
+
+// Principal is the authenticated caller of one request.
+type Principal struct {
+	KeyID  string   `json:"key_id"`
+	Name   string   `json:"name"`
+	Scopes []string `json:"scopes"`
+	// Tools filters the namespaced tool names (<server>__<tool>) this key may
+	// see and call: a filtered tool is invisible in lists and refused on call.
+	Tools model.ToolFilter `json:"tools,omitzero"`
+}
+
+// Can reports whether the principal has scope (admin implies every scope).
+func (p *Principal) Can(scope string) bool {
+	return p != nil && (slices.Contains(p.Scopes, ScopeAdmin) || slices.Contains(p.Scopes, scope))
+}
+
+// AllowsTool reports whether the principal may see and call a namespaced tool.
+func (p *Principal) AllowsTool(namespaced string) bool {
+	return p != nil && p.Tools.Allows(namespaced)
+}
+
+// Anonymous is the principal of every request when auth is off (--no-auth).
+func Anonymous() *Principal {
+	return &Principal{KeyID: "anonymous", Name: "anonymous (auth off)", Scopes: []string{ScopeAdmin}}
+}
+
+type ctxKey struct{}
+
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// PrincipalFrom returns the principal of a request context (nil when none).
+func PrincipalFrom(ctx context.Context) *Principal {
+	p, _ := ctx.Value(ctxKey{}).(*Principal)
+	return p
+}
