@@ -232,3 +232,13 @@ type PlanTool struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
 }
+
+// RegistryCredentialsID is the credential record that holds the registries'
+// own keys (env SMITHERY_API_KEY): `mcpbus cred set-registry-key smithery`
+// writes it, the registry service resolves it. A fixed uuid (v5 of
+// "mcpbus:registry-credentials") so every instance finds the same record.
+const RegistryCredentialsID = "3dec35ba-9ae9-5edf-a6e6-3d85248d889c"
+
+// SmitheryKeyEnv is the variable of the Smithery key, in the environment of
+// the registry service or in the record RegistryCredentialsID.
+const SmitheryKeyEnv = "SMITHERY_API_KEY"

@@ -32,7 +32,8 @@ func TestCLISearchAndAddFromRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	smi, err := registrytest.NewSmithery(data, "")
+	const smitheryKey = "smk-e2e-registry-key"
+	smi, err := registrytest.NewSmithery(data, smitheryKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +54,15 @@ func TestCLISearchAndAddFromRegistry(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "io.github.domdomegg/airtable-mcp-server") || !strings.Contains(r.stdout, "[official]") {
 		t.Fatalf("search: %s", r)
 	}
+	// Smithery needs a key: without one that source says UNAUTHORIZED; the key
+	// stored in the credential service is used from then on.
+	if r := cli(t, bin, url, "search", "exa", "--registry", "smithery"); r.code == 0 || !strings.Contains(r.stderr, "UNAUTHORIZED") {
+		t.Fatalf("smithery without a key: %s", r)
+	}
+	if r := cliIn(t, bin, url, smitheryKey+"\n", nil, "cred", "set-registry-key", "smithery"); r.code != 0 || strings.Contains(r.stdout+r.stderr, smitheryKey) {
+		t.Fatalf("set-registry-key: %s", r)
+	}
+	time.Sleep(2100 * time.Millisecond) // the registry service re-reads a missing key after 2 s
 	r = cli(t, bin, url, "search", "exa", "--registry", "smithery", "--json")
 	var res model.RegistrySearchReply
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil || len(res.Results) == 0 || res.Results[0].Sources[0] != model.SourceSmithery {

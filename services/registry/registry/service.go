@@ -41,8 +41,11 @@ type Options struct {
 	// sub-registries speak the same APIs).
 	OfficialURL string
 	SmitheryURL string
-	// SmitheryAPIKey is sent as a bearer token to Smithery when set.
+	// SmitheryAPIKey is sent as a bearer token to Smithery when set; without
+	// it, the key stored in the credential service (model.RegistryCredentialsID)
+	// is used when Credentials is set.
 	SmitheryAPIKey string
+	Credentials    CredResolver
 	// HTTPClient makes the registry requests (default: a plain client; each
 	// request is bounded by SourceTimeout).
 	HTTPClient *http.Client
@@ -126,10 +129,19 @@ func New(nc *nats.Conn, opts Options) (*Service, error) {
 		nc: nc, opts: opts, subj: bus.NewSubjects(opts.Prefix), log: log,
 		official: off, smithery: smi,
 		offGet: newFetcher(SourceOfficialLabel, opts.HTTPClient, nil),
-		smiGet: newFetcher(SourceSmitheryLabel, opts.HTTPClient, bearer(opts.SmitheryAPIKey)),
+		smiGet: newFetcher(SourceSmitheryLabel, opts.HTTPClient, smitheryAuth(opts)),
 		cache:  &cache{ttl: opts.CacheTTL, now: time.Now, log: log},
 		ready:  make(chan struct{}),
 	}, nil
+}
+
+// smitheryAuth is the configured key, else the stored one, else none.
+func smitheryAuth(opts Options) func(*http.Request) {
+	if opts.SmitheryAPIKey != "" || opts.Credentials == nil {
+		return bearer(opts.SmitheryAPIKey)
+	}
+	k := &storedKey{resolver: opts.Credentials, ttl: time.Minute}
+	return k.apply
 }
 
 // Ready is closed once the endpoints answer.

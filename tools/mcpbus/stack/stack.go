@@ -144,6 +144,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	ro := opts.Registry
 	ro.Prefix, ro.Logger = opts.Prefix, opts.Logger
+	if ro.Credentials == nil {
+		// The Smithery key may live in the credential service.
+		if ro.Credentials, err = credclient.NewResolver(regNC, opts.Prefix); err != nil {
+			return nil, err
+		}
+	}
 	reg, err := registry.New(regNC, ro)
 	if err != nil {
 		return nil, err

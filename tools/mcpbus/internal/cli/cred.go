@@ -77,7 +77,7 @@ func newCredCmd(g *globals) *cobra.Command {
 		Aliases: []string{"creds", "secrets"},
 		Short:   "Set, remove and describe the secrets of a server (values are never shown)",
 	}
-	cmd.AddCommand(newCredSetCmd(g), newCredRmCmd(g), newCredDescribeCmd(g))
+	cmd.AddCommand(newCredSetCmd(g), newCredRmCmd(g), newCredDescribeCmd(g), newRegistryKeyCmd(g))
 	return cmd
 }
 
@@ -273,5 +273,39 @@ func printDescription(g *globals, slug string, d model.CredDescription) {
 	}
 	if len(d.Env)+len(d.Headers)+len(d.Keyfiles) == 0 && d.OAuth == nil {
 		fmt.Fprintln(g.stdout, "  no secrets")
+	}
+}
+
+// newRegistryKeyCmd stores a registry's own API key in the credential service,
+// where the registry service finds it (SMITHERY_API_KEY in its environment wins).
+func newRegistryKeyCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set-registry-key smithery",
+		Short: "Store the Smithery API key for registry search (asked for, or read from stdin)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] != model.SourceSmithery {
+				return apierr.Invalid("registry", "only the smithery registry takes a key")
+			}
+			key, err := newSecretReader(g).read(model.SmitheryKeyEnv)
+			if err != nil {
+				return err
+			}
+			nc, _, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			desc, err := credclient.New(nc, g.prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: model.RegistryCredentialsID,
+				Credentials: model.Credentials{Env: map[string]string{model.SmitheryKeyEnv: key}}})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(desc)
+			}
+			fmt.Fprintln(g.stdout, "Smithery key stored; registry searches use it within a minute")
+			return nil
+		},
 	}
 }
