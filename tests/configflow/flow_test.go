@@ -105,8 +105,17 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if d, err := creds.Describe(ctx, model.CredDescribeRequest{ServerID: saved.ID}); err != nil || len(d.Env) != 0 {
 		t.Fatalf("secrets after delete: %+v %v", d, err)
 	}
-	if _, err := e.Client.Runtime(ctx, "status", saved.Slug); apierr.Of(err) != apierr.NotFound {
-		t.Fatalf("status after delete: %v", err)
+	// The runner forgets the server when it sees the delete (asynchronously).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := e.Client.Runtime(ctx, "status", saved.Slug)
+		if apierr.Of(err) == apierr.NotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status after delete: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
 	// Every captured message: only requests that hand a secret to the
@@ -311,6 +320,9 @@ func TestImportClaudeDesktopFile(t *testing.T) {
 		t.Fatalf("import: %+v", res)
 	}
 	slug := res.Created[0].Slug
+	// import does not wait for a runner (enable does): a server never seen is
+	// started once to learn its tools.
+	e.waitState(t, slug, model.StateRunning, 20*time.Second)
 	if got := e.callText(t, slug, "env_sha256", `{"name":"SERVICE_API_KEY"}`); got != sha("imported-secret-42") {
 		t.Fatal("the imported secret did not reach the child")
 	}

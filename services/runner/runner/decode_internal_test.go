@@ -135,9 +135,16 @@ type fakeRequest struct {
 	errText   string
 }
 
-func (r *fakeRequest) Respond(data []byte, _ ...micro.RespondOpt) error {
+func (r *fakeRequest) Respond(data []byte, opts ...micro.RespondOpt) error {
 	r.responses++
 	r.body = data
+	// Error replies carry the micro error headers (bus.RespondError sets them
+	// through micro.WithHeaders): apply the options as micro would.
+	m := &nats.Msg{}
+	for _, o := range opts {
+		o(m)
+	}
+	r.errCode, r.errText = m.Header.Get(bus.HeaderErrorCode), m.Header.Get(bus.HeaderError)
 	return nil
 }
 
