@@ -3,6 +3,10 @@ package schema
 import (
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // TestSchemaCases checks hand-written documents that each schema must accept
@@ -13,6 +17,18 @@ func TestSchemaCases(t *testing.T) {
 	const record = `{"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","name":"X","slug":"x","enabled":true,` +
 		`"source":{"type":"manual"},"package":{"type":"npm","identifier":"pkg"},"transport":{"type":"stdio"}`
 	const now = `"2026-01-02T03:04:05.123456789Z"`
+	// draft is a config.create body's config as libs/client sends it.
+	const draft = `{"id":"","name":"X","slug":"","enabled":false,"source":{"type":""},"package":{"type":"binary","identifier":"/usr/bin/x"},"transport":{"type":"stdio"}}`
+	// plan is the start of an install plan (without auth_type, ready, draft).
+	const plan = `{"source":"official","name":"io.github.domdomegg/airtable-mcp-server","version":"1.7.3",` +
+		`"package":{"type":"npm","registry_type":"npm","identifier":"airtable-mcp-server@1.7.3","version":"1.7.3","runtime_hint":"npx"},` +
+		`"options":[{"kind":"package","type":"npm","identifier":"airtable-mcp-server","usable":true,"chosen":true},` +
+		`{"kind":"package","type":"mcpb","identifier":"x.mcpb","usable":false,"reason":"MCP bundles (.mcpb) are not supported"}],` +
+		`"credentials":[{"kind":"env","name":"AIRTABLE_API_KEY","required":true}],"inputs":[{"name":"LOG_LEVEL","kind":"env","required":false,"default":"info","value":"info"}]`
+	const planDraft = `{"id":"","name":"airtable","slug":"airtable","enabled":true,"source":{"type":"official","name":"io.github.domdomegg/airtable-mcp-server"},` +
+		`"package":{"type":"npm","identifier":"airtable-mcp-server@1.7.3","runtime_hint":"npx"},"transport":{"type":"stdio"},"auth_type":"api_key",` +
+		`"env_vars":{"AIRTABLE_API_KEY":{"secret_ref":"AIRTABLE_API_KEY","is_secret":true,"required":true}}}`
+	curveKey := newCurveKey(t)
 	cases := []struct {
 		schema string
 		ok     bool
@@ -44,6 +60,21 @@ func TestSchemaCases(t *testing.T) {
 		{"mcp-config", true, record + `,"tools":{"allow":["read_*","list_*"],"deny":["*delete*"]}}`},
 		{"mcp-config", false, record + `,"tools":{"only":["x"]}}`},
 		{"mcp-config", false, record + `,"tools":{"allow":[""]}}`},
+		{"mcp-config", true, record + `,"env_vars":{"TOKEN":{"secret_ref":"TOKEN","is_secret":true,"required":true}}}`},
+		{"mcp-config", false, record + `,"env_vars":{"TOKEN":{"is_secret":true,"required":true}}}`}, // a record names where the secret is
+		{"mcp-config", false, strings.Replace(record, `"slug":"x"`, `"slug":""`, 1) + `}`},
+		{"mcp-config", false, strings.Replace(record, `"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"`, `"id":""`, 1) + `}`},
+		{"mcp-config", false, strings.Replace(record, `"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"`, `"id":"0B6F2A4E-3C1D-4F7A-9A53-2F9F4B8C1D2E"`, 1) + `}`},
+		{"mcp-config", false, strings.Replace(record, `"manual"`, `""`, 1) + `}`},
+		{"mcp-config", true, strings.Replace(record, `"identifier":"pkg"`, `"identifier":"pkg","runtime_args":["--yes"]`, 1) + `}`},
+		{"mcp-config", false, strings.Replace(record, `"type":"npm","identifier":"pkg"`, `"type":"binary","identifier":"pkg","runtime_args":["--yes"]`, 1) + `}`},
+		{"mcp-config", false, strings.Replace(record, `"identifier":"pkg"`, `"identifier":"pkg","runtime_args":["a\nb"]`, 1) + `}`},
+		// What a Go client sends for a draft: empty strings for what it leaves to the config service.
+		{"mcp-config#draft", true, `{"id":"","name":"Remote","slug":"","enabled":false,"source":{"type":""},"package":{"type":"","identifier":""},"transport":{"type":"http","url":"https://example.com/mcp"}}`},
+		{"mcp-config#draft", true, `{"name":"Local","package":{"type":"npm","identifier":"pkg"},"transport":{"type":"stdio"},"env_vars":{"API_KEY":{"is_secret":true,"required":true}}}`},
+		{"mcp-config#draft", false, `{"id":"","name":"Local","slug":"","source":{"type":""},"package":{"type":"npm","identifier":""},"transport":{"type":"stdio"}}`},
+		{"mcp-config#draft", false, `{"id":"nope","name":"Remote","transport":{"type":"http","url":"https://example.com/mcp"}}`},
+		{"mcp-config#draft", false, `{"name":"Local","package":{"type":"npm","identifier":"pkg"},"transport":{"type":"stdio"},"env_vars":{"API_KEY":{"is_secret":false,"required":true}}}`},
 		{"mcp-config#draft", true, `{"name":"Remote","transport":{"type":"http","url":"https://example.com/mcp"}}`},
 		{"mcp-config#draft", false, `{"name":"Remote","transport":{"type":"http"}}`},
 		{"mcp-config#draft", false, `{"name":"Remote","transport":{"type":"http","url":"ftp://example.com/mcp"}}`},
@@ -123,10 +154,155 @@ func TestSchemaCases(t *testing.T) {
 		{"call-event", false, `{"server":"x","tool":"echo","outcome":"error","duration_ms":1,"at":` + now + `}`},
 		{"call-event", false, `{"server":"x","tool":"echo","outcome":"ok","code":"NOT_FOUND","duration_ms":1,"at":` + now + `}`},
 		{"call-event", false, `{"server":"x","tool":"echo","outcome":"ok","trace_id":"xyz","duration_ms":1,"at":` + now + `}`},
+
+		// Config service.
+		{"config-ref", true, `{"server":"x"}`},
+		{"config-ref", true, `{"server":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"}`},
+		{"config-ref", false, `{"server":"  "}`},
+		{"config-ref", false, `{}`},
+		{"config-ref", false, `{"server":"x","revision":1}`},
+		{"config-create-request", true, `{"config":` + draft + `}`},
+		{"config-create-request", true, `{"config":` + draft + `,"secrets":{"env":{"API_KEY":"s3cret"},"headers":{"Authorization":"Bearer t"}}}`},
+		{"config-create-request", false, `{"secrets":{}}`},
+		{"config-create-request", false, `{"config":{"name":"X","transport":{"type":"stdio"},"package":{"type":"","identifier":""}}}`},
+		{"config-create-request", false, `{"config":` + draft + `,"secrets":{"env":{"API_KEY":""}}}`},
+		{"config-create-request", false, `{"config":` + draft + `,"secrets":{"passwords":{}}}`},
+		{"config-update-request", true, `{"config":` + strings.Replace(draft, `"id":""`, `"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"`, 1) + `}`},
+		{"config-update-request", true, `{"config":` + strings.Replace(draft, `"slug":""`, `"slug":"x","revision":4`, 1) + `}`},
+		{"config-update-request", false, `{"config":` + draft + `}`}, // neither id nor slug
+		{"config-update-request", false, `{"config":` + strings.Replace(draft, `"slug":""`, `"slug":"x","revision":-1`, 1) + `}`},
+		{"config-list-request", true, `{}`},
+		{"config-list-request", false, `{"server":"x"}`},
+		{"config-list-reply", true, `{"configs":[` + record + `}]}`},
+		{"config-list-reply", true, `{"configs":[]}`},
+		{"config-list-reply", false, `{"configs":null}`},
+		{"config-list-reply", false, `{"configs":[` + draft + `]}`},
+		{"config-delete-reply", true, `{"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","server":"x"}`},
+		{"config-delete-reply", false, `{"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"}`},
+		{"config-delete-reply", false, `{"id":"x","server":"x"}`},
+		{"config-import-request", true, `{"content":"{\"mcpServers\":{}}","vars":{"TOKEN":"v"},"replace":true,"enabled":false}`},
+		{"config-import-request", true, `{"format":"mcp.yaml","content":"servers: {}"}`},
+		{"config-import-request", false, `{"format":"toml","content":"x"}`},
+		{"config-import-request", false, `{"content":" \n"}`},
+		{"config-import-request", false, `{"content":"x","vars":{"A":1}}`},
+		{"config-import-reply", true, `{"created":[` + record + `}],"updated":[]}`},
+		{"config-import-reply", false, `{"created":[]}`},
+		{"config-export-request", true, `{"format":""}`},
+		{"config-export-request", true, `{"format":"mcpServers","servers":["x","0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"]}`},
+		{"config-export-request", false, `{}`},
+		{"config-export-request", false, `{"format":"xml"}`},
+		{"config-export-request", false, `{"format":"servers","servers":[""]}`},
+		{"config-export-reply", true, `{"format":"mcp.yaml","content":"servers: {}\n"}`},
+		{"config-export-reply", false, `{"format":"","content":""}`},
+		{"config-export-reply", false, `{"format":"servers"}`},
+		{"config-history-reply", true, `{"revisions":[{"revision":3,"operation":"put","at":` + now + `,"config":` + record + `,"revision":3}},` +
+			`{"revision":5,"operation":"delete","at":` + now + `}]}`},
+		{"config-history-reply", true, `{"revisions":[]}`},
+		{"config-history-reply", false, `{"revisions":[{"revision":5,"operation":"delete","at":` + now + `,"config":` + record + `}}]}`},
+		{"config-history-reply", false, `{"revisions":[{"revision":0,"operation":"put","at":` + now + `}]}`},
+		{"config-history-reply", false, `{"revisions":[{"revision":1,"operation":"update","at":` + now + `}]}`},
+		{"config-rollback-request", true, `{"server":"x","revision":3}`},
+		{"config-rollback-request", false, `{"server":"x","revision":0}`},
+		{"config-rollback-request", false, `{"server":"x"}`},
+		{"config-rollback-request", false, `{"server":"","revision":3}`},
+		{"config-event", true, `{"type":"created","server":"x","id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","revision":1,"enabled":false,"request_id":"r","at":` + now + `}`},
+		{"config-event", true, `{"type":"deleted","server":"x","id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","enabled":false,"at":` + now + `}`},
+		{"config-event", false, `{"type":"deleted","server":"x","id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","revision":2,"enabled":false,"at":` + now + `}`},
+		{"config-event", false, `{"type":"updated","server":"x","id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","enabled":false,"at":` + now + `}`},
+		{"config-event", false, `{"type":"enabled","server":"x","id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","revision":2,"enabled":false,"at":` + now + `}`},
+		{"config-event", false, `{"type":"disabled","server":"x","id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","revision":2,"enabled":true,"at":` + now + `}`},
+		{"config-event", false, `{"type":"renamed","server":"x","id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","revision":2,"enabled":true,"at":` + now + `}`},
+		{"slug-reservation", true, `"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"`},
+		{"slug-reservation", false, `"x"`},
+		{"slug-reservation", false, `{"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"}`},
+
+		// Credential service: set carries values, the description has no place for one.
+		{"cred-set-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"env":{"API_KEY":"s3cret"},` +
+			`"headers":{"X-Api-Key":"v\tw"},"keyfiles":{"GCP_KEY":"/etc/keys/gcp.json"},` +
+			`"oauth":{"access_token":"a","refresh_token":"r","token_type":"Bearer","expires_at":` + now + `,"scopes":["repo"],"provider":"github",` +
+			`"token_url":"https://github.com/login/oauth/access_token","client_id":"c","client_secret":"s","env_var":"GITHUB_TOKEN"}}}`},
+		{"cred-set-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{},"replace":true}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{}}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"env":{}}}`},
+		{"cred-set-request", false, `{"server_id":"0B6F2A4E-3C1D-4F7A-9A53-2F9F4B8C1D2E","credentials":{"env":{"A":"b"}}}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"env":{"A=B":"c"}}}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"env":{"A":"b\u0000"}}}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"headers":{"Bad Header":"v"}}}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"headers":{"X-Key":"a\r\nInjected: 1"}}}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"keyfiles":{"K":"relative/key"}}}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"oauth":{"access_token":"a"}}}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"oauth":{"env_var":"T"}}}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"oauth":{"access_token":"a","env_var":"T","token_url":"https://u:p@auth.example/token"}}}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"oauth":{"access_token":"a","env_var":"T","token_url":"ftp://auth.example/token"}}}`},
+		{"cred-delete-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"}`},
+		{"cred-delete-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","names":["API_KEY","oauth"]}`},
+		{"cred-delete-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","names":[""]}`},
+		{"cred-delete-request", false, `{"names":["API_KEY"]}`},
+		{"cred-describe-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"}`},
+		{"cred-describe-request", false, `{"server_id":"x"}`},
+		{"cred-describe-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","values":true}`},
+		{"cred-description", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","backend":"vault","env":["API_KEY"],"headers":["Authorization"],"keyfiles":[],` +
+			`"oauth":{"provider":"github","expires_at":` + now + `,"has_refresh_token":true,"scopes":["repo"],"env_var":"GITHUB_TOKEN"},"updated_at":` + now + `}`},
+		{"cred-description", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","backend":"file","env":[],"headers":[],"keyfiles":[]}`},
+		{"cred-description", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","backend":"file","env":[],"headers":[],"keyfiles":[],"updated_at":` + now + `}`},
+		{"cred-description", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","backend":"file","env":{"API_KEY":"s3cret"},"headers":[],"keyfiles":[]}`},
+		{"cred-description", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","backend":"file","env":[],"headers":[],"keyfiles":[],"values":{"API_KEY":"s3cret"}}`},
+		{"cred-description", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","backend":"file","env":[],"headers":[],"keyfiles":[],` +
+			`"oauth":{"access_token":"a","has_refresh_token":false,"env_var":"T"},"updated_at":` + now + `}`},
+		{"cred-description", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","backend":"file","env":null,"headers":[],"keyfiles":[]}`},
+		{"cred-description", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","backend":"memory","env":[],"headers":[],"keyfiles":[]}`},
+		{"cred-resolve-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","recipient_key":"` + curveKey + `"}`},
+		{"cred-resolve-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","recipient_key":"` + strings.Replace(curveKey, "X", "U", 1) + `"}`},
+		{"cred-resolve-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","recipient_key":"` + curveKey[:55] + `"}`},
+		{"cred-resolve-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"}`},
+		{"sealed-reply", true, `{"sender_key":"` + curveKey + `","sealed":"eGt2MT0sQGjEwJuerG8k6DFcwvJjACC+JTt/p9Zrc7N+Ljg="}`},
+		{"sealed-reply", false, `{"sender_key":"` + curveKey + `","sealed":"not base64!"}`},
+		{"sealed-reply", false, `{"sender_key":"` + curveKey + `","sealed":""}`},
+		{"sealed-reply", false, `{"sender_key":"` + curveKey + `","sealed":"eGt2MQ==","env":{"API_KEY":"s3cret"}}`},
+
+		// Registry service.
+		{"registry-search-request", true, `{"query":"github"}`},
+		{"registry-search-request", true, `{"query":"  file system  ","registry":"smithery","page":2,"page_size":100}`},
+		{"registry-search-request", false, `{"query":"   "}`},
+		{"registry-search-request", false, `{"query":"a\u0007b"}`},
+		{"registry-search-request", false, `{"query":"` + strings.Repeat("q", 201) + `"}`},
+		{"registry-search-request", false, `{"query":"x","registry":"npm"}`},
+		{"registry-search-request", false, `{"query":"x","page_size":101}`},
+		{"registry-search-request", false, `{"query":"x","page":0}`},
+		{"registry-search-reply", true, `{"results":[{"name":"io.github.acme/github-mcp","qualified_name":"@acme/github","version":"0.3.0","sources":["official","smithery"],` +
+			`"verified":true,"use_count":12,"remote":false}],"page":1,"page_size":20,"total":1,"has_more":false,` +
+			`"stale":true,"warnings":[{"source":"smithery","code":"NETWORK_ERROR","message":"smithery did not answer"}]}`},
+		{"registry-search-reply", false, `{"results":[{"name":"x","sources":[],"verified":false,"use_count":0}],"page":1,"page_size":20,"total":1,"has_more":false}`},
+		{"registry-search-reply", false, `{"results":[{"name":"x","sources":["npm"],"verified":false,"use_count":0}],"page":1,"page_size":20,"total":1,"has_more":false}`},
+		{"registry-search-reply", false, `{"results":[],"page":1,"page_size":20,"total":0,"has_more":false,"warnings":[{"source":"smithery","code":"OOPS","message":"x"}]}`},
+		{"registry-search-reply", false, `{"results":null,"page":1,"page_size":20,"total":0,"has_more":false}`},
+		{"registry-get-request", true, `{"name":"io.github.domdomegg/airtable-mcp-server","version":"1.7.3","prefer":"docker","variables":{"target_dir":"/tmp"}}`},
+		{"registry-get-request", true, `{"name":"@acme/weather","registry":"smithery"}`},
+		{"registry-get-request", true, `{"name":"exa"}`},
+		{"registry-get-request", false, `{"name":"exa","registry":"official"}`},
+		{"registry-get-request", false, `{"name":"@acme/weather","registry":"smithery","version":"1.0.0"}`},
+		{"registry-get-request", false, `{"name":"@acme/weather","version":"1.0.0"}`}, // inferred smithery: no versions
+		{"registry-get-request", false, `{"name":"io.github.a/b","prefer":"pypi"}`},
+		{"registry-get-request", false, `{"name":"io.github.a/b","variables":{"bad name":"x"}}`},
+		{"registry-get-request", false, `{"name":"io.github.a/b","variables":{"v":"two\nlines"}}`},
+		{"registry-get-request", false, `{"name":"../etc/passwd"}`},
+		{"install-plan", true, plan + `,"auth_type":"api_key","ready":true,"draft":` + planDraft + `}`},
+		{"install-plan", true, plan + `,"missing":["tenant_id"],"auth_type":"none","ready":false}`},
+		{"install-plan", false, plan + `,"missing":["tenant_id"],"auth_type":"none","ready":true,"draft":` + planDraft + `}`},
+		{"install-plan", false, plan + `,"auth_type":"none","ready":true}`},
+		{"install-plan", false, plan + `,"auth_type":"none","ready":false,"draft":` + planDraft + `}`},
+		{"install-plan", false, plan + `,"auth_type":"basic","ready":false}`},
+		{"install-plan", false, strings.Replace(plan, `"chosen":true`, `"chosen":false`, 1) + `,"auth_type":"none","ready":false}`},
+		{"install-plan", false, strings.Replace(plan, `"usable":false,"reason":"MCP bundles (.mcpb) are not supported"`, `"usable":false`, 1) + `,"auth_type":"none","ready":false}`},
+		{"install-plan", false, strings.Replace(plan, `"kind":"env","name":"AIRTABLE_API_KEY"`, `"kind":"env","name":"AIRTABLE_API_KEY","value":"s3cret"`, 1) + `,"auth_type":"none","ready":false}`},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {
 		covered[strings.TrimSuffix(c.schema, "#draft")] = true
+		if _, err := decode([]byte(c.doc)); err != nil {
+			t.Errorf("%s case is not JSON (a rejection would prove nothing): %v\n%s", c.schema, err, c.doc)
+			continue
+		}
 		err := r.validate(c.schema, []byte(c.doc))
 		switch {
 		case c.ok && err != nil:
@@ -170,5 +346,84 @@ func TestSchemaCases(t *testing.T) {
 		case !c.ok && err == nil:
 			t.Errorf("%s should reject %v", c.schema, c.h)
 		}
+	}
+}
+
+// newCurveKey makes a real nkeys curve public key.
+func newCurveKey(t *testing.T) string {
+	t.Helper()
+	kp, err := nkeys.CreateCurveKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}
+
+// TestCurveKeyPattern checks the curve key pattern of the schemas against
+// nkeys itself: real keys match it (56 characters, prefix X), and strings
+// nkeys rejects for their prefix, length or alphabet do not. nkeys also
+// accepts a key with a trailing "A" (base32 padding bits); the schema keeps
+// the canonical form nkeys writes.
+func TestCurveKeyPattern(t *testing.T) {
+	r := loadRegistry(t)
+	const id = "0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"
+	schemaOK := func(key string) bool {
+		return r.validate("cred-resolve-request", []byte(`{"server_id":"`+id+`","recipient_key":"`+key+`"}`)) == nil
+	}
+	check := func(key string, want bool) {
+		t.Helper()
+		if got := nkeys.IsValidPublicCurveKey(key); got != want {
+			t.Fatalf("nkeys says %q valid=%v, want %v", key, got, want)
+		}
+		err := r.validate("cred-resolve-request", []byte(`{"server_id":"`+id+`","recipient_key":"`+key+`"}`))
+		if (err == nil) != want {
+			t.Errorf("the schema says %q valid=%v, nkeys %v: %v", key, err == nil, want, err)
+		}
+	}
+	for range 20 {
+		key := newCurveKey(t)
+		if len(key) != 56 {
+			t.Fatalf("curve key %q has %d characters", key, len(key))
+		}
+		check(key, true)
+		check(key[:55], false)
+		check(key+"AA", false)
+		check(strings.ToLower(key), false)
+		if schemaOK(key + "A") {
+			t.Errorf("the schema accepts the non-canonical %qA", key)
+		}
+	}
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upub, err := user.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(upub, false) // a user key: prefix U
+
+	// A real sealed box matches sealed-reply.json.
+	recipient, err := nkeys.CreateCurveKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender, err := nkeys.CreateCurveKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpub, _ := recipient.PublicKey()
+	spub, _ := sender.PublicKey()
+	sealed, err := sender.Seal([]byte(`{"env":{"API_KEY":"s3cret"}}`), rpub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := mustJSON(t, model.SealedReply{SenderKey: spub, Sealed: sealed})
+	if err := r.validate("sealed-reply", body); err != nil {
+		t.Errorf("sealed-reply.json rejects a real sealed reply: %v\n%s", err, body)
 	}
 }

@@ -36,6 +36,11 @@ func TestSchemasCompile(t *testing.T) {
 		"call-arguments", "call-event", "call-result", "cancel-request", "catalog", "control-request", "error",
 		"mcp-config", "progress-event", "rpc-request", "runtime-request", "runtime-status-reply", "servers-file",
 		"status", "tool", "tools-list-reply", "tools-list-request",
+		"config-create-request", "config-update-request", "config-ref", "config-list-request", "config-list-reply",
+		"config-delete-reply", "config-import-request", "config-import-reply", "config-export-request",
+		"config-export-reply", "config-history-reply", "config-rollback-request", "config-event", "slug-reservation",
+		"cred-set-request", "cred-delete-request", "cred-describe-request", "cred-description", "cred-resolve-request",
+		"sealed-reply", "registry-search-request", "registry-search-reply", "registry-get-request", "install-plan",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {
@@ -196,11 +201,19 @@ func TestAsyncAPI(t *testing.T) {
 	for _, subject := range []string{
 		s.ToolsList(), s.Call("srv", "tool"), s.RPC("srv"), s.Cancel("srv"), s.Control("srv"),
 		s.Runtime("start"), s.Runtime("stop"), s.Runtime("restart"), s.Runtime("status"),
-		s.Event("status", "srv"), s.Event("call", "srv"),
+		s.Event("status", "srv"), s.Event("call", "srv"), s.Event("config", "srv"),
 		"$KV." + bus.BucketConfigs + ".id", "$KV." + bus.BucketStatus + ".srv", "$KV." + bus.BucketTools + ".srv",
+		"$KV." + bus.BucketSlugs + ".srv",
 	} {
 		if r.channelFor(subject) == "" {
 			t.Errorf("no channel of %s matches subject %s", asyncAPIFile, subject)
+		}
+	}
+	for service, verbs := range controlVerbs() {
+		for _, verb := range verbs {
+			if subject := s.Service(service, verb); r.channelFor(subject) == "" {
+				t.Errorf("no channel of %s matches subject %s", asyncAPIFile, subject)
+			}
 		}
 	}
 	// The progress channel is the one named by the header.

@@ -1,12 +1,14 @@
 package schema
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,14 +18,19 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"sigs.k8s.io/yaml"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
-	"github.com/mcpbus/mcpbus/libs/configstore"
+	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/config/config"
+	"github.com/mcpbus/mcpbus/services/credential/credential"
+	regsvc "github.com/mcpbus/mcpbus/services/registry/registry"
+	"github.com/mcpbus/mcpbus/services/registry/registrytest"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
-	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
 
 // captured is one message seen on the bus.
@@ -64,9 +71,9 @@ func (c *recorder) count(f func(captured) bool) int {
 }
 
 // record subscribes a plain NATS connection to every subject.
-func record(t *testing.T, env *runnertest.Env) *recorder {
+func record(t *testing.T, ns *embednats.Server) *recorder {
 	t.Helper()
-	nc, err := env.NS.Connect(nats.Name("schema-recorder"))
+	nc, err := ns.Connect(nats.Name("schema-recorder"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,54 +111,154 @@ func wantCode(t *testing.T, what string, err error, code apierr.Code) {
 	}
 }
 
-// TestRealMessages runs a runner with the go-sdk test server, drives real
-// traffic through libs/client, records every message of the bus and checks
-// each body (requests, replies, errors, progress, events, KV values) against
-// its schema and the headers against the AsyncAPI header schemas.
+// logBuffer collects the services' log lines, shown when the test fails.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf.String()
+	if len(s) > n {
+		s = s[len(s)-n:]
+	}
+	return s
+}
+
+// startSystem runs the whole of mcpbus as `mcpbus up` assembles it (config,
+// credential, registry and runner services on an embedded NATS) in front of
+// fake registries serving the recorded fixtures of services/registry.
+func startSystem(t *testing.T) *stack.Stack {
+	t.Helper()
+	const fixtures = "../../services/registry/testdata/"
+	var official []json.RawMessage
+	for _, f := range []string{"official-sample.json", "official-more.json"} {
+		entries, err := registrytest.LoadOfficial(fixtures + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		official = append(official, entries...)
+	}
+	off, err := registrytest.NewOfficial(official)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(off.Close)
+	smithery, err := registrytest.LoadSmithery(fixtures + "smithery-sample.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := registrytest.LoadSmithery(fixtures + "smithery-more.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	smithery.Merge(more)
+	smi, err := registrytest.NewSmithery(smithery, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(smi.Close)
+
+	logs := &logBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := stack.Start(ctx, stack.Options{
+		DataDir: t.TempDir(), InProcessOnly: true,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Runner: runner.Options{ID: "schema-runner", StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second, StartTimeout: 10 * time.Second},
+		// A failed enable answers within this instead of the 90 s default.
+		Config: config.Options{StartTimeout: 15 * time.Second},
+		// Plans must not depend on whether this host has npx or docker.
+		Registry: regsvc.Options{OfficialURL: off.URL, SmitheryURL: smi.URL, HasCommand: func(string) bool { return true }},
+	})
+	if err != nil {
+		t.Fatalf("starting the stack: %v", err)
+	}
+	t.Cleanup(func() {
+		st.Close()
+		if t.Failed() {
+			t.Logf("service log (tail):\n%s", logs.tail(8000))
+		}
+	})
+	return st
+}
+
+// waitState polls runtime.status until server is in state.
+func waitState(t *testing.T, cl *client.Client, server, state string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var st model.Status
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var err error
+		st, err = cl.Runtime(ctx, "status", server)
+		cancel()
+		if err == nil && st.State == state {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("server %s: state %q (%s %s), want %q after %s", server, st.State, st.Code, st.Message, state, within)
+}
+
+// TestRealMessages runs the whole system (tools/mcpbus/stack) with the go-sdk
+// test server and fake registries, drives real traffic through every service
+// (runner, config, credential, registry) with their Go clients, records every
+// message of the bus and checks each body (requests, replies, errors,
+// progress, events, KV values) against its schema, the headers against the
+// AsyncAPI header schemas, and that no secret value leaves the messages
+// allowed to carry it.
 func TestRealMessages(t *testing.T) {
 	began := time.Now()
 	reg := loadRegistry(t)
-	env := runnertest.Start(t, runner.Options{
-		ID: "schema-runner", StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second, StartTimeout: 10 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	rec := record(t, env)
+	sys := startSystem(t)
+	rec := record(t, sys.NATS)
 	subj := bus.NewSubjects("")
+	sec := newSecrets()
+	bad := deliberate{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := sys.Client
 
-	// A servers file as a person writes it: checked by the schema and by the
-	// real parser, then stored as `mcpbus up --config` does.
+	// A servers file as a person writes it: checked by the schema, then
+	// imported through the config service as `mcpbus up --config` does. Its
+	// secrets come in as ${VAR} references and go to the credential service.
 	serversFile := fmt.Sprintf(`{"servers": [
   {"name": "Schema", "enabled": true,
    "package": {"type": "binary", "identifier": %q},
    "transport": {"type": "stdio"},
-   "env_vars": {"GREETING": {"value": "hi"}},
+   "env_vars": {"GREETING": {"value": "hi"}, "SCHEMA_TOKEN": {"value": "${SCHEMA_TOKEN}", "is_secret": true, "required": true}},
    "config": {"anything": ["goes", 1]},
    "runtime": {"call_timeout": "10s", "start_timeout": 10000}},
   {"name": "Remote Off", "enabled": false,
    "source": {"type": "official", "name": "io.example/remote", "version": "1.0.0", "url": "https://registry.example/servers/remote"},
-   "transport": {"type": "http", "url": "https://example.invalid/mcp", "headers": {"X-Test": "1"}},
-   "auth_type": "api_key",
-   "env_vars": {"API_KEY": {"secret_ref": "remote-off/api_key", "is_secret": true, "required": true}}},
+   "transport": {"type": "http", "url": "https://example.invalid/mcp", "headers": {"X-Test": "1", "Authorization": "Bearer ${REMOTE_TOKEN}"}},
+   "auth_type": "api_key"},
   {"name": "Broken", "enabled": true,
    "package": {"type": "binary", "identifier": "/nonexistent/mcpbus-no-such-server"},
    "transport": {"type": "stdio"}}
 ]}`, testServer)
 	reg.check(t, "servers-file", "file servers.json", []byte(serversFile))
-	cfgs, err := configstore.Parse([]byte(serversFile))
-	if err != nil {
-		t.Fatalf("the servers file is rejected by configstore.Parse: %v", err)
+	path := filepath.Join(t.TempDir(), "servers.json")
+	if err := os.WriteFile(path, []byte(serversFile), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range cfgs {
-		env.Put(t, c)
+	imported, err := sys.LoadServers(ctx, path, map[string]string{"SCHEMA_TOKEN": sec.value("schema-token"), "REMOTE_TOKEN": sec.value("remote-token")})
+	if err != nil || len(imported.Created) != 3 {
+		t.Fatalf("importing the servers file: %v (%d created)", err, len(imported.Created))
 	}
 	const srv = "schema"
-	env.WaitState(t, srv, model.StateRunning, 10*time.Second)
-	env.WaitState(t, "remote-off", model.StateDisabled, 5*time.Second)
-	env.WaitState(t, "broken", model.StateError, 10*time.Second)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	cl := env.Client
+	waitState(t, cl, srv, model.StateRunning, 15*time.Second)
+	waitState(t, cl, "remote-off", model.StateDisabled, 5*time.Second)
+	waitState(t, cl, "broken", model.StateError, 10*time.Second)
 
 	// tools.list, all and one server.
 	if tools, err := cl.ListTools(ctx, ""); err != nil || len(tools) == 0 {
@@ -188,6 +295,7 @@ func TestRealMessages(t *testing.T) {
 	if err := cl.RPC(ctx, srv, "resources/list", map[string]any{}, &resources); err != nil {
 		t.Fatalf("resources/list: %v", err)
 	}
+	bad.add("rpc", model.RPCRequest{Method: invalidRPC})
 	wantCode(t, "unsupported rpc method", cl.RPC(ctx, srv, invalidRPC, nil, nil), apierr.Validation)
 	// runtime: status of all and of one, a disabled and an unknown server, stop and start.
 	if _, err := cl.Status(ctx); err != nil {
@@ -216,29 +324,49 @@ func TestRealMessages(t *testing.T) {
 	}
 	ccancel()
 
+	// The control plane: every verb of the config, credential and registry services.
+	driveControlPlane(t, ctx, sys, sec, bad)
+
 	// Wait for the trailing messages: the call events (published after each
-	// reply) and the reply of the cancelled call, then a marker published on
-	// the runner's own connection after them.
+	// reply), the reply of the cancelled call and of whatever the runner asked
+	// on its own (credentials of a server it starts), then a marker published
+	// after them.
 	const calls = 5 // echo, progress, fail, no_such_tool, sleep
 	callEvents := func(m captured) bool { return strings.HasPrefix(m.Subject, subj.Prefix+".events.call.") }
 	waitFor(t, "the call events", 5*time.Second, func() bool { return rec.count(callEvents) >= calls })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		left := unanswered(rec.all(), subj)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("requests without a reply after 10s: %s", strings.Join(left, ", "))
+		}
+	}
 	marker := "schematest.done." + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if err := env.NC.Publish(marker, nil); err != nil {
+	if err := sys.Conn.Publish(marker, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the marker", 5*time.Second, func() bool {
 		return rec.count(func(m captured) bool { return m.Subject == marker }) == 1
 	})
 
-	checkBus(t, reg, rec.all(), subj)
+	msgs := rec.all()
+	tally := checkBus(t, reg, msgs, subj, bad)
+	checkVerbs(t, tally)
+	checkSecrets(t, msgs, subj, sec)
 	progressMu.Lock()
 	if len(progress) != 2 {
 		t.Errorf("the client got %d progress events, want 2: %+v", len(progress), progress)
 	}
 	progressMu.Unlock()
-	checkStream(t, reg, env, subj)
-	checkKV(t, reg, env)
-	checkCallOutcomes(t, rec.all(), subj, cancelID)
+	js, err := jetstream.New(sys.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStream(t, reg, js, subj)
+	checkKV(t, reg, js)
+	checkCallOutcomes(t, msgs, subj, cancelID)
 
 	// Every schema was exercised by a real message.
 	var summary []string
@@ -258,18 +386,42 @@ func TestRealMessages(t *testing.T) {
 	}
 	checkClosed(t, reg)
 	sort.Strings(summary)
-	t.Logf("validated in %s:\n  %s", time.Since(began).Round(time.Millisecond), strings.Join(summary, "\n  "))
+	t.Logf("validated %d messages in %s:\n  %s", len(msgs), time.Since(began).Round(time.Millisecond), strings.Join(summary, "\n  "))
 }
 
 // invalidRPC is a method the test sends on purpose: rpc-request.json must
 // reject the request and the runner must answer it with an error.
 const invalidRPC = "tools/call"
 
+// deliberate holds the requests the test sends against their schema on
+// purpose (kind + body): the schema must reject them and the service must
+// answer with an error.
+type deliberate map[string]bool
+
+func (d deliberate) add(kind string, body any) {
+	b, err := json.Marshal(body) // what libs/bus sends
+	if err != nil {
+		panic(err)
+	}
+	d[kind+" "+string(b)] = true
+}
+
+func (d deliberate) has(kind string, body []byte) bool { return d[kind+" "+string(body)] }
+
 // request is a recorded request of the bus protocol.
 type request struct {
 	captured
-	kind    string // tools.list, call, rpc, cancel, control, runtime.<verb>
+	kind    string // tools.list, call, rpc, cancel, control, runtime.<verb>, config.<verb>, cred.<verb>, registry.<verb>
 	invalid bool   // sent on purpose against the schema
+}
+
+// controlVerbs are the verbs of the control-plane services, by service.
+func controlVerbs() map[string][]string {
+	return map[string][]string{
+		"config":   config.Verbs,
+		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve},
+		"registry": {"search", "get"},
+	}
 }
 
 // kindOf names the request subjects of the bus; "" for other subjects.
@@ -295,6 +447,12 @@ func kindOf(subject string, s bus.Subjects) string {
 		case "start", "stop", "restart", "status":
 			return "runtime." + tok[1]
 		}
+	case len(tok) == 2:
+		for _, verb := range controlVerbs()[tok[0]] {
+			if verb == tok[1] {
+				return rest
+			}
+		}
 	}
 	return ""
 }
@@ -304,16 +462,68 @@ var requestSchema = map[string]string{
 	"tools.list": "tools-list-request", "call": "call-arguments", "rpc": "rpc-request", "cancel": "cancel-request",
 	"control": "control-request", "runtime.start": "runtime-request", "runtime.stop": "runtime-request",
 	"runtime.restart": "runtime-request", "runtime.status": "runtime-request",
+
+	"config.create": "config-create-request", "config.get": "config-ref", "config.list": "config-list-request",
+	"config.update": "config-update-request", "config.delete": "config-ref", "config.enable": "config-ref",
+	"config.disable": "config-ref", "config.import": "config-import-request", "config.export": "config-export-request",
+	"config.history": "config-ref", "config.rollback": "config-rollback-request",
+
+	"cred.set": "cred-set-request", "cred.delete": "cred-delete-request", "cred.describe": "cred-describe-request",
+	"cred.resolve": "cred-resolve-request",
+
+	"registry.search": "registry-search-request", "registry.get": "registry-get-request",
+}
+
+// replySchema is the schema of the success reply of the request kinds that
+// have exactly one.
+var replySchema = map[string]string{
+	"call": "call-result", "control": "status", "runtime.start": "status", "runtime.stop": "status", "runtime.restart": "status",
+
+	"config.create": "mcp-config", "config.get": "mcp-config", "config.update": "mcp-config", "config.enable": "mcp-config",
+	"config.disable": "mcp-config", "config.rollback": "mcp-config", "config.list": "config-list-reply",
+	"config.delete": "config-delete-reply", "config.import": "config-import-reply", "config.export": "config-export-reply",
+	"config.history": "config-history-reply",
+
+	"cred.set": "cred-description", "cred.delete": "cred-description", "cred.describe": "cred-description",
+	"cred.resolve": "sealed-reply",
+
+	"registry.search": "registry-search-reply", "registry.get": "install-plan",
+}
+
+// eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>).
+var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event"}
+
+// outcomes counts the answers of one request kind.
+type outcomes struct{ ok, failed int }
+
+// unanswered lists the recorded requests (cancellations aside) that have no reply yet.
+func unanswered(msgs []captured, s bus.Subjects) []string {
+	waiting := map[string]string{}
+	for _, m := range msgs {
+		if k := kindOf(m.Subject, s); k != "" && k != "cancel" && m.Reply != "" {
+			waiting[m.Reply] = m.Subject
+		}
+	}
+	for _, m := range msgs {
+		delete(waiting, m.Subject)
+	}
+	out := make([]string, 0, len(waiting))
+	for _, subject := range waiting {
+		out = append(out, subject)
+	}
+	return out
 }
 
 // checkBus validates every recorded message of the bus protocol: requests by
 // subject, replies by the request they answer, progress by the subject named
-// in the call, events by subject, and KV writes by bucket.
-func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects) {
+// in the call, events by subject, and KV writes by bucket. It returns the
+// answers per request kind.
+func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, bad deliberate) map[string]outcomes {
 	t.Helper()
 	byReply := map[string]*request{}
 	progressSubjects := map[string]string{} // subject → request id
 	replies := map[string]int{}
+	tally := map[string]outcomes{}
 	for _, m := range msgs {
 		kind := kindOf(m.Subject, s)
 		if kind == "" {
@@ -323,10 +533,10 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects) {
 		if reg.channelFor(m.Subject) == "" {
 			t.Errorf("%s: no channel of asyncapi.yaml has this subject", src)
 		}
-		invalid := kind == "rpc" && string(m.Data) == `{"method":"`+invalidRPC+`"}`
+		invalid := bad.has(kind, m.Data)
 		if invalid {
 			if reg.validate(requestSchema[kind], m.Data) == nil {
-				t.Errorf("%s: %s accepts the unsupported request %s", src, requestSchema[kind], m.Data)
+				t.Errorf("%s: %s accepts the request %s, sent against it on purpose", src, requestSchema[kind], m.Data)
 			}
 		} else {
 			reg.check(t, requestSchema[kind], src, m.Data)
@@ -362,7 +572,13 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects) {
 		}
 		if req, ok := byReply[m.Subject]; ok {
 			replies[m.Subject]++
-			checkReply(t, reg, req, m)
+			o := tally[req.kind]
+			if checkReply(t, reg, req, m) {
+				o.ok++
+			} else {
+				o.failed++
+			}
+			tally[req.kind] = o
 			continue
 		}
 		if id, ok := progressSubjects[m.Subject]; ok {
@@ -382,12 +598,10 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects) {
 			if reg.channelFor(m.Subject) == "" {
 				t.Errorf("%s: no channel of asyncapi.yaml has this subject", src)
 			}
-			switch kind, _, _ := strings.Cut(rest, "."); kind {
-			case "status":
-				reg.check(t, "status", src, m.Data)
-			case "call":
-				reg.check(t, "call-event", src, m.Data)
-			default:
+			kind, _, _ := strings.Cut(rest, ".")
+			if name, ok := eventSchema[kind]; ok {
+				reg.check(t, name, src, m.Data)
+			} else {
 				t.Errorf("%s: an event kind without a schema", src)
 			}
 			continue
@@ -399,23 +613,25 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects) {
 	}
 	for reply, req := range byReply {
 		if replies[reply] != 1 {
-			t.Errorf("%s (%s): %d replies recorded, want 1", req.Subject, req.Data, replies[reply])
+			t.Errorf("%s (%s): %d replies recorded, want 1", req.Subject, clip(req.Data), replies[reply])
 		}
 	}
 	if len(progressSubjects) == 0 {
 		t.Error("no call asked for progress")
 	}
+	return tally
 }
 
 // checkReply validates the reply m to req: an error reply by its headers and
-// error.json, a success by the reply schema of the request kind.
-func checkReply(t *testing.T, reg *registry, req *request, m captured) {
+// error.json, a success by the reply schema of the request kind. It reports
+// whether the reply was a success.
+func checkReply(t *testing.T, reg *registry, req *request, m captured) bool {
 	t.Helper()
 	src := fmt.Sprintf("bus reply of %s %s", req.Subject, clip(req.Data))
 	if status := m.Header.Get(bus.HeaderErrorCode); status != "" {
 		reg.checkHeaders(t, "ErrorHeaders", src, m.Header)
 		if !reg.check(t, "error", src, m.Data) {
-			return
+			return false
 		}
 		var e apierr.Error
 		_ = json.Unmarshal(m.Data, &e)
@@ -425,14 +641,25 @@ func checkReply(t *testing.T, reg *registry, req *request, m captured) {
 		if got := m.Header.Get(bus.HeaderError); got != e.Message {
 			t.Errorf("%s: %s is %q, body message %q", src, bus.HeaderError, got, e.Message)
 		}
-		return
+		return false
 	}
 	if m.Header.Get(bus.HeaderError) != "" {
 		t.Errorf("%s: %s without %s", src, bus.HeaderError, bus.HeaderErrorCode)
 	}
 	if req.invalid {
 		t.Errorf("%s: an invalid request got a success reply: %s", src, clip(m.Data))
-		return
+		return true
+	}
+	if name, ok := replySchema[req.kind]; ok {
+		if reg.check(t, name, src, m.Data) {
+			switch req.kind {
+			case "config.history":
+				checkHistory(t, src, m.Data)
+			case "config.export":
+				checkExport(t, reg, src, m.Data)
+			}
+		}
+		return true
 	}
 	switch req.kind {
 	case "tools.list":
@@ -445,8 +672,6 @@ func checkReply(t *testing.T, reg *registry, req *request, m captured) {
 				reg.check(t, "tool", src, tool)
 			}
 		}
-	case "call":
-		reg.check(t, "call-result", src, m.Data)
 	case "rpc":
 		v, err := decode(m.Data)
 		if err == nil {
@@ -455,8 +680,6 @@ func checkReply(t *testing.T, reg *registry, req *request, m captured) {
 		if err != nil {
 			t.Errorf("%s: does not match RpcResult: %v\nbody: %s", src, err, clip(m.Data))
 		}
-	case "control", "runtime.start", "runtime.stop", "runtime.restart":
-		reg.check(t, "status", src, m.Data)
 	case "runtime.status":
 		var in model.RuntimeRequest
 		_ = json.Unmarshal(req.Data, &in)
@@ -468,26 +691,122 @@ func checkReply(t *testing.T, reg *registry, req *request, m captured) {
 	default:
 		t.Errorf("%s: unexpected reply", src)
 	}
+	return true
 }
 
-// kvSchema is the value schema of each bucket.
-var kvSchema = map[string]string{bus.BucketConfigs: "mcp-config", bus.BucketStatus: "status", bus.BucketTools: "catalog"}
+// checkHistory checks what the schema cannot: each put carries the config
+// as written at that entry's revision.
+func checkHistory(t *testing.T, src string, data []byte) {
+	t.Helper()
+	var h model.ConfigHistoryReply
+	if err := json.Unmarshal(data, &h); err != nil {
+		t.Fatalf("%s: %v", src, err)
+	}
+	for i, r := range h.Revisions {
+		if i > 0 && r.Revision <= h.Revisions[i-1].Revision {
+			t.Errorf("%s: revisions not oldest first: %d after %d", src, r.Revision, h.Revisions[i-1].Revision)
+		}
+		if r.Config != nil && r.Config.Revision != r.Revision {
+			t.Errorf("%s: revision %d carries a config of revision %d", src, r.Revision, r.Config.Revision)
+		}
+	}
+}
 
-// checkKVWrite validates a write into a shared KV bucket ($KV.<bucket>.<key>).
+// checkExport validates an export in mcpbus's own format as a servers file:
+// what config.export writes, config.import and `mcpbus up --config` must read.
+func checkExport(t *testing.T, reg *registry, src string, data []byte) {
+	t.Helper()
+	var out model.ConfigExportReply
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("%s: %v", src, err)
+	}
+	if out.Format != model.FormatServers {
+		return // the formats of other tools have no schema here
+	}
+	doc, err := yaml.YAMLToJSON([]byte(out.Content))
+	if err != nil {
+		t.Errorf("%s: the exported file is neither JSON nor YAML: %v", src, err)
+		return
+	}
+	reg.check(t, "servers-file", src+" (content)", doc)
+}
+
+// checkVerbs checks that the test drove every verb of the control-plane
+// services to a success, and each service to at least one error reply.
+func checkVerbs(t *testing.T, tally map[string]outcomes) {
+	t.Helper()
+	for service, verbs := range controlVerbs() {
+		failed := 0
+		for _, verb := range verbs {
+			o := tally[service+"."+verb]
+			if o.ok == 0 {
+				t.Errorf("%s.%s: no success reply recorded (%d errors)", service, verb, o.failed)
+			}
+			failed += o.failed
+		}
+		if failed == 0 {
+			t.Errorf("service %s: no error reply recorded", service)
+		}
+	}
+	var lines []string
+	for kind, o := range tally {
+		lines = append(lines, fmt.Sprintf("%s %d/%d", kind, o.ok, o.failed))
+	}
+	sort.Strings(lines)
+	t.Logf("replies (ok/error): %s", strings.Join(lines, ", "))
+}
+
+// kvRule is how the values of a shared KV bucket are checked.
+type kvRule struct {
+	schema string
+	// plain values are text, not JSON: they are checked as a JSON string.
+	plain bool
+	// history: every stored revision is checked, not only the latest.
+	history bool
+}
+
+// kvRules covers every bucket of the contract ($KV.<bucket>.<key>).
+var kvRules = map[string]kvRule{
+	bus.BucketConfigs: {schema: "mcp-config", history: true},
+	bus.BucketStatus:  {schema: "status"},
+	bus.BucketTools:   {schema: "catalog"},
+	bus.BucketSlugs:   {schema: "slug-reservation", plain: true},
+}
+
+// internalBuckets belong to one service and are not part of the contract:
+// the runners' leases and the registry service's cache of registry answers.
+var internalBuckets = map[string]bool{bus.BucketOwners: true, regsvc.BucketCache: true}
+
+// kvValue is the document a KV value is validated as.
+func kvValue(t *testing.T, rule kvRule, value []byte) []byte {
+	if !rule.plain {
+		return value
+	}
+	return mustJSON(t, string(value))
+}
+
+// checkKVWrite validates a write into a KV bucket ($KV.<bucket>.<key>).
 func checkKVWrite(t *testing.T, reg *registry, m captured) {
 	t.Helper()
 	rest, ok := strings.CutPrefix(m.Subject, "$KV.")
 	if !ok {
 		return
 	}
-	bucket, _, _ := strings.Cut(rest, ".")
-	name, ok := kvSchema[bucket]
-	if !ok {
+	bucket, key, _ := strings.Cut(rest, ".")
+	if internalBuckets[bucket] {
 		return
 	}
 	src := "bus " + m.Subject
+	rule, ok := kvRules[bucket]
+	if !ok {
+		t.Errorf("%s: a KV bucket without a schema", src)
+		return
+	}
 	if reg.channelFor(m.Subject) == "" {
 		t.Errorf("%s: no channel of asyncapi.yaml has this subject", src)
+	}
+	if bucket != bus.BucketConfigs && !model.ValidSlug(key) {
+		t.Errorf("%s: the key is not a slug", src)
 	}
 	if op := m.Header.Get("KV-Operation"); op != "" {
 		if len(m.Data) != 0 {
@@ -495,59 +814,59 @@ func checkKVWrite(t *testing.T, reg *registry, m captured) {
 		}
 		return
 	}
-	reg.check(t, name, src, m.Data)
+	reg.check(t, rule.schema, src, kvValue(t, rule, m.Data))
 }
 
 // checkStream validates every event stored in MCP_EVENTS.
-func checkStream(t *testing.T, reg *registry, env *runnertest.Env, s bus.Subjects) {
+func checkStream(t *testing.T, reg *registry, js jetstream.JetStream, s bus.Subjects) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	info, err := env.Assets.Events.Info(ctx)
+	stream, err := js.Stream(ctx, bus.StreamEvents)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := env.Assets.Events.GetMsg(ctx, seq)
+		m, err := stream.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
 		}
 		if err != nil {
 			t.Fatalf("reading event %d: %v", seq, err)
 		}
-		n++
 		src := fmt.Sprintf("stream %s #%d", m.Subject, seq)
-		switch {
-		case strings.HasPrefix(m.Subject, s.Prefix+".events.status."):
-			reg.check(t, "status", src, m.Data)
-		case strings.HasPrefix(m.Subject, s.Prefix+".events.call."):
-			reg.check(t, "call-event", src, m.Data)
-		default:
+		kind, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, s.Prefix+".events."), ".")
+		name, ok := eventSchema[kind]
+		if !ok {
 			t.Errorf("%s: an event without a schema", src)
+			continue
 		}
+		kinds[kind]++
+		reg.check(t, name, src, m.Data)
 	}
-	if n == 0 {
-		t.Error("the stream MCP_EVENTS holds no events")
+	for kind := range eventSchema {
+		if kinds[kind] == 0 {
+			t.Errorf("the stream MCP_EVENTS holds no %s events", kind)
+		}
 	}
 }
 
 // checkKV validates the current values (and the config history) of the shared buckets.
-func checkKV(t *testing.T, reg *registry, env *runnertest.Env) {
+func checkKV(t *testing.T, reg *registry, js jetstream.JetStream) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	buckets := []struct {
-		kv      jetstream.KeyValue
-		name    string
-		history bool
-	}{
-		{env.Assets.Configs, bus.BucketConfigs, true},
-		{env.Assets.Status, bus.BucketStatus, false},
-		{env.Assets.Tools, bus.BucketTools, false},
-	}
-	for _, b := range buckets {
-		lister, err := b.kv.ListKeys(ctx)
+	for bucket, rule := range kvRules {
+		kv, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			t.Fatalf("bucket %s: %v", bucket, err)
+		}
+		lister, err := kv.ListKeys(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -556,16 +875,19 @@ func checkKV(t *testing.T, reg *registry, env *runnertest.Env) {
 			keys = append(keys, k)
 		}
 		if len(keys) == 0 {
-			t.Errorf("bucket %s is empty", b.name)
+			t.Errorf("bucket %s is empty", bucket)
 		}
 		for _, key := range keys {
 			var entries []jetstream.KeyValueEntry
-			if b.history {
-				if entries, err = b.kv.History(ctx, key); err != nil {
+			if rule.history {
+				if entries, err = kv.History(ctx, key); err != nil {
 					t.Fatal(err)
 				}
 			} else {
-				e, err := b.kv.Get(ctx, key)
+				e, err := kv.Get(ctx, key)
+				if errors.Is(err, jetstream.ErrKeyNotFound) {
+					continue // deleted since it was listed (a server stopping)
+				}
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -575,7 +897,7 @@ func checkKV(t *testing.T, reg *registry, env *runnertest.Env) {
 				if e.Operation() != jetstream.KeyValuePut {
 					continue
 				}
-				reg.check(t, kvSchema[b.name], fmt.Sprintf("kv %s/%s@%d", b.name, key, e.Revision()), e.Value())
+				reg.check(t, rule.schema, fmt.Sprintf("kv %s/%s@%d", bucket, key, e.Revision()), kvValue(t, rule, e.Value()))
 			}
 		}
 	}

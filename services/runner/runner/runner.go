@@ -354,6 +354,9 @@ func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request
 			return nil, apierr.Newf(apierr.Conflict, "server %s is disabled; enable it first", cfg.Slug)
 		}
 		timeout := cfg.Runtime.StartTimeout.Or(r.opts.StartTimeout) + r.opts.StopTimeout + r.opts.StopGrace + 5*time.Second
+		if ct := bus.CallerTimeout(nats.Header(req.Headers())); ct > 0 && ct < timeout {
+			timeout = ct // never work longer than the caller waits
+		}
 		msg := nats.NewMsg(r.subj.Control(cfg.Slug))
 		msg.Header.Set(bus.HeaderRequestID, req.Headers().Get(bus.HeaderRequestID)) // one id end to end
 		msg.Data, _ = json.Marshal(controlRequest{Verb: verb})
