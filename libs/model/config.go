@@ -40,12 +40,12 @@ const (
 
 // McpConfig is one configured MCP server.
 type McpConfig struct {
-	ID        string            `json:"id"`
+	ID        string            `json:"id,omitempty"`
 	Name      string            `json:"name"`
-	Slug      string            `json:"slug"`
+	Slug      string            `json:"slug,omitempty"`
 	Enabled   bool              `json:"enabled"`
-	Source    Source            `json:"source"`
-	Package   Package           `json:"package"`
+	Source    Source            `json:"source,omitzero"`
+	Package   Package           `json:"package,omitzero"`
 	Transport Transport         `json:"transport"`
 	AuthType  string            `json:"auth_type,omitempty"`
 	EnvVars   map[string]EnvVar `json:"env_vars,omitempty"`

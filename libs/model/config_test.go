@@ -175,7 +175,7 @@ func TestValidateRules(t *testing.T) {
 		{"blank identifier", func(c *model.McpConfig) { c.Package.Identifier = "   " }, "package.identifier", "Package identifier required"},
 		{"no transport", func(c *model.McpConfig) { c.Transport = model.Transport{} }, "transport", "Transport required"},
 		{"required env missing", func(c *model.McpConfig) {
-			c.EnvVars = map[string]model.EnvVar{"API_KEY": {Required: true, IsSecret: true}}
+			c.EnvVars = map[string]model.EnvVar{"API_KEY": {Required: true}}
 		}, "env_vars.API_KEY", "Missing required credentials"},
 		// The checks the runner relies on.
 		{"empty slug", func(c *model.McpConfig) { c.Slug = "" }, "slug", "Slug must match [a-z0-9_-]{1,64}"},
@@ -330,4 +330,16 @@ func FuzzConfigJSON(f *testing.F) {
 			t.Fatalf("valid config invalid after round trip: %v (%s)", err, b)
 		}
 	})
+}
+
+// A required secret variable without a value is valid here: its value lives
+// in the credential service, where the config service checks it (MC-NT4).
+func TestRequiredSecretWithoutValueIsValid(t *testing.T) {
+	c := model.McpConfig{Name: "x", Package: model.Package{Type: model.PackageNPM, Identifier: "pkg"},
+		Transport: model.Transport{Type: model.TransportStdio},
+		EnvVars:   map[string]model.EnvVar{"API_KEY": {Required: true, IsSecret: true}}}
+	c.Normalize()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
 }

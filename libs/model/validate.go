@@ -79,7 +79,9 @@ func (c *McpConfig) Validate() *apierr.Error {
 		if name == "" || strings.ContainsAny(name, "=\x00") {
 			return apierr.Invalid("env_vars", "Environment variable names must be non-empty and contain no '='")
 		}
-		if v.Required && v.Value == "" && v.SecretRef == "" && v.KeyfilePath == "" {
+		// A secret variable without a value is stored under its own name in the
+		// credential service (the config service checks it is there).
+		if v.Required && v.Value == "" && v.SecretRef == "" && v.KeyfilePath == "" && !v.IsSecret {
 			return apierr.Invalid("env_vars."+name, "Missing required credentials")
 		}
 	}

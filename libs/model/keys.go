@@ -1,0 +1,75 @@
+package model
+
+import "time"
+
+// Wire types of the gateway's API keys (micro service mcpbus-gateway):
+//
+//	mcp.v1.keys.create  KeyCreateRequest → KeyCreateReply
+//	mcp.v1.keys.list    KeyListRequest   → KeyListReply
+//	mcp.v1.keys.revoke  KeyRevokeRequest → APIKey
+//
+// Only KeyCreateReply ever carries a key, once; the gateway stores a hash.
+
+// Scopes of an API key.
+const (
+	// KeyScopeAdmin allows everything: the admin API (/api) and calls.
+	KeyScopeAdmin = "admin"
+	// KeyScopeCall allows listing and calling tools (/mcp, /mcp/tools, /mcp/invoke).
+	KeyScopeCall = "call"
+)
+
+// KeyRate overrides the gateway's default rate limit for one key.
+type KeyRate struct {
+	// RPS is the sustained rate in requests per second.
+	RPS float64 `json:"rps"`
+	// Burst is how many requests may come at once.
+	Burst int `json:"burst"`
+}
+
+// APIKey describes a key without its secret or hash.
+type APIKey struct {
+	ID     string   `json:"id"`
+	Name   string   `json:"name"`
+	Scopes []string `json:"scopes"`
+	// Tools filters the namespaced tool names (<server>__<tool>) the key may
+	// see and call.
+	Tools     ToolFilter `json:"tools,omitzero"`
+	Rate      *KeyRate   `json:"rate,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt time.Time  `json:"revoked_at,omitzero"`
+}
+
+// Revoked reports whether the key was revoked.
+func (k APIKey) Revoked() bool { return !k.RevokedAt.IsZero() }
+
+// KeyCreateRequest is the body of mcp.v1.keys.create.
+type KeyCreateRequest struct {
+	Name string `json:"name"`
+	// Scopes are admin and/or call (default call).
+	Scopes []string   `json:"scopes,omitempty"`
+	Tools  ToolFilter `json:"tools,omitzero"`
+	Rate   *KeyRate   `json:"rate,omitempty"`
+}
+
+// KeyCreateReply is the reply of mcp.v1.keys.create: Key is the full bearer
+// token (mcpbus_<id>_<secret>), shown this once and never again.
+type KeyCreateReply struct {
+	Key string `json:"key"`
+	APIKey
+}
+
+// KeyListRequest is the body of mcp.v1.keys.list.
+type KeyListRequest struct {
+	// IncludeRevoked lists revoked keys too.
+	IncludeRevoked bool `json:"include_revoked,omitempty"`
+}
+
+// KeyListReply is the reply of mcp.v1.keys.list, by creation time.
+type KeyListReply struct {
+	Keys []APIKey `json:"keys"`
+}
+
+// KeyRevokeRequest is the body of mcp.v1.keys.revoke.
+type KeyRevokeRequest struct {
+	ID string `json:"id"`
+}
