@@ -5,6 +5,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -326,6 +327,10 @@ func (r *Runner) handleToolsList(ctx context.Context, req micro.Request) (any, e
 	return out, nil
 }
 
+// ownerProbeTimeout bounds the status probe sent to a server's owner before a
+// start, stop or restart.
+const ownerProbeTimeout = 2 * time.Second
+
 // runtimeHandler answers mcp.v1.runtime.<verb>: any runner takes the request,
 // checks the config, and forwards it to the server's owner on its control subject.
 func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request) (any, error) {
@@ -357,13 +362,34 @@ func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request
 		if ct := bus.CallerTimeout(nats.Header(req.Headers())); ct > 0 && ct < timeout {
 			timeout = ct // never work longer than the caller waits
 		}
-		msg := nats.NewMsg(r.subj.Control(cfg.Slug))
-		msg.Header.Set(bus.HeaderRequestID, req.Headers().Get(bus.HeaderRequestID)) // one id end to end
-		msg.Data, _ = json.Marshal(controlRequest{Verb: verb})
-		reply, err := bus.Request(ctx, r.nc, msg, timeout)
-		if err != nil {
-			if apierr.Of(err) == apierr.ServiceUnavailable {
+		control := func(verb string, timeout time.Duration) (*nats.Msg, error) {
+			msg := nats.NewMsg(r.subj.Control(cfg.Slug))
+			msg.Header.Set(bus.HeaderRequestID, req.Headers().Get(bus.HeaderRequestID)) // one id end to end
+			msg.Data, _ = json.Marshal(controlRequest{Verb: verb})
+			reply, err := bus.Request(ctx, r.nc, msg, timeout)
+			if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
 				return nil, apierr.Newf(apierr.ServiceUnavailable, "no runner owns server %s", cfg.Slug)
+			}
+			return reply, err
+		}
+		if verb == "status" {
+			timeout = ownerProbeTimeout // an owner answers a status at once
+		} else {
+			// "No responders" only tells that nobody serves the server when no
+			// one else listens: a monitoring subscriber on ">" hides it, and a
+			// start would then wait its whole timeout. A status answers at once
+			// from a serving owner, so ask it first with a short timeout.
+			if _, err := control("status", ownerProbeTimeout); err != nil {
+				if apierr.Of(err) == apierr.Network {
+					return nil, apierr.Newf(apierr.ServiceUnavailable, "no runner owns server %s (no answer within %s)", cfg.Slug, ownerProbeTimeout)
+				}
+				return nil, err
+			}
+		}
+		reply, err := control(verb, timeout)
+		if err != nil {
+			if verb == "status" && apierr.Of(err) == apierr.Network {
+				return nil, apierr.Newf(apierr.ServiceUnavailable, "no runner owns server %s (no answer within %s)", cfg.Slug, ownerProbeTimeout)
 			}
 			return nil, err
 		}

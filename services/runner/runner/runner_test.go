@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
@@ -820,4 +821,58 @@ func TestRPC(t *testing.T) {
 	wantCode(t, e.Client.RPC(ctx, "alpha", "sampling/createMessage", nil, nil), apierr.Validation)
 	wantCode(t, e.Client.RPC(ctx, "alpha", "prompts/get", "not an object", nil), apierr.Validation)
 	wantCode(t, e.Client.RPC(ctx, "nosuch", "ping", nil, nil), apierr.NotFound)
+}
+
+// runtime.start racing the takeover of a just-enabled server (what
+// config.enable does): it is answered, and the server stays running (the
+// boot that follows must not turn it idle). A monitoring subscriber on ">"
+// hides NATS's "no responders", so that cannot be what detects "not owned yet".
+func TestStartRacesTakeover(t *testing.T) {
+	opts := quickOpts()
+	opts.MaxServers = 64
+	opts.IdleTimeout = -1
+	e := runnertest.Start(t, opts)
+	monitor, err := e.NS.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer monitor.Close()
+	if _, err := monitor.Subscribe(">", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := monitor.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 15; i++ {
+		name := fmt.Sprintf("race%d", i)
+		cfg := runnertest.Binary(name, testServer)
+		cfg.Enabled = false
+		saved := e.Put(t, cfg)
+		e.WaitState(t, name, model.StateDisabled, 5*time.Second)
+		saved.Enabled = true
+		e.Put(t, saved)
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
+			began := time.Now()
+			st, err := e.Client.Runtime(ctx, "start", name)
+			if took := time.Since(began); took > 5*time.Second {
+				t.Fatalf("%s: start took %s", name, took)
+			}
+			cancel()
+			if err == nil {
+				if st.State != model.StateRunning {
+					t.Fatalf("%s: start answered %s", name, st.State)
+				}
+				break
+			}
+			if c := apierr.Of(err); (c != apierr.ServiceUnavailable && c != apierr.Conflict) || time.Now().After(deadline) {
+				t.Fatalf("%s: start: %v", name, err)
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // a boot queued behind the start has run by now
+		if st, _ := e.Client.Runtime(context.Background(), "status", name); st.State != model.StateRunning {
+			t.Fatalf("%s: %s after a successful start", name, st.State)
+		}
+	}
 }
