@@ -16,6 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 func sha(s string) string {
@@ -129,7 +130,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	seenInRequest := 0
 	for _, m := range msgs {
 		for _, s := range secrets {
-			if contains(m, s) {
+			if testkit.MsgContains(m, s) {
 				if allowed[m.Subject] {
 					seenInRequest++
 					continue

@@ -4,12 +4,10 @@
 package configflow
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
@@ -36,35 +35,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // env is a running stack plus what the test captured of it.
 type env struct {
 	*stack.Stack
 	dataDir string
-	logs    *syncBuffer
+	logs    *testkit.LogBuffer
 }
 
 // startStack runs every service in process with debug logs captured.
 func startStack(t *testing.T, mutate ...func(*stack.Options)) *env {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	opts := stack.Options{
 		DataDir: t.TempDir(), InProcessOnly: true,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -82,17 +63,10 @@ func startStack(t *testing.T, mutate ...func(*stack.Options)) *env {
 	t.Cleanup(func() {
 		st.Close()
 		if t.Failed() {
-			t.Logf("service log (last 6000 bytes):\n%s", tail(logs.String(), 6000))
+			t.Logf("service log (last 6000 bytes):\n%s", logs.Tail(6000))
 		}
 	})
 	return &env{Stack: st, dataDir: opts.DataDir, logs: logs}
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -142,21 +116,6 @@ func (c *capture) all() []*nats.Msg {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]*nats.Msg(nil), c.msgs...)
-}
-
-// contains reports whether s appears in a message's subject, headers or body.
-func contains(m *nats.Msg, s string) bool {
-	if strings.Contains(m.Subject, s) || bytes.Contains(m.Data, []byte(s)) {
-		return true
-	}
-	for k, vs := range m.Header {
-		for _, v := range vs {
-			if strings.Contains(k, s) || strings.Contains(v, s) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // waitState polls runtime.status until server is in state.

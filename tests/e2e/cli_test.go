@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // buildCLI builds tools/mcpbus into a temp dir.
@@ -49,7 +50,7 @@ func cleanEnv(extra ...string) []string {
 // upProcess is a running `mcpbus up`.
 type upProcess struct {
 	cmd  *exec.Cmd
-	logs *logBuffer
+	logs *testkit.LogBuffer
 	done chan error
 }
 
@@ -57,7 +58,7 @@ type upProcess struct {
 // if it is still running, and its log is shown when the test fails.
 func startUp(t *testing.T, bin, dir string, env []string, args ...string) *upProcess {
 	t.Helper()
-	p := &upProcess{logs: &logBuffer{}, done: make(chan error, 1)}
+	p := &upProcess{logs: &testkit.LogBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, append([]string{"up"}, args...)...)
 	p.cmd.Dir = dir
 	p.cmd.Env = env
@@ -75,7 +76,7 @@ func startUp(t *testing.T, bin, dir string, env []string, args ...string) *upPro
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("mcpbus up log:\n%s", tailOf(p.logs.String(), 8000))
+			t.Logf("mcpbus up log:\n%s", p.logs.Tail(8000))
 		}
 	})
 	return p

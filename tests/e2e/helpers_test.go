@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,12 +11,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
@@ -61,42 +60,16 @@ func npmBin(t testing.TB, name string) string {
 	return filepath.Join(npmModules(t), ".bin", name)
 }
 
-// logBuffer collects the runner's log; it is printed only when the test fails.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// tailOf keeps the last n bytes of s.
-func tailOf(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
-
 // startBus runs an embedded NATS server and an in-process runner with short
 // stop timeouts. The runner's debug log (server stderr included) is shown if
 // the test fails.
 func startBus(t *testing.T) *runnertest.Env {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testkit.LogBuffer{}
 	// Registered before runnertest.Start, so it runs after the runner stopped.
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("runner log:\n%s", tailOf(logs.String(), 8000))
+			t.Logf("runner log:\n%s", logs.Tail(8000))
 		}
 	})
 	return runnertest.Start(t, runner.Options{

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -15,8 +14,10 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	regsvc "github.com/mcpbus/mcpbus/services/registry/registry"
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
+	"github.com/nats-io/nats.go"
 )
 
 // secrets are the secret values the test hands to mcpbus, by label. Each is
@@ -48,7 +49,7 @@ func checkSecrets(t *testing.T, msgs []captured, s bus.Subjects, sec secrets) {
 	for _, m := range msgs {
 		kind := kindOf(m.Subject, s)
 		for label, v := range sec {
-			if !holds(m, v) {
+			if !testkit.MsgContains(&nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data}, v) {
 				continue
 			}
 			if secretCarriers[kind] && m.Reply != "" {
@@ -63,20 +64,6 @@ func checkSecrets(t *testing.T, msgs []captured, s bus.Subjects, sec secrets) {
 			t.Errorf("secret %s was never seen on its way to the credential service", label)
 		}
 	}
-}
-
-func holds(m captured, v string) bool {
-	if bytes.Contains(m.Data, []byte(v)) || strings.Contains(m.Subject, v) {
-		return true
-	}
-	for k, vs := range m.Header {
-		for _, hv := range vs {
-			if strings.Contains(k, v) || strings.Contains(hv, v) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // driveControlPlane runs every verb of the registry, config and credential

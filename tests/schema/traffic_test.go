@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +24,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/config/config"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
 	regsvc "github.com/mcpbus/mcpbus/services/registry/registry"
@@ -111,28 +111,6 @@ func wantCode(t *testing.T, what string, err error, code apierr.Code) {
 	}
 }
 
-// logBuffer collects the services' log lines, shown when the test fails.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) tail(n int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	if len(s) > n {
-		s = s[len(s)-n:]
-	}
-	return s
-}
-
 // startSystem runs the whole of mcpbus as `mcpbus up` assembles it (config,
 // credential, registry and runner services on an embedded NATS) in front of
 // fake registries serving the recorded fixtures of services/registry.
@@ -167,7 +145,7 @@ func startSystem(t *testing.T) *stack.Stack {
 	}
 	t.Cleanup(smi.Close)
 
-	logs := &logBuffer{}
+	logs := &testkit.LogBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := stack.Start(ctx, stack.Options{
@@ -185,7 +163,7 @@ func startSystem(t *testing.T) *stack.Stack {
 	t.Cleanup(func() {
 		st.Close()
 		if t.Failed() {
-			t.Logf("service log (tail):\n%s", logs.tail(8000))
+			t.Logf("service log (tail):\n%s", logs.Tail(8000))
 		}
 	})
 	return st

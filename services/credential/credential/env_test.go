@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,27 +15,10 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
 	"github.com/mcpbus/mcpbus/services/credential/store/filestore"
 )
-
-// syncBuffer collects the service's log lines (they are checked for secrets).
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 type env struct {
 	t      *testing.T
@@ -44,7 +26,7 @@ type env struct {
 	nc     *nats.Conn
 	svc    *credential.Service
 	store  *filestore.Store
-	logs   *syncBuffer
+	logs   *testkit.LogBuffer
 	client *credclient.Client
 }
 
@@ -66,7 +48,7 @@ func newEnv(t *testing.T, tweak ...func(*credential.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	opts := credential.Options{Store: st, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	for _, f := range tweak {
 		f(&opts)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
 	"github.com/mcpbus/mcpbus/services/credential/store"
 )
@@ -280,7 +281,7 @@ func TestInstancesShareRequests(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	// A second instance on the same store, with its own log.
-	logs2 := &syncBuffer{}
+	logs2 := &testkit.LogBuffer{}
 	svc2, err := credential.New(e.nc, credential.Options{Store: e.store, Logger: slog.New(slog.NewJSONHandler(logs2, nil))})
 	if err != nil {
 		t.Fatal(err)

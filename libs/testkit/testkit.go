@@ -1,0 +1,63 @@
+// Package testkit holds small helpers the tests of several modules share: a
+// log sink services write to from many goroutines, and a secret finder for
+// captured bus messages.
+package testkit
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+)
+
+// LogBuffer collects log lines written concurrently (a slog handler's writer).
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Tail is the last n bytes written.
+func (b *LogBuffer) Tail(n int) string {
+	return Tail(b.String(), n)
+}
+
+// Tail keeps the last n bytes of s.
+func Tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// MsgContains reports whether s appears in a message's subject, header names
+// or values, or body.
+func MsgContains(m *nats.Msg, s string) bool {
+	if strings.Contains(m.Subject, s) || bytes.Contains(m.Data, []byte(s)) {
+		return true
+	}
+	for k, vs := range m.Header {
+		if strings.Contains(k, s) {
+			return true
+		}
+		for _, v := range vs {
+			if strings.Contains(v, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
