@@ -71,6 +71,7 @@ replace github.com/mcpbus/mcpbus/services/runner => ../services/runner
 require (
 	github.com/hashicorp/vault/api v1.22.0
 	github.com/mcpbus/mcpbus/services/credential v0.0.0
+	github.com/mcpbus/mcpbus/services/gateway v0.0.0
 	github.com/mcpbus/mcpbus/services/registry v0.0.0
 	github.com/mcpbus/mcpbus/tools/mcpbus v0.0.0
 )
@@ -81,3 +82,5 @@ replace (
 	github.com/mcpbus/mcpbus/services/registry => ../services/registry
 	github.com/mcpbus/mcpbus/tools/mcpbus => ../tools/mcpbus
 )
+
+replace github.com/mcpbus/mcpbus/services/gateway => ../services/gateway

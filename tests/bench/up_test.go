@@ -52,7 +52,7 @@ func viaUp(b *testing.B, env ...string) caller {
 		b.Fatal(err)
 	}
 	port := freePort(b)
-	cmd := exec.Command(bin, "up", "--nats-port", fmt.Sprint(port), "--data-dir", filepath.Join(dir, "data"), "--config", cfg, "--log-level", "error")
+	cmd := exec.Command(bin, "up", "--nats-port", fmt.Sprint(port), "--data-dir", filepath.Join(dir, "data"), "--config", cfg, "--log-level", "error", "--http-addr", "")
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,6 +60,9 @@ type upProcess struct {
 func startUp(t *testing.T, bin, dir string, env []string, args ...string) *upProcess {
 	t.Helper()
 	p := &upProcess{logs: &testkit.LogBuffer{}, done: make(chan error, 1)}
+	if !slices.Contains(args, "--http-addr") {
+		args = append(args, "--http-addr", "127.0.0.1:0") // tests run in parallel: no fixed port
+	}
 	p.cmd = exec.Command(bin, append([]string{"up"}, args...)...)
 	p.cmd.Dir = dir
 	p.cmd.Env = env

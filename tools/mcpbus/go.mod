@@ -34,3 +34,7 @@ replace (
 	github.com/mcpbus/mcpbus/services/credential => ../../services/credential
 	github.com/mcpbus/mcpbus/services/registry => ../../services/registry
 )
+
+require github.com/mcpbus/mcpbus/services/gateway v0.0.0
+
+replace github.com/mcpbus/mcpbus/services/gateway => ../../services/gateway

@@ -13,9 +13,9 @@ import (
 // Scopes of an API key.
 const (
 	// ScopeAdmin allows everything: the admin API, keys, and calls.
-	ScopeAdmin = "admin"
+	ScopeAdmin = model.KeyScopeAdmin
 	// ScopeCall allows listing and calling tools (/mcp, /mcp/tools, /mcp/invoke).
-	ScopeCall = "call"
+	ScopeCall = model.KeyScopeCall
 )
 
 // Principal is the authenticated caller of one request.
@@ -26,6 +26,8 @@ type Principal struct {
 	// Tools filters the namespaced tool names (<server>__<tool>) this key may
 	// see and call: a filtered tool is invisible in lists and refused on call.
 	Tools model.ToolFilter `json:"tools,omitzero"`
+	// Rate overrides the gateway's default rate limit for this key.
+	Rate *model.KeyRate `json:"rate,omitempty"`
 }
 
 // Can reports whether the principal has scope (admin implies every scope).

@@ -26,6 +26,7 @@ import (
 	"github.com/mcpbus/mcpbus/services/credential/store"
 	"github.com/mcpbus/mcpbus/services/credential/store/filestore"
 	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
+	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/registry/registry"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 )
@@ -57,6 +58,8 @@ type Options struct {
 	Runner   runner.Options
 	Config   config.Options
 	Registry registry.Options
+	// Gateway, when set, serves the HTTP edge (aggregated /mcp, REST API).
+	Gateway *gateway.Options
 }
 
 // Stack is a running system.
@@ -66,6 +69,8 @@ type Stack struct {
 	Conn   *nats.Conn
 	Client *client.Client
 	Runner *runner.Runner
+	// Gateway is the HTTP edge (nil unless Options.Gateway was set).
+	Gateway *gateway.Gateway
 
 	log    *slog.Logger
 	conns  []*nats.Conn
@@ -173,6 +178,23 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.run("runner", func() error { return s.Runner.Run(life) })
+
+	if opts.Gateway != nil {
+		gwNC, err := connect("mcpbus-gateway")
+		if err != nil {
+			return nil, err
+		}
+		gw := *opts.Gateway
+		gw.Prefix, gw.Logger = opts.Prefix, opts.Logger
+		if gw.DataDir == "" {
+			gw.DataDir = opts.DataDir
+		}
+		if s.Gateway, err = gateway.New(ctx, gwNC, gw); err != nil {
+			return nil, err
+		}
+		s.closer = append(s.closer, s.Gateway.Close)
+		s.run("gateway", func() error { return s.Gateway.Run(life) })
+	}
 
 	if s.Conn, err = connect("mcpbus-up"); err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/telemetry"
 	"github.com/mcpbus/mcpbus/services/config/config"
 	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
+	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/registry/registry"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
@@ -30,6 +31,11 @@ type upOptions struct {
 	credBackend string
 	officialURL string
 	smitheryURL string
+	httpAddr    string
+	noAuth      bool
+	corsOrigins []string
+	rateRPS     float64
+	rateBurst   int
 }
 
 func newUpCmd(g *globals) *cobra.Command {
@@ -59,6 +65,11 @@ already there with the same slug are updated, ${VAR} references come from the en
 	f.StringVar(&o.credBackend, "cred-backend", envOr("MCPBUS_CRED_BACKEND", stack.BackendFile), "where secrets live: file (encrypted under the data dir) or vault (env MCPBUS_CRED_BACKEND; vault reads VAULT_ADDR, VAULT_TOKEN or MCPBUS_VAULT_ROLE_ID/MCPBUS_VAULT_SECRET_ID, MCPBUS_VAULT_MOUNT)")
 	f.StringVar(&o.officialURL, "official-registry-url", envOr("MCPBUS_OFFICIAL_REGISTRY_URL", ""), "base URL of the Official MCP Registry or a private sub-registry (env MCPBUS_OFFICIAL_REGISTRY_URL)")
 	f.StringVar(&o.smitheryURL, "smithery-registry-url", envOr("MCPBUS_SMITHERY_REGISTRY_URL", ""), "base URL of the Smithery registry (env MCPBUS_SMITHERY_REGISTRY_URL; key from SMITHERY_API_KEY)")
+	f.StringVar(&o.httpAddr, "http-addr", envOr("MCPBUS_HTTP_ADDR", "127.0.0.1:8080"), "where the gateway (aggregated /mcp endpoint and REST API) listens; empty: no gateway (env MCPBUS_HTTP_ADDR)")
+	f.BoolVar(&o.noAuth, "no-auth", envOr("MCPBUS_NO_AUTH", "") == "true", "turn the gateway's API keys off (local experiments only; env MCPBUS_NO_AUTH=true)")
+	f.StringSliceVar(&o.corsOrigins, "cors-origin", nil, "browser origins allowed to call the gateway (repeat; * for any)")
+	f.Float64Var(&o.rateRPS, "rate-rps", 20, "default requests per second per API key")
+	f.IntVar(&o.rateBurst, "rate-burst", 40, "default burst per API key")
 	return cmd
 }
 
@@ -77,6 +88,10 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 		defer cancel()
 		_ = shutdownTel(c)
 	}()
+	var gw *gateway.Options
+	if o.httpAddr != "" {
+		gw = &gateway.Options{Addr: o.httpAddr, NoAuth: o.noAuth, CORSOrigins: o.corsOrigins, RateRPS: o.rateRPS, RateBurst: o.rateBurst}
+	}
 	st, err := stack.Start(ctx, stack.Options{
 		DataDir: o.dataDir, NATSHost: o.natsHost, NATSPort: o.natsPort, Prefix: g.prefix, Logger: log,
 		CredBackend: o.credBackend, Vault: vaultstore.ConfigFromEnv(),
@@ -84,6 +99,7 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 		// The runner shares this host, so keyfile paths can be checked when saved.
 		Config:   config.Options{CheckKeyfiles: true},
 		Registry: registry.Options{OfficialURL: o.officialURL, SmitheryURL: o.smitheryURL, SmitheryAPIKey: os.Getenv("SMITHERY_API_KEY")},
+		Gateway:  gw,
 	})
 	if err != nil {
 		return err
@@ -96,6 +112,17 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 	}
 	log.Info("mcpbus up", "nats", st.NATS.ClientURL(), "data_dir", o.dataDir, "cred_backend", o.credBackend, "tracing", telemetry.Enabled())
 	fmt.Fprintf(g.stderr, "mcpbus is up: NATS at %s, data in %s, secrets in %s. Try: mcpbus servers list; mcpbus tools\n", st.NATS.ClientURL(), o.dataDir, o.credBackend)
+	if st.Gateway != nil {
+		fmt.Fprintf(g.stderr, "gateway: MCP endpoint http://%s/mcp, REST API http://%s/api/v1 (OpenAPI at /api/v1/openapi.json)\n", st.Gateway.Addr(), st.Gateway.Addr())
+		switch {
+		case o.noAuth:
+			fmt.Fprintln(g.stderr, "WARNING: authentication is OFF (--no-auth): anyone who can reach the gateway may call every tool and change every server")
+		case st.Gateway.AdminKeyCreated():
+			fmt.Fprintf(g.stderr, "gateway: an admin API key was written to %s (0600); send it as 'Authorization: Bearer <key>'; make more with mcpbus keys create\n", st.Gateway.AdminKeyPath())
+		default:
+			fmt.Fprintf(g.stderr, "gateway: the admin API key is in %s\n", st.Gateway.AdminKeyPath())
+		}
+	}
 	return st.Wait(ctx)
 }
 

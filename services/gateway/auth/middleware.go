@@ -1,0 +1,138 @@
+package auth
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
+
+// Realm names the gateway in WWW-Authenticate challenges.
+const Realm = "mcpbus"
+
+// WriteError answers with the error contract {code,message,field}; status 0
+// takes the code's HTTP status (DESIGN.md's mapping).
+func WriteError(w http.ResponseWriter, status int, err error) {
+	e := apierr.From(err)
+	if status == 0 {
+		status = e.Code.HTTPStatus()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(e.JSON(), '\n'))
+}
+
+// ScopeForPath is the gateway's rule of which scope a path needs: /api
+// admin, /mcp and below call, everything else (health) none.
+func ScopeForPath(p string) string {
+	switch {
+	case p == "/api" || strings.HasPrefix(p, "/api/"):
+		return ScopeAdmin
+	case p == "/mcp" || strings.HasPrefix(p, "/mcp/"):
+		return ScopeCall
+	}
+	return ""
+}
+
+// MiddlewareOptions configure Middleware.
+type MiddlewareOptions struct {
+	// Store checks the keys. Required unless NoAuth.
+	Store *KeyStore
+	// NoAuth makes every request auth.Anonymous() (local experiments only).
+	NoAuth bool
+	// ScopeFor names the scope a request needs ("" = public); default ScopeForPath.
+	ScopeFor func(*http.Request) string
+	Logger   *slog.Logger
+}
+
+// Middleware authenticates bearer keys and puts the Principal in the request
+// context. A missing, unknown or revoked key, or one without the route's
+// scope, gets 401 UNAUTHORIZED with a Bearer challenge (the contract has no
+// 403: the message says which scope is missing).
+func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
+	if opts.ScopeFor == nil {
+		opts.ScopeFor = func(r *http.Request) string { return ScopeForPath(r.URL.Path) }
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			scope := opts.ScopeFor(r)
+			if scope == "" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if opts.NoAuth {
+				if n, ok := r.Context().Value(noteKey{}).(*Note); ok {
+					n.KeyID = Anonymous().KeyID
+				}
+				next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), Anonymous())))
+				return
+			}
+			token, ok := bearer(r)
+			if !ok {
+				challenge(w, "", "")
+				WriteError(w, 0, apierr.New(apierr.Unauthorized, "an API key is required: send Authorization: Bearer <key>"))
+				return
+			}
+			p, err := opts.Store.Authenticate(r.Context(), token)
+			if err != nil {
+				if apierr.Of(err) == apierr.Unauthorized {
+					challenge(w, "invalid_token", "")
+				} else {
+					opts.Logger.Warn("API key check failed", "error", err)
+				}
+				WriteError(w, 0, err)
+				return
+			}
+			if n, ok := r.Context().Value(noteKey{}).(*Note); ok {
+				n.KeyID = p.KeyID
+			}
+			if !p.Can(scope) {
+				challenge(w, "insufficient_scope", scope)
+				WriteError(w, 0, apierr.Newf(apierr.Unauthorized, "this API key lacks the %s scope needed for %s", scope, r.URL.Path))
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+		})
+	}
+}
+
+// Note carries the id of the authenticated key out to the middleware around
+// this one (the access log), which cannot see the inner request's context.
+type Note struct{ KeyID string }
+
+type noteKey struct{}
+
+// WithNote returns ctx with an empty Note that Middleware fills in.
+func WithNote(ctx context.Context) (context.Context, *Note) {
+	n := &Note{}
+	return context.WithValue(ctx, noteKey{}, n), n
+}
+
+// bearer reads the token of an Authorization: Bearer header.
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// challenge sets the RFC 6750 WWW-Authenticate header.
+func challenge(w http.ResponseWriter, errCode, scope string) {
+	v := `Bearer realm="` + Realm + `"`
+	if errCode != "" {
+		v += `, error="` + errCode + `"`
+	}
+	if scope != "" {
+		v += `, scope="` + scope + `"`
+	}
+	w.Header().Set("WWW-Authenticate", v)
+}

@@ -1,0 +1,157 @@
+package auth
+
+import (
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// Rate limit defaults.
+const (
+	DefaultRPS     = 20
+	DefaultBurst   = 40
+	DefaultMaxKeys = 10000
+	DefaultIdleTTL = 10 * time.Minute
+)
+
+// LimiterOptions configure a Limiter; zero values take the defaults.
+type LimiterOptions struct {
+	// RPS and Burst are the token bucket of a key without its own rate.
+	RPS   float64
+	Burst int
+	// MaxKeys bounds the buckets kept; IdleTTL is how long an unused one lives.
+	MaxKeys int
+	IdleTTL time.Duration
+}
+
+type bucket struct {
+	lim      *rate.Limiter
+	rate     model.KeyRate
+	lastSeen time.Time
+}
+
+// Limiter keeps one token bucket per API key (per client address when auth
+// is off). The map is bounded: idle buckets are swept, and when it is full
+// the least recently used one goes.
+type Limiter struct {
+	opts LimiterOptions
+
+	mu        sync.Mutex
+	buckets   map[string]*bucket
+	lastSweep time.Time
+}
+
+// NewLimiter returns a limiter with opts.
+func NewLimiter(opts LimiterOptions) *Limiter {
+	if opts.RPS <= 0 {
+		opts.RPS = DefaultRPS
+	}
+	if opts.Burst <= 0 {
+		opts.Burst = DefaultBurst
+	}
+	if opts.MaxKeys <= 0 {
+		opts.MaxKeys = DefaultMaxKeys
+	}
+	if opts.IdleTTL <= 0 {
+		opts.IdleTTL = DefaultIdleTTL
+	}
+	return &Limiter{opts: opts, buckets: map[string]*bucket{}, lastSweep: time.Now()}
+}
+
+// Allow takes one token of key's bucket (override, when set, is the key's own
+// rate). When none is left it reports how long until one is.
+func (l *Limiter) Allow(key string, override *model.KeyRate) (ok bool, retryAfter time.Duration) {
+	now := time.Now()
+	want := model.KeyRate{RPS: l.opts.RPS, Burst: l.opts.Burst}
+	if override != nil {
+		want = *override
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil || b.rate != want {
+		l.makeRoom(now)
+		b = &bucket{lim: rate.NewLimiter(rate.Limit(want.RPS), want.Burst), rate: want}
+		l.buckets[key] = b
+	}
+	b.lastSeen = now
+	r := b.lim.ReserveN(now, 1)
+	if !r.OK() {
+		return false, time.Second
+	}
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now) // give the token back: this request is refused
+		return false, d
+	}
+	return true, 0
+}
+
+// Len is how many buckets are kept.
+func (l *Limiter) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.buckets)
+}
+
+// makeRoom sweeps idle buckets now and then, and evicts the least recently
+// used one when the map is full. Callers hold mu.
+func (l *Limiter) makeRoom(now time.Time) {
+	if now.Sub(l.lastSweep) >= l.opts.IdleTTL/2 || len(l.buckets) >= l.opts.MaxKeys {
+		for k, b := range l.buckets {
+			if now.Sub(b.lastSeen) >= l.opts.IdleTTL {
+				delete(l.buckets, k)
+			}
+		}
+		l.lastSweep = now
+	}
+	for len(l.buckets) >= l.opts.MaxKeys {
+		oldest, at := "", now
+		for k, b := range l.buckets {
+			if !b.lastSeen.After(at) {
+				oldest, at = k, b.lastSeen
+			}
+		}
+		delete(l.buckets, oldest)
+	}
+}
+
+// Middleware refuses requests over the caller's rate with 429 RATE_LIMITED
+// and Retry-After (whole seconds, at least 1). It runs after Middleware so the
+// bucket is the key's; requests without a principal (health) are not limited.
+func (l *Limiter) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := PrincipalFrom(r.Context())
+		if p == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key := "key:" + p.KeyID
+		if p.KeyID == Anonymous().KeyID {
+			// Auth is off: each client address gets its own bucket.
+			host, _, err := net.SplitHostPort(r.RemoteAddr)
+			if err != nil {
+				host = r.RemoteAddr
+			}
+			key = "addr:" + host
+		}
+		ok, wait := l.Allow(key, p.Rate)
+		if !ok {
+			secs := int(math.Ceil(wait.Seconds()))
+			if secs < 1 {
+				secs = 1
+			}
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			WriteError(w, 0, apierr.Newf(apierr.RateLimited, "rate limit exceeded for this key; retry in %ds", secs))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

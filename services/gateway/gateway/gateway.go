@@ -1,0 +1,303 @@
+// Package gateway composes the HTTP edge of mcpbus: the aggregated MCP
+// endpoint (/mcp), the REST API (/mcp/tools, /mcp/invoke, /api/v1/…), health
+// probes, and around them API-key auth, per-key rate limits, request size
+// limits, CORS and an access log. It talks to the rest of the system only
+// through the bus.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/rs/cors"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
+	"github.com/mcpbus/mcpbus/services/gateway/rest"
+)
+
+// Defaults of Options.
+const (
+	DefaultAddr            = "127.0.0.1:8080"
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultShutdownTimeout = 10 * time.Second
+	DefaultRequestTimeout  = 2 * time.Minute
+)
+
+// Options configure the gateway; zero values take the defaults.
+type Options struct {
+	// Addr is where to listen (default 127.0.0.1:8080; port 0 picks one).
+	Addr   string
+	Prefix string
+	Logger *slog.Logger
+	// DataDir holds admin.key (required unless NoAuth).
+	DataDir string
+	// NoAuth turns authentication off: every request is auth.Anonymous().
+	NoAuth bool
+	// RateRPS and RateBurst are the default per-key token bucket (20, 40).
+	RateRPS   float64
+	RateBurst int
+	// MaxBodyBytes limits request bodies (default 1 MiB; larger is a 413).
+	MaxBodyBytes int64
+	// CORSOrigins are the browser origins allowed to call the gateway
+	// (default none: no CORS headers at all). "*" allows any origin.
+	CORSOrigins []string
+	// MCP configures the aggregated endpoint (Prefix and Logger are filled in).
+	MCP mcpserver.Options
+	// CallTimeout bounds a tool call of POST /mcp/invoke (default: MCP's, else 35s).
+	CallTimeout time.Duration
+	// Replicas of the API key bucket and the shared assets (1 embedded, 3 on a cluster).
+	Replicas int
+	// RequestTimeout bounds one non-streaming request (default 2m).
+	RequestTimeout time.Duration
+	// ShutdownTimeout bounds the graceful shutdown (default 10s).
+	ShutdownTimeout time.Duration
+	// EventHeartbeat is the keep-alive interval of /api/v1/events (default 15s).
+	EventHeartbeat time.Duration
+}
+
+// Gateway is a configured HTTP edge, listening once New returns.
+type Gateway struct {
+	opts    Options
+	log     *slog.Logger
+	nc      *nats.Conn
+	ln      net.Listener
+	srv     *http.Server
+	handler http.Handler
+
+	keys     *auth.KeyStore
+	keysSvc  micro.Service
+	limiter  *auth.Limiter
+	api      *rest.API
+	mcp      *mcpserver.Aggregator
+	mcpStop  context.CancelFunc
+	routes   []Route
+	adminKey string
+	created  bool
+
+	closeOnce sync.Once
+}
+
+// Route is one endpoint the gateway serves.
+type Route struct {
+	Method  string
+	Pattern string
+}
+
+// New prepares everything (shared assets, the key bucket, the admin key, the
+// catalog watches, the keys service on the bus) and binds the listener, so
+// Addr is known. Run serves.
+func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err error) {
+	if opts.Addr == "" {
+		opts.Addr = DefaultAddr
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = opts.MCP.CallTimeout
+	}
+	if opts.Replicas <= 0 {
+		opts.Replicas = 1
+	}
+	if !opts.NoAuth && opts.DataDir == "" {
+		return nil, errors.New("gateway: a data dir is required for the admin key (or turn auth off)")
+	}
+	g := &Gateway{opts: opts, log: opts.Logger, nc: nc}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: jetstream: %w", err)
+	}
+	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := bus.EnsureAssets(setup, js, bus.NewSubjects(opts.Prefix), bus.AssetOptions{Replicas: opts.Replicas}); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if g.keys, err = auth.OpenKeyStore(setup, js, auth.StoreOptions{Replicas: opts.Replicas, Logger: g.log}); err != nil {
+		return nil, err
+	}
+	if g.keysSvc, err = auth.AddKeysService(nc, g.keys, opts.Prefix, g.log); err != nil {
+		return nil, err
+	}
+	if !opts.NoAuth {
+		if g.adminKey, g.created, err = auth.EnsureAdminKey(setup, g.keys, opts.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	if g.api, err = rest.New(setup, nc, rest.Options{Prefix: opts.Prefix, Logger: g.log,
+		CallTimeout: opts.CallTimeout, Heartbeat: opts.EventHeartbeat}); err != nil {
+		return nil, err
+	}
+	mo := opts.MCP
+	mo.Prefix, mo.Logger, mo.NoAuth = opts.Prefix, g.log, opts.NoAuth
+	// The aggregate's watches live as long as the gateway, not the setup.
+	mctx, mstop := context.WithCancel(context.WithoutCancel(ctx))
+	g.mcpStop = mstop
+	if g.mcp, err = mcpserver.New(mctx, nc, mo); err != nil {
+		return nil, err
+	}
+	g.limiter = auth.NewLimiter(auth.LimiterOptions{RPS: opts.RateRPS, Burst: opts.RateBurst})
+	g.handler = g.buildHandler()
+	if g.ln, err = net.Listen("tcp", opts.Addr); err != nil {
+		return nil, fmt.Errorf("gateway: listening on %s: %w", opts.Addr, err)
+	}
+	g.srv = &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// No ReadTimeout or WriteTimeout: /mcp and the event stream stay open
+		// for long. Bodies and non-streaming replies get per-request
+		// deadlines in limits().
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	return g, nil
+}
+
+// buildHandler registers the routes and wraps them in the middleware, outer
+// to inner: access log, panic recovery, CORS (so preflights need no key),
+// auth, rate limit, body limit and deadlines.
+func (g *Gateway) buildHandler() http.Handler {
+	mux := http.NewServeMux()
+	add := func(method, pattern string, h http.Handler) {
+		mux.Handle(method+" "+pattern, h)
+		g.routes = append(g.routes, Route{Method: method, Pattern: pattern})
+	}
+	add("GET", "/healthz", http.HandlerFunc(g.healthz))
+	add("GET", "/readyz", http.HandlerFunc(g.readyz))
+	mcpH := g.mcp.Handler()
+	for _, m := range []string{"POST", "GET", "DELETE"} {
+		add(m, "/mcp", mcpH)
+	}
+	for _, r := range g.api.Routes() {
+		add(r.Method, r.Pattern, r.Handler())
+	}
+
+	h := contractErrors(mux)
+	h = g.limits(h)
+	h = g.limiter.Middleware(h)
+	h = auth.Middleware(auth.MiddlewareOptions{Store: g.keys, NoAuth: g.opts.NoAuth, Logger: g.log})(h)
+	if len(g.opts.CORSOrigins) > 0 {
+		h = cors.New(cors.Options{
+			AllowedOrigins: g.opts.CORSOrigins,
+			AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete},
+			AllowedHeaders: []string{"Authorization", "Content-Type", "Accept", "Last-Event-ID",
+				"Mcp-Session-Id", "Mcp-Protocol-Version"},
+			ExposedHeaders: []string{"Mcp-Session-Id", "Retry-After", "WWW-Authenticate", "Location"},
+			MaxAge:         600,
+		}).Handler(h)
+	}
+	h = recoverer(g.log, h)
+	return accessLog(g.log, h)
+}
+
+// Routes lists every endpoint (the OpenAPI document describes exactly these).
+func (g *Gateway) Routes() []Route { return g.routes }
+
+// Handler is the whole HTTP handler, middleware included.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Addr is the address the gateway listens on (the real port when 0 was asked).
+func (g *Gateway) Addr() string { return g.ln.Addr().String() }
+
+// AdminKeyPath is the admin key file ("" with auth off).
+func (g *Gateway) AdminKeyPath() string { return g.adminKey }
+
+// AdminKeyCreated reports whether New wrote a new admin key (first start).
+func (g *Gateway) AdminKeyCreated() bool { return g.created }
+
+// Keys is the API key store.
+func (g *Gateway) Keys() *auth.KeyStore { return g.keys }
+
+// Run serves until ctx ends, then shuts down gracefully within
+// ShutdownTimeout and releases everything.
+func (g *Gateway) Run(ctx context.Context) error {
+	defer g.Close()
+	if g.opts.NoAuth {
+		g.log.Warn("AUTHENTICATION IS OFF (--no-auth): anyone who can reach " + g.Addr() +
+			" may call every tool and change every server; use it for local experiments only")
+		if tcp, ok := g.ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+			g.log.Warn("AUTHENTICATION IS OFF on a non-loopback address", "addr", g.Addr())
+		}
+	}
+	g.log.Info("gateway listening", "addr", g.Addr(), "auth", !g.opts.NoAuth, "admin_key_file", g.adminKey)
+	served := make(chan error, 1)
+	go func() { served <- g.srv.Serve(g.ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("gateway: serving: %w", err)
+	case <-ctx.Done():
+	}
+	g.log.Info("gateway stopping")
+	sctx, cancel := context.WithTimeout(context.Background(), g.opts.ShutdownTimeout)
+	defer cancel()
+	// Event streams never end by themselves: end them first.
+	g.api.StopStreams()
+	done := make(chan error, 1)
+	go func() { done <- g.srv.Shutdown(sctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(g.opts.ShutdownTimeout / 2):
+		// MCP sessions (GET streams) are still open: close them, which also
+		// ends their calls, and give the rest the remaining time.
+		g.mcp.Close()
+		err = <-done
+	}
+	if err != nil {
+		g.log.Warn("gateway shutdown timed out; closing the remaining connections", "error", err)
+		_ = g.srv.Close()
+	}
+	<-served
+	return nil
+}
+
+// Close releases everything New set up (Run calls it; call it yourself only
+// when Run is never called). It is safe to call more than once.
+func (g *Gateway) Close() {
+	g.closeOnce.Do(func() {
+		if g.ln != nil {
+			_ = g.ln.Close()
+		}
+		if g.mcp != nil {
+			g.mcp.Close()
+		}
+		if g.mcpStop != nil {
+			g.mcpStop()
+		}
+		if g.api != nil {
+			g.api.Close()
+		}
+		if g.keysSvc != nil {
+			_ = g.keysSvc.Stop()
+		}
+		if g.keys != nil {
+			g.keys.Close()
+		}
+	})
+}

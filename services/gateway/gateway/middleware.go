@@ -1,0 +1,216 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+)
+
+// statusWriter records the status and size of a response for the access
+// log. Unwrap lets http.ResponseController reach Flush and the deadlines.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += int64(n)
+	return n, err
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// accessLog logs one line per request: method, path (never the query),
+// status, duration and the key id (never the key). Probes log at debug.
+func accessLog(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ctx, note := auth.WithNote(r.Context())
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		level := slog.LevelInfo
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			level = slog.LevelDebug
+		}
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		log.Log(r.Context(), level, "http request",
+			"method", r.Method, "path", r.URL.Path, "status", sw.status,
+			"duration_ms", float64(time.Since(start).Microseconds())/1000,
+			"bytes", sw.bytes, "key_id", note.KeyID, "remote", r.RemoteAddr)
+	})
+}
+
+// recoverer turns a handler panic into a 500 in the error contract.
+func recoverer(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(p))
+				auth.WriteError(w, 0, apierr.New(apierr.Internal, "internal error"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// streaming reports whether a request's response may stay open for long
+// (the MCP endpoint and the event stream): no write deadline for those.
+func streaming(r *http.Request) bool {
+	return r.URL.Path == "/mcp" || r.URL.Path == "/api/v1/events"
+}
+
+// limits reads the body within MaxBodyBytes (413 over it) and a deadline,
+// then gives non-streaming requests a write deadline. Reading the body here,
+// once, makes the 413 the same for every route, the MCP endpoint included.
+func (g *Gateway) limits(next http.Handler) http.Handler {
+	max := g.opts.MaxBodyBytes
+	tooBig := func(w http.ResponseWriter) {
+		auth.WriteError(w, http.StatusRequestEntityTooLarge,
+			apierr.Invalid("body", fmt.Sprintf("the request body is larger than the limit of %d bytes", max)))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if r.ContentLength > max {
+			tooBig(w)
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			_ = rc.SetReadDeadline(time.Now().Add(30 * time.Second))
+			data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+			// The deadline also covers the connection while the handler
+			// runs: clear it, or a long stream would be cut.
+			_ = rc.SetReadDeadline(time.Time{})
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					tooBig(w)
+					return
+				}
+				auth.WriteError(w, 0, apierr.Wrap(apierr.Validation, "reading the request body: "+err.Error(), err))
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(data))
+		}
+		if !streaming(r) {
+			_ = rc.SetWriteDeadline(time.Now().Add(g.opts.RequestTimeout))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// healthz answers 200 while the process serves.
+func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+}
+
+// readyTimeout bounds each readiness check.
+const readyTimeout = time.Second
+
+// readyz answers 200 when NATS is connected and a runner and a config
+// service answer $SRV.PING within a second; otherwise 503 naming what failed.
+func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
+	checks := map[string]string{"nats": "ok"}
+	if !g.nc.IsConnected() {
+		checks["nats"] = "not connected (" + g.nc.Status().String() + ")"
+	}
+	type result struct{ name, msg string }
+	services := map[string]string{"runner": "mcpbus-runner", "config": "mcpbus-config"}
+	results := make(chan result, len(services))
+	for name, svc := range services {
+		go func() {
+			ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+			defer cancel()
+			if _, err := g.nc.RequestWithContext(ctx, "$SRV.PING."+svc, nil); err != nil {
+				results <- result{name, "no answer to $SRV.PING." + svc + " within " + readyTimeout.String()}
+				return
+			}
+			results <- result{name, "ok"}
+		}()
+	}
+	for range services {
+		res := <-results
+		checks[res.name] = res.msg
+	}
+	var failed []string
+	for name, msg := range checks {
+		if msg != "ok" {
+			failed = append(failed, name)
+		}
+	}
+	body := map[string]any{"status": "ready", "checks": checks}
+	status := http.StatusOK
+	if len(failed) > 0 {
+		status = http.StatusServiceUnavailable
+		body = map[string]any{"code": apierr.ServiceUnavailable, "message": "not ready: " + strings.Join(slices.Sorted(slices.Values(failed)), ", "), "checks": checks}
+	}
+	data, _ := json.Marshal(body) // strings only: cannot fail
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// headerOnly records what a handler would answer, without a body.
+type headerOnly struct {
+	header http.Header
+	status int
+}
+
+func (h *headerOnly) Header() http.Header         { return h.header }
+func (h *headerOnly) Write(b []byte) (int, error) { return len(b), nil }
+func (h *headerOnly) WriteHeader(code int)        { h.status = code }
+
+// contractErrors answers requests no route takes (404, or 405 with Allow)
+// in the error contract instead of the mux's plain text.
+func contractErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		rec := &headerOnly{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		switch rec.status {
+		case http.StatusNotFound, http.StatusMethodNotAllowed:
+		default: // a redirect to the clean path: let the mux answer
+			mux.ServeHTTP(w, r)
+			return
+		}
+		if rec.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+			auth.WriteError(w, rec.status, apierr.Newf(apierr.Validation, "method %s is not allowed on %s (allowed: %s)",
+				r.Method, r.URL.Path, rec.header.Get("Allow")))
+			return
+		}
+		auth.WriteError(w, 0, apierr.Newf(apierr.NotFound, "no such endpoint: %s %s (see /api/v1/openapi.json)", r.Method, r.URL.Path))
+	})
+}

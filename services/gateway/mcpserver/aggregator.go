@@ -1,0 +1,426 @@
+// Package mcpserver is the gateway's aggregated MCP endpoint: one MCP server
+// (go-sdk) with the tools, resources and prompts of every server mcpbus runs,
+// reached over the bus only. Tools come from the catalog in KV mcp_tools,
+// watched and kept in memory, so tools/list costs no bus round trip and a
+// change reaches connected clients as notifications/tools/list_changed.
+//
+// Each principal (API key and tool filter) gets an mcp.Server of its own
+// holding only the tools it may see; a filtered tool is absent from its list
+// and unknown to its tools/call. The same servers answer Streamable HTTP
+// (stateful sessions, or stateless per SEP-2575) and stdio.
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+)
+
+// Options configure the aggregate.
+type Options struct {
+	Prefix string
+	Logger *slog.Logger
+	// CallTimeout bounds one tool call (default 60s); the runner applies the
+	// smaller of it and the server's own call timeout.
+	CallTimeout time.Duration
+	// Stateless serves Streamable HTTP without sessions: every POST stands
+	// alone (protocol 2026-07-28, SEP-2575; older clients get a temporary
+	// session per request). GET and DELETE answer 405.
+	Stateless bool
+	// JSONResponse answers POSTs with one application/json body instead of
+	// an SSE stream; progress then travels on the session's GET stream.
+	JSONResponse bool
+	// NoAuth says the handler is served without the auth middleware: a
+	// request without a Principal may see and call everything. Otherwise such
+	// a request is refused, so a forgotten middleware never opens every tool.
+	NoAuth bool
+	// RPCTimeout bounds one server's answer to a resources, prompts or
+	// completion request (default 15s): a slow server is left out of a list
+	// rather than holding it up.
+	RPCTimeout time.Duration
+	// SessionTimeout closes stateful sessions idle that long (default 30m;
+	// negative: never).
+	SessionTimeout time.Duration
+	// Version is the serverInfo version shown to clients (default "dev").
+	Version string
+}
+
+func (o *Options) defaults() {
+	if o.Prefix == "" {
+		o.Prefix = bus.DefaultPrefix
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 60 * time.Second
+	}
+	if o.RPCTimeout <= 0 {
+		o.RPCTimeout = 15 * time.Second
+	}
+	switch {
+	case o.SessionTimeout == 0:
+		o.SessionTimeout = 30 * time.Minute
+	case o.SessionTimeout < 0:
+		o.SessionTimeout = 0 // go-sdk: never
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+}
+
+// viewIdle is how long the MCP server of a principal without sessions is
+// kept for its next request.
+const viewIdle = 10 * time.Minute
+
+// Aggregator serves the aggregate of every MCP server on the bus.
+type Aggregator struct {
+	opts   Options
+	log    *slog.Logger
+	client *client.Client
+	http   *mcp.StreamableHTTPHandler
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool
+	catalogs map[string]model.Catalog // by server slug
+	running  map[string]bool          // servers whose status is running
+	tools    map[string]*toolEntry    // by exposed name
+	views    map[string]*view         // by principal key
+	prompts  sync.Map                 // namespaced prompt name -> promptRef, learnt from lists
+}
+
+// view is the MCP server of one principal: the tools it may see.
+type view struct {
+	key       string
+	principal *auth.Principal
+	server    *mcp.Server
+	installed map[string]*toolEntry
+	lastUsed  atomic.Int64
+}
+
+func (v *view) touch() { v.lastUsed.Store(time.Now().UnixNano()) }
+
+// New starts the catalog watch (ctx bounds it) and returns once the stored
+// catalog is loaded, so the first tools/list is complete.
+func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) {
+	opts.defaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: jetstream: %w", err)
+	}
+	setup, cancelSetup := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelSetup()
+	tools, status, err := buckets(setup, js, opts.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	a := &Aggregator{
+		opts: opts, log: opts.Logger,
+		client:   client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
+		catalogs: map[string]model.Catalog{}, running: map[string]bool{},
+		tools: map[string]*toolEntry{}, views: map[string]*view{},
+	}
+	a.http = mcp.NewStreamableHTTPHandler(a.getServer, &mcp.StreamableHTTPOptions{
+		Stateless: opts.Stateless, JSONResponse: opts.JSONResponse, Logger: opts.Logger,
+		SessionTimeout: opts.SessionTimeout,
+		// A stateless POST is the whole request: a client that hangs up cancels the call.
+		PropagateRequestCancellation: true,
+	})
+	wctx, cancel := context.WithCancel(ctx)
+	a.cancel = cancel
+	toolsReady, statusReady := make(chan struct{}), make(chan struct{})
+	a.wg.Add(3)
+	go func() {
+		defer a.wg.Done()
+		watchKV(wctx, a.log, tools, decodeJSON[model.Catalog], a.applyCatalogs, toolsReady)
+	}()
+	go func() {
+		defer a.wg.Done()
+		watchKV(wctx, a.log, status, decodeJSON[model.Status], a.applyStatus, statusReady)
+	}()
+	go func() { defer a.wg.Done(); a.janitor(wctx) }()
+	for _, ready := range []chan struct{}{toolsReady, statusReady} {
+		select {
+		case <-ready:
+		case <-setup.Done():
+			a.Close()
+			return nil, fmt.Errorf("mcpserver: loading the tool catalog: %w", setup.Err())
+		}
+	}
+	return a, nil
+}
+
+// buckets opens KV mcp_tools and mcp_status, creating the shared assets when
+// the gateway is the first service up.
+func buckets(ctx context.Context, js jetstream.JetStream, prefix string) (tools, status jetstream.KeyValue, err error) {
+	tools, err = js.KeyValue(ctx, bus.BucketTools)
+	if err == nil {
+		status, err = js.KeyValue(ctx, bus.BucketStatus)
+	}
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		var assets *bus.Assets
+		if assets, err = bus.EnsureAssets(ctx, js, bus.NewSubjects(prefix), bus.AssetOptions{}); err == nil {
+			return assets.Tools, assets.Status, nil
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcpserver: opening the catalog buckets: %w", err)
+	}
+	return tools, status, nil
+}
+
+func decodeJSON[T any](data []byte) (T, error) {
+	var v T
+	err := json.Unmarshal(data, &v)
+	return v, err
+}
+
+// applyCatalogs installs a new state of KV mcp_tools: the tool set is derived
+// again and every principal's server gets the difference (go-sdk then tells
+// its sessions tools/list_changed).
+func (a *Aggregator) applyCatalogs(catalogs map[string]model.Catalog) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.catalogs = catalogs
+	a.tools = deriveTools(catalogs, a.tools, func(t model.Tool, err error) {
+		a.log.Warn("catalog entry left out of the aggregate", "server", t.Server, "tool", t.Tool, "error", err)
+	})
+	for _, v := range a.views {
+		a.syncView(v)
+	}
+}
+
+func (a *Aggregator) applyStatus(status map[string]model.Status) {
+	running := make(map[string]bool, len(status))
+	for slug, st := range status {
+		running[slug] = st.State == model.StateRunning
+	}
+	a.mu.Lock()
+	a.running = running
+	a.mu.Unlock()
+}
+
+// syncView brings a principal's server in line with the tool set; a.mu is held.
+func (a *Aggregator) syncView(v *view) {
+	var gone []string
+	for name := range v.installed {
+		if _, ok := a.tools[name]; !ok || !v.principal.AllowsTool(name) {
+			gone = append(gone, name)
+			delete(v.installed, name)
+		}
+	}
+	if len(gone) > 0 {
+		v.server.RemoveTools(gone...)
+	}
+	for name, e := range a.tools {
+		if v.installed[name] == e || !v.principal.AllowsTool(name) {
+			continue
+		}
+		if a.addTool(v.server, e) {
+			v.installed[name] = e
+		}
+	}
+}
+
+// addTool adds e to s. go-sdk panics on tools it cannot serve (a bad
+// x-mcp-header annotation, say): such a tool is left out, not the gateway.
+func (a *Aggregator) addTool(s *mcp.Server, e *toolEntry) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.log.Warn("tool left out of the aggregate", "tool", e.name, "error", fmt.Sprint(p))
+			ok = false
+		}
+	}()
+	s.AddTool(e.tool, a.toolHandler(e))
+	return true
+}
+
+// viewKey identifies a principal's server: its key and its filter, so a
+// changed filter gets a fresh server (and the old sessions end).
+func viewKey(p *auth.Principal) string {
+	f, _ := json.Marshal(p.Tools)
+	sum := sha256.Sum256([]byte(p.KeyID + "\x00" + string(f)))
+	return hex.EncodeToString(sum[:8])
+}
+
+// viewFor returns the server of p, creating it on first use.
+func (a *Aggregator) viewFor(p *auth.Principal) (*view, error) {
+	key := viewKey(p)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, apierr.New(apierr.ServiceUnavailable, "the MCP gateway is shutting down")
+	}
+	if v, ok := a.views[key]; ok {
+		v.touch()
+		return v, nil
+	}
+	cp := *p
+	v := &view{key: key, principal: &cp, installed: map[string]*toolEntry{}}
+	v.server = mcp.NewServer(&mcp.Implementation{Name: "mcpbus", Title: "mcpbus", Version: a.opts.Version}, &mcp.ServerOptions{
+		Instructions: "The tools, resources and prompts of every MCP server mcpbus runs. " +
+			"Tools and prompts are named <server>__<name>; resource URIs are mcpbus://<server>/<escaped original URI>. " +
+			"_meta of each names the server (" + MetaServer + ") and the original name.",
+		Logger: a.log,
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:       &mcp.ToolCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{},
+			Prompts:     &mcp.PromptCapabilities{},
+			Completions: &mcp.CompletionCapabilities{},
+		},
+		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return a.complete(ctx, v, req)
+		},
+		// The session id starts with the view's key: Handler refuses a
+		// session id used by another key (or under a changed filter).
+		GetSessionID: func() string { return key + "-" + rand.Text() },
+	})
+	v.server.AddReceivingMiddleware(a.features(v))
+	v.touch()
+	a.syncView(v)
+	a.views[key] = v
+	return v, nil
+}
+
+// janitor drops the servers of principals that have had no session for viewIdle.
+func (a *Aggregator) janitor(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-viewIdle).UnixNano()
+		a.mu.Lock()
+		for key, v := range a.views {
+			if v.lastUsed.Load() > cutoff {
+				continue
+			}
+			if busy := func() bool {
+				for range v.server.Sessions() {
+					return true
+				}
+				return false
+			}(); !busy {
+				delete(a.views, key)
+			}
+		}
+		a.mu.Unlock()
+	}
+}
+
+type viewCtxKey struct{}
+
+// Handler is the Streamable HTTP endpoint. Each request's principal
+// (auth.PrincipalFrom) chooses the tools it sees.
+func (a *Aggregator) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := auth.PrincipalFrom(r.Context())
+		if p == nil {
+			if !a.opts.NoAuth {
+				writeError(w, apierr.New(apierr.Unauthorized, "an API key is required"))
+				return
+			}
+			p = auth.Anonymous()
+		}
+		if !p.Can(auth.ScopeCall) {
+			writeError(w, apierr.New(apierr.Unauthorized, "this API key may not list or call tools (scope call)"))
+			return
+		}
+		v, err := a.viewFor(p)
+		if err != nil {
+			writeError(w, apierr.From(err))
+			return
+		}
+		// A session belongs to the key (and filter) that opened it; to anyone
+		// else it does not exist, which tells a client to start a new one.
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && !a.opts.Stateless && !strings.HasPrefix(sid, v.key+"-") {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		a.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewCtxKey{}, v)))
+	})
+}
+
+func (a *Aggregator) getServer(r *http.Request) *mcp.Server {
+	if v, ok := r.Context().Value(viewCtxKey{}).(*view); ok {
+		return v.server
+	}
+	return nil
+}
+
+// writeError answers with the error contract, as the rest of the gateway does.
+func writeError(w http.ResponseWriter, e *apierr.Error) { auth.WriteError(w, 0, e) }
+
+
+// ServeStdio serves the aggregate to one client over stdin/stdout until the
+// client hangs up or ctx ends. A nil p sees everything (a local command).
+func (a *Aggregator) ServeStdio(ctx context.Context, p *auth.Principal) error {
+	return a.Serve(ctx, p, &mcp.StdioTransport{})
+}
+
+// Serve serves the aggregate to one client over any go-sdk transport.
+func (a *Aggregator) Serve(ctx context.Context, p *auth.Principal, t mcp.Transport) error {
+	if p == nil {
+		p = auth.Anonymous()
+	}
+	if !p.Can(auth.ScopeCall) {
+		return apierr.New(apierr.Unauthorized, "this API key may not list or call tools (scope call)")
+	}
+	v, err := a.viewFor(p)
+	if err != nil {
+		return err
+	}
+	if err := v.server.Run(ctx, t); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("mcpserver: serving: %w", err)
+	}
+	return nil
+}
+
+// Close stops the catalog watch and ends every session.
+func (a *Aggregator) Close() {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return
+	}
+	a.closed = true
+	views := make([]*view, 0, len(a.views))
+	for _, v := range a.views {
+		views = append(views, v)
+	}
+	a.mu.Unlock()
+	a.cancel()
+	a.wg.Wait()
+	for _, v := range views {
+		for s := range v.server.Sessions() {
+			_ = s.Close()
+		}
+	}
+}

@@ -1,0 +1,243 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// Keys of the _meta the aggregate adds to tools, prompts and resources, so a
+// client can tell which server and original name hide behind a namespaced one.
+const (
+	MetaServer   = "mcpbus/server"
+	MetaTool     = "mcpbus/tool"
+	MetaPrompt   = "mcpbus/prompt"
+	MetaResource = "mcpbus/uri"
+	MetaName     = "mcpbus/name"
+)
+
+var exposedName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// toolEntry is one tool of the aggregate: built once per catalog version and
+// shared, read-only, by the MCP server of every principal that may see it.
+type toolEntry struct {
+	name string // the name clients see
+	cat  model.Tool
+	tool *mcp.Tool
+	raw  []byte // the catalog entry as stored, to spot changes cheaply
+
+	schemaOnce sync.Once
+	schema     *jsonschema.Resolved // nil: the schema cannot be compiled, the server validates
+}
+
+// resolved compiles the input schema on first use: a catalog of thousands of
+// tools costs nothing until they are called.
+func (e *toolEntry) resolved() *jsonschema.Resolved {
+	e.schemaOnce.Do(func() {
+		raw, _ := e.tool.InputSchema.(json.RawMessage)
+		var s jsonschema.Schema
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return
+		}
+		if r, err := s.Resolve(nil); err == nil {
+			e.schema = r
+		}
+	})
+	return e.schema
+}
+
+// buildTool turns a catalog entry into the go-sdk tool served under name. An
+// entry whose input schema is not a JSON object of type "object" (MCP requires
+// one) is refused, so one bad server cannot break the aggregate.
+func buildTool(name string, t model.Tool) (*mcp.Tool, error) {
+	schema := bytes.TrimSpace(t.InputSchema)
+	if len(schema) == 0 || bytes.Equal(schema, []byte("null")) {
+		schema = []byte(`{"type":"object"}`)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(schema, &m); err != nil || m == nil {
+		return nil, errors.New("input schema is not a JSON object")
+	}
+	switch typ := m["type"]; typ {
+	case "object":
+	case nil: // a schema without a type accepts objects too; say so explicitly
+		m["type"] = "object"
+		schema, _ = json.Marshal(m)
+	default:
+		return nil, fmt.Errorf("input schema has type %v, not object", typ)
+	}
+	out := &mcp.Tool{
+		Name: name, Title: t.Title, Description: t.Description,
+		InputSchema: json.RawMessage(schema),
+		Meta:        mcp.Meta{MetaServer: t.Server, MetaTool: t.Tool},
+	}
+	if o := bytes.TrimSpace(t.OutputSchema); len(o) > 0 && !bytes.Equal(o, []byte("null")) {
+		if !json.Valid(o) {
+			return nil, errors.New("output schema is not JSON")
+		}
+		out.OutputSchema = json.RawMessage(o)
+	}
+	if a := bytes.TrimSpace(t.Annotations); len(a) > 0 && !bytes.Equal(a, []byte("null")) {
+		var ann mcp.ToolAnnotations
+		if json.Unmarshal(a, &ann) == nil {
+			out.Annotations = &ann
+		}
+	}
+	return out, nil
+}
+
+// clashName is the name of a tool whose namespaced name another tool has too:
+// the name shortened, plus a hash of the tool's own identity, so it is stable
+// whatever the other tools are and whichever arrived first.
+func clashName(base, server, tool string) string {
+	sum := sha256.Sum256([]byte(server + "\x00" + tool))
+	h := hex.EncodeToString(sum[:4])
+	b := []byte(base)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if max := model.MaxNameLen - len(h) - 1; len(b) > max {
+		b = b[:max]
+	}
+	return string(b) + "_" + h
+}
+
+// deriveTools computes the aggregate's tool set from the catalogs, reusing
+// the entries of prev that did not change. Entries that cannot be served are
+// reported through skip.
+func deriveTools(catalogs map[string]model.Catalog, prev map[string]*toolEntry, skip func(model.Tool, error)) map[string]*toolEntry {
+	type cand struct {
+		base string
+		t    model.Tool
+	}
+	var all []cand
+	count := map[string]int{}
+	for _, slug := range sortedKeys(catalogs) {
+		for _, t := range catalogs[slug].Tools {
+			if t.Server == "" {
+				t.Server = slug
+			}
+			if t.Server != slug || t.Tool == "" {
+				skip(t, errors.New("catalog entry names another server or no tool"))
+				continue
+			}
+			base := t.Name
+			if !exposedName.MatchString(base) {
+				base = model.NamespacedName(t.Server, t.Tool)
+			}
+			all = append(all, cand{base, t})
+			count[base]++
+		}
+	}
+	out := make(map[string]*toolEntry, len(all))
+	for _, c := range all {
+		name := c.base
+		if count[name] > 1 {
+			name = clashName(c.base, c.t.Server, c.t.Tool)
+		}
+		if _, dup := out[name]; dup { // the same tool twice in one catalog
+			skip(c.t, errors.New("duplicate tool"))
+			continue
+		}
+		raw, _ := json.Marshal(c.t)
+		if old, ok := prev[name]; ok && bytes.Equal(old.raw, raw) {
+			out[name] = old
+			continue
+		}
+		tool, err := buildTool(name, c.t)
+		if err != nil {
+			skip(c.t, err)
+			continue
+		}
+		out[name] = &toolEntry{name: name, cat: c.t, tool: tool, raw: raw}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// watchKV follows every key of kv and calls apply with the full state (a
+// copy the callee may keep) after the initial values and after each change.
+// A watch that breaks is started again; its initial values replace the state,
+// so deletes missed meanwhile are not kept. ready is closed after the first
+// complete state, or when ctx ends.
+func watchKV[T any](ctx context.Context, log *slog.Logger, kv jetstream.KeyValue, decode func([]byte) (T, error), apply func(map[string]T), ready chan<- struct{}) {
+	readyOnce := sync.OnceFunc(func() { close(ready) })
+	defer readyOnce()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		w, err := kv.WatchAll(ctx)
+		if err != nil {
+			log.Warn("watching a bucket failed, retrying", "bucket", kv.Bucket(), "error", err)
+		} else {
+			backoff = 100 * time.Millisecond
+			follow(ctx, log, w, kv.Bucket(), decode, apply, readyOnce)
+			_ = w.Stop()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func follow[T any](ctx context.Context, log *slog.Logger, w jetstream.KeyWatcher, bucket string, decode func([]byte) (T, error), apply func(map[string]T), ready func()) {
+	state := map[string]T{}
+	initial := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil { // end of the initial values
+				initial = false
+				apply(maps.Clone(state))
+				ready()
+				continue
+			}
+			if e.Operation() == jetstream.KeyValuePut {
+				v, err := decode(e.Value())
+				if err != nil {
+					log.Warn("ignoring an undecodable entry", "bucket", bucket, "key", e.Key(), "error", err)
+					delete(state, e.Key())
+				} else {
+					state[e.Key()] = v
+				}
+			} else {
+				delete(state, e.Key())
+			}
+			if !initial {
+				apply(maps.Clone(state))
+			}
+		}
+	}
+}

@@ -1,0 +1,844 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
+	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+)
+
+// testServer is the go-sdk test server (libs/testmcp), built once.
+var testServer string
+
+func TestMain(m *testing.M) {
+	path, cleanup, err := runnertest.BuildTestServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testServer = path
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// env is a bus with a runner, the aggregate on it, and its HTTP endpoint.
+type env struct {
+	*runnertest.Env
+	agg *mcpserver.Aggregator
+	url string
+}
+
+// start runs the bus, a runner and the aggregate; wrap, if given, stands in
+// for the gateway's auth middleware.
+func start(t *testing.T, opts mcpserver.Options, wrap func(http.Handler) http.Handler) *env {
+	t.Helper()
+	e := runnertest.Start(t, runner.Options{StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second,
+		StartTimeout: 10 * time.Second, Logger: quiet()})
+	if opts.Logger == nil {
+		opts.Logger = quiet()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	agg, err := mcpserver.New(ctx, e.NC, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agg.Close)
+	h := agg.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &env{Env: e, agg: agg, url: srv.URL}
+}
+
+// addServer puts a test server named name and waits until it runs.
+func (e *env) addServer(t *testing.T, name string, envVars map[string]model.EnvVar) {
+	t.Helper()
+	cfg := runnertest.Binary(name, testServer, "-name", name)
+	cfg.EnvVars = envVars
+	e.Put(t, cfg)
+	e.WaitState(t, name, model.StateRunning, 15*time.Second)
+}
+
+// client is a go-sdk client session with its notifications recorded.
+type client struct {
+	*mcp.ClientSession
+	listChanged chan struct{}
+	mu          sync.Mutex
+	progress    []*mcp.ProgressNotificationParams
+}
+
+func (c *client) progressSeen() []*mcp.ProgressNotificationParams {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.progress)
+}
+
+type bearer struct {
+	key  string
+	base http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return b.base.RoundTrip(r)
+}
+
+// connect opens a session to url, as key when not empty.
+func connect(t *testing.T, url, key string, sessOpts *mcp.ClientSessionOptions) *client {
+	t.Helper()
+	c := &client{listChanged: make(chan struct{}, 16)}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case c.listChanged <- struct{}{}:
+			default:
+			}
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			c.mu.Lock()
+			c.progress = append(c.progress, req.Params)
+			c.mu.Unlock()
+		},
+	})
+	tr := &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}
+	if key != "" {
+		tr.HTTPClient = &http.Client{Transport: bearer{key, http.DefaultTransport}}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := mc.Connect(ctx, tr, sessOpts)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	c.ClientSession = cs
+	return c
+}
+
+func tools(t *testing.T, c *client) map[string]*mcp.Tool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out := map[string]*mcp.Tool{}
+	for tool, err := range c.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		out[tool.Name] = tool
+	}
+	return out
+}
+
+func call(t *testing.T, c *client, name string, args any) (*mcp.CallToolResult, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return c.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+}
+
+func textOf(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	var parts []string
+	for _, c := range res.Content {
+		tc, ok := c.(*mcp.TextContent)
+		if !ok {
+			t.Fatalf("content %T, want text", c)
+		}
+		parts = append(parts, tc.Text)
+	}
+	return strings.Join(parts, "")
+}
+
+func wantRPCError(t *testing.T, err error, code int64) *jsonrpc.Error {
+	t.Helper()
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) {
+		t.Fatalf("error %v (%T), want a JSON-RPC error %d", err, err, code)
+	}
+	if werr.Code != code {
+		t.Fatalf("JSON-RPC error %d %q, want code %d", werr.Code, werr.Message, code)
+	}
+	return werr
+}
+
+// waitListChanged waits for a tools/list_changed notification.
+func waitListChanged(t *testing.T, c *client, what string) {
+	t.Helper()
+	select {
+	case <-c.listChanged:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no tools/list_changed after %s", what)
+	}
+}
+
+// counter counts the messages on a subject, over its own connection.
+type counter struct {
+	n   atomic.Int64
+	nc  *nats.Conn
+	sub *nats.Subscription
+}
+
+func count(t *testing.T, e *env, subject string) *counter {
+	t.Helper()
+	nc, err := e.NS.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c := &counter{nc: nc}
+	if c.sub, err = nc.Subscribe(subject, func(*nats.Msg) { c.n.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// settled returns the count once messages in flight have arrived.
+func (c *counter) settled(t *testing.T) int64 {
+	t.Helper()
+	if err := c.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	return c.n.Load()
+}
+
+func TestListAndCall(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+	c := connect(t, e.url, "", nil)
+
+	if got := c.InitializeResult().ServerInfo.Name; got != "mcpbus" {
+		t.Fatalf("server name %q", got)
+	}
+	list := tools(t, c)
+	echo, ok := list["alpha__echo"]
+	if !ok {
+		t.Fatalf("alpha__echo missing from %v", slices.Sorted(mapsKeys(list)))
+	}
+	if echo.Meta[mcpserver.MetaServer] != "alpha" || echo.Meta[mcpserver.MetaTool] != "echo" {
+		t.Fatalf("_meta of alpha__echo: %v", echo.Meta)
+	}
+	if echo.Description != "Echoes the message back" {
+		t.Fatalf("description %q", echo.Description)
+	}
+	schema, _ := json.Marshal(echo.InputSchema)
+	if !strings.Contains(string(schema), `"message"`) {
+		t.Fatalf("input schema lost: %s", schema)
+	}
+	for _, name := range []string{"alpha__sleep", "alpha__progress", "alpha__fail", "alpha__add_tool"} {
+		if _, ok := list[name]; !ok {
+			t.Fatalf("%s missing", name)
+		}
+	}
+
+	res, err := call(t, c, "alpha__echo", map[string]any{"message": "hello over the bus"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || textOf(t, res) != "hello over the bus" {
+		t.Fatalf("echo: %+v", res)
+	}
+	// A tool error is a result with isError, passed through as is.
+	res, err = call(t, c, "alpha__fail", map[string]any{"message": "on purpose"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(textOf(t, res), "failed: on purpose") {
+		t.Fatalf("fail: %+v", res)
+	}
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func TestTraceContextReachesTheServer(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	hc := &http.Client{Transport: headerRT{"traceparent", "00-" + traceID + "-00f067aa0ba902b7-01"}}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "traced", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url, HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__meta", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The runner puts the trace context of the bus message into the MCP
+	// request's _meta; the test server returns that _meta.
+	var meta map[string]any
+	if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &meta); err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := meta["traceparent"].(string)
+	if !strings.Contains(tp, traceID) {
+		t.Fatalf("the MCP server got traceparent %q, want trace %s", tp, traceID)
+	}
+}
+
+type headerRT struct{ k, v string }
+
+func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.k, h.v)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestProgressAndCancelRelayed(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	marker := filepath.Join(t.TempDir(), "cancelled")
+	e.addServer(t, "alpha", map[string]model.EnvVar{"TESTMCP_CANCEL_FILE": {Value: marker}})
+	c := connect(t, e.url, "", nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__progress",
+		Arguments: map[string]any{"steps": 3, "ms": 20}, Meta: mcp.Meta{"progressToken": "tok-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if textOf(t, res) != "done 3 steps" {
+		t.Fatalf("progress result: %+v", res)
+	}
+	// Notifications and the result travel on the same stream, in order.
+	got := c.progressSeen()
+	if len(got) != 3 {
+		t.Fatalf("%d progress notifications, want 3: %+v", len(got), got)
+	}
+	for i, p := range got {
+		if p.ProgressToken != "tok-1" || p.Progress != float64(i+1) || p.Total != 3 || p.Message != fmt.Sprintf("step %d", i+1) {
+			t.Fatalf("progress %d: %+v", i, p)
+		}
+	}
+
+	// Cancellation: the client gives up, go-sdk sends notifications/cancelled,
+	// the gateway cancels the bus call and the runner the MCP call.
+	events := make(chan model.CallEvent, 8)
+	sub, err := e.NC.Subscribe(e.Client.Subjects().Event("call", "alpha"), func(m *nats.Msg) {
+		var ev model.CallEvent
+		if json.Unmarshal(m.Data, &ev) == nil {
+			events <- ev
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	cctx, ccancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(300 * time.Millisecond); ccancel() }()
+	begin := time.Now()
+	_, err = c.CallTool(cctx, &mcp.CallToolParams{Name: "alpha__sleep", Arguments: map[string]any{"ms": 20000}})
+	if err == nil {
+		t.Fatal("a cancelled call succeeded")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the MCP server never saw the cancellation")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case ev := <-events:
+		if ev.Tool != "sleep" || ev.Outcome != "cancelled" {
+			t.Fatalf("call event %+v, want sleep cancelled", ev)
+		}
+		if ev.DurationMS > 5000 || time.Since(begin) > 10*time.Second {
+			t.Fatalf("the sleep ran %.0fms: not cancelled early", ev.DurationMS)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no call event for the cancelled call")
+	}
+	// The session is still good.
+	if res, err := call(t, c, "alpha__echo", map[string]any{"message": "after"}); err != nil || textOf(t, res) != "after" {
+		t.Fatalf("call after cancel: %v", err)
+	}
+}
+
+func TestListChangedAndSameToolNames(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+	c := connect(t, e.url, "", nil)
+	if _, ok := tools(t, c)["alpha__echo"]; !ok {
+		t.Fatal("alpha__echo missing")
+	}
+
+	// A tool added at run time: runner → catalog → KV → aggregate → client.
+	if _, err := call(t, c, "alpha__add_tool", map[string]any{"message": "late.tool"}); err != nil {
+		t.Fatal(err)
+	}
+	waitListChanged(t, c, "add_tool")
+	var late *mcp.Tool
+	for deadline := time.Now().Add(5 * time.Second); late == nil; {
+		for _, tool := range tools(t, c) {
+			if tool.Meta[mcpserver.MetaTool] == "late.tool" {
+				late = tool
+			}
+		}
+		if late == nil && time.Now().After(deadline) {
+			t.Fatal("late.tool not listed after list_changed")
+		}
+	}
+	// "alpha__late.tool" is not a valid name: sanitised with a stable hash.
+	if late.Name != model.NamespacedName("alpha", "late.tool") || strings.Contains(late.Name, ".") {
+		t.Fatalf("late tool named %q", late.Name)
+	}
+	if res, err := call(t, c, late.Name, map[string]any{}); err != nil || textOf(t, res) != "added tool" {
+		t.Fatalf("calling %s: %v", late.Name, err)
+	}
+
+	// A second server with the same tools: both visible, each call reaches its own server.
+	e.addServer(t, "beta", nil)
+	waitListChanged(t, c, "adding server beta")
+	list := tools(t, c)
+	for _, name := range []string{"alpha__echo", "beta__echo"} {
+		if _, ok := list[name]; !ok {
+			t.Fatalf("%s missing after beta started", name)
+		}
+	}
+	if list["beta__echo"].Meta[mcpserver.MetaServer] != "beta" {
+		t.Fatalf("beta__echo _meta %v", list["beta__echo"].Meta)
+	}
+	alphaCalls := count(t, e, "mcp.v1.call.alpha.>")
+	betaCalls := count(t, e, "mcp.v1.call.beta.>")
+	if res, err := call(t, c, "beta__echo", map[string]any{"message": "to beta"}); err != nil || textOf(t, res) != "to beta" {
+		t.Fatalf("beta__echo: %v", err)
+	}
+	if a, b := alphaCalls.settled(t), betaCalls.settled(t); a != 0 || b != 1 {
+		t.Fatalf("beta__echo reached alpha %d times, beta %d times", a, b)
+	}
+
+	// Removing a server takes its tools away and says so.
+	cfgs, err := e.Store.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range cfgs {
+		if cfg.Slug == "beta" {
+			e.Delete(t, cfg.ID)
+		}
+	}
+	waitListChanged(t, c, "removing server beta")
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		list := tools(t, c)
+		if _, ok := list["beta__echo"]; !ok {
+			if _, ok := list["alpha__echo"]; !ok {
+				t.Fatal("alpha__echo went with beta")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("beta__echo still listed after beta was deleted")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// keys is a stand-in for the auth middleware: the bearer token names the principal.
+func keys(principals map[string]*auth.Principal) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if p, ok := principals[token]; ok {
+				r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func TestFilteredPrincipal(t *testing.T) {
+	principals := map[string]*auth.Principal{
+		"narrow": {KeyID: "k-narrow", Scopes: []string{auth.ScopeCall}, Tools: model.ToolFilter{Allow: []string{"alpha__echo", "alpha__pro*"}}},
+		"deny":   {KeyID: "k-deny", Scopes: []string{auth.ScopeCall}, Tools: model.ToolFilter{Deny: []string{"*__sleep"}}},
+		"full":   {KeyID: "k-full", Scopes: []string{auth.ScopeCall}},
+		"admin":  {KeyID: "k-admin", Scopes: []string{"read-only"}},
+	}
+	e := start(t, mcpserver.Options{}, keys(principals))
+	e.addServer(t, "alpha", nil)
+
+	narrow := connect(t, e.url, "narrow", nil)
+	got := slices.Sorted(mapsKeys(tools(t, narrow)))
+	if !slices.Equal(got, []string{"alpha__echo", "alpha__progress"}) {
+		t.Fatalf("narrow key sees %v", got)
+	}
+	if res, err := call(t, narrow, "alpha__echo", map[string]any{"message": "allowed"}); err != nil || textOf(t, res) != "allowed" {
+		t.Fatalf("allowed call: %v", err)
+	}
+	calls := count(t, e, "mcp.v1.call.alpha.>")
+	_, err := call(t, narrow, "alpha__sleep", map[string]any{"ms": 1})
+	if w := wantRPCError(t, err, jsonrpc.CodeInvalidParams); !strings.Contains(w.Message, "unknown tool") {
+		t.Fatalf("filtered tool refused with %q", w.Message)
+	}
+	if n := calls.settled(t); n != 0 {
+		t.Fatalf("a refused call sent %d bus messages", n)
+	}
+
+	deny := connect(t, e.url, "deny", nil)
+	dl := tools(t, deny)
+	if _, ok := dl["alpha__sleep"]; ok {
+		t.Fatal("denied tool listed")
+	}
+	if _, ok := dl["alpha__echo"]; !ok {
+		t.Fatal("deny filter hid alpha__echo")
+	}
+
+	full := connect(t, e.url, "full", nil)
+	if _, ok := tools(t, full)["alpha__sleep"]; !ok {
+		t.Fatal("unfiltered key misses alpha__sleep")
+	}
+
+	// No principal (no middleware ran) and a key without the call scope are refused.
+	for _, key := range []string{"", "admin"} {
+		req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), `"UNAUTHORIZED"`) {
+			t.Fatalf("key %q: %d %s", key, resp.StatusCode, body)
+		}
+	}
+
+	// A session opened by one key is not found for another.
+	sid := narrow.ID()
+	if sid == "" {
+		t.Fatal("stateful session without id")
+	}
+	resp := raw(t, e.url, "full", sid, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
+	if resp.status != http.StatusNotFound {
+		t.Fatalf("another key's session: status %d %s", resp.status, resp.body)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+	c := connect(t, e.url, "", nil)
+	calls := count(t, e, "mcp.v1.call.alpha.>")
+
+	// Wrong argument types are refused at the gateway: no bus traffic.
+	_, err := call(t, c, "alpha__echo", map[string]any{"message": 42})
+	w := wantRPCError(t, err, jsonrpc.CodeInvalidParams)
+	if !strings.Contains(w.Message, "input schema") {
+		t.Fatalf("invalid params message %q", w.Message)
+	}
+	var body struct{ Code, Field string }
+	if json.Unmarshal(w.Data, &body) != nil || body.Code != "VALIDATION_ERROR" || body.Field != "arguments" {
+		t.Fatalf("error data %s", w.Data)
+	}
+	_, err = call(t, c, "alpha__sleep", map[string]any{"ms": "soon"})
+	wantRPCError(t, err, jsonrpc.CodeInvalidParams)
+	_, err = call(t, c, "alpha__echo", map[string]any{}) // message is required
+	wantRPCError(t, err, jsonrpc.CodeInvalidParams)
+	if n := calls.settled(t); n != 0 {
+		t.Fatalf("invalid calls sent %d messages on the call subject", n)
+	}
+	// The counter does count: a good call is one message.
+	if _, err := call(t, c, "alpha__echo", map[string]any{"message": "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.settled(t); n != 1 {
+		t.Fatalf("a valid call sent %d messages, want 1", n)
+	}
+
+	_, err = call(t, c, "alpha__nope", map[string]any{})
+	if w := wantRPCError(t, err, jsonrpc.CodeInvalidParams); !strings.Contains(w.Message, "unknown tool") {
+		t.Fatalf("unknown tool: %q", w.Message)
+	}
+	_, err = call(t, c, "nosuchserver__echo", nil)
+	wantRPCError(t, err, jsonrpc.CodeInvalidParams)
+
+	// Raw JSON-RPC on the session: malformed JSON, unknown method, arguments not an object.
+	sid := c.ID()
+	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":1,"method":`); r.status != http.StatusBadRequest || r.rpcCode(t) != jsonrpc.CodeParseError {
+		t.Fatalf("malformed JSON: %d %s", r.status, r.body)
+	}
+	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/frobnicate","params":{}}`); r.rpcCode(t) != jsonrpc.CodeMethodNotFound {
+		t.Fatalf("unknown method: %d %s", r.status, r.body)
+	}
+	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":[1,2]}}`); r.rpcCode(t) != jsonrpc.CodeInvalidParams {
+		t.Fatalf("array arguments: %d %s", r.status, r.body)
+	}
+	if n := calls.settled(t); n != 1 {
+		t.Fatalf("raw bad requests reached the bus: %d messages", n)
+	}
+}
+
+type rawResp struct {
+	status int
+	body   string
+}
+
+// rpcCode is the JSON-RPC error code of the response (a JSON body or the
+// first SSE data line), 0 when none.
+func (r rawResp) rpcCode(t *testing.T) int64 {
+	t.Helper()
+	data := r.body
+	if i := strings.Index(data, "data: "); i >= 0 {
+		data = data[i+len("data: "):]
+		if j := strings.IndexByte(data, '\n'); j >= 0 {
+			data = data[:j]
+		}
+	}
+	var msg struct {
+		Error *struct {
+			Code int64 `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(data), &msg) != nil || msg.Error == nil {
+		return 0
+	}
+	return msg.Error.Code
+}
+
+// raw POSTs one JSON-RPC body on a session.
+func raw(t *testing.T, url, key, sid, body string) rawResp {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return rawResp{resp.StatusCode, string(b)}
+}
+
+func TestStateless(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true, Stateless: true}, nil)
+	e.addServer(t, "alpha", nil)
+	c := connect(t, e.url, "", nil)
+	if v := c.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("stateless session speaks %s, want 2026-07-28", v)
+	}
+	if c.ID() != "" {
+		t.Fatalf("stateless mode handed out session id %q", c.ID())
+	}
+	if _, ok := tools(t, c)["alpha__echo"]; !ok {
+		t.Fatal("alpha__echo missing")
+	}
+	res, err := call(t, c, "alpha__echo", map[string]any{"message": "stateless"})
+	if err != nil || textOf(t, res) != "stateless" {
+		t.Fatalf("stateless call: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__progress",
+		Arguments: map[string]any{"steps": 2}, Meta: mcp.Meta{"progressToken": "s-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c.progressSeen()); n != 2 {
+		t.Fatalf("%d progress notifications in stateless mode, want 2", n)
+	}
+	_, err = call(t, c, "alpha__echo", map[string]any{"message": 1})
+	wantRPCError(t, err, jsonrpc.CodeInvalidParams)
+
+	// An older client (initialize handshake) works on the stateless endpoint too.
+	old := connect(t, e.url, "", &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
+	if res, err := call(t, old, "alpha__echo", map[string]any{"message": "old"}); err != nil || textOf(t, res) != "old" {
+		t.Fatalf("legacy client on the stateless endpoint: %v", err)
+	}
+
+	// list_changed reaches a 2026-07-28 client through subscriptions/listen.
+	e.addServer(t, "beta", nil)
+	waitListChanged(t, c, "adding server beta (stateless)")
+	if _, ok := tools(t, c)["beta__echo"]; !ok {
+		t.Fatal("beta__echo missing")
+	}
+}
+
+func TestServeStdio(t *testing.T) {
+	e := start(t, mcpserver.Options{}, nil)
+	e.addServer(t, "alpha", nil)
+	c2sR, c2sW := io.Pipe()
+	s2cR, s2cW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	p := &auth.Principal{KeyID: "stdio", Scopes: []string{auth.ScopeCall}, Tools: model.ToolFilter{Deny: []string{"alpha__crash"}}}
+	go func() { served <- e.agg.Serve(ctx, p, &mcp.IOTransport{Reader: c2sR, Writer: s2cW}) }()
+
+	mc := mcp.NewClient(&mcp.Implementation{Name: "stdio-client", Version: "1"}, nil)
+	cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer ccancel()
+	cs, err := mc.Connect(cctx, &mcp.IOTransport{Reader: s2cR, Writer: c2sW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.ListTools(cctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	if !slices.Contains(names, "alpha__echo") || slices.Contains(names, "alpha__crash") {
+		t.Fatalf("stdio tools %v", names)
+	}
+	out, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "alpha__echo", Arguments: map[string]any{"message": "via stdio"}})
+	if err != nil || out.Content[0].(*mcp.TextContent).Text != "via stdio" {
+		t.Fatalf("stdio call: %v", err)
+	}
+	_ = cs.Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after the client hung up")
+	}
+}
+
+func TestResourcesAndPrompts(t *testing.T) {
+	principals := map[string]*auth.Principal{
+		"all":  {KeyID: "k-all", Scopes: []string{auth.ScopeCall}},
+		"beta": {KeyID: "k-beta", Scopes: []string{auth.ScopeCall}, Tools: model.ToolFilter{Allow: []string{"beta__*"}}},
+	}
+	e := start(t, mcpserver.Options{}, keys(principals))
+	e.addServer(t, "alpha", nil)
+	e.addServer(t, "beta", nil)
+	c := connect(t, e.url, "all", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	caps := c.InitializeResult().Capabilities
+	if caps.Resources == nil || caps.Prompts == nil || caps.Tools == nil || !caps.Tools.ListChanged {
+		t.Fatalf("capabilities %+v", caps)
+	}
+	rl, err := c.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uris := map[string]*mcp.Resource{}
+	for _, r := range rl.Resources {
+		uris[r.URI] = r
+	}
+	for _, s := range []string{"alpha", "beta"} {
+		uri := "mcpbus://" + s + "/test:%2F%2Fgreeting"
+		r, ok := uris[uri]
+		if !ok {
+			t.Fatalf("%s missing from %v", uri, slices.Sorted(mapsKeys(uris)))
+		}
+		if r.Meta[mcpserver.MetaServer] != s || r.Meta[mcpserver.MetaResource] != "test://greeting" || r.Name != s+"__greeting" {
+			t.Fatalf("resource %+v", r)
+		}
+		read, err := c.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(read.Contents) != 1 || read.Contents[0].Text != "hello from "+s || read.Contents[0].URI != uri {
+			t.Fatalf("read %s: %+v", uri, read.Contents[0])
+		}
+	}
+	_, err = c.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://greeting"})
+	if err == nil {
+		t.Fatal("reading an URI without namespace succeeded")
+	}
+
+	pl, err := c.ListPrompts(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prompts []string
+	for _, p := range pl.Prompts {
+		prompts = append(prompts, p.Name)
+		if p.Name == "beta__greet" && (p.Meta[mcpserver.MetaServer] != "beta" || p.Meta[mcpserver.MetaPrompt] != "greet") {
+			t.Fatalf("prompt _meta %v", p.Meta)
+		}
+	}
+	if !slices.Equal(prompts, []string{"alpha__greet", "beta__greet"}) {
+		t.Fatalf("prompts %v", prompts)
+	}
+	got, err := c.GetPrompt(ctx, &mcp.GetPromptParams{Name: "beta__greet", Arguments: map[string]string{"who": "Ada"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc, ok := got.Messages[0].Content.(*mcp.TextContent); !ok || tc.Text != "Hello, Ada" {
+		t.Fatalf("prompt: %+v", got.Messages[0])
+	}
+	_, err = c.GetPrompt(ctx, &mcp.GetPromptParams{Name: "alpha__nope"})
+	wantRPCError(t, err, jsonrpc.CodeInvalidParams)
+
+	// A key filtered to beta's tools reaches only beta's resources and prompts.
+	b := connect(t, e.url, "beta", nil)
+	pl, err = b.ListPrompts(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pl.Prompts) != 1 || pl.Prompts[0].Name != "beta__greet" {
+		t.Fatalf("filtered key prompts %+v", pl.Prompts)
+	}
+	if _, err := b.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mcpbus://alpha/test:%2F%2Fgreeting"}); err == nil {
+		t.Fatal("filtered key read alpha's resource")
+	}
+	if _, err := b.GetPrompt(ctx, &mcp.GetPromptParams{Name: "alpha__greet", Arguments: map[string]string{"who": "x"}}); err == nil {
+		t.Fatal("filtered key got alpha's prompt")
+	}
+}

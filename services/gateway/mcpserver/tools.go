@@ -1,0 +1,117 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// toolHandler routes a tools/call of e over the bus: arguments checked
+// against the input schema first (a bad call never leaves the gateway), the
+// caller's trace context carried on, progress relayed back to the session,
+// and the call cancelled at the runner when the client cancels.
+func (a *Aggregator) toolHandler(e *toolEntry) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args, bad := checkArguments(e, req.Params.Arguments)
+		if bad != nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, bad)
+		}
+		ctx = traceContext(ctx, req.Extra, req.Params.Meta)
+		ctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
+		defer cancel()
+		opts := &client.CallOptions{}
+		if token := req.Params.GetProgressToken(); token != nil {
+			opts.OnProgress = func(ev model.ProgressEvent) {
+				// The request's context routes the notification to its stream.
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: token, Progress: ev.Progress, Total: ev.Total, Message: ev.Message,
+				})
+			}
+		}
+		raw, err := a.client.Call(ctx, e.cat.Server, e.cat.Tool, args, opts)
+		if err != nil {
+			return nil, a.callError(ctx, e, err)
+		}
+		var res mcp.CallToolResult
+		if err := json.Unmarshal(raw, &res); err != nil {
+			a.log.Warn("tool result is not a CallToolResult", "tool", e.name, "error", err)
+			return nil, rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name))
+		}
+		return &res, nil
+	}
+}
+
+// checkArguments returns the arguments to send (an object, {} when absent)
+// or the validation error, without the argument values.
+func checkArguments(e *toolEntry, raw json.RawMessage) (json.RawMessage, *apierr.Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		raw = json.RawMessage("{}")
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, apierr.Invalid("arguments", "arguments are not valid JSON")
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, apierr.Invalid("arguments", "arguments must be a JSON object")
+	}
+	if s := e.resolved(); s != nil {
+		if err := s.Validate(v); err != nil {
+			return nil, apierr.Invalid("arguments", fmt.Sprintf("arguments do not match the input schema of %s: %v", e.name, err))
+		}
+	}
+	return raw, nil
+}
+
+// callError maps a failed bus call to the MCP error of the spec.
+func (a *Aggregator) callError(ctx context.Context, e *toolEntry, err error) error {
+	ae := apierr.From(err)
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.Network, "tool %s did not answer within %s", e.name, a.opts.CallTimeout))
+	case ae.Code == apierr.NotFound:
+		// The server or tool went away since the list: an unknown tool.
+		return rpcError(jsonrpc.CodeInvalidParams, apierr.Newf(apierr.NotFound, "unknown tool %q: %s", e.name, ae.Message).WithField("name"))
+	case ae.Code == apierr.Validation:
+		return rpcError(jsonrpc.CodeInvalidParams, ae)
+	}
+	if ctx.Err() == nil {
+		a.log.Warn("tool call failed", "tool", e.name, "code", ae.Code, "error", ae.Message)
+	}
+	return rpcError(jsonrpc.CodeInternalError, ae)
+}
+
+// rpcError is a JSON-RPC error whose data is the contract's error body.
+func rpcError(code int64, e *apierr.Error) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: code, Message: e.Message, Data: e.JSON()}
+}
+
+// traceContext returns ctx carrying the caller's W3C trace context: the HTTP
+// request's traceparent header, else the one an MCP client put in _meta.
+func traceContext(ctx context.Context, extra *mcp.RequestExtra, meta mcp.Meta) context.Context {
+	h := nats.Header{}
+	var from http.Header
+	if extra != nil {
+		from = extra.Header
+	}
+	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
+		if v := from.Get(k); v != "" {
+			h.Set(k, v)
+		} else if s, ok := meta[k].(string); ok && s != "" && from.Get("traceparent") == "" {
+			h.Set(k, s)
+		}
+	}
+	return bus.ExtractTrace(ctx, h)
+}

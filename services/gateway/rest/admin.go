@@ -1,0 +1,277 @@
+package rest
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// ServersReply is the body of GET /api/v1/servers.
+type ServersReply struct {
+	Servers []model.McpConfig `json:"servers"`
+}
+
+// StatusReply is the body of GET /api/v1/status.
+type StatusReply struct {
+	Servers []model.Status `json:"servers"`
+}
+
+// serverRef is the {id} of a server URL: a slug or a uuid (the config
+// service accepts both).
+func serverRef(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := strings.TrimSpace(r.PathValue("id"))
+	if id == "" || len(id) > 128 {
+		writeError(w, apierr.Invalid("id", "the server id in the URL must be a slug or a uuid"))
+		return "", false
+	}
+	return id, true
+}
+
+func (a *API) listServers(w http.ResponseWriter, r *http.Request) {
+	cfgs, err := a.client.ListConfigs(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if cfgs == nil {
+		cfgs = []model.McpConfig{}
+	}
+	writeJSON(w, http.StatusOK, ServersReply{Servers: cfgs})
+}
+
+func (a *API) createServer(w http.ResponseWriter, r *http.Request) {
+	var in model.ConfigCreateRequest
+	if !decodeBody(w, r, &in) {
+		return
+	}
+	cfg, err := a.client.CreateConfig(r.Context(), in.Config, in.Secrets)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Location", "/api/v1/servers/"+url.PathEscape(cfg.Slug))
+	writeJSON(w, http.StatusCreated, cfg)
+}
+
+func (a *API) getServer(w http.ResponseWriter, r *http.Request) {
+	id, ok := serverRef(w, r)
+	if !ok {
+		return
+	}
+	cfg, err := a.client.GetConfig(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, cfg)
+}
+
+// updateServer replaces the server named in the URL. The body's config may
+// leave its id out; when it names one, it must be the URL's server.
+func (a *API) updateServer(w http.ResponseWriter, r *http.Request) {
+	id, ok := serverRef(w, r)
+	if !ok {
+		return
+	}
+	var in model.ConfigUpdateRequest
+	if !decodeBody(w, r, &in) {
+		return
+	}
+	cur, err := a.client.GetConfig(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	switch in.Config.ID {
+	case "":
+		in.Config.ID = cur.ID
+	case cur.ID:
+	default:
+		writeError(w, apierr.Invalid("config.id", "config.id does not match the server in the URL"))
+		return
+	}
+	cfg, err := a.client.UpdateConfig(r.Context(), in.Config, in.Secrets)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, cfg)
+}
+
+func (a *API) deleteServer(w http.ResponseWriter, r *http.Request) {
+	id, ok := serverRef(w, r)
+	if !ok {
+		return
+	}
+	out, err := a.client.DeleteConfig(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) enableServer(w http.ResponseWriter, r *http.Request)  { a.setEnabled(w, r, true) }
+func (a *API) disableServer(w http.ResponseWriter, r *http.Request) { a.setEnabled(w, r, false) }
+
+func (a *API) setEnabled(w http.ResponseWriter, r *http.Request, enabled bool) {
+	id, ok := serverRef(w, r)
+	if !ok {
+		return
+	}
+	cfg, err := a.client.SetEnabled(r.Context(), id, enabled)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, cfg)
+}
+
+// serverStatus asks the runners for one server's status; the config lookup
+// turns a uuid into the slug runners know and makes an unknown server a 404.
+func (a *API) serverStatus(w http.ResponseWriter, r *http.Request) {
+	id, ok := serverRef(w, r)
+	if !ok {
+		return
+	}
+	cfg, err := a.client.GetConfig(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	st, err := a.client.Runtime(r.Context(), "status", cfg.Slug)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (a *API) allStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := a.client.Status(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if st == nil {
+		st = []model.Status{}
+	}
+	writeJSON(w, http.StatusOK, StatusReply{Servers: st})
+}
+
+// configID resolves the URL's server to its config id, the key of its secrets.
+func (a *API) configID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id, ok := serverRef(w, r)
+	if !ok {
+		return "", false
+	}
+	cfg, err := a.client.GetConfig(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return "", false
+	}
+	return cfg.ID, true
+}
+
+// describeCredentials says which secrets a server has: names, never values.
+func (a *API) describeCredentials(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.configID(w, r)
+	if !ok {
+		return
+	}
+	d, err := a.creds.Describe(r.Context(), model.CredDescribeRequest{ServerID: id})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// setCredentials merges the body's secrets into the server's (?replace=true:
+// they become exactly these). The reply describes them without values.
+func (a *API) setCredentials(w http.ResponseWriter, r *http.Request) {
+	replace, err := boolQuery(r, "replace")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	id, ok := a.configID(w, r)
+	if !ok {
+		return
+	}
+	var creds model.Credentials
+	if !decodeBody(w, r, &creds) {
+		return
+	}
+	if creds.Empty() && !replace {
+		writeError(w, apierr.Invalid("body", "no secrets given: set env, headers, keyfiles or oauth"))
+		return
+	}
+	d, err := a.creds.Set(r.Context(), model.CredSetRequest{ServerID: id, Credentials: creds, Replace: replace})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// deleteCredentials removes the secrets named by ?name= (repeatable; "oauth"
+// for the token), or all of them.
+func (a *API) deleteCredentials(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.configID(w, r)
+	if !ok {
+		return
+	}
+	d, err := a.creds.Delete(r.Context(), model.CredDeleteRequest{ServerID: id, Names: r.URL.Query()["name"]})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// registrySearch searches the registries through mcp.v1.registry.search:
+// ?q= (or query), registry (official, smithery, both), page, page_size.
+func (a *API) registrySearch(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := model.RegistrySearchRequest{Query: q.Get("q"), Registry: q.Get("registry")}
+	if req.Query == "" {
+		req.Query = q.Get("query")
+	}
+	for field, dst := range map[string]*int{"page": &req.Page, "page_size": &req.PageSize} {
+		if v := q.Get(field); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				writeError(w, apierr.Invalid(field, field+" must be a whole number"))
+				return
+			}
+			*dst = n
+		}
+	}
+	var out model.RegistrySearchReply
+	if err := bus.RequestJSON(r.Context(), a.nc, a.subj.Service("registry", "search"), req, &out, a.opts.RegistryTimeout); err != nil {
+		writeError(w, err)
+		return
+	}
+	if out.Results == nil {
+		out.Results = []model.RegistryResult{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func boolQuery(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, apierr.Invalid(name, name+" must be true or false")
+	}
+	return b, nil
+}

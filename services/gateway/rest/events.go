@@ -1,0 +1,193 @@
+package rest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+)
+
+// EventKinds are the event kinds /api/v1/events can stream.
+var EventKinds = []string{"status", "config", "call", "chat"}
+
+// defaultEventKinds are streamed when ?kinds= is absent.
+var defaultEventKinds = []string{"status", "call"}
+
+// Event is the data of one Server-Sent Event: a bus event and where it came from.
+type Event struct {
+	Kind    string          `json:"kind"`
+	Name    string          `json:"name"`
+	Subject string          `json:"subject"`
+	Time    time.Time       `json:"time,omitzero"`
+	Data    json.RawMessage `json:"data"`
+}
+
+const (
+	eventBuffer       = 256
+	eventWriteTimeout = 10 * time.Second
+)
+
+// events streams bus events as Server-Sent Events (event: <kind>, id: the
+// stream sequence) until the client goes. ?kinds=status,call picks the kinds;
+// Last-Event-ID (or ?since=) resumes after a sequence. A client too slow to
+// keep up is disconnected rather than silently skipped: its EventSource
+// reconnects with Last-Event-ID and misses nothing.
+//
+// It reads the stream with its own ordered consumer instead of
+// client.FollowEvents so that the consumer exists before the 200 goes out:
+// setup errors become a proper 503, and a client that got the first frame
+// knows every later event reaches it.
+func (a *API) events(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-a.streams:
+		writeError(w, apierr.New(apierr.ServiceUnavailable, "the gateway is shutting down"))
+		return
+	default:
+	}
+	kinds, err := eventKinds(r.URL.Query().Get("kinds"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// The inactivity threshold is a backstop for consumers a crash leaves behind.
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy, InactiveThreshold: time.Minute}
+	for _, k := range kinds {
+		cfg.FilterSubjects = append(cfg.FilterSubjects, a.subj.EventsOf(k))
+	}
+	since := r.Header.Get("Last-Event-ID")
+	if since == "" {
+		since = r.URL.Query().Get("since")
+	}
+	if since != "" {
+		seq, err := strconv.ParseUint(since, 10, 64)
+		if err != nil {
+			writeError(w, apierr.Invalid("since", "Last-Event-ID / since must be an event id (a stream sequence)"))
+			return
+		}
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
+	}
+	ctx := r.Context()
+	epoch := a.nc.Stats().Reconnects
+	cons, err := a.js.OrderedConsumer(ctx, bus.StreamEvents, cfg)
+	if err != nil {
+		writeError(w, apierr.Wrap(apierr.ServiceUnavailable, "following events: "+err.Error(), err))
+		return
+	}
+	ch := make(chan jetstream.Msg, eventBuffer)
+	overflow := make(chan struct{})
+	closeOverflow := sync.OnceFunc(func() { close(overflow) })
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case ch <- m:
+		default:
+			closeOverflow()
+		}
+	})
+	if err != nil {
+		writeError(w, apierr.Wrap(apierr.ServiceUnavailable, "following events: "+err.Error(), err))
+		return
+	}
+	defer func() {
+		cc.Stop()
+		// Stop leaves the server-side consumer to its inactivity timeout
+		// (minutes): remove it now, clients come and go.
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = a.js.DeleteConsumer(dctx, bus.StreamEvents, info.Name)
+			cancel()
+		}
+	}()
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // no proxy buffering
+	w.WriteHeader(http.StatusOK)
+	write := func(s string) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+		if _, err := w.Write([]byte(s)); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !write("retry: 2000\n: connected\n\n") {
+		return
+	}
+	beat := time.NewTicker(a.opts.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.streams:
+			return
+		case <-overflow:
+			a.log.Warn("event stream client too slow, disconnecting it")
+			return
+		case <-beat.C:
+			if a.nc.Stats().Reconnects != epoch {
+				// The consumer may not have survived (a restarted server):
+				// the client reconnects with Last-Event-ID and misses nothing.
+				return
+			}
+			if !write(": ping\n\n") {
+				return
+			}
+		case m := <-ch:
+			frame, ok := a.frame(m)
+			if ok && !write(frame) {
+				return
+			}
+		}
+	}
+}
+
+// frame renders one bus message as an SSE frame.
+func (a *API) frame(m jetstream.Msg) (string, bool) {
+	rel := strings.TrimPrefix(m.Subject(), a.subj.Prefix+".")
+	ev := Event{Kind: bus.TokenAt(rel, 1), Name: bus.TokenAt(rel, 2), Subject: m.Subject()}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, m.Data()); err != nil {
+		return "", false // not JSON: nothing a client could read
+	}
+	ev.Data = buf.Bytes()
+	var seq uint64
+	if md, err := m.Metadata(); err == nil {
+		ev.Time, seq = md.Timestamp.UTC(), md.Sequence.Stream
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return "", false
+	}
+	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, ev.Kind, data), true
+}
+
+// eventKinds parses ?kinds= (comma separated).
+func eventKinds(v string) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return defaultEventKinds, nil
+	}
+	var out []string
+	for _, k := range strings.Split(v, ",") {
+		k = strings.TrimSpace(k)
+		if !slices.Contains(EventKinds, k) {
+			return nil, apierr.Invalid("kinds", fmt.Sprintf("unknown event kind %q (%s)", k, strings.Join(EventKinds, ", ")))
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}

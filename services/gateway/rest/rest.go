@@ -1,0 +1,199 @@
+// Package rest is the gateway's REST API: the tool endpoints of seeds/001
+// (GET /mcp/tools, POST /mcp/invoke) and the admin API under /api/v1
+// (servers, credentials, registry search, events, the OpenAPI document).
+// Every handler talks only to the bus; the caller's Principal (put in the
+// context by auth.Middleware) filters the tools it sees and may call.
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/credclient"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+)
+
+// Options configure the API.
+type Options struct {
+	Prefix string
+	Logger *slog.Logger
+	// CallTimeout bounds one tool call (default 35s: a little over the
+	// runner's 30s, so its answer wins).
+	CallTimeout time.Duration
+	// RegistryTimeout bounds a registry search (default 30s).
+	RegistryTimeout time.Duration
+	// Heartbeat is the interval of the comment lines that keep an event
+	// stream open through proxies (default 15s).
+	Heartbeat time.Duration
+}
+
+// API serves the REST endpoints.
+type API struct {
+	nc      *nats.Conn
+	opts    Options
+	log     *slog.Logger
+	subj    bus.Subjects
+	client  *client.Client
+	creds   *credclient.Client
+	schemas *schemaCache
+	catalog *catalog
+	js      jetstream.JetStream
+	stop    context.CancelFunc
+	done    chan struct{}
+	// streams closes to end every event stream (shutdown).
+	streams     chan struct{}
+	stopStreams func()
+}
+
+// Route is one registered endpoint.
+type Route struct {
+	Method  string
+	Pattern string // net/http pattern path, e.g. /api/v1/servers/{id}
+	handler http.HandlerFunc
+}
+
+// Handler serves the route.
+func (r Route) Handler() http.Handler { return r.handler }
+
+// New returns the API on nc. It follows the tool catalog (KV mcp_tools, which
+// must exist: bus.EnsureAssets) until Close, and returns once it is loaded.
+func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 35 * time.Second
+	}
+	if opts.RegistryTimeout <= 0 {
+		opts.RegistryTimeout = 30 * time.Second
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 15 * time.Second
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("rest: jetstream: %w", err)
+	}
+	kv, err := js.KeyValue(ctx, bus.BucketTools)
+	if err != nil {
+		return nil, fmt.Errorf("rest: the tool catalog bucket %s: %w", bus.BucketTools, err)
+	}
+	life, stop := context.WithCancel(context.Background())
+	a := &API{nc: nc, js: js, opts: opts, log: opts.Logger, subj: bus.NewSubjects(opts.Prefix),
+		client:  client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
+		creds:   credclient.New(nc, opts.Prefix),
+		schemas: newSchemaCache(256), catalog: newCatalog(opts.Logger, func() uint64 { return nc.Stats().Reconnects }),
+		stop: stop, done: make(chan struct{}), streams: make(chan struct{})}
+	a.stopStreams = sync.OnceFunc(func() { close(a.streams) })
+	ready := make(chan struct{})
+	go func() {
+		defer close(a.done)
+		a.catalog.watch(life, kv, ready)
+	}()
+	select {
+	case <-ready:
+		return a, nil
+	case <-ctx.Done():
+		a.Close()
+		return nil, fmt.Errorf("rest: loading the tool catalog: %w", ctx.Err())
+	}
+}
+
+// StopStreams ends every open event stream (and refuses new ones): a
+// graceful shutdown would otherwise wait for them forever.
+func (a *API) StopStreams() { a.stopStreams() }
+
+// Close ends the event streams and stops following the catalog.
+func (a *API) Close() {
+	a.stopStreams()
+	a.stop()
+	<-a.done
+}
+
+// Routes lists every endpoint of the API (the OpenAPI document describes
+// exactly these).
+func (a *API) Routes() []Route {
+	return []Route{
+		{"GET", "/mcp/tools", a.listTools},
+		{"POST", "/mcp/invoke", a.invoke},
+		{"GET", "/api/v1/servers", a.listServers},
+		{"POST", "/api/v1/servers", a.createServer},
+		{"GET", "/api/v1/servers/{id}", a.getServer},
+		{"PUT", "/api/v1/servers/{id}", a.updateServer},
+		{"DELETE", "/api/v1/servers/{id}", a.deleteServer},
+		{"POST", "/api/v1/servers/{id}/enable", a.enableServer},
+		{"POST", "/api/v1/servers/{id}/disable", a.disableServer},
+		{"GET", "/api/v1/servers/{id}/status", a.serverStatus},
+		{"GET", "/api/v1/servers/{id}/credentials", a.describeCredentials},
+		{"PUT", "/api/v1/servers/{id}/credentials", a.setCredentials},
+		{"DELETE", "/api/v1/servers/{id}/credentials", a.deleteCredentials},
+		{"GET", "/api/v1/status", a.allStatus},
+		{"GET", "/api/v1/registry/search", a.registrySearch},
+		{"GET", "/api/v1/events", a.events},
+		{"GET", "/api/v1/openapi.json", a.openAPI},
+	}
+}
+
+// Register adds every route to mux.
+func (a *API) Register(mux *http.ServeMux) {
+	for _, r := range a.Routes() {
+		mux.HandleFunc(r.Method+" "+r.Pattern, r.handler)
+	}
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		auth.WriteError(w, 0, apierr.Wrap(apierr.Internal, "encoding the reply", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// writeError answers with the error contract.
+func writeError(w http.ResponseWriter, err error) { auth.WriteError(w, 0, err) }
+
+// decodeBody reads a JSON body into v, rejecting unknown fields, and answers
+// the error itself when it fails.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	status, err := readJSON(r, v)
+	if err != nil {
+		auth.WriteError(w, status, err)
+		return false
+	}
+	return true
+}
+
+// readJSON reads a JSON body into v, rejecting unknown fields. A body over
+// the size limit (http.MaxBytesReader upstream) is a 413, anything else a 400.
+func readJSON(r *http.Request, v any) (int, *apierr.Error) {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return http.StatusRequestEntityTooLarge, apierr.Invalid("body", "the request body is larger than the limit")
+		}
+		return http.StatusBadRequest, apierr.Wrap(apierr.Validation, "reading the request body: "+err.Error(), err)
+	}
+	if err := bus.Decode(data, v); err != nil {
+		return http.StatusBadRequest, apierr.From(err)
+	}
+	return 0, nil
+}

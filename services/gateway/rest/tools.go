@@ -1,0 +1,257 @@
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+)
+
+// Error types of POST /mcp/invoke (seeds/001), with their HTTP status:
+//
+//	VALIDATION_ERROR    400  malformed request, or a tool name that is not <server>__<tool>
+//	PARAMETER_ERROR     400  params do not fit the tool's input schema (checked here, before any call)
+//	TOOL_NOT_FOUND      404  no such tool, its server is not running, or the key may not see it
+//	SERVICE_ERROR       200  the tool ran and answered isError: success false, result holds its content
+//	SERVICE_ERROR       504  the call timed out (409 when the server is disabled)
+//	SERVICE_UNAVAILABLE 503  no runner answered, the server is starting or in error
+//	INTERNAL_ERROR      500  anything else
+//
+// A tool's own error (isError) is a result, not a failure of the gateway, so
+// it keeps 200, as MCP keeps it out of JSON-RPC errors: clients that look only
+// at the status still see success false and the tool's message.
+const (
+	ErrValidation  = "VALIDATION_ERROR"
+	ErrParameter   = "PARAMETER_ERROR"
+	ErrToolMissing = "TOOL_NOT_FOUND"
+	ErrService     = "SERVICE_ERROR"
+	ErrUnavailable = "SERVICE_UNAVAILABLE"
+	ErrInternal    = "INTERNAL_ERROR"
+)
+
+// ToolInfo is one entry of GET /mcp/tools (seeds/001 MCPToolSchema).
+type ToolInfo struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// ToolsReply is the body of GET /mcp/tools.
+type ToolsReply struct {
+	Tools []ToolInfo `json:"tools"`
+}
+
+// InvokeRequest is the body of POST /mcp/invoke.
+type InvokeRequest struct {
+	ToolName string          `json:"tool_name"`
+	Params   json.RawMessage `json:"params,omitempty"`
+}
+
+// InvokeReply is the body of every POST /mcp/invoke answer. Details is the
+// error contract {code,message,field} of a failure.
+type InvokeReply struct {
+	Success   bool            `json:"success"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	ErrorType string          `json:"error_type,omitempty"`
+	Details   *apierr.Error   `json:"details,omitempty"`
+}
+
+var emptyObjectSchema = json.RawMessage(`{"type":"object"}`)
+
+func (a *API) listTools(w http.ResponseWriter, r *http.Request) {
+	p := auth.PrincipalFrom(r.Context())
+	out := ToolsReply{Tools: []ToolInfo{}}
+	for _, t := range a.catalog.tools() {
+		if !p.AllowsTool(t.Name) {
+			continue
+		}
+		params := t.InputSchema
+		if len(params) == 0 {
+			params = emptyObjectSchema
+		}
+		out.Tools = append(out.Tools, ToolInfo{Name: t.Name, Description: t.Description, Parameters: params})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
+	fail := func(status int, typ string, e *apierr.Error) {
+		writeJSON(w, status, InvokeReply{Error: e.Message, ErrorType: typ, Details: e})
+	}
+	var in InvokeRequest
+	if status, err := readJSON(r, &in); err != nil {
+		fail(status, ErrValidation, err)
+		return
+	}
+	name := strings.TrimSpace(in.ToolName)
+	if name == "" {
+		fail(http.StatusBadRequest, ErrValidation, apierr.Invalid("tool_name", "tool_name is required"))
+		return
+	}
+	if server, _, ok := strings.Cut(name, "__"); !ok || !model.ValidSlug(server) {
+		fail(http.StatusBadRequest, ErrValidation, apierr.Invalid("tool_name", "tool_name must be a namespaced name <server>__<tool> (see GET /mcp/tools)"))
+		return
+	}
+	params := bytes.TrimSpace(in.Params)
+	if len(params) == 0 || bytes.Equal(params, []byte("null")) {
+		params = []byte("{}")
+	}
+	var args map[string]any
+	if params[0] != '{' || json.Unmarshal(params, &args) != nil {
+		fail(http.StatusBadRequest, ErrValidation, apierr.Invalid("params", "params must be a JSON object"))
+		return
+	}
+	notFound := apierr.Newf(apierr.NotFound, "tool %s not found", name).WithField("tool_name")
+	// A tool the key may not use does not exist for it: no bus traffic at all.
+	if !auth.PrincipalFrom(r.Context()).AllowsTool(name) {
+		fail(http.StatusNotFound, ErrToolMissing, notFound)
+		return
+	}
+	tool, ok := a.catalog.tool(name)
+	if !ok {
+		fail(http.StatusNotFound, ErrToolMissing, notFound)
+		return
+	}
+	if err := a.schemas.validate(tool.InputSchema, args); err != nil {
+		fail(http.StatusBadRequest, ErrParameter, apierr.Invalid("params", "params do not match the input schema of "+name+": "+err.Error()))
+		return
+	}
+	raw, err := a.client.Call(r.Context(), tool.Server, tool.Tool, params, nil)
+	if err != nil {
+		e := apierr.From(err)
+		if e.Field == "arguments" {
+			e = e.WithField("params")
+		}
+		status, typ := invokeFailure(e)
+		fail(status, typ, e)
+		return
+	}
+	var res struct {
+		IsError bool `json:"isError"`
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		fail(http.StatusInternalServerError, ErrInternal, apierr.Wrap(apierr.Internal, "the tool result is not a CallToolResult", err))
+		return
+	}
+	out := InvokeReply{Success: !res.IsError, Result: raw}
+	if res.IsError {
+		var msg []string
+		for _, c := range res.Content {
+			if c.Type == "text" && c.Text != "" {
+				msg = append(msg, c.Text)
+			}
+		}
+		out.Error = truncate(strings.Join(msg, "\n"), 2000)
+		if out.Error == "" {
+			out.Error = "the tool reported an error"
+		}
+		out.ErrorType = ErrService
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// invokeFailure maps a bus error to the HTTP status and seeds/001 error type.
+func invokeFailure(e *apierr.Error) (int, string) {
+	switch e.Code {
+	case apierr.Validation:
+		if e.Field == "params" {
+			return http.StatusBadRequest, ErrParameter
+		}
+		return http.StatusBadRequest, ErrValidation
+	case apierr.NotFound:
+		return http.StatusNotFound, ErrToolMissing
+	case apierr.ServiceUnavailable:
+		return http.StatusServiceUnavailable, ErrUnavailable
+	case apierr.Network, apierr.Conflict, apierr.RateLimited:
+		return e.Code.HTTPStatus(), ErrService
+	}
+	return http.StatusInternalServerError, ErrInternal
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// schemaCache keeps resolved input schemas by their JSON text, so a tool's
+// schema is compiled once, not per call. Bounded: it starts over when full.
+type schemaCache struct {
+	max int
+	mu  sync.Mutex
+	m   map[string]*jsonschema.Resolved
+}
+
+func newSchemaCache(max int) *schemaCache {
+	return &schemaCache{max: max, m: map[string]*jsonschema.Resolved{}}
+}
+
+// errNoCheck marks a schema the gateway cannot check (an unsupported draft,
+// remote refs): the MCP server still validates the arguments itself.
+var errNoCheck = errors.New("schema not checkable here")
+
+// validate checks args against raw (a tool's inputSchema). Schemas the
+// library cannot compile are left to the server.
+func (c *schemaCache) validate(raw json.RawMessage, args map[string]any) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	rs, err := c.resolve(raw)
+	if errors.Is(err, errNoCheck) {
+		return nil
+	}
+	return rs.Validate(args)
+}
+
+func (c *schemaCache) resolve(raw json.RawMessage) (*jsonschema.Resolved, error) {
+	key := string(raw)
+	c.mu.Lock()
+	rs, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		if rs == nil {
+			return nil, errNoCheck
+		}
+		return rs, nil
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err == nil {
+		switch s.Schema {
+		case "", "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft-07/schema#",
+			"https://json-schema.org/draft/2020-12/schema":
+			rs, err = s.Resolve(nil)
+			if err != nil {
+				rs = nil
+			}
+		}
+	}
+	c.mu.Lock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[key] = rs // nil remembers "not checkable"
+	c.mu.Unlock()
+	if rs == nil {
+		return nil, errNoCheck
+	}
+	return rs, nil
+}
