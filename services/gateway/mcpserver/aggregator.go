@@ -11,6 +11,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -26,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -110,6 +112,7 @@ type Aggregator struct {
 	running  map[string]bool          // servers whose status is running
 	tools    map[string]*toolEntry    // by exposed name
 	views    map[string]*view         // by principal key
+	warned   map[string]bool          // bad catalog entries already logged
 	prompts  sync.Map                 // namespaced prompt name -> promptRef, learnt from lists
 }
 
@@ -206,9 +209,16 @@ func (a *Aggregator) applyCatalogs(catalogs map[string]model.Catalog) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.catalogs = catalogs
+	warned := map[string]bool{}
 	a.tools = deriveTools(catalogs, a.tools, func(t model.Tool, err error) {
-		a.log.Warn("catalog entry left out of the aggregate", "server", t.Server, "tool", t.Tool, "error", err)
+		// Warn once per bad entry, not again at every catalog change.
+		key := t.Server + "\x00" + t.Tool + "\x00" + err.Error()
+		warned[key] = true
+		if !a.warned[key] {
+			a.log.Warn("catalog entry left out of the aggregate", "server", t.Server, "tool", t.Tool, "error", err)
+		}
 	})
+	a.warned = warned
 	for _, v := range a.views {
 		a.syncView(v)
 	}
@@ -249,9 +259,13 @@ func (a *Aggregator) syncView(v *view) {
 // addTool adds e to s. go-sdk panics on tools it cannot serve (a bad
 // x-mcp-header annotation, say): such a tool is left out, not the gateway.
 func (a *Aggregator) addTool(s *mcp.Server, e *toolEntry) (ok bool) {
+	if e.unservable {
+		return false
+	}
 	defer func() {
 		if p := recover(); p != nil {
-			a.log.Warn("tool left out of the aggregate", "tool", e.name, "error", fmt.Sprint(p))
+			a.log.Warn("tool left out of the aggregate", "server", e.cat.Server, "tool", e.cat.Tool, "error", fmt.Sprint(p))
+			e.unservable = true
 			ok = false
 		}
 	}()
@@ -316,22 +330,26 @@ func (a *Aggregator) janitor(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		cutoff := time.Now().Add(-viewIdle).UnixNano()
-		a.mu.Lock()
-		for key, v := range a.views {
-			if v.lastUsed.Load() > cutoff {
-				continue
-			}
-			if busy := func() bool {
-				for range v.server.Sessions() {
-					return true
-				}
-				return false
-			}(); !busy {
-				delete(a.views, key)
-			}
+		a.sweep(time.Now().Add(-viewIdle))
+	}
+}
+
+// sweep drops the servers unused since cutoff that have no session.
+func (a *Aggregator) sweep(cutoff time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for key, v := range a.views {
+		if v.lastUsed.Load() > cutoff.UnixNano() {
+			continue
 		}
-		a.mu.Unlock()
+		busy := false
+		for range v.server.Sessions() {
+			busy = true
+			break
+		}
+		if !busy {
+			delete(a.views, key)
+		}
 	}
 }
 
@@ -364,8 +382,66 @@ func (a *Aggregator) Handler() http.Handler {
 			http.Error(w, "session not found", http.StatusNotFound)
 			return
 		}
+		if r.Method == http.MethodPost && !precheck(w, r) {
+			return
+		}
 		a.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewCtxKey{}, v)))
 	})
+}
+
+// serverMethods are the requests an MCP server receives (go-sdk v1.8.0).
+var serverMethods = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true, "subscriptions/listen": true,
+	"tools/list": true, "tools/call": true, "prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+	"completion/complete": true, "logging/setLevel": true,
+}
+
+// precheck answers the bad POSTs that go-sdk refuses in plain text with the
+// JSON-RPC error of the spec instead, still with HTTP 400 (Streamable HTTP
+// lets the body of a refused POST be a JSON-RPC error): a body that is not
+// JSON (-32700, no id) and a request for a method no MCP server has (-32601).
+// Requests of protocol 2026-07-28 get -32601 from go-sdk itself; bodies over
+// its size limit are left for it to refuse.
+func precheck(w http.ResponseWriter, r *http.Request) bool {
+	if r.Body == nil {
+		return true
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
+	if err != nil {
+		writeError(w, apierr.Wrap(apierr.Validation, "reading the request body: "+err.Error(), err))
+		return false
+	}
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	if len(body) > mcp.DefaultMaxRequestBodyBytes {
+		return true
+	}
+	if !json.Valid(body) {
+		writeRPCError(w, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "Parse error: the body is not valid JSON"})
+		return false
+	}
+	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
+		return true
+	}
+	if msg, err := jsonrpc.DecodeMessage(body); err == nil {
+		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !serverMethods[req.Method] {
+			writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("Method not found: %q", req.Method)})
+			return false
+		}
+	}
+	return true
+}
+
+func writeRPCError(w http.ResponseWriter, id jsonrpc.ID, e *jsonrpc.Error) {
+	data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: e})
+	if err != nil {
+		http.Error(w, e.Message, http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(data)
 }
 
 func (a *Aggregator) getServer(r *http.Request) *mcp.Server {
@@ -377,7 +453,6 @@ func (a *Aggregator) getServer(r *http.Request) *mcp.Server {
 
 // writeError answers with the error contract, as the rest of the gateway does.
 func writeError(w http.ResponseWriter, e *apierr.Error) { auth.WriteError(w, 0, e) }
-
 
 // ServeStdio serves the aggregate to one client over stdin/stdout until the
 // client hangs up or ctx ends. A nil p sees everything (a local command).

@@ -41,6 +41,8 @@ type toolEntry struct {
 	cat  model.Tool
 	tool *mcp.Tool
 	raw  []byte // the catalog entry as stored, to spot changes cheaply
+	// unservable is set (under Aggregator.mu) when go-sdk refused the tool.
+	unservable bool
 
 	schemaOnce sync.Once
 	schema     *jsonschema.Resolved // nil: the schema cannot be compiled, the server validates

@@ -83,17 +83,17 @@ func TestThousandTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 
 	begin := time.Now()
 	agg, err := mcpserver.New(context.Background(), nc, mcpserver.Options{NoAuth: true, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer agg.Close()
+	t.Cleanup(agg.Close)
 	loaded := time.Since(begin)
 	srv := httptest.NewServer(agg.Handler())
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 
 	begin = time.Now()
 	c := connect(t, srv.URL, "", nil)
@@ -178,8 +178,10 @@ func TestClashingNames(t *testing.T) {
 		defer agg.Close()
 		srv := httptest.NewServer(agg.Handler())
 		defer srv.Close()
+		c := connect(t, srv.URL, "", nil)
+		defer c.Close()
 		out := map[string]string{}
-		for name, tool := range tools(t, connect(t, srv.URL, "", nil)) {
+		for name, tool := range tools(t, c) {
 			out[tool.Meta[mcpserver.MetaServer].(string)] = name
 		}
 		return out

@@ -114,27 +114,39 @@ func (a *Aggregator) reachable(v *view, server string) bool {
 func (a *Aggregator) features(v *view) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			switch method {
-			case "resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get":
-			default:
-				return next(ctx, method, req)
-			}
-			ctx = traceContext(ctx, req.GetExtra(), req.GetParams().GetMeta())
+			extra := req.GetExtra()
 			switch p := req.GetParams().(type) {
 			case *mcp.ListResourcesParams:
-				return a.listResources(ctx, v)
+				return a.listResources(traceContext(ctx, extra, metaOf(p)), v)
 			case *mcp.ListResourceTemplatesParams:
-				return a.listTemplates(ctx, v)
+				return a.listTemplates(traceContext(ctx, extra, metaOf(p)), v)
 			case *mcp.ReadResourceParams:
-				return a.readResource(ctx, v, p)
+				if p == nil {
+					return nil, rpcError(jsonrpc.CodeInvalidParams, apierr.Invalid("params", "params are required"))
+				}
+				return a.readResource(traceContext(ctx, extra, p.Meta), v, p)
 			case *mcp.ListPromptsParams:
-				return a.listPrompts(ctx, v)
+				return a.listPrompts(traceContext(ctx, extra, metaOf(p)), v)
 			case *mcp.GetPromptParams:
-				return a.getPrompt(ctx, v, p)
+				if p == nil {
+					return nil, rpcError(jsonrpc.CodeInvalidParams, apierr.Invalid("params", "params are required"))
+				}
+				return a.getPrompt(traceContext(ctx, extra, p.Meta), v, p)
 			}
 			return next(ctx, method, req)
 		}
 	}
+}
+
+// metaOf is the _meta of optional params (a list request may have none).
+func metaOf[T any, P interface {
+	*T
+	GetMeta() map[string]any
+}](p P) mcp.Meta {
+	if p == nil {
+		return nil
+	}
+	return p.GetMeta()
 }
 
 // maxPages bounds how many pages of one server's list are followed.

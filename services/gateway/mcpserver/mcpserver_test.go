@@ -242,6 +242,11 @@ func TestListAndCall(t *testing.T) {
 	if got := c.InitializeResult().ServerInfo.Name; got != "mcpbus" {
 		t.Fatalf("server name %q", got)
 	}
+	// A stateful endpoint refuses server/discover, so the client falls back
+	// to the initialize handshake of the newest legacy version, with a session.
+	if v := c.InitializeResult().ProtocolVersion; v != "2025-11-25" || c.ID() == "" {
+		t.Fatalf("stateful session: protocol %s, id %q", v, c.ID())
+	}
 	list := tools(t, c)
 	echo, ok := list["alpha__echo"]
 	if !ok {

@@ -1,0 +1,108 @@
+package mcpserver
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+)
+
+func TestResourceURIsRoundTrip(t *testing.T) {
+	for _, uri := range []string{
+		"test://greeting", "file:///home/me/a b.txt", "https://x.example/p?q=1&r=%20#f",
+		"mcpbus://other/nested", "weird/../path", "ünïcode:ressource",
+	} {
+		ns := resourceURI("srv-1", uri)
+		s, orig, ok := parseURI(ns)
+		if !ok || s != "srv-1" || orig != uri {
+			t.Fatalf("%q → %q → (%q, %q, %v)", uri, ns, s, orig, ok)
+		}
+	}
+	// A template keeps its expressions; expanding one gives a URI that parses
+	// back to what the server's template would have produced.
+	tmpl := templateURI("srv", "file:///logs/{name}.txt")
+	if tmpl != "mcpbus://srv/file:%2F%2F%2Flogs%2F{name}.txt" {
+		t.Fatalf("template %q", tmpl)
+	}
+	if s, orig, ok := parseURI(tmpl); !ok || s != "srv" || orig != "file:///logs/{name}.txt" {
+		t.Fatalf("template parses to (%q, %q, %v)", s, orig, ok)
+	}
+	if s, orig, ok := parseURI("mcpbus://srv/file:%2F%2F%2Flogs%2Fapp.txt"); !ok || s != "srv" || orig != "file:///logs/app.txt" {
+		t.Fatalf("expanded template parses to (%q, %q, %v)", s, orig, ok)
+	}
+	for _, bad := range []string{"test://greeting", "mcpbus://", "mcpbus://srv", "mcpbus://srv/", "mcpbus://Bad Server/x", "mcpbus://srv/%zz"} {
+		if _, _, ok := parseURI(bad); ok {
+			t.Fatalf("%q parsed", bad)
+		}
+	}
+}
+
+func TestClashNameStable(t *testing.T) {
+	a, b := clashName("a__b__c", "a", "b__c"), clashName("a__b__c", "a__b", "c")
+	if a == b || a != clashName("a__b__c", "a", "b__c") || !exposedName.MatchString(a) || !exposedName.MatchString(b) {
+		t.Fatalf("clash names %q %q", a, b)
+	}
+	long := clashName("s__"+string(make([]byte, 100)), "s", "x")
+	if len(long) != 64 || !exposedName.MatchString(long) {
+		t.Fatalf("long clash name %q (%d)", long, len(long))
+	}
+}
+
+// The server of a principal without sessions is dropped once idle; one with
+// a live session stays.
+func TestSweepKeepsBusyServers(t *testing.T) {
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Stop()
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	a, err := New(context.Background(), nc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	idle := &auth.Principal{KeyID: "idle", Scopes: []string{auth.ScopeCall}}
+	busy := &auth.Principal{KeyID: "busy", Scopes: []string{auth.ScopeCall}}
+	if _, err := a.viewFor(idle); err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(ctx, busy, st) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := func() int { a.mu.Lock(); defer a.mu.Unlock(); return len(a.views) }
+	if n := views(); n != 2 {
+		t.Fatalf("%d servers, want 2", n)
+	}
+	a.sweep(time.Now().Add(time.Second))
+	if n := views(); n != 1 {
+		t.Fatalf("%d servers after a sweep, want the busy one only", n)
+	}
+	_ = cs.Close()
+	select {
+	case <-served:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not end")
+	}
+	for deadline := time.Now().Add(5 * time.Second); views() != 0; {
+		a.sweep(time.Now().Add(time.Second))
+		if time.Now().After(deadline) {
+			t.Fatal("the server of a closed session was kept")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
