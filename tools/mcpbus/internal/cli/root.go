@@ -62,7 +62,7 @@ func newRoot(g *globals) *cobra.Command {
 	pf.StringVar(&g.prefix, "prefix", envOr("MCPBUS_PREFIX", ""), "subject prefix (default mcp.v1; env MCPBUS_PREFIX)")
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	pf.DurationVar(&g.timeout, "timeout", 35*time.Second, "how long to wait for an answer")
-	root.AddCommand(newUpCmd(g), newServersCmd(g), newCredCmd(g), newSearchCmd(g), newAddCmd(g), newKeysCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g), newRunnersCmd(g))
+	root.AddCommand(newUpCmd(g), newServersCmd(g), newCredCmd(g), newSearchCmd(g), newAddCmd(g), newKeysCmd(g), newServeStdioCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g), newRunnersCmd(g))
 	for _, verb := range []string{"start", "stop", "restart"} {
 		root.AddCommand(newRuntimeCmd(g, verb))
 	}

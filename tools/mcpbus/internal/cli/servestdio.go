@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
+)
+
+// newServeStdioCmd serves the aggregated MCP endpoint over stdin/stdout, for
+// MCP clients that can only spawn a command (Claude Desktop, many IDEs).
+func newServeStdioCmd(g *globals) *cobra.Command {
+	var filter model.ToolFilter
+	cmd := &cobra.Command{
+		Use:   "serve-stdio",
+		Short: "Serve every tool mcpbus runs as one MCP server over stdio (for clients that spawn commands)",
+		Long: `serve-stdio connects to the bus and speaks MCP on stdin/stdout: the tools of every
+running server as <server>__<tool>, their resources and prompts, calls routed over the
+bus. Logs go to stderr. Point a client at it, e.g. in claude_desktop_config.json:
+  {"mcpServers": {"mcpbus": {"command": "mcpbus", "args": ["serve-stdio"]}}}`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nc, _, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			log := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			agg, err := mcpserver.New(cmd.Context(), nc, mcpserver.Options{Prefix: g.prefix, Logger: log, NoAuth: true})
+			if err != nil {
+				return fmt.Errorf("serve-stdio: %w", err)
+			}
+			defer agg.Close()
+			p := auth.Anonymous()
+			p.Name, p.Tools = "serve-stdio", filter
+			return agg.ServeStdio(cmd.Context(), p)
+		},
+	}
+	cmd.Flags().StringArrayVar(&filter.Allow, "allow-tool", nil, "only tools whose <server>__<tool> name matches this glob (repeat)")
+	cmd.Flags().StringArrayVar(&filter.Deny, "deny-tool", nil, "never tools matching this glob (repeat)")
+	return cmd
+}
