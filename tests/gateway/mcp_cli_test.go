@@ -1,0 +1,376 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+)
+
+// buildCLI builds tools/mcpbus into a temp dir.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	return goBuild(t, repoRoot(t), "./tools/mcpbus", "mcpbus")
+}
+
+// cleanEnv is the test's environment without MCPBUS_* settings.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MCPBUS_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// upProc is a running `mcpbus up` with its gateway.
+type upProc struct {
+	cmd     *exec.Cmd
+	logs    *testkit.LogBuffer
+	done    chan error
+	natsURL string
+	httpURL string
+	dataDir string
+}
+
+// startUpGateway runs `mcpbus up` on free NATS and HTTP ports with the test
+// servers named in servers, and waits until the gateway answers and they run.
+func startUpGateway(t *testing.T, bin string, servers ...string) *upProc {
+	t.Helper()
+	dir := t.TempDir()
+	var yaml strings.Builder
+	yaml.WriteString("servers:\n")
+	for _, name := range servers {
+		fmt.Fprintf(&yaml, "  - name: %s\n    enabled: true\n    package: {type: binary, identifier: %q, args: [\"-name\", %q]}\n    transport: {type: stdio}\n    env_vars: {SERVER_ID: {value: %q}}\n",
+			name, testServer, name, name)
+	}
+	cfg := filepath.Join(dir, "servers.yaml")
+	if err := os.WriteFile(cfg, []byte(yaml.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	natsPort, httpPort := freePort(t), freePort(t)
+	p := &upProc{logs: &testkit.LogBuffer{}, done: make(chan error, 1),
+		natsURL: fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
+		httpURL: fmt.Sprintf("http://127.0.0.1:%d", httpPort),
+		dataDir: filepath.Join(dir, "data")}
+	p.cmd = exec.Command(bin, "up", "--nats-port", strconv.Itoa(natsPort), "--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
+		"--data-dir", p.dataDir, "--config", cfg, "--log-level", "debug")
+	p.cmd.Dir = dir
+	p.cmd.Env = cleanEnv()
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("mcpbus up log (tail):\n%s", p.logs.Tail(12000))
+		}
+	})
+
+	// The gateway answers, then every server runs (the runner's status in KV).
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get(p.httpURL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-p.done:
+			t.Fatalf("mcpbus up exited: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway of mcpbus up is not ready at %s after 90s (%v)", p.httpURL, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	nc, err := nats.Connect(p.natsURL, nats.Timeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := client.New(nc, client.Options{})
+	for {
+		st, err := c.Status(ctxT(t, 10*time.Second))
+		running := 0
+		for _, s := range st {
+			if slices.Contains(servers, s.Server) && s.State == model.StateRunning {
+				running++
+			}
+		}
+		if err == nil && running == len(servers) {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("servers %v not all running after 90s: %+v %v", servers, st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// adminKey reads the admin key `up` wrote.
+func (p *upProc) adminKey(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(p.dataDir, auth.AdminKeyFile))
+	if err != nil {
+		t.Fatalf("the admin key of mcpbus up: %v", err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// terminate stops `up` with SIGTERM and wants exit 0 within 20s.
+func (p *upProc) terminate(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err // for the cleanup
+		if err != nil {
+			t.Errorf("mcpbus up after SIGTERM: %v, want exit 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("mcpbus up did not exit within 20s of SIGTERM")
+	}
+}
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r cliResult) String() string {
+	return fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+}
+
+// runCLI runs one mcpbus client command against natsURL.
+func runCLI(t *testing.T, bin, natsURL string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--nats", natsURL}, args...)...)
+	cmd.Env = cleanEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := cliResult{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("mcpbus %v: %v", args, err)
+	}
+	return r
+}
+
+// TestMCPKeysCLI manages keys with the built CLI against a real `mcpbus up`:
+// a key made with --allow-tool sees and calls only its tools over /mcp, list
+// never shows a secret, and `keys revoke` shuts the key out at once, an open
+// MCP session included.
+func TestMCPKeysCLI(t *testing.T) {
+	bin := buildCLI(t)
+	up := startUpGateway(t, bin, "alpha", "beta")
+	admin := connectMCP(t, up.httpURL, up.adminKey(t))
+	waitList(t, admin.ClientSession, 30*time.Second, "held both echos", func(m map[string]*mcp.Tool) bool {
+		return m["alpha__echo"] != nil && m["beta__echo"] != nil
+	})
+
+	r := runCLI(t, bin, up.natsURL, "--json", "keys", "create", "ci-agent", "--allow-tool", "alpha__echo", "--allow-tool", "alpha__env")
+	var created model.KeyCreateReply
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &created) != nil || created.Key == "" || created.ID == "" {
+		t.Fatalf("keys create: %s", r)
+	}
+	if !slices.Equal(created.Scopes, []string{model.KeyScopeCall}) || !slices.Equal(created.Tools.Allow, []string{"alpha__echo", "alpha__env"}) {
+		t.Errorf("keys create: scopes %v, tools %+v", created.Scopes, created.Tools)
+	}
+
+	s := connectMCP(t, up.httpURL, created.Key)
+	if names := sortedNames(listTools(t, s.ClientSession)); !slices.Equal(names, []string{"alpha__echo", "alpha__env"}) {
+		t.Fatalf("the --allow-tool key lists %v, want [alpha__echo alpha__env]", names)
+	}
+	if got := callText(t, s.ClientSession, "alpha__env", map[string]any{"name": "SERVER_ID"}); got != "alpha" {
+		t.Errorf("alpha__env returned %q", got)
+	}
+	if _, err := callTool(t, s.ClientSession, "beta__echo", map[string]any{"message": "x"}); err == nil {
+		t.Error("the --allow-tool key called beta__echo")
+	}
+
+	r = runCLI(t, bin, up.natsURL, "--json", "keys", "list")
+	var list model.KeyListReply
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil {
+		t.Fatalf("keys list: %s", r)
+	}
+	if !slices.ContainsFunc(list.Keys, func(k model.APIKey) bool { return k.ID == created.ID && k.Name == "ci-agent" }) {
+		t.Errorf("keys list does not show %s: %s", created.ID, r.stdout)
+	}
+	_, secret, _ := strings.Cut(strings.TrimPrefix(created.Key, auth.KeyPrefix), "_")
+	if strings.Contains(r.stdout+r.stderr, secret) || strings.Contains(up.logs.String(), secret) {
+		t.Fatal("a key's secret was shown by keys list or logged by up")
+	}
+
+	r = runCLI(t, bin, up.natsURL, "keys", "revoke", created.ID)
+	if r.code != 0 || !strings.Contains(r.stdout, "revoked "+created.ID) {
+		t.Fatalf("keys revoke: %s", r)
+	}
+	// The open session is refused now, and so is a new one.
+	_, err := tryListTools(ctxT(t, 20*time.Second), s.ClientSession)
+	statuses, _ := s.http.seen()
+	if err == nil || statuses[len(statuses)-1] != http.StatusUnauthorized {
+		t.Errorf("the open session after keys revoke: %v, HTTP statuses %v, want a 401", err, statuses)
+	}
+	s2, err := dialMCP(t, up.httpURL, created.Key)
+	wantRefused(t, "a key revoked with the CLI", s2, err, `error="invalid_token"`)
+
+	r = runCLI(t, bin, up.natsURL, "--json", "keys", "list", "--all")
+	list = model.KeyListReply{}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil {
+		t.Fatalf("keys list --all: %s", r)
+	}
+	if !slices.ContainsFunc(list.Keys, func(k model.APIKey) bool { return k.ID == created.ID && k.Revoked() }) {
+		t.Errorf("keys list --all does not show %s as revoked: %s", created.ID, r.stdout)
+	}
+	// Bad input: a clear error, nothing changed.
+	if r := runCLI(t, bin, up.natsURL, "keys", "revoke", "not-an-id"); r.code == 0 || !strings.Contains(r.stderr, "VALIDATION_ERROR") {
+		t.Errorf("keys revoke not-an-id: %s, want a non-zero exit and VALIDATION_ERROR", r)
+	}
+	// The admin session was never affected.
+	if got := callText(t, admin.ClientSession, "beta__echo", map[string]any{"message": "admin"}); got != "admin" {
+		t.Errorf("beta__echo as admin returned %q", got)
+	}
+	_ = admin.Close()
+	termStart := time.Now()
+	up.terminate(t)
+	t.Logf("mcpbus up exited %s after SIGTERM", time.Since(termStart).Round(time.Millisecond))
+}
+
+// TestMCPServeStdio runs the built `mcpbus serve-stdio` as a go-sdk
+// CommandTransport against a running `mcpbus up`: it lists the aggregate,
+// calls a tool, relays progress, and honours --allow-tool.
+func TestMCPServeStdio(t *testing.T) {
+	bin := buildCLI(t)
+	up := startUpGateway(t, bin, "alpha", "beta")
+
+	stdio := func(t *testing.T, args ...string) (*mcpSession, *testkit.LogBuffer, *exec.Cmd) {
+		t.Helper()
+		stderr := &testkit.LogBuffer{}
+		cmd := exec.Command(bin, append([]string{"--nats", up.natsURL, "serve-stdio"}, args...)...)
+		cmd.Env = cleanEnv()
+		cmd.Stderr = stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		s := &mcpSession{listChanged: make(chan struct{}, 64), gotProg: make(chan struct{}, 1)}
+		cs, err := newRecordingClient(s).Connect(ctxT(t, 60*time.Second), &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+		if err != nil {
+			t.Fatalf("serve-stdio: %v\nstderr: %s", err, stderr.String())
+		}
+		t.Cleanup(func() {
+			_ = cs.Close()
+			if t.Failed() {
+				t.Logf("serve-stdio stderr:\n%s", stderr.Tail(4000))
+			}
+		})
+		s.ClientSession = cs
+		return s, stderr, cmd
+	}
+
+	s, _, cmd := stdio(t)
+	if init := s.InitializeResult(); init == nil || init.ServerInfo == nil || init.ServerInfo.Name != "mcpbus" {
+		t.Errorf("serve-stdio server info: %+v", init)
+	}
+	tools := waitList(t, s.ClientSession, 30*time.Second, "held both echos", func(m map[string]*mcp.Tool) bool {
+		return m["alpha__echo"] != nil && m["beta__echo"] != nil
+	})
+	if srv, orig := metaOf(tools["beta__echo"]); srv != "beta" || orig != "echo" {
+		t.Errorf("beta__echo _meta %s/%s", srv, orig)
+	}
+	if got := callText(t, s.ClientSession, "alpha__echo", map[string]any{"message": "over stdio"}); got != "over stdio" {
+		t.Errorf("alpha__echo over serve-stdio returned %q", got)
+	}
+	if got := callText(t, s.ClientSession, "beta__env", map[string]any{"name": "SERVER_ID"}); got != "beta" {
+		t.Errorf("beta__env over serve-stdio returned %q", got)
+	}
+	params := &mcp.CallToolParams{Name: "alpha__progress", Arguments: map[string]any{"steps": 3, "ms": 50}}
+	params.SetProgressToken("stdio-progress")
+	res, err := s.CallTool(ctxT(t, 60*time.Second), params)
+	if err != nil || textOf(res) != "done 3 steps" {
+		t.Fatalf("alpha__progress: %v %+v", err, res)
+	}
+	var relayed int
+	for _, p := range s.progressSeen() {
+		if p.ProgressToken == "stdio-progress" {
+			relayed++
+		}
+	}
+	if relayed != 3 {
+		t.Errorf("%d progress notifications relayed over stdio, want 3", relayed)
+	}
+
+	// --allow-tool narrows what this stdio server offers.
+	f, _, fcmd := stdio(t, "--allow-tool", "beta__*", "--deny-tool", "*__crash")
+	got := sortedNames(listTools(t, f.ClientSession))
+	var want []string
+	for name := range tools {
+		if strings.HasPrefix(name, "beta__") && name != "beta__crash" {
+			want = append(want, name)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("serve-stdio --allow-tool beta__* --deny-tool *__crash lists %v, want %v", got, want)
+	}
+	if _, err := callTool(t, f.ClientSession, "alpha__echo", map[string]any{"message": "x"}); err == nil {
+		t.Error("the filtered serve-stdio called alpha__echo")
+	}
+
+	// Closing stdin ends each process by itself: no SIGTERM needed (the
+	// transport sends one after TerminateDuration, 5s).
+	for _, c := range []struct {
+		s   *mcpSession
+		cmd *exec.Cmd
+	}{{s, cmd}, {f, fcmd}} {
+		closeStart := time.Now()
+		if err := c.s.Close(); err != nil {
+			t.Errorf("closing a serve-stdio session: %v", err)
+		}
+		took := time.Since(closeStart)
+		t.Logf("serve-stdio %v exited %s after its client closed", c.cmd.Args[3:], took.Round(time.Millisecond))
+		if st := c.cmd.ProcessState; st == nil || !st.Exited() || st.ExitCode() != 0 || took >= 5*time.Second {
+			t.Errorf("serve-stdio %v after its client closed stdin: %v after %s, want exit 0 before the 5s SIGTERM", c.cmd.Args[3:], st, took)
+		}
+	}
+	termStart := time.Now()
+	up.terminate(t)
+	t.Logf("mcpbus up exited %s after SIGTERM", time.Since(termStart).Round(time.Millisecond))
+}
