@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -81,7 +82,7 @@ type KeyStore struct {
 	mu    sync.RWMutex
 	cache map[string]cached
 	// live is set while the watch runs and the cache is current; epoch is
-	// the connection's reconnect count when that watch started.
+	// the connection's reconnect count when the cache was loaded.
 	live  atomic.Bool
 	epoch atomic.Uint64
 	nc    *nats.Conn
@@ -122,76 +123,34 @@ func OpenKeyStore(ctx context.Context, js jetstream.JetStream, opts StoreOptions
 	}
 }
 
-// watch keeps the cache in step with the bucket until ctx ends, starting the
-// watch again when it breaks. A KV watch does not survive a restart of the
-// NATS server (its updates just stop), so a reconnect of the connection also
-// starts it again. While it is down Authenticate reads every key from the
-// bucket, so no revocation is missed meanwhile. synced closes after the
-// first complete load.
+// watch keeps the cache in step with the bucket until ctx ends: each
+// snapshot replaces it, each update is applied. bus.FollowKV starts the
+// watch over after a NATS restart, which a KV watch alone does not survive.
+// Until the new snapshot is in, the cache is not current and Authenticate
+// reads every key from the bucket, so no revocation is missed meanwhile.
+// synced closes after the first complete load.
 func (s *KeyStore) watch(ctx context.Context, synced chan struct{}) {
 	defer close(s.done)
 	once := sync.OnceFunc(func() { close(synced) })
 	defer once()
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		s.epoch.Store(s.reconnects())
-		w, err := s.kv.WatchAll(ctx)
-		if err != nil {
-			s.log.Warn("watching API keys failed, retrying", "error", err)
-		} else {
-			backoff = 100 * time.Millisecond
-			s.follow(ctx, w, once)
-			_ = w.Stop()
-		}
-		s.live.Store(false)
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-// follow applies one watch: its initial values replace the cache, then each
-// update is applied as it comes.
-func (s *KeyStore) follow(ctx context.Context, w jetstream.KeyWatcher, synced func()) {
-	initial := map[string]cached{}
-	loading := true
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if s.reconnects() != s.epoch.Load() {
-				s.log.Info("NATS reconnected: watching API keys again")
-				return
-			}
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil { // end of the initial values
-				loading = false
-				s.mu.Lock()
-				s.cache = initial
-				s.mu.Unlock()
-				s.live.Store(true)
-				synced()
-				continue
-			}
-			if loading {
+	bus.FollowKV(ctx, s.nc, s.kv, bus.KVHandler{
+		Snapshot: func(entries map[string]jetstream.KeyValueEntry) {
+			cache := make(map[string]cached, len(entries))
+			for id, e := range entries {
 				if c, ok := s.decode(e); ok {
-					initial[e.Key()] = c
-				} else {
-					delete(initial, e.Key())
+					cache[id] = c
 				}
-				continue
 			}
-			s.apply(e)
-		}
-	}
+			s.epoch.Store(s.reconnects())
+			s.mu.Lock()
+			s.cache = cache
+			s.mu.Unlock()
+			s.live.Store(true)
+		},
+		Update: s.apply,
+		Ready:  once,
+		Stale:  func() { s.live.Store(false) },
+	}, bus.KVFollowOptions{Logger: s.log})
 }
 
 func (s *KeyStore) reconnects() uint64 { return s.nc.Stats().Reconnects }

@@ -159,11 +159,11 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 	a.wg.Add(3)
 	go func() {
 		defer a.wg.Done()
-		watchKV(wctx, a.log, tools, decodeJSON[model.Catalog], a.applyCatalogs, toolsReady)
+		watchKV(wctx, a.log, nc, tools, decodeJSON[model.Catalog], a.applyCatalogs, toolsReady)
 	}()
 	go func() {
 		defer a.wg.Done()
-		watchKV(wctx, a.log, status, decodeJSON[model.Status], a.applyStatus, statusReady)
+		watchKV(wctx, a.log, nc, status, decodeJSON[model.Status], a.applyStatus, statusReady)
 	}()
 	go func() { defer a.wg.Done(); a.janitor(wctx) }()
 	for _, ready := range []chan struct{}{toolsReady, statusReady} {

@@ -13,12 +13,13 @@ import (
 	"regexp"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -184,62 +185,39 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // watchKV follows every key of kv and calls apply with the full state (a
-// copy the callee may keep) after the initial values and after each change.
-// A watch that breaks is started again; its initial values replace the state,
-// so deletes missed meanwhile are not kept. ready is closed after the first
-// complete state, or when ctx ends.
-func watchKV[T any](ctx context.Context, log *slog.Logger, kv jetstream.KeyValue, decode func([]byte) (T, error), apply func(map[string]T), ready chan<- struct{}) {
+// copy the callee may keep) after each snapshot and after each change.
+// bus.FollowKV starts the watch over, with a complete state, after a NATS
+// restart or when it breaks, so deletes missed meanwhile are not kept. ready
+// is closed after the first complete state, or when ctx ends.
+func watchKV[T any](ctx context.Context, log *slog.Logger, nc *nats.Conn, kv jetstream.KeyValue, decode func([]byte) (T, error), apply func(map[string]T), ready chan<- struct{}) {
 	readyOnce := sync.OnceFunc(func() { close(ready) })
 	defer readyOnce()
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		w, err := kv.WatchAll(ctx)
-		if err != nil {
-			log.Warn("watching a bucket failed, retrying", "bucket", kv.Bucket(), "error", err)
-		} else {
-			backoff = 100 * time.Millisecond
-			follow(ctx, log, w, kv.Bucket(), decode, apply, readyOnce)
-			_ = w.Stop()
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-func follow[T any](ctx context.Context, log *slog.Logger, w jetstream.KeyWatcher, bucket string, decode func([]byte) (T, error), apply func(map[string]T), ready func()) {
-	state := map[string]T{}
-	initial := true
-	for {
-		select {
-		case <-ctx.Done():
+	state := map[string]T{} // only FollowKV's goroutine touches it
+	set := func(e jetstream.KeyValueEntry) {
+		if e.Operation() != jetstream.KeyValuePut {
+			delete(state, e.Key())
 			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil { // end of the initial values
-				initial = false
-				apply(maps.Clone(state))
-				ready()
-				continue
-			}
-			if e.Operation() == jetstream.KeyValuePut {
-				v, err := decode(e.Value())
-				if err != nil {
-					log.Warn("ignoring an undecodable entry", "bucket", bucket, "key", e.Key(), "error", err)
-					delete(state, e.Key())
-				} else {
-					state[e.Key()] = v
-				}
-			} else {
-				delete(state, e.Key())
-			}
-			if !initial {
-				apply(maps.Clone(state))
-			}
 		}
+		v, err := decode(e.Value())
+		if err != nil {
+			log.Warn("ignoring an undecodable entry", "bucket", kv.Bucket(), "key", e.Key(), "error", err)
+			delete(state, e.Key())
+			return
+		}
+		state[e.Key()] = v
 	}
+	bus.FollowKV(ctx, nc, kv, bus.KVHandler{
+		Snapshot: func(entries map[string]jetstream.KeyValueEntry) {
+			clear(state)
+			for _, e := range entries {
+				set(e)
+			}
+			apply(maps.Clone(state))
+		},
+		Update: func(e jetstream.KeyValueEntry) {
+			set(e)
+			apply(maps.Clone(state))
+		},
+		Ready: readyOnce,
+	}, bus.KVFollowOptions{Logger: log})
 }

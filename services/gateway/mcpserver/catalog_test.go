@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -198,4 +201,72 @@ func TestClashingNames(t *testing.T) {
 	if again := names(); again["a"] != first["a"] || again["a__b"] != first["a__b"] {
 		t.Fatalf("names not stable: %v then %v", first, again)
 	}
+}
+
+// The aggregate keeps following the catalog across a restart of the NATS
+// server: a catalog deleted and one added after the restart both show.
+func TestCatalogSurvivesServerRestart(t *testing.T) {
+	ns, err := embednats.Start(embednats.Options{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := ns.ConnectTCP(nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	agg, err := mcpserver.New(context.Background(), nc, mcpserver.Options{NoAuth: true, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agg.Close)
+	srv := httptest.NewServer(agg.Handler())
+	t.Cleanup(srv.Close)
+	kvOf := func(ns *embednats.Server) jetstream.KeyValue {
+		c, err := ns.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		js, _ := jetstream.New(c)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		kv, err := js.KeyValue(ctx, bus.BucketTools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kv
+	}
+	putCatalog(t, kvOf(ns), fakeCatalog("before", 1, "v1"))
+	c := connect(t, srv.URL, "", nil)
+	waitTools := func(want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got := slices.Sorted(maps.Keys(tools(t, c)))
+			if slices.Equal(got, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tools %v, want %v", got, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitTools("before__tool_000")
+
+	ns.Stop()
+	ns2, err := embednats.Start(ns.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns2.Stop)
+	kv2 := kvOf(ns2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := kv2.Delete(ctx, "before"); err != nil {
+		t.Fatal(err)
+	}
+	putCatalog(t, kv2, fakeCatalog("after", 1, "v1"))
+	waitTools("after__tool_000")
 }

@@ -6,10 +6,11 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
-	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -19,18 +20,14 @@ import (
 // anything on the bus, and /mcp/tools answer without a round trip.
 type catalog struct {
 	log *slog.Logger
-	// reconnects is the connection's reconnect count: a KV watch does not
-	// survive a restart of the NATS server (its updates just stop), so a
-	// reconnect starts the watch again.
-	reconnects func() uint64
 
 	mu      sync.RWMutex
 	servers map[string]model.Catalog
 	byName  map[string]model.Tool
 }
 
-func newCatalog(log *slog.Logger, reconnects func() uint64) *catalog {
-	return &catalog{log: log, reconnects: reconnects, servers: map[string]model.Catalog{}, byName: map[string]model.Tool{}}
+func newCatalog(log *slog.Logger) *catalog {
+	return &catalog{log: log, servers: map[string]model.Catalog{}, byName: map[string]model.Tool{}}
 }
 
 // tools returns every tool, by name.
@@ -88,72 +85,36 @@ func (c *catalog) reindex() {
 	}
 }
 
-// watch follows the bucket until ctx ends, starting the watch again when it
-// breaks. ready is closed once the first complete state is in (or ctx ends).
-func (c *catalog) watch(ctx context.Context, kv jetstream.KeyValue, ready chan<- struct{}) {
+// watch follows the bucket until ctx ends; bus.FollowKV starts over, with a
+// complete state, after a NATS restart. ready is closed once the first
+// complete state is in (or ctx ends).
+func (c *catalog) watch(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, ready chan<- struct{}) {
 	readyOnce := sync.OnceFunc(func() { close(ready) })
 	defer readyOnce()
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		epoch := c.reconnects()
-		w, err := kv.WatchAll(ctx)
-		if err != nil {
-			c.log.Warn("watching the tool catalog failed, retrying", "error", err)
-		} else {
-			backoff = 100 * time.Millisecond
-			c.follow(ctx, w, epoch, readyOnce)
-			_ = w.Stop()
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	bus.FollowKV(ctx, nc, kv, bus.KVHandler{
+		Snapshot: func(entries map[string]jetstream.KeyValueEntry) {
+			servers := make(map[string]model.Catalog, len(entries))
+			for slug, e := range entries {
+				if cat := c.decode(e); cat != nil {
+					servers[slug] = *cat
+				}
+			}
+			c.replace(servers)
+		},
+		Update: func(e jetstream.KeyValueEntry) { c.set(e.Key(), c.decode(e)) },
+		Ready:  readyOnce,
+	}, bus.KVFollowOptions{Logger: c.log})
 }
 
-func (c *catalog) follow(ctx context.Context, w jetstream.KeyWatcher, epoch uint64, ready func()) {
-	initial := map[string]model.Catalog{}
-	loading := true
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if c.reconnects() != epoch {
-				c.log.Info("NATS reconnected: watching the tool catalog again")
-				return
-			}
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				loading = false
-				c.replace(initial)
-				ready()
-				continue
-			}
-			var cat *model.Catalog
-			if e.Operation() == jetstream.KeyValuePut {
-				var v model.Catalog
-				if err := json.Unmarshal(e.Value(), &v); err != nil {
-					c.log.Warn("ignoring an undecodable catalog", "server", e.Key(), "error", err)
-				} else {
-					cat = &v
-				}
-			}
-			if loading {
-				if cat == nil {
-					delete(initial, e.Key())
-				} else {
-					initial[e.Key()] = *cat
-				}
-				continue
-			}
-			c.set(e.Key(), cat)
-		}
+// decode reads a watched entry: nil for a delete or an undecodable catalog.
+func (c *catalog) decode(e jetstream.KeyValueEntry) *model.Catalog {
+	if e.Operation() != jetstream.KeyValuePut {
+		return nil
 	}
+	var cat model.Catalog
+	if err := json.Unmarshal(e.Value(), &cat); err != nil {
+		c.log.Warn("ignoring an undecodable catalog", "server", e.Key(), "error", err)
+		return nil
+	}
+	return &cat
 }

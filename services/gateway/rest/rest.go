@@ -95,13 +95,13 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 	a := &API{nc: nc, js: js, opts: opts, log: opts.Logger, subj: bus.NewSubjects(opts.Prefix),
 		client:  client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
 		creds:   credclient.New(nc, opts.Prefix),
-		schemas: newSchemaCache(256), catalog: newCatalog(opts.Logger, func() uint64 { return nc.Stats().Reconnects }),
+		schemas: newSchemaCache(256), catalog: newCatalog(opts.Logger),
 		stop: stop, done: make(chan struct{}), streams: make(chan struct{})}
 	a.stopStreams = sync.OnceFunc(func() { close(a.streams) })
 	ready := make(chan struct{})
 	go func() {
 		defer close(a.done)
-		a.catalog.watch(life, kv, ready)
+		a.catalog.watch(life, nc, kv, ready)
 	}()
 	select {
 	case <-ready:

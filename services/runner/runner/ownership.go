@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -373,42 +374,29 @@ func (r *Runner) releaseAll() {
 }
 
 // watchOwners keeps r.owners (key → runner) current and triggers a pass when
-// a lease or a runner goes away.
+// a lease or a runner goes away, and after each snapshot (leases that lapsed
+// while the watch was down are gone from it).
 func (r *Runner) watchOwners(ctx context.Context) {
-	w, err := r.assets.Owners.WatchAll(ctx)
-	if err != nil {
-		r.log.Error("watching owners failed", "error", err)
-		return
+	decode := func(data []byte) (string, bool) {
+		var v struct {
+			Runner string `json:"runner"`
+		}
+		_ = json.Unmarshal(data, &v)
+		return v.Runner, true
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				r.kick()
-				continue
-			}
-			if e.Operation() == jetstream.KeyValuePut {
-				var v struct {
-					Runner string `json:"runner"`
-				}
-				_ = json.Unmarshal(e.Value(), &v)
-				r.ownersMu.Lock()
-				r.owners[e.Key()] = v.Runner
-				r.ownersMu.Unlock()
-				continue
-			}
-			r.ownersMu.Lock()
-			delete(r.owners, e.Key())
-			r.ownersMu.Unlock()
-			r.kick()
+	h := followCache(&r.ownersMu, r.owners, decode)
+	snapshot, update := h.Snapshot, h.Update
+	h.Snapshot = func(entries map[string]jetstream.KeyValueEntry) {
+		snapshot(entries)
+		r.kick()
+	}
+	h.Update = func(e jetstream.KeyValueEntry) {
+		update(e)
+		if e.Operation() != jetstream.KeyValuePut {
+			r.kick() // a lease or a runner went away: take over
 		}
 	}
+	bus.FollowKV(ctx, r.nc, r.assets.Owners, h, bus.KVFollowOptions{Logger: r.log})
 }
 
 // replicasHeld counts the leases of a server across all runners.

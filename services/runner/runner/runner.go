@@ -243,11 +243,23 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.addService(); err != nil {
 		return err
 	}
-	<-catalogReady // configs are applied knowing the stored catalogs (lazy servers reuse them)
+	// Configs are applied knowing the stored catalogs (lazy servers reuse
+	// them). The watches retry until NATS answers: a stop must not wait.
+	select {
+	case <-catalogReady:
+	case <-ctx.Done():
+	}
 	go func() { defer wg.Done(); r.watchConfigs(watchCtx) }()
 	ownCtx, stopOwning := context.WithCancel(watchCtx)
 	owning := make(chan struct{})
-	go func() { defer close(owning); <-r.ready; r.own(ownCtx) }()
+	go func() {
+		defer close(owning)
+		select {
+		case <-r.ready:
+			r.own(ownCtx)
+		case <-ownCtx.Done():
+		}
+	}()
 	r.log.Info("runner started", "prefix", r.subj.Prefix)
 
 	<-ctx.Done()

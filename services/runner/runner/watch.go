@@ -1,138 +1,140 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // watchShared keeps the catalog and status caches in step with KV, so that
 // tools.list and runtime.status answer the same on every runner (other runners
-// write there too). ready is closed once both have delivered their initial values.
+// write there too). ready is closed once both have their first snapshot, or
+// when ctx ends.
 func (r *Runner) watchShared(ctx context.Context, ready chan<- struct{}) {
-	tools, err := r.assets.Tools.WatchAll(ctx)
-	if err != nil {
-		r.log.Error("watching tool catalog failed", "error", err)
-		close(ready)
-		return
-	}
-	defer func() { _ = tools.Stop() }()
-	status, err := r.assets.Status.WatchAll(ctx)
-	if err != nil {
-		r.log.Error("watching status failed", "error", err)
-		close(ready)
-		return
-	}
-	defer func() { _ = status.Stop() }()
-	pending := 2
-	for {
-		select {
-		case <-ctx.Done():
-			if pending > 0 {
-				close(ready)
-			}
-			return
-		case e, ok := <-tools.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				if pending--; pending == 0 {
-					close(ready)
-				}
-				continue
-			}
-			r.mu.Lock()
-			if e.Operation() == jetstream.KeyValuePut {
-				var c model.Catalog
-				if json.Unmarshal(e.Value(), &c) == nil {
-					r.catalog[e.Key()] = c
-				}
-			} else {
-				delete(r.catalog, e.Key())
-			}
-			r.mu.Unlock()
-		case e, ok := <-status.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				if pending--; pending == 0 {
-					close(ready)
-				}
-				continue
-			}
-			r.mu.Lock()
-			if e.Operation() == jetstream.KeyValuePut {
-				var st model.Status
-				if json.Unmarshal(e.Value(), &st) == nil {
-					r.status[e.Key()] = st
-				}
-			} else {
-				delete(r.status, e.Key())
-			}
-			r.mu.Unlock()
+	closeReady := sync.OnceFunc(func() { close(ready) })
+	defer closeReady()
+	var pending atomic.Int32
+	pending.Store(2)
+	loaded := func() {
+		if pending.Add(-1) == 0 {
+			closeReady()
 		}
+	}
+	tools := followCache(&r.mu, r.catalog, decodeJSON[model.Catalog])
+	tools.Ready = loaded
+	status := followCache(&r.mu, r.status, decodeJSON[model.Status])
+	status.Ready = loaded
+	var wg sync.WaitGroup
+	wg.Go(func() { bus.FollowKV(ctx, r.nc, r.assets.Tools, tools, bus.KVFollowOptions{Logger: r.log}) })
+	wg.Go(func() { bus.FollowKV(ctx, r.nc, r.assets.Status, status, bus.KVFollowOptions{Logger: r.log}) })
+	wg.Wait()
+}
+
+// followCache is the bus.FollowKV handler that keeps cache (guarded by mu) a
+// decoded copy of a bucket; values that do not decode are left out.
+func followCache[T any](mu sync.Locker, cache map[string]T, decode func([]byte) (T, bool)) bus.KVHandler {
+	return bus.KVHandler{
+		Snapshot: func(entries map[string]jetstream.KeyValueEntry) {
+			mu.Lock()
+			defer mu.Unlock()
+			clear(cache)
+			for key, e := range entries {
+				if v, ok := decode(e.Value()); ok {
+					cache[key] = v
+				}
+			}
+		},
+		Update: func(e jetstream.KeyValueEntry) {
+			mu.Lock()
+			defer mu.Unlock()
+			if e.Operation() != jetstream.KeyValuePut {
+				delete(cache, e.Key())
+			} else if v, ok := decode(e.Value()); ok {
+				cache[e.Key()] = v
+			}
+		},
 	}
 }
 
-// watchConfigs applies every config in KV mcp_configs and every change to it.
+func decodeJSON[T any](data []byte) (T, bool) {
+	var v T
+	return v, json.Unmarshal(data, &v) == nil
+}
+
+// watchConfigs applies every config in KV mcp_configs and every change to
+// it. r.ready is closed once the configs present at start are applied (or
+// when ctx ends).
 func (r *Runner) watchConfigs(ctx context.Context) {
-	w, err := r.assets.Configs.WatchAll(ctx)
-	if err != nil {
-		r.log.Error("watching configs failed", "error", err)
-		close(r.ready)
-		return
-	}
-	defer func() { _ = w.Stop() }()
-	initial := true
-	for {
-		select {
-		case <-ctx.Done():
-			if initial {
-				close(r.ready)
-			}
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				if initial {
-					initial = false
-					close(r.ready)
-				}
-				continue
-			}
+	closeReady := sync.OnceFunc(func() { close(r.ready) })
+	defer closeReady()
+	bus.FollowKV(ctx, r.nc, r.assets.Configs, bus.KVHandler{
+		Snapshot: r.applySnapshot,
+		Update: func(e jetstream.KeyValueEntry) {
 			if e.Operation() != jetstream.KeyValuePut {
 				r.remove(e.Key())
-				continue
+				return
 			}
-			var cfg model.McpConfig
-			if err := json.Unmarshal(e.Value(), &cfg); err != nil {
-				r.log.Warn("ignoring a config that is not valid JSON", "key", e.Key(), "error", err)
-				continue
-			}
-			if cfg.ID == "" {
-				cfg.ID = e.Key()
-			}
-			cfg.Revision = e.Revision()
-			cfg.Normalize()
-			if verr := cfg.Validate(); verr != nil {
-				r.log.Warn("ignoring an invalid config", "key", e.Key(), "field", verr.Field, "error", verr.Message)
-				if model.ValidSlug(cfg.Slug) {
-					r.publishStatus(model.Status{Server: cfg.Slug, State: model.StateError, Code: string(verr.Code),
-						Message: verr.Message, Runner: r.opts.ID, UpdatedAt: time.Now().UTC()})
-				}
-				continue
-			}
-			r.apply(&cfg)
+			r.applyEntry(e)
+		},
+		Ready: closeReady,
+	}, bus.KVFollowOptions{Logger: r.log})
+}
+
+// applySnapshot brings the runner in line with the complete set of configs
+// (at start, and after the watch restarted): configs deleted meanwhile are
+// removed first, so that a new config may take a slug they freed; then every
+// config is applied in revision order, the order a watch delivers them in
+// (of two configs sharing a slug the older one wins).
+func (r *Runner) applySnapshot(entries map[string]jetstream.KeyValueEntry) {
+	r.mu.Lock()
+	var gone []string
+	for id := range r.byID {
+		if _, ok := entries[id]; !ok {
+			gone = append(gone, id)
 		}
 	}
+	r.mu.Unlock()
+	for _, id := range gone {
+		r.remove(id)
+	}
+	for _, e := range slices.SortedFunc(maps.Values(entries), func(a, b jetstream.KeyValueEntry) int {
+		return cmp.Compare(a.Revision(), b.Revision())
+	}) {
+		r.applyEntry(e)
+	}
+}
+
+// applyEntry decodes, checks and applies one stored config.
+func (r *Runner) applyEntry(e jetstream.KeyValueEntry) {
+	var cfg model.McpConfig
+	if err := json.Unmarshal(e.Value(), &cfg); err != nil {
+		r.log.Warn("ignoring a config that is not valid JSON", "key", e.Key(), "error", err)
+		return
+	}
+	if cfg.ID == "" {
+		cfg.ID = e.Key()
+	}
+	cfg.Revision = e.Revision()
+	cfg.Normalize()
+	if verr := cfg.Validate(); verr != nil {
+		r.log.Warn("ignoring an invalid config", "key", e.Key(), "field", verr.Field, "error", verr.Message)
+		if model.ValidSlug(cfg.Slug) {
+			r.publishStatus(model.Status{Server: cfg.Slug, State: model.StateError, Code: string(verr.Code),
+				Message: verr.Message, Runner: r.opts.ID, UpdatedAt: time.Now().UTC()})
+		}
+		return
+	}
+	r.apply(&cfg)
 }
 
 // apply brings the runner in line with one config: an enabled one becomes
