@@ -94,6 +94,16 @@ func TestMCPAuth(t *testing.T) {
 		if !revoked.Revoked() || revoked.ID != k.ID {
 			t.Fatalf("revoke returned %+v", revoked)
 		}
+		// Nothing is pushed to the revoked key's open session: the gateway
+		// closes it when the revocation reaches it.
+		time.Sleep(300 * time.Millisecond) // the revocation travels through the KV watch
+		s.drainListChanged()
+		e.enable(t, testServerConfig("after-revoke"))
+		select {
+		case <-s.listChanged:
+			t.Error("the session of a revoked key still receives notifications")
+		case <-time.After(1500 * time.Millisecond):
+		}
 		// The open session is refused from now on.
 		_, err := tryListTools(ctxT(t, 20*time.Second), s.ClientSession)
 		statuses, _ := s.http.seen()

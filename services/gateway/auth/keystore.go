@@ -79,8 +79,9 @@ type KeyStore struct {
 	kv  jetstream.KeyValue
 	log *slog.Logger
 
-	mu    sync.RWMutex
-	cache map[string]cached
+	mu       sync.RWMutex
+	cache    map[string]cached
+	onRevoke []func(keyID string)
 	// live is set while the watch runs and the cache is current; epoch is
 	// the connection's reconnect count when the cache was loaded.
 	live  atomic.Bool
@@ -176,15 +177,32 @@ func (s *KeyStore) decode(e jetstream.KeyValueEntry) (cached, bool) {
 func (s *KeyStore) apply(e jetstream.KeyValueEntry) {
 	c, ok := s.decode(e)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if cur, found := s.cache[e.Key()]; found && cur.revision > e.Revision() {
+		s.mu.Unlock()
 		return
 	}
-	if !ok {
+	if ok {
+		s.cache[e.Key()] = c
+	} else {
 		delete(s.cache, e.Key())
-		return
 	}
-	s.cache[e.Key()] = c
+	listeners := s.onRevoke
+	s.mu.Unlock()
+	if !ok || c.rec.Revoked() {
+		// Requests are checked one by one; what a key already holds open
+		// (MCP sessions, event streams) is ended by the listeners.
+		for _, fn := range listeners {
+			fn(e.Key())
+		}
+	}
+}
+
+// OnRevoke registers fn to be told the id of every key revoked or deleted
+// (anywhere: the bucket is watched), so that what the key holds open ends.
+func (s *KeyStore) OnRevoke(fn func(keyID string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onRevoke = append(s.onRevoke, fn)
 }
 
 // Close stops watching the bucket.

@@ -161,6 +161,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	if g.mcp, err = mcpserver.New(mctx, nc, mo); err != nil {
 		return nil, err
 	}
+	g.keys.OnRevoke(g.mcp.DropKey)
 	g.limiter = auth.NewLimiter(auth.LimiterOptions{RPS: opts.RateRPS, Burst: opts.RateBurst})
 	g.handler = g.buildHandler()
 	if g.ln, err = net.Listen("tcp", opts.Addr); err != nil {

@@ -353,6 +353,28 @@ func (a *Aggregator) sweep(cutoff time.Time) {
 	}
 }
 
+// DropKey ends every MCP session opened with keyID and forgets its views:
+// called when the key is revoked, so a revoked key keeps nothing open.
+func (a *Aggregator) DropKey(keyID string) {
+	a.mu.Lock()
+	var dropped []*view
+	for key, v := range a.views {
+		if v.principal.KeyID == keyID {
+			dropped = append(dropped, v)
+			delete(a.views, key)
+		}
+	}
+	a.mu.Unlock()
+	for _, v := range dropped {
+		for ss := range v.server.Sessions() {
+			_ = ss.Close()
+		}
+	}
+	if len(dropped) > 0 {
+		a.log.Info("API key revoked: its MCP sessions were closed", "key_id", keyID, "views", len(dropped))
+	}
+}
+
 type viewCtxKey struct{}
 
 // Handler is the Streamable HTTP endpoint. Each request's principal
