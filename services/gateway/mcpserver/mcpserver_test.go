@@ -697,6 +697,11 @@ func TestStateless(t *testing.T) {
 		Arguments: map[string]any{"steps": 2}, Meta: mcp.Meta{"progressToken": "s-1"}}); err != nil {
 		t.Fatal(err)
 	}
+	// go-sdk's client hands notifications to their handler on a queue of its
+	// own, so they may land just after CallTool returned.
+	for deadline := time.Now().Add(3 * time.Second); len(c.progressSeen()) < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := len(c.progressSeen()); n != 2 {
 		t.Fatalf("%d progress notifications in stateless mode, want 2", n)
 	}

@@ -45,16 +45,19 @@ func TestTraceContextCrossesEveryHop(t *testing.T) {
 	if !strings.Contains(tp0, traceID) {
 		t.Fatalf("MCP server got traceparent %q, want trace %s", tp0, traceID)
 	}
+	// The runner ends its consumer span after it replied: give it a moment.
 	var sawProducer, sawConsumer bool
-	for _, s := range exp.GetSpans() {
-		if s.SpanContext.TraceID().String() != traceID {
-			continue
-		}
-		switch s.SpanKind {
-		case trace.SpanKindProducer:
-			sawProducer = true
-		case trace.SpanKindConsumer:
-			sawConsumer = s.Parent.IsValid() && s.Parent.IsRemote()
+	for deadline := time.Now().Add(3 * time.Second); !(sawProducer && sawConsumer) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, s := range exp.GetSpans() {
+			if s.SpanContext.TraceID().String() != traceID {
+				continue
+			}
+			switch s.SpanKind {
+			case trace.SpanKindProducer:
+				sawProducer = true
+			case trace.SpanKindConsumer:
+				sawConsumer = sawConsumer || (s.Parent.IsValid() && s.Parent.IsRemote())
+			}
 		}
 	}
 	if !sawProducer || !sawConsumer {
