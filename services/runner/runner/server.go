@@ -220,7 +220,7 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Proc
 	// go-sdk waits for a failed child to exit after closing its stdin; a child
 	// that never answered may never exit, so the start deadline kills its group.
 	if l.Process != nil {
-		stopKill := context.AfterFunc(ctx, l.Process.Kill)
+		stopKill := context.AfterFunc(ctx, l.Process.Abort)
 		defer stopKill()
 	}
 	sess, err := client.Connect(ctx, l.Transport, nil)

@@ -134,14 +134,19 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	default:
 		return nil, apierr.Invalid("package.type", "cannot launch package type "+pkg.Type)
 	}
-	cmd := exec.Command(name, args...)
+	// abortCtx is cancelled only by Process.Abort: os/exec then kills the
+	// group itself, synchronised with Start (go-sdk calls Start on its own
+	// goroutine, so reading cmd.Process from ours would race with it).
+	abortCtx, abort := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(abortCtx, name, args...)
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.Env = ChildEnv(os.Environ(), env)
 	// Own process group, so stopping reaches npx's node child too; the kernel
 	// kills the leader if the runner dies without cleaning up.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Wait must not hang on a grandchild that keeps stderr open.
 	cmd.WaitDelay = 2 * time.Second
-	p := &Process{cmd: cmd, stderr: newTail(orDefaultInt(opts.StderrBytes, 64<<10), opts.OnStderr)}
+	p := &Process{cmd: cmd, abort: abort, stderr: newTail(orDefaultInt(opts.StderrBytes, 64<<10), opts.OnStderr)}
 	cmd.Stderr = p.stderr
 	return &Launched{
 		// The transport signals only the leader, after TerminateDuration; the
@@ -184,8 +189,13 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // Process is a launched child and its process group.
 type Process struct {
 	cmd    *exec.Cmd
+	abort  context.CancelFunc
 	stderr *tail
 }
+
+// Abort kills the process group, whether or not Start has returned yet: for
+// a start that ran out of time while go-sdk may still be starting the child.
+func (p *Process) Abort() { p.abort() }
 
 // PID of the group leader (0 before start).
 func (p *Process) PID() int {
