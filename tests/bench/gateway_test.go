@@ -21,7 +21,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
@@ -42,8 +44,7 @@ const gwTool = "bench__echo"
 // hanging it.
 const gwCallTimeout = 30 * time.Second
 
-// gwEnv is the whole system in process with the gateway on a loopback port
-// and one eager test server.
+// gwEnv is a running gateway with the test server as "bench".
 type gwEnv struct {
 	st  *stack.Stack // nil when the gateway runs in a process of its own
 	url string       // http://<addr>
@@ -458,9 +459,11 @@ func ratios(b *testing.B, s gwStats, p50Base *gwStats, rateBase *gwStats) {
 // gatewaySuite runs the sub-benchmarks against e, interleaved with their
 // direct baselines: direct stdio with 1 and 8 callers on one session; /mcp
 // with 1 caller, 8 callers on one session and 8 sessions; POST /mcp/invoke
-// with 1, 8 and 64 clients; and, for reference, the test server serving
-// Streamable HTTP itself (direct-http). Ratios are against direct with the
-// same number of callers (8 for every concurrent case).
+// with 1, 8 and 64 clients (each its own connection). With reference, also
+// the test server serving Streamable HTTP itself (direct-http) and two
+// minimal go-sdk proxies in this process, straight to stdio (proxy-stdio) and
+// through the bus (proxy-bus). Ratios are against direct with the same
+// number of callers (8 for every concurrent case).
 func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	var d1, d8 *gwStats // the direct baselines of this run
 	keep := func(dst **gwStats, s gwStats) { *dst = &s }
@@ -522,8 +525,8 @@ func BenchmarkGatewayUp(b *testing.B) {
 }
 
 // startUp runs `mcpbus up` with its gateway on a free loopback port (auth on,
-// with the admin key it writes; rate limit out of the way) and the test
-// server, and returns once /mcp and /mcp/invoke answer.
+// a call-scoped key; rate limit out of the way) and the test server, and
+// returns once /mcp and /mcp/invoke answer.
 func startUp(b *testing.B) *gwEnv {
 	b.Helper()
 	dir := b.TempDir()
@@ -535,7 +538,8 @@ func startUp(b *testing.B) *gwEnv {
 	}
 	data := filepath.Join(dir, "data")
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	cmd := exec.Command(bin, "up", "--nats-port", fmt.Sprint(freePort(b)), "--data-dir", data, "--config", cfg,
+	natsPort := freePort(b)
+	cmd := exec.Command(bin, "up", "--nats-port", fmt.Sprint(natsPort), "--data-dir", data, "--config", cfg,
 		"--log-level", "warn", "--http-addr", addr, "--rate-rps", "1e9", "--rate-burst", "1000000000")
 	// MCPBUS_BENCH_UP_ENV adds variables to the up process (GOMAXPROCS=1 GOGC=400 …).
 	cmd.Env = append(os.Environ(), strings.Fields(os.Getenv("MCPBUS_BENCH_UP_ENV"))...)
@@ -546,19 +550,31 @@ func startUp(b *testing.B) *gwEnv {
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
 	})
-	e := &gwEnv{url: "http://" + addr}
+	// A call-scoped key, made over the bus as `mcpbus keys create` does; the
+	// keys service answers once the gateway is up.
+	var key model.KeyCreateReply
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		key, err := os.ReadFile(filepath.Join(data, "admin.key"))
-		if err == nil && len(bytes.TrimSpace(key)) > 0 {
-			e.key = string(bytes.TrimSpace(key))
+		err := func() error {
+			nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return bus.RequestJSON(ctx, nc, bus.NewSubjects("").Service("keys", "create"),
+				model.KeyCreateRequest{Name: "bench", Scopes: []string{model.KeyScopeCall}}, &key, 5*time.Second)
+		}()
+		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("mcpbus up wrote no admin key: %v", err)
+			b.Fatalf("creating an API key on mcpbus up: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	e := &gwEnv{url: "http://" + addr, key: key.Key}
 	await(b, "/mcp/invoke", e.invoker(b))
 	sess := e.mcpSession(b)
 	await(b, "/mcp", mcpCaller(sess))
