@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"sort"
 	"sync"
 	"testing"
@@ -137,11 +136,7 @@ func run(b *testing.B, call caller, callers int) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	if failed != nil {
-		// A failed call leaves every goroutine's stack for the post-mortem.
-		if f, err := os.Create(os.Getenv("MCPBUS_BENCH_STACKS")); err == nil {
-			_ = pprof.Lookup("goroutine").WriteTo(f, 2)
-			f.Close()
-		}
+		dumpStacks() // a failed call leaves every goroutine's stack for the post-mortem
 		b.Fatal(failed)
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })

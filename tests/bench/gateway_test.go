@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -350,7 +351,9 @@ func measure(b *testing.B, workers []caller) gwStats {
 				cancel()
 				if err != nil {
 					errs.Add(1)
-					first.CompareAndSwap(nil, err)
+					if first.CompareAndSwap(nil, err) {
+						dumpStacks()
+					}
 					continue
 				}
 				lat[i], ok[i] = d, true
@@ -381,6 +384,20 @@ func measure(b *testing.B, workers []caller) gwStats {
 		b.Errorf("%d of %d calls failed; first: %v", s.errors, b.N, first.Load())
 	}
 	return s
+}
+
+// dumpStacks writes every goroutine's stack to $MCPBUS_BENCH_STACKS, when
+// set, for the post-mortem of a failed call (in process, the gateway's and
+// the runner's goroutines are there too).
+func dumpStacks() {
+	path := os.Getenv("MCPBUS_BENCH_STACKS")
+	if path == "" {
+		return
+	}
+	if f, err := os.Create(path); err == nil {
+		_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+		f.Close()
+	}
 }
 
 // treeCPU is the CPU time (user + system) used so far by this process and
