@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
@@ -185,12 +186,21 @@ func directHTTP(b *testing.B) caller {
 // serveMCP serves srv over Streamable HTTP on a loopback port (go-sdk's
 // defaults: stateful, SSE answers) and returns a go-sdk client session on it.
 func serveMCP(b *testing.B, srv *mcp.Server) *mcp.ClientSession {
+	return serveMCPWith(b, srv, nil)
+}
+
+// serveMCPWith is serveMCP with wrap (if any) in front of go-sdk's handler.
+func serveMCPWith(b *testing.B, srv *mcp.Server, wrap func(http.Handler) http.Handler) *mcp.ClientSession {
 	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	if wrap != nil {
+		h = wrap(h)
+	}
+	hs := &http.Server{Handler: h}
 	go func() { _ = hs.Serve(ln) }()
 	b.Cleanup(func() { _ = hs.Close() })
 	t := http.DefaultTransport.(*http.Transport).Clone()
@@ -255,6 +265,53 @@ func proxyBus(b *testing.B, e *gwEnv) caller {
 		return &res, nil
 	})
 	return mcpCaller(serveMCP(b, srv))
+}
+
+// floorHTTP prices the HTTP leg alone, for reference: the go-sdk client's
+// tools/call answered at once by a handler that decodes the request with
+// go-sdk's codec and writes a result encoded beforehand (go-sdk's handler
+// still serves initialize and the notifications). Any gateway that speaks
+// Streamable HTTP to a go-sdk client and forwards the call pays at least
+// floor-http on top of the forwarded call, so floor-http + direct (+ the
+// NATS floor, for a bus) bounds what such a gateway can reach.
+func floorHTTP(b *testing.B) caller {
+	b.Helper()
+	result, err := json.Marshal(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(echoArgs)}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "floor", Version: "1"}, nil)
+	srv.AddTool(proxyTool, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, fmt.Errorf("the floor handler answers calls itself")
+	})
+	canned := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") == "" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			msg, err := jsonrpc.DecodeMessage(body)
+			req, ok := msg.(*jsonrpc.Request)
+			if err != nil || !ok || req.Method != "tools/call" {
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				next.ServeHTTP(w, r)
+				return
+			}
+			data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: result})
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(data)
+		})
+	}
+	return mcpCaller(serveMCPWith(b, srv, canned))
 }
 
 // mcpCaller calls the gateway's echo on sess.
@@ -503,6 +560,7 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	invoke(1)
 	if reference {
 		b.Run("direct-http/callers=1", func(b *testing.B) { ratios(b, measure(b, same(directHTTP(b), 1)), d1, d1) })
+		b.Run("floor-http/callers=1", func(b *testing.B) { ratios(b, measure(b, same(floorHTTP(b), 1)), d1, d1) })
 		b.Run("proxy-stdio/callers=1", func(b *testing.B) { ratios(b, measure(b, same(proxyStdio(b), 1)), d1, d1) })
 		b.Run("proxy-bus/callers=1", func(b *testing.B) { ratios(b, measure(b, same(proxyBus(b, e), 1)), d1, d1) })
 	}
@@ -517,6 +575,7 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	})
 	if reference {
 		b.Run("direct-http/callers=8", func(b *testing.B) { ratios(b, measure(b, same(directHTTP(b), 8)), d8, d8) })
+		b.Run("floor-http/callers=8", func(b *testing.B) { ratios(b, measure(b, same(floorHTTP(b), 8)), d8, d8) })
 		b.Run("proxy-stdio/callers=8", func(b *testing.B) { ratios(b, measure(b, same(proxyStdio(b), 8)), d8, d8) })
 		b.Run("proxy-bus/callers=8", func(b *testing.B) { ratios(b, measure(b, same(proxyBus(b, e), 8)), d8, d8) })
 	}

@@ -64,6 +64,9 @@ type Options struct {
 	// SessionTimeout closes stateful sessions idle that long (default 30m;
 	// negative: never).
 	SessionTimeout time.Duration
+	// NoFastPath sends every tools/call through go-sdk's session machinery
+	// (see fastcall.go); for comparison in tests and benchmarks.
+	NoFastPath bool
 	// Version is the serverInfo version shown to clients (default "dev").
 	Version string
 }
@@ -85,7 +88,7 @@ func (o *Options) defaults() {
 	case o.SessionTimeout == 0:
 		o.SessionTimeout = 30 * time.Minute
 	case o.SessionTimeout < 0:
-		o.SessionTimeout = 0 // go-sdk: never
+		o.SessionTimeout = 0 // never
 	}
 	if o.Version == "" {
 		o.Version = "dev"
@@ -114,6 +117,7 @@ type Aggregator struct {
 	views    map[string]*view         // by principal key
 	warned   map[string]bool          // bad catalog entries already logged
 	prompts  sync.Map                 // namespaced prompt name -> promptRef, learnt from lists
+	sessions sessionTable             // live stateful sessions, for the fast path and idle timeouts
 }
 
 // view is the MCP server of one principal: the tools it may see.
@@ -149,7 +153,8 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 	}
 	a.http = mcp.NewStreamableHTTPHandler(a.getServer, &mcp.StreamableHTTPOptions{
 		Stateless: opts.Stateless, JSONResponse: opts.JSONResponse, Logger: opts.Logger,
-		SessionTimeout: opts.SessionTimeout,
+		// Idle sessions are closed by the aggregate (sessionTable): go-sdk
+		// never sees the calls of the fast path.
 		// A stateless POST is the whole request: a client that hangs up cancels the call.
 		PropagateRequestCancellation: true,
 	})
@@ -320,15 +325,29 @@ func (a *Aggregator) viewFor(p *auth.Principal) (*view, error) {
 	return v, nil
 }
 
-// janitor drops the servers of principals that have had no session for viewIdle.
+// janitor closes sessions idle for SessionTimeout and drops the servers of
+// principals that have had no session for viewIdle.
 func (a *Aggregator) janitor(ctx context.Context) {
-	t := time.NewTicker(time.Minute)
+	every := time.Minute
+	if st := a.opts.SessionTimeout; st > 0 && st/4 < every {
+		every = max(st/4, 10*time.Millisecond)
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if a.opts.SessionTimeout > 0 {
+			a.mu.Lock()
+			views := make([]*view, 0, len(a.views))
+			for _, v := range a.views {
+				views = append(views, v)
+			}
+			a.mu.Unlock()
+			a.sessions.closeIdle(views, time.Now().Add(-a.opts.SessionTimeout))
 		}
 		a.sweep(time.Now().Add(-viewIdle))
 	}
@@ -404,8 +423,20 @@ func (a *Aggregator) Handler() http.Handler {
 			http.Error(w, "session not found", http.StatusNotFound)
 			return
 		}
-		if r.Method == http.MethodPost && !precheck(w, r) {
-			return
+		var ls *liveSession
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && !a.opts.Stateless {
+			if ls = a.sessions.lookup(v, sid); ls != nil {
+				ls.lastUsed.Store(time.Now().UnixNano())
+			}
+		}
+		if r.Method == http.MethodPost {
+			msg, ok := precheck(w, r)
+			if !ok {
+				return
+			}
+			if msg != nil && !a.opts.NoFastPath && a.fastPath(w, r, v, ls, msg) {
+				return
+			}
 		}
 		a.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewCtxKey{}, v)))
 	})
@@ -426,33 +457,39 @@ var serverMethods = map[string]bool{
 // JSON (-32700, no id) and a request for a method no MCP server has (-32601).
 // Requests of protocol 2026-07-28 get -32601 from go-sdk itself; bodies over
 // its size limit are left for it to refuse.
-func precheck(w http.ResponseWriter, r *http.Request) bool {
+//
+// It returns the decoded message (nil when the body is not one JSON-RPC
+// message of an older protocol) for the call fast path, with the body left
+// readable for go-sdk.
+func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
 	if r.Body == nil {
-		return true
+		return nil, true
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
 	if err != nil {
 		writeError(w, apierr.Wrap(apierr.Validation, "reading the request body: "+err.Error(), err))
-		return false
+		return nil, false
 	}
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 	if len(body) > mcp.DefaultMaxRequestBodyBytes {
-		return true
+		return nil, true
 	}
 	if !json.Valid(body) {
 		writeRPCError(w, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "Parse error: the body is not valid JSON"})
-		return false
+		return nil, false
 	}
 	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
-		return true
+		return nil, true
 	}
-	if msg, err := jsonrpc.DecodeMessage(body); err == nil {
-		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !serverMethods[req.Method] {
-			writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("Method not found: %q", req.Method)})
-			return false
-		}
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return nil, true
 	}
-	return true
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !serverMethods[req.Method] {
+		writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("Method not found: %q", req.Method)})
+		return nil, false
+	}
+	return msg, true
 }
 
 func writeRPCError(w http.ResponseWriter, id jsonrpc.ID, e *jsonrpc.Error) {

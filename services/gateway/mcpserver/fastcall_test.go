@@ -1,0 +1,202 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
+)
+
+// rawPost POSTs one JSON-RPC body on a session with the given headers on
+// top of a go-sdk client's, and returns the status, Content-Type and body.
+func rawPost(t *testing.T, url, sid, body string, hdr map[string]string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+}
+
+// outcome is what a client sees of one call, comparable across paths.
+type outcome struct {
+	Result json.RawMessage
+	Code   int64
+	Msg    string
+	Data   string
+}
+
+func callOutcome(t *testing.T, c *client, name string, args any) outcome {
+	t.Helper()
+	res, err := call(t, c, name, args)
+	if err != nil {
+		var w *jsonrpc.Error
+		if !errors.As(err, &w) {
+			t.Fatalf("%s: error %v (%T), want a JSON-RPC error", name, err, err)
+		}
+		return outcome{Code: w.Code, Msg: w.Message, Data: string(w.Data)}
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return outcome{Result: data}
+}
+
+// The fast path answers what go-sdk's session would: the same results,
+// tool errors and JSON-RPC errors, call for call.
+func TestFastPathAnswersAsGoSDK(t *testing.T) {
+	fast := start(t, mcpserver.Options{NoAuth: true}, nil)
+	slow := start(t, mcpserver.Options{NoAuth: true, NoFastPath: true}, nil)
+	fast.addServer(t, "alpha", nil)
+	slow.addServer(t, "alpha", nil)
+	fc, sc := connect(t, fast.url, "", nil), connect(t, slow.url, "", nil)
+
+	cases := []struct {
+		name string
+		args any
+	}{
+		{"alpha__echo", map[string]any{"message": "same answer"}},
+		{"alpha__echo", map[string]any{"message": "ünïcødé \u2028 \"quoted\" <b>"}},
+		{"alpha__fail", map[string]any{"message": "tool error"}},
+		{"alpha__large", map[string]any{"bytes": 200000}},
+		{"alpha__meta", map[string]any{}},
+		{"alpha__echo", map[string]any{"message": 42}}, // schema: -32602 before the bus
+		{"alpha__echo", nil},                           // message required
+		{"alpha__nope", map[string]any{}},              // unknown tool
+	}
+	for _, tc := range cases {
+		f, s := callOutcome(t, fc, tc.name, tc.args), callOutcome(t, sc, tc.name, tc.args)
+		if string(f.Result) != string(s.Result) || f.Code != s.Code || f.Msg != s.Msg || f.Data != s.Data {
+			t.Errorf("%s %v:\nfast path %+v\ngo-sdk    %+v", tc.name, tc.args, f, s)
+		}
+		if f.Result == nil && f.Code == 0 {
+			t.Errorf("%s: neither a result nor an error", tc.name)
+		}
+	}
+
+	// The fast path did serve: one application/json body; go-sdk's session
+	// answers the same POST on an event stream.
+	body := `{"jsonrpc":"2.0","id":"s-1","method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"raw"}}}`
+	st, ct, got := rawPost(t, fast.url, fc.ID(), body, nil)
+	if st != http.StatusOK || ct != "application/json" || !strings.Contains(got, `"id":"s-1"`) || !strings.Contains(got, `"text":"raw"`) {
+		t.Fatalf("fast path: %d %s %s", st, ct, got)
+	}
+	if st, ct, _ := rawPost(t, slow.url, sc.ID(), body, nil); st != http.StatusOK || ct != "text/event-stream" {
+		t.Fatalf("go-sdk path: %d %s", st, ct)
+	}
+}
+
+// Whatever the fast path is not sure of goes to go-sdk, which answers it
+// (or refuses it) as it always did.
+func TestFastPathLeavesTheRestToGoSDK(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+	c := connect(t, e.url, "", nil)
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"x"}}}`
+
+	for _, tc := range []struct {
+		what   string
+		sid    string
+		body   string
+		hdr    map[string]string
+		status int
+		ctype  string
+	}{
+		{"a progress token streams", c.ID(), `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"x"},"_meta":{"progressToken":"p"}}}`, nil, http.StatusOK, "text/event-stream"},
+		{"no protocol header", c.ID(), call, map[string]string{"Mcp-Protocol-Version": ""}, http.StatusOK, "text/event-stream"},
+		{"an unsupported protocol version", c.ID(), call, map[string]string{"Mcp-Protocol-Version": "2023-01-01"}, http.StatusBadRequest, ""},
+		{"Accept without an event stream", c.ID(), call, map[string]string{"Accept": "application/json"}, http.StatusBadRequest, ""},
+		{"a foreign Host on loopback", c.ID(), call, map[string]string{"Host": "evil.example"}, http.StatusForbidden, ""},
+		{"an unknown session", "no-such-session", call, nil, http.StatusNotFound, ""},
+	} {
+		req := tc.hdr
+		if h, ok := req["Host"]; ok {
+			// net/http takes Host from the request, not the header map.
+			st, ct := postWithHost(t, e.url, tc.sid, tc.body, h)
+			if st != tc.status {
+				t.Errorf("%s: %d %s, want %d", tc.what, st, ct, tc.status)
+			}
+			continue
+		}
+		st, ct, body := rawPost(t, e.url, tc.sid, tc.body, req)
+		if st != tc.status || (tc.ctype != "" && ct != tc.ctype) {
+			t.Errorf("%s: %d %s %s, want %d %s", tc.what, st, ct, body, tc.status, tc.ctype)
+		}
+	}
+
+	// A closed session is gone for the fast path too.
+	sid := c.ID()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, body := rawPost(t, e.url, sid, call, nil); st != http.StatusNotFound {
+		t.Fatalf("call on a closed session: %d %s", st, body)
+	}
+}
+
+func postWithHost(t *testing.T, url, sid, body, host string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Host = host
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Content-Type")
+}
+
+// Sessions idle for SessionTimeout are closed; calls on the fast path count
+// as use, though go-sdk never sees them.
+func TestSessionIdleTimeout(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true, SessionTimeout: 400 * time.Millisecond}, nil)
+	e.addServer(t, "alpha", nil)
+	c := connect(t, e.url, "", nil)
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"keepalive"}}}`
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if st, ct, body := rawPost(t, e.url, c.ID(), call, nil); st != http.StatusOK || ct != "application/json" {
+			t.Fatalf("a session in use was closed: %d %s %s", st, ct, body)
+		}
+	}
+	time.Sleep(time.Second)
+	if st, _, body := rawPost(t, e.url, c.ID(), call, nil); st != http.StatusNotFound {
+		t.Fatalf("an idle session still answers: %d %s", st, body)
+	}
+	// A session that never sent a request after initialize is closed too.
+	idle := connect(t, e.url, "", nil)
+	time.Sleep(1200 * time.Millisecond)
+	if st, _, body := rawPost(t, e.url, idle.ID(), call, nil); st != http.StatusNotFound {
+		t.Fatalf("a session idle since initialize still answers: %d %s", st, body)
+	}
+}
