@@ -88,8 +88,8 @@ func TestFastPathAnswersAsGoSDK(t *testing.T) {
 		{"alpha__large", map[string]any{"bytes": 200000}},
 		{"alpha__meta", map[string]any{}},
 		{"alpha__echo", map[string]any{"message": 42}}, // schema: -32602 before the bus
-		{"alpha__echo", nil},                           // message required
-		{"alpha__nope", map[string]any{}},              // unknown tool
+		{"alpha__echo", nil},              // message required
+		{"alpha__nope", map[string]any{}}, // unknown tool
 	}
 	for _, tc := range cases {
 		f, s := callOutcome(t, fc, tc.name, tc.args), callOutcome(t, sc, tc.name, tc.args)
