@@ -11,8 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,9 +37,6 @@ func TestMain(m *testing.M) {
 }
 
 var echoArgs = json.RawMessage(`{"message":"benchmark payload of a typical small tool call"}`)
-
-// caller performs one tool call.
-type caller func(ctx context.Context) error
 
 // direct connects a go-sdk client to a fresh test server over stdio.
 func direct(b *testing.B) caller {
@@ -93,64 +88,15 @@ func viaBusInProcess(b *testing.B) caller {
 	}
 }
 
-// run makes b.N calls from callers goroutines and reports p50/p99 latency.
-func run(b *testing.B, call caller, callers int) {
-	b.Helper()
-	ctx := context.Background()
-	for i := 0; i < 200; i++ { // warm up
-		if err := call(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	lat := make([]time.Duration, b.N)
-	var next int64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var failed error
-	b.ResetTimer()
-	start := time.Now()
-	for w := 0; w < callers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= int64(b.N) {
-					return
-				}
-				t0 := time.Now()
-				if err := call(ctx); err != nil {
-					mu.Lock()
-					failed = err
-					mu.Unlock()
-					return
-				}
-				lat[i] = time.Since(t0)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if failed != nil {
-		dumpStacks() // a failed call leaves every goroutine's stack for the post-mortem
-		b.Fatal(failed)
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
-}
-
 // BenchmarkToolCall compares a call through the bus with the direct stdio
-// baseline, for 1 and 8 concurrent callers.
+// baseline (paired), for 1 and 8 concurrent callers.
 func BenchmarkToolCall(b *testing.B) {
 	for _, callers := range []int{1, 8} {
-		b.Run(fmt.Sprintf("direct/callers=%d", callers), func(b *testing.B) { run(b, direct(b), callers) })
-		b.Run(fmt.Sprintf("bus/callers=%d", callers), func(b *testing.B) { run(b, viaBus(b), callers) })
-		b.Run(fmt.Sprintf("bus-inprocess/callers=%d", callers), func(b *testing.B) { run(b, viaBusInProcess(b), callers) })
+		b.Run(fmt.Sprintf("bus/callers=%d", callers), func(b *testing.B) {
+			paired(b, same(viaBus(b), callers), same(direct(b), callers))
+		})
+		b.Run(fmt.Sprintf("bus-inprocess/callers=%d", callers), func(b *testing.B) {
+			paired(b, same(viaBusInProcess(b), callers), same(direct(b), callers))
+		})
 	}
 }

@@ -42,6 +42,6 @@ func natsEcho(b *testing.B) caller {
 // BenchmarkNATSRequestFloor is the bare NATS request/reply floor.
 func BenchmarkNATSRequestFloor(b *testing.B) {
 	for _, callers := range []int{1, 8} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) { run(b, natsEcho(b), callers) })
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) { measure(b, same(natsEcho(b), callers)) })
 	}
 }

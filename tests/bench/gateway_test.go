@@ -12,12 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
-	"sort"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,10 +36,6 @@ import (
 
 // gwTool is the test server's echo as the gateway names it.
 const gwTool = "bench__echo"
-
-// gwCallTimeout bounds one call, so a stall fails the benchmark instead of
-// hanging it.
-const gwCallTimeout = 30 * time.Second
 
 // gwEnv is a running gateway with the test server as "bench".
 type gwEnv struct {
@@ -361,234 +352,60 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 	}
 }
 
-// gwStats are one sub-benchmark's figures.
-type gwStats struct {
-	p50, p99 time.Duration
-	rate     float64 // calls/s
-	errors   int64
-}
-
-// measure makes b.N calls from len(workers) goroutines, worker i calling
-// through workers[i] (the same caller in several slots shares its session),
-// and reports p50/p99 of the successful calls, calls/s and errors. Every call
-// has a timeout; failed calls are counted, not retried, and fail the
-// benchmark at the end.
-func measure(b *testing.B, workers []caller) gwStats {
-	b.Helper()
-	// Warm up: ~200 calls, round robin, at least 5 through every worker.
-	for j := 0; j < max(200, 5*len(workers)); j++ {
-		ctx, cancel := context.WithTimeout(context.Background(), gwCallTimeout)
-		err := workers[j%len(workers)](ctx)
-		cancel()
-		if err != nil {
-			b.Fatalf("warm-up call: %v", err)
-		}
-	}
-	lat := make([]time.Duration, b.N)
-	ok := make([]bool, b.N)
-	var next, errs atomic.Int64
-	var first atomic.Value
-	var wg sync.WaitGroup
-	cpu0 := treeCPU(b)
-	b.ResetTimer()
-	start := time.Now()
-	for _, call := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), gwCallTimeout)
-				t0 := time.Now()
-				err := call(ctx)
-				d := time.Since(t0)
-				cancel()
-				if err != nil {
-					errs.Add(1)
-					if first.CompareAndSwap(nil, err) {
-						dumpStacks()
-					}
-					continue
-				}
-				lat[i], ok[i] = d, true
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	cpu := treeCPU(b) - cpu0
-	var good []time.Duration
-	for i, d := range lat {
-		if ok[i] {
-			good = append(good, d)
-		}
-	}
-	s := gwStats{errors: errs.Load(), rate: float64(len(good)) / elapsed.Seconds()}
-	if len(good) > 0 {
-		sort.Slice(good, func(i, j int) bool { return good[i] < good[j] })
-		s.p50, s.p99 = good[len(good)/2], good[len(good)*99/100]
-	}
-	b.ReportMetric(float64(s.p50.Microseconds()), "p50-µs")
-	b.ReportMetric(float64(s.p99.Microseconds()), "p99-µs")
-	b.ReportMetric(s.rate, "calls/s")
-	b.ReportMetric(float64(s.errors), "errors")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/call")
-	if s.errors > 0 {
-		b.Errorf("%d of %d calls failed; first: %v", s.errors, b.N, first.Load())
-	}
-	return s
-}
-
-// dumpStacks writes every goroutine's stack to $MCPBUS_BENCH_STACKS, when
-// set, for the post-mortem of a failed call (in process, the gateway's and
-// the runner's goroutines are there too).
-func dumpStacks() {
-	path := os.Getenv("MCPBUS_BENCH_STACKS")
-	if path == "" {
-		return
-	}
-	if f, err := os.Create(path); err == nil {
-		_ = pprof.Lookup("goroutine").WriteTo(f, 2)
-		f.Close()
-	}
-}
-
-// treeCPU is the CPU time (user + system) used so far by this process and
-// every process below it that is still running: the MCP servers, mcpbus up.
-// On a machine of 2 vCPUs, CPU per call is what bounds throughput.
-func treeCPU(b *testing.B) time.Duration {
-	b.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		b.Fatal(err)
-	}
-	type proc struct {
-		ppid  int
-		ticks int64
-	}
-	procs := map[int]proc{}
-	for _, ent := range ents {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// Fields after the command name, which may hold spaces: state ppid … utime(14) stime(15).
-		f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		procs[pid] = proc{ppid: ppid, ticks: utime + stime}
-	}
-	var ticks int64
-	tree := map[int]bool{os.Getpid(): true}
-	for grew := true; grew; { // the tree is small: repeat until no process joins
-		grew = false
-		for pid, p := range procs {
-			if !tree[pid] && tree[p.ppid] {
-				tree[pid], grew = true, true
-			}
-		}
-	}
-	for pid := range tree {
-		ticks += procs[pid].ticks
-	}
-	return time.Duration(ticks) * time.Second / clockTicks
-}
-
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times (100 on Linux).
-const clockTicks = 100
-
-// same is n slots of one caller (n callers on one session).
-func same(c caller, n int) []caller {
-	out := make([]caller, n)
-	for i := range out {
-		out[i] = c
-	}
-	return out
-}
-
-// ratios reports s against the direct baseline: p50 against p50Base (the
-// direct call with as many callers on one session, when that is comparable)
-// and calls/s against rateBase.
-func ratios(b *testing.B, s gwStats, p50Base *gwStats, rateBase *gwStats) {
-	if p50Base != nil && p50Base.p50 > 0 {
-		b.ReportMetric(float64(s.p50)/float64(p50Base.p50), "p50/direct")
-	}
-	if rateBase != nil && rateBase.rate > 0 {
-		b.ReportMetric(s.rate/rateBase.rate, "rate/direct")
-	}
-}
-
-// gatewaySuite runs the sub-benchmarks against e, interleaved with their
-// direct baselines: direct stdio with 1 and 8 callers on one session; /mcp
-// with 1 caller, 8 callers on one session and 8 sessions; POST /mcp/invoke
-// with 1, 8 and 64 clients (each its own connection). With reference, also
-// the test server serving Streamable HTTP itself (direct-http) and two
-// minimal go-sdk proxies in this process, straight to stdio (proxy-stdio) and
-// through the bus (proxy-bus). Ratios are against direct with the same
-// number of callers (8 for every concurrent case).
+// gatewaySuite runs the sub-benchmarks against e, each paired with the
+// direct stdio baseline (see paired): /mcp with 1 caller, 8 callers on one
+// session and 8 sessions; POST /mcp/invoke with 1, 8 and 64 clients (each
+// its own connection). With reference, also the test server serving
+// Streamable HTTP itself (direct-http), the HTTP leg alone (floor-http) and
+// two minimal go-sdk proxies in this process, straight to stdio
+// (proxy-stdio) and through the bus (proxy-bus). The baseline has as many
+// callers on one session as the subject has, 8 for 64 clients.
 func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
-	var d1, d8 *gwStats // the direct baselines of this run
-	keep := func(dst **gwStats, s gwStats) { *dst = &s }
-	invoke := func(clients int) {
-		b.Run(fmt.Sprintf("invoke/clients=%d", clients), func(b *testing.B) {
-			ws := make([]caller, clients)
-			for i := range ws {
-				ws[i] = e.invoker(b)
-			}
-			base := d8
-			if clients == 1 {
-				base = d1
-			}
-			ratios(b, measure(b, ws), base, base)
+	vs := func(name string, subject func(b *testing.B) []caller) {
+		b.Run(name, func(b *testing.B) {
+			ws := subject(b)
+			paired(b, ws, same(direct(b), min(len(ws), 8)))
 		})
 	}
-
-	b.Run("direct/callers=1", func(b *testing.B) { keep(&d1, measure(b, same(direct(b), 1))) })
-	b.Run("mcp/callers=1", func(b *testing.B) { ratios(b, measure(b, same(mcpCaller(e.mcpSession(b)), 1)), d1, d1) })
-	invoke(1)
-	if reference {
-		b.Run("direct-http/callers=1", func(b *testing.B) { ratios(b, measure(b, same(directHTTP(b), 1)), d1, d1) })
-		b.Run("floor-http/callers=1", func(b *testing.B) { ratios(b, measure(b, same(floorHTTP(b), 1)), d1, d1) })
-		b.Run("proxy-stdio/callers=1", func(b *testing.B) { ratios(b, measure(b, same(proxyStdio(b), 1)), d1, d1) })
-		b.Run("proxy-bus/callers=1", func(b *testing.B) { ratios(b, measure(b, same(proxyBus(b, e), 1)), d1, d1) })
+	// shared: n callers on one session; own: n clients, each its own.
+	shared := func(mk func(*testing.B) caller, n int) func(*testing.B) []caller {
+		return func(b *testing.B) []caller { return same(mk(b), n) }
 	}
-	b.Run("direct/callers=8", func(b *testing.B) { keep(&d8, measure(b, same(direct(b), 8))) })
-	b.Run("mcp/callers=8", func(b *testing.B) { ratios(b, measure(b, same(mcpCaller(e.mcpSession(b)), 8)), d8, d8) })
-	b.Run("mcp/sessions=8", func(b *testing.B) {
-		ws := make([]caller, 8)
-		for i := range ws {
-			ws[i] = mcpCaller(e.mcpSession(b))
+	own := func(mk func(*testing.B) caller, n int) func(*testing.B) []caller {
+		return func(b *testing.B) []caller {
+			ws := make([]caller, n)
+			for i := range ws {
+				ws[i] = mk(b)
+			}
+			return ws
 		}
-		ratios(b, measure(b, ws), d8, d8)
-	})
-	if reference {
-		b.Run("direct-http/callers=8", func(b *testing.B) { ratios(b, measure(b, same(directHTTP(b), 8)), d8, d8) })
-		b.Run("floor-http/callers=8", func(b *testing.B) { ratios(b, measure(b, same(floorHTTP(b), 8)), d8, d8) })
-		b.Run("proxy-stdio/callers=8", func(b *testing.B) { ratios(b, measure(b, same(proxyStdio(b), 8)), d8, d8) })
-		b.Run("proxy-bus/callers=8", func(b *testing.B) { ratios(b, measure(b, same(proxyBus(b, e), 8)), d8, d8) })
 	}
-	invoke(8)
-	invoke(64)
+	mcpSession := func(b *testing.B) caller { return mcpCaller(e.mcpSession(b)) }
+	references := func(n int) {
+		if !reference {
+			return
+		}
+		vs(fmt.Sprintf("direct-http/callers=%d", n), shared(directHTTP, n))
+		vs(fmt.Sprintf("floor-http/callers=%d", n), shared(floorHTTP, n))
+		vs(fmt.Sprintf("proxy-stdio/callers=%d", n), shared(proxyStdio, n))
+		vs(fmt.Sprintf("proxy-bus/callers=%d", n), shared(func(b *testing.B) caller { return proxyBus(b, e) }, n))
+	}
+
+	vs("mcp/callers=1", shared(mcpSession, 1))
+	vs("invoke/clients=1", own(e.invoker, 1))
+	references(1)
+	vs("mcp/callers=8", shared(mcpSession, 8))
+	vs("mcp/sessions=8", own(mcpSession, 8))
+	references(8)
+	vs("invoke/clients=8", own(e.invoker, 8))
+	vs("invoke/clients=64", own(e.invoker, 64))
 }
 
 // BenchmarkGateway measures the gateway inside this process (stack.Start, as
 // `mcpbus up` assembles it) against the direct stdio baseline of the same
-// run; see gatewaySuite. Run the whole benchmark, so each baseline precedes
-// its ratios:
+// run; see gatewaySuite:
 //
-//	go test -run '^$' -bench Gateway -benchtime 3000x -count 3 ./bench/
+//	go test -run '^$' -bench 'Gateway$' -benchtime 3000x -count 3 ./bench/
 func BenchmarkGateway(b *testing.B) {
 	gatewaySuite(b, startGateway(b), true)
 }

@@ -61,6 +61,6 @@ func naive(b *testing.B) caller {
 // BenchmarkNaiveForwarder is the reference point for the bus's own overhead.
 func BenchmarkNaiveForwarder(b *testing.B) {
 	for _, callers := range []int{1, 8} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) { run(b, naive(b), callers) })
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) { paired(b, same(naive(b), callers), same(direct(b), callers)) })
 	}
 }

@@ -96,8 +96,9 @@ func viaUp(b *testing.B, env ...string) caller {
 // `mcpbus up` with the same agent spawning the server itself (direct).
 func BenchmarkToolCallUp(b *testing.B) {
 	for _, callers := range []int{1, 8} {
-		b.Run(fmt.Sprintf("direct/callers=%d", callers), func(b *testing.B) { run(b, direct(b), callers) })
-		b.Run(fmt.Sprintf("up/callers=%d", callers), func(b *testing.B) { run(b, viaUp(b), callers) })
+		b.Run(fmt.Sprintf("up/callers=%d", callers), func(b *testing.B) {
+			paired(b, same(viaUp(b), callers), same(direct(b), callers))
+		})
 
 	}
 }

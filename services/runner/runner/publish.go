@@ -44,8 +44,16 @@ func (r *Runner) forgetStatus(slug string) {
 	_ = r.assets.Status.Delete(ctx, slug)
 }
 
+// callEventDelay is how long a call event may wait to be published with
+// others (see bus.Batcher); callEventBatch publishes at once.
+const (
+	callEventDelay = 5 * time.Millisecond
+	callEventBatch = 256
+)
+
 // publishCall emits the audit event of one call. Core publish into the
-// stream's subject: the call path never waits for a JetStream ack.
+// stream's subject, batched: the call path never waits for a JetStream ack,
+// and the stream stores events in bursts after the replies went out.
 func (r *Runner) publishCall(ctx context.Context, ev model.CallEvent) {
 	data, _ := json.Marshal(ev)
 	msg := &nats.Msg{Subject: r.subj.Event("call", ev.Server), Data: data, Header: nats.Header{}}
@@ -53,7 +61,7 @@ func (r *Runner) publishCall(ctx context.Context, ev model.CallEvent) {
 		msg.Header.Set(bus.HeaderRequestID, ev.RequestID)
 	}
 	bus.InjectTrace(ctx, msg.Header)
-	_ = r.nc.PublishMsg(msg)
+	r.callEvents.Publish(msg)
 }
 
 // publishCatalog stores the server's tools in KV mcp_tools.

@@ -163,9 +163,10 @@ type Runner struct {
 	opts   Options
 	log    *slog.Logger
 
-	svc    micro.Service
-	tracer trace.Tracer
-	pids   *pidfile.Dir // nil without a data dir
+	svc        micro.Service
+	tracer     trace.Tracer
+	callEvents *bus.Batcher
+	pids       *pidfile.Dir // nil without a data dir
 
 	running atomic.Int64 // servers with a live session
 
@@ -194,8 +195,9 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 	}
 	return &Runner{
 		nc: nc, js: js, subj: bus.NewSubjects(opts.Prefix), opts: opts,
-		log:     opts.Logger.With("service", "runner", "runner", opts.ID),
-		servers: map[string]*server{}, byID: map[string]string{},
+		callEvents: bus.NewBatcher(nc, callEventDelay, callEventBatch),
+		log:        opts.Logger.With("service", "runner", "runner", opts.ID),
+		servers:    map[string]*server{}, byID: map[string]string{},
 		desired: map[string]*model.McpConfig{}, leases: map[string]*lease{}, owners: map[string]string{},
 		kickCh:  make(chan struct{}, 1),
 		catalog: map[string]model.Catalog{}, status: map[string]model.Status{},
@@ -271,6 +273,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	stopWatch()
 	wg.Wait()
 	r.shutdownAll()
+	r.callEvents.Flush()
 	return nil
 }
 

@@ -1,0 +1,271 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// How every call benchmark here measures: callers make calls, each bounded
+// by callTimeout (a stall fails the benchmark instead of hanging it); failed
+// calls are counted, not retried, and fail the benchmark at the end.
+//
+// Figures that matter are ratios against a baseline (a direct go-sdk stdio
+// call). This VM's speed drifts by ±30 % within minutes, so a baseline
+// measured before the subject says little: paired alternates rounds of the
+// baseline and of the subject on callers set up side by side, and reports the
+// median of the per-round ratios.
+
+// caller performs one tool call.
+type caller func(ctx context.Context) error
+
+// callTimeout bounds one call.
+const callTimeout = 30 * time.Second
+
+// stats are the figures of one sample.
+type stats struct {
+	p50, p99 time.Duration
+	rate     float64       // calls/s
+	cpu      time.Duration // CPU of this process tree per call
+	errors   int64
+	first    error
+}
+
+// warmUp makes ~200 calls, round robin, at least 5 through every worker.
+func warmUp(b *testing.B, workers []caller) {
+	b.Helper()
+	for j := 0; j < max(200, 5*len(workers)); j++ {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		err := workers[j%len(workers)](ctx)
+		cancel()
+		if err != nil {
+			b.Fatalf("warm-up call: %v", err)
+		}
+	}
+}
+
+// sample makes n calls from len(workers) goroutines, worker i calling
+// through workers[i] (the same caller in several slots shares its session).
+func sample(b *testing.B, workers []caller, n int) stats {
+	b.Helper()
+	lat := make([]time.Duration, n)
+	ok := make([]bool, n)
+	var next, errs atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	cpu0 := treeCPU(b)
+	start := time.Now()
+	for _, call := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+				t0 := time.Now()
+				err := call(ctx)
+				d := time.Since(t0)
+				cancel()
+				if err != nil {
+					errs.Add(1)
+					if first.CompareAndSwap(nil, err) {
+						dumpStacks()
+					}
+					continue
+				}
+				lat[i], ok[i] = d, true
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpu := treeCPU(b) - cpu0
+	var good []time.Duration
+	for i, d := range lat {
+		if ok[i] {
+			good = append(good, d)
+		}
+	}
+	s := stats{errors: errs.Load(), rate: float64(len(good)) / elapsed.Seconds(), cpu: cpu / time.Duration(n)}
+	if e, _ := first.Load().(error); e != nil {
+		s.first = e
+	}
+	if len(good) > 0 {
+		sort.Slice(good, func(i, j int) bool { return good[i] < good[j] })
+		s.p50, s.p99 = good[len(good)/2], good[len(good)*99/100]
+	}
+	return s
+}
+
+// reportStats publishes s as the benchmark's metrics and fails it on errors.
+func reportStats(b *testing.B, s stats) {
+	b.Helper()
+	b.ReportMetric(float64(s.p50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(s.p99.Microseconds()), "p99-µs")
+	b.ReportMetric(s.rate, "calls/s")
+	b.ReportMetric(float64(s.errors), "errors")
+	b.ReportMetric(float64(s.cpu.Microseconds()), "cpu-µs/call")
+	if s.errors > 0 {
+		b.Errorf("%d calls failed; first: %v", s.errors, s.first)
+	}
+}
+
+// measure makes b.N timed calls through workers after a warm-up and reports
+// p50/p99, calls/s, CPU per call and errors.
+func measure(b *testing.B, workers []caller) stats {
+	b.Helper()
+	warmUp(b, workers)
+	b.ResetTimer()
+	s := sample(b, workers, b.N)
+	b.StopTimer()
+	reportStats(b, s)
+	return s
+}
+
+// pairedRounds is how many rounds of each side paired runs.
+const pairedRounds = 6
+
+// paired makes b.N timed calls through subject in pairedRounds rounds, each
+// preceded by a round of as many calls through base, and reports the
+// subject's figures plus, as medians of the per-round values:
+// p50/direct and rate/direct (ratios), overhead-µs (p50 difference) and
+// direct-p50-µs.
+func paired(b *testing.B, subject, base []caller) stats {
+	b.Helper()
+	warmUp(b, base)
+	warmUp(b, subject)
+	per := max(b.N/pairedRounds, 1)
+	var all stats
+	var p50r, rater, over, baseP50 []float64
+	var lat []time.Duration // the subject's round p50s, for its overall figures
+	b.ResetTimer()
+	for r := 0; r < pairedRounds; r++ {
+		b.StopTimer()
+		bs := sample(b, base, per)
+		b.StartTimer()
+		ss := sample(b, subject, per)
+		if bs.errors > 0 {
+			b.Errorf("baseline: %d calls failed; first: %v", bs.errors, bs.first)
+		}
+		all.errors += ss.errors
+		if all.first == nil {
+			all.first = ss.first
+		}
+		all.cpu += ss.cpu / pairedRounds
+		all.rate += ss.rate / pairedRounds
+		all.p99 = max(all.p99, ss.p99)
+		lat = append(lat, ss.p50)
+		if bs.p50 > 0 && bs.rate > 0 {
+			p50r = append(p50r, float64(ss.p50)/float64(bs.p50))
+			rater = append(rater, ss.rate/bs.rate)
+			over = append(over, float64((ss.p50 - bs.p50).Microseconds()))
+			baseP50 = append(baseP50, float64(bs.p50.Microseconds()))
+		}
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	all.p50 = lat[len(lat)/2]
+	reportStats(b, all)
+	if len(p50r) > 0 {
+		b.ReportMetric(median(p50r), "p50/direct")
+		b.ReportMetric(median(rater), "rate/direct")
+		b.ReportMetric(median(over), "overhead-µs")
+		b.ReportMetric(median(baseP50), "direct-p50-µs")
+	}
+	return all
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// same is n slots of one caller (n callers on one session).
+func same(c caller, n int) []caller {
+	out := make([]caller, n)
+	for i := range out {
+		out[i] = c
+	}
+	return out
+}
+
+// dumpStacks writes every goroutine's stack to $MCPBUS_BENCH_STACKS, when
+// set, for the post-mortem of a failed call (in process, the gateway's and
+// the runner's goroutines are there too).
+func dumpStacks() {
+	path := os.Getenv("MCPBUS_BENCH_STACKS")
+	if path == "" {
+		return
+	}
+	if f, err := os.Create(path); err == nil {
+		_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+		f.Close()
+	}
+}
+
+// treeCPU is the CPU time (user + system) used so far by this process and
+// every process below it that is still running: the MCP servers, mcpbus up.
+// On a machine of 2 vCPUs, CPU per call is what bounds throughput.
+func treeCPU(b *testing.B) time.Duration {
+	b.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	type proc struct {
+		ppid  int
+		ticks int64
+	}
+	procs := map[int]proc{}
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// Fields after the command name, which may hold spaces: state ppid … utime(14) stime(15).
+		f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		procs[pid] = proc{ppid: ppid, ticks: utime + stime}
+	}
+	var ticks int64
+	tree := map[int]bool{os.Getpid(): true}
+	for grew := true; grew; { // the tree is small: repeat until no process joins
+		grew = false
+		for pid, p := range procs {
+			if !tree[pid] && tree[p.ppid] {
+				tree[pid], grew = true, true
+			}
+		}
+	}
+	for pid := range tree {
+		ticks += procs[pid].ticks
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times (100 on Linux).
+const clockTicks = 100
