@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/gctune"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/telemetry"
@@ -20,6 +22,7 @@ import (
 )
 
 func main() {
+	gctune.Apply()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpbus-config:", err)
 		os.Exit(1)

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/gctune"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/telemetry"
@@ -25,6 +27,7 @@ import (
 )
 
 func main() {
+	gctune.Apply()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpbus-credential:", err)
 		os.Exit(1)

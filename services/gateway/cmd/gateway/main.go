@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/gctune"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/telemetry"
@@ -23,6 +25,7 @@ import (
 )
 
 func main() {
+	gctune.Apply()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpbus-gateway:", err)
 		os.Exit(1)
