@@ -50,7 +50,9 @@ func TestBatcher(t *testing.T) {
 			}
 		}
 	}
-	msg := func(i int) *nats.Msg { return &nats.Msg{Subject: "ev." + strconv.Itoa(i%3), Data: []byte(strconv.Itoa(i))} }
+	msg := func(i int) *nats.Msg {
+		return &nats.Msg{Subject: "ev." + strconv.Itoa(i%3), Data: []byte(strconv.Itoa(i))}
+	}
 
 	// Delay: nothing before it, everything soon after.
 	b := bus.NewBatcher(pub, 150*time.Millisecond, 100)
