@@ -102,12 +102,12 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 		Gateway:  gw,
 	})
 	if err != nil {
-		return err
+		return stoppedDuringStart(ctx, log, err)
 	}
 	defer st.Close()
 	if o.configFile != "" {
 		if err := loadServers(ctx, st, o.configFile, log); err != nil {
-			return err
+			return stoppedDuringStart(ctx, log, err)
 		}
 	}
 	log.Info("mcpbus up", "nats", st.NATS.ClientURL(), "data_dir", o.dataDir, "cred_backend", o.credBackend, "tracing", telemetry.Enabled())
@@ -124,6 +124,16 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 		}
 	}
 	return st.Wait(ctx)
+}
+
+// stoppedDuringStart is err, unless a signal asked to stop while the stack
+// was starting: that is a clean stop (exit 0), not a failure.
+func stoppedDuringStart(ctx context.Context, log *slog.Logger, err error) error {
+	if ctx.Err() != nil {
+		log.Info("mcpbus stopped during start-up", "cause", err.Error())
+		return nil
+	}
+	return err
 }
 
 // loadServers imports a servers file through the config service, with ${VAR}
