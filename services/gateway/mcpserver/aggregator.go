@@ -340,7 +340,7 @@ func (a *Aggregator) janitor(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if a.opts.SessionTimeout > 0 {
+		if a.opts.SessionTimeout > 0 && !a.opts.Stateless {
 			a.mu.Lock()
 			views := make([]*view, 0, len(a.views))
 			for _, v := range a.views {
@@ -386,7 +386,7 @@ func (a *Aggregator) DropKey(keyID string) {
 	a.mu.Unlock()
 	for _, v := range dropped {
 		for ss := range v.server.Sessions() {
-			_ = ss.Close()
+			a.sessions.close(ss)
 		}
 	}
 	if len(dropped) > 0 {
@@ -426,7 +426,14 @@ func (a *Aggregator) Handler() http.Handler {
 		var ls *liveSession
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && !a.opts.Stateless {
 			if ls = a.sessions.lookup(v, sid); ls != nil {
-				ls.lastUsed.Store(time.Now().UnixNano())
+				ls.touch()
+				switch r.Method {
+				case http.MethodPost: // a session is not idle while it has a POST in flight
+					ls.posts.Add(1)
+					defer func() { ls.posts.Add(-1); ls.touch() }()
+				case http.MethodDelete: // closed from now on, for the fast path too
+					a.sessions.forget(sid)
+				}
 			}
 		}
 		if r.Method == http.MethodPost {
@@ -554,7 +561,7 @@ func (a *Aggregator) Close() {
 	a.wg.Wait()
 	for _, v := range views {
 		for s := range v.server.Sessions() {
-			_ = s.Close()
+			a.sessions.close(s)
 		}
 	}
 }

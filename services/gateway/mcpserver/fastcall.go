@@ -1,8 +1,11 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"mime"
 	"net"
 	"net/http"
 	"strconv"
@@ -38,11 +41,22 @@ import (
 // liveSession is a go-sdk session the gateway has seen a request for.
 type liveSession struct {
 	ss       *mcp.ServerSession
-	lastUsed atomic.Int64
+	lastUsed atomic.Int64 // unix ns of the last request's start or end
+	posts    atomic.Int64 // POSTs being served: the session is not idle
+	// done ends when the session is closed, by go-sdk or by the gateway:
+	// fast-path calls of a closed session are cancelled, as go-sdk cancels
+	// its own handlers, and a closed session is never served again.
+	done   context.Context
+	cancel context.CancelFunc
 	// inflight holds the cancel functions of fast-path calls by JSON-RPC id,
-	// for notifications/cancelled.
+	// for notifications/cancelled and to refuse a duplicate id.
 	inflight sync.Map
 }
+
+func (ls *liveSession) closed() bool { return ls.done.Err() != nil }
+
+// touch records use now.
+func (ls *liveSession) touch() { ls.lastUsed.Store(time.Now().UnixNano()) }
 
 // sessionTable tracks the live stateful sessions by id.
 type sessionTable struct {
@@ -51,13 +65,16 @@ type sessionTable struct {
 }
 
 // lookup returns the live session sid of v, finding it among go-sdk's
-// sessions on first sight (and forgetting it once go-sdk closes it); nil when
-// v has no such session.
+// sessions on first sight (and forgetting it once closed); nil when v has no
+// such session. The scan on a miss covers only v's own sessions (the key's).
 func (t *sessionTable) lookup(v *view, sid string) *liveSession {
 	t.mu.Lock()
 	ls, ok := t.byID[sid]
 	t.mu.Unlock()
 	if ok {
+		if ls.closed() {
+			return nil
+		}
 		return ls
 	}
 	for ss := range v.server.Sessions() {
@@ -68,56 +85,91 @@ func (t *sessionTable) lookup(v *view, sid string) *liveSession {
 	return nil
 }
 
-// track adds ss, once; it is dropped when the session ends.
+// track adds ss, once; it is dropped when the session ends. Sessions without
+// an id (stateless requests) are not tracked.
 func (t *sessionTable) track(ss *mcp.ServerSession) *liveSession {
+	id := ss.ID()
+	if id == "" {
+		return nil
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if ls, ok := t.byID[ss.ID()]; ok {
+	if ls, ok := t.byID[id]; ok {
 		return ls
 	}
 	ls := &liveSession{ss: ss}
-	ls.lastUsed.Store(time.Now().UnixNano())
+	ls.done, ls.cancel = context.WithCancel(context.Background())
+	ls.touch()
 	if t.byID == nil {
 		t.byID = map[string]*liveSession{}
 	}
-	t.byID[ss.ID()] = ls
+	t.byID[id] = ls
 	go func() {
 		_ = ss.Wait()
-		t.mu.Lock()
-		if t.byID[ss.ID()] == ls {
-			delete(t.byID, ss.ID())
-		}
-		t.mu.Unlock()
+		t.forget(id)
 	}()
 	return ls
 }
 
-// closeIdle closes the sessions of views unused since cutoff, tracking first
-// those never seen since their initialize.
+// forget marks session id closed at once (the gateway closes it, or go-sdk
+// did) and drops it from the table.
+func (t *sessionTable) forget(id string) {
+	t.mu.Lock()
+	ls, ok := t.byID[id]
+	delete(t.byID, id)
+	t.mu.Unlock()
+	if ok {
+		ls.cancel()
+	}
+}
+
+// close closes ss, marking it closed first so no request is served on it
+// meanwhile.
+func (t *sessionTable) close(ss *mcp.ServerSession) {
+	t.forget(ss.ID())
+	_ = ss.Close()
+}
+
+// closeIdle closes the sessions of views with no POST in flight and no
+// request since cutoff, tracking first those never seen since their
+// initialize.
 func (t *sessionTable) closeIdle(views []*view, cutoff time.Time) {
 	for _, v := range views {
 		for ss := range v.server.Sessions() {
 			t.track(ss)
 		}
 	}
+	idle := func(ls *liveSession) bool { return ls.posts.Load() == 0 && ls.lastUsed.Load() < cutoff.UnixNano() }
 	t.mu.Lock()
-	var idle []*liveSession
+	var candidates []*liveSession
 	for _, ls := range t.byID {
-		if ls.lastUsed.Load() < cutoff.UnixNano() {
-			idle = append(idle, ls)
+		if idle(ls) {
+			candidates = append(candidates, ls)
 		}
 	}
 	t.mu.Unlock()
-	for _, ls := range idle {
-		_ = ls.ss.Close()
+	for _, ls := range candidates {
+		if idle(ls) { // again: a request may have come meanwhile
+			t.close(ls.ss)
+		}
 	}
 }
 
-// fastCallParams is what the fast path needs of tools/call params.
-type fastCallParams struct {
-	Name      string                     `json:"name"`
-	Arguments json.RawMessage            `json:"arguments,omitempty"`
-	Meta      map[string]json.RawMessage `json:"_meta,omitempty"`
+// callParams picks name, arguments and _meta out of tools/call params by
+// their exact keys, as go-sdk's decoder does (encoding/json would also take
+// "Name" for "name").
+func callParams(raw json.RawMessage) (name string, args json.RawMessage, meta map[string]json.RawMessage, ok bool) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return "", nil, nil, false
+	}
+	if json.Unmarshal(fields["name"], &name) != nil || name == "" {
+		return "", nil, nil, false
+	}
+	if m, present := fields["_meta"]; present && json.Unmarshal(m, &meta) != nil {
+		return "", nil, nil, false
+	}
+	return name, fields["arguments"], meta, true
 }
 
 // cancelledParams is what the fast path needs of notifications/cancelled.
@@ -129,7 +181,7 @@ type cancelledParams struct {
 // the request's live session (nil: none).
 func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, ls *liveSession, msg jsonrpc.Message) bool {
 	req, ok := msg.(*jsonrpc.Request)
-	if !ok || ls == nil || !eligible(r) {
+	if !ok || ls == nil {
 		return false
 	}
 	if !req.IsCall() {
@@ -138,28 +190,41 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		}
 		return false
 	}
-	if req.Method != "tools/call" || ls.ss.InitializeParams() == nil {
+	if req.Method != "tools/call" || !eligible(r) || ls.ss.InitializeParams() == nil {
 		return false
 	}
-	var p fastCallParams
-	if err := json.Unmarshal(req.Params, &p); err != nil || p.Name == "" {
+	name, rawArgs, reqMeta, ok := callParams(req.Params)
+	if !ok {
 		return false
 	}
-	if _, ok := p.Meta["progressToken"]; ok {
+	if _, ok := reqMeta["progressToken"]; ok {
 		return false // progress streams: go-sdk's SSE response
 	}
+	for k := range reqMeta {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			return false // per-request protocol metadata: go-sdk decides
+		}
+	}
 	a.mu.Lock()
-	e := v.installed[p.Name]
+	e := v.installed[name]
 	a.mu.Unlock()
 	if e == nil {
 		return false // go-sdk answers unknown tools
 	}
-	idKey := idString(req.ID)
-	if _, busy := ls.inflight.Load(idKey); busy {
-		return false // go-sdk refuses a duplicate in-flight id
-	}
 
-	args, bad := checkArguments(e, p.Arguments)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	idKey := idString(req.ID)
+	if _, dup := ls.inflight.LoadOrStore(idKey, cancel); dup {
+		writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
+		return true
+	}
+	defer ls.inflight.Delete(idKey)
+	stop := context.AfterFunc(ls.done, cancel) // the session closed: the call ends
+	defer stop()
+
+	args, bad := checkArguments(e, rawArgs)
 	if bad != nil {
 		writeRPC(w, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInvalidParams, bad)})
 		return true
@@ -167,15 +232,13 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 	meta := mcp.Meta{}
 	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
 		var s string
-		if raw, ok := p.Meta[k]; ok && json.Unmarshal(raw, &s) == nil {
+		if raw, ok := reqMeta[k]; ok && json.Unmarshal(raw, &s) == nil {
 			meta[k] = s
 		}
 	}
-	ctx := traceContext(r.Context(), &mcp.RequestExtra{Header: r.Header}, meta)
-	ctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
-	defer cancel()
-	ls.inflight.Store(idKey, cancel)
-	defer ls.inflight.Delete(idKey)
+	ctx = traceContext(ctx, &mcp.RequestExtra{Header: r.Header}, meta)
+	ctx, cancelTimeout := context.WithTimeout(ctx, a.opts.CallTimeout)
+	defer cancelTimeout()
 
 	raw, err := a.client.Call(ctx, e.cat.Server, e.cat.Tool, args, &client.CallOptions{})
 	if err != nil {
@@ -185,13 +248,27 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		writeRPC(w, &jsonrpc.Response{ID: req.ID, Error: errorOf(a.callError(ctx, e, err))})
 		return true
 	}
-	if len(raw) == 0 || raw[0] != '{' {
+	if !isToolResult(raw) {
 		a.log.Warn("tool result is not a CallToolResult", "tool", e.name)
-		writeRPC(w, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name))})
+		writeRPC(w, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInternalError,
+			apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name))})
 		return true
 	}
 	writeRPC(w, &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(raw)})
 	return true
+}
+
+// isToolResult is a cheap check of the runner's reply (which it encodes from
+// go-sdk's CallToolResult): a JSON object whose content is an array.
+func isToolResult(raw []byte) bool {
+	var res struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(raw, &res) != nil {
+		return false
+	}
+	c := bytes.TrimSpace(res.Content)
+	return len(c) > 0 && c[0] == '['
 }
 
 // eligible says whether the HTTP side of r is one go-sdk would serve without
@@ -202,8 +279,11 @@ func eligible(r *http.Request) bool {
 	if pv == "" || pv >= "2026-07-28" || !supportedVersion[pv] {
 		return false
 	}
-	if !strings.EqualFold(strings.TrimSpace(strings.Split(r.Header.Get("Content-Type"), ";")[0]), "application/json") {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return false
+	}
+	if r.Header.Get("Last-Event-ID") != "" {
+		return false // a resumption: go-sdk's business
 	}
 	if !acceptsBoth(r.Header.Values("Accept")) {
 		return false

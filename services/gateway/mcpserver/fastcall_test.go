@@ -1,11 +1,12 @@
 package mcpserver_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,33 +16,12 @@ import (
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
 )
 
-// rawPost POSTs one JSON-RPC body on a session with the given headers on
-// top of a go-sdk client's, and returns the status, Content-Type and body.
+// rawPost POSTs one JSON-RPC body on a session (see rawWith) and returns
+// the status, Content-Type and body.
 func rawPost(t *testing.T, url, sid, body string, hdr map[string]string) (int, string, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	if sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
-	}
-	for k, v := range hdr {
-		if v == "" {
-			req.Header.Del(k)
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+	r := rawWith(t, url, "", sid, body, hdr)
+	return r.status, r.ctype, r.body
 }
 
 // outcome is what a client sees of one call, comparable across paths.
@@ -101,15 +81,65 @@ func TestFastPathAnswersAsGoSDK(t *testing.T) {
 		}
 	}
 
-	// The fast path did serve: one application/json body; go-sdk's session
-	// answers the same POST on an event stream.
-	body := `{"jsonrpc":"2.0","id":"s-1","method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"raw"}}}`
-	st, ct, got := rawPost(t, fast.url, fc.ID(), body, nil)
-	if st != http.StatusOK || ct != "application/json" || !strings.Contains(got, `"id":"s-1"`) || !strings.Contains(got, `"text":"raw"`) {
-		t.Fatalf("fast path: %d %s %s", st, ct, got)
+	// On the wire: the fast path answers with one application/json body
+	// (so it did serve), go-sdk's session on an event stream; the JSON-RPC
+	// messages are the same, byte for byte once decoded.
+	for i, tc := range []struct {
+		params string
+		fast   bool // the fast path takes it
+	}{
+		{`{"name":"alpha__echo","arguments":{"message":"raw"}}`, true},
+		{`{"name":"alpha__fail","arguments":{"message":"raw error"}}`, true},
+		{`{"name":"alpha__echo","arguments":{"message":42}}`, true},
+		{`{"name":"alpha__echo"}`, true},
+		{`{"name":"alpha__large","arguments":{"bytes":100000}}`, true},
+		{`{"name":"alpha__nope","arguments":{}}`, false},
+		{`{"Name":"alpha__echo","arguments":{"message":"case"}}`, false}, // keys are case-sensitive
+	} {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":"w-%d","method":"tools/call","params":%s}`, i, tc.params)
+		f := rawWith(t, fast.url, "", fc.ID(), body, nil)
+		s := rawWith(t, slow.url, "", sc.ID(), body, nil)
+		if s.ctype != "text/event-stream" {
+			t.Fatalf("go-sdk path answered %s %s", s.ctype, s.body)
+		}
+		if want := map[bool]string{true: "application/json", false: "text/event-stream"}[tc.fast]; f.ctype != want {
+			t.Errorf("%s: answered as %s, want %s", tc.params, f.ctype, want)
+		}
+		if f.status != s.status || !sameJSON(t, f.message(t), s.message(t)) {
+			t.Errorf("%s:\nfast path %d %s\ngo-sdk    %d %s", tc.params, f.status, f.message(t), s.status, s.message(t))
+		}
 	}
-	if st, ct, _ := rawPost(t, slow.url, sc.ID(), body, nil); st != http.StatusOK || ct != "text/event-stream" {
-		t.Fatalf("go-sdk path: %d %s", st, ct)
+}
+
+// sameJSON compares two JSON texts as values.
+func sameJSON(t *testing.T, a, b string) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal([]byte(a), &x); err != nil {
+		t.Fatalf("not JSON: %s", a)
+	}
+	if err := json.Unmarshal([]byte(b), &y); err != nil {
+		t.Fatalf("not JSON: %s", b)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// A second call with the id of one still running on the session is refused
+// as go-sdk refuses it; the first one completes.
+func TestFastPathDuplicateID(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+	c := connect(t, e.url, "", nil)
+	slow := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":800}}}`
+	first := make(chan rawResp, 1)
+	go func() { first <- rawWith(t, e.url, "", c.ID(), slow, nil) }()
+	time.Sleep(200 * time.Millisecond)
+	dup := rawWith(t, e.url, "", c.ID(), slow, nil)
+	if dup.status != http.StatusBadRequest || dup.rpcCode(t) != jsonrpc.CodeInvalidRequest {
+		t.Fatalf("duplicate id: %d %s", dup.status, dup.body)
+	}
+	if r := <-first; r.status != http.StatusOK || r.ctype != "application/json" || r.rpcCode(t) != 0 {
+		t.Fatalf("the first call: %d %s %s", r.status, r.ctype, r.body)
 	}
 }
 
@@ -134,7 +164,9 @@ func TestFastPathLeavesTheRestToGoSDK(t *testing.T) {
 		{"an unsupported protocol version", c.ID(), call, map[string]string{"Mcp-Protocol-Version": "2023-01-01"}, http.StatusBadRequest, ""},
 		{"Accept without an event stream", c.ID(), call, map[string]string{"Accept": "application/json"}, http.StatusBadRequest, ""},
 		{"a foreign Host on loopback", c.ID(), call, map[string]string{"Host": "evil.example"}, http.StatusForbidden, ""},
-		{"an unknown session", "no-such-session", call, nil, http.StatusNotFound, ""},
+		{"an unknown session of this key", strings.SplitN(c.ID(), "-", 2)[0] + "-bogus", call, nil, http.StatusNotFound, ""},
+		{"a resumption (Last-Event-ID)", c.ID(), call, map[string]string{"Last-Event-ID": "1"}, http.StatusBadRequest, ""},
+		{"a Content-Type go-sdk cannot parse", c.ID(), call, map[string]string{"Content-Type": "application/json; charset"}, http.StatusUnsupportedMediaType, ""},
 	} {
 		req := tc.hdr
 		if h, ok := req["Host"]; ok {
@@ -193,10 +225,23 @@ func TestSessionIdleTimeout(t *testing.T) {
 	if st, _, body := rawPost(t, e.url, c.ID(), call, nil); st != http.StatusNotFound {
 		t.Fatalf("an idle session still answers: %d %s", st, body)
 	}
-	// A session that never sent a request after initialize is closed too.
-	idle := connect(t, e.url, "", nil)
+	// A session that never sent a request after its initialize is closed too.
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(init))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize gave no session id: %d", resp.StatusCode)
+	}
 	time.Sleep(1200 * time.Millisecond)
-	if st, _, body := rawPost(t, e.url, idle.ID(), call, nil); st != http.StatusNotFound {
+	if st, _, body := rawPost(t, e.url, sid, call, nil); st != http.StatusNotFound {
 		t.Fatalf("a session idle since initialize still answers: %d %s", st, body)
 	}
 }

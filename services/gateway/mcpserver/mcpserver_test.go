@@ -633,12 +633,13 @@ func TestBadInput(t *testing.T) {
 
 type rawResp struct {
 	status int
+	ctype  string // Content-Type
 	body   string
 }
 
-// rpcCode is the JSON-RPC error code of the response (a JSON body or the
-// first SSE data line), 0 when none.
-func (r rawResp) rpcCode(t *testing.T) int64 {
+// message is the JSON-RPC message of the response: the JSON body, or the
+// data of the first SSE event that has data.
+func (r rawResp) message(t *testing.T) string {
 	t.Helper()
 	data := r.body
 	if i := strings.Index(data, "data: "); i >= 0 {
@@ -647,6 +648,14 @@ func (r rawResp) rpcCode(t *testing.T) int64 {
 			data = data[:j]
 		}
 	}
+	return strings.TrimSpace(data)
+}
+
+// rpcCode is the JSON-RPC error code of the response (a JSON body or the
+// first SSE data line), 0 when none.
+func (r rawResp) rpcCode(t *testing.T) int64 {
+	t.Helper()
+	data := r.message(t)
 	var msg struct {
 		Error *struct {
 			Code int64 `json:"code"`
@@ -661,6 +670,13 @@ func (r rawResp) rpcCode(t *testing.T) int64 {
 // raw POSTs one JSON-RPC body on a session.
 func raw(t *testing.T, url, key, sid, body string) rawResp {
 	t.Helper()
+	return rawWith(t, url, key, sid, body, nil)
+}
+
+// rawWith is raw with headers set on top of a go-sdk client's (an empty
+// value removes one).
+func rawWith(t *testing.T, url, key, sid, body string, hdr map[string]string) rawResp {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -671,6 +687,13 @@ func raw(t *testing.T, url, key, sid, body string) rawResp {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
@@ -679,7 +702,7 @@ func raw(t *testing.T, url, key, sid, body string) rawResp {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return rawResp{resp.StatusCode, string(b)}
+	return rawResp{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}
 }
 
 func TestStateless(t *testing.T) {
