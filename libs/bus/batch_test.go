@@ -5,30 +5,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/testkit"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
-	"github.com/mcpbus/mcpbus/libs/embednats"
 )
 
 // The batcher delivers every message, in order, no later than its delay;
 // a full batch goes at once and Flush empties the queue.
 func TestBatcher(t *testing.T) {
-	ns, err := embednats.Start(embednats.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
-	pub, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Close)
-	sub, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sub.Close)
+	ns := testkit.NATS(t)
+	pub := testkit.Connect(t, ns)
+	sub := testkit.Connect(t, ns)
 	got := make(chan string, 1000)
 	if _, err := sub.Subscribe("ev.>", func(m *nats.Msg) { got <- string(m.Data) }); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/testkit"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/baggage"
@@ -19,7 +21,6 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
-	"github.com/mcpbus/mcpbus/libs/embednats"
 )
 
 // --- headers and trace context ---
@@ -424,16 +425,8 @@ func TestReplyError(t *testing.T) {
 // TestReplyErrorOverNATS checks the micro error convention end to end: our
 // RespondError, a foreign micro service's numeric error, and a success.
 func TestReplyErrorOverNATS(t *testing.T) {
-	ns, err := embednats.Start(embednats.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	ns := testkit.NATS(t)
+	nc := testkit.Connect(t, ns)
 
 	var seenTrace, seenTimeout string
 	svc, err := micro.AddService(nc, micro.Config{Name: "bustest", Version: "0.0.1"})

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/testkit"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -346,11 +348,7 @@ func TestFollowKVRestartsAClosedWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := testkit.Connect(t, srv)
 	js, _ := jetstream.New(nc)
 	bucket, err := js.CreateKeyValue(withTimeout(t), jetstream.KeyValueConfig{Bucket: "closing"})
 	if err != nil {
@@ -413,11 +411,7 @@ func TestFollowKVRetriesUntilTheBucketExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := testkit.Connect(t, srv)
 	js, _ := jetstream.New(nc)
 	cfg := jetstream.KeyValueConfig{Bucket: "later"}
 	bucket, err := js.CreateKeyValue(withTimeout(t), cfg)

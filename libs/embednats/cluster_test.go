@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/testkit"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -141,11 +143,7 @@ func TestRestartNodeErrors(t *testing.T) {
 
 // TestStartStandalone keeps the single-server API as it was.
 func TestStartStandalone(t *testing.T) {
-	s, err := embednats.Start(embednats.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
+	s := testkit.NATS(t)
 	for _, connect := range []func(...nats.Option) (*nats.Conn, error){s.Connect, s.ConnectTCP} {
 		nc, err := connect()
 		if err != nil {

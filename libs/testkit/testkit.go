@@ -1,13 +1,15 @@
-// Package testkit holds small helpers the tests of several modules share: a
-// log sink services write to from many goroutines, and a secret finder for
-// captured bus messages.
+// Package testkit holds small helpers the tests of several modules share: an
+// embedded NATS server per test, a log sink services write to from many
+// goroutines, and a secret finder for captured bus messages.
 package testkit
 
 import (
 	"bytes"
 	"strings"
 	"sync"
+	"testing"
 
+	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/nats-io/nats.go"
 )
 
@@ -60,4 +62,27 @@ func MsgContains(m *nats.Msg, s string) bool {
 		}
 	}
 	return false
+}
+
+// NATS starts an embedded NATS server for t (JetStream in a temporary
+// directory, a free TCP port) and stops it when t ends.
+func NATS(t testing.TB) *embednats.Server {
+	t.Helper()
+	ns, err := embednats.Start(embednats.Options{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	return ns
+}
+
+// Connect opens an in-process connection to ns, closed when t ends.
+func Connect(t testing.TB, ns *embednats.Server) *nats.Conn {
+	t.Helper()
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }

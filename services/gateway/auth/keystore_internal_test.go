@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/testkit"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -70,11 +72,7 @@ func TestWatchResumesAfterServerRestart(t *testing.T) {
 	waitFor("reconnect", func() bool { return nc.Stats().Reconnects > 0 })
 	waitFor("current cache after the restart", s.current)
 
-	other, err := ns2.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(other.Close)
+	other := testkit.Connect(t, ns2)
 	if _, err := open(other).Revoke(ctx, key.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/testkit"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -28,11 +30,7 @@ func catalogEnv(t *testing.T) (*embednats.Server, jetstream.KeyValue) {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Stop)
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := testkit.Connect(t, ns)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -82,11 +80,7 @@ func TestThousandTools(t *testing.T) {
 		{Name: "broken__str", Server: "broken", Tool: "str", InputSchema: json.RawMessage(`{"type":"string"}`)},
 		{Name: "broken__arr", Server: "broken", Tool: "arr", InputSchema: json.RawMessage(`[1,2]`)},
 	}})
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := testkit.Connect(t, ns)
 
 	begin := time.Now()
 	agg, err := mcpserver.New(context.Background(), nc, mcpserver.Options{NoAuth: true, Logger: quiet()})
@@ -223,11 +217,7 @@ func TestCatalogSurvivesServerRestart(t *testing.T) {
 	srv := httptest.NewServer(agg.Handler())
 	t.Cleanup(srv.Close)
 	kvOf := func(ns *embednats.Server) jetstream.KeyValue {
-		c, err := ns.Connect()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
+		c := testkit.Connect(t, ns)
 		js, _ := jetstream.New(c)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
