@@ -481,16 +481,20 @@ func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
 	if len(body) > mcp.DefaultMaxRequestBodyBytes {
 		return nil, true
 	}
-	if !json.Valid(body) {
+	notJSON := func() bool {
+		if json.Valid(body) {
+			return false
+		}
 		writeRPCError(w, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "Parse error: the body is not valid JSON"})
-		return nil, false
+		return true
 	}
 	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
-		return nil, true
+		return nil, !notJSON()
 	}
+	// Decoding fails on bad JSON too: the separate scan is only needed then.
 	msg, err := jsonrpc.DecodeMessage(body)
 	if err != nil {
-		return nil, true
+		return nil, !notJSON()
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !serverMethods[req.Method] {
 		writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("Method not found: %q", req.Method)})
@@ -499,15 +503,9 @@ func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
 	return msg, true
 }
 
+// writeRPCError answers a refused POST: HTTP 400 with a JSON-RPC error body.
 func writeRPCError(w http.ResponseWriter, id jsonrpc.ID, e *jsonrpc.Error) {
-	data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: e})
-	if err != nil {
-		http.Error(w, e.Message, http.StatusBadRequest)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_, _ = w.Write(data)
+	writeRPC(w, http.StatusBadRequest, &jsonrpc.Response{ID: id, Error: e})
 }
 
 func (a *Aggregator) getServer(r *http.Request) *mcp.Server {

@@ -226,7 +226,7 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 
 	args, bad := checkArguments(e, rawArgs)
 	if bad != nil {
-		writeRPC(w, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInvalidParams, bad)})
+		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInvalidParams, bad)})
 		return true
 	}
 	meta := mcp.Meta{}
@@ -245,16 +245,16 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		if r.Context().Err() != nil {
 			return true // the client hung up: nobody to answer
 		}
-		writeRPC(w, &jsonrpc.Response{ID: req.ID, Error: errorOf(a.callError(ctx, e, err))})
+		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: a.callError(ctx, e, err)})
 		return true
 	}
 	if !isToolResult(raw) {
 		a.log.Warn("tool result is not a CallToolResult", "tool", e.name)
-		writeRPC(w, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInternalError,
+		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInternalError,
 			apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name))})
 		return true
 	}
-	writeRPC(w, &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(raw)})
+	writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(raw)})
 	return true
 }
 
@@ -355,16 +355,9 @@ func idString(id jsonrpc.ID) string {
 	return ""
 }
 
-// errorOf is the JSON-RPC error of a tool handler's error.
-func errorOf(err error) *jsonrpc.Error {
-	if je, ok := err.(*jsonrpc.Error); ok {
-		return je
-	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-}
-
-// writeRPC writes one JSON-RPC response as the POST's application/json body.
-func writeRPC(w http.ResponseWriter, resp *jsonrpc.Response) {
+// writeRPC writes one JSON-RPC response as the POST's application/json body
+// with the given HTTP status.
+func writeRPC(w http.ResponseWriter, status int, resp *jsonrpc.Response) {
 	data, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
 		http.Error(w, "encoding the response: "+err.Error(), http.StatusInternalServerError)
@@ -372,5 +365,6 @@ func writeRPC(w http.ResponseWriter, resp *jsonrpc.Response) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.WriteHeader(status)
 	_, _ = w.Write(data)
 }

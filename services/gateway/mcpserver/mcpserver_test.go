@@ -632,9 +632,10 @@ func TestBadInput(t *testing.T) {
 }
 
 type rawResp struct {
-	status int
-	ctype  string // Content-Type
-	body   string
+	status  int
+	ctype   string // Content-Type
+	session string // Mcp-Session-Id
+	body    string
 }
 
 // message is the JSON-RPC message of the response: the JSON body, or the
@@ -674,7 +675,7 @@ func raw(t *testing.T, url, key, sid, body string) rawResp {
 }
 
 // rawWith is raw with headers set on top of a go-sdk client's (an empty
-// value removes one).
+// value removes one; "Host" sets the request's host).
 func rawWith(t *testing.T, url, key, sid, body string, hdr map[string]string) rawResp {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
@@ -688,9 +689,12 @@ func rawWith(t *testing.T, url, key, sid, body string, hdr map[string]string) ra
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	for k, v := range hdr {
-		if v == "" {
+		switch {
+		case k == "Host":
+			req.Host = v
+		case v == "":
 			req.Header.Del(k)
-		} else {
+		default:
 			req.Header.Set(k, v)
 		}
 	}
@@ -702,7 +706,7 @@ func rawWith(t *testing.T, url, key, sid, body string, hdr map[string]string) ra
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return rawResp{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}
+	return rawResp{resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Mcp-Session-Id"), string(b)}
 }
 
 func TestStateless(t *testing.T) {

@@ -76,7 +76,7 @@ func checkArguments(e *toolEntry, raw json.RawMessage) (json.RawMessage, *apierr
 }
 
 // callError maps a failed bus call to the MCP error of the spec.
-func (a *Aggregator) callError(ctx context.Context, e *toolEntry, err error) error {
+func (a *Aggregator) callError(ctx context.Context, e *toolEntry, err error) *jsonrpc.Error {
 	ae := apierr.From(err)
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
