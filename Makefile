@@ -3,7 +3,7 @@ GO      ?= go
 MODULES := ./libs/... ./services/config/... ./services/credential/... ./services/gateway/... ./services/registry/... ./services/runner/... ./tools/mcpbus/... ./tests/...
 BIN     := bin
 
-.PHONY: run build test vet fmt npm-deps bench fuzz clean vaultdev
+.PHONY: run build test vet tidy tidy-check fmt npm-deps bench fuzz clean vaultdev
 
 ## run: build and start everything in one process (mcpbus up) with the example servers;
 ## override with ARGS="--config my-servers.yaml"
@@ -11,27 +11,38 @@ ARGS ?= --config examples/servers.yaml
 run: build
 	$(BIN)/mcpbus up $(ARGS)
 
-## build: the mcpbus binary and the per-service binaries into bin/
+SERVICES := config credential gateway registry runner
+
+## build: the mcpbus binary and one binary per service (each is `mcpbus serve <service>`) into bin/
 build:
 	$(GO) build -o $(BIN)/mcpbus ./tools/mcpbus
-	$(GO) build -o $(BIN)/mcpbus-runner ./services/runner/cmd/runner
-	$(GO) build -o $(BIN)/mcpbus-config ./services/config/cmd/config
-	$(GO) build -o $(BIN)/mcpbus-credential ./services/credential/cmd/credential
-	$(GO) build -o $(BIN)/mcpbus-registry ./services/registry/cmd/registry
+	for s in $(SERVICES); do $(GO) build -o $(BIN)/mcpbus-$$s ./services/$$s/cmd/$$s || exit 1; done
 
 ## vaultdev: a real in-process Vault for tests and local development (own module, outside
 ## go.work; see tools/vaultdev/README.md)
 vaultdev:
 	GOWORK=off $(GO) build -C tools/vaultdev -o ../../$(BIN)/vaultdev .
 
-## test: vet, then every test of every module (installs the pinned npm MCP servers first)
+## test: vet, then every test of every module under the race detector (installs the pinned
+## npm MCP servers first)
 test: npm-deps vet
-	$(GO) test -count=1 -timeout 20m $(MODULES)
+	$(GO) test -race -count=1 -timeout 30m $(MODULES)
 
-vet:
+## vet: gofmt, go vet, staticcheck (pinned) and tidy go.mod files
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.6.1
+vet: tidy-check
 	@out=$$(gofmt -l libs services tools tests); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(MODULES)
+	$(GO) run $(STATICCHECK) $(MODULES)
 	cd tools/vaultdev && GOWORK=off $(GO) vet ./...
+
+## tidy-check: every module's go.mod and go.sum as `go mod tidy` leaves them
+GOMODS := libs services/config services/credential services/gateway services/registry services/runner tools/mcpbus tests
+tidy-check:
+	@for m in $(GOMODS); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod of $$m is not tidy: run make tidy"; exit 1; }; done
+
+tidy:
+	for m in $(GOMODS); do (cd $$m && $(GO) mod tidy) || exit 1; done
 
 fmt:
 	gofmt -w libs services tools tests

@@ -14,7 +14,7 @@ import (
 // Code is one of the fixed error codes of the contract.
 type Code string
 
-// The codes of DESIGN.md. Each maps to one HTTP status.
+// The codes of the contract (docs/design.md). Each maps to one HTTP status.
 const (
 	Validation         Code = "VALIDATION_ERROR"
 	NotFound           Code = "NOT_FOUND"

@@ -12,7 +12,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 )
 
-// contract is the table of DESIGN.md: every code and its HTTP status.
+// contract is the table of docs/design.md: every code and its HTTP status.
 var contract = []struct {
 	code   apierr.Code
 	status int

@@ -2,8 +2,7 @@ package bus
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,10 +30,13 @@ type AssetOptions struct {
 	EventsMaxBytes int64
 	// LeaseTTL is how long an ownership lease lives unless renewed (default 5s).
 	LeaseTTL time.Duration
+	// Logger hears what start-up waits for (nil: nothing is logged).
+	Logger *slog.Logger
 }
 
 // EnsureAssets creates or updates the shared stream and buckets; every
-// service calls it at start, so the first one up creates them.
+// service calls it at start, so the first one up creates them. It retries
+// until ctx ends (see Setup): concurrent creators all succeed.
 func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects, opts AssetOptions) (*Assets, error) {
 	if opts.Replicas <= 0 {
 		opts.Replicas = 1
@@ -49,53 +51,69 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 		opts.LeaseTTL = 5 * time.Second
 	}
 	a := &Assets{}
-	var err error
-	a.Events, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamEvents,
-		Description: "mcpbus events: status, config, call (audit) and chat",
-		Subjects:    []string{subjects.Events()},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      opts.EventsMaxAge,
-		MaxBytes:    opts.EventsMaxBytes,
-		Discard:     jetstream.DiscardOld,
-		Replicas:    keepReplicas(ctx, js, StreamEvents, opts.Replicas),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ensuring stream %s: %w", StreamEvents, err)
-	}
-	buckets := []struct {
-		kv      *jetstream.KeyValue
-		name    string
-		history uint8
-		desc    string
-	}{
-		{&a.Configs, BucketConfigs, 16, "McpConfig records by id, with history for rollback"},
-		{&a.Status, BucketStatus, 1, "latest status per server slug"},
-		{&a.Tools, BucketTools, 1, "tool catalog per running server slug"},
-		{&a.Slugs, BucketSlugs, 1, "slug reservations: slug -> config id"},
-	}
-	for _, b := range buckets {
-		kv, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
-			Bucket: b.name, Description: b.desc, History: b.history,
-			Storage: jetstream.FileStorage, Replicas: keepReplicas(ctx, js, "KV_"+b.name, opts.Replicas),
+	err := Setup(ctx, opts.Logger, "stream "+StreamEvents, func(ctx context.Context) error {
+		var err error
+		a.Events, err = ensureStream(ctx, js, jetstream.StreamConfig{
+			Name:        StreamEvents,
+			Description: "mcpbus events: status, config, call (audit) and chat",
+			Subjects:    []string{subjects.Events()},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      opts.EventsMaxAge,
+			MaxBytes:    opts.EventsMaxBytes,
+			Discard:     jetstream.DiscardOld,
+			Replicas:    keepReplicas(ctx, js, StreamEvents, opts.Replicas),
 		})
-		if err != nil {
-			return nil, err
-		}
-		*b.kv = kv
-	}
-	// Leases expire with the bucket's TTL; the limit markers make an expiry
-	// visible to watchers as a delete, so a takeover starts at once.
-	a.Owners, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket: BucketOwners, Description: "runner leases (server.<slug>.<replica>) and heartbeats (runner.<id>)",
-		History: 1, TTL: opts.LeaseTTL, LimitMarkerTTL: opts.LeaseTTL,
-		Storage: jetstream.FileStorage, Replicas: keepReplicas(ctx, js, "KV_"+BucketOwners, opts.Replicas),
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	buckets := []struct {
+		kv  *jetstream.KeyValue
+		cfg jetstream.KeyValueConfig
+	}{
+		{&a.Configs, jetstream.KeyValueConfig{Bucket: BucketConfigs, History: 16, Description: "McpConfig records by id, with history for rollback"}},
+		{&a.Status, jetstream.KeyValueConfig{Bucket: BucketStatus, History: 1, Description: "latest status per server slug"}},
+		{&a.Tools, jetstream.KeyValueConfig{Bucket: BucketTools, History: 1, Description: "tool catalog per running server slug"}},
+		{&a.Slugs, jetstream.KeyValueConfig{Bucket: BucketSlugs, History: 1, Description: "slug reservations: slug -> config id"}},
+		// Leases expire with the bucket's TTL; the limit markers make an
+		// expiry visible to watchers as a delete, so a takeover starts at once.
+		{&a.Owners, jetstream.KeyValueConfig{Bucket: BucketOwners, History: 1, TTL: opts.LeaseTTL, LimitMarkerTTL: opts.LeaseTTL,
+			Description: "runner leases (server.<slug>.<replica>) and heartbeats (runner.<id>)"}},
+	}
+	for _, b := range buckets {
+		b.cfg.Storage = jetstream.FileStorage
+		if *b.kv, err = EnsureKV(ctx, js, b.cfg, opts.Replicas, opts.Logger); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
+}
+
+// EnsureKV creates or updates a bucket with replicas (never fewer than it
+// has), retrying until ctx ends; a bucket another service made with other
+// settings is used as it is.
+func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig, replicas int, log *slog.Logger) (kv jetstream.KeyValue, err error) {
+	err = Setup(ctx, log, "bucket "+cfg.Bucket, func(ctx context.Context) error {
+		cfg.Replicas = keepReplicas(ctx, js, "KV_"+cfg.Bucket, replicas)
+		kv, err = ensureKV(ctx, js, cfg)
+		return err
+	})
+	return kv, err
+}
+
+// ensureStream creates or updates a stream; one another service created with
+// other settings is used as it is.
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	st, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err == nil {
+		return st, nil
+	}
+	if st, err2 := js.Stream(ctx, cfg.Name); err2 == nil {
+		return st, nil
+	}
+	return nil, err
 }
 
 // keepReplicas never lowers the replicas of an existing stream: a service
@@ -120,8 +138,5 @@ func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 	if kv, err2 := js.KeyValue(ctx, cfg.Bucket); err2 == nil {
 		return kv, nil
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, fmt.Errorf("ensuring bucket %s: JetStream did not answer: %w", cfg.Bucket, err)
-	}
-	return nil, fmt.Errorf("ensuring bucket %s: %w", cfg.Bucket, err)
+	return nil, err
 }

@@ -5,7 +5,7 @@ package bus
 
 import "strings"
 
-// DefaultPrefix is the subject prefix of DESIGN.md.
+// DefaultPrefix is the subject prefix used unless one is configured.
 const DefaultPrefix = "mcp.v1"
 
 // Names of the JetStream assets shared by the services.

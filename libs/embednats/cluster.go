@@ -42,6 +42,17 @@ type Cluster struct {
 // JetStream meta leader and an R<n> KV bucket can be created, or an error
 // after ClusterTimeout.
 func StartCluster(n int, dir string, opts ...func(*Options)) (*Cluster, error) {
+	return startClusterRetry(n, dir, true, opts)
+}
+
+// StartClusterUnready is StartCluster without waiting for JetStream: the
+// nodes accept clients, but leaders are still to be elected, as right after
+// a `docker compose up`.
+func StartClusterUnready(n int, dir string, opts ...func(*Options)) (*Cluster, error) {
+	return startClusterRetry(n, dir, false, opts)
+}
+
+func startClusterRetry(n int, dir string, wait bool, opts []func(*Options)) (*Cluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("embedded nats cluster: %d nodes", n)
 	}
@@ -49,7 +60,7 @@ func StartCluster(n int, dir string, opts ...func(*Options)) (*Cluster, error) {
 	// Ports are picked by listening on port 0 and closing: another process
 	// may take one before the node listens on it. Try again with new ports.
 	for attempt := 0; attempt < 3; attempt++ {
-		c, err := startCluster(n, dir, opts)
+		c, err := startCluster(n, dir, wait, opts)
 		if err == nil {
 			return c, nil
 		}
@@ -63,7 +74,7 @@ func StartCluster(n int, dir string, opts ...func(*Options)) (*Cluster, error) {
 
 var errPortTaken = errors.New("port taken")
 
-func startCluster(n int, dir string, opts []func(*Options)) (*Cluster, error) {
+func startCluster(n int, dir string, wait bool, opts []func(*Options)) (*Cluster, error) {
 	ports, err := freePorts(n)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats cluster: picking ports: %w", err)
@@ -105,6 +116,9 @@ func startCluster(n int, dir string, opts []func(*Options)) (*Cluster, error) {
 			return nil, fmt.Errorf("embedded nats cluster: %w", err)
 		}
 		c.Nodes[i], c.opts[i], c.alive[i] = s, s.Options(), true
+	}
+	if !wait {
+		return c, nil
 	}
 	if err := c.WaitReady(ClusterTimeout); err != nil {
 		c.Stop()

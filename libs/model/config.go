@@ -1,4 +1,4 @@
-// Package model holds the data model of DESIGN.md as Go types: the McpConfig
+// Package model holds the data model of docs/design.md as Go types: the McpConfig
 // record, server status and the tool catalog. JSON field names are the contract.
 package model
 

@@ -168,7 +168,7 @@ func TestValidateRules(t *testing.T) {
 		field   string
 		message string
 	}{
-		// The rules of seeds/000 "Validation Rules", word for word.
+		// The validation rules of docs/design.md, messages word for word.
 		{"empty name", func(c *model.McpConfig) { c.Name = "" }, "name", "Name is required"},
 		{"blank name", func(c *model.McpConfig) { c.Name = " \t\n " }, "name", "Name is required"},
 		{"no identifier", func(c *model.McpConfig) { c.Package.Identifier = "" }, "package.identifier", "Package identifier required"},
@@ -270,7 +270,7 @@ func TestNormalize(t *testing.T) {
 	if err := s.Validate(); err == nil || err.Field != "slug" {
 		t.Fatalf("a name without a slug must fail on the slug: %v", err)
 	}
-	// Seeds MC-NT3: missing name is rejected after Normalize too.
+	// A missing name is rejected after Normalize too.
 	n := model.McpConfig{Package: model.Package{Type: "npm", Identifier: "p"}, Transport: model.Transport{Type: "stdio"}}
 	n.Normalize()
 	if err := n.Validate(); err == nil || err.Message != "Name is required" {
@@ -333,7 +333,7 @@ func FuzzConfigJSON(f *testing.F) {
 }
 
 // A required secret variable without a value is valid here: its value lives
-// in the credential service, where the config service checks it (MC-NT4).
+// in the credential service, where the config service checks it.
 func TestRequiredSecretWithoutValueIsValid(t *testing.T) {
 	c := model.McpConfig{Name: "x", Package: model.Package{Type: model.PackageNPM, Identifier: "pkg"},
 		Transport: model.Transport{Type: model.TransportStdio},

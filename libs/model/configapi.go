@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// ToolFilter narrows the tools of a server (seeds/002 "tool filtering"): with
+// ToolFilter narrows the tools of a server: with
 // Allow set, only tools matching one of its globs are kept; tools matching a
 // Deny glob are always dropped. Globs are path.Match patterns on the original
 // tool name. A filtered tool is absent from the catalog and refused on call.
@@ -73,7 +73,7 @@ const (
 	FormatServers = "servers"
 	// FormatMCPServers is the Claude Desktop / Cursor {"mcpServers": {name: {command, args, env | url, headers}}}.
 	FormatMCPServers = "mcpServers"
-	// FormatMCPYAML is the mcp.yaml of seeds/003 (servers: name: transport, env, enabled).
+	// FormatMCPYAML is a coding agent's mcp.yaml (servers: name: transport, env, enabled).
 	FormatMCPYAML = "mcp.yaml"
 )
 

@@ -124,7 +124,7 @@ type ResolvedCredentials struct {
 }
 
 // LooksSecret reports whether an env var or header name usually carries a
-// secret (seeds/002 §4.1: *_TOKEN, *_PAT, *_API_KEY, *_SECRET, passwords,
+// secret (*_TOKEN, *_PAT, *_API_KEY, *_SECRET, passwords,
 // Authorization). Imports and registry drafts use it to keep such values out
 // of configs.
 func LooksSecret(name string) bool {

@@ -142,7 +142,8 @@ type InstallPlan struct {
 	// Missing names the required inputs that have no value yet: give them in
 	// the request's variables. Draft is set only when nothing is missing.
 	Missing []string `json:"missing,omitempty"`
-	// AuthType is the detected auth type (seeds/002 §4.1).
+	// AuthType is the detected auth type: oauth for a *_CLIENT_ID and
+	// *_CLIENT_SECRET pair, api_key for any other secret, none without one.
 	AuthType string     `json:"auth_type"`
 	Ready    bool       `json:"ready"`
 	Draft    *McpConfig `json:"draft,omitempty"`

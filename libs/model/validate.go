@@ -30,8 +30,8 @@ func (c *McpConfig) Normalize() {
 	}
 }
 
-// Validate applies the validation rules of seeds/000 plus the checks the
-// runner relies on. The messages of the seed rules are kept word for word.
+// Validate applies the validation rules of docs/design.md plus the checks the
+// runner relies on. The messages of the documented rules are kept word for word.
 func (c *McpConfig) Validate() *apierr.Error {
 	if strings.TrimSpace(c.Name) == "" {
 		return apierr.Invalid("name", "Name is required")

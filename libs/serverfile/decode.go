@@ -20,7 +20,8 @@ import (
 // bool or nil, whatever the syntax was.
 type document struct {
 	root any
-	json bool // written as JSON (else YAML)
+	data []byte // root as JSON, for the formats that decode it into their own types
+	json bool   // written as JSON (else YAML)
 }
 
 // decode reads JSON (with the comments and trailing commas VS Code allows) or
@@ -49,10 +50,8 @@ func decode(content []byte) (document, error) {
 			return document{}, apierr.Wrap(apierr.Validation, "invalid YAML: "+yamlMessage(err), err).WithField("content")
 		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(jsonData))
-	dec.UseNumber()
-	var root any
-	if err := dec.Decode(&root); err != nil {
+	root, err := decodeValue(jsonData)
+	if err != nil {
 		return document{}, apierr.Wrap(apierr.Validation, "content cannot be read: "+err.Error(), err).WithField("content")
 	}
 	if root == nil {
@@ -61,7 +60,16 @@ func decode(content []byte) (document, error) {
 	if field, err := duplicateKey(jsonData); err != nil {
 		return document{}, apierr.Invalid(field, err.Error())
 	}
-	return document{root: root, json: isJSON}, nil
+	return document{root: root, data: jsonData, json: isJSON}, nil
+}
+
+// decodeValue decodes the JSON value data starts with, numbers as json.Number.
+func decodeValue(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
 }
 
 // standardJSON checks data as JSON; JSON with comments or trailing commas

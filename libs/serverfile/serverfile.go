@@ -1,7 +1,7 @@
 // Package serverfile reads and writes lists of MCP servers in the formats
 // people already have: mcpbus's own servers file ({"servers": [McpConfig…]}),
 // the "mcpServers" JSON of Claude Desktop, Cursor and Claude Code (and VS
-// Code's "servers" map with its "inputs"), and the mcp.yaml of seeds/003.
+// Code's "servers" map with its "inputs"), and the mcp.yaml of coding agents.
 //
 // An import never leaves a secret value in a config: the value of a secret
 // env var or header moves to Entry.Secrets (for the credential service) and
@@ -25,9 +25,7 @@ package serverfile
 import (
 	"cmp"
 	"fmt"
-	"regexp"
 	"slices"
-	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -45,7 +43,7 @@ type Entry struct {
 // [McpConfig…]}, JSON or YAML), model.FormatMCPServers ({"mcpServers": {…}}
 // of Claude Desktop / Cursor, or VS Code's JSON {"servers": {…}} map of
 // entries with command/url), model.FormatMCPYAML (a "servers" map written in
-// YAML or whose entries have a "transport", seeds/003).
+// YAML or whose entries have a "transport").
 func Detect(content []byte) (string, error) {
 	doc, err := decode(content)
 	if err != nil {
@@ -70,17 +68,8 @@ func detect(doc document) (string, error) {
 	case nil, []any:
 		return model.FormatServers, nil
 	case map[string]any:
-		// Ours is a list; a map is VS Code (entries have command/url at the
-		// top) or mcp.yaml (entries have a transport block).
-		for _, e := range s {
-			if m, ok := e.(map[string]any); ok {
-				if _, ok := m["transport"]; ok {
-					return model.FormatMCPYAML, nil
-				}
-			}
-		}
-		// VS Code's mcp.json is JSON; a YAML servers map is mcp.yaml.
-		if !doc.json {
+		// Ours is a list; a map is mcp.yaml or VS Code's.
+		if isMCPYAML(s, doc.json) {
 			return model.FormatMCPYAML, nil
 		}
 		return model.FormatMCPServers, nil
@@ -140,11 +129,11 @@ func Parse(format string, content []byte, vars map[string]string) ([]Entry, erro
 	var entries []Entry
 	switch format {
 	case model.FormatServers:
-		entries, err = parseNative(doc, newResolver(vars))
+		entries, err = parseNative(doc, vars)
 	case model.FormatMCPServers:
-		entries, err = parseClients(doc, styleMCPServers, vars)
+		entries, err = parseMCPServers(doc, vars)
 	case model.FormatMCPYAML:
-		entries, err = parseClients(doc, styleMCPYAML, vars)
+		entries, err = parseMCPYAML(doc, vars)
 	default:
 		return nil, unknownFormat(format)
 	}
@@ -179,66 +168,31 @@ func unknownFormat(format string) *apierr.Error {
 		format, model.FormatServers, model.FormatMCPServers, model.FormatMCPYAML))
 }
 
-var envNameChars = regexp.MustCompile(`[^A-Za-z0-9_]`)
-
-// placeholder is the ${VAR} an export writes for a secret env var or header.
-func placeholder(name string, header, required bool) string {
-	v := name
-	if header {
-		v = strings.ToUpper(v)
-	}
-	v = envNameChars.ReplaceAllString(v, "_")
-	if v == "" || v[0] >= '0' && v[0] <= '9' {
-		v = "_" + v
-	}
-	if !model.LooksSecret(v) {
-		v += "_SECRET"
-	}
-	if !required {
-		return "${" + v + ":-}" // an optional secret may stay unset
-	}
-	return "${" + v + "}"
-}
-
 // importedStrings are the string values Parse expands in format.
 func importedStrings(format string, doc document) []string {
-	var out []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch t := v.(type) {
-		case string:
-			out = append(out, t)
-		case map[string]any:
-			for _, x := range t {
-				walk(x)
-			}
-		case []any:
-			for _, x := range t {
-				walk(x)
-			}
+	switch format {
+	case model.FormatServers:
+		return nativeStrings(doc)
+	case model.FormatMCPServers:
+		return mcpServersStrings(doc)
+	case model.FormatMCPYAML:
+		return mcpYAMLStrings(doc)
+	}
+	return nil
+}
+
+// appendStrings appends the strings held anywhere in v, a decoded JSON value.
+func appendStrings(out []string, v any) []string {
+	switch t := v.(type) {
+	case string:
+		out = append(out, t)
+	case map[string]any:
+		for _, x := range t {
+			out = appendStrings(out, x)
 		}
-	}
-	if format == model.FormatServers {
-		root, _ := doc.root.(map[string]any)
-		walk(root["servers"])
-		return out
-	}
-	st := styleMCPServers
-	if format == model.FormatMCPYAML {
-		st = styleMCPYAML
-	}
-	_, servers, err := serversOf(doc, st)
-	if err != nil {
-		return nil
-	}
-	m, _ := servers.(map[string]any)
-	for _, entry := range m {
-		fields, _ := entry.(map[string]any)
-		for k, v := range fields {
-			// Not read by Parse: client approval lists, the mcp.yaml oauth block.
-			if !harmless[k] && !(st == styleMCPYAML && k == "oauth") {
-				walk(v)
-			}
+	case []any:
+		for _, x := range t {
+			out = appendStrings(out, x)
 		}
 	}
 	return out

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
@@ -25,15 +25,7 @@ import (
 var testServer string
 
 func TestMain(m *testing.M) {
-	path, cleanup, err := runnertest.BuildTestServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testServer = path
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	testkit.Main(m, &testServer)
 }
 
 var echoArgs = json.RawMessage(`{"message":"benchmark payload of a typical small tool call"}`)

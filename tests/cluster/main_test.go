@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
@@ -29,31 +30,15 @@ const failoverBound = 10 * time.Second
 const callTimeout = 2 * time.Second
 
 var (
-	testServer, runnerBin string
+	testServer, runnerBin, mcpbusBin string
 
 	runnerIDs = []string{"r1", "r2", "r3"}
 	servers   = []string{"s1", "s2", "s3", "s4", "s5", "s6"}
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ts, cleanTS, err := runnertest.BuildTestServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer cleanTS()
-	rb, cleanRB, err := runnertest.BuildRunner()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer cleanRB()
-	testServer, runnerBin = ts, rb
-	return m.Run()
+	testkit.Main(m, &testServer, testkit.WithBinary(&runnerBin, runnertest.BuildRunner),
+		testkit.WithBinary(&mcpbusBin, testkit.BuildCommand("mcpbus", "./tools/mcpbus")))
 }
 
 // fixture is a 3-node cluster with runners r1..r3 (runner i on node i) and

@@ -207,7 +207,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	})
 }
 
-// The toggle flow of seeds/000 with a real runner: a server that cannot start
+// The toggle flow with a real runner: a server that cannot start
 // is enabled, fails, and is disabled again with the start's error; one that
 // can start is running when enable returns.
 func TestToggleRevertsWhenStartFails(t *testing.T) {
@@ -244,11 +244,11 @@ func TestToggleRevertsWhenStartFails(t *testing.T) {
 	e.waitState(t, good.Slug, model.StateDisabled, 10*time.Second)
 }
 
-// MC-NT1…NT4 against the real services.
+// The four negative cases against the real services.
 func TestNegativeCases(t *testing.T) {
 	e := startStack(t)
 	ctx := ctxFor(t, time.Minute)
-	// MC-NT1: start a disabled MCP → CONFLICT, status unchanged.
+	// Start a disabled MCP → CONFLICT, status unchanged.
 	off, err := e.Client.CreateConfig(ctx, binary("Off"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -258,17 +258,17 @@ func TestNegativeCases(t *testing.T) {
 		t.Fatalf("MC-NT1: %v", err)
 	}
 	e.waitState(t, off.Slug, model.StateDisabled, time.Second)
-	// MC-NT2: call_tool with an unknown server → NOT_FOUND, nothing executed.
+	// call_tool with an unknown server → NOT_FOUND, nothing executed.
 	if _, err := e.Client.Call(ctx, "nosuchserver", "echo", json.RawMessage(`{}`), nil); apierr.Of(err) != apierr.NotFound {
 		t.Fatalf("MC-NT2: %v", err)
 	}
-	// MC-NT3: create with a missing name → VALIDATION_ERROR, nothing saved.
+	// Create with a missing name → VALIDATION_ERROR, nothing saved.
 	noName := binary("   ")
 	_, err = e.Client.CreateConfig(ctx, noName, nil)
 	if e := apierr.From(err); e.Code != apierr.Validation || e.Message != "Name is required" || e.Field != "name" {
 		t.Fatalf("MC-NT3: %v", err)
 	}
-	// MC-NT4: a registry-required secret not provided → VALIDATION_ERROR, save blocked.
+	// A registry-required secret not provided → VALIDATION_ERROR, save blocked.
 	needs := binary("Needs Key")
 	needs.Source = model.Source{Type: model.SourceOfficial, Name: "io.example/needs-key", Version: "1.0.0"}
 	needs.EnvVars = map[string]model.EnvVar{"EXAMPLE_API_KEY": {IsSecret: true, Required: true, SecretRef: "EXAMPLE_API_KEY"}}

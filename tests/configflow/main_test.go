@@ -5,9 +5,7 @@ package configflow
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -17,22 +15,13 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
-	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
 
 var testServer string
 
 func TestMain(m *testing.M) {
-	path, cleanup, err := runnertest.BuildTestServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testServer = path
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	testkit.Main(m, &testServer)
 }
 
 // env is a running stack plus what the test captured of it.

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/vaulttest"
+	"github.com/mcpbus/mcpbus/services/credential/credential"
 	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
@@ -49,8 +50,8 @@ func TestVaultBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := startStack(t, func(o *stack.Options) {
-		o.CredBackend = stack.BackendVault
-		o.Vault = vaultstore.Config{Address: v.Addr, Token: tok.Auth.ClientToken, Timeout: 3 * time.Second, MaxRetries: -1}
+		o.Credential.Backend = credential.BackendVault
+		o.Credential.Vault = vaultstore.Config{Address: v.Addr, Token: tok.Auth.ClientToken, Timeout: 3 * time.Second, MaxRetries: -1}
 	})
 	ctx := ctxFor(t, 2*time.Minute)
 

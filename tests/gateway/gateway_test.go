@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -28,22 +27,13 @@ import (
 	"github.com/mcpbus/mcpbus/services/registry/registry"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
-	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
 
 var testServer string
 
 func TestMain(m *testing.M) {
-	path, cleanup, err := runnertest.BuildTestServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testServer = path
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	testkit.Main(m, &testServer)
 }
 
 // env is the stack plus a gateway in front of it.

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -10,22 +9,14 @@ import (
 	"testing"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
-	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // testServer is the go-sdk test MCP server, built once in TestMain.
 var testServer string
 
 func TestMain(m *testing.M) {
-	p, cleanup, err := runnertest.BuildTestServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testServer = p
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	testkit.Main(m, &testServer)
 }
 
 // TestSchemasCompile compiles every schema file (2020-12, $id by file name)
@@ -196,7 +187,7 @@ func TestAsyncAPI(t *testing.T) {
 		}
 	}
 
-	// The subjects of DESIGN.md that exist in the code, built by the code's own subject builder.
+	// The subjects of docs/design.md that exist in the code, built by the code's own subject builder.
 	s := bus.NewSubjects("")
 	for _, subject := range []string{
 		s.ToolsList(), s.Call("srv", "tool"), s.RPC("srv"), s.Cancel("srv"), s.Control("srv"),

@@ -50,7 +50,7 @@ func TestValidationRules(t *testing.T) {
 		field   string
 		message string
 	}{
-		// MC-NT3 and the seeds/000 rules, word for word.
+		// A missing name and the other validation rules, messages word for word.
 		{"missing name", func(c *model.McpConfig) { c.Name = "" }, "name", "Name is required"},
 		{"blank name", func(c *model.McpConfig) { c.Name = "  \t " }, "name", "Name is required"},
 		{"missing package identifier", func(c *model.McpConfig) { c.Package.Identifier = "" }, "package.identifier", "Package identifier required"},
@@ -79,7 +79,7 @@ func TestValidationRules(t *testing.T) {
 	}
 }
 
-// MC-NT4: a required secret that is not provided blocks the save.
+// A required secret that is not provided blocks the save.
 func TestMissingRequiredSecret(t *testing.T) {
 	e := newEnv(t)
 	for _, v := range []model.EnvVar{
@@ -556,7 +556,7 @@ func TestEnable(t *testing.T) {
 	wantErr(t, e.call("enable", model.ConfigRef{Server: "nope"}, nil), apierr.NotFound, "server", "")
 }
 
-// seeds/000 toggle flow: a start that fails reverts enabled and returns the error.
+// The toggle flow: a start that fails reverts enabled and returns the error.
 func TestEnableStartFailsReverts(t *testing.T) {
 	e := newEnv(t)
 	e.mustCreate(stdio("Broken"), nil)

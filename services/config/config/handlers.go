@@ -209,7 +209,7 @@ func (s *Service) handleDisable(ctx context.Context, req micro.Request) (any, er
 	return cfg, nil
 }
 
-// handleEnable is the toggle flow of seeds/000: persist enabled, start the
+// handleEnable is the toggle flow (docs/design.md): persist enabled, start the
 // server, and if it cannot start, put the flag back and return why.
 func (s *Service) handleEnable(ctx context.Context, req micro.Request) (any, error) {
 	var in model.ConfigRef

@@ -107,8 +107,8 @@ func credsHave(c model.Credentials, name string) bool {
 	return c.OAuth != nil && c.OAuth.EnvVar == name
 }
 
-// missingSecret is MC-NT4: a required secret env var whose secret is neither
-// given now nor already stored blocks the save.
+// missingSecret is the required-secret rule: a required secret env var whose
+// secret is neither given now nor already stored blocks the save.
 func missingSecret(cfg *model.McpConfig, secrets model.Credentials, stored *model.CredDescription) *apierr.Error {
 	for _, name := range slices.Sorted(maps.Keys(cfg.EnvVars)) {
 		v := cfg.EnvVars[name]
@@ -134,7 +134,7 @@ func needsStored(cfg *model.McpConfig, secrets model.Credentials) bool {
 	return false
 }
 
-// checkKeyfiles applies the keyfile rules of seeds/002 §4.2 on this host: the
+// checkKeyfiles applies the keyfile rules on this host: the
 // file exists, is regular and others cannot read it.
 func checkKeyfiles(cfg *model.McpConfig, secrets model.Credentials) *apierr.Error {
 	for _, name := range slices.Sorted(maps.Keys(cfg.EnvVars)) {

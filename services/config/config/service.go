@@ -58,7 +58,7 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	setDefault(&o.StartTimeout, 90*time.Second)
+	setDefault(&o.StartTimeout, DefaultStartTimeout)
 	setDefault(&o.RequestTimeout, 10*time.Second)
 	setDefault(&o.OpTimeout, 30*time.Second)
 	setDefault(&o.ReservationGrace, time.Minute)
@@ -99,7 +99,7 @@ func New(nc *nats.Conn, opts Options) (*Service, error) {
 	life, stop := context.WithCancel(context.Background())
 	return &Service{
 		nc: nc, js: js, subj: bus.NewSubjects(opts.Prefix), opts: opts,
-		log:   opts.Logger.With("service", "config"),
+		log:   opts.Logger,
 		ready: make(chan struct{}), life: life, stopLife: stop,
 	}, nil
 }
@@ -110,20 +110,25 @@ func (s *Service) Ready() <-chan struct{} { return s.ready }
 // Run serves until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.stopLife()
-	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	assets, err := bus.EnsureAssets(setupCtx, s.js, s.subj, bus.AssetOptions{Replicas: s.opts.Replicas})
-	cancel()
+	assets, err := bus.EnsureAssets(ctx, s.js, s.subj, bus.AssetOptions{Replicas: s.opts.Replicas, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	s.assets = assets
-	if err := s.addService(); err != nil {
-		return err
+	handlers := map[string]bus.HandlerFunc{
+		"create": s.handleCreate, "get": s.handleGet, "list": s.handleList, "update": s.handleUpdate,
+		"delete": s.handleDelete, "enable": s.handleEnable, "disable": s.handleDisable,
+		"import": s.handleImport, "export": s.handleExport, "history": s.handleHistory, "rollback": s.handleRollback,
 	}
-	// The endpoints answer once the server has their subscriptions.
-	if err := s.nc.FlushTimeout(10 * time.Second); err != nil {
-		_ = s.svc.Stop()
-		return fmt.Errorf("config: flushing subscriptions: %w", err)
+	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version,
+		Description: "mcpbus config: McpConfig records, enable/disable, import/export, history"}
+	for _, verb := range Verbs {
+		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: "config-" + verb,
+			Subject: s.subj.Service("config", verb), Handler: bus.JSONHandler(s.log, s.track(handlers[verb]))})
+	}
+	// One queue group: instances share the work.
+	if s.svc, err = bus.StartService(s.nc, cfg); err != nil {
+		return err
 	}
 	close(s.ready)
 	s.log.Info("config service started", "prefix", s.subj.Prefix)
@@ -137,34 +142,6 @@ func (s *Service) Run(ctx context.Context) error {
 	case <-done:
 	case <-time.After(s.opts.ShutdownGrace):
 		s.log.Warn("config service stopped with requests still in progress")
-	}
-	return nil
-}
-
-// addService registers the endpoints in one queue group, so instances share the work.
-func (s *Service) addService() error {
-	svc, err := micro.AddService(s.nc, micro.Config{
-		Name:        ServiceName,
-		Version:     Version,
-		Description: "mcpbus config: McpConfig records, enable/disable, import/export, history",
-		QueueGroup:  ServiceName,
-	})
-	if err != nil {
-		return fmt.Errorf("config: micro service: %w", err)
-	}
-	s.svc = svc
-	handlers := map[string]bus.HandlerFunc{
-		"create": s.handleCreate, "get": s.handleGet, "list": s.handleList, "update": s.handleUpdate,
-		"delete": s.handleDelete, "enable": s.handleEnable, "disable": s.handleDisable,
-		"import": s.handleImport, "export": s.handleExport, "history": s.handleHistory, "rollback": s.handleRollback,
-	}
-	for _, verb := range Verbs {
-		h := s.track(handlers[verb])
-		if err := svc.AddEndpoint("config-"+verb, bus.JSONHandler(s.log, h),
-			micro.WithEndpointSubject(s.subj.Service("config", verb))); err != nil {
-			_ = svc.Stop()
-			return fmt.Errorf("config: endpoint %s: %w", verb, err)
-		}
 	}
 	return nil
 }

@@ -120,7 +120,7 @@ func TestImportAllOrNothing(t *testing.T) {
 		t.Fatal("secrets of a refused import were stored")
 	}
 
-	// The second entry misses a required secret (MC-NT4): nothing is written.
+	// The second entry misses a required secret: nothing is written.
 	file2 := `{"servers": [
 	  {"name": "Alpha", "package": {"type": "npm", "identifier": "alpha-mcp"}, "transport": {"type": "stdio"},
 	   "env_vars": {"ALPHA_API_KEY": {"value": "alpha-secret", "is_secret": true}}},

@@ -25,6 +25,7 @@ type env struct {
 	ns     *embednats.Server
 	nc     *nats.Conn
 	svc    *credential.Service
+	stop   func()
 	store  *filestore.Store
 	logs   *testkit.LogBuffer
 	client *credclient.Client
@@ -57,11 +58,8 @@ func newEnv(t *testing.T, tweak ...func(*credential.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop() })
-	e := &env{t: t, ns: ns, nc: nc, svc: svc, store: st, logs: logs, client: credclient.New(nc, "")}
+	stop := testkit.RunService(t, svc)
+	e := &env{t: t, ns: ns, nc: nc, svc: svc, stop: stop, store: st, logs: logs, client: credclient.New(nc, "")}
 	t.Cleanup(func() {
 		for _, s := range allSecrets {
 			if bytes.Contains([]byte(logs.String()), []byte(s)) {

@@ -453,9 +453,7 @@ func TestOAuthRefreshFailure(t *testing.T) {
 func TestResolverServiceNotReachable(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	if err := e.svc.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	e.stop()
 	res, err := credclient.NewResolver(e.nc, "")
 	if err != nil {
 		t.Fatal(err)

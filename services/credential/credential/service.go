@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/services/credential/store"
+	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
 )
 
 // Version of the credential service (micro requires semver).
@@ -33,10 +35,16 @@ const (
 	VerbResolve  = "resolve"
 )
 
-// Options configure the service. Store is required.
+// Options configure the service. Store, or Backend and what it needs, is required.
 type Options struct {
 	Prefix string
-	Store  store.Store
+	// Store holds the secrets; when nil, Build opens the Backend.
+	Store store.Store
+	// Backend is file (an encrypted store under <data-dir>/secrets) or vault.
+	Backend string
+	// Vault configures the vault backend (default: from the environment,
+	// as the vault CLI reads it: VAULT_ADDR, VAULT_TOKEN, …).
+	Vault  vaultstore.Config
 	Logger *slog.Logger
 	// Now is the clock for OAuth expiry (default time.Now; tests move it).
 	Now func() time.Time
@@ -80,12 +88,12 @@ type Service struct {
 	curve  nkeys.KeyPair
 	pubKey string
 	locks  keyedMutex
-
-	mu  sync.Mutex
-	svc micro.Service
+	ready  chan struct{}
+	// closer releases a store Build opened (nil otherwise).
+	closer io.Closer
 }
 
-// New prepares the service on nc; Start or Run serves it.
+// New prepares the service on nc; Run serves it.
 func New(nc *nats.Conn, opts Options) (*Service, error) {
 	opts.defaults()
 	if nc == nil {
@@ -104,66 +112,42 @@ func New(nc *nats.Conn, opts Options) (*Service, error) {
 	}
 	return &Service{
 		nc: nc, opts: opts, subj: bus.NewSubjects(opts.Prefix), store: opts.Store,
-		log:   opts.Logger.With("service", "credential", "backend", opts.Store.Name()),
-		curve: kp, pubKey: pub, locks: keyedMutex{m: map[string]*keyedEntry{}},
+		log:   opts.Logger.With("backend", opts.Store.Name()),
+		curve: kp, pubKey: pub, locks: keyedMutex{m: map[string]*keyedEntry{}}, ready: make(chan struct{}),
 	}, nil
 }
 
 // PublicKey is the curve public key that resolve replies are sealed with.
 func (s *Service) PublicKey() string { return s.pubKey }
 
-// Start registers the micro service and its endpoints.
-func (s *Service) Start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.svc != nil {
-		return errors.New("credential: already started")
-	}
-	svc, err := micro.AddService(s.nc, micro.Config{
-		Name:        ServiceName,
-		Version:     Version,
-		Description: "mcpbus credential service: secrets of MCP servers",
-		Metadata:    map[string]string{"backend": s.store.Name()},
-		QueueGroup:  ServiceName,
-	})
-	if err != nil {
-		return fmt.Errorf("credential: micro service: %w", err)
-	}
+// Ready is closed once the endpoints answer.
+func (s *Service) Ready() <-chan struct{} { return s.ready }
+
+// Run serves until ctx ends, then drains the endpoints.
+func (s *Service) Run(ctx context.Context) error {
 	handlers := map[string]handler{
 		VerbSet: s.handleSet, VerbDelete: s.handleDelete, VerbDescribe: s.handleDescribe, VerbResolve: s.handleResolve,
 	}
+	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version,
+		Description: "mcpbus credential service: secrets of MCP servers",
+		Metadata:    map[string]string{"backend": s.store.Name()}}
 	for _, verb := range []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve} {
-		h := s.logged(verb, handlers[verb])
-		if err := svc.AddEndpoint(verb, bus.JSONHandler(s.log, h), micro.WithEndpointSubject(s.subj.Service("cred", verb))); err != nil {
-			_ = svc.Stop()
-			return fmt.Errorf("credential: endpoint %s: %w", verb, err)
-		}
+		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: verb, Subject: s.subj.Service("cred", verb),
+			Handler: bus.JSONHandler(s.log, s.logged(verb, handlers[verb]))})
 	}
-	s.svc = svc
-	s.log.Info("credential service started", "prefix", s.subj.Prefix)
-	return nil
-}
-
-// Stop drains the endpoints.
-func (s *Service) Stop() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.svc == nil {
-		return nil
-	}
-	err := s.svc.Stop()
-	s.svc = nil
-	s.log.Info("credential service stopped")
-	return err
-}
-
-// Run serves until ctx ends.
-func (s *Service) Run(ctx context.Context) error {
-	if err := s.Start(); err != nil {
+	svc, err := bus.StartService(s.nc, cfg)
+	if err != nil {
 		return err
 	}
+	close(s.ready)
+	s.log.Info("credential service started", "prefix", s.subj.Prefix)
 	<-ctx.Done()
-	return s.Stop()
+	err = svc.Stop()
+	if s.closer != nil {
+		_ = s.closer.Close()
+	}
+	s.log.Info("credential service stopped")
+	return err
 }
 
 // handler answers one request body; it returns the server id it was about

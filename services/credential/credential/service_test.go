@@ -286,10 +286,7 @@ func TestInstancesShareRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc2.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer svc2.Stop()
+	testkit.RunService(t, svc2)
 	id := uuid.NewString()
 	if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{Env: map[string]string{"A": secretEnv}}}); err != nil {
 		t.Fatal(err)

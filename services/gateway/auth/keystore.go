@@ -101,15 +101,14 @@ func OpenKeyStore(ctx context.Context, js jetstream.JetStream, opts StoreOptions
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      BucketAPIKeys,
 		Description: "gateway API keys by id: SHA-256 of the secret, scopes, tool filter, rate",
 		History:     4,
 		Storage:     jetstream.FileStorage,
-		Replicas:    opts.Replicas,
-	})
+	}, opts.Replicas, opts.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("auth: ensuring bucket %s: %w", BucketAPIKeys, err)
+		return nil, fmt.Errorf("auth: %w", err)
 	}
 	life, stop := context.WithCancel(context.Background())
 	s := &KeyStore{kv: kv, log: opts.Logger, cache: map[string]cached{}, nc: js.Conn(), stop: stop, done: make(chan struct{})}

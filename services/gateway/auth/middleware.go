@@ -13,7 +13,7 @@ import (
 const Realm = "mcpbus"
 
 // WriteError answers with the error contract {code,message,field}; status 0
-// takes the code's HTTP status (DESIGN.md's mapping).
+// takes the code's HTTP status (the mapping of docs/design.md).
 func WriteError(w http.ResponseWriter, status int, err error) {
 	e := apierr.From(err)
 	if status == 0 {

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
@@ -28,15 +27,6 @@ func AddKeysService(nc *nats.Conn, store *KeyStore, prefix string, log *slog.Log
 		log = slog.New(slog.DiscardHandler)
 	}
 	subj := bus.NewSubjects(prefix)
-	svc, err := micro.AddService(nc, micro.Config{
-		Name:        ServiceName,
-		Version:     Version,
-		Description: "mcpbus gateway: API keys of the HTTP edge",
-		QueueGroup:  ServiceName,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("auth: micro service: %w", err)
-	}
 	handlers := map[string]bus.HandlerFunc{
 		"create": func(ctx context.Context, req micro.Request) (any, error) {
 			var in model.KeyCreateRequest
@@ -72,12 +62,10 @@ func AddKeysService(nc *nats.Conn, store *KeyStore, prefix string, log *slog.Log
 			return out, err
 		},
 	}
+	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version, Description: "mcpbus gateway: API keys of the HTTP edge"}
 	for _, verb := range []string{"create", "list", "revoke"} {
-		if err := svc.AddEndpoint("keys-"+verb, bus.JSONHandler(log, handlers[verb]),
-			micro.WithEndpointSubject(subj.Service("keys", verb))); err != nil {
-			_ = svc.Stop()
-			return nil, fmt.Errorf("auth: endpoint keys.%s: %w", verb, err)
-		}
+		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: "keys-" + verb,
+			Subject: subj.Service("keys", verb), Handler: bus.JSONHandler(log, handlers[verb])})
 	}
-	return svc, nil
+	return bus.StartService(nc, cfg)
 }

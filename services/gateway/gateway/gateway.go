@@ -84,6 +84,7 @@ type Gateway struct {
 	routes   []Route
 	adminKey string
 	created  bool
+	ready    chan struct{}
 
 	closeOnce sync.Once
 }
@@ -122,7 +123,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	if !opts.NoAuth && opts.DataDir == "" {
 		return nil, errors.New("gateway: a data dir is required for the admin key (or turn auth off)")
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, nc: nc}
+	g := &Gateway{opts: opts, log: opts.Logger, nc: nc, ready: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -133,9 +134,10 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	if err != nil {
 		return nil, fmt.Errorf("gateway: jetstream: %w", err)
 	}
-	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := bus.EnsureAssets(setup, js, bus.NewSubjects(opts.Prefix), bus.AssetOptions{Replicas: opts.Replicas}); err != nil {
+	// Setup waits for JetStream as long as ctx allows (a fresh cluster
+	// elects its leaders first).
+	setup := ctx
+	if _, err := bus.EnsureAssets(setup, js, bus.NewSubjects(opts.Prefix), bus.AssetOptions{Replicas: opts.Replicas, Logger: g.log}); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if g.keys, err = auth.OpenKeyStore(setup, js, auth.StoreOptions{Replicas: opts.Replicas, Logger: g.log}); err != nil {
@@ -235,6 +237,9 @@ func (g *Gateway) AdminKeyCreated() bool { return g.created }
 // Keys is the API key store.
 func (g *Gateway) Keys() *auth.KeyStore { return g.keys }
 
+// Ready is closed once Run serves.
+func (g *Gateway) Ready() <-chan struct{} { return g.ready }
+
 // Run serves until ctx ends, then shuts down gracefully within
 // ShutdownTimeout and releases everything.
 func (g *Gateway) Run(ctx context.Context) error {
@@ -249,6 +254,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.log.Info("gateway listening", "addr", g.Addr(), "auth", !g.opts.NoAuth, "admin_key_file", g.adminKey)
 	served := make(chan error, 1)
 	go func() { served <- g.srv.Serve(g.ln) }()
+	// The listener is bound since New: connections queue until Serve takes them.
+	close(g.ready)
 	select {
 	case err := <-served:
 		return fmt.Errorf("gateway: serving: %w", err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -26,15 +25,7 @@ import (
 var testServer string
 
 func TestMain(m *testing.M) {
-	path, cleanup, err := runnertest.BuildTestServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testServer = path
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	testkit.Main(m, &testServer)
 }
 
 func quietRunner() runner.Options {

@@ -2,24 +2,18 @@ package mcpserver
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"maps"
 	"regexp"
 	"sort"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -182,42 +176,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// watchKV follows every key of kv and calls apply with the full state (a
-// copy the callee may keep) after each snapshot and after each change.
-// bus.FollowKV starts the watch over, with a complete state, after a NATS
-// restart or when it breaks, so deletes missed meanwhile are not kept. ready
-// is closed after the first complete state, or when ctx ends.
-func watchKV[T any](ctx context.Context, log *slog.Logger, nc *nats.Conn, kv jetstream.KeyValue, decode func([]byte) (T, error), apply func(map[string]T), ready chan<- struct{}) {
-	readyOnce := sync.OnceFunc(func() { close(ready) })
-	defer readyOnce()
-	state := map[string]T{} // only FollowKV's goroutine touches it
-	set := func(e jetstream.KeyValueEntry) {
-		if e.Operation() != jetstream.KeyValuePut {
-			delete(state, e.Key())
-			return
-		}
-		v, err := decode(e.Value())
-		if err != nil {
-			log.Warn("ignoring an undecodable entry", "bucket", kv.Bucket(), "key", e.Key(), "error", err)
-			delete(state, e.Key())
-			return
-		}
-		state[e.Key()] = v
-	}
-	bus.FollowKV(ctx, nc, kv, bus.KVHandler{
-		Snapshot: func(entries map[string]jetstream.KeyValueEntry) {
-			clear(state)
-			for _, e := range entries {
-				set(e)
-			}
-			apply(maps.Clone(state))
-		},
-		Update: func(e jetstream.KeyValueEntry) {
-			set(e)
-			apply(maps.Clone(state))
-		},
-		Ready: readyOnce,
-	}, bus.KVFollowOptions{Logger: log})
 }

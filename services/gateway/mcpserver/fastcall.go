@@ -10,9 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -35,125 +32,8 @@ import (
 // answers it (or refuses it) as before.
 //
 // Because such calls never reach go-sdk's session, its idle timer would not
-// see them: the aggregate keeps the sessions' idle time itself (sessionTable)
+// see them: the aggregate keeps the sessions' idle time itself (sessions.go)
 // and go-sdk's own timeout is off.
-
-// liveSession is a go-sdk session the gateway has seen a request for.
-type liveSession struct {
-	ss       *mcp.ServerSession
-	lastUsed atomic.Int64 // unix ns of the last request's start or end
-	posts    atomic.Int64 // POSTs being served: the session is not idle
-	// done ends when the session is closed, by go-sdk or by the gateway:
-	// fast-path calls of a closed session are cancelled, as go-sdk cancels
-	// its own handlers, and a closed session is never served again.
-	done   context.Context
-	cancel context.CancelFunc
-	// inflight holds the cancel functions of fast-path calls by JSON-RPC id,
-	// for notifications/cancelled and to refuse a duplicate id.
-	inflight sync.Map
-}
-
-func (ls *liveSession) closed() bool { return ls.done.Err() != nil }
-
-// touch records use now.
-func (ls *liveSession) touch() { ls.lastUsed.Store(time.Now().UnixNano()) }
-
-// sessionTable tracks the live stateful sessions by id.
-type sessionTable struct {
-	mu   sync.Mutex
-	byID map[string]*liveSession
-}
-
-// lookup returns the live session sid of v, finding it among go-sdk's
-// sessions on first sight (and forgetting it once closed); nil when v has no
-// such session. The scan on a miss covers only v's own sessions (the key's).
-func (t *sessionTable) lookup(v *view, sid string) *liveSession {
-	t.mu.Lock()
-	ls, ok := t.byID[sid]
-	t.mu.Unlock()
-	if ok {
-		if ls.closed() {
-			return nil
-		}
-		return ls
-	}
-	for ss := range v.server.Sessions() {
-		if ss.ID() == sid {
-			return t.track(ss)
-		}
-	}
-	return nil
-}
-
-// track adds ss, once; it is dropped when the session ends. Sessions without
-// an id (stateless requests) are not tracked.
-func (t *sessionTable) track(ss *mcp.ServerSession) *liveSession {
-	id := ss.ID()
-	if id == "" {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if ls, ok := t.byID[id]; ok {
-		return ls
-	}
-	ls := &liveSession{ss: ss}
-	ls.done, ls.cancel = context.WithCancel(context.Background())
-	ls.touch()
-	if t.byID == nil {
-		t.byID = map[string]*liveSession{}
-	}
-	t.byID[id] = ls
-	go func() {
-		_ = ss.Wait()
-		t.forget(id)
-	}()
-	return ls
-}
-
-// forget marks session id closed at once (the gateway closes it, or go-sdk
-// did) and drops it from the table.
-func (t *sessionTable) forget(id string) {
-	t.mu.Lock()
-	ls, ok := t.byID[id]
-	delete(t.byID, id)
-	t.mu.Unlock()
-	if ok {
-		ls.cancel()
-	}
-}
-
-// close closes ss, marking it closed first so no request is served on it
-// meanwhile.
-func (t *sessionTable) close(ss *mcp.ServerSession) {
-	t.forget(ss.ID())
-	_ = ss.Close()
-}
-
-// closeIdle closes the sessions of views with no POST in flight and no
-// request since cutoff, tracking first those never seen since their
-// initialize.
-func (t *sessionTable) closeIdle(views []*view, cutoff time.Time) {
-	for _, v := range views {
-		for ss := range v.server.Sessions() {
-			t.track(ss)
-		}
-	}
-	idle := func(ls *liveSession) bool { return ls.posts.Load() == 0 && ls.lastUsed.Load() < cutoff.UnixNano() }
-	t.mu.Lock()
-	var candidates []*liveSession
-	for _, ls := range t.byID {
-		if idle(ls) {
-			candidates = append(candidates, ls)
-		}
-	}
-	t.mu.Unlock()
-	for _, ls := range candidates {
-		if idle(ls) { // again: a request may have come meanwhile
-			t.close(ls.ss)
-		}
-	}
-}
 
 // callParams picks name, arguments and _meta out of tools/call params by
 // their exact keys, as go-sdk's decoder does (encoding/json would also take
@@ -353,18 +233,4 @@ func idString(id jsonrpc.ID) string {
 		return "n" + strconv.FormatInt(v, 10)
 	}
 	return ""
-}
-
-// writeRPC writes one JSON-RPC response as the POST's application/json body
-// with the given HTTP status.
-func writeRPC(w http.ResponseWriter, status int, resp *jsonrpc.Response) {
-	data, err := jsonrpc.EncodeMessage(resp)
-	if err != nil {
-		http.Error(w, "encoding the response: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-cache, no-transform")
-	w.WriteHeader(status)
-	_, _ = w.Write(data)
 }

@@ -1,4 +1,4 @@
-// Package rest is the gateway's REST API: the tool endpoints of seeds/001
+// Package rest is the gateway's REST API: the tool endpoints
 // (GET /mcp/tools, POST /mcp/invoke) and the admin API under /api/v1
 // (servers, credentials, registry search, events, the OpenAPI document).
 // Every handler talks only to the bus; the caller's Principal (put in the

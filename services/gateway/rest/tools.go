@@ -16,7 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 )
 
-// Error types of POST /mcp/invoke (seeds/001), with their HTTP status:
+// Error types of POST /mcp/invoke, with their HTTP status:
 //
 //	VALIDATION_ERROR    400  malformed request, or a tool name that is not <server>__<tool>
 //	PARAMETER_ERROR     400  params do not fit the tool's input schema (checked here, before any call)
@@ -38,7 +38,7 @@ const (
 	ErrInternal    = "INTERNAL_ERROR"
 )
 
-// ToolInfo is one entry of GET /mcp/tools (seeds/001 MCPToolSchema).
+// ToolInfo is one entry of GET /mcp/tools.
 type ToolInfo struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
@@ -164,7 +164,7 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// invokeFailure maps a bus error to the HTTP status and seeds/001 error type.
+// invokeFailure maps a bus error to the HTTP status and error type of /mcp/invoke.
 func invokeFailure(e *apierr.Error) (int, string) {
 	switch e.Code {
 	case apierr.Validation:

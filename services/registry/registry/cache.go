@@ -6,11 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
 )
 
 // BucketCache is the JetStream KV bucket holding registry answers, shared by
@@ -37,26 +38,16 @@ type cacheEntry struct {
 	Body      json.RawMessage `json:"body"`
 }
 
-// ensureCacheBucket creates or updates the bucket; maxAge is how long a
-// stale entry may still be served.
-func ensureCacheBucket(ctx context.Context, js jetstream.JetStream, maxAge time.Duration, replicas int) (jetstream.KeyValue, error) {
-	cfg := jetstream.KeyValueConfig{
+// ensureCacheBucket creates or updates the bucket (waiting for JetStream as
+// long as ctx allows); maxAge is how long a stale answer may stand in.
+func ensureCacheBucket(ctx context.Context, js jetstream.JetStream, maxAge time.Duration, replicas int, log *slog.Logger) (jetstream.KeyValue, error) {
+	return bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      BucketCache,
 		Description: "registry answers by URL hash (fresh for the cache TTL, served stale while a registry is down)",
 		History:     1,
 		TTL:         maxAge,
 		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
-	if err == nil {
-		return kv, nil
-	}
-	// Another instance may have created it with other settings: use it as it is.
-	if kv, err2 := js.KeyValue(ctx, BucketCache); err2 == nil {
-		return kv, nil
-	}
-	return nil, fmt.Errorf("registry cache bucket %s: %w", BucketCache, err)
+	}, replicas, log)
 }
 
 // cacheKey is KV-safe whatever the URL holds: source.<sha256 of the URL>.

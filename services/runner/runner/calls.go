@@ -27,34 +27,22 @@ const tracerName = "github.com/mcpbus/mcpbus/services/runner"
 // serve registers the server's own micro service: its call, rpc, control and
 // cancel endpoints. Replicas share calls through the queue group mcp.<slug>.
 func (s *server) serve() error {
-	qg := bus.QueueGroup(s.slug)
-	svc, err := micro.AddService(s.r.nc, micro.Config{
+	svc, err := bus.StartService(s.r.nc, bus.ServiceConfig{
 		Name:        ServerServiceName,
 		Version:     Version,
 		Description: "MCP server " + s.slug,
 		Metadata:    map[string]string{"server": s.slug, "runner": s.r.opts.ID},
-		QueueGroup:  qg,
+		QueueGroup:  bus.QueueGroup(s.slug),
+		Endpoints: []bus.Endpoint{
+			{Name: "call", Subject: s.r.subj.CallAll(s.slug), Handler: s.async(s.handleCall)},
+			{Name: "rpc", Subject: s.r.subj.RPC(s.slug), Handler: s.async(s.handleRPC)},
+			{Name: "control", Subject: s.r.subj.Control(s.slug), Handler: s.async(s.handleControl)},
+			// Every replica hears a cancellation; the one running the request acts on it.
+			{Name: "cancel", Subject: s.r.subj.Cancel(s.slug), Handler: micro.HandlerFunc(s.handleCancel), Broadcast: true},
+		},
 	})
 	if err != nil {
-		return fmt.Errorf("server %s: micro service: %w", s.slug, err)
-	}
-	endpoints := []struct {
-		name, subject string
-		h             micro.HandlerFunc
-		opts          []micro.EndpointOpt
-	}{
-		{"call", s.r.subj.CallAll(s.slug), s.async(s.handleCall), nil},
-		{"rpc", s.r.subj.RPC(s.slug), s.async(s.handleRPC), nil},
-		{"control", s.r.subj.Control(s.slug), s.async(s.handleControl), nil},
-		// Every replica hears a cancellation; the one running the request acts on it.
-		{"cancel", s.r.subj.Cancel(s.slug), s.handleCancel, []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
-	}
-	for _, e := range endpoints {
-		opts := append([]micro.EndpointOpt{micro.WithEndpointSubject(e.subject)}, e.opts...)
-		if err := svc.AddEndpoint(e.name, e.h, opts...); err != nil {
-			_ = svc.Stop()
-			return fmt.Errorf("server %s: endpoint %s: %w", s.slug, e.name, err)
-		}
+		return fmt.Errorf("server %s: %w", s.slug, err)
 	}
 	s.svc = svc
 	return nil
@@ -269,7 +257,7 @@ func checkArgs(args []byte, max int) error {
 // Unicode spaces such as U+00A0, which would make the body invalid JSON).
 func trimJSONSpace(b []byte) []byte { return bytes.Trim(b, " \t\r\n") }
 
-// callError maps a failed MCP request to the contract (seeds/000 runtime errors).
+// callError maps a failed MCP request to the contract's runtime errors.
 func callError(ctx context.Context, server, tool string, timeout time.Duration, err error) error {
 	var wire *jsonrpc.Error
 	switch {

@@ -28,9 +28,9 @@ func needsCredentials(cfg *model.McpConfig) bool {
 	return false
 }
 
-// buildEnvironment is seeds/000 build_environment: plain values as they are,
+// buildEnvironment builds a child's environment: plain values as they are,
 // secret references through the credential service, keyfiles read at spawn
-// time (seeds/002 §4.2). It returns the child's environment and the secret
+// time. It returns the child's environment and the secret
 // headers of an HTTP server. A required variable that cannot be resolved fails
 // the start with VALIDATION_ERROR "Missing required credentials"; no value is
 // ever put into an error or a log line.

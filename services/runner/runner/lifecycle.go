@@ -12,7 +12,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-// The lifecycle rules of DESIGN.md and seeds/002 §9: lazy start on the first
+// The lifecycle rules of docs/design.md: lazy start on the first
 // call (or eager at boot), idle stop, automatic restart with backoff after a
 // crash, and a health ping that restarts a server which stops answering.
 

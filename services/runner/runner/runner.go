@@ -110,10 +110,10 @@ func (o *Options) defaults() {
 		o.Logger = slog.Default()
 	}
 	if o.CallTimeout <= 0 {
-		o.CallTimeout = 30 * time.Second
+		o.CallTimeout = DefaultCallTimeout
 	}
 	if o.StartTimeout <= 0 {
-		o.StartTimeout = 60 * time.Second
+		o.StartTimeout = DefaultStartTimeout
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = 500 * time.Millisecond
@@ -125,7 +125,7 @@ func (o *Options) defaults() {
 		o.MaxArgsBytes = 1 << 20
 	}
 	if o.IdleTimeout == 0 {
-		o.IdleTimeout = 30 * time.Minute
+		o.IdleTimeout = DefaultIdleTimeout
 	}
 	setDefault(&o.HealthInterval, 60*time.Second)
 	setDefault(&o.HealthTimeout, 10*time.Second)
@@ -133,7 +133,7 @@ func (o *Options) defaults() {
 	setDefault(&o.RestartBackoffMax, 60*time.Second)
 	setDefault(&o.HealthyAfter, 5*time.Minute)
 	setDefault(&o.TickInterval, time.Second)
-	setDefault(&o.LeaseTTL, 5*time.Second)
+	setDefault(&o.LeaseTTL, DefaultLeaseTTL)
 	if o.HealthFailures <= 0 {
 		o.HealthFailures = 3
 	}
@@ -141,7 +141,7 @@ func (o *Options) defaults() {
 		o.MaxRestarts = 3
 	}
 	if o.MaxServers <= 0 {
-		o.MaxServers = 10
+		o.MaxServers = DefaultMaxServers
 	}
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = 64
@@ -196,7 +196,7 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 	return &Runner{
 		nc: nc, js: js, subj: bus.NewSubjects(opts.Prefix), opts: opts,
 		callEvents: bus.NewBatcher(nc, callEventDelay, callEventBatch),
-		log:        opts.Logger.With("service", "runner", "runner", opts.ID),
+		log:        opts.Logger.With("runner", opts.ID),
 		servers:    map[string]*server{}, byID: map[string]string{},
 		desired: map[string]*model.McpConfig{}, leases: map[string]*lease{}, owners: map[string]string{},
 		kickCh:  make(chan struct{}, 1),
@@ -214,9 +214,7 @@ func (r *Runner) Ready() <-chan struct{} { return r.ready }
 
 // Run serves until ctx ends, then stops every server it runs.
 func (r *Runner) Run(ctx context.Context) error {
-	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	assets, err := bus.EnsureAssets(setupCtx, r.js, r.subj, bus.AssetOptions{Replicas: r.opts.Replicas, LeaseTTL: r.opts.LeaseTTL})
-	cancel()
+	assets, err := bus.EnsureAssets(ctx, r.js, r.subj, bus.AssetOptions{Replicas: r.opts.Replicas, LeaseTTL: r.opts.LeaseTTL, Logger: r.log})
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
@@ -277,7 +275,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	return nil
 }
 
-// shutdownAll stops every managed server in parallel (MC-T8).
+// shutdownAll stops every managed server in parallel.
 func (r *Runner) shutdownAll() {
 	r.mu.Lock()
 	servers := make([]*server, 0, len(r.servers))
@@ -296,34 +294,26 @@ func (r *Runner) shutdownAll() {
 
 // addService registers the runner's control endpoints.
 func (r *Runner) addService() error {
-	svc, err := micro.AddService(r.nc, micro.Config{
-		Name:        ServiceName,
-		Version:     Version,
+	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version,
 		Description: "mcpbus runner: owns MCP server processes",
 		Metadata:    map[string]string{"runner": r.opts.ID},
-		QueueGroup:  ServiceName,
-	})
+		Endpoints: []bus.Endpoint{{Name: "tools-list", Subject: r.subj.ToolsList(),
+			Handler: bus.JSONHandler(r.log, r.handleToolsList)}}}
+	for _, verb := range []string{"start", "stop", "restart", "status"} {
+		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: "runtime-" + verb, Subject: r.subj.Runtime(verb),
+			Handler: bus.JSONHandler(r.log, r.runtimeHandler(verb))})
+	}
+	svc, err := bus.StartService(r.nc, cfg)
 	if err != nil {
-		return fmt.Errorf("runner: micro service: %w", err)
-	}
-	r.svc = svc
-	add := func(name, subject string, h bus.HandlerFunc) error {
-		return svc.AddEndpoint(name, bus.JSONHandler(r.log, h), micro.WithEndpointSubject(subject))
-	}
-	if err := add("tools-list", r.subj.ToolsList(), r.handleToolsList); err != nil {
 		return err
 	}
-	for _, verb := range []string{"start", "stop", "restart", "status"} {
-		if err := add("runtime-"+verb, r.subj.Runtime(verb), r.runtimeHandler(verb)); err != nil {
-			return err
-		}
-	}
+	r.svc = svc
 	return nil
 }
 
 func (r *Runner) handleToolsList(ctx context.Context, req micro.Request) (any, error) {
 	var in model.ToolsListRequest
-	if err := decodeOptional(req.Data(), &in); err != nil {
+	if err := bus.Decode(req.Data(), &in); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
@@ -351,7 +341,7 @@ const ownerProbeTimeout = 2 * time.Second
 func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request) (any, error) {
 	return func(ctx context.Context, req micro.Request) (any, error) {
 		var in model.RuntimeRequest
-		if err := decodeOptional(req.Data(), &in); err != nil {
+		if err := bus.Decode(req.Data(), &in); err != nil {
 			return nil, err
 		}
 		if in.Server == "" {
@@ -459,16 +449,6 @@ func (r *Runner) configBySlug(ctx context.Context, slug string) (*model.McpConfi
 		}
 	}
 	return nil, apierr.Newf(apierr.NotFound, "server %s not found", slug)
-}
-
-func decodeOptional(data []byte, v any) error {
-	if len(data) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return apierr.Wrap(apierr.Validation, "request body is not valid JSON: "+err.Error(), err)
-	}
-	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

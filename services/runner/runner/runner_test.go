@@ -22,6 +22,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
@@ -30,15 +31,7 @@ import (
 var testServer string
 
 func TestMain(m *testing.M) {
-	path, cleanup, err := runnertest.BuildTestServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testServer = path
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	testkit.Main(m, &testServer)
 }
 
 func quickOpts() runner.Options {
@@ -111,7 +104,7 @@ func waitGone(t *testing.T, pid int, within time.Duration) {
 	}
 }
 
-// MC-T1: start spawns the process (in its own process group).
+// Start spawns the process (in its own process group).
 func TestStartSpawnsProcess(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
 	e.Put(t, runnertest.Binary("alpha", testServer))
@@ -132,7 +125,7 @@ func TestStartSpawnsProcess(t *testing.T) {
 	}
 }
 
-// MC-T2: stop terminates the process; MC-T9: status follows.
+// Stop terminates the process, and the status follows.
 func TestStopTerminatesProcess(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
 	e.Put(t, runnertest.Binary("alpha", testServer))
@@ -162,7 +155,7 @@ func TestStopTerminatesProcess(t *testing.T) {
 	}
 }
 
-// MC-T3: the tool list is populated after start, with namespaced names and subjects.
+// The tool list is populated after start, with namespaced names and subjects.
 func TestToolsAfterStart(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
 	e.Put(t, runnertest.Binary("alpha", testServer))
@@ -193,7 +186,7 @@ func TestToolsAfterStart(t *testing.T) {
 	}
 }
 
-// MC-T4: a call returns the tool's result; a tool error comes back as isError.
+// A call returns the tool's result; a tool error comes back as isError.
 func TestCallReturnsResult(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
 	e.Put(t, runnertest.Binary("alpha", testServer))
@@ -225,7 +218,7 @@ func TestCallReturnsResult(t *testing.T) {
 	}
 }
 
-// MC-T5: a failing server (missing binary, hanging handshake) does not block others.
+// A failing server (missing binary, hanging handshake) does not block others.
 func TestFailedServerDoesNotBlockOthers(t *testing.T) {
 	opts := quickOpts()
 	e := runnertest.Start(t, opts)
@@ -259,7 +252,7 @@ func TestFailedServerDoesNotBlockOthers(t *testing.T) {
 	}
 }
 
-// MC-T6: env vars of the config are set; the runner's own environment is not passed on.
+// Env vars of the config are set; the runner's own environment is not passed on.
 func TestEnvironmentVariables(t *testing.T) {
 	t.Setenv("MCPBUS_TEST_RUNNER_SECRET", "must-not-leak")
 	e := runnertest.Start(t, quickOpts())
@@ -325,7 +318,7 @@ func (s staticResolver) Resolve(_ context.Context, id string) (model.ResolvedCre
 	return s[id], nil
 }
 
-// MC-T6/MC-T7: secret references, extra stored secrets and keyfiles reach the
+// Secret references, extra stored secrets and keyfiles reach the
 // child's environment; the values appear in no status.
 func TestResolvedCredentialsReachTheChild(t *testing.T) {
 	dir := t.TempDir()
@@ -430,7 +423,7 @@ func TestToolFilter(t *testing.T) {
 	}
 }
 
-// MC-T8: stopping the runner stops every server.
+// Stopping the runner stops every server.
 func TestShutdownAllStopsEverything(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
 	var pids []int
@@ -480,7 +473,7 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 	}
 }
 
-// MC-T9: status tracks a process killed from outside; calls then fail fast.
+// Status tracks a process killed from outside; calls then fail fast.
 func TestKilledDuringCall(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
 	e.Put(t, runnertest.Binary("alpha", testServer))
@@ -580,7 +573,7 @@ func TestRuntimeRequests(t *testing.T) {
 	e.Put(t, disabled)
 	e.WaitState(t, "off", model.StateDisabled, 5*time.Second)
 	ctx := context.Background()
-	// MC-NT1: start of a disabled server → CONFLICT, status unchanged.
+	// Start of a disabled server → CONFLICT, status unchanged.
 	_, err := e.Client.Runtime(ctx, "start", "off")
 	wantCode(t, err, apierr.Conflict)
 	if st := e.Status("off"); st.State != model.StateDisabled {

@@ -140,7 +140,7 @@ func (s *server) setConfig(cfg *model.McpConfig) (restart, filterChanged bool) {
 	return restart, !reflect.DeepEqual(old.Tools, cfg.Tools)
 }
 
-// start follows DESIGN.md: check enabled → resolve credentials → build env →
+// start follows docs/design.md: check enabled → resolve credentials → build env →
 // spawn or connect → handshake → list tools → running.
 func (s *server) start() error {
 	s.mu.RLock()
@@ -236,7 +236,7 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Proc
 	return sess, l.Process, tools, nil // the deferred stopKill runs before cancel
 }
 
-// startError classifies a failed spawn or handshake per seeds/000.
+// startError classifies a failed spawn or handshake into the contract's startup errors.
 func startError(ctx context.Context, err error, proc *launch.Process) error {
 	switch {
 	case errors.Is(err, exec.ErrNotFound):

@@ -108,8 +108,9 @@ type RunnerProc struct {
 	sig  error // the result of the first Stop or Kill
 }
 
-// StartRunner starts `bin --nats <node's URL,the other nodes' URLs> --id id
-// --log-level debug --replicas <nodes> extraArgs...` and waits until it
+// StartRunner starts `bin --nats <node's URL,the other nodes' URLs>
+// --runner-id id --log-level debug --replicas <nodes> --data-dir <temp>
+// extraArgs...` and waits until it
 // answers $SRV.PING (flags repeated in extraArgs win). Its output goes to a
 // file whose last 50 lines are logged if the test fails; it is stopped
 // (SIGTERM) when the test ends. It stays in the test's process group, so it
@@ -122,8 +123,8 @@ func (e *ClusterEnv) StartRunner(t testing.TB, bin, id string, node int, extraAr
 		t.Fatal(err)
 	}
 	args := append([]string{
-		"--nats", e.Cluster.URLsFrom(node), "--id", id, "--log-level", "debug",
-		"--replicas", strconv.Itoa(e.Replicas),
+		"--nats", e.Cluster.URLsFrom(node), "--runner-id", id, "--log-level", "debug",
+		"--replicas", strconv.Itoa(e.Replicas), "--data-dir", t.TempDir(),
 	}, extraArgs...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -3,8 +3,6 @@ package runnertest_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,30 +10,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
 var testServer, runnerBin string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ts, cleanTS, err := runnertest.BuildTestServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer cleanTS()
-	rb, cleanRB, err := runnertest.BuildRunner()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer cleanRB()
-	testServer, runnerBin = ts, rb
-	return m.Run()
+	testkit.Main(m, &testServer, testkit.WithBinary(&runnerBin, runnertest.BuildRunner))
 }
 
 // TestClusterRunnerProcess: a runner process on a 3-node cluster runs a

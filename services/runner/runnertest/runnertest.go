@@ -4,7 +4,6 @@ package runnertest
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/configstore"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/libs/testmcp"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 )
 
@@ -114,18 +113,10 @@ func Binary(name, path string, args ...string) model.McpConfig {
 }
 
 // BuildTestServer builds the go-sdk test server into a temp dir and returns
-// its path; call it from TestMain and remove the dir after m.Run.
+// its path; a TestMain rather calls testkit.Main, which does this and the
+// cleanup itself.
 func BuildTestServer() (path string, cleanup func(), err error) {
-	dir, err := os.MkdirTemp("", "mcpbus-testserver")
-	if err != nil {
-		return "", nil, err
-	}
-	path, err = testmcp.Build(dir)
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return "", nil, err
-	}
-	return path, func() { _ = os.RemoveAll(dir) }, nil
+	return testkit.BuildTestServer()
 }
 
 // RunnerHandle is one more runner on the env's bus, with its own in-process

@@ -1,7 +1,6 @@
-// Package stack assembles every mcpbus service in one process around an
-// embedded NATS server: what `mcpbus up` runs, and what end-to-end tests start.
-// Each service gets its own in-process connection and talks to the others
-// only through subjects, exactly as when deployed separately.
+// Package stack holds the table of mcpbus services and assembles all of them
+// in one process around an embedded NATS server: what `mcpbus up` runs, and
+// what end-to-end tests start. The same table gives `mcpbus serve <name>`.
 package stack
 
 import (
@@ -18,30 +17,22 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
-	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/natsconn"
+	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/services/config/config"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
-	"github.com/mcpbus/mcpbus/services/credential/store"
-	"github.com/mcpbus/mcpbus/services/credential/store/filestore"
-	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/registry/registry"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 )
 
-// Credential backends.
-const (
-	BackendFile  = "file"
-	BackendVault = "vault"
-)
-
-// Options configure the whole system. Service options are passed through;
-// Prefix and Logger are filled in for every service.
+// Options configure the whole system: the embedded NATS server and each
+// service's options (the host fills in Prefix, Logger, Replicas and DataDir).
 type Options struct {
 	// DataDir holds JetStream's files, the file credential store
-	// (DataDir/secrets) and the runner's pid files.
+	// (DataDir/secrets), admin.key and the runner's pid files.
 	DataDir string
 	// NATSHost and NATSPort are where the embedded NATS listens (port -1: a
 	// free port; InProcessOnly: no listener at all).
@@ -51,15 +42,45 @@ type Options struct {
 	Prefix        string
 	Logger        *slog.Logger
 
-	// CredBackend is file (default) or vault; Vault configures the latter.
-	CredBackend string
-	Vault       vaultstore.Config
-
-	Runner   runner.Options
-	Config   config.Options
-	Registry registry.Options
-	// Gateway, when set, serves the HTTP edge (aggregated /mcp, REST API).
+	Credential credential.Options
+	Config     config.Options
+	Registry   registry.Options
+	Runner     runner.Options
+	// Gateway, when set with an address, serves the HTTP edge (aggregated
+	// /mcp, REST API).
 	Gateway *gateway.Options
+}
+
+// Row is one service of the table with the options it runs with.
+type Row struct {
+	Def  service.Definition
+	Opts service.Options
+}
+
+// Table is every mcpbus service, in start order, bound to o's options: the
+// one list that builds `mcpbus up` (all rows, one process) and
+// `mcpbus serve <name>` (one row). Adding a service is adding its row.
+func (o *Options) Table() []Row {
+	if o.Gateway == nil {
+		o.Gateway = &gateway.Options{} // no address: no gateway
+	}
+	return []Row{
+		{credential.Definition(), &o.Credential},
+		{config.Definition(), &o.Config},
+		{registry.Definition(), &o.Registry},
+		{runner.Definition(), &o.Runner},
+		{gateway.Definition(), o.Gateway},
+	}
+}
+
+// Services are the definitions of the table.
+func Services() []service.Definition {
+	var o Options
+	var defs []service.Definition
+	for _, r := range o.Table() {
+		defs = append(defs, r.Def)
+	}
+	return defs
 }
 
 // Stack is a running system.
@@ -69,25 +90,34 @@ type Stack struct {
 	Conn   *nats.Conn
 	Client *client.Client
 	Runner *runner.Runner
-	// Gateway is the HTTP edge (nil unless Options.Gateway was set).
+	// Gateway is the HTTP edge (nil when Options.Gateway has no address).
 	Gateway *gateway.Gateway
+	// Services are the running services, by name.
+	Services map[string]service.Service
 
 	log    *slog.Logger
 	conns  []*nats.Conn
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	errs   chan error
-	closer []func()
 	once   sync.Once
 }
 
-// Start brings every service up and returns once they all answer.
+// Start brings every service of the table up around an embedded NATS server
+// and returns once they all answer. Each service gets its own in-process
+// connection and talks to the others only through subjects, exactly as when
+// it runs alone.
 func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.DataDir == "" {
 		return nil, errors.New("stack: a data dir is required")
+	}
+	for _, r := range opts.Table() {
+		if err := r.Opts.Validate(); err != nil {
+			return nil, fmt.Errorf("%s service: %w", r.Def.Name, err)
+		}
 	}
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("stack: data dir: %w", err)
@@ -98,114 +128,60 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	life, cancel := context.WithCancel(context.Background())
-	s := &Stack{NATS: ns, log: opts.Logger, cancel: cancel, errs: make(chan error, 8)}
+	s := &Stack{NATS: ns, log: opts.Logger, cancel: cancel, errs: make(chan error, 8), Services: map[string]service.Service{}}
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
+	// In-process connections go through the same setup as a service's own.
 	connect := func(name string) (*nats.Conn, error) {
-		nc, err := ns.Connect(nats.Name(name))
+		nc, err := natsconn.Options{}.Dial(name, natsconn.FailFast, opts.Logger, nats.InProcessServer(ns.Server))
 		if err != nil {
-			return nil, fmt.Errorf("stack: connecting %s: %w", name, err)
+			return nil, fmt.Errorf("stack: %w", err)
 		}
 		s.conns = append(s.conns, nc)
 		return nc, nil
 	}
 
-	// Credential service first: the config service and the runners use it.
-	st, err := openStore(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	credNC, err := connect("mcpbus-credential")
-	if err != nil {
-		return nil, err
-	}
-	cred, err := credential.New(credNC, credential.Options{Prefix: opts.Prefix, Store: st, Logger: opts.Logger})
-	if err != nil {
-		return nil, err
-	}
-	if err := cred.Start(); err != nil {
-		return nil, err
-	}
-	s.closer = append(s.closer, func() { _ = cred.Stop() })
-
-	cfgNC, err := connect("mcpbus-config")
-	if err != nil {
-		return nil, err
-	}
-	co := opts.Config
-	co.Prefix, co.Logger = opts.Prefix, opts.Logger
-	cfgSvc, err := config.New(cfgNC, co)
-	if err != nil {
-		return nil, err
-	}
-	s.run("config", func() error { return cfgSvc.Run(life) })
-
-	regNC, err := connect("mcpbus-registry")
-	if err != nil {
-		return nil, err
-	}
-	ro := opts.Registry
-	ro.Prefix, ro.Logger = opts.Prefix, opts.Logger
-	if ro.Credentials == nil {
-		// The Smithery key may live in the credential service.
-		if ro.Credentials, err = credclient.NewResolver(regNC, opts.Prefix); err != nil {
-			return nil, err
-		}
-	}
-	reg, err := registry.New(regNC, ro)
-	if err != nil {
-		return nil, err
-	}
-	s.run("registry", func() error { return reg.Run(life) })
-
-	runNC, err := connect("mcpbus-runner")
-	if err != nil {
-		return nil, err
-	}
-	resolver, err := credclient.NewResolver(runNC, opts.Prefix)
-	if err != nil {
-		return nil, err
-	}
-	rn := opts.Runner
-	rn.Prefix, rn.Logger, rn.Resolver = opts.Prefix, opts.Logger, resolver
-	if rn.DataDir == "" {
-		rn.DataDir = opts.DataDir
-	}
-	if s.Runner, err = runner.New(runNC, rn); err != nil {
-		return nil, err
-	}
-	s.run("runner", func() error { return s.Runner.Run(life) })
-
-	if opts.Gateway != nil {
-		gwNC, err := connect("mcpbus-gateway")
+	// Setup steps wait for JetStream as long as the start-up may take.
+	wait, cancelWait := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelWait()
+	setup, stopSetup := context.WithCancel(life)
+	defer stopSetup()
+	context.AfterFunc(wait, stopSetup)
+	var order []string
+	for _, r := range opts.Table() {
+		nc, err := connect(service.ConnName(r.Def.Name))
 		if err != nil {
 			return nil, err
 		}
-		gw := *opts.Gateway
-		gw.Prefix, gw.Logger = opts.Prefix, opts.Logger
-		if gw.DataDir == "" {
-			gw.DataDir = opts.DataDir
+		svc, err := r.Opts.Build(setup, service.Env{Conn: nc, Prefix: opts.Prefix, DataDir: opts.DataDir,
+			Replicas: 1, Logger: opts.Logger.With("service", r.Def.Name), SharedHost: true})
+		if err != nil {
+			return nil, fmt.Errorf("%s service: %w", r.Def.Name, err)
 		}
-		if s.Gateway, err = gateway.New(ctx, gwNC, gw); err != nil {
-			return nil, err
+		if svc == nil {
+			continue // turned off by its settings
 		}
-		s.closer = append(s.closer, s.Gateway.Close)
-		s.run("gateway", func() error { return s.Gateway.Run(life) })
+		switch v := svc.(type) {
+		case *runner.Runner:
+			s.Runner = v
+		case *gateway.Gateway:
+			s.Gateway = v
+		}
+		s.Services[r.Def.Name] = svc
+		order = append(order, r.Def.Name)
+		s.run(r.Def.Name, func() error { return svc.Run(life) })
 	}
 
 	if s.Conn, err = connect("mcpbus-up"); err != nil {
 		return nil, err
 	}
 	s.Client = client.New(s.Conn, client.Options{Prefix: opts.Prefix})
-
-	wait, cancelWait := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelWait()
-	for name, ready := range map[string]<-chan struct{}{"config": cfgSvc.Ready(), "registry": reg.Ready(), "runner": s.Runner.Ready()} {
+	for _, name := range order {
 		select {
-		case <-ready:
+		case <-s.Services[name].Ready():
 		case err := <-s.errs:
 			return nil, err
 		case <-wait.Done():
@@ -213,20 +189,6 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
-}
-
-// openStore opens the chosen credential backend.
-func openStore(ctx context.Context, opts Options) (store.Store, error) {
-	switch opts.CredBackend {
-	case "", BackendFile:
-		return filestore.New(filepath.Join(opts.DataDir, "secrets"))
-	case BackendVault:
-		if opts.Vault.Address == "" {
-			return nil, errors.New("stack: the vault backend needs VAULT_ADDR")
-		}
-		return vaultstore.New(ctx, opts.Vault, opts.Logger)
-	}
-	return nil, fmt.Errorf("stack: unknown credential backend %q (file or vault)", opts.CredBackend)
 }
 
 // run keeps one service going; its failure ends Wait.
@@ -258,9 +220,6 @@ func (s *Stack) Close() {
 	s.once.Do(func() {
 		s.cancel()
 		s.wg.Wait()
-		for i := len(s.closer) - 1; i >= 0; i-- {
-			s.closer[i]()
-		}
 		for _, nc := range s.conns {
 			nc.Close()
 		}

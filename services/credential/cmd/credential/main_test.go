@@ -36,7 +36,7 @@ func TestBinary(t *testing.T) {
 	defer ns.Stop()
 	dataDir := filepath.Join(dir, "data")
 	var stderr strings.Builder
-	cmd := exec.Command(bin, "--nats", ns.ClientURL(), "--prefix", "test.v1", "--backend", "file", "--data-dir", dataDir)
+	cmd := exec.Command(bin, "--nats", ns.ClientURL(), "--prefix", "test.v1", "--cred-backend", "file", "--data-dir", dataDir)
 	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=")
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -67,7 +67,7 @@ func TestBinary(t *testing.T) {
 	if err != nil || !desc.Has("TOKEN") || desc.Backend != "file" {
 		t.Fatalf("set: %+v, %v\n%s", desc, err, stderr.String())
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, "credentials", id+".cred")); err != nil {
+	if _, err := os.Stat(filepath.Join(dataDir, "secrets", id+".cred")); err != nil {
 		t.Fatalf("record file: %v", err)
 	}
 	res, err := credclient.NewResolver(nc, "test.v1")

@@ -22,8 +22,8 @@ import (
 )
 
 const (
-	// SubDir is the store's directory under a data dir (<data-dir>/credentials).
-	SubDir = "credentials"
+	// SubDir is the store's directory under a data dir (<data-dir>/secrets).
+	SubDir = "secrets"
 	// KeyFile is the name of the key inside the store's directory.
 	KeyFile = "key"
 	// Ext ends the name of each record file.

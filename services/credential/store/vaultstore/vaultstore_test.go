@@ -16,6 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/libs/vaulttest"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
 	"github.com/mcpbus/mcpbus/services/credential/store"
@@ -412,10 +413,7 @@ func TestSealedVault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Stop()
+	testkit.RunService(t, svc)
 	c := credclient.New(nc, "")
 	res, err := credclient.NewResolver(nc, "")
 	if err != nil {

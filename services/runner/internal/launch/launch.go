@@ -1,6 +1,6 @@
 // Package launch turns an McpConfig into a go-sdk transport: a child process
 // in its own process group (npx, docker, binary) or a Streamable HTTP
-// connection, and stops child processes the way DESIGN.md prescribes.
+// connection, and stops child processes the way docs/design.md describes.
 package launch
 
 import (
@@ -84,7 +84,7 @@ func ChildEnv(base []string, env map[string]string) []string {
 
 // Prepare checks that the server can be launched on this host and builds its
 // transport. env is the resolved environment of the config (values, secrets).
-// Errors follow seeds/000: a missing package or binary is NOT_FOUND "Package
+// Errors follow the contract: a missing package or binary is NOT_FOUND "Package
 // not found", a missing runtime SERVICE_UNAVAILABLE.
 func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, opts Options) (*Launched, error) {
 	if cfg.Transport.Type == model.TransportHTTP {

@@ -155,7 +155,7 @@ func newCredSetCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			desc, err := credclient.New(nc, g.prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: cfg.ID, Credentials: creds})
+			desc, err := credclient.New(nc, g.bus.Prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: cfg.ID, Credentials: creds})
 			if err != nil {
 				return err
 			}
@@ -213,7 +213,7 @@ func newCredRmCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			desc, err := credclient.New(nc, g.prefix).Delete(cmd.Context(), model.CredDeleteRequest{ServerID: cfg.ID, Names: args[1:]})
+			desc, err := credclient.New(nc, g.bus.Prefix).Delete(cmd.Context(), model.CredDeleteRequest{ServerID: cfg.ID, Names: args[1:]})
 			if err != nil {
 				return err
 			}
@@ -241,7 +241,7 @@ func newCredDescribeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			desc, err := credclient.New(nc, g.prefix).Describe(cmd.Context(), model.CredDescribeRequest{ServerID: cfg.ID})
+			desc, err := credclient.New(nc, g.bus.Prefix).Describe(cmd.Context(), model.CredDescribeRequest{ServerID: cfg.ID})
 			if err != nil {
 				return err
 			}
@@ -296,7 +296,7 @@ func newRegistryKeyCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			desc, err := credclient.New(nc, g.prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: model.RegistryCredentialsID,
+			desc, err := credclient.New(nc, g.bus.Prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: model.RegistryCredentialsID,
 				Credentials: model.Credentials{Env: map[string]string{model.SmitheryKeyEnv: key}}})
 			if err != nil {
 				return err

@@ -27,7 +27,7 @@ func (g *globals) keysRequest(cmd *cobra.Command, verb string, in, out any) erro
 		return err
 	}
 	defer nc.Close()
-	return bus.RequestJSON(cmd.Context(), nc, bus.NewSubjects(g.prefix).Service("keys", verb), in, out, 10*time.Second)
+	return bus.RequestJSON(cmd.Context(), nc, bus.NewSubjects(g.bus.Prefix).Service("keys", verb), in, out, 10*time.Second)
 }
 
 func newKeysCreateCmd(g *globals) *cobra.Command {

@@ -27,7 +27,7 @@ func newSearchCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			res, err := registry.Search(cmd.Context(), nc, g.prefix, req)
+			res, err := registry.Search(cmd.Context(), nc, g.bus.Prefix, req)
 			if err != nil {
 				return err
 			}
@@ -108,7 +108,7 @@ with --var NAME=value.`,
 				return err
 			}
 			defer nc.Close()
-			plan, err := registry.Get(cmd.Context(), nc, g.prefix, req)
+			plan, err := registry.Get(cmd.Context(), nc, g.bus.Prefix, req)
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -19,12 +18,14 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/natsconn"
+	"github.com/mcpbus/mcpbus/libs/service"
+	"github.com/mcpbus/mcpbus/libs/settings"
 )
 
 // globals are the flags every client command shares.
 type globals struct {
-	natsURL string
-	prefix  string
+	bus     service.Bus
 	json    bool
 	timeout time.Duration
 	stdin   io.Reader
@@ -58,11 +59,12 @@ func newRoot(g *globals) *cobra.Command {
 		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.natsURL, "nats", envOr("MCPBUS_NATS_URL", nats.DefaultURL), "NATS server URL (env MCPBUS_NATS_URL)")
-	pf.StringVar(&g.prefix, "prefix", envOr("MCPBUS_PREFIX", ""), "subject prefix (default mcp.v1; env MCPBUS_PREFIX)")
+	g.bus.Register(settings.New(pf))
+	// Env vars fill what the command line left unset; a malformed one is an error.
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return settings.ApplyEnv(cmd.Flags()) }
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	pf.DurationVar(&g.timeout, "timeout", 35*time.Second, "how long to wait for an answer")
-	root.AddCommand(newUpCmd(g), newServersCmd(g), newCredCmd(g), newSearchCmd(g), newAddCmd(g), newKeysCmd(g), newServeStdioCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g), newRunnersCmd(g))
+	root.AddCommand(newUpCmd(g), newServersCmd(g), newCredCmd(g), newSearchCmd(g), newAddCmd(g), newKeysCmd(g), newServeStdioCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g), newRunnersCmd(g), newServeCmd(g))
 	for _, verb := range []string{"start", "stop", "restart"} {
 		root.AddCommand(newRuntimeCmd(g, verb))
 	}
@@ -71,11 +73,11 @@ func newRoot(g *globals) *cobra.Command {
 
 // connect opens the client connection of a client command.
 func (g *globals) connect(ctx context.Context) (*nats.Conn, *client.Client, error) {
-	nc, err := nats.Connect(g.natsURL, nats.Name("mcpbus-cli"), nats.Timeout(5*time.Second))
+	nc, err := g.bus.NATS.Dial("mcpbus-cli", natsconn.FailFast, nil)
 	if err != nil {
-		return nil, nil, apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("cannot reach NATS at %s (is `mcpbus up` running?)", g.natsURL), err)
+		return nil, nil, apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("cannot reach NATS at %s (is `mcpbus up` running?)", g.bus.NATS.URLs), err)
 	}
-	return nc, client.New(nc, client.Options{Prefix: g.prefix, Timeout: g.timeout}), nil
+	return nc, client.New(nc, client.Options{Prefix: g.bus.Prefix, Timeout: g.timeout}), nil
 }
 
 // printJSON writes v as indented JSON.
@@ -104,20 +106,4 @@ func (g *globals) printError(err error) {
 		return
 	}
 	fmt.Fprintf(g.stderr, "error: %s: %s\n", e.Code, e.Message)
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	if v := os.Getenv(name); v != "" {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
-	}
-	return def
 }

@@ -30,7 +30,7 @@ bus. Logs go to stderr. Point a client at it, e.g. in claude_desktop_config.json
 			}
 			defer nc.Close()
 			log := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			agg, err := mcpserver.New(cmd.Context(), nc, mcpserver.Options{Prefix: g.prefix, Logger: log, NoAuth: true})
+			agg, err := mcpserver.New(cmd.Context(), nc, mcpserver.Options{Prefix: g.bus.Prefix, Logger: log, NoAuth: true})
 			if err != nil {
 				return fmt.Errorf("serve-stdio: %w", err)
 			}

@@ -1,6 +1,7 @@
 package serverfile
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,16 +10,22 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
+// mcpbus's own servers file: {"servers": [McpConfig…]}, JSON or YAML. Its
+// configs are model.McpConfig as the API writes them, so it has no types of
+// its own.
+
 var configType = reflect.TypeFor[model.McpConfig]()
 
-// parseNative reads mcpbus's own {"servers": [McpConfig…]}. It is strict: an
-// unknown field anywhere is an error naming it, so a typo never drops a setting.
-func parseNative(doc document, r *resolver) ([]Entry, error) {
+// parseNative is strict: an unknown field anywhere is an error naming it, so
+// a typo never drops a setting.
+func parseNative(doc document, vars map[string]string) ([]Entry, error) {
+	r := newResolver(vars)
 	root, ok := doc.root.(map[string]any)
 	if !ok {
 		return nil, apierr.Invalid("content", "expected a mapping with a servers list")
@@ -168,10 +175,7 @@ func nativeEntry(path string, cfg model.McpConfig, x nativeExpander) (Entry, err
 	if len(t.Headers) == 0 {
 		t.Headers = nil
 	}
-	t.SecretHeaders = nil
-	for _, h := range slices.Sorted(maps.Keys(secretHeader)) {
-		t.SecretHeaders = append(t.SecretHeaders, h)
-	}
+	t.SecretHeaders = append([]string(nil), slices.Sorted(maps.Keys(secretHeader))...)
 
 	if (cfg.AuthType == "" || cfg.AuthType == model.AuthNone) && hasSecrets(&cfg) {
 		// The runner asks the credential service only for servers that need it.
@@ -271,4 +275,117 @@ func describe(t reflect.Type) string {
 		return "a mapping"
 	}
 	return t.String()
+}
+
+// renderNative writes {"servers": [...]} without the fields the config
+// service owns (id, revision, timestamps), so the file imports anywhere.
+func renderNative(configs []model.McpConfig) ([]byte, error) {
+	out := struct {
+		Servers []exported `json:"servers"`
+	}{Servers: make([]exported, 0, len(configs))}
+	for _, c := range configs {
+		// A deep copy: escaping and placeholders must not touch the caller's slices and maps.
+		data, err := json.Marshal(c)
+		if err != nil {
+			return nil, apierr.Wrap(apierr.Internal, "encoding config "+c.Slug, err)
+		}
+		var cp model.McpConfig
+		if err := json.Unmarshal(data, &cp); err != nil {
+			return nil, apierr.Wrap(apierr.Internal, "copying config "+c.Slug, err)
+		}
+		cp.ID, cp.Revision, cp.CreatedAt, cp.UpdatedAt = "", 0, time.Time{}, time.Time{}
+		escapeValue(reflect.ValueOf(&cp).Elem())
+		for name, v := range cp.EnvVars {
+			if secretEnv(name, v) && (v.KeyfilePath == "" || v.Value != "") {
+				v.Value = placeholder(name, false, v.Required || v.Value != "")
+				cp.EnvVars[name] = v
+			}
+		}
+		headers, secretHeaders := renderHeaders(cp.Transport)
+		cp.Transport.Headers, cp.Transport.SecretHeaders = headers, secretHeaders
+		out.Servers = append(out.Servers, exported{McpConfig: cp})
+	}
+	return encodeJSON(out, "servers file")
+}
+
+// exported is a config without its id: the shallower, omitted ID hides the
+// embedded one (revision and timestamps are omitted when zero already).
+type exported struct {
+	ID string `json:"id,omitempty"`
+	model.McpConfig
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+// escapeValue escapes every string value (not map keys, which are never
+// expanded) held by v, so literal ${ survives the re-import.
+func escapeValue(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(escape(v.String()))
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				escapeValue(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		if v.Type() == rawMessageType {
+			v.SetBytes(escapeJSON(v.Bytes()))
+			return
+		}
+		for i := range v.Len() {
+			escapeValue(v.Index(i))
+		}
+	case reflect.Map:
+		iter := v.MapRange()
+		for iter.Next() {
+			e := reflect.New(v.Type().Elem()).Elem()
+			e.Set(iter.Value())
+			escapeValue(e)
+			v.SetMapIndex(iter.Key(), e)
+		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			escapeValue(v.Elem())
+		}
+	}
+}
+
+// escapeJSON escapes the string values of free JSON (the config block).
+func escapeJSON(raw []byte) []byte {
+	if len(raw) == 0 || !bytes.Contains(raw, []byte("${")) {
+		return raw
+	}
+	v, err := decodeValue(raw)
+	if err != nil {
+		return raw
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch t := v.(type) {
+		case string:
+			return escape(t)
+		case map[string]any:
+			for k, x := range t {
+				t[k] = walk(x)
+			}
+		case []any:
+			for i, x := range t {
+				t[i] = walk(x)
+			}
+		}
+		return v
+	}
+	out, err := json.Marshal(walk(v))
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// nativeStrings are the string values Parse expands: all of the servers'.
+func nativeStrings(doc document) []string {
+	root, _ := doc.root.(map[string]any)
+	return appendStrings(nil, root["servers"])
 }

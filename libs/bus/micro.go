@@ -1,0 +1,65 @@
+package bus
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// Endpoint is one request/reply endpoint of a micro service.
+type Endpoint struct {
+	Name    string
+	Subject string
+	// Handler answers; JSONHandler gives panic recovery, trace extraction
+	// and the error contract.
+	Handler micro.Handler
+	// Broadcast makes every instance hear the requests (no queue group).
+	Broadcast bool
+}
+
+// ServiceConfig is a micro service and its endpoints.
+type ServiceConfig struct {
+	Name        string
+	Version     string
+	Description string
+	// QueueGroup instances share the work in (default: Name).
+	QueueGroup string
+	Metadata   map[string]string
+	Endpoints  []Endpoint
+}
+
+// flushTimeout bounds waiting for the server to confirm the subscriptions.
+const flushTimeout = 10 * time.Second
+
+// StartService registers a micro service and its endpoints, and returns once
+// the server has their subscriptions, so a request sent after it returns is
+// answered. Stop the service to drain its endpoints.
+func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
+	if cfg.QueueGroup == "" {
+		cfg.QueueGroup = cfg.Name
+	}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name: cfg.Name, Version: cfg.Version, Description: cfg.Description,
+		QueueGroup: cfg.QueueGroup, Metadata: cfg.Metadata,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: micro service: %w", cfg.Name, err)
+	}
+	for _, e := range cfg.Endpoints {
+		opts := []micro.EndpointOpt{micro.WithEndpointSubject(e.Subject)}
+		if e.Broadcast {
+			opts = append(opts, micro.WithEndpointQueueGroupDisabled())
+		}
+		if err := svc.AddEndpoint(e.Name, e.Handler, opts...); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("%s: endpoint %s (%s): %w", cfg.Name, e.Name, e.Subject, err)
+		}
+	}
+	if err := nc.FlushTimeout(flushTimeout); err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("%s: flushing subscriptions: %w", cfg.Name, err)
+	}
+	return svc, nil
+}

@@ -1,0 +1,154 @@
+// Package natsconn is the one way an mcpbus process connects to NATS: server
+// URLs, credentials (a creds file or an nkey seed), TLS, a private inbox
+// prefix and the connection name, reconnecting forever. Services, the CLI
+// and `mcpbus up`'s in-process connections all go through Dial.
+package natsconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/settings"
+)
+
+// Options say where NATS is and who this process is there.
+type Options struct {
+	// URLs is one server URL or a comma-separated list; the first is tried
+	// first (a runner lists its own node first), then the others.
+	URLs string
+	// CredsFile is a NATS credentials file (user JWT and nkey seed).
+	CredsFile string
+	// NKeyFile is a file holding an nkey seed (user nkey authentication).
+	NKeyFile string
+	// CAFile, CertFile and KeyFile configure TLS: the CA to trust and this
+	// client's certificate (both or neither of the last two).
+	CAFile   string
+	CertFile string
+	KeyFile  string
+	// InboxPrefix replaces _INBOX for this connection's replies, so
+	// permissions can keep other identities from reading them.
+	InboxPrefix string
+}
+
+// Register adds the connection settings.
+func (o *Options) Register(s *settings.Set) {
+	s.String(&o.URLs, "nats", "MCPBUS_NATS_URL", nats.DefaultURL, "NATS server URL, or a comma-separated list")
+	s.String(&o.CredsFile, "nats-creds", "", "", "NATS credentials file (JWT + nkey seed)")
+	s.String(&o.NKeyFile, "nats-nkey", "", "", "file with an nkey seed to authenticate with")
+	s.String(&o.CAFile, "nats-ca", "", "", "CA certificate (PEM) to verify the NATS server with")
+	s.String(&o.CertFile, "nats-cert", "", "", "client certificate (PEM) for NATS TLS")
+	s.String(&o.KeyFile, "nats-key", "", "", "client key (PEM) for NATS TLS")
+	s.String(&o.InboxPrefix, "nats-inbox-prefix", "", "", "prefix of this connection's reply subjects (default _INBOX)")
+}
+
+// Validate checks the options that can be checked before connecting.
+func (o Options) Validate() error {
+	if o.CredsFile != "" && o.NKeyFile != "" {
+		return errors.New("--nats-creds and --nats-nkey are exclusive: give one identity")
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return errors.New("--nats-cert and --nats-key go together")
+	}
+	return nil
+}
+
+// Mode is how Dial treats a server that is not there.
+type Mode int
+
+const (
+	// Wait keeps trying in the background until a server answers: services
+	// start before NATS in a deployment and must not give up.
+	Wait Mode = iota
+	// FailFast returns an error at once: a CLI command should say NATS is
+	// not running rather than hang.
+	FailFast
+)
+
+// Dial connects as name. extra options come last (an in-process server
+// for `mcpbus up`, test tweaks). log, when set, hears disconnections and
+// reconnections.
+func (o Options) Dial(name string, mode Mode, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		// The first URL is this process's node (a runner's own node):
+		// keep the order instead of shuffling.
+		nats.DontRandomize(),
+		nats.Timeout(5 * time.Second),
+	}
+	if mode == Wait {
+		opts = append(opts, nats.RetryOnFailedConnect(true))
+	}
+	if o.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(o.CredsFile))
+	}
+	if o.NKeyFile != "" {
+		opt, err := nats.NkeyOptionFromSeed(o.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-nkey: %w", err)
+		}
+		opts = append(opts, opt)
+	}
+	if o.CAFile != "" {
+		opts = append(opts, nats.RootCAs(o.CAFile))
+	}
+	if o.CertFile != "" {
+		opts = append(opts, nats.ClientCert(o.CertFile, o.KeyFile))
+	}
+	if o.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
+	}
+	if log != nil {
+		opts = append(opts,
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				if err != nil {
+					log.Warn("NATS connection lost; reconnecting", "conn", name, "error", err)
+				}
+			}),
+			nats.ReconnectHandler(func(nc *nats.Conn) {
+				log.Info("NATS connection back", "conn", name, "server", nc.ConnectedUrlRedacted())
+			}),
+			nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+				subject := ""
+				if sub != nil {
+					subject = sub.Subject
+				}
+				log.Warn("NATS error", "conn", name, "subject", subject, "error", err)
+			}))
+	}
+	opts = append(opts, extra...)
+	url := o.URLs
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s as %s: %w", url, name, err)
+	}
+	return nc, nil
+}
+
+// WaitConnected waits until nc is connected (a Wait-mode dial returns before
+// it is), or ctx ends.
+func WaitConnected(ctx context.Context, nc *nats.Conn) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for !nc.IsConnected() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for NATS: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+package testkit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/service"
+)
+
+// RunService runs svc until the test ends (or stop is called) and returns
+// once it is ready; it fails the test if it is not ready within 30 s or if
+// Run fails. stop ends it and waits for Run to return.
+func RunService(tb testing.TB, svc service.Service) (stop func()) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	var stopped bool
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				tb.Errorf("service Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			tb.Errorf("service did not stop within 30s")
+		}
+	}
+	tb.Cleanup(stop)
+	select {
+	case <-svc.Ready():
+	case err := <-done:
+		stopped = true
+		tb.Fatalf("service stopped before it was ready: %v", err)
+	case <-time.After(30 * time.Second):
+		tb.Fatal("service not ready within 30s")
+	}
+	return stop
+}

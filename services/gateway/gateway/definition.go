@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/service"
+	"github.com/mcpbus/mcpbus/libs/settings"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+)
+
+// DefaultCallTimeout is how long the gateway waits for a tool call's answer:
+// longer than the runner's default call timeout, so the runner's own timeout
+// error arrives first, and room for servers configured with longer ones.
+const DefaultCallTimeout = 60 * time.Second
+
+// Definition is the gateway's row of the service table.
+func Definition() service.Definition {
+	return service.Definition{Name: "gateway", Version: auth.Version,
+		Summary: "the HTTP edge: aggregated MCP endpoint /mcp, REST API, API keys and rate limits",
+		Options: func() service.Options { return &Options{} }}
+}
+
+// Register adds the gateway's settings.
+func (o *Options) Register(s *settings.Set) {
+	s.String(&o.Addr, "http-addr", "", DefaultAddr, "where the gateway listens; empty: no gateway (mcpbus up)")
+	s.Bool(&o.NoAuth, "no-auth", "", false, "turn API keys OFF: anyone reaching the gateway may call every tool (local experiments only)")
+	s.Float64(&o.RateRPS, "rate-rps", "", auth.DefaultRPS, "default requests per second per API key")
+	s.Int(&o.RateBurst, "rate-burst", "", auth.DefaultBurst, "default burst per API key")
+	s.Int64(&o.MaxBodyBytes, "max-body", "", DefaultMaxBodyBytes, "request body limit in bytes (larger: 413)")
+	s.Strings(&o.CORSOrigins, "cors-origin", "MCPBUS_CORS_ORIGINS", nil, "browser origin allowed by CORS (repeat, or a comma list; * for any; default none)")
+	s.Duration(&o.MCP.CallTimeout, "gateway-call-timeout", "", DefaultCallTimeout, "how long the gateway waits for a tool call's answer")
+	s.Bool(&o.MCP.Stateless, "stateless", "", false, "serve /mcp without sessions (every POST stands alone)")
+}
+
+// Validate checks the limits (zero takes the default).
+func (o *Options) Validate() error {
+	switch {
+	case o.RateRPS < 0:
+		return fmt.Errorf("--rate-rps %v must not be negative", o.RateRPS)
+	case o.RateBurst < 0:
+		return fmt.Errorf("--rate-burst %d must not be negative", o.RateBurst)
+	case o.MaxBodyBytes < 0:
+		return fmt.Errorf("--max-body %d must not be negative", o.MaxBodyBytes)
+	case o.MCP.CallTimeout < 0:
+		return fmt.Errorf("--gateway-call-timeout %s must not be negative", o.MCP.CallTimeout)
+	}
+	return nil
+}
+
+// Build makes the gateway and binds its listener (nil when --http-addr is
+// empty: mcpbus up without a gateway).
+func (o *Options) Build(ctx context.Context, env service.Env) (service.Service, error) {
+	if o.Addr == "" {
+		return nil, nil
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	opts := *o
+	opts.Prefix, opts.Logger, opts.Replicas = env.Prefix, env.Logger, env.Replicas
+	if opts.DataDir == "" {
+		opts.DataDir = env.DataDir
+	}
+	return New(ctx, env.Conn, opts)
+}
+
+// Announce tells where the gateway is and where its admin key is.
+func (g *Gateway) Announce(w io.Writer) {
+	fmt.Fprintf(w, "gateway: MCP endpoint http://%s/mcp, REST API http://%s/api/v1 (OpenAPI at /api/v1/openapi.json)\n", g.Addr(), g.Addr())
+	switch {
+	case g.opts.NoAuth:
+		fmt.Fprintln(w, "WARNING: authentication is OFF (--no-auth): anyone who can reach the gateway may call every tool and change every server")
+	case g.AdminKeyCreated():
+		fmt.Fprintf(w, "gateway: an admin API key was written to %s (0600); send it as 'Authorization: Bearer <key>'; make more with mcpbus keys create\n", g.AdminKeyPath())
+	default:
+		fmt.Fprintf(w, "gateway: the admin API key is in %s\n", g.AdminKeyPath())
+	}
+}

@@ -1,0 +1,152 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+)
+
+// viewCtxKey carries the request's view from Handler to getServer, through
+// go-sdk's StreamableHTTPHandler.
+type viewCtxKey struct{}
+
+// Handler is the Streamable HTTP endpoint. Each request's principal
+// (auth.PrincipalFrom) chooses the tools it sees.
+func (a *Aggregator) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := auth.PrincipalFrom(r.Context())
+		if p == nil {
+			if !a.opts.NoAuth {
+				writeError(w, apierr.New(apierr.Unauthorized, "an API key is required"))
+				return
+			}
+			p = auth.Anonymous()
+		}
+		if !p.Can(auth.ScopeCall) {
+			writeError(w, apierr.New(apierr.Unauthorized, "this API key may not list or call tools (scope call)"))
+			return
+		}
+		v, err := a.viewFor(p)
+		if err != nil {
+			writeError(w, apierr.From(err))
+			return
+		}
+		var ls *liveSession
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && !a.opts.Stateless {
+			// A session belongs to the key (and filter) that opened it; to
+			// anyone else it does not exist, which tells a client to start a
+			// new one.
+			if !v.owns(sid) {
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+			var done func()
+			ls, done = a.sessions.enter(v, sid, r.Method)
+			defer done()
+		}
+		if r.Method == http.MethodPost {
+			msg, ok := precheck(w, r)
+			if !ok {
+				return
+			}
+			if msg != nil && !a.opts.NoFastPath && a.fastPath(w, r, v, ls, msg) {
+				return
+			}
+		}
+		a.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewCtxKey{}, v)))
+	})
+}
+
+// getServer is go-sdk's choice of server for a request: the view Handler put
+// in its context.
+func (a *Aggregator) getServer(r *http.Request) *mcp.Server {
+	if v, ok := r.Context().Value(viewCtxKey{}).(*view); ok {
+		return v.server
+	}
+	return nil
+}
+
+// serverMethods are the requests an MCP server receives (go-sdk v1.8.0).
+var serverMethods = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true, "subscriptions/listen": true,
+	"tools/list": true, "tools/call": true, "prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+	"completion/complete": true, "logging/setLevel": true,
+}
+
+// precheck answers the bad POSTs that go-sdk refuses in plain text with the
+// JSON-RPC error of the spec instead, still with HTTP 400 (Streamable HTTP
+// lets the body of a refused POST be a JSON-RPC error): a body that is not
+// JSON (-32700, no id) and a request for a method no MCP server has (-32601).
+// Requests of protocol 2026-07-28 get -32601 from go-sdk itself; bodies over
+// its size limit are left for it to refuse.
+//
+// It returns the decoded message (nil when the body is not one JSON-RPC
+// message of an older protocol) for the call fast path, with the body left
+// readable for go-sdk.
+func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
+	if r.Body == nil {
+		return nil, true
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
+	if err != nil {
+		writeError(w, apierr.Wrap(apierr.Validation, "reading the request body: "+err.Error(), err))
+		return nil, false
+	}
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	if len(body) > mcp.DefaultMaxRequestBodyBytes {
+		return nil, true
+	}
+	notJSON := func() bool {
+		if json.Valid(body) {
+			return false
+		}
+		writeRPCError(w, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "Parse error: the body is not valid JSON"})
+		return true
+	}
+	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
+		return nil, !notJSON()
+	}
+	// Decoding fails on bad JSON too: the separate scan is only needed then.
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return nil, !notJSON()
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !serverMethods[req.Method] {
+		writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("Method not found: %q", req.Method)})
+		return nil, false
+	}
+	return msg, true
+}
+
+// writeRPCError answers a refused POST: HTTP 400 with a JSON-RPC error body.
+func writeRPCError(w http.ResponseWriter, id jsonrpc.ID, e *jsonrpc.Error) {
+	writeRPC(w, http.StatusBadRequest, &jsonrpc.Response{ID: id, Error: e})
+}
+
+// writeError answers with the error contract, as the rest of the gateway does.
+func writeError(w http.ResponseWriter, e *apierr.Error) { auth.WriteError(w, 0, e) }
+
+// writeRPC writes one JSON-RPC response as the POST's application/json body
+// with the given HTTP status.
+func writeRPC(w http.ResponseWriter, status int, resp *jsonrpc.Response) {
+	data, err := jsonrpc.EncodeMessage(resp)
+	if err != nil {
+		http.Error(w, "encoding the response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}

@@ -1,0 +1,35 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+)
+
+// ServeStdio serves the aggregate to one client over stdin/stdout until the
+// client hangs up or ctx ends. A nil p sees everything (a local command).
+func (a *Aggregator) ServeStdio(ctx context.Context, p *auth.Principal) error {
+	return a.Serve(ctx, p, &mcp.StdioTransport{})
+}
+
+// Serve serves the aggregate to one client over any go-sdk transport.
+func (a *Aggregator) Serve(ctx context.Context, p *auth.Principal, t mcp.Transport) error {
+	if p == nil {
+		p = auth.Anonymous()
+	}
+	if !p.Can(auth.ScopeCall) {
+		return apierr.New(apierr.Unauthorized, "this API key may not list or call tools (scope call)")
+	}
+	v, err := a.viewFor(p)
+	if err != nil {
+		return err
+	}
+	if err := v.server.Run(ctx, t); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("mcpserver: serving: %w", err)
+	}
+	return nil
+}

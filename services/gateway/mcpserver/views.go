@@ -1,0 +1,140 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+)
+
+// view is the MCP server of one principal: the tools it may see.
+type view struct {
+	key       string
+	principal *auth.Principal
+	server    *mcp.Server
+	installed map[string]*toolEntry
+	lastUsed  atomic.Int64
+}
+
+func (v *view) touch() { v.lastUsed.Store(time.Now().UnixNano()) }
+
+// newSessionID starts the session id with the view's key, so that owns can
+// tell a session of this key (and filter) from anyone else's.
+func (v *view) newSessionID() string { return v.key + "-" + rand.Text() }
+
+// owns reports whether session id sid was opened through v.
+func (v *view) owns(sid string) bool { return strings.HasPrefix(sid, v.key+"-") }
+
+// viewKey identifies a principal's server: its key and its filter, so a
+// changed filter gets a fresh server (and the old sessions end).
+func viewKey(p *auth.Principal) string {
+	f, _ := json.Marshal(p.Tools)
+	sum := sha256.Sum256([]byte(p.KeyID + "\x00" + string(f)))
+	return hex.EncodeToString(sum[:8])
+}
+
+// viewFor returns the server of p, creating it on first use.
+func (a *Aggregator) viewFor(p *auth.Principal) (*view, error) {
+	key := viewKey(p)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, apierr.New(apierr.ServiceUnavailable, "the MCP gateway is shutting down")
+	}
+	if v, ok := a.views[key]; ok {
+		v.touch()
+		return v, nil
+	}
+	cp := *p
+	v := &view{key: key, principal: &cp, installed: map[string]*toolEntry{}}
+	v.server = mcp.NewServer(&mcp.Implementation{Name: "mcpbus", Title: "mcpbus", Version: a.opts.Version}, &mcp.ServerOptions{
+		Instructions: "The tools, resources and prompts of every MCP server mcpbus runs. " +
+			"Tools and prompts are named <server>__<name>; resource URIs are mcpbus://<server>/<escaped original URI>. " +
+			"_meta of each names the server (" + MetaServer + ") and the original name.",
+		Logger: a.log,
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:       &mcp.ToolCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{},
+			Prompts:     &mcp.PromptCapabilities{},
+			Completions: &mcp.CompletionCapabilities{},
+		},
+		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return a.complete(ctx, v, req)
+		},
+		// Handler refuses a session id used by another key (or under a
+		// changed filter): see owns.
+		GetSessionID: v.newSessionID,
+	})
+	v.server.AddReceivingMiddleware(a.features(v))
+	v.touch()
+	a.syncView(v)
+	a.views[key] = v
+	return v, nil
+}
+
+// syncView brings a principal's server in line with the tool set; a.mu is held.
+func (a *Aggregator) syncView(v *view) {
+	var gone []string
+	for name := range v.installed {
+		if _, ok := a.tools[name]; !ok || !v.principal.AllowsTool(name) {
+			gone = append(gone, name)
+			delete(v.installed, name)
+		}
+	}
+	if len(gone) > 0 {
+		v.server.RemoveTools(gone...)
+	}
+	for name, e := range a.tools {
+		if v.installed[name] == e || !v.principal.AllowsTool(name) {
+			continue
+		}
+		if a.addTool(v.server, e) {
+			v.installed[name] = e
+		}
+	}
+}
+
+// addTool adds e to s. go-sdk panics on tools it cannot serve (a bad
+// x-mcp-header annotation, say): such a tool is left out, not the gateway.
+func (a *Aggregator) addTool(s *mcp.Server, e *toolEntry) (ok bool) {
+	if e.unservable {
+		return false
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			a.log.Warn("tool left out of the aggregate", "server", e.cat.Server, "tool", e.cat.Tool, "error", fmt.Sprint(p))
+			e.unservable = true
+			ok = false
+		}
+	}()
+	s.AddTool(e.tool, a.toolHandler(e))
+	return true
+}
+
+// DropKey ends every MCP session opened with keyID and forgets its views:
+// called when the key is revoked, so a revoked key keeps nothing open.
+func (a *Aggregator) DropKey(keyID string) {
+	a.mu.Lock()
+	var dropped []*view
+	for key, v := range a.views {
+		if v.principal.KeyID == keyID {
+			dropped = append(dropped, v)
+			delete(a.views, key)
+		}
+	}
+	a.mu.Unlock()
+	a.sessions.closeAll(dropped)
+	if len(dropped) > 0 {
+		a.log.Info("API key revoked: its MCP sessions were closed", "key_id", keyID, "views", len(dropped))
+	}
+}

@@ -1,0 +1,118 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// The aggregate's view of the bus: KV mcp_tools (the catalogs) and
+// mcp_status (which servers run), followed and kept in memory so that no
+// list waits on a bus round trip.
+
+// buckets opens KV mcp_tools and mcp_status, creating the shared assets when
+// the gateway is the first service up.
+func buckets(ctx context.Context, js jetstream.JetStream, prefix string) (tools, status jetstream.KeyValue, err error) {
+	tools, err = js.KeyValue(ctx, bus.BucketTools)
+	if err == nil {
+		status, err = js.KeyValue(ctx, bus.BucketStatus)
+	}
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		var assets *bus.Assets
+		if assets, err = bus.EnsureAssets(ctx, js, bus.NewSubjects(prefix), bus.AssetOptions{}); err == nil {
+			return assets.Tools, assets.Status, nil
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcpserver: opening the catalog buckets: %w", err)
+	}
+	return tools, status, nil
+}
+
+func decodeJSON[T any](data []byte) (T, error) {
+	var v T
+	err := json.Unmarshal(data, &v)
+	return v, err
+}
+
+// watchKV follows every key of kv and calls apply with the full state (a
+// copy the callee may keep) after each snapshot and after each change.
+// bus.FollowKV starts the watch over, with a complete state, after a NATS
+// restart or when it breaks, so deletes missed meanwhile are not kept. ready
+// is closed after the first complete state, or when ctx ends.
+func watchKV[T any](ctx context.Context, log *slog.Logger, nc *nats.Conn, kv jetstream.KeyValue, decode func([]byte) (T, error), apply func(map[string]T), ready chan<- struct{}) {
+	readyOnce := sync.OnceFunc(func() { close(ready) })
+	defer readyOnce()
+	state := map[string]T{} // only FollowKV's goroutine touches it
+	set := func(e jetstream.KeyValueEntry) {
+		if e.Operation() != jetstream.KeyValuePut {
+			delete(state, e.Key())
+			return
+		}
+		v, err := decode(e.Value())
+		if err != nil {
+			log.Warn("ignoring an undecodable entry", "bucket", kv.Bucket(), "key", e.Key(), "error", err)
+			delete(state, e.Key())
+			return
+		}
+		state[e.Key()] = v
+	}
+	bus.FollowKV(ctx, nc, kv, bus.KVHandler{
+		Snapshot: func(entries map[string]jetstream.KeyValueEntry) {
+			clear(state)
+			for _, e := range entries {
+				set(e)
+			}
+			apply(maps.Clone(state))
+		},
+		Update: func(e jetstream.KeyValueEntry) {
+			set(e)
+			apply(maps.Clone(state))
+		},
+		Ready: readyOnce,
+	}, bus.KVFollowOptions{Logger: log})
+}
+
+// applyCatalogs installs a new state of KV mcp_tools: the tool set is derived
+// again and every principal's server gets the difference (go-sdk then tells
+// its sessions tools/list_changed).
+func (a *Aggregator) applyCatalogs(catalogs map[string]model.Catalog) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.catalogs = catalogs
+	warned := map[string]bool{}
+	a.tools = deriveTools(catalogs, a.tools, func(t model.Tool, err error) {
+		// Warn once per bad entry, not again at every catalog change.
+		key := t.Server + "\x00" + t.Tool + "\x00" + err.Error()
+		warned[key] = true
+		if !a.warned[key] {
+			a.log.Warn("catalog entry left out of the aggregate", "server", t.Server, "tool", t.Tool, "error", err)
+		}
+	})
+	a.warned = warned
+	for _, v := range a.views {
+		a.syncView(v)
+	}
+}
+
+// applyStatus installs a new state of KV mcp_status: lists ask only the
+// running servers, so a list never starts every idle one.
+func (a *Aggregator) applyStatus(status map[string]model.Status) {
+	running := make(map[string]bool, len(status))
+	for slug, st := range status {
+		running[slug] = st.State == model.StateRunning
+	}
+	a.mu.Lock()
+	a.running = running
+	a.mu.Unlock()
+}

@@ -1,0 +1,112 @@
+package registry
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Nothing a registry sends is executed or used as a path unchecked: package
+// names, image references, URLs, argument and header names all pass strict
+// patterns here, host paths come only from the user, and runtime flags (which
+// docker would obey) come from a short allowlist.
+
+var (
+	npmNamePattern  = regexp.MustCompile(`^(@[a-zA-Z0-9][a-zA-Z0-9._~-]*/)?[a-zA-Z0-9][a-zA-Z0-9._~-]*$`)
+	versionPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,127}$`)
+	envNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	flagPattern     = regexp.MustCompile(`^--?[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	placeholderExpr = regexp.MustCompile(`\{([A-Za-z0-9_.-]+)\}`)
+	urlSafeValue    = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,253}$`)
+	tagPattern      = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+)
+
+// npmRegistry is the only npm registry packages are run from: npx would
+// fetch from the user's configured registry, not the entry's.
+const npmRegistry = "https://registry.npmjs.org"
+
+// Runtime flags a registry may ask for. Others (--privileged, --network
+// host, --cap-add, --device …) could hand the host to the container.
+var (
+	dockerFlags = map[string]bool{
+		"-e": true, "--env": true, "-v": true, "--volume": true, "--mount": true,
+		"-p": true, "--publish": true, "-w": true, "--workdir": true,
+		"--read-only": true, "--init": true, "--tmpfs": true, "--platform": true,
+	}
+	npxFlags = map[string]bool{"-y": true, "--yes": true}
+	// mountFlags bind host paths: their source must come from the user.
+	mountFlags = map[string]bool{"-v": true, "--volume": true, "--mount": true}
+)
+
+// safeArg rejects values no command line should carry.
+func (a *attempt) safeArg(name, v string) bool {
+	if len(v) > 4096 || strings.ContainsAny(v, "\x00\r\n") {
+		a.unusable("argument %s has a value that is not a single line", clean(name, 64))
+		return false
+	}
+	return true
+}
+
+// userMount accepts a bind mount only when its host side was given by the
+// user as an absolute path; named volumes are fine.
+func (a *attempt) userMount(arg Argument, value string) bool {
+	tmpl := arg.Value
+	var src, srcTmpl string
+	if arg.Name == "--mount" {
+		for _, kv := range strings.Split(value, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok && (k == "src" || k == "source") {
+				src = v
+			}
+		}
+		for _, kv := range strings.Split(tmpl, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok && (k == "src" || k == "source") {
+				srcTmpl = v
+			}
+		}
+	} else {
+		src, _, _ = strings.Cut(value, ":")
+		srcTmpl, _, _ = strings.Cut(tmpl, ":")
+	}
+	if src == "" {
+		return true // tmpfs or anonymous volume
+	}
+	if !strings.ContainsAny(src, "/.~") {
+		return true // a named volume
+	}
+	if srcTmpl == "" || !placeholderExpr.MatchString(srcTmpl) || placeholderExpr.ReplaceAllString(srcTmpl, "") != "" ||
+		!a.fromUser(srcTmpl) || !filepath.IsAbs(src) {
+		a.unusable("%s would mount host path %q chosen by the registry; a mount source must be a path you give", arg.Name, clean(src, 100))
+		return false
+	}
+	return true
+}
+
+// checkRemoteURL accepts https URLs with a host and no credentials.
+func checkRemoteURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" || u.User != nil || strings.ContainsAny(raw, " \x00\r\n") {
+		return fmt.Errorf("%q is not an https URL mcpbus would connect to", clean(raw, 200))
+	}
+	return nil
+}
+
+// clean makes registry text safe to show: no control characters, bounded length.
+func clean(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}

@@ -1,0 +1,73 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/credclient"
+	"github.com/mcpbus/mcpbus/libs/service"
+	"github.com/mcpbus/mcpbus/libs/settings"
+)
+
+// Defaults of the runner settings.
+const (
+	DefaultCallTimeout  = 30 * time.Second
+	DefaultStartTimeout = 60 * time.Second
+	DefaultIdleTimeout  = 30 * time.Minute
+	DefaultLeaseTTL     = 5 * time.Second
+	DefaultMaxServers   = 10
+)
+
+// Definition is the runner's row of the service table.
+func Definition() service.Definition {
+	return service.Definition{Name: "runner", Version: Version,
+		Summary: "MCP server processes and connections: tool calls, status (run N of them)",
+		Options: func() service.Options { return &Options{} }}
+}
+
+// Register adds the runner's settings.
+func (o *Options) Register(s *settings.Set) {
+	s.String(&o.ID, "runner-id", "", "", "this runner's id (default: a new uuid each start)")
+	s.Duration(&o.CallTimeout, "call-timeout", "", DefaultCallTimeout, "default tool call timeout (a server's runtime.call_timeout overrides it)")
+	s.Duration(&o.StartTimeout, "server-start-timeout", "", DefaultStartTimeout, "how long a server may take to spawn, handshake and list its tools")
+	s.Duration(&o.IdleTimeout, "idle-timeout", "", DefaultIdleTimeout, "stop a server after this long without calls (negative: never)")
+	s.Int(&o.MaxServers, "max-servers", "", DefaultMaxServers, "servers running at once on this runner at most")
+	s.Duration(&o.LeaseTTL, "lease-ttl", "", DefaultLeaseTTL, "ownership lease: a runner that dies loses its servers to others after this long")
+}
+
+// Validate refuses settings that make no sense (zero means the default).
+func (o *Options) Validate() error {
+	switch {
+	case o.CallTimeout < 0:
+		return fmt.Errorf("--call-timeout %s must not be negative", o.CallTimeout)
+	case o.StartTimeout < 0:
+		return fmt.Errorf("--server-start-timeout %s must not be negative", o.StartTimeout)
+	case o.MaxServers < 0:
+		return fmt.Errorf("--max-servers %d must not be negative", o.MaxServers)
+	case o.LeaseTTL < 0 || (o.LeaseTTL > 0 && o.LeaseTTL < time.Second):
+		return fmt.Errorf("--lease-ttl %s: at least 1s", o.LeaseTTL)
+	}
+	return nil
+}
+
+// Build makes a runner that resolves secrets through the credential service
+// and keeps pid files under the data dir.
+func (o *Options) Build(_ context.Context, env service.Env) (service.Service, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	opts := *o
+	opts.Prefix, opts.Logger, opts.Replicas = env.Prefix, env.Logger, env.Replicas
+	if opts.DataDir == "" {
+		opts.DataDir = env.DataDir
+	}
+	if opts.Resolver == nil {
+		res, err := credclient.NewResolver(env.Conn, env.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		opts.Resolver = res
+	}
+	return New(env.Conn, opts)
+}
