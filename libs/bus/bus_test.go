@@ -136,7 +136,8 @@ func TestExtractTraceForeignCase(t *testing.T) {
 }
 
 func TestExtractTraceNothing(t *testing.T) {
-	base := context.WithValue(context.Background(), struct{}{}, 1)
+	type key struct{}
+	base := context.WithValue(context.Background(), key{}, 1)
 	if got := bus.ExtractTrace(base, nil); got != base {
 		t.Error("nil header changed ctx")
 	}

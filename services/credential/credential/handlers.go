@@ -134,7 +134,7 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 		}
 		return id, s.describe(id, model.Credentials{}, time.Time{}), nil
 	}
-	rec, updated, err := s.get(ctx, id)
+	rec, _, err := s.get(ctx, id)
 	if err != nil {
 		return id, nil, err
 	}
@@ -148,10 +148,9 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 	if err := s.write(ctx, id, rec); err != nil {
 		return id, nil, err
 	}
+	var updated time.Time
 	if !rec.Empty() {
 		updated = s.opts.Now().UTC()
-	} else {
-		updated = time.Time{}
 	}
 	return id, s.describe(id, rec, updated), nil
 }
