@@ -1,6 +1,7 @@
 package configflow
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -375,4 +376,43 @@ func TestToolFilterThroughConfig(t *testing.T) {
 	if st := e.waitState(t, saved.Slug, model.StateRunning, time.Second); st.Restarts != 0 {
 		t.Fatal("the denied crash tool ran")
 	}
+}
+
+// TestEnableCrashingServerNoStorm: enabling a server that crashes during its
+// handshake spawns it a few times at most (never a storm of starts), and the
+// enable answers with the crash within the caller's time, reverted.
+func TestEnableCrashingServerNoStorm(t *testing.T) {
+	e := startStack(t)
+	ctx := ctxFor(t, time.Minute)
+	starts := filepath.Join(t.TempDir(), "starts")
+	cfg := binary("Crashy")
+	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_FAIL_START": {Value: "boom"}, "TESTMCP_START_LOG": {Value: starts}}
+	saved, err := e.Client.CreateConfig(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enableCtx, cancel := context.WithTimeout(ctx, 35*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err = e.Client.SetEnabled(enableCtx, saved.Slug, true)
+	took := time.Since(began)
+	if err == nil {
+		t.Fatal("a server that crashes at start was enabled")
+	}
+	if code := apierr.Of(err); code != apierr.ServiceUnavailable && code != apierr.Network {
+		t.Fatalf("enable error %v: want the crash as SERVICE_UNAVAILABLE or NETWORK_ERROR", err)
+	}
+	if took > 30*time.Second {
+		t.Fatalf("enable answered after %s, past the caller's 35 s less a margin", took)
+	}
+	if got, err := e.Client.GetConfig(ctx, saved.Slug); err != nil || got.Enabled {
+		t.Fatalf("enabled not reverted: %+v %v", got.Enabled, err)
+	}
+	// The backoff would restart it after 1, 2 and 4 s: wait past that.
+	time.Sleep(8 * time.Second)
+	data, _ := os.ReadFile(starts)
+	if n := strings.Count(string(data), "\n"); n < 1 || n > 3 {
+		t.Fatalf("the crashing server was spawned %d times (want 1 to 3)", n)
+	}
+	t.Logf("enable answered in %s: %v", took.Round(time.Millisecond), err)
 }

@@ -273,6 +273,11 @@ func (s *Service) awaitStart(ctx context.Context, cfg *model.McpConfig, timeout 
 		if c := apierr.Of(err); c != apierr.ServiceUnavailable && c != apierr.Conflict {
 			return err
 		}
+		// A runner that tried and failed has the server in error: that is
+		// the answer, and asking again would only spawn it again.
+		if failed := s.startFailed(ctx, slug); failed != nil {
+			return failed
+		}
 		if apierr.Of(err) == apierr.Conflict {
 			// Only a lagging view is worth waiting for: someone may have disabled it since.
 			if now, lerr := s.load(ctx, cfg.ID); lerr == nil && !now.Enabled {
@@ -286,6 +291,25 @@ func (s *Service) awaitStart(ctx context.Context, cfg *model.McpConfig, timeout 
 		case <-time.After(100*time.Millisecond + rand.N(150*time.Millisecond)):
 		}
 	}
+}
+
+// startFailed is the error of a server a runner tried to start and could not
+// (its status is error), or nil when no runner has tried yet.
+func (s *Service) startFailed(ctx context.Context, slug string) error {
+	var st model.Status
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := bus.RequestJSON(ctx, s.nc, s.subj.Runtime("status"), model.RuntimeRequest{Server: slug}, &st, 2*time.Second); err != nil {
+		return nil
+	}
+	if st.State != model.StateError {
+		return nil
+	}
+	code := apierr.Code(st.Code)
+	if !code.Valid() {
+		code = apierr.ServiceUnavailable
+	}
+	return apierr.New(code, st.Message)
 }
 
 func startGaveUp(ctx context.Context, slug string, timeout time.Duration, last error) error {

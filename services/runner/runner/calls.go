@@ -437,7 +437,12 @@ func (s *server) handleControl(req micro.Request) {
 	var err error
 	switch in.Verb {
 	case "start":
-		err = s.do(func() error { s.resetRetries(); return s.start() })
+		err = s.do(func() error {
+			if e := s.backingOff(); e != nil {
+				return e
+			}
+			return s.start()
+		})
 	case "stop":
 		err = s.do(func() error { s.stop(model.StateStopped, false); return nil })
 	case "restart":

@@ -149,7 +149,26 @@ func (s *server) cancelRetry() {
 	s.mu.Unlock()
 }
 
-// resetRetries starts a fresh series of automatic restarts (a manual start).
+// backingOff is the error to answer a start with while a series of automatic
+// restarts after a crash is under way or has given up: a start (enable, a
+// lazy call) waits for the backoff; only a restart begins a fresh series.
+func (s *server) backingOff() *apierr.Error {
+	st := s.status()
+	if st.State != model.StateError || s.attempts == 0 {
+		return nil
+	}
+	code := apierr.Code(st.Code)
+	if !code.Valid() {
+		code = apierr.ServiceUnavailable
+	}
+	msg := st.Message
+	if !st.RetryAt.IsZero() {
+		msg += fmt.Sprintf("; next automatic restart at %s", st.RetryAt.Format(time.RFC3339))
+	}
+	return apierr.New(code, msg)
+}
+
+// resetRetries starts a fresh series of automatic restarts (a manual restart).
 func (s *server) resetRetries() {
 	s.cancelRetry()
 	s.attempts = 0

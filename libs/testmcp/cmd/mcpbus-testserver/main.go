@@ -31,6 +31,13 @@ func main() {
 		<-ctx.Done()
 		return
 	}
+	if f := os.Getenv("TESTMCP_START_LOG"); f != "" {
+		// One line per start: tests count spawns.
+		if lf, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+			fmt.Fprintln(lf, os.Getpid())
+			_ = lf.Close()
+		}
+	}
 	if v := os.Getenv("TESTMCP_FAIL_START"); v != "" {
 		fmt.Fprintln(os.Stderr, "failing at start:", v)
 		os.Exit(2)
