@@ -3,15 +3,27 @@
 // error, follows progress, cancels a call and meets a server nobody runs.
 //
 //   npm install nats@2
-//   NATS_URL=nats://127.0.0.1:4222 node agent.mjs
+//   NATS_URL=nats://127.0.0.1:4222 NATS_NKEY=.mcpbus/nats/agent-demo.nk \
+//     NATS_INBOX_PREFIX=_I.agent-demo node agent.mjs
+//
+// NATS_NKEY and NATS_INBOX_PREFIX are the seed file and inbox prefix that
+// `mcpbus agents create demo` prints: mcpbus up's bus refuses a connection
+// without an identity, and an agent may read replies only under its prefix.
 //
 // It expects server-everything to be running under the slug "everything"
 // (see docs/agents.md). tests/e2e/agent_test.go runs this file for real.
-import { connect, createInbox, headers, ErrorCode, JSONCodec } from "nats";
+import { connect, createInbox, headers, ErrorCode, JSONCodec, nkeyAuthenticator } from "nats";
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 
 const jc = JSONCodec();
-const nc = await connect({ servers: process.env.NATS_URL ?? "nats://127.0.0.1:4222" });
+const seedFile = process.env.NATS_NKEY;
+const inboxPrefix = process.env.NATS_INBOX_PREFIX;
+const nc = await connect({
+  servers: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
+  ...(seedFile ? { authenticator: nkeyAuthenticator(new TextEncoder().encode(readFileSync(seedFile, "utf8").trim())) } : {}),
+  ...(inboxPrefix ? { inboxPrefix } : {}),
+});
 
 // call sends a request and returns {result} on success or {error} with the
 // contract's {code, message, field} and the HTTP-like status of the headers.
@@ -40,7 +52,7 @@ const { error } = await call("mcp.v1.call.everything.no-such-tool", {});
 console.log(`error: ${error.status} ${error.code}: ${error.message}`);
 
 // 4. Progress: subscribe an inbox, name it in Mcp-Progress-Subject.
-const inbox = createInbox();
+const inbox = createInbox(inboxPrefix);
 const progress = nc.subscribe(inbox, {
   callback: (err, m) => {
     if (!err) {
@@ -64,7 +76,7 @@ progress.unsubscribe();
 // 5. Cancellation: publish the request id to mcp.v1.cancel.<server>. Waiting
 //    for the first progress message makes sure the call is already running.
 const id = randomUUID();
-const started = createInbox();
+const started = createInbox(inboxPrefix);
 const firstProgress = nc.subscribe(started, { max: 1 });
 const ch = headers();
 ch.set("Mcp-Request-Id", id);

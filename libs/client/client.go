@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -37,6 +39,9 @@ type Client struct {
 	subj    bus.Subjects
 	timeout time.Duration
 	tracer  trace.Tracer
+	// seal seals secrets to the credential service (config writes).
+	sealOnce sync.Once
+	seal     *credclient.Sealer
 }
 
 // New returns a client on nc.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -18,11 +19,38 @@ func (c *Client) config(ctx context.Context, verb string, in, out any, timeout t
 	return bus.RequestJSON(ctx, c.nc, c.subj.Service("config", verb), in, out, timeout)
 }
 
-// CreateConfig adds a server; secrets go to the credential service.
+// CreateConfig adds a server; secrets go to the credential service. Secret
+// values (secrets, and those left in cfg: env vars marked or named secret,
+// secret headers) are taken out of the config and sealed to the credential
+// service's key: the request carries sealed_secrets, never a value in clear.
 func (c *Client) CreateConfig(ctx context.Context, cfg model.McpConfig, secrets *model.Credentials) (model.McpConfig, error) {
 	var out model.McpConfig
-	err := c.config(ctx, "create", model.ConfigCreateRequest{Config: cfg, Secrets: secrets}, &out, configTimeout)
+	err := c.sealing(func() error {
+		cfg := cfg
+		sealed, err := c.sealer().SealConfig(ctx, &cfg, secrets)
+		if err != nil {
+			return err
+		}
+		return c.config(ctx, "create", model.ConfigCreateRequest{Config: cfg, SealedSecrets: sealed}, &out, configTimeout)
+	})
 	return out, err
+}
+
+// sealer is the client's credential sealer, made on first use.
+func (c *Client) sealer() *credclient.Sealer {
+	c.sealOnce.Do(func() { c.seal = credclient.NewSealer(c.nc, c.subj.Prefix) })
+	return c.seal
+}
+
+// sealing runs send, and once more with the credential service's key asked
+// again when the service could not open what was sealed (its key changed).
+func (c *Client) sealing(send func() error) error {
+	err := send()
+	if credclient.StaleKey(err) {
+		c.sealer().Forget()
+		err = send()
+	}
+	return err
 }
 
 // GetConfig returns one config by slug or id.
@@ -40,9 +68,17 @@ func (c *Client) ListConfigs(ctx context.Context) ([]model.McpConfig, error) {
 }
 
 // UpdateConfig replaces a config; a non-zero Revision must be the current one.
+// Secrets are sealed as in CreateConfig.
 func (c *Client) UpdateConfig(ctx context.Context, cfg model.McpConfig, secrets *model.Credentials) (model.McpConfig, error) {
 	var out model.McpConfig
-	err := c.config(ctx, "update", model.ConfigUpdateRequest{Config: cfg, Secrets: secrets}, &out, configTimeout)
+	err := c.sealing(func() error {
+		cfg := cfg
+		sealed, err := c.sealer().SealConfig(ctx, &cfg, secrets)
+		if err != nil {
+			return err
+		}
+		return c.config(ctx, "update", model.ConfigUpdateRequest{Config: cfg, SealedSecrets: sealed}, &out, configTimeout)
+	})
 	return out, err
 }
 
@@ -64,10 +100,19 @@ func (c *Client) SetEnabled(ctx context.Context, server string, enabled bool) (m
 	return out, err
 }
 
-// ImportConfigs imports a servers file in any supported format.
+// ImportConfigs imports a servers file in any supported format. The file is
+// parsed here (Vars resolve its ${VAR} references): the request carries the
+// parsed servers with their secrets sealed to the credential service's key,
+// never the content, the variables or a secret value in clear.
 func (c *Client) ImportConfigs(ctx context.Context, req model.ConfigImportRequest) (model.ConfigImportReply, error) {
 	var out model.ConfigImportReply
-	err := c.config(ctx, "import", req, &out, time.Minute)
+	err := c.sealing(func() error {
+		sealed, err := c.sealer().SealImport(ctx, req)
+		if err != nil {
+			return err
+		}
+		return c.config(ctx, "import", sealed, &out, time.Minute)
+	})
 	return out, err
 }
 

@@ -23,18 +23,43 @@ const Timeout = 10 * time.Second
 
 // Client manages the secrets of servers. Replies never carry values.
 type Client struct {
-	nc   *nats.Conn
-	subj bus.Subjects
+	nc     *nats.Conn
+	subj   bus.Subjects
+	sealer *Sealer
 }
 
 // New returns a client for the service under prefix ("" for the default).
 func New(nc *nats.Conn, prefix string) *Client {
-	return &Client{nc: nc, subj: bus.NewSubjects(prefix)}
+	return &Client{nc: nc, subj: bus.NewSubjects(prefix), sealer: NewSealer(nc, prefix)}
 }
 
-// Set merges (or with Replace, replaces) a server's secrets.
+// Sealer is the client's sealer (it keeps the service's key).
+func (c *Client) Sealer() *Sealer { return c.sealer }
+
+// Set merges (or with Replace, replaces) a server's secrets. The secrets
+// given in req.Credentials are sealed to the service's key on the way: the
+// request carries Sealed and SenderKey, never a value in clear. A request
+// that is already sealed is sent as it is.
 func (c *Client) Set(ctx context.Context, req model.CredSetRequest) (model.CredDescription, error) {
-	return c.call(ctx, "set", req)
+	if len(req.Sealed) > 0 || req.Credentials.Empty() {
+		req.Credentials = model.Credentials{}
+		return c.call(ctx, "set", req)
+	}
+	creds := req.Credentials
+	req.Credentials = model.Credentials{}
+	for attempt := 0; ; attempt++ {
+		sealed, sender, err := c.sealer.Seal(ctx, creds)
+		if err != nil {
+			return model.CredDescription{}, err
+		}
+		req.Sealed, req.SenderKey = sealed, sender
+		out, err := c.call(ctx, "set", req)
+		if attempt == 0 && StaleKey(err) {
+			c.sealer.Forget() // the service's key changed: ask again, seal again
+			continue
+		}
+		return out, err
+	}
 }
 
 // Delete removes the named secrets ("oauth" for the token), or all of them.

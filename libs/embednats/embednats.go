@@ -33,6 +33,9 @@ type Options struct {
 	// Logging sends the server's own log to stderr, each line prefixed with
 	// the server's name.
 	Logging bool
+	// Users, when set, are the only clients allowed (nkey users with their
+	// permissions); none means no authentication.
+	Users []*server.NkeyUser
 }
 
 // ClusterOptions make the server one node of a cluster.
@@ -54,6 +57,8 @@ type Server struct {
 	*server.Server
 	// opts are the options it runs with, ports resolved: a restart reuses them.
 	opts Options
+	// so are the server options it was started with (a reload starts from them).
+	so *server.Options
 }
 
 // Start runs a server and waits until it accepts clients.
@@ -74,6 +79,7 @@ func Start(opts Options) (*Server, error) {
 		NoSigs:     true,
 		// Tool results can be large; 8 MiB per message covers big outputs.
 		MaxPayload: 8 << 20,
+		Nkeys:      opts.Users,
 	}
 	if opts.Cluster != nil {
 		co := *opts.Cluster
@@ -127,7 +133,19 @@ func Start(opts Options) (*Server, error) {
 			opts.Cluster.Port = addr.Port
 		}
 	}
-	return &Server{Server: ns, opts: opts}, nil
+	return &Server{Server: ns, opts: opts, so: so}, nil
+}
+
+// SetUsers replaces the allowed users of a running server (an agent added
+// or revoked): connected clients whose user is gone are disconnected.
+func (s *Server) SetUsers(users []*server.NkeyUser) error {
+	o := s.so.Clone()
+	o.Nkeys = users
+	if err := s.Server.ReloadOptions(o); err != nil {
+		return fmt.Errorf("embedded nats: updating users: %w", err)
+	}
+	s.opts.Users, s.so = users, o
+	return nil
 }
 
 // Options are the options the server runs with, ports resolved.

@@ -43,9 +43,29 @@ type ConfigRef struct {
 // ConfigCreateRequest is the body of mcp.v1.config.create. Secret values may
 // come along in Secrets, or as env var values marked is_secret: either way they
 // go to the credential service, never into the stored config.
+//
+// On the bus, secrets travel sealed (SealedSecrets): the config service never
+// sees a value and refuses clear ones (Secrets, or secret values left in the
+// config). libs/client.CreateConfig moves them out and seals them.
 type ConfigCreateRequest struct {
 	Config  McpConfig    `json:"config"`
 	Secrets *Credentials `json:"secrets,omitempty"`
+	SealedSecrets
+}
+
+// SealedSecrets are the secrets of one config sealed to the credential
+// service: Sealed opens (with its key and SenderKey) to the JSON of
+// Credentials. The config service passes them to mcp.v1.cred.set as they are;
+// Names tell it what they hold.
+type SealedSecrets struct {
+	Sealed    []byte       `json:"sealed_secrets,omitempty"`
+	SenderKey string       `json:"sender_key,omitempty"`
+	Names     *SecretNames `json:"secret_names,omitempty"`
+}
+
+// IsZero reports whether no sealed secrets come along.
+func (s SealedSecrets) IsZero() bool {
+	return len(s.Sealed) == 0 && s.SenderKey == "" && s.Names == nil
 }
 
 // ConfigUpdateRequest is the body of mcp.v1.config.update: the whole new
@@ -54,6 +74,7 @@ type ConfigCreateRequest struct {
 type ConfigUpdateRequest struct {
 	Config  McpConfig    `json:"config"`
 	Secrets *Credentials `json:"secrets,omitempty"`
+	SealedSecrets
 }
 
 // ConfigListReply is the reply of mcp.v1.config.list.
@@ -78,16 +99,28 @@ const (
 )
 
 // ConfigImportRequest is the body of mcp.v1.config.import. Vars resolve the
-// ${VAR} references of the content (the CLI sends the ones it finds in the
-// caller's environment). All servers are imported or none.
+// ${VAR} references of the content. All servers are imported or none.
+//
+// A file whose servers carry secrets is parsed by the writer
+// (libs/client.ImportConfigs): it sends Entries, each config with its secrets
+// sealed, and no Content; the config service refuses secret values in clear.
 type ConfigImportRequest struct {
 	Format  string            `json:"format,omitempty"` // detected when empty
-	Content string            `json:"content"`
+	Content string            `json:"content,omitempty"`
 	Vars    map[string]string `json:"vars,omitempty"`
+	// Entries are the servers already parsed, instead of Content.
+	Entries []ConfigImportEntry `json:"entries,omitempty"`
 	// Replace updates servers whose slug exists; otherwise a clash is a CONFLICT.
 	Replace bool `json:"replace,omitempty"`
 	// Enabled, when set, overrides the enabled flag of every imported server.
 	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// ConfigImportEntry is one parsed server of an import: its config, with no
+// secret value left in it, and its secrets sealed.
+type ConfigImportEntry struct {
+	Config McpConfig `json:"config"`
+	SealedSecrets
 }
 
 // ConfigImportReply lists what an import wrote.

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"strings"
 	"time"
 )
@@ -46,10 +47,78 @@ type OAuthToken struct {
 
 // CredSetRequest is the body of mcp.v1.cred.set: the given secrets are merged
 // into the server's record (Replace: the record becomes exactly these).
+//
+// On the bus the secrets travel sealed: Sealed is the JSON of Credentials
+// sealed (nkeys xkeys) to the credential service's public curve key
+// (mcp.v1.cred.key) with a fresh sender key, SenderKey. The service refuses
+// clear Credentials; in Go, fill Credentials and let credclient.Client.Set
+// seal them (it sends Sealed, never Credentials).
 type CredSetRequest struct {
 	ServerID    string      `json:"server_id"`
-	Credentials Credentials `json:"credentials"`
+	Credentials Credentials `json:"credentials,omitzero"`
 	Replace     bool        `json:"replace,omitempty"`
+	// Sealed opens, with the credential service's key and SenderKey, to the
+	// JSON of Credentials.
+	Sealed    []byte `json:"sealed,omitempty"`
+	SenderKey string `json:"sender_key,omitempty"`
+	// Names, when given, must be exactly the names Sealed holds (the config
+	// service passes on what the writer announced, so it cannot disagree
+	// with what is stored).
+	Names *SecretNames `json:"names,omitempty"`
+	// DryRun opens and checks everything and writes nothing (the reply
+	// describes the record as it would be).
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// CredKeyRequest is the body of mcp.v1.cred.key ({}).
+type CredKeyRequest struct{}
+
+// CredKeyReply is the reply of mcp.v1.cred.key: the credential service's
+// public curve key (nkeys xkey, "X…"). Every instance of the service shares
+// it; writers seal secrets to it.
+type CredKeyReply struct {
+	PublicKey string `json:"public_key"`
+}
+
+// SecretNames lists the secrets a sealed message holds, names only: the
+// config service needs them (required check, references), never the values.
+type SecretNames struct {
+	Env      []string `json:"env,omitempty"`
+	Headers  []string `json:"headers,omitempty"`
+	Keyfiles []string `json:"keyfiles,omitempty"`
+	// OAuth is set when an OAuth token comes along: where it goes.
+	OAuth *OAuthTarget `json:"oauth,omitempty"`
+}
+
+// OAuthTarget says where an OAuth access token goes (no value).
+type OAuthTarget struct {
+	EnvVar string `json:"env_var,omitempty"`
+	Header string `json:"header,omitempty"`
+}
+
+// Empty reports whether n names nothing.
+func (n SecretNames) Empty() bool {
+	return len(n.Env) == 0 && len(n.Headers) == 0 && len(n.Keyfiles) == 0 && n.OAuth == nil
+}
+
+// Names lists what c holds, names only, each list sorted.
+func (c Credentials) Names() SecretNames {
+	keys := func(m map[string]string) []string {
+		if len(m) == 0 {
+			return nil
+		}
+		out := make([]string, 0, len(m))
+		for k := range m {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	n := SecretNames{Env: keys(c.Env), Headers: keys(c.Headers), Keyfiles: keys(c.Keyfiles)}
+	if c.OAuth != nil {
+		n.OAuth = &OAuthTarget{EnvVar: c.OAuth.EnvVar, Header: c.OAuth.Header}
+	}
+	return n
 }
 
 // CredDeleteRequest is the body of mcp.v1.cred.delete: the named env vars,
@@ -129,7 +198,7 @@ type ResolvedCredentials struct {
 // of configs.
 func LooksSecret(name string) bool {
 	n := strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-	if n == "AUTHORIZATION" || n == "PROXY_AUTHORIZATION" || n == "COOKIE" {
+	if n == "AUTHORIZATION" || n == "PROXY_AUTHORIZATION" || n == "COOKIE" || looksSecretWords(name) {
 		return true
 	}
 	for _, s := range []string{"TOKEN", "_PAT_", "API_KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY", "ACCESS_KEY", "AUTH"} {

@@ -9,10 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
+	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/settings"
 )
 
@@ -31,8 +35,13 @@ type Options struct {
 	CertFile string
 	KeyFile  string
 	// InboxPrefix replaces _INBOX for this connection's replies, so
-	// permissions can keep other identities from reading them.
+	// permissions can keep other identities from reading them. With an
+	// nkey file and no prefix, it is access.Inbox(<file name less .nk>),
+	// the prefix the identities of `mcpbus up` are given.
 	InboxPrefix string
+	// Seed is an nkey seed held in memory (the in-process connections of
+	// mcpbus up); not a setting.
+	Seed []byte
 }
 
 // Register adds the connection settings.
@@ -98,6 +107,20 @@ func (o Options) Dial(name string, mode Mode, log *slog.Logger, extra ...nats.Op
 			return nil, fmt.Errorf("--nats-nkey: %w", err)
 		}
 		opts = append(opts, opt)
+		if o.InboxPrefix == "" {
+			o.InboxPrefix = access.Inbox(strings.TrimSuffix(filepath.Base(o.NKeyFile), access.SeedExt))
+		}
+	}
+	if len(o.Seed) > 0 {
+		kp, err := nkeys.FromSeed(o.Seed)
+		if err != nil {
+			return nil, fmt.Errorf("nkey seed: %w", err)
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("nkey seed: %w", err)
+		}
+		opts = append(opts, nats.Nkey(pub, kp.Sign))
 	}
 	if o.CAFile != "" {
 		opts = append(opts, nats.RootCAs(o.CAFile))

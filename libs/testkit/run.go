@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
 	"github.com/mcpbus/mcpbus/libs/service"
 )
 
@@ -42,4 +46,21 @@ func RunService(tb testing.TB, svc service.Service) (stop func()) {
 		tb.Fatal("service not ready within 30s")
 	}
 	return stop
+}
+
+// Superuser is a bus user allowed every subject, for tests that watch all
+// the traffic of an authenticated bus: add the user to the server's users
+// and connect with the option. It exists only in the test that makes it.
+func Superuser(tb testing.TB) (*server.NkeyUser, nats.Option) {
+	tb.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	all := &server.SubjectPermission{Allow: []string{">"}}
+	return &server.NkeyUser{Nkey: pub, Permissions: &server.Permissions{Publish: all, Subscribe: all}}, nats.Nkey(pub, kp.Sign)
 }

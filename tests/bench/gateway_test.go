@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -237,7 +238,7 @@ func proxyStdio(b *testing.B) caller {
 // gateway's own code.
 func proxyBus(b *testing.B, e *gwEnv) caller {
 	b.Helper()
-	nc, err := e.st.NATS.Connect()
+	nc, err := e.st.ConnectAs("bench-proxy", access.Gateway)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -449,7 +450,7 @@ func startUp(b *testing.B) *gwEnv {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := func() error {
-			nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+			nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort), operatorOf(data)...)
 			if err != nil {
 				return err
 			}

@@ -65,7 +65,7 @@ func viaUp(b *testing.B, env ...string) caller {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var err error
-		nc, err = nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port))
+		nc, err = nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), operatorOf(filepath.Join(dir, "data"))...)
 		if err == nil {
 			break
 		}
@@ -101,4 +101,14 @@ func BenchmarkToolCallUp(b *testing.B) {
 		})
 
 	}
+}
+
+// operatorOf connects as the operator identity mcpbus up made in dataDir
+// (nothing until it has made it).
+func operatorOf(dataDir string) []nats.Option {
+	opt, err := nats.NkeyOptionFromSeed(filepath.Join(dataDir, "nats", "operator.nk"))
+	if err != nil {
+		return []nats.Option{nats.Token("not yet")} // refused: the caller tries again
+	}
+	return []nats.Option{opt, nats.CustomInboxPrefix("_I.operator")}
 }

@@ -48,15 +48,19 @@ func (e *env) callText(t *testing.T, server, tool, args string) string {
 }
 
 // The whole life of a server with secrets — add with a secret, set another,
-// enable, call, delete — while every log line, bus message (requests,
+// update with a third, import a second server whose secret comes as a
+// ${VAR}, enable, call, delete — while every log line, bus message (requests,
 // replies, KV writes, events) and file is captured: the secret values reach
-// the child process and appear nowhere else except the user's own requests.
+// the child process and appear nowhere else, not even in the writers' own
+// requests (they are sealed to the credential service's key both ways).
 func TestSecretsNeverLeak(t *testing.T) {
 	e := startStack(t)
 	const apiKey = "sk-live-4f9c2a7e1d-SECRET-ONE"
 	const extra = "xtra-77b1e0c3-SECRET-TWO"
-	secrets := []string{apiKey, extra}
-	rec := captureAll(t, e.Conn)
+	const third = "thrd-5a1c9e22-SECRET-THREE"
+	const imported = "imp-0c4d7b19-SECRET-FOUR"
+	secrets := []string{apiKey, extra, third, imported}
+	rec := captureAll(t, e.super)
 	ctx := ctxFor(t, 2*time.Minute)
 
 	// 1. add: the secret comes inline as an env value marked secret.
@@ -78,6 +82,20 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if !desc.Has("API_KEY") || !desc.Has("EXTRA_TOKEN") {
 		t.Fatalf("describe after set: %+v", desc)
 	}
+	// 2b. update with a third secret given apart from the config.
+	if saved, err = e.Client.UpdateConfig(ctx, saved, &model.Credentials{Env: map[string]string{"THIRD_TOKEN": third}}); err != nil {
+		t.Fatal(err)
+	}
+	// 2c. import a second server from a Claude Desktop file whose secret is a ${VAR}.
+	imp, err := e.Client.ImportConfigs(ctx, model.ConfigImportRequest{
+		Content: `{"mcpServers": {"leak-import": {"command": "` + testServer + `", "env": {"IMPORT_TOKEN": "${IMPORT_TOKEN}"}}}}`,
+		Vars:    map[string]string{"IMPORT_TOKEN": imported}})
+	if err != nil || len(imp.Created) != 1 {
+		t.Fatalf("import: %+v %v", imp, err)
+	}
+	if d, err := creds.Describe(ctx, model.CredDescribeRequest{ServerID: imp.Created[0].ID}); err != nil || !d.Has("IMPORT_TOKEN") {
+		t.Fatalf("imported secret: %+v %v", d, err)
+	}
 	// 3. enable: starts it.
 	if saved, err = e.Client.SetEnabled(ctx, saved.Slug, true); err != nil || !saved.Enabled {
 		t.Fatalf("enable: %+v %v", saved, err)
@@ -89,6 +107,9 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	if got := e.callText(t, saved.Slug, "env_sha256", `{"name":"EXTRA_TOKEN"}`); got != sha(extra) {
 		t.Fatalf("EXTRA_TOKEN in the child has hash %s", got)
+	}
+	if got := e.callText(t, saved.Slug, "env_sha256", `{"name":"THIRD_TOKEN"}`); got != sha(third) {
+		t.Fatalf("THIRD_TOKEN in the child has hash %s", got)
 	}
 	if got := e.callText(t, saved.Slug, "env", `{"name":"MODE"}`); got != "plain" {
 		t.Fatalf("MODE = %q", got)
@@ -120,29 +141,47 @@ func TestSecretsNeverLeak(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	// Every captured message: only requests that hand a secret to the
-	// credential service (the user's create and set) may carry one.
+	// Every captured message, in both directions: no secret at all. The
+	// writers' requests carry them sealed.
 	subj := bus.NewSubjects("")
-	allowed := map[string]bool{subj.Service("config", "create"): true, subj.Service("cred", "set"): true}
 	msgs := rec.all()
 	if len(msgs) < 20 {
 		t.Fatalf("captured only %d messages: the capture is not working", len(msgs))
 	}
-	seenInRequest := 0
+	sealedOn := map[string]int{}
 	for _, m := range msgs {
 		for _, s := range secrets {
 			if testkit.MsgContains(m, s) {
-				if allowed[m.Subject] {
-					seenInRequest++
-					continue
-				}
 				t.Errorf("secret found in a message on %s: %.300s", m.Subject, m.Data)
 			}
 		}
+		var body struct {
+			Sealed        []byte `json:"sealed"`
+			SealedSecrets []byte `json:"sealed_secrets"`
+			Entries       []struct {
+				SealedSecrets []byte `json:"sealed_secrets"`
+			} `json:"entries"`
+			Secrets json.RawMessage `json:"secrets"`
+			Vars    json.RawMessage `json:"vars"`
+		}
+		if json.Unmarshal(m.Data, &body) != nil {
+			continue
+		}
+		if len(body.Secrets) > 0 || len(body.Vars) > 0 {
+			t.Errorf("clear secrets field on %s: %.300s", m.Subject, m.Data)
+		}
+		if len(body.Sealed) > 0 || len(body.SealedSecrets) > 0 || (len(body.Entries) > 0 && len(body.Entries[0].SealedSecrets) > 0) {
+			sealedOn[m.Subject]++
+		}
 	}
-	// create, its forwarding to cred.set by the config service, and the user's own set.
-	if seenInRequest != 3 {
-		t.Errorf("the secrets were seen in %d requests, want 3: the capture misses traffic", seenInRequest)
+	// The capture saw the sealed traffic: create, update and import; each
+	// forwarded to cred.set twice (check, write), plus the user's own set;
+	// the runner's resolve replies (in its inbox) sealed the other way.
+	for subject, want := range map[string]int{subj.Service("config", "create"): 1, subj.Service("config", "update"): 1,
+		subj.Service("config", "import"): 1, subj.Service("cred", "set"): 7} {
+		if sealedOn[subject] != want {
+			t.Errorf("%d sealed messages on %s, want %d: the capture misses traffic (%v)", sealedOn[subject], subject, want, sealedOn)
+		}
 	}
 	// The event stream and the KV buckets, read back.
 	js, err := jetstream.New(e.Conn)

@@ -29,6 +29,8 @@ type env struct {
 	*stack.Stack
 	dataDir string
 	logs    *testkit.LogBuffer
+	// super sees every subject (a test-only superuser).
+	super *nats.Conn
 }
 
 // startStack runs every service in process with debug logs captured.
@@ -40,6 +42,8 @@ func startStack(t *testing.T, mutate ...func(*stack.Options)) *env {
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Runner: runner.Options{StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second, StartTimeout: 20 * time.Second},
 	}
+	superUser, superOpt := testkit.Superuser(t)
+	opts.ExtraUsers = append(opts.ExtraUsers, superUser)
 	for _, m := range mutate {
 		m(&opts)
 	}
@@ -55,7 +59,12 @@ func startStack(t *testing.T, mutate ...func(*stack.Options)) *env {
 			t.Logf("service log (last 6000 bytes):\n%s", logs.Tail(6000))
 		}
 	})
-	return &env{Stack: st, dataDir: opts.DataDir, logs: logs}
+	super, err := st.NATS.Connect(nats.Name("test-superuser"), superOpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(super.Close)
+	return &env{Stack: st, dataDir: opts.DataDir, logs: logs, super: super}
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,11 +11,22 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
+	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
 
 // TestTypeScriptAgent runs docs/examples/agent.mjs (the `nats` npm package, no
 // mcpbus code) with node against a running system and checks what it prints.
 func TestTypeScriptAgent(t *testing.T) {
+	runAgentScript(t, everythingURL(t))
+}
+
+// runAgentScript runs docs/examples/agent.mjs against url with env added and
+// checks what it prints.
+func runAgentScript(t *testing.T, url string, env ...string) {
+	t.Helper()
 	modules := npmModules(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -37,12 +49,11 @@ func TestTypeScriptAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	url := everythingURL(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "NATS_URL="+url)
+	cmd.Env = append(append(os.Environ(), "NATS_URL="+url), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node agent.mjs: %v\n%s", err, out)
@@ -81,4 +92,44 @@ func TestAgentsDocMatchesProtocol(t *testing.T) {
 			t.Errorf("docs/agents.md does not mention %q", want)
 		}
 	}
+}
+
+// TestTypeScriptAgentWithIdentity runs the same script against mcpbus up's
+// authenticated bus as an agent identity (`mcpbus agents create`): its nkey
+// seed file and its own inbox prefix, as docs/agents.md shows.
+func TestTypeScriptAgentWithIdentity(t *testing.T) {
+	logs := &testkit.LogBuffer{}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	st, err := stack.Start(ctx, stack.Options{DataDir: t.TempDir(), NATSPort: -1,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Runner: runner.Options{StopGrace: 100 * time.Millisecond, StopTimeout: 3 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		st.Close()
+		if t.Failed() {
+			t.Logf("log tail:\n%s", logs.Tail(6000))
+		}
+	})
+	cfg := everythingBin(t)
+	cfg.Runtime.Eager = true
+	if _, err := st.Client.CreateConfig(ctx, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if s, err := st.Client.Runtime(ctx, "status", "everything"); err == nil && s.State == model.StateRunning {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("everything is not running")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	agent, err := st.AddAgent("ts", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAgentScript(t, st.NATS.ClientURL(), "NATS_NKEY="+agent.SeedFile, "NATS_INBOX_PREFIX="+agent.InboxPrefix)
 }

@@ -24,6 +24,9 @@ func cliIn(t *testing.T, bin, natsURL, stdin string, env []string, args ...strin
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--nats", natsURL}, args...)...)
 	cmd.Env = cleanEnv(env...)
+	if d, ok := dataDirs[natsURL]; ok {
+		cmd.Env = append(cmd.Env, "MCPBUS_DATA_DIR="+d)
+	}
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

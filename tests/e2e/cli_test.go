@@ -63,6 +63,7 @@ func startUp(t *testing.T, bin, dir string, env []string, args ...string) *upPro
 	if !slices.Contains(args, "--http-addr") {
 		args = append(args, "--http-addr", "127.0.0.1:0") // tests run in parallel: no fixed port
 	}
+	rememberDataDir(dir, env, args)
 	p.cmd = exec.Command(bin, append([]string{"up"}, args...)...)
 	p.cmd.Dir = dir
 	p.cmd.Env = env
@@ -84,6 +85,36 @@ func startUp(t *testing.T, bin, dir string, env []string, args ...string) *upPro
 		}
 	})
 	return p
+}
+
+// dataDirs maps the NATS URL of each mcpbus up a test started to its data
+// dir, where the CLI finds the operator identity (tests run one at a time).
+var dataDirs = map[string]string{}
+
+// rememberDataDir records the data dir and NATS URL of an mcpbus up started
+// in dir with env and args.
+func rememberDataDir(dir string, env, args []string) {
+	port, data := "4222", ".mcpbus"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "MCPBUS_NATS_PORT="); ok {
+			port = v
+		}
+		if v, ok := strings.CutPrefix(kv, "MCPBUS_DATA_DIR="); ok {
+			data = v
+		}
+	}
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--nats-port":
+			port = args[i+1]
+		case "--data-dir":
+			data = args[i+1]
+		}
+	}
+	if !filepath.IsAbs(data) {
+		data = filepath.Join(dir, data)
+	}
+	dataDirs["nats://127.0.0.1:"+port] = data
 }
 
 // terminate sends SIGTERM and returns the exit code, failing if it takes longer than within.
@@ -126,6 +157,9 @@ func cli(t *testing.T, bin, natsURL string, args ...string) cliResult {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--nats", natsURL}, args...)...)
 	cmd.Env = cleanEnv()
+	if d, ok := dataDirs[natsURL]; ok {
+		cmd.Env = append(cmd.Env, "MCPBUS_DATA_DIR="+d) // the operator identity of that mcpbus up
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -298,7 +332,7 @@ func checkStatusEvents(t *testing.T, bin, url string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--nats", url, "events", "--json", "--kind", "status", "--replay")
-	cmd.Env = cleanEnv()
+	cmd.Env = cleanEnv("MCPBUS_DATA_DIR=" + dataDirs[url])
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
@@ -89,7 +90,7 @@ func start(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	nc, err := st.NATS.Connect()
+	nc, err := st.ConnectAs("test-gateway", access.Gateway)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +156,9 @@ func (e *env) do(method, path string, body any) reply {
 		e.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+e.admin)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := (&http.Client{Timeout: 3 * time.Minute}).Do(req)
 	if err != nil {
 		e.t.Fatal(err)

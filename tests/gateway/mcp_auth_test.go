@@ -40,7 +40,9 @@ func wantRefused(t *testing.T, what string, s *mcpSession, err error, challenge 
 // open), a key's tool filter is all it sees and calls, and a key's own rate
 // limit answers 429 with Retry-After.
 func TestMCPAuth(t *testing.T) {
-	e := startMCP(t, gateway.Options{})
+	// Bad and revoked keys are tried on purpose, more than the throttle of
+	// failed authentications allows one address.
+	e := startMCP(t, gateway.Options{AuthFailures: 1000})
 	for _, name := range []string{"alpha", "beta"} {
 		e.enable(t, testServerConfig(name))
 	}
@@ -174,9 +176,9 @@ func TestMCPAuth(t *testing.T) {
 		if names := sortedNames(listTools(t, s.ClientSession)); !slices.Equal(names, want) {
 			t.Errorf("after gamma appeared the filtered key lists %v, want %v", names, want)
 		}
-		// A call-scope key has no admin API.
+		// A call-scope key has no admin API: authenticated, not allowed (403).
 		r = httpDo(t, "GET", e.url+"/api/v1/servers", k.Key, nil)
-		if r.status != http.StatusUnauthorized || !strings.Contains(r.header.Get("WWW-Authenticate"), `error="insufficient_scope"`) {
+		if r.status != http.StatusForbidden || !strings.Contains(r.header.Get("WWW-Authenticate"), `error="insufficient_scope"`) {
 			t.Errorf("GET /api/v1/servers with a call key: %d %q %s", r.status, r.header.Get("WWW-Authenticate"), r.body)
 		}
 	})

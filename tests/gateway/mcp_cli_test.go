@@ -33,8 +33,8 @@ func buildCLI(t *testing.T) string {
 }
 
 // cleanEnv is the test's environment without MCPBUS_* settings.
-func cleanEnv() []string {
-	var env []string
+func cleanEnv(extra ...string) []string {
+	env := extra
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "MCPBUS_") {
 			env = append(env, kv)
@@ -77,6 +77,7 @@ func startUpGateway(t *testing.T, bin string, servers ...string) *upProc {
 		"--data-dir", p.dataDir, "--config", cfg, "--log-level", "debug")
 	p.cmd.Dir = dir
 	p.cmd.Env = cleanEnv()
+	upDataDirs[p.natsURL] = p.dataDir
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -115,7 +116,12 @@ func startUpGateway(t *testing.T, bin string, servers ...string) *upProc {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	nc, err := nats.Connect(p.natsURL, nats.Timeout(10*time.Second))
+	// mcpbus up's bus needs an identity: the operator's, as the CLI uses.
+	operator, err := nats.NkeyOptionFromSeed(filepath.Join(p.dataDir, "nats", "operator.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(p.natsURL, nats.Timeout(10*time.Second), operator, nats.CustomInboxPrefix("_I.operator"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,13 +181,17 @@ func (r cliResult) String() string {
 	return fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 }
 
+// upDataDirs maps the NATS URL of each mcpbus up a test started to its data
+// dir, where the CLI finds the operator identity (tests run one at a time).
+var upDataDirs = map[string]string{}
+
 // runCLI runs one mcpbus client command against natsURL.
 func runCLI(t *testing.T, bin, natsURL string, args ...string) cliResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--nats", natsURL}, args...)...)
-	cmd.Env = cleanEnv()
+	cmd.Env = cleanEnv("MCPBUS_DATA_DIR=" + upDataDirs[natsURL])
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -287,7 +297,7 @@ func TestMCPServeStdio(t *testing.T) {
 		t.Helper()
 		stderr := &testkit.LogBuffer{}
 		cmd := exec.Command(bin, append([]string{"--nats", up.natsURL, "serve-stdio"}, args...)...)
-		cmd.Env = cleanEnv()
+		cmd.Env = cleanEnv("MCPBUS_DATA_DIR=" + up.dataDir)
 		cmd.Stderr = stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		s := &mcpSession{listChanged: make(chan struct{}, 64), gotProg: make(chan struct{}, 1)}

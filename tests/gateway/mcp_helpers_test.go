@@ -73,9 +73,11 @@ func startMCP(t *testing.T, gw gateway.Options) *mcpEnv {
 	if st.Gateway == nil {
 		t.Fatal("stack.Start with Options.Gateway returned no gateway")
 	}
-	key, err := os.ReadFile(st.Gateway.AdminKeyPath())
-	if err != nil {
-		t.Fatalf("reading the admin key: %v", err)
+	var key []byte
+	if !gw.NoAuth { // --no-auth: no admin key
+		if key, err = os.ReadFile(st.Gateway.AdminKeyPath()); err != nil {
+			t.Fatalf("reading the admin key: %v", err)
+		}
 	}
 	return &mcpEnv{st: st, url: "http://" + st.Gateway.Addr(), admin: strings.TrimSpace(string(key)), logs: logs}
 }

@@ -162,7 +162,10 @@ func TestSchemaCases(t *testing.T) {
 		{"config-ref", false, `{}`},
 		{"config-ref", false, `{"server":"x","revision":1}`},
 		{"config-create-request", true, `{"config":` + draft + `}`},
-		{"config-create-request", true, `{"config":` + draft + `,"secrets":{"env":{"API_KEY":"s3cret"},"headers":{"Authorization":"Bearer t"}}}`},
+		{"config-create-request", true, `{"config":` + draft + `,"sealed_secrets":"eGt2MQ==","sender_key":"` + curveKey + `","secret_names":{"env":["API_KEY"],"headers":["Authorization"]}}`},
+		{"config-create-request", false, `{"config":` + draft + `,"secrets":{"env":{"API_KEY":"s3cret"},"headers":{"Authorization":"Bearer t"}}}`}, // secrets in clear
+		{"config-create-request", false, `{"config":` + draft + `,"sealed_secrets":"eGt2MQ==","sender_key":"` + curveKey + `"}`},                   // no names
+		{"config-create-request", false, `{"config":` + draft + `,"secret_names":{"env":["API_KEY"]}}`},                                            // names, nothing sealed
 		{"config-create-request", false, `{"secrets":{}}`},
 		{"config-create-request", false, `{"config":{"name":"X","transport":{"type":"stdio"},"package":{"type":"","identifier":""}}}`},
 		{"config-create-request", false, `{"config":` + draft + `,"secrets":{"env":{"API_KEY":""}}}`},
@@ -182,6 +185,11 @@ func TestSchemaCases(t *testing.T) {
 		{"config-delete-reply", false, `{"id":"x","server":"x"}`},
 		{"config-import-request", true, `{"content":"{\"mcpServers\":{}}","vars":{"TOKEN":"v"},"replace":true,"enabled":false}`},
 		{"config-import-request", true, `{"format":"mcp.yaml","content":"servers: {}"}`},
+		{"config-import-request", true, `{"entries":[{"config":` + draft + `,"sealed_secrets":"eGt2MQ==","sender_key":"` + curveKey + `","secret_names":{"env":["API_KEY"]}},{"config":` + draft + `}],"replace":true}`},
+		{"config-import-request", false, `{"entries":[{"config":` + draft + `}],"content":"servers: {}"}`},
+		{"config-import-request", false, `{"entries":[{"config":` + draft + `}],"vars":{"A":"s3cret"}}`},
+		{"config-import-request", false, `{"entries":[]}`},
+		{"config-import-request", false, `{}`},
 		{"config-import-request", false, `{"format":"toml","content":"x"}`},
 		{"config-import-request", false, `{"content":" \n"}`},
 		{"config-import-request", false, `{"content":"x","vars":{"A":1}}`},
@@ -216,24 +224,36 @@ func TestSchemaCases(t *testing.T) {
 		{"slug-reservation", false, `"x"`},
 		{"slug-reservation", false, `{"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"}`},
 
-		// Credential service: set carries values, the description has no place for one.
-		{"cred-set-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"env":{"API_KEY":"s3cret"},` +
+		// Credential service: set carries values sealed (their plain text is
+		// sealed-credentials), the description has no place for one.
+		{"sealed-credentials", true, `{"env":{"API_KEY":"s3cret"},` +
 			`"headers":{"X-Api-Key":"v\tw"},"keyfiles":{"GCP_KEY":"/etc/keys/gcp.json"},` +
 			`"oauth":{"access_token":"a","refresh_token":"r","token_type":"Bearer","expires_at":` + now + `,"scopes":["repo"],"provider":"github",` +
-			`"token_url":"https://github.com/login/oauth/access_token","client_id":"c","client_secret":"s","env_var":"GITHUB_TOKEN"}}}`},
-		{"cred-set-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{},"replace":true}`},
-		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{}}`},
-		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"env":{}}}`},
-		{"cred-set-request", false, `{"server_id":"0B6F2A4E-3C1D-4F7A-9A53-2F9F4B8C1D2E","credentials":{"env":{"A":"b"}}}`},
-		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"env":{"A=B":"c"}}}`},
-		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"env":{"A":"b\u0000"}}}`},
-		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"headers":{"Bad Header":"v"}}}`},
-		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"headers":{"X-Key":"a\r\nInjected: 1"}}}`},
-		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"keyfiles":{"K":"relative/key"}}}`},
-		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"oauth":{"access_token":"a"}}}`},
-		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"oauth":{"env_var":"T"}}}`},
-		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"oauth":{"access_token":"a","env_var":"T","token_url":"https://u:p@auth.example/token"}}}`},
-		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"oauth":{"access_token":"a","env_var":"T","token_url":"ftp://auth.example/token"}}}`},
+			`"token_url":"https://github.com/login/oauth/access_token","client_id":"c","client_secret":"s","env_var":"GITHUB_TOKEN"}}`},
+		{"cred-set-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","replace":true}`},
+		{"cred-set-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","sealed":"eGt2MQ==","sender_key":"` + curveKey + `"}`},
+		{"cred-set-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","sealed":"eGt2MQ==","sender_key":"` + curveKey + `","names":{"env":["A"],"oauth":{"header":"Authorization"}},"dry_run":true}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","credentials":{"env":{"API_KEY":"s3cret"}}}`}, // secrets in clear
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","sealed":"eGt2MQ=="}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","sealed":"not base64!","sender_key":"` + curveKey + `"}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","sealed":"eGt2MQ==","sender_key":"` + curveKey + `","names":{"env":{"A":"s3cret"}}}`},
+		{"cred-key-request", true, `{}`},
+		{"cred-key-request", false, `{"key":"x"}`},
+		{"cred-key-reply", true, `{"public_key":"` + curveKey + `"}`},
+		{"cred-key-reply", false, `{"public_key":"` + strings.Replace(curveKey, "X", "U", 1) + `"}`},
+		{"cred-key-reply", false, `{}`},
+		{"cred-set-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"}`}, // nothing sealed, no replace
+		{"sealed-credentials", false, `{"env":{}}`},
+		{"cred-set-request", false, `{"server_id":"0B6F2A4E-3C1D-4F7A-9A53-2F9F4B8C1D2E","sealed":"eGt2MQ==","sender_key":"` + curveKey + `"}`},
+		{"sealed-credentials", false, `{"env":{"A=B":"c"}}`},
+		{"sealed-credentials", false, `{"env":{"A":"b\u0000"}}`},
+		{"sealed-credentials", false, `{"headers":{"Bad Header":"v"}}`},
+		{"sealed-credentials", false, `{"headers":{"X-Key":"a\r\nInjected: 1"}}`},
+		{"sealed-credentials", false, `{"keyfiles":{"K":"relative/key"}}`},
+		{"sealed-credentials", false, `{"oauth":{"access_token":"a"}}`},
+		{"sealed-credentials", false, `{"oauth":{"env_var":"T"}}`},
+		{"sealed-credentials", false, `{"oauth":{"access_token":"a","env_var":"T","token_url":"https://u:p@auth.example/token"}}`},
+		{"sealed-credentials", false, `{"oauth":{"access_token":"a","env_var":"T","token_url":"ftp://auth.example/token"}}`},
 		{"cred-delete-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"}`},
 		{"cred-delete-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","names":["API_KEY","oauth"]}`},
 		{"cred-delete-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","names":[""]}`},

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,32 +37,74 @@ func (s secrets) value(label string) string {
 	return v
 }
 
-// secretCarriers are the only requests whose bodies may hold a secret value:
-// the secrets of a config on their way to the credential service.
-var secretCarriers = map[string]bool{"config.create": true, "config.update": true, "config.import": true, "cred.set": true}
+// sealedCarriers are the requests that carry secrets, sealed to the
+// credential service's key: no message of the bus holds a secret in clear.
+var sealedCarriers = map[string]bool{"config.create": true, "config.update": true, "config.import": true, "cred.set": true}
 
 // checkSecrets fails for every message of the bus (body or header) that holds
-// a secret value, unless it is a request allowed to carry secrets. It also
-// checks that the carriers really were seen, so the scan is not vacuous.
-func checkSecrets(t *testing.T, msgs []captured, s bus.Subjects, sec secrets) {
+// a secret value. It opens the sealed carriers with the credential service's
+// key (unseal) and checks that every secret was seen sealed on its way to
+// the credential service, so the scan is not vacuous.
+// The plain text of each blob is checked against sealed-credentials.json
+// (a deliberately bad one, refused by the service, is left out).
+func checkSecrets(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, sec secrets, unseal func([]byte, string) (model.Credentials, error)) {
 	t.Helper()
 	carried := map[string]bool{}
+	sealedKinds := map[string]int{}
 	for _, m := range msgs {
 		kind := kindOf(m.Subject, s)
 		for label, v := range sec {
-			if !testkit.MsgContains(&nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data}, v) {
+			if testkit.MsgContains(&nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data}, v) {
+				t.Errorf("secret %s crossed the bus in clear in %s (reply %q): %s", label, m.Subject, m.Reply, clip(m.Data))
+			}
+		}
+		if !sealedCarriers[kind] || m.Reply == "" {
+			continue
+		}
+		var body struct {
+			Sealed        []byte `json:"sealed"`
+			SealedSecrets []byte `json:"sealed_secrets"`
+			SenderKey     string `json:"sender_key"`
+			Entries       []struct {
+				SealedSecrets []byte `json:"sealed_secrets"`
+				SenderKey     string `json:"sender_key"`
+			} `json:"entries"`
+		}
+		if json.Unmarshal(m.Data, &body) != nil {
+			continue
+		}
+		blobs := [][2]string{{string(body.Sealed), body.SenderKey}, {string(body.SealedSecrets), body.SenderKey}}
+		for _, e := range body.Entries {
+			blobs = append(blobs, [2]string{string(e.SealedSecrets), e.SenderKey})
+		}
+		for _, b := range blobs {
+			if b[0] == "" {
 				continue
 			}
-			if secretCarriers[kind] && m.Reply != "" {
-				carried[label] = true
-				continue
+			creds, err := unseal([]byte(b[0]), b[1])
+			if err != nil {
+				continue // the deliberate bad requests
 			}
-			t.Errorf("secret %s leaked in %s (reply %q): %s", label, m.Subject, m.Reply, clip(m.Data))
+			sealedKinds[kind]++
+			plain, _ := json.Marshal(creds)
+			if reg.validate("sealed-credentials", plain) == nil {
+				reg.check(t, "sealed-credentials", "bus "+m.Subject+" (opened)", plain)
+			}
+			for label, v := range sec {
+				if strings.Contains(string(plain), v) {
+					carried[label] = true
+				}
+			}
 		}
 	}
 	for label := range sec {
 		if !carried[label] {
-			t.Errorf("secret %s was never seen on its way to the credential service", label)
+			t.Errorf("secret %s was never seen sealed on its way to the credential service", label)
+		}
+	}
+	for _, kind := range []string{"config.create", "config.import", "cred.set"} {
+		if sealedKinds[kind] == 0 {
+			t.Errorf("no sealed %s request was seen", kind)
 		}
 	}
 }

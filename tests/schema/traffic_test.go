@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"sigs.k8s.io/yaml"
@@ -45,6 +46,7 @@ type captured struct {
 type recorder struct {
 	mu   sync.Mutex
 	msgs []captured
+	nc   *nats.Conn // the superuser connection that records
 }
 
 func (c *recorder) add(m *nats.Msg) {
@@ -71,14 +73,14 @@ func (c *recorder) count(f func(captured) bool) int {
 }
 
 // record subscribes a plain NATS connection to every subject.
-func record(t *testing.T, ns *embednats.Server) *recorder {
+func record(t *testing.T, ns *embednats.Server, superuser nats.Option) *recorder {
 	t.Helper()
-	nc, err := ns.Connect(nats.Name("schema-recorder"))
+	nc, err := ns.Connect(nats.Name("schema-recorder"), superuser)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	rec := &recorder{}
+	rec := &recorder{nc: nc}
 	sub, err := nc.Subscribe(">", rec.add)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +116,7 @@ func wantCode(t *testing.T, what string, err error, code apierr.Code) {
 // startSystem runs the whole of mcpbus as `mcpbus up` assembles it (config,
 // credential, registry and runner services on an embedded NATS) in front of
 // fake registries serving the recorded fixtures of services/registry.
-func startSystem(t *testing.T) *stack.Stack {
+func startSystem(t *testing.T) (*stack.Stack, nats.Option) {
 	t.Helper()
 	const fixtures = "../../services/registry/testdata/"
 	var official []json.RawMessage
@@ -148,8 +150,9 @@ func startSystem(t *testing.T) *stack.Stack {
 	logs := &testkit.LogBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	superUser, superOpt := testkit.Superuser(t)
 	st, err := stack.Start(ctx, stack.Options{
-		DataDir: t.TempDir(), InProcessOnly: true,
+		DataDir: t.TempDir(), InProcessOnly: true, ExtraUsers: []*server.NkeyUser{superUser},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Runner: runner.Options{ID: "schema-runner", StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second, StartTimeout: 10 * time.Second},
 		// A failed enable answers within this instead of the 90 s default.
@@ -166,7 +169,7 @@ func startSystem(t *testing.T) *stack.Stack {
 			t.Logf("service log (tail):\n%s", logs.Tail(8000))
 		}
 	})
-	return st
+	return st, superOpt
 }
 
 // waitState polls runtime.status until server is in state.
@@ -197,8 +200,8 @@ func waitState(t *testing.T, cl *client.Client, server, state string, within tim
 func TestRealMessages(t *testing.T) {
 	began := time.Now()
 	reg := loadRegistry(t)
-	sys := startSystem(t)
-	rec := record(t, sys.NATS)
+	sys, superOpt := startSystem(t)
+	rec := record(t, sys.NATS, superOpt)
 	subj := bus.NewSubjects("")
 	sec := newSecrets()
 	bad := deliberate{}
@@ -322,7 +325,7 @@ func TestRealMessages(t *testing.T) {
 		}
 	}
 	marker := "schematest.done." + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if err := sys.Conn.Publish(marker, nil); err != nil {
+	if err := rec.nc.Publish(marker, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the marker", 5*time.Second, func() bool {
@@ -332,7 +335,10 @@ func TestRealMessages(t *testing.T) {
 	msgs := rec.all()
 	tally := checkBus(t, reg, msgs, subj, bad)
 	checkVerbs(t, tally)
-	checkSecrets(t, msgs, subj, sec)
+	credSvc := sys.Services["credential"].(*credential.Service)
+	checkSecrets(t, reg, msgs, subj, sec, func(sealed []byte, sender string) (model.Credentials, error) {
+		return credSvc.Unseal(context.Background(), sealed, sender)
+	})
 	progressMu.Lock()
 	if len(progress) != 2 {
 		t.Errorf("the client got %d progress events, want 2: %+v", len(progress), progress)
@@ -397,7 +403,7 @@ type request struct {
 func controlVerbs() map[string][]string {
 	return map[string][]string{
 		"config":   config.Verbs,
-		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve},
+		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey},
 		"registry": {"search", "get"},
 	}
 }
@@ -447,7 +453,7 @@ var requestSchema = map[string]string{
 	"config.history": "config-ref", "config.rollback": "config-rollback-request",
 
 	"cred.set": "cred-set-request", "cred.delete": "cred-delete-request", "cred.describe": "cred-describe-request",
-	"cred.resolve": "cred-resolve-request",
+	"cred.resolve": "cred-resolve-request", "cred.key": "cred-key-request",
 
 	"registry.search": "registry-search-request", "registry.get": "registry-get-request",
 }
@@ -463,7 +469,7 @@ var replySchema = map[string]string{
 	"config.history": "config-history-reply",
 
 	"cred.set": "cred-description", "cred.delete": "cred-description", "cred.describe": "cred-description",
-	"cred.resolve": "sealed-reply",
+	"cred.resolve": "sealed-reply", "cred.key": "cred-key-reply",
 
 	"registry.search": "registry-search-reply", "registry.get": "install-plan",
 }

@@ -444,16 +444,34 @@ func newDeployment(t *testing.T, name string, si *standIns) *deployment {
 	return d
 }
 
-// startSplit runs a real nats-server with JetStream and every service as its
-// own `mcpbus serve <service>` process on it, sharing one data dir.
+// startSplit runs a real nats-server with JetStream and the deployment's
+// authorization (deploy/nats/auth.conf, the identities made by `mcpbus
+// identities`) and every service as its own `mcpbus serve <service>` process
+// on it, each as its own identity, sharing one data dir.
 func startSplit(t *testing.T, si *standIns) *deployment {
 	t.Helper()
 	d := newDeployment(t, "split", si)
 	natsPort := freePort(t)
 	d.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	ns := d.start(t, "nats-server", natsServer, "-js", "-sd", filepath.Join(d.dir, "jetstream"),
-		"-a", "127.0.0.1", "-p", strconv.Itoa(natsPort))
-	waitJetStream(t, ns, d.natsURL, 15*time.Second)
+	ids := filepath.Join(d.dataDir, "nats")
+	idEnv := d.cli(t, "", "identities", ids)
+	if idEnv.code != 0 {
+		t.Fatalf("mcpbus identities: %s", idEnv)
+	}
+	auth, err := os.ReadFile(filepath.Join(repoRoot(), "deploy", "nats", "auth.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(d.dir, "nats.conf")
+	if err := os.WriteFile(filepath.Join(d.dir, "auth.conf"), auth, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("host: 127.0.0.1\nport: %d\nmax_payload: 8MB\njetstream { store_dir: %q }\ninclude \"auth.conf\"\n",
+		natsPort, filepath.Join(d.dir, "jetstream"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns := d.startEnv(t, "nats-server", strings.Fields(idEnv.stdout), natsServer, "-c", conf)
+	waitJetStream(t, ns, d.natsURL, 15*time.Second, filepath.Join(ids, "operator.nk"))
 
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	d.httpURL = "http://" + addr
@@ -464,7 +482,7 @@ func startSplit(t *testing.T, si *standIns) *deployment {
 	}
 	var services []*proc
 	for _, name := range []string{"credential", "config", "registry", "runner", "gateway"} {
-		args := append(append([]string{"serve", name}, common...), extra[name]...)
+		args := append(append([]string{"serve", name, "--nats-nkey", filepath.Join(ids, name+".nk")}, common...), extra[name]...)
 		services = append(services, d.start(t, name, mcpbusBin, args...))
 	}
 	for _, p := range services {
@@ -514,13 +532,17 @@ func (d *deployment) checkNoSecretsInLogs(t *testing.T) {
 
 // waitJetStream waits until the nats-server accepts connections and
 // JetStream answers.
-func waitJetStream(t *testing.T, ns *proc, natsURL string, within time.Duration) {
+func waitJetStream(t *testing.T, ns *proc, natsURL string, within time.Duration, seed string) {
 	t.Helper()
+	operator, err := nats.NkeyOptionFromSeed(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, within, func() (bool, string) {
 		if ns.exited() {
 			t.Fatalf("nats-server exited: %v", ns.err)
 		}
-		nc, err := nats.Connect(natsURL, nats.Timeout(time.Second), nats.NoReconnect())
+		nc, err := nats.Connect(natsURL, nats.Timeout(time.Second), nats.NoReconnect(), operator, nats.CustomInboxPrefix("_I.operator"))
 		if err != nil {
 			return false, "nats-server: " + err.Error()
 		}
@@ -551,6 +573,11 @@ type proc struct {
 
 // childEnv is the test's environment without settings that would change
 // what the services do.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
 func childEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -565,13 +592,19 @@ func childEnv() []string {
 // test ends if it still runs.
 func (d *deployment) start(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
+	return d.startEnv(t, name, nil, bin, args...)
+}
+
+// startEnv is start with env added to the process's environment.
+func (d *deployment) startEnv(t *testing.T, name string, env []string, bin string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, log: filepath.Join(d.dir, name+".log"), done: make(chan struct{})}
 	f, err := os.Create(p.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = childEnv()
+	p.cmd.Env = append(childEnv(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -681,7 +714,9 @@ func (d *deployment) cli(t *testing.T, stdin string, args ...string) cliResult {
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, mcpbusBin, append([]string{"--nats", d.natsURL}, args...)...)
-	cmd.Env = childEnv()
+	// The CLI finds mcpbus up's operator identity in the data dir (the
+	// split deployment's nats-server runs without authentication).
+	cmd.Env = append(childEnv(), "MCPBUS_DATA_DIR="+d.dataDir)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -719,7 +754,16 @@ func (d *deployment) waitState(t *testing.T, state string, within time.Duration)
 // returns the text of the CallToolResult.
 func (d *deployment) natsCall(t *testing.T, tool, args string) string {
 	t.Helper()
-	nc, err := nats.Connect(d.natsURL, nats.Timeout(5*time.Second))
+	opts := []nats.Option{nats.Timeout(5 * time.Second)}
+	if seed := filepath.Join(d.dataDir, "nats", "operator.nk"); fileExists(seed) {
+		// mcpbus up's bus needs an identity: the operator's, as the CLI uses.
+		opt, err := nats.NkeyOptionFromSeed(seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, opt, nats.CustomInboxPrefix("_I.operator"))
+	}
+	nc, err := nats.Connect(d.natsURL, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

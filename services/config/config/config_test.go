@@ -449,8 +449,9 @@ func TestCredentialServiceFailures(t *testing.T) {
 	cfg := stdio("Keyed")
 	cfg.EnvVars = map[string]model.EnvVar{"API_KEY": {Value: "k-1", IsSecret: true}}
 	// The credential service refuses: its error passes through, nothing is saved.
+	// Its fields are named as in the config request (credentials → secrets).
 	e.cred.failSet(apierr.Invalid("credentials.env", "bad secret"))
-	wantErr(t, e.call("create", model.ConfigCreateRequest{Config: cfg}, nil), apierr.Validation, "credentials.env", "bad secret")
+	wantErr(t, e.call("create", model.ConfigCreateRequest{Config: cfg}, nil), apierr.Validation, "secrets.env", "bad secret")
 	if len(e.list()) != 0 || len(e.keys(bus.BucketSlugs)) != 0 {
 		t.Fatal("refused create left a config or a slug")
 	}
@@ -839,11 +840,19 @@ func TestKeyfiles(t *testing.T) {
 			t.Errorf("%s: message %q lacks %q", path, err.Message, msg)
 		}
 	}
-	// Keyfiles given as secrets are checked as well.
+	// Keyfiles given as secrets come sealed: the credential service checks
+	// them (services/credential), and its refusal comes back on secrets.*.
 	cfg := stdio("Keyed")
+	e.cred.failSetWhen(func(in model.CredSetRequest) error {
+		if in.Credentials.Keyfiles["SA_KEY"] == open {
+			return apierr.Invalid("credentials.keyfiles.SA_KEY", "keyfile is readable by everyone")
+		}
+		return nil
+	})
 	wantErr(t, e.call("create", model.ConfigCreateRequest{Config: cfg, Secrets: &model.Credentials{Keyfiles: map[string]string{"SA_KEY": open}}}, nil),
 		apierr.Validation, "secrets.keyfiles.SA_KEY", "")
 	nothingSaved(t, e)
+	e.cred.failSet(nil)
 	cfg.EnvVars = map[string]model.EnvVar{"SA_KEY": {KeyfilePath: good, Required: true}}
 	got := e.mustCreate(cfg, nil)
 	if got.EnvVars["SA_KEY"].KeyfilePath != good {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -14,9 +15,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/config/config"
@@ -99,10 +102,42 @@ func (e *env) startService(opts ...func(*config.Options)) {
 }
 
 // call sends a request to mcp.v1.config.<verb>.
+// Secrets of create, update and import requests are sealed on the way, as
+// libs/client does it (the service refuses them in clear).
 func (e *env) call(verb string, in, out any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	in, err := e.seal(ctx, in)
+	if err != nil {
+		return err
+	}
 	return bus.RequestJSON(ctx, e.nc, e.subj.Service("config", verb), in, out, 0)
+}
+
+// callClear sends in as it is (secrets in clear).
+func (e *env) callClear(verb string, in, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return bus.RequestJSON(ctx, e.nc, e.subj.Service("config", verb), in, out, 0)
+}
+
+// seal moves the secrets of a config request out and seals them to the
+// credential stand-in's key.
+func (e *env) seal(ctx context.Context, in any) (any, error) {
+	sealer := credclient.NewSealer(e.nc, "")
+	switch req := in.(type) {
+	case model.ConfigCreateRequest:
+		sealed, err := sealer.SealConfig(ctx, &req.Config, req.Secrets)
+		req.Secrets, req.SealedSecrets = nil, sealed
+		return req, err
+	case model.ConfigUpdateRequest:
+		sealed, err := sealer.SealConfig(ctx, &req.Config, req.Secrets)
+		req.Secrets, req.SealedSecrets = nil, sealed
+		return req, err
+	case model.ConfigImportRequest:
+		return sealer.SealImport(ctx, req)
+	}
+	return in, nil
 }
 
 // rawCall sends body as it is.
@@ -229,6 +264,7 @@ type credCall struct {
 }
 
 type credStub struct {
+	kp     nkeys.KeyPair // the service's curve key: secrets come sealed to it
 	mu     sync.Mutex
 	store  map[string]model.Credentials
 	calls  []credCall
@@ -238,8 +274,12 @@ type credStub struct {
 
 func startCredStub(t *testing.T, nc *nats.Conn, subj bus.Subjects) *credStub {
 	t.Helper()
-	c := &credStub{store: map[string]model.Credentials{}}
-	for _, verb := range []string{"set", "delete", "describe"} {
+	kp, err := nkeys.CreateCurveKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &credStub{kp: kp, store: map[string]model.Credentials{}}
+	for _, verb := range []string{"set", "delete", "describe", "key"} {
 		sub, err := nc.QueueSubscribe(subj.Service("cred", verb), "cred", func(m *nats.Msg) {
 			out, err := c.handle(verb, m.Data)
 			if err != nil {
@@ -272,10 +312,39 @@ func (c *credStub) handle(verb string, data []byte) (any, error) {
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, credCall{Verb: verb, Req: append(json.RawMessage(nil), data...)})
 	switch verb {
+	case "key":
+		pub, _ := c.kp.PublicKey()
+		return model.CredKeyReply{PublicKey: pub}, nil
 	case "set":
 		var in model.CredSetRequest
 		if err := bus.Decode(data, &in); err != nil {
 			return nil, err
+		}
+		if in.DryRun {
+			c.calls[len(c.calls)-1].Verb = "check" // not a write: counted apart
+		}
+		if !in.Credentials.Empty() {
+			return nil, credclient.ClearRefused("credentials", "mcp.v1.cred.key")
+		}
+		if len(in.Sealed) > 0 {
+			creds, err := credclient.Open(c.kp, in.Sealed, in.SenderKey, credclient.FieldSealed, "mcp.v1.cred.key")
+			if err != nil {
+				return nil, err
+			}
+			if in.Names != nil && !reflect.DeepEqual(*in.Names, creds.Names()) {
+				return nil, apierr.Invalid("names", "names do not match the secrets sealed")
+			}
+			in.Credentials = creds
+		}
+		if in.DryRun {
+			// A check refuses what the real service's checks refuse
+			// (validation), not what a failing store would.
+			if c.setErr != nil {
+				if err := c.setErr(in); apierr.Of(err) == apierr.Validation {
+					return nil, err
+				}
+			}
+			return describe(in.ServerID, in.Credentials), nil
 		}
 		if c.setErr != nil {
 			if err := c.setErr(in); err != nil {

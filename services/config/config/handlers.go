@@ -44,7 +44,7 @@ func (s *Service) handleCreate(ctx context.Context, req micro.Request) (any, err
 	}
 	now := time.Now().UTC()
 	cfg.CreatedAt, cfg.UpdatedAt, cfg.Revision = now, now, 0
-	p, err := s.prepare(ctx, cfg, in.Secrets, "")
+	p, err := s.prepare(ctx, cfg, in.Secrets, in.SealedSecrets, "")
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (s *Service) handleUpdate(ctx context.Context, req micro.Request) (any, err
 	if cfg.AuthType == "" {
 		cfg.AuthType = prev.AuthType // left out: keep how the stored secrets are used
 	}
-	p, err := s.prepare(ctx, cfg, in.Secrets, prev.ID)
+	p, err := s.prepare(ctx, cfg, in.Secrets, in.SealedSecrets, prev.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +444,7 @@ func (s *Service) handleRollback(ctx context.Context, req micro.Request) (any, e
 		}
 	}
 	cfg.ID, cfg.UpdatedAt = id, time.Now().UTC()
-	p, err := s.prepare(ctx, *cfg, nil, id)
+	p, err := s.prepare(ctx, *cfg, nil, model.SealedSecrets{}, id)
 	if err != nil {
 		return nil, err
 	}

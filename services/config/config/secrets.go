@@ -10,106 +10,84 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-// extractSecrets moves every secret value out of cfg: env vars marked
-// is_secret (or named like a secret) that carry a value, and transport
-// headers named like a secret. It returns them merged with given (which wins
-// on a clash: it is the explicit channel for secrets). A secret env var keeps
-// only its reference (secret_ref = where the value is stored).
+// extractSecrets moves every secret value out of cfg (as the writers do
+// before they seal them: credclient.ExtractSecrets) and returns them.
 func extractSecrets(cfg *model.McpConfig, given *model.Credentials) model.Credentials {
-	out := model.Credentials{}
-	if given != nil {
-		out.Env = maps.Clone(given.Env)
-		out.Headers = maps.Clone(given.Headers)
-		out.Keyfiles = maps.Clone(given.Keyfiles)
-		if given.OAuth != nil {
-			tok := *given.OAuth
-			out.OAuth = &tok
-		}
-	}
-	if len(cfg.EnvVars) > 0 {
-		vars := make(map[string]model.EnvVar, len(cfg.EnvVars))
-		for name, v := range cfg.EnvVars {
-			secret := v.IsSecret || model.LooksSecret(name)
-			switch {
-			case !secret || v.KeyfilePath != "":
-			case v.Value != "":
-				ref := v.SecretRef
-				if ref == "" {
-					ref = name
-				}
-				if out.Env == nil {
-					out.Env = map[string]string{}
-				}
-				if _, ok := out.Env[ref]; !ok {
-					out.Env[ref] = v.Value
-				}
-				v.Value, v.SecretRef, v.IsSecret = "", ref, true
-			case v.IsSecret && v.SecretRef == "":
-				// Stored under its own name (what the runner assumes too);
-				// an explicit reference lets the required check find it.
-				v.SecretRef = name
-			}
-			vars[name] = v
-		}
-		cfg.EnvVars = vars
-	}
-	// Headers named like a secret, or listed as secret, keep only their name
-	// (in secret_headers, which an export writes as a ${VAR} placeholder).
-	secretHeaders := map[string]bool{}
-	for _, name := range cfg.Transport.SecretHeaders {
-		secretHeaders[http.CanonicalHeaderKey(name)] = true
-	}
-	if len(cfg.Transport.Headers) > 0 {
-		headers := map[string]string{}
-		for name, val := range cfg.Transport.Headers {
-			if !model.LooksSecret(name) && !secretHeaders[http.CanonicalHeaderKey(name)] {
-				headers[name] = val
-				continue
-			}
-			if out.Headers == nil {
-				out.Headers = map[string]string{}
-			}
-			if _, ok := out.Headers[name]; !ok {
-				out.Headers[name] = val
-			}
-		}
-		cfg.Transport.Headers = headers
-		if len(headers) == 0 {
-			cfg.Transport.Headers = nil
-		}
-	}
-	names := slices.Clone(cfg.Transport.SecretHeaders)
-	for name := range out.Headers {
-		if !secretHeaders[http.CanonicalHeaderKey(name)] {
-			secretHeaders[http.CanonicalHeaderKey(name)] = true
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	cfg.Transport.SecretHeaders = names
-	return out
+	return credclient.ExtractSecrets(cfg, given)
 }
 
-// credsHave reports whether c holds a secret for env var name.
-func credsHave(c model.Credentials, name string) bool {
-	if _, ok := c.Env[name]; ok {
-		return true
+// refuseClear refuses secret values that came in clear: the secrets field,
+// or values still in the config (env vars marked or named secret, secret
+// headers). They crossed the bus readable by anyone on it; writers seal them
+// to the credential service's key instead (libs/client does). What is left is
+// normalised as before (secret references, secret_headers).
+func refuseClear(cfg *model.McpConfig, given *model.Credentials, keySubject string) *apierr.Error {
+	if given != nil && !given.Empty() {
+		return credclient.ClearRefused("secrets", keySubject)
 	}
-	if _, ok := c.Keyfiles[name]; ok {
-		return true
+	leaked := extractSecrets(cfg, nil)
+	if refs := slices.Sorted(maps.Keys(leaked.Env)); len(refs) > 0 {
+		for _, envName := range slices.Sorted(maps.Keys(cfg.EnvVars)) {
+			if cfg.EnvVars[envName].SecretRef == refs[0] {
+				return credclient.ClearRefused("env_vars."+envName+".value", keySubject)
+			}
+		}
+		return credclient.ClearRefused("env_vars", keySubject)
 	}
-	return c.OAuth != nil && c.OAuth.EnvVar == name
+	if headers := slices.Sorted(maps.Keys(leaked.Headers)); len(headers) > 0 {
+		return credclient.ClearRefused("transport.headers."+headers[0], keySubject)
+	}
+	return nil
+}
+
+// sealedNames checks the sealed secrets of a request (all three parts or
+// none) and returns the names they hold; their headers join the config's
+// secret_headers (an export writes them as ${VAR} placeholders).
+func sealedNames(cfg *model.McpConfig, sealed model.SealedSecrets) (model.SecretNames, *apierr.Error) {
+	if sealed.IsZero() {
+		return model.SecretNames{}, nil
+	}
+	switch {
+	case len(sealed.Sealed) == 0:
+		return model.SecretNames{}, apierr.Invalid(credclient.FieldSealedConfig, "sealed_secrets is required with sender_key and secret_names")
+	case sealed.SenderKey == "":
+		return model.SecretNames{}, apierr.Invalid("sender_key", "sender_key is required with sealed_secrets")
+	case sealed.Names == nil || sealed.Names.Empty():
+		return model.SecretNames{}, apierr.Invalid("secret_names", "secret_names must name what sealed_secrets holds")
+	case len(sealed.Sealed) > credclient.MaxSealed:
+		return model.SecretNames{}, apierr.Invalid(credclient.FieldSealedConfig, fmt.Sprintf("sealed_secrets is longer than %d bytes", credclient.MaxSealed))
+	}
+	names := *sealed.Names
+	known := map[string]bool{}
+	for _, n := range cfg.Transport.SecretHeaders {
+		known[http.CanonicalHeaderKey(n)] = true
+	}
+	for _, n := range names.Headers {
+		if !known[http.CanonicalHeaderKey(n)] {
+			known[http.CanonicalHeaderKey(n)] = true
+			cfg.Transport.SecretHeaders = append(cfg.Transport.SecretHeaders, n)
+		}
+	}
+	slices.Sort(cfg.Transport.SecretHeaders)
+	return names, nil
+}
+
+// credsHave reports whether c names a secret for env var name.
+func credsHave(c model.SecretNames, name string) bool {
+	return slices.Contains(c.Env, name) || slices.Contains(c.Keyfiles, name) || (c.OAuth != nil && c.OAuth.EnvVar == name)
 }
 
 // missingSecret is the required-secret rule: a required secret env var whose
 // secret is neither given now nor already stored blocks the save.
-func missingSecret(cfg *model.McpConfig, secrets model.Credentials, stored *model.CredDescription) *apierr.Error {
+func missingSecret(cfg *model.McpConfig, secrets model.SecretNames, stored *model.CredDescription) *apierr.Error {
 	for _, name := range slices.Sorted(maps.Keys(cfg.EnvVars)) {
 		v := cfg.EnvVars[name]
 		if !v.Required || v.Value != "" || v.KeyfilePath != "" || v.SecretRef == "" {
@@ -125,7 +103,7 @@ func missingSecret(cfg *model.McpConfig, secrets model.Credentials, stored *mode
 
 // needsStored reports whether the required check must ask the credential
 // service what it already holds.
-func needsStored(cfg *model.McpConfig, secrets model.Credentials) bool {
+func needsStored(cfg *model.McpConfig, secrets model.SecretNames) bool {
 	for _, v := range cfg.EnvVars {
 		if v.Required && v.Value == "" && v.KeyfilePath == "" && v.SecretRef != "" && !credsHave(secrets, v.SecretRef) {
 			return true
@@ -134,19 +112,15 @@ func needsStored(cfg *model.McpConfig, secrets model.Credentials) bool {
 	return false
 }
 
-// checkKeyfiles applies the keyfile rules on this host: the
-// file exists, is regular and others cannot read it.
-func checkKeyfiles(cfg *model.McpConfig, secrets model.Credentials) *apierr.Error {
+// checkKeyfiles applies the keyfile rules on this host to the config's
+// keyfile paths: the file exists, is regular and others cannot read it.
+// Keyfiles that come sealed are checked by the credential service.
+func checkKeyfiles(cfg *model.McpConfig) *apierr.Error {
 	for _, name := range slices.Sorted(maps.Keys(cfg.EnvVars)) {
 		if p := cfg.EnvVars[name].KeyfilePath; p != "" {
 			if err := checkKeyfile("env_vars."+name+".keyfile_path", p); err != nil {
 				return err
 			}
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(secrets.Keyfiles)) {
-		if err := checkKeyfile("secrets.keyfiles."+name, secrets.Keyfiles[name]); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -172,20 +146,20 @@ func checkKeyfile(field, path string) *apierr.Error {
 
 // newSecretNames lists what secrets adds to what stored holds (the names an
 // undo deletes again).
-func newSecretNames(secrets model.Credentials, stored *model.CredDescription) []string {
+func newSecretNames(secrets model.SecretNames, stored *model.CredDescription) []string {
 	var names []string
 	has := func(list []string, n string) bool { return stored != nil && slices.Contains(list, n) }
-	for _, n := range slices.Sorted(maps.Keys(secrets.Env)) {
+	for _, n := range slices.Sorted(slices.Values(secrets.Env)) {
 		if stored == nil || !has(stored.Env, n) {
 			names = append(names, n)
 		}
 	}
-	for _, n := range slices.Sorted(maps.Keys(secrets.Headers)) {
+	for _, n := range slices.Sorted(slices.Values(secrets.Headers)) {
 		if stored == nil || !has(stored.Headers, n) {
 			names = append(names, n)
 		}
 	}
-	for _, n := range slices.Sorted(maps.Keys(secrets.Keyfiles)) {
+	for _, n := range slices.Sorted(slices.Values(secrets.Keyfiles)) {
 		if stored == nil || !has(stored.Keyfiles, n) {
 			names = append(names, n)
 		}
@@ -208,14 +182,36 @@ func credErr(verb string, err error) error {
 	return err
 }
 
-func (s *Service) credSet(ctx context.Context, id string, c model.Credentials) error {
+// credSet hands the sealed secrets of id to the credential service as they
+// came (the config service cannot open them); dryRun only checks them.
+func (s *Service) credSet(ctx context.Context, id string, sealed model.SealedSecrets, dryRun bool) error {
 	var out model.CredDescription
 	err := bus.RequestJSON(ctx, s.nc, s.subj.Service("cred", "set"),
-		model.CredSetRequest{ServerID: id, Credentials: c}, &out, s.opts.RequestTimeout)
+		model.CredSetRequest{ServerID: id, Sealed: sealed.Sealed, SenderKey: sealed.SenderKey, Names: sealed.Names, DryRun: dryRun},
+		&out, s.opts.RequestTimeout)
 	if err != nil {
-		return credErr("set", err)
+		return sealedField(credErr("set", err))
 	}
 	return nil
+}
+
+// sealedField names the fields of a refused cred.set as the config request
+// has them (sealed → sealed_secrets, names → secret_names, credentials.* →
+// secrets.*).
+func sealedField(err error) error {
+	var e *apierr.Error
+	if !errors.As(err, &e) || e.Code != apierr.Validation {
+		return err
+	}
+	switch f := e.Field; {
+	case f == credclient.FieldSealed:
+		return e.WithField(credclient.FieldSealedConfig)
+	case f == "names":
+		return e.WithField("secret_names")
+	case f == "credentials" || strings.HasPrefix(f, "credentials."):
+		return e.WithField("secrets" + strings.TrimPrefix(f, "credentials"))
+	}
+	return err
 }
 
 // credDelete removes the named secrets of id, or all of them with no names.

@@ -23,15 +23,9 @@ func (s *Service) handleImport(ctx context.Context, req micro.Request) (any, err
 	if err := bus.Decode(req.Data(), &in); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(in.Content) == "" {
-		return nil, apierr.Invalid("content", "content is required")
-	}
-	entries, err := serverfile.Parse(in.Format, []byte(in.Content), in.Vars)
+	entries, err := importEntries(&in)
 	if err != nil {
-		return nil, asValidation(err, "content")
-	}
-	if len(entries) == 0 {
-		return nil, apierr.Invalid("content", "the file has no servers")
+		return nil, err
 	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
@@ -79,8 +73,7 @@ func (s *Service) handleImport(ctx context.Context, req micro.Request) (any, err
 			cfg.CreatedAt, cfg.UpdatedAt = now, now
 		}
 		seenID[cfg.ID] = true
-		secrets := entry.Secrets
-		p, err := s.prepare(ctx, cfg, &secrets, credID)
+		p, err := s.prepare(ctx, cfg, entry.clear, entry.sealed, credID)
 		if err != nil {
 			return nil, prefixed(err, field)
 		}
@@ -118,6 +111,44 @@ func (s *Service) handleImport(ctx context.Context, req micro.Request) (any, err
 		s.publish(ctx, typ, &p.cfg, requestID(req))
 	}
 	s.log.Info("configs imported", "created", len(out.Created), "updated", len(out.Updated), "request_id", requestID(req))
+	return out, nil
+}
+
+// importEntry is one server of an import: its config and its secrets,
+// sealed (entries) or in clear (parsed from content: refused by prepare).
+type importEntry struct {
+	Config model.McpConfig
+	sealed model.SealedSecrets
+	clear  *model.Credentials
+}
+
+// importEntries reads the servers of an import: the parsed entries a writer
+// sent (their secrets sealed), or the content parsed here.
+func importEntries(in *model.ConfigImportRequest) ([]importEntry, error) {
+	if len(in.Entries) > 0 {
+		if strings.TrimSpace(in.Content) != "" || in.Format != "" || len(in.Vars) > 0 {
+			return nil, apierr.Invalid("entries", "entries come instead of content, format and vars")
+		}
+		out := make([]importEntry, len(in.Entries))
+		for i, e := range in.Entries {
+			out[i] = importEntry{Config: e.Config, sealed: e.SealedSecrets}
+		}
+		return out, nil
+	}
+	if strings.TrimSpace(in.Content) == "" {
+		return nil, apierr.Invalid("content", "content is required")
+	}
+	parsed, err := serverfile.Parse(in.Format, []byte(in.Content), in.Vars)
+	if err != nil {
+		return nil, asValidation(err, "content")
+	}
+	if len(parsed) == 0 {
+		return nil, apierr.Invalid("content", "the file has no servers")
+	}
+	out := make([]importEntry, len(parsed))
+	for i, e := range parsed {
+		out[i] = importEntry{Config: e.Config, clear: &e.Secrets}
+	}
 	return out, nil
 }
 

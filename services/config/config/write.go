@@ -13,8 +13,11 @@ import (
 // plan is one checked config write: what to store, the secrets to hand to the
 // credential service, and what it replaces.
 type plan struct {
-	cfg     model.McpConfig
-	secrets model.Credentials
+	cfg model.McpConfig
+	// sealed are the secrets, sealed to the credential service (passed on
+	// as they came); names says what they hold.
+	sealed  model.SealedSecrets
+	secrets model.SecretNames
 	// prev is the current record (nil for a new or deleted config); lastRev
 	// the revision the key must still have (0: the key must not exist).
 	prev    *model.McpConfig
@@ -25,10 +28,17 @@ type plan struct {
 
 // prepare normalises cfg, moves its secrets out and checks it, writing
 // nothing. credID, when set, names an existing record whose stored secrets
-// count for the required check (updates, rollbacks).
-func (s *Service) prepare(ctx context.Context, cfg model.McpConfig, given *model.Credentials, credID string) (*plan, error) {
+// count for the required check (updates, rollbacks). Secrets come sealed;
+// any value in clear (given, or left in cfg) is refused.
+func (s *Service) prepare(ctx context.Context, cfg model.McpConfig, given *model.Credentials, sealed model.SealedSecrets, credID string) (*plan, error) {
 	cfg.Normalize()
-	secrets := extractSecrets(&cfg, given)
+	if err := refuseClear(&cfg, given, s.subj.Service("cred", "key")); err != nil {
+		return nil, err
+	}
+	secrets, serr := sealedNames(&cfg, sealed)
+	if serr != nil {
+		return nil, serr
+	}
 	if cfg.AuthType == model.AuthNone && !secrets.Empty() {
 		cfg.AuthType = model.AuthAPIKey
 		if secrets.OAuth != nil {
@@ -38,12 +48,15 @@ func (s *Service) prepare(ctx context.Context, cfg model.McpConfig, given *model
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := s.checkRunnerPolicies(ctx, &cfg); err != nil {
+		return nil, err
+	}
 	if s.opts.CheckKeyfiles {
-		if err := checkKeyfiles(&cfg, secrets); err != nil {
+		if err := checkKeyfiles(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	p := &plan{cfg: cfg, secrets: secrets}
+	p := &plan{cfg: cfg, sealed: sealed, secrets: secrets}
 	if credID != "" && (needsStored(&cfg, secrets) || !secrets.Empty()) {
 		stored, err := s.credDescribe(ctx, credID)
 		if err != nil {
@@ -53,6 +66,14 @@ func (s *Service) prepare(ctx context.Context, cfg model.McpConfig, given *model
 	}
 	if err := missingSecret(&p.cfg, secrets, p.stored); err != nil {
 		return nil, err
+	}
+	if !secrets.Empty() {
+		// The credential service opens and checks them now, so that a blob
+		// it cannot open (or a bad value) stops the write before anything,
+		// and an import before its first server.
+		if err := s.credSet(ctx, p.cfg.ID, sealed, true); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
@@ -70,7 +91,7 @@ func (s *Service) commit(ctx context.Context, p *plan) (undo, finish func(contex
 	}
 	undoCreds := func(context.Context) {}
 	if !p.secrets.Empty() {
-		if err := s.credSet(ctx, id, p.secrets); err != nil {
+		if err := s.credSet(ctx, id, p.sealed, false); err != nil {
 			uctx, cancel := detached(ctx)
 			defer cancel()
 			// A partial set is possible when the reply was lost: remove what was new.

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
 	"github.com/mcpbus/mcpbus/services/credential/store/filestore"
@@ -86,6 +87,16 @@ const (
 // raw sends a body to mcp.v1.cred.<verb> and returns the reply body or the error.
 func (e *env) raw(verb string, body any) ([]byte, *apierr.Error) {
 	e.t.Helper()
+	// Clear credentials are sealed the way every writer does it: the raw
+	// tests exercise what the service does with their content.
+	if req, isSet := body.(model.CredSetRequest); isSet && verb == "set" && !req.Credentials.Empty() {
+		sealed, sender, err := e.client.Sealer().Seal(context.Background(), req.Credentials)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		req.Credentials, req.Sealed, req.SenderKey = model.Credentials{}, sealed, sender
+		body = req
+	}
 	data, ok := body.([]byte)
 	if !ok {
 		var err error

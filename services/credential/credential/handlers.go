@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/credential/store"
 )
@@ -40,14 +41,18 @@ func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, erro
 	if err := bus.Decode(data, &in); err != nil {
 		return "", nil, err
 	}
-	if err := store.CheckID(in.ServerID); err != nil {
+	if err := checkID(in.ServerID); err != nil {
 		return "", nil, err
 	}
 	id := in.ServerID
-	if in.Credentials.Empty() && !in.Replace {
+	given, err := s.unseal(ctx, &in)
+	if err != nil {
+		return id, nil, err
+	}
+	if given.Empty() && !in.Replace {
 		return id, nil, apierr.Invalid("credentials", "no credentials given (env, headers, keyfiles or oauth)")
 	}
-	if e := validateCredentials(in.Credentials); e != nil {
+	if e := validateCredentials(given); e != nil {
 		return id, nil, e
 	}
 	unlock, err := s.locks.lock(ctx, id)
@@ -61,14 +66,84 @@ func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, erro
 			return id, nil, err
 		}
 	}
-	rec = merge(rec, in.Credentials)
+	rec = merge(rec, given)
 	if e := checkRecord(rec); e != nil {
 		return id, nil, e
+	}
+	if in.DryRun {
+		return id, s.describe(id, rec, s.opts.Now().UTC()), nil
 	}
 	if err := s.write(ctx, id, rec); err != nil {
 		return id, nil, err
 	}
 	return id, s.describe(id, rec, s.opts.Now().UTC()), nil
+}
+
+// unseal opens the secrets of a set request. Secrets in clear are refused:
+// they have crossed the bus readable by anyone on it. A blob that does not
+// open makes the service read its key pair again once (another instance may
+// have made the pair the writer sealed to) before it is refused.
+func (s *Service) unseal(ctx context.Context, in *model.CredSetRequest) (model.Credentials, error) {
+	keySubject := s.subj.Service("cred", VerbKey)
+	if !in.Credentials.Empty() {
+		return model.Credentials{}, credclient.ClearRefused("credentials", keySubject)
+	}
+	if len(in.Sealed) == 0 {
+		if in.SenderKey != "" {
+			return model.Credentials{}, apierr.Invalid("sealed", "sender_key without sealed")
+		}
+		if in.Names != nil && !in.Names.Empty() {
+			return model.Credentials{}, apierr.Invalid("names", "names given but nothing sealed")
+		}
+		return model.Credentials{}, nil
+	}
+	kp, _, err := s.keys.get(ctx)
+	if err != nil {
+		return model.Credentials{}, err
+	}
+	creds, err := credclient.Open(kp, in.Sealed, in.SenderKey, credclient.FieldSealed, keySubject)
+	if credclient.StaleKey(err) && s.keys.reload(ctx) {
+		if kp, _, kerr := s.keys.get(ctx); kerr == nil {
+			creds, err = credclient.Open(kp, in.Sealed, in.SenderKey, credclient.FieldSealed, keySubject)
+		}
+	}
+	if err != nil {
+		return model.Credentials{}, err
+	}
+	if in.Names != nil && !sameNames(*in.Names, creds.Names()) {
+		return model.Credentials{}, apierr.Invalid("names", "names do not match the secrets sealed")
+	}
+	return creds, nil
+}
+
+// sameNames compares two name lists (each list's order does not matter).
+func sameNames(a, b model.SecretNames) bool {
+	eq := func(x, y []string) bool {
+		x, y = slices.Clone(x), slices.Clone(y)
+		slices.Sort(x)
+		slices.Sort(y)
+		return slices.Equal(x, y)
+	}
+	if !eq(a.Env, b.Env) || !eq(a.Headers, b.Headers) || !eq(a.Keyfiles, b.Keyfiles) {
+		return false
+	}
+	if (a.OAuth == nil) != (b.OAuth == nil) {
+		return false
+	}
+	return a.OAuth == nil || *a.OAuth == *b.OAuth
+}
+
+// handleKey answers the service's public curve key.
+func (s *Service) handleKey(ctx context.Context, data []byte) (string, any, error) {
+	var in model.CredKeyRequest
+	if err := bus.Decode(data, &in); err != nil {
+		return "", nil, err
+	}
+	pub, err := s.PublicKey(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	return "", model.CredKeyReply{PublicKey: pub}, nil
 }
 
 // merge adds the entries of add to rec. An env var given as a value replaces
@@ -114,7 +189,7 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 	if err := bus.Decode(data, &in); err != nil {
 		return "", nil, err
 	}
-	if err := store.CheckID(in.ServerID); err != nil {
+	if err := checkID(in.ServerID); err != nil {
 		return "", nil, err
 	}
 	id := in.ServerID
@@ -200,7 +275,7 @@ func (s *Service) handleDescribe(ctx context.Context, data []byte) (string, any,
 	if err := bus.Decode(data, &in); err != nil {
 		return "", nil, err
 	}
-	if err := store.CheckID(in.ServerID); err != nil {
+	if err := checkID(in.ServerID); err != nil {
 		return "", nil, err
 	}
 	rec, updated, err := s.get(ctx, in.ServerID)
@@ -227,4 +302,14 @@ func (s *Service) describe(id string, rec model.Credentials, updated time.Time) 
 		}
 	}
 	return d
+}
+
+// Unseal opens a blob sealed to the service's key (in process only: tests
+// check what crossed the bus sealed; nothing on the bus answers with it).
+func (s *Service) Unseal(ctx context.Context, sealed []byte, senderKey string) (model.Credentials, error) {
+	kp, _, err := s.keys.get(ctx)
+	if err != nil {
+		return model.Credentials{}, err
+	}
+	return credclient.Open(kp, sealed, senderKey, credclient.FieldSealed, s.subj.Service("cred", VerbKey))
 }

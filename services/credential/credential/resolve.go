@@ -13,7 +13,6 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/services/credential/store"
 )
 
 func (s *Service) handleResolve(ctx context.Context, data []byte) (string, any, error) {
@@ -21,7 +20,7 @@ func (s *Service) handleResolve(ctx context.Context, data []byte) (string, any, 
 	if err := bus.Decode(data, &in); err != nil {
 		return "", nil, err
 	}
-	if err := store.CheckID(in.ServerID); err != nil {
+	if err := checkID(in.ServerID); err != nil {
 		return "", nil, err
 	}
 	id := in.ServerID
@@ -45,16 +44,20 @@ func (s *Service) handleResolve(ctx context.Context, data []byte) (string, any, 
 		}
 		rec.OAuth = tok
 	}
+	kp, pub, err := s.keys.get(ctx)
+	if err != nil {
+		return id, nil, err
+	}
 	plain, err := json.Marshal(resolved(rec))
 	if err != nil {
 		return id, nil, apierr.Wrap(apierr.Internal, "encoding credentials", err)
 	}
-	sealed, err := s.curve.Seal(plain, in.RecipientKey)
+	sealed, err := kp.Seal(plain, in.RecipientKey)
 	clear(plain)
 	if err != nil {
 		return id, nil, apierr.Wrap(apierr.Validation, "cannot seal to recipient_key", err).WithField("recipient_key")
 	}
-	return id, model.SealedReply{SenderKey: s.pubKey, Sealed: sealed}, nil
+	return id, model.SealedReply{SenderKey: pub, Sealed: sealed}, nil
 }
 
 // resolved is what a runner gets: env values, headers, keyfile paths, and the

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/nats-io/nkeys"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -33,6 +32,8 @@ const (
 	VerbDelete   = "delete"
 	VerbDescribe = "describe"
 	VerbResolve  = "resolve"
+	// VerbKey answers the service's public curve key: writers seal secrets to it.
+	VerbKey = "key"
 )
 
 // Options configure the service. Store, or Backend and what it needs, is required.
@@ -54,6 +55,9 @@ type Options struct {
 	RequestTimeout time.Duration
 	// RefreshBefore refreshes an OAuth token that expires within this long (default 1 min).
 	RefreshBefore time.Duration
+	// KeySettle is how long a new key pair kept in a store other than the
+	// file store is left before it is read back (default 1 s; see keys.go).
+	KeySettle time.Duration
 }
 
 func (o *Options) defaults() {
@@ -75,6 +79,9 @@ func (o *Options) defaults() {
 	if o.RefreshBefore <= 0 {
 		o.RefreshBefore = time.Minute
 	}
+	if o.KeySettle <= 0 {
+		o.KeySettle = time.Second
+	}
 }
 
 // Service is the credential service.
@@ -84,11 +91,11 @@ type Service struct {
 	subj  bus.Subjects
 	log   *slog.Logger
 	store store.Store
-	// curve is this instance's xkey pair: resolve replies are sealed with it.
-	curve  nkeys.KeyPair
-	pubKey string
-	locks  keyedMutex
-	ready  chan struct{}
+	// keys is the service's xkey pair, shared by every instance (keys.go):
+	// writers seal to it, resolve replies are sealed with it.
+	keys  *keyRing
+	locks keyedMutex
+	ready chan struct{}
 	// closer releases a store Build opened (nil otherwise).
 	closer io.Closer
 }
@@ -102,23 +109,20 @@ func New(nc *nats.Conn, opts Options) (*Service, error) {
 	if opts.Store == nil {
 		return nil, errors.New("credential: no store")
 	}
-	kp, err := nkeys.CreateCurveKeys()
-	if err != nil {
-		return nil, fmt.Errorf("credential: creating the curve key pair: %w", err)
-	}
-	pub, err := kp.PublicKey()
-	if err != nil {
-		return nil, fmt.Errorf("credential: curve public key: %w", err)
-	}
 	return &Service{
 		nc: nc, opts: opts, subj: bus.NewSubjects(opts.Prefix), store: opts.Store,
 		log:   opts.Logger.With("backend", opts.Store.Name()),
-		curve: kp, pubKey: pub, locks: keyedMutex{m: map[string]*keyedEntry{}}, ready: make(chan struct{}),
+		keys:  &keyRing{load: keyLoader(opts.Store, opts.KeySettle)},
+		locks: keyedMutex{m: map[string]*keyedEntry{}}, ready: make(chan struct{}),
 	}, nil
 }
 
-// PublicKey is the curve public key that resolve replies are sealed with.
-func (s *Service) PublicKey() string { return s.pubKey }
+// PublicKey is the service's public curve key (writers seal to it; resolve
+// replies are sealed with it), loading the pair when needed.
+func (s *Service) PublicKey(ctx context.Context) (string, error) {
+	_, pub, err := s.keys.get(ctx)
+	return pub, err
+}
 
 // Ready is closed once the endpoints answer.
 func (s *Service) Ready() <-chan struct{} { return s.ready }
@@ -127,11 +131,26 @@ func (s *Service) Ready() <-chan struct{} { return s.ready }
 func (s *Service) Run(ctx context.Context) error {
 	handlers := map[string]handler{
 		VerbSet: s.handleSet, VerbDelete: s.handleDelete, VerbDescribe: s.handleDescribe, VerbResolve: s.handleResolve,
+		VerbKey: s.handleKey,
+	}
+	meta := map[string]string{"backend": s.store.Name()}
+	// The key pair now, when the store answers (the file store always does:
+	// its errors stop the service); else on first use, and cred.key only.
+	kctx, kcancel := context.WithTimeout(ctx, 5*time.Second)
+	pub, err := s.PublicKey(kctx)
+	kcancel()
+	switch {
+	case err == nil:
+		meta["public_key"] = pub
+	case s.store.Name() == BackendFile:
+		return fmt.Errorf("credential: %w", err)
+	default:
+		s.log.Warn("the curve key pair is not loaded yet; it will be on first use", "code", apierr.Of(err), "error", apierr.From(err).Message)
 	}
 	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version,
 		Description: "mcpbus credential service: secrets of MCP servers",
-		Metadata:    map[string]string{"backend": s.store.Name()}}
-	for _, verb := range []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve} {
+		Metadata:    meta}
+	for _, verb := range []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve, VerbKey} {
 		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: verb, Subject: s.subj.Service("cred", verb),
 			Handler: bus.JSONHandler(s.log, s.logged(verb, handlers[verb]))})
 	}

@@ -256,7 +256,7 @@ func TestInvalidInputChangesNothing(t *testing.T) {
 				t.Fatalf("the record changed: %v", rerr)
 			}
 			entries, _ := os.ReadDir(e.store.Dir())
-			if len(entries) != 2 {
+			if len(entries) != 3 { // key, curve.xk, the record
 				t.Fatalf("store dir: %v", entries)
 			}
 		})

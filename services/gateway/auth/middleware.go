@@ -46,12 +46,18 @@ type MiddlewareOptions struct {
 	// ScopeFor names the scope a request needs ("" = public); default ScopeForPath.
 	ScopeFor func(*http.Request) string
 	Logger   *slog.Logger
+	// Failures, when set, throttles failed authentications by client
+	// address (NewFailureLimiter): each 401 takes a token, and an address
+	// with none left gets 429 RATE_LIMITED with Retry-After, key or not,
+	// until its bucket refills.
+	Failures *Limiter
 }
 
 // Middleware authenticates bearer keys and puts the Principal in the request
-// context. A missing, unknown or revoked key, or one without the route's
-// scope, gets 401 UNAUTHORIZED with a Bearer challenge (the contract has no
-// 403: the message says which scope is missing).
+// context. A missing, unknown or revoked key gets 401 UNAUTHORIZED with a
+// Bearer challenge; a valid key without the route's scope gets 403 (code
+// UNAUTHORIZED: the contract has no FORBIDDEN; the message says which scope
+// is missing). With Failures set, an address that failed too often gets 429.
 func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 	if opts.ScopeFor == nil {
 		opts.ScopeFor = func(r *http.Request) string { return ScopeForPath(r.URL.Path) }
@@ -73,8 +79,21 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), Anonymous())))
 				return
 			}
+			if opts.Failures != nil {
+				if ok, wait := opts.Failures.Peek("addr:" + remoteIP(r)); !ok {
+					secs := retryAfter(w, wait)
+					WriteError(w, 0, apierr.Newf(apierr.RateLimited, "too many failed authentications from this address; retry in %ds", secs))
+					return
+				}
+			}
+			failed := func() {
+				if opts.Failures != nil {
+					opts.Failures.Allow("addr:"+remoteIP(r), nil)
+				}
+			}
 			token, ok := bearer(r)
 			if !ok {
+				failed()
 				challenge(w, "", "")
 				WriteError(w, 0, apierr.New(apierr.Unauthorized, "an API key is required: send Authorization: Bearer <key>"))
 				return
@@ -82,6 +101,7 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 			p, err := opts.Store.Authenticate(r.Context(), token)
 			if err != nil {
 				if apierr.Of(err) == apierr.Unauthorized {
+					failed()
 					challenge(w, "invalid_token", "")
 				} else {
 					opts.Logger.Warn("API key check failed", "error", err)
@@ -94,7 +114,7 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 			}
 			if !p.Can(scope) {
 				challenge(w, "insufficient_scope", scope)
-				WriteError(w, 0, apierr.Newf(apierr.Unauthorized, "this API key lacks the %s scope needed for %s", scope, r.URL.Path))
+				WriteError(w, http.StatusForbidden, apierr.Newf(apierr.Unauthorized, "this API key lacks the %s scope needed for %s", scope, r.URL.Path))
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))

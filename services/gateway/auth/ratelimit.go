@@ -94,6 +94,42 @@ func (l *Limiter) Allow(key string, override *model.KeyRate) (ok bool, retryAfte
 	return true, 0
 }
 
+// Peek reports whether key's bucket holds a token, without taking one, and
+// when it does not, how long until it will. A key without a bucket has one.
+func (l *Limiter) Peek(key string) (ok bool, retryAfter time.Duration) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		return true, 0
+	}
+	tokens := b.lim.TokensAt(now)
+	if tokens >= 1 {
+		return true, 0
+	}
+	if r := float64(b.lim.Limit()); r > 0 {
+		return false, time.Duration((1 - tokens) / r * float64(time.Second))
+	}
+	return false, time.Minute
+}
+
+// DefaultFailures is how many failed authentications one client address may
+// make in a minute before it is throttled.
+const DefaultFailures = 10
+
+// NewFailureLimiter is the throttle of failed authentications by client
+// address (MiddlewareOptions.Failures): perMinute failures (a burst of as
+// many, refilled over a minute; <= 0: DefaultFailures), then 429 until the
+// bucket refills. At most DefaultMaxKeys addresses are kept, each forgotten
+// two minutes after its last failure (its bucket is full again by then).
+func NewFailureLimiter(perMinute int) *Limiter {
+	if perMinute <= 0 {
+		perMinute = DefaultFailures
+	}
+	return NewLimiter(LimiterOptions{RPS: float64(perMinute) / 60, Burst: perMinute, IdleTTL: 2 * time.Minute})
+}
+
 // Len is how many buckets are kept.
 func (l *Limiter) Len() int {
 	l.mu.Lock()
@@ -136,22 +172,34 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		key := "key:" + p.KeyID
 		if p.KeyID == Anonymous().KeyID {
 			// Auth is off: each client address gets its own bucket.
-			host, _, err := net.SplitHostPort(r.RemoteAddr)
-			if err != nil {
-				host = r.RemoteAddr
-			}
-			key = "addr:" + host
+			key = "addr:" + remoteIP(r)
 		}
 		ok, wait := l.Allow(key, p.Rate)
 		if !ok {
-			secs := int(math.Ceil(wait.Seconds()))
-			if secs < 1 {
-				secs = 1
-			}
-			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			secs := retryAfter(w, wait)
 			WriteError(w, 0, apierr.Newf(apierr.RateLimited, "rate limit exceeded for this key; retry in %ds", secs))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// remoteIP is the client address of r, without the port.
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// retryAfter sets Retry-After to wait in whole seconds (at least 1) and
+// returns them.
+func retryAfter(w http.ResponseWriter, wait time.Duration) int {
+	secs := int(math.Ceil(wait.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	return secs
 }

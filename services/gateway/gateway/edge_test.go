@@ -25,7 +25,8 @@ import (
 
 func TestAuthOnEveryRoute(t *testing.T) {
 	e := runnertest.Start(t, quietRunner())
-	h := startGateway(t, e, gateway.Options{})
+	// Every route fails three times here: no throttle of failed attempts.
+	h := startGateway(t, e, gateway.Options{AuthFailures: 1000})
 	caller := h.key(model.KeyCreateRequest{Scopes: []string{"call"}})
 
 	// Revoked over the bus, as `mcpbus keys revoke` does: refused at once.
@@ -61,7 +62,7 @@ func TestAuthOnEveryRoute(t *testing.T) {
 		// A call-scoped key may not use the admin API.
 		if strings.HasPrefix(path, "/api/") {
 			r := h.do(route.Method, path, caller.Key, nil)
-			if r.status != http.StatusUnauthorized || !strings.Contains(r.contract(t).Message, "admin scope") ||
+			if r.status != http.StatusForbidden || !strings.Contains(r.contract(t).Message, "admin scope") ||
 				!strings.Contains(r.header.Get("WWW-Authenticate"), `error="insufficient_scope"`) {
 				t.Fatalf("%s %s with a call key: %d %s %q", route.Method, path, r.status, r.body, r.header.Get("WWW-Authenticate"))
 			}
@@ -129,6 +130,7 @@ func TestBodyLimit(t *testing.T) {
 	}()
 	req, _ := http.NewRequest("POST", h.url+"/mcp/invoke", pr)
 	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
 	if r := h.send(req); r.status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("chunked 2 KiB: %d %s", r.status, r.body)
 	}

@@ -64,6 +64,10 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// EventHeartbeat is the keep-alive interval of /api/v1/events (default 15s).
 	EventHeartbeat time.Duration
+	// AuthFailures is how many failed authentications (401s) one client
+	// address may make in a minute; beyond, it gets 429 with Retry-After
+	// until its bucket refills (default 10; negative: no limit).
+	AuthFailures int
 }
 
 // Gateway is a configured HTTP edge, listening once New returns.
@@ -164,6 +168,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 		return nil, err
 	}
 	g.keys.OnRevoke(g.mcp.DropKey)
+	g.keys.OnRevoke(g.api.DropKey)
 	g.limiter = auth.NewLimiter(auth.LimiterOptions{RPS: opts.RateRPS, Burst: opts.RateBurst})
 	g.handler = g.buildHandler()
 	if g.ln, err = net.Listen("tcp", opts.Addr); err != nil {
@@ -183,8 +188,10 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 }
 
 // buildHandler registers the routes and wraps them in the middleware, outer
-// to inner: access log, panic recovery, CORS (so preflights need no key),
-// auth, rate limit, body limit and deadlines.
+// to inner: access log, panic recovery, the Host check (DNS rebinding), CORS
+// (so preflights need no key), the Origin and Content-Type checks of
+// state-changing requests (with or without auth), auth (with its throttle of
+// failed attempts), rate limit, body limit and deadlines.
 func (g *Gateway) buildHandler() http.Handler {
 	mux := http.NewServeMux()
 	add := func(method, pattern string, h http.Handler) {
@@ -204,7 +211,12 @@ func (g *Gateway) buildHandler() http.Handler {
 	h := contractErrors(mux)
 	h = g.limits(h)
 	h = g.limiter.Middleware(h)
-	h = auth.Middleware(auth.MiddlewareOptions{Store: g.keys, NoAuth: g.opts.NoAuth, Logger: g.log})(h)
+	var failures *auth.Limiter
+	if g.opts.AuthFailures >= 0 {
+		failures = auth.NewFailureLimiter(g.opts.AuthFailures)
+	}
+	h = auth.Middleware(auth.MiddlewareOptions{Store: g.keys, NoAuth: g.opts.NoAuth, Logger: g.log, Failures: failures})(h)
+	h = writeGuard(g.opts.CORSOrigins, h)
 	if len(g.opts.CORSOrigins) > 0 {
 		h = cors.New(cors.Options{
 			AllowedOrigins: g.opts.CORSOrigins,
@@ -215,6 +227,7 @@ func (g *Gateway) buildHandler() http.Handler {
 			MaxAge:         600,
 		}).Handler(h)
 	}
+	h = hostGuard(h)
 	h = recoverer(g.log, h)
 	return accessLog(g.log, h)
 }

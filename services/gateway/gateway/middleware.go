@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/httpguard"
 )
 
 // statusWriter records the status and size of a response for the access
@@ -212,5 +214,78 @@ func contractErrors(mux *http.ServeMux) http.Handler {
 			return
 		}
 		auth.WriteError(w, 0, apierr.Newf(apierr.NotFound, "no such endpoint: %s %s (see /api/v1/openapi.json)", r.Method, r.URL.Path))
+	})
+}
+
+// hostGuard refuses, on every route, a request that reached a loopback
+// listener with a Host that is not the local machine (DNS rebinding: a page
+// of another site whose name now resolves to 127.0.0.1). The rule is the
+// one go-sdk applies to /mcp and the fast path mirrors (httpguard).
+func hostGuard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if httpguard.ForeignHost(r) {
+			auth.WriteError(w, http.StatusForbidden, apierr.Newf(apierr.Unauthorized,
+				"Host %q is refused: the gateway listens on a loopback address and answers only localhost, 127.0.0.1 or [::1] (DNS rebinding protection)", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// stateChanging reports whether a request may change something: every
+// method but GET, HEAD and OPTIONS.
+func stateChanging(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
+}
+
+// writeGuard refuses state-changing requests a browser page of another site
+// could send, auth or not (--no-auth included): one whose Origin is neither
+// the gateway's own nor allowed by --cors-origin (403; a cross-site page
+// sends Origin, or Sec-Fetch-Site, with every such request), and one with a
+// body that is not declared application/json (415: a cross-site form or
+// text/plain fetch needs no preflight, JSON does). A request without a body
+// may omit Content-Type.
+func writeGuard(corsOrigins []string, next http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	anyOrigin := false
+	for _, o := range corsOrigins {
+		if o == "*" {
+			anyOrigin = true
+			continue
+		}
+		// An origin CORS accepts that is not a plain scheme://host[:port]
+		// (a wildcard pattern) is left to CORS alone.
+		_ = cop.AddTrustedOrigin(o)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !stateChanging(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !anyOrigin {
+			if err := cop.Check(r); err != nil {
+				from := r.Header.Get("Origin")
+				if from == "" {
+					from = "sec-fetch-site " + r.Header.Get("Sec-Fetch-Site")
+				}
+				auth.WriteError(w, http.StatusForbidden, apierr.Newf(apierr.Unauthorized,
+					"cross-origin request refused: %q may not call the gateway (allow a browser origin with --cors-origin)", from))
+				return
+			}
+		}
+		ct := r.Header.Get("Content-Type")
+		hasBody := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody // -1: chunked
+		if ct != "" || hasBody {
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				auth.WriteError(w, http.StatusUnsupportedMediaType, apierr.Invalid("Content-Type",
+					fmt.Sprintf("%s %s needs Content-Type: application/json (got %q)", r.Method, r.URL.Path, ct)))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
 	})
 }

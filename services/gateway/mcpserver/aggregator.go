@@ -27,6 +27,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
 // Options configure the aggregate.
@@ -99,6 +100,7 @@ type Aggregator struct {
 	closed   bool
 	catalogs map[string]model.Catalog // by server slug
 	running  map[string]bool          // servers whose status is running
+	restarts *restarts.Catalogs       // live catalogs and those kept through a restart
 	tools    map[string]*toolEntry    // by exposed name
 	views    map[string]*view         // by principal key
 	warned   map[string]bool          // bad catalog entries already logged
@@ -123,7 +125,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 	a := &Aggregator{
 		opts: opts, log: opts.Logger,
 		client:   client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
-		catalogs: map[string]model.Catalog{}, running: map[string]bool{},
+		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, restarts: restarts.New(),
 		tools: map[string]*toolEntry{}, views: map[string]*view{},
 	}
 	a.http = mcp.NewStreamableHTTPHandler(a.getServer, &mcp.StreamableHTTPOptions{

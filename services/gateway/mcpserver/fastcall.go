@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"mime"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/httpguard"
 )
 
 // The call fast path. A tools/call is most of an agent's traffic, and on a
@@ -109,6 +109,10 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInvalidParams, bad)})
 		return true
 	}
+	if rerr := a.restartError(e); rerr != nil {
+		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rerr})
+		return true
+	}
 	meta := mcp.Meta{}
 	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
 		var s string
@@ -169,7 +173,7 @@ func eligible(r *http.Request) bool {
 		return false
 	}
 	// go-sdk's DNS-rebinding guard: a loopback listener reached by a foreign Host.
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isLoopback(la.String()) && !isLoopback(r.Host) {
+	if httpguard.ForeignHost(r) {
 		return false
 	}
 	return true
@@ -195,18 +199,6 @@ func acceptsBoth(values []string) bool {
 		}
 	}
 	return j && s
-}
-
-func isLoopback(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
 }
 
 // cancelFast cancels the fast-path call a notifications/cancelled names.

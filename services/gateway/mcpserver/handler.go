@@ -32,7 +32,7 @@ func (a *Aggregator) Handler() http.Handler {
 			p = auth.Anonymous()
 		}
 		if !p.Can(auth.ScopeCall) {
-			writeError(w, apierr.New(apierr.Unauthorized, "this API key may not list or call tools (scope call)"))
+			auth.WriteError(w, http.StatusForbidden, apierr.New(apierr.Unauthorized, "this API key may not list or call tools (scope call)"))
 			return
 		}
 		v, err := a.viewFor(p)

@@ -554,7 +554,11 @@ func TestFilteredPrincipal(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), `"UNAUTHORIZED"`) {
+		want := http.StatusUnauthorized // no principal
+		if key != "" {
+			want = http.StatusForbidden // authenticated, without the call scope
+		}
+		if resp.StatusCode != want || !strings.Contains(string(body), `"UNAUTHORIZED"`) {
 			t.Fatalf("key %q: %d %s", key, resp.StatusCode, body)
 		}
 	}

@@ -28,6 +28,9 @@ func (a *Aggregator) toolHandler(e *toolEntry) mcp.ToolHandler {
 		if bad != nil {
 			return nil, rpcError(jsonrpc.CodeInvalidParams, bad)
 		}
+		if rerr := a.restartError(e); rerr != nil {
+			return nil, rerr
+		}
 		ctx = traceContext(ctx, req.Extra, req.Params.Meta)
 		ctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
 		defer cancel()

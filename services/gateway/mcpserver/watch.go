@@ -8,12 +8,16 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
 // The aggregate's view of the bus: KV mcp_tools (the catalogs) and
@@ -83,12 +87,18 @@ func watchKV[T any](ctx context.Context, log *slog.Logger, nc *nats.Conn, kv jet
 	}, bus.KVFollowOptions{Logger: log})
 }
 
-// applyCatalogs installs a new state of KV mcp_tools: the tool set is derived
-// again and every principal's server gets the difference (go-sdk then tells
-// its sessions tools/list_changed).
+// applyCatalogs installs a new state of KV mcp_tools, with the kept catalogs
+// of servers being restarted after a crash (restarts.Catalogs).
 func (a *Aggregator) applyCatalogs(catalogs map[string]model.Catalog) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.installCatalogs(a.restarts.SetLive(catalogs))
+}
+
+// installCatalogs serves catalogs: the tool set is derived again and every
+// principal's server gets the difference (go-sdk then tells its sessions
+// tools/list_changed). a.mu is held.
+func (a *Aggregator) installCatalogs(catalogs map[string]model.Catalog) {
 	a.catalogs = catalogs
 	warned := map[string]bool{}
 	a.tools = deriveTools(catalogs, a.tools, func(t model.Tool, err error) {
@@ -106,13 +116,30 @@ func (a *Aggregator) applyCatalogs(catalogs map[string]model.Catalog) {
 }
 
 // applyStatus installs a new state of KV mcp_status: lists ask only the
-// running servers, so a list never starts every idle one.
+// running servers, so a list never starts every idle one; a server being
+// restarted after a crash keeps its tools (restarts.Catalogs).
 func (a *Aggregator) applyStatus(status map[string]model.Status) {
 	running := make(map[string]bool, len(status))
 	for slug, st := range status {
 		running[slug] = st.State == model.StateRunning
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.running = running
+	if catalogs, changed := a.restarts.SetStatus(status); changed {
+		a.installCatalogs(catalogs)
+	}
+}
+
+// restartError is the error of a call to a tool whose server is being
+// restarted after a crash (nil when it is not): retry after the restart.
+func (a *Aggregator) restartError(e *toolEntry) *jsonrpc.Error {
+	a.mu.Lock()
+	wait, ok := a.restarts.Restarting(e.cat.Server, time.Now())
 	a.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.ServiceUnavailable,
+		"server %s is restarting after a crash; retry after %d s", e.cat.Server, restarts.RetryAfterSeconds(wait)))
 }

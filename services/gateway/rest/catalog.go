@@ -4,30 +4,48 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
 // catalog is the gateway's copy of the tool catalog (KV mcp_tools, the same
 // data runners answer mcp.v1.tools.list from). Holding it locally lets
 // /mcp/invoke check a call's params against the tool's schema before sending
 // anything on the bus, and /mcp/tools answer without a round trip.
+//
+// The status of every server (KV mcp_status) is followed too: a server the
+// runner restarts after a crash keeps its tools (restarts.Catalogs), and a
+// call to them is told when to retry.
 type catalog struct {
 	log *slog.Logger
 
 	mu      sync.RWMutex
-	servers map[string]model.Catalog
+	servers map[string]model.Catalog // live, as in the bucket
+	keep    *restarts.Catalogs
+	status  map[string]model.Status
 	byName  map[string]model.Tool
 }
 
 func newCatalog(log *slog.Logger) *catalog {
-	return &catalog{log: log, servers: map[string]model.Catalog{}, byName: map[string]model.Tool{}}
+	return &catalog{log: log, servers: map[string]model.Catalog{}, keep: restarts.New(),
+		status: map[string]model.Status{}, byName: map[string]model.Tool{}}
+}
+
+// restarting reports whether calls to server must wait for its restart
+// after a crash, and how long.
+func (c *catalog) restarting(server string) (time.Duration, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.keep.Restarting(server, time.Now())
 }
 
 // tools returns every tool, by name.
@@ -69,10 +87,41 @@ func (c *catalog) set(slug string, cat *model.Catalog) {
 	c.reindex()
 }
 
-// reindex rebuilds the name index; callers hold mu.
-func (c *catalog) reindex() {
+// setStatus installs the status of one server (nil: deleted).
+func (c *catalog) setStatus(slug string, st *model.Status) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st == nil {
+		delete(c.status, slug)
+	} else {
+		c.status[slug] = *st
+	}
+	c.applyStatus()
+}
+
+// replaceStatus installs a complete state of the status bucket.
+func (c *catalog) replaceStatus(status map[string]model.Status) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.status = status
+	c.applyStatus()
+}
+
+// applyStatus hands the status to keep; callers hold mu.
+func (c *catalog) applyStatus() {
+	if served, changed := c.keep.SetStatus(maps.Clone(c.status)); changed {
+		c.index(served)
+	}
+}
+
+// reindex rebuilds the name index from the live catalogs and the kept ones;
+// callers hold mu.
+func (c *catalog) reindex() { c.index(c.keep.SetLive(maps.Clone(c.servers))) }
+
+// index rebuilds the name index of served; callers hold mu.
+func (c *catalog) index(served map[string]model.Catalog) {
 	c.byName = map[string]model.Tool{}
-	for slug, cat := range c.servers {
+	for slug, cat := range served {
 		for _, t := range cat.Tools {
 			if t.Server == "" {
 				t.Server = slug
@@ -102,6 +151,37 @@ func (c *catalog) watch(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValu
 			c.replace(servers)
 		},
 		Update: func(e jetstream.KeyValueEntry) { c.set(e.Key(), c.decode(e)) },
+		Ready:  readyOnce,
+	}, bus.KVFollowOptions{Logger: c.log})
+}
+
+// watchStatus follows the status bucket until ctx ends, as watch does the
+// catalog; ready is closed once the first complete state is in.
+func (c *catalog) watchStatus(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, ready chan<- struct{}) {
+	readyOnce := sync.OnceFunc(func() { close(ready) })
+	defer readyOnce()
+	decode := func(e jetstream.KeyValueEntry) *model.Status {
+		if e.Operation() != jetstream.KeyValuePut {
+			return nil
+		}
+		var st model.Status
+		if err := json.Unmarshal(e.Value(), &st); err != nil {
+			c.log.Warn("ignoring an undecodable status", "server", e.Key(), "error", err)
+			return nil
+		}
+		return &st
+	}
+	bus.FollowKV(ctx, nc, kv, bus.KVHandler{
+		Snapshot: func(entries map[string]jetstream.KeyValueEntry) {
+			status := make(map[string]model.Status, len(entries))
+			for slug, e := range entries {
+				if st := decode(e); st != nil {
+					status[slug] = *st
+				}
+			}
+			c.replaceStatus(status)
+		},
+		Update: func(e jetstream.KeyValueEntry) { c.setStatus(e.Key(), decode(e)) },
 		Ready:  readyOnce,
 	}, bus.KVFollowOptions{Logger: c.log})
 }

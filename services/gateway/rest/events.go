@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
 )
 
 // EventKinds are the event kinds /api/v1/events can stream.
@@ -78,6 +79,12 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
 	}
 	ctx := r.Context()
+	var revoked <-chan struct{}
+	if p := auth.PrincipalFrom(ctx); p != nil {
+		var untrack func()
+		revoked, untrack = a.track(p.KeyID)
+		defer untrack()
+	}
 	epoch := a.nc.Stats().Reconnects
 	cons, err := a.js.OrderedConsumer(ctx, bus.StreamEvents, cfg)
 	if err != nil {
@@ -133,6 +140,9 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-a.streams:
 			return
+		case <-revoked:
+			a.log.Info("API key revoked: its event stream was ended")
+			return
 		case <-overflow:
 			a.log.Warn("event stream client too slow, disconnecting it")
 			return
@@ -151,6 +161,42 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	}
+}
+
+// track registers an event stream of keyID: gone closes when DropKey(keyID)
+// is called; untrack forgets it when the stream ends.
+func (a *API) track(keyID string) (gone <-chan struct{}, untrack func()) {
+	ch := make(chan struct{})
+	a.keyMu.Lock()
+	set := a.byKey[keyID]
+	if set == nil {
+		set = map[chan struct{}]struct{}{}
+		a.byKey[keyID] = set
+	}
+	set[ch] = struct{}{}
+	a.keyMu.Unlock()
+	return ch, func() {
+		a.keyMu.Lock()
+		defer a.keyMu.Unlock()
+		if set, ok := a.byKey[keyID]; ok {
+			delete(set, ch)
+			if len(set) == 0 {
+				delete(a.byKey, keyID)
+			}
+		}
+	}
+}
+
+// DropKey ends every event stream opened with keyID: called when the key is
+// revoked (auth.KeyStore.OnRevoke), so a revoked key keeps nothing open.
+func (a *API) DropKey(keyID string) {
+	a.keyMu.Lock()
+	set := a.byKey[keyID]
+	delete(a.byKey, keyID)
+	a.keyMu.Unlock()
+	for ch := range set {
+		close(ch)
 	}
 }
 

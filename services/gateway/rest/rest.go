@@ -56,6 +56,10 @@ type API struct {
 	// streams closes to end every event stream (shutdown).
 	streams     chan struct{}
 	stopStreams func()
+	// byKey holds, per API key id, the channels that end its open event
+	// streams (DropKey closes them).
+	keyMu sync.Mutex
+	byKey map[string]map[chan struct{}]struct{}
 }
 
 // Route is one registered endpoint.
@@ -68,8 +72,9 @@ type Route struct {
 // Handler serves the route.
 func (r Route) Handler() http.Handler { return r.handler }
 
-// New returns the API on nc. It follows the tool catalog (KV mcp_tools, which
-// must exist: bus.EnsureAssets) until Close, and returns once it is loaded.
+// New returns the API on nc. It follows the tool catalog and the status of
+// the servers (KV mcp_tools and mcp_status, which must exist:
+// bus.EnsureAssets) until Close, and returns once they are loaded.
 func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -91,25 +96,33 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rest: the tool catalog bucket %s: %w", bus.BucketTools, err)
 	}
+	statusKV, err := js.KeyValue(ctx, bus.BucketStatus)
+	if err != nil {
+		return nil, fmt.Errorf("rest: the status bucket %s: %w", bus.BucketStatus, err)
+	}
 	life, stop := context.WithCancel(context.Background())
 	a := &API{nc: nc, js: js, opts: opts, log: opts.Logger, subj: bus.NewSubjects(opts.Prefix),
 		client:  client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
 		creds:   credclient.New(nc, opts.Prefix),
 		schemas: newSchemaCache(256), catalog: newCatalog(opts.Logger),
-		stop: stop, done: make(chan struct{}), streams: make(chan struct{})}
+		stop: stop, done: make(chan struct{}), streams: make(chan struct{}),
+		byKey: map[string]map[chan struct{}]struct{}{}}
 	a.stopStreams = sync.OnceFunc(func() { close(a.streams) })
-	ready := make(chan struct{})
-	go func() {
-		defer close(a.done)
-		a.catalog.watch(life, nc, kv, ready)
-	}()
-	select {
-	case <-ready:
-		return a, nil
-	case <-ctx.Done():
-		a.Close()
-		return nil, fmt.Errorf("rest: loading the tool catalog: %w", ctx.Err())
+	ready, statusReady := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a.catalog.watch(life, nc, kv, ready) }()
+	go func() { defer wg.Done(); a.catalog.watchStatus(life, nc, statusKV, statusReady) }()
+	go func() { wg.Wait(); close(a.done) }()
+	for _, r := range []chan struct{}{statusReady, ready} {
+		select {
+		case <-r:
+		case <-ctx.Done():
+			a.Close()
+			return nil, fmt.Errorf("rest: loading the tool catalog: %w", ctx.Err())
+		}
 	}
+	return a, nil
 }
 
 // StopStreams ends every open event stream (and refuses new ones): a

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -14,6 +15,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
 // Error types of POST /mcp/invoke, with their HTTP status:
@@ -24,6 +26,7 @@ import (
 //	SERVICE_ERROR       200  the tool ran and answered isError: success false, result holds its content
 //	SERVICE_ERROR       504  the call timed out (409 when the server is disabled)
 //	SERVICE_UNAVAILABLE 503  no runner answered, the server is starting or in error
+//	                         (restarting after a crash: with Retry-After, the seconds until its restart)
 //	INTERNAL_ERROR      500  anything else
 //
 // A tool's own error (isError) is a result, not a failure of the gateway, so
@@ -124,6 +127,13 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := a.schemas.validate(tool.InputSchema, args); err != nil {
 		fail(http.StatusBadRequest, ErrParameter, apierr.Invalid("params", "params do not match the input schema of "+name+": "+err.Error()))
+		return
+	}
+	if wait, ok := a.catalog.restarting(tool.Server); ok {
+		secs := restarts.RetryAfterSeconds(wait)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		fail(http.StatusServiceUnavailable, ErrUnavailable, apierr.Newf(apierr.ServiceUnavailable,
+			"server %s is restarting after a crash; retry after %d s", tool.Server, secs))
 		return
 	}
 	raw, err := a.client.Call(r.Context(), tool.Server, tool.Tool, params, nil)

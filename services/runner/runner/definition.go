@@ -3,9 +3,13 @@ package runner
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/credclient"
+	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/libs/settings"
 )
@@ -34,6 +38,10 @@ func (o *Options) Register(s *settings.Set) {
 	s.Duration(&o.IdleTimeout, "idle-timeout", "", DefaultIdleTimeout, "stop a server after this long without calls (negative: never)")
 	s.Int(&o.MaxServers, "max-servers", "", DefaultMaxServers, "servers running at once on this runner at most")
 	s.Duration(&o.LeaseTTL, "lease-ttl", "", DefaultLeaseTTL, "ownership lease: a runner that dies loses its servers to others after this long")
+	s.Strings(&o.ExecTypes, "exec-types", "", model.ExecTypes,
+		"package types this runner spawns or connects: npm, docker, binary, http (a deployment sets npm,docker,http)")
+	s.Strings(&o.ExecBinaryPrefixes, "exec-binary-prefixes", "", nil,
+		"absolute paths a binary package must be under, after cleaning and resolving it (empty: any path, when binary is allowed)")
 }
 
 // Validate refuses settings that make no sense (zero means the default).
@@ -47,6 +55,28 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--max-servers %d must not be negative", o.MaxServers)
 	case o.LeaseTTL < 0 || (o.LeaseTTL > 0 && o.LeaseTTL < time.Second):
 		return fmt.Errorf("--lease-ttl %s: at least 1s", o.LeaseTTL)
+	}
+	return o.validateExec()
+}
+
+// validateExec checks the exec policy: known types, at least one when the
+// list is given, absolute prefixes (cleaned in place).
+func (o *Options) validateExec() error {
+	if o.ExecTypes != nil && len(o.ExecTypes) == 0 {
+		return fmt.Errorf("--exec-types is empty: name at least one of %s", strings.Join(model.ExecTypes, ", "))
+	}
+	for _, t := range o.ExecTypes {
+		if !slices.Contains(model.ExecTypes, t) {
+			return fmt.Errorf("--exec-types %q: each must be one of %s", t, strings.Join(model.ExecTypes, ", "))
+		}
+	}
+	for _, p := range o.ExecBinaryPrefixes {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("--exec-binary-prefixes %q must be an absolute path", p)
+		}
+		if strings.Contains(p, ",") {
+			return fmt.Errorf("--exec-binary-prefixes %q must not contain a comma", p)
+		}
 	}
 	return nil
 }

@@ -30,7 +30,9 @@ func (s *server) boot() {
 		return
 	}
 	cfg := s.config()
-	if !cfg.Runtime.Eager {
+	// A config the exec policy refuses does not go idle: start refuses it
+	// and the status tells why.
+	if _, refused := s.r.checkExec(cfg); refused == nil && !cfg.Runtime.Eager {
 		if cat, ok := s.r.cachedCatalog(s.slug); ok && cat.ConfigRevision == cfg.Revision {
 			s.mu.Lock()
 			s.tools = toolsFromCatalog(cat)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,6 +98,12 @@ type Options struct {
 	// LeaseTTL is how long an ownership lease lives unless renewed (default
 	// 5s): a runner that dies loses its servers to others after that long.
 	LeaseTTL time.Duration
+	// ExecTypes are the package types this runner spawns or connects (nil:
+	// all of model.ExecTypes); ExecBinaryPrefixes the absolute paths a binary
+	// package must be under (nil: any). A config they refuse is never
+	// launched: its status is error (VALIDATION_ERROR). See policy.go.
+	ExecTypes          []string
+	ExecBinaryPrefixes []string
 }
 
 func (o *Options) defaults() {
@@ -146,6 +153,11 @@ func (o *Options) defaults() {
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = 64
 	}
+	o.ExecTypes = slices.Clone(o.ExecTypes)
+	o.ExecBinaryPrefixes = slices.Clone(o.ExecBinaryPrefixes)
+	for i, p := range o.ExecBinaryPrefixes {
+		o.ExecBinaryPrefixes[i] = filepath.Clean(p)
+	}
 }
 
 func setDefault(d *time.Duration, def time.Duration) {
@@ -189,6 +201,9 @@ type Runner struct {
 // New prepares a runner on nc. Run starts it.
 func New(nc *nats.Conn, opts Options) (*Runner, error) {
 	opts.defaults()
+	if err := opts.validateExec(); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("runner: jetstream: %w", err)
@@ -296,7 +311,7 @@ func (r *Runner) shutdownAll() {
 func (r *Runner) addService() error {
 	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version,
 		Description: "mcpbus runner: owns MCP server processes",
-		Metadata:    map[string]string{"runner": r.opts.ID},
+		Metadata:    r.serviceMetadata(),
 		Endpoints: []bus.Endpoint{{Name: "tools-list", Subject: r.subj.ToolsList(),
 			Handler: bus.JSONHandler(r.log, r.handleToolsList)}}}
 	for _, verb := range []string{"start", "stop", "restart", "status"} {

@@ -152,6 +152,13 @@ func (s *server) start() error {
 	if !cfg.Enabled {
 		return apierr.Newf(apierr.Conflict, "server %s is disabled", s.slug)
 	}
+	// The exec policy: a refused config is never spawned nor connected.
+	launchCfg, refused := s.r.checkExec(cfg)
+	if refused != nil {
+		s.setState(model.StateError, refused)
+		s.log.Warn("server not started: refused by this runner's exec policy", "code", refused.Code, "error", refused.Message)
+		return refused
+	}
 	if n := s.r.running.Load(); n >= int64(s.r.opts.MaxServers) {
 		e := apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("runner %s already runs %d servers, its limit (max servers); try again when one goes idle", s.r.opts.ID, n), errAtLimit)
 		if state != model.StateIdle {
@@ -160,7 +167,7 @@ func (s *server) start() error {
 		return e
 	}
 	s.setState(model.StateStarting, nil)
-	sess, proc, tools, err := s.connect(cfg)
+	sess, proc, tools, err := s.connect(launchCfg)
 	if err != nil {
 		e := apierr.From(err)
 		s.setState(model.StateError, e)
@@ -197,7 +204,7 @@ func (s *server) start() error {
 func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Process, map[string]*mcp.Tool, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, cfg.Runtime.StartTimeout.Or(s.r.opts.StartTimeout))
 	defer cancel()
-	env, headers, err := s.r.buildEnvironment(ctx, cfg)
+	env, headers, secrets, err := s.r.buildEnvironment(ctx, cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -208,6 +215,7 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Proc
 	}
 	lopts := s.r.opts.Launch
 	lopts.OnStderr = func(line string) { s.log.Debug("server stderr", "line", line) }
+	lopts.Secrets = secrets // redacted from those lines; kept only by the launch
 	l, err := launch.Prepare(ctx, cfg, env, lopts)
 	if err != nil {
 		return nil, nil, nil, err

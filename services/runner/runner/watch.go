@@ -178,9 +178,16 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 	switch {
 	case restart:
 		s.post(func() {
-			if s.status().State == model.StateRunning {
+			switch s.status().State {
+			case model.StateRunning:
 				s.stop(model.StateStopped, false)
 				_ = s.start()
+			case model.StateIdle:
+				if _, refused := r.checkExec(s.config()); refused != nil {
+					// Its new package is refused here: not idle any more, in error.
+					s.stop(model.StateStopped, false)
+					_ = s.start()
+				}
 			}
 		})
 	case filterChanged:

@@ -13,9 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -41,6 +44,13 @@ type Options struct {
 	InProcessOnly bool
 	Prefix        string
 	Logger        *slog.Logger
+	// InsecureBus turns NATS authentication off: anyone who reaches the
+	// port may do anything on the bus. Otherwise every service connects as
+	// its own identity (DataDir/nats/<role>.nk) with its role's permissions.
+	InsecureBus bool
+	// ExtraUsers are allowed besides the identities (tests: a superuser
+	// that watches all traffic).
+	ExtraUsers []*server.NkeyUser
 
 	Credential credential.Options
 	Config     config.Options
@@ -95,6 +105,14 @@ type Stack struct {
 	// Services are the running services, by name.
 	Services map[string]service.Service
 
+	// Identities holds the seeds of the bus identities (nil with InsecureBus).
+	Identities *access.Store
+
+	prefix string
+	ids    map[access.Role]access.Identity
+	extra  []*server.NkeyUser
+	agents map[string]agent
+	agMu   sync.Mutex
 	log    *slog.Logger
 	conns  []*nats.Conn
 	cancel context.CancelFunc
@@ -122,23 +140,31 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("stack: data dir: %w", err)
 	}
+	s := &Stack{log: opts.Logger, errs: make(chan error, 8), Services: map[string]service.Service{},
+		prefix: bus.NewSubjects(opts.Prefix).Prefix, ids: map[access.Role]access.Identity{}, agents: map[string]agent{},
+		extra: opts.ExtraUsers}
+	var users []*server.NkeyUser
+	if !opts.InsecureBus {
+		if users, err = s.makeIdentities(filepath.Join(opts.DataDir, "nats")); err != nil {
+			return nil, err
+		}
+	}
 	ns, err := embednats.Start(embednats.Options{Host: opts.NATSHost, Port: opts.NATSPort,
-		InProcessOnly: opts.InProcessOnly, StoreDir: filepath.Join(opts.DataDir, "jetstream")})
+		InProcessOnly: opts.InProcessOnly, StoreDir: filepath.Join(opts.DataDir, "jetstream"), Users: users})
 	if err != nil {
 		return nil, err
 	}
 	life, cancel := context.WithCancel(context.Background())
-	s := &Stack{NATS: ns, log: opts.Logger, cancel: cancel, errs: make(chan error, 8), Services: map[string]service.Service{}}
+	s.NATS, s.cancel = ns, cancel
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-	// In-process connections go through the same setup as a service's own.
-	connect := func(name string) (*nats.Conn, error) {
-		nc, err := natsconn.Options{}.Dial(name, natsconn.FailFast, opts.Logger, nats.InProcessServer(ns.Server))
+	connect := func(name string, role access.Role) (*nats.Conn, error) {
+		nc, err := s.ConnectAs(name, role)
 		if err != nil {
-			return nil, fmt.Errorf("stack: %w", err)
+			return nil, err
 		}
 		s.conns = append(s.conns, nc)
 		return nc, nil
@@ -152,7 +178,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	context.AfterFunc(wait, stopSetup)
 	var order []string
 	for _, r := range opts.Table() {
-		nc, err := connect(service.ConnName(r.Def.Name))
+		role, err := access.RoleOf(r.Def.Name)
+		if err != nil {
+			return nil, err
+		}
+		nc, err := connect(service.ConnName(r.Def.Name), role)
 		if err != nil {
 			return nil, err
 		}
@@ -175,8 +205,17 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.run(r.Def.Name, func() error { return svc.Run(life) })
 	}
 
-	if s.Conn, err = connect("mcpbus-up"); err != nil {
+	if s.Conn, err = connect("mcpbus-up", access.Operator); err != nil {
 		return nil, err
+	}
+	if s.Identities != nil {
+		hostNC, err := connect("mcpbus-host", access.Host)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.serveAgents(hostNC); err != nil {
+			return nil, err
+		}
 	}
 	s.Client = client.New(s.Conn, client.Options{Prefix: opts.Prefix})
 	for _, name := range order {
@@ -189,6 +228,41 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// makeIdentities loads (making on first start) the identity of every role
+// and of every agent kept in dir, and returns the server's users.
+func (s *Stack) makeIdentities(dir string) ([]*server.NkeyUser, error) {
+	store, err := access.OpenStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.Identities = store
+	for _, role := range access.ServiceRoles() {
+		id, err := store.Ensure(string(role), role)
+		if err != nil {
+			return nil, err
+		}
+		s.ids[role] = id
+	}
+	if err := s.loadAgents(); err != nil {
+		return nil, err
+	}
+	return s.users()
+}
+
+// ConnectAs opens an in-process connection as role's identity (any
+// connection with InsecureBus), through the same setup as a service's own.
+func (s *Stack) ConnectAs(name string, role access.Role) (*nats.Conn, error) {
+	var o natsconn.Options
+	if id, ok := s.ids[role]; ok {
+		o.Seed, o.InboxPrefix = id.Seed, id.Inbox()
+	}
+	nc, err := o.Dial(name, natsconn.FailFast, s.log, nats.InProcessServer(s.NATS.Server))
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	return nc, nil
 }
 
 // run keeps one service going; its failure ends Wait.

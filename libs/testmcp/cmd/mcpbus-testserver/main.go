@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,6 +37,13 @@ func main() {
 		if lf, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
 			fmt.Fprintln(lf, os.Getpid())
 			_ = lf.Close()
+		}
+	}
+	if names := os.Getenv("TESTMCP_PRINT_ENV"); names != "" {
+		// TESTMCP_PRINT_ENV=A,B: one stderr line per variable, its value inside
+		// a longer line (tests check that the runner redacts secrets it logs).
+		for _, n := range strings.Split(names, ",") {
+			fmt.Fprintf(os.Stderr, "testserver env %s=%s (printed at start)\n", n, os.Getenv(n))
 		}
 	}
 	if v := os.Getenv("TESTMCP_FAIL_START"); v != "" {

@@ -29,6 +29,11 @@ type Options struct {
 	StderrBytes int
 	// OnStderr receives each stderr line (the runner logs it at debug level).
 	OnStderr func(line string)
+	// Secrets are the resolved secret values of this launch (env values,
+	// header values, keyfile contents): each one of at least 4 bytes is
+	// replaced by [REDACTED] in the lines OnStderr receives. They are kept
+	// nowhere else. A value split across two lines is not caught.
+	Secrets []string
 }
 
 // Launched is a started or connectable server.
@@ -146,7 +151,8 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Wait must not hang on a grandchild that keeps stderr open.
 	cmd.WaitDelay = 2 * time.Second
-	p := &Process{cmd: cmd, abort: abort, stderr: newTail(orDefaultInt(opts.StderrBytes, 64<<10), opts.OnStderr)}
+	onLine := newRedactor(opts.Secrets).wrap(opts.OnStderr)
+	p := &Process{cmd: cmd, abort: abort, stderr: newTail(orDefaultInt(opts.StderrBytes, 64<<10), onLine)}
 	cmd.Stderr = p.stderr
 	return &Launched{
 		// The transport signals only the leader, after TerminateDuration; the

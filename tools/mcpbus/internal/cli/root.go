@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,12 +11,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/natsconn"
@@ -64,7 +67,7 @@ func newRoot(g *globals) *cobra.Command {
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return settings.ApplyEnv(cmd.Flags()) }
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	pf.DurationVar(&g.timeout, "timeout", 35*time.Second, "how long to wait for an answer")
-	root.AddCommand(newUpCmd(g), newServersCmd(g), newCredCmd(g), newSearchCmd(g), newAddCmd(g), newKeysCmd(g), newServeStdioCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g), newRunnersCmd(g), newServeCmd(g))
+	root.AddCommand(newUpCmd(g), newServersCmd(g), newCredCmd(g), newSearchCmd(g), newAddCmd(g), newKeysCmd(g), newServeStdioCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g), newRunnersCmd(g), newServeCmd(g), newAgentsCmd(g), newIdentitiesCmd(g))
 	for _, verb := range []string{"start", "stop", "restart"} {
 		root.AddCommand(newRuntimeCmd(g, verb))
 	}
@@ -73,11 +76,29 @@ func newRoot(g *globals) *cobra.Command {
 
 // connect opens the client connection of a client command.
 func (g *globals) connect(ctx context.Context) (*nats.Conn, *client.Client, error) {
-	nc, err := g.bus.NATS.Dial("mcpbus-cli", natsconn.FailFast, nil)
+	o := g.bus.NATS
+	if o.CredsFile == "" && o.NKeyFile == "" {
+		// As admin.key: the operator identity mcpbus up made in its data dir.
+		if f := operatorSeed(); f != "" {
+			o.NKeyFile = f
+		}
+	}
+	nc, err := o.Dial("mcpbus-cli", natsconn.FailFast, nil)
 	if err != nil {
 		return nil, nil, apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("cannot reach NATS at %s (is `mcpbus up` running?)", g.bus.NATS.URLs), err)
 	}
 	return nc, client.New(nc, client.Options{Prefix: g.bus.Prefix, Timeout: g.timeout}), nil
+}
+
+// operatorSeed is the operator identity of a local mcpbus up
+// ($MCPBUS_DATA_DIR or ./.mcpbus, then nats/operator.nk), or "" when there is none.
+func operatorSeed() string {
+	dir := cmp.Or(os.Getenv("MCPBUS_DATA_DIR"), service.DefaultDataDir)
+	f := filepath.Join(dir, "nats", string(access.Operator)+access.SeedExt)
+	if _, err := os.Stat(f); err != nil {
+		return ""
+	}
+	return f
 }
 
 // printJSON writes v as indented JSON.

@@ -27,6 +27,7 @@ type upOptions struct {
 	dataDir    string
 	configFile string
 	logLevel   string
+	insecure   bool
 	stack      stack.Options
 }
 
@@ -50,6 +51,7 @@ already there with the same slug are updated, ${VAR} references come from the en
 	s.String(&o.natsHost, "nats-host", "", "127.0.0.1", "address the embedded NATS listens on")
 	s.Int(&o.natsPort, "nats-port", "", 4222, "port of the embedded NATS")
 	s.String(&o.configFile, "config", "", "", "servers file to import at start")
+	s.Bool(&o.insecure, "insecure-bus", "", false, "run NATS WITHOUT authentication: anyone who reaches its port may do anything on the bus")
 	service.RegisterDataDir(s, &o.dataDir)
 	service.RegisterLogLevel(s, &o.logLevel)
 	for _, r := range o.stack.Table() {
@@ -83,6 +85,12 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 	}()
 	so := o.stack
 	so.DataDir, so.NATSHost, so.NATSPort, so.Prefix, so.Logger = o.dataDir, o.natsHost, o.natsPort, g.bus.Prefix, log
+	so.InsecureBus = o.insecure
+	if o.insecure {
+		fmt.Fprintln(g.stderr, "WARNING: the bus runs WITHOUT authentication (--insecure-bus): anyone who can reach NATS at "+
+			o.natsHost+" may read every call, answer it, and change every server")
+		log.Warn("NATS authentication is OFF (--insecure-bus)")
+	}
 	st, err := stack.Start(ctx, so)
 	if err != nil {
 		return stoppedDuringStart(ctx, log, err)
@@ -96,6 +104,9 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 	backend := cmp.Or(so.Credential.Backend, credential.BackendFile)
 	log.Info("mcpbus up", "nats", st.NATS.ClientURL(), "data_dir", o.dataDir, "cred_backend", backend, "tracing", telemetry.Enabled())
 	fmt.Fprintf(g.stderr, "mcpbus is up: NATS at %s, data in %s, secrets in %s. Try: mcpbus servers list; mcpbus tools\n", st.NATS.ClientURL(), o.dataDir, backend)
+	if st.Identities != nil {
+		fmt.Fprintf(g.stderr, "bus identities (nkeys, 0600) in %s; the CLI uses operator.nk from there (set MCPBUS_DATA_DIR when not in this directory); agents: mcpbus agents create\n", st.Identities.Dir())
+	}
 	for _, svc := range st.Services {
 		if a, ok := svc.(service.Announcer); ok {
 			a.Announce(g.stderr)

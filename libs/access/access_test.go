@@ -1,0 +1,116 @@
+package access
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+)
+
+var update = flag.Bool("update", false, "rewrite deploy/nats/auth.conf from the table")
+
+// TestRenderedConfigMatchesTable: deploy/nats/auth.conf is what the table
+// renders (go test ./libs/access -update rewrites it).
+func TestRenderedConfigMatchesTable(t *testing.T) {
+	want, err := Render("mcp.v1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("..", "..", "deploy", "nats", "auth.conf")
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("%s differs from the permission table: run go test ./libs/access -update", path)
+	}
+}
+
+// TestLeastPrivilege spells out the rules the security design rests on.
+func TestLeastPrivilege(t *testing.T) {
+	perms := map[Role]Perms{}
+	for _, r := range append(ServiceRoles(), Agent) {
+		p, err := For(r, "mcp.v1", Inbox(string(r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		perms[r] = p
+	}
+	for role, p := range perms {
+		if role != Runner && role != Registry && slices.Contains(p.Publish, "mcp.v1.cred.resolve") {
+			t.Errorf("%s may request cred.resolve", role)
+		}
+		if role != Runner && slices.Contains(p.Subscribe, "mcp.v1.call.>") {
+			t.Errorf("%s may subscribe to calls", role)
+		}
+		if role != Credential && slices.Contains(p.Subscribe, "mcp.v1.cred.*") {
+			t.Errorf("%s may serve cred.*", role)
+		}
+		for _, s := range []string{"mcp.v1.config.*", "mcp.v1.keys.*", "mcp.v1.agents.*"} {
+			if role != Operator && role != Gateway && slices.Contains(p.Publish, s) && !(role == Gateway && s == "mcp.v1.agents.*") {
+				t.Errorf("%s may publish %s", role, s)
+			}
+		}
+		if !slices.Contains(p.Subscribe, Inbox(string(role))+".>") {
+			t.Errorf("%s cannot read its own inbox", role)
+		}
+		for _, s := range p.Subscribe {
+			if s == "_INBOX.>" || s == ">" || s == InboxRoot+".>" {
+				t.Errorf("%s may read others' replies (%s)", role, s)
+			}
+		}
+	}
+	if got := AgentSubjects("mcp.v1", []string{"github__*", "everything__echo", "*__read"}); !slices.Equal(got,
+		[]string{"mcp.v1.call.github.*", "mcp.v1.rpc.github", "mcp.v1.call.everything.echo", "mcp.v1.rpc.everything", "mcp.v1.call.>", "mcp.v1.rpc.*"}) {
+		t.Errorf("agent subjects %v", got)
+	}
+}
+
+// TestRenderedConfigLoads: nats-server reads the rendered configuration, with
+// the public keys from the environment, into exactly the table's users.
+func TestRenderedConfigLoads(t *testing.T) {
+	conf, err := Render("mcp.v1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]Role{}
+	for _, role := range ServiceRoles() {
+		kp, _ := nkeys.CreateUser()
+		pub, _ := kp.PublicKey()
+		t.Setenv(EnvNKey(role), pub)
+		keys[pub] = role
+	}
+	path := filepath.Join(t.TempDir(), "auth.conf")
+	if err := os.WriteFile(path, []byte("port: -1\n"+conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Nkeys) != len(ServiceRoles()) {
+		t.Fatalf("%d users, want %d", len(opts.Nkeys), len(ServiceRoles()))
+	}
+	for _, u := range opts.Nkeys {
+		role, ok := keys[u.Nkey]
+		if !ok {
+			t.Fatalf("unknown user %s", u.Nkey)
+		}
+		want, _ := For(role, "mcp.v1", Inbox(string(role)))
+		if !slices.Equal(u.Permissions.Publish.Allow, want.Publish) || !slices.Equal(u.Permissions.Subscribe.Allow, want.Subscribe) {
+			t.Errorf("%s: loaded %v / %v, table %v / %v", role, u.Permissions.Publish.Allow, u.Permissions.Subscribe.Allow, want.Publish, want.Subscribe)
+		}
+		if u.Permissions.Response == nil || u.Permissions.Response.MaxMsgs != 1 {
+			t.Errorf("%s: responses %+v", role, u.Permissions.Response)
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package access
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+)
+
+// Identity is one user on the bus: a name, a role and an nkey.
+type Identity struct {
+	Name string
+	Role Role
+	// Seed is the nkey seed (secret: it never leaves the data dir's file).
+	Seed []byte
+	// Public is the nkey's public key (U…), what the server knows.
+	Public string
+}
+
+// Inbox is the identity's private reply prefix.
+func (id Identity) Inbox() string { return Inbox(id.Name) }
+
+// SeedExt ends the name of a seed file.
+const SeedExt = ".nk"
+
+// Store keeps identities' seeds in a directory: 0700, one 0600 file each,
+// <name>.nk, reused after the first start.
+type Store struct{ dir string }
+
+// OpenStore opens (creating) the directory.
+func OpenStore(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("identities: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("identities: %w", err)
+	}
+	return &Store{dir: dir}, nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// SeedFile is where name's seed is kept.
+func (s *Store) SeedFile(name string) string { return filepath.Join(s.dir, name+SeedExt) }
+
+// Ensure loads name's identity, making it on first use.
+func (s *Store) Ensure(name string, role Role) (Identity, error) {
+	if !validName(name) {
+		return Identity{}, fmt.Errorf("identity name %q: use [a-z0-9_-]", name)
+	}
+	path := s.SeedFile(name)
+	seed, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			return Identity{}, fmt.Errorf("identity %s: %w", name, err)
+		}
+		if seed, err = kp.Seed(); err != nil {
+			return Identity{}, fmt.Errorf("identity %s: %w", name, err)
+		}
+		if err := writePrivate(path, seed); err != nil {
+			return Identity{}, fmt.Errorf("identity %s: %w", name, err)
+		}
+	} else if err != nil {
+		return Identity{}, fmt.Errorf("identity %s: %w", name, err)
+	}
+	return identityOf(name, role, seed)
+}
+
+func identityOf(name string, role Role, seed []byte) (Identity, error) {
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
+	if err != nil {
+		return Identity{}, fmt.Errorf("identity %s: bad seed: %w", name, err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return Identity{}, fmt.Errorf("identity %s: %w", name, err)
+	}
+	return Identity{Name: name, Role: role, Seed: []byte(strings.TrimSpace(string(seed))), Public: pub}, nil
+}
+
+// writePrivate writes data to a new 0600 file atomically.
+func writePrivate(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if err := tmp.Chmod(0o600); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func validName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// User is the server-side user of an identity with its role's permissions.
+func User(id Identity, prefix string, extraPublish ...string) (*server.NkeyUser, error) {
+	p, err := For(id.Role, prefix, id.Inbox(), extraPublish...)
+	if err != nil {
+		return nil, err
+	}
+	perms := &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: p.Publish},
+		Subscribe: &server.SubjectPermission{Allow: p.Subscribe},
+	}
+	if p.AllowResponses {
+		// One reply per request, within the longest wait a caller may have.
+		perms.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: time.Hour}
+	}
+	return &server.NkeyUser{Nkey: id.Public, Permissions: perms}, nil
+}

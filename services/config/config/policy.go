@@ -1,0 +1,155 @@
+package config
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// The runners publish their exec policy (--exec-types, --exec-binary-prefixes)
+// in their micro metadata. A config every answering runner refuses is refused
+// when it is saved, enabled or not: it could never run. With no runner
+// answering, the policy is not known and the config is accepted; the runner
+// that takes it later refuses it in its status if it must.
+
+// runnerServiceName is the runners' micro name (services/runner; services
+// share subjects, not code).
+const runnerServiceName = "mcpbus-runner"
+
+const (
+	// policyWait bounds the discovery of the runners' policies.
+	policyWait = 500 * time.Millisecond
+	// policyQuiet ends the discovery early: no more replies for this long
+	// after the last one.
+	policyQuiet = 100 * time.Millisecond
+	// policyTTL is how long answers are reused (an import checks many configs).
+	policyTTL = time.Second
+)
+
+// runnerPolicy is one runner's published policy.
+type runnerPolicy struct {
+	runner string
+	policy model.ExecPolicy
+}
+
+// policyCache keeps the last non-empty discovery for policyTTL.
+type policyCache struct {
+	mu       sync.Mutex
+	at       time.Time
+	policies []runnerPolicy
+}
+
+// policyCaches holds each running Service's cache until the service stops.
+var policyCaches sync.Map // *Service → *policyCache
+
+func (s *Service) policyCache() *policyCache {
+	if c, ok := policyCaches.Load(s); ok {
+		return c.(*policyCache)
+	}
+	c, loaded := policyCaches.LoadOrStore(s, &policyCache{})
+	if !loaded {
+		context.AfterFunc(s.life, func() { policyCaches.Delete(s) })
+	}
+	return c.(*policyCache)
+}
+
+// checkRunnerPolicies refuses cfg (VALIDATION_ERROR on package.type or
+// package.identifier) when runners answer and every one of them refuses it.
+func (s *Service) checkRunnerPolicies(ctx context.Context, cfg *model.McpConfig) error {
+	policies := s.runnerPolicies(ctx)
+	if len(policies) == 0 {
+		return nil
+	}
+	var refusals []*apierr.Error
+	for _, rp := range policies {
+		e := rp.policy.Refuse(cfg, rp.runner)
+		if e == nil {
+			return nil
+		}
+		refusals = append(refusals, e)
+	}
+	if len(refusals) == 1 {
+		return refusals[0]
+	}
+	msgs := make([]string, 0, 3)
+	for _, e := range refusals[:min(3, len(refusals))] {
+		msgs = append(msgs, e.Message)
+	}
+	msg := fmt.Sprintf("no runner would launch it: %s", strings.Join(msgs, "; "))
+	if n := len(refusals) - len(msgs); n > 0 {
+		msg += fmt.Sprintf("; and %d more runners", n)
+	}
+	return apierr.Invalid(refusals[0].Field, msg)
+}
+
+// runnerPolicies lists the policies of the runners answering
+// $SRV.INFO.mcpbus-runner within policyWait; runners that publish none (older
+// ones launch everything) count as allowing everything.
+func (s *Service) runnerPolicies(ctx context.Context) []runnerPolicy {
+	c := s.policyCache()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.policies) > 0 && time.Since(c.at) < policyTTL {
+		return c.policies
+	}
+	infos := discover(ctx, s.nc, "$SRV.INFO."+runnerServiceName)
+	var out []runnerPolicy
+	for _, in := range infos {
+		p, ok := model.ExecPolicyFromMetadata(in.Metadata)
+		if !ok {
+			p = model.ExecPolicy{} // launches everything
+		}
+		out = append(out, runnerPolicy{runner: in.Metadata["runner"], policy: p})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].runner < out[j].runner })
+	c.policies, c.at = out, time.Now()
+	return out
+}
+
+// discover gathers the micro INFO replies to subject: until policyWait, or
+// policyQuiet after the last reply, or at once when nobody listens.
+func discover(ctx context.Context, nc *nats.Conn, subject string) []micro.Info {
+	inbox := nc.NewRespInbox()
+	ch := make(chan *nats.Msg, 64)
+	sub, err := nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		return nil
+	}
+	deadline := time.NewTimer(policyWait)
+	defer deadline.Stop()
+	var quiet <-chan time.Time
+	var out []micro.Info
+	for {
+		select {
+		case m := <-ch:
+			if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+				return out // no responders: no runner
+			}
+			var in micro.Info
+			if json.Unmarshal(m.Data, &in) == nil {
+				out = append(out, in)
+			}
+			quiet = time.After(policyQuiet)
+		case <-quiet:
+			return out
+		case <-deadline.C:
+			return out
+		case <-ctx.Done():
+			return out
+		}
+	}
+}

@@ -1,0 +1,255 @@
+package credential
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/credential/store"
+	"github.com/mcpbus/mcpbus/services/credential/store/filestore"
+)
+
+// The service's curve (xkey) key pair: writers seal secrets to its public
+// key (mcp.v1.cred.key), and resolve replies are sealed with it. Every
+// instance of the service must hold the same pair, since any of them may get
+// a sealed request, so the pair is made once and kept with the secrets:
+//
+//   - file backend: <data-dir>/secrets/curve.xk, the seed ("SX…"), mode 0600
+//     in the store's 0700 directory, created with O_EXCL so that instances
+//     starting together on one data dir agree (the loser reads the winner's).
+//     It sits next to the store's own AES key with the same protection;
+//     encrypting it with that key would add nothing.
+//   - any other store (Vault): through the store interface, as the record of
+//     the reserved id KeyRecordID (Vault: <mount>/mcpbus/<KeyRecordID>, a KV v2
+//     secret the existing policy already covers; token renewal, AppRole and
+//     error mapping are the store's). The interface has no create-if-absent,
+//     so a new pair is written, then read back after KeySettle: of instances
+//     racing at first start, all adopt the last write. An instance that still
+//     ends up with another pair reloads it when a blob does not open.
+//
+// The cred.* verbs refuse KeyRecordID, so the pair never leaves the service.
+
+// KeyFile is the name of the key pair's file in the file store's directory.
+const KeyFile = "curve.xk"
+
+// KeyRecordID is the reserved record id the pair is kept under in a store
+// other than the file store (never a config id: those are random uuids).
+const KeyRecordID = "00000000-0000-0000-0000-000000000000"
+
+// keySeedName is the env entry of the reserved record holding the seed.
+const keySeedName = "MCPBUS_CREDENTIAL_CURVE_SEED"
+
+// keyReloadEvery bounds how often a blob that does not open makes the
+// service read its key pair again.
+const keyReloadEvery = 5 * time.Second
+
+// keyRing holds the service's key pair, loaded on first use (Vault may be
+// down when the service starts).
+type keyRing struct {
+	load func(ctx context.Context) (nkeys.KeyPair, error)
+
+	mu     sync.Mutex
+	kp     nkeys.KeyPair
+	pub    string
+	loaded time.Time
+}
+
+// get returns the pair, loading it when it is not loaded yet.
+func (k *keyRing) get(ctx context.Context) (nkeys.KeyPair, string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.kp != nil {
+		return k.kp, k.pub, nil
+	}
+	return k.loadLocked(ctx)
+}
+
+// reload reads the pair again (at most every keyReloadEvery) and reports
+// whether it changed.
+func (k *keyRing) reload(ctx context.Context) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if time.Since(k.loaded) < keyReloadEvery {
+		return false
+	}
+	old := k.pub
+	if _, _, err := k.loadLocked(ctx); err != nil {
+		return false
+	}
+	return k.pub != old
+}
+
+func (k *keyRing) loadLocked(ctx context.Context) (nkeys.KeyPair, string, error) {
+	kp, err := k.load(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, "", apierr.Wrap(apierr.Internal, "credential service curve public key", err)
+	}
+	k.kp, k.pub, k.loaded = kp, pub, time.Now()
+	return kp, pub, nil
+}
+
+// keyLoader picks where the pair of st is kept.
+func keyLoader(st store.Store, settle time.Duration) func(context.Context) (nkeys.KeyPair, error) {
+	if fs, ok := st.(*filestore.Store); ok {
+		path := filepath.Join(fs.Dir(), KeyFile)
+		return func(context.Context) (nkeys.KeyPair, error) { return loadKeyFile(path) }
+	}
+	return func(ctx context.Context) (nkeys.KeyPair, error) { return loadKeyRecord(ctx, st, settle) }
+}
+
+// loadKeyFile reads the pair at path, creating it when it does not exist.
+func loadKeyFile(path string) (nkeys.KeyPair, error) {
+	kp, err := readKeyFile(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return kp, err
+	}
+	kp, seed, err := newCurvePair()
+	if err != nil {
+		return nil, err
+	}
+	defer clear(seed)
+	// O_EXCL: when another instance creates the file at the same moment, its pair wins and is read.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return readKeyFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating the curve key %s: %w", path, err)
+	}
+	_, err = f.Write(append(seed, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("writing the curve key %s: %w", path, err)
+	}
+	return kp, nil
+}
+
+// readKeyFile reads an existing pair, refusing a file that is not regular or
+// that group or others can access.
+func readKeyFile(path string) (nkeys.KeyPair, error) {
+	lst, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !lst.Mode().IsRegular() {
+		return nil, fmt.Errorf("curve key %s is not a regular file", path)
+	}
+	if perm := lst.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("curve key %s is accessible by group or others (mode %04o); restrict it with chmod 600 %s", path, perm, path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening the curve key: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !os.SameFile(st, lst) {
+		return nil, fmt.Errorf("curve key %s changed while it was opened", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 256))
+	if err != nil {
+		return nil, fmt.Errorf("reading the curve key %s: %w", path, err)
+	}
+	defer clear(data)
+	kp, err := nkeys.FromCurveSeed(bytes.TrimSpace(data))
+	if err != nil {
+		return nil, fmt.Errorf("curve key %s does not hold a curve seed (SX…)", path)
+	}
+	return kp, nil
+}
+
+// loadKeyRecord reads the pair from the reserved record of st, creating it
+// when there is none (see the comment at the top for the race): a record
+// written within the last two settle times may still be replaced by another
+// instance's first write, so it is read again after settle.
+func loadKeyRecord(ctx context.Context, st store.Store, settle time.Duration) (nkeys.KeyPair, error) {
+	kp, updated, err := readKeyRecord(ctx, st)
+	switch {
+	case err == nil && !young(updated, settle):
+		return kp, nil
+	case err == nil:
+	case errors.Is(err, store.ErrNotFound):
+		_, seed, err := newCurvePair()
+		if err != nil {
+			return nil, err
+		}
+		err = st.Put(ctx, KeyRecordID, model.Credentials{Env: map[string]string{keySeedName: string(seed)}})
+		clear(seed)
+		if err != nil {
+			return nil, err
+		}
+	default:
+		return nil, err
+	}
+	select {
+	case <-time.After(settle):
+	case <-ctx.Done():
+		return nil, apierr.Wrap(apierr.Network, "cancelled while loading the curve key", ctx.Err())
+	}
+	// The last of several first writes wins: adopt what is stored.
+	kp, _, err = readKeyRecord(ctx, st)
+	return kp, err
+}
+
+// young reports whether a record written at updated may still be part of a
+// first-start race (a zero time is unknown: treated as young).
+func young(updated time.Time, settle time.Duration) bool {
+	age := time.Since(updated)
+	return updated.IsZero() || (age < 2*settle && age > -2*settle)
+}
+
+func readKeyRecord(ctx context.Context, st store.Store) (nkeys.KeyPair, time.Time, error) {
+	rec, updated, err := st.Get(ctx, KeyRecordID)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	seed := rec.Env[keySeedName]
+	kp, err := nkeys.FromCurveSeed([]byte(seed))
+	if err != nil {
+		return nil, time.Time{}, apierr.Newf(apierr.Internal, "the credential service's key record (%s) does not hold a curve seed", KeyRecordID)
+	}
+	return kp, updated, nil
+}
+
+func newCurvePair() (nkeys.KeyPair, []byte, error) {
+	kp, err := nkeys.CreateCurveKeys()
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the curve key pair: %w", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, nil, fmt.Errorf("curve seed: %w", err)
+	}
+	return kp, seed, nil
+}
+
+// checkID accepts a server id: a canonical uuid other than the reserved one.
+func checkID(id string) error {
+	if err := store.CheckID(id); err != nil {
+		return err
+	}
+	if id == KeyRecordID {
+		return apierr.Invalid("server_id", "server_id "+KeyRecordID+" is reserved by the credential service")
+	}
+	return nil
+}

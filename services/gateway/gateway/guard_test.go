@@ -1,0 +1,356 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/gateway"
+	"github.com/mcpbus/mcpbus/services/gateway/rest"
+	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+)
+
+// raw sends method path with the given body and headers (no defaults).
+func (h *gw) raw(method, path, body string, hdr map[string]string) reply {
+	h.t.Helper()
+	var rd *strings.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	var req *http.Request
+	var err error
+	if rd != nil {
+		req, err = http.NewRequest(method, h.url+path, rd)
+	} else {
+		req, err = http.NewRequest(method, h.url+path, nil)
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	return h.send(req)
+}
+
+// State-changing requests a cross-site page could send are refused before
+// auth, with and without --no-auth: a body not declared JSON (415) and a
+// foreign Origin or Sec-Fetch-Site (403); allowed and same origins pass.
+func TestCrossSiteWritesRefused(t *testing.T) {
+	e := runnertest.Start(t, quietRunner())
+	for _, noAuth := range []bool{false, true} {
+		h := startGateway(t, e, gateway.Options{NoAuth: noAuth, CORSOrigins: []string{"https://console.example"}})
+		auth := map[string]string{}
+		if !noAuth {
+			auth["Authorization"] = "Bearer " + h.admin
+		}
+		with := func(extra map[string]string) map[string]string {
+			m := map[string]string{}
+			for k, v := range auth {
+				m[k] = v
+			}
+			for k, v := range extra {
+				m[k] = v
+			}
+			return m
+		}
+		body := `{"name":"evil","transport":"stdio","command":"/bin/sh"}`
+		for _, rt := range []struct{ method, path string }{
+			{"POST", "/api/v1/servers"}, {"PUT", "/api/v1/servers/alpha"}, {"PUT", "/api/v1/servers/alpha/credentials"},
+			{"POST", "/mcp/invoke"}, {"POST", "/mcp"},
+		} {
+			for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""} {
+				r := h.raw(rt.method, rt.path, body, with(map[string]string{"Content-Type": ct}))
+				if r.status != http.StatusUnsupportedMediaType || r.contract(t).Code != apierr.Validation {
+					t.Fatalf("noauth=%v %s %s with Content-Type %q: %d %s, want 415 VALIDATION_ERROR", noAuth, rt.method, rt.path, ct, r.status, r.body)
+				}
+			}
+			for _, hdr := range []map[string]string{
+				{"Origin": "https://evil.example"},
+				{"Origin": "null"},
+				{"Sec-Fetch-Site": "cross-site"},
+				{"Origin": "http://localhost:1", "Sec-Fetch-Site": "same-site"},
+			} {
+				hdr["Content-Type"] = "application/json"
+				r := h.raw(rt.method, rt.path, body, with(hdr))
+				if r.status != http.StatusForbidden || r.contract(t).Code != apierr.Unauthorized {
+					t.Fatalf("noauth=%v %s %s from %v: %d %s, want 403", noAuth, rt.method, rt.path, hdr, r.status, r.body)
+				}
+			}
+		}
+		// DELETE and a body-less POST are checked for their origin too.
+		for _, rt := range []struct{ method, path string }{{"DELETE", "/api/v1/servers/alpha"}, {"POST", "/api/v1/servers/alpha/disable"}} {
+			r := h.raw(rt.method, rt.path, "", with(map[string]string{"Origin": "https://evil.example"}))
+			if r.status != http.StatusForbidden {
+				t.Fatalf("noauth=%v %s %s from a foreign origin: %d %s", noAuth, rt.method, rt.path, r.status, r.body)
+			}
+			r = h.raw(rt.method, rt.path, "", with(map[string]string{"Content-Type": "text/plain"}))
+			if r.status != http.StatusUnsupportedMediaType {
+				t.Fatalf("noauth=%v %s %s text/plain without a body: %d %s", noAuth, rt.method, rt.path, r.status, r.body)
+			}
+		}
+		// What passes the guard: the allowed origin, the gateway's own
+		// origin, no origin (a CLI), JSON with a charset.
+		for _, hdr := range []map[string]string{
+			{"Origin": "https://console.example", "Content-Type": "application/json"},
+			{"Origin": h.url, "Content-Type": "application/json; charset=utf-8"},
+			{"Sec-Fetch-Site": "same-origin", "Content-Type": "application/json"},
+			{"Content-Type": "application/json"},
+		} {
+			r := h.raw("POST", "/mcp/invoke", `{"tool_name":"nope__x"}`, with(hdr))
+			if r.status != http.StatusNotFound {
+				t.Fatalf("noauth=%v allowed invoke with %v: %d %s, want 404 (past the guard)", noAuth, hdr, r.status, r.body)
+			}
+		}
+		// Reads are not state-changing: a foreign origin may GET (CORS keeps the answer from its page).
+		r := h.raw("GET", "/mcp/tools", "", with(map[string]string{"Origin": "https://evil.example"}))
+		if r.status != http.StatusOK {
+			t.Fatalf("noauth=%v GET from a foreign origin: %d %s", noAuth, r.status, r.body)
+		}
+	}
+}
+
+// A request that reached the loopback listener with a foreign Host (DNS
+// rebinding) is refused on every route; localhost names pass.
+func TestForeignHostRefused(t *testing.T) {
+	e := runnertest.Start(t, quietRunner())
+	h := startGateway(t, e, gateway.Options{NoAuth: true})
+	_, port, _ := strings.Cut(strings.TrimPrefix(h.url, "http://"), ":")
+	for _, path := range []string{"/healthz", "/mcp/tools", "/api/v1/status", "/api/v1/openapi.json", "/nope"} {
+		for _, host := range []string{"evil.example", "evil.example:" + port, "127.0.0.1.nip.io:" + port, "10.0.0.1"} {
+			r := h.raw("GET", path, "", map[string]string{"Host": host})
+			if r.status != http.StatusForbidden || !strings.Contains(r.contract(t).Message, "DNS rebinding") {
+				t.Fatalf("GET %s with Host %s: %d %s, want 403", path, host, r.status, r.body)
+			}
+		}
+		for _, host := range []string{"localhost", "localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "127.0.0.2"} {
+			if r := h.raw("GET", path, "", map[string]string{"Host": host}); r.status == http.StatusForbidden {
+				t.Fatalf("GET %s with Host %s: 403 %s", path, host, r.body)
+			}
+		}
+	}
+	r := h.raw("POST", "/mcp/invoke", `{}`, map[string]string{"Host": "evil.example", "Content-Type": "application/json"})
+	if r.status != http.StatusForbidden {
+		t.Fatalf("POST /mcp/invoke with a foreign Host: %d %s", r.status, r.body)
+	}
+}
+
+// 401 for no or a bad key, 403 for a key without the scope, and an address
+// that failed too often gets 429 with Retry-After, whatever key it sends.
+func TestAuthFailuresThrottled(t *testing.T) {
+	e := runnertest.Start(t, quietRunner())
+	h := startGateway(t, e, gateway.Options{AuthFailures: 5})
+	caller := h.key(model.KeyCreateRequest{Scopes: []string{"call"}})
+	// A call key on the admin API: authenticated, not allowed; not a failure.
+	for range 8 {
+		r := h.do("GET", "/api/v1/status", caller.Key, nil)
+		if r.status != http.StatusForbidden || r.contract(t).Code != apierr.Unauthorized ||
+			!strings.Contains(r.header.Get("WWW-Authenticate"), "insufficient_scope") {
+			t.Fatalf("call key on the admin API: %d %s %v", r.status, r.body, r.header)
+		}
+	}
+	for i := range 5 {
+		key := "mcpbus_nope"
+		if i%2 == 0 {
+			key = ""
+		}
+		if r := h.do("GET", "/mcp/tools", key, nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d %s, want 401", i+1, r.status, r.body)
+		}
+	}
+	for _, key := range []string{"mcpbus_nope", "", h.admin} {
+		r := h.do("GET", "/mcp/tools", key, nil)
+		secs, _ := strconv.Atoi(r.header.Get("Retry-After"))
+		if r.status != http.StatusTooManyRequests || r.contract(t).Code != apierr.RateLimited || secs < 1 || secs > 60 {
+			t.Fatalf("after 5 failures, key %.12q: %d %s Retry-After %q", key, r.status, r.body, r.header.Get("Retry-After"))
+		}
+	}
+	// Public routes stay open.
+	if r := h.do("GET", "/healthz", "", nil); r.status != http.StatusOK {
+		t.Fatalf("healthz while throttled: %d", r.status)
+	}
+}
+
+// A key revoked while its event stream is open: the stream ends at once.
+func TestEventStreamEndsOnRevoke(t *testing.T) {
+	e := runnertest.Start(t, quietRunner())
+	h := startGateway(t, e, gateway.Options{})
+	k := h.key(model.KeyCreateRequest{Scopes: []string{"admin"}})
+	other := h.key(model.KeyCreateRequest{Scopes: []string{"admin"}, Name: "other"})
+	open := func(key string) (*bufio.Reader, func()) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", h.url+"/api/v1/events", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("events: %v %v", err, resp)
+		}
+		br := bufio.NewReader(resp.Body)
+		for { // the connected comment
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(line, ": connected") {
+				break
+			}
+		}
+		return br, func() { cancel(); resp.Body.Close() }
+	}
+	br, closeIt := open(k.Key)
+	defer closeIt()
+	obr, closeOther := open(other.Key)
+	defer closeOther()
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := br.ReadString('\n'); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	otherEnded := make(chan struct{})
+	go func() {
+		for {
+			if _, err := obr.ReadString('\n'); err != nil {
+				close(otherEnded)
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := h.g.Keys().Revoke(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the event stream of a revoked key is still open 3s after the revocation")
+	}
+	select {
+	case <-otherEnded:
+		t.Fatal("the stream of another key ended too")
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// bearerRT adds an API key to every request.
+type bearerRT struct{ key string }
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A server restarting after a crash keeps its tools listed, and calls to
+// them are told to retry after its restart: 503 with Retry-After on
+// /mcp/invoke, a "restarting, retry after N s" error on /mcp (fast path and
+// go-sdk alike), instead of TOOL_NOT_FOUND. Once it runs, calls work again.
+func TestCrashedServerKeepsTools(t *testing.T) {
+	opts := quietRunner()
+	opts.RestartBackoff = 6 * time.Second
+	e := runnertest.Start(t, opts)
+	runServer(t, e, "crashy", nil)
+	fast := startGatewayOpts(t, e, false)
+	slow := startGatewayOpts(t, e, true)
+	for _, h := range []*gw{fast, slow} {
+		h.waitTool("", "crashy__echo")
+	}
+	sessions := map[*gw]*mcp.ClientSession{}
+	for _, h := range []*gw{fast, slow} {
+		c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+		s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{"none"}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		sessions[h] = s
+	}
+	// Crash it.
+	r := fast.do("POST", "/mcp/invoke", "", map[string]any{"tool_name": "crashy__crash", "params": map[string]any{}})
+	if r.status != http.StatusServiceUnavailable {
+		t.Fatalf("crash call: %d %s", r.status, r.body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := e.Status("crashy")
+		if st.State == model.StateError && !st.RetryAt.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no error with retry_at after the crash: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, h := range []*gw{fast, slow} {
+		var r reply
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			r = h.do("POST", "/mcp/invoke", "", map[string]any{"tool_name": "crashy__echo", "params": map[string]any{"message": "hi"}})
+			if r.status == http.StatusServiceUnavailable || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		var out rest.InvokeReply
+		r.decode(t, &out)
+		secs, _ := strconv.Atoi(r.header.Get("Retry-After"))
+		if r.status != http.StatusServiceUnavailable || out.ErrorType != rest.ErrUnavailable || secs < 1 || secs > 6 ||
+			!strings.Contains(out.Error, "restarting") {
+			t.Fatalf("invoke while restarting: %d %s Retry-After %q", r.status, r.body, r.header.Get("Retry-After"))
+		}
+		h.waitTool("", "crashy__echo") // still listed
+		tools, err := sessions[h].ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, tl := range tools.Tools {
+			found = found || tl.Name == "crashy__echo"
+		}
+		if !found {
+			t.Fatal("crashy__echo left the MCP tool list while the server restarts")
+		}
+		_, err = sessions[h].CallTool(t.Context(), &mcp.CallToolParams{Name: "crashy__echo", Arguments: map[string]any{"message": "hi"}})
+		if err == nil || !strings.Contains(err.Error(), "restarting after a crash; retry after") {
+			t.Fatalf("MCP call while restarting: %v", err)
+		}
+	}
+	// After the restart, calls work again.
+	e.WaitState(t, "crashy", model.StateRunning, 20*time.Second)
+	deadline = time.Now().Add(10 * time.Second)
+	for _, h := range []*gw{fast, slow} {
+		for {
+			r := h.do("POST", "/mcp/invoke", "", map[string]any{"tool_name": "crashy__echo", "params": map[string]any{"message": "hi"}})
+			if r.status == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("invoke after the restart: %d %s", r.status, r.body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// startGatewayOpts starts a --no-auth gateway, without the MCP fast path when noFast.
+func startGatewayOpts(t *testing.T, e *runnertest.Env, noFast bool) *gw {
+	o := gateway.Options{NoAuth: true}
+	o.MCP.NoFastPath = noFast
+	return startGateway(t, e, o)
+}

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// newAgentsCmd manages agents' bus identities (mcpbus up's embedded NATS).
+func newAgentsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agents",
+		Short: "Create, list and revoke the NATS identities of agents (mcpbus up)",
+		Long: `An agent identity is an nkey user of mcpbus up's NATS server that may call the tools
+it is allowed (and list tools, cancel its calls, read events), nothing else. Its seed is
+written to a 0600 file on the host of mcpbus up; connect with it and its inbox prefix:
+  nats --nkey <seed file> --inbox-prefix <inbox prefix> req mcp.v1.call.everything.echo '{"message":"hi"}'`,
+	}
+	cmd.AddCommand(newAgentsCreateCmd(g), newAgentsListCmd(g), newAgentsRevokeCmd(g))
+	return cmd
+}
+
+func (g *globals) agentsRequest(cmd *cobra.Command, verb string, in, out any) error {
+	nc, _, err := g.connect(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return bus.RequestJSON(cmd.Context(), nc, bus.NewSubjects(g.bus.Prefix).Service("agents", verb), in, out, 10*time.Second)
+}
+
+func newAgentsCreateCmd(g *globals) *cobra.Command {
+	var req model.AgentCreateRequest
+	cmd := &cobra.Command{
+		Use:     "create <name>",
+		Short:   "Make an agent identity allowed some tools",
+		Example: `  mcpbus agents create ci --allow-tool 'github__*' --allow-tool 'everything__echo'`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Name = args[0]
+			var out model.Agent
+			if err := g.agentsRequest(cmd, "create", req, &out); err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(out)
+			}
+			fmt.Fprintf(g.stdout, "agent %s: seed %s, inbox prefix %s\nmay request: %s\n", out.Name, out.SeedFile, out.InboxPrefix, strings.Join(out.Subjects, " "))
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&req.Allow, "allow-tool", nil, "a glob on <server>__<tool> the agent may call (repeat; default every tool)")
+	return cmd
+}
+
+func newAgentsListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List agent identities",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var out model.AgentList
+			if err := g.agentsRequest(cmd, "list", struct{}{}, &out); err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(out)
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "AGENT\tALLOW\tCREATED\tSEED FILE")
+			for _, a := range out.Agents {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Name, strings.Join(a.Allow, ","), a.Created.Format(time.RFC3339), a.SeedFile)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newAgentsRevokeCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke <name>",
+		Short: "Revoke an agent identity: it can no longer connect, and its connections are closed",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out model.AgentRef
+			if err := g.agentsRequest(cmd, "revoke", model.AgentRef{Name: args[0]}, &out); err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(out)
+			}
+			fmt.Fprintf(g.stdout, "agent %s revoked\n", out.Name)
+			return nil
+		},
+	}
+}

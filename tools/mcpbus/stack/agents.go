@@ -1,0 +1,197 @@
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/libs/access"
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// agentPrefix starts every agent identity's name (agent-<name>).
+const agentPrefix = "agent-"
+
+// agent is an agent identity and the tools it may call.
+type agent struct {
+	ID      access.Identity `json:"-"`
+	Name    string          `json:"name"`
+	Allow   []string        `json:"allow"`
+	Created time.Time       `json:"created"`
+}
+
+// AddAgent makes an agent identity allowed the tools matching allow (globs
+// on <server>__<tool>; none: every tool) and lets it connect at once. The
+// seed is written to a 0600 file whose path model.Agent gives.
+func (s *Stack) AddAgent(name string, allow []string) (model.Agent, error) {
+	if s.Identities == nil {
+		return model.Agent{}, apierr.New(apierr.Conflict, "the bus runs without authentication (--insecure-bus): there are no identities to make")
+	}
+	if !model.ValidSlug(name) || len(name) > 50 {
+		return model.Agent{}, apierr.Invalid("name", "name must be [a-z0-9_-], at most 50 characters")
+	}
+	if len(allow) == 0 {
+		allow = []string{"*"}
+	}
+	s.agMu.Lock()
+	defer s.agMu.Unlock()
+	if _, ok := s.agents[name]; ok {
+		return model.Agent{}, apierr.Newf(apierr.Conflict, "agent %s exists; revoke it first", name)
+	}
+	id, err := s.Identities.Ensure(agentPrefix+name, access.Agent)
+	if err != nil {
+		return model.Agent{}, err
+	}
+	a := agent{ID: id, Name: name, Allow: slices.Clone(allow), Created: time.Now().UTC()}
+	meta, _ := json.Marshal(a)
+	if err := os.WriteFile(s.metaFile(name), meta, 0o600); err != nil {
+		return model.Agent{}, fmt.Errorf("agent %s: %w", name, err)
+	}
+	s.agents[name] = a
+	if err := s.applyUsers(); err != nil {
+		return model.Agent{}, err
+	}
+	return s.info(a), nil
+}
+
+// RevokeAgent removes an agent: its seed no longer connects, and its open
+// connections are closed.
+func (s *Stack) RevokeAgent(name string) error {
+	s.agMu.Lock()
+	defer s.agMu.Unlock()
+	if _, ok := s.agents[name]; !ok {
+		return apierr.Newf(apierr.NotFound, "no agent %s", name)
+	}
+	delete(s.agents, name)
+	_ = os.Remove(s.metaFile(name))
+	_ = os.Remove(s.Identities.SeedFile(agentPrefix + name))
+	return s.applyUsers()
+}
+
+// Agents lists the agents.
+func (s *Stack) Agents() []model.Agent {
+	s.agMu.Lock()
+	defer s.agMu.Unlock()
+	var out []model.Agent
+	for _, a := range s.agents {
+		out = append(out, s.info(a))
+	}
+	slices.SortFunc(out, func(a, b model.Agent) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (s *Stack) info(a agent) model.Agent {
+	return model.Agent{Name: a.Name, Allow: a.Allow, Created: a.Created,
+		SeedFile: s.Identities.SeedFile(agentPrefix + a.Name), InboxPrefix: a.ID.Inbox(),
+		Subjects: access.AgentSubjects(s.prefix, a.Allow)}
+}
+
+func (s *Stack) metaFile(name string) string {
+	return filepath.Join(s.Identities.Dir(), agentPrefix+name+".json")
+}
+
+// loadAgents reads the agents kept in the identity directory.
+func (s *Stack) loadAgents() error {
+	files, err := filepath.Glob(filepath.Join(s.Identities.Dir(), agentPrefix+"*.json"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("agent %s: %w", f, err)
+		}
+		var a agent
+		if err := json.Unmarshal(data, &a); err != nil {
+			return fmt.Errorf("agent %s: %w", f, err)
+		}
+		if a.ID, err = s.Identities.Ensure(agentPrefix+a.Name, access.Agent); err != nil {
+			return err
+		}
+		s.agents[a.Name] = a
+	}
+	return nil
+}
+
+// users are the server's users: every role's identity and every agent.
+func (s *Stack) users() ([]*server.NkeyUser, error) {
+	users := append([]*server.NkeyUser(nil), s.extra...)
+	for _, role := range access.ServiceRoles() {
+		u, err := access.User(s.ids[role], s.prefix)
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, u)
+	}
+	for _, a := range s.agents {
+		u, err := access.User(a.ID, s.prefix, access.AgentSubjects(s.prefix, a.Allow)...)
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, u)
+	}
+	return users, nil
+}
+
+// applyUsers gives the running server the current users.
+func (s *Stack) applyUsers() error {
+	users, err := s.users()
+	if err != nil {
+		return err
+	}
+	return s.NATS.SetUsers(users)
+}
+
+// serveAgents answers mcp.v1.agents.{create,list,revoke} (operator only,
+// by the permission table) until the stack closes.
+func (s *Stack) serveAgents(nc *nats.Conn) error {
+	subj := bus.NewSubjects(s.prefix)
+	handlers := map[string]bus.HandlerFunc{
+		"create": func(_ context.Context, req micro.Request) (any, error) {
+			var in model.AgentCreateRequest
+			if err := bus.Decode(req.Data(), &in); err != nil {
+				return nil, err
+			}
+			a, err := s.AddAgent(in.Name, in.Allow)
+			if err == nil {
+				s.log.Info("agent identity created", "agent", a.Name, "allow", a.Allow)
+			}
+			return a, err
+		},
+		"list": func(_ context.Context, req micro.Request) (any, error) {
+			if err := bus.Decode(req.Data(), &struct{}{}); err != nil {
+				return nil, err
+			}
+			return model.AgentList{Agents: s.Agents()}, nil
+		},
+		"revoke": func(_ context.Context, req micro.Request) (any, error) {
+			var in model.AgentRef
+			if err := bus.Decode(req.Data(), &in); err != nil {
+				return nil, err
+			}
+			if err := s.RevokeAgent(in.Name); err != nil {
+				return nil, err
+			}
+			s.log.Info("agent identity revoked", "agent", in.Name)
+			return in, nil
+		},
+	}
+	cfg := bus.ServiceConfig{Name: "mcpbus-agents", Version: "0.1.0", Description: "mcpbus up: agent identities of the embedded NATS server"}
+	for _, verb := range []string{"create", "list", "revoke"} {
+		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: "agents-" + verb, Subject: subj.Service("agents", verb),
+			Handler: bus.JSONHandler(s.log, handlers[verb])})
+	}
+	_, err := bus.StartService(nc, cfg)
+	return err
+}
