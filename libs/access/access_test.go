@@ -46,7 +46,7 @@ func TestLeastPrivilege(t *testing.T) {
 		perms[r] = p
 	}
 	for role, p := range perms {
-		if role != Runner && role != Registry && slices.Contains(p.Publish, "mcp.v1.cred.resolve") {
+		if role != Runner && slices.Contains(p.Publish, "mcp.v1.cred.resolve") {
 			t.Errorf("%s may request cred.resolve", role)
 		}
 		if role != Runner && slices.Contains(p.Subscribe, "mcp.v1.call.>") {

@@ -1,7 +1,6 @@
 package access
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
+
+	"github.com/mcpbus/mcpbus/libs/secretfile"
 )
 
 // Identity is one user on the bus: a name, a role and an nkey.
@@ -54,20 +55,14 @@ func (s *Store) Ensure(name string, role Role) (Identity, error) {
 	if !validName(name) {
 		return Identity{}, fmt.Errorf("identity name %q: use [a-z0-9_-]", name)
 	}
-	path := s.SeedFile(name)
-	seed, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	seed, err := secretfile.LoadOrCreate(s.SeedFile(name), 256, func() ([]byte, error) {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
-			return Identity{}, fmt.Errorf("identity %s: %w", name, err)
+			return nil, err
 		}
-		if seed, err = kp.Seed(); err != nil {
-			return Identity{}, fmt.Errorf("identity %s: %w", name, err)
-		}
-		if err := writePrivate(path, seed); err != nil {
-			return Identity{}, fmt.Errorf("identity %s: %w", name, err)
-		}
-	} else if err != nil {
+		return kp.Seed()
+	})
+	if err != nil {
 		return Identity{}, fmt.Errorf("identity %s: %w", name, err)
 	}
 	return identityOf(name, role, seed)
@@ -83,27 +78,6 @@ func identityOf(name string, role Role, seed []byte) (Identity, error) {
 		return Identity{}, fmt.Errorf("identity %s: %w", name, err)
 	}
 	return Identity{Name: name, Role: role, Seed: []byte(strings.TrimSpace(string(seed))), Public: pub}, nil
-}
-
-// writePrivate writes data to a new 0600 file atomically.
-func writePrivate(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	if err := tmp.Chmod(0o600); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func validName(name string) bool {

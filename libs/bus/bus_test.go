@@ -555,3 +555,19 @@ func FuzzReplyError(f *testing.F) {
 		}
 	})
 }
+
+func TestDecodeRefusesTrailingData(t *testing.T) {
+	var v struct {
+		A int `json:"a"`
+	}
+	for _, body := range []string{`{}}`, `{"a":1} {}`, `{"a":1}]`, `{"a":1} x`, `{"b":1}`} {
+		if err := bus.Decode([]byte(body), &v); apierr.Of(err) != apierr.Validation {
+			t.Errorf("%s: %v, want VALIDATION_ERROR", body, err)
+		}
+	}
+	for _, body := range []string{`{"a":1}`, " {\"a\":1} \n", ``} {
+		if err := bus.Decode([]byte(body), &v); err != nil {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
@@ -60,7 +62,8 @@ func Decode(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return apierr.Wrap(apierr.Validation, "request body is not valid: "+err.Error(), err)
 	}
-	if dec.More() {
+	// More misses a stray closing bracket ({}}): only the end may follow.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return apierr.New(apierr.Validation, "request body has data after the JSON value")
 	}
 	return nil

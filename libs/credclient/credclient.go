@@ -96,10 +96,24 @@ type Resolver struct {
 	subj   bus.Subjects
 	kp     nkeys.KeyPair
 	pubKey string
+	// verb is resolve (runners) or registry (the registry service's key).
+	verb   string
+	runner string
 }
 
+// ResolverOption sets who resolves.
+type ResolverOption func(*Resolver)
+
+// AsRunner resolves as runner id: the service answers only for servers that
+// runner owns.
+func AsRunner(id string) ResolverOption { return func(r *Resolver) { r.runner = id } }
+
+// ForRegistry resolves the registry credentials (the Smithery key) on
+// mcp.v1.cred.registry, the registry service's own subject.
+func ForRegistry() ResolverOption { return func(r *Resolver) { r.verb = "registry" } }
+
 // NewResolver creates the resolver and its key pair.
-func NewResolver(nc *nats.Conn, prefix string) (*Resolver, error) {
+func NewResolver(nc *nats.Conn, prefix string, opts ...ResolverOption) (*Resolver, error) {
 	kp, err := nkeys.CreateCurveKeys()
 	if err != nil {
 		return nil, fmt.Errorf("credclient: creating a curve key pair: %w", err)
@@ -108,7 +122,11 @@ func NewResolver(nc *nats.Conn, prefix string) (*Resolver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("credclient: curve public key: %w", err)
 	}
-	return &Resolver{nc: nc, subj: bus.NewSubjects(prefix), kp: kp, pubKey: pub}, nil
+	r := &Resolver{nc: nc, subj: bus.NewSubjects(prefix), kp: kp, pubKey: pub, verb: "resolve"}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
 }
 
 // PublicKey is the key replies are sealed to.
@@ -118,8 +136,8 @@ func (r *Resolver) PublicKey() string { return r.pubKey }
 // (empty when it has none).
 func (r *Resolver) Resolve(ctx context.Context, serverID string) (model.ResolvedCredentials, error) {
 	var reply model.SealedReply
-	req := model.CredResolveRequest{ServerID: serverID, RecipientKey: r.pubKey}
-	if err := bus.RequestJSON(ctx, r.nc, r.subj.Service("cred", "resolve"), req, &reply, Timeout); err != nil {
+	req := model.CredResolveRequest{ServerID: serverID, RecipientKey: r.pubKey, Runner: r.runner}
+	if err := bus.RequestJSON(ctx, r.nc, r.subj.Service("cred", r.verb), req, &reply, Timeout); err != nil {
 		return model.ResolvedCredentials{}, unreachable(err)
 	}
 	plain, err := r.kp.Open(reply.Sealed, reply.SenderKey)

@@ -174,7 +174,28 @@ type OAuthDescription struct {
 type CredResolveRequest struct {
 	ServerID     string `json:"server_id"`
 	RecipientKey string `json:"recipient_key"`
+	// Runner is the id of the resolving runner: the credential service
+	// answers only for servers that runner holds a lease on (mcp_owners).
+	Runner string `json:"runner,omitempty"`
 }
+
+// CredEvent is the audit event of one resolve (mcp.v1.events.cred.<server_id>):
+// who asked for which server's secrets, and the outcome; never a value.
+type CredEvent struct {
+	Type     string `json:"type"` // resolved or refused
+	ServerID string `json:"server_id"`
+	Runner   string `json:"runner,omitempty"`
+	// Via is the subject verb: resolve (runners) or registry (the registry service).
+	Via  string    `json:"via"`
+	Code string    `json:"code,omitempty"`
+	At   time.Time `json:"at"`
+}
+
+// Types of CredEvent.
+const (
+	CredResolved = "resolved"
+	CredRefused  = "refused"
+)
 
 // SealedReply is the reply of mcp.v1.cred.resolve: Sealed opens, with the
 // runner's curve key and SenderKey, to the JSON of ResolvedCredentials.

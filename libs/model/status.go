@@ -18,11 +18,13 @@ const (
 
 // Status is the latest state of a server (KV mcp_status, events status.<server>).
 type Status struct {
-	Server    string    `json:"server"`
-	State     string    `json:"state"`
-	Tools     []string  `json:"tools,omitempty"`
-	Code      string    `json:"code,omitempty"`
-	Message   string    `json:"message,omitempty"`
+	Server  string   `json:"server"`
+	State   string   `json:"state"`
+	Tools   []string `json:"tools,omitempty"`
+	Code    string   `json:"code,omitempty"`
+	Message string   `json:"message,omitempty"`
+	// Field is the setting or config field the last failure names, if any.
+	Field     string    `json:"field,omitempty"`
 	Runner    string    `json:"runner,omitempty"`
 	PID       int       `json:"pid,omitempty"`
 	StartedAt time.Time `json:"started_at,omitzero"`

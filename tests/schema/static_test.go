@@ -30,7 +30,7 @@ func TestSchemasCompile(t *testing.T) {
 		"config-create-request", "config-update-request", "config-ref", "config-list-request", "config-list-reply",
 		"config-delete-reply", "config-import-request", "config-import-reply", "config-export-request",
 		"config-export-reply", "config-history-reply", "config-rollback-request", "config-event", "slug-reservation",
-		"cred-set-request", "cred-delete-request", "cred-describe-request", "cred-description", "cred-resolve-request",
+		"cred-set-request", "cred-delete-request", "cred-describe-request", "cred-description", "cred-resolve-request", "cred-event",
 		"cred-key-request", "cred-key-reply", "sealed-credentials", "sealed-reply", "registry-search-request", "registry-search-reply", "registry-get-request", "install-plan",
 	}
 	for _, name := range want {

@@ -403,7 +403,7 @@ type request struct {
 func controlVerbs() map[string][]string {
 	return map[string][]string{
 		"config":   config.Verbs,
-		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey},
+		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry},
 		"registry": {"search", "get"},
 	}
 }
@@ -453,7 +453,7 @@ var requestSchema = map[string]string{
 	"config.history": "config-ref", "config.rollback": "config-rollback-request",
 
 	"cred.set": "cred-set-request", "cred.delete": "cred-delete-request", "cred.describe": "cred-describe-request",
-	"cred.resolve": "cred-resolve-request", "cred.key": "cred-key-request",
+	"cred.resolve": "cred-resolve-request", "cred.key": "cred-key-request", "cred.registry": "cred-resolve-request",
 
 	"registry.search": "registry-search-request", "registry.get": "registry-get-request",
 }
@@ -469,13 +469,13 @@ var replySchema = map[string]string{
 	"config.history": "config-history-reply",
 
 	"cred.set": "cred-description", "cred.delete": "cred-description", "cred.describe": "cred-description",
-	"cred.resolve": "sealed-reply", "cred.key": "cred-key-reply",
+	"cred.resolve": "sealed-reply", "cred.key": "cred-key-reply", "cred.registry": "sealed-reply",
 
 	"registry.search": "registry-search-reply", "registry.get": "install-plan",
 }
 
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>).
-var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event"}
+var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event", "cred": "cred-event"}
 
 // outcomes counts the answers of one request kind.
 type outcomes struct{ ok, failed int }

@@ -94,6 +94,7 @@ func TestSplitDeploymentMatchesUp(t *testing.T) {
 				d = startUp(t, si)
 			}
 			up := time.Now()
+			checkHostile(t, d)
 			res := runFlow(t, d)
 			flowDone := time.Now()
 			d.stop(t)
@@ -949,4 +950,48 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// checkHostile tries, against a deployment, what a local attacker would: a
+// connection without credentials, and another service's identity (the
+// gateway's) resolving secrets or answering calls. NATS refuses each.
+func checkHostile(t *testing.T, d *deployment) {
+	t.Helper()
+	if nc, err := nats.Connect(d.natsURL, nats.NoReconnect(), nats.Timeout(2*time.Second)); err == nil {
+		nc.Close()
+		t.Errorf("%s: a connection without credentials was accepted", d.name)
+	}
+	seed, err := nats.NkeyOptionFromSeed(filepath.Join(d.dataDir, "nats", "gateway.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	violations := make(chan string, 8)
+	nc, err := nats.Connect(d.natsURL, seed, nats.CustomInboxPrefix("_I.gateway"), nats.NoReconnect(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err.Error() }))
+	if err != nil {
+		t.Fatalf("%s: the gateway identity: %v", d.name, err)
+	}
+	defer nc.Close()
+	if _, err := nc.Request("mcp.v1.cred.resolve", []byte(`{}`), 500*time.Millisecond); err == nil {
+		t.Errorf("%s: cred.resolve answered the gateway identity", d.name)
+	}
+	sub, err := nc.Subscribe("mcp.v1.call.>", func(*nats.Msg) {})
+	if err == nil {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	want := map[string]bool{"mcp.v1.cred.resolve": false, "mcp.v1.call.>": false}
+	deadline := time.After(3 * time.Second)
+	for !want["mcp.v1.cred.resolve"] || !want["mcp.v1.call.>"] {
+		select {
+		case v := <-violations:
+			for subject := range want {
+				if strings.Contains(v, "Permissions Violation") && strings.Contains(v, `"`+subject+`"`) {
+					want[subject] = true
+				}
+			}
+		case <-deadline:
+			t.Errorf("%s: permission violations seen: %v", d.name, want)
+			return
+		}
+	}
 }

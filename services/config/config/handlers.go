@@ -309,7 +309,7 @@ func (s *Service) startFailed(ctx context.Context, slug string) error {
 	if !code.Valid() {
 		code = apierr.ServiceUnavailable
 	}
-	return apierr.New(code, st.Message)
+	return apierr.New(code, st.Message).WithField(st.Field)
 }
 
 func startGaveUp(ctx context.Context, slug string, timeout time.Duration, last error) error {

@@ -49,20 +49,6 @@ type policyCache struct {
 	policies []runnerPolicy
 }
 
-// policyCaches holds each running Service's cache until the service stops.
-var policyCaches sync.Map // *Service → *policyCache
-
-func (s *Service) policyCache() *policyCache {
-	if c, ok := policyCaches.Load(s); ok {
-		return c.(*policyCache)
-	}
-	c, loaded := policyCaches.LoadOrStore(s, &policyCache{})
-	if !loaded {
-		context.AfterFunc(s.life, func() { policyCaches.Delete(s) })
-	}
-	return c.(*policyCache)
-}
-
 // checkRunnerPolicies refuses cfg (VALIDATION_ERROR on package.type or
 // package.identifier) when runners answer and every one of them refuses it.
 func (s *Service) checkRunnerPolicies(ctx context.Context, cfg *model.McpConfig) error {
@@ -96,7 +82,7 @@ func (s *Service) checkRunnerPolicies(ctx context.Context, cfg *model.McpConfig)
 // $SRV.INFO.mcpbus-runner within policyWait; runners that publish none (older
 // ones launch everything) count as allowing everything.
 func (s *Service) runnerPolicies(ctx context.Context) []runnerPolicy {
-	c := s.policyCache()
+	c := &s.policies
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.policies) > 0 && time.Since(c.at) < policyTTL {

@@ -27,6 +27,11 @@ func (e *env) fakeRunner(md map[string]string) {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { _ = svc.Stop() })
+	// The discovery request comes on another connection: the server must
+	// have this one's subscriptions first.
+	if err := nc.Flush(); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 func binary(name, path string) model.McpConfig {

@@ -87,6 +87,9 @@ type Service struct {
 	life     context.Context
 	stopLife context.CancelFunc
 	inflight sync.WaitGroup
+
+	// policies caches the runners' exec policies briefly (policy.go).
+	policies policyCache
 }
 
 // New prepares the service on nc. Run starts it.

@@ -51,7 +51,8 @@ func newEnv(t *testing.T, tweak ...func(*credential.Options)) *env {
 		t.Fatal(err)
 	}
 	logs := &testkit.LogBuffer{}
-	opts := credential.Options{Store: st, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	// Most tests resolve without a runner's lease; owner_test.go checks leases.
+	opts := credential.Options{Store: st, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), AnyResolver: true}
 	for _, f := range tweak {
 		f(&opts)
 	}

@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/secretfile"
 	"github.com/mcpbus/mcpbus/services/credential/store"
 	"github.com/mcpbus/mcpbus/services/credential/store/filestore"
 )
@@ -112,63 +110,19 @@ func keyLoader(st store.Store, settle time.Duration) func(context.Context) (nkey
 	return func(ctx context.Context) (nkeys.KeyPair, error) { return loadKeyRecord(ctx, st, settle) }
 }
 
-// loadKeyFile reads the pair at path, creating it when it does not exist.
+// loadKeyFile reads the pair at path (a regular file readable by its owner
+// only), creating it when it does not exist; instances starting together on
+// one data dir end with the same pair.
 func loadKeyFile(path string) (nkeys.KeyPair, error) {
-	kp, err := readKeyFile(path)
-	if !errors.Is(err, fs.ErrNotExist) {
-		return kp, err
-	}
-	kp, seed, err := newCurvePair()
+	data, err := secretfile.LoadOrCreate(path, 256, func() ([]byte, error) {
+		_, seed, err := newCurvePair()
+		if err != nil {
+			return nil, err
+		}
+		return append(seed, '\n'), nil
+	})
 	if err != nil {
-		return nil, err
-	}
-	defer clear(seed)
-	// O_EXCL: when another instance creates the file at the same moment, its pair wins and is read.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return readKeyFile(path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("creating the curve key %s: %w", path, err)
-	}
-	_, err = f.Write(append(seed, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(path)
-		return nil, fmt.Errorf("writing the curve key %s: %w", path, err)
-	}
-	return kp, nil
-}
-
-// readKeyFile reads an existing pair, refusing a file that is not regular or
-// that group or others can access.
-func readKeyFile(path string) (nkeys.KeyPair, error) {
-	lst, err := os.Lstat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !lst.Mode().IsRegular() {
-		return nil, fmt.Errorf("curve key %s is not a regular file", path)
-	}
-	if perm := lst.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("curve key %s is accessible by group or others (mode %04o); restrict it with chmod 600 %s", path, perm, path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening the curve key: %w", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !os.SameFile(st, lst) {
-		return nil, fmt.Errorf("curve key %s changed while it was opened", path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, 256))
-	if err != nil {
-		return nil, fmt.Errorf("reading the curve key %s: %w", path, err)
+		return nil, fmt.Errorf("curve key: %w", err)
 	}
 	defer clear(data)
 	kp, err := nkeys.FromCurveSeed(bytes.TrimSpace(data))

@@ -16,6 +16,19 @@ import (
 )
 
 func (s *Service) handleResolve(ctx context.Context, data []byte) (string, any, error) {
+	return s.resolve(ctx, data, VerbResolve)
+}
+
+// handleRegistryKey answers the registry service's Smithery key on its own
+// subject, so that only runners need cred.resolve.
+func (s *Service) handleRegistryKey(ctx context.Context, data []byte) (string, any, error) {
+	return s.resolve(ctx, data, VerbRegistry)
+}
+
+// resolve answers a runner (via resolve, for a server it owns) or the
+// registry service (via registry, for the registry credentials), and
+// publishes an audit event of the answer.
+func (s *Service) resolve(ctx context.Context, data []byte, via string) (id string, out any, err error) {
 	var in model.CredResolveRequest
 	if err := bus.Decode(data, &in); err != nil {
 		return "", nil, err
@@ -23,9 +36,20 @@ func (s *Service) handleResolve(ctx context.Context, data []byte) (string, any, 
 	if err := checkID(in.ServerID); err != nil {
 		return "", nil, err
 	}
-	id := in.ServerID
+	id = in.ServerID
+	defer func() { s.audit(id, in.Runner, via, err) }()
 	if !nkeys.IsValidPublicCurveKey(in.RecipientKey) {
 		return id, nil, apierr.Invalid("recipient_key", "recipient_key must be an nkeys curve public key (X…)")
+	}
+	switch {
+	case via == VerbRegistry && id != model.RegistryCredentialsID:
+		return id, nil, apierr.Invalid("server_id", "cred.registry answers only the registry credentials")
+	case via == VerbResolve && id == model.RegistryCredentialsID:
+		return id, nil, apierr.Invalid("server_id", "the registry credentials are resolved on cred.registry")
+	case via == VerbResolve:
+		if err := s.owner.check(ctx, in.Runner, id); err != nil {
+			return id, nil, err
+		}
 	}
 	// The lock covers a refresh and its write (see keyedMutex).
 	unlock, err := s.locks.lock(ctx, id)

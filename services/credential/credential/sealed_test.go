@@ -65,7 +65,7 @@ func TestKeyDiscoveryAndPersistence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc2, err := credential.New(e.nc, credential.Options{Store: st2, Logger: slog.New(slog.DiscardHandler)})
+	svc2, err := credential.New(e.nc, credential.Options{Store: st2, Logger: slog.New(slog.DiscardHandler), AnyResolver: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestKeyDiscoveryAndPersistence(t *testing.T) {
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	svc3, err := credential.New(e.nc, credential.Options{Store: st2, Logger: slog.New(slog.DiscardHandler)})
+	svc3, err := credential.New(e.nc, credential.Options{Store: st2, Logger: slog.New(slog.DiscardHandler), AnyResolver: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestKeySharedThroughStore(t *testing.T) {
 	keys := make([]string, 4)
 	var wg sync.WaitGroup
 	for i := range keys {
-		svc, err := credential.New(e.nc, credential.Options{Store: shared, KeySettle: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		svc, err := credential.New(e.nc, credential.Options{Store: shared, KeySettle: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), AnyResolver: true})
 		if err != nil {
 			t.Fatal(err)
 		}

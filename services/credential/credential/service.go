@@ -34,6 +34,8 @@ const (
 	VerbResolve  = "resolve"
 	// VerbKey answers the service's public curve key: writers seal secrets to it.
 	VerbKey = "key"
+	// VerbRegistry resolves the registry credentials for the registry service.
+	VerbRegistry = "registry"
 )
 
 // Options configure the service. Store, or Backend and what it needs, is required.
@@ -58,6 +60,9 @@ type Options struct {
 	// KeySettle is how long a new key pair kept in a store other than the
 	// file store is left before it is read back (default 1 s; see keys.go).
 	KeySettle time.Duration
+	// AnyResolver answers cred.resolve without checking that the runner
+	// owns the server: for tests of this service alone, never a setting.
+	AnyResolver bool
 }
 
 func (o *Options) defaults() {
@@ -94,6 +99,7 @@ type Service struct {
 	// keys is the service's xkey pair, shared by every instance (keys.go):
 	// writers seal to it, resolve replies are sealed with it.
 	keys  *keyRing
+	owner ownerCheck
 	locks keyedMutex
 	ready chan struct{}
 	// closer releases a store Build opened (nil otherwise).
@@ -113,6 +119,7 @@ func New(nc *nats.Conn, opts Options) (*Service, error) {
 		nc: nc, opts: opts, subj: bus.NewSubjects(opts.Prefix), store: opts.Store,
 		log:   opts.Logger.With("backend", opts.Store.Name()),
 		keys:  &keyRing{load: keyLoader(opts.Store, opts.KeySettle)},
+		owner: ownerCheck{nc: nc, skip: opts.AnyResolver},
 		locks: keyedMutex{m: map[string]*keyedEntry{}}, ready: make(chan struct{}),
 	}, nil
 }
@@ -131,7 +138,7 @@ func (s *Service) Ready() <-chan struct{} { return s.ready }
 func (s *Service) Run(ctx context.Context) error {
 	handlers := map[string]handler{
 		VerbSet: s.handleSet, VerbDelete: s.handleDelete, VerbDescribe: s.handleDescribe, VerbResolve: s.handleResolve,
-		VerbKey: s.handleKey,
+		VerbKey: s.handleKey, VerbRegistry: s.handleRegistryKey,
 	}
 	meta := map[string]string{"backend": s.store.Name()}
 	// The key pair now, when the store answers (the file store always does:
@@ -150,7 +157,7 @@ func (s *Service) Run(ctx context.Context) error {
 	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version,
 		Description: "mcpbus credential service: secrets of MCP servers",
 		Metadata:    meta}
-	for _, verb := range []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve, VerbKey} {
+	for _, verb := range []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve, VerbKey, VerbRegistry} {
 		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: verb, Subject: s.subj.Service("cred", verb),
 			Handler: bus.JSONHandler(s.log, s.logged(verb, handlers[verb]))})
 	}

@@ -282,7 +282,7 @@ func TestInstancesShareRequests(t *testing.T) {
 	ctx := ctxT(t)
 	// A second instance on the same store, with its own log.
 	logs2 := &testkit.LogBuffer{}
-	svc2, err := credential.New(e.nc, credential.Options{Store: e.store, Logger: slog.New(slog.NewJSONHandler(logs2, nil))})
+	svc2, err := credential.New(e.nc, credential.Options{Store: e.store, Logger: slog.New(slog.NewJSONHandler(logs2, nil)), AnyResolver: true})
 	if err != nil {
 		t.Fatal(err)
 	}

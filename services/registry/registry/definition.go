@@ -69,7 +69,7 @@ func (o *Options) Build(_ context.Context, env service.Env) (service.Service, er
 		opts.SmitheryAPIKey = os.Getenv(EnvSmitheryAPIKey)
 	}
 	if opts.SmitheryAPIKey == "" && opts.Credentials == nil {
-		res, err := credclient.NewResolver(env.Conn, env.Prefix)
+		res, err := credclient.NewResolver(env.Conn, env.Prefix, credclient.ForRegistry())
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/service"
@@ -92,8 +94,11 @@ func (o *Options) Build(_ context.Context, env service.Env) (service.Service, er
 	if opts.DataDir == "" {
 		opts.DataDir = env.DataDir
 	}
+	if opts.ID == "" {
+		opts.ID = uuid.NewString() // the resolver names it
+	}
 	if opts.Resolver == nil {
-		res, err := credclient.NewResolver(env.Conn, env.Prefix)
+		res, err := credclient.NewResolver(env.Conn, env.Prefix, credclient.AsRunner(opts.ID))
 		if err != nil {
 			return nil, err
 		}

@@ -167,7 +167,7 @@ func (s *server) backingOff() *apierr.Error {
 	if !st.RetryAt.IsZero() {
 		msg += fmt.Sprintf("; next automatic restart at %s", st.RetryAt.Format(time.RFC3339))
 	}
-	return apierr.New(code, msg)
+	return apierr.New(code, msg).WithField(st.Field)
 }
 
 // resetRetries starts a fresh series of automatic restarts (a manual restart).

@@ -420,7 +420,7 @@ func (s *server) statusLocked() model.Status {
 		st.PID = pidOf(s.proc)
 	}
 	if s.lastErr != nil {
-		st.Code, st.Message = string(s.lastErr.Code), s.lastErr.Message
+		st.Code, st.Message, st.Field = string(s.lastErr.Code), s.lastErr.Message, s.lastErr.Field
 	}
 	if s.state == model.StateError {
 		st.RetryAt = s.retryAt

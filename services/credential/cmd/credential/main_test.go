@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +12,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -70,7 +74,31 @@ func TestBinary(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dataDir, "secrets", id+".cred")); err != nil {
 		t.Fatalf("record file: %v", err)
 	}
-	res, err := credclient.NewResolver(nc, "test.v1")
+	// Resolve answers only the runner that leases the server.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := bus.EnsureAssets(ctx, js, bus.NewSubjects("test.v1"), bus.AssetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal(model.McpConfig{ID: id, Name: "bin", Slug: "bin"})
+	lease, _ := json.Marshal(map[string]any{"runner": "r1", "server": "bin", "replica": 0})
+	if _, err := assets.Configs.Put(ctx, id, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := assets.Owners.Put(ctx, "server.bin.0", lease); err != nil {
+		t.Fatal(err)
+	}
+	other, err := credclient.NewResolver(nc, "test.v1", credclient.AsRunner("r2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Resolve(ctx, id); apierr.Of(err) != apierr.Unauthorized {
+		t.Fatalf("resolve by a runner without the lease: %v", err)
+	}
+	res, err := credclient.NewResolver(nc, "test.v1", credclient.AsRunner("r1"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/secretfile"
 	"github.com/mcpbus/mcpbus/services/credential/store"
 )
 
@@ -90,63 +91,18 @@ func New(dir string) (*Store, error) {
 	return &Store{dir: dir, aead: aead}, nil
 }
 
-// loadKey reads the key at path, creating it when it does not exist.
+// loadKey reads the key at path (a regular file of 32 bytes readable by its
+// owner only), creating it when it does not exist.
 func loadKey(path string) ([]byte, error) {
-	key, err := readKey(path)
-	if !errors.Is(err, fs.ErrNotExist) {
-		return key, err
-	}
-	key = make([]byte, keySize)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("generating key: %w", err)
-	}
-	// O_EXCL: when another process creates the key at the same moment, its key wins and is read.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return readKey(path)
-	}
+	key, err := secretfile.LoadOrCreate(path, keySize, func() ([]byte, error) {
+		k := make([]byte, keySize)
+		if _, err := rand.Read(k); err != nil {
+			return nil, fmt.Errorf("generating key: %w", err)
+		}
+		return k, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("creating key %s: %w", path, err)
-	}
-	_, err = f.Write(key)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(path)
-		return nil, fmt.Errorf("writing key %s: %w", path, err)
-	}
-	return key, nil
-}
-
-// readKey reads an existing key, refusing one that is not a regular file of
-// 32 bytes readable by its owner only.
-func readKey(path string) ([]byte, error) {
-	lst, err := os.Lstat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !lst.Mode().IsRegular() {
-		return nil, fmt.Errorf("key %s is not a regular file", path)
-	}
-	if perm := lst.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("key %s is accessible by group or others (mode %04o); restrict it with chmod 600 %s", path, perm, path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening key: %w", err)
-	}
-	defer f.Close()
-	// The file checked above must be the one opened (no swap in between).
-	if st, err := f.Stat(); err != nil || !os.SameFile(st, lst) {
-		return nil, fmt.Errorf("key %s changed while it was opened", path)
-	}
-	key, err := io.ReadAll(io.LimitReader(f, keySize+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading key %s: %w", path, err)
+		return nil, fmt.Errorf("key: %w", err)
 	}
 	if len(key) != keySize {
 		return nil, fmt.Errorf("key %s has %d bytes, want %d", path, len(key), keySize)

@@ -409,7 +409,7 @@ func TestSealedVault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	svc, err := credential.New(nc, credential.Options{Store: s, Logger: quietLog()})
+	svc, err := credential.New(nc, credential.Options{Store: s, Logger: quietLog(), AnyResolver: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,79 @@
+// Package secretfile reads and creates the small private files mcpbus keeps
+// keys in (the file store's AES key, the credential service's curve key, bus
+// identities' nkey seeds): regular files only the owner can access, made
+// once, and never swapped between the check and the read.
+package secretfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// Read reads the file at path, refusing one that is not a regular file, that
+// group or others can access, or that is longer than limit bytes.
+func Read(path string, limit int64) ([]byte, error) {
+	lst, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !lst.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if perm := lst.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("%s is accessible by group or others (mode %04o); restrict it with chmod 600 %s", path, perm, path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	defer f.Close()
+	// The file checked above must be the one opened (no swap in between).
+	if st, err := f.Stat(); err != nil || !os.SameFile(st, lst) {
+		return nil, fmt.Errorf("%s changed while it was opened", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is longer than %d bytes", path, limit)
+	}
+	return data, nil
+}
+
+// LoadOrCreate reads the file at path (as Read does) or, when it does not
+// exist, creates it (0600) with the bytes make returns. Creation is
+// exclusive: when another process creates it at the same moment, its file
+// wins and is read, so every process ends with the same contents.
+func LoadOrCreate(path string, limit int64, make func() ([]byte, error)) ([]byte, error) {
+	data, err := Read(path, limit)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return data, err
+	}
+	data, err = make()
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return Read(path, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating %s: %w", path, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	return data, nil
+}
