@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -69,8 +70,24 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
+	for role, p := range perms {
+		for _, s := range p.Publish {
+			if s == "$JS.API.>" || s == "$KV.>" || s == ">" || s == "$JS.>" {
+				t.Errorf("%s may use all of JetStream (%s)", role, s)
+			}
+			if strings.HasPrefix(s, "$JS.API.CONSUMER.CREATE.") && role == Agent {
+				t.Errorf("an agent may create consumers (%s): their deliver subject is not checked", s)
+			}
+		}
+		for bucket, owner := range map[string]Role{"mcp_apikeys": Gateway, "mcp_configs": Config, "mcp_owners": Runner} {
+			if slices.Contains(p.Publish, "$KV."+bucket+".>") && role != owner {
+				t.Errorf("%s may write %s", role, bucket)
+			}
+		}
+	}
 	if got := AgentSubjects("mcp.v1", []string{"github__*", "everything__echo", "*__read"}); !slices.Equal(got,
-		[]string{"mcp.v1.call.github.*", "mcp.v1.rpc.github", "mcp.v1.call.everything.echo", "mcp.v1.rpc.everything", "mcp.v1.call.>", "mcp.v1.rpc.*"}) {
+		[]string{"mcp.v1.call.github.*", "mcp.v1.rpc.github", "mcp.v1.cancel.github", "mcp.v1.call.everything.echo", "mcp.v1.rpc.everything",
+			"mcp.v1.cancel.everything", "mcp.v1.call.>", "mcp.v1.rpc.*", "mcp.v1.cancel.*"}) {
 		t.Errorf("agent subjects %v", got)
 	}
 }

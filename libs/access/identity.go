@@ -35,6 +35,10 @@ type Store struct{ dir string }
 
 // OpenStore opens (creating) the directory.
 func OpenStore(dir string) (*Store, error) {
+	dir, err := filepath.Abs(dir) // seed paths are printed for use from anywhere
+	if err != nil {
+		return nil, fmt.Errorf("identities: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("identities: %w", err)
 	}

@@ -78,15 +78,76 @@ type Rule struct {
 var (
 	// Every micro service answers discovery ($SRV.PING|INFO|STATS).
 	discovery = []string{"$SRV.>"}
-	// JetStream: the API, KV puts, flow control and acks of consumers.
-	jetstream = []string{"$JS.API.>", "$JS.FC.>", "$JS.ACK.>", "$KV.>"}
 	ownInbox  = []string{"{inbox}.>"}
 )
+
+// JetStream is granted per stream, never as $JS.API.>: with the whole API
+// one identity could read or rewrite every bucket (API keys, configs,
+// leases), capture anyone's replies into a stream of its own, or delete
+// the audit trail.
+
+// ensure may create, update and inspect the named streams (creating a KV
+// bucket reads the account's JetStream limits: $JS.API.INFO).
+func ensure(streams ...string) []string {
+	out := []string{"$JS.API.INFO"}
+	for _, s := range streams {
+		out = append(out, "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.INFO."+s)
+	}
+	return out
+}
+
+// consume may read the named streams: direct gets, and consumers (watches,
+// key lists, ordered replays) with their flow control and acks.
+func consume(streams ...string) []string {
+	var out []string
+	for _, s := range streams {
+		out = append(out, "$JS.API.INFO", "$JS.API.STREAM.INFO."+s, "$JS.API.STREAM.MSG.GET."+s, "$JS.API.DIRECT.GET."+s+".>",
+			"$JS.API.CONSUMER.CREATE."+s, "$JS.API.CONSUMER.CREATE."+s+".>", "$JS.API.CONSUMER.DELETE."+s+".>",
+			"$JS.API.CONSUMER.INFO."+s+".>", "$JS.API.CONSUMER.MSG.NEXT."+s+".>", "$JS.FC."+s+".>", "$JS.ACK."+s+".>")
+	}
+	return out
+}
+
+// kvRead reads buckets; kvWrite reads and writes them.
+func kvRead(buckets ...string) []string {
+	var out []string
+	for _, b := range buckets {
+		out = append(out, consume("KV_"+b)...)
+	}
+	return out
+}
+
+func kvWrite(buckets ...string) []string {
+	out := kvRead(buckets...)
+	for _, b := range buckets {
+		out = append(out, "$KV."+b+".>")
+	}
+	return out
+}
+
+// The JetStream assets (libs/bus/subjects.go and the services' own buckets).
+const (
+	streamEvents = "MCP_EVENTS"
+	bConfigs     = "mcp_configs"
+	bStatus      = "mcp_status"
+	bTools       = "mcp_tools"
+	bSlugs       = "mcp_slugs"
+	bOwners      = "mcp_owners"
+	bAPIKeys     = "mcp_apikeys"
+	bRegistry    = "mcp_registry_cache"
+)
+
+// sharedAssets are what bus.EnsureAssets creates (config, runner, gateway).
+var sharedAssets = ensure(streamEvents, "KV_"+bConfigs, "KV_"+bStatus, "KV_"+bTools, "KV_"+bSlugs, "KV_"+bOwners)
 
 func join(parts ...[]string) []string {
 	var out []string
 	for _, p := range parts {
-		out = append(out, p...)
+		for _, s := range p {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
 	}
 	return out
 }
@@ -95,37 +156,38 @@ func join(parts ...[]string) []string {
 // permissions.
 func Table() []Rule {
 	return []Rule{
-		{Role: Runner, Why: "serves calls, rpc, runtime and tools.list; resolves credentials; publishes status, catalogs and events; sends progress to callers' inboxes",
+		{Role: Runner, Why: "serves calls, rpc, runtime and tools.list; resolves credentials; publishes status, catalogs, leases and call events; sends progress to callers' inboxes",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.call.>", "{p}.rpc.*", "{p}.control.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*"}),
-			Publish:   join(jetstream, []string{"{p}.events.>", "{p}.control.*", "{p}.cred.resolve", InboxRoot + ".>"})},
-		{Role: Config, Why: "serves config.*; stores secrets through the credential service; starts servers through runtime.*",
+			Publish: join(sharedAssets, kvRead(bConfigs), kvWrite(bStatus, bTools, bOwners),
+				[]string{"{p}.events.status.>", "{p}.events.call.>", "{p}.control.*", "{p}.cred.resolve", InboxRoot + ".>"})},
+		{Role: Config, Why: "serves config.*; keeps configs and slugs (and drops a deleted server's status and catalog); stores secrets through the credential service; starts servers through runtime.*",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.config.*"}),
-			Publish:   join(jetstream, []string{"{p}.events.config.>", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.runtime.*", "$SRV.>"})},
-		{Role: Credential, Why: "serves cred.* (the only one that may); publishes an audit event of every resolve",
+			Publish: join(sharedAssets, kvWrite(bConfigs, bSlugs, bStatus, bTools), kvRead(bOwners),
+				[]string{"{p}.events.config.>", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.runtime.*", "$SRV.>"})},
+		{Role: Credential, Why: "serves cred.* (the only one that may); reads configs and leases to answer resolve only to a server's owner; publishes an audit event of every resolve",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.cred.*"}),
-			Publish:   join(jetstream, []string{"{p}.events.cred.>"})},
-		{Role: Registry, Why: "serves registry.*; reads the stored Smithery key (cred.registry, never cred.resolve)",
+			Publish:   join(kvRead(bConfigs, bOwners), []string{"{p}.events.cred.>"})},
+		{Role: Registry, Why: "serves registry.*; caches registry answers; reads the stored Smithery key (cred.registry, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.registry.*"}),
-			Publish:   join(jetstream, []string{"{p}.cred.registry"})},
-		{Role: Gateway, Why: "the HTTP edge: calls tools and, for admin keys, the control plane; serves keys.*",
+			Publish:   join(ensure("KV_"+bRegistry), kvWrite(bRegistry), []string{"{p}.cred.registry"})},
+		{Role: Gateway, Why: "the HTTP edge: calls tools and, for admin keys, the control plane; keeps API keys; serves keys.*",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.keys.*", "{p}.events.>"}),
-			Publish: join(jetstream, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
-				"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "$SRV.>"})},
-		{Role: Chat, Why: "the agent loop: calls tools, keeps conversations in JetStream",
+			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys), kvWrite(bAPIKeys), kvRead(bTools, bStatus), consume(streamEvents),
+				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
+					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "$SRV.>"})},
+		{Role: Chat, Why: "the agent loop: calls tools, reads events",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.chat.>"}),
-			Publish:   join(jetstream, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.events.chat.>"})},
-		{Role: Operator, Why: "the mcpbus CLI: the whole control plane and calls, never cred.resolve",
+			Publish:   join(consume(streamEvents), []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.events.chat.>"})},
+		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls, event replay and the catalog (serve-stdio), never cred.resolve",
 			Subscribe: join(ownInbox, []string{"{p}.events.>"}),
-			Publish: join(jetstream, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
+			Publish: join(consume(streamEvents), kvRead(bTools, bStatus), []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
 				"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.keys.*", "{p}.agents.*", "$SRV.>"})},
-		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*",
+		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; answers into inboxes directly, since a reload of the users forgets pending responses",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.agents.*"}),
-			Publish:   join(jetstream)},
-		{Role: Agent, Why: "an agent: calls the tools it is allowed, lists tools, reads events",
+			Publish:   []string{InboxRoot + ".>"}},
+		{Role: Agent, Why: "an agent: calls and cancels the tools it is allowed (AgentSubjects), lists tools, follows live events",
 			Subscribe: join(ownInbox, []string{"{p}.events.>"}),
-			Publish: []string{"{p}.tools.list", "{p}.cancel.*",
-				"$JS.API.CONSUMER.CREATE.MCP_EVENTS.>", "$JS.API.CONSUMER.DELETE.MCP_EVENTS.>", "$JS.API.CONSUMER.MSG.NEXT.MCP_EVENTS.>",
-				"$JS.API.STREAM.INFO.MCP_EVENTS", "$JS.API.INFO", "$JS.FC.>"}},
+			Publish:   []string{"{p}.tools.list"}},
 	}
 }
 
@@ -158,7 +220,7 @@ func For(role Role, prefix, inbox string, extraPublish ...string) (Perms, error)
 	return Perms{Publish: append(fill(r.Publish), extraPublish...), Subscribe: fill(r.Subscribe), AllowResponses: true}, nil
 }
 
-// AgentSubjects are the call and rpc subjects an agent allowed the tools
+// AgentSubjects are the call, rpc and cancel subjects an agent allowed the tools
 // matching allow (globs on <server>__<tool>) may request: a glob with an
 // exact server part gives that server's subjects (all of its tools for
 // "<server>__*", one tool otherwise); any other glob, every server's.
@@ -175,11 +237,11 @@ func AgentSubjects(prefix string, allow []string) []string {
 		server, tool, ok := strings.Cut(g, "__")
 		switch {
 		case !ok || strings.ContainsAny(server, "*?[") || server == "":
-			add(prefix+".call.>", prefix+".rpc.*")
+			add(prefix+".call.>", prefix+".rpc.*", prefix+".cancel.*")
 		case tool == "*" || strings.ContainsAny(tool, "*?["):
-			add(prefix+".call."+server+".*", prefix+".rpc."+server)
+			add(prefix+".call."+server+".*", prefix+".rpc."+server, prefix+".cancel."+server)
 		default:
-			add(prefix+".call."+server+"."+tool, prefix+".rpc."+server)
+			add(prefix+".call."+server+"."+tool, prefix+".rpc."+server, prefix+".cancel."+server)
 		}
 	}
 	return out

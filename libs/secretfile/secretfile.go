@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // Read reads the file at path, refusing one that is not a regular file, that
@@ -46,8 +47,9 @@ func Read(path string, limit int64) ([]byte, error) {
 
 // LoadOrCreate reads the file at path (as Read does) or, when it does not
 // exist, creates it (0600) with the bytes make returns. Creation is
-// exclusive: when another process creates it at the same moment, its file
-// wins and is read, so every process ends with the same contents.
+// exclusive and whole: the bytes are written to a temporary file that is
+// then linked to path, so a reader never sees a half-written file, and when
+// another process creates it at the same moment, its file wins and is read.
 func LoadOrCreate(path string, limit int64, make func() ([]byte, error)) ([]byte, error) {
 	data, err := Read(path, limit)
 	if !errors.Is(err, fs.ErrNotExist) {
@@ -57,23 +59,26 @@ func LoadOrCreate(path string, limit int64, make func() ([]byte, error)) ([]byte
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return Read(path, limit)
-	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".new-*")
 	if err != nil {
 		return nil, fmt.Errorf("creating %s: %w", path, err)
 	}
-	_, err = f.Write(data)
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	_, err = tmp.Write(data)
 	if err == nil {
-		err = f.Sync()
+		err = tmp.Sync()
 	}
-	if cerr := f.Close(); err == nil {
+	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		_ = os.Remove(path)
 		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	// CreateTemp makes the file 0600; a link fails when path exists.
+	if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+		return Read(path, limit)
+	} else if err != nil {
+		return nil, fmt.Errorf("creating %s: %w", path, err)
 	}
 	return data, nil
 }

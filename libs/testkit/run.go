@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -63,4 +64,32 @@ func Superuser(tb testing.TB) (*server.NkeyUser, nats.Option) {
 	}
 	all := &server.SubjectPermission{Allow: []string{">"}}
 	return &server.NkeyUser{Nkey: pub, Permissions: &server.Permissions{Publish: all, Subscribe: all}}, nats.Nkey(pub, kp.Sign)
+}
+
+// WaitFor polls cond every 20 ms until it holds, failing the test with
+// cond's last message after within.
+func WaitFor(tb testing.TB, within time.Duration, cond func() (ok bool, msg string)) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("after %s: %s", within, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// FreePort is a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

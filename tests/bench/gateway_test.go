@@ -24,6 +24,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
@@ -431,8 +432,8 @@ func startUp(b *testing.B) *gwEnv {
 		b.Fatal(err)
 	}
 	data := filepath.Join(dir, "data")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	natsPort := freePort(b)
+	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(b))
+	natsPort := testkit.FreePort(b)
 	cmd := exec.Command(bin, "up", "--nats-port", fmt.Sprint(natsPort), "--data-dir", data, "--config", cfg,
 		"--log-level", "warn", "--http-addr", addr, "--rate-rps", "1e9", "--rate-burst", "1000000000")
 	// MCPBUS_BENCH_UP_ENV adds variables to the up process (GOMAXPROCS=1 GOGC=400 …).

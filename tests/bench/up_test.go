@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // buildMcpbus compiles the mcpbus command into dir.
@@ -30,15 +30,6 @@ func buildMcpbus(b *testing.B, dir string) string {
 	return out
 }
 
-func freePort(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // viaUp runs `mcpbus up` as its own process, the way it is deployed, and
 // calls through it over TCP from this process, as an agent would. env adds
 // variables to the up process (GOMAXPROCS, GOGC).
@@ -51,7 +42,7 @@ func viaUp(b *testing.B, env ...string) caller {
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	port := freePort(b)
+	port := testkit.FreePort(b)
 	cmd := exec.Command(bin, "up", "--nats-port", fmt.Sprint(port), "--data-dir", filepath.Join(dir, "data"), "--config", cfg, "--log-level", "error", "--http-addr", "")
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {

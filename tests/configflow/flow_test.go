@@ -184,7 +184,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		}
 	}
 	// The event stream and the KV buckets, read back.
-	js, err := jetstream.New(e.Conn)
+	js, err := jetstream.New(e.super) // the superuser: KV history
 	if err != nil {
 		t.Fatal(err)
 	}

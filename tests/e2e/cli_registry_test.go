@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
 )
 
@@ -41,11 +42,11 @@ func TestCLISearchAndAddFromRegistry(t *testing.T) {
 
 	bin := buildCLI(t)
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	startUp(t, bin, dir, cleanEnv(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"),
 		"--official-registry-url", off.URL, "--smithery-registry-url", smi.URL)
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		r := cli(t, bin, url, "servers", "list")
 		return r.code == 0, r.String()
 	})

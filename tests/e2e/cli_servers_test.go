@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // cliIn runs one mcpbus client command with stdin and extra environment.
@@ -49,10 +50,10 @@ func TestCLIServersAndSecrets(t *testing.T) {
 	everything := npmBin(t, "mcp-server-everything")
 	bin := buildCLI(t)
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	up := startUp(t, bin, dir, cleanEnv(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"))
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		r := cli(t, bin, url, "servers", "list")
 		return r.code == 0, r.String()
 	})
@@ -96,7 +97,7 @@ func TestCLIServersAndSecrets(t *testing.T) {
 
 	// edit with a tool filter, then roll it back.
 	must(cli(t, bin, url, "servers", "edit", "everything", "--deny-tool", "echo"), "servers edit")
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
 		r := cli(t, bin, url, "tools", "--server", "everything")
 		return r.code == 0 && !strings.Contains(r.stdout, "everything__echo"), r.String()
 	})

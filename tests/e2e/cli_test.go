@@ -195,7 +195,7 @@ func statusOf(t *testing.T, bin, natsURL, server string) (model.Status, cliResul
 func waitCLIState(t *testing.T, bin, natsURL, server, state string, within time.Duration) model.Status {
 	t.Helper()
 	var st model.Status
-	waitFor(t, within, func() (bool, string) {
+	testkit.WaitFor(t, within, func() (bool, string) {
 		var r cliResult
 		st, r = statusOf(t, bin, natsURL, server)
 		return st.State == state, fmt.Sprintf("%s is %q, want %q (last status command: %s)", server, st.State, state, r)
@@ -215,7 +215,7 @@ func TestCLI(t *testing.T) {
 		if err := os.WriteFile(servers, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		port := freePort(t)
+		port := testkit.FreePort(t)
 		url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 		up := startUp(t, bin, dir, cleanEnv(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"), "--config", servers)
 
@@ -306,10 +306,10 @@ func TestCLI(t *testing.T) {
 	t.Run("env", func(t *testing.T) {
 		cwd := t.TempDir()
 		data := filepath.Join(t.TempDir(), "data")
-		port := freePort(t)
+		port := testkit.FreePort(t)
 		url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 		up := startUp(t, bin, cwd, cleanEnv("MCPBUS_NATS_PORT="+strconv.Itoa(port), "MCPBUS_DATA_DIR="+data))
-		waitFor(t, 20*time.Second, func() (bool, string) {
+		testkit.WaitFor(t, 20*time.Second, func() (bool, string) {
 			r := cli(t, bin, url, "status", "--json")
 			return r.code == 0, fmt.Sprintf("no answer on MCPBUS_NATS_PORT %d: %s", port, r)
 		})

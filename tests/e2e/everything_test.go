@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // TestEverything runs the published server-everything through the runner,
@@ -145,7 +146,7 @@ func TestEverything(t *testing.T) {
 			if s := e.Status("everything"); s.State != model.StateStopped {
 				t.Errorf("status in KV is %q after stop, want stopped", s.State)
 			}
-			waitFor(t, 5*time.Second, func() (bool, string) {
+			testkit.WaitFor(t, 5*time.Second, func() (bool, string) {
 				tools, err := e.Client.ListTools(ctxFor(t, 5*time.Second), "everything")
 				return err == nil && len(tools) == 0, "tools.list still lists the stopped server's tools"
 			})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -250,36 +249,8 @@ func alive(pid int) bool {
 // is alive.
 func waitGroupGone(t *testing.T, pgid int, within time.Duration) {
 	t.Helper()
-	waitFor(t, within, func() (bool, string) {
+	testkit.WaitFor(t, within, func() (bool, string) {
 		left := groupMembers(pgid)
 		return len(left) == 0 && !alive(pgid), fmt.Sprintf("process group %d still has %v", pgid, left)
 	})
-}
-
-// waitFor polls cond every 20ms until it holds, failing with its last
-// message after within.
-func waitFor(t testing.TB, within time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, msg)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// freePort returns a TCP port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -68,7 +68,7 @@ func startUpGateway(t *testing.T, bin string, servers ...string) *upProc {
 	if err := os.WriteFile(cfg, []byte(yaml.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	natsPort, httpPort := freePort(t), freePort(t)
+	natsPort, httpPort := testkit.FreePort(t), testkit.FreePort(t)
 	p := &upProc{logs: &testkit.LogBuffer{}, done: make(chan error, 1),
 		natsURL: fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
 		httpURL: fmt.Sprintf("http://127.0.0.1:%d", httpPort),

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -513,7 +514,13 @@ func truncate(b []byte, n int) string {
 func TestMCPThousandTools(t *testing.T) {
 	e := startMCP(t, gateway.Options{})
 	s := connectMCP(t, e.url, e.admin)
-	js, err := jetstream.New(e.st.Conn)
+	// Catalogs are the runners' to write: write them as one.
+	runnerNC, err := e.st.ConnectAs("test-catalog-writer", access.Runner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runnerNC.Close()
+	js, err := jetstream.New(runnerNC)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -344,7 +344,7 @@ func TestRealMessages(t *testing.T) {
 		t.Errorf("the client got %d progress events, want 2: %+v", len(progress), progress)
 	}
 	progressMu.Unlock()
-	js, err := jetstream.New(sys.Conn)
+	js, err := jetstream.New(rec.nc) // the superuser: every stream and bucket
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -283,7 +282,7 @@ func runFlow(t *testing.T, d *deployment) flowResult {
 	decode(r, &disabled)
 	res.DisabledEnabled = disabled.Enabled
 	res.DisabledState = d.waitState(t, model.StateDisabled, 15*time.Second).State
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
 		return !alive(st.PID), fmt.Sprintf("the server process %d still runs after disable", st.PID)
 	})
 	res.ChildGone = !alive(st.PID)
@@ -452,7 +451,7 @@ func newDeployment(t *testing.T, name string, si *standIns) *deployment {
 func startSplit(t *testing.T, si *standIns) *deployment {
 	t.Helper()
 	d := newDeployment(t, "split", si)
-	natsPort := freePort(t)
+	natsPort := testkit.FreePort(t)
 	d.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	ids := filepath.Join(d.dataDir, "nats")
 	idEnv := d.cli(t, "", "identities", ids)
@@ -474,7 +473,7 @@ func startSplit(t *testing.T, si *standIns) *deployment {
 	ns := d.startEnv(t, "nats-server", strings.Fields(idEnv.stdout), natsServer, "-c", conf)
 	waitJetStream(t, ns, d.natsURL, 15*time.Second, filepath.Join(ids, "operator.nk"))
 
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
 	d.httpURL = "http://" + addr
 	common := []string{"--nats", d.natsURL, "--data-dir", d.dataDir, "--log-level", "debug"}
 	extra := map[string][]string{
@@ -501,9 +500,9 @@ func startSplit(t *testing.T, si *standIns) *deployment {
 func startUp(t *testing.T, si *standIns) *deployment {
 	t.Helper()
 	d := newDeployment(t, "up", si)
-	natsPort := freePort(t)
+	natsPort := testkit.FreePort(t)
 	d.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
 	d.httpURL = "http://" + addr
 	p := d.start(t, "up", mcpbusBin, "up", "--nats-port", strconv.Itoa(natsPort), "--http-addr", addr,
 		"--data-dir", d.dataDir, "--log-level", "debug",
@@ -539,7 +538,7 @@ func waitJetStream(t *testing.T, ns *proc, natsURL string, within time.Duration,
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, within, func() (bool, string) {
+	testkit.WaitFor(t, within, func() (bool, string) {
 		if ns.exited() {
 			t.Fatalf("nats-server exited: %v", ns.err)
 		}
@@ -644,7 +643,7 @@ func (p *proc) exited() bool {
 // waitLog waits until the process's log holds marker.
 func (p *proc) waitLog(t *testing.T, marker string, within time.Duration) {
 	t.Helper()
-	waitFor(t, within, func() (bool, string) {
+	testkit.WaitFor(t, within, func() (bool, string) {
 		exited := p.exited() // before reading: the log is complete once it exited
 		data, _ := os.ReadFile(p.log)
 		if bytes.Contains(data, []byte(marker)) {
@@ -737,7 +736,7 @@ func (d *deployment) cli(t *testing.T, stdin string, args ...string) cliResult {
 func (d *deployment) waitState(t *testing.T, state string, within time.Duration) model.Status {
 	t.Helper()
 	var st model.Status
-	waitFor(t, within, func() (bool, string) {
+	testkit.WaitFor(t, within, func() (bool, string) {
 		r := d.cli(t, "", "status", serverName, "--json")
 		var reply model.RuntimeStatusReply
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &reply) != nil || len(reply.Servers) != 1 {
@@ -843,7 +842,7 @@ func (d *deployment) connectMCP(t *testing.T, key string) *mcp.ClientSession {
 func waitMCPTools(t *testing.T, s *mcp.ClientSession, within time.Duration, what string, cond func([]string) bool) []string {
 	t.Helper()
 	var names []string
-	waitFor(t, within, func() (bool, string) {
+	testkit.WaitFor(t, within, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		names = []string{}
@@ -910,23 +909,6 @@ func (d *deployment) httpPost(t *testing.T, path, key, body string) (int, []byte
 
 // --- small helpers ---
 
-// waitFor polls cond every 25ms until it holds, failing with its last
-// message after within.
-func waitFor(t *testing.T, within time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, msg)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
 // alive reports whether pid is a live process (a zombie counts as dead).
 func alive(pid int) bool {
 	if pid <= 0 || syscall.Kill(pid, 0) != nil {
@@ -939,17 +921,6 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && !strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
-}
-
-// freePort returns a TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // checkHostile tries, against a deployment, what a local attacker would: a

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -84,6 +85,9 @@ func (g *globals) connect(ctx context.Context) (*nats.Conn, *client.Client, erro
 		}
 	}
 	nc, err := o.Dial("mcpbus-cli", natsconn.FailFast, nil)
+	if errors.Is(err, nats.ErrAuthorization) || (err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation")) {
+		return nil, nil, apierr.Wrap(apierr.Unauthorized, fmt.Sprintf("NATS at %s refused the connection: it needs an identity (run where mcpbus up keeps .mcpbus, set MCPBUS_DATA_DIR, or give --nats-nkey)", o.URLs), err)
+	}
 	if err != nil {
 		return nil, nil, apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("cannot reach NATS at %s (is `mcpbus up` running?)", g.bus.NATS.URLs), err)
 	}
