@@ -3,7 +3,7 @@ GO      ?= go
 MODULES := ./libs/... ./services/config/... ./services/credential/... ./services/gateway/... ./services/registry/... ./services/runner/... ./tools/mcpbus/... ./tests/...
 BIN     := bin
 
-.PHONY: run build test vet tidy tidy-check fmt npm-deps bench fuzz clean vaultdev
+.PHONY: run build test vet tidy tidy-check fmt npm-deps bench fuzz clean vaultdev jaegerdev compose-check
 
 ## run: build and start everything in one process (mcpbus up) with the example servers;
 ## override with ARGS="--config my-servers.yaml"
@@ -18,10 +18,21 @@ build:
 	$(GO) build -o $(BIN)/mcpbus ./tools/mcpbus
 	for s in $(SERVICES); do $(GO) build -o $(BIN)/mcpbus-$$s ./services/$$s/cmd/$$s || exit 1; done
 
+## compose-check: docker-compose.yml, the override, the Dockerfile and vault-init checked with
+## compose-go (seconds; no Docker engine needed). `go test ./tests/deploy/` also runs the deployment.
+compose-check:
+	$(GO) test -count=1 -short -run 'TestComposeFile|TestDockerServersOverride|TestImages|TestVaultInit' ./tests/deploy/
+
 ## vaultdev: a real in-process Vault for tests and local development (own module, outside
 ## go.work; see tools/vaultdev/README.md)
 vaultdev:
 	GOWORK=off $(GO) build -C tools/vaultdev -o ../../$(BIN)/vaultdev .
+
+## jaegerdev: a real Jaeger v2 (bin/jaeger, traces in memory) for tests and local use (own
+## module, outside go.work; run bin/jaeger --config tools/jaegerdev/config.yaml; see
+## tools/jaegerdev/README.md)
+jaegerdev:
+	GOWORK=off $(GO) build -C tools/jaegerdev -o ../../$(BIN)/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
 
 ## test: vet, then every test of every module under the race detector (installs the pinned
 ## npm MCP servers first)

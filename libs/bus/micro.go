@@ -52,7 +52,11 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 		if e.Broadcast {
 			opts = append(opts, micro.WithEndpointQueueGroupDisabled())
 		}
-		if err := svc.AddEndpoint(e.Name, e.Handler, opts...); err != nil {
+		group := cfg.QueueGroup
+		if e.Broadcast {
+			group = ""
+		}
+		if err := svc.AddEndpoint(e.Name, withGroup(e.Handler, group), opts...); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("%s: endpoint %s (%s): %w", cfg.Name, e.Name, e.Subject, err)
 		}

@@ -20,7 +20,8 @@ const DefaultTimeout = 10 * time.Second
 // Request sends msg and waits for its reply, bounded by ctx or else by
 // timeout (DefaultTimeout when zero). It adds trace context, a request id and
 // the caller's remaining time to the headers, and returns error replies and
-// transport failures as *apierr.Error.
+// transport failures as *apierr.Error. Each request is a PRODUCER span
+// ("send <subject template>") and a messaging.client.operation.duration sample.
 func Request(ctx context.Context, nc *nats.Conn, msg *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		if timeout <= 0 {
@@ -30,6 +31,14 @@ func Request(ctx context.Context, nc *nats.Conn, msg *nats.Msg, timeout time.Dur
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	start := time.Now()
+	ctx, span, tmpl, in := sendSpan(ctx, msg)
+	reply, err := request(ctx, nc, msg)
+	endSend(ctx, in, span, tmpl, start, err)
+	return reply, err
+}
+
+func request(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (*nats.Msg, error) {
 	PrepareHeaders(ctx, msg)
 	reply, err := nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {

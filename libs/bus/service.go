@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -36,10 +35,12 @@ func JSONHandler(log *slog.Logger, h HandlerFunc) micro.Handler {
 	})
 }
 
-// Answer runs h for req on the calling goroutine and replies.
+// Answer runs h for req on the calling goroutine and replies, inside the
+// request's consumer span.
 func Answer(req micro.Request, h HandlerFunc) {
-	ctx := ExtractTrace(context.Background(), nats.Header(req.Headers()))
+	ctx, span := ProcessSpan(context.Background(), req)
 	out, err := h(ctx, req)
+	defer EndProcess(span, err)
 	if err != nil {
 		_ = RespondError(req, err)
 		return

@@ -82,3 +82,7 @@ func (m MapCarrier) Keys() []string {
 func InjectTraceMap(ctx context.Context, m map[string]any) {
 	propagator.Inject(ctx, MapCarrier(m))
 }
+
+// Propagator is the W3C trace-context and baggage propagator of every hop,
+// set whether or not the process installed OpenTelemetry's global one.
+func Propagator() propagation.TextMapPropagator { return propagator }

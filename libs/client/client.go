@@ -15,9 +15,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -38,7 +35,6 @@ type Client struct {
 	nc      *nats.Conn
 	subj    bus.Subjects
 	timeout time.Duration
-	tracer  trace.Tracer
 	// seal seals secrets to the credential service (config writes).
 	sealOnce sync.Once
 	seal     *credclient.Sealer
@@ -49,8 +45,7 @@ func New(nc *nats.Conn, opts Options) *Client {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 35 * time.Second
 	}
-	return &Client{nc: nc, subj: bus.NewSubjects(opts.Prefix), timeout: opts.Timeout,
-		tracer: otel.Tracer("github.com/mcpbus/mcpbus/libs/client")}
+	return &Client{nc: nc, subj: bus.NewSubjects(opts.Prefix), timeout: opts.Timeout}
 }
 
 // Subjects returns the subject builder in use.
@@ -86,8 +81,6 @@ func (c *Client) Call(ctx context.Context, server, tool string, args json.RawMes
 	if opts == nil {
 		opts = &CallOptions{}
 	}
-	ctx, span := c.tracer.Start(ctx, "mcp.call "+server+"."+tool, trace.WithSpanKind(trace.SpanKindProducer))
-	defer span.End()
 	msg := nats.NewMsg(c.subj.Call(server, model.ToolToken(tool)))
 	msg.Data = args
 	reqID := opts.RequestID
@@ -105,7 +98,6 @@ func (c *Client) Call(ctx context.Context, server, tool string, args json.RawMes
 	}
 	reply, err := bus.Request(ctx, c.nc, msg, c.timeout)
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
 		if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
 			return nil, apierr.Newf(apierr.NotFound, "server %s not found or not running", server).WithField("server")
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mcpbus/mcpbus/libs/natsconn"
+	"github.com/mcpbus/mcpbus/libs/ops"
 	"github.com/mcpbus/mcpbus/libs/settings"
 	"github.com/mcpbus/mcpbus/libs/telemetry"
 )
@@ -42,6 +43,8 @@ type Host struct {
 	LogLevel string
 	DataDir  string
 	Replicas int
+	// MetricsAddr is where the operations endpoint listens ("" = none).
+	MetricsAddr string
 }
 
 // RegisterLogLevel adds --log-level (mcpbus up has it too).
@@ -59,15 +62,17 @@ func (h *Host) Register(s *settings.Set) {
 	RegisterLogLevel(s, &h.LogLevel)
 	RegisterDataDir(s, &h.DataDir)
 	s.Int(&h.Replicas, "replicas", "", 1, "replicas of the JetStream stream and buckets a service creates: 3 on a 3-node cluster")
+	RegisterMetricsAddr(s, &h.MetricsAddr)
 }
 
-// Logger is the JSON logger at the chosen level.
+// Logger is the JSON logger at the chosen level; records logged with a
+// traced context carry trace_id and span_id.
 func Logger(level string, w io.Writer) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}))), nil
 }
 
 // Validate checks the host settings.
@@ -78,7 +83,7 @@ func (h Host) Validate() error {
 	if h.DataDir == "" {
 		return errors.New("--data-dir must not be empty")
 	}
-	return nil
+	return validMetricsAddr(h.MetricsAddr)
 }
 
 // RunAlone runs one service in this process against the NATS of b until ctx
@@ -108,6 +113,11 @@ func RunAlone(ctx context.Context, def Definition, b Bus, h Host, opts Options, 
 		defer cancel()
 		_ = shutdownTel(c)
 	}()
+	opsSrv, stopOps, err := StartOps(h.MetricsAddr, ConnName(def.Name), def.Version, log)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
 	nc, err := b.NATS.Dial(ConnName(def.Name), natsconn.Wait, log)
 	if err != nil {
 		return err
@@ -126,6 +136,7 @@ func RunAlone(ctx context.Context, def Definition, b Bus, h Host, opts Options, 
 	if svc == nil {
 		return fmt.Errorf("the %s service is turned off by its settings: nothing to run", def.Name)
 	}
+	opsSrv.SetChecks(ops.Ready(def.Name, svc.Ready()), ops.NATS("nats", nc), ops.Running(ctx))
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
 	select {

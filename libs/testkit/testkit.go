@@ -45,6 +45,21 @@ func Tail(s string, n int) string {
 	return s[len(s)-n:]
 }
 
+// TailLines keeps the last n lines of s, without its final newline.
+func TailLines(s string, n int) string {
+	s = strings.TrimRight(s, "\n")
+	if n <= 0 {
+		return ""
+	}
+	i := len(s)
+	for range n {
+		if i = strings.LastIndexByte(s[:i], '\n'); i < 0 {
+			return s
+		}
+	}
+	return s[i+1:]
+}
+
 // MsgContains reports whether s appears in a message's subject, header names
 // or values, or body.
 func MsgContains(m *nats.Msg, s string) bool {

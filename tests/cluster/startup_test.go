@@ -5,44 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
-
-// servedProc is one `mcpbus serve <service>` process.
-type servedProc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
-func (p *servedProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *servedProc) tail() string {
-	b, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 30 {
-		lines = lines[len(lines)-30:]
-	}
-	return strings.Join(lines, "\n")
-}
 
 // TestServicesStartTogether: every service, started at the same instant as
 // a fresh 3-node cluster (before it has elected JetStream leaders, as with
@@ -67,38 +38,22 @@ func startTogether(t *testing.T) {
 		{"runner", "--runner-id ra"}, {"runner", "--runner-id rb"},
 		{"gateway", "--http-addr 127.0.0.1:0"},
 	}
-	var procs []*servedProc
+	var procs []*testkit.Proc
+	// Registered before any process starts, so it runs after they all ended.
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("STARTUP_LOGS") != "" {
+			for _, p := range procs {
+				t.Logf("%s log tail:\n%s", p.Name(), testkit.TailLines(p.Output(), 30))
+			}
+		}
+	})
 	for i, s := range services {
 		dir := t.TempDir()
 		args := []string{"serve", s.name, "--nats", c.URLsFrom(i % 3), "--replicas", "3",
 			"--data-dir", dir, "--log-level", "debug"}
 		args = append(args, strings.Fields(s.args)...)
-		cmd := exec.Command(mcpbusBin, args...)
-		logPath := filepath.Join(dir, "log")
-		f, err := os.Create(logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = f, f
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		p := &servedProc{name: s.name + " " + s.args, cmd: cmd, log: logPath, done: make(chan struct{})}
-		go func() { p.err = cmd.Wait(); _ = f.Close(); close(p.done) }()
-		procs = append(procs, p)
+		procs = append(procs, testkit.StartProc(t, testkit.ProcOptions{Name: s.name + " " + s.args, Bin: mcpbusBin, Args: args, Dir: dir}))
 	}
-	t.Cleanup(func() {
-		for _, p := range procs {
-			if !p.exited() {
-				_ = p.cmd.Process.Kill()
-				<-p.done
-			}
-			if t.Failed() || os.Getenv("STARTUP_LOGS") != "" {
-				t.Logf("%s log tail:\n%s", p.name, p.tail())
-			}
-		}
-	})
 
 	nc, err := c.Connect(nats.MaxReconnects(-1))
 	if err != nil {
@@ -109,8 +64,8 @@ func startTogether(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		for _, p := range procs {
-			if p.exited() {
-				t.Fatalf("%s exited during start-up: %v", p.name, p.err)
+			if p.Exited() {
+				t.Fatalf("%s exited during start-up: %v", p.Name(), p.Err())
 			}
 		}
 		got := pingServices(nc)
@@ -132,24 +87,12 @@ func startTogether(t *testing.T) {
 	// Up and staying up.
 	time.Sleep(2 * time.Second)
 	for _, p := range procs {
-		if p.exited() {
-			t.Fatalf("%s exited after start-up: %v", p.name, p.err)
+		if p.Exited() {
+			t.Fatalf("%s exited after start-up: %v", p.Name(), p.Err())
 		}
 	}
 	// A graceful stop of every one: exit code 0.
-	for _, p := range procs {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, p := range procs {
-		select {
-		case <-p.done:
-			if p.err != nil {
-				t.Errorf("%s: exit after SIGTERM: %v", p.name, p.err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("%s did not stop within 20s of SIGTERM", p.name)
-		}
-	}
+	testkit.StopAll(t, procs, 20*time.Second)
 }
 
 // pingServices counts the micro services answering $SRV.PING within 300ms, by name.

@@ -408,11 +408,13 @@ type deployment struct {
 	httpURL  string
 	official *recorder
 	smithery *recorder
-	procs    []*proc
+	procs    []*testkit.Proc
 	// http is the transport of every HTTP client of the test (/mcp and
 	// /mcp/invoke) against this deployment.
 	http      *http.Transport
 	stopProcs func(t *testing.T)
+	// env is added to the environment of every process the deployment starts.
+	env []string
 }
 
 // stop closes the test's idle HTTP connections (the gateway's graceful stop
@@ -437,8 +439,7 @@ func newDeployment(t *testing.T, name string, si *standIns) *deployment {
 			return
 		}
 		for _, p := range d.procs {
-			data, _ := os.ReadFile(p.log)
-			t.Logf("--- %s log (%s, tail) ---\n%s", p.name, p.log, testkit.Tail(string(data), 6000))
+			t.Logf("--- %s log (%s, tail) ---\n%s", p.Name(), p.Log(), p.Tail(6000))
 		}
 	})
 	return d
@@ -449,6 +450,13 @@ func newDeployment(t *testing.T, name string, si *standIns) *deployment {
 // identities`) and every service as its own `mcpbus serve <service>` process
 // on it, each as its own identity, sharing one data dir.
 func startSplit(t *testing.T, si *standIns) *deployment {
+	t.Helper()
+	return startSplitEnv(t, si, nil)
+}
+
+// startSplitEnv is startSplit with serviceEnv[name] added to the environment
+// of service name.
+func startSplitEnv(t *testing.T, si *standIns, serviceEnv map[string][]string) *deployment {
 	t.Helper()
 	d := newDeployment(t, "split", si)
 	natsPort := testkit.FreePort(t)
@@ -480,17 +488,17 @@ func startSplit(t *testing.T, si *standIns) *deployment {
 		"registry": {"--official-registry-url", d.official.URL, "--smithery-registry-url", d.smithery.URL},
 		"gateway":  {"--http-addr", addr},
 	}
-	var services []*proc
+	var services []*testkit.Proc
 	for _, name := range []string{"credential", "config", "registry", "runner", "gateway"} {
 		args := append(append([]string{"serve", name, "--nats-nkey", filepath.Join(ids, name+".nk")}, common...), extra[name]...)
-		services = append(services, d.start(t, name, mcpbusBin, args...))
+		services = append(services, d.startEnv(t, name, serviceEnv[name], mcpbusBin, args...))
 	}
 	for _, p := range services {
-		p.waitLog(t, `"msg":"service ready"`, 30*time.Second)
+		p.WaitLog(t, `"msg":"service ready"`, 30*time.Second)
 	}
 	d.stopProcs = func(t *testing.T) {
 		stopAll(t, services, 15*time.Second)
-		stopAll(t, []*proc{ns}, 15*time.Second)
+		stopAll(t, []*testkit.Proc{ns}, 15*time.Second)
 	}
 	return d
 }
@@ -507,8 +515,8 @@ func startUp(t *testing.T, si *standIns) *deployment {
 	p := d.start(t, "up", mcpbusBin, "up", "--nats-port", strconv.Itoa(natsPort), "--http-addr", addr,
 		"--data-dir", d.dataDir, "--log-level", "debug",
 		"--official-registry-url", d.official.URL, "--smithery-registry-url", d.smithery.URL)
-	p.waitLog(t, "mcpbus is up:", 60*time.Second)
-	d.stopProcs = func(t *testing.T) { stopAll(t, []*proc{p}, 15*time.Second) }
+	p.WaitLog(t, "mcpbus is up:", 60*time.Second)
+	d.stopProcs = func(t *testing.T) { stopAll(t, []*testkit.Proc{p}, 15*time.Second) }
 	return d
 }
 
@@ -517,14 +525,14 @@ func startUp(t *testing.T, si *standIns) *deployment {
 func (d *deployment) checkNoSecretsInLogs(t *testing.T) {
 	t.Helper()
 	for _, p := range d.procs {
-		data, err := os.ReadFile(p.log)
+		data, err := os.ReadFile(p.Log())
 		if err != nil {
 			t.Error(err)
 			continue
 		}
 		for _, s := range []string{secretValue, smitheryKey} {
 			if bytes.Contains(data, []byte(s)) {
-				t.Errorf("the %s log holds the secret %q", p.name, s)
+				t.Errorf("the %s log holds the secret %q", p.Name(), s)
 			}
 		}
 	}
@@ -532,15 +540,15 @@ func (d *deployment) checkNoSecretsInLogs(t *testing.T) {
 
 // waitJetStream waits until the nats-server accepts connections and
 // JetStream answers.
-func waitJetStream(t *testing.T, ns *proc, natsURL string, within time.Duration, seed string) {
+func waitJetStream(t *testing.T, ns *testkit.Proc, natsURL string, within time.Duration, seed string) {
 	t.Helper()
 	operator, err := nats.NkeyOptionFromSeed(seed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, within, func() (bool, string) {
-		if ns.exited() {
-			t.Fatalf("nats-server exited: %v", ns.err)
+		if ns.Exited() {
+			t.Fatalf("nats-server exited: %v", ns.Err())
 		}
 		nc, err := nats.Connect(natsURL, nats.Timeout(time.Second), nats.NoReconnect(), operator, nats.CustomInboxPrefix("_I.operator"))
 		if err != nil {
@@ -562,22 +570,13 @@ func waitJetStream(t *testing.T, ns *proc, natsURL string, within time.Duration,
 
 // --- processes ---
 
-// proc is one OS process of a deployment, its output in a log file.
-type proc struct {
-	name string
-	log  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // of Wait, once done is closed
-}
-
-// childEnv is the test's environment without settings that would change
-// what the services do.
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
 
+// childEnv is the test's environment without settings that would change
+// what the services do.
 func childEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -590,70 +589,18 @@ func childEnv() []string {
 
 // start runs bin with args, output to <dir>/<name>.log; it is killed when the
 // test ends if it still runs.
-func (d *deployment) start(t *testing.T, name, bin string, args ...string) *proc {
+func (d *deployment) start(t *testing.T, name, bin string, args ...string) *testkit.Proc {
 	t.Helper()
 	return d.startEnv(t, name, nil, bin, args...)
 }
 
 // startEnv is start with env added to the process's environment.
-func (d *deployment) startEnv(t *testing.T, name string, env []string, bin string, args ...string) *proc {
+func (d *deployment) startEnv(t *testing.T, name string, env []string, bin string, args ...string) *testkit.Proc {
 	t.Helper()
-	p := &proc{name: name, log: filepath.Join(d.dir, name+".log"), done: make(chan struct{})}
-	f, err := os.Create(p.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(childEnv(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		_ = f.Close()
-		t.Fatalf("starting %s: %v", name, err)
-	}
+	p := testkit.StartProc(t, testkit.ProcOptions{Name: name, Bin: bin, Args: args, Dir: d.dir,
+		Env: append(append(childEnv(), d.env...), env...)})
 	d.procs = append(d.procs, p)
-	go func() {
-		p.err = p.cmd.Wait()
-		_ = f.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if p.exited() {
-			return
-		}
-		_ = p.cmd.Process.Kill()
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("%s (pid %d) still runs 10s after SIGKILL", name, p.cmd.Process.Pid)
-		}
-	})
 	return p
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// waitLog waits until the process's log holds marker.
-func (p *proc) waitLog(t *testing.T, marker string, within time.Duration) {
-	t.Helper()
-	testkit.WaitFor(t, within, func() (bool, string) {
-		exited := p.exited() // before reading: the log is complete once it exited
-		data, _ := os.ReadFile(p.log)
-		if bytes.Contains(data, []byte(marker)) {
-			return true, ""
-		}
-		if exited {
-			t.Fatalf("%s exited (%v) before logging %q:\n%s", p.name, p.err, marker, testkit.Tail(string(data), 4000))
-		}
-		return false, fmt.Sprintf("%s has not logged %q", p.name, marker)
-	})
 }
 
 // slowStop is how long a stop may take before its log is shown (it fails
@@ -661,34 +608,17 @@ func (p *proc) waitLog(t *testing.T, marker string, within time.Duration) {
 const slowStop = 3 * time.Second
 
 // stopAll sends SIGTERM to every process at once; each must exit 0 within.
-func stopAll(t *testing.T, procs []*proc, within time.Duration) {
+func stopAll(t *testing.T, procs []*testkit.Proc, within time.Duration) {
 	t.Helper()
-	start := time.Now()
-	for _, p := range procs {
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Errorf("SIGTERM to %s: %v", p.name, err)
-		}
-	}
-	deadline := time.After(within)
 	var took []string
-	for _, p := range procs {
-		select {
-		case <-p.done:
-		case <-deadline:
-			t.Errorf("%s did not exit within %s of SIGTERM", p.name, within)
-			continue
+	for i, dur := range testkit.StopAll(t, procs, within) {
+		if dur == 0 {
+			continue // did not exit: StopAll failed the test
 		}
-		var exit *exec.ExitError
-		switch {
-		case errors.As(p.err, &exit):
-			t.Errorf("%s exited %d after SIGTERM, want 0", p.name, exit.ExitCode())
-		case p.err != nil:
-			t.Errorf("%s: %v", p.name, p.err)
-		}
-		took = append(took, fmt.Sprintf("%s %s", p.name, time.Since(start).Round(time.Millisecond)))
-		if time.Since(start) > slowStop {
-			data, _ := os.ReadFile(p.log)
-			t.Logf("%s took over %s to stop; its log (tail):\n%s", p.name, slowStop, testkit.Tail(string(data), 6000))
+		p := procs[i]
+		took = append(took, fmt.Sprintf("%s %s", p.Name(), dur.Round(time.Millisecond)))
+		if dur > slowStop {
+			t.Logf("%s took over %s to stop; its log (tail):\n%s", p.Name(), slowStop, p.Tail(6000))
 		}
 	}
 	t.Logf("stopped after SIGTERM: %s", strings.Join(took, ", "))

@@ -51,6 +51,8 @@ type MiddlewareOptions struct {
 	// with none left gets 429 RATE_LIMITED with Retry-After, key or not,
 	// until its bucket refills.
 	Failures *Limiter
+	// OnThrottle, when set, is told of each request refused by Failures (metrics).
+	OnThrottle func(*http.Request)
 }
 
 // Middleware authenticates bearer keys and puts the Principal in the request
@@ -81,6 +83,9 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 			}
 			if opts.Failures != nil {
 				if ok, wait := opts.Failures.Peek("addr:" + remoteIP(r)); !ok {
+					if opts.OnThrottle != nil {
+						opts.OnThrottle(r)
+					}
 					secs := retryAfter(w, wait)
 					WriteError(w, 0, apierr.Newf(apierr.RateLimited, "too many failed authentications from this address; retry in %ds", secs))
 					return

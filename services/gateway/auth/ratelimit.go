@@ -30,6 +30,8 @@ type LimiterOptions struct {
 	// MaxKeys bounds the buckets kept; IdleTTL is how long an unused one lives.
 	MaxKeys int
 	IdleTTL time.Duration
+	// OnRefuse, when set, is told of each request Middleware refuses (metrics).
+	OnRefuse func(*http.Request)
 }
 
 type bucket struct {
@@ -176,6 +178,9 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		}
 		ok, wait := l.Allow(key, p.Rate)
 		if !ok {
+			if l.opts.OnRefuse != nil {
+				l.opts.OnRefuse(r)
+			}
 			secs := retryAfter(w, wait)
 			WriteError(w, 0, apierr.Newf(apierr.RateLimited, "rate limit exceeded for this key; retry in %ds", secs))
 			return

@@ -19,9 +19,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/cors"
+	"go.opentelemetry.io/otel"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/httpmetrics"
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
 )
@@ -82,6 +84,7 @@ type Gateway struct {
 	keys     *auth.KeyStore
 	keysSvc  micro.Service
 	limiter  *auth.Limiter
+	metrics  *httpmetrics.Metrics
 	api      *rest.API
 	mcp      *mcpserver.Aggregator
 	mcpStop  context.CancelFunc
@@ -169,7 +172,8 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	}
 	g.keys.OnRevoke(g.mcp.DropKey)
 	g.keys.OnRevoke(g.api.DropKey)
-	g.limiter = auth.NewLimiter(auth.LimiterOptions{RPS: opts.RateRPS, Burst: opts.RateBurst})
+	g.metrics = httpmetrics.New(otel.GetMeterProvider())
+	g.limiter = auth.NewLimiter(auth.LimiterOptions{RPS: opts.RateRPS, Burst: opts.RateBurst, OnRefuse: g.metrics.RateLimited})
 	g.handler = g.buildHandler()
 	if g.ln, err = net.Listen("tcp", opts.Addr); err != nil {
 		return nil, fmt.Errorf("gateway: listening on %s: %w", opts.Addr, err)
@@ -188,14 +192,14 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 }
 
 // buildHandler registers the routes and wraps them in the middleware, outer
-// to inner: access log, panic recovery, the Host check (DNS rebinding), CORS
+// to inner: the HTTP server span, request metrics, access log, panic recovery, the Host check (DNS rebinding), CORS
 // (so preflights need no key), the Origin and Content-Type checks of
 // state-changing requests (with or without auth), auth (with its throttle of
 // failed attempts), rate limit, body limit and deadlines.
 func (g *Gateway) buildHandler() http.Handler {
 	mux := http.NewServeMux()
 	add := func(method, pattern string, h http.Handler) {
-		mux.Handle(method+" "+pattern, h)
+		mux.Handle(method+" "+pattern, namedRoute(method, pattern, h))
 		g.routes = append(g.routes, Route{Method: method, Pattern: pattern})
 	}
 	add("GET", "/healthz", http.HandlerFunc(g.healthz))
@@ -215,7 +219,8 @@ func (g *Gateway) buildHandler() http.Handler {
 	if g.opts.AuthFailures >= 0 {
 		failures = auth.NewFailureLimiter(g.opts.AuthFailures)
 	}
-	h = auth.Middleware(auth.MiddlewareOptions{Store: g.keys, NoAuth: g.opts.NoAuth, Logger: g.log, Failures: failures})(h)
+	h = auth.Middleware(auth.MiddlewareOptions{Store: g.keys, NoAuth: g.opts.NoAuth, Logger: g.log, Failures: failures,
+		OnThrottle: g.metrics.AuthThrottled})(h)
 	h = writeGuard(g.opts.CORSOrigins, h)
 	if len(g.opts.CORSOrigins) > 0 {
 		h = cors.New(cors.Options{
@@ -229,7 +234,7 @@ func (g *Gateway) buildHandler() http.Handler {
 	}
 	h = hostGuard(h)
 	h = recoverer(g.log, h)
-	return accessLog(g.log, h)
+	return traceHTTP(g.metrics.Middleware(mux, accessLog(g.log, h)))
 }
 
 // Routes lists every endpoint (the OpenAPI document describes exactly these).

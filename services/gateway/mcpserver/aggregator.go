@@ -106,6 +106,7 @@ type Aggregator struct {
 	warned   map[string]bool          // bad catalog entries already logged
 	prompts  sync.Map                 // namespaced prompt name -> promptRef, learnt from lists
 	sessions sessionTable             // live stateful sessions, for the fast path and idle timeouts
+	tel      serverTelemetry
 }
 
 // New starts the catalog watch (ctx bounds it) and returns once the stored
@@ -126,7 +127,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 		opts: opts, log: opts.Logger,
 		client:   client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
 		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, restarts: restarts.New(),
-		tools: map[string]*toolEntry{}, views: map[string]*view{},
+		tools: map[string]*toolEntry{}, views: map[string]*view{}, tel: newServerTelemetry(),
 	}
 	a.http = mcp.NewStreamableHTTPHandler(a.getServer, &mcp.StreamableHTTPOptions{
 		Stateless: opts.Stateless, JSONResponse: opts.JSONResponse, Logger: opts.Logger,

@@ -12,9 +12,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpguard"
 )
 
@@ -104,55 +106,81 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 	stop := context.AfterFunc(ls.done, cancel) // the session closed: the call ends
 	defer stop()
 
-	args, bad := checkArguments(e, rawArgs)
-	if bad != nil {
-		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInvalidParams, bad)})
-		return true
-	}
-	if rerr := a.restartError(e); rerr != nil {
-		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rerr})
-		return true
-	}
-	meta := mcp.Meta{}
+	var meta mcp.Meta // the client's trace context, if it sent one
 	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
 		var s string
 		if raw, ok := reqMeta[k]; ok && json.Unmarshal(raw, &s) == nil {
+			if meta == nil {
+				meta = mcp.Meta{}
+			}
 			meta[k] = s
 		}
 	}
-	ctx = traceContext(ctx, &mcp.RequestExtra{Header: r.Header}, meta)
+	protocol := ""
+	if ip := ls.ss.InitializeParams(); ip != nil {
+		protocol = ip.ProtocolVersion
+	}
+	ctx, op := a.tel.start(ctx, opRequest{method: "tools/call", target: name, header: r.Header, meta: meta,
+		id: &req.ID, session: ls.ss.ID(), protocol: protocol,
+		extra: []attribute.KeyValue{conv.GenAIToolName.String(name), conv.OperationExecuteTool}})
+	outcome, err := a.fastCall(ctx, w, r, e, req, rawArgs)
+	if err != nil {
+		outcome = errorType(err)
+	}
+	op.End(ctx, outcome, err)
+	return true
+}
+
+// fastCall answers one tools/call of the fast path; it returns the error or
+// "tool_error" for the span.
+func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Request, e *toolEntry, req *jsonrpc.Request, rawArgs json.RawMessage) (string, error) {
+	args, bad := checkArguments(e, rawArgs)
+	if bad != nil {
+		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInvalidParams, bad)})
+		return "", bad
+	}
+	if rerr := a.restartError(e); rerr != nil {
+		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rerr})
+		return "", rerr
+	}
 	ctx, cancelTimeout := context.WithTimeout(ctx, a.opts.CallTimeout)
 	defer cancelTimeout()
 
 	raw, err := a.client.Call(ctx, e.cat.Server, e.cat.Tool, args, &client.CallOptions{})
 	if err != nil {
 		if r.Context().Err() != nil {
-			return true // the client hung up: nobody to answer
+			return "", err // the client hung up: nobody to answer
 		}
 		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: a.callError(ctx, e, err)})
-		return true
+		return "", err
 	}
-	if !isToolResult(raw) {
+	ok, isError := toolResult(raw)
+	if !ok {
 		a.log.Warn("tool result is not a CallToolResult", "tool", e.name)
-		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInternalError,
-			apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name))})
-		return true
+		e := apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name)
+		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInternalError, e)})
+		return "", e
 	}
 	writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(raw)})
-	return true
+	if isError {
+		return conv.ToolError, nil
+	}
+	return "", nil
 }
 
-// isToolResult is a cheap check of the runner's reply (which it encodes from
-// go-sdk's CallToolResult): a JSON object whose content is an array.
-func isToolResult(raw []byte) bool {
+// toolResult is a cheap check of the runner's reply (which it encodes from
+// go-sdk's CallToolResult): a JSON object whose content is an array; and
+// whether it is a tool error.
+func toolResult(raw []byte) (ok, isError bool) {
 	var res struct {
 		Content json.RawMessage `json:"content"`
+		IsError bool            `json:"isError"`
 	}
 	if json.Unmarshal(raw, &res) != nil {
-		return false
+		return false, false
 	}
 	c := bytes.TrimSpace(res.Content)
-	return len(c) > 0 && c[0] == '['
+	return len(c) > 0 && c[0] == '[', res.IsError
 }
 
 // eligible says whether the HTTP side of r is one go-sdk would serve without

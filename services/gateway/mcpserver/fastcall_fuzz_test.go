@@ -25,7 +25,7 @@ func FuzzFastPathDecode(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		_ = isToolResult(body)
+		_, _ = toolResult(body)
 		msg, err := jsonrpc.DecodeMessage(body)
 		if err != nil {
 			return

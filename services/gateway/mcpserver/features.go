@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 )
 
 // Resources, templates and prompts are not in the catalog: their lists are
@@ -110,43 +111,46 @@ func (a *Aggregator) reachable(v *view, server string) bool {
 }
 
 // features answers the resource and prompt methods of v's clients from the
-// servers on the bus; everything else goes on to go-sdk.
+// servers on the bus; everything else goes on to go-sdk. Every request it
+// sees is one MCP server span.
 func (a *Aggregator) features(v *view) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			extra := req.GetExtra()
-			switch p := req.GetParams().(type) {
-			case *mcp.ListResourcesParams:
-				return a.listResources(traceContext(ctx, extra, metaOf(p)), v)
-			case *mcp.ListResourceTemplatesParams:
-				return a.listTemplates(traceContext(ctx, extra, metaOf(p)), v)
-			case *mcp.ReadResourceParams:
-				if p == nil {
-					return nil, rpcError(jsonrpc.CodeInvalidParams, apierr.Invalid("params", "params are required"))
-				}
-				return a.readResource(traceContext(ctx, extra, p.Meta), v, p)
-			case *mcp.ListPromptsParams:
-				return a.listPrompts(traceContext(ctx, extra, metaOf(p)), v)
-			case *mcp.GetPromptParams:
-				if p == nil {
-					return nil, rpcError(jsonrpc.CodeInvalidParams, apierr.Invalid("params", "params are required"))
-				}
-				return a.getPrompt(traceContext(ctx, extra, p.Meta), v, p)
+			if strings.HasPrefix(method, "notifications/") {
+				return next(ctx, method, req)
 			}
-			return next(ctx, method, req)
+			ctx, op := a.tel.start(ctx, sdkOpRequest(method, req))
+			res, err := a.feature(ctx, v, next, method, req)
+			outcome := errorType(err)
+			if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.IsError {
+				outcome = conv.ToolError
+			}
+			op.End(ctx, outcome, err)
+			return res, err
 		}
 	}
 }
 
-// metaOf is the _meta of optional params (a list request may have none).
-func metaOf[T any, P interface {
-	*T
-	GetMeta() map[string]any
-}](p P) mcp.Meta {
-	if p == nil {
-		return nil
+func (a *Aggregator) feature(ctx context.Context, v *view, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
+	switch p := req.GetParams().(type) {
+	case *mcp.ListResourcesParams:
+		return a.listResources(ctx, v)
+	case *mcp.ListResourceTemplatesParams:
+		return a.listTemplates(ctx, v)
+	case *mcp.ReadResourceParams:
+		if p == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, apierr.Invalid("params", "params are required"))
+		}
+		return a.readResource(ctx, v, p)
+	case *mcp.ListPromptsParams:
+		return a.listPrompts(ctx, v)
+	case *mcp.GetPromptParams:
+		if p == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, apierr.Invalid("params", "params are required"))
+		}
+		return a.getPrompt(ctx, v, p)
 	}
-	return p.GetMeta()
+	return next(ctx, method, req)
 }
 
 // maxPages bounds how many pages of one server's list are followed.
@@ -360,7 +364,6 @@ func (a *Aggregator) complete(ctx context.Context, v *view, req *mcp.CompleteReq
 	if p == nil || p.Ref == nil {
 		return nil, rpcError(jsonrpc.CodeInvalidParams, apierr.Invalid("ref", "ref is required"))
 	}
-	ctx = traceContext(ctx, req.Extra, p.Meta)
 	fwd := *p
 	fwd.Meta = nil
 	ref := *p.Ref

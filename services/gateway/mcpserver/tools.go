@@ -6,14 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
-	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
@@ -31,7 +28,6 @@ func (a *Aggregator) toolHandler(e *toolEntry) mcp.ToolHandler {
 		if rerr := a.restartError(e); rerr != nil {
 			return nil, rerr
 		}
-		ctx = traceContext(ctx, req.Extra, req.Params.Meta)
 		ctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
 		defer cancel()
 		opts := &client.CallOptions{}
@@ -99,22 +95,4 @@ func (a *Aggregator) callError(ctx context.Context, e *toolEntry, err error) *js
 // rpcError is a JSON-RPC error whose data is the contract's error body.
 func rpcError(code int64, e *apierr.Error) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: code, Message: e.Message, Data: e.JSON()}
-}
-
-// traceContext returns ctx carrying the caller's W3C trace context: the HTTP
-// request's traceparent header, else the one an MCP client put in _meta.
-func traceContext(ctx context.Context, extra *mcp.RequestExtra, meta mcp.Meta) context.Context {
-	h := nats.Header{}
-	var from http.Header
-	if extra != nil {
-		from = extra.Header
-	}
-	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
-		if v := from.Get(k); v != "" {
-			h.Set(k, v)
-		} else if s, ok := meta[k].(string); ok && s != "" && from.Get("traceparent") == "" {
-			h.Set(k, s)
-		}
-	}
-	return bus.ExtractTrace(ctx, h)
 }

@@ -105,6 +105,7 @@ type Service struct {
 	offGet   *fetcher
 	smiGet   *fetcher
 	cache    *cache
+	metrics  cacheMetrics
 	ready    chan struct{}
 }
 
@@ -126,7 +127,7 @@ func New(nc *nats.Conn, opts Options) (*Service, error) {
 		offGet: newFetcher(SourceOfficialLabel, opts.HTTPClient, nil),
 		smiGet: newFetcher(SourceSmitheryLabel, opts.HTTPClient, smitheryAuth(opts)),
 		cache:  &cache{ttl: opts.CacheTTL, now: time.Now, log: log},
-		ready:  make(chan struct{}),
+		ready:  make(chan struct{}), metrics: newCacheMetrics(),
 	}, nil
 }
 

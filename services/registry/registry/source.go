@@ -66,8 +66,10 @@ func (s *Service) fetchCached(ctx context.Context, src source, rawURL string, pa
 	name, f := src.name(), src.client()
 	entry, fresh := s.cache.get(ctx, name, rawURL)
 	if fresh && parse(entry.Body) == nil {
+		s.metrics.lookup(ctx, name, true)
 		return fetched{body: entry.Body, fetchedAt: entry.FetchedAt}, nil
 	}
+	s.metrics.lookup(ctx, name, false)
 	body, err := f.get(ctx, rawURL)
 	if err == nil {
 		if perr := parse(body); perr != nil {

@@ -13,9 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -104,14 +104,9 @@ func (s *server) handleCall(req micro.Request) {
 	if len(subject) > len(s.callPrefix) {
 		token = subject[len(s.callPrefix):]
 	}
-	ctx := bus.ExtractTrace(s.ctx, h)
-	ctx, span := s.r.tracer.Start(ctx, "mcp.call "+s.slug+"."+token, trace.WithSpanKind(trace.SpanKindConsumer))
-	defer span.End()
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("mcp.server", s.slug), attribute.String("mcp.tool", token))
-	}
-
+	ctx, span := bus.ProcessSpan(s.ctx, req)
 	res, tool, err := s.call(ctx, h, token, req.Data())
+	defer bus.EndProcess(span, err)
 	reqID := h.Get(bus.HeaderRequestID)
 	var respOpts []micro.RespondOpt
 	if reqID != "" {
@@ -129,7 +124,6 @@ func (s *server) handleCall(req micro.Request) {
 			outcome = "error"
 		}
 		s.errs.Add(1)
-		span.SetStatus(codes.Error, err.Error())
 		_ = bus.RespondError(req, err, respOpts...)
 	default:
 		if res.IsError {
@@ -195,16 +189,27 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 		// notification is published before the reply (NATS keeps that order).
 		defer target.settle()
 	}
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-		if params.Meta == nil {
-			params.Meta = mcp.Meta{}
-		}
-		bus.InjectTraceMap(ctx, params.Meta)
+	ctx, op := s.startOp(ctx, sess, cfg, "tools/call", tool.Name, conv.GenAIToolName.String(tool.Name), conv.OperationExecuteTool)
+	injectMeta(ctx, params)
+	if s.r.telemetry.content && op.Span().IsRecording() {
+		op.Span().SetAttributes(conv.GenAIToolCallArguments.String(s.redact(string(params.Arguments.(json.RawMessage)))))
 	}
 	res, err := sess.CallTool(ctx, params)
 	if err != nil {
-		return nil, tool.Name, callError(ctx, s.slug, tool.Name, timeout, err)
+		err = callError(ctx, s.slug, tool.Name, timeout, err)
+		op.End(ctx, errType(err), err)
+		return nil, tool.Name, err
 	}
+	outcome := ""
+	if res.IsError {
+		outcome = conv.ToolError
+	}
+	if s.r.telemetry.content && op.Span().IsRecording() {
+		if b, merr := json.Marshal(res.Content); merr == nil {
+			op.Span().SetAttributes(conv.GenAIToolCallResult.String(s.redact(string(b))))
+		}
+	}
+	op.End(ctx, outcome, nil)
 	s.lastPing.Store(time.Now().UnixNano()) // an answered call is proof of life
 	return res, tool.Name, nil
 }
@@ -348,12 +353,10 @@ func (s *server) handleCancel(req micro.Request) {
 // handleRPC serves the other MCP methods on mcp.v1.rpc.<slug>.
 func (s *server) handleRPC(req micro.Request) {
 	h := nats.Header(req.Headers())
-	ctx := bus.ExtractTrace(s.ctx, h)
-	ctx, span := s.r.tracer.Start(ctx, "mcp.rpc "+s.slug, trace.WithSpanKind(trace.SpanKindConsumer))
-	defer span.End()
+	ctx, span := bus.ProcessSpan(s.ctx, req)
 	out, err := s.rpc(ctx, h, req.Data())
+	defer bus.EndProcess(span, err)
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
 		_ = bus.RespondError(req, err)
 		return
 	}
@@ -368,6 +371,10 @@ func (s *server) rpc(ctx context.Context, h nats.Header, data []byte) (any, erro
 	if in.Method == "" {
 		return nil, apierr.Invalid("method", "method is required")
 	}
+	if !rpcMethods[in.Method] {
+		return nil, apierr.Invalid("method", "unsupported method "+in.Method+
+			" (ping, tools/list, resources/list, resources/read, resources/templates/list, prompts/list, prompts/get, completion/complete)")
+	}
 	sess, _, cfg, err := s.liveOrStart(ctx, h, "")
 	if err != nil {
 		return nil, err
@@ -378,6 +385,8 @@ func (s *server) rpc(ctx context.Context, h nats.Header, data []byte) (any, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	target, extra := rpcTarget(in)
+	ctx, op := s.startOp(ctx, sess, cfg, in.Method, target, extra...)
 	var out any
 	switch in.Method {
 	case "ping":
@@ -397,18 +406,21 @@ func (s *server) rpc(ctx context.Context, h nats.Header, data []byte) (any, erro
 		out, err = rpcCall(ctx, in.Params, sess.GetPrompt)
 	case "completion/complete":
 		out, err = rpcCall(ctx, in.Params, sess.Complete)
-	default:
-		return nil, apierr.Invalid("method", "unsupported method "+in.Method+
-			" (ping, tools/list, resources/list, resources/read, resources/templates/list, prompts/list, prompts/get, completion/complete)")
 	}
 	if err != nil {
-		if e, ok := err.(*apierr.Error); ok {
-			return nil, e
+		if _, ok := err.(*apierr.Error); !ok {
+			err = callError(ctx, s.slug, in.Method, timeout, err)
 		}
-		return nil, callError(ctx, s.slug, in.Method, timeout, err)
+		op.End(ctx, errType(err), err)
+		return nil, err
 	}
+	op.End(ctx, "", nil)
 	return out, nil
 }
+
+// rpcMethods are the MCP methods the rpc subject carries.
+var rpcMethods = map[string]bool{"ping": true, "tools/list": true, "resources/list": true, "resources/read": true,
+	"resources/templates/list": true, "prompts/list": true, "prompts/get": true, "completion/complete": true}
 
 // rpcCall decodes params into the method's typed parameters and calls it.
 func rpcCall[P any, R any](ctx context.Context, raw json.RawMessage, f func(context.Context, *P) (R, error)) (R, error) {

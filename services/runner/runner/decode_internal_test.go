@@ -18,7 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"go.opentelemetry.io/otel"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -182,7 +181,7 @@ func stoppedServer() *server {
 	done := make(chan struct{})
 	close(done)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Runner{opts: Options{ID: "runner-1", CallTimeout: 1e9, MaxArgsBytes: 1024}, subj: bus.NewSubjects(""), tracer: otel.Tracer(tracerName)}
+	r := &Runner{opts: Options{ID: "runner-1", CallTimeout: 1e9, MaxArgsBytes: 1024}, subj: bus.NewSubjects(""), telemetry: newCallTelemetry()}
 	return &server{
 		r: r, slug: "fs", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ctx: ctx, cancel: cancel, done: done, // ops is nil: do() always sees done
@@ -236,7 +235,7 @@ func TestRPCDecoding(t *testing.T) {
 		{`null`, apierr.Validation, "method"},
 		{`{"method":"ping"}`, apierr.ServiceUnavailable, ""},
 		{`{"method":"resources/list","params":{}}`, apierr.ServiceUnavailable, ""},
-		{`{"method":"tools/call"}`, apierr.ServiceUnavailable, ""}, // the state is checked first
+		{`{"method":"tools/call"}`, apierr.Validation, "method"}, // an unsupported method is refused before the state is looked at
 	}
 	for _, tc := range cases {
 		_, err := s.rpc(context.Background(), nats.Header{}, []byte(tc.body))

@@ -123,6 +123,7 @@ func (s *server) scheduleRestart() {
 	}
 	s.attempts++
 	s.restarts.Add(1)
+	s.countRestart(restartCrash)
 	s.mu.Lock()
 	s.retryAt = time.Now().Add(delay).UTC()
 	st := s.statusLocked()
@@ -172,6 +173,7 @@ func (s *server) backingOff() *apierr.Error {
 
 // resetRetries starts a fresh series of automatic restarts (a manual restart).
 func (s *server) resetRetries() {
+	s.countRestart(restartManual)
 	s.cancelRetry()
 	s.attempts = 0
 }
@@ -262,6 +264,7 @@ func (s *server) healthCheck(sess *mcp.ClientSession) {
 		}
 		s.log.Error("server failed its health checks: restarting it", "failures", n)
 		s.restarts.Add(1)
+		s.countRestart(restartHealth)
 		s.stop(model.StateStarting, true)
 		_ = s.start()
 	})

@@ -18,8 +18,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -176,11 +174,12 @@ type Runner struct {
 	log    *slog.Logger
 
 	svc        micro.Service
-	tracer     trace.Tracer
+	telemetry  callTelemetry
 	callEvents *bus.Batcher
 	pids       *pidfile.Dir // nil without a data dir
 
 	running atomic.Int64 // servers with a live session
+	metrics lifecycleMetrics
 
 	kickCh chan struct{} // asks for an ownership pass
 
@@ -214,10 +213,10 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 		log:        opts.Logger.With("runner", opts.ID),
 		servers:    map[string]*server{}, byID: map[string]string{},
 		desired: map[string]*model.McpConfig{}, leases: map[string]*lease{}, owners: map[string]string{},
-		kickCh:  make(chan struct{}, 1),
+		kickCh: make(chan struct{}, 1), metrics: newLifecycleMetrics(),
 		catalog: map[string]model.Catalog{}, status: map[string]model.Status{},
-		ready:  make(chan struct{}),
-		tracer: otel.Tracer(tracerName),
+		ready:     make(chan struct{}),
+		telemetry: newCallTelemetry(),
 	}, nil
 }
 
@@ -234,6 +233,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("runner: %w", err)
 	}
 	r.assets = assets
+	defer r.observeServers()()
 	if r.opts.DataDir != "" {
 		pids, err := pidfile.Open(filepath.Join(r.opts.DataDir, "pids"))
 		if err != nil {

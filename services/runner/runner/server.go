@@ -46,6 +46,10 @@ type server struct {
 	retryAt   time.Time // when the pending automatic restart runs
 	gen       uint64    // session generation: a stale exit notice is ignored
 
+	// contentRedactor hides this server's secrets in recorded tool content
+	// (set only when the operator opts in to recording it).
+	contentRedactor atomic.Value // launch.Redactor
+
 	progress sync.Map // progress token → subject of the caller
 	inflight sync.Map // request id → context.CancelFunc
 	calls    atomic.Uint64
@@ -215,7 +219,10 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Proc
 	}
 	lopts := s.r.opts.Launch
 	lopts.OnStderr = func(line string) { s.log.Debug("server stderr", "line", line) }
-	lopts.Secrets = secrets // redacted from those lines; kept only by the launch
+	lopts.Secrets = secrets    // redacted from those lines; kept only by the launch
+	if s.r.telemetry.content { // the operator records tool content on traces: never the secrets
+		s.contentRedactor.Store(launch.NewRedactor(secrets))
+	}
 	l, err := launch.Prepare(ctx, cfg, env, lopts)
 	if err != nil {
 		return nil, nil, nil, err
@@ -231,7 +238,7 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Proc
 		stopKill := context.AfterFunc(ctx, l.Process.Abort)
 		defer stopKill()
 	}
-	sess, err := client.Connect(ctx, l.Transport, nil)
+	sess, err := client.Connect(ctx, tracedTransport{l.Transport}, nil)
 	if err != nil {
 		s.kill(l.Process)
 		return nil, nil, nil, startError(ctx, err, l.Process)

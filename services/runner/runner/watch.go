@@ -180,6 +180,7 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 		s.post(func() {
 			switch s.status().State {
 			case model.StateRunning:
+				s.countRestart(restartConfig)
 				s.stop(model.StateStopped, false)
 				_ = s.start()
 			case model.StateIdle:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpbus/mcpbus/libs/telemetry"
 	"github.com/mcpbus/mcpbus/libs/testmcp"
 )
 
@@ -51,6 +52,14 @@ func main() {
 		os.Exit(2)
 	}
 	srv := testmcp.NewServer(*name)
+	if telemetry.Enabled() { // OTEL_EXPORTER_OTLP_ENDPOINT set: an instrumented server
+		shutdown, err := telemetry.Setup(ctx, *name, "1.0.0")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer func() { _ = shutdown(context.Background()) }()
+		testmcp.Traced(srv)
+	}
 	if *httpAddr == "" {
 		if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
 			log.Fatal(err)

@@ -3,6 +3,7 @@
 package vaultstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,11 @@ const (
 	EnvRoleID       = "MCPBUS_VAULT_ROLE_ID"
 	EnvSecretID     = "MCPBUS_VAULT_SECRET_ID"
 	EnvAppRoleMount = "MCPBUS_VAULT_APPROLE_MOUNT"
+	// The AppRole pair may come from files instead (a volume only the
+	// credential service mounts); they are read at each login, so a new
+	// secret id written there is used from the next login on.
+	EnvRoleIDFile   = "MCPBUS_VAULT_ROLE_ID_FILE"
+	EnvSecretIDFile = "MCPBUS_VAULT_SECRET_ID_FILE"
 )
 
 // DefaultMount is the KV v2 mount used when none is configured.
@@ -51,6 +57,11 @@ type Config struct {
 	Mount    string // KV v2 mount (default "secret")
 	RoleID   string
 	SecretID string
+	// RoleIDFile and SecretIDFile hold the AppRole pair instead of RoleID
+	// and SecretID (one or the other for each): read at each login, and
+	// refused when others than the owner may read them.
+	RoleIDFile   string
+	SecretIDFile string
 	// AppRoleMount is where the AppRole auth method is mounted (default "approle").
 	AppRoleMount string
 	// Timeout bounds one HTTP request to Vault (default 10s).
@@ -68,6 +79,8 @@ func ConfigFromEnv() Config {
 		Mount:        os.Getenv(EnvMount),
 		RoleID:       os.Getenv(EnvRoleID),
 		SecretID:     os.Getenv(EnvSecretID),
+		RoleIDFile:   os.Getenv(EnvRoleIDFile),
+		SecretIDFile: os.Getenv(EnvSecretIDFile),
 		AppRoleMount: os.Getenv(EnvAppRoleMount),
 	}
 }
@@ -110,8 +123,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	if cfg.Token == "" && (cfg.RoleID == "" || cfg.SecretID == "") {
-		return nil, fmt.Errorf("vaultstore: no credentials for Vault: set %s, or %s and %s", EnvToken, EnvRoleID, EnvSecretID)
+	if cfg.RoleID != "" && cfg.RoleIDFile != "" || cfg.SecretID != "" && cfg.SecretIDFile != "" {
+		return nil, fmt.Errorf("vaultstore: give the AppRole role id and secret id either as values (%s, %s) or as files (%s, %s), not both",
+			EnvRoleID, EnvSecretID, EnvRoleIDFile, EnvSecretIDFile)
+	}
+	if cfg.Token == "" && (cfg.RoleID == "" && cfg.RoleIDFile == "" || cfg.SecretID == "" && cfg.SecretIDFile == "") {
+		return nil, fmt.Errorf("vaultstore: no credentials for Vault: set %s, or %s and %s (or %s and %s)", EnvToken, EnvRoleID, EnvSecretID, EnvRoleIDFile, EnvSecretIDFile)
 	}
 	vc := vault.DefaultConfig() // reads VAULT_ADDR, VAULT_CACERT, VAULT_SKIP_VERIFY ...
 	if vc.Error != nil {
@@ -198,7 +215,11 @@ func (s *Store) ensureAuth(ctx context.Context, stale string) error {
 // needs no renewal (a token without TTL, such as a root token).
 func (s *Store) authenticate(ctx context.Context) (*vault.Secret, error) {
 	if s.cfg.Token == "" {
-		auth, err := approle.NewAppRoleAuth(s.cfg.RoleID, &approle.SecretID{FromString: s.cfg.SecretID}, approle.WithMountPath(s.cfg.AppRoleMount))
+		roleID, secretID, err := s.appRolePair()
+		if err != nil {
+			return nil, err
+		}
+		auth, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromString: secretID}, approle.WithMountPath(s.cfg.AppRoleMount))
 		if err != nil {
 			return nil, apierr.Wrap(apierr.Internal, "Vault AppRole settings are not valid", err)
 		}
@@ -237,6 +258,46 @@ func (s *Store) authenticate(ctx context.Context) (*vault.Secret, error) {
 		return nil, nil
 	}
 	return &vault.Secret{Auth: &vault.SecretAuth{ClientToken: s.cfg.Token, Renewable: true, LeaseDuration: int(ttl.Seconds())}}, nil
+}
+
+// appRolePair is the AppRole role id and secret id, read from their files
+// when they are configured as files.
+func (s *Store) appRolePair() (roleID, secretID string, err error) {
+	roleID, secretID = s.cfg.RoleID, s.cfg.SecretID
+	if s.cfg.RoleIDFile != "" {
+		if roleID, err = readSecretFile(s.cfg.RoleIDFile, EnvRoleIDFile); err != nil {
+			return "", "", err
+		}
+	}
+	if s.cfg.SecretIDFile != "" {
+		if secretID, err = readSecretFile(s.cfg.SecretIDFile, EnvSecretIDFile); err != nil {
+			return "", "", err
+		}
+	}
+	return roleID, secretID, nil
+}
+
+// readSecretFile reads a file holding one value: it must be a regular file
+// (or a link to one, as a mounted secret is) that only its owner may read.
+func readSecretFile(path, env string) (string, error) {
+	st, err := os.Stat(path)
+	if err == nil && !st.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	if err == nil && st.Mode().Perm()&0o077 != 0 {
+		err = fmt.Errorf("group or others may access it (mode %04o): chmod 600 it", st.Mode().Perm())
+	}
+	var data []byte
+	if err == nil {
+		data, err = os.ReadFile(path)
+	}
+	if err == nil && len(bytes.TrimSpace(data)) == 0 {
+		err = errors.New("it is empty")
+	}
+	if err != nil {
+		return "", apierr.Wrap(apierr.Unauthorized, fmt.Sprintf("cannot read the Vault AppRole credentials from %s=%s", env, path), err)
+	}
+	return string(bytes.TrimSpace(data)), nil
 }
 
 // watch renews the token through Vault's LifetimeWatcher until ctx ends (Close,

@@ -94,3 +94,13 @@ func (r *redactor) wrap(onLine func(string)) func(string) {
 	}
 	return func(line string) { onLine(r.redact(line)) }
 }
+
+// Redactor hides known secret values in text other than stderr lines (the
+// tool arguments and results an operator opted to record on traces).
+type Redactor struct{ r *redactor }
+
+// NewRedactor keeps the values of secrets worth redacting.
+func NewRedactor(secrets []string) Redactor { return Redactor{newRedactor(secrets)} }
+
+// Redact returns s with every known secret value replaced by Redacted.
+func (r Redactor) Redact(s string) string { return r.r.redact(s) }

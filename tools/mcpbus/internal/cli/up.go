@@ -28,6 +28,7 @@ type upOptions struct {
 	configFile string
 	logLevel   string
 	insecure   bool
+	metrics    string
 	stack      stack.Options
 }
 
@@ -54,6 +55,7 @@ already there with the same slug are updated, ${VAR} references come from the en
 	s.Bool(&o.insecure, "insecure-bus", "", false, "run NATS WITHOUT authentication: anyone who reaches its port may do anything on the bus")
 	service.RegisterDataDir(s, &o.dataDir)
 	service.RegisterLogLevel(s, &o.logLevel)
+	service.RegisterMetricsAddr(s, &o.metrics)
 	for _, r := range o.stack.Table() {
 		r.Opts.Register(s)
 	}
@@ -83,6 +85,12 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 		defer cancel()
 		_ = shutdownTel(c)
 	}()
+	// The operations endpoint answers /healthz (and /readyz: 503) while the stack starts.
+	opsSrv, stopOps, err := service.StartOps(o.metrics, "mcpbus", runner.Version, log)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
 	so := o.stack
 	so.DataDir, so.NATSHost, so.NATSPort, so.Prefix, so.Logger = o.dataDir, o.natsHost, o.natsPort, g.bus.Prefix, log
 	so.InsecureBus = o.insecure
@@ -101,6 +109,7 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 			return stoppedDuringStart(ctx, log, err)
 		}
 	}
+	opsSrv.SetChecks(st.ReadyChecks(ctx)...)
 	backend := cmp.Or(so.Credential.Backend, credential.BackendFile)
 	log.Info("mcpbus up", "nats", st.NATS.ClientURL(), "data_dir", o.dataDir, "cred_backend", backend, "tracing", telemetry.Enabled())
 	fmt.Fprintf(g.stderr, "mcpbus is up: NATS at %s, data in %s, secrets in %s. Try: mcpbus servers list; mcpbus tools\n", st.NATS.ClientURL(), o.dataDir, backend)

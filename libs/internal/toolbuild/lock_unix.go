@@ -1,6 +1,6 @@
 //go:build unix
 
-package vaulttest
+package toolbuild
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 )
 
 // lockFile takes an exclusive flock on path, polling until ctx ends, so that test binaries
-// running in parallel build vaultdev once instead of each compiling the vault module.
+// running in parallel build a tool once instead of each compiling it.
 // The kernel drops the lock if the holder dies.
 func lockFile(ctx context.Context, path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package vaulttest
+package toolbuild
 
 import "context"
 

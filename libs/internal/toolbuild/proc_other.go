@@ -1,6 +1,6 @@
 //go:build !linux
 
-package vaulttest
+package toolbuild
 
 import "syscall"
 

@@ -1,0 +1,147 @@
+package access
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mcpbus/mcpbus/libs/secretfile"
+)
+
+// The layout of a deployment's identities (mcpbus identities --per-role):
+//
+//	<dir>/<role>/<role>.nk   each role's seed, alone in its directory (0700,
+//	                         the seed 0600), so a container mounts only its own
+//	<dir>/nats/auth.conf     every role's nkey user with its public key and
+//	                         permissions, for nats-server to include (0644)
+//	<dir>/nats/routes.conf   the cluster's route credentials and routes, for
+//	                         the cluster block to include (0600), with --routes
+//	<dir>/nats/route.password  the route password, made once (0600)
+const (
+	NATSDir           = "nats"
+	AuthConfFile      = "auth.conf"
+	RoutesConfFile    = "routes.conf"
+	RoutePasswordFile = "route.password"
+	// RouteUser is the user cluster nodes authenticate their routes with.
+	RouteUser = "mcpbus-route"
+)
+
+// RoleDir is the directory of role's seed in a per-role layout.
+func RoleDir(dir string, role Role) string { return filepath.Join(dir, string(role)) }
+
+// ProvisionDeployment makes (or, when they exist, reads) the identity of
+// every service role in dir, one directory per role, and writes what
+// nats-server includes into <dir>/nats: auth.conf, rendered from the table
+// with the public keys written out (nats-server parses an included file on
+// its own, so $VARIABLES defined in another included file would not reach
+// it), and, when routes are given, routes.conf: the route user and password
+// every node requires of the others and the routes carrying them, so only
+// nodes that can read the file join the cluster. Seeds and the route
+// password are kept; the two .conf files are rewritten from the table of
+// this version on every run.
+func ProvisionDeployment(dir, prefix string, routes []string) ([]Identity, error) {
+	if _, err := OpenStore(dir); err != nil { // the top directory: 0700
+		return nil, err
+	}
+	var ids []Identity
+	keys := map[Role]string{}
+	for _, role := range ServiceRoles() {
+		st, err := OpenStore(RoleDir(dir, role))
+		if err != nil {
+			return nil, err
+		}
+		id, err := st.Ensure(string(role), role)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+		keys[role] = id.Public
+	}
+	natsDir := filepath.Join(dir, NATSDir)
+	if err := os.MkdirAll(natsDir, 0o755); err != nil {
+		return nil, fmt.Errorf("identities: %w", err)
+	}
+	if err := os.Chmod(natsDir, 0o755); err != nil { // nats-server may run as another user
+		return nil, fmt.Errorf("identities: %w", err)
+	}
+	auth, err := Render(prefix, keys)
+	if err != nil {
+		return nil, err
+	}
+	auth = "# Written by `mcpbus identities --per-role`: the public keys of this deployment's identities.\n" + auth
+	if err := writeAtomic(filepath.Join(natsDir, AuthConfFile), []byte(auth), 0o644); err != nil {
+		return nil, err
+	}
+	if len(routes) > 0 {
+		conf, err := renderRoutes(natsDir, routes)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeAtomic(filepath.Join(natsDir, RoutesConfFile), []byte(conf), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// renderRoutes renders the body of a cluster block's include: the route
+// authorization and the routes with its credentials.
+func renderRoutes(natsDir string, routes []string) (string, error) {
+	pw, err := secretfile.LoadOrCreate(filepath.Join(natsDir, RoutePasswordFile), 256, func() ([]byte, error) {
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+		return []byte(hex.EncodeToString(b)), nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("route password: %w", err)
+	}
+	password := strings.TrimSpace(string(pw))
+	var b strings.Builder
+	b.WriteString("# Written by `mcpbus identities --routes`: the credentials every cluster node requires of a\n")
+	b.WriteString("# route (the password is made once, in " + RoutePasswordFile + "), and the routes carrying them.\n")
+	fmt.Fprintf(&b, "authorization { user: %q, password: %q }\nroutes: [\n", RouteUser, password)
+	for _, r := range routes {
+		u, err := url.Parse(strings.TrimSpace(r))
+		if err != nil || (u.Scheme != "nats" && u.Scheme != "nats-route") || u.Hostname() == "" || u.Port() == "" || u.User != nil || (u.Path != "" && u.Path != "/") {
+			return "", fmt.Errorf("route %q: want nats://host:port, without credentials", r)
+		}
+		u.User = url.UserPassword(RouteUser, password)
+		u.Path = ""
+		fmt.Fprintf(&b, "  %q\n", u.String())
+	}
+	b.WriteString("]\n")
+	return b.String(), nil
+}
+
+// writeAtomic replaces path with data: a reader sees the old file or the
+// new one, never half of it.
+func writeAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".new-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(perm)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package bus
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
+)
+
+const instrumentation = "github.com/mcpbus/mcpbus/libs/bus"
+
+// Template is the low-cardinality form of a request subject, the messaging
+// conventions' destination template: the variable tokens (server, tool) of
+// the call, rpc, control and cancel subjects become placeholders. Reading from
+// the end keeps any prefix as it is.
+func Template(subject string) string {
+	toks := strings.Split(subject, ".")
+	n := len(toks)
+	switch {
+	case n >= 3 && toks[n-3] == "call":
+		return strings.Join(toks[:n-2], ".") + ".{server}.{tool}"
+	case n >= 3 && toks[n-3] == "events":
+		return strings.Join(toks[:n-1], ".") + ".{name}"
+	case n >= 2 && (toks[n-2] == "rpc" || toks[n-2] == "control" || toks[n-2] == "cancel"):
+		return strings.Join(toks[:n-1], ".") + ".{server}"
+	}
+	return subject
+}
+
+// instruments are the tracer and histogram of the global providers, cached
+// per provider: looking them up per request costs a lock, and a test that
+// installs its own provider must still be seen.
+type instruments struct {
+	tp       trace.TracerProvider
+	mp       metric.MeterProvider
+	tracer   trace.Tracer
+	duration metric.Float64Histogram
+}
+
+var cached atomic.Pointer[instruments]
+
+func current() *instruments {
+	tp, mp := otel.GetTracerProvider(), otel.GetMeterProvider()
+	if in := cached.Load(); in != nil && in.tp == tp && in.mp == mp {
+		return in
+	}
+	in := &instruments{tp: tp, mp: mp, tracer: tp.Tracer(instrumentation)}
+	in.duration, _ = mp.Meter(instrumentation).Float64Histogram("messaging.client.operation.duration",
+		metric.WithUnit("s"), metric.WithDescription("Duration of a request on the bus, until its reply"))
+	cached.Store(in)
+	return in
+}
+
+// sendSpan starts the PRODUCER span of a request ("send <template>").
+func sendSpan(ctx context.Context, msg *nats.Msg) (context.Context, trace.Span, string, *instruments) {
+	in := current()
+	tmpl := Template(msg.Subject)
+	ctx, span := in.tracer.Start(ctx, "send "+tmpl, trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(conv.MessagingNATS, conv.SendOperation[0], conv.SendOperation[1],
+			conv.MessagingDestinationName.String(msg.Subject), conv.MessagingDestinationTemplate.String(tmpl),
+			conv.MessagingMessageBodySize.Int(len(msg.Data)))
+	}
+	return ctx, span, tmpl, in
+}
+
+// endSend ends a request's span and records its duration.
+func endSend(ctx context.Context, in *instruments, span trace.Span, tmpl string, start time.Time, err error) {
+	attrs := []attribute.KeyValue{conv.MessagingNATS, conv.SendOperation[1], conv.MessagingDestinationTemplate.String(tmpl)}
+	if err != nil {
+		code := string(apierr.Of(err))
+		attrs = append(attrs, conv.ErrorType.String(code))
+		if span.IsRecording() {
+			span.SetAttributes(conv.ErrorType.String(code))
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	in.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attrs...))
+	span.End()
+}
+
+// groupRequest carries the queue group of the endpoint that got the request,
+// for the consumer span.
+type groupRequest struct {
+	micro.Request
+	group string
+}
+
+// withGroup makes the endpoint's queue group visible to ProcessSpan.
+func withGroup(h micro.Handler, group string) micro.Handler {
+	return micro.HandlerFunc(func(req micro.Request) { h.Handle(groupRequest{req, group}) })
+}
+
+// ProcessSpan starts the CONSUMER span of a request received by a service
+// ("process <template>"), continuing the caller's trace from its headers.
+// End it once the reply is sent.
+func ProcessSpan(ctx context.Context, req micro.Request) (context.Context, trace.Span) {
+	ctx = ExtractTrace(ctx, nats.Header(req.Headers()))
+	subject := req.Subject()
+	tmpl := Template(subject)
+	ctx, span := current().tracer.Start(ctx, "process "+tmpl, trace.WithSpanKind(trace.SpanKindConsumer))
+	if span.IsRecording() {
+		span.SetAttributes(conv.MessagingNATS, conv.ProcessOperation[0], conv.ProcessOperation[1],
+			conv.MessagingDestinationName.String(subject), conv.MessagingDestinationTemplate.String(tmpl),
+			conv.MessagingMessageBodySize.Int(len(req.Data())))
+		if g, ok := req.(groupRequest); ok && g.group != "" {
+			span.SetAttributes(conv.MessagingConsumerGroupName.String(g.group))
+		}
+	}
+	return ctx, span
+}
+
+// EndProcess records err on the consumer span (error.type is the contract's
+// code) and ends it.
+func EndProcess(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetAttributes(conv.ErrorType.String(string(apierr.Of(err))))
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}

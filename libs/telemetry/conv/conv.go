@@ -1,0 +1,79 @@
+// Package conv holds the OpenTelemetry semantic-convention names mcpbus uses:
+// the MCP, GenAI and messaging attribute keys that the semconv Go package does
+// not define yet (defined once here), and the span names built from them.
+package conv
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+)
+
+// SchemaURL is the semantic-conventions version the names follow.
+const SchemaURL = semconv.SchemaURL
+
+// MCP attributes (semantic conventions for the Model Context Protocol).
+const (
+	MCPMethodName      = attribute.Key("mcp.method.name")
+	MCPProtocolVersion = attribute.Key("mcp.protocol.version")
+	MCPSessionID       = attribute.Key("mcp.session.id")
+	MCPResourceURI     = attribute.Key("mcp.resource.uri")
+)
+
+// GenAI attributes (semantic conventions for generative AI).
+const (
+	GenAIOperationName     = attribute.Key("gen_ai.operation.name")
+	GenAIToolName          = attribute.Key("gen_ai.tool.name")
+	GenAIToolCallArguments = attribute.Key("gen_ai.tool.call.arguments")
+	GenAIToolCallResult    = attribute.Key("gen_ai.tool.call.result")
+	GenAIPromptName        = attribute.Key("gen_ai.prompt.name")
+)
+
+// OperationExecuteTool is gen_ai.operation.name of a tool call.
+var OperationExecuteTool = GenAIOperationName.String("execute_tool")
+
+// ToolError is error.type of a tool result with isError: true.
+const ToolError = "tool_error"
+
+// mcpbus's own attributes: the server slug a call goes to.
+const MCPBusServer = attribute.Key("mcpbus.server")
+
+// Keys the semconv package has, re-exported so callers import one package.
+const (
+	ErrorType                    = semconv.ErrorTypeKey
+	JSONRPCRequestID             = semconv.JSONRPCRequestIDKey
+	MessagingSystem              = semconv.MessagingSystemKey
+	MessagingOperationType       = semconv.MessagingOperationTypeKey
+	MessagingOperationName       = semconv.MessagingOperationNameKey
+	MessagingDestinationName     = semconv.MessagingDestinationNameKey
+	MessagingDestinationTemplate = semconv.MessagingDestinationTemplateKey
+	MessagingConsumerGroupName   = semconv.MessagingConsumerGroupNameKey
+	MessagingMessageBodySize     = semconv.MessagingMessageBodySizeKey
+	NetworkTransport             = semconv.NetworkTransportKey
+)
+
+// Values.
+var (
+	// MessagingNATS is messaging.system for NATS (not in the semconv enum).
+	MessagingNATS = MessagingSystem.String("nats")
+	SendOperation = []attribute.KeyValue{
+		MessagingOperationType.String("send"), MessagingOperationName.String("send"),
+	}
+	ProcessOperation = []attribute.KeyValue{
+		MessagingOperationType.String("process"), MessagingOperationName.String("process"),
+	}
+	TransportPipe = semconv.NetworkTransportPipe
+	TransportTCP  = semconv.NetworkTransportTCP
+)
+
+// MCPSpanName is "{method} {target}" (target: the tool or prompt name), or
+// the method alone when there is no low-cardinality target.
+func MCPSpanName(method, target string) string {
+	if target == "" {
+		return method
+	}
+	return method + " " + target
+}
+
+// CaptureContentEnv is the standard GenAI instrumentation switch: tool
+// arguments and results are recorded on spans only when it is "true".
+const CaptureContentEnv = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

@@ -1,0 +1,57 @@
+package telemetry
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
+)
+
+// Op is one timed operation: a span, and a sample of a duration histogram
+// with the same attributes when it ends (mcp.client.operation.duration and
+// mcp.server.operation.duration are recorded this way).
+type Op struct {
+	span     trace.Span
+	duration metric.Float64Histogram
+	start    time.Time
+	attrs    []attribute.KeyValue
+}
+
+// StartOp starts the span name of kind with attrs; the span's parent is the
+// span of ctx unless opts say otherwise.
+func StartOp(ctx context.Context, tracer trace.Tracer, duration metric.Float64Histogram, name string, kind trace.SpanKind,
+	attrs []attribute.KeyValue, opts ...trace.SpanStartOption) (context.Context, *Op) {
+	ctx, span := tracer.Start(ctx, name, append(opts, trace.WithSpanKind(kind))...)
+	if span.IsRecording() {
+		span.SetAttributes(attrs...)
+	}
+	return ctx, &Op{span: span, duration: duration, start: time.Now(), attrs: attrs}
+}
+
+// Span is the operation's span, for attributes known only later.
+func (o *Op) Span() trace.Span { return o.span }
+
+// End ends the operation. errType is "" on success, else error.type: the
+// error's code, or "tool_error" for a tool result with isError; the span's
+// status is then ERROR with err's message (errType when err is nil).
+func (o *Op) End(ctx context.Context, errType string, err error) {
+	attrs := o.attrs
+	if errType != "" {
+		attrs = append(attrs, conv.ErrorType.String(errType))
+		if o.span.IsRecording() {
+			o.span.SetAttributes(conv.ErrorType.String(errType))
+			msg := errType
+			if err != nil {
+				msg = err.Error()
+			}
+			o.span.SetStatus(codes.Error, msg)
+		}
+	}
+	o.duration.Record(ctx, time.Since(o.start).Seconds(), metric.WithAttributes(attrs...))
+	o.span.End()
+}

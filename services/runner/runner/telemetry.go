@@ -1,0 +1,134 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/telemetry"
+	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
+	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
+)
+
+// callTelemetry is the runner's MCP client instrumentation: a CLIENT span per
+// request to an MCP server and the mcp.client.operation.duration histogram.
+type callTelemetry struct {
+	tracer   trace.Tracer
+	duration metric.Float64Histogram
+	// content records tool arguments and results on spans (operator opt-in).
+	content bool
+}
+
+func newCallTelemetry() callTelemetry {
+	d, _ := otel.Meter(tracerName).Float64Histogram("mcp.client.operation.duration",
+		metric.WithUnit("s"), metric.WithDescription("Duration of an MCP request the runner sent to an MCP server"))
+	return callTelemetry{tracer: otel.Tracer(tracerName), duration: d, content: os.Getenv(conv.CaptureContentEnv) == "true"}
+}
+
+// startOp starts the CLIENT span "{method} {target}" of a request to the MCP
+// server of s, with the session's protocol, session id and transport.
+func (s *server) startOp(ctx context.Context, sess *mcp.ClientSession, cfg *model.McpConfig, method, target string, extra ...attribute.KeyValue) (context.Context, *telemetry.Op) {
+	t := &s.r.telemetry
+	attrs := make([]attribute.KeyValue, 0, 8+len(extra))
+	attrs = append(attrs, conv.MCPMethodName.String(method), conv.MCPBusServer.String(s.slug), transportAttr(cfg))
+	if ir := sess.InitializeResult(); ir != nil && ir.ProtocolVersion != "" {
+		attrs = append(attrs, conv.MCPProtocolVersion.String(ir.ProtocolVersion))
+	}
+	attrs = append(attrs, extra...)
+	ctx, op := telemetry.StartOp(ctx, t.tracer, t.duration, conv.MCPSpanName(method, target), trace.SpanKindClient, attrs)
+	if id := sess.ID(); id != "" && op.Span().IsRecording() {
+		op.Span().SetAttributes(conv.MCPSessionID.String(id))
+	}
+	return ctx, op
+}
+
+// transportAttr is network.transport: pipe for a child on stdio, tcp for HTTP.
+func transportAttr(cfg *model.McpConfig) attribute.KeyValue {
+	if cfg.Transport.Type == model.TransportHTTP {
+		return conv.TransportTCP
+	}
+	return conv.TransportPipe
+}
+
+// errType is error.type of a failed request: the contract's code.
+func errType(err error) string {
+	if err == nil {
+		return ""
+	}
+	return string(apierr.Of(err))
+}
+
+// tracedTransport puts the JSON-RPC id of each request on the span of the
+// context it is written under: go-sdk assigns ids below the API.
+type tracedTransport struct{ mcp.Transport }
+
+func (t tracedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tracedConn{c}, nil
+}
+
+type tracedConn struct{ mcp.Connection }
+
+func (c tracedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.SetAttributes(conv.JSONRPCRequestID.String(fmt.Sprint(req.ID.Raw())))
+		}
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+// redact hides the server's known secrets in recorded tool content.
+func (s *server) redact(text string) string {
+	if r, ok := s.contentRedactor.Load().(launch.Redactor); ok {
+		return r.Redact(text)
+	}
+	return text
+}
+
+// injectMeta puts the trace context of ctx into the request's _meta
+// (traceparent, tracestate) so an instrumented MCP server continues the trace.
+func injectMeta(ctx context.Context, params *mcp.CallToolParams) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	if params.Meta == nil {
+		params.Meta = mcp.Meta{}
+	}
+	bus.InjectTraceMap(ctx, params.Meta)
+}
+
+// rpcTarget is the span target and attributes of an MCP request sent on the
+// rpc subject: the prompt's name, or the resource's URI as an attribute (URIs
+// are too many to name spans by).
+func rpcTarget(in model.RPCRequest) (string, []attribute.KeyValue) {
+	var p struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	switch in.Method {
+	case "prompts/get":
+		if json.Unmarshal(in.Params, &p) == nil && p.Name != "" {
+			return p.Name, []attribute.KeyValue{conv.GenAIPromptName.String(p.Name)}
+		}
+	case "resources/read":
+		if json.Unmarshal(in.Params, &p) == nil && p.URI != "" {
+			return "", []attribute.KeyValue{conv.MCPResourceURI.String(p.URI)}
+		}
+	}
+	return "", nil
+}
