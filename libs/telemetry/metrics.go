@@ -13,8 +13,6 @@ import (
 	"go.opentelemetry.io/otel"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/resource"
-	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 )
 
 // DurationBuckets are the histogram bucket bounds, in seconds, of every
@@ -45,10 +43,9 @@ func SetupMetrics(service, version string) (http.Handler, func(context.Context) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
-		semconv.ServiceName(service), semconv.ServiceVersion(version)))
+	res, err := Resource(context.Background(), service, version)
 	if err != nil {
-		return nil, nil, fmt.Errorf("telemetry: resource: %w", err)
+		return nil, nil, err
 	}
 	mp := sdkmetric.NewMeterProvider(
 		sdkmetric.WithReader(exp),

@@ -19,26 +19,9 @@ import (
 // shows source badges, and add --from-registry turns an entry into a working
 // config whose secret went to the credential store.
 func TestCLISearchAndAddFromRegistry(t *testing.T) {
-	root := repoRoot(t)
-	entries, err := registrytest.LoadOfficial(filepath.Join(root, "services", "registry", "testdata", "official-sample.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, err := registrytest.NewOfficial(entries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(off.Close)
-	data, err := registrytest.LoadSmithery(filepath.Join(root, "services", "registry", "testdata", "smithery-sample.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	off := registrytest.SampleOfficial(t)
 	const smitheryKey = "smk-e2e-registry-key"
-	smi, err := registrytest.NewSmithery(data, smitheryKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(smi.Close)
+	smi := registrytest.SampleSmithery(t, smitheryKey)
 
 	bin := buildCLI(t)
 	dir := t.TempDir()

@@ -110,16 +110,7 @@ func httpDo(t *testing.T, method, url, key, body string, header ...string) (int,
 // the gateway's request durations by route pattern and its refusals.
 func TestMetricsAndHealth(t *testing.T) {
 	everything := npmBin(t, "mcp-server-everything")
-	root := repoRoot(t)
-	entries, err := registrytest.LoadOfficial(filepath.Join(root, "services", "registry", "testdata", "official-sample.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, err := registrytest.NewOfficial(entries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(off.Close)
+	off := registrytest.SampleOfficial(t)
 
 	bin := buildCLI(t)
 	dir := t.TempDir()

@@ -56,25 +56,8 @@ func repoRoot(t *testing.T) string {
 // start runs the stack (registry pointed at local fakes) and a gateway.
 func start(t *testing.T) *env {
 	t.Helper()
-	root := repoRoot(t)
-	entries, err := registrytest.LoadOfficial(filepath.Join(root, "services", "registry", "testdata", "official-sample.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, err := registrytest.NewOfficial(entries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(off.Close)
-	data, err := registrytest.LoadSmithery(filepath.Join(root, "services", "registry", "testdata", "smithery-sample.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	smi, err := registrytest.NewSmithery(data, "smk-gateway-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(smi.Close)
+	off := registrytest.SampleOfficial(t)
+	smi := registrytest.SampleSmithery(t, "smk-gateway-test")
 
 	logs := &testkit.LogBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

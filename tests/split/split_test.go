@@ -343,26 +343,7 @@ type standIns struct {
 
 func startStandIns(t *testing.T) *standIns {
 	t.Helper()
-	testdata := filepath.Join(repoRoot(), "services", "registry", "testdata")
-	entries, err := registrytest.LoadOfficial(filepath.Join(testdata, "official-sample.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, err := registrytest.NewOfficial(entries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(off.Close)
-	data, err := registrytest.LoadSmithery(filepath.Join(testdata, "smithery-sample.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	smi, err := registrytest.NewSmithery(data, smitheryKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(smi.Close)
-	return &standIns{official: off, smithery: smi}
+	return &standIns{official: registrytest.SampleOfficial(t), smithery: registrytest.SampleSmithery(t, smitheryKey)}
 }
 
 // recorder is a reverse proxy in front of a stand-in that records the

@@ -147,6 +147,13 @@ func TestCallIsOneTraceInJaeger(t *testing.T) {
 		}
 	}
 
+	// The gateway's access log line of the call names the trace.
+	for _, p := range d.procs {
+		if p.Name() == "gateway" && !strings.Contains(p.Output(), `"trace_id":"`+traceID+`"`) {
+			t.Errorf("no gateway log line carries trace_id %s", traceID)
+		}
+	}
+
 	// A control-plane request is traced too: the CLI's config.create reaches
 	// the config service, whose consumer span is exported.
 	cfgTraces := j.WaitTraces(t, "mcpbus-config", func(trs []jaegertest.Trace) bool {
