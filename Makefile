@@ -1,6 +1,6 @@
 # mcpbus — run and test. See README.md.
 GO      ?= go
-MODULES := ./libs/... ./services/config/... ./services/credential/... ./services/gateway/... ./services/registry/... ./services/runner/... ./tools/mcpbus/... ./tests/...
+MODULES := ./libs/... ./services/chat/... ./services/config/... ./services/credential/... ./services/gateway/... ./services/registry/... ./services/runner/... ./tools/mcpbus/... ./tests/...
 BIN     := bin
 
 .PHONY: run build test vet tidy tidy-check fmt npm-deps bench fuzz clean vaultdev jaegerdev compose-check
@@ -48,7 +48,7 @@ vet: tidy-check
 	cd tools/vaultdev && GOWORK=off $(GO) vet ./...
 
 ## tidy-check: every module's go.mod and go.sum as `go mod tidy` leaves them
-GOMODS := libs services/config services/credential services/gateway services/registry services/runner tools/mcpbus tests
+GOMODS := libs services/chat services/config services/credential services/gateway services/registry services/runner tools/mcpbus tests
 tidy-check:
 	@for m in $(GOMODS); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod of $$m is not tidy: run make tidy"; exit 1; }; done
 

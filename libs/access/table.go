@@ -135,7 +135,33 @@ const (
 	bOwners      = "mcp_owners"
 	bAPIKeys     = "mcp_apikeys"
 	bRegistry    = "mcp_registry_cache"
+	// The chat service's own assets.
+	streamChat     = "MCP_CHAT"
+	bChatProfiles  = "mcp_chat_profiles"
+	bChatApprovals = "mcp_chat_approvals"
+	oChatResults   = "mcp_chat_results"
 )
+
+// purge may purge the named streams (a conversation's log, an object's chunks).
+func purge(streams ...string) []string {
+	var out []string
+	for _, s := range streams {
+		out = append(out, "$JS.API.STREAM.PURGE."+s)
+	}
+	return out
+}
+
+// objWrite reads and writes object stores (stream OBJ_<bucket>: chunks and
+// metadata subjects, purged when an object is replaced or deleted).
+func objWrite(buckets ...string) []string {
+	var out []string
+	for _, b := range buckets {
+		out = append(out, consume("OBJ_"+b)...)
+		out = append(out, purge("OBJ_"+b)...)
+		out = append(out, "$O."+b+".>")
+	}
+	return out
+}
 
 // sharedAssets are what bus.EnsureAssets creates (config, runner, gateway).
 var sharedAssets = ensure(streamEvents, "KV_"+bConfigs, "KV_"+bStatus, "KV_"+bTools, "KV_"+bSlugs, "KV_"+bOwners)
@@ -175,9 +201,12 @@ func Table() []Rule {
 			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys), kvWrite(bAPIKeys), kvRead(bTools, bStatus), consume(streamEvents),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
 					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "$SRV.>"})},
-		{Role: Chat, Why: "the agent loop: calls tools, reads events",
-			Subscribe: join(ownInbox, discovery, []string{"{p}.chat.>"}),
-			Publish:   join(consume(streamEvents), []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.events.chat.>"})},
+		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools, reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; stores profile API keys through the credential service (never cred.resolve)",
+			Subscribe: join(ownInbox, discovery, []string{"{p}.chat.*"}),
+			Publish: join(consume(streamEvents), ensure(streamChat, "KV_"+bChatProfiles, "KV_"+bChatApprovals, "OBJ_"+oChatResults),
+				consume(streamChat), purge(streamChat), []string{"{p}.chat.log.>"}, kvWrite(bChatProfiles, bChatApprovals), objWrite(oChatResults),
+				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.events.chat.>",
+					"{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key"})},
 		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls, event replay and the catalog (serve-stdio), never cred.resolve",
 			Subscribe: join(ownInbox, []string{"{p}.events.>"}),
 			Publish: join(consume(streamEvents), kvRead(bTools, bStatus), []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",

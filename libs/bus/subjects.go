@@ -18,6 +18,18 @@ const (
 	BucketSlugs   = "mcp_slugs"
 )
 
+// Names of the chat service's own JetStream assets.
+const (
+	// StreamChat holds the conversation logs, subjects <prefix>.chat.log.<conversation>.
+	StreamChat = "MCP_CHAT"
+	// BucketChatProfiles holds the chat profiles by name (never an API key).
+	BucketChatProfiles = "mcp_chat_profiles"
+	// BucketChatApprovals holds the tool calls awaiting approval.
+	BucketChatApprovals = "mcp_chat_approvals"
+	// ObjectChatResults is the object store of tool results too large for the context.
+	ObjectChatResults = "mcp_chat_results"
+)
+
 // Headers of the bus protocol.
 const (
 	// HeaderRequestID identifies one request end to end (logs, events, cancellation).

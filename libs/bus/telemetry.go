@@ -25,15 +25,24 @@ const instrumentation = "github.com/mcpbus/mcpbus/libs/bus"
 // the call, rpc, control and cancel subjects become placeholders. Reading from
 // the end keeps any prefix as it is.
 func Template(subject string) string {
-	toks := strings.Split(subject, ".")
-	n := len(toks)
-	switch {
-	case n >= 3 && toks[n-3] == "call":
-		return strings.Join(toks[:n-2], ".") + ".{server}.{tool}"
-	case n >= 3 && toks[n-3] == "events":
-		return strings.Join(toks[:n-1], ".") + ".{name}"
-	case n >= 2 && (toks[n-2] == "rpc" || toks[n-2] == "control" || toks[n-2] == "cancel"):
-		return strings.Join(toks[:n-1], ".") + ".{server}"
+	last := strings.LastIndexByte(subject, '.')
+	if last < 0 {
+		return subject
+	}
+	mid := strings.LastIndexByte(subject[:last], '.')
+	switch subject[mid+1 : last] {
+	case "rpc", "control", "cancel":
+		return subject[:last] + ".{server}"
+	}
+	if mid < 0 {
+		return subject
+	}
+	first := strings.LastIndexByte(subject[:mid], '.')
+	switch subject[first+1 : mid] {
+	case "call":
+		return subject[:mid] + ".{server}.{tool}"
+	case "events":
+		return subject[:last] + ".{name}"
 	}
 	return subject
 }

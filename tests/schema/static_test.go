@@ -32,6 +32,8 @@ func TestSchemasCompile(t *testing.T) {
 		"config-export-reply", "config-history-reply", "config-rollback-request", "config-event", "slug-reservation",
 		"cred-set-request", "cred-delete-request", "cred-describe-request", "cred-description", "cred-resolve-request", "cred-event",
 		"cred-key-request", "cred-key-reply", "sealed-credentials", "sealed-reply", "registry-search-request", "registry-search-reply", "registry-get-request", "install-plan",
+		"chat-profile", "chat-send-request", "chat-send-reply", "chat-conversation-ref", "chat-history-reply", "chat-list-request",
+		"chat-list-reply", "chat-cancel-request", "chat-approve-request", "chat-event", "chat-entry",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {
@@ -195,6 +197,10 @@ func TestAsyncAPI(t *testing.T) {
 		s.Event("status", "srv"), s.Event("call", "srv"), s.Event("config", "srv"),
 		"$KV." + bus.BucketConfigs + ".id", "$KV." + bus.BucketStatus + ".srv", "$KV." + bus.BucketTools + ".srv",
 		"$KV." + bus.BucketSlugs + ".srv",
+		// The chat service (issue 14): its verbs, events, conversation log and profiles.
+		s.Service("chat", "send"), s.Service("chat", "history"), s.Service("chat", "list"), s.Service("chat", "delete"),
+		s.Service("chat", "cancel"), s.Service("chat", "approve"), s.Event("chat", "c1"), s.Service("chat", "log") + ".c1",
+		"$KV." + bus.BucketChatProfiles + ".work",
 	} {
 		if r.channelFor(subject) == "" {
 			t.Errorf("no channel of %s matches subject %s", asyncAPIFile, subject)

@@ -355,7 +355,7 @@ func TestRealMessages(t *testing.T) {
 	// Every schema was exercised by a real message.
 	var summary []string
 	for _, name := range reg.files {
-		if len(reg.seen[name]) == 0 {
+		if len(reg.seen[name]) == 0 && !unserved[name] {
 			t.Errorf("schemas/%s.json was not exercised by any real message", name)
 		}
 		summary = append(summary, fmt.Sprintf("%s %v", name, reg.seen[name]))

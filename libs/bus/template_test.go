@@ -1,0 +1,31 @@
+package bus_test
+
+import (
+	"testing"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
+)
+
+// Span names and metric labels use the subject template: the server, tool
+// and event names are placeholders, whatever the prefix.
+func TestTemplate(t *testing.T) {
+	for subject, want := range map[string]string{
+		"mcp.v1.call.github.search_issues": "mcp.v1.call.{server}.{tool}",
+		"acme.prod.mcp.call.fs.read":       "acme.prod.mcp.call.{server}.{tool}",
+		"mcp.v1.rpc.github":                "mcp.v1.rpc.{server}",
+		"mcp.v1.control.github":            "mcp.v1.control.{server}",
+		"mcp.v1.cancel.github":             "mcp.v1.cancel.{server}",
+		"mcp.v1.events.call.github":        "mcp.v1.events.call.{name}",
+		"mcp.v1.config.create":             "mcp.v1.config.create",
+		"mcp.v1.runtime.start":             "mcp.v1.runtime.start",
+		"mcp.v1.tools.list":                "mcp.v1.tools.list",
+		"rpc.x":                            "rpc.{server}",
+		"call":                             "call",
+		"a.call":                           "a.call",
+		"":                                 "",
+	} {
+		if got := bus.Template(subject); got != want {
+			t.Errorf("Template(%q) = %q, want %q", subject, got, want)
+		}
+	}
+}

@@ -1,0 +1,507 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/google/uuid"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
+
+// The chat contract (issue 14): profiles, the bodies of mcp.v1.chat.*, the
+// events on mcp.v1.events.chat.<conversation> and the entries of the durable
+// conversation log (stream MCP_CHAT, subjects <prefix>.chat.log.<conversation>).
+
+// Model providers of a chat profile.
+const (
+	// ChatProviderOpenAI is any OpenAI-compatible Chat Completions API
+	// (OpenAI, Ollama, vLLM, LM Studio, OpenRouter: set base_url).
+	ChatProviderOpenAI = "openai"
+	// ChatProviderAnthropic is the Anthropic Messages API.
+	ChatProviderAnthropic = "anthropic"
+)
+
+// Limits of a chat profile.
+const (
+	// DefaultChatMaxSteps is the model steps of one turn when the profile says nothing.
+	DefaultChatMaxSteps = 20
+	// MaxChatMaxSteps bounds max_steps.
+	MaxChatMaxSteps = 1000
+	// MaxChatSystemPrompt bounds the system prompt (bytes).
+	MaxChatSystemPrompt = 64 << 10
+	// MaxChatMessage bounds one user message (bytes).
+	MaxChatMessage = 256 << 10
+	// MaxChatGlobs bounds the globs of a tool filter or an approval policy.
+	MaxChatGlobs = 256
+)
+
+// ChatAPIKeyEnv is the name the profile's API key has in its credential
+// record (model.Credentials.Env).
+const ChatAPIKeyEnv = "API_KEY"
+
+// chatProfileNamespace derives the credential ids of profiles (uuid v5).
+var chatProfileNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://mcpbus.dev/chat/profiles"))
+
+// ChatProfileCredentialID is the credential record (a uuid, as the credential
+// service wants) that holds the API key of the profile named name: the same
+// on every instance, never the id of a server config (those are v4).
+func ChatProfileCredentialID(name string) string {
+	return uuid.NewSHA1(chatProfileNamespace, []byte(name)).String()
+}
+
+// ValidConversationID reports whether id may name a conversation: a slug or a
+// uuid (lower case, digits, '-' and '_', at most 64), so never a subject
+// separator or wildcard ('.', '*', '>').
+func ValidConversationID(id string) bool { return ValidSlug(id) }
+
+// Profile is a chat profile, stored in the KV bucket mcp_chat_profiles under
+// its name. The API key itself is never in it: it lives in the credential
+// service under APIKeyRef (ChatProfileCredentialID(Name)).
+type Profile struct {
+	// Name is the profile's slug.
+	Name string `json:"name"`
+	// Provider is openai (any Chat Completions API) or anthropic.
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	// BaseURL overrides the provider's endpoint (Ollama, vLLM, a proxy…).
+	BaseURL string `json:"base_url,omitempty"`
+	// APIKeyRef is the credential id holding the key; set by the store.
+	APIKeyRef string `json:"api_key_ref,omitempty"`
+	// HasAPIKey says whether the credential service holds a key for it; set by the store.
+	HasAPIKey    bool   `json:"has_api_key,omitempty"`
+	SystemPrompt string `json:"system_prompt,omitempty"`
+	// MaxSteps bounds the model steps of one turn (0: DefaultChatMaxSteps).
+	MaxSteps int `json:"max_steps,omitempty"`
+	// MaxTokensPerTurn bounds the tokens (in + out) of one turn (0: no bound).
+	MaxTokensPerTurn int64 `json:"max_tokens_per_turn,omitempty"`
+	// MaxTurnDuration bounds the wall time of one turn (0: no bound).
+	MaxTurnDuration Duration `json:"max_turn_duration,omitzero"`
+	// ToolFilter narrows the catalog offered to the model.
+	ToolFilter ChatToolFilter `json:"tool_filter,omitzero"`
+	// Approval decides which tool calls run, are asked for, or are refused.
+	Approval ApprovalPolicy `json:"approval,omitzero"`
+	// Prices, when given, turn token usage into a cost.
+	Prices    *ChatPrices `json:"prices,omitempty"`
+	CreatedAt time.Time   `json:"created_at,omitzero"`
+	UpdatedAt time.Time   `json:"updated_at,omitzero"`
+	// Revision is the KV revision; a non-zero one on Put must be the current
+	// one (optimistic concurrency: else CONFLICT).
+	Revision uint64 `json:"revision,omitempty"`
+}
+
+// ChatToolFilter narrows the tools offered to the model: globs (path.Match)
+// on the namespaced name <server>__<tool>. With Include set only matching
+// tools are offered; tools matching Exclude never are.
+type ChatToolFilter struct {
+	Include []string `json:"include,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
+}
+
+// IsZero reports whether the filter offers every tool.
+func (f ChatToolFilter) IsZero() bool { return len(f.Include) == 0 && len(f.Exclude) == 0 }
+
+// Allows reports whether the namespaced tool name is offered.
+func (f ChatToolFilter) Allows(name string) bool {
+	if len(f.Include) > 0 && !matchAny(f.Include, name) {
+		return false
+	}
+	return !matchAny(f.Exclude, name)
+}
+
+// Approval decisions of a policy.
+const (
+	ApprovalAllow = "allow"
+	ApprovalAsk   = "ask"
+	ApprovalDeny  = "deny"
+)
+
+// ApprovalPolicy decides per tool call: the first rule whose glob matches the
+// namespaced tool name wins, else Default (empty: allow).
+type ApprovalPolicy struct {
+	Default string         `json:"default,omitempty"`
+	Rules   []ApprovalRule `json:"rules,omitempty"`
+}
+
+// ApprovalRule is one glob (path.Match on <server>__<tool>) and its decision.
+type ApprovalRule struct {
+	Tool     string `json:"tool"`
+	Decision string `json:"decision"`
+}
+
+// IsZero reports whether the policy allows everything.
+func (p ApprovalPolicy) IsZero() bool { return p.Default == "" && len(p.Rules) == 0 }
+
+// Decide is allow, ask or deny for the namespaced tool name.
+func (p ApprovalPolicy) Decide(name string) string {
+	for _, r := range p.Rules {
+		if ok, _ := path.Match(r.Tool, name); ok {
+			return r.Decision
+		}
+	}
+	if p.Default == "" {
+		return ApprovalAllow
+	}
+	return p.Default
+}
+
+// ChatPrices are the prices per million tokens (any one currency).
+type ChatPrices struct {
+	InputPerMTok  float64 `json:"input_per_mtok"`
+	OutputPerMTok float64 `json:"output_per_mtok"`
+	Currency      string  `json:"currency,omitempty"`
+}
+
+// Cost is the price of a usage.
+func (p ChatPrices) Cost(in, out int64) float64 {
+	return (float64(in)*p.InputPerMTok + float64(out)*p.OutputPerMTok) / 1e6
+}
+
+// Normalize trims the profile and fills the defaults (max_steps).
+func (p *Profile) Normalize() {
+	p.Name = strings.TrimSpace(p.Name)
+	p.Provider = strings.ToLower(strings.TrimSpace(p.Provider))
+	p.Model = strings.TrimSpace(p.Model)
+	p.BaseURL = strings.TrimSpace(p.BaseURL)
+	p.Approval.Default = strings.TrimSpace(p.Approval.Default)
+	if p.MaxSteps == 0 {
+		p.MaxSteps = DefaultChatMaxSteps
+	}
+}
+
+// Validate checks a profile; the error names the field (VALIDATION_ERROR).
+func (p *Profile) Validate() *apierr.Error {
+	switch {
+	case p.Name == "":
+		return apierr.Invalid("name", "name is required")
+	case !ValidSlug(p.Name):
+		return apierr.Invalid("name", "name must be a slug: 1 to 64 of a-z, 0-9, '-' and '_'")
+	}
+	switch p.Provider {
+	case ChatProviderOpenAI, ChatProviderAnthropic:
+	case "":
+		return apierr.Invalid("provider", "provider is required (openai or anthropic)")
+	default:
+		return apierr.Invalid("provider", fmt.Sprintf("unknown provider %q (openai or anthropic)", p.Provider))
+	}
+	if p.Model == "" || len(p.Model) > 256 || hasControl(p.Model) {
+		return apierr.Invalid("model", "model is required: 1 to 256 characters without control characters")
+	}
+	if p.BaseURL != "" {
+		u, err := url.Parse(p.BaseURL)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			return apierr.Invalid("base_url", "base_url must be an absolute http or https URL")
+		case u.User != nil:
+			return apierr.Invalid("base_url", "base_url must not carry credentials (store the API key instead)")
+		}
+	}
+	if p.APIKeyRef != "" && p.APIKeyRef != ChatProfileCredentialID(p.Name) {
+		return apierr.Invalid("api_key_ref", "api_key_ref is set by the service")
+	}
+	if len(p.SystemPrompt) > MaxChatSystemPrompt {
+		return apierr.Invalid("system_prompt", fmt.Sprintf("system_prompt is longer than %d bytes", MaxChatSystemPrompt))
+	}
+	if p.MaxSteps < 0 || p.MaxSteps > MaxChatMaxSteps {
+		return apierr.Invalid("max_steps", fmt.Sprintf("max_steps must be between 1 and %d (0: %d)", MaxChatMaxSteps, DefaultChatMaxSteps))
+	}
+	if p.MaxTokensPerTurn < 0 {
+		return apierr.Invalid("max_tokens_per_turn", "max_tokens_per_turn must not be negative (0: no bound)")
+	}
+	if p.MaxTurnDuration < 0 {
+		return apierr.Invalid("max_turn_duration", "max_turn_duration must not be negative (0: no bound)")
+	}
+	if e := checkGlobs("tool_filter.include", p.ToolFilter.Include); e != nil {
+		return e
+	}
+	if e := checkGlobs("tool_filter.exclude", p.ToolFilter.Exclude); e != nil {
+		return e
+	}
+	switch p.Approval.Default {
+	case "", ApprovalAllow, ApprovalAsk, ApprovalDeny:
+	default:
+		return apierr.Invalid("approval.default", "approval.default must be allow, ask or deny")
+	}
+	if len(p.Approval.Rules) > MaxChatGlobs {
+		return apierr.Invalid("approval.rules", fmt.Sprintf("at most %d approval rules", MaxChatGlobs))
+	}
+	for i, r := range p.Approval.Rules {
+		field := fmt.Sprintf("approval.rules.%d", i)
+		if e := checkGlobs(field+".tool", []string{r.Tool}); e != nil {
+			return e
+		}
+		switch r.Decision {
+		case ApprovalAllow, ApprovalAsk, ApprovalDeny:
+		default:
+			return apierr.Invalid(field+".decision", "decision must be allow, ask or deny")
+		}
+	}
+	if pr := p.Prices; pr != nil {
+		for field, v := range map[string]float64{"prices.input_per_mtok": pr.InputPerMTok, "prices.output_per_mtok": pr.OutputPerMTok} {
+			if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+				return apierr.Invalid(field, "prices must be finite and not negative")
+			}
+		}
+		if pr.Currency != "" && (len(pr.Currency) > 8 || hasControl(pr.Currency)) {
+			return apierr.Invalid("prices.currency", "currency is a short code (USD, EUR…)")
+		}
+	}
+	return nil
+}
+
+func checkGlobs(field string, globs []string) *apierr.Error {
+	if len(globs) > MaxChatGlobs {
+		return apierr.Invalid(field, fmt.Sprintf("at most %d globs", MaxChatGlobs))
+	}
+	for i, g := range globs {
+		if _, err := path.Match(g, ""); err != nil || strings.TrimSpace(g) == "" {
+			return apierr.Invalid(field, fmt.Sprintf("glob %d (%q) is not a valid glob", i, g))
+		}
+	}
+	return nil
+}
+
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// ChatSendRequest is the body of mcp.v1.chat.send: one user message. An
+// empty Conversation starts a new one (the reply names it); an empty Profile
+// continues with the conversation's profile (a new one needs a profile).
+type ChatSendRequest struct {
+	Conversation string `json:"conversation,omitempty"`
+	Profile      string `json:"profile,omitempty"`
+	Message      string `json:"message"`
+}
+
+// Validate checks the request (VALIDATION_ERROR with the field).
+func (r *ChatSendRequest) Validate() *apierr.Error {
+	if r.Conversation != "" && !ValidConversationID(r.Conversation) {
+		return apierr.Invalid("conversation", "conversation must be a slug or a uuid")
+	}
+	if r.Profile != "" && !ValidSlug(r.Profile) {
+		return apierr.Invalid("profile", "profile must be a profile name (a slug)")
+	}
+	if r.Conversation == "" && r.Profile == "" {
+		return apierr.Invalid("profile", "a new conversation needs a profile")
+	}
+	if strings.TrimSpace(r.Message) == "" {
+		return apierr.Invalid("message", "message is empty")
+	}
+	if len(r.Message) > MaxChatMessage {
+		return apierr.Invalid("message", fmt.Sprintf("message is longer than %d bytes", MaxChatMessage))
+	}
+	return nil
+}
+
+// ChatSendReply says the turn was accepted: its progress follows on Events
+// (mcp.v1.events.chat.<conversation>), its entries in the conversation log.
+type ChatSendReply struct {
+	Conversation string `json:"conversation"`
+	Turn         string `json:"turn"`
+	Events       string `json:"events"`
+}
+
+// ChatConversationRef names one conversation: the body of
+// mcp.v1.chat.{history,delete}.
+type ChatConversationRef struct {
+	Conversation string `json:"conversation"`
+}
+
+// Validate checks the conversation id.
+func (r *ChatConversationRef) Validate() *apierr.Error { return checkConversation(r.Conversation) }
+
+func checkConversation(id string) *apierr.Error {
+	if id == "" {
+		return apierr.Invalid("conversation", "conversation is required")
+	}
+	if !ValidConversationID(id) {
+		return apierr.Invalid("conversation", "conversation must be a slug or a uuid")
+	}
+	return nil
+}
+
+// ChatHistoryRequest is the body of mcp.v1.chat.history.
+type ChatHistoryRequest = ChatConversationRef
+
+// ChatDeleteRequest is the body of mcp.v1.chat.delete.
+type ChatDeleteRequest = ChatConversationRef
+
+// ChatHistoryReply is a conversation's log, in order.
+type ChatHistoryReply struct {
+	Conversation string      `json:"conversation"`
+	Entries      []ChatEntry `json:"entries"`
+}
+
+// ChatListRequest is the body of mcp.v1.chat.list (nothing yet).
+type ChatListRequest struct{}
+
+// ChatListReply lists the conversations, most recent first.
+type ChatListReply struct {
+	Conversations []ChatConversation `json:"conversations"`
+}
+
+// ChatConversation is one conversation of a list.
+type ChatConversation struct {
+	Conversation string `json:"conversation"`
+	// Entries is the number of entries of its log; LastSeq the last one's seq.
+	Entries      uint64    `json:"entries"`
+	LastSeq      uint64    `json:"last_seq"`
+	LastActivity time.Time `json:"last_activity"`
+}
+
+// ChatCancelRequest is the body of mcp.v1.chat.cancel: it ends the running
+// turn of the conversation (Turn, when given, must be that turn).
+type ChatCancelRequest struct {
+	Conversation string `json:"conversation"`
+	Turn         string `json:"turn,omitempty"`
+}
+
+// Validate checks the request.
+func (r *ChatCancelRequest) Validate() *apierr.Error { return checkConversation(r.Conversation) }
+
+// Decisions of mcp.v1.chat.approve.
+const (
+	DecisionApprove             = "approve"
+	DecisionDeny                = "deny"
+	DecisionApproveConversation = "approve_conversation"
+)
+
+// ChatApproveRequest answers a tool call awaiting approval.
+type ChatApproveRequest struct {
+	Conversation string `json:"conversation"`
+	CallID       string `json:"call_id"`
+	Decision     string `json:"decision"`
+}
+
+// Validate checks the request.
+func (r *ChatApproveRequest) Validate() *apierr.Error {
+	if e := checkConversation(r.Conversation); e != nil {
+		return e
+	}
+	if strings.TrimSpace(r.CallID) == "" || len(r.CallID) > 256 || hasControl(r.CallID) {
+		return apierr.Invalid("call_id", "call_id is required")
+	}
+	switch r.Decision {
+	case DecisionApprove, DecisionDeny, DecisionApproveConversation:
+		return nil
+	}
+	return apierr.Invalid("decision", "decision must be approve, deny or approve_conversation")
+}
+
+// Kinds of chat events.
+const (
+	ChatEventTextDelta = "text_delta"
+	ChatEventToolCall  = "tool_call"
+	ChatEventUsage     = "usage"
+	ChatEventError     = "error"
+	ChatEventDone      = "done"
+)
+
+// States of a tool call.
+const (
+	ToolCallStarted          = "started"
+	ToolCallCompleted        = "completed"
+	ToolCallFailed           = "failed"
+	ToolCallTimedOut         = "timed_out"
+	ToolCallAwaitingApproval = "awaiting_approval"
+)
+
+// Reasons a turn ends (ChatDone.Reason).
+const (
+	TurnFinal     = "final"
+	TurnMaxSteps  = "max_steps"
+	TurnBudget    = "budget"
+	TurnCancelled = "cancelled"
+	TurnRepeated  = "repeated_call"
+	TurnError     = "error"
+)
+
+// ChatEvent is one event on mcp.v1.events.chat.<conversation>; the member
+// named by Kind is set (text for text_delta).
+type ChatEvent struct {
+	Kind         string        `json:"kind"`
+	Conversation string        `json:"conversation"`
+	Turn         string        `json:"turn"`
+	Text         string        `json:"text,omitempty"`
+	ToolCall     *ChatToolCall `json:"tool_call,omitempty"`
+	Usage        *ChatUsage    `json:"usage,omitempty"`
+	Error        *apierr.Error `json:"error,omitempty"`
+	Done         *ChatDone     `json:"done,omitempty"`
+	At           time.Time     `json:"at"`
+}
+
+// ChatToolCall is the state of one tool call the model asked for.
+type ChatToolCall struct {
+	CallID string `json:"call_id"`
+	// Tool is the namespaced name <server>__<tool>.
+	Tool      string          `json:"tool"`
+	State     string          `json:"state"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Summary is a short text of the result (completed, failed).
+	Summary    string  `json:"summary,omitempty"`
+	DurationMS float64 `json:"duration_ms,omitempty"`
+}
+
+// ChatUsage is the token usage of one model step (and its cost when the
+// profile has prices).
+type ChatUsage struct {
+	Step         int      `json:"step"`
+	InputTokens  int64    `json:"input_tokens"`
+	OutputTokens int64    `json:"output_tokens"`
+	Cost         *float64 `json:"cost,omitempty"`
+	Currency     string   `json:"currency,omitempty"`
+}
+
+// ChatDone ends a turn.
+type ChatDone struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+	Steps   int    `json:"steps"`
+}
+
+// Kinds of conversation log entries.
+const (
+	EntryUserMessage = "user_message"
+	EntryModelStep   = "model_step"
+	EntryToolCall    = "tool_call"
+	EntryToolResult  = "tool_result"
+	EntryApproval    = "approval"
+	EntryTurnEnd     = "turn_end"
+)
+
+// ChatEntry is one entry of a conversation log. Seq numbers the entries of
+// one conversation from 1 without gaps: two writers cannot both append the
+// same Seq (the second gets CONFLICT). Payload is the kind's own JSON object.
+type ChatEntry struct {
+	Seq     uint64          `json:"seq"`
+	Kind    string          `json:"kind"`
+	Turn    string          `json:"turn"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	At      time.Time       `json:"at"`
+}
+
+// Validate checks an entry before it is appended (Seq and At are the log's).
+func (e *ChatEntry) Validate() *apierr.Error {
+	switch e.Kind {
+	case EntryUserMessage, EntryModelStep, EntryToolCall, EntryToolResult, EntryApproval, EntryTurnEnd:
+	default:
+		return apierr.Invalid("kind", fmt.Sprintf("unknown entry kind %q", e.Kind))
+	}
+	if e.Turn == "" || !ValidConversationID(e.Turn) {
+		return apierr.Invalid("turn", "turn must be a slug or a uuid")
+	}
+	if len(e.Payload) > 0 {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(e.Payload, &obj); err != nil || obj == nil {
+			return apierr.Invalid("payload", "payload must be a JSON object")
+		}
+	}
+	return nil
+}

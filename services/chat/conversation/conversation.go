@@ -1,0 +1,328 @@
+// Package conversation is the durable log of chat conversations: one
+// JetStream stream (bus.StreamChat), one subject per conversation
+// (<prefix>.chat.log.<conversation>), entries numbered from 1 without gaps.
+// Appends are optimistic: each states the stream sequence of the subject's
+// last message it saw, so two chat instances cannot both write entry N of a
+// conversation; the second gets CONFLICT and must read the log again.
+package conversation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// Options configure a Log; zero values take the defaults.
+type Options struct {
+	// Prefix is the subject prefix (default bus.DefaultPrefix).
+	Prefix string
+	// Replicas of the stream (1 embedded, 3 on a cluster); an existing
+	// stream keeps its own settings.
+	Replicas int
+	// MaxAge drops conversations' entries older than this (0: kept until deleted).
+	MaxAge time.Duration
+	// MaxBytes bounds the stream (default 10 GiB); when full, appends are refused.
+	MaxBytes int64
+	// Logger hears what start-up waits for.
+	Logger *slog.Logger
+	// Now is the clock of the entries' time (default time.Now).
+	Now func() time.Time
+}
+
+// Log is the conversation log. It is safe for concurrent use.
+type Log struct {
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	// root is <prefix>.chat.log: a conversation's subject is root.<id>.
+	root string
+	now  func() time.Time
+}
+
+// appendTries bounds the attempts of an append at the next free slot
+// (Seq 0) that keeps losing races.
+const appendTries = 5
+
+// Open creates (or updates) the stream and returns the log. It retries until
+// ctx ends while JetStream settles (bus.Setup).
+func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Log, error) {
+	if opts.Replicas <= 0 {
+		opts.Replicas = 1
+	}
+	if opts.MaxBytes == 0 {
+		opts.MaxBytes = 10 << 30
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	root := bus.NewSubjects(opts.Prefix).Service("chat", "log")
+	cfg := jetstream.StreamConfig{
+		Name:        bus.StreamChat,
+		Description: "mcpbus chat conversation logs: one subject per conversation",
+		Subjects:    []string{root + ".>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      opts.MaxAge,
+		MaxBytes:    opts.MaxBytes,
+		// A full log refuses appends rather than forgetting the start of
+		// conversations.
+		Discard:  jetstream.DiscardNew,
+		Replicas: opts.Replicas,
+		// Gets go to the leader: a follower's answer may lag an append.
+		AllowDirect: false,
+	}
+	l := &Log{js: js, root: root, now: opts.Now}
+	err := bus.Setup(ctx, opts.Logger, "stream "+bus.StreamChat, func(ctx context.Context) error {
+		st, err := js.CreateOrUpdateStream(ctx, cfg)
+		if err != nil {
+			// Made by another instance with other settings: use it as it is.
+			if st2, err2 := js.Stream(ctx, cfg.Name); err2 == nil {
+				l.stream = st2
+				return nil
+			}
+			return err
+		}
+		l.stream = st
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Subject is the subject of a conversation's entries.
+func (l *Log) Subject(conversation string) string { return l.root + "." + conversation }
+
+func checkID(conversation string) error {
+	if !model.ValidConversationID(conversation) {
+		return apierr.Invalid("conversation", fmt.Sprintf("conversation %q must be a slug or a uuid (a-z, 0-9, '-', '_'; at most 64)", conversation))
+	}
+	return nil
+}
+
+// position is where a conversation's log ends: the last entry's seq and its
+// stream sequence (0, 0 for an empty log).
+type position struct {
+	seq       uint64
+	streamSeq uint64
+	at        time.Time
+}
+
+// last reads the end of a conversation's log.
+func (l *Log) last(ctx context.Context, conversation string) (position, error) {
+	msg, err := l.stream.GetLastMsgForSubject(ctx, l.Subject(conversation))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return position{}, nil
+	}
+	if err != nil {
+		return position{}, busErr("reading the end of conversation "+conversation, err)
+	}
+	var e model.ChatEntry
+	if err := json.Unmarshal(msg.Data, &e); err != nil || e.Seq == 0 {
+		return position{}, apierr.Newf(apierr.Internal, "conversation %s: its last entry (stream sequence %d) is malformed", conversation, msg.Sequence)
+	}
+	return position{seq: e.Seq, streamSeq: msg.Sequence, at: msg.Time}, nil
+}
+
+// Append writes e as the next entry of conversation and returns it as
+// stored. e.Seq claims a slot: it must be the next one (else CONFLICT, as it
+// is when another writer takes that slot first); 0 takes the next free slot,
+// whatever it is. e.At defaults to now.
+func (l *Log) Append(ctx context.Context, conversation string, e model.ChatEntry) (model.ChatEntry, error) {
+	if err := checkID(conversation); err != nil {
+		return model.ChatEntry{}, err
+	}
+	if err := e.Validate(); err != nil {
+		return model.ChatEntry{}, err
+	}
+	if e.At.IsZero() {
+		e.At = l.now()
+	}
+	e.At = e.At.UTC()
+	claim := e.Seq
+	for try := 1; ; try++ {
+		pos, err := l.last(ctx, conversation)
+		if err != nil {
+			return model.ChatEntry{}, err
+		}
+		if claim != 0 && claim != pos.seq+1 {
+			return model.ChatEntry{}, conflict(conversation, claim, pos.seq)
+		}
+		e.Seq = pos.seq + 1
+		data, err := json.Marshal(e)
+		if err != nil {
+			return model.ChatEntry{}, apierr.Wrap(apierr.Internal, "encoding a conversation entry", err)
+		}
+		_, err = l.js.Publish(ctx, l.Subject(conversation), data,
+			jetstream.WithExpectStream(bus.StreamChat), jetstream.WithExpectLastSequencePerSubject(pos.streamSeq))
+		if err == nil {
+			return e, nil
+		}
+		if !wrongLast(err) {
+			return model.ChatEntry{}, busErr("appending to conversation "+conversation, err)
+		}
+		if claim != 0 || try >= appendTries {
+			return model.ChatEntry{}, conflict(conversation, e.Seq, pos.seq)
+		}
+	}
+}
+
+func conflict(conversation string, seq, last uint64) error {
+	return apierr.Newf(apierr.Conflict, "conversation %s: entry %d cannot be appended (another writer got there first; the log had %d entries)", conversation, seq, last)
+}
+
+// wrongLast reports a failed expectation of the subject's last sequence.
+func wrongLast(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return false
+}
+
+// busErr maps a JetStream failure to the error contract.
+func busErr(what string, err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return apierr.Wrap(apierr.Network, what+": JetStream did not answer", err)
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		return apierr.Wrap(apierr.ServiceUnavailable, what+": JetStream is not available", err)
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return apierr.Wrap(apierr.Internal, what, err)
+}
+
+// Read returns the entries of conversation in order; an unknown (or
+// deleted) conversation is NOT_FOUND.
+func (l *Log) Read(ctx context.Context, conversation string) ([]model.ChatEntry, error) {
+	if err := checkID(conversation); err != nil {
+		return nil, err
+	}
+	end, err := l.last(ctx, conversation)
+	if err != nil {
+		return nil, err
+	}
+	if end.seq == 0 {
+		return nil, apierr.Newf(apierr.NotFound, "conversation %s not found", conversation)
+	}
+	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{l.Subject(conversation)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, busErr("reading conversation "+conversation, err)
+	}
+	defer func() {
+		// The ordered consumer is ephemeral; delete it now rather than at its
+		// inactivity threshold.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = l.js.DeleteConsumer(dctx, bus.StreamChat, cons.CachedInfo().Name)
+	}()
+	entries := make([]model.ChatEntry, 0, end.seq)
+	for {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, busErr("reading conversation "+conversation, err)
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			meta, err := msg.Metadata()
+			if err != nil {
+				return nil, apierr.Wrap(apierr.Internal, "reading conversation "+conversation, err)
+			}
+			if meta.Sequence.Stream > end.streamSeq {
+				// Appended since the read began: the read ends where it began.
+				return entries, nil
+			}
+			var e model.ChatEntry
+			if err := json.Unmarshal(msg.Data(), &e); err != nil {
+				return nil, apierr.Newf(apierr.Internal, "conversation %s: entry at stream sequence %d is malformed", conversation, meta.Sequence.Stream)
+			}
+			entries = append(entries, e)
+			if meta.Sequence.Stream == end.streamSeq {
+				return entries, nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return nil, busErr("reading conversation "+conversation, err)
+		}
+		if n == 0 {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// A purge (Delete) while reading leaves nothing to reach.
+			end2, err := l.last(ctx, conversation)
+			if err != nil {
+				return nil, err
+			}
+			if end2.streamSeq != end.streamSeq {
+				return nil, apierr.Newf(apierr.Conflict, "conversation %s changed while it was read", conversation)
+			}
+			return nil, apierr.Newf(apierr.Network, "conversation %s: JetStream delivered nothing after %d of %d entries", conversation, len(entries), end.seq)
+		}
+	}
+}
+
+// List returns the conversations, the most recently active first.
+func (l *Log) List(ctx context.Context) ([]model.ChatConversation, error) {
+	info, err := l.stream.Info(ctx, jetstream.WithSubjectFilter(l.root+".>"))
+	if err != nil {
+		return nil, busErr("listing conversations", err)
+	}
+	out := make([]model.ChatConversation, 0, len(info.State.Subjects))
+	for subject, count := range info.State.Subjects {
+		id, ok := strings.CutPrefix(subject, l.root+".")
+		if !ok || !model.ValidConversationID(id) {
+			continue
+		}
+		pos, err := l.last(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if pos.seq == 0 {
+			continue // deleted since
+		}
+		out = append(out, model.ChatConversation{Conversation: id, Entries: count, LastSeq: pos.seq, LastActivity: pos.at.UTC()})
+	}
+	slices.SortFunc(out, func(a, b model.ChatConversation) int {
+		if c := b.LastActivity.Compare(a.LastActivity); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Conversation, b.Conversation)
+	})
+	return out, nil
+}
+
+// Delete removes every entry of conversation (NOT_FOUND when it has none).
+func (l *Log) Delete(ctx context.Context, conversation string) error {
+	if err := checkID(conversation); err != nil {
+		return err
+	}
+	pos, err := l.last(ctx, conversation)
+	if err != nil {
+		return err
+	}
+	if pos.seq == 0 {
+		return apierr.Newf(apierr.NotFound, "conversation %s not found", conversation)
+	}
+	if err := l.stream.Purge(ctx, jetstream.WithPurgeSubject(l.Subject(conversation))); err != nil {
+		return busErr("deleting conversation "+conversation, err)
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
+
+// httpError is what both SDKs' error types tell us.
+type httpError struct {
+	status  int
+	header  http.Header
+	message string
+}
+
+// retry runs attempt until it succeeds, fails for good, or the rate-limit
+// retries run out. attempt reports whether it already streamed output (then
+// no retry is possible) and classify maps its error to an httpError when the
+// server answered one.
+func retry(ctx context.Context, cfg Config, name string, attempt func() (streamed bool, err error), classify func(error) (httpError, bool)) error {
+	for n := 0; ; n++ {
+		streamed, err := attempt()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		he, ok := classify(err)
+		if !ok {
+			return classifyOther(name, cfg, err)
+		}
+		if !retryable(he.status) {
+			return statusError(name, he, err)
+		}
+		wait := backoff(n, he.header, cfg.MaxBackoff)
+		if streamed || n >= cfg.MaxRetries || !fits(ctx, wait) {
+			return rateLimited(wait, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return rateLimited(wait, err)
+		}
+	}
+}
+
+// rateLimited is the error after giving up on a rate-limited request.
+func rateLimited(wait time.Duration, err error) error {
+	n := seconds(wait)
+	unit := "seconds"
+	if n == 1 {
+		unit = "second"
+	}
+	return apierr.Wrap(apierr.RateLimited, fmt.Sprintf("Rate limited. Try again in %d %s.", n, unit), err)
+}
+
+func retryable(status int) bool {
+	return status == http.StatusTooManyRequests || status == 529 // 529: Anthropic "overloaded"
+}
+
+// backoff is the wait before retry n (0-based): Retry-After (or
+// retry-after-ms) when the server sent one, else 1, 2, 4 … s; capped.
+func backoff(n int, h http.Header, limit time.Duration) time.Duration {
+	wait := time.Duration(math.Pow(2, float64(min(n, 16)))) * time.Second
+	if ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil && ms >= 0 {
+		wait = time.Duration(ms * float64(time.Millisecond))
+	} else if v := h.Get("Retry-After"); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+			wait = time.Duration(s * float64(time.Second))
+		} else if t, err := http.ParseTime(v); err == nil {
+			wait = max(time.Until(t), 0)
+		}
+	}
+	return min(wait, limit)
+}
+
+// fits reports whether waiting d leaves the context alive.
+func fits(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) > d
+}
+
+func seconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
+
+// statusError maps an HTTP error answer of the provider to the contract.
+func statusError(name string, he httpError, err error) error {
+	msg := he.message
+	if msg == "" {
+		msg = http.StatusText(he.status)
+	}
+	switch {
+	case he.status == http.StatusUnauthorized || he.status == http.StatusForbidden:
+		return apierr.Wrap(apierr.Unauthorized, fmt.Sprintf("%s rejected the API key (%d): %s", name, he.status, msg), err)
+	case he.status == http.StatusNotFound:
+		return apierr.Wrap(apierr.NotFound, fmt.Sprintf("%s: not found (404): %s", name, msg), err)
+	case he.status == http.StatusBadRequest || he.status == http.StatusUnprocessableEntity || he.status == http.StatusRequestEntityTooLarge:
+		return apierr.Wrap(apierr.Validation, fmt.Sprintf("%s refused the request (%d): %s", name, he.status, msg), err)
+	case he.status >= 500:
+		return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("%s is unavailable: server error %d: %s", name, he.status, msg), err)
+	}
+	return apierr.Wrap(apierr.Internal, fmt.Sprintf("%s answered %d: %s", name, he.status, msg), err)
+}
+
+// classifyOther maps an error without HTTP status: a network failure, or a
+// reply that could not be decoded.
+func classifyOther(name string, cfg Config, err error) error {
+	var ue *url.Error
+	var ne net.Error
+	if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		where := cfg.BaseURL
+		if where == "" {
+			where = "the " + name + " API"
+		}
+		return apierr.Wrap(apierr.Network, fmt.Sprintf("%s at %s is unavailable: %v", name, where, err), err)
+	}
+	return apierr.Wrap(apierr.Internal, fmt.Sprintf("malformed reply from %s: %v", name, err), err)
+}
