@@ -74,10 +74,11 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
-	github.com/google/uuid v1.6.0 // indirect
+	github.com/google/uuid v1.6.0
 	github.com/invopop/jsonschema v0.14.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/mcpbus/mcpbus/services/credential v0.0.0
+	github.com/mcpbus/mcpbus/services/runner v0.0.0
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
@@ -100,3 +101,5 @@ require (
 )
 
 replace github.com/mcpbus/mcpbus/services/credential => ../credential
+
+replace github.com/mcpbus/mcpbus/services/runner => ../runner

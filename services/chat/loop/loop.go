@@ -1,0 +1,390 @@
+// Package loop is the engine of one chat turn: the user's message, then model
+// steps and the tool calls they ask for, until a final answer, max steps, the
+// budget, a guard or cancellation ends it.
+//
+// The loop is event-sourced: everything it does is an entry of the
+// conversation log (user_message, model_step, approval, tool_result,
+// turn_end) and its state is derived from the log alone, re-read before every
+// step. So another instance can Resume a turn left unfinished by a crash:
+// calls of the last model step that have a result are never run again, the
+// missing ones are. Every append claims the next slot of the log (optimistic
+// concurrency): when another instance wrote first the loop stops with the
+// log's CONFLICT error and writes nothing more.
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/chat/conversation"
+	"github.com/mcpbus/mcpbus/services/chat/provider"
+)
+
+// ToolCaller reaches the MCP tools: the live catalog and calls by server and
+// original tool name. ClientTools adapts a *client.Client.
+type ToolCaller interface {
+	List(ctx context.Context) ([]model.Tool, error)
+	// Call returns the raw CallToolResult JSON.
+	Call(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error)
+}
+
+// Approver answers the tool calls a profile's approval policy says to ask
+// for: model.DecisionApprove, DecisionApproveConversation or DecisionDeny.
+//
+// TODO(issue 14): the KV-backed approver (pending state in KV, the
+// awaiting_approval event, mcp.v1.chat.approve from any client, a timeout).
+type Approver interface {
+	Ask(ctx context.Context, conversation string, call model.ChatToolCall) (decision string, err error)
+}
+
+// Defaults of Deps.
+const (
+	DefaultCallTimeout  = 30 * time.Second
+	DefaultResultBudget = 16 << 10
+	// DefaultKeepLimit bounds the full text of a cut result kept in its log
+	// entry (a JetStream message is at most 1 MiB by default).
+	DefaultKeepLimit = 512 << 10
+	// ReadResultTool is the built-in tool that reads a cut result.
+	ReadResultTool = "read_result"
+)
+
+// Deps are what an Engine works with.
+type Deps struct {
+	Log   *conversation.Log
+	Tools ToolCaller
+	// Model returns the model of a profile (provider.New with its key).
+	Model func(model.Profile) (provider.Model, error)
+	// Publish receives the turn's events (nil: none); it is called from
+	// several goroutines at once (parallel tool calls).
+	Publish func(model.ChatEvent)
+	// Approver answers "ask" decisions; nil denies them with a clear message.
+	Approver Approver
+	// CallTimeout bounds one tool call (default 30 s).
+	CallTimeout time.Duration
+	// ResultBudget is the bytes of a tool result the model sees; larger ones
+	// are cut head+tail and readable through read_result (default 16 KiB).
+	ResultBudget int
+	// KeepLimit bounds the full result kept for read_result (default 512 KiB).
+	KeepLimit int
+	// RepeatLimit ends the turn at the RepeatLimit-th identical call (default 3).
+	RepeatLimit int
+	// BreakerLimit stops calls to a server after that many consecutive
+	// failures in the turn (default 3).
+	BreakerLimit int
+	Logger       *slog.Logger
+	Now          func() time.Time
+}
+
+// Engine runs turns. It holds no conversation state: the log does.
+type Engine struct {
+	d Deps
+}
+
+// New returns an engine with d's defaults filled.
+func New(d Deps) *Engine {
+	if d.CallTimeout <= 0 {
+		d.CallTimeout = DefaultCallTimeout
+	}
+	if d.ResultBudget <= 0 {
+		d.ResultBudget = DefaultResultBudget
+	}
+	if d.KeepLimit <= 0 {
+		d.KeepLimit = DefaultKeepLimit
+	}
+	if d.RepeatLimit < 2 {
+		d.RepeatLimit = 3
+	}
+	if d.BreakerLimit < 1 {
+		d.BreakerLimit = 3
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Publish == nil {
+		d.Publish = func(model.ChatEvent) {}
+	}
+	return &Engine{d: d}
+}
+
+// turn is one run of the loop on one conversation.
+type turn struct {
+	e       *Engine
+	conv    string
+	id      string
+	profile model.Profile
+	model   provider.Model
+	// mu serialises appends: next is the slot the next one claims.
+	mu   sync.Mutex
+	next uint64
+}
+
+// RunTurn appends the user's message as a new turn and runs the turn to its
+// end. The error is for what stops the loop without a turn_end: the log
+// (CONFLICT when another instance appended first) or a profile whose model
+// cannot be made; model errors end the turn with reason error.
+func (e *Engine) RunTurn(ctx context.Context, conv string, profile model.Profile, userMessage string) (model.ChatDone, error) {
+	if strings.TrimSpace(userMessage) == "" {
+		return model.ChatDone{}, apierr.Invalid("message", "message is empty")
+	}
+	if len(userMessage) > model.MaxChatMessage {
+		return model.ChatDone{}, apierr.Invalid("message", fmt.Sprintf("message is longer than %d bytes", model.MaxChatMessage))
+	}
+	m, err := e.d.Model(profile)
+	if err != nil {
+		return model.ChatDone{}, err
+	}
+	entries, err := e.d.Log.Read(ctx, conv)
+	if err != nil && apierr.Of(err) != apierr.NotFound {
+		return model.ChatDone{}, err
+	}
+	t := &turn{e: e, conv: conv, id: uuid.NewString(), profile: profile, model: m}
+	if n := len(entries); n > 0 {
+		t.next = entries[n-1].Seq + 1
+	} else {
+		t.next = 1
+	}
+	if err := t.append(ctx, model.EntryUserMessage, UserMessage{Text: userMessage}); err != nil {
+		return model.ChatDone{}, plain(err)
+	}
+	return t.drive(ctx)
+}
+
+// Resume continues the conversation's last turn when it has no turn_end (it
+// returns that turn's ChatDone when it has one). Calls of the last model step
+// that have a result are not run again.
+func (e *Engine) Resume(ctx context.Context, conv string, profile model.Profile) (model.ChatDone, error) {
+	entries, err := e.d.Log.Read(ctx, conv)
+	if err != nil {
+		return model.ChatDone{}, err
+	}
+	s := derive(entries, e.d.RepeatLimit, e.d.BreakerLimit)
+	if s.ended {
+		return s.done, nil
+	}
+	m, err := e.d.Model(profile)
+	if err != nil {
+		return model.ChatDone{}, err
+	}
+	t := &turn{e: e, conv: conv, id: s.turn, profile: profile, model: m}
+	return t.drive(ctx)
+}
+
+// drive runs the turn from the state in the log until it ends.
+func (t *turn) drive(parent context.Context) (model.ChatDone, error) {
+	ctx := parent
+	var s *state
+	read := func() error {
+		entries, err := t.e.d.Log.Read(ctx, t.conv)
+		if err != nil {
+			return err
+		}
+		s = derive(entries, t.e.d.RepeatLimit, t.e.d.BreakerLimit)
+		t.mu.Lock()
+		t.next = s.lastSeq + 1
+		t.mu.Unlock()
+		return nil
+	}
+	if err := read(); err != nil {
+		return model.ChatDone{}, err
+	}
+	if d := time.Duration(t.profile.MaxTurnDuration); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(parent, s.start.Add(d))
+		defer cancel()
+	}
+	maxSteps := t.profile.MaxSteps
+	if maxSteps <= 0 {
+		maxSteps = model.DefaultChatMaxSteps
+	}
+	for {
+		if s.ended {
+			return s.done, nil
+		}
+		if parent.Err() != nil {
+			return t.end(parent, model.ChatDone{Reason: model.TurnCancelled, Message: "The turn was cancelled.", Steps: s.steps})
+		}
+		if ctx.Err() != nil {
+			return t.end(parent, t.timeBudget(s))
+		}
+		switch {
+		case s.last != nil && len(s.last.ToolCalls) == 0:
+			return t.end(parent, model.ChatDone{Reason: model.TurnFinal, Message: s.last.Text, Steps: s.steps})
+		case s.repeated != nil:
+			return t.end(parent, model.ChatDone{Reason: model.TurnRepeated, Steps: s.steps, Message: fmt.Sprintf(
+				"Stopped: the model called %s with the same arguments %d times in this turn, which looks like a loop. Rephrase the request or change the approach.",
+				s.repeated.Name, t.e.d.RepeatLimit)})
+		case t.profile.MaxTokensPerTurn > 0 && s.tokens >= t.profile.MaxTokensPerTurn:
+			return t.end(parent, model.ChatDone{Reason: model.TurnBudget, Steps: s.steps, Message: fmt.Sprintf(
+				"Stopped: this turn used %d tokens, the profile's budget is %d tokens per turn. Send another message to continue.",
+				s.tokens, t.profile.MaxTokensPerTurn)})
+		case len(s.pending) > 0:
+			if err := t.runCalls(ctx, s); err != nil {
+				if !isLogError(err) && (parent.Err() != nil || ctx.Err() != nil) {
+					continue // the checks at the top end the turn
+				}
+				return model.ChatDone{}, plain(err)
+			}
+		case s.steps >= maxSteps:
+			return t.end(parent, model.ChatDone{Reason: model.TurnMaxSteps, Steps: s.steps, Message: fmt.Sprintf(
+				"Stopped after %d model steps (the profile's max_steps) without a final answer. Send another message to continue.", s.steps)})
+		default:
+			if err := t.step(ctx, s); err != nil {
+				if parent.Err() != nil || ctx.Err() != nil {
+					continue
+				}
+				if isLogError(err) {
+					return model.ChatDone{}, plain(err)
+				}
+				ae := apierr.From(err)
+				t.publish(model.ChatEvent{Kind: model.ChatEventError, Error: ae})
+				return t.end(parent, model.ChatDone{Reason: model.TurnError, Message: ae.Message, Steps: s.steps})
+			}
+		}
+		if err := read(); err != nil {
+			if parent.Err() != nil || ctx.Err() != nil {
+				continue // s is the last state read: the checks at the top end the turn
+			}
+			return model.ChatDone{}, err
+		}
+	}
+}
+
+func (t *turn) timeBudget(s *state) model.ChatDone {
+	return model.ChatDone{Reason: model.TurnBudget, Steps: s.steps, Message: fmt.Sprintf(
+		"Stopped: this turn reached the profile's time budget of %s. Send another message to continue.",
+		time.Duration(t.profile.MaxTurnDuration))}
+}
+
+// logError marks the failures of appends (CONFLICT among them).
+type logError struct{ err error }
+
+func (e *logError) Error() string { return e.err.Error() }
+func (e *logError) Unwrap() error { return e.err }
+
+// plain is the log's own error of a logError.
+func plain(err error) error {
+	var le *logError
+	if errors.As(err, &le) {
+		return le.err
+	}
+	return err
+}
+
+func isLogError(err error) bool {
+	var le *logError
+	return errors.As(err, &le)
+}
+
+// append claims the next slot for an entry of the turn.
+func (t *turn) append(ctx context.Context, kind string, payload any) error {
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return apierr.Wrap(apierr.Internal, "encoding a conversation entry", err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	got, err := t.e.d.Log.Append(ctx, t.conv, model.ChatEntry{Seq: t.next, Kind: kind, Turn: t.id, Payload: data, At: t.e.d.Now()})
+	if err != nil {
+		return &logError{err: err}
+	}
+	t.next = got.Seq + 1
+	return nil
+}
+
+// end appends the turn_end (even when ctx is cancelled) and publishes done.
+func (t *turn) end(ctx context.Context, done model.ChatDone) (model.ChatDone, error) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := t.append(actx, model.EntryTurnEnd, done); err != nil {
+		return done, plain(err)
+	}
+	t.publish(model.ChatEvent{Kind: model.ChatEventDone, Done: &done})
+	return done, nil
+}
+
+func (t *turn) publish(ev model.ChatEvent) {
+	ev.Conversation, ev.Turn = t.conv, t.id
+	if ev.At.IsZero() {
+		ev.At = t.e.d.Now().UTC()
+	}
+	t.e.d.Publish(ev)
+}
+
+// step asks the model for the next step and appends it.
+func (t *turn) step(ctx context.Context, s *state) error {
+	tools, _ := t.catalog(ctx)
+	req := provider.Request{System: t.profile.SystemPrompt, Messages: s.messages()}
+	for _, tl := range tools {
+		req.Tools = append(req.Tools, provider.ToolSpec{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema})
+	}
+	if s.anyCut {
+		req.Tools = append(req.Tools, readResultSpec)
+	}
+	reply, err := t.model.Step(ctx, req, func(d provider.Delta) {
+		t.publish(model.ChatEvent{Kind: model.ChatEventTextDelta, Text: d.Text})
+	})
+	if err != nil {
+		return err
+	}
+	n := s.steps + 1
+	ms := ModelStep{Step: n, Text: reply.Text, StopReason: string(reply.StopReason),
+		Usage: StepUsage{InputTokens: reply.Usage.InputTokens, OutputTokens: reply.Usage.OutputTokens}}
+	calls := reply.ToolCalls
+	if len(calls) == 0 {
+		if tc := provider.TextToolCalls(reply.Text); len(tc) > 0 {
+			calls, ms.FromText = tc, true
+		}
+	}
+	for i, c := range calls {
+		id := c.ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d_%d_%s", n, i, t.id[:8])
+		}
+		ms.ToolCalls = append(ms.ToolCalls, StepCall{ID: id, Name: c.Name, Arguments: c.Arguments})
+	}
+	if err := t.append(ctx, model.EntryModelStep, ms); err != nil {
+		return err
+	}
+	u := &model.ChatUsage{Step: n, InputTokens: ms.Usage.InputTokens, OutputTokens: ms.Usage.OutputTokens}
+	if p := t.profile.Prices; p != nil {
+		c := p.Cost(u.InputTokens, u.OutputTokens)
+		u.Cost, u.Currency = &c, p.Currency
+	}
+	t.publish(model.ChatEvent{Kind: model.ChatEventUsage, Usage: u})
+	return nil
+}
+
+// catalog is the live catalog filtered by the profile, by namespaced name.
+func (t *turn) catalog(ctx context.Context) ([]model.Tool, map[string]model.Tool) {
+	all, err := t.e.d.Tools.List(ctx)
+	if err != nil {
+		t.e.d.Logger.Warn("chat: listing tools failed; offering none this step", "conversation", t.conv, "err", err)
+	}
+	var out []model.Tool
+	byName := map[string]model.Tool{}
+	for _, tl := range all {
+		if tl.Name == "" || !t.profile.ToolFilter.Allows(tl.Name) {
+			continue
+		}
+		if _, dup := byName[tl.Name]; dup {
+			continue
+		}
+		byName[tl.Name] = tl
+		out = append(out, tl)
+	}
+	return out, byName
+}

@@ -1,0 +1,244 @@
+package loop
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/chat/guard"
+	"github.com/mcpbus/mcpbus/services/chat/provider"
+)
+
+// The payloads of the log entries the loop writes (ChatEntry.Payload).
+
+// UserMessage is the payload of a user_message entry.
+type UserMessage struct {
+	Text string `json:"text"`
+}
+
+// StepCall is one tool call of a model step.
+type StepCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// StepUsage is the token usage of a model step.
+type StepUsage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// ModelStep is the payload of a model_step entry.
+type ModelStep struct {
+	// Step numbers the model steps of the turn from 1.
+	Step      int        `json:"step"`
+	Text      string     `json:"text,omitempty"`
+	ToolCalls []StepCall `json:"tool_calls,omitempty"`
+	// FromText says the tool calls were written by the model as text
+	// (provider.TextToolCalls) and are run as if they were tool calls.
+	FromText   bool      `json:"from_text,omitempty"`
+	StopReason string    `json:"stop_reason,omitempty"`
+	Usage      StepUsage `json:"usage"`
+}
+
+// ToolResult is the payload of a tool_result entry.
+type ToolResult struct {
+	CallID string `json:"call_id"`
+	// Tool is the namespaced name the model asked for.
+	Tool string `json:"tool"`
+	// Server is set when the call went to the server (a breaker counts it).
+	Server string `json:"server,omitempty"`
+	// CallFailed says the call itself failed (error or timeout), not the
+	// tool: the breaker counts these.
+	CallFailed bool `json:"call_failed,omitempty"`
+	// State is completed, failed or timed_out.
+	State string `json:"state"`
+	// Content is what the model sees (cut when the result was too large).
+	Content string `json:"content"`
+	IsError bool   `json:"is_error,omitempty"`
+	// Full is the whole result when Content is cut: read_result reads it.
+	Full       string  `json:"full,omitempty"`
+	Cut        bool    `json:"cut,omitempty"`
+	DurationMS float64 `json:"duration_ms,omitempty"`
+}
+
+// Approval is the payload of an approval entry: the answer to an "ask".
+type Approval struct {
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"`
+	Decision string `json:"decision"`
+}
+
+// state is everything the loop knows, derived from the log alone.
+type state struct {
+	entries []model.ChatEntry
+	lastSeq uint64
+	// turn is the last turn's id; ended reports it has a turn_end.
+	turn  string
+	ended bool
+	done  model.ChatDone
+	// start is when the turn's user message was written.
+	start time.Time
+	// steps and tokens are the turn's model steps and tokens (in + out).
+	steps  int
+	tokens int64
+	// last is the turn's last model step (nil: none yet).
+	last *ModelStep
+	// pending are the last step's calls without a result, in order.
+	pending []StepCall
+	// repeated is the call of the last step that tripped the repeat guard.
+	repeated *StepCall
+	// breaker holds the servers' consecutive failures of the turn.
+	breaker *guard.Breaker
+	// approvals are the turn's decisions by call id.
+	approvals map[string]string
+	// results are every tool result of the conversation by call id.
+	results map[string]ToolResult
+	anyCut  bool
+}
+
+// derive replays the log. repeatLimit and breakerLimit are the guards'.
+func derive(entries []model.ChatEntry, repeatLimit, breakerLimit int) *state {
+	s := &state{entries: entries, breaker: guard.NewBreaker(breakerLimit), approvals: map[string]string{}, results: map[string]ToolResult{}}
+	if len(entries) == 0 {
+		return s
+	}
+	s.lastSeq = entries[len(entries)-1].Seq
+	s.turn = entries[len(entries)-1].Turn
+	repeats := guard.NewRepeats(repeatLimit)
+	for _, e := range entries {
+		if e.Kind == model.EntryToolResult {
+			var r ToolResult
+			if json.Unmarshal(e.Payload, &r) == nil {
+				s.results[r.CallID] = r
+				s.anyCut = s.anyCut || r.Cut
+			}
+		}
+		if e.Turn != s.turn {
+			continue
+		}
+		switch e.Kind {
+		case model.EntryUserMessage:
+			if s.start.IsZero() {
+				s.start = e.At
+			}
+		case model.EntryModelStep:
+			var m ModelStep
+			if json.Unmarshal(e.Payload, &m) != nil {
+				continue
+			}
+			s.steps++
+			s.tokens += m.Usage.InputTokens + m.Usage.OutputTokens
+			s.last = &m
+			s.repeated = nil
+			for i, c := range m.ToolCalls {
+				if _, tripped := repeats.Call(c.Name, json.RawMessage(c.Arguments)); tripped && s.repeated == nil {
+					s.repeated = &m.ToolCalls[i]
+				}
+			}
+		case model.EntryToolResult:
+			var r ToolResult
+			if json.Unmarshal(e.Payload, &r) == nil && r.Server != "" {
+				s.breaker.Record(r.Server, !r.CallFailed)
+			}
+		case model.EntryApproval:
+			var a Approval
+			if json.Unmarshal(e.Payload, &a) == nil {
+				s.approvals[a.CallID] = a.Decision
+			}
+		case model.EntryTurnEnd:
+			s.ended = true
+			_ = json.Unmarshal(e.Payload, &s.done)
+		}
+	}
+	if s.last != nil {
+		for _, c := range s.last.ToolCalls {
+			if _, ok := s.results[c.ID]; !ok {
+				s.pending = append(s.pending, c)
+			}
+		}
+	}
+	return s
+}
+
+// messages is the conversation as the model sees it: every user message,
+// model step and tool result of every turn. A call left without a result
+// (a turn that ended while it ran) is answered with an error so that every
+// provider accepts the history.
+func (s *state) messages() []provider.Message {
+	var out []provider.Message
+	var open []StepCall // the calls of the last assistant message not answered yet
+	flush := func() {
+		if len(open) == 0 {
+			return
+		}
+		var rs []provider.ToolResult
+		for _, c := range open {
+			rs = append(rs, provider.ToolResult{CallID: c.ID, Content: "The call did not complete (the turn ended before its result).", IsError: true})
+		}
+		if n := len(out); n > 0 && out[n-1].Role == provider.Tool {
+			out[n-1].ToolResults = append(out[n-1].ToolResults, rs...)
+		} else {
+			out = append(out, provider.Message{Role: provider.Tool, ToolResults: rs})
+		}
+		open = nil
+	}
+	for _, e := range s.entries {
+		switch e.Kind {
+		case model.EntryUserMessage:
+			flush()
+			var u UserMessage
+			_ = json.Unmarshal(e.Payload, &u)
+			out = append(out, provider.Message{Role: provider.User, Text: u.Text})
+		case model.EntryModelStep:
+			flush()
+			var m ModelStep
+			if json.Unmarshal(e.Payload, &m) != nil {
+				continue
+			}
+			msg := provider.Message{Role: provider.Assistant, Text: m.Text}
+			for _, c := range m.ToolCalls {
+				msg.ToolCalls = append(msg.ToolCalls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+			}
+			out = append(out, msg)
+			open = slices.Clone(m.ToolCalls)
+		case model.EntryToolResult:
+			var r ToolResult
+			if json.Unmarshal(e.Payload, &r) != nil {
+				continue
+			}
+			i := slices.IndexFunc(open, func(c StepCall) bool { return c.ID == r.CallID })
+			if i < 0 {
+				continue // not a call of the last step: nothing to attach it to
+			}
+			open = slices.Delete(open, i, i+1)
+			res := provider.ToolResult{CallID: r.CallID, Content: r.Content, IsError: r.IsError}
+			if n := len(out); n > 0 && out[n-1].Role == provider.Tool {
+				out[n-1].ToolResults = append(out[n-1].ToolResults, res)
+			} else {
+				out = append(out, provider.Message{Role: provider.Tool, ToolResults: []provider.ToolResult{res}})
+			}
+		}
+	}
+	flush()
+	return out
+}
+
+// summary is a short one-line text of a result for events.
+func summary(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	const max = 200
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

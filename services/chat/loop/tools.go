@@ -1,0 +1,265 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/chat/guard"
+	"github.com/mcpbus/mcpbus/services/chat/provider"
+)
+
+// ClientTools is the ToolCaller of a libs/client agent: the whole catalog,
+// calls over the bus.
+type ClientTools struct {
+	C *client.Client
+}
+
+// List returns the catalog of every running server.
+func (c ClientTools) List(ctx context.Context) ([]model.Tool, error) { return c.C.ListTools(ctx, "") }
+
+// Call calls tool of server.
+func (c ClientTools) Call(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error) {
+	return c.C.Call(ctx, server, tool, args, nil)
+}
+
+var readResultSpec = provider.ToolSpec{
+	Name: ReadResultTool,
+	Description: "Reads a byte range of a tool result that was cut because it was too large. " +
+		"call_id names the cut result; offset (default 0) and length (default and maximum: the result budget) choose the range.",
+	InputSchema: []byte(`{"type":"object","properties":{"call_id":{"type":"string"},"offset":{"type":"integer","minimum":0},"length":{"type":"integer","minimum":1}},"required":["call_id"]}`),
+}
+
+// runCalls runs the pending calls of the last step concurrently and appends
+// one tool_result per call as each ends. A call ended by the cancellation of
+// ctx gets no result; the first failure of the log stops the others.
+func (t *turn) runCalls(parent context.Context, s *state) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	_, byName := t.catalog(ctx)
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	for _, c := range s.pending {
+		wg.Go(func() {
+			r, ok, err := t.runCall(ctx, s, byName, c)
+			if err == nil && ok {
+				err = t.append(ctx, model.EntryToolResult, r)
+			}
+			if err != nil {
+				errOnce.Do(func() { firstErr = err; cancel() })
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return parent.Err()
+}
+
+// runCall runs one call; ok is false when ctx ended it (no result to
+// write); err is a failure of the log (an approval's append).
+func (t *turn) runCall(ctx context.Context, s *state, byName map[string]model.Tool, c StepCall) (r ToolResult, ok bool, err error) {
+	r = ToolResult{CallID: c.ID, Tool: c.Name}
+	fail := func(msg string) (ToolResult, bool, error) {
+		r.State, r.IsError, r.Content = model.ToolCallFailed, true, msg
+		t.publishCall(c, r, 0)
+		return r, true, nil
+	}
+	args := json.RawMessage(strings.TrimSpace(c.Arguments))
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	if !json.Valid(args) || !bytes.HasPrefix(args, []byte("{")) {
+		return fail(fmt.Sprintf("Invalid arguments for %s: they must be a JSON object; got %s. Call the tool again with valid JSON arguments.", c.Name, clip(string(args), 200)))
+	}
+	if c.Name == ReadResultTool {
+		r.State, r.Content = model.ToolCallCompleted, t.readResult(s, args)
+		r.IsError = strings.HasPrefix(r.Content, "read_result: ")
+		if r.IsError {
+			r.State = model.ToolCallFailed
+		}
+		t.publishCall(c, r, 0)
+		return r, true, nil
+	}
+	tool, known := byName[c.Name]
+	if !known {
+		names := make([]string, 0, len(byName))
+		for n := range byName {
+			names = append(names, n)
+		}
+		return fail(fmt.Sprintf("Unknown tool %q. The tools available are: %s.", c.Name, clip(strings.Join(names, ", "), 2000)))
+	}
+	if s.breaker.Open(tool.Server) {
+		return fail(fmt.Sprintf("Not called: server %s is failing (%d consecutive errors in this turn). Do not call its tools again in this turn; use another way or tell the user.", tool.Server, t.e.d.BreakerLimit))
+	}
+	switch t.profile.Approval.Decide(c.Name) {
+	case model.ApprovalDeny:
+		return fail(fmt.Sprintf("The call of %s was denied by policy (the profile's approval rules); it was not run.", c.Name))
+	case model.ApprovalAsk:
+		decision, ok := s.approvals[c.ID]
+		if !ok {
+			if t.e.d.Approver == nil {
+				return fail(fmt.Sprintf("The call of %s needs approval, but no approver is available, so it was denied and not run.", c.Name))
+			}
+			t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: &model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: model.ToolCallAwaitingApproval, Arguments: args}})
+			d, err := t.e.d.Approver.Ask(ctx, t.conv, model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: model.ToolCallAwaitingApproval, Arguments: args})
+			if ctx.Err() != nil {
+				return r, false, nil
+			}
+			if err != nil {
+				t.e.d.Logger.Warn("chat: asking for approval failed; the call is denied", "conversation", t.conv, "call", c.ID, "err", err)
+				d = model.DecisionDeny
+			}
+			if err := t.append(ctx, model.EntryApproval, Approval{CallID: c.ID, Tool: c.Name, Decision: d}); err != nil {
+				return r, false, err
+			}
+			decision = d
+		}
+		if decision != model.DecisionApprove && decision != model.DecisionApproveConversation {
+			return fail(fmt.Sprintf("The call of %s was denied by the user; it was not run.", c.Name))
+		}
+	}
+
+	r.Server = tool.Server
+	t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: &model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: model.ToolCallStarted, Arguments: args}})
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, t.e.d.CallTimeout)
+	raw, err := t.e.d.Tools.Call(cctx, tool.Server, tool.Tool, args)
+	timedOut := err != nil && (errors.Is(err, context.DeadlineExceeded) || cctx.Err() != nil)
+	cancel()
+	took := time.Since(start)
+	r.DurationMS = float64(took.Microseconds()) / 1000
+	switch {
+	case ctx.Err() != nil:
+		return r, false, nil
+	case timedOut:
+		r.State, r.IsError, r.CallFailed = model.ToolCallTimedOut, true, true
+		r.Content = fmt.Sprintf("Tool call timed out after %s.", t.e.d.CallTimeout)
+	case err != nil:
+		r.State, r.IsError, r.CallFailed = model.ToolCallFailed, true, true
+		r.Content = fmt.Sprintf("The call of %s failed: %s", c.Name, apierr.From(err).Message)
+	default:
+		text, isErr := resultText(raw)
+		r.State, r.IsError = model.ToolCallCompleted, isErr
+		if isErr {
+			r.State = model.ToolCallFailed
+		}
+		ref := fmt.Sprintf(`kept: call %s with {"call_id": %q, "offset": N} to read it`, ReadResultTool, c.ID)
+		if cut, ok := guard.Cut(text, t.e.d.ResultBudget, ref); ok {
+			r.Content, r.Cut = cut, true
+			r.Full = truncate(text, t.e.d.KeepLimit)
+		} else {
+			r.Content = text
+		}
+	}
+	t.publishCall(c, r, took)
+	return r, true, nil
+}
+
+func (t *turn) publishCall(c StepCall, r ToolResult, took time.Duration) {
+	tc := &model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: r.State, Summary: summary(r.Content),
+		DurationMS: float64(took.Microseconds()) / 1000}
+	if json.Valid([]byte(c.Arguments)) {
+		tc.Arguments = json.RawMessage(c.Arguments)
+	}
+	t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: tc})
+}
+
+// readResult serves the built-in read_result tool from the log's results.
+func (t *turn) readResult(s *state, args json.RawMessage) string {
+	var a struct {
+		CallID string `json:"call_id"`
+		Offset int    `json:"offset"`
+		Length int    `json:"length"`
+	}
+	if err := json.Unmarshal(args, &a); err != nil || a.CallID == "" {
+		return "read_result: arguments must be {\"call_id\": string, \"offset\": integer, \"length\": integer}"
+	}
+	r, ok := s.results[a.CallID]
+	if !ok {
+		return fmt.Sprintf("read_result: no tool result with call_id %q in this conversation", a.CallID)
+	}
+	text := r.Content
+	if r.Cut {
+		text = r.Full
+	}
+	if a.Offset < 0 || a.Offset > len(text) {
+		return fmt.Sprintf("read_result: offset %d is outside the result (%d bytes)", a.Offset, len(text))
+	}
+	budget := t.e.d.ResultBudget - 100
+	if a.Length <= 0 || a.Length > budget {
+		a.Length = budget
+	}
+	end := min(len(text), a.Offset+a.Length)
+	part := strings.ToValidUTF8(text[a.Offset:end], "")
+	more := ""
+	if end < len(text) {
+		more = fmt.Sprintf(" (more from offset %d)", end)
+	}
+	return fmt.Sprintf("[bytes %d-%d of %d%s]\n%s", a.Offset, end, len(text), more, part)
+}
+
+// resultText is the text of a CallToolResult for the model.
+func resultText(raw json.RawMessage) (string, bool) {
+	var res struct {
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent"`
+		IsError           bool              `json:"isError"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return string(raw), false
+	}
+	var parts []string
+	for _, c := range res.Content {
+		var b struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			MimeType string `json:"mimeType"`
+		}
+		_ = json.Unmarshal(c, &b)
+		switch b.Type {
+		case "text":
+			parts = append(parts, b.Text)
+		case "image", "audio":
+			parts = append(parts, fmt.Sprintf("[%s content, %s, not shown]", b.Type, b.MimeType))
+		default:
+			parts = append(parts, string(c))
+		}
+	}
+	if len(parts) == 0 && len(res.StructuredContent) > 0 {
+		parts = append(parts, string(res.StructuredContent))
+	}
+	return strings.Join(parts, "\n"), res.IsError
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return truncate(s, n) + "…"
+}
+
+// truncate cuts s to at most n bytes without splitting a character.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
