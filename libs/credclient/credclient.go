@@ -1,6 +1,7 @@
 // Package credclient talks to the credential service (mcp.v1.cred.*): Client
 // for the management verbs (set, delete, describe), Resolver for runners,
-// which fetch secrets sealed to their own curve key.
+// the registry service and the chat service (ChatKey), which fetch secrets
+// sealed to their own curve key.
 package credclient
 
 import (
@@ -135,14 +136,49 @@ func (r *Resolver) PublicKey() string { return r.pubKey }
 // Resolve returns the credentials of the server with config id serverID
 // (empty when it has none).
 func (r *Resolver) Resolve(ctx context.Context, serverID string) (model.ResolvedCredentials, error) {
-	var reply model.SealedReply
 	req := model.CredResolveRequest{ServerID: serverID, RecipientKey: r.pubKey, Runner: r.runner}
-	if err := bus.RequestJSON(ctx, r.nc, r.subj.Service("cred", r.verb), req, &reply, Timeout); err != nil {
+	return r.fetch(ctx, r.verb, req)
+}
+
+// VerbChatKey is mcp.v1.cred.<VerbChatKey>: the API key of a chat profile,
+// for the chat service alone.
+const VerbChatKey = "chatkey"
+
+// ChatKeyRequest is the body of mcp.v1.cred.chatkey. The service derives the
+// credential id from Profile (model.ChatProfileCredentialID): no other record
+// can be named. The reply (model.SealedReply) is sealed to RecipientKey and
+// opens to model.ResolvedCredentials holding model.ChatAPIKeyEnv alone.
+type ChatKeyRequest struct {
+	Profile      string `json:"profile"`
+	RecipientKey string `json:"recipient_key"`
+}
+
+// ChatKey returns the API key of the chat profile named profile, asked on
+// mcp.v1.cred.chatkey (the chat service's own subject, whatever the
+// resolver's options) and sealed to this resolver's key on the way. A
+// profile with no stored key is NOT_FOUND.
+func (r *Resolver) ChatKey(ctx context.Context, profile string) (string, error) {
+	out, err := r.fetch(ctx, VerbChatKey, ChatKeyRequest{Profile: profile, RecipientKey: r.pubKey})
+	if err != nil {
+		return "", err
+	}
+	key := out.Env[model.ChatAPIKeyEnv]
+	if key == "" {
+		return "", apierr.Newf(apierr.NotFound, "no API key is stored for chat profile %s", profile)
+	}
+	return key, nil
+}
+
+// fetch sends req on mcp.v1.cred.<verb> and opens the sealed reply with the
+// resolver's key.
+func (r *Resolver) fetch(ctx context.Context, verb string, req any) (model.ResolvedCredentials, error) {
+	var reply model.SealedReply
+	if err := bus.RequestJSON(ctx, r.nc, r.subj.Service("cred", verb), req, &reply, Timeout); err != nil {
 		return model.ResolvedCredentials{}, unreachable(err)
 	}
 	plain, err := r.kp.Open(reply.Sealed, reply.SenderKey)
 	if err != nil {
-		return model.ResolvedCredentials{}, apierr.Wrap(apierr.Internal, "the credential reply cannot be opened with this runner's key", err)
+		return model.ResolvedCredentials{}, apierr.Wrap(apierr.Internal, "the credential reply cannot be opened with this resolver's key", err)
 	}
 	defer clear(plain)
 	var out model.ResolvedCredentials

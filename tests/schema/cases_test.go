@@ -286,6 +286,17 @@ func TestSchemaCases(t *testing.T) {
 		{"sealed-reply", false, `{"sender_key":"` + curveKey + `","sealed":"not base64!"}`},
 		{"sealed-reply", false, `{"sender_key":"` + curveKey + `","sealed":""}`},
 		{"sealed-reply", false, `{"sender_key":"` + curveKey + `","sealed":"eGt2MQ==","env":{"API_KEY":"s3cret"}}`},
+		{"cred-chatkey-request", true, `{"profile":"work","recipient_key":"` + curveKey + `"}`},
+		{"cred-chatkey-request", false, `{"profile":"work"}`},
+		{"cred-chatkey-request", false, `{"recipient_key":"` + curveKey + `"}`},
+		{"cred-chatkey-request", false, `{"profile":"work.>","recipient_key":"` + curveKey + `"}`},
+		{"cred-chatkey-request", false, `{"profile":"Work","recipient_key":"` + curveKey + `"}`},
+		{"cred-chatkey-request", false, `{"profile":"work","server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","recipient_key":"` + curveKey + `"}`}, // no id of the caller's choosing
+		{"cred-chatkey-reply", true, `{"sender_key":"` + curveKey + `","sealed":"eGt2MT0sQGjEwJuerG8k6DFcwvJjACC+JTt/p9Zrc7N+Ljg="}`},
+		{"cred-chatkey-reply", false, `{"sender_key":"` + curveKey + `","sealed":"eGt2MQ==","api_key":"s3cret"}`},
+		{"cred-chatkey-reply", false, `{"sealed":"eGt2MQ=="}`},
+		{"cred-event", true, `{"type":"resolved","server_id":"0b6f2a4e-3c1d-5f7a-9a53-2f9f4b8c1d2e","via":"chatkey","at":` + now + `}`},
+		{"cred-event", false, `{"type":"resolved","server_id":"0b6f2a4e-3c1d-5f7a-9a53-2f9f4b8c1d2e","via":"chat","at":` + now + `}`},
 
 		// Registry service.
 		{"registry-search-request", true, `{"query":"github"}`},

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/credclient"
@@ -256,6 +257,28 @@ func driveControlPlane(t *testing.T, ctx context.Context, sys *stack.Stack, sec 
 	bad.add("cred.describe", badDescribe)
 	_, err = cc.Describe(ctx, badDescribe)
 	wantCode(t, "cred.describe of a server id that is not a uuid", err, apierr.Validation)
+
+	// A chat profile's API key, stored as the chat service stores it and read
+	// back on cred.chatkey (sealed to the reader's key), and a profile with
+	// none; as the chat identity, the only one that may publish cred.chatkey.
+	chatNC, err := sys.ConnectAs("schema-chat", access.Chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chatNC.Close()
+	if _, err := credclient.New(chatNC, "").Set(ctx, model.CredSetRequest{ServerID: model.ChatProfileCredentialID("schema-chat"), Replace: true,
+		Credentials: model.Credentials{Env: map[string]string{model.ChatAPIKeyEnv: sec.value("chat-api-key")}}}); err != nil {
+		t.Fatalf("cred.set of a chat profile's key: %v", err)
+	}
+	chatRes, err := credclient.NewResolver(chatNC, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key, err := chatRes.ChatKey(ctx, "schema-chat"); err != nil || key != sec.value("chat-api-key") {
+		t.Fatalf("cred.chatkey: %v", err)
+	}
+	_, err = chatRes.ChatKey(ctx, "schema-no-key")
+	wantCode(t, "cred.chatkey of a profile with no key", err, apierr.NotFound)
 
 	hist, err := cl.ConfigHistory(ctx, "second")
 	if err != nil || len(hist) != 2 { // create, update (disabling a disabled server writes nothing)

@@ -403,7 +403,7 @@ type request struct {
 func controlVerbs() map[string][]string {
 	return map[string][]string{
 		"config":   config.Verbs,
-		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry},
+		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry, credential.VerbChatKey},
 		"registry": {"search", "get"},
 	}
 }
@@ -454,6 +454,7 @@ var requestSchema = map[string]string{
 
 	"cred.set": "cred-set-request", "cred.delete": "cred-delete-request", "cred.describe": "cred-describe-request",
 	"cred.resolve": "cred-resolve-request", "cred.key": "cred-key-request", "cred.registry": "cred-resolve-request",
+	"cred.chatkey": "cred-chatkey-request",
 
 	"registry.search": "registry-search-request", "registry.get": "registry-get-request",
 }
@@ -470,6 +471,7 @@ var replySchema = map[string]string{
 
 	"cred.set": "cred-description", "cred.delete": "cred-description", "cred.describe": "cred-description",
 	"cred.resolve": "sealed-reply", "cred.key": "cred-key-reply", "cred.registry": "sealed-reply",
+	"cred.chatkey": "cred-chatkey-reply",
 
 	"registry.search": "registry-search-reply", "registry.get": "install-plan",
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
-	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/conversation"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
 	"github.com/mcpbus/mcpbus/services/chat/loop"
@@ -34,17 +34,7 @@ func ctxT(t *testing.T) context.Context {
 // openLog runs an embedded NATS with JetStream and opens the log on it.
 func openLog(t *testing.T) (*conversation.Log, jetstream.JetStream) {
 	t.Helper()
-	ns, err := embednats.Start(embednats.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(testkit.Connect(t, testkit.NATS(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

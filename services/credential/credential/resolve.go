@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -38,8 +39,8 @@ func (s *Service) resolve(ctx context.Context, data []byte, via string) (id stri
 	}
 	id = in.ServerID
 	defer func() { s.audit(id, in.Runner, via, err) }()
-	if !nkeys.IsValidPublicCurveKey(in.RecipientKey) {
-		return id, nil, apierr.Invalid("recipient_key", "recipient_key must be an nkeys curve public key (X…)")
+	if err := checkRecipient(in.RecipientKey); err != nil {
+		return id, nil, err
 	}
 	switch {
 	case via == VerbRegistry && id != model.RegistryCredentialsID:
@@ -51,37 +52,103 @@ func (s *Service) resolve(ctx context.Context, data []byte, via string) (id stri
 			return id, nil, err
 		}
 	}
+	reply, err := s.sealRecord(ctx, id, in.RecipientKey, resolvedAll)
+	if err != nil {
+		return id, nil, err
+	}
+	return id, reply, nil
+}
+
+// handleChatKey answers the chat service the API key of one chat profile on
+// its own subject (cred.chatkey): only the records of chat profiles
+// (model.ChatProfileCredentialID of the name), and of those only the key
+// (model.ChatAPIKeyEnv), sealed to the requester's key like a resolve, with
+// the same audit event.
+func (s *Service) handleChatKey(ctx context.Context, data []byte) (id string, out any, err error) {
+	var in credclient.ChatKeyRequest
+	if err := bus.Decode(data, &in); err != nil {
+		return "", nil, err
+	}
+	if !model.ValidSlug(in.Profile) {
+		return "", nil, apierr.Invalid("profile", "profile must be a chat profile name (a slug)")
+	}
+	// The id is derived here, never taken from the request: no other
+	// record can be asked for.
+	id = model.ChatProfileCredentialID(in.Profile)
+	defer func() { s.audit(id, "", VerbChatKey, err) }()
+	if err := checkRecipient(in.RecipientKey); err != nil {
+		return id, nil, err
+	}
+	reply, err := s.sealRecord(ctx, id, in.RecipientKey, chatKey)
+	if err != nil {
+		return id, nil, err
+	}
+	return id, reply, nil
+}
+
+// checkRecipient checks the key a reply is to be sealed to.
+func checkRecipient(key string) error {
+	if !nkeys.IsValidPublicCurveKey(key) {
+		return apierr.Invalid("recipient_key", "recipient_key must be an nkeys curve public key (X…)")
+	}
+	return nil
+}
+
+// sealRecord reads id's record (refreshing its OAuth token when due), takes
+// what the requester may have of it (pick) and seals that to recipient with
+// the service's key: the one answer of cred.resolve, cred.registry and
+// cred.chatkey.
+func (s *Service) sealRecord(ctx context.Context, id, recipient string, pick func(model.Credentials) (model.ResolvedCredentials, error)) (model.SealedReply, error) {
 	// The lock covers a refresh and its write (see keyedMutex).
 	unlock, err := s.locks.lock(ctx, id)
 	if err != nil {
-		return id, nil, err
+		return model.SealedReply{}, err
 	}
 	defer unlock()
 	rec, _, err := s.get(ctx, id)
 	if err != nil {
-		return id, nil, err
+		return model.SealedReply{}, err
 	}
 	if rec.OAuth != nil {
 		tok, err := s.freshToken(ctx, id, rec)
 		if err != nil {
-			return id, nil, err
+			return model.SealedReply{}, err
 		}
 		rec.OAuth = tok
 	}
+	answer, err := pick(rec)
+	if err != nil {
+		return model.SealedReply{}, err
+	}
 	kp, pub, err := s.keys.get(ctx)
 	if err != nil {
-		return id, nil, err
+		return model.SealedReply{}, err
 	}
-	plain, err := json.Marshal(resolved(rec))
+	plain, err := json.Marshal(answer)
 	if err != nil {
-		return id, nil, apierr.Wrap(apierr.Internal, "encoding credentials", err)
+		return model.SealedReply{}, apierr.Wrap(apierr.Internal, "encoding credentials", err)
 	}
-	sealed, err := kp.Seal(plain, in.RecipientKey)
+	sealed, err := kp.Seal(plain, recipient)
 	clear(plain)
 	if err != nil {
-		return id, nil, apierr.Wrap(apierr.Validation, "cannot seal to recipient_key", err).WithField("recipient_key")
+		return model.SealedReply{}, apierr.Wrap(apierr.Validation, "cannot seal to recipient_key", err).WithField("recipient_key")
 	}
-	return id, model.SealedReply{SenderKey: pub, Sealed: sealed}, nil
+	return model.SealedReply{SenderKey: pub, Sealed: sealed}, nil
+}
+
+// resolvedAll is what a runner (or the registry service) gets: the whole record.
+func resolvedAll(rec model.Credentials) (model.ResolvedCredentials, error) {
+	return resolved(rec), nil
+}
+
+// chatKey is what the chat service gets: the profile's API key alone, or
+// NOT_FOUND when none is stored.
+func chatKey(rec model.Credentials) (model.ResolvedCredentials, error) {
+	key := rec.Env[model.ChatAPIKeyEnv]
+	if key == "" {
+		return model.ResolvedCredentials{}, apierr.New(apierr.NotFound, "no API key is stored for this chat profile")
+	}
+	return model.ResolvedCredentials{Env: map[string]string{model.ChatAPIKeyEnv: key}}, nil
 }
 
 // resolved is what a runner gets: env values, headers, keyfile paths, and the

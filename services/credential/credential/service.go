@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/services/credential/store"
 	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
 )
@@ -36,6 +37,8 @@ const (
 	VerbKey = "key"
 	// VerbRegistry resolves the registry credentials for the registry service.
 	VerbRegistry = "registry"
+	// VerbChatKey answers the chat service the API key of a chat profile.
+	VerbChatKey = credclient.VerbChatKey
 )
 
 // Options configure the service. Store, or Backend and what it needs, is required.
@@ -138,7 +141,7 @@ func (s *Service) Ready() <-chan struct{} { return s.ready }
 func (s *Service) Run(ctx context.Context) error {
 	handlers := map[string]handler{
 		VerbSet: s.handleSet, VerbDelete: s.handleDelete, VerbDescribe: s.handleDescribe, VerbResolve: s.handleResolve,
-		VerbKey: s.handleKey, VerbRegistry: s.handleRegistryKey,
+		VerbKey: s.handleKey, VerbRegistry: s.handleRegistryKey, VerbChatKey: s.handleChatKey,
 	}
 	meta := map[string]string{"backend": s.store.Name()}
 	// The key pair now, when the store answers (the file store always does:
@@ -157,7 +160,7 @@ func (s *Service) Run(ctx context.Context) error {
 	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version,
 		Description: "mcpbus credential service: secrets of MCP servers",
 		Metadata:    meta}
-	for _, verb := range []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve, VerbKey, VerbRegistry} {
+	for _, verb := range []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve, VerbKey, VerbRegistry, VerbChatKey} {
 		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: verb, Subject: s.subj.Service("cred", verb),
 			Handler: bus.JSONHandler(s.log, s.logged(verb, handlers[verb]))})
 	}
