@@ -49,13 +49,7 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 	if len(reply.ToolCalls) > 0 {
 		stop = "tool_use"
 	}
-	ids := make([]string, len(reply.ToolCalls))
-	for i, c := range reply.ToolCalls {
-		ids[i] = c.ID
-		if ids[i] == "" {
-			ids[i] = s.nextID("toolu_")
-		}
-	}
+	ids := s.callIDs(reply.ToolCalls, "toolu_")
 
 	if !req.Stream {
 		if !sleep(r, reply.Delay) {

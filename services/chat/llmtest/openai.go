@@ -53,13 +53,7 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 	if len(reply.ToolCalls) > 0 {
 		finish = "tool_calls"
 	}
-	ids := make([]string, len(reply.ToolCalls))
-	for i, c := range reply.ToolCalls {
-		ids[i] = c.ID
-		if ids[i] == "" {
-			ids[i] = s.nextID("call_")
-		}
-	}
+	ids := s.callIDs(reply.ToolCalls, "call_")
 
 	if !req.Stream {
 		if !sleep(r, reply.Delay) {

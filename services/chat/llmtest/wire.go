@@ -92,3 +92,16 @@ func jsonArg(args string) json.RawMessage {
 }
 
 type obj = map[string]any
+
+// callIDs are the ids of the reply's tool calls: each call's own, or a new
+// one with prefix (call_ for OpenAI, toolu_ for Anthropic).
+func (s *Server) callIDs(calls []ToolCall, prefix string) []string {
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		ids[i] = c.ID
+		if ids[i] == "" {
+			ids[i] = s.nextID(prefix)
+		}
+	}
+	return ids
+}
