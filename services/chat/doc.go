@@ -5,6 +5,8 @@
 // Anthropic Messages API, streaming, tool calls, rate-limit retries),
 // llmtest/ (a local server speaking both APIs with scripted replies, for
 // tests), guard/ (repeated-call detector, per-server breaker, result cut),
-// conversation/ (the durable conversation log on JetStream) and profiles/
-// (chat profiles on KV, API keys in the credential service).
+// conversation/ (the durable conversation log on JetStream), profiles/
+// (chat profiles on KV, API keys in the credential service), loop/ (the turn
+// engine, resumable from the log), approvals/ (pending calls and decisions
+// on KV) and events/ (chat events on the bus, text deltas coalesced).
 package chat

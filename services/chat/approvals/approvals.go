@@ -1,0 +1,337 @@
+// Package approvals is the KV-backed approver of chat tool calls (issue 14):
+// a call the profile's policy says to ask for waits as a pending record in
+// the bucket bus.BucketChatApprovals until any client answers it
+// (mcp.v1.chat.approve → Decide), the turn ends or a timeout denies it.
+//
+// Keys (KV keys allow [-/_=.a-zA-Z0-9], so call ids and tool names are
+// encoded):
+//
+//	<conversation>.pending.<base64url(call_id)>   a call awaiting an answer
+//	<conversation>.granted.<hex sha256(tool)[:32]> an approve_conversation grant
+//
+// A decision is written on the pending key with compare-and-set on the
+// revision the decider read, so of two answers only one wins (the other
+// gets CONFLICT); the asker writes its timeout the same way, so a late
+// answer and the timeout cannot both win either.
+package approvals
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// DefaultTimeout is how long Ask waits for an answer.
+const DefaultTimeout = 5 * time.Minute
+
+// Options configure an Approver; zero values take the defaults.
+type Options struct {
+	// Replicas of the bucket (1 embedded, 3 on a cluster).
+	Replicas int
+	// Timeout bounds the wait of one Ask (default DefaultTimeout); then the
+	// call is denied.
+	Timeout time.Duration
+	// Logger hears what start-up waits for.
+	Logger *slog.Logger
+	// Now is the clock of asked_at and decided_at (default time.Now).
+	Now func() time.Time
+}
+
+// Approver implements loop.Approver on the KV bucket; Decide and Pending
+// serve mcp.v1.chat.approve and the listing of what waits. It is safe for
+// concurrent use, and any number of instances may share the bucket.
+type Approver struct {
+	kv      jetstream.KeyValue
+	timeout time.Duration
+	now     func() time.Time
+}
+
+// Record is the value of a pending key.
+type Record struct {
+	Conversation string          `json:"conversation"`
+	CallID       string          `json:"call_id"`
+	Tool         string          `json:"tool"`
+	Arguments    json.RawMessage `json:"arguments,omitempty"`
+	AskedAt      time.Time       `json:"asked_at"`
+	// Decision is empty while the call waits.
+	Decision  string    `json:"decision,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
+}
+
+// grant is the value of a granted key.
+type grant struct {
+	Tool      string    `json:"tool"`
+	CallID    string    `json:"call_id"`
+	GrantedAt time.Time `json:"granted_at"`
+}
+
+// Open creates (or opens) the bucket and returns the approver.
+func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Approver, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      bus.BucketChatApprovals,
+		Description: "chat tool calls awaiting approval (<conversation>.pending.*) and conversation grants (<conversation>.granted.*)",
+		// The answered value survives the asker's delete, so a late second
+		// answer is told CONFLICT rather than NOT_FOUND.
+		History: 3,
+		Storage: jetstream.FileStorage,
+	}, max(opts.Replicas, 1), opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	return &Approver{kv: kv, timeout: opts.Timeout, now: opts.Now}, nil
+}
+
+// PendingKey is the key of a call awaiting approval.
+func PendingKey(conversation, callID string) string {
+	return conversation + ".pending." + base64.RawURLEncoding.EncodeToString([]byte(callID))
+}
+
+// GrantKey is the key of the approve_conversation grant of a tool.
+func GrantKey(conversation, tool string) string {
+	sum := sha256.Sum256([]byte(tool))
+	return conversation + ".granted." + hex.EncodeToString(sum[:16])
+}
+
+// ErrTimedOut is returned (with model.DecisionDeny) when nobody answered in time.
+var ErrTimedOut = errors.New("approval timed out")
+
+// Ask waits for the answer to call. A tool the conversation granted with
+// approve_conversation is approved at once. Else the call is written as
+// pending and watched until a decision arrives, ctx ends (ctx's error) or
+// the timeout passes (model.DecisionDeny with an error wrapping
+// ErrTimedOut). The pending key is deleted before Ask returns.
+func (a *Approver) Ask(ctx context.Context, conversation string, call model.ChatToolCall) (string, error) {
+	if !model.ValidConversationID(conversation) {
+		return model.DecisionDeny, apierr.Invalid("conversation", "conversation must be a slug or a uuid")
+	}
+	if call.CallID == "" || call.Tool == "" {
+		return model.DecisionDeny, apierr.Invalid("call_id", "the call needs an id and a tool")
+	}
+	if _, err := a.kv.Get(ctx, GrantKey(conversation, call.Tool)); err == nil {
+		return model.DecisionApprove, nil
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return model.DecisionDeny, err
+	}
+
+	key := PendingKey(conversation, call.CallID)
+	rec := Record{Conversation: conversation, CallID: call.CallID, Tool: call.Tool, Arguments: call.Arguments, AskedAt: a.now().UTC()}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return model.DecisionDeny, err
+	}
+	// An existing key is the same call asked again (a resumed turn): wait on it.
+	if _, err := a.kv.Create(ctx, key, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return model.DecisionDeny, err
+	}
+	defer a.cleanup(key)
+
+	wctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	w, err := a.kv.Watch(wctx, key)
+	if err != nil {
+		return model.DecisionDeny, err
+	}
+	defer func() { _ = w.Stop() }()
+	var rev uint64
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return model.DecisionDeny, errors.New("approval watch ended")
+			}
+			if e == nil {
+				continue // end of the initial values
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				return model.DecisionDeny, errors.New("the pending approval was withdrawn")
+			}
+			var r Record
+			if err := json.Unmarshal(e.Value(), &r); err != nil {
+				return model.DecisionDeny, fmt.Errorf("pending approval: %w", err)
+			}
+			if r.Decision != "" {
+				return r.Decision, nil
+			}
+			rev = e.Revision()
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return model.DecisionDeny, ctx.Err()
+			}
+			return a.expire(key, rec, rev)
+		}
+	}
+}
+
+// expire writes the timeout's deny on the pending key, unless an answer
+// won the race (then that answer stands).
+func (a *Approver) expire(key string, rec Record, rev uint64) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	reason := fmt.Sprintf("nobody answered within %s, so the call was denied", a.timeout)
+	rec.Decision, rec.Reason, rec.DecidedAt = model.DecisionDeny, reason, a.now().UTC()
+	data, _ := json.Marshal(rec)
+	if rev != 0 {
+		if _, err := a.kv.Update(ctx, key, data, rev); err != nil {
+			if e, gerr := a.kv.Get(ctx, key); gerr == nil {
+				var r Record
+				if json.Unmarshal(e.Value(), &r) == nil && r.Decision != "" {
+					return r.Decision, nil
+				}
+			}
+		}
+	}
+	return model.DecisionDeny, fmt.Errorf("%w: %s", ErrTimedOut, reason)
+}
+
+func (a *Approver) cleanup(key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = a.kv.Delete(ctx, key)
+}
+
+// Decide answers a pending call: VALIDATION_ERROR for a bad request,
+// NOT_FOUND when no such call waits, CONFLICT when it was answered already
+// (or another answer wins the race). approve_conversation also grants the
+// tool for the rest of the conversation.
+func (a *Approver) Decide(ctx context.Context, req model.ChatApproveRequest) error {
+	if e := req.Validate(); e != nil {
+		return e
+	}
+	key := PendingKey(req.Conversation, req.CallID)
+	e, err := a.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		if prev := a.answered(ctx, key); prev != "" {
+			return apierr.Newf(apierr.Conflict, "call %q was answered already (%s)", req.CallID, prev)
+		}
+		return apierr.Newf(apierr.NotFound, "no call %q awaits approval in conversation %q", req.CallID, req.Conversation)
+	}
+	if err != nil {
+		return err
+	}
+	var rec Record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return fmt.Errorf("pending approval: %w", err)
+	}
+	if rec.Decision != "" {
+		return apierr.Newf(apierr.Conflict, "call %q was answered already (%s)", req.CallID, rec.Decision)
+	}
+	now := a.now().UTC()
+	if req.Decision == model.DecisionApproveConversation {
+		// The grant first: the asker may move on (and ask again) as soon as
+		// the decision is written.
+		g, _ := json.Marshal(grant{Tool: rec.Tool, CallID: rec.CallID, GrantedAt: now})
+		if _, err := a.kv.Put(ctx, GrantKey(req.Conversation, rec.Tool), g); err != nil {
+			return err
+		}
+	}
+	rec.Decision, rec.DecidedAt = req.Decision, now
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := a.kv.Update(ctx, key, data, e.Revision()); err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			return apierr.Newf(apierr.Conflict, "call %q was answered meanwhile", req.CallID)
+		}
+		return err
+	}
+	return nil
+}
+
+// answered is the decision of a pending key the asker deleted already ("" if none).
+func (a *Approver) answered(ctx context.Context, key string) string {
+	hist, err := a.kv.History(ctx, key)
+	if err != nil {
+		return ""
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		var r Record
+		if json.Unmarshal(hist[i].Value(), &r) == nil && r.Decision != "" {
+			return r.Decision
+		}
+		return ""
+	}
+	return ""
+}
+
+// Pending lists the calls of a conversation awaiting approval, oldest first.
+func (a *Approver) Pending(ctx context.Context, conversation string) ([]model.ChatToolCall, error) {
+	if e := (&model.ChatConversationRef{Conversation: conversation}).Validate(); e != nil {
+		return nil, e
+	}
+	lister, err := a.kv.ListKeysFiltered(ctx, conversation+".pending.*")
+	if err != nil {
+		return nil, err
+	}
+	var recs []Record
+	seen := map[string]bool{}
+	for key := range lister.Keys() {
+		if seen[key] {
+			continue // a lister may repeat keys
+		}
+		seen[key] = true
+		e, err := a.kv.Get(ctx, key)
+		if err != nil {
+			continue // answered and deleted meanwhile
+		}
+		var r Record
+		if json.Unmarshal(e.Value(), &r) != nil || r.Decision != "" {
+			continue
+		}
+		recs = append(recs, r)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(recs, func(x, y Record) int { return x.AskedAt.Compare(y.AskedAt) })
+	out := make([]model.ChatToolCall, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, model.ChatToolCall{CallID: r.CallID, Tool: r.Tool, State: model.ToolCallAwaitingApproval, Arguments: r.Arguments})
+	}
+	return out, nil
+}
+
+// Forget purges every pending call and grant of a conversation (when it is deleted).
+func (a *Approver) Forget(ctx context.Context, conversation string) error {
+	if e := (&model.ChatConversationRef{Conversation: conversation}).Validate(); e != nil {
+		return e
+	}
+	lister, err := a.kv.ListKeysFiltered(ctx, conversation+".>")
+	if err != nil {
+		return err
+	}
+	for key := range lister.Keys() {
+		if err := a.kv.Purge(ctx, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,261 @@
+package approvals_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/chat/approvals"
+	"github.com/mcpbus/mcpbus/services/chat/loop"
+)
+
+var _ loop.Approver = (*approvals.Approver)(nil)
+
+type env struct {
+	asker, decider *approvals.Approver
+}
+
+func setup(t *testing.T, timeout time.Duration) env {
+	t.Helper()
+	ns := testkit.NATS(t)
+	ctx := ctxT(t)
+	a, err := approvals.Open(ctx, testkit.Connect(t, ns), approvals.Options{Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := approvals.Open(ctx, testkit.Connect(t, ns), approvals.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env{asker: a, decider: d}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func call(id, tool string) model.ChatToolCall {
+	return model.ChatToolCall{CallID: id, Tool: tool, State: model.ToolCallAwaitingApproval, Arguments: json.RawMessage(`{"path":"/tmp"}`)}
+}
+
+type answer struct {
+	decision string
+	err      error
+}
+
+// ask runs Ask in the background and waits until the call is pending.
+func ask(t *testing.T, e env, conv string, c model.ChatToolCall) <-chan answer {
+	t.Helper()
+	ch := make(chan answer, 1)
+	go func() {
+		d, err := e.asker.Ask(ctxT(t), conv, c)
+		ch <- answer{d, err}
+	}()
+	testkit.WaitFor(t, 5*time.Second, func() (bool, string) {
+		p, err := e.decider.Pending(ctxT(t), conv)
+		for _, pc := range p {
+			if pc.CallID == c.CallID {
+				return true, ""
+			}
+		}
+		return false, "call not pending yet: " + errString(err)
+	})
+	return ch
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+func wait(t *testing.T, ch <-chan answer) answer {
+	t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(10 * time.Second):
+		t.Fatal("Ask did not return")
+		return answer{}
+	}
+}
+
+func TestApproveAndDeny(t *testing.T) {
+	e := setup(t, 0)
+	for _, dec := range []string{model.DecisionApprove, model.DecisionDeny} {
+		c := call("call-"+dec, "fs__write file") // a space: the key encodes the id
+		ch := ask(t, e, "conv1", c)
+		p, err := e.decider.Pending(ctxT(t), "conv1")
+		if err != nil || len(p) != 1 || p[0].Tool != c.Tool || string(p[0].Arguments) != `{"path":"/tmp"}` {
+			t.Fatalf("pending %+v %v", p, err)
+		}
+		if err := e.decider.Decide(ctxT(t), model.ChatApproveRequest{Conversation: "conv1", CallID: c.CallID, Decision: dec}); err != nil {
+			t.Fatal(err)
+		}
+		if a := wait(t, ch); a.err != nil || a.decision != dec {
+			t.Fatalf("%s: got %+v", dec, a)
+		}
+		if p, err := e.decider.Pending(ctxT(t), "conv1"); err != nil || len(p) != 0 {
+			t.Fatalf("still pending %+v %v", p, err)
+		}
+	}
+}
+
+func TestApproveConversation(t *testing.T) {
+	e := setup(t, 0)
+	ch := ask(t, e, "conv2", call("c1", "fs__delete"))
+	if err := e.decider.Decide(ctxT(t), model.ChatApproveRequest{Conversation: "conv2", CallID: "c1", Decision: model.DecisionApproveConversation}); err != nil {
+		t.Fatal(err)
+	}
+	if a := wait(t, ch); a.err != nil || a.decision != model.DecisionApproveConversation {
+		t.Fatalf("got %+v", a)
+	}
+	// The same tool again: approved at once, nothing pending.
+	d, err := e.asker.Ask(ctxT(t), "conv2", call("c2", "fs__delete"))
+	if err != nil || d != model.DecisionApprove {
+		t.Fatalf("second ask %q %v", d, err)
+	}
+	if p, _ := e.decider.Pending(ctxT(t), "conv2"); len(p) != 0 {
+		t.Fatalf("pending %+v", p)
+	}
+	// Another tool, or the same tool in another conversation, is asked for.
+	for _, tc := range []struct{ conv, tool string }{{"conv2", "fs__write"}, {"conv3", "fs__delete"}} {
+		ch := ask(t, e, tc.conv, call("c3", tc.tool))
+		if err := e.decider.Decide(ctxT(t), model.ChatApproveRequest{Conversation: tc.conv, CallID: "c3", Decision: model.DecisionDeny}); err != nil {
+			t.Fatal(err)
+		}
+		if a := wait(t, ch); a.decision != model.DecisionDeny {
+			t.Fatalf("%+v: got %+v", tc, a)
+		}
+	}
+	if err := e.decider.Forget(ctxT(t), "conv2"); err != nil {
+		t.Fatal(err)
+	}
+	ch = ask(t, e, "conv2", call("c4", "fs__delete")) // the grant is gone
+	_ = e.decider.Decide(ctxT(t), model.ChatApproveRequest{Conversation: "conv2", CallID: "c4", Decision: model.DecisionDeny})
+	if a := wait(t, ch); a.decision != model.DecisionDeny {
+		t.Fatalf("after Forget: %+v", a)
+	}
+}
+
+func TestTimeoutDenies(t *testing.T) {
+	e := setup(t, 300*time.Millisecond)
+	start := time.Now()
+	d, err := e.asker.Ask(ctxT(t), "conv4", call("slow", "fs__write"))
+	if d != model.DecisionDeny || !errors.Is(err, approvals.ErrTimedOut) {
+		t.Fatalf("got %q %v", d, err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("took %s", time.Since(start))
+	}
+	if p, _ := e.decider.Pending(ctxT(t), "conv4"); len(p) != 0 {
+		t.Fatalf("pending %+v", p)
+	}
+	// A late answer is told it was answered (by the timeout).
+	err = e.decider.Decide(ctxT(t), model.ChatApproveRequest{Conversation: "conv4", CallID: "slow", Decision: model.DecisionApprove})
+	if apierr.Of(err) != apierr.Conflict {
+		t.Fatalf("late answer: %v", err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	e := setup(t, 0)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	ch := make(chan answer, 1)
+	go func() {
+		d, err := e.asker.Ask(ctx, "conv5", call("x", "t"))
+		ch <- answer{d, err}
+	}()
+	testkit.WaitFor(t, 5*time.Second, func() (bool, string) {
+		p, _ := e.decider.Pending(ctxT(t), "conv5")
+		return len(p) == 1, "not pending"
+	})
+	cancel()
+	if a := wait(t, ch); !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("got %+v", a)
+	}
+	testkit.WaitFor(t, 5*time.Second, func() (bool, string) {
+		p, _ := e.decider.Pending(ctxT(t), "conv5")
+		return len(p) == 0, "still pending"
+	})
+}
+
+func TestDecideErrors(t *testing.T) {
+	e := setup(t, 0)
+	err := e.decider.Decide(ctxT(t), model.ChatApproveRequest{Conversation: "conv6", CallID: "nope", Decision: model.DecisionApprove})
+	if apierr.Of(err) != apierr.NotFound {
+		t.Fatalf("unknown call: %v", err)
+	}
+	for _, req := range []model.ChatApproveRequest{
+		{Conversation: "conv6", CallID: "x", Decision: "maybe"},
+		{Conversation: "a.b", CallID: "x", Decision: model.DecisionApprove},
+		{Conversation: "conv6", CallID: "", Decision: model.DecisionApprove},
+	} {
+		if err := e.decider.Decide(ctxT(t), req); apierr.Of(err) != apierr.Validation {
+			t.Fatalf("%+v: %v", req, err)
+		}
+	}
+	if _, err := e.decider.Pending(ctxT(t), "a.>"); apierr.Of(err) != apierr.Validation {
+		t.Fatalf("pending of a bad id: %v", err)
+	}
+}
+
+func TestDoubleAnswer(t *testing.T) {
+	e := setup(t, 0)
+	// Sequential: the second answer, after Ask returned, is a CONFLICT.
+	ch := ask(t, e, "conv7", call("d1", "t"))
+	if err := e.decider.Decide(ctxT(t), model.ChatApproveRequest{Conversation: "conv7", CallID: "d1", Decision: model.DecisionDeny}); err != nil {
+		t.Fatal(err)
+	}
+	if a := wait(t, ch); a.decision != model.DecisionDeny {
+		t.Fatalf("got %+v", a)
+	}
+	err := e.decider.Decide(ctxT(t), model.ChatApproveRequest{Conversation: "conv7", CallID: "d1", Decision: model.DecisionApprove})
+	if apierr.Of(err) != apierr.Conflict {
+		t.Fatalf("second answer: %v", err)
+	}
+
+	// Racing: exactly one of many answers wins, the others are CONFLICT
+	// (or NOT_FOUND would be wrong: the call existed).
+	ch = ask(t, e, "conv7", call("d2", "t"))
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			dec := model.DecisionApprove
+			if i%2 == 1 {
+				dec = model.DecisionDeny
+			}
+			errs[i] = e.decider.Decide(ctxT(t), model.ChatApproveRequest{Conversation: "conv7", CallID: "d2", Decision: dec})
+		})
+	}
+	wg.Wait()
+	won := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && won >= 0:
+			t.Fatalf("answers %d and %d both won", won, i)
+		case err == nil:
+			won = i
+		case apierr.Of(err) != apierr.Conflict:
+			t.Fatalf("answer %d: %v", i, err)
+		}
+	}
+	want := model.DecisionApprove
+	if won%2 == 1 {
+		want = model.DecisionDeny
+	}
+	if a := wait(t, ch); won < 0 || a.decision != want {
+		t.Fatalf("won %d, asker got %+v", won, a)
+	}
+}
