@@ -139,6 +139,7 @@ const (
 	streamChat     = "MCP_CHAT"
 	bChatProfiles  = "mcp_chat_profiles"
 	bChatApprovals = "mcp_chat_approvals"
+	bChatTurns     = "mcp_chat_turns"
 	oChatResults   = "mcp_chat_results"
 )
 
@@ -196,21 +197,22 @@ func Table() []Rule {
 		{Role: Registry, Why: "serves registry.*; caches registry answers; reads the stored Smithery key (cred.registry, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.registry.*"}),
 			Publish:   join(ensure("KV_"+bRegistry), kvWrite(bRegistry), []string{"{p}.cred.registry"})},
-		{Role: Gateway, Why: "the HTTP edge: calls tools and, for admin keys, the control plane; keeps API keys; serves keys.*",
+		{Role: Gateway, Why: "the HTTP edge: calls tools and, for admin keys, the control plane; chat for chat keys; keeps API keys; serves keys.*",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.keys.*", "{p}.events.>"}),
 			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys), kvWrite(bAPIKeys), kvRead(bTools, bStatus), consume(streamEvents),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
-					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "$SRV.>"})},
+					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.chat.*", "{p}.chat.profiles.*", "$SRV.>"})},
 		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools, reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; stores profile API keys through the credential service and reads them back on cred.chatkey (chat profiles' keys only, never cred.resolve)",
-			Subscribe: join(ownInbox, discovery, []string{"{p}.chat.*"}),
-			Publish: join(consume(streamEvents), ensure(streamChat, "KV_"+bChatProfiles, "KV_"+bChatApprovals, "OBJ_"+oChatResults),
-				consume(streamChat), purge(streamChat), []string{"{p}.chat.log.>"}, kvWrite(bChatProfiles, bChatApprovals), objWrite(oChatResults),
+			Subscribe: join(ownInbox, discovery, []string{"{p}.chat.*", "{p}.chat.profiles.*"}),
+			Publish: join(consume(streamEvents), ensure(streamChat, "KV_"+bChatProfiles, "KV_"+bChatApprovals, "KV_"+bChatTurns, "OBJ_"+oChatResults),
+				consume(streamChat), purge(streamChat), []string{"{p}.chat.log.>"}, kvWrite(bChatProfiles, bChatApprovals, bChatTurns), objWrite(oChatResults),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.events.chat.>",
 					"{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.cred.chatkey"})},
-		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls, event replay and the catalog (serve-stdio), never cred.resolve",
+		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls, chat and its profiles, event replay and the catalog (serve-stdio), never cred.resolve",
 			Subscribe: join(ownInbox, []string{"{p}.events.>"}),
 			Publish: join(consume(streamEvents), kvRead(bTools, bStatus), []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
-				"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.keys.*", "{p}.agents.*", "$SRV.>"})},
+				"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.keys.*", "{p}.agents.*",
+				"{p}.chat.*", "{p}.chat.profiles.*", "$SRV.>"})},
 		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; answers into inboxes directly, since a reload of the users forgets pending responses",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.agents.*"}),
 			Publish:   []string{InboxRoot + ".>"}},

@@ -26,6 +26,9 @@ const (
 	BucketChatProfiles = "mcp_chat_profiles"
 	// BucketChatApprovals holds the tool calls awaiting approval.
 	BucketChatApprovals = "mcp_chat_approvals"
+	// BucketChatTurns holds the leases of running turns (one instance drives
+	// a conversation at a time) and the cancellations asked of them.
+	BucketChatTurns = "mcp_chat_turns"
 	// ObjectChatResults is the object store of tool results too large for the context.
 	ObjectChatResults = "mcp_chat_results"
 )

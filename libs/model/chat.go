@@ -278,6 +278,27 @@ type ChatSendRequest struct {
 	Conversation string `json:"conversation,omitempty"`
 	Profile      string `json:"profile,omitempty"`
 	Message      string `json:"message"`
+	// Context are earlier messages to start a new conversation with (an
+	// OpenAI-style history: /v1/chat/completions sends its messages so);
+	// only for a conversation that does not exist yet.
+	Context []ChatContextMessage `json:"context,omitempty"`
+}
+
+// Roles of a ChatContextMessage.
+const (
+	ChatRoleSystem    = "system"
+	ChatRoleUser      = "user"
+	ChatRoleAssistant = "assistant"
+)
+
+// MaxChatContext bounds the messages of ChatSendRequest.Context.
+const MaxChatContext = 1000
+
+// ChatContextMessage is one earlier message of a new conversation: system
+// messages add to the profile's system prompt for the conversation.
+type ChatContextMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
 }
 
 // Validate checks the request (VALIDATION_ERROR with the field).
@@ -296,6 +317,19 @@ func (r *ChatSendRequest) Validate() *apierr.Error {
 	}
 	if len(r.Message) > MaxChatMessage {
 		return apierr.Invalid("message", fmt.Sprintf("message is longer than %d bytes", MaxChatMessage))
+	}
+	if len(r.Context) > MaxChatContext {
+		return apierr.Invalid("context", fmt.Sprintf("at most %d context messages", MaxChatContext))
+	}
+	for i, m := range r.Context {
+		switch m.Role {
+		case ChatRoleSystem, ChatRoleUser, ChatRoleAssistant:
+		default:
+			return apierr.Invalid(fmt.Sprintf("context.%d.role", i), "role must be system, user or assistant")
+		}
+		if len(m.Content) > MaxChatMessage {
+			return apierr.Invalid(fmt.Sprintf("context.%d.content", i), fmt.Sprintf("content is longer than %d bytes", MaxChatMessage))
+		}
 	}
 	return nil
 }
@@ -355,6 +389,60 @@ type ChatConversation struct {
 	LastSeq      uint64    `json:"last_seq"`
 	LastActivity time.Time `json:"last_activity"`
 }
+
+// ChatCancelReply says how the cancelled turn ended (Done is nil when no
+// turn was running).
+type ChatCancelReply struct {
+	Conversation string    `json:"conversation"`
+	Turn         string    `json:"turn,omitempty"`
+	Done         *ChatDone `json:"done,omitempty"`
+}
+
+// ChatPendingRequest is the body of mcp.v1.chat.pending.
+type ChatPendingRequest = ChatConversationRef
+
+// ChatPendingReply lists the tool calls of a conversation awaiting approval
+// (state awaiting_approval), for a client that joins while they wait.
+type ChatPendingReply struct {
+	Conversation string         `json:"conversation"`
+	Calls        []ChatToolCall `json:"calls"`
+}
+
+// ChatProfilePutRequest is the body of mcp.v1.chat.profiles.put: the
+// profile (created, or replaced from its Revision) and, when given, its API
+// key sealed to the credential service (credclient.Sealer.SealSecrets of
+// Credentials{Env: {ChatAPIKeyEnv: key}}): never in clear on the bus. No
+// key keeps the stored one; RemoveAPIKey deletes it.
+type ChatProfilePutRequest struct {
+	Profile Profile `json:"profile"`
+	SealedSecrets
+	RemoveAPIKey bool `json:"remove_api_key,omitempty"`
+}
+
+// ChatProfileRef names a profile: the body of
+// mcp.v1.chat.profiles.{get,delete} and the reply of delete.
+type ChatProfileRef struct {
+	Name string `json:"name"`
+}
+
+// Validate checks the name.
+func (r *ChatProfileRef) Validate() *apierr.Error {
+	if r.Name == "" || !ValidSlug(r.Name) {
+		return apierr.Invalid("name", "name must be a profile name (a slug)")
+	}
+	return nil
+}
+
+// ChatProfileListRequest is the body of mcp.v1.chat.profiles.list.
+type ChatProfileListRequest struct{}
+
+// ChatProfileListReply lists the profiles by name.
+type ChatProfileListReply struct {
+	Profiles []Profile `json:"profiles"`
+}
+
+// ChatApproveReply confirms a decision was recorded.
+type ChatApproveReply = ChatApproveRequest
 
 // ChatCancelRequest is the body of mcp.v1.chat.cancel: it ends the running
 // turn of the conversation (Turn, when given, must be that turn).
@@ -474,6 +562,9 @@ const (
 	EntryToolResult  = "tool_result"
 	EntryApproval    = "approval"
 	EntryTurnEnd     = "turn_end"
+	// EntryInstructions adds to the profile's system prompt for the
+	// conversation (the system messages of a ChatSendRequest.Context).
+	EntryInstructions = "instructions"
 )
 
 // ChatEntry is one entry of a conversation log. Seq numbers the entries of
@@ -490,7 +581,7 @@ type ChatEntry struct {
 // Validate checks an entry before it is appended (Seq and At are the log's).
 func (e *ChatEntry) Validate() *apierr.Error {
 	switch e.Kind {
-	case EntryUserMessage, EntryModelStep, EntryToolCall, EntryToolResult, EntryApproval, EntryTurnEnd:
+	case EntryUserMessage, EntryModelStep, EntryToolCall, EntryToolResult, EntryApproval, EntryTurnEnd, EntryInstructions:
 	default:
 		return apierr.Invalid("kind", fmt.Sprintf("unknown entry kind %q", e.Kind))
 	}

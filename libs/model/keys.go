@@ -16,6 +16,10 @@ const (
 	KeyScopeAdmin = "admin"
 	// KeyScopeCall allows listing and calling tools (/mcp, /mcp/tools, /mcp/invoke).
 	KeyScopeCall = "call"
+	// KeyScopeChat allows conversations with the chat profiles (/api/chat,
+	// /v1/chat/completions); the profile's tool filter decides the tools,
+	// not the key's.
+	KeyScopeChat = "chat"
 )
 
 // KeyRate overrides the gateway's default rate limit for one key.

@@ -132,24 +132,47 @@ type turn struct {
 	next uint64
 }
 
+// Turn is a turn begun by Begin, to be driven to its end by Drive.
+type Turn struct{ t *turn }
+
+// ID is the turn's id (the turn field of its entries and events).
+func (t *Turn) ID() string { return t.t.id }
+
+// Drive runs the turn to its end; see RunTurn for the errors.
+func (t *Turn) Drive(ctx context.Context) (model.ChatDone, error) { return t.t.drive(ctx) }
+
 // RunTurn appends the user's message as a new turn and runs the turn to its
 // end. The error is for what stops the loop without a turn_end: the log
 // (CONFLICT when another instance appended first) or a profile whose model
 // cannot be made; model errors end the turn with reason error.
 func (e *Engine) RunTurn(ctx context.Context, conv string, profile model.Profile, userMessage string) (model.ChatDone, error) {
-	if strings.TrimSpace(userMessage) == "" {
-		return model.ChatDone{}, apierr.Invalid("message", "message is empty")
-	}
-	if len(userMessage) > model.MaxChatMessage {
-		return model.ChatDone{}, apierr.Invalid("message", fmt.Sprintf("message is longer than %d bytes", model.MaxChatMessage))
-	}
-	m, err := e.d.Model(profile)
+	t, err := e.Begin(ctx, conv, profile, userMessage, nil)
 	if err != nil {
 		return model.ChatDone{}, err
 	}
+	return t.Drive(ctx)
+}
+
+// Begin appends the user's message as a new turn (after the context
+// messages, which only a new conversation takes) and returns the turn
+// without running it.
+func (e *Engine) Begin(ctx context.Context, conv string, profile model.Profile, userMessage string, context []model.ChatContextMessage) (*Turn, error) {
+	if strings.TrimSpace(userMessage) == "" {
+		return nil, apierr.Invalid("message", "message is empty")
+	}
+	if len(userMessage) > model.MaxChatMessage {
+		return nil, apierr.Invalid("message", fmt.Sprintf("message is longer than %d bytes", model.MaxChatMessage))
+	}
+	m, err := e.d.Model(profile)
+	if err != nil {
+		return nil, err
+	}
 	entries, err := e.d.Log.Read(ctx, conv)
 	if err != nil && apierr.Of(err) != apierr.NotFound {
-		return model.ChatDone{}, err
+		return nil, err
+	}
+	if len(context) > 0 && len(entries) > 0 {
+		return nil, apierr.Invalid("context", "only a new conversation takes context messages")
 	}
 	t := &turn{e: e, conv: conv, id: uuid.NewString(), profile: profile, model: m}
 	if n := len(entries); n > 0 {
@@ -157,10 +180,45 @@ func (e *Engine) RunTurn(ctx context.Context, conv string, profile model.Profile
 	} else {
 		t.next = 1
 	}
-	if err := t.append(ctx, model.EntryUserMessage, UserMessage{Text: userMessage}); err != nil {
-		return model.ChatDone{}, plain(err)
+	if len(context) > 0 {
+		// The context is a turn of its own, before the new one.
+		ct := &turn{e: e, conv: conv, id: uuid.NewString(), next: t.next}
+		for _, c := range context {
+			var err error
+			switch c.Role {
+			case model.ChatRoleSystem:
+				err = ct.append(ctx, model.EntryInstructions, Instructions{Text: c.Content})
+			case model.ChatRoleAssistant:
+				err = ct.append(ctx, model.EntryModelStep, ModelStep{Text: c.Content})
+			default:
+				err = ct.append(ctx, model.EntryUserMessage, UserMessage{Text: c.Content})
+			}
+			if err != nil {
+				return nil, plain(err)
+			}
+		}
+		t.next = ct.next
 	}
-	return t.drive(ctx)
+	if err := t.append(ctx, model.EntryUserMessage, UserMessage{Text: userMessage, Profile: profile.Name}); err != nil {
+		return nil, plain(err)
+	}
+	return &Turn{t: t}, nil
+}
+
+// LastProfile is the profile name of the conversation's last user message
+// ("" when it has none): the profile a message without one continues with,
+// and the one a resumed turn runs with.
+func LastProfile(entries []model.ChatEntry) string {
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].Kind != model.EntryUserMessage {
+			continue
+		}
+		var u UserMessage
+		if json.Unmarshal(entries[i].Payload, &u) == nil && u.Profile != "" {
+			return u.Profile
+		}
+	}
+	return ""
 }
 
 // Resume continues the conversation's last turn when it has no turn_end (it
@@ -333,6 +391,9 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	}
 	if s.anyCut {
 		req.Tools = append(req.Tools, readResultSpec)
+	}
+	if s.instructions != "" {
+		req.System = strings.TrimSpace(req.System + "\n\n" + s.instructions)
 	}
 	reply, err := t.model.Step(ctx, req, func(d provider.Delta) {
 		t.publish(model.ChatEvent{Kind: model.ChatEventTextDelta, Text: d.Text})

@@ -16,6 +16,14 @@ import (
 // UserMessage is the payload of a user_message entry.
 type UserMessage struct {
 	Text string `json:"text"`
+	// Profile is the profile the turn runs with (absent in context messages).
+	Profile string `json:"profile,omitempty"`
+}
+
+// Instructions is the payload of an instructions entry: text added to the
+// profile's system prompt for the conversation.
+type Instructions struct {
+	Text string `json:"text"`
 }
 
 // StepCall is one tool call of a model step.
@@ -98,6 +106,8 @@ type state struct {
 	// results are every tool result of the conversation by call id.
 	results map[string]ToolResult
 	anyCut  bool
+	// instructions are the conversation's instructions entries, joined.
+	instructions string
 }
 
 // derive replays the log. repeatLimit and breakerLimit are the guards'.
@@ -110,6 +120,12 @@ func derive(entries []model.ChatEntry, repeatLimit, breakerLimit int) *state {
 	s.turn = entries[len(entries)-1].Turn
 	repeats := guard.NewRepeats(repeatLimit)
 	for _, e := range entries {
+		if e.Kind == model.EntryInstructions {
+			var in Instructions
+			if json.Unmarshal(e.Payload, &in) == nil && strings.TrimSpace(in.Text) != "" {
+				s.instructions = strings.TrimSpace(s.instructions + "\n\n" + in.Text)
+			}
+		}
 		if e.Kind == model.EntryToolResult {
 			var r ToolResult
 			if json.Unmarshal(e.Payload, &r) == nil {
