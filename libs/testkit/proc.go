@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +33,8 @@ type Proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error // of Wait, set before done is closed
+	// killed marks a process the test killed on purpose: StopAll skips it.
+	killed atomic.Bool
 }
 
 // StartProc starts a process that ends with the test: killed by the test's
@@ -81,6 +84,21 @@ func (p *Proc) Name() string { return p.name }
 // Log is the path of the process's log.
 func (p *Proc) Log() string { return p.log }
 
+// Kill ends the process with SIGKILL (no chance to clean up: a crash) and
+// waits until it is gone.
+func (p *Proc) Kill(t testing.TB) {
+	t.Helper()
+	p.killed.Store(true)
+	if err := p.cmd.Process.Kill(); err != nil && !p.Exited() {
+		t.Fatalf("killing %s: %v", p.name, err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s (pid %d) still runs 10s after SIGKILL", p.name, p.cmd.Process.Pid)
+	}
+}
+
 // Exited reports whether the process has ended.
 func (p *Proc) Exited() bool {
 	select {
@@ -128,11 +146,14 @@ func (p *Proc) WaitLog(t testing.TB, marker string, within time.Duration) {
 // StopAll sends SIGTERM to every process at once, so they stop side by side,
 // and fails the test for each that does not exit 0 within (in all). It
 // returns how long after the signal each was seen to exit, in the order of
-// procs: 0 for one that did not.
+// procs: 0 for one that did not. Processes ended with Kill are skipped.
 func StopAll(t testing.TB, procs []*Proc, within time.Duration) []time.Duration {
 	t.Helper()
 	start := time.Now()
 	for _, p := range procs {
+		if p.killed.Load() {
+			continue
+		}
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Errorf("SIGTERM to %s: %v", p.name, err)
 		}
@@ -140,6 +161,9 @@ func StopAll(t testing.TB, procs []*Proc, within time.Duration) []time.Duration 
 	deadline := start.Add(within)
 	took := make([]time.Duration, len(procs))
 	for i, p := range procs {
+		if p.killed.Load() {
+			continue
+		}
 		select {
 		case <-p.done:
 		case <-time.After(time.Until(deadline)): // at once for each after the first that is late

@@ -21,7 +21,7 @@ import (
 
 // The mcpbus services of the compose file, each built from
 // services/<name>/cmd/<name> into the image's mcpbus-<name>.
-var mcpbusServices = []string{"config", "credential", "registry", "runner", "gateway"}
+var mcpbusServices = []string{"config", "credential", "registry", "runner", "chat", "gateway"}
 
 // bins are the binaries the images hold, built once by TestMain: "mcpbus"
 // (the CLI, the cli image's entrypoint) and one per service.

@@ -470,7 +470,7 @@ func startSplitEnv(t *testing.T, si *standIns, serviceEnv map[string][]string) *
 		"gateway":  {"--http-addr", addr},
 	}
 	var services []*testkit.Proc
-	for _, name := range []string{"credential", "config", "registry", "runner", "gateway"} {
+	for _, name := range []string{"credential", "config", "registry", "runner", "chat", "gateway"} {
 		args := append(append([]string{"serve", name, "--nats-nkey", filepath.Join(ids, name+".nk")}, common...), extra[name]...)
 		services = append(services, d.startEnv(t, name, serviceEnv[name], mcpbusBin, args...))
 	}

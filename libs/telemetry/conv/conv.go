@@ -21,21 +21,56 @@ const (
 
 // GenAI attributes (semantic conventions for generative AI).
 const (
-	GenAIOperationName     = attribute.Key("gen_ai.operation.name")
-	GenAIToolName          = attribute.Key("gen_ai.tool.name")
-	GenAIToolCallArguments = attribute.Key("gen_ai.tool.call.arguments")
-	GenAIToolCallResult    = attribute.Key("gen_ai.tool.call.result")
-	GenAIPromptName        = attribute.Key("gen_ai.prompt.name")
+	GenAIOperationName         = attribute.Key("gen_ai.operation.name")
+	GenAIToolName              = attribute.Key("gen_ai.tool.name")
+	GenAIToolCallID            = attribute.Key("gen_ai.tool.call.id")
+	GenAIToolCallArguments     = attribute.Key("gen_ai.tool.call.arguments")
+	GenAIToolCallResult        = attribute.Key("gen_ai.tool.call.result")
+	GenAIPromptName            = attribute.Key("gen_ai.prompt.name")
+	GenAIProviderName          = attribute.Key("gen_ai.provider.name")
+	GenAIRequestModel          = attribute.Key("gen_ai.request.model")
+	GenAIAgentName             = attribute.Key("gen_ai.agent.name")
+	GenAIConversationID        = attribute.Key("gen_ai.conversation.id")
+	GenAIUsageInputTokens      = attribute.Key("gen_ai.usage.input_tokens")
+	GenAIUsageOutputTokens     = attribute.Key("gen_ai.usage.output_tokens")
+	GenAIResponseFinishReasons = attribute.Key("gen_ai.response.finish_reasons")
+	GenAITokenType             = attribute.Key("gen_ai.token.type")
+	GenAISystemInstructions    = attribute.Key("gen_ai.system_instructions")
+	GenAIInputMessages         = attribute.Key("gen_ai.input.messages")
+	GenAIOutputMessages        = attribute.Key("gen_ai.output.messages")
 )
 
-// OperationExecuteTool is gen_ai.operation.name of a tool call.
-var OperationExecuteTool = GenAIOperationName.String("execute_tool")
+// GenAI client metrics: the duration of operations (s) and the tokens of
+// model calls ({token}).
+const (
+	GenAIClientOperationDuration = "gen_ai.client.operation.duration"
+	GenAIClientTokenUsage        = "gen_ai.client.token.usage"
+)
+
+// Values of gen_ai.operation.name and gen_ai.token.type.
+var (
+	// OperationExecuteTool is gen_ai.operation.name of a tool call.
+	OperationExecuteTool = GenAIOperationName.String("execute_tool")
+	OperationChat        = GenAIOperationName.String("chat")
+	OperationInvokeAgent = GenAIOperationName.String("invoke_agent")
+	TokenTypeInput       = GenAITokenType.String("input")
+	TokenTypeOutput      = GenAITokenType.String("output")
+)
+
+// GenAISpanName is "{operation} {target}" (the model, agent or tool name),
+// or the operation alone without a target.
+func GenAISpanName(operation, target string) string { return MCPSpanName(operation, target) }
 
 // ToolError is error.type of a tool result with isError: true.
 const ToolError = "tool_error"
 
-// mcpbus's own attributes: the server slug a call goes to.
-const MCPBusServer = attribute.Key("mcpbus.server")
+// mcpbus's own attributes: the server slug a call goes to; the chat turn
+// an invoke_agent span runs and why it ended (model.ChatDone's reason).
+const (
+	MCPBusServer        = attribute.Key("mcpbus.server")
+	MCPBusChatTurn      = attribute.Key("mcpbus.chat.turn")
+	MCPBusChatEndReason = attribute.Key("mcpbus.chat.end_reason")
+)
 
 // Keys the semconv package has, re-exported so callers import one package.
 const (

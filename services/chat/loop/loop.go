@@ -48,6 +48,19 @@ type Approver interface {
 	Ask(ctx context.Context, conversation string, call model.ChatToolCall) (decision string, err error)
 }
 
+// ErrHandOff, as the cause of the cancellation of a turn's context, stops
+// the turn where it is without ending it (no turn_end): its instance stops
+// or lost the conversation, and another instance resumes the turn.
+var ErrHandOff = errors.New("the turn is handed over to another instance")
+
+// ResultStore keeps the full text of cut tool results by conversation and
+// call id; results.Store implements it.
+type ResultStore interface {
+	Put(ctx context.Context, conversation, callID, text string) error
+	// Get returns NOT_FOUND (apierr) when the call has no stored result.
+	Get(ctx context.Context, conversation, callID string) (string, error)
+}
+
 // Defaults of Deps.
 const (
 	DefaultCallTimeout  = 30 * time.Second
@@ -55,6 +68,9 @@ const (
 	// DefaultKeepLimit bounds the full text of a cut result kept in its log
 	// entry (a JetStream message is at most 1 MiB by default).
 	DefaultKeepLimit = 512 << 10
+	// DefaultStoreLimit bounds the full text of a cut result kept in
+	// Deps.Results: generous, but a tool gone wild must not fill the store.
+	DefaultStoreLimit = 8 << 20
 	// ReadResultTool is the built-in tool that reads a cut result.
 	ReadResultTool = "read_result"
 )
@@ -75,8 +91,15 @@ type Deps struct {
 	// ResultBudget is the bytes of a tool result the model sees; larger ones
 	// are cut head+tail and readable through read_result (default 16 KiB).
 	ResultBudget int
-	// KeepLimit bounds the full result kept for read_result (default 512 KiB).
+	// KeepLimit bounds the full result kept for read_result in the log
+	// entry (default 512 KiB).
 	KeepLimit int
+	// Results keeps the full text of cut results instead of their log
+	// entries (results.Store on the JetStream Object Store); nil: the log
+	// entries keep them, up to KeepLimit.
+	Results ResultStore
+	// StoreLimit bounds the full result kept in Results (default 8 MiB).
+	StoreLimit int
 	// RepeatLimit ends the turn at the RepeatLimit-th identical call (default 3).
 	RepeatLimit int
 	// BreakerLimit stops calls to a server after that many consecutive
@@ -88,7 +111,8 @@ type Deps struct {
 
 // Engine runs turns. It holds no conversation state: the log does.
 type Engine struct {
-	d Deps
+	d   Deps
+	tel instruments
 }
 
 // New returns an engine with d's defaults filled.
@@ -101,6 +125,9 @@ func New(d Deps) *Engine {
 	}
 	if d.KeepLimit <= 0 {
 		d.KeepLimit = DefaultKeepLimit
+	}
+	if d.StoreLimit <= 0 {
+		d.StoreLimit = DefaultStoreLimit
 	}
 	if d.RepeatLimit < 2 {
 		d.RepeatLimit = 3
@@ -117,7 +144,7 @@ func New(d Deps) *Engine {
 	if d.Publish == nil {
 		d.Publish = func(model.ChatEvent) {}
 	}
-	return &Engine{d: d}
+	return &Engine{d: d, tel: newInstruments()}
 }
 
 // turn is one run of the loop on one conversation.
@@ -130,6 +157,8 @@ type turn struct {
 	// mu serialises appends: next is the slot the next one claims.
 	mu   sync.Mutex
 	next uint64
+	// failure is error.type of the model error that ended the turn.
+	failure string
 }
 
 // Turn is a turn begun by Begin, to be driven to its end by Drive.
@@ -241,8 +270,17 @@ func (e *Engine) Resume(ctx context.Context, conv string, profile model.Profile)
 	return t.drive(ctx)
 }
 
-// drive runs the turn from the state in the log until it ends.
-func (t *turn) drive(parent context.Context) (model.ChatDone, error) {
+// drive runs the turn from the state in the log until it ends, in the span
+// of the agent's invocation.
+func (t *turn) drive(ctx context.Context) (model.ChatDone, error) {
+	ctx, op := t.startAgent(ctx)
+	done, err := t.run(ctx)
+	t.endAgent(ctx, op, done, err)
+	return done, err
+}
+
+// run is drive's loop.
+func (t *turn) run(parent context.Context) (model.ChatDone, error) {
 	ctx := parent
 	var s *state
 	read := func() error {
@@ -273,6 +311,9 @@ func (t *turn) drive(parent context.Context) (model.ChatDone, error) {
 			return s.done, nil
 		}
 		if parent.Err() != nil {
+			if errors.Is(context.Cause(parent), ErrHandOff) {
+				return model.ChatDone{}, ErrHandOff
+			}
 			return t.end(parent, model.ChatDone{Reason: model.TurnCancelled, Message: "The turn was cancelled.", Steps: s.steps})
 		}
 		if ctx.Err() != nil {
@@ -308,6 +349,7 @@ func (t *turn) drive(parent context.Context) (model.ChatDone, error) {
 					return model.ChatDone{}, plain(err)
 				}
 				ae := apierr.From(err)
+				t.failure = string(ae.Code)
 				t.publish(model.ChatEvent{Kind: model.ChatEventError, Error: ae})
 				return t.end(parent, model.ChatDone{Reason: model.TurnError, Message: ae.Message, Steps: s.steps})
 			}
@@ -395,9 +437,11 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	if s.instructions != "" {
 		req.System = strings.TrimSpace(req.System + "\n\n" + s.instructions)
 	}
-	reply, err := t.model.Step(ctx, req, func(d provider.Delta) {
+	sctx, op := t.startChat(ctx, req)
+	reply, err := t.model.Step(sctx, req, func(d provider.Delta) {
 		t.publish(model.ChatEvent{Kind: model.ChatEventTextDelta, Text: d.Text})
 	})
+	t.endChat(sctx, op, reply, err)
 	if err != nil {
 		return err
 	}

@@ -136,6 +136,7 @@ func (e *events) text() string {
 
 type harness struct {
 	log   *conversation.Log
+	js    jetstream.JetStream
 	srv   *llmtest.Server
 	tools loop.ToolCaller
 	fake  *fakeTools
@@ -150,9 +151,9 @@ func newModel(p model.Profile) (provider.Model, error) {
 
 func setup(t *testing.T, api string, mod func(*loop.Deps)) *harness {
 	t.Helper()
-	l, _ := openLog(t)
+	l, js := openLog(t)
 	srv := llmtest.Start(t, "sk-test")
-	h := &harness{log: l, srv: srv, fake: newFake(), ev: &events{}}
+	h := &harness{log: l, js: js, srv: srv, fake: newFake(), ev: &events{}}
 	h.tools = h.fake
 	h.prof = model.Profile{Name: "p", Provider: api, Model: "m", MaxSteps: 20}
 	if api == model.ChatProviderOpenAI {

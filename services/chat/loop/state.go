@@ -67,9 +67,16 @@ type ToolResult struct {
 	// Content is what the model sees (cut when the result was too large).
 	Content string `json:"content"`
 	IsError bool   `json:"is_error,omitempty"`
-	// Full is the whole result when Content is cut: read_result reads it.
-	Full       string  `json:"full,omitempty"`
-	Cut        bool    `json:"cut,omitempty"`
+	// Full is the whole result when Content is cut and no result store
+	// keeps it: read_result reads it.
+	Full string `json:"full,omitempty"`
+	Cut  bool   `json:"cut,omitempty"`
+	// Stored says the whole result is in Deps.Results (under the
+	// conversation and CallID) rather than in Full.
+	Stored bool `json:"stored,omitempty"`
+	// Size is the length in bytes of the whole result when it was cut: more
+	// than was kept when it exceeded the keep (or store) limit.
+	Size       int     `json:"size,omitempty"`
 	DurationMS float64 `json:"duration_ms,omitempty"`
 }
 

@@ -72,8 +72,12 @@ func (t *turn) runCalls(parent context.Context, s *state) error {
 // runCall runs one call; ok is false when ctx ended it (no result to
 // write); err is a failure of the log (an approval's append).
 func (t *turn) runCall(ctx context.Context, s *state, byName map[string]model.Tool, c StepCall) (r ToolResult, ok bool, err error) {
+	ctx, op := t.startTool(ctx, c)
+	et := "" // error.type when the loop refuses the call or it times out
+	defer func() { t.endTool(ctx, op, r, ok, err, et) }()
 	r = ToolResult{CallID: c.ID, Tool: c.Name}
-	fail := func(msg string) (ToolResult, bool, error) {
+	fail := func(kind, msg string) (ToolResult, bool, error) {
+		et = kind
 		r.State, r.IsError, r.Content = model.ToolCallFailed, true, msg
 		t.publishCall(c, r, 0)
 		return r, true, nil
@@ -83,10 +87,10 @@ func (t *turn) runCall(ctx context.Context, s *state, byName map[string]model.To
 		args = json.RawMessage(`{}`)
 	}
 	if !json.Valid(args) || !bytes.HasPrefix(args, []byte("{")) {
-		return fail(fmt.Sprintf("Invalid arguments for %s: they must be a JSON object; got %s. Call the tool again with valid JSON arguments.", c.Name, clip(string(args), 200)))
+		return fail(errInvalidArguments, fmt.Sprintf("Invalid arguments for %s: they must be a JSON object; got %s. Call the tool again with valid JSON arguments.", c.Name, clip(string(args), 200)))
 	}
 	if c.Name == ReadResultTool {
-		r.State, r.Content = model.ToolCallCompleted, t.readResult(s, args)
+		r.State, r.Content = model.ToolCallCompleted, t.readResult(ctx, s, args)
 		r.IsError = strings.HasPrefix(r.Content, "read_result: ")
 		if r.IsError {
 			r.State = model.ToolCallFailed
@@ -100,19 +104,19 @@ func (t *turn) runCall(ctx context.Context, s *state, byName map[string]model.To
 		for n := range byName {
 			names = append(names, n)
 		}
-		return fail(fmt.Sprintf("Unknown tool %q. The tools available are: %s.", c.Name, clip(strings.Join(names, ", "), 2000)))
+		return fail(errUnknownTool, fmt.Sprintf("Unknown tool %q. The tools available are: %s.", c.Name, clip(strings.Join(names, ", "), 2000)))
 	}
 	if s.breaker.Open(tool.Server) {
-		return fail(fmt.Sprintf("Not called: server %s is failing (%d consecutive errors in this turn). Do not call its tools again in this turn; use another way or tell the user.", tool.Server, t.e.d.BreakerLimit))
+		return fail(errBreakerOpen, fmt.Sprintf("Not called: server %s is failing (%d consecutive errors in this turn). Do not call its tools again in this turn; use another way or tell the user.", tool.Server, t.e.d.BreakerLimit))
 	}
 	switch t.profile.Approval.Decide(c.Name) {
 	case model.ApprovalDeny:
-		return fail(fmt.Sprintf("The call of %s was denied by policy (the profile's approval rules); it was not run.", c.Name))
+		return fail(errDenied, fmt.Sprintf("The call of %s was denied by policy (the profile's approval rules); it was not run.", c.Name))
 	case model.ApprovalAsk:
 		decision, ok := s.approvals[c.ID]
 		if !ok {
 			if t.e.d.Approver == nil {
-				return fail(fmt.Sprintf("The call of %s needs approval, but no approver is available, so it was denied and not run.", c.Name))
+				return fail(errDenied, fmt.Sprintf("The call of %s needs approval, but no approver is available, so it was denied and not run.", c.Name))
 			}
 			t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: &model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: model.ToolCallAwaitingApproval, Arguments: args}})
 			d, err := t.e.d.Approver.Ask(ctx, t.conv, model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: model.ToolCallAwaitingApproval, Arguments: args})
@@ -129,7 +133,7 @@ func (t *turn) runCall(ctx context.Context, s *state, byName map[string]model.To
 			decision = d
 		}
 		if decision != model.DecisionApprove && decision != model.DecisionApproveConversation {
-			return fail(fmt.Sprintf("The call of %s was denied by the user; it was not run.", c.Name))
+			return fail(errDenied, fmt.Sprintf("The call of %s was denied by the user; it was not run.", c.Name))
 		}
 	}
 
@@ -146,9 +150,11 @@ func (t *turn) runCall(ctx context.Context, s *state, byName map[string]model.To
 	case ctx.Err() != nil:
 		return r, false, nil
 	case timedOut:
+		et = errTimeout
 		r.State, r.IsError, r.CallFailed = model.ToolCallTimedOut, true, true
 		r.Content = fmt.Sprintf("Tool call timed out after %s.", t.e.d.CallTimeout)
 	case err != nil:
+		et = errType(err)
 		r.State, r.IsError, r.CallFailed = model.ToolCallFailed, true, true
 		r.Content = fmt.Sprintf("The call of %s failed: %s", c.Name, apierr.From(err).Message)
 	default:
@@ -159,8 +165,8 @@ func (t *turn) runCall(ctx context.Context, s *state, byName map[string]model.To
 		}
 		ref := fmt.Sprintf(`kept: call %s with {"call_id": %q, "offset": N} to read it`, ReadResultTool, c.ID)
 		if cut, ok := guard.Cut(text, t.e.d.ResultBudget, ref); ok {
-			r.Content, r.Cut = cut, true
-			r.Full = truncate(text, t.e.d.KeepLimit)
+			r.Content, r.Cut, r.Size = cut, true, len(text)
+			t.keep(ctx, &r, text)
 		} else {
 			r.Content = text
 		}
@@ -178,8 +184,43 @@ func (t *turn) publishCall(c StepCall, r ToolResult, took time.Duration) {
 	t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: tc})
 }
 
-// readResult serves the built-in read_result tool from the log's results.
-func (t *turn) readResult(s *state, args json.RawMessage) string {
+// keep keeps the whole text of a cut result for read_result: in the result
+// store when there is one, else (or when storing fails) in the entry, up to
+// the smaller KeepLimit. The store's copy is written before the entry that
+// refers to it is appended, so a resumed turn always finds it.
+func (t *turn) keep(ctx context.Context, r *ToolResult, text string) {
+	if rs := t.e.d.Results; rs != nil {
+		err := rs.Put(ctx, t.conv, r.CallID, truncate(text, t.e.d.StoreLimit))
+		if err == nil {
+			r.Stored = true
+			return
+		}
+		t.e.d.Logger.Warn("chat: storing a cut result failed; the log entry keeps a shorter copy",
+			"conversation", t.conv, "call", r.CallID, "err", err)
+	}
+	r.Full = truncate(text, t.e.d.KeepLimit)
+}
+
+// fullText is the kept whole text of a cut result, or the message for the
+// model when it cannot be read.
+func (t *turn) fullText(ctx context.Context, r ToolResult) (string, string) {
+	switch {
+	case r.Stored && t.e.d.Results == nil:
+		return "", fmt.Sprintf("read_result: the result of %q is in a result store this service does not have", r.CallID)
+	case r.Stored:
+		text, err := t.e.d.Results.Get(ctx, t.conv, r.CallID)
+		if err != nil {
+			return "", fmt.Sprintf("read_result: reading the result of %q failed: %s", r.CallID, apierr.From(err).Message)
+		}
+		return text, ""
+	case r.Cut:
+		return r.Full, ""
+	}
+	return r.Content, ""
+}
+
+// readResult serves the built-in read_result tool from the kept results.
+func (t *turn) readResult(ctx context.Context, s *state, args json.RawMessage) string {
 	var a struct {
 		CallID string `json:"call_id"`
 		Offset int    `json:"offset"`
@@ -192,9 +233,9 @@ func (t *turn) readResult(s *state, args json.RawMessage) string {
 	if !ok {
 		return fmt.Sprintf("read_result: no tool result with call_id %q in this conversation", a.CallID)
 	}
-	text := r.Content
-	if r.Cut {
-		text = r.Full
+	text, msg := t.fullText(ctx, r)
+	if msg != "" {
+		return msg
 	}
 	if a.Offset < 0 || a.Offset > len(text) {
 		return fmt.Sprintf("read_result: offset %d is outside the result (%d bytes)", a.Offset, len(text))
@@ -208,6 +249,9 @@ func (t *turn) readResult(s *state, args json.RawMessage) string {
 	more := ""
 	if end < len(text) {
 		more = fmt.Sprintf(" (more from offset %d)", end)
+	}
+	if r.Size > len(text) {
+		more += fmt.Sprintf(" (the result was %d bytes; only the first %d were kept)", r.Size, len(text))
 	}
 	return fmt.Sprintf("[bytes %d-%d of %d%s]\n%s", a.Offset, end, len(text), more, part)
 }

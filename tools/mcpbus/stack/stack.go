@@ -24,6 +24,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/natsconn"
 	"github.com/mcpbus/mcpbus/libs/service"
+	"github.com/mcpbus/mcpbus/services/chat/chat"
 	"github.com/mcpbus/mcpbus/services/config/config"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
@@ -56,6 +57,7 @@ type Options struct {
 	Config     config.Options
 	Registry   registry.Options
 	Runner     runner.Options
+	Chat       chat.Options
 	// Gateway, when set with an address, serves the HTTP edge (aggregated
 	// /mcp, REST API).
 	Gateway *gateway.Options
@@ -79,6 +81,7 @@ func (o *Options) Table() []Row {
 		{config.Definition(), &o.Config},
 		{registry.Definition(), &o.Registry},
 		{runner.Definition(), &o.Runner},
+		{chat.Definition(), &o.Chat},
 		{gateway.Definition(), o.Gateway},
 	}
 }

@@ -1,0 +1,55 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/service"
+	"github.com/mcpbus/mcpbus/libs/settings"
+	"github.com/mcpbus/mcpbus/services/chat/approvals"
+	"github.com/mcpbus/mcpbus/services/chat/loop"
+)
+
+// Definition is the chat service's row of the service table.
+func Definition() service.Definition {
+	return service.Definition{Name: "chat", Version: Version,
+		Summary: "the agent loop: durable conversations with an LLM that call MCP tools over the bus; profiles; approvals",
+		Options: func() service.Options { return &Options{} }}
+}
+
+// Register adds the service's settings.
+func (o *Options) Register(s *settings.Set) {
+	s.Duration(&o.CallTimeout, "chat-call-timeout", "", loop.DefaultCallTimeout, "how long one tool call of a chat turn may take")
+	s.Int(&o.ResultBudget, "chat-result-budget", "", loop.DefaultResultBudget, "bytes of a tool result the model sees; larger ones are cut head+tail and readable through read_result")
+	s.Duration(&o.ApprovalTimeout, "chat-approval-timeout", "", approvals.DefaultTimeout, "how long a tool call waits for an approval before it is denied")
+	s.Duration(&o.LeaseTTL, "chat-lease-ttl", "", DefaultLeaseTTL, "how long a turn whose instance died waits before another instance resumes it")
+	s.Duration(&o.LogMaxAge, "chat-log-max-age", "", 0, "drop conversation entries older than this (0: keep until deleted)")
+}
+
+// Validate checks the settings.
+func (o *Options) Validate() error {
+	for flag, d := range map[string]time.Duration{"chat-call-timeout": o.CallTimeout, "chat-approval-timeout": o.ApprovalTimeout,
+		"chat-lease-ttl": o.LeaseTTL, "chat-log-max-age": o.LogMaxAge} {
+		if d < 0 {
+			return fmt.Errorf("--%s %s must not be negative", flag, d)
+		}
+	}
+	if o.LeaseTTL != 0 && o.LeaseTTL < time.Second {
+		return fmt.Errorf("--chat-lease-ttl %s is too short (at least 1s)", o.LeaseTTL)
+	}
+	if o.ResultBudget < 0 {
+		return fmt.Errorf("--chat-result-budget %d must not be negative", o.ResultBudget)
+	}
+	return nil
+}
+
+// Build makes the service from its settings and the host's.
+func (o *Options) Build(_ context.Context, env service.Env) (service.Service, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	opts := *o
+	opts.Prefix, opts.Logger, opts.Replicas = env.Prefix, env.Logger, env.Replicas
+	return New(env.Conn, opts)
+}

@@ -1,0 +1,367 @@
+package chat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/chat/loop"
+)
+
+// Turns and who drives them. An instance drives a conversation's turn while
+// it holds the key lease.<conversation> of bus.BucketChatTurns, renewed
+// every LeaseTTL/3 with compare-and-set. Every instance watches the leases:
+// one whose revision has not moved for a whole LeaseTTL belongs to an
+// instance that died, and the first to swap it for its own resumes the turn
+// from the log. Staleness is judged by each watcher's own clock (how long
+// it has seen the same revision), so the instances' clocks need not agree.
+// A cancellation is the key cancel.<conversation> naming the turn: the
+// driver watches it, and so does whoever resumes a turn.
+
+const (
+	leasePrefix  = "lease."
+	cancelPrefix = "cancel."
+)
+
+func leaseKey(conv string) string  { return leasePrefix + conv }
+func cancelKey(conv string) string { return cancelPrefix + conv }
+
+// leaseValue is the value of a lease key.
+type leaseValue struct {
+	Instance string    `json:"instance"`
+	Turn     string    `json:"turn,omitempty"`
+	Since    time.Time `json:"since"`
+}
+
+// cancelValue is the value of a cancel key.
+type cancelValue struct {
+	Turn string    `json:"turn"`
+	At   time.Time `json:"at"`
+}
+
+// drive is a turn this instance drives.
+type drive struct {
+	conv string
+	turn string
+	// rev is the lease's revision: only the goroutine of start and, while
+	// it runs, renew (which start waits for) touch it.
+	rev    uint64
+	cancel context.CancelFunc
+	// stop ends the drive without a turn_end (the service stops or the
+	// lease was lost): the turn is left for another instance to resume.
+	stop func()
+}
+
+func (s *Service) putLease(ctx context.Context, conv, turn string, rev uint64) (uint64, error) {
+	val, _ := json.Marshal(leaseValue{Instance: s.opts.ID, Turn: turn, Since: time.Now().UTC()})
+	if rev == 0 {
+		return s.turns.Create(ctx, leaseKey(conv), val)
+	}
+	return s.turns.Update(ctx, leaseKey(conv), val, rev)
+}
+
+// takeLease claims a conversation for a new turn: CONFLICT when a turn runs.
+func (s *Service) takeLease(ctx context.Context, conv string) (*drive, error) {
+	rev, err := s.putLease(ctx, conv, "", 0)
+	if err == nil {
+		return &drive{conv: conv, rev: rev}, nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, apierr.Wrap(apierr.ServiceUnavailable, "taking the lease of conversation "+conv, err)
+	}
+	var lv leaseValue
+	if e, gerr := s.turns.Get(ctx, leaseKey(conv)); gerr == nil {
+		_ = json.Unmarshal(e.Value(), &lv)
+	}
+	return nil, apierr.Newf(apierr.Conflict, "conversation %s has a turn running (%s): wait for its done event or cancel it", conv, lv.Turn)
+}
+
+// release gives the lease up (compare-and-set: never another's lease).
+func (s *Service) release(d *drive) {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
+	defer cancel()
+	if err := s.turns.Delete(ctx, leaseKey(d.conv), jetstream.LastRevision(d.rev)); err != nil {
+		s.log.Warn("chat: releasing a turn's lease failed; it lapses", "conversation", d.conv, "err", err)
+	}
+}
+
+// start drives a turn in the background: it renews the lease, watches for
+// a cancellation, and gives the lease up when the turn has ended.
+func (s *Service) start(d *drive, turn string, run func(context.Context) (model.ChatDone, error)) {
+	d.turn = turn
+	ctx, stop := context.WithCancelCause(context.Background())
+	turnCtx, cancel := context.WithCancel(ctx)
+	d.cancel, d.stop = cancel, func() { stop(loop.ErrHandOff) }
+	s.mu.Lock()
+	s.running[d.conv] = d
+	s.mu.Unlock()
+	s.log.Debug("chat: driving a turn", "conversation", d.conv, "turn", turn)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		if rev, err := s.putLease(ctx, d.conv, turn, d.rev); err == nil {
+			d.rev = rev
+		}
+		keep, stopKeeping := context.WithCancel(ctx)
+		renewed := make(chan struct{})
+		go func() { defer close(renewed); s.renew(keep, d) }()
+		go s.watchCancel(keep, d)
+		done, err := run(turnCtx)
+		stopKeeping()
+		<-renewed
+		s.mu.Lock()
+		delete(s.running, d.conv)
+		s.mu.Unlock()
+		if ctx.Err() != nil {
+			return // stopped or lost: another instance resumes the turn
+		}
+		stop(nil)
+		if err != nil {
+			// The log refused (another writer, NATS away): the lease lapses
+			// and a fresh reading of the log resumes the turn.
+			s.log.Warn("chat: a turn stopped before its end; it will be resumed", "conversation", d.conv, "turn", turn, "err", err)
+			return
+		}
+		s.log.Debug("chat: turn ended", "conversation", d.conv, "turn", turn, "reason", done.Reason)
+		s.clearCancel(d)
+		s.release(d)
+	}()
+}
+
+// renew keeps the lease until ctx ends; a lost lease stops the drive.
+func (s *Service) renew(ctx context.Context, d *drive) {
+	t := time.NewTicker(s.opts.LeaseTTL / 3)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL/3)
+		rev, err := s.putLease(c, d.conv, d.turn, d.rev)
+		cancel()
+		switch {
+		case err == nil:
+			d.rev, last = rev, time.Now()
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), time.Since(last) >= s.opts.LeaseTTL:
+			s.log.Warn("chat: lost the lease of a running turn; another instance resumes it", "conversation", d.conv, "err", err)
+			d.stop()
+			return
+		}
+	}
+}
+
+// watchCancel cancels the drive when cancel.<conversation> names its turn.
+func (s *Service) watchCancel(ctx context.Context, d *drive) {
+	w, err := s.turns.Watch(ctx, cancelKey(d.conv))
+	if err != nil {
+		s.log.Warn("chat: cannot watch for cancellation", "conversation", d.conv, "err", err)
+		return
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var cv cancelValue
+			if json.Unmarshal(e.Value(), &cv) == nil && cv.Turn == d.turn {
+				d.cancel()
+				return
+			}
+		}
+	}
+}
+
+func (s *Service) clearCancel(d *drive) {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
+	defer cancel()
+	e, err := s.turns.Get(ctx, cancelKey(d.conv))
+	if err != nil {
+		return
+	}
+	var cv cancelValue
+	if json.Unmarshal(e.Value(), &cv) == nil && cv.Turn == d.turn {
+		_ = s.turns.Purge(ctx, cancelKey(d.conv), jetstream.LastRevision(e.Revision()))
+	}
+}
+
+// stopTurns stops every drive without ending its turn.
+func (s *Service) stopTurns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.running {
+		d.stop()
+	}
+}
+
+// Cancel asks the conversation's running turn to end and waits (within
+// ctx) for its turn_end. No turn running is not an error: Done is nil.
+func (s *Service) Cancel(ctx context.Context, req model.ChatCancelRequest) (model.ChatCancelReply, error) {
+	if e := req.Validate(); e != nil {
+		return model.ChatCancelReply{}, e
+	}
+	reply := model.ChatCancelReply{Conversation: req.Conversation}
+	if _, err := s.convs.Read(ctx, req.Conversation); err != nil {
+		return reply, err
+	}
+	e, err := s.turns.Get(ctx, leaseKey(req.Conversation))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return reply, nil
+	}
+	if err != nil {
+		return reply, apierr.Wrap(apierr.ServiceUnavailable, "reading the lease of conversation "+req.Conversation, err)
+	}
+	var lv leaseValue
+	if json.Unmarshal(e.Value(), &lv) != nil || lv.Turn == "" {
+		return reply, apierr.Newf(apierr.Conflict, "conversation %s has a turn starting: cancel again in a moment", req.Conversation)
+	}
+	if req.Turn != "" && req.Turn != lv.Turn {
+		return reply, apierr.Newf(apierr.Conflict, "turn %s is not running in conversation %s (turn %s is)", req.Turn, req.Conversation, lv.Turn)
+	}
+	reply.Turn = lv.Turn
+	val, _ := json.Marshal(cancelValue{Turn: lv.Turn, At: time.Now().UTC()})
+	if _, err := s.turns.Put(ctx, cancelKey(req.Conversation), val); err != nil {
+		return reply, apierr.Wrap(apierr.ServiceUnavailable, "asking for the cancellation", err)
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		entries, err := s.convs.Read(ctx, req.Conversation)
+		if err == nil {
+			if done := turnEnd(entries, lv.Turn); done != nil {
+				reply.Done = done
+				return reply, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return reply, apierr.Newf(apierr.ServiceUnavailable, "the cancellation of turn %s is asked but the turn has not ended yet", lv.Turn)
+		case <-t.C:
+		}
+	}
+}
+
+// scan resumes the turns whose instance died, until ctx ends.
+func (s *Service) scan(ctx context.Context) {
+	type sighting struct {
+		rev uint64
+		at  time.Time
+	}
+	seen := map[string]sighting{}
+	t := time.NewTicker(s.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL)
+		lister, err := s.turns.ListKeysFiltered(c, leasePrefix+"*")
+		if err != nil {
+			cancel()
+			if !errors.Is(err, jetstream.ErrNoKeysFound) && ctx.Err() == nil {
+				s.log.Debug("chat: listing leases failed", "err", err)
+			}
+			continue
+		}
+		now := time.Now()
+		present := map[string]bool{}
+		for key := range lister.Keys() {
+			conv := strings.TrimPrefix(key, leasePrefix)
+			present[conv] = true
+			if s.drives(conv) {
+				delete(seen, conv)
+				continue
+			}
+			e, err := s.turns.Get(c, key)
+			if err != nil {
+				continue
+			}
+			sg, ok := seen[conv]
+			if !ok || sg.rev != e.Revision() {
+				seen[conv] = sighting{rev: e.Revision(), at: now}
+				continue
+			}
+			if now.Sub(sg.at) >= s.opts.LeaseTTL {
+				delete(seen, conv)
+				s.takeover(c, conv, e.Revision())
+			}
+		}
+		cancel()
+		for conv := range seen {
+			if !present[conv] {
+				delete(seen, conv)
+			}
+		}
+	}
+}
+
+func (s *Service) drives(conv string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.running[conv]
+	return ok
+}
+
+// takeover swaps a lapsed lease for this instance's and resumes its turn.
+func (s *Service) takeover(ctx context.Context, conv string, rev uint64) {
+	entries, err := s.convs.Read(ctx, conv)
+	if err != nil && apierr.Of(err) != apierr.NotFound {
+		return
+	}
+	var turn string
+	if n := len(entries); n > 0 {
+		turn = entries[n-1].Turn
+	}
+	newRev, err := s.putLease(ctx, conv, turn, rev)
+	if err != nil {
+		return // another instance was first
+	}
+	d := &drive{conv: conv, rev: newRev}
+	if len(entries) == 0 || turnEnd(entries, turn) != nil {
+		s.release(d) // nothing left to do: the turn ended, or never began
+		return
+	}
+	name := loop.LastProfile(entries)
+	p, err := s.profiles.Get(ctx, name)
+	if err != nil {
+		s.log.Warn("chat: cannot resume a turn: its profile is unreadable", "conversation", conv, "profile", name, "err", err)
+		s.endTurn(ctx, conv, entries, model.ChatDone{Reason: model.TurnError,
+			Message: fmt.Sprintf("The turn could not be resumed: profile %s: %s", name, apierr.From(err).Message)})
+		s.release(d)
+		return
+	}
+	s.log.Info("chat: resuming a turn whose instance stopped", "conversation", conv, "turn", turn)
+	s.start(d, turn, func(ctx context.Context) (model.ChatDone, error) { return s.engine.Resume(ctx, conv, p) })
+}
+
+// endTurn appends a turn_end to the conversation's last turn.
+func (s *Service) endTurn(ctx context.Context, conv string, entries []model.ChatEntry, done model.ChatDone) {
+	last := entries[len(entries)-1]
+	payload, _ := json.Marshal(done)
+	if _, err := s.convs.Append(ctx, conv, model.ChatEntry{Seq: last.Seq + 1, Kind: model.EntryTurnEnd, Turn: last.Turn, Payload: payload}); err != nil {
+		s.log.Warn("chat: ending a turn failed", "conversation", conv, "err", err)
+		return
+	}
+	s.events.Publish(model.ChatEvent{Kind: model.ChatEventDone, Conversation: conv, Turn: last.Turn, Done: &done, At: time.Now().UTC()})
+}
