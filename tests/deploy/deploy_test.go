@@ -48,7 +48,7 @@ const (
 // The streams the services create (bus.EnsureAssets, the gateway's keys,
 // the registry's cache): all at the compose file's MCPBUS_REPLICAS.
 var wantStreams = []string{"MCP_EVENTS", "KV_mcp_configs", "KV_mcp_status", "KV_mcp_tools", "KV_mcp_slugs", "KV_mcp_owners", "KV_mcp_apikeys", "KV_mcp_registry_cache",
-	"MCP_CHAT", "KV_mcp_chat_profiles", "KV_mcp_chat_approvals", "KV_mcp_chat_turns"}
+	"MCP_CHAT", "KV_mcp_chat_profiles", "KV_mcp_chat_approvals", "KV_mcp_chat_turns", "OBJ_mcp_chat_results"}
 
 // TestDeployment runs the deployment docker-compose.yml describes, on this
 // machine: the identities job's command, the three NATS nodes from their
