@@ -2,28 +2,23 @@ package schema
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nkeys"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-// unserved are the schemas of messages no service sends yet: the chat
-// service (issue 14) has its contract and storage but does not serve
-// mcp.v1.chat.* yet. TestRealMessages does not ask for real traffic of
-// them; TestChatModelMatchesSchemas checks them against the Go types.
-// Remove them from here as the chat service joins the traffic test.
-var unserved = map[string]bool{
-	"chat-profile": true, "chat-send-request": true, "chat-send-reply": true, "chat-conversation-ref": true,
-	"chat-history-reply": true, "chat-list-request": true, "chat-list-reply": true, "chat-cancel-request": true,
-	"chat-approve-request": true, "chat-event": true, "chat-entry": true,
-}
-
 // TestChatModelMatchesSchemas: the Go types of the chat contract
-// (libs/model/chat.go), as they marshal, match their schemas. The chat
-// service does not serve its verbs yet, so there is no traffic to capture.
+// (libs/model/chat.go), as they marshal, match their schemas, and each
+// schema rejects an unknown member. TestRealMessages checks the real
+// traffic of the chat service; this covers the values it does not produce
+// (error and usage events with a cost, timed-out calls, every member of a
+// profile, a sealed key…) and every chat schema, served or not.
 func TestChatModelMatchesSchemas(t *testing.T) {
 	r := loadRegistry(t)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
@@ -41,6 +36,9 @@ func TestChatModelMatchesSchemas(t *testing.T) {
 	minimal := model.Profile{Name: "local", Provider: model.ChatProviderAnthropic, Model: "claude-sonnet-4-5"}
 	entry := model.ChatEntry{Seq: 1, Kind: model.EntryUserMessage, Turn: "t1", Payload: json.RawMessage(`{"text":"hi"}`), At: at}
 	s := bus.NewSubjects("")
+	waiting := model.ChatToolCall{CallID: "call_1", Tool: "github__delete_repo", State: model.ToolCallAwaitingApproval, Arguments: json.RawMessage(`{"repo":"x"}`)}
+	approve := model.ChatApproveRequest{Conversation: "c1", CallID: "call_1", Decision: model.DecisionDeny}
+	sealed := sealedKey(t)
 	docs := []struct {
 		schema string
 		v      any
@@ -49,15 +47,30 @@ func TestChatModelMatchesSchemas(t *testing.T) {
 		{"chat-profile", minimal},
 		{"chat-send-request", model.ChatSendRequest{Profile: "work", Message: "hi"}},
 		{"chat-send-request", model.ChatSendRequest{Conversation: "c1", Message: "hi"}},
+		{"chat-send-request", model.ChatSendRequest{Profile: "work", Message: "hi", Context: []model.ChatContextMessage{
+			{Role: model.ChatRoleSystem, Content: "Be terse."}, {Role: model.ChatRoleUser, Content: "Hello?"}, {Role: model.ChatRoleAssistant, Content: ""}}}},
 		{"chat-send-reply", model.ChatSendReply{Conversation: "c1", Turn: "t1", Events: s.Event("chat", "c1")}},
 		{"chat-conversation-ref", model.ChatConversationRef{Conversation: "c1"}},
 		{"chat-cancel-request", model.ChatCancelRequest{Conversation: "c1"}},
+		{"chat-cancel-reply", model.ChatCancelReply{Conversation: "c1"}},
+		{"chat-cancel-reply", model.ChatCancelReply{Conversation: "c1", Turn: "t1", Done: &model.ChatDone{Reason: model.TurnCancelled, Message: "Cancelled.", Steps: 1}}},
 		{"chat-approve-request", model.ChatApproveRequest{Conversation: "c1", CallID: "call_1", Decision: model.DecisionApproveConversation}},
+		{"chat-approve-request", model.ChatApproveReply(approve)},
+		{"chat-conversation-ref", model.ChatPendingRequest{Conversation: "c1"}},
+		{"chat-pending-reply", model.ChatPendingReply{Conversation: "c1", Calls: []model.ChatToolCall{waiting}}},
+		{"chat-pending-reply", model.ChatPendingReply{Conversation: "c1", Calls: []model.ChatToolCall{}}},
+		{"chat-profile-put-request", model.ChatProfilePutRequest{Profile: profile, SealedSecrets: sealed}},
+		{"chat-profile-put-request", model.ChatProfilePutRequest{Profile: minimal, RemoveAPIKey: true}},
+		{"chat-profile-ref", model.ChatProfileRef{Name: "work"}},
+		{"chat-profile-list-request", model.ChatProfileListRequest{}},
+		{"chat-profile-list-reply", model.ChatProfileListReply{Profiles: []model.Profile{profile, minimal}}},
+		{"chat-profile-list-reply", model.ChatProfileListReply{Profiles: []model.Profile{}}},
 		{"chat-list-request", model.ChatListRequest{}},
 		{"chat-list-reply", model.ChatListReply{Conversations: []model.ChatConversation{{Conversation: "c1", Entries: 2, LastSeq: 2, LastActivity: at}}}},
 		{"chat-list-reply", model.ChatListReply{Conversations: []model.ChatConversation{}}},
 		{"chat-entry", entry},
 		{"chat-entry", model.ChatEntry{Seq: 2, Kind: model.EntryTurnEnd, Turn: "t1", At: at}},
+		{"chat-entry", model.ChatEntry{Seq: 3, Kind: model.EntryInstructions, Turn: "t2", Payload: json.RawMessage(`{"text":"Be terse."}`), At: at}},
 		{"chat-history-reply", model.ChatHistoryReply{Conversation: "c1", Entries: []model.ChatEntry{entry}}},
 		{"chat-event", model.ChatEvent{Kind: model.ChatEventTextDelta, Conversation: "c1", Turn: "t1", Text: "Hel", At: at}},
 		{"chat-event", model.ChatEvent{Kind: model.ChatEventToolCall, Conversation: "c1", Turn: "t1", At: at, ToolCall: &model.ChatToolCall{
@@ -86,9 +99,32 @@ func TestChatModelMatchesSchemas(t *testing.T) {
 			t.Errorf("%s.json accepts an unknown member", d.schema)
 		}
 	}
-	for name := range unserved {
-		if !seen[name] {
+	for _, name := range r.files {
+		if strings.HasPrefix(name, "chat-") && !seen[name] {
 			t.Errorf("no Go value checked against schemas/%s.json", name)
 		}
 	}
+}
+
+// sealedKey seals a profile's API key as libs/client does (to a fresh
+// curve key standing in for the credential service's).
+func sealedKey(t *testing.T) model.SealedSecrets {
+	t.Helper()
+	recipient, err := nkeys.CreateCurveKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender, err := nkeys.CreateCurveKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpub, _ := recipient.PublicKey()
+	spub, _ := sender.PublicKey()
+	creds := model.Credentials{Env: map[string]string{model.ChatAPIKeyEnv: "sk-schema"}}
+	sealed, err := sender.Seal(mustJSON(t, creds), rpub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := creds.Names()
+	return model.SealedSecrets{Sealed: sealed, SenderKey: spub, Names: &names}
 }

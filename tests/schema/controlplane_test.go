@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -19,7 +21,6 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	regsvc "github.com/mcpbus/mcpbus/services/registry/registry"
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
-	"github.com/nats-io/nats.go"
 )
 
 // secrets are the secret values the test hands to mcpbus, by label. Each is
@@ -40,7 +41,7 @@ func (s secrets) value(label string) string {
 
 // sealedCarriers are the requests that carry secrets, sealed to the
 // credential service's key: no message of the bus holds a secret in clear.
-var sealedCarriers = map[string]bool{"config.create": true, "config.update": true, "config.import": true, "cred.set": true}
+var sealedCarriers = map[string]bool{"config.create": true, "config.update": true, "config.import": true, "cred.set": true, "chat.profiles.put": true}
 
 // checkSecrets fails for every message of the bus (body or header) that holds
 // a secret value. It opens the sealed carriers with the credential service's
@@ -103,7 +104,7 @@ func checkSecrets(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, 
 			t.Errorf("secret %s was never seen sealed on its way to the credential service", label)
 		}
 	}
-	for _, kind := range []string{"config.create", "config.import", "cred.set"} {
+	for _, kind := range []string{"config.create", "config.import", "cred.set", "chat.profiles.put"} {
 		if sealedKinds[kind] == 0 {
 			t.Errorf("no sealed %s request was seen", kind)
 		}

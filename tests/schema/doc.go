@@ -1,4 +1,5 @@
 // Package schema holds the contract tests of schemas/: every JSON Schema
 // compiles, the AsyncAPI document refers only to what exists, and real
-// messages of a running runner match their schemas.
+// messages of the running system (every service, as `mcpbus up` runs them)
+// match their schemas.
 package schema

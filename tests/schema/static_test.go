@@ -33,7 +33,8 @@ func TestSchemasCompile(t *testing.T) {
 		"cred-set-request", "cred-delete-request", "cred-describe-request", "cred-description", "cred-resolve-request", "cred-event",
 		"cred-key-request", "cred-key-reply", "cred-chatkey-request", "cred-chatkey-reply", "sealed-credentials", "sealed-reply", "registry-search-request", "registry-search-reply", "registry-get-request", "install-plan",
 		"chat-profile", "chat-send-request", "chat-send-reply", "chat-conversation-ref", "chat-history-reply", "chat-list-request",
-		"chat-list-reply", "chat-cancel-request", "chat-approve-request", "chat-event", "chat-entry",
+		"chat-list-reply", "chat-cancel-request", "chat-cancel-reply", "chat-approve-request", "chat-pending-reply", "chat-event", "chat-entry",
+		"chat-profile-put-request", "chat-profile-ref", "chat-profile-list-request", "chat-profile-list-reply",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {
@@ -199,7 +200,9 @@ func TestAsyncAPI(t *testing.T) {
 		"$KV." + bus.BucketSlugs + ".srv",
 		// The chat service (issue 14): its verbs, events, conversation log and profiles.
 		s.Service("chat", "send"), s.Service("chat", "history"), s.Service("chat", "list"), s.Service("chat", "delete"),
-		s.Service("chat", "cancel"), s.Service("chat", "approve"), s.Event("chat", "c1"), s.Service("chat", "log") + ".c1",
+		s.Service("chat", "cancel"), s.Service("chat", "approve"), s.Service("chat", "pending"), s.Service("chat", "profiles.put"),
+		s.Service("chat", "profiles.get"), s.Service("chat", "profiles.list"), s.Service("chat", "profiles.delete"),
+		s.Event("chat", "c1"), s.Service("chat", "log") + ".c1",
 		"$KV." + bus.BucketChatProfiles + ".work",
 	} {
 		if r.channelFor(subject) == "" {

@@ -191,10 +191,11 @@ func waitState(t *testing.T, cl *client.Client, server, state string, within tim
 }
 
 // TestRealMessages runs the whole system (tools/mcpbus/stack) with the go-sdk
-// test server and fake registries, drives real traffic through every service
-// (runner, config, credential, registry) with their Go clients, records every
-// message of the bus and checks each body (requests, replies, errors,
-// progress, events, KV values) against its schema, the headers against the
+// test server, fake registries and a scripted local model, drives real
+// traffic through every service (runner, config, credential, registry, chat)
+// with their Go clients, records every message of the bus and checks each
+// body (requests, replies, errors, progress, events, stream contents, KV
+// values) against its schema, the headers against the
 // AsyncAPI header schemas, and that no secret value leaves the messages
 // allowed to carry it.
 func TestRealMessages(t *testing.T) {
@@ -307,12 +308,14 @@ func TestRealMessages(t *testing.T) {
 
 	// The control plane: every verb of the config, credential and registry services.
 	driveControlPlane(t, ctx, sys, sec, bad)
+	// The chat service: every verb, turns with a tool call and its approval, a cancellation.
+	driveChat(t, ctx, sys, sec, bad)
 
 	// Wait for the trailing messages: the call events (published after each
 	// reply), the reply of the cancelled call and of whatever the runner asked
 	// on its own (credentials of a server it starts), then a marker published
 	// after them.
-	const calls = 5 // echo, progress, fail, no_such_tool, sleep
+	const calls = 6 // echo, progress, fail, no_such_tool, sleep, and the chat turn's echo
 	callEvents := func(m captured) bool { return strings.HasPrefix(m.Subject, subj.Prefix+".events.call.") }
 	waitFor(t, "the call events", 5*time.Second, func() bool { return rec.count(callEvents) >= calls })
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -349,13 +352,14 @@ func TestRealMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkStream(t, reg, js, subj)
+	checkChatLog(t, reg, js, subj)
 	checkKV(t, reg, js)
 	checkCallOutcomes(t, msgs, subj, cancelID)
 
 	// Every schema was exercised by a real message.
 	var summary []string
 	for _, name := range reg.files {
-		if len(reg.seen[name]) == 0 && !unserved[name] {
+		if len(reg.seen[name]) == 0 {
 			t.Errorf("schemas/%s.json was not exercised by any real message", name)
 		}
 		summary = append(summary, fmt.Sprintf("%s %v", name, reg.seen[name]))
@@ -405,8 +409,13 @@ func controlVerbs() map[string][]string {
 		"config":   config.Verbs,
 		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry, credential.VerbChatKey},
 		"registry": {"search", "get"},
+		"chat":     chatVerbs,
 	}
 }
+
+// chatVerbs are the chat service's verbs (subjects <prefix>.chat.<verb>).
+var chatVerbs = []string{"send", "history", "list", "delete", "cancel", "approve", "pending",
+	"profiles.put", "profiles.get", "profiles.list", "profiles.delete"}
 
 // kindOf names the request subjects of the bus; "" for other subjects.
 func kindOf(subject string, s bus.Subjects) string {
@@ -431,9 +440,9 @@ func kindOf(subject string, s bus.Subjects) string {
 		case "start", "stop", "restart", "status":
 			return "runtime." + tok[1]
 		}
-	case len(tok) == 2:
+	default:
 		for _, verb := range controlVerbs()[tok[0]] {
-			if verb == tok[1] {
+			if rest == tok[0]+"."+verb {
 				return rest
 			}
 		}
@@ -457,6 +466,11 @@ var requestSchema = map[string]string{
 	"cred.chatkey": "cred-chatkey-request",
 
 	"registry.search": "registry-search-request", "registry.get": "registry-get-request",
+
+	"chat.send": "chat-send-request", "chat.history": "chat-conversation-ref", "chat.list": "chat-list-request",
+	"chat.delete": "chat-conversation-ref", "chat.cancel": "chat-cancel-request", "chat.approve": "chat-approve-request",
+	"chat.pending": "chat-conversation-ref", "chat.profiles.put": "chat-profile-put-request",
+	"chat.profiles.get": "chat-profile-ref", "chat.profiles.list": "chat-profile-list-request", "chat.profiles.delete": "chat-profile-ref",
 }
 
 // replySchema is the schema of the success reply of the request kinds that
@@ -474,10 +488,16 @@ var replySchema = map[string]string{
 	"cred.chatkey": "cred-chatkey-reply",
 
 	"registry.search": "registry-search-reply", "registry.get": "install-plan",
+
+	"chat.send": "chat-send-reply", "chat.history": "chat-history-reply", "chat.list": "chat-list-reply",
+	"chat.delete": "chat-conversation-ref", "chat.cancel": "chat-cancel-reply", "chat.approve": "chat-approve-request",
+	"chat.pending": "chat-pending-reply", "chat.profiles.put": "chat-profile", "chat.profiles.get": "chat-profile",
+	"chat.profiles.list": "chat-profile-list-reply", "chat.profiles.delete": "chat-profile-ref",
 }
 
-// eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>).
-var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event", "cred": "cred-event"}
+// eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
+// mcp.v1.events.chat.<conversation>).
+var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event", "cred": "cred-event", "chat": "chat-event"}
 
 // outcomes counts the answers of one request kind.
 type outcomes struct{ ok, failed int }
@@ -590,6 +610,15 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, bad 
 			} else {
 				t.Errorf("%s: an event kind without a schema", src)
 			}
+			continue
+		}
+		if strings.HasPrefix(m.Subject, s.Service("chat", "log")+".") {
+			// An append to a conversation log (JetStream publish into MCP_CHAT).
+			src := "bus " + m.Subject
+			if reg.channelFor(m.Subject) == "" {
+				t.Errorf("%s: no channel of asyncapi.yaml has this subject", src)
+			}
+			reg.check(t, "chat-entry", src, m.Data)
 			continue
 		}
 		if strings.HasPrefix(m.Subject, s.Prefix+".") && kindOf(m.Subject, s) == "" {
@@ -753,15 +782,19 @@ type kvRule struct {
 
 // kvRules covers every bucket of the contract ($KV.<bucket>.<key>).
 var kvRules = map[string]kvRule{
-	bus.BucketConfigs: {schema: "mcp-config", history: true},
-	bus.BucketStatus:  {schema: "status"},
-	bus.BucketTools:   {schema: "catalog"},
-	bus.BucketSlugs:   {schema: "slug-reservation", plain: true},
+	bus.BucketConfigs:      {schema: "mcp-config", history: true},
+	bus.BucketStatus:       {schema: "status"},
+	bus.BucketTools:        {schema: "catalog"},
+	bus.BucketSlugs:        {schema: "slug-reservation", plain: true},
+	bus.BucketChatProfiles: {schema: "chat-profile", history: true},
 }
 
 // internalBuckets belong to one service and are not part of the contract:
-// the runners' leases and the registry service's cache of registry answers.
-var internalBuckets = map[string]bool{bus.BucketOwners: true, regsvc.BucketCache: true}
+// the runners' leases, the registry service's cache of registry answers, and
+// the chat service's turn leases and pending approvals (read through
+// mcp.v1.chat.pending).
+var internalBuckets = map[string]bool{bus.BucketOwners: true, regsvc.BucketCache: true,
+	bus.BucketChatTurns: true, bus.BucketChatApprovals: true}
 
 // kvValue is the document a KV value is validated as.
 func kvValue(t *testing.T, rule kvRule, value []byte) []byte {
