@@ -358,3 +358,29 @@ func TestStoppedInstanceHandsOver(t *testing.T) {
 		t.Errorf("log = %v, want user_message, model_step, turn_end (the stop wrote nothing)", kinds)
 	}
 }
+
+// TestCancelRightAfterSend: a cancellation that arrives before the loop has
+// read the log still ends the turn at once, never leaving it to a takeover.
+func TestCancelRightAfterSend(t *testing.T) {
+	e := newEnv(t)
+	e.startService(t, 0)
+	e.putProfile(t, model.Profile{Name: "slow", Provider: model.ChatProviderOpenAI, Model: "m", BaseURL: e.llm.OpenAIBaseURL()})
+	e.llm.Always(llmtest.Slow(llmtest.Text("too late"), time.Minute))
+	for i := range 8 {
+		conv := "early-" + string(rune('a'+i))
+		if err := e.req(t, "send", model.ChatSendRequest{Conversation: conv, Profile: "slow", Message: "go"}, &model.ChatSendReply{}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var c model.ChatCancelReply
+		if err := e.req(t, "cancel", model.ChatCancelRequest{Conversation: conv}, &c); err != nil {
+			t.Fatalf("cancel %s: %v", conv, err)
+		}
+		if c.Done == nil || c.Done.Reason != model.TurnCancelled {
+			t.Errorf("cancel %s = %+v", conv, c)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("cancel %s took %s", conv, took)
+		}
+	}
+}

@@ -102,14 +102,18 @@ func (s *Service) start(d *drive, turn string, run func(context.Context) (model.
 	s.mu.Lock()
 	s.running[d.conv] = d
 	s.mu.Unlock()
+	// The lease names the turn before anyone hears of it: a cancellation
+	// right after the send's reply finds it.
+	lctx, lcancel := context.WithTimeout(ctx, DefaultRequestTimeout)
+	if rev, err := s.putLease(lctx, d.conv, turn, d.rev); err == nil {
+		d.rev = rev
+	}
+	lcancel()
 	s.log.Debug("chat: driving a turn", "conversation", d.conv, "turn", turn)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
-		if rev, err := s.putLease(ctx, d.conv, turn, d.rev); err == nil {
-			d.rev = rev
-		}
 		keep, stopKeeping := context.WithCancel(ctx)
 		renewed := make(chan struct{})
 		go func() { defer close(renewed); s.renew(keep, d) }()
@@ -124,6 +128,9 @@ func (s *Service) start(d *drive, turn string, run func(context.Context) (model.
 			return // stopped or lost: another instance resumes the turn
 		}
 		stop(nil)
+		if err != nil && turnCtx.Err() != nil && s.endCancelled(d) {
+			err = nil // cancelled before the loop could write its end: written here
+		}
 		if err != nil {
 			// The log refused (another writer, NATS away): the lease lapses
 			// and a fresh reading of the log resumes the turn.
@@ -355,13 +362,30 @@ func (s *Service) takeover(ctx context.Context, conv string, rev uint64) {
 	s.start(d, turn, func(ctx context.Context) (model.ChatDone, error) { return s.engine.Resume(ctx, conv, p) })
 }
 
+// endCancelled ends a cancelled turn the loop left without a turn_end (the
+// cancellation came before it could read the log); it reports whether the
+// turn has its end now.
+func (s *Service) endCancelled(d *drive) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
+	defer cancel()
+	entries, err := s.convs.Read(ctx, d.conv)
+	if err != nil || len(entries) == 0 || entries[len(entries)-1].Turn != d.turn {
+		return false
+	}
+	if turnEnd(entries, d.turn) != nil {
+		return true
+	}
+	return s.endTurn(ctx, d.conv, entries, model.ChatDone{Reason: model.TurnCancelled, Message: "The turn was cancelled."})
+}
+
 // endTurn appends a turn_end to the conversation's last turn.
-func (s *Service) endTurn(ctx context.Context, conv string, entries []model.ChatEntry, done model.ChatDone) {
+func (s *Service) endTurn(ctx context.Context, conv string, entries []model.ChatEntry, done model.ChatDone) bool {
 	last := entries[len(entries)-1]
 	payload, _ := json.Marshal(done)
 	if _, err := s.convs.Append(ctx, conv, model.ChatEntry{Seq: last.Seq + 1, Kind: model.EntryTurnEnd, Turn: last.Turn, Payload: payload}); err != nil {
 		s.log.Warn("chat: ending a turn failed", "conversation", conv, "err", err)
-		return
+		return false
 	}
 	s.events.Publish(model.ChatEvent{Kind: model.ChatEventDone, Conversation: conv, Turn: last.Turn, Done: &done, At: time.Now().UTC()})
+	return true
 }
