@@ -125,7 +125,7 @@ var ErrTimedOut = errors.New("approval timed out")
 // pending and watched until a decision arrives, ctx ends (ctx's error) or
 // the timeout passes (model.DecisionDeny with an error wrapping
 // ErrTimedOut). The pending key is deleted before Ask returns.
-func (a *Approver) Ask(ctx context.Context, conversation string, call model.ChatToolCall) (string, error) {
+func (a *Approver) Ask(ctx context.Context, conversation string, call model.ChatToolCall, asked func()) (string, error) {
 	if !model.ValidConversationID(conversation) {
 		return model.DecisionDeny, apierr.Invalid("conversation", "conversation must be a slug or a uuid")
 	}
@@ -149,6 +149,9 @@ func (a *Approver) Ask(ctx context.Context, conversation string, call model.Chat
 		return model.DecisionDeny, err
 	}
 	defer a.cleanup(key)
+	if asked != nil {
+		asked() // the call is listed as pending before anyone hears of it
+	}
 
 	wctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -55,19 +56,30 @@ type answer struct {
 func ask(t *testing.T, e env, conv string, c model.ChatToolCall) <-chan answer {
 	t.Helper()
 	ch := make(chan answer, 1)
-	go func() {
-		d, err := e.asker.Ask(ctxT(t), conv, c)
-		ch <- answer{d, err}
-	}()
-	testkit.WaitFor(t, 5*time.Second, func() (bool, string) {
+	// asked runs once the call is pending: a client told then finds it.
+	listed := make(chan string, 1)
+	asked := func() {
 		p, err := e.decider.Pending(ctxT(t), conv)
 		for _, pc := range p {
 			if pc.CallID == c.CallID {
-				return true, ""
+				listed <- ""
+				return
 			}
 		}
-		return false, "call not pending yet: " + errString(err)
-	})
+		listed <- fmt.Sprintf("asked ran before the call was listed as pending (%+v, %v)", p, err)
+	}
+	go func() {
+		d, err := e.asker.Ask(ctxT(t), conv, c, asked)
+		ch <- answer{d, err}
+	}()
+	select {
+	case msg := <-listed:
+		if msg != "" {
+			t.Fatal(msg)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("asked was not called within 5s")
+	}
 	return ch
 }
 
@@ -120,7 +132,7 @@ func TestApproveConversation(t *testing.T) {
 		t.Fatalf("got %+v", a)
 	}
 	// The same tool again: approved at once, nothing pending.
-	d, err := e.asker.Ask(ctxT(t), "conv2", call("c2", "fs__delete"))
+	d, err := e.asker.Ask(ctxT(t), "conv2", call("c2", "fs__delete"), nil)
 	if err != nil || d != model.DecisionApprove {
 		t.Fatalf("second ask %q %v", d, err)
 	}
@@ -150,7 +162,7 @@ func TestApproveConversation(t *testing.T) {
 func TestTimeoutDenies(t *testing.T) {
 	e := setup(t, 300*time.Millisecond)
 	start := time.Now()
-	d, err := e.asker.Ask(ctxT(t), "conv4", call("slow", "fs__write"))
+	d, err := e.asker.Ask(ctxT(t), "conv4", call("slow", "fs__write"), nil)
 	if d != model.DecisionDeny || !errors.Is(err, approvals.ErrTimedOut) {
 		t.Fatalf("got %q %v", d, err)
 	}
@@ -172,7 +184,7 @@ func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxT(t))
 	ch := make(chan answer, 1)
 	go func() {
-		d, err := e.asker.Ask(ctx, "conv5", call("x", "t"))
+		d, err := e.asker.Ask(ctx, "conv5", call("x", "t"), nil)
 		ch <- answer{d, err}
 	}()
 	testkit.WaitFor(t, 5*time.Second, func() (bool, string) {

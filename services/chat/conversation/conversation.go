@@ -161,22 +161,74 @@ func (l *Log) Append(ctx context.Context, conversation string, e model.ChatEntry
 			return model.ChatEntry{}, conflict(conversation, claim, pos.seq)
 		}
 		e.Seq = pos.seq + 1
-		data, err := json.Marshal(e)
-		if err != nil {
-			return model.ChatEntry{}, apierr.Wrap(apierr.Internal, "encoding a conversation entry", err)
-		}
-		_, err = l.js.Publish(ctx, l.Subject(conversation), data,
-			jetstream.WithExpectStream(bus.StreamChat), jetstream.WithExpectLastSequencePerSubject(pos.streamSeq))
+		_, err = l.publish(ctx, conversation, e, pos.streamSeq)
 		if err == nil {
 			return e, nil
 		}
 		if !wrongLast(err) {
-			return model.ChatEntry{}, busErr("appending to conversation "+conversation, err)
+			return model.ChatEntry{}, err
 		}
 		if claim != 0 || try >= appendTries {
 			return model.ChatEntry{}, conflict(conversation, e.Seq, pos.seq)
 		}
 	}
+}
+
+// Tail is where a conversation's log ends: the last entry's Seq and the
+// stream sequence of its message (both 0 for an empty log).
+type Tail struct {
+	Seq       uint64
+	StreamSeq uint64
+}
+
+// AppendAfter writes e as the entry right after tail, which the caller got
+// from ReadTail or from its own previous append, and returns it as stored
+// with the new tail. It does not read the log first: the publish expects
+// tail.StreamSeq to be the subject's last message, so when another writer
+// appended since, it fails with CONFLICT (it is not retried). e.Seq must be
+// 0 or tail.Seq+1; e.At defaults to now.
+func (l *Log) AppendAfter(ctx context.Context, conversation string, tail Tail, e model.ChatEntry) (model.ChatEntry, Tail, error) {
+	if err := checkID(conversation); err != nil {
+		return model.ChatEntry{}, Tail{}, err
+	}
+	if err := e.Validate(); err != nil {
+		return model.ChatEntry{}, Tail{}, err
+	}
+	if e.Seq != 0 && e.Seq != tail.Seq+1 {
+		return model.ChatEntry{}, Tail{}, conflict(conversation, e.Seq, tail.Seq)
+	}
+	if e.At.IsZero() {
+		e.At = l.now()
+	}
+	e.At = e.At.UTC()
+	e.Seq = tail.Seq + 1
+	streamSeq, err := l.publish(ctx, conversation, e, tail.StreamSeq)
+	if wrongLast(err) {
+		return model.ChatEntry{}, Tail{}, conflict(conversation, e.Seq, tail.Seq)
+	}
+	if err != nil {
+		return model.ChatEntry{}, Tail{}, err
+	}
+	return e, Tail{Seq: e.Seq, StreamSeq: streamSeq}, nil
+}
+
+// publish writes e on the condition that the subject's last message is at
+// stream sequence last, and returns e's stream sequence. A failed condition
+// is returned as JetStream's error (wrongLast), others as the contract's.
+func (l *Log) publish(ctx context.Context, conversation string, e model.ChatEntry, last uint64) (uint64, error) {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return 0, apierr.Wrap(apierr.Internal, "encoding a conversation entry", err)
+	}
+	ack, err := l.js.Publish(ctx, l.Subject(conversation), data,
+		jetstream.WithExpectStream(bus.StreamChat), jetstream.WithExpectLastSequencePerSubject(last))
+	if err != nil {
+		if wrongLast(err) {
+			return 0, err
+		}
+		return 0, busErr("appending to conversation "+conversation, err)
+	}
+	return ack.Sequence, nil
 }
 
 func conflict(conversation string, seq, last uint64) error {
@@ -209,22 +261,30 @@ func busErr(what string, err error) error {
 // Read returns the entries of conversation in order; an unknown (or
 // deleted) conversation is NOT_FOUND.
 func (l *Log) Read(ctx context.Context, conversation string) ([]model.ChatEntry, error) {
+	entries, _, err := l.ReadTail(ctx, conversation)
+	return entries, err
+}
+
+// ReadTail is Read that also returns where the entries end, for the
+// AppendAfter of the next entry. An unknown conversation is NOT_FOUND with
+// the tail of an empty log.
+func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEntry, Tail, error) {
 	if err := checkID(conversation); err != nil {
-		return nil, err
+		return nil, Tail{}, err
 	}
 	end, err := l.last(ctx, conversation)
 	if err != nil {
-		return nil, err
+		return nil, Tail{}, err
 	}
 	if end.seq == 0 {
-		return nil, apierr.Newf(apierr.NotFound, "conversation %s not found", conversation)
+		return nil, Tail{}, apierr.Newf(apierr.NotFound, "conversation %s not found", conversation)
 	}
 	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{l.Subject(conversation)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		return nil, busErr("reading conversation "+conversation, err)
+		return nil, Tail{}, busErr("reading conversation "+conversation, err)
 	}
 	defer func() {
 		// The ordered consumer is ephemeral; delete it now rather than at its
@@ -234,47 +294,49 @@ func (l *Log) Read(ctx context.Context, conversation string) ([]model.ChatEntry,
 		_ = l.js.DeleteConsumer(dctx, bus.StreamChat, cons.CachedInfo().Name)
 	}()
 	entries := make([]model.ChatEntry, 0, end.seq)
+	var tail Tail // of the entries read so far
 	for {
 		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return nil, busErr("reading conversation "+conversation, err)
+			return nil, Tail{}, busErr("reading conversation "+conversation, err)
 		}
 		n := 0
 		for msg := range batch.Messages() {
 			n++
 			meta, err := msg.Metadata()
 			if err != nil {
-				return nil, apierr.Wrap(apierr.Internal, "reading conversation "+conversation, err)
+				return nil, Tail{}, apierr.Wrap(apierr.Internal, "reading conversation "+conversation, err)
 			}
 			if meta.Sequence.Stream > end.streamSeq {
 				// Appended since the read began: the read ends where it began.
-				return entries, nil
+				return entries, tail, nil
 			}
 			var e model.ChatEntry
 			if err := json.Unmarshal(msg.Data(), &e); err != nil {
-				return nil, apierr.Newf(apierr.Internal, "conversation %s: entry at stream sequence %d is malformed", conversation, meta.Sequence.Stream)
+				return nil, Tail{}, apierr.Newf(apierr.Internal, "conversation %s: entry at stream sequence %d is malformed", conversation, meta.Sequence.Stream)
 			}
 			entries = append(entries, e)
+			tail = Tail{Seq: e.Seq, StreamSeq: meta.Sequence.Stream}
 			if meta.Sequence.Stream == end.streamSeq {
-				return entries, nil
+				return entries, tail, nil
 			}
 		}
 		if err := batch.Error(); err != nil {
-			return nil, busErr("reading conversation "+conversation, err)
+			return nil, Tail{}, busErr("reading conversation "+conversation, err)
 		}
 		if n == 0 {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, Tail{}, ctx.Err()
 			}
 			// A purge (Delete) while reading leaves nothing to reach.
 			end2, err := l.last(ctx, conversation)
 			if err != nil {
-				return nil, err
+				return nil, Tail{}, err
 			}
 			if end2.streamSeq != end.streamSeq {
-				return nil, apierr.Newf(apierr.Conflict, "conversation %s changed while it was read", conversation)
+				return nil, Tail{}, apierr.Newf(apierr.Conflict, "conversation %s changed while it was read", conversation)
 			}
-			return nil, apierr.Newf(apierr.Network, "conversation %s: JetStream delivered nothing after %d of %d entries", conversation, len(entries), end.seq)
+			return nil, Tail{}, apierr.Newf(apierr.Network, "conversation %s: JetStream delivered nothing after %d of %d entries", conversation, len(entries), end.seq)
 		}
 	}
 }

@@ -190,6 +190,65 @@ func TestAppendReadInOrder(t *testing.T) {
 	}
 }
 
+// TestAppendAfter: a writer that holds the tail of its last append (or
+// read) appends without reading first, and any other write since makes its
+// next append a CONFLICT that writes nothing.
+func TestAppendAfter(t *testing.T) {
+	b := startBus(t)
+	l := openLog(t, b.connectChat())
+	ctx := ctxT(t)
+	const conv = "after"
+	entries, tail, err := l.ReadTail(ctx, conv)
+	wantCode(t, err, apierr.NotFound, "")
+	if len(entries) != 0 || tail != (conversation.Tail{}) {
+		t.Fatalf("empty log: %v %+v", entries, tail)
+	}
+	for i := range 3 {
+		var got model.ChatEntry
+		got, tail, err = l.AppendAfter(ctx, conv, tail, entry(model.EntryUserMessage, "t1", map[string]int{"i": i}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Seq != uint64(i+1) || tail.Seq != got.Seq || tail.StreamSeq == 0 || got.At.IsZero() || got.At.Location() != time.UTC {
+			t.Fatalf("append %d: %+v, tail %+v", i, got, tail)
+		}
+	}
+	entries, read, err := l.ReadTail(ctx, conv)
+	if err != nil || len(entries) != 3 || read != tail {
+		t.Fatalf("read %d entries, tail %+v (appends ended at %+v): %v", len(entries), read, tail, err)
+	}
+	// A slot other than the tail's next is refused.
+	_, _, err = l.AppendAfter(ctx, conv, tail, model.ChatEntry{Seq: 5, Kind: model.EntryModelStep, Turn: "t1"})
+	wantCode(t, err, apierr.Conflict, "")
+	// Another conversation's entries do not move this one's tail.
+	if _, err := l.Append(ctx, "elsewhere", entry(model.EntryUserMessage, "t9", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, tail, err = l.AppendAfter(ctx, conv, tail, entry(model.EntryModelStep, "t1", nil)); err != nil || tail.Seq != 4 {
+		t.Fatalf("append after another conversation's: %+v %v", tail, err)
+	}
+	// Another writer appends: the stale tail no longer claims a slot.
+	if _, err := l.Append(ctx, conv, entry(model.EntryUserMessage, "t2", nil)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = l.AppendAfter(ctx, conv, tail, entry(model.EntryModelStep, "t1", nil))
+	wantCode(t, err, apierr.Conflict, "")
+	// So does a purge, and an append onto a stale empty tail.
+	if err := l.Delete(ctx, conv); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = l.AppendAfter(ctx, conv, tail, entry(model.EntryModelStep, "t1", nil))
+	wantCode(t, err, apierr.Conflict, "")
+	if _, err := l.Append(ctx, conv, entry(model.EntryUserMessage, "t3", nil)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = l.AppendAfter(ctx, conv, conversation.Tail{}, entry(model.EntryUserMessage, "t4", nil))
+	wantCode(t, err, apierr.Conflict, "")
+	if entries, err := l.Read(ctx, conv); err != nil || len(entries) != 1 || entries[0].Turn != "t3" {
+		t.Fatalf("after the refused appends: %+v %v", entries, err)
+	}
+}
+
 func TestBadInputRefused(t *testing.T) {
 	b := startBus(t)
 	l := openLog(t, b.connectChat())

@@ -4,12 +4,15 @@
 //
 // The loop is event-sourced: everything it does is an entry of the
 // conversation log (user_message, model_step, approval, tool_result,
-// turn_end) and its state is derived from the log alone, re-read before every
-// step. So another instance can Resume a turn left unfinished by a crash:
-// calls of the last model step that have a result are never run again, the
-// missing ones are. Every append claims the next slot of the log (optimistic
-// concurrency): when another instance wrote first the loop stops with the
-// log's CONFLICT error and writes nothing more.
+// turn_end) and its state is derived from the log's entries alone. So another
+// instance can Resume a turn left unfinished by a crash: calls of the last
+// model step that have a result are never run again, the missing ones are.
+// A turn reads the log once (Begin, Resume) and keeps the entries in memory,
+// adding its own appends. Every append claims the slot right after the entry
+// the turn knows as the last (optimistic concurrency on the stream sequence),
+// so the log cannot move away from the turn's copy unnoticed: when another
+// instance wrote meanwhile the loop stops with the log's CONFLICT error and
+// writes nothing more.
 package loop
 
 import (
@@ -45,7 +48,9 @@ type ToolCaller interface {
 // TODO(issue 14): the KV-backed approver (pending state in KV, the
 // awaiting_approval event, mcp.v1.chat.approve from any client, a timeout).
 type Approver interface {
-	Ask(ctx context.Context, conversation string, call model.ChatToolCall) (decision string, err error)
+	// Ask calls asked once the call is recorded as pending (not when it
+	// is decided at once), so the awaiting_approval event follows the record.
+	Ask(ctx context.Context, conversation string, call model.ChatToolCall, asked func()) (decision string, err error)
 }
 
 // ErrHandOff, as the cause of the cancellation of a turn's context, stops
@@ -154,11 +159,19 @@ type turn struct {
 	id      string
 	profile model.Profile
 	model   provider.Model
-	// mu serialises appends: next is the slot the next one claims.
-	mu   sync.Mutex
-	next uint64
+	// mu serialises appends. entries are the conversation's log as the turn
+	// knows it, up to tail: read once (Begin, Resume), then extended by the
+	// turn's own appends, each conditional on tail being the log's end.
+	mu      sync.Mutex
+	entries []model.ChatEntry
+	tail    conversation.Tail
+	// decoded are the entries' payloads, decoded once.
+	decoded payloads
 	// failure is error.type of the model error that ended the turn.
 	failure string
+	// offered is the catalog (by name) the last model step was offered,
+	// for runCalls to resolve that step's calls without listing it again.
+	offered map[string]model.Tool
 }
 
 // Turn is a turn begun by Begin, to be driven to its end by Drive.
@@ -196,22 +209,17 @@ func (e *Engine) Begin(ctx context.Context, conv string, profile model.Profile, 
 	if err != nil {
 		return nil, err
 	}
-	entries, err := e.d.Log.Read(ctx, conv)
+	entries, tail, err := e.d.Log.ReadTail(ctx, conv)
 	if err != nil && apierr.Of(err) != apierr.NotFound {
 		return nil, err
 	}
 	if len(context) > 0 && len(entries) > 0 {
 		return nil, apierr.Invalid("context", "only a new conversation takes context messages")
 	}
-	t := &turn{e: e, conv: conv, id: uuid.NewString(), profile: profile, model: m}
-	if n := len(entries); n > 0 {
-		t.next = entries[n-1].Seq + 1
-	} else {
-		t.next = 1
-	}
+	t := &turn{e: e, conv: conv, id: uuid.NewString(), profile: profile, model: m, entries: entries, tail: tail}
 	if len(context) > 0 {
 		// The context is a turn of its own, before the new one.
-		ct := &turn{e: e, conv: conv, id: uuid.NewString(), next: t.next}
+		ct := &turn{e: e, conv: conv, id: uuid.NewString(), entries: t.entries, tail: t.tail}
 		for _, c := range context {
 			var err error
 			switch c.Role {
@@ -226,7 +234,7 @@ func (e *Engine) Begin(ctx context.Context, conv string, profile model.Profile, 
 				return nil, plain(err)
 			}
 		}
-		t.next = ct.next
+		t.entries, t.tail = ct.entries, ct.tail
 	}
 	if err := t.append(ctx, model.EntryUserMessage, UserMessage{Text: userMessage, Profile: profile.Name}); err != nil {
 		return nil, plain(err)
@@ -254,11 +262,11 @@ func LastProfile(entries []model.ChatEntry) string {
 // returns that turn's ChatDone when it has one). Calls of the last model step
 // that have a result are not run again.
 func (e *Engine) Resume(ctx context.Context, conv string, profile model.Profile) (model.ChatDone, error) {
-	entries, err := e.d.Log.Read(ctx, conv)
+	entries, tail, err := e.d.Log.ReadTail(ctx, conv)
 	if err != nil {
 		return model.ChatDone{}, err
 	}
-	s := derive(entries, e.d.RepeatLimit, e.d.BreakerLimit)
+	s := derive(entries, nil, e.d.RepeatLimit, e.d.BreakerLimit)
 	if s.ended {
 		return s.done, nil
 	}
@@ -266,12 +274,12 @@ func (e *Engine) Resume(ctx context.Context, conv string, profile model.Profile)
 	if err != nil {
 		return model.ChatDone{}, err
 	}
-	t := &turn{e: e, conv: conv, id: s.turn, profile: profile, model: m}
+	t := &turn{e: e, conv: conv, id: s.turn, profile: profile, model: m, entries: entries, tail: tail, decoded: *s.decoded}
 	return t.drive(ctx)
 }
 
-// drive runs the turn from the state in the log until it ends, in the span
-// of the agent's invocation.
+// drive runs the turn from the state in its entries until it ends, in the
+// span of the agent's invocation.
 func (t *turn) drive(ctx context.Context) (model.ChatDone, error) {
 	ctx, op := t.startAgent(ctx)
 	done, err := t.run(ctx)
@@ -282,21 +290,7 @@ func (t *turn) drive(ctx context.Context) (model.ChatDone, error) {
 // run is drive's loop.
 func (t *turn) run(parent context.Context) (model.ChatDone, error) {
 	ctx := parent
-	var s *state
-	read := func() error {
-		entries, err := t.e.d.Log.Read(ctx, t.conv)
-		if err != nil {
-			return err
-		}
-		s = derive(entries, t.e.d.RepeatLimit, t.e.d.BreakerLimit)
-		t.mu.Lock()
-		t.next = s.lastSeq + 1
-		t.mu.Unlock()
-		return nil
-	}
-	if err := read(); err != nil {
-		return model.ChatDone{}, err
-	}
+	s := t.state()
 	if d := time.Duration(t.profile.MaxTurnDuration); d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(parent, s.start.Add(d))
@@ -354,13 +348,16 @@ func (t *turn) run(parent context.Context) (model.ChatDone, error) {
 				return t.end(parent, model.ChatDone{Reason: model.TurnError, Message: ae.Message, Steps: s.steps})
 			}
 		}
-		if err := read(); err != nil {
-			if parent.Err() != nil || ctx.Err() != nil {
-				continue // s is the last state read: the checks at the top end the turn
-			}
-			return model.ChatDone{}, err
-		}
+		s = t.state()
 	}
+}
+
+// state derives the turn's state from its entries. No need to read the log
+// again: an append that the turn's copy would miss cannot succeed.
+func (t *turn) state() *state {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return derive(t.entries, &t.decoded, t.e.d.RepeatLimit, t.e.d.BreakerLimit)
 }
 
 func (t *turn) timeBudget(s *state) model.ChatDone {
@@ -389,7 +386,9 @@ func isLogError(err error) bool {
 	return errors.As(err, &le)
 }
 
-// append claims the next slot for an entry of the turn.
+// append claims the slot after the turn's last known entry for an entry of
+// the turn. A failure leaves the tail where it was: should the entry have
+// been written nonetheless (an ack lost), the next append is a CONFLICT.
 func (t *turn) append(ctx context.Context, kind string, payload any) error {
 	data, err := json.Marshal(payload)
 	if err != nil {
@@ -397,11 +396,12 @@ func (t *turn) append(ctx context.Context, kind string, payload any) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	got, err := t.e.d.Log.Append(ctx, t.conv, model.ChatEntry{Seq: t.next, Kind: kind, Turn: t.id, Payload: data, At: t.e.d.Now()})
+	got, tail, err := t.e.d.Log.AppendAfter(ctx, t.conv, t.tail, model.ChatEntry{Kind: kind, Turn: t.id, Payload: data, At: t.e.d.Now()})
 	if err != nil {
 		return &logError{err: err}
 	}
-	t.next = got.Seq + 1
+	t.entries = append(t.entries, got)
+	t.tail = tail
 	return nil
 }
 
@@ -426,7 +426,7 @@ func (t *turn) publish(ev model.ChatEvent) {
 
 // step asks the model for the next step and appends it.
 func (t *turn) step(ctx context.Context, s *state) error {
-	tools, _ := t.catalog(ctx)
+	tools, byName := t.catalog(ctx)
 	req := provider.Request{System: t.profile.SystemPrompt, Messages: s.messages()}
 	for _, tl := range tools {
 		req.Tools = append(req.Tools, provider.ToolSpec{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema})
@@ -464,6 +464,7 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	if err := t.append(ctx, model.EntryModelStep, ms); err != nil {
 		return err
 	}
+	t.offered = byName
 	u := &model.ChatUsage{Step: n, InputTokens: ms.Usage.InputTokens, OutputTokens: ms.Usage.OutputTokens}
 	if p := t.profile.Prices; p != nil {
 		c := p.Cost(u.InputTokens, u.OutputTokens)

@@ -51,6 +51,7 @@ type fakeTools struct {
 	handlers map[string]func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
 	calls    map[string]int
 	args     []string
+	lists    int
 }
 
 func newFake() *fakeTools {
@@ -73,6 +74,7 @@ func textResult(s string) json.RawMessage {
 func (f *fakeTools) List(context.Context) ([]model.Tool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	var out []model.Tool
 	for name := range f.handlers {
 		server, tool, _ := strings.Cut(name, "__")
@@ -90,6 +92,12 @@ func (f *fakeTools) Call(ctx context.Context, server, tool string, args json.Raw
 	f.args = append(f.args, name+" "+string(args))
 	f.mu.Unlock()
 	return h(ctx, args)
+}
+
+func (f *fakeTools) listed() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists
 }
 
 func (f *fakeTools) count(name string) int {
@@ -308,6 +316,43 @@ func TestUnknownToolAndInvalidArgs(t *testing.T) {
 	}
 	if body := string(h.srv.Requests()[1].Body); !strings.Contains(body, "Unknown tool") || !strings.Contains(body, "Invalid arguments") {
 		t.Fatalf("errors not sent back as tool errors: %s", body)
+	}
+}
+
+// TestCatalogOfTheStep: a step's calls are resolved in the catalog the step
+// was offered (listed once per step), and in the live one for a name it
+// lacks.
+func TestCatalogOfTheStep(t *testing.T) {
+	var h *harness
+	var once sync.Once
+	h = setup(t, model.ChatProviderOpenAI, func(d *loop.Deps) {
+		d.Publish = func(ev model.ChatEvent) {
+			// A tool appears after the first step's listing, before its calls run.
+			if ev.Kind == model.ChatEventUsage && ev.Conversation == "cat2" {
+				once.Do(func() {
+					h.fake.mu.Lock()
+					h.fake.handlers["late__t"] = h.fake.handlers["fake__echo"]
+					h.fake.mu.Unlock()
+				})
+			}
+		}
+	})
+	h.srv.Enqueue(llmtest.ToolCalls(llmtest.Call("fake__echo", `{"message":"a"}`)), llmtest.Text("done"))
+	if done, err := h.eng.RunTurn(ctxT(t), "cat1", h.prof, "go"); err != nil || done.Reason != model.TurnFinal {
+		t.Fatalf("%+v %v", done, err)
+	}
+	if n := h.fake.listed(); n != 2 {
+		t.Fatalf("catalog listed %d times for 2 steps", n)
+	}
+	h.srv.Enqueue(llmtest.ToolCalls(llmtest.Call("late__t", `{"message":"b"}`)), llmtest.Text("done"))
+	if done, err := h.eng.RunTurn(ctxT(t), "cat2", h.prof, "go"); err != nil || done.Reason != model.TurnFinal {
+		t.Fatalf("%+v %v", done, err)
+	}
+	if rs := h.results(t, "cat2"); len(rs) != 1 || rs[0].IsError || rs[0].Content != "echo: b" {
+		t.Fatalf("results %+v", rs)
+	}
+	if n := h.fake.listed(); n != 5 {
+		t.Fatalf("catalog listed %d times, want 5 (the second turn's calls list it live)", n)
 	}
 }
 
@@ -566,6 +611,56 @@ func TestConflictBetweenEngines(t *testing.T) {
 	}
 }
 
+// TestConflictBetweenSteps: another writer appends to the conversation
+// while a running turn waits for its second model step. The turn keeps the
+// log in memory, so its copy is stale: its next append must fail with
+// CONFLICT and stop the turn, never continue on the stale copy.
+func TestConflictBetweenSteps(t *testing.T) {
+	const conv = "between"
+	var h *harness
+	var once sync.Once
+	var otherErr error
+	h = setup(t, model.ChatProviderOpenAI, func(d *loop.Deps) {
+		d.Publish = func(ev model.ChatEvent) {
+			// The text of the second step streams before it is appended.
+			if ev.Kind == model.ChatEventTextDelta {
+				once.Do(func() {
+					b, _ := json.Marshal(loop.UserMessage{Text: "meanwhile"})
+					_, otherErr = h.log.Append(ctxT(t), conv, model.ChatEntry{Kind: model.EntryUserMessage, Turn: "other", Payload: b})
+				})
+			}
+		}
+	})
+	h.srv.Enqueue(llmtest.ToolCalls(llmtest.Call("fake__echo", `{"message":"x"}`)), llmtest.Text("never written"), llmtest.Text("nor this"))
+	done, err := h.eng.RunTurn(ctxT(t), conv, h.prof, "go")
+	if apierr.Of(err) != apierr.Conflict {
+		t.Fatalf("turn: %+v %v, want CONFLICT", done, err)
+	}
+	if otherErr != nil {
+		t.Fatal(otherErr)
+	}
+	es := h.entries(t, conv)
+	if got := kinds(es); got != "user_message,model_step,tool_result,user_message" || es[3].Turn != "other" {
+		t.Fatalf("entries %s (last of turn %s)", got, es[len(es)-1].Turn)
+	}
+	if n := h.srv.Attempts(); n != 2 {
+		t.Fatalf("%d model requests, want 2", n)
+	}
+
+	// The same when the other write lands between Begin and Drive.
+	tn, err := h.eng.Begin(ctxT(t), conv, h.prof, "again", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRaw(t, h.log, conv, "other2", model.EntryUserMessage, loop.UserMessage{Text: "meanwhile"})
+	if _, err := tn.Drive(ctxT(t)); apierr.Of(err) != apierr.Conflict {
+		t.Fatalf("drive: %v, want CONFLICT", err)
+	}
+	if got := kinds(h.entries(t, conv)); got != "user_message,model_step,tool_result,user_message,user_message,user_message" {
+		t.Fatalf("entries %s", got)
+	}
+}
+
 func TestModelError(t *testing.T) {
 	h := setup(t, model.ChatProviderOpenAI, nil)
 	h.srv.Enqueue(llmtest.Error(400))
@@ -626,7 +721,8 @@ type approver struct {
 	asked    []model.ChatToolCall
 }
 
-func (a *approver) Ask(_ context.Context, _ string, call model.ChatToolCall) (string, error) {
+func (a *approver) Ask(_ context.Context, _ string, call model.ChatToolCall, asked func()) (string, error) {
+	asked()
 	a.asked = append(a.asked, call)
 	return a.decision, nil
 }

@@ -87,10 +87,56 @@ type Approval struct {
 	Decision string `json:"decision"`
 }
 
+// payload is an entry's decoded payload; ok is false when it did not
+// decode cleanly (what was decoded is kept: a few readers use it anyway).
+type payload struct {
+	v  any
+	ok bool
+}
+
+// payloads caches the decoded payloads of a turn's entries by position.
+// Entries never change, and without it every step would decode the whole
+// conversation twice (derive, messages): milliseconds per step once results
+// pile up. Only the turn's driving goroutine uses it.
+type payloads []payload
+
+// of returns the payload of entries[i], decoding it on first use.
+func (c *payloads) of(entries []model.ChatEntry, i int) payload {
+	if len(*c) < len(entries) {
+		*c = append(*c, make([]payload, len(entries)-len(*c))...)
+	}
+	if p := (*c)[i]; p.v != nil {
+		return p
+	}
+	p := payload{ok: true}
+	switch entries[i].Kind {
+	case model.EntryUserMessage:
+		p.v = &UserMessage{}
+	case model.EntryInstructions:
+		p.v = &Instructions{}
+	case model.EntryModelStep:
+		p.v = &ModelStep{}
+	case model.EntryToolResult:
+		p.v = &ToolResult{}
+	case model.EntryApproval:
+		p.v = &Approval{}
+	case model.EntryTurnEnd:
+		p.v = &model.ChatDone{}
+	}
+	if p.v != nil {
+		p.ok = json.Unmarshal(entries[i].Payload, p.v) == nil
+	} else {
+		p.v = struct{}{} // a kind the loop does not read
+	}
+	(*c)[i] = p
+	return p
+}
+
 // state is everything the loop knows, derived from the log alone.
 type state struct {
 	entries []model.ChatEntry
-	lastSeq uint64
+	// decoded are the entries' payloads (shared with the turn: read-only).
+	decoded *payloads
 	// turn is the last turn's id; ended reports it has a turn_end.
 	turn  string
 	ended bool
@@ -117,28 +163,29 @@ type state struct {
 	instructions string
 }
 
-// derive replays the log. repeatLimit and breakerLimit are the guards'.
-func derive(entries []model.ChatEntry, repeatLimit, breakerLimit int) *state {
-	s := &state{entries: entries, breaker: guard.NewBreaker(breakerLimit), approvals: map[string]string{}, results: map[string]ToolResult{}}
+// derive replays the log. decoded caches the entries' payloads (nil: a
+// new cache); repeatLimit and breakerLimit are the guards'.
+func derive(entries []model.ChatEntry, decoded *payloads, repeatLimit, breakerLimit int) *state {
+	if decoded == nil {
+		decoded = &payloads{}
+	}
+	s := &state{entries: entries, decoded: decoded, breaker: guard.NewBreaker(breakerLimit), approvals: map[string]string{}, results: map[string]ToolResult{}}
 	if len(entries) == 0 {
 		return s
 	}
-	s.lastSeq = entries[len(entries)-1].Seq
 	s.turn = entries[len(entries)-1].Turn
 	repeats := guard.NewRepeats(repeatLimit)
-	for _, e := range entries {
+	for i, e := range entries {
+		p := decoded.of(entries, i)
 		if e.Kind == model.EntryInstructions {
-			var in Instructions
-			if json.Unmarshal(e.Payload, &in) == nil && strings.TrimSpace(in.Text) != "" {
+			if in := p.v.(*Instructions); p.ok && strings.TrimSpace(in.Text) != "" {
 				s.instructions = strings.TrimSpace(s.instructions + "\n\n" + in.Text)
 			}
 		}
-		if e.Kind == model.EntryToolResult {
-			var r ToolResult
-			if json.Unmarshal(e.Payload, &r) == nil {
-				s.results[r.CallID] = r
-				s.anyCut = s.anyCut || r.Cut
-			}
+		if e.Kind == model.EntryToolResult && p.ok {
+			r := p.v.(*ToolResult)
+			s.results[r.CallID] = *r
+			s.anyCut = s.anyCut || r.Cut
 		}
 		if e.Turn != s.turn {
 			continue
@@ -149,13 +196,13 @@ func derive(entries []model.ChatEntry, repeatLimit, breakerLimit int) *state {
 				s.start = e.At
 			}
 		case model.EntryModelStep:
-			var m ModelStep
-			if json.Unmarshal(e.Payload, &m) != nil {
+			if !p.ok {
 				continue
 			}
+			m := p.v.(*ModelStep)
 			s.steps++
 			s.tokens += m.Usage.InputTokens + m.Usage.OutputTokens
-			s.last = &m
+			s.last = m
 			s.repeated = nil
 			for i, c := range m.ToolCalls {
 				if _, tripped := repeats.Call(c.Name, json.RawMessage(c.Arguments)); tripped && s.repeated == nil {
@@ -163,18 +210,16 @@ func derive(entries []model.ChatEntry, repeatLimit, breakerLimit int) *state {
 				}
 			}
 		case model.EntryToolResult:
-			var r ToolResult
-			if json.Unmarshal(e.Payload, &r) == nil && r.Server != "" {
+			if r := p.v.(*ToolResult); p.ok && r.Server != "" {
 				s.breaker.Record(r.Server, !r.CallFailed)
 			}
 		case model.EntryApproval:
-			var a Approval
-			if json.Unmarshal(e.Payload, &a) == nil {
+			if a := p.v.(*Approval); p.ok {
 				s.approvals[a.CallID] = a.Decision
 			}
 		case model.EntryTurnEnd:
 			s.ended = true
-			_ = json.Unmarshal(e.Payload, &s.done)
+			s.done = *p.v.(*model.ChatDone)
 		}
 	}
 	if s.last != nil {
@@ -209,19 +254,18 @@ func (s *state) messages() []provider.Message {
 		}
 		open = nil
 	}
-	for _, e := range s.entries {
+	for i, e := range s.entries {
+		p := s.decoded.of(s.entries, i)
 		switch e.Kind {
 		case model.EntryUserMessage:
 			flush()
-			var u UserMessage
-			_ = json.Unmarshal(e.Payload, &u)
-			out = append(out, provider.Message{Role: provider.User, Text: u.Text})
+			out = append(out, provider.Message{Role: provider.User, Text: p.v.(*UserMessage).Text})
 		case model.EntryModelStep:
 			flush()
-			var m ModelStep
-			if json.Unmarshal(e.Payload, &m) != nil {
+			if !p.ok {
 				continue
 			}
+			m := p.v.(*ModelStep)
 			msg := provider.Message{Role: provider.Assistant, Text: m.Text}
 			for _, c := range m.ToolCalls {
 				msg.ToolCalls = append(msg.ToolCalls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
@@ -229,10 +273,10 @@ func (s *state) messages() []provider.Message {
 			out = append(out, msg)
 			open = slices.Clone(m.ToolCalls)
 		case model.EntryToolResult:
-			var r ToolResult
-			if json.Unmarshal(e.Payload, &r) != nil {
+			if !p.ok {
 				continue
 			}
+			r := p.v.(*ToolResult)
 			i := slices.IndexFunc(open, func(c StepCall) bool { return c.ID == r.CallID })
 			if i < 0 {
 				continue // not a call of the last step: nothing to attach it to

@@ -45,7 +45,11 @@ var readResultSpec = provider.ToolSpec{
 func (t *turn) runCalls(parent context.Context, s *state) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	_, byName := t.catalog(ctx)
+	tools := resolver{offered: t.offered, live: sync.OnceValue(func() map[string]model.Tool {
+		_, byName := t.catalog(ctx)
+		return byName
+	})}
+	t.offered = nil
 	var (
 		wg       sync.WaitGroup
 		errOnce  sync.Once
@@ -53,7 +57,7 @@ func (t *turn) runCalls(parent context.Context, s *state) error {
 	)
 	for _, c := range s.pending {
 		wg.Go(func() {
-			r, ok, err := t.runCall(ctx, s, byName, c)
+			r, ok, err := t.runCall(ctx, s, tools, c)
 			if err == nil && ok {
 				err = t.append(ctx, model.EntryToolResult, r)
 			}
@@ -69,9 +73,28 @@ func (t *turn) runCalls(parent context.Context, s *state) error {
 	return parent.Err()
 }
 
+// resolver finds the tools of a step's calls: in the catalog the step was
+// offered (what the model chose from, listed just before), else in the live
+// catalog, listed once for all the calls, when the turn has no such catalog
+// (resumed) or it lacks the name.
+type resolver struct {
+	offered map[string]model.Tool
+	live    func() map[string]model.Tool
+}
+
+// lookup returns the tool named name and the catalog it looked in.
+func (r resolver) lookup(name string) (model.Tool, map[string]model.Tool, bool) {
+	if tl, ok := r.offered[name]; ok {
+		return tl, r.offered, true
+	}
+	byName := r.live()
+	tl, ok := byName[name]
+	return tl, byName, ok
+}
+
 // runCall runs one call; ok is false when ctx ended it (no result to
 // write); err is a failure of the log (an approval's append).
-func (t *turn) runCall(ctx context.Context, s *state, byName map[string]model.Tool, c StepCall) (r ToolResult, ok bool, err error) {
+func (t *turn) runCall(ctx context.Context, s *state, tools resolver, c StepCall) (r ToolResult, ok bool, err error) {
 	ctx, op := t.startTool(ctx, c)
 	et := "" // error.type when the loop refuses the call or it times out
 	defer func() { t.endTool(ctx, op, r, ok, err, et) }()
@@ -98,7 +121,7 @@ func (t *turn) runCall(ctx context.Context, s *state, byName map[string]model.To
 		t.publishCall(c, r, 0)
 		return r, true, nil
 	}
-	tool, known := byName[c.Name]
+	tool, byName, known := tools.lookup(c.Name)
 	if !known {
 		names := make([]string, 0, len(byName))
 		for n := range byName {
@@ -118,8 +141,10 @@ func (t *turn) runCall(ctx context.Context, s *state, byName map[string]model.To
 			if t.e.d.Approver == nil {
 				return fail(errDenied, fmt.Sprintf("The call of %s needs approval, but no approver is available, so it was denied and not run.", c.Name))
 			}
-			t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: &model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: model.ToolCallAwaitingApproval, Arguments: args}})
-			d, err := t.e.d.Approver.Ask(ctx, t.conv, model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: model.ToolCallAwaitingApproval, Arguments: args})
+			waiting := model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: model.ToolCallAwaitingApproval, Arguments: args}
+			d, err := t.e.d.Approver.Ask(ctx, t.conv, waiting, func() {
+				t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: &waiting})
+			})
 			if ctx.Err() != nil {
 				return r, false, nil
 			}
@@ -178,8 +203,10 @@ func (t *turn) runCall(ctx context.Context, s *state, byName map[string]model.To
 func (t *turn) publishCall(c StepCall, r ToolResult, took time.Duration) {
 	tc := &model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: r.State, Summary: summary(r.Content),
 		DurationMS: float64(took.Microseconds()) / 1000}
-	if json.Valid([]byte(c.Arguments)) {
-		tc.Arguments = json.RawMessage(c.Arguments)
+	// Only an object: the event's schema says so, and a call with anything
+	// else never reached the tool.
+	if a := bytes.TrimSpace([]byte(c.Arguments)); len(a) > 0 && a[0] == '{' && json.Valid(a) {
+		tc.Arguments = json.RawMessage(a)
 	}
 	t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: tc})
 }
