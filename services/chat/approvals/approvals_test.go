@@ -83,13 +83,6 @@ func ask(t *testing.T, e env, conv string, c model.ChatToolCall) <-chan answer {
 	return ch
 }
 
-func errString(err error) string {
-	if err == nil {
-		return "<nil>"
-	}
-	return err.Error()
-}
-
 func wait(t *testing.T, ch <-chan answer) answer {
 	t.Helper()
 	select {
