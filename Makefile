@@ -11,7 +11,7 @@ ARGS ?= --config examples/servers.yaml
 run: build
 	$(BIN)/mcpbus up $(ARGS)
 
-SERVICES := config credential gateway registry runner
+SERVICES := config credential gateway registry runner chat
 
 ## build: the mcpbus binary and one binary per service (each is `mcpbus serve <service>`) into bin/
 build:

@@ -54,7 +54,7 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
+	github.com/google/uuid v1.6.0
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/mcpbus/mcpbus/services/runner v0.0.0
 	github.com/nats-io/nkeys v0.4.16 // indirect

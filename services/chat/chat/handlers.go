@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -55,40 +54,17 @@ func (s *Service) Send(ctx context.Context, req model.ChatSendRequest) (model.Ch
 	return model.ChatSendReply{Conversation: conv, Turn: t.ID(), Events: s.subj.Event("chat", conv)}, nil
 }
 
-func (s *Service) handleSend(ctx context.Context, req micro.Request) (any, error) {
-	var in model.ChatSendRequest
-	if err := decode(req, &in); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
-	defer cancel()
-	return s.Send(ctx, in)
-}
-
-func (s *Service) handleHistory(ctx context.Context, req micro.Request) (any, error) {
-	var in model.ChatHistoryRequest
-	if err := decode(req, &in); err != nil {
-		return nil, err
-	}
-	if e := in.Validate(); e != nil {
-		return nil, e
-	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
-	defer cancel()
-	entries, err := s.convs.Read(ctx, in.Conversation)
+// History is the conversation's log.
+func (s *Service) History(ctx context.Context, req model.ChatHistoryRequest) (any, error) {
+	entries, err := s.convs.Read(ctx, req.Conversation)
 	if err != nil {
 		return nil, err
 	}
-	return model.ChatHistoryReply{Conversation: in.Conversation, Entries: entries}, nil
+	return model.ChatHistoryReply{Conversation: req.Conversation, Entries: entries}, nil
 }
 
-func (s *Service) handleList(ctx context.Context, req micro.Request) (any, error) {
-	var in model.ChatListRequest
-	if err := decode(req, &in); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
-	defer cancel()
+// List lists the conversations.
+func (s *Service) List(ctx context.Context, _ model.ChatListRequest) (any, error) {
 	list, err := s.convs.List(ctx)
 	if err != nil {
 		return nil, err
@@ -117,63 +93,28 @@ func (s *Service) Delete(ctx context.Context, conv string) error {
 	return nil
 }
 
-func (s *Service) handleDelete(ctx context.Context, req micro.Request) (any, error) {
-	var in model.ChatDeleteRequest
-	if err := decode(req, &in); err != nil {
+func (s *Service) handleDelete(ctx context.Context, req model.ChatDeleteRequest) (any, error) {
+	if err := s.Delete(ctx, req.Conversation); err != nil {
 		return nil, err
 	}
-	if e := in.Validate(); e != nil {
-		return nil, e
-	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
-	defer cancel()
-	if err := s.Delete(ctx, in.Conversation); err != nil {
-		return nil, err
-	}
-	return model.ChatConversationRef(in), nil
+	return model.ChatConversationRef(req), nil
 }
 
-func (s *Service) handleCancel(ctx context.Context, req micro.Request) (any, error) {
-	var in model.ChatCancelRequest
-	if err := decode(req, &in); err != nil {
+// Approve records a decision on a call awaiting approval.
+func (s *Service) Approve(ctx context.Context, req model.ChatApproveRequest) (any, error) {
+	if err := s.approvals.Decide(ctx, req); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
-	defer cancel()
-	return s.Cancel(ctx, in)
+	return model.ChatApproveReply(req), nil
 }
 
-func (s *Service) handleApprove(ctx context.Context, req micro.Request) (any, error) {
-	var in model.ChatApproveRequest
-	if err := decode(req, &in); err != nil {
-		return nil, err
-	}
-	if e := in.Validate(); e != nil {
-		return nil, e
-	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
-	defer cancel()
-	if err := s.approvals.Decide(ctx, in); err != nil {
-		return nil, err
-	}
-	return model.ChatApproveReply(in), nil
-}
-
-func (s *Service) handlePending(ctx context.Context, req micro.Request) (any, error) {
-	var in model.ChatPendingRequest
-	if err := decode(req, &in); err != nil {
-		return nil, err
-	}
-	if e := in.Validate(); e != nil {
-		return nil, e
-	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
-	defer cancel()
-	calls, err := s.approvals.Pending(ctx, in.Conversation)
+// Pending lists the calls of a conversation awaiting approval.
+func (s *Service) Pending(ctx context.Context, req model.ChatPendingRequest) (any, error) {
+	calls, err := s.approvals.Pending(ctx, req.Conversation)
 	if err != nil {
 		return nil, err
 	}
-	return model.ChatPendingReply{Conversation: in.Conversation, Calls: calls}, nil
+	return model.ChatPendingReply{Conversation: req.Conversation, Calls: calls}, nil
 }
 
 // turnEnd is the ChatDone of the turn_end of turn in entries (nil: none).

@@ -227,11 +227,33 @@ func noKey(profile string) error {
 
 // handlers are the endpoints by verb (the subject is <prefix>.chat.<verb>).
 func (s *Service) handlers() map[string]bus.HandlerFunc {
+	send := func(ctx context.Context, req model.ChatSendRequest) (any, error) { return s.Send(ctx, req) }
+	cancel := func(ctx context.Context, req model.ChatCancelRequest) (any, error) { return s.Cancel(ctx, req) }
 	return map[string]bus.HandlerFunc{
-		"send": s.handleSend, "history": s.handleHistory, "list": s.handleList, "delete": s.handleDelete,
-		"cancel": s.handleCancel, "approve": s.handleApprove, "pending": s.handlePending,
-		"profiles.put": s.handleProfilePut, "profiles.get": s.handleProfileGet,
-		"profiles.list": s.handleProfileList, "profiles.delete": s.handleProfileDelete,
+		"send": handle(send), "history": handle(s.History), "list": handle(s.List), "delete": handle(s.handleDelete),
+		"cancel": handle(cancel), "approve": handle(s.Approve), "pending": handle(s.Pending),
+		"profiles.put": handle(s.putProfile), "profiles.get": handle(s.getProfile),
+		"profiles.list": handle(s.listProfiles), "profiles.delete": handle(s.deleteProfile),
+	}
+}
+
+// handle adapts f to an endpoint: the body decoded into In (unknown fields
+// refused), checked by In's Validate when it has one, the work bounded by
+// DefaultRequestTimeout.
+func handle[In any](f func(ctx context.Context, in In) (any, error)) bus.HandlerFunc {
+	return func(ctx context.Context, req micro.Request) (any, error) {
+		var in In
+		if err := bus.Decode(req.Data(), &in); err != nil {
+			return nil, err
+		}
+		if v, ok := any(&in).(interface{ Validate() *apierr.Error }); ok {
+			if e := v.Validate(); e != nil {
+				return nil, e
+			}
+		}
+		ctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
+		defer cancel()
+		return f(ctx, in)
 	}
 }
 
@@ -245,6 +267,3 @@ func endpointName(verb string) string {
 	}
 	return string(out)
 }
-
-// decode reads a request body into v (VALIDATION_ERROR when malformed).
-func decode(req micro.Request, v any) error { return bus.Decode(req.Data(), v) }

@@ -276,6 +276,8 @@ func TestBusyConversationAndCancel(t *testing.T) {
 	if codeOf(err) != apierr.Conflict {
 		t.Fatalf("a second send while a turn runs: %v, want CONFLICT", err)
 	}
+	// The slow reply is the first turn's (else the next turn would get it).
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) { return len(e.llm.Requests()) == 1, "the model is not asked yet" })
 	start := time.Now()
 	var c model.ChatCancelReply
 	if err := e.req(t, "cancel", model.ChatCancelRequest{Conversation: "busy"}, &c); err != nil {

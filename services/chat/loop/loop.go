@@ -438,6 +438,10 @@ func (t *turn) step(ctx context.Context, s *state) error {
 		req.System = strings.TrimSpace(req.System + "\n\n" + s.instructions)
 	}
 	sctx, op := t.startChat(ctx, req)
+	// While the provider waits out a rate limit the user hears why.
+	sctx = provider.WithRetryNotice(sctx, func(e *apierr.Error) {
+		t.publish(model.ChatEvent{Kind: model.ChatEventError, Error: e})
+	})
 	reply, err := t.model.Step(sctx, req, func(d provider.Delta) {
 		t.publish(model.ChatEvent{Kind: model.ChatEventTextDelta, Text: d.Text})
 	})

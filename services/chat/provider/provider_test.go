@@ -194,9 +194,14 @@ func TestRateLimitRetryAfter(t *testing.T) {
 	backends(t, func(t *testing.T, srv *llmtest.Server, m provider.Model, name string) {
 		srv.Enqueue(llmtest.RateLimited("1"), llmtest.Text("ok"))
 		start := time.Now()
-		step, err := m.Step(context.Background(), hello, nil)
+		var notices []*apierr.Error
+		ctx := provider.WithRetryNotice(context.Background(), func(e *apierr.Error) { notices = append(notices, e) })
+		step, err := m.Step(ctx, hello, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(notices) != 1 || notices[0].Code != apierr.RateLimited || notices[0].Message != "Rate limited. Try again in 1 second." {
+			t.Errorf("retry notices = %+v, want one RATE_LIMITED 'Rate limited. Try again in 1 second.'", notices)
 		}
 		if step.Text != "ok" || srv.Attempts() != 2 {
 			t.Fatalf("text %q attempts %d", step.Text, srv.Attempts())

@@ -47,6 +47,9 @@ func retry(ctx context.Context, cfg Config, name string, attempt func() (streame
 		if streamed || n >= cfg.MaxRetries || !fits(ctx, wait) {
 			return rateLimited(wait, err)
 		}
+		if notice, ok := ctx.Value(retryNoticeKey{}).(func(*apierr.Error)); ok {
+			notice(apierr.From(rateLimited(wait, err)))
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -55,6 +58,15 @@ func retry(ctx context.Context, cfg Config, name string, attempt func() (streame
 			return rateLimited(wait, err)
 		}
 	}
+}
+
+type retryNoticeKey struct{}
+
+// WithRetryNotice has a Step tell notice, before each wait of a retry, the
+// RATE_LIMITED error ("Rate limited. Try again in N seconds.") it would
+// return if it gave up then.
+func WithRetryNotice(ctx context.Context, notice func(*apierr.Error)) context.Context {
+	return context.WithValue(ctx, retryNoticeKey{}, notice)
 }
 
 // rateLimited is the error after giving up on a rate-limited request.

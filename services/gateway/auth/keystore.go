@@ -259,8 +259,8 @@ func checkCreate(req *model.KeyCreateRequest) ([]string, error) {
 	}
 	scopes := []string{}
 	for i, sc := range req.Scopes {
-		if sc != ScopeAdmin && sc != ScopeCall {
-			return nil, apierr.Invalid(fmt.Sprintf("scopes[%d]", i), fmt.Sprintf("unknown scope %q (admin or call)", sc))
+		if sc != ScopeAdmin && sc != ScopeCall && sc != ScopeChat {
+			return nil, apierr.Invalid(fmt.Sprintf("scopes[%d]", i), fmt.Sprintf("unknown scope %q (admin, call or chat)", sc))
 		}
 		if !slices.Contains(scopes, sc) {
 			scopes = append(scopes, sc)

@@ -25,10 +25,16 @@ func WriteError(w http.ResponseWriter, status int, err error) {
 	_, _ = w.Write(append(e.JSON(), '\n'))
 }
 
-// ScopeForPath is the gateway's rule of which scope a path needs: /api
-// admin, /mcp and below call, everything else (health) none.
+// ScopeForPath is the gateway's rule of which scope a path needs: the chat
+// profiles admin (they hold API keys and tool policies), the rest of
+// /api/chat and the OpenAI-compatible /v1 chat, the rest of /api admin, /mcp
+// and below call, everything else (health) none.
 func ScopeForPath(p string) string {
 	switch {
+	case p == "/api/chat/profiles" || strings.HasPrefix(p, "/api/chat/profiles/"):
+		return ScopeAdmin
+	case p == "/api/chat" || strings.HasPrefix(p, "/api/chat/"), strings.HasPrefix(p, "/v1/"):
+		return ScopeChat
 	case p == "/api" || strings.HasPrefix(p, "/api/"):
 		return ScopeAdmin
 	case p == "/mcp" || strings.HasPrefix(p, "/mcp/"):

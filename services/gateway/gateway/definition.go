@@ -9,6 +9,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/libs/settings"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	"github.com/mcpbus/mcpbus/services/gateway/openai"
 )
 
 // DefaultCallTimeout is how long the gateway waits for a tool call's answer:
@@ -33,6 +34,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Strings(&o.CORSOrigins, "cors-origin", "MCPBUS_CORS_ORIGINS", nil, "browser origin allowed by CORS (repeat, or a comma list; * for any; default none)")
 	s.Duration(&o.MCP.CallTimeout, "gateway-call-timeout", "", DefaultCallTimeout, "how long the gateway waits for a tool call's answer")
 	s.Bool(&o.MCP.Stateless, "stateless", "", false, "serve /mcp without sessions (every POST stands alone)")
+	s.Duration(&o.ChatTurnTimeout, "gateway-chat-timeout", "", openai.DefaultTurnTimeout, "how long POST /v1/chat/completions waits for its turn before cancelling it")
 }
 
 // Validate checks the limits (zero takes the default).
@@ -46,6 +48,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--max-body %d must not be negative", o.MaxBodyBytes)
 	case o.MCP.CallTimeout < 0:
 		return fmt.Errorf("--gateway-call-timeout %s must not be negative", o.MCP.CallTimeout)
+	case o.ChatTurnTimeout < 0:
+		return fmt.Errorf("--gateway-chat-timeout %s must not be negative", o.ChatTurnTimeout)
 	}
 	return nil
 }

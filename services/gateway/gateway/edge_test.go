@@ -18,6 +18,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
@@ -59,10 +60,10 @@ func TestAuthOnEveryRoute(t *testing.T) {
 				t.Fatalf("%s %s: no Bearer challenge", route.Method, path)
 			}
 		}
-		// A call-scoped key may not use the admin API.
-		if strings.HasPrefix(path, "/api/") {
+		// A call-scoped key may not use the admin API nor the chat.
+		if scope := auth.ScopeForPath(path); scope == auth.ScopeAdmin || scope == auth.ScopeChat {
 			r := h.do(route.Method, path, caller.Key, nil)
-			if r.status != http.StatusForbidden || !strings.Contains(r.contract(t).Message, "admin scope") ||
+			if r.status != http.StatusForbidden || !strings.Contains(r.contract(t).Message, scope+" scope") ||
 				!strings.Contains(r.header.Get("WWW-Authenticate"), `error="insufficient_scope"`) {
 				t.Fatalf("%s %s with a call key: %d %s %q", route.Method, path, r.status, r.body, r.header.Get("WWW-Authenticate"))
 			}

@@ -1,8 +1,9 @@
 // Package gateway composes the HTTP edge of mcpbus: the aggregated MCP
-// endpoint (/mcp), the REST API (/mcp/tools, /mcp/invoke, /api/v1/…), health
-// probes, and around them API-key auth, per-key rate limits, request size
-// limits, CORS and an access log. It talks to the rest of the system only
-// through the bus.
+// endpoint (/mcp), the REST API (/mcp/tools, /mcp/invoke, /api/v1/…,
+// /api/chat/…), the OpenAI-compatible chat (/v1/chat/completions,
+// /v1/models), health probes, and around them API-key auth, per-key rate
+// limits, request size limits, CORS and an access log. It talks to the rest
+// of the system only through the bus.
 package gateway
 
 import (
@@ -25,6 +26,7 @@ import (
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpmetrics"
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
+	"github.com/mcpbus/mcpbus/services/gateway/openai"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
 )
 
@@ -66,6 +68,9 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// EventHeartbeat is the keep-alive interval of /api/v1/events (default 15s).
 	EventHeartbeat time.Duration
+	// ChatTurnTimeout bounds one turn of POST /v1/chat/completions
+	// (default 10m); the turn is cancelled past it.
+	ChatTurnTimeout time.Duration
 	// AuthFailures is how many failed authentications (401s) one client
 	// address may make in a minute; beyond, it gets 429 with Retry-After
 	// until its bucket refills (default 10; negative: no limit).
@@ -86,6 +91,7 @@ type Gateway struct {
 	limiter  *auth.Limiter
 	metrics  *httpmetrics.Metrics
 	api      *rest.API
+	oai      *openai.API
 	mcp      *mcpserver.Aggregator
 	mcpStop  context.CancelFunc
 	routes   []Route
@@ -162,6 +168,8 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 		CallTimeout: opts.CallTimeout, Heartbeat: opts.EventHeartbeat}); err != nil {
 		return nil, err
 	}
+	g.oai = openai.New(nc, openai.Options{Prefix: opts.Prefix, Logger: g.log, TurnTimeout: opts.ChatTurnTimeout,
+		Heartbeat: opts.EventHeartbeat})
 	mo := opts.MCP
 	mo.Prefix, mo.Logger, mo.NoAuth = opts.Prefix, g.log, opts.NoAuth
 	// The aggregate's watches live as long as the gateway, not the setup.
@@ -172,6 +180,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	}
 	g.keys.OnRevoke(g.mcp.DropKey)
 	g.keys.OnRevoke(g.api.DropKey)
+	g.keys.OnRevoke(g.oai.DropKey)
 	g.metrics = httpmetrics.New(otel.GetMeterProvider())
 	g.limiter = auth.NewLimiter(auth.LimiterOptions{RPS: opts.RateRPS, Burst: opts.RateBurst, OnRefuse: g.metrics.RateLimited})
 	g.handler = g.buildHandler()
@@ -211,6 +220,9 @@ func (g *Gateway) buildHandler() http.Handler {
 	for _, r := range g.api.Routes() {
 		add(r.Method, r.Pattern, r.Handler())
 	}
+	for _, r := range g.oai.Routes() {
+		add(r.Method, r.Pattern, r.Handler)
+	}
 
 	h := contractErrors(mux)
 	h = g.limits(h)
@@ -228,7 +240,7 @@ func (g *Gateway) buildHandler() http.Handler {
 			AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete},
 			AllowedHeaders: []string{"Authorization", "Content-Type", "Accept", "Last-Event-ID",
 				"Mcp-Session-Id", "Mcp-Protocol-Version"},
-			ExposedHeaders: []string{"Mcp-Session-Id", "Retry-After", "WWW-Authenticate", "Location"},
+			ExposedHeaders: []string{"Mcp-Session-Id", "Retry-After", "WWW-Authenticate", "Location", openai.ConversationHeader},
 			MaxAge:         600,
 		}).Handler(h)
 	}
@@ -282,8 +294,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.log.Info("gateway stopping")
 	sctx, cancel := context.WithTimeout(context.Background(), g.opts.ShutdownTimeout)
 	defer cancel()
-	// Event streams never end by themselves: end them first.
+	// Event streams and chat completions do not end soon by themselves:
+	// end them first.
 	g.api.StopStreams()
+	g.oai.Stop()
 	done := make(chan error, 1)
 	go func() { done <- g.srv.Shutdown(sctx) }()
 	var err error

@@ -84,9 +84,12 @@ func recoverer(log *slog.Logger, next http.Handler) http.Handler {
 }
 
 // streaming reports whether a request's response may stay open for long
-// (the MCP endpoint and the event stream): no write deadline for those.
+// (the MCP endpoint, the event streams, a chat completion, which bounds its
+// own turn): no write deadline for those.
 func streaming(r *http.Request) bool {
-	return r.URL.Path == "/mcp" || r.URL.Path == "/api/v1/events"
+	p := r.URL.Path
+	return p == "/mcp" || p == "/api/v1/events" || p == "/v1/chat/completions" ||
+		(strings.HasPrefix(p, "/api/chat/conversations/") && strings.HasSuffix(p, "/events"))
 }
 
 // limits reads the body within MaxBodyBytes (413 over it) and a deadline,

@@ -50,12 +50,6 @@ const (
 // setup errors become a proper 503, and a client that got the first frame
 // knows every later event reaches it.
 func (a *API) events(w http.ResponseWriter, r *http.Request) {
-	select {
-	case <-a.streams:
-		writeError(w, apierr.New(apierr.ServiceUnavailable, "the gateway is shutting down"))
-		return
-	default:
-	}
 	kinds, err := eventKinds(r.URL.Query().Get("kinds"))
 	if err != nil {
 		writeError(w, err)
@@ -66,17 +60,39 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 	for _, k := range kinds {
 		cfg.FilterSubjects = append(cfg.FilterSubjects, a.subj.EventsOf(k))
 	}
+	if err := resume(r, &cfg); err != nil {
+		writeError(w, err)
+		return
+	}
+	a.stream(w, r, cfg, a.frame)
+}
+
+// resume starts cfg after the event id of Last-Event-ID (or ?since=).
+func resume(r *http.Request, cfg *jetstream.OrderedConsumerConfig) error {
 	since := r.Header.Get("Last-Event-ID")
 	if since == "" {
 		since = r.URL.Query().Get("since")
 	}
-	if since != "" {
-		seq, err := strconv.ParseUint(since, 10, 64)
-		if err != nil {
-			writeError(w, apierr.Invalid("since", "Last-Event-ID / since must be an event id (a stream sequence)"))
-			return
-		}
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
+	if since == "" {
+		return nil
+	}
+	seq, err := strconv.ParseUint(since, 10, 64)
+	if err != nil {
+		return apierr.Invalid("since", "Last-Event-ID / since must be an event id (a stream sequence)")
+	}
+	cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
+	return nil
+}
+
+// stream serves the messages of the events stream that cfg selects as
+// Server-Sent Events (frame renders one) until the client, the key or the
+// gateway goes, with heartbeats; the conventions of /api/v1/events.
+func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.OrderedConsumerConfig, frame func(jetstream.Msg) (string, bool)) {
+	select {
+	case <-a.streams:
+		writeError(w, apierr.New(apierr.ServiceUnavailable, "the gateway is shutting down"))
+		return
+	default:
 	}
 	ctx := r.Context()
 	var revoked <-chan struct{}
@@ -156,8 +172,8 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case m := <-ch:
-			frame, ok := a.frame(m)
-			if ok && !write(frame) {
+			f, ok := frame(m)
+			if ok && !write(f) {
 				return
 			}
 		}

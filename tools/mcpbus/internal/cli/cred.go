@@ -30,8 +30,16 @@ func newSecretReader(g *globals) *secretReader { return &secretReader{g: g} }
 
 func (r *secretReader) read(name string) (string, error) {
 	if f, ok := r.g.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		// Echo goes off before the prompt shows (raw mode; ReadPassword then
+		// reads the line without echo), so nothing typed ahead is echoed.
+		fd := int(f.Fd())
+		old, err := term.MakeRaw(fd)
+		if err != nil {
+			return "", fmt.Errorf("reading %s: %w", name, err)
+		}
 		fmt.Fprintf(r.g.stderr, "%s: ", name)
-		b, err := term.ReadPassword(int(f.Fd()))
+		b, err := term.ReadPassword(fd)
+		_ = term.Restore(fd, old)
 		fmt.Fprintln(r.g.stderr)
 		if err != nil {
 			return "", fmt.Errorf("reading %s: %w", name, err)

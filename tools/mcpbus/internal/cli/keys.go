@@ -58,7 +58,7 @@ func newKeysCreateCmd(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&req.Scopes, "scope", []string{model.KeyScopeCall}, "admin and/or call")
+	f.StringSliceVar(&req.Scopes, "scope", []string{model.KeyScopeCall}, "admin, call and/or chat (chat: conversations with the chat profiles over HTTP)")
 	f.StringArrayVar(&req.Tools.Allow, "allow-tool", nil, "only tools whose <server>__<tool> name matches this glob (repeat)")
 	f.StringArrayVar(&req.Tools.Deny, "deny-tool", nil, "never tools matching this glob (repeat)")
 	f.Float64Var(&rps, "rps", 0, "requests per second for this key (default: the gateway's)")

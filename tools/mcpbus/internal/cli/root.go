@@ -48,6 +48,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {
+		var exit silentExit
+		if errors.As(err, &exit) {
+			return int(exit)
+		}
 		g.printError(err)
 		return 1
 	}
@@ -68,7 +72,7 @@ func newRoot(g *globals) *cobra.Command {
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return settings.ApplyEnv(cmd.Flags()) }
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	pf.DurationVar(&g.timeout, "timeout", 35*time.Second, "how long to wait for an answer")
-	root.AddCommand(newUpCmd(g), newServersCmd(g), newCredCmd(g), newSearchCmd(g), newAddCmd(g), newKeysCmd(g), newServeStdioCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g), newRunnersCmd(g), newServeCmd(g), newAgentsCmd(g), newIdentitiesCmd(g), newHealthCmd(g))
+	root.AddCommand(newUpCmd(g), newServersCmd(g), newCredCmd(g), newSearchCmd(g), newAddCmd(g), newKeysCmd(g), newServeStdioCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g), newRunnersCmd(g), newServeCmd(g), newAgentsCmd(g), newIdentitiesCmd(g), newHealthCmd(g), newProfilesCmd(g), newChatCmd(g))
 	for _, verb := range []string{"start", "stop", "restart"} {
 		root.AddCommand(newRuntimeCmd(g, verb))
 	}

@@ -1,0 +1,84 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
+
+// Error is an OpenAI error object with the HTTP status it is answered with.
+// OpenAI clients read {"error": {message, type, param, code}}, not the
+// gateway's {code, message, field}.
+type Error struct {
+	Status  int     `json:"-"`
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// errorBody is the JSON of an error answer (and of an error in a stream).
+type errorBody struct {
+	Error *Error `json:"error"`
+}
+
+func str(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// invalid is a 400 about the request's param.
+func invalid(param, msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Message: msg, Type: "invalid_request_error", Param: str(param)}
+}
+
+// modelNotFound is OpenAI's answer to an unknown model: here, a profile.
+func modelNotFound(model string) *Error {
+	return &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: str("model"), Code: str("model_not_found"),
+		Message: "The model `" + model + "` does not exist: models are the chat profiles (GET /v1/models)"}
+}
+
+// errorType is OpenAI's type for an HTTP status.
+func errorType(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	}
+	return "server_error"
+}
+
+// fromBus turns an error of the bus (the contract) into an OpenAI error with
+// the same HTTP status; the contract's code, lower-cased, is its code.
+func fromBus(err error) *Error {
+	e := apierr.From(err)
+	status := e.Code.HTTPStatus()
+	return &Error{Status: status, Message: e.Message, Type: errorType(status), Param: str(e.Field),
+		Code: str(strings.ToLower(string(e.Code)))}
+}
+
+// writeError answers e.
+func writeError(w http.ResponseWriter, e *Error) {
+	writeJSON(w, e.Status, errorBody{Error: e})
+}
+
+// writeJSON answers v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		status, data = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding the reply failed","type":"server_error","param":null,"code":null}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}

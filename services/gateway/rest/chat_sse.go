@@ -1,0 +1,60 @@
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// conversationEvents streams one conversation's model.ChatEvents as
+// Server-Sent Events (event: the event's kind, data: the event, id: its
+// stream sequence), with the conventions of /api/v1/events: heartbeat
+// comments, Last-Event-ID (or ?since=) to resume. ?replay=true starts from
+// the conversation's oldest retained event instead of now. The stream stays
+// open across turns until the client goes.
+func (a *API) conversationEvents(w http.ResponseWriter, r *http.Request) {
+	id, ok := conversationRef(w, r)
+	if !ok {
+		return
+	}
+	replay, err := boolQuery(r, "replay")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy, InactiveThreshold: time.Minute,
+		FilterSubjects: []string{a.subj.Event("chat", id)}}
+	if replay {
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+	}
+	if err := resume(r, &cfg); err != nil {
+		writeError(w, err)
+		return
+	}
+	a.stream(w, r, cfg, chatFrame)
+}
+
+// chatFrame renders one chat event as an SSE frame. The kind becomes the
+// event name only when it is a plain token: a newline would forge frames.
+func chatFrame(m jetstream.Msg) (string, bool) {
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(m.Data(), &head); err != nil || head.Kind == "" || strings.ContainsAny(head.Kind, "\r\n:") {
+		return "", false
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, m.Data()); err != nil {
+		return "", false
+	}
+	var seq uint64
+	if md, err := m.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, head.Kind, buf.Bytes()), true
+}

@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// The payloads of conversation log entries, as the chat service's loop
+// writes them (services/chat/loop/state.go): only the fields shown here.
+type (
+	entryText struct {
+		Text    string `json:"text"`
+		Profile string `json:"profile"`
+	}
+	entryStep struct {
+		Text      string `json:"text"`
+		ToolCalls []struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"tool_calls"`
+	}
+	entryResult struct {
+		Tool       string  `json:"tool"`
+		State      string  `json:"state"`
+		Content    string  `json:"content"`
+		DurationMS float64 `json:"duration_ms"`
+	}
+	entryApproval struct {
+		Tool     string `json:"tool"`
+		Decision string `json:"decision"`
+	}
+)
+
+func newChatListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the conversations, most recent first",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withClient(cmd.Context(), func(c *client.Client) error {
+				list, err := c.ChatList(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return g.printJSON(model.ChatListReply{Conversations: list})
+				}
+				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CONVERSATION\tENTRIES\tLAST ACTIVITY")
+				for _, cv := range list {
+					fmt.Fprintf(tw, "%s\t%d\t%s\n", cv.Conversation, cv.Entries, cv.LastActivity.Local().Format("2006-01-02 15:04:05"))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func newChatHistoryCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "history <conversation>",
+		Short: "Print a conversation: messages, tool calls and results, approvals",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(cmd.Context(), func(c *client.Client) error {
+				h, err := c.ChatHistory(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return g.printJSON(h)
+				}
+				printEntries(g, h.Entries)
+				return nil
+			})
+		},
+	}
+}
+
+func newChatRmCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm <conversation>...",
+		Aliases: []string{"delete"},
+		Short:   "Delete conversations",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(cmd.Context(), func(c *client.Client) error {
+				for _, id := range args {
+					if err := c.ChatDelete(cmd.Context(), id); err != nil {
+						return err
+					}
+					if !g.json {
+						fmt.Fprintf(g.stdout, "conversation %s deleted\n", id)
+					}
+				}
+				if g.json {
+					return g.printJSON(map[string][]string{"deleted": args})
+				}
+				return nil
+			})
+		},
+	}
+}
+
+// printRecent prints the last n messages of a continued conversation.
+func printRecent(g *globals, entries []model.ChatEntry, n int) {
+	var msgs []model.ChatEntry
+	for _, e := range entries {
+		if e.Kind == model.EntryUserMessage || e.Kind == model.EntryModelStep {
+			msgs = append(msgs, e)
+		}
+	}
+	if len(msgs) > n {
+		fmt.Fprintf(g.stderr, "… %d earlier messages (mcpbus chat history)\n", len(msgs)-n)
+		msgs = msgs[len(msgs)-n:]
+	}
+	printEntries(g, msgs)
+}
+
+// printEntries prints log entries for people, one or a few lines each.
+func printEntries(g *globals, entries []model.ChatEntry) {
+	w := g.stdout
+	for _, e := range entries {
+		at := e.At.Local().Format(time.TimeOnly)
+		switch e.Kind {
+		case model.EntryUserMessage:
+			var p entryText
+			_ = json.Unmarshal(e.Payload, &p)
+			fmt.Fprintf(w, "%s you: %s\n", at, indent(p.Text))
+		case model.EntryInstructions:
+			var p entryText
+			_ = json.Unmarshal(e.Payload, &p)
+			fmt.Fprintf(w, "%s system: %s\n", at, indent(p.Text))
+		case model.EntryModelStep:
+			var p entryStep
+			_ = json.Unmarshal(e.Payload, &p)
+			if t := strings.TrimSpace(p.Text); t != "" {
+				fmt.Fprintf(w, "%s model: %s\n", at, indent(t))
+			}
+			for _, c := range p.ToolCalls {
+				fmt.Fprintf(w, "%s   → %s %s\n", at, c.Name, oneLine(c.Arguments, 120))
+			}
+		case model.EntryToolResult:
+			var p entryResult
+			_ = json.Unmarshal(e.Payload, &p)
+			mark := map[string]string{model.ToolCallCompleted: "✓", model.ToolCallFailed: "✗", model.ToolCallTimedOut: "⏱"}[p.State]
+			fmt.Fprintf(w, "%s   %s %s (%s ms): %s\n", at, cmpStr(mark, "·"), p.Tool, formatMS(p.DurationMS), oneLine(p.Content, 120))
+		case model.EntryApproval:
+			var p entryApproval
+			_ = json.Unmarshal(e.Payload, &p)
+			fmt.Fprintf(w, "%s   approval %s: %s\n", at, p.Tool, p.Decision)
+		case model.EntryTurnEnd:
+			var p model.ChatDone
+			_ = json.Unmarshal(e.Payload, &p)
+			if p.Reason != model.TurnFinal {
+				fmt.Fprintf(w, "%s   turn ended: %s %s\n", at, p.Reason, p.Message)
+			}
+		}
+	}
+}
+
+// indent keeps the continuation lines of a message under its first.
+func indent(s string) string {
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n           ")
+}

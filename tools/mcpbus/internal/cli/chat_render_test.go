@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// turnEvents is a turn that narrates, calls two tools (one fails), and answers.
+func turnEvents() []model.ChatEvent {
+	cost := 0.002
+	tc := func(id, state string, ms float64, summary string) model.ChatEvent {
+		return model.ChatEvent{Kind: model.ChatEventToolCall, Turn: "t1", ToolCall: &model.ChatToolCall{
+			CallID: id, Tool: "fs__read", State: state, DurationMS: ms, Summary: summary, Arguments: json.RawMessage(`{"path":"/x"}`)}}
+	}
+	return []model.ChatEvent{
+		{Kind: model.ChatEventTextDelta, Turn: "t1", Text: "Let me "},
+		{Kind: model.ChatEventTextDelta, Turn: "t1", Text: "look."},
+		tc("c1", model.ToolCallStarted, 0, ""),
+		tc("c2", model.ToolCallStarted, 0, ""),
+		tc("c1", model.ToolCallCompleted, 123.4, "ok"),
+		tc("c2", model.ToolCallFailed, 7, "no such file"),
+		{Kind: model.ChatEventUsage, Turn: "t1", Usage: &model.ChatUsage{Step: 1, InputTokens: 10, OutputTokens: 5, Cost: &cost, Currency: "USD"}},
+		{Kind: model.ChatEventTextDelta, Turn: "t1", Text: "The file "},
+		{Kind: model.ChatEventTextDelta, Turn: "t1", Text: "says hi."},
+		{Kind: model.ChatEventUsage, Turn: "t1", Usage: &model.ChatUsage{Step: 2, InputTokens: 20, OutputTokens: 3, Cost: &cost, Currency: "USD"}},
+		{Kind: model.ChatEventDone, Turn: "t1", Done: &model.ChatDone{Reason: model.TurnFinal, Steps: 2}},
+	}
+}
+
+func render(r *renderer, evs []model.ChatEvent) (stdout, stderr string) {
+	var out, errw bytes.Buffer
+	r.out, r.errw = &out, &errw
+	r.beginTurn()
+	for _, ev := range evs {
+		r.event(ev)
+	}
+	return out.String(), errw.String()
+}
+
+// One-shot: only the answer on stdout; narration and tool lines on stderr.
+func TestRenderOneShot(t *testing.T) {
+	r := &renderer{}
+	out, errw := render(r, turnEvents())
+	if out != "The file says hi.\n" {
+		t.Errorf("stdout %q, want only the answer", out)
+	}
+	for _, want := range []string{"Let me look.\n", "✓ fs__read (123 ms)\n", "✗ fs__read (7.0 ms): no such file\n"} {
+		if !strings.Contains(errw, want) {
+			t.Errorf("stderr %q lacks %q", errw, want)
+		}
+	}
+	if strings.Contains(errw, "\033[") {
+		t.Errorf("escape sequences on a stderr that is not a terminal: %q", errw)
+	}
+	if got := r.summary(); got != "2 steps · 30 in / 8 out tokens · 0.0040 USD" {
+		t.Errorf("summary %q", got)
+	}
+}
+
+// Interactive: text streams to stdout as it comes, the spinner is cleared
+// before each result line.
+func TestRenderStreamSpinner(t *testing.T) {
+	r := &renderer{stream: true, spin: true}
+	out, errw := render(r, turnEvents())
+	if out != "Let me look.\nThe file says hi.\n" {
+		t.Errorf("stdout %q", out)
+	}
+	if !strings.Contains(errw, "fs__read, fs__read …") {
+		t.Errorf("no spinner line for the two running calls: %q", errw)
+	}
+	if !strings.Contains(errw, "\r\033[K✓ fs__read (123 ms)\n") {
+		t.Errorf("the spinner was not cleared before the result line: %q", errw)
+	}
+	if strings.HasSuffix(errw, "…") {
+		t.Errorf("the spinner is left on screen after the turn: %q", errw)
+	}
+}
+
+// --json: every event, one JSON object a line, nothing else on stdout.
+func TestRenderJSON(t *testing.T) {
+	evs := turnEvents()
+	out, errw := render(&renderer{json: true}, evs)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(evs) || errw != "" {
+		t.Fatalf("%d lines for %d events (stderr %q):\n%s", len(lines), len(evs), errw, out)
+	}
+	var last model.ChatEvent
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Kind != model.ChatEventDone || last.Done.Reason != model.TurnFinal {
+		t.Errorf("last line %q (%v)", lines[len(lines)-1], err)
+	}
+}
+
+// A turn that ends badly says why; its error event is kept for the exit status.
+func TestRenderErrorEnd(t *testing.T) {
+	r := &renderer{}
+	out, errw := render(r, []model.ChatEvent{
+		{Kind: model.ChatEventTextDelta, Turn: "t1", Text: "partial"},
+		{Kind: model.ChatEventError, Turn: "t1", Error: apierr.New(apierr.RateLimited, "slow down")},
+		{Kind: model.ChatEventDone, Turn: "t1", Done: &model.ChatDone{Reason: model.TurnError, Message: "model failed"}},
+	})
+	if out != "" {
+		t.Errorf("stdout %q: the narration before an error is not an answer", out)
+	}
+	for _, want := range []string{"error: RATE_LIMITED: slow down", "turn ended: error: model failed"} {
+		if !strings.Contains(errw, want) {
+			t.Errorf("stderr %q lacks %q", errw, want)
+		}
+	}
+	if r.lastErr == nil || r.lastErr.Code != apierr.RateLimited {
+		t.Errorf("lastErr %v", r.lastErr)
+	}
+}
