@@ -16,7 +16,7 @@ const (
 	KeyScopeAdmin = "admin"
 	// KeyScopeCall allows listing and calling tools (/mcp, /mcp/tools, /mcp/invoke).
 	KeyScopeCall = "call"
-	// KeyScopeChat allows conversations with the chat profiles (/api/chat,
+	// KeyScopeChat allows conversations with the chat profiles (/api/v1/chat,
 	// /v1/chat/completions); the profile's tool filter decides the tools,
 	// not the key's.
 	KeyScopeChat = "chat"

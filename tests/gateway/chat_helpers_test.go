@@ -45,7 +45,7 @@ func (c *chatEnv) putProfile(t *testing.T, name string, edit func(*rest.ProfileP
 	if edit != nil {
 		edit(&body)
 	}
-	r := httpDo(t, "PUT", c.url+"/api/chat/profiles/"+name, c.admin, body)
+	r := httpDo(t, "PUT", c.url+"/api/v1/chat/profiles/"+name, c.admin, body)
 	if r.status != http.StatusOK {
 		t.Fatalf("PUT profile %s: %d %s", name, r.status, r.body)
 	}

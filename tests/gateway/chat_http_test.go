@@ -23,7 +23,7 @@ import (
 // from a second HTTP client, a cancel and a delete.
 func TestChatREST(t *testing.T) {
 	c := startChat(t)
-	base := c.url + "/api/chat"
+	base := c.url + "/api/v1/chat"
 
 	// A profile PUT with its API key: no answer ever shows the key.
 	p := c.putProfile(t, "helper", nil)
@@ -65,7 +65,7 @@ func TestChatREST(t *testing.T) {
 	r := httpDo(t, "POST", base+"/conversations", c.chat, model.ChatSendRequest{Conversation: conv, Profile: "helper", Message: "echo it"})
 	var sent model.ChatSendReply
 	r.decode(t, &sent)
-	if r.status != http.StatusAccepted || sent.Conversation != conv || sent.Turn == "" || r.header.Get("Location") != "/api/chat/conversations/"+conv {
+	if r.status != http.StatusAccepted || sent.Conversation != conv || sent.Turn == "" || r.header.Get("Location") != "/api/v1/chat/conversations/"+conv {
 		t.Fatalf("POST conversations: %d %s (Location %q)", r.status, r.body, r.header.Get("Location"))
 	}
 	evs := events.until(t, time.Minute, isDone)

@@ -81,7 +81,7 @@ func TestOpenAICompatible(t *testing.T) {
 		if !strings.HasPrefix(conv, gwopenai.ConversationPrefix) {
 			t.Fatalf("conversation header %q", conv)
 		}
-		if r := httpDo(t, "GET", c.url+"/api/chat/conversations/"+conv, c.chat, nil); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(model.EntryToolResult)) {
+		if r := httpDo(t, "GET", c.url+"/api/v1/chat/conversations/"+conv, c.chat, nil); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(model.EntryToolResult)) {
 			t.Fatalf("the completion's conversation: %d %s", r.status, r.body)
 		}
 	})
@@ -145,7 +145,7 @@ func TestOpenAICompatible(t *testing.T) {
 		cancel()
 		conv := resp.Header.Get(gwopenai.ConversationHeader)
 		testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
-			r := httpDo(t, "GET", c.url+"/api/chat/conversations/"+conv, c.chat, nil)
+			r := httpDo(t, "GET", c.url+"/api/v1/chat/conversations/"+conv, c.chat, nil)
 			var hist model.ChatHistoryReply
 			r.decode(t, &hist)
 			for _, e := range hist.Entries {

@@ -9,13 +9,13 @@ import (
 
 func TestChatScope(t *testing.T) {
 	for path, want := range map[string]string{
-		"/api/chat/conversations":           auth.ScopeChat,
-		"/api/chat/conversations/c1/events": auth.ScopeChat,
+		"/api/v1/chat/conversations":           auth.ScopeChat,
+		"/api/v1/chat/conversations/c1/events": auth.ScopeChat,
 		"/v1/chat/completions":              auth.ScopeChat,
 		"/v1/models":                        auth.ScopeChat,
-		"/api/chat/profiles":                auth.ScopeAdmin,
-		"/api/chat/profiles/p1":             auth.ScopeAdmin,
-		"/api/chatter":                      auth.ScopeAdmin,
+		"/api/v1/chat/profiles":                auth.ScopeAdmin,
+		"/api/v1/chat/profiles/p1":             auth.ScopeAdmin,
+		"/api/v1/chatter":                      auth.ScopeAdmin,
 		"/api/v1/servers":                   auth.ScopeAdmin,
 		"/mcp/tools":                        auth.ScopeCall,
 	} {

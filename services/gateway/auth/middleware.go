@@ -27,13 +27,13 @@ func WriteError(w http.ResponseWriter, status int, err error) {
 
 // ScopeForPath is the gateway's rule of which scope a path needs: the chat
 // profiles admin (they hold API keys and tool policies), the rest of
-// /api/chat and the OpenAI-compatible /v1 chat, the rest of /api admin, /mcp
+// /api/v1/chat and the OpenAI-compatible /v1 chat, the rest of /api admin, /mcp
 // and below call, everything else (health) none.
 func ScopeForPath(p string) string {
 	switch {
-	case p == "/api/chat/profiles" || strings.HasPrefix(p, "/api/chat/profiles/"):
+	case p == "/api/v1/chat/profiles" || strings.HasPrefix(p, "/api/v1/chat/profiles/"):
 		return ScopeAdmin
-	case p == "/api/chat" || strings.HasPrefix(p, "/api/chat/"), strings.HasPrefix(p, "/v1/"):
+	case p == "/api/v1/chat" || strings.HasPrefix(p, "/api/v1/chat/"), strings.HasPrefix(p, "/v1/"):
 		return ScopeChat
 	case p == "/api" || strings.HasPrefix(p, "/api/"):
 		return ScopeAdmin

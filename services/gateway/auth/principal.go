@@ -16,7 +16,7 @@ const (
 	ScopeAdmin = model.KeyScopeAdmin
 	// ScopeCall allows listing and calling tools (/mcp, /mcp/tools, /mcp/invoke).
 	ScopeCall = model.KeyScopeCall
-	// ScopeChat allows the conversations (/api/chat, /v1/chat/completions, /v1/models).
+	// ScopeChat allows the conversations (/api/v1/chat, /v1/chat/completions, /v1/models).
 	ScopeChat = model.KeyScopeChat
 )
 

@@ -1,6 +1,6 @@
 // Package gateway composes the HTTP edge of mcpbus: the aggregated MCP
 // endpoint (/mcp), the REST API (/mcp/tools, /mcp/invoke, /api/v1/…,
-// /api/chat/…), the OpenAI-compatible chat (/v1/chat/completions,
+// /api/v1/chat/…), the OpenAI-compatible chat (/v1/chat/completions,
 // /v1/models), health probes, and around them API-key auth, per-key rate
 // limits, request size limits, CORS and an access log. It talks to the rest
 // of the system only through the bus.

@@ -129,10 +129,12 @@ func TestFastPathDuplicateID(t *testing.T) {
 	e := start(t, mcpserver.Options{NoAuth: true}, nil)
 	e.addServer(t, "alpha", nil)
 	c := connect(t, e.url, "", nil)
-	slow := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":800}}}`
+	// The first call sleeps long enough that a loaded machine still has it
+	// running when the duplicate comes.
+	slow := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":2500}}}`
 	first := make(chan rawResp, 1)
 	go func() { first <- rawWith(t, e.url, "", c.ID(), slow, nil) }()
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
 	dup := rawWith(t, e.url, "", c.ID(), slow, nil)
 	if dup.status != http.StatusBadRequest || dup.rpcCode(t) != jsonrpc.CodeInvalidRequest {
 		t.Fatalf("duplicate id: %d %s", dup.status, dup.body)

@@ -16,7 +16,7 @@ import (
 )
 
 // ConversationHeader names, on every completion answer, the conversation the
-// request became (its log: GET /api/chat/conversations/{id}).
+// request became (its log: GET /api/v1/chat/conversations/{id}).
 const ConversationHeader = "X-Mcpbus-Conversation"
 
 // ConversationPrefix starts the id of every conversation made here.

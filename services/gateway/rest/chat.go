@@ -11,11 +11,11 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-// The conversations of the chat service under /api/chat/conversations (scope
+// The conversations of the chat service under /api/v1/chat/conversations (scope
 // chat or admin). Each handler is one mcp.v1.chat.* request; a send answers
 // 202 as soon as the turn started: its progress is on …/{id}/events.
 
-// ChatMessageRequest is the body of POST /api/chat/conversations/{id}/messages:
+// ChatMessageRequest is the body of POST /api/v1/chat/conversations/{id}/messages:
 // the next user message, with another profile when given.
 type ChatMessageRequest struct {
 	Message string `json:"message"`
@@ -97,7 +97,7 @@ func (a *API) send(w http.ResponseWriter, r *http.Request, req model.ChatSendReq
 		writeError(w, err)
 		return
 	}
-	w.Header().Set("Location", "/api/chat/conversations/"+url.PathEscape(out.Conversation))
+	w.Header().Set("Location", "/api/v1/chat/conversations/"+url.PathEscape(out.Conversation))
 	writeJSON(w, http.StatusAccepted, out)
 }
 

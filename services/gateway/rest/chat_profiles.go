@@ -8,10 +8,10 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-// The chat profiles under /api/chat/profiles (admin scope: a profile holds
+// The chat profiles under /api/v1/chat/profiles (admin scope: a profile holds
 // an API key and decides the tools a conversation may call).
 
-// ProfilePutBody is the body of PUT /api/chat/profiles/{name}: the profile
+// ProfilePutBody is the body of PUT /api/v1/chat/profiles/{name}: the profile
 // and, optionally, its provider API key in clear over HTTP, which the gateway
 // seals to the credential service before anything goes on the bus (no key
 // keeps the stored one), or remove_api_key. No reply ever holds a key.

@@ -1,7 +1,7 @@
 // Package rest is the gateway's REST API: the tool endpoints
 // (GET /mcp/tools, POST /mcp/invoke), the admin API under /api/v1
 // (servers, credentials, registry search, events, the OpenAPI document) and
-// the chat service's conversations and profiles under /api/chat.
+// the chat service's conversations and profiles under /api/v1/chat.
 // Every handler talks only to the bus; the caller's Principal (put in the
 // context by auth.Middleware) filters the tools it sees and may call.
 package rest
@@ -158,19 +158,19 @@ func (a *API) Routes() []Route {
 		{"GET", "/api/v1/registry/search", a.registrySearch},
 		{"GET", "/api/v1/events", a.events},
 		{"GET", "/api/v1/openapi.json", a.openAPI},
-		{"GET", "/api/chat/conversations", a.listConversations},
-		{"POST", "/api/chat/conversations", a.createConversation},
-		{"GET", "/api/chat/conversations/{id}", a.conversationHistory},
-		{"DELETE", "/api/chat/conversations/{id}", a.deleteConversation},
-		{"POST", "/api/chat/conversations/{id}/messages", a.sendMessage},
-		{"POST", "/api/chat/conversations/{id}/cancel", a.cancelTurn},
-		{"GET", "/api/chat/conversations/{id}/pending", a.pendingCalls},
-		{"POST", "/api/chat/conversations/{id}/approvals/{call_id}", a.approveCall},
-		{"GET", "/api/chat/conversations/{id}/events", a.conversationEvents},
-		{"GET", "/api/chat/profiles", a.listProfiles},
-		{"GET", "/api/chat/profiles/{name}", a.getProfile},
-		{"PUT", "/api/chat/profiles/{name}", a.putProfile},
-		{"DELETE", "/api/chat/profiles/{name}", a.deleteProfile},
+		{"GET", "/api/v1/chat/conversations", a.listConversations},
+		{"POST", "/api/v1/chat/conversations", a.createConversation},
+		{"GET", "/api/v1/chat/conversations/{id}", a.conversationHistory},
+		{"DELETE", "/api/v1/chat/conversations/{id}", a.deleteConversation},
+		{"POST", "/api/v1/chat/conversations/{id}/messages", a.sendMessage},
+		{"POST", "/api/v1/chat/conversations/{id}/cancel", a.cancelTurn},
+		{"GET", "/api/v1/chat/conversations/{id}/pending", a.pendingCalls},
+		{"POST", "/api/v1/chat/conversations/{id}/approvals/{call_id}", a.approveCall},
+		{"GET", "/api/v1/chat/conversations/{id}/events", a.conversationEvents},
+		{"GET", "/api/v1/chat/profiles", a.listProfiles},
+		{"GET", "/api/v1/chat/profiles/{name}", a.getProfile},
+		{"PUT", "/api/v1/chat/profiles/{name}", a.putProfile},
+		{"DELETE", "/api/v1/chat/profiles/{name}", a.deleteProfile},
 	}
 }
 
