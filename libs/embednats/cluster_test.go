@@ -40,7 +40,7 @@ func TestCluster(t *testing.T) {
 	}
 
 	js1 := jsOn(t, c.Nodes[0])
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	kv1, err := js1.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "r3", Replicas: 3, Storage: jetstream.FileStorage})
 	if err != nil {
