@@ -11,13 +11,13 @@ func TestChatScope(t *testing.T) {
 	for path, want := range map[string]string{
 		"/api/v1/chat/conversations":           auth.ScopeChat,
 		"/api/v1/chat/conversations/c1/events": auth.ScopeChat,
-		"/v1/chat/completions":              auth.ScopeChat,
-		"/v1/models":                        auth.ScopeChat,
+		"/v1/chat/completions":                 auth.ScopeChat,
+		"/v1/models":                           auth.ScopeChat,
 		"/api/v1/chat/profiles":                auth.ScopeAdmin,
 		"/api/v1/chat/profiles/p1":             auth.ScopeAdmin,
 		"/api/v1/chatter":                      auth.ScopeAdmin,
-		"/api/v1/servers":                   auth.ScopeAdmin,
-		"/mcp/tools":                        auth.ScopeCall,
+		"/api/v1/servers":                      auth.ScopeAdmin,
+		"/mcp/tools":                           auth.ScopeCall,
 	} {
 		if got := auth.ScopeForPath(path); got != want {
 			t.Errorf("ScopeForPath(%s) = %q, want %q", path, got, want)
