@@ -1,11 +1,13 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -83,4 +85,20 @@ func headerSafe(s string) string {
 		s = s[:1024]
 	}
 	return s
+}
+
+// JetStreamErr maps a failed JetStream request about what to the error
+// contract: no answer in time is NETWORK_ERROR, no JetStream at all
+// SERVICE_UNAVAILABLE, a cancelled context passes through, the rest
+// INTERNAL_ERROR.
+func JetStreamErr(what string, err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return apierr.Wrap(apierr.Network, what+": JetStream did not answer", err)
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		return apierr.Wrap(apierr.ServiceUnavailable, what+": JetStream is not available", err)
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return apierr.Wrap(apierr.Internal, what, err)
 }

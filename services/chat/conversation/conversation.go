@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -127,7 +126,7 @@ func (l *Log) last(ctx context.Context, conversation string) (position, error) {
 		return position{}, nil
 	}
 	if err != nil {
-		return position{}, busErr("reading the end of conversation "+conversation, err)
+		return position{}, bus.JetStreamErr("reading the end of conversation "+conversation, err)
 	}
 	var e model.ChatEntry
 	if err := json.Unmarshal(msg.Data, &e); err != nil || e.Seq == 0 {
@@ -226,7 +225,7 @@ func (l *Log) publish(ctx context.Context, conversation string, e model.ChatEntr
 		if wrongLast(err) {
 			return 0, err
 		}
-		return 0, busErr("appending to conversation "+conversation, err)
+		return 0, bus.JetStreamErr("appending to conversation "+conversation, err)
 	}
 	return ack.Sequence, nil
 }
@@ -243,19 +242,6 @@ func wrongLast(err error) bool {
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 	}
 	return false
-}
-
-// busErr maps a JetStream failure to the error contract.
-func busErr(what string, err error) error {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoStreamResponse):
-		return apierr.Wrap(apierr.Network, what+": JetStream did not answer", err)
-	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
-		return apierr.Wrap(apierr.ServiceUnavailable, what+": JetStream is not available", err)
-	case errors.Is(err, context.Canceled):
-		return err
-	}
-	return apierr.Wrap(apierr.Internal, what, err)
 }
 
 // Read returns the entries of conversation in order; an unknown (or
@@ -284,7 +270,7 @@ func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEn
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		return nil, Tail{}, busErr("reading conversation "+conversation, err)
+		return nil, Tail{}, bus.JetStreamErr("reading conversation "+conversation, err)
 	}
 	defer func() {
 		// The ordered consumer is ephemeral; delete it now rather than at its
@@ -298,7 +284,7 @@ func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEn
 	for {
 		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return nil, Tail{}, busErr("reading conversation "+conversation, err)
+			return nil, Tail{}, bus.JetStreamErr("reading conversation "+conversation, err)
 		}
 		n := 0
 		for msg := range batch.Messages() {
@@ -322,7 +308,7 @@ func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEn
 			}
 		}
 		if err := batch.Error(); err != nil {
-			return nil, Tail{}, busErr("reading conversation "+conversation, err)
+			return nil, Tail{}, bus.JetStreamErr("reading conversation "+conversation, err)
 		}
 		if n == 0 {
 			if ctx.Err() != nil {
@@ -345,7 +331,7 @@ func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEn
 func (l *Log) List(ctx context.Context) ([]model.ChatConversation, error) {
 	info, err := l.stream.Info(ctx, jetstream.WithSubjectFilter(l.root+".>"))
 	if err != nil {
-		return nil, busErr("listing conversations", err)
+		return nil, bus.JetStreamErr("listing conversations", err)
 	}
 	out := make([]model.ChatConversation, 0, len(info.State.Subjects))
 	for subject, count := range info.State.Subjects {
@@ -384,7 +370,7 @@ func (l *Log) Delete(ctx context.Context, conversation string) error {
 		return apierr.Newf(apierr.NotFound, "conversation %s not found", conversation)
 	}
 	if err := l.stream.Purge(ctx, jetstream.WithPurgeSubject(l.Subject(conversation))); err != nil {
-		return busErr("deleting conversation "+conversation, err)
+		return bus.JetStreamErr("deleting conversation "+conversation, err)
 	}
 	return nil
 }

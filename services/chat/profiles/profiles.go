@@ -203,7 +203,7 @@ func (s *Store) write(ctx context.Context, p model.Profile, exists bool, rev uin
 		return 0, apierr.Newf(apierr.Conflict, "profile %s was changed by someone else meanwhile", p.Name)
 	}
 	if err != nil {
-		return 0, busErr("storing profile "+p.Name, err)
+		return 0, bus.JetStreamErr("storing profile "+p.Name, err)
 	}
 	return newRev, nil
 }
@@ -233,7 +233,7 @@ func (s *Store) get(ctx context.Context, name string) (model.Profile, uint64, er
 		return model.Profile{Name: name}, 0, apierr.Newf(apierr.NotFound, "profile %s not found", name)
 	}
 	if err != nil {
-		return model.Profile{}, 0, busErr("reading profile "+name, err)
+		return model.Profile{}, 0, bus.JetStreamErr("reading profile "+name, err)
 	}
 	var p model.Profile
 	if err := json.Unmarshal(e.Value(), &p); err != nil {
@@ -247,7 +247,7 @@ func (s *Store) get(ctx context.Context, name string) (model.Profile, uint64, er
 func (s *Store) List(ctx context.Context) ([]model.Profile, error) {
 	keys, err := s.kv.ListKeys(ctx)
 	if err != nil {
-		return nil, busErr("listing profiles", err)
+		return nil, bus.JetStreamErr("listing profiles", err)
 	}
 	var names []string
 	for k := range keys.Keys() {
@@ -282,7 +282,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		return err
 	}
 	if err := s.kv.Purge(ctx, name); err != nil {
-		return busErr("deleting profile "+name, err)
+		return bus.JetStreamErr("deleting profile "+name, err)
 	}
 	return nil
 }
@@ -343,17 +343,4 @@ func wrongLast(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
-// busErr maps a JetStream failure to the error contract.
-func busErr(what string, err error) error {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return apierr.Wrap(apierr.Network, what+": JetStream did not answer", err)
-	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
-		return apierr.Wrap(apierr.ServiceUnavailable, what+": JetStream is not available", err)
-	case errors.Is(err, context.Canceled):
-		return err
-	}
-	return apierr.Wrap(apierr.Internal, what, err)
 }

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -114,7 +113,7 @@ func (s *Store) Put(ctx context.Context, conversation, callID, text string) erro
 		return err
 	}
 	if _, err := s.obs.PutString(ctx, Name(conversation, callID), text); err != nil {
-		return busErr("storing the result of call "+callID, err)
+		return bus.JetStreamErr("storing the result of call "+callID, err)
 	}
 	return nil
 }
@@ -130,7 +129,7 @@ func (s *Store) Get(ctx context.Context, conversation, callID string) (string, e
 		return "", apierr.Newf(apierr.NotFound, "no stored result of call %s in conversation %s", callID, conversation)
 	}
 	if err != nil {
-		return "", busErr("reading the result of call "+callID, err)
+		return "", bus.JetStreamErr("reading the result of call "+callID, err)
 	}
 	return text, nil
 }
@@ -147,7 +146,7 @@ func (s *Store) DeleteConversation(ctx context.Context, conversation string) err
 		return nil
 	}
 	if err != nil {
-		return busErr("listing the results of conversation "+conversation, err)
+		return bus.JetStreamErr("listing the results of conversation "+conversation, err)
 	}
 	prefix := conversation + "/"
 	for _, o := range objs {
@@ -155,21 +154,8 @@ func (s *Store) DeleteConversation(ctx context.Context, conversation string) err
 			continue
 		}
 		if err := s.obs.Delete(ctx, o.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			return busErr("deleting the results of conversation "+conversation, err)
+			return bus.JetStreamErr("deleting the results of conversation "+conversation, err)
 		}
 	}
 	return nil
-}
-
-// busErr maps a JetStream failure to the error contract.
-func busErr(what string, err error) error {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoStreamResponse):
-		return apierr.Wrap(apierr.Network, what+": JetStream did not answer", err)
-	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
-		return apierr.Wrap(apierr.ServiceUnavailable, what+": JetStream is not available", err)
-	case errors.Is(err, context.Canceled):
-		return err
-	}
-	return apierr.Wrap(apierr.Internal, what, err)
 }
