@@ -315,13 +315,14 @@ func TestRevokedKeyAndStopEndTurns(t *testing.T) {
 		{func() { a.DropKey("") }, http.StatusUnauthorized, "key_revoked"}, // no auth middleware: key id ""
 		{a.Stop, http.StatusServiceUnavailable, "shutting_down"},
 	} {
+		var conv string
+		sent := waitSend(f, &conv) // counts the sends before this one starts
 		got := make(chan *http.Response, 1)
 		go func() { got <- post(t, t.Context(), url, `{"model":"p1","messages":[{"role":"user","content":"hi"}]}`) }()
-		var conv string
 		select { // the turn started: end it from the gateway's side
 		case <-time.After(5 * time.Second):
 			t.Fatal("no send")
-		case <-waitSend(f, &conv):
+		case <-sent:
 		}
 		c.end()
 		resp := <-got
