@@ -111,6 +111,7 @@ func (r *Runner) expireLeases() {
 	r.mu.Unlock()
 	for _, slug := range stale {
 		r.log.Warn("lease expired unrenewed: stopping the server here", "server", slug)
+		r.awayStops.Store(true)
 		r.loseServer(slug)
 	}
 }
@@ -165,6 +166,7 @@ func (r *Runner) renewLease(ctx context.Context, slug string, l lease) bool {
 		return true
 	case time.Since(l.renewed) >= r.opts.LeaseTTL:
 		r.log.Warn("lease expired unrenewed: stopping the server here", "server", slug, "error", err)
+		r.awayStops.Store(true)
 		r.loseServer(slug)
 		return false
 	default:

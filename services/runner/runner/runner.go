@@ -183,6 +183,8 @@ type Runner struct {
 
 	kickCh chan struct{} // asks for an ownership pass
 
+	awayStops atomic.Bool // servers stopped while NATS was away (see replay.go)
+
 	mu      sync.Mutex
 	servers map[string]*server          // owned here, by slug
 	byID    map[string]string           // config id → slug
@@ -251,8 +253,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer stopWatch()
 	var wg sync.WaitGroup
 	catalogReady := make(chan struct{})
-	wg.Add(4)
+	wg.Add(5)
 	go func() { defer wg.Done(); r.watchShared(watchCtx, catalogReady) }()
+	go func() { defer wg.Done(); r.forgetReplayedSubs(watchCtx) }()
 	go func() { defer wg.Done(); r.maintain(watchCtx) }()
 	go func() { defer wg.Done(); r.watchOwners(watchCtx) }()
 	if err := r.addService(); err != nil {

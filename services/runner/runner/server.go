@@ -383,6 +383,9 @@ func (s *server) kill(proc *launch.Process) {
 func (s *server) close(final string, keep bool) {
 	s.cancel() // aborts a start in progress
 	if s.svc != nil {
+		if !s.r.nc.IsConnected() {
+			s.r.awayStops.Store(true) // the drain may be replayed (replay.go)
+		}
 		_ = s.svc.Stop()
 	}
 	_ = s.do(func() error { s.stop(final, keep); return nil })
