@@ -3,7 +3,7 @@ GO      ?= go
 MODULES := ./libs/... ./services/chat/... ./services/config/... ./services/credential/... ./services/gateway/... ./services/registry/... ./services/runner/... ./tools/mcpbus/... ./tests/...
 BIN     := bin
 
-.PHONY: run build test vet tidy tidy-check fmt npm-deps bench fuzz clean vaultdev jaegerdev compose-check
+.PHONY: run build test vet tidy tidy-check fmt npm-deps console bench fuzz clean vaultdev jaegerdev compose-check
 
 ## run: build and start everything in one process (mcpbus up) with the example servers;
 ## override with ARGS="--config my-servers.yaml"
@@ -14,7 +14,7 @@ run: build
 SERVICES := config credential gateway registry runner chat
 
 ## build: the mcpbus binary and one binary per service (each is `mcpbus serve <service>`) into bin/
-build:
+build: console
 	$(GO) build -o $(BIN)/mcpbus ./tools/mcpbus
 	for s in $(SERVICES); do $(GO) build -o $(BIN)/mcpbus-$$s ./services/$$s/cmd/$$s || exit 1; done
 
@@ -35,8 +35,8 @@ jaegerdev:
 	GOWORK=off $(GO) build -C tools/jaegerdev -o ../../$(BIN)/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
 
 ## test: vet, then every test of every module under the race detector (installs the pinned
-## npm MCP servers first)
-test: npm-deps vet
+## npm MCP servers first, and builds the console so the binaries the tests build embed it)
+test: npm-deps console vet
 	$(GO) test -race -count=1 -timeout 30m $(MODULES)
 
 ## vet: gofmt, go vet, staticcheck (pinned) and tidy go.mod files
@@ -63,6 +63,27 @@ npm-deps: tests/npm/node_modules/.installed
 tests/npm/node_modules/.installed: tests/npm/package.json tests/npm/package-lock.json
 	npm ci --prefix tests/npm --no-audit --no-fund
 	touch $@
+
+## console: the web console (services/gateway/console/web, an npm project) built into
+## services/gateway/console/dist/, which the gateway embeds; skipped when nothing changed
+## (npm ci only when package.json or package-lock.json changed, the build when any source did)
+CONSOLE_WEB   := services/gateway/console/web
+CONSOLE_DIST  := services/gateway/console/dist
+CONSOLE_STAMP := $(CONSOLE_DIST)/.built
+CONSOLE_DEPS  := $(CONSOLE_WEB)/node_modules/.installed
+CONSOLE_SRCS  := $(shell find $(CONSOLE_WEB) -name node_modules -prune -o -type f -print 2>/dev/null)
+console: $(CONSOLE_STAMP)
+# A missing index.html (dist emptied by hand) rebuilds whatever the stamp says.
+$(CONSOLE_STAMP): $(CONSOLE_DEPS) $(CONSOLE_SRCS) $(if $(wildcard $(CONSOLE_DIST)/index.html),,FORCE)
+	npm run --prefix $(CONSOLE_WEB) build
+	@test -f $(CONSOLE_DIST)/index.html || { echo "make console: the build wrote no $(CONSOLE_DIST)/index.html" >&2; exit 1; }
+	touch $@
+$(CONSOLE_DEPS): $(CONSOLE_WEB)/package.json $(CONSOLE_WEB)/package-lock.json
+	npm ci --prefix $(CONSOLE_WEB) --no-audit --no-fund
+	touch $@
+
+.PHONY: FORCE
+FORCE:
 
 ## bench: the benchmarks of docs/benchmarks.md
 bench: npm-deps

@@ -56,10 +56,21 @@ func TestLeastPrivilege(t *testing.T) {
 		if role != Credential && slices.Contains(p.Subscribe, "mcp.v1.cred.*") {
 			t.Errorf("%s may serve cred.*", role)
 		}
-		for _, s := range []string{"mcp.v1.config.*", "mcp.v1.keys.*", "mcp.v1.agents.*"} {
-			if role != Operator && role != Gateway && slices.Contains(p.Publish, s) && !(role == Gateway && s == "mcp.v1.agents.*") {
-				t.Errorf("%s may publish %s", role, s)
+		// The control plane: configs and agent identities for the operator
+		// and the gateway (admin keys); keys.* the gateway serves, only the
+		// operator requests it.
+		for s, may := range map[string][]Role{
+			"mcp.v1.config.*": {Operator, Gateway},
+			"mcp.v1.agents.*": {Operator, Gateway},
+			"mcp.v1.keys.*":   {Operator},
+		} {
+			if slices.Contains(p.Publish, s) != slices.Contains(may, role) {
+				t.Errorf("%s: publish %s is %v", role, s, slices.Contains(p.Publish, s))
 			}
+		}
+		// Only the host of mcpbus up serves agents.* (it owns the server's users).
+		if slices.Contains(p.Subscribe, "mcp.v1.agents.*") != (role == Host) {
+			t.Errorf("%s: subscribe agents.* is %v", role, slices.Contains(p.Subscribe, "mcp.v1.agents.*"))
 		}
 		if !slices.Contains(p.Subscribe, Inbox(string(role))+".>") {
 			t.Errorf("%s cannot read its own inbox", role)

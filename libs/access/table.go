@@ -4,7 +4,8 @@
 // deployment are made. Least privilege: only runners subscribe to calls and
 // resolve credentials, only the credential service serves mcp.v1.cred.*,
 // only the operator (and the gateway acting for admin keys) manages configs,
-// keys and runtimes; agents may call tools and read events, nothing else.
+// agent identities and runtimes, only the operator requests keys.* (the
+// gateway serves it); agents may call tools and read events, nothing else.
 package access
 
 import (
@@ -197,11 +198,11 @@ func Table() []Rule {
 		{Role: Registry, Why: "serves registry.*; caches registry answers; reads the stored Smithery key (cred.registry, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.registry.*"}),
 			Publish:   join(ensure("KV_"+bRegistry), kvWrite(bRegistry), []string{"{p}.cred.registry"})},
-		{Role: Gateway, Why: "the HTTP edge: calls tools and, for admin keys, the control plane; chat for chat keys; keeps API keys; serves keys.*",
+		{Role: Gateway, Why: "the HTTP edge: calls tools and, for admin keys, the control plane and agents.* (the console's agent identities, served by mcpbus up); chat for chat keys; keeps API keys; serves keys.*",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.keys.*", "{p}.events.>"}),
 			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys), kvWrite(bAPIKeys), kvRead(bTools, bStatus), consume(streamEvents),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
-					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.chat.*", "{p}.chat.profiles.*", "$SRV.>"})},
+					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.agents.*", "{p}.chat.*", "{p}.chat.profiles.*", "$SRV.>"})},
 		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools, reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; stores profile API keys through the credential service and reads them back on cred.chatkey (chat profiles' keys only, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.chat.*", "{p}.chat.profiles.*"}),
 			Publish: join(consume(streamEvents), ensure(streamChat, "KV_"+bChatProfiles, "KV_"+bChatApprovals, "KV_"+bChatTurns, "OBJ_"+oChatResults),

@@ -1,6 +1,10 @@
 package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
 
 // AgentCreateRequest asks mcpbus up for a bus identity for an agent
 // (mcp.v1.agents.create).
@@ -10,6 +14,15 @@ type AgentCreateRequest struct {
 	// Allow are globs on <server>__<tool>: the tools the agent may call
 	// (none: every tool).
 	Allow []string `json:"allow,omitempty"`
+}
+
+// ValidateAgentName checks an agent's name: [a-z0-9_-], at most 50
+// characters (it becomes a NATS user and an inbox prefix).
+func ValidateAgentName(name string) error {
+	if !ValidSlug(name) || len(name) > 50 {
+		return apierr.Invalid("name", "name must be [a-z0-9_-], at most 50 characters")
+	}
+	return nil
 }
 
 // AgentRef names an agent (mcp.v1.agents.revoke).

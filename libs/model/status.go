@@ -97,16 +97,23 @@ type RuntimeStatusReply struct {
 
 // CallEvent is the audit record of one tool call (events call.<server>).
 type CallEvent struct {
-	Server     string    `json:"server"`
-	Tool       string    `json:"tool"`
-	RequestID  string    `json:"request_id,omitempty"`
-	TraceID    string    `json:"trace_id,omitempty"`
-	Outcome    string    `json:"outcome"` // ok, tool_error, error, timeout, cancelled
-	Code       string    `json:"code,omitempty"`
+	Server    string `json:"server"`
+	Tool      string `json:"tool"`
+	RequestID string `json:"request_id,omitempty"`
+	TraceID   string `json:"trace_id,omitempty"`
+	Outcome   string `json:"outcome"` // ok, tool_error, error, timeout, cancelled
+	Code      string `json:"code,omitempty"`
+	// Error is the message of the error reply (outcomes error, timeout and
+	// cancelled): one line, at most CallEventErrorMax characters, the
+	// server's known secrets redacted.
+	Error      string    `json:"error,omitempty"`
 	DurationMS float64   `json:"duration_ms"`
 	At         time.Time `json:"at"`
 	Runner     string    `json:"runner,omitempty"`
 }
+
+// CallEventErrorMax bounds CallEvent.Error, in characters.
+const CallEventErrorMax = 300
 
 // ProgressEvent is one MCP progress notification forwarded to a caller.
 type ProgressEvent struct {

@@ -25,12 +25,19 @@ func WriteError(w http.ResponseWriter, status int, err error) {
 	_, _ = w.Write(append(e.JSON(), '\n'))
 }
 
-// ScopeForPath is the gateway's rule of which scope a path needs: the chat
-// profiles admin (they hold API keys and tool policies), the rest of
-// /api/v1/chat and the OpenAI-compatible /v1 chat, the rest of /api admin, /mcp
-// and below call, everything else (health) none.
+// ScopeAnyKey is what a route needs that every valid key may use, whatever
+// its scopes: GET /api/v1/me, with which a client (the web console) checks
+// its key. It is no scope a key can hold (keys get admin, call or chat).
+const ScopeAnyKey = "any-key"
+
+// ScopeForPath is the gateway's rule of which scope a path needs: /api/v1/me
+// any valid key, the chat profiles admin (they hold API keys and tool
+// policies), the rest of /api/v1/chat and the OpenAI-compatible /v1 chat, the
+// rest of /api admin, /mcp and below call, everything else (health) none.
 func ScopeForPath(p string) string {
 	switch {
+	case p == "/api/v1/me":
+		return ScopeAnyKey
 	case p == "/api/v1/chat/profiles" || strings.HasPrefix(p, "/api/v1/chat/profiles/"):
 		return ScopeAdmin
 	case p == "/api/v1/chat" || strings.HasPrefix(p, "/api/v1/chat/"), strings.HasPrefix(p, "/v1/"):
@@ -123,7 +130,7 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 			if n, ok := r.Context().Value(noteKey{}).(*Note); ok {
 				n.KeyID = p.KeyID
 			}
-			if !p.Can(scope) {
+			if scope != ScopeAnyKey && !p.Can(scope) {
 				challenge(w, "insufficient_scope", scope)
 				WriteError(w, http.StatusForbidden, apierr.Newf(apierr.Unauthorized, "this API key lacks the %s scope needed for %s", scope, r.URL.Path))
 				return

@@ -18,6 +18,51 @@ const ServiceName = "mcpbus-gateway"
 // Version of the gateway's bus API.
 const Version = "0.1.0"
 
+// KeyAdmin is the one definition of the key operations that both the bus
+// (mcp.v1.keys.*, the CLI) and the REST API (/api/v1/keys, the console)
+// serve: the same checks, the same store and the same audit line, whichever
+// edge asks. by names the requester in the audit line ("bus", "key <id>").
+type KeyAdmin struct {
+	Store *KeyStore
+	Log   *slog.Logger
+}
+
+func (k KeyAdmin) log() *slog.Logger {
+	if k.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return k.Log
+}
+
+// Create makes a key; the reply holds its secret, the only time it is shown.
+func (k KeyAdmin) Create(ctx context.Context, in model.KeyCreateRequest, by string) (model.KeyCreateReply, error) {
+	out, err := k.Store.Create(ctx, in)
+	if err == nil {
+		k.log().Info("API key created", "key_id", out.ID, "name", out.Name, "scopes", out.Scopes, "by", by)
+	}
+	return out, err
+}
+
+// List describes the keys (never a secret or a hash).
+func (k KeyAdmin) List(ctx context.Context, in model.KeyListRequest) (model.KeyListReply, error) {
+	keys, err := k.Store.List(ctx, in.IncludeRevoked)
+	return model.KeyListReply{Keys: keys}, err
+}
+
+// Revoke revokes a key: this gateway refuses it from the moment Revoke
+// returns (the store updates its cache on its own writes), the others as
+// soon as their watch of the bucket delivers the change.
+func (k KeyAdmin) Revoke(ctx context.Context, in model.KeyRevokeRequest, by string) (model.APIKey, error) {
+	if in.ID == "" {
+		return model.APIKey{}, apierr.Invalid("id", "id is required")
+	}
+	out, err := k.Store.Revoke(ctx, in.ID)
+	if err == nil {
+		k.log().Info("API key revoked", "key_id", out.ID, "name", out.Name, "by", by)
+	}
+	return out, err
+}
+
 // AddKeysService registers the micro service mcpbus-gateway with
 // mcp.v1.keys.{create,list,revoke} for the CLI. Gateway instances share one
 // queue group (any of them may answer: the keys live in the shared bucket).
@@ -26,6 +71,7 @@ func AddKeysService(nc *nats.Conn, store *KeyStore, prefix string, log *slog.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	keys := KeyAdmin{Store: store, Log: log}
 	subj := bus.NewSubjects(prefix)
 	handlers := map[string]bus.HandlerFunc{
 		"create": func(ctx context.Context, req micro.Request) (any, error) {
@@ -33,33 +79,21 @@ func AddKeysService(nc *nats.Conn, store *KeyStore, prefix string, log *slog.Log
 			if err := bus.Decode(req.Data(), &in); err != nil {
 				return nil, err
 			}
-			out, err := store.Create(ctx, in)
-			if err == nil {
-				log.Info("API key created", "key_id", out.ID, "name", out.Name, "scopes", out.Scopes)
-			}
-			return out, err
+			return keys.Create(ctx, in, "bus")
 		},
 		"list": func(ctx context.Context, req micro.Request) (any, error) {
 			var in model.KeyListRequest
 			if err := bus.Decode(req.Data(), &in); err != nil {
 				return nil, err
 			}
-			keys, err := store.List(ctx, in.IncludeRevoked)
-			return model.KeyListReply{Keys: keys}, err
+			return keys.List(ctx, in)
 		},
 		"revoke": func(ctx context.Context, req micro.Request) (any, error) {
 			var in model.KeyRevokeRequest
 			if err := bus.Decode(req.Data(), &in); err != nil {
 				return nil, err
 			}
-			if in.ID == "" {
-				return nil, apierr.Invalid("id", "id is required")
-			}
-			out, err := store.Revoke(ctx, in.ID)
-			if err == nil {
-				log.Info("API key revoked", "key_id", out.ID, "name", out.Name)
-			}
-			return out, err
+			return keys.Revoke(ctx, in, "bus")
 		},
 	}
 	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version, Description: "mcpbus gateway: API keys of the HTTP edge"}

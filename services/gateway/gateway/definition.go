@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/service"
@@ -35,6 +37,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Duration(&o.MCP.CallTimeout, "gateway-call-timeout", "", DefaultCallTimeout, "how long the gateway waits for a tool call's answer")
 	s.Bool(&o.MCP.Stateless, "stateless", "", false, "serve /mcp without sessions (every POST stands alone)")
 	s.Duration(&o.ChatTurnTimeout, "gateway-chat-timeout", "", openai.DefaultTurnTimeout, "how long POST /v1/chat/completions waits for its turn before cancelling it")
+	s.String(&o.JaegerURL, "gateway-jaeger-url", "", "", "base URL of the Jaeger UI, e.g. http://127.0.0.1:16686; the web console links each call's trace there (default: no links)")
 }
 
 // Validate checks the limits (zero takes the default).
@@ -50,6 +53,27 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--gateway-call-timeout %s must not be negative", o.MCP.CallTimeout)
 	case o.ChatTurnTimeout < 0:
 		return fmt.Errorf("--gateway-chat-timeout %s must not be negative", o.ChatTurnTimeout)
+	}
+	return validJaegerURL(o.JaegerURL)
+}
+
+// validJaegerURL accepts "" or an absolute http(s) URL without credentials,
+// query or fragment: it is handed to every key holder's browser, and the
+// console appends /trace/<id> to it.
+func validJaegerURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--gateway-jaeger-url %q is not a URL: %w", s, err)
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+		return fmt.Errorf("--gateway-jaeger-url %q must be an http:// or https:// URL with a host", s)
+	case u.User != nil:
+		return fmt.Errorf("--gateway-jaeger-url must not hold credentials: the console shows it to every key holder")
+	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#"):
+		return fmt.Errorf("--gateway-jaeger-url %q must not have a query or fragment (the console appends /trace/<id>)", s)
 	}
 	return nil
 }
@@ -74,6 +98,11 @@ func (o *Options) Build(ctx context.Context, env service.Env) (service.Service, 
 // Announce tells where the gateway is and where its admin key is.
 func (g *Gateway) Announce(w io.Writer) {
 	fmt.Fprintf(w, "gateway: MCP endpoint http://%s/mcp, REST API http://%s/api/v1 (OpenAPI at /api/v1/openapi.json)\n", g.Addr(), g.Addr())
+	if g.console.Built() {
+		fmt.Fprintf(w, "gateway: web console http://%s/ (log in with an API key)\n", g.Addr())
+	} else {
+		fmt.Fprintf(w, "gateway: web console http://%s/ is not built into this binary (make console, then rebuild)\n", g.Addr())
+	}
 	switch {
 	case g.opts.NoAuth:
 		fmt.Fprintln(w, "WARNING: authentication is OFF (--no-auth): anyone who can reach the gateway may call every tool and change every server")

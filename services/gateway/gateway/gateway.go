@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	"github.com/mcpbus/mcpbus/services/gateway/console"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpmetrics"
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
 	"github.com/mcpbus/mcpbus/services/gateway/openai"
@@ -75,6 +77,9 @@ type Options struct {
 	// address may make in a minute; beyond, it gets 429 with Retry-After
 	// until its bucket refills (default 10; negative: no limit).
 	AuthFailures int
+	// JaegerURL is the base URL of the Jaeger UI the console links traces
+	// to (<url>/trace/<id>); empty: no links.
+	JaegerURL string
 }
 
 // Gateway is a configured HTTP edge, listening once New returns.
@@ -95,6 +100,7 @@ type Gateway struct {
 	mcp      *mcpserver.Aggregator
 	mcpStop  context.CancelFunc
 	routes   []Route
+	console  *console.Console
 	adminKey string
 	created  bool
 	ready    chan struct{}
@@ -133,6 +139,8 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	if opts.Replicas <= 0 {
 		opts.Replicas = 1
 	}
+	// The console appends /trace/<id>.
+	opts.JaegerURL = strings.TrimRight(opts.JaegerURL, "/")
 	if !opts.NoAuth && opts.DataDir == "" {
 		return nil, errors.New("gateway: a data dir is required for the admin key (or turn auth off)")
 	}
@@ -165,7 +173,8 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 		}
 	}
 	if g.api, err = rest.New(setup, nc, rest.Options{Prefix: opts.Prefix, Logger: g.log,
-		CallTimeout: opts.CallTimeout, Heartbeat: opts.EventHeartbeat}); err != nil {
+		CallTimeout: opts.CallTimeout, Heartbeat: opts.EventHeartbeat, JaegerURL: opts.JaegerURL,
+		Keys: g.keys}); err != nil {
 		return nil, err
 	}
 	g.oai = openai.New(nc, openai.Options{Prefix: opts.Prefix, Logger: g.log, TurnTimeout: opts.ChatTurnTimeout,
@@ -200,8 +209,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	return g, nil
 }
 
-// buildHandler registers the routes and wraps them in the middleware, outer
-// to inner: the HTTP server span, request metrics, access log, panic recovery, the Host check (DNS rebinding), CORS
+// buildHandler registers the routes (the API's and the console's) and wraps
+// them in the middleware, outer to inner: the HTTP server span, request
+// metrics, access log, panic recovery, the Host check (DNS rebinding), CORS
 // (so preflights need no key), the Origin and Content-Type checks of
 // state-changing requests (with or without auth), auth (with its throttle of
 // failed attempts), rate limit, body limit and deadlines.
@@ -223,8 +233,15 @@ func (g *Gateway) buildHandler() http.Handler {
 	for _, r := range g.oai.Routes() {
 		add(r.Method, r.Pattern, r.Handler)
 	}
+	// The web console: public pages (its API calls carry the key). Not in
+	// g.routes: those are the API, which openapi.json describes.
+	con := console.Handler()
+	g.console = con
+	for _, p := range []string{"/{$}", "/assets/{file...}", "/favicon.ico"} {
+		mux.Handle("GET "+p, namedRoute("GET", p, con))
+	}
 
-	h := contractErrors(mux)
+	h := consoleFallback(mux, con, contractErrors(mux))
 	h = g.limits(h)
 	h = g.limiter.Middleware(h)
 	var failures *auth.Limiter
@@ -249,7 +266,24 @@ func (g *Gateway) buildHandler() http.Handler {
 	return traceHTTP(g.metrics.Middleware(mux, accessLog(g.log, h)))
 }
 
-// Routes lists every endpoint (the OpenAPI document describes exactly these).
+// consoleFallback gives the console's page to a browser navigating to a
+// path no route takes outside the API (the app's own links), and leaves the
+// rest, API paths always, to next (404/405 in the error contract). A
+// catch-all "GET /" route instead would shadow the 405 of API routes.
+func consoleFallback(mux *http.ServeMux, con *console.Console, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if con.Fallback(r) {
+			if _, pattern := mux.Handler(r); pattern == "" {
+				con.ServeHTTP(w, r)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Routes lists every API endpoint (the OpenAPI document describes exactly
+// these); the console's pages (/, /assets/, /favicon.ico) are not among them.
 func (g *Gateway) Routes() []Route { return g.routes }
 
 // Handler is the whole HTTP handler, middleware included.

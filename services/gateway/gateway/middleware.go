@@ -252,6 +252,21 @@ func stateChanging(r *http.Request) bool {
 // body that is not declared application/json (415: a cross-site form or
 // text/plain fetch needs no preflight, JSON does). A request without a body
 // may omit Content-Type.
+//
+// The gateway's own origin needs no --cors-origin: the web console it serves
+// writes from there. http.CrossOriginProtection passes Sec-Fetch-Site
+// same-origin (every current browser sends it, computed by the browser, so a
+// proxy rewriting Host changes nothing) and, from older browsers without it,
+// an Origin whose host:port is exactly the request's Host. Nothing looser: a
+// sibling port or subdomain (same-site) is refused. That fallback does not
+// compare schemes, so http://h and https://h pass alike: behind TLS
+// termination the gateway cannot tell which one the browser saw, and the
+// only page that gains is a plain-http one on the very same host:port, which
+// a current browser does not mark same-origin anyway and which, with auth
+// on, still lacks the key (a bearer header, never sent by the browser on
+// its own).
+// DNS rebinding (a foreign name that resolves to a loopback listener, so
+// Origin and Host match) is refused before this, by hostGuard.
 func writeGuard(corsOrigins []string, next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	anyOrigin := false

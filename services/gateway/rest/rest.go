@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,14 @@ type Options struct {
 	// Heartbeat is the interval of the comment lines that keep an event
 	// stream open through proxies (default 15s).
 	Heartbeat time.Duration
+	// Keys is the gateway's API key store, which /api/v1/keys manages in
+	// process (nil: those routes answer SERVICE_UNAVAILABLE).
+	Keys *auth.KeyStore
+	// JaegerURL is the base URL of the Jaeger UI that GET /api/v1/me hands
+	// to the console, which links a trace as <JaegerURL>/trace/<id> ("" none).
+	JaegerURL string
+	// AgentsTimeout bounds a request of mcp.v1.agents.* (default 10s).
+	AgentsTimeout time.Duration
 }
 
 // API serves the REST endpoints.
@@ -49,6 +58,7 @@ type API struct {
 	subj    bus.Subjects
 	client  *client.Client
 	creds   *credclient.Client
+	keys    auth.KeyAdmin
 	schemas *schemaCache
 	catalog *catalog
 	js      jetstream.JetStream
@@ -89,6 +99,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 15 * time.Second
 	}
+	if opts.AgentsTimeout <= 0 {
+		opts.AgentsTimeout = 10 * time.Second
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("rest: jetstream: %w", err)
@@ -105,6 +118,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 	a := &API{nc: nc, js: js, opts: opts, log: opts.Logger, subj: bus.NewSubjects(opts.Prefix),
 		client:  client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
 		creds:   credclient.New(nc, opts.Prefix),
+		keys:    auth.KeyAdmin{Store: opts.Keys, Log: opts.Logger},
 		schemas: newSchemaCache(256), catalog: newCatalog(opts.Logger),
 		stop: stop, done: make(chan struct{}), streams: make(chan struct{}),
 		byKey: map[string]map[chan struct{}]struct{}{}}
@@ -151,11 +165,22 @@ func (a *API) Routes() []Route {
 		{"POST", "/api/v1/servers/{id}/enable", a.enableServer},
 		{"POST", "/api/v1/servers/{id}/disable", a.disableServer},
 		{"GET", "/api/v1/servers/{id}/status", a.serverStatus},
+		{"POST", "/api/v1/servers/{id}/restart", a.restartServer},
+		{"GET", "/api/v1/servers/{id}/history", a.serverHistory},
+		{"POST", "/api/v1/servers/{id}/rollback", a.rollbackServer},
 		{"GET", "/api/v1/servers/{id}/credentials", a.describeCredentials},
 		{"PUT", "/api/v1/servers/{id}/credentials", a.setCredentials},
 		{"DELETE", "/api/v1/servers/{id}/credentials", a.deleteCredentials},
 		{"GET", "/api/v1/status", a.allStatus},
 		{"GET", "/api/v1/registry/search", a.registrySearch},
+		{"POST", "/api/v1/registry/plan", a.registryPlan},
+		{"GET", "/api/v1/me", a.me},
+		{"GET", "/api/v1/keys", a.listKeys},
+		{"POST", "/api/v1/keys", a.createKey},
+		{"DELETE", "/api/v1/keys/{id}", a.revokeKey},
+		{"GET", "/api/v1/agents", a.listAgents},
+		{"POST", "/api/v1/agents", a.createAgent},
+		{"DELETE", "/api/v1/agents/{name}", a.revokeAgent},
 		{"GET", "/api/v1/events", a.events},
 		{"GET", "/api/v1/openapi.json", a.openAPI},
 		{"GET", "/api/v1/chat/conversations", a.listConversations},
@@ -220,7 +245,26 @@ func readJSON(r *http.Request, v any) (int, *apierr.Error) {
 		return http.StatusBadRequest, apierr.Wrap(apierr.Validation, "reading the request body: "+err.Error(), err)
 	}
 	if err := bus.Decode(data, v); err != nil {
-		return http.StatusBadRequest, apierr.From(err)
+		e := apierr.From(err)
+		if f := badField(err); f != "" && e.Field == "" {
+			e = e.WithField(f)
+		}
+		return http.StatusBadRequest, e
 	}
 	return 0, nil
+}
+
+// badField names the JSON field a decoding error is about (a value of the
+// wrong type, an unknown field), so a form can show the error next to it.
+func badField(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return te.Field
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if f, ok := strings.CutPrefix(e.Error(), `json: unknown field "`); ok {
+			return strings.TrimSuffix(f, `"`)
+		}
+	}
+	return ""
 }

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -112,9 +115,10 @@ func (s *server) handleCall(req micro.Request) {
 	if reqID != "" {
 		respOpts = append(respOpts, micro.WithHeaders(micro.Headers{bus.HeaderRequestID: []string{reqID}}))
 	}
-	outcome := "ok"
+	outcome, errText := "ok", ""
 	switch {
 	case err != nil:
+		errText = s.eventError(err)
 		switch {
 		case errors.Is(err, context.Canceled):
 			outcome = "cancelled"
@@ -142,9 +146,28 @@ func (s *server) handleCall(req micro.Request) {
 	}
 	s.r.publishCall(ctx, model.CallEvent{
 		Server: s.slug, Tool: tool, RequestID: reqID, TraceID: traceID(span),
-		Outcome: outcome, Code: string(apierr.Of(err)), DurationMS: float64(time.Since(start).Microseconds()) / 1000,
+		Outcome: outcome, Code: string(apierr.Of(err)), Error: errText, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
 		At: start.UTC(), Runner: s.r.opts.ID,
 	})
+}
+
+// eventError is the message of a failed call as its call event carries it.
+// Events reach more readers than the caller (every agent may follow them),
+// and the message may quote the server (a JSON-RPC error's text): the
+// server's known secrets are redacted first, then the message is made one
+// line and cut to model.CallEventErrorMax characters.
+func (s *server) eventError(err error) string {
+	msg := strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s.redact(apierr.From(err).Message))
+	msg = strings.Join(strings.Fields(msg), " ")
+	if utf8.RuneCountInString(msg) > model.CallEventErrorMax {
+		msg = string([]rune(msg)[:model.CallEventErrorMax-1]) + "…"
+	}
+	return msg
 }
 
 func (s *server) call(ctx context.Context, h nats.Header, token string, args []byte) (*mcp.CallToolResult, string, error) {

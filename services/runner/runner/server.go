@@ -46,9 +46,9 @@ type server struct {
 	retryAt   time.Time // when the pending automatic restart runs
 	gen       uint64    // session generation: a stale exit notice is ignored
 
-	// contentRedactor hides this server's secrets in recorded tool content
-	// (set only when the operator opts in to recording it).
-	contentRedactor atomic.Value // launch.Redactor
+	// redactor hides this server's secrets in the error messages of call
+	// events and in recorded tool content (when the operator opts in to it).
+	redactor atomic.Value // launch.Redactor
 
 	progress sync.Map // progress token → subject of the caller
 	inflight sync.Map // request id → context.CancelFunc
@@ -219,10 +219,9 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Proc
 	}
 	lopts := s.r.opts.Launch
 	lopts.OnStderr = func(line string) { s.log.Debug("server stderr", "line", line) }
-	lopts.Secrets = secrets    // redacted from those lines; kept only by the launch
-	if s.r.telemetry.content { // the operator records tool content on traces: never the secrets
-		s.contentRedactor.Store(launch.NewRedactor(secrets))
-	}
+	lopts.Secrets = secrets // redacted from those lines
+	// Call events (and tool content on traces, when recorded) never carry them either.
+	s.redactor.Store(launch.NewRedactor(secrets))
 	l, err := launch.Prepare(ctx, cfg, env, lopts)
 	if err != nil {
 		return nil, nil, nil, err

@@ -92,9 +92,10 @@ func (c tracedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return c.Connection.Write(ctx, msg)
 }
 
-// redact hides the server's known secrets in recorded tool content.
+// redact hides the server's known secrets in text that leaves the runner
+// (call events' errors, recorded tool content).
 func (s *server) redact(text string) string {
-	if r, ok := s.contentRedactor.Load().(launch.Redactor); ok {
+	if r, ok := s.redactor.Load().(launch.Redactor); ok {
 		return r.Redact(text)
 	}
 	return text

@@ -38,8 +38,8 @@ func (s *Stack) AddAgent(name string, allow []string) (model.Agent, error) {
 	if s.Identities == nil {
 		return model.Agent{}, apierr.New(apierr.Conflict, "the bus runs without authentication (--insecure-bus): there are no identities to make")
 	}
-	if !model.ValidSlug(name) || len(name) > 50 {
-		return model.Agent{}, apierr.Invalid("name", "name must be [a-z0-9_-], at most 50 characters")
+	if err := model.ValidateAgentName(name); err != nil {
+		return model.Agent{}, err
 	}
 	if len(allow) == 0 {
 		allow = []string{"*"}

@@ -1,0 +1,399 @@
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/chat/llmtest"
+	"github.com/mcpbus/mcpbus/services/registry/registrytest"
+)
+
+// What the stand-ins serve and the browser flows look for.
+const (
+	entryName   = "io.github.mcpbus-test/console-everything" // the Official entry
+	search      = "console-everything"                       // finds it (a substring of the name)
+	serverSlug  = "console-everything"                       // the slug of its draft config (last segment)
+	secretName  = "EVERYTHING_TOKEN"                         // its one required secret
+	tool        = "echo"                                     // a tool of server-everything
+	profileName = "console"                                  // the chat profile on the scripted model
+	chatMessage = "hello from the console"
+	chatReply   = "The echo tool answered: hello from the console."
+	chatKey     = "sk-console-e2e-6b1f0a"
+	smitheryKey = "smk-console-e2e-key"
+	everything  = "@modelcontextprotocol/server-everything"
+	flowTimeout = 3 * time.Minute
+)
+
+// TestConsoleInBrowser runs tests/console/e2e/run.mjs (the browser flows)
+// against a real mcpbus up: the Official registry stand-in serves an entry
+// whose install plan runs the pinned server-everything through npx from the
+// npm cache `make npm-deps` filled, and the chat profile's model is the
+// scripted OpenAI stand-in, which answers the first message with one call of
+// <slug>__echo and then a text holding chatReply.
+func TestConsoleInBrowser(t *testing.T) {
+	root := repoRoot(t)
+	chromium := os.Getenv("MCPBUS_CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	npmDir := filepath.Join(root, "tests", "npm", "node_modules")
+	missing := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf(format+" (CI=true: the browser test must run)", args...)
+		}
+		t.Skipf(format, args...)
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		missing("no chromium at %s: install Debian's chromium (apt-get install chromium) or set MCPBUS_CHROMIUM", chromium)
+	}
+	if _, err := os.Stat(filepath.Join(npmDir, "playwright-core", "package.json")); err != nil {
+		missing("playwright-core is not installed in tests/npm: run make npm-deps")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("node is not installed")
+	}
+	if _, err := os.Stat(filepath.Join(root, "services", "gateway", "console", "dist", "index.html")); err != nil {
+		t.Fatal("the console is not built (services/gateway/console/dist/index.html is missing): run make console")
+	}
+	flows := filepath.Join(root, "tests", "console", "e2e", "run.mjs")
+	if _, err := os.Stat(flows); err != nil {
+		t.Fatalf("the browser flows are missing: %v", err)
+	}
+	version := pinnedVersion(t, root, everything)
+	if _, err := os.Stat(filepath.Join(npmDir, filepath.FromSlash(everything), "package.json")); err != nil {
+		t.Fatalf("%s is not installed in tests/npm (its tarball must be in the npm cache for npx): run make npm-deps", everything)
+	}
+
+	bin := buildCLI(t, root)
+	off := officialWithEntry(t, root, version)
+	smi := registrytest.SampleSmithery(t, smitheryKey)
+	llm := llmtest.Start(t, chatKey)
+	llm.Enqueue(llmtest.ToolCalls(llmtest.Call(serverSlug+"__"+tool, fmt.Sprintf(`{"message":%q}`, chatMessage))), llmtest.Text(chatReply))
+	// Any later turn (a flow that retries) still gets an answer.
+	llm.Always(llmtest.Text(chatReply))
+
+	otlp := otlpSink(t)
+
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	natsPort, httpPort := testkit.FreePort(t), testkit.FreePort(t)
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	baseURL := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	upEnv := cleanEnv(
+		"SMITHERY_API_KEY="+smitheryKey,
+		// The runner passes npm_config_* to npx: the pinned package comes
+		// from the npm cache, without the registry when its metadata is cached.
+		"npm_config_prefer_offline=true", "npm_config_update_notifier=false", "npm_config_fund=false",
+		"npm_config_audit=false", "npm_config_loglevel=error",
+		// Tracing on, so calls carry trace ids the Activity page shows.
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_SDK_DISABLED=false", "OTEL_TRACES_EXPORTER=otlp")
+	up := startUp(t, bin, dir, upEnv, "--nats-port", strconv.Itoa(natsPort), "--data-dir", data,
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
+		"--official-registry-url", off.URL, "--smithery-registry-url", smi.URL,
+		// Links only (the flows never follow them): Activity links trace ids here.
+		"--gateway-jaeger-url", otlp.URL+"/jaeger")
+	waitReady(t, up, baseURL)
+	key, err := os.ReadFile(filepath.Join(data, "admin.key"))
+	if err != nil {
+		t.Fatalf("the admin key: %v", err)
+	}
+	adminKey := strings.TrimSpace(string(key))
+
+	// The chat profile, as an operator makes it (its model key on stdin).
+	r := cli(t, bin, natsURL, data, chatKey+"\n", "profiles", "add", profileName, "--provider", "openai", "--model", "scripted",
+		"--base-url", llm.OpenAIBaseURL(), "--api-key-stdin")
+	if r.code != 0 {
+		t.Fatalf("profiles add: %s", r)
+	}
+
+	artifacts := filepath.Join(root, "artifacts", "console")
+	if err := os.RemoveAll(artifacts); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := cleanEnv(
+		"MCPBUS_URL="+baseURL,
+		"MCPBUS_ADMIN_KEY="+adminKey,
+		"MCPBUS_CHROMIUM="+chromium,
+		"MCPBUS_ARTIFACTS="+artifacts,
+		"MCPBUS_SEARCH="+search,
+		"MCPBUS_ENTRY="+entryName,
+		"MCPBUS_SECRET_NAME="+secretName,
+		"MCPBUS_SERVER_SLUG="+serverSlug,
+		"MCPBUS_TOOL="+tool,
+		"MCPBUS_PROFILE="+profileName,
+		"MCPBUS_CHAT_REPLY="+chatReply,
+	)
+	if err := runFlows(t, node, root, flows, env); err != nil {
+		t.Errorf("browser flows: %v (screenshots and traces in %s)", err, artifacts)
+		t.Logf("mcpbus up log (tail):\n%s", up.logs.Tail(12000))
+		return
+	}
+	t.Logf("browser flows passed; screenshots in %s", artifacts)
+}
+
+// runFlows runs node on the flows with env, each output line going to
+// t.Log as it comes, within flowTimeout. Chromium is the flows' child: the
+// whole process group is killed when time runs out.
+func runFlows(t *testing.T, node, root, flows string, env []string) error {
+	ctx, cancel := context.WithTimeout(t.Context(), flowTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, flows)
+	cmd.Dir = root
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	lines := make(chan struct{})
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			t.Log("run.mjs: " + sc.Text())
+		}
+		_, _ = io.Copy(io.Discard, pr) // a line over 1 MiB: drain the rest
+	}()
+	start := time.Now()
+	err := cmd.Run()
+	_ = pw.Close()
+	<-lines
+	// Whatever the flows left running (chromium) goes with them.
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		return fmt.Errorf("node %s did not finish within %s", filepath.Base(flows), flowTimeout)
+	}
+	if err != nil {
+		return fmt.Errorf("node %s: %w after %s", filepath.Base(flows), err, time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// otlpSink stands in for an OTLP/HTTP collector: it takes every export
+// (an empty body is an empty Export*ServiceResponse) and keeps nothing.
+func otlpSink(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// officialWithEntry serves the recorded Official sample plus the test's
+// entry: the pinned server-everything from npm with one required secret.
+func officialWithEntry(t *testing.T, root, version string) *registrytest.Official {
+	t.Helper()
+	entries, err := registrytest.LoadOfficial(filepath.Join(root, "services", "registry", "testdata", "official-sample.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	entry, err := json.Marshal(map[string]any{
+		"server": map[string]any{
+			"$schema":     "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+			"name":        entryName,
+			"description": "The MCP reference server (echo, sums, resources and prompts), for the web console's browser test.",
+			"version":     version,
+			"packages": []any{map[string]any{
+				"registryType": "npm",
+				"identifier":   everything,
+				"version":      version,
+				"runtimeHint":  "npx",
+				"transport":    map[string]any{"type": "stdio"},
+				"environmentVariables": []any{map[string]any{
+					"name":        secretName,
+					"description": "A token the test sets (any value; the server ignores it).",
+					"isRequired":  true,
+					"isSecret":    true,
+				}},
+			}},
+		},
+		"_meta": map[string]any{"io.modelcontextprotocol.registry/official": map[string]any{
+			"status": "active", "publishedAt": now, "updatedAt": now, "isLatest": true,
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := registrytest.NewOfficial(append(entries, entry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Close)
+	return o
+}
+
+// pinnedVersion is the version tests/npm/package.json pins pkg to.
+func pinnedVersion(t *testing.T, root, pkg string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "tests", "npm", "package.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	if err := json.Unmarshal(data, &p); err != nil || p.Dependencies[pkg] == "" {
+		t.Fatalf("tests/npm/package.json does not pin %s: %v", pkg, err)
+	}
+	return p.Dependencies[pkg]
+}
+
+// waitReady waits until the gateway answers /readyz (NATS, a runner and the
+// config service up) and the chat service answers, or mcpbus up exits.
+func waitReady(t *testing.T, up *upProcess, baseURL string) {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second}
+	testkit.WaitFor(t, 60*time.Second, func() (bool, string) {
+		select {
+		case err := <-up.done:
+			up.done <- err
+			t.Fatalf("mcpbus up exited: %v\n%s", err, up.logs.Tail(8000))
+		default:
+		}
+		resp, err := client.Get(baseURL + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("GET /readyz: %d %s", resp.StatusCode, body)
+	})
+}
+
+// --- the mcpbus binary and `mcpbus up` (as tests/e2e does) ---
+
+// repoRoot is the repository root, found from this file's location.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("runtime.Caller: cannot locate the test source")
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// buildCLI builds tools/mcpbus (embedding the console dist/ holds now).
+func buildCLI(t *testing.T, root string) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build mcpbus: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "mcpbus")
+	cmd := exec.Command(gobin, "build", "-o", bin, "./tools/mcpbus")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./tools/mcpbus: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// cleanEnv is the test's environment without MCPBUS_* settings, plus extra.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MCPBUS_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// upProcess is a running `mcpbus up`.
+type upProcess struct {
+	cmd  *exec.Cmd
+	logs *testkit.LogBuffer
+	done chan error
+}
+
+// startUp runs `mcpbus up` in dir; it is killed when the test ends.
+func startUp(t *testing.T, bin, dir string, env []string, args ...string) *upProcess {
+	t.Helper()
+	p := &upProcess{logs: &testkit.LogBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(bin, append([]string{"up"}, args...)...)
+	p.cmd.Dir = dir
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			return
+		default:
+		}
+		// SIGTERM first: mcpbus up stops its servers (npx and node) itself.
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r cliResult) String() string {
+	return fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+}
+
+// cli runs one mcpbus command against natsURL as the operator of data.
+func cli(t *testing.T, bin, natsURL, data, stdin string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--nats", natsURL}, args...)...)
+	cmd.Env = cleanEnv("MCPBUS_DATA_DIR=" + data)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := cliResult{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("mcpbus %v: %v", args, err)
+	}
+	return r
+}

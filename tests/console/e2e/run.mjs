@@ -1,0 +1,435 @@
+// Browser flows of the web console (issue 15), run by tests/console (Go)
+// against a real `mcpbus up`: node tests/console/e2e/run.mjs.
+// Environment: MCPBUS_URL, MCPBUS_ADMIN_KEY, MCPBUS_CHROMIUM, MCPBUS_ARTIFACTS,
+// MCPBUS_SEARCH, MCPBUS_ENTRY, MCPBUS_SECRET_NAME, MCPBUS_SERVER_SLUG,
+// MCPBUS_TOOL, MCPBUS_PROFILE, MCPBUS_CHAT_REPLY (see the contract in the
+// Go harness). Exit 0 when every step passed; else 1, naming the step.
+import { createRequire } from 'node:module';
+import { mkdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+// playwright-core is pinned in tests/npm (make npm-deps installs it).
+const require = createRequire(resolve(here, '..', '..', 'npm', 'package.json'));
+let chromium;
+try {
+  ({ chromium } = require('playwright-core'));
+} catch (e) {
+  console.error(`playwright-core is not installed in tests/npm (run make npm-deps): ${e.message}`);
+  process.exit(2);
+}
+
+function env(name, def) {
+  const v = process.env[name] ?? def;
+  if (v === undefined || v === '') {
+    console.error(`missing environment variable ${name}`);
+    process.exit(2);
+  }
+  return v;
+}
+const BASE = env('MCPBUS_URL').replace(/\/+$/, '');
+const ORIGIN = new URL(BASE).origin;
+const ADMIN_KEY = env('MCPBUS_ADMIN_KEY');
+const CHROMIUM = env('MCPBUS_CHROMIUM', '/usr/bin/chromium');
+const ARTIFACTS = env('MCPBUS_ARTIFACTS', join(process.cwd(), 'artifacts', 'console'));
+const SEARCH = env('MCPBUS_SEARCH');
+const ENTRY = env('MCPBUS_ENTRY');
+const SECRET = env('MCPBUS_SECRET_NAME');
+const SLUG = env('MCPBUS_SERVER_SLUG');
+const TOOL = env('MCPBUS_TOOL');
+const PROFILE = env('MCPBUS_PROFILE');
+const REPLY = env('MCPBUS_CHAT_REPLY');
+mkdirSync(ARTIFACTS, { recursive: true });
+
+const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const T = { short: 15_000, start: 120_000, chat: 60_000, logout: 45_000 };
+
+// Problems every page must not have: console errors, page errors, requests
+// leaving the origin. HTTP error statuses a step provokes on purpose (a 400
+// from the bad form, 401s of a revoked key) are allowed while that step runs.
+const problems = [];
+let allowStatus = new Set();
+let current = 'setup';
+function watch(page, label) {
+  page.on('console', (msg) => {
+    if (msg.type() !== 'error') return;
+    const text = msg.text();
+    const m = text.match(/status of (\d{3})/);
+    if (m && allowStatus.has(Number(m[1]))) return;
+    problems.push(`[${label}] console error during "${current}": ${text} (${msg.location()?.url ?? ''})`);
+  });
+  page.on('pageerror', (err) => problems.push(`[${label}] page error during "${current}": ${err.message}`));
+  page.on('request', (req) => {
+    const u = req.url();
+    if (u.startsWith('data:') || u.startsWith('blob:')) return;
+    let origin;
+    try {
+      origin = new URL(u).origin;
+    } catch {
+      origin = u;
+    }
+    if (origin !== ORIGIN) problems.push(`[${label}] request to another origin during "${current}": ${u}`);
+  });
+}
+
+const browser = await chromium.launch({
+  executablePath: CHROMIUM,
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+});
+const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, baseURL: BASE });
+await ctx.tracing.start({ screenshots: true, snapshots: true });
+ctx.setDefaultTimeout(T.short);
+const page = await ctx.newPage();
+watch(page, 'admin');
+
+// Steps run in order; a failed step is reported and the steps that need it
+// are skipped, the others still run (so one run shows every broken flow).
+const failures = [];
+const passed = [];
+const skipped = [];
+async function step(name, fn, needs = []) {
+  const missing = needs.filter((n) => !passed.includes(n));
+  if (missing.length) {
+    skipped.push(name);
+    console.error(`SKIP ${name}: needs "${missing.join('", "')}"`);
+    return;
+  }
+  current = name;
+  const t0 = Date.now();
+  try {
+    await fn();
+    passed.push(name);
+    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
+  } catch (e) {
+    failures.push(name);
+    console.error(`FAIL ${name}: ${e.message.split('\n').slice(0, 6).join('\n     ')}`);
+    await page.screenshot({ path: join(ARTIFACTS, `FAILED-${name.replace(/\W+/g, '-')}.png`), fullPage: true }).catch(() => {});
+  } finally {
+    allowStatus = new Set();
+  }
+}
+async function shot(p, name) {
+  await p.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+}
+function check(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+async function login(p, key) {
+  await p.goto('/');
+  const field = p.getByLabel('API key');
+  await field.waitFor();
+  check((await field.getAttribute('type')) === 'password', 'the API key field is not a password field');
+  await field.fill(key);
+  await p.getByRole('button', { name: 'Sign in' }).click();
+  await p.getByRole('navigation', { name: 'Main' }).waitFor();
+  check(!p.url().includes(key), 'the key appears in the URL');
+}
+async function go(p, link) {
+  await p.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: link, exact: true }).click();
+  await p.getByRole('heading', { level: 1 }).first().waitFor();
+}
+const row = () => page.getByRole('list', { name: 'Servers' }).getByRole('listitem').filter({ hasText: SLUG + ' ·' });
+
+let serverName = '';
+let secondCtx = null;
+try {
+  await step('login with the admin key', async () => {
+    await page.goto('/');
+    await page.getByLabel('API key').waitFor();
+    await shot(page, 'login');
+    await login(page, ADMIN_KEY);
+    await page.getByRole('link', { name: 'Keys and agents' }).waitFor();
+    check(await page.evaluate((k) => Object.values(sessionStorage).includes(k) && localStorage.length === 0 && document.cookie === '', ADMIN_KEY), 'the key must be in sessionStorage only');
+  });
+
+  await step('servers page loads', async () => {
+    await go(page, 'Servers');
+    await page.getByRole('heading', { name: 'Servers', level: 1 }).waitFor();
+    await page.getByRole('list', { name: 'Servers' }).waitFor({ state: 'attached' });
+    await shot(page, 'servers');
+  }, ["login with the admin key"]);
+
+  await step('add: search the registry and pick the entry', async () => {
+    await go(page, 'Add server');
+    const next = page.getByRole('button', { name: 'Next' });
+    check(await next.isDisabled(), 'Next must be disabled before a URL or a result');
+    check(await page.getByLabel('Search', { exact: true }).isDisabled(), 'Search must be disabled until a registry is selected');
+    await page.getByLabel('Registry').selectOption('official');
+    await page.getByLabel('Search', { exact: true }).fill(SEARCH);
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    const result = page.getByRole('radio', { name: new RegExp(esc(ENTRY)) });
+    await result.waitFor();
+    const label = page.locator('.result', { has: result });
+    check(/\[Official\]/.test(await label.innerText()), 'the result has no [Official] source badge');
+    await result.check();
+    check(await next.isEnabled(), 'Next must be enabled once a result is selected');
+    await shot(page, 'add');
+    await next.click();
+    await page.getByRole('heading', { name: /^Configure:/, level: 1 }).waitFor();
+  }, ["login with the admin key"]);
+
+  await step('configure: an empty name shows the field error', async () => {
+    allowStatus = new Set([400]);
+    const name = page.getByLabel('Name', { exact: true });
+    serverName = await name.inputValue();
+    check(serverName !== '', 'the Name field has no default');
+    await name.fill('');
+    await page.getByLabel(SECRET, { exact: true }).fill('e2e-secret-value');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.waitForFunction(() => document.activeElement?.getAttribute('aria-invalid') === 'true', null, { timeout: T.short });
+    check((await name.getAttribute('aria-invalid')) === 'true', 'Name is not marked aria-invalid');
+    const described = (await name.getAttribute('aria-describedby')) ?? '';
+    const errId = described.split(' ').find((id) => id.endsWith('-err'));
+    check(errId, 'Name has no error element in aria-describedby');
+    const msg = (await page.locator('#' + errId).innerText()).trim();
+    check(/name/i.test(msg), `the error next to Name does not talk about the name: "${msg}"`);
+    await shot(page, 'configure-error');
+    allowStatus = new Set();
+  }, ["add: search the registry and pick the entry"]);
+
+  await step('configure: save with the secret', async () => {
+    await page.getByLabel('Name', { exact: true }).fill(serverName);
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.waitForURL(/#\/servers$/);
+    await row().waitFor();
+    const text = await row().innerText();
+    check(text.includes('Disabled'), `a new server starts disabled: ${text}`);
+    check((await row().getByRole('switch').getAttribute('aria-checked')) === 'false', 'the switch of a new server is on');
+  }, ["add: search the registry and pick the entry"]);
+
+  await step('enable: the badge turns Connected', async () => {
+    const sw = row().getByRole('switch', { name: 'Enable ' + serverName });
+    await sw.click();
+    await page.waitForFunction(([slug]) => {
+      const li = [...document.querySelectorAll('ul.servers > li')].find((l) => l.textContent.includes(slug + ' ·'));
+      return li?.querySelector('.badge')?.textContent === 'Connected';
+    }, [SLUG], { timeout: T.start });
+    check((await sw.getAttribute('aria-checked')) === 'true', 'the switch is not on');
+    await shot(page, 'servers-connected');
+  }, ["configure: save with the secret"]);
+
+  await step('tools: the server lists its tools with schemas', async () => {
+    const r = row();
+    const btn = r.getByRole('button', { name: 'Tools' });
+    await btn.click();
+    check((await btn.getAttribute('aria-expanded')) === 'true', 'Tools is not aria-expanded');
+    const list = r.getByRole('list', { name: 'Tools of ' + serverName });
+    await list.waitFor();
+    const tool = list.getByRole('listitem').filter({ has: page.getByText(TOOL, { exact: true }) });
+    await tool.waitFor();
+    await tool.getByText('Input schema').click();
+    const schema = (await tool.locator('pre').innerText());
+    check(/"type"/.test(schema) && /"properties"|"object"/.test(schema), `no input schema shown: ${schema.slice(0, 200)}`);
+    await shot(page, 'servers-tools');
+  }, ["enable: the badge turns Connected"]);
+
+  await step('chat: a message runs the tool and streams the reply', async () => {
+    await go(page, 'Chat');
+    const profile = page.getByLabel('Profile', { exact: true });
+    await page.waitForFunction(() => document.querySelector('.chat-side select') !== null, null, { timeout: 5000 }).catch(() => {});
+    if ((await profile.evaluate((el) => el.tagName)) === 'SELECT') await profile.selectOption(PROFILE);
+    else await profile.fill(PROFILE);
+    await page.getByRole('textbox', { name: 'Message' }).fill('hello from the console');
+    await page.getByRole('button', { name: 'Send' }).click();
+    const log = page.getByRole('log', { name: 'Messages' });
+    await log.getByText(`✓ ${SLUG}.${TOOL} completed`).waitFor({ timeout: T.chat });
+    await log.getByText(REPLY).waitFor({ timeout: T.chat });
+    await page.waitForFunction(() => document.querySelector('.chat .actions button:not(.btn-primary)')?.disabled === true, null, { timeout: T.chat });
+    await shot(page, 'chat');
+  }, ["enable: the badge turns Connected"]);
+
+  await step('activity: the call is listed', async () => {
+    await go(page, 'Activity');
+    const r = page.getByRole('table').getByRole('row').filter({ hasText: SLUG }).filter({ has: page.getByRole('cell', { name: TOOL, exact: true }) }).first();
+    await r.waitFor();
+    const cells = await r.getByRole('cell').allInnerTexts();
+    check(cells[1] === SLUG && cells[2] === TOOL, `server/tool cells: ${cells.join(' | ')}`);
+    check(/^\d+ ms$/.test(cells[3]), `no duration: ${cells[3]}`);
+    check(cells[4] === 'ok', `outcome is not ok: ${cells[4]}`);
+    if (cells[6]) {
+      check(/^[0-9a-f]{32}$/.test(cells[6].trim()), `trace id cell: ${cells[6]}`);
+      const link = r.getByRole('link', { name: cells[6].trim() });
+      if (await link.count()) {
+        // The only off-origin link: to Jaeger, in a new tab, never followed here.
+        const href = await link.getAttribute('href');
+        check(href.endsWith('/trace/' + cells[6].trim()), `the trace link is ${href}`);
+        check((await link.getAttribute('target')) === '_blank' && /noopener/.test(await link.getAttribute('rel')), 'the trace link must open a new tab with rel=noopener');
+      } else console.log('     (trace id shown without a link: no Jaeger URL configured)');
+    } else console.log('     (no trace id on the call: the deployment has no tracing configured)');
+    await page.getByLabel('Outcome').selectOption('error');
+    await page.getByText('No call matches the filters.').waitFor();
+    await page.getByLabel('Outcome').selectOption('');
+    await page.getByLabel('Text').fill(TOOL);
+    await r.waitFor();
+    await shot(page, 'activity');
+  }, ["chat: a message runs the tool and streams the reply"]);
+
+  await step('edit: tool filter and timeout, then history and rollback', async () => {
+    await go(page, 'Servers');
+    const r = row();
+    await r.getByRole('button', { name: 'Edit' }).click();
+    const form = r.getByRole('form', { name: 'Edit ' + serverName });
+    await form.getByLabel('Call timeout').fill('soon');
+    await form.getByRole('button', { name: 'Save' }).click();
+    check((await form.getByLabel('Call timeout').getAttribute('aria-invalid')) === 'true', 'a bad duration is not marked invalid');
+    await form.getByLabel('Call timeout').fill('45s');
+    await form.getByLabel('Denied tools').fill('get-env');
+    await form.getByRole('button', { name: 'Save' }).click();
+    await form.waitFor({ state: 'detached' });
+    await r.getByRole('button', { name: 'History' }).click();
+    const table = r.getByRole('table');
+    await table.waitFor();
+    const rows = table.getByRole('row');
+    check((await rows.count()) >= 3, 'the history lists fewer than two revisions');
+    const current = await rows.filter({ hasText: '(current)' }).innerText();
+    check(current.includes('deny get-env') && current.includes('call timeout 45s'), `the current revision does not show the edit: ${current}`);
+    await shot(page, 'servers-history');
+    const rollback = table.getByRole('button', { name: /^Roll back to / }).first();
+    const label = await rollback.innerText();
+    await rollback.click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Roll back' }).click();
+    await page.getByText(new RegExp(`Rolled ${esc(serverName)} back to revision`)).waitFor();
+    console.log(`     (${label})`);
+  }, ["enable: the badge turns Connected"]);
+
+  await step('restart: the server comes back Connected', async () => {
+    await row().getByRole('button', { name: 'Restart' }).click();
+    await page.getByText(`${serverName} restarted.`).waitFor({ timeout: T.start });
+    await page.waitForFunction(([slug]) => {
+      const li = [...document.querySelectorAll('ul.servers > li')].find((l) => l.textContent.includes(slug + ' ·'));
+      return li?.querySelector('.badge')?.textContent === 'Connected';
+    }, [SLUG], { timeout: T.start });
+  }, ["enable: the badge turns Connected"]);
+
+  await step('responsive: the pages fit 640 px', async () => {
+    await page.setViewportSize({ width: 640, height: 900 });
+    for (const [link, name] of [['Servers', 'servers'], ['Add server', 'add'], ['Activity', 'activity'], ['Chat', 'chat'], ['Keys and agents', 'keys']]) {
+      await go(page, link);
+      await page.waitForTimeout(300);
+      const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      check(over <= 1, `${link} overflows 640 px by ${over} px`);
+      await shot(page, `${name}-640`);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+  }, ["login with the admin key"]);
+
+  await step('disable: the badge turns Disabled', async () => {
+    await go(page, 'Servers');
+    const sw = row().getByRole('switch', { name: 'Enable ' + serverName });
+    await sw.click();
+    await page.waitForFunction(([slug]) => {
+      const li = [...document.querySelectorAll('ul.servers > li')].find((l) => l.textContent.includes(slug + ' ·'));
+      return li?.querySelector('.badge')?.textContent === 'Disabled';
+    }, [SLUG], { timeout: T.start });
+    check((await sw.getAttribute('aria-checked')) === 'false', 'the switch is still on');
+  }, ["enable: the badge turns Connected"]);
+
+  await step('delete: the confirmation dialog (Escape cancels, Delete removes)', async () => {
+    const title = `Delete "${serverName}"?`;
+    await row().getByRole('button', { name: 'Delete' }).click();
+    let dlg = page.getByRole('dialog', { name: title });
+    await dlg.waitFor();
+    await dlg.getByText('This will remove the MCP and its stored credentials.').waitFor();
+    check(await dlg.getByRole('button', { name: 'Cancel' }).evaluate((el) => el === document.activeElement), 'focus is not in the dialog');
+    await page.keyboard.press('Tab');
+    check(await dlg.evaluate((d) => d.contains(document.activeElement)), 'Tab leaves the dialog');
+    await shot(page, 'delete-dialog');
+    await page.keyboard.press('Escape');
+    await dlg.waitFor({ state: 'detached' });
+    check(await row().count() === 1, 'Escape deleted the server');
+    await row().getByRole('button', { name: 'Delete' }).click();
+    dlg = page.getByRole('dialog', { name: title });
+    await dlg.getByRole('button', { name: 'Delete' }).click();
+    await row().waitFor({ state: 'detached' });
+    await page.reload();
+    await page.getByRole('heading', { name: 'Servers', level: 1 }).waitFor();
+    await page.waitForTimeout(1000);
+    check(await row().count() === 0, 'the server is back after a reload');
+  }, ["configure: save with the secret"]);
+
+  await step('add: a bad URL shows the error next to the field', async () => {
+    allowStatus = new Set([400]);
+    await go(page, 'Add server');
+    await page.getByLabel('URL', { exact: true }).fill('https://');
+    await page.getByRole('button', { name: 'Next' }).click();
+    await page.getByRole('heading', { name: /^Configure:/, level: 1 }).waitFor();
+    await page.getByRole('button', { name: 'Save' }).click();
+    const url = page.getByLabel('URL', { exact: true });
+    await page.waitForFunction(() => document.querySelector('[aria-invalid="true"]') !== null);
+    check((await url.getAttribute('aria-invalid')) === 'true', 'the URL field is not marked invalid');
+    await shot(page, 'configure-url-error');
+    allowStatus = new Set();
+  }, ["login with the admin key"]);
+
+  let newKey = '';
+  const keyName = 'e2e-second-' + Date.now().toString(36);
+  await step('keys: create a key (shown once)', async () => {
+    await go(page, 'Keys and agents');
+    await page.getByRole('heading', { name: 'API keys', exact: true }).waitFor();
+    const form = page.getByRole('form', { name: 'Create an API key' });
+    await form.getByLabel('Name').fill(keyName);
+    await form.getByRole('checkbox', { name: 'admin' }).check();
+    await form.getByRole('button', { name: 'Create key' }).click();
+    const box = page.getByLabel('New API key');
+    await box.waitFor();
+    newKey = await box.inputValue();
+    check(/^mcpbus_/.test(newKey), `the new key looks wrong: ${newKey.slice(0, 10)}…`);
+    await page.getByRole('button', { name: 'Copy' }).waitFor();
+    await page.getByRole('button', { name: `Revoke ${keyName}` }).waitFor();
+    await page.getByRole('heading', { name: 'Agents', exact: true }).waitFor();
+    await shot(page, 'keys');
+  }, ["login with the admin key"]);
+
+  await step('keys: a revoked key is logged out', async () => {
+    secondCtx = await browser.newContext({ viewport: { width: 1280, height: 900 }, baseURL: BASE });
+    secondCtx.setDefaultTimeout(T.short);
+    const p2 = await secondCtx.newPage();
+    watch(p2, 'second key');
+    await login(p2, newKey);
+    await p2.getByRole('heading', { name: 'Servers', level: 1 }).waitFor();
+    await p2.waitForFunction(() => document.querySelector('.live.on') !== null, null, { timeout: T.short });
+    allowStatus = new Set([401]);
+    await page.getByRole('button', { name: `Revoke ${keyName}` }).click();
+    const dlg = page.getByRole('dialog', { name: `Revoke "${keyName}"?` });
+    await dlg.getByRole('button', { name: 'Revoke' }).click();
+    await dlg.waitFor({ state: 'detached' });
+    await p2.getByLabel('API key').waitFor({ timeout: T.logout });
+    await p2.getByText(/no longer valid/).waitFor();
+    check(await p2.evaluate(() => sessionStorage.length === 0), 'the revoked key is still in sessionStorage');
+    await shot(p2, 'logged-out');
+    allowStatus = new Set();
+  }, ["keys: create a key (shown once)"]);
+
+  await step('agents: create and revoke an agent identity', async () => {
+    const form = page.getByRole('form', { name: 'Create an agent' });
+    const name = 'e2e-agent-' + Date.now().toString(36);
+    await form.getByLabel('Agent name').fill(name);
+    await form.getByLabel('Allowed tools').fill(`${SLUG}__*`);
+    await form.getByRole('button', { name: 'Create agent' }).click();
+    await page.getByText(`Agent "${name}" created.`).waitFor();
+    const revoke = page.getByRole('button', { name: `Revoke agent ${name}` });
+    await revoke.click();
+    await page.getByRole('dialog', { name: `Revoke agent "${name}"?` }).getByRole('button', { name: 'Revoke' }).click();
+    await revoke.waitFor({ state: 'detached' });
+  }, ["keys: create a key (shown once)"]);
+
+  await step('no console errors, no request off the origin', async () => {
+    await page.waitForTimeout(500);
+    check(problems.length === 0, problems.join('\n'));
+    problems.length = 0;
+  });
+} finally {
+  const failed = failures.length > 0;
+  if (failed) {
+    await ctx.tracing.stop({ path: join(ARTIFACTS, 'trace-failure.zip') }).catch(() => {});
+  } else {
+    await ctx.tracing.stop().catch(() => {});
+  }
+  await secondCtx?.close().catch(() => {});
+  await browser.close().catch(() => {});
+}
+console.log(`${passed.length} steps passed, ${failures.length} failed, ${skipped.length} skipped; screenshots in ${ARTIFACTS}`);
+if (failures.length) console.error('failed: ' + failures.map((f) => `"${f}"`).join(', '));
+process.exit(failures.length || skipped.length ? 1 : 0);
