@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,14 +41,37 @@ const (
 	smitheryKey = "smk-console-e2e-key"
 	everything  = "@modelcontextprotocol/server-everything"
 	flowTimeout = 3 * time.Minute
+
+	// The Smithery entry the harness adds: an HTTP connection whose config
+	// schema gives the Configure step two required inputs and an optional one
+	// (and a secret header, an Authentication field). It is never run.
+	smitheryEntry  = "@mcpbus-test/console-notes"
+	smitherySearch = "console-notes"
+
+	// The second message of the conversation: the model calls get-sum with
+	// a string where the tool's input schema wants a number, so the call
+	// fails (✗ and the tool's message), then answers chatFailReply.
+	chatFailPrompt = "add one and two with the sum tool"
+	failTool       = "get-sum"
+	chatFailReply  = "The sum tool rejected the arguments."
+	// The third: a long-running operation of 10 s against the chat's call
+	// timeout of chatCallTimeout, so the call times out (⏱ timed out; the
+	// flow accepts the ✗ the chat loop shows when the runner's timeout
+	// answers first, see run.mjs).
+	chatTimeoutPrompt = "run the long operation"
+	slowTool          = "trigger-long-running-operation"
+	chatTimeoutReply  = "The long operation did not finish in time."
+	chatCallTimeout   = 3 * time.Second
 )
 
 // TestConsoleInBrowser runs tests/console/e2e/run.mjs (the browser flows)
 // against a real mcpbus up: the Official registry stand-in serves an entry
 // whose install plan runs the pinned server-everything through npx from the
-// npm cache `make npm-deps` filled, and the chat profile's model is the
-// scripted OpenAI stand-in, which answers the first message with one call of
-// <slug>__echo and then a text holding chatReply.
+// npm cache `make npm-deps` filled, the Smithery stand-in adds an entry with
+// a config schema, and the chat profile's model is scripted per user message
+// (see scriptedModel): the first message gets one call of <slug>__echo and
+// then a text holding chatReply; chatFailPrompt a call that fails;
+// chatTimeoutPrompt one that outlasts --chat-call-timeout.
 func TestConsoleInBrowser(t *testing.T) {
 	root := repoRoot(t)
 	chromium := os.Getenv("MCPBUS_CHROMIUM")
@@ -66,6 +92,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(npmDir, "playwright-core", "package.json")); err != nil {
 		missing("playwright-core is not installed in tests/npm: run make npm-deps")
 	}
+	if _, err := os.Stat(filepath.Join(npmDir, "axe-core", "axe.min.js")); err != nil {
+		missing("axe-core is not installed in tests/npm: run make npm-deps")
+	}
 	node, err := exec.LookPath("node")
 	if err != nil {
 		missing("node is not installed")
@@ -84,11 +113,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	bin := buildCLI(t, root)
 	off := officialWithEntry(t, root, version)
-	smi := registrytest.SampleSmithery(t, smitheryKey)
-	llm := llmtest.Start(t, chatKey)
-	llm.Enqueue(llmtest.ToolCalls(llmtest.Call(serverSlug+"__"+tool, fmt.Sprintf(`{"message":%q}`, chatMessage))), llmtest.Text(chatReply))
-	// Any later turn (a flow that retries) still gets an answer.
-	llm.Always(llmtest.Text(chatReply))
+	smi := smitheryWithEntry(t)
+	llm := scriptedModel(t)
 
 	otlp := otlpSink(t)
 
@@ -110,7 +136,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"--official-registry-url", off.URL, "--smithery-registry-url", smi.URL,
 		// Links only (the flows never follow them): Activity links trace ids here.
-		"--gateway-jaeger-url", otlp.URL+"/jaeger")
+		"--gateway-jaeger-url", otlp.URL+"/jaeger",
+		// Short, so a chat tool call can time out within the test.
+		"--chat-call-timeout", chatCallTimeout.String())
 	waitReady(t, up, baseURL)
 	key, err := os.ReadFile(filepath.Join(data, "admin.key"))
 	if err != nil {
@@ -120,7 +148,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The chat profile, as an operator makes it (its model key on stdin).
 	r := cli(t, bin, natsURL, data, chatKey+"\n", "profiles", "add", profileName, "--provider", "openai", "--model", "scripted",
-		"--base-url", llm.OpenAIBaseURL(), "--api-key-stdin")
+		"--base-url", llm.URL+"/v1/", "--api-key-stdin")
 	if r.code != 0 {
 		t.Fatalf("profiles add: %s", r)
 	}
@@ -143,7 +171,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_SERVER_SLUG="+serverSlug,
 		"MCPBUS_TOOL="+tool,
 		"MCPBUS_PROFILE="+profileName,
+		"MCPBUS_CHAT_MESSAGE="+chatMessage,
 		"MCPBUS_CHAT_REPLY="+chatReply,
+		"MCPBUS_SMITHERY_SEARCH="+smitherySearch,
+		"MCPBUS_SMITHERY_ENTRY="+smitheryEntry,
+		"MCPBUS_CHAT_FAIL_PROMPT="+chatFailPrompt,
+		"MCPBUS_CHAT_FAIL_TOOL="+failTool,
+		"MCPBUS_CHAT_FAIL_REPLY="+chatFailReply,
+		"MCPBUS_CHAT_TIMEOUT_PROMPT="+chatTimeoutPrompt,
+		"MCPBUS_CHAT_TIMEOUT_TOOL="+slowTool,
+		"MCPBUS_CHAT_TIMEOUT_REPLY="+chatTimeoutReply,
 	)
 	if err := runFlows(t, node, root, flows, env); err != nil {
 		t.Errorf("browser flows: %v (screenshots and traces in %s)", err, artifacts)
@@ -249,6 +286,147 @@ func officialWithEntry(t *testing.T, root, version string) *registrytest.Officia
 	}
 	t.Cleanup(o.Close)
 	return o
+}
+
+// smitheryWithEntry serves the recorded Smithery sample plus the test's
+// entry: a hosted (HTTP) server whose connection's config schema has a
+// required string without a default (workspace), a required choice with one
+// (units), an optional integer with one (maxResults) and a secret read from
+// a header (apiKey → X-Notes-Key, a credential rather than an input).
+func smitheryWithEntry(t *testing.T) *registrytest.Smithery {
+	t.Helper()
+	sample, err := registrytest.LoadSmithery(filepath.Join(repoRoot(t), "services", "registry", "testdata", "smithery-sample.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := map[string]any{
+		"qualifiedName": smitheryEntry, "displayName": "Console Notes",
+		"description": "A notes server for the web console's browser test (never run).",
+		"verified":    false, "useCount": 7, "remote": true, "isDeployed": true,
+		"createdAt": "2026-01-05T10:00:00.000Z", "homepage": "https://smithery.ai/server/" + smitheryEntry,
+	}
+	detail := map[string]any{
+		"qualifiedName": smitheryEntry, "displayName": "Console Notes",
+		"description": row["description"], "remote": true,
+		"connections": []any{map[string]any{
+			"type":          "http",
+			"deploymentUrl": "https://notes.mcpbus-test.example/mcp",
+			"configSchema": map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"workspace":  map[string]any{"type": "string", "description": "The workspace whose notes the server reads."},
+					"maxResults": map[string]any{"type": "integer", "default": 20, "description": "How many notes a search returns."},
+					"units":      map[string]any{"type": "string", "enum": []any{"metric", "imperial"}, "default": "metric", "description": "Units in summaries."},
+					"apiKey":     map[string]any{"type": "string", "description": "The notes service key.", "x-from": map[string]any{"header": "X-Notes-Key"}},
+				},
+				"required": []any{"workspace", "units", "apiKey"},
+			},
+		}},
+		"tools":    []any{map[string]any{"name": "search_notes", "description": "Searches the notes."}},
+		"security": map[string]any{"scanPassed": true},
+	}
+	extra, err := json.Marshal(map[string]any{
+		"list":    map[string]any{"servers": []any{row}},
+		"details": map[string]any{smitheryEntry: detail},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var more registrytest.SmitheryData
+	if err := json.Unmarshal(extra, &more); err != nil {
+		t.Fatal(err)
+	}
+	sample.Merge(&more)
+	s, err := registrytest.NewSmithery(sample, smitheryKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// scriptedModel is the chat profile's model: a front that sends each
+// request to the scripted stand-in for its last user message, so every
+// message of the flows gets its own script whatever order or retries the
+// flows take. Each script ends with a text it repeats to any later request.
+func scriptedModel(t *testing.T) *httptest.Server {
+	t.Helper()
+	script := func(calls []llmtest.ToolCall, reply string) *url.URL {
+		s := llmtest.Start(t, chatKey)
+		s.Enqueue(llmtest.ToolCalls(calls...), llmtest.Text(reply))
+		s.Always(llmtest.Text(reply))
+		u, err := url.Parse(s.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	// Each stand-in numbers its call ids from 1: the ids are set here, one
+	// per call, as a model's are unique within a conversation.
+	call := func(id, name, args string) []llmtest.ToolCall {
+		return []llmtest.ToolCall{{ID: id, Name: serverSlug + "__" + name, Arguments: args}}
+	}
+	byPrompt := map[string]*url.URL{
+		chatMessage: script(call("call_echo", tool, fmt.Sprintf(`{"message":%q}`, chatMessage)), chatReply),
+		// a must be a number: the tool's input schema (zod) rejects it.
+		chatFailPrompt:    script(call("call_sum", failTool, `{"a":"one","b":2}`), chatFailReply),
+		chatTimeoutPrompt: script(call("call_slow", slowTool, `{"duration":10,"steps":10}`), chatTimeoutReply),
+	}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		prompt := lastUserText(body)
+		target, ok := byPrompt[prompt]
+		if !ok {
+			t.Errorf("the scripted model got a message it has no script for: %q", prompt)
+			http.Error(w, "no script for this message", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		p := httputil.NewSingleHostReverseProxy(target)
+		p.FlushInterval = -1 // stream the SSE events as they come
+		p.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return front
+}
+
+// lastUserText is the text of the last user message of an OpenAI chat
+// completions request (content as a string or as text parts).
+func lastUserText(body []byte) string {
+	var req struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return ""
+	}
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil {
+			return s
+		}
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(m.Content, &parts)
+		var b strings.Builder
+		for _, p := range parts {
+			b.WriteString(p.Text)
+		}
+		return b.String()
+	}
+	return ""
 }
 
 // pinnedVersion is the version tests/npm/package.json pins pkg to.

@@ -167,7 +167,7 @@ func (t *turn) runCall(ctx context.Context, s *state, tools resolver, c StepCall
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, t.e.d.CallTimeout)
 	raw, err := t.e.d.Tools.Call(cctx, tool.Server, tool.Tool, args)
-	timedOut := err != nil && (errors.Is(err, context.DeadlineExceeded) || cctx.Err() != nil)
+	timedOut := err != nil && (errors.Is(err, context.DeadlineExceeded) || cctx.Err() != nil || atDeadline(cctx, err))
 	cancel()
 	took := time.Since(start)
 	r.DurationMS = float64(took.Microseconds()) / 1000
@@ -333,4 +333,16 @@ func truncate(s string, n int) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// deadlineSlack is how close to its deadline a call's NETWORK_ERROR counts as
+// its timeout: the runner is given the same deadline and answers "timed out"
+// itself, often just before this process's own timer fires.
+const deadlineSlack = 100 * time.Millisecond
+
+// atDeadline reports whether err is the runner's answer to the call's own
+// deadline rather than another network failure.
+func atDeadline(ctx context.Context, err error) bool {
+	d, ok := ctx.Deadline()
+	return ok && apierr.Of(err) == apierr.Network && time.Until(d) <= deadlineSlack
 }

@@ -132,24 +132,27 @@ func (a *API) setEnabled(w http.ResponseWriter, r *http.Request, enabled bool) {
 	writeJSON(w, http.StatusOK, cfg)
 }
 
-// serverStatus asks the runners for one server's status; the config lookup
-// turns a uuid into the slug runners know and makes an unknown server a 404.
-func (a *API) serverStatus(w http.ResponseWriter, r *http.Request) {
-	id, ok := serverRef(w, r)
-	if !ok {
-		return
+// serverRuntime asks the runners for runtime.<verb> of one server (status,
+// restart) and answers its status; the config lookup turns a uuid into the
+// slug runners know and makes an unknown server a 404.
+func (a *API) serverRuntime(verb string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, ok := serverRef(w, r)
+		if !ok {
+			return
+		}
+		cfg, err := a.client.GetConfig(r.Context(), id)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		st, err := a.client.Runtime(r.Context(), verb, cfg.Slug)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
 	}
-	cfg, err := a.client.GetConfig(r.Context(), id)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	st, err := a.client.Runtime(r.Context(), "status", cfg.Slug)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
 }
 
 func (a *API) allStatus(w http.ResponseWriter, r *http.Request) {

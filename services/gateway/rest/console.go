@@ -48,26 +48,6 @@ func (a *API) me(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, MeReply{KeyID: p.KeyID, Name: p.Name, Scopes: scopes, JaegerURL: a.opts.JaegerURL})
 }
 
-// restartServer restarts a server through the runners (runtime.restart) and
-// answers its status after the restart.
-func (a *API) restartServer(w http.ResponseWriter, r *http.Request) {
-	id, ok := serverRef(w, r)
-	if !ok {
-		return
-	}
-	cfg, err := a.client.GetConfig(r.Context(), id)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	st, err := a.client.Runtime(r.Context(), "restart", cfg.Slug)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
-}
-
 // serverHistory lists the stored revisions of a server's config, oldest first.
 func (a *API) serverHistory(w http.ResponseWriter, r *http.Request) {
 	id, ok := serverRef(w, r)

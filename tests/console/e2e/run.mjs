@@ -2,10 +2,15 @@
 // against a real `mcpbus up`: node tests/console/e2e/run.mjs.
 // Environment: MCPBUS_URL, MCPBUS_ADMIN_KEY, MCPBUS_CHROMIUM, MCPBUS_ARTIFACTS,
 // MCPBUS_SEARCH, MCPBUS_ENTRY, MCPBUS_SECRET_NAME, MCPBUS_SERVER_SLUG,
-// MCPBUS_TOOL, MCPBUS_PROFILE, MCPBUS_CHAT_REPLY (see the contract in the
-// Go harness). Exit 0 when every step passed; else 1, naming the step.
+// MCPBUS_TOOL, MCPBUS_PROFILE, MCPBUS_CHAT_MESSAGE, MCPBUS_CHAT_REPLY,
+// MCPBUS_SMITHERY_SEARCH, MCPBUS_SMITHERY_ENTRY, MCPBUS_CHAT_FAIL_PROMPT,
+// MCPBUS_CHAT_FAIL_TOOL, MCPBUS_CHAT_FAIL_REPLY, MCPBUS_CHAT_TIMEOUT_PROMPT,
+// MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY
+// (see the contract in the Go harness). Every page is also
+// checked with axe-core (WCAG 2.1 A and AA). Exit 0 when every step passed;
+// else 1, naming the step.
 import { createRequire } from 'node:module';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -17,6 +22,14 @@ try {
   ({ chromium } = require('playwright-core'));
 } catch (e) {
   console.error(`playwright-core is not installed in tests/npm (run make npm-deps): ${e.message}`);
+  process.exit(2);
+}
+// axe-core, pinned there too: its source is evaluated in the page (see a11y).
+let AXE_SOURCE;
+try {
+  AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+} catch (e) {
+  console.error(`axe-core is not installed in tests/npm (run make npm-deps): ${e.message}`);
   process.exit(2);
 }
 
@@ -39,7 +52,16 @@ const SECRET = env('MCPBUS_SECRET_NAME');
 const SLUG = env('MCPBUS_SERVER_SLUG');
 const TOOL = env('MCPBUS_TOOL');
 const PROFILE = env('MCPBUS_PROFILE');
+const MESSAGE = env('MCPBUS_CHAT_MESSAGE');
 const REPLY = env('MCPBUS_CHAT_REPLY');
+const SMITHERY_SEARCH = env('MCPBUS_SMITHERY_SEARCH');
+const SMITHERY_ENTRY = env('MCPBUS_SMITHERY_ENTRY');
+const FAIL_PROMPT = env('MCPBUS_CHAT_FAIL_PROMPT');
+const FAIL_TOOL = env('MCPBUS_CHAT_FAIL_TOOL');
+const FAIL_REPLY = env('MCPBUS_CHAT_FAIL_REPLY');
+const TIMEOUT_PROMPT = env('MCPBUS_CHAT_TIMEOUT_PROMPT');
+const TIMEOUT_TOOL = env('MCPBUS_CHAT_TIMEOUT_TOOL');
+const TIMEOUT_REPLY = env('MCPBUS_CHAT_TIMEOUT_REPLY');
 mkdirSync(ARTIFACTS, { recursive: true });
 
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -104,7 +126,9 @@ async function step(name, fn, needs = []) {
     console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
   } catch (e) {
     failures.push(name);
-    console.error(`FAIL ${name}: ${e.message.split('\n').slice(0, 6).join('\n     ')}`);
+    // Playwright's call logs are long: their first lines say enough. An
+    // axe report is printed whole.
+    console.error(`FAIL ${name}: ${e.message.split('\n').slice(0, e.whole ? undefined : 6).join('\n     ')}`);
     await page.screenshot({ path: join(ARTIFACTS, `FAILED-${name.replace(/\W+/g, '-')}.png`), fullPage: true }).catch(() => {});
   } finally {
     allowStatus = new Set();
@@ -113,8 +137,45 @@ async function step(name, fn, needs = []) {
 async function shot(p, name) {
   await p.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
 }
+const norm = (s) => s.replace(/\s+/g, ' ').trim();
 function check(cond, msg) {
   if (!cond) throw new Error(msg);
+}
+
+// a11y runs axe-core on the page as it is now, with the WCAG 2.0/2.1 A and
+// AA rules (color-contrast among them). The source goes in through
+// page.evaluate, that is CDP's Runtime evaluation, which the page's CSP
+// (script-src 'self', no 'unsafe-eval') does not govern: the CSP stays as
+// the gateway sends it (checked at login) and no bypassCSP is used. Serious
+// and critical violations fail the step; moderate and minor ones are notes.
+const AXE_OPTIONS = {
+  runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] },
+  resultTypes: ['violations'],
+};
+const a11yRuns = [];
+async function a11y(p, label) {
+  if (!(await p.evaluate(() => typeof window.axe?.run === 'function'))) await p.evaluate(AXE_SOURCE);
+  check(await p.evaluate(() => typeof window.axe?.run === 'function'), `${label}: axe-core did not load in the page`);
+  const { violations, ran } = await p.evaluate(async (options) => {
+    const r = await window.axe.run(document, options);
+    return {
+      ran: [...r.passes, ...r.violations, ...r.incomplete, ...r.inapplicable].map((x) => x.id),
+      violations: r.violations.map((v) => ({
+        id: v.id, impact: v.impact, help: v.help, helpUrl: v.helpUrl,
+        nodes: v.nodes.map((n) => ({ target: n.target.join(' '), summary: n.failureSummary })),
+      })),
+    };
+  }, AXE_OPTIONS);
+  check(ran.length >= 20 && ran.includes('color-contrast') && ran.includes('label'), `${label}: axe ran only ${ran.length} rules (${ran.slice(0, 8).join(', ')}…)`);
+  a11yRuns.push(label);
+  const fmt = (v) => `${v.id} (${v.impact}): ${v.help} [${v.helpUrl}]\n` +
+    v.nodes.slice(0, 6).map((n) => `         ${n.target}: ${(n.summary ?? '').replace(/\s+/g, ' ').slice(0, 240)}`).join('\n') +
+    (v.nodes.length > 6 ? `\n         … and ${v.nodes.length - 6} more` : '');
+  const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  for (const v of violations.filter((x) => !bad.includes(x))) console.log(`     note: axe on ${label}: ${fmt(v)}`);
+  if (bad.length) {
+    throw Object.assign(new Error(`axe on ${label}: ${bad.length} serious or critical violation(s):\n` + bad.map(fmt).join('\n')), { whole: true });
+  }
 }
 async function login(p, key) {
   await p.goto('/');
@@ -130,15 +191,36 @@ async function go(p, link) {
   await p.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: link, exact: true }).click();
   await p.getByRole('heading', { level: 1 }).first().waitFor();
 }
+// turnOver waits until the chat turn has ended (Cancel disabled again).
+const turnOver = () => page.waitForFunction(() => document.querySelector('.chat .actions button:not(.btn-primary)')?.disabled === true, null, { timeout: T.chat });
 const row = () => page.getByRole('list', { name: 'Servers' }).getByRole('listitem').filter({ hasText: SLUG + ' ·' });
 
 let serverName = '';
 let secondCtx = null;
 try {
   await step('login with the admin key', async () => {
-    await page.goto('/');
+    const resp = await page.goto('/');
+    // The page keeps the gateway's strict CSP (axe goes in through CDP, see a11y).
+    const csp = resp.headers()['content-security-policy'] ?? '';
+    check(/script-src 'self'(;|$)/.test(csp) && !/unsafe-(eval|inline)/.test(csp), `the console's CSP is not the strict one: "${csp}"`);
     await page.getByLabel('API key').waitFor();
     await shot(page, 'login');
+    await a11y(page, 'the login screen');
+    // The check can fail on this page: a low-contrast, unlabelled control
+    // added for a moment is reported (then removed).
+    await page.evaluate(() => {
+      const probe = document.createElement('div');
+      probe.id = 'axe-probe';
+      const text = probe.appendChild(document.createElement('p'));
+      text.textContent = 'low contrast probe';
+      text.style.color = '#b0b0b0';
+      text.style.background = '#ffffff';
+      probe.appendChild(document.createElement('input')).type = 'text';
+      document.querySelector('main')?.appendChild(probe);
+    });
+    const caught = await a11y(page, 'a probe').then(() => '', (e) => e.message);
+    await page.evaluate(() => document.getElementById('axe-probe')?.remove());
+    check(/color-contrast \(serious\)/.test(caught) && /label \(critical\)/.test(caught) && caught.includes('#axe-probe'), `axe did not report the probe's violations: ${caught || 'none reported'}`);
     await login(page, ADMIN_KEY);
     await page.getByRole('link', { name: 'Keys and agents' }).waitFor();
     check(await page.evaluate((k) => Object.values(sessionStorage).includes(k) && localStorage.length === 0 && document.cookie === '', ADMIN_KEY), 'the key must be in sessionStorage only');
@@ -166,8 +248,10 @@ try {
     await result.check();
     check(await next.isEnabled(), 'Next must be enabled once a result is selected');
     await shot(page, 'add');
+    await a11y(page, 'Add with search results');
     await next.click();
     await page.getByRole('heading', { name: /^Configure:/, level: 1 }).waitFor();
+    await a11y(page, 'Configure');
   }, ["login with the admin key"]);
 
   await step('configure: an empty name shows the field error', async () => {
@@ -186,6 +270,7 @@ try {
     const msg = (await page.locator('#' + errId).innerText()).trim();
     check(/name/i.test(msg), `the error next to Name does not talk about the name: "${msg}"`);
     await shot(page, 'configure-error');
+    await a11y(page, 'Configure with a field error');
     allowStatus = new Set();
   }, ["add: search the registry and pick the entry"]);
 
@@ -223,6 +308,7 @@ try {
     const schema = (await tool.locator('pre').innerText());
     check(/"type"/.test(schema) && /"properties"|"object"/.test(schema), `no input schema shown: ${schema.slice(0, 200)}`);
     await shot(page, 'servers-tools');
+    await a11y(page, 'Servers with a server expanded');
   }, ["enable: the badge turns Connected"]);
 
   await step('chat: a message runs the tool and streams the reply', async () => {
@@ -231,14 +317,61 @@ try {
     await page.waitForFunction(() => document.querySelector('.chat-side select') !== null, null, { timeout: 5000 }).catch(() => {});
     if ((await profile.evaluate((el) => el.tagName)) === 'SELECT') await profile.selectOption(PROFILE);
     else await profile.fill(PROFILE);
-    await page.getByRole('textbox', { name: 'Message' }).fill('hello from the console');
+    await page.getByRole('textbox', { name: 'Message' }).fill(MESSAGE);
     await page.getByRole('button', { name: 'Send' }).click();
     const log = page.getByRole('log', { name: 'Messages' });
     await log.getByText(`✓ ${SLUG}.${TOOL} completed`).waitFor({ timeout: T.chat });
     await log.getByText(REPLY).waitFor({ timeout: T.chat });
-    await page.waitForFunction(() => document.querySelector('.chat .actions button:not(.btn-primary)')?.disabled === true, null, { timeout: T.chat });
+    await turnOver();
     await shot(page, 'chat');
+    await a11y(page, 'Chat with a tool call');
   }, ["enable: the badge turns Connected"]);
+
+  // Seeds/002 §11.2: "Red X + error message = failure".
+  await step('chat: a failed tool call shows ✗ and its message', async () => {
+    const log = page.getByRole('log', { name: 'Messages' });
+    await page.getByRole('textbox', { name: 'Message' }).fill(FAIL_PROMPT);
+    await page.getByRole('button', { name: 'Send' }).click();
+    const card = log.locator('.toolcall').filter({ hasText: `${SLUG}.${FAIL_TOOL}` });
+    await card.locator('.tc-head', { hasText: `${SLUG}.${FAIL_TOOL} failed` }).waitFor({ timeout: T.chat });
+    check((await card.count()) === 1, `${await card.count()} cards for the call of ${FAIL_TOOL}`);
+    const head = norm(await card.locator('.tc-head').innerText());
+    check(head.startsWith(`✗ ${SLUG}.${FAIL_TOOL} failed`), `the failed call's head: "${head}"`);
+    const body = (await card.locator('.tc-body').innerText()).trim();
+    // The tool's own message: its input schema wants a number for a.
+    check(body !== 'The tool call failed.' && /number/i.test(body) && /\ba\b/.test(body), `the failed call does not show the tool's message: "${body}"`);
+    check(await card.evaluate((el) => el.classList.contains('tc-failed')), 'the card is not styled as failed');
+    await log.getByText(FAIL_REPLY).waitFor({ timeout: T.chat });
+    await turnOver();
+    await shot(page, 'chat-failed');
+    await a11y(page, 'Chat with a failed tool call');
+  }, ["chat: a message runs the tool and streams the reply"]);
+
+  // §11.2: spinner + "Using {tool}..." while it runs, then "Clock + timed
+  // out". The call outlasts the chat's call timeout (--chat-call-timeout).
+  // The runner gets the call's deadline and often answers "timed out" a
+  // moment before the loop's own timer fires: the loop must still show ⏱.
+  await step('chat: a call past the call timeout: spinner, then its timeout', async () => {
+    const log = page.getByRole('log', { name: 'Messages' });
+    await page.getByRole('textbox', { name: 'Message' }).fill(TIMEOUT_PROMPT);
+    await page.getByRole('button', { name: 'Send' }).click();
+    const card = log.locator('.toolcall').filter({ hasText: `${SLUG}.${TIMEOUT_TOOL}` });
+    await card.getByText(`Using ${SLUG}.${TIMEOUT_TOOL}...`).waitFor({ timeout: T.chat });
+    check(await card.locator('.spinner').isVisible(), 'no spinner while the call runs');
+    const args = norm(await card.locator('.args').innerText());
+    check(/duration: 10/.test(args), `the running call does not show its arguments: "${args}"`);
+    await shot(page, 'chat-running');
+    await card.locator('.tc-head').filter({ hasText: new RegExp(`${esc(SLUG)}\\.${esc(TIMEOUT_TOOL)} (timed out|failed)`) }).waitFor({ timeout: T.chat });
+    check((await card.locator('.spinner').count()) === 0, 'the spinner is still there');
+    const head = norm(await card.locator('.tc-head').innerText());
+    const body = norm(await card.locator('.tc-body').innerText());
+    check(/timed out after \d/.test(body), `the call's message does not say it timed out: "${body}"`);
+    check(head.startsWith(`⏱ ${SLUG}.${TIMEOUT_TOOL} timed out`), `the timed-out call's head: "${head}", want ⏱ timed out`);
+    check(await card.evaluate((el) => el.classList.contains('tc-timed_out')), 'the card is not styled as timed out');
+    await log.getByText(TIMEOUT_REPLY).waitFor({ timeout: T.chat });
+    await turnOver();
+    await shot(page, 'chat-timed-out');
+  }, ["chat: a message runs the tool and streams the reply"]);
 
   await step('activity: the call is listed', async () => {
     await go(page, 'Activity');
@@ -258,12 +391,29 @@ try {
         check((await link.getAttribute('target')) === '_blank' && /noopener/.test(await link.getAttribute('rel')), 'the trace link must open a new tab with rel=noopener');
       } else console.log('     (trace id shown without a link: no Jaeger URL configured)');
     } else console.log('     (no trace id on the call: the deployment has no tracing configured)');
-    await page.getByLabel('Outcome').selectOption('error');
-    await page.getByText('No call matches the filters.').waitFor();
+    const byTool = (name) => page.getByRole('table').getByRole('row').filter({ has: page.getByRole('cell', { name, exact: true }) });
+    if (passed.includes('chat: a failed tool call shows ✗ and its message')) {
+      // The chat's failed call is listed as the tool's error, and the
+      // outcome filter keeps it and drops the echo call.
+      await page.getByLabel('Outcome').selectOption('tool_error');
+      await byTool(FAIL_TOOL).first().waitFor();
+      await byTool(TOOL).waitFor({ state: 'detached' });
+      const fc = await byTool(FAIL_TOOL).first().getByRole('cell').allInnerTexts();
+      check(fc[1] === SLUG && fc[4] === 'tool_error', `the failed call's row: ${fc.join(' | ')}`);
+    }
+    if (passed.includes('chat: a call past the call timeout: spinner, then its timeout')) {
+      await page.getByLabel('Outcome').selectOption('');
+      const sc = await byTool(TIMEOUT_TOOL).first().getByRole('cell').allInnerTexts();
+      check(sc[4] !== 'ok', `the timed-out call is listed as ok: ${sc.join(' | ')}`);
+      console.log(`     (the timed-out call: outcome ${sc[4]}, error "${norm(sc[5] ?? '')}")`);
+    }
+    await page.getByLabel('Outcome').selectOption('cancelled');
+    await byTool(TOOL).waitFor({ state: 'detached' });
     await page.getByLabel('Outcome').selectOption('');
     await page.getByLabel('Text').fill(TOOL);
     await r.waitFor();
     await shot(page, 'activity');
+    await a11y(page, 'Activity');
   }, ["chat: a message runs the tool and streams the reply"]);
 
   await step('edit: tool filter and timeout, then history and rollback', async () => {
@@ -336,6 +486,7 @@ try {
     await page.keyboard.press('Tab');
     check(await dlg.evaluate((d) => d.contains(document.activeElement)), 'Tab leaves the dialog');
     await shot(page, 'delete-dialog');
+    await a11y(page, 'the delete dialog');
     await page.keyboard.press('Escape');
     await dlg.waitFor({ state: 'detached' });
     check(await row().count() === 1, 'Escape deleted the server');
@@ -363,6 +514,89 @@ try {
     allowStatus = new Set();
   }, ["login with the admin key"]);
 
+  // Seeds/002 §1.7: the Smithery entry's config schema becomes one labelled
+  // field per input of its install plan; Save validates the required ones.
+  await step('add: a Smithery config schema gives labelled fields', async () => {
+    await go(page, 'Servers'); // leaves a Configure page the previous step may have left on #/add
+    await go(page, 'Add server');
+    await page.getByLabel('URL', { exact: true }).fill('');
+    await page.getByLabel('Registry').selectOption('smithery');
+    await page.getByLabel('Search', { exact: true }).fill(SMITHERY_SEARCH);
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    const result = page.getByRole('radio', { name: new RegExp(esc(SMITHERY_ENTRY)) });
+    await result.waitFor();
+    const badges = await page.locator('.result', { has: result }).locator('.src-badge').allInnerTexts();
+    check(badges.length === 1 && badges[0] === '[Smithery]', `the result's source badges are ${JSON.stringify(badges)}, not [Smithery]`);
+    await result.check();
+    await page.getByRole('button', { name: 'Next' }).click();
+    await page.getByRole('heading', { name: /^Configure:/, level: 1 }).waitFor();
+    await page.getByText(`From the Smithery registry: ${SMITHERY_ENTRY}`).waitFor();
+
+    // The inputs, as the install plan the page read has them.
+    const resp = await ctx.request.post('/api/v1/registry/plan', {
+      headers: { Authorization: 'Bearer ' + ADMIN_KEY },
+      data: { name: SMITHERY_ENTRY, registry: 'smithery' },
+    });
+    check(resp.ok(), `POST /api/v1/registry/plan: ${resp.status()}`);
+    const plan = await resp.json();
+    const inputs = plan.inputs ?? [];
+    const required = inputs.filter((i) => i.required);
+    check(required.length >= 1 && inputs.length > required.length, `the plan should have required and optional inputs: ${JSON.stringify(inputs)}`);
+    check((plan.missing ?? []).length >= 1, 'the plan misses no value: nothing to validate');
+    const settings = page.getByRole('group', { name: 'Settings' });
+    const fieldsShown = await settings.locator('.field').count();
+    check(fieldsShown === inputs.length, `${fieldsShown} fields under Settings for ${inputs.length} inputs`);
+    for (const inp of inputs) {
+      const label = inp.required ? inp.name : `${inp.name} (optional)`;
+      const f = settings.getByLabel(label, { exact: true });
+      check((await f.count()) === 1, `no single field labelled "${label}" for input ${inp.name}`);
+      check(((await f.getAttribute('aria-required')) === 'true') === inp.required,
+        `${inp.name}: aria-required is ${await f.getAttribute('aria-required')} for a${inp.required ? ' required' : 'n optional'} input`);
+      const tag = await f.evaluate((el) => el.tagName);
+      if (inp.choices?.length) {
+        check(tag === 'SELECT', `${inp.name} has choices but is a ${tag}`);
+        const opts = (await f.locator('option').allInnerTexts()).filter((o) => o !== '(none)');
+        check(JSON.stringify(opts) === JSON.stringify(inp.choices), `${inp.name}: options ${opts} for choices ${inp.choices}`);
+      } else {
+        check(tag === 'INPUT', `${inp.name} is a ${tag}`);
+        if (inp.format === 'number') check((await f.getAttribute('type')) === 'number', `${inp.name} is a number but not a number field`);
+      }
+      if (inp.default) check((await f.inputValue()) === inp.default, `${inp.name} does not show its default ${inp.default}`);
+      const hint = (await f.getAttribute('aria-describedby') ?? '').split(' ').find((id) => id.endsWith('-hint'));
+      if (inp.description) check(hint && (await page.locator('#' + hint).innerText()) === inp.description, `${inp.name}: its description is not its hint`);
+    }
+    // The secret the schema reads from a header is a credential, under Authentication.
+    for (const c of (plan.credentials ?? []).filter((x) => x.kind !== 'config')) {
+      const f = page.getByRole('group', { name: 'Authentication' }).getByLabel(c.required ? c.name : `${c.name} (optional)`, { exact: true });
+      check((await f.getAttribute('type')) === 'password', `the credential ${c.name} is not a password field`);
+      check(((await f.getAttribute('aria-required')) === 'true') === c.required, `the credential ${c.name}: aria-required is ${await f.getAttribute('aria-required')}`);
+    }
+    await shot(page, 'configure-smithery');
+    await a11y(page, 'Configure from a Smithery config schema');
+
+    // Save with the required inputs empty: the error next to each.
+    const empty = required.filter((i) => !i.default && !i.value);
+    check(empty.length >= 1, 'every required input has a value: nothing to leave empty');
+    await page.getByRole('button', { name: 'Save' }).click();
+    for (const inp of empty) {
+      const f = settings.getByLabel(inp.name, { exact: true });
+      await page.waitForFunction((id) => document.getElementById(id)?.getAttribute('aria-invalid') === 'true', await f.getAttribute('id'));
+      const errId = (await f.getAttribute('aria-describedby') ?? '').split(' ').find((id) => id.endsWith('-err'));
+      check(errId, `${inp.name} has no error element in aria-describedby`);
+      const err = page.locator('#' + errId);
+      check(await err.isVisible(), `the error of ${inp.name} is not shown`);
+      check((await err.innerText()).trim() === `${inp.name} is required.`, `the error of ${inp.name}: "${await err.innerText()}"`);
+      // Next to it: in the field's own row.
+      check(await f.evaluate((el, id) => el.closest('.field')?.contains(document.getElementById(id)) === true, errId), `the error of ${inp.name} is not next to the field`);
+    }
+    check(await page.evaluate(() => document.activeElement?.getAttribute('aria-invalid') === 'true'), 'the focus is not on a field in error');
+    await page.getByRole('heading', { name: /^Configure:/, level: 1 }).waitFor(); // not saved
+    await shot(page, 'configure-smithery-error');
+    await a11y(page, 'Configure from a Smithery config schema, with field errors');
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await page.getByRole('button', { name: 'Next' }).waitFor();
+  }, ["login with the admin key"]);
+
   let newKey = '';
   const keyName = 'e2e-second-' + Date.now().toString(36);
   await step('keys: create a key (shown once)', async () => {
@@ -380,6 +614,7 @@ try {
     await page.getByRole('button', { name: `Revoke ${keyName}` }).waitFor();
     await page.getByRole('heading', { name: 'Agents', exact: true }).waitFor();
     await shot(page, 'keys');
+    await a11y(page, 'Keys and agents');
   }, ["login with the admin key"]);
 
   await step('keys: a revoked key is logged out', async () => {
@@ -430,6 +665,7 @@ try {
   await secondCtx?.close().catch(() => {});
   await browser.close().catch(() => {});
 }
+console.log(`axe-core checked ${a11yRuns.length} page states: ${a11yRuns.join('; ')}`);
 console.log(`${passed.length} steps passed, ${failures.length} failed, ${skipped.length} skipped; screenshots in ${ARTIFACTS}`);
 if (failures.length) console.error('failed: ' + failures.map((f) => `"${f}"`).join(', '));
 process.exit(failures.length || skipped.length ? 1 : 0);

@@ -339,6 +339,7 @@ function renderConfigure(main: HTMLElement, signal: AbortSignal, from: Configure
       credFields.length = 0;
       for (const c of creds) {
         const kf = field(c.name + (c.required ? '' : ' (optional)'), h('input', { type: 'password', autocomplete: 'off', spellcheck: 'false' }), c.description || (c.kind === 'header' ? 'HTTP header' : 'Environment variable'), `secrets.${c.kind === 'header' ? 'headers' : 'env'}.${c.name} env_vars.${c.name} ${c.name}`);
+        if (c.required) kf.input.setAttribute('aria-required', 'true');
         keyBox.append(kf.row);
         let ff: Field | undefined;
         if (c.kind === 'env') {
@@ -399,7 +400,8 @@ function renderConfigure(main: HTMLElement, signal: AbortSignal, from: Configure
       el = h('input', { type: inp.format === 'number' ? 'number' : 'text', value: inp.value ?? inp.default ?? '', autocomplete: 'off', spellcheck: 'false' });
     }
     const f = field(inp.name + (inp.required ? '' : ' (optional)'), el, inp.description || `${inp.kind}`, `inputs.${inp.name} ${inp.name}`);
-    if (plan?.missing?.includes(inp.name)) f.input.setAttribute('aria-required', 'true');
+    // Required is required whether or not the plan has a value (a default) for it.
+    if (inp.required || plan?.missing?.includes(inp.name)) f.input.setAttribute('aria-required', 'true');
     inputFields.push({ input: inp, f });
     fields['in:' + inp.name] = f;
     settings.push(f.row);
