@@ -23,6 +23,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
 )
 
 const tracerName = "github.com/mcpbus/mcpbus/services/runner"
@@ -68,33 +69,42 @@ func (s *server) async(h func(micro.Request)) micro.HandlerFunc {
 	}
 }
 
+// liveSession is a running server's go-sdk session and, for a child on
+// stdio, the connection under it that carries raw tool calls.
+type liveSession struct {
+	*mcp.ClientSession
+	raw *launch.StdioConn
+}
+
 // live returns the session and the tool for a call, or the error to answer;
 // errIdle when the server must be started first.
-func (s *server) live(token string) (*mcp.ClientSession, *mcp.Tool, *model.McpConfig, error) {
+func (s *server) live(token string) (liveSession, *mcp.Tool, *model.McpConfig, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	var none liveSession
 	if s.sess == nil {
 		switch {
 		case s.state == model.StateIdle || s.state == model.StateStarting:
 			if t, ok := s.tools[token]; token != "" && (!ok || !s.cfg.Tools.Allows(t.Name)) && s.state == model.StateIdle {
-				return nil, nil, nil, apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
+				return none, nil, nil, apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
 			}
-			return nil, nil, s.cfg, errIdle
+			return none, nil, s.cfg, errIdle
 		case s.state == model.StateError && s.lastErr != nil:
-			return nil, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is in error: %s", s.slug, s.lastErr.Message)
+			return none, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is in error: %s", s.slug, s.lastErr.Message)
 		case s.state == model.StateStarting:
-			return nil, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is starting", s.slug)
+			return none, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is starting", s.slug)
 		}
-		return nil, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is %s", s.slug, s.state)
+		return none, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is %s", s.slug, s.state)
 	}
+	sess := liveSession{s.sess, s.raw}
 	if token == "" {
-		return s.sess, nil, s.cfg, nil
+		return sess, nil, s.cfg, nil
 	}
 	t, ok := s.tools[token]
 	if !ok || !s.cfg.Tools.Allows(t.Name) { // filtered tools are refused like unknown ones
-		return nil, nil, nil, apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
+		return none, nil, nil, apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
 	}
-	return s.sess, t, s.cfg, nil
+	return sess, t, s.cfg, nil
 }
 
 // handleCall serves mcp.v1.call.<slug>.<tool>: the body is the tool's
@@ -130,15 +140,10 @@ func (s *server) handleCall(req micro.Request) {
 		s.errs.Add(1)
 		_ = bus.RespondError(req, err, respOpts...)
 	default:
-		if res.IsError {
+		if res.isError {
 			outcome = "tool_error"
 		}
-		data, merr := json.Marshal(res)
-		if merr != nil {
-			_ = bus.RespondError(req, apierr.Wrap(apierr.Internal, "encoding result", merr), respOpts...)
-		} else {
-			_ = req.Respond(data, respOpts...)
-		}
+		_ = req.Respond(res.data, respOpts...)
 	}
 	s.calls.Add(1)
 	if tool == "" {
@@ -170,9 +175,15 @@ func (s *server) eventError(err error) string {
 	return msg
 }
 
-func (s *server) call(ctx context.Context, h nats.Header, token string, args []byte) (*mcp.CallToolResult, string, error) {
+// callReply is a call's answer: the CallToolResult as JSON, and its isError.
+type callReply struct {
+	data    []byte
+	isError bool
+}
+
+func (s *server) call(ctx context.Context, h nats.Header, token string, args []byte) (callReply, string, error) {
 	if err := checkArgs(args, s.r.opts.MaxArgsBytes); err != nil {
-		return nil, "", err
+		return callReply{}, "", err
 	}
 	n := s.active.Add(1)
 	defer func() {
@@ -181,10 +192,10 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	}()
 	sess, tool, cfg, err := s.liveOrStart(ctx, h, token)
 	if err != nil {
-		return nil, "", err
+		return callReply{}, "", err
 	}
 	if max := maxInflight(cfg, s.r.opts.MaxInflight); n > int64(max) {
-		return nil, tool.Name, apierr.Newf(apierr.ServiceUnavailable, "server %s already runs %d calls, its limit (runtime.max_inflight); try again shortly", s.slug, max)
+		return callReply{}, tool.Name, apierr.Newf(apierr.ServiceUnavailable, "server %s already runs %d calls, its limit (runtime.max_inflight); try again shortly", s.slug, max)
 	}
 	timeout := cfg.Runtime.CallTimeout.Or(s.r.opts.CallTimeout)
 	if ct := bus.CallerTimeout(h); ct > 0 && ct < timeout {
@@ -196,15 +207,19 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	if len(trimJSONSpace(args)) == 0 {
 		args = emptyObject
 	}
-	params := &mcp.CallToolParams{Name: tool.Name, Arguments: json.RawMessage(args)}
 	reqID := h.Get(bus.HeaderRequestID)
 	if reqID != "" {
 		s.inflight.Store(reqID, cancel)
 		defer s.inflight.Delete(reqID)
 	}
-	if subj := h.Get(bus.HeaderProgressSubject); subj != "" && reqID != "" {
+	progressSubj := h.Get(bus.HeaderProgressSubject)
+	if s.useRaw(sess, progressSubj != "" && reqID != "") {
+		return s.callRaw(ctx, sess, cfg, tool.Name, args, timeout)
+	}
+	params := &mcp.CallToolParams{Name: tool.Name, Arguments: json.RawMessage(args)}
+	if progressSubj != "" && reqID != "" {
 		params.Meta = mcp.Meta{"progressToken": reqID}
-		target := &progressTarget{subject: subj, requestID: reqID}
+		target := &progressTarget{subject: progressSubj, requestID: reqID}
 		s.progress.Store(reqID, target)
 		defer s.progress.Delete(reqID)
 		// go-sdk hands notifications to a queue of their own while the response
@@ -212,7 +227,7 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 		// notification is published before the reply (NATS keeps that order).
 		defer target.settle()
 	}
-	ctx, op := s.startOp(ctx, sess, cfg, "tools/call", tool.Name, conv.GenAIToolName.String(tool.Name), conv.OperationExecuteTool)
+	ctx, op := s.startOp(ctx, sess.ClientSession, cfg, "tools/call", tool.Name, conv.GenAIToolName.String(tool.Name), conv.OperationExecuteTool)
 	injectMeta(ctx, params)
 	if s.r.telemetry.content && op.Span().IsRecording() {
 		op.Span().SetAttributes(conv.GenAIToolCallArguments.String(s.redact(string(params.Arguments.(json.RawMessage)))))
@@ -221,7 +236,13 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	if err != nil {
 		err = callError(ctx, s.slug, tool.Name, timeout, err)
 		op.End(ctx, errType(err), err)
-		return nil, tool.Name, err
+		return callReply{}, tool.Name, err
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		err = apierr.Wrap(apierr.Internal, "encoding result", err)
+		op.End(ctx, errType(err), err)
+		return callReply{}, tool.Name, err
 	}
 	outcome := ""
 	if res.IsError {
@@ -234,14 +255,14 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	}
 	op.End(ctx, outcome, nil)
 	s.lastPing.Store(time.Now().UnixNano()) // an answered call is proof of life
-	return res, tool.Name, nil
+	return callReply{data: data, isError: res.IsError}, tool.Name, nil
 }
 
 var emptyObject = []byte("{}")
 
 // liveOrStart is live, starting an idle server first (lazy start), bounded by
 // the start timeout and the caller's own deadline.
-func (s *server) liveOrStart(ctx context.Context, h nats.Header, token string) (*mcp.ClientSession, *mcp.Tool, *model.McpConfig, error) {
+func (s *server) liveOrStart(ctx context.Context, h nats.Header, token string) (liveSession, *mcp.Tool, *model.McpConfig, error) {
 	sess, tool, cfg, err := s.live(token)
 	if err != errIdle {
 		return sess, tool, cfg, err
@@ -254,7 +275,7 @@ func (s *server) liveOrStart(ctx context.Context, h nats.Header, token string) (
 	err = s.ensureRunning(sctx)
 	cancel()
 	if err != nil {
-		return nil, nil, nil, err
+		return liveSession{}, nil, nil, err
 	}
 	return s.live(token)
 }
@@ -409,7 +430,7 @@ func (s *server) rpc(ctx context.Context, h nats.Header, data []byte) (any, erro
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	target, extra := rpcTarget(in)
-	ctx, op := s.startOp(ctx, sess, cfg, in.Method, target, extra...)
+	ctx, op := s.startOp(ctx, sess.ClientSession, cfg, in.Method, target, extra...)
 	var out any
 	switch in.Method {
 	case "ping":

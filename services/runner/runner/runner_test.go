@@ -660,6 +660,10 @@ func TestCallTimeoutCancelsAtServer(t *testing.T) {
 		t.Fatalf("timeout took %s", d)
 	}
 	waitFile(t, marker, 3*time.Second)
+	// The connection is still good for the next call.
+	if res, err := call(t, e, "alpha", "echo", `{"message":"after"}`); err != nil || text(t, res) != "after" {
+		t.Fatalf("call after the timeout: %s %v", res, err)
+	}
 }
 
 // A caller that gives up cancels the call at the MCP server (notifications/cancelled).

@@ -40,6 +40,7 @@ type server struct {
 	state     string
 	lastErr   *apierr.Error
 	sess      *mcp.ClientSession
+	raw       *launch.StdioConn // sess's connection, for raw tool calls; nil for HTTP
 	proc      *launch.Process
 	tools     map[string]*mcp.Tool // by subject token
 	startedAt time.Time
@@ -171,7 +172,7 @@ func (s *server) start() error {
 		return e
 	}
 	s.setState(model.StateStarting, nil)
-	sess, proc, tools, err := s.connect(launchCfg)
+	sess, raw, proc, tools, err := s.connect(launchCfg)
 	if err != nil {
 		e := apierr.From(err)
 		s.setState(model.StateError, e)
@@ -192,7 +193,7 @@ func (s *server) start() error {
 	s.lastPing.Store(now)
 	s.pingFails.Store(0)
 	s.mu.Lock()
-	s.sess, s.proc = sess, proc
+	s.sess, s.raw, s.proc = sess, raw, proc
 	s.gen++
 	gen := s.gen
 	s.tools = tools
@@ -205,12 +206,12 @@ func (s *server) start() error {
 	return nil
 }
 
-func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Process, map[string]*mcp.Tool, error) {
+func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.StdioConn, *launch.Process, map[string]*mcp.Tool, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, cfg.Runtime.StartTimeout.Or(s.r.opts.StartTimeout))
 	defer cancel()
 	env, headers, secrets, err := s.r.buildEnvironment(ctx, cfg)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if len(headers) > 0 {
 		c := *cfg
@@ -224,7 +225,7 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Proc
 	s.redactor.Store(launch.NewRedactor(secrets))
 	l, err := launch.Prepare(ctx, cfg, env, lopts)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbus-runner", Version: Version}, &mcp.ClientOptions{
 		Capabilities:                &mcp.ClientCapabilities{},
@@ -240,14 +241,14 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Proc
 	sess, err := client.Connect(ctx, tracedTransport{l.Transport}, nil)
 	if err != nil {
 		s.kill(l.Process)
-		return nil, nil, nil, startError(ctx, err, l.Process)
+		return nil, nil, nil, nil, startError(ctx, err, l.Process)
 	}
 	tools, err := listTools(ctx, sess)
 	if err != nil {
 		s.stopSession(sess, l.Process)
-		return nil, nil, nil, startError(ctx, err, l.Process)
+		return nil, nil, nil, nil, startError(ctx, err, l.Process)
 	}
-	return sess, l.Process, tools, nil // the deferred stopKill runs before cancel
+	return sess, l.StdioConn(), l.Process, tools, nil // the deferred stopKill runs before cancel
 }
 
 // startError classifies a failed spawn or handshake into the contract's startup errors.
@@ -317,7 +318,7 @@ func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
 			return
 		}
 		proc, startedAt := s.proc, s.startedAt
-		s.sess, s.proc, s.tools = nil, nil, nil
+		s.sess, s.raw, s.proc, s.tools = nil, nil, nil, nil
 		s.gen++
 		s.mu.Unlock()
 		s.r.running.Add(-1)
@@ -340,7 +341,7 @@ func (s *server) stop(final string, keep bool) {
 	s.cancelRetry()
 	s.mu.Lock()
 	sess, proc := s.sess, s.proc
-	s.sess, s.proc = nil, nil
+	s.sess, s.raw, s.proc = nil, nil, nil
 	if !keep {
 		s.tools = nil
 	}

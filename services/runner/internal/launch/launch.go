@@ -1,6 +1,8 @@
 // Package launch turns an McpConfig into a go-sdk transport: a child process
-// in its own process group (npx, docker, binary) or a Streamable HTTP
-// connection, and stops child processes the way docs/design.md describes.
+// in its own process group (npx, docker, binary) on a stdio connection of
+// ours that also carries raw tool calls (stdioconn.go, toolcall.go), or a
+// Streamable HTTP connection, and stops child processes the way
+// docs/design.md describes.
 package launch
 
 import (
@@ -41,6 +43,16 @@ type Launched struct {
 	Transport mcp.Transport
 	// Process is nil for HTTP servers.
 	Process *Process
+	stdio   *StdioTransport
+}
+
+// StdioConn is the connection of a child on stdio once go-sdk has connected
+// Transport, for raw tool calls; nil for HTTP servers and before.
+func (l *Launched) StdioConn() *StdioConn {
+	if l.stdio == nil {
+		return nil
+	}
+	return l.stdio.Conn()
 }
 
 // inheritedEnv are the variables of the runner's environment a child may see;
@@ -140,8 +152,8 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 		return nil, apierr.Invalid("package.type", "cannot launch package type "+pkg.Type)
 	}
 	// abortCtx is cancelled only by Process.Abort: os/exec then kills the
-	// group itself, synchronised with Start (go-sdk calls Start on its own
-	// goroutine, so reading cmd.Process from ours would race with it).
+	// group itself, synchronised with Start (the transport calls Start inside
+	// go-sdk's Connect, so reading cmd.Process from elsewhere would race with it).
 	abortCtx, abort := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(abortCtx, name, args...)
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -154,12 +166,10 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	onLine := newRedactor(opts.Secrets).wrap(opts.OnStderr)
 	p := &Process{cmd: cmd, abort: abort, stderr: newTail(orDefaultInt(opts.StderrBytes, 64<<10), onLine)}
 	cmd.Stderr = p.stderr
-	return &Launched{
-		// The transport signals only the leader, after TerminateDuration; the
-		// runner's Process.Stop signals the whole group sooner, in parallel.
-		Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second},
-		Process:   p,
-	}, nil
+	// The transport signals only the leader, after TerminateDuration; the
+	// runner's Process.Stop signals the whole group sooner, in parallel.
+	st := &StdioTransport{Command: cmd, TerminateDuration: 5 * time.Second}
+	return &Launched{Transport: st, Process: p, stdio: st}, nil
 }
 
 // checkDocker tells a missing docker client from a daemon that is not running.

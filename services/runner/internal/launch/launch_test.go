@@ -273,7 +273,7 @@ func TestPrepareBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ct, ok := l.Transport.(*mcp.CommandTransport)
+	ct, ok := l.Transport.(*StdioTransport)
 	if !ok || l.Process == nil || ct.Command != l.Process.cmd {
 		t.Fatalf("transport %T, process %v", l.Transport, l.Process)
 	}

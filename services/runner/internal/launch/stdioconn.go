@@ -1,0 +1,331 @@
+package launch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// StdioTransport runs a command and speaks newline-delimited JSON-RPC with it
+// over stdin/stdout, like go-sdk's mcp.CommandTransport, but over a
+// connection of ours (StdioConn): go-sdk keeps the session while the runner
+// sends plain tools/call requests past it, as raw JSON (see toolcall.go).
+type StdioTransport struct {
+	Command *exec.Cmd
+	// TerminateDuration is how long Close waits after closing stdin before
+	// it sends SIGTERM to the child (default 5s), as CommandTransport did.
+	TerminateDuration time.Duration
+	// MaxLineBytes bounds one message from the child (default
+	// mcp.DefaultMaxLineLength, go-sdk's own bound); a longer one ends the connection.
+	MaxLineBytes int
+
+	conn atomic.Pointer[StdioConn]
+}
+
+// Connect starts the command and connects to it over stdin/stdout.
+func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
+	stdout, err := t.Command.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := t.Command.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Command.Start(); err != nil {
+		return nil, err
+	}
+	c := &StdioConn{
+		cmd: t.Command, stdin: stdin, stdout: stdout,
+		terminate: orDefaultDuration(t.TerminateDuration, 5*time.Second),
+		maxLine:   orDefaultInt(t.MaxLineBytes, mcp.DefaultMaxLineLength),
+		incoming:  make(chan msgOrErr),
+		closed:    make(chan struct{}),
+		pending:   map[uint64]chan rawReply{},
+	}
+	t.conn.Store(c)
+	go c.readLoop()
+	return c, nil
+}
+
+// Conn is the connection Connect made, nil before.
+func (t *StdioTransport) Conn() *StdioConn { return t.conn.Load() }
+
+// StdioConn is an mcp.Connection over a child's pipes that also carries raw
+// tool calls (CallTool). Both kinds of write share one mutex, so lines never
+// interleave; one goroutine reads the child's lines, hands responses to raw
+// calls to their waiters and decodes everything else for go-sdk.
+type StdioConn struct {
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+	stdout    io.Reader
+	terminate time.Duration
+	maxLine   int
+
+	writeMu sync.Mutex
+
+	incoming  chan msgOrErr // messages for go-sdk, from readLoop
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+
+	mu      sync.Mutex
+	pending map[uint64]chan rawReply // raw calls waiting, by id number
+	failed  error                    // set once the connection is unusable: why
+
+	nextID atomic.Uint64
+	// reqMeta is the SEP-2575 _meta triple (protocol version, client info
+	// and capabilities) of go-sdk's first request after the handshake, rendered as JSON members.
+	// Under protocol 2026-07-28 every request must carry it; go-sdk adds it
+	// to its own requests and raw calls copy it from there, byte for byte.
+	reqMeta atomic.Pointer[[]byte]
+}
+
+type msgOrErr struct {
+	msg jsonrpc.Message
+	err error
+}
+
+type rawReply struct {
+	result []byte
+	err    error
+}
+
+// Read returns the next message for go-sdk. Close unblocks it.
+func (c *StdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case v := <-c.incoming:
+		return v.msg, v.err
+	case <-c.closed:
+		return nil, io.EOF
+	}
+}
+
+// Write sends one of go-sdk's messages.
+func (c *StdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("marshaling message: %v", err)
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && req.Method != "server/discover" {
+		// Not discover's: it proposes a version, later requests carry the agreed one.
+		c.captureRequestMeta(req.Params)
+	}
+	return c.writeLine(append(data, '\n'))
+}
+
+// writeLine writes one whole line; the mutex keeps lines from interleaving.
+func (c *StdioConn) writeLine(line []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	_, err := c.stdin.Write(line)
+	return err
+}
+
+// SessionID is empty: stdio has no session ids.
+func (c *StdioConn) SessionID() string { return "" }
+
+// Close fails every waiting raw call and ends the child as
+// mcp.CommandTransport did: close stdin, wait TerminateDuration, SIGTERM, wait,
+// SIGKILL. (The runner's Process.Stop signals the whole group sooner, in parallel.)
+func (c *StdioConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.fail(fmt.Errorf("%w: the connection to the server was closed", mcp.ErrConnectionClosed))
+		close(c.closed)
+		c.closeErr = c.stop()
+	})
+	return c.closeErr
+}
+
+func (c *StdioConn) stop() error {
+	// Spec: close the child's input, wait for it to exit, SIGTERM, then SIGKILL.
+	stdinErr := c.stdin.Close()
+	res := make(chan error, 1)
+	go func() { res <- c.cmd.Wait() }()
+	wait := func() (error, bool) {
+		t := time.NewTimer(c.terminate)
+		defer t.Stop()
+		select {
+		case err := <-res:
+			return err, true
+		case <-t.C:
+			return nil, false
+		}
+	}
+	if err, ok := wait(); ok {
+		return errors.Join(err, stdinErr)
+	}
+	// If SIGTERM cannot be sent, go straight on to SIGKILL.
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err == nil {
+		if err, ok := wait(); ok {
+			return err
+		}
+	}
+	if err := c.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	if err, ok := wait(); ok {
+		return err
+	}
+	return fmt.Errorf("unresponsive subprocess")
+}
+
+// fail makes the connection unusable for raw calls (the first reason
+// sticks) and fails the waiting ones with it, at once.
+func (c *StdioConn) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed == nil {
+		c.failed = err
+	}
+	for id, ch := range c.pending {
+		ch <- rawReply{err: c.failed}
+		delete(c.pending, id)
+	}
+}
+
+// longLineKeep is the largest line buffer kept for the next long line; a
+// bigger one (a result of many MiB) is given back after use.
+const longLineKeep = 4 << 20
+
+// readLoop reads the child's lines until its stdout ends: a response to a raw
+// call goes to its waiter, anything else is decoded for go-sdk's Read.
+func (c *StdioConn) readLoop() {
+	br := bufio.NewReaderSize(c.stdout, 64<<10)
+	var long []byte
+	for {
+		line, err := readLine(br, &long, c.maxLine)
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
+				c.fail(fmt.Errorf("%w: the server closed its output (it exited)", mcp.ErrConnectionClosed))
+				c.deliver(msgOrErr{err: io.EOF})
+				return
+			}
+			c.fail(fmt.Errorf("%w: reading from the server: %v", mcp.ErrConnectionClosed, err))
+			c.deliver(msgOrErr{err: err})
+			return
+		}
+		if cap(long) > longLineKeep {
+			long = nil
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] == '[' {
+			if !c.batch(line) {
+				return
+			}
+			continue
+		}
+		if c.route(line) {
+			continue
+		}
+		msg, err := jsonrpc.DecodeMessage(line)
+		if err != nil {
+			// As go-sdk's own stdio connection does: a message it cannot read ends the connection.
+			c.fail(fmt.Errorf("%w: the server sent an unreadable message: %v", mcp.ErrConnectionClosed, err))
+			c.deliver(msgOrErr{err: err})
+			return
+		}
+		if !c.deliver(msgOrErr{msg: msg}) {
+			return
+		}
+	}
+}
+
+// batch handles a JSON-RPC batch (an array of messages) element by element.
+func (c *StdioConn) batch(line []byte) bool {
+	var elems []json.RawMessage
+	err := json.Unmarshal(line, &elems)
+	if err == nil && len(elems) == 0 {
+		err = errors.New("empty batch")
+	}
+	for _, e := range elems {
+		if err != nil {
+			break
+		}
+		if c.route(e) {
+			continue
+		}
+		var msg jsonrpc.Message
+		if msg, err = jsonrpc.DecodeMessage(e); err == nil && !c.deliver(msgOrErr{msg: msg}) {
+			return false
+		}
+	}
+	if err != nil {
+		c.fail(fmt.Errorf("%w: the server sent an unreadable batch: %v", mcp.ErrConnectionClosed, err))
+		c.deliver(msgOrErr{err: err})
+		return false
+	}
+	return true
+}
+
+// deliver hands v to go-sdk's Read; false once the connection is closed.
+func (c *StdioConn) deliver(v msgOrErr) bool {
+	select {
+	case c.incoming <- v:
+		return true
+	case <-c.closed:
+		return false
+	}
+}
+
+// readLine returns the next line, valid until the next call. Short lines are
+// read in place from br's buffer; a longer one is gathered in *long, which is
+// reused from line to line.
+func readLine(br *bufio.Reader, long *[]byte, max int) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	switch {
+	case err == nil:
+		return line, nil
+	case err == io.EOF && len(line) > 0: // a last line without newline
+		return line, nil
+	case err != bufio.ErrBufferFull:
+		return nil, err
+	}
+	buf := append((*long)[:0], line...)
+	for {
+		if len(buf) > max {
+			*long = nil
+			return nil, fmt.Errorf("a message from the server is over the limit of %d bytes", max)
+		}
+		line, err = br.ReadSlice('\n')
+		buf = append(buf, line...)
+		if err == nil || (err == io.EOF && len(buf) > 0) {
+			*long = buf
+			return buf, nil
+		}
+		if err != bufio.ErrBufferFull {
+			return nil, err
+		}
+	}
+}
+
+func orDefaultDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
