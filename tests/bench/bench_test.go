@@ -31,7 +31,10 @@ func TestMain(m *testing.M) {
 var echoArgs = json.RawMessage(`{"message":"benchmark payload of a typical small tool call"}`)
 
 // direct connects a go-sdk client to a fresh test server over stdio.
-func direct(b *testing.B) caller {
+func direct(b *testing.B) caller { b.Helper(); return directTool(b, "echo", echoArgs) }
+
+// directTool is direct calling tool with args.
+func directTool(b *testing.B, tool string, args json.RawMessage) caller {
 	b.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 	sess, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: exec.Command(testServer)}, nil)
@@ -40,7 +43,7 @@ func direct(b *testing.B) caller {
 	}
 	b.Cleanup(func() { _ = sess.Close() })
 	return func(ctx context.Context) error {
-		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: echoArgs})
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 		if err == nil && res.IsError {
 			err = fmt.Errorf("tool error")
 		}

@@ -42,6 +42,7 @@ const gwTool = "bench__echo"
 // gwEnv is a running gateway with the test server as "bench".
 type gwEnv struct {
 	st  *stack.Stack // nil when the gateway runs in a process of its own
+	pid int          // the mcpbus up process, when the gateway runs in one
 	url string       // http://<addr>
 	key string       // a call-scoped API key
 }
@@ -308,9 +309,12 @@ func floorHTTP(b *testing.B) caller {
 }
 
 // mcpCaller calls the gateway's echo on sess.
-func mcpCaller(sess *mcp.ClientSession) caller {
+func mcpCaller(sess *mcp.ClientSession) caller { return toolCaller(sess, gwTool) }
+
+// toolCaller calls tool (the test server's echo under that name) on sess.
+func toolCaller(sess *mcp.ClientSession, tool string) caller {
 	return func(ctx context.Context) error {
-		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: gwTool, Arguments: echoArgs})
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: echoArgs})
 		if err == nil && res.IsError {
 			err = fmt.Errorf("tool error: %+v", res.Content)
 		}
@@ -357,16 +361,38 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 // gatewaySuite runs the sub-benchmarks against e, each paired with the
 // direct stdio baseline (see paired): /mcp with 1 caller, 8 callers on one
 // session and 8 sessions; POST /mcp/invoke with 1, 8 and 64 clients (each
-// its own connection). With reference, also the test server serving
-// Streamable HTTP itself (direct-http), the HTTP leg alone (floor-http) and
-// two minimal go-sdk proxies in this process, straight to stdio
-// (proxy-stdio) and through the bus (proxy-bus). The baseline has as many
-// callers on one session as the subject has, 8 for 64 clients.
+// its own connection); the peer proxy (peer, see startPeer) with 1 and 8
+// callers. The /mcp and /mcp/invoke rows are also paired with the peer in
+// the same rounds (p50/peer, rate/peer). With reference, also the test
+// server serving Streamable HTTP itself (direct-http), the HTTP leg alone
+// (floor-http) and two minimal go-sdk proxies in this process, straight to
+// stdio (proxy-stdio) and through the bus (proxy-bus). The baseline, and the
+// peer next to a subject, have as many callers on one session as the
+// subject has, 8 for 64 clients. Every row reports the peer's RSS after it
+// (peer-rss-MiB) and, when the gateway runs in mcpbus up, up's
+// (up-rss-MiB).
 func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
+	peer := startPeer(b)
+	rss := func(b *testing.B) {
+		reportRSS(b, "peer-rss-MiB", peer.pid)
+		if e.pid != 0 {
+			reportRSS(b, "up-rss-MiB", e.pid)
+		}
+	}
 	vs := func(name string, subject func(b *testing.B) []caller) {
 		b.Run(name, func(b *testing.B) {
 			ws := subject(b)
 			paired(b, ws, same(direct(b), min(len(ws), 8)))
+			rss(b)
+		})
+	}
+	// vsPeer is vs with the peer as a second baseline.
+	vsPeer := func(name string, subject func(b *testing.B) []caller) {
+		b.Run(name, func(b *testing.B) {
+			ws := subject(b)
+			n := min(len(ws), 8)
+			pairedVs(b, ws, side{"direct", same(direct(b), n)}, side{"peer", same(peer.caller(b), n)})
+			rss(b)
 		})
 	}
 	// shared: n callers on one session; own: n clients, each its own.
@@ -393,14 +419,16 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 		vs(fmt.Sprintf("proxy-bus/callers=%d", n), shared(func(b *testing.B) caller { return proxyBus(b, e) }, n))
 	}
 
-	vs("mcp/callers=1", shared(mcpSession, 1))
-	vs("invoke/clients=1", own(e.invoker, 1))
+	vsPeer("mcp/callers=1", shared(mcpSession, 1))
+	vsPeer("invoke/clients=1", own(e.invoker, 1))
+	vs("peer/callers=1", shared(peer.caller, 1))
 	references(1)
-	vs("mcp/callers=8", shared(mcpSession, 8))
-	vs("mcp/sessions=8", own(mcpSession, 8))
+	vsPeer("mcp/callers=8", shared(mcpSession, 8))
+	vsPeer("mcp/sessions=8", own(mcpSession, 8))
+	vs("peer/callers=8", shared(peer.caller, 8))
 	references(8)
-	vs("invoke/clients=8", own(e.invoker, 8))
-	vs("invoke/clients=64", own(e.invoker, 64))
+	vsPeer("invoke/clients=8", own(e.invoker, 8))
+	vsPeer("invoke/clients=64", own(e.invoker, 64))
 }
 
 // BenchmarkGateway measures the gateway inside this process (stack.Start, as
@@ -414,7 +442,8 @@ func BenchmarkGateway(b *testing.B) {
 
 // BenchmarkGatewayUp is BenchmarkGateway with `mcpbus up` as a process of its
 // own, as deployed: the agent (this process) and the gateway no longer share
-// a Go runtime (scheduler, garbage collector).
+// a Go runtime (scheduler, garbage collector). Like the peer proxy, it stays
+// up for every row, and both report their RSS after each.
 func BenchmarkGatewayUp(b *testing.B) {
 	gatewaySuite(b, startUp(b), false)
 }
@@ -469,7 +498,7 @@ func startUp(b *testing.B) *gwEnv {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	e := &gwEnv{url: "http://" + addr, key: key.Key}
+	e := &gwEnv{pid: cmd.Process.Pid, url: "http://" + addr, key: key.Key}
 	await(b, "/mcp/invoke", e.invoker(b))
 	sess := e.mcpSession(b)
 	await(b, "/mcp", mcpCaller(sess))

@@ -136,6 +136,13 @@ func measure(b *testing.B, workers []caller) stats {
 // pairedRounds is how many rounds of each side paired runs.
 const pairedRounds = 6
 
+// side is a baseline the subject of pairedVs is measured against, by name:
+// its ratios are reported as p50/<name> and rate/<name>.
+type side struct {
+	name    string
+	callers []caller
+}
+
 // paired makes b.N timed calls through subject in pairedRounds rounds, each
 // preceded by a round of as many calls through base, and reports the
 // subject's figures plus, as medians of the per-round values:
@@ -143,21 +150,39 @@ const pairedRounds = 6
 // direct-p50-µs.
 func paired(b *testing.B, subject, base []caller) stats {
 	b.Helper()
-	warmUp(b, base)
+	return pairedVs(b, subject, side{"direct", base})
+}
+
+// pairedVs is paired against several baselines: every round samples each
+// side in turn (untimed), then the subject (timed), with b.N/pairedRounds
+// calls each. For every side it reports the medians of the per-round
+// p50/<name> and rate/<name>; for the first, also overhead-µs (the subject's
+// p50 minus the side's) and <name>-p50-µs. A failed call of a side fails the
+// benchmark as one of the subject does.
+func pairedVs(b *testing.B, subject []caller, sides ...side) stats {
+	b.Helper()
+	for _, sd := range sides {
+		warmUp(b, sd.callers)
+	}
 	warmUp(b, subject)
 	per := max(b.N/pairedRounds, 1)
 	var all stats
-	var p50r, rater, over, baseP50 []float64
+	p50r := make([][]float64, len(sides))
+	rater := make([][]float64, len(sides))
+	var over, baseP50 []float64
 	var lat []time.Duration // the subject's round p50s, for its overall figures
 	b.ResetTimer()
 	for r := 0; r < pairedRounds; r++ {
 		b.StopTimer()
-		bs := sample(b, base, per)
+		bs := make([]stats, len(sides))
+		for i, sd := range sides {
+			bs[i] = sample(b, sd.callers, per)
+			if bs[i].errors > 0 {
+				b.Errorf("%s: %d calls failed; first: %v", sd.name, bs[i].errors, bs[i].first)
+			}
+		}
 		b.StartTimer()
 		ss := sample(b, subject, per)
-		if bs.errors > 0 {
-			b.Errorf("baseline: %d calls failed; first: %v", bs.errors, bs.first)
-		}
 		all.errors += ss.errors
 		if all.first == nil {
 			all.first = ss.first
@@ -166,22 +191,32 @@ func paired(b *testing.B, subject, base []caller) stats {
 		all.rate += ss.rate / pairedRounds
 		all.p99 = max(all.p99, ss.p99)
 		lat = append(lat, ss.p50)
-		if bs.p50 > 0 && bs.rate > 0 {
-			p50r = append(p50r, float64(ss.p50)/float64(bs.p50))
-			rater = append(rater, ss.rate/bs.rate)
-			over = append(over, float64((ss.p50 - bs.p50).Microseconds()))
-			baseP50 = append(baseP50, float64(bs.p50.Microseconds()))
+		for i, s := range bs {
+			if s.p50 <= 0 || s.rate <= 0 {
+				continue
+			}
+			p50r[i] = append(p50r[i], float64(ss.p50)/float64(s.p50))
+			rater[i] = append(rater[i], ss.rate/s.rate)
+			if i == 0 {
+				over = append(over, float64((ss.p50 - s.p50).Microseconds()))
+				baseP50 = append(baseP50, float64(s.p50.Microseconds()))
+			}
 		}
 	}
 	b.StopTimer()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	all.p50 = lat[len(lat)/2]
 	reportStats(b, all)
-	if len(p50r) > 0 {
-		b.ReportMetric(median(p50r), "p50/direct")
-		b.ReportMetric(median(rater), "rate/direct")
-		b.ReportMetric(median(over), "overhead-µs")
-		b.ReportMetric(median(baseP50), "direct-p50-µs")
+	for i, sd := range sides {
+		if len(p50r[i]) == 0 {
+			continue
+		}
+		b.ReportMetric(median(p50r[i]), "p50/"+sd.name)
+		b.ReportMetric(median(rater[i]), "rate/"+sd.name)
+		if i == 0 {
+			b.ReportMetric(median(over), "overhead-µs")
+			b.ReportMetric(median(baseP50), sd.name+"-p50-µs")
+		}
 	}
 	return all
 }

@@ -54,7 +54,14 @@ func snapshot(tb testing.TB) memSnapshot {
 // vmRSS is this process's resident set size in bytes (/proc/self/status).
 func vmRSS(tb testing.TB) uint64 {
 	tb.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	return procRSS(tb, "self")
+}
+
+// procRSS is the resident set size in bytes of process pid ("self" or a
+// number), from /proc/<pid>/status.
+func procRSS(tb testing.TB, pid string) uint64 {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -67,7 +74,7 @@ func vmRSS(tb testing.TB) uint64 {
 			return kb << 10
 		}
 	}
-	tb.Fatal("no VmRSS in /proc/self/status")
+	tb.Fatalf("no VmRSS in /proc/%s/status", pid)
 	return 0
 }
 

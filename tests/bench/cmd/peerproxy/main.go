@@ -1,0 +1,93 @@
+// Command peerproxy is the peer reference of mcpbus's gateway benchmarks: the
+// most common shape of a Go MCP proxy, built on github.com/mark3labs/mcp-go.
+// It spawns an MCP server over stdio (mcp-go's stdio client), lists its tools
+// once at start and serves each of them on a stateless Streamable HTTP
+// endpoint (mcp-go's server), forwarding every call to the stdio client and
+// its result back as mcp-go returns it. No auth, no validation of its own.
+//
+//	peerproxy [-listen 127.0.0.1:0] <server command> [args...]
+//
+// It prints its endpoint URL (http://<addr>/mcp) on stdout once it serves,
+// and stops on SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:0", "address to serve Streamable HTTP on")
+	flag.Parse()
+	if flag.NArg() < 1 {
+		fmt.Fprintln(os.Stderr, "usage: peerproxy [-listen addr] <server command> [args...]")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *listen, flag.Arg(0), flag.Args()[1:]); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(ctx context.Context, listen, command string, args []string) error {
+	up, err := client.NewStdioMCPClient(command, nil, args...)
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", command, err)
+	}
+	defer up.Close()
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var init mcp.InitializeRequest
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "peerproxy", Version: "1"}
+	if _, err := up.Initialize(startCtx, init); err != nil {
+		return fmt.Errorf("initialize: %w", err)
+	}
+	tools, err := up.ListTools(startCtx, mcp.ListToolsRequest{})
+	if err != nil {
+		return fmt.Errorf("tools/list: %w", err)
+	}
+
+	srv := server.NewMCPServer("peerproxy", "1", server.WithToolCapabilities(false))
+	forward := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return up.CallTool(ctx, mcp.CallToolRequest{Params: req.Params})
+	}
+	for _, t := range tools.Tools {
+		srv.AddTool(t, forward)
+	}
+
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: server.NewStreamableHTTPServer(srv, server.WithStateLess(true)), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Printf("http://%s/mcp\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// Open event streams (GET) never go idle: close what is left after a moment.
+	shutCtx, cancel2 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel2()
+	if err := hs.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		_ = hs.Close()
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/testkit"
+)
+
+// The peer reference: the most-used shape of a Go MCP proxy, a stateless
+// Streamable HTTP → stdio proxy built on github.com/mark3labs/mcp-go
+// (cmd/peerproxy), run as a process of its own in front of the same test
+// server. The gateway benchmarks measure it in the same rounds as /mcp and
+// /mcp/invoke (p50/peer, rate/peer).
+
+// peerEnv is a running peer proxy.
+type peerEnv struct {
+	url string // its Streamable HTTP endpoint
+	pid int
+}
+
+// startPeer builds cmd/peerproxy and runs it in front of a new test server
+// (which it spawns over stdio); it stops when b ends.
+func startPeer(b *testing.B) *peerEnv {
+	b.Helper()
+	bin, cleanup, err := testkit.BuildCommand("peerproxy", "./tests/bench/cmd/peerproxy")()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cleanup)
+	cmd := exec.Command(bin, testServer)
+	cmd.Stderr = os.Stderr
+	// Should this process die, the proxy goes too (and the test server,
+	// whose stdin closes, after it).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the peer proxy printed no URL: %v", err)
+	}
+	p := &peerEnv{url: strings.TrimSpace(line), pid: cmd.Process.Pid}
+	await(b, "the peer proxy", p.caller(b))
+	return p
+}
+
+// caller is a go-sdk client on the peer's endpoint (Streamable HTTP, go-sdk's
+// defaults, its own connection pool, as the /mcp rows connect) calling the
+// test server's echo, which the peer exposes under its own name.
+func (p *peerEnv) caller(b *testing.B) caller {
+	b.Helper()
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 32
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: &http.Client{Transport: t}}, nil)
+	if err != nil {
+		b.Fatalf("connecting to the peer proxy: %v", err)
+	}
+	b.Cleanup(func() { _ = sess.Close() })
+	return toolCaller(sess, "echo")
+}
+
+// reportRSS reports the resident set size of process pid, in MiB, as metric
+// name (peer-rss-MiB, up-rss-MiB).
+func reportRSS(b *testing.B, name string, pid int) {
+	b.Helper()
+	b.ReportMetric(float64(procRSS(b, strconv.Itoa(pid)))/(1<<20), name)
+}
+
+// BenchmarkPeerProxy is the peer proxy alone against the direct baseline,
+// with one session, for 1 and 8 callers (the gateway benchmarks have the
+// same rows next to /mcp's).
+func BenchmarkPeerProxy(b *testing.B) {
+	p := startPeer(b)
+	for _, callers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			paired(b, same(p.caller(b), callers), same(direct(b), callers))
+			reportRSS(b, "peer-rss-MiB", p.pid)
+		})
+	}
+}
