@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +23,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
 // What the stand-ins serve and the browser flows look for.
@@ -73,7 +72,7 @@ const (
 // then a text holding chatReply; chatFailPrompt a call that fails;
 // chatTimeoutPrompt one that outlasts --chat-call-timeout.
 func TestConsoleInBrowser(t *testing.T) {
-	root := repoRoot(t)
+	root := clitest.RepoRoot(t)
 	chromium := os.Getenv("MCPBUS_CHROMIUM")
 	if chromium == "" {
 		chromium = "/usr/bin/chromium"
@@ -111,7 +110,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("%s is not installed in tests/npm (its tarball must be in the npm cache for npx): run make npm-deps", everything)
 	}
 
-	bin := buildCLI(t, root)
+	bin := clitest.Build(t)
 	off := officialWithEntry(t, root, version)
 	smi := smitheryWithEntry(t)
 	llm := scriptedModel(t)
@@ -121,9 +120,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	natsPort, httpPort := testkit.FreePort(t), testkit.FreePort(t)
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	baseURL := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	upEnv := cleanEnv(
+	upEnv := clitest.Env(
 		"SMITHERY_API_KEY="+smitheryKey,
 		// The runner passes npm_config_* to npx: the pinned package comes
 		// from the npm cache, without the registry when its metadata is cached.
@@ -132,13 +130,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		// Tracing on, so calls carry trace ids the Activity page shows.
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
 		"OTEL_SDK_DISABLED=false", "OTEL_TRACES_EXPORTER=otlp")
-	up := startUp(t, bin, dir, upEnv, "--nats-port", strconv.Itoa(natsPort), "--data-dir", data,
+	upArgs := []string{"--nats-port", strconv.Itoa(natsPort), "--data-dir", data,
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"--official-registry-url", off.URL, "--smithery-registry-url", smi.URL,
 		// Links only (the flows never follow them): Activity links trace ids here.
-		"--gateway-jaeger-url", otlp.URL+"/jaeger",
+		"--gateway-jaeger-url", otlp.URL + "/jaeger",
 		// Short, so a chat tool call can time out within the test.
-		"--chat-call-timeout", chatCallTimeout.String())
+		"--chat-call-timeout", chatCallTimeout.String()}
+	// SIGTERM first at the end: mcpbus up stops its servers (npx and node) itself.
+	up := clitest.StartUp(t, bin, clitest.UpOptions{Dir: dir, Env: upEnv, Args: upArgs, StopGrace: 15 * time.Second})
 	waitReady(t, up, baseURL)
 	key, err := os.ReadFile(filepath.Join(data, "admin.key"))
 	if err != nil {
@@ -147,9 +147,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	adminKey := strings.TrimSpace(string(key))
 
 	// The chat profile, as an operator makes it (its model key on stdin).
-	r := cli(t, bin, natsURL, data, chatKey+"\n", "profiles", "add", profileName, "--provider", "openai", "--model", "scripted",
+	r := up.CLI().RunInput(t, chatKey+"\n", "profiles", "add", profileName, "--provider", "openai", "--model", "scripted",
 		"--base-url", llm.URL+"/v1/", "--api-key-stdin")
-	if r.code != 0 {
+	if r.Code != 0 {
 		t.Fatalf("profiles add: %s", r)
 	}
 
@@ -160,7 +160,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := os.MkdirAll(artifacts, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := cleanEnv(
+	env := clitest.Env(
 		"MCPBUS_URL="+baseURL,
 		"MCPBUS_ADMIN_KEY="+adminKey,
 		"MCPBUS_CHROMIUM="+chromium,
@@ -183,8 +183,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_CHAT_TIMEOUT_REPLY="+chatTimeoutReply,
 	)
 	if err := runFlows(t, node, root, flows, env); err != nil {
-		t.Errorf("browser flows: %v (screenshots and traces in %s)", err, artifacts)
-		t.Logf("mcpbus up log (tail):\n%s", up.logs.Tail(12000))
+		t.Errorf("browser flows: %v (screenshots and traces in %s)", err, artifacts) // the cleanup shows the up's log
 		return
 	}
 	t.Logf("browser flows passed; screenshots in %s", artifacts)
@@ -295,7 +294,7 @@ func officialWithEntry(t *testing.T, root, version string) *registrytest.Officia
 // a header (apiKey → X-Notes-Key, a credential rather than an input).
 func smitheryWithEntry(t *testing.T) *registrytest.Smithery {
 	t.Helper()
-	sample, err := registrytest.LoadSmithery(filepath.Join(repoRoot(t), "services", "registry", "testdata", "smithery-sample.json"))
+	sample, err := registrytest.LoadSmithery(filepath.Join(clitest.RepoRoot(t), "services", "registry", "testdata", "smithery-sample.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,15 +446,12 @@ func pinnedVersion(t *testing.T, root, pkg string) string {
 
 // waitReady waits until the gateway answers /readyz (NATS, a runner and the
 // config service up) and the chat service answers, or mcpbus up exits.
-func waitReady(t *testing.T, up *upProcess, baseURL string) {
+func waitReady(t *testing.T, up *clitest.Up, baseURL string) {
 	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second}
 	testkit.WaitFor(t, 60*time.Second, func() (bool, string) {
-		select {
-		case err := <-up.done:
-			up.done <- err
-			t.Fatalf("mcpbus up exited: %v\n%s", err, up.logs.Tail(8000))
-		default:
+		if up.Exited() {
+			t.Fatalf("mcpbus up exited: %v", up.Err()) // the cleanup shows its log
 		}
 		resp, err := client.Get(baseURL + "/readyz")
 		if err != nil {
@@ -465,113 +461,4 @@ func waitReady(t *testing.T, up *upProcess, baseURL string) {
 		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, fmt.Sprintf("GET /readyz: %d %s", resp.StatusCode, body)
 	})
-}
-
-// --- the mcpbus binary and `mcpbus up` (as tests/e2e does) ---
-
-// repoRoot is the repository root, found from this file's location.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("runtime.Caller: cannot locate the test source")
-	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-// buildCLI builds tools/mcpbus (embedding the console dist/ holds now).
-func buildCLI(t *testing.T, root string) string {
-	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build mcpbus: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "mcpbus")
-	cmd := exec.Command(gobin, "build", "-o", bin, "./tools/mcpbus")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./tools/mcpbus: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// cleanEnv is the test's environment without MCPBUS_* settings, plus extra.
-func cleanEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MCPBUS_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
-
-// upProcess is a running `mcpbus up`.
-type upProcess struct {
-	cmd  *exec.Cmd
-	logs *testkit.LogBuffer
-	done chan error
-}
-
-// startUp runs `mcpbus up` in dir; it is killed when the test ends.
-func startUp(t *testing.T, bin, dir string, env []string, args ...string) *upProcess {
-	t.Helper()
-	p := &upProcess{logs: &testkit.LogBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, append([]string{"up"}, args...)...)
-	p.cmd.Dir = dir
-	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		select {
-		case err := <-p.done:
-			p.done <- err
-			return
-		default:
-		}
-		// SIGTERM first: mcpbus up stops its servers (npx and node) itself.
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-type cliResult struct {
-	stdout, stderr string
-	code           int
-}
-
-func (r cliResult) String() string {
-	return fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-}
-
-// cli runs one mcpbus command against natsURL as the operator of data.
-func cli(t *testing.T, bin, natsURL, data, stdin string, args ...string) cliResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--nats", natsURL}, args...)...)
-	cmd.Env = cleanEnv("MCPBUS_DATA_DIR=" + data)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := cliResult{stdout: stdout.String(), stderr: stderr.String()}
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	case err != nil:
-		t.Fatalf("mcpbus %v: %v", args, err)
-	}
-	return r
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
 
@@ -32,7 +33,7 @@ func runAgentScript(t *testing.T, url string, env ...string) {
 	if err != nil {
 		t.Fatalf("node is not installed: %v (the npm packages of `make npm-deps` need it too)", err)
 	}
-	src := filepath.Join(repoRoot(t), "docs", "examples", "agent.mjs")
+	src := filepath.Join(clitest.RepoRoot(t), "docs", "examples", "agent.mjs")
 	code, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +78,7 @@ func runAgentScript(t *testing.T, url string, env ...string) {
 // TestAgentsDocMatchesProtocol keeps docs/agents.md in step with the bus: it
 // must name every header and subject an agent uses, and point at the example.
 func TestAgentsDocMatchesProtocol(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "agents.md"))
+	doc, err := os.ReadFile(filepath.Join(clitest.RepoRoot(t), "docs", "agents.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
 var convLine = regexp.MustCompile(`conversation ([0-9a-f-]{36})`)
@@ -34,15 +36,15 @@ func TestCLIChat(t *testing.T) {
 	t.Run("one-shot with a tool call", func(t *testing.T) {
 		s.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("everything__echo", `{"message":"hello bus"}`)), llmtest.Text("The echo said hello bus."))
 		r := s.must(t, "", "chat", "--profile", "p", "-m", "echo hello bus")
-		if r.stdout != "The echo said hello bus.\n" {
-			t.Errorf("stdout %q, want only the answer", r.stdout)
+		if r.Stdout != "The echo said hello bus.\n" {
+			t.Errorf("stdout %q, want only the answer", r.Stdout)
 		}
-		if !regexp.MustCompile(`✓ everything__echo \([0-9.]+ ms\)`).MatchString(r.stderr) {
-			t.Errorf("no ✓ line on stderr: %q", r.stderr)
+		if !regexp.MustCompile(`✓ everything__echo \([0-9.]+ ms\)`).MatchString(r.Stderr) {
+			t.Errorf("no ✓ line on stderr: %q", r.Stderr)
 		}
-		m := convLine.FindStringSubmatch(r.stderr)
+		m := convLine.FindStringSubmatch(r.Stderr)
 		if m == nil {
-			t.Fatalf("no conversation id on stderr: %q", r.stderr)
+			t.Fatalf("no conversation id on stderr: %q", r.Stderr)
 		}
 		conv = m[1]
 		// The tool really ran: its result went back to the model.
@@ -55,7 +57,7 @@ func TestCLIChat(t *testing.T) {
 		s.llm.Enqueue(llmtest.Text("still here"))
 		r := s.must(t, "", "chat", conv, "--json", "-m", "are you there?")
 		var kinds []string
-		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
 			var ev model.ChatEvent
 			if err := json.Unmarshal([]byte(line), &ev); err != nil {
 				t.Fatalf("stdout line %q is not an event: %v", line, err)
@@ -77,10 +79,10 @@ func TestCLIChat(t *testing.T) {
 	t.Run("approval answered inline", func(t *testing.T) {
 		s.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("everything__get-sum", `{"a":2,"b":3}`)), llmtest.Text("2 + 3 = 5"))
 		r := s.must(t, "y\n", "chat", conv, "-m", "add 2 and 3")
-		if !strings.Contains(r.stderr, `Allow everything__get-sum {"a":2,"b":3}? [y]es / [n]o / [a]lways in this conversation`) {
-			t.Errorf("no approval prompt: %q", r.stderr)
+		if !strings.Contains(r.Stderr, `Allow everything__get-sum {"a":2,"b":3}? [y]es / [n]o / [a]lways in this conversation`) {
+			t.Errorf("no approval prompt: %q", r.Stderr)
 		}
-		if !strings.Contains(r.stderr, "✓ everything__get-sum") || r.stdout != "2 + 3 = 5\n" {
+		if !strings.Contains(r.Stderr, "✓ everything__get-sum") || r.Stdout != "2 + 3 = 5\n" {
 			t.Errorf("approved call: %s", r)
 		}
 		if body := string(s.llm.Last().Body); !strings.Contains(body, "The sum of 2 and 3 is 5.") {
@@ -90,7 +92,7 @@ func TestCLIChat(t *testing.T) {
 		// n denies: the call is not run and the model is told.
 		s.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("everything__get-sum", `{"a":1,"b":1}`)), llmtest.Text("ok, not adding"))
 		r = s.must(t, "n\n", "chat", conv, "-m", "add 1 and 1")
-		if strings.Contains(r.stderr, "✓ everything__get-sum") || r.stdout != "ok, not adding\n" {
+		if strings.Contains(r.Stderr, "✓ everything__get-sum") || r.Stdout != "ok, not adding\n" {
 			t.Errorf("denied call: %s", r)
 		}
 		if body := string(s.llm.Last().Body); !strings.Contains(body, "denied") {
@@ -100,7 +102,7 @@ func TestCLIChat(t *testing.T) {
 		// No answer on stdin denies rather than waiting.
 		s.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("everything__get-sum", `{"a":1,"b":2}`)), llmtest.Text("nobody answered"))
 		r = s.must(t, "", "chat", conv, "-m", "add 1 and 2")
-		if !strings.Contains(r.stderr, "no answer on stdin: denied") || r.stdout != "nobody answered\n" {
+		if !strings.Contains(r.Stderr, "no answer on stdin: denied") || r.Stdout != "nobody answered\n" {
 			t.Errorf("unanswered approval: %s", r)
 		}
 	})
@@ -108,28 +110,28 @@ func TestCLIChat(t *testing.T) {
 	t.Run("a failed turn exits non-zero", func(t *testing.T) {
 		s.llm.Enqueue(llmtest.Reply{Status: 400, Message: "scripted refusal"})
 		r := s.run(t, "", "chat", conv, "-m", "fail please")
-		if r.code == 0 || !strings.Contains(r.stderr, "scripted refusal") || r.stdout != "" {
+		if r.Code == 0 || !strings.Contains(r.Stderr, "scripted refusal") || r.Stdout != "" {
 			t.Errorf("failed turn: %s", r)
 		}
 	})
 
 	t.Run("list, history, rm", func(t *testing.T) {
 		r := s.must(t, "", "chat", "list")
-		if !strings.Contains(r.stdout, conv) {
+		if !strings.Contains(r.Stdout, conv) {
 			t.Fatalf("chat list: %s", r)
 		}
 		r = s.must(t, "", "chat", "history", conv)
 		for _, want := range []string{"you: echo hello bus", "→ everything__echo", "✓ everything__echo", "model: The echo said hello bus.",
 			"approval everything__get-sum: approve", "approval everything__get-sum: deny", "turn ended: error"} {
-			if !strings.Contains(r.stdout, want) {
-				t.Errorf("chat history lacks %q:\n%s", want, r.stdout)
+			if !strings.Contains(r.Stdout, want) {
+				t.Errorf("chat history lacks %q:\n%s", want, r.Stdout)
 			}
 		}
 		s.must(t, "", "chat", "rm", conv)
-		if r := s.must(t, "", "chat", "list"); strings.Contains(r.stdout, conv) {
+		if r := s.must(t, "", "chat", "list"); strings.Contains(r.Stdout, conv) {
 			t.Errorf("chat list after rm: %s", r)
 		}
-		if r := s.run(t, "", "chat", conv, "-m", "hi"); r.code == 0 || !strings.Contains(r.stderr, "not found") {
+		if r := s.run(t, "", "chat", conv, "-m", "hi"); r.Code == 0 || !strings.Contains(r.Stderr, "not found") {
 			t.Errorf("continuing a deleted conversation: %s", r)
 		}
 	})
@@ -137,13 +139,13 @@ func TestCLIChat(t *testing.T) {
 	t.Run("joining a running turn", func(t *testing.T) {
 		// A slug names the conversation; one client starts a slow turn...
 		s.llm.Enqueue(llmtest.Slow(llmtest.Text("slow words arrive one by one until the end"), 250*time.Millisecond))
-		first := make(chan cliResult, 1)
+		first := make(chan clitest.Result, 1)
 		go func() {
 			first <- cliIn(t, s.bin, s.url, "", nil, "chat", "--profile", "p", "joined", "-m", "talk slowly")
 		}()
 		testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
 			r := cli(t, s.bin, s.url, "chat", "history", "joined", "--json")
-			return r.code == 0 && strings.Contains(r.stdout, "talk slowly"), r.String()
+			return r.Code == 0 && strings.Contains(r.Stdout, "talk slowly"), r.String()
 		})
 		// ...and a terminal that opens the conversation follows it to its end.
 		term := startTerminal(t, s, "chat", "joined")
@@ -156,7 +158,7 @@ func TestCLIChat(t *testing.T) {
 		}
 		select {
 		case r := <-first:
-			if r.code != 0 || r.stdout != "slow words arrive one by one until the end\n" {
+			if r.Code != 0 || r.Stdout != "slow words arrive one by one until the end\n" {
 				t.Errorf("the first client: %s", r)
 			}
 		case <-time.After(30 * time.Second):
@@ -205,8 +207,8 @@ func TestCLIChat(t *testing.T) {
 			t.Fatalf("no conversation id printed:\n%s", term.output())
 		}
 		r := s.must(t, "", "chat", "history", id[1])
-		if !strings.Contains(r.stdout, "you: count slowly") || !strings.Contains(r.stdout, "turn ended: cancelled") {
-			t.Errorf("history of the terminal conversation:\n%s", r.stdout)
+		if !strings.Contains(r.Stdout, "you: count slowly") || !strings.Contains(r.Stdout, "turn ended: cancelled") {
+			t.Errorf("history of the terminal conversation:\n%s", r.Stdout)
 		}
 
 		// `mcpbus chat <id>` continues it (its profile kept), showing the
@@ -244,11 +246,9 @@ type terminal struct {
 
 func startTerminal(t *testing.T, s *chatStack, args ...string) *terminal {
 	t.Helper()
-	cmd := exec.Command(s.bin, append([]string{"--nats", s.url}, args...)...)
-	cmd.Env = cleanEnv("TERM=xterm")
-	if d, ok := dataDirs[s.url]; ok {
-		cmd.Env = append(cmd.Env, "MCPBUS_DATA_DIR="+d)
-	}
+	c := cliFor(s.bin, s.url)
+	c.Env = clitest.Env("TERM=xterm")
+	cmd := c.Command(context.Background(), args...)
 	// Its own session with the pty as controlling terminal: Ctrl-C written
 	// to the pty is a SIGINT from the line discipline, as for a person.
 	f, err := pty.StartWithAttrs(cmd, &pty.Winsize{Rows: 40, Cols: 120}, &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL})

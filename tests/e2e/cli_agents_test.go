@@ -14,25 +14,26 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
 // TestCLIAgents: `mcpbus agents create|list|revoke` against mcpbus up as its
 // own process: the agent connects with the seed file and inbox prefix it was
 // given, may list tools, may not touch configs, and is cut off when revoked.
 func TestCLIAgents(t *testing.T) {
-	bin := buildCLI(t)
+	bin := clitest.Build(t)
 	dir := t.TempDir()
 	port := testkit.FreePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	startUp(t, bin, dir, cleanEnv(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"))
+	startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"))
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		r := cli(t, bin, url, "status")
-		return r.code == 0, r.String()
+		return r.Code == 0, r.String()
 	})
 
 	r := cli(t, bin, url, "agents", "create", "demo", "--allow-tool", "everything__*", "--json")
 	var agent model.Agent
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &agent) != nil {
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &agent) != nil {
 		t.Fatalf("agents create: %s", r)
 	}
 	if !filepath.IsAbs(agent.SeedFile) || agent.InboxPrefix != "_I.agent-demo" ||
@@ -42,10 +43,10 @@ func TestCLIAgents(t *testing.T) {
 	if st, err := os.Stat(agent.SeedFile); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("seed file: %v %v", st, err)
 	}
-	if r := cli(t, bin, url, "agents", "create", "demo"); r.code == 0 {
+	if r := cli(t, bin, url, "agents", "create", "demo"); r.Code == 0 {
 		t.Fatalf("a second agent of the same name: %s", r)
 	}
-	if r := cli(t, bin, url, "agents", "list"); r.code != 0 || !slices.Contains(strings.Fields(r.stdout), "demo") {
+	if r := cli(t, bin, url, "agents", "list"); r.Code != 0 || !slices.Contains(strings.Fields(r.Stdout), "demo") {
 		t.Fatalf("agents list: %s", r)
 	}
 
@@ -75,7 +76,7 @@ func TestCLIAgents(t *testing.T) {
 		t.Fatal("no permission violation for config.list")
 	}
 
-	if r := cli(t, bin, url, "agents", "revoke", "demo"); r.code != 0 {
+	if r := cli(t, bin, url, "agents", "revoke", "demo"); r.Code != 0 {
 		t.Fatalf("agents revoke: %s", r)
 	}
 	select {
@@ -83,7 +84,7 @@ func TestCLIAgents(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the revoked agent's connection stayed open")
 	}
-	if r := cli(t, bin, url, "agents", "list"); r.code != 0 || slices.Contains(strings.Fields(r.stdout), "demo") {
+	if r := cli(t, bin, url, "agents", "list"); r.Code != 0 || slices.Contains(strings.Fields(r.Stdout), "demo") {
 		t.Fatalf("agents list after revoke: %s", r)
 	}
 }

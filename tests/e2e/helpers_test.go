@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,28 +17,18 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
 // everythingNPM is the npm package npx runs; the version is the one pinned in
 // tests/npm/package.json, so npx finds it in the npm cache `make npm-deps` filled.
 const everythingNPM = "@modelcontextprotocol/server-everything@2026.8.31"
 
-// repoRoot is the repository root, found from this file's own location so the
-// tests work from any working directory.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("runtime.Caller: cannot locate the test source")
-	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
 // npmModules is tests/npm/node_modules. A missing install fails the test: these
 // tests are the proof that real published servers work, so they never skip.
 func npmModules(t testing.TB) string {
 	t.Helper()
-	root := repoRoot(t)
+	root := clitest.RepoRoot(t)
 	dir := filepath.Join(root, "tests", "npm", "node_modules")
 	for _, want := range []string{
 		filepath.Join(".bin", "mcp-server-everything"),

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
 // promSample is one line of the Prometheus text format.
@@ -112,7 +113,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	everything := npmBin(t, "mcp-server-everything")
 	off := registrytest.SampleOfficial(t)
 
-	bin := buildCLI(t)
+	bin := clitest.Build(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	servers := filepath.Join(dir, "servers.yaml")
@@ -124,16 +125,16 @@ func TestMetricsAndHealth(t *testing.T) {
 	nats := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	gw := fmt.Sprintf("http://127.0.0.1:%d", testkit.FreePort(t))
 	opsURL := fmt.Sprintf("http://127.0.0.1:%d", testkit.FreePort(t))
-	up := startUp(t, bin, dir, cleanEnv(), "--nats-port", strconv.Itoa(natsPort), "--data-dir", data, "--config", servers,
+	up := startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(natsPort), "--data-dir", data, "--config", servers,
 		"--http-addr", strings.TrimPrefix(gw, "http://"), "--metrics-addr", strings.TrimPrefix(opsURL, "http://"),
 		"--official-registry-url", off.URL)
 
 	// Ready once every service is: `mcpbus health` is the probe.
 	testkit.WaitFor(t, 60*time.Second, func() (bool, string) {
 		r := cli(t, bin, nats, "health", opsURL+"/readyz")
-		return r.code == 0 && strings.TrimSpace(r.stdout) == "ok", "mcpbus health: " + r.String()
+		return r.Code == 0 && strings.TrimSpace(r.Stdout) == "ok", "mcpbus health: " + r.String()
 	})
-	if r := cli(t, bin, nats, "health", opsURL+"/healthz"); r.code != 0 {
+	if r := cli(t, bin, nats, "health", opsURL+"/healthz"); r.Code != 0 {
 		t.Errorf("mcpbus health /healthz: %s", r)
 	}
 	st := waitCLIState(t, bin, nats, "everything", model.StateRunning, 30*time.Second)
@@ -171,13 +172,13 @@ func TestMetricsAndHealth(t *testing.T) {
 
 	// The registry: the first search asks the registry, the second the cache.
 	for i := range 2 {
-		if r := cli(t, bin, nats, "search", "airtable", "--registry", "official"); r.code != 0 {
+		if r := cli(t, bin, nats, "search", "airtable", "--registry", "official"); r.Code != 0 {
 			t.Fatalf("search %d: %s", i, r)
 		}
 	}
 
 	// A manual restart, then a crash the runner restarts by itself.
-	if r := cli(t, bin, nats, "restart", "everything"); r.code != 0 {
+	if r := cli(t, bin, nats, "restart", "everything"); r.Code != 0 {
 		t.Fatalf("restart everything: %s", r)
 	}
 	st2 := waitCLIState(t, bin, nats, "everything", model.StateRunning, 30*time.Second)
@@ -260,10 +261,8 @@ func TestMetricsAndHealth(t *testing.T) {
 	}
 
 	// Stopping: up exits 0 and the endpoint goes with it.
-	if code := up.terminate(t, 15*time.Second); code != 0 {
-		t.Fatalf("mcpbus up exited %d after SIGTERM", code)
-	}
-	if r := cli(t, bin, nats, "health", "--max-time", "1s", opsURL+"/healthz"); r.code != 1 || !strings.Contains(r.stderr, "no answer") {
+	up.Stop(t, 15*time.Second)
+	if r := cli(t, bin, nats, "health", "--max-time", "1s", opsURL+"/healthz"); r.Code != 1 || !strings.Contains(r.Stderr, "no answer") {
 		t.Errorf("mcpbus health after up exited: %s, want exit 1 and no answer", r)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
 // chatKey is the API key of the scripted model: its requests must carry it,
@@ -23,13 +24,13 @@ const chatKey = "sk-e2e-chat-5f0c2d9e"
 // model server; with servers, the everything server runs too.
 type chatStack struct {
 	bin, url string
-	up       *upProcess
+	up       *clitest.Up
 	llm      *llmtest.Server
 }
 
 func startChatStack(t *testing.T, servers bool) *chatStack {
 	t.Helper()
-	s := &chatStack{bin: buildCLI(t), llm: llmtest.Start(t, chatKey)}
+	s := &chatStack{bin: clitest.Build(t), llm: llmtest.Start(t, chatKey)}
 	dir := t.TempDir()
 	port := testkit.FreePort(t)
 	s.url = fmt.Sprintf("nats://127.0.0.1:%d", port)
@@ -42,10 +43,10 @@ func startChatStack(t *testing.T, servers bool) *chatStack {
 		}
 		args = append(args, "--config", file)
 	}
-	s.up = startUp(t, s.bin, dir, cleanEnv(), args...)
+	s.up = startUp(t, s.bin, dir, clitest.Env(), args...)
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		r := cli(t, s.bin, s.url, "profiles", "list")
-		return r.code == 0, r.String()
+		return r.Code == 0, r.String()
 	})
 	if servers {
 		waitCLIState(t, s.bin, s.url, "everything", model.StateRunning, 30*time.Second)
@@ -54,20 +55,20 @@ func startChatStack(t *testing.T, servers bool) *chatStack {
 }
 
 // run runs a CLI command with stdin; no output may show the API key.
-func (s *chatStack) run(t *testing.T, stdin string, args ...string) cliResult {
+func (s *chatStack) run(t *testing.T, stdin string, args ...string) clitest.Result {
 	t.Helper()
 	r := cliIn(t, s.bin, s.url, stdin, nil, args...)
-	if strings.Contains(r.stdout+r.stderr, chatKey) {
+	if strings.Contains(r.Stdout+r.Stderr, chatKey) {
 		t.Fatalf("mcpbus %v printed the API key: %s", args, r)
 	}
 	return r
 }
 
 // must is run that fails the test on a non-zero exit.
-func (s *chatStack) must(t *testing.T, stdin string, args ...string) cliResult {
+func (s *chatStack) must(t *testing.T, stdin string, args ...string) clitest.Result {
 	t.Helper()
 	r := s.run(t, stdin, args...)
-	if r.code != 0 {
+	if r.Code != 0 {
 		t.Fatalf("mcpbus %v: %s", args, r)
 	}
 	return r
@@ -85,8 +86,8 @@ func (s *chatStack) profile(t *testing.T, name string) model.Profile {
 	t.Helper()
 	r := s.must(t, "", "profiles", "get", name, "--json")
 	var p model.Profile
-	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil {
-		t.Fatalf("profiles get --json: %v: %s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &p); err != nil {
+		t.Fatalf("profiles get --json: %v: %s", err, r.Stdout)
 	}
 	return p
 }
@@ -100,7 +101,7 @@ func TestCLIProfiles(t *testing.T) {
 	r := s.must(t, chatKey+"\n", "profiles", "add", "work", "--provider", "openai", "--model", "scripted",
 		"--base-url", s.llm.OpenAIBaseURL(), "--api-key-stdin", "--system-prompt", "Be brief.",
 		"--deny", "*__delete_*", "--allow", "everything__*", "--ask", "*", "--price-in", "3", "--price-out", "15", "--currency", "USD")
-	if !strings.Contains(r.stdout, "profile work saved") || !strings.Contains(r.stdout, "API key stored") {
+	if !strings.Contains(r.Stdout, "profile work saved") || !strings.Contains(r.Stdout, "API key stored") {
 		t.Fatalf("profiles add: %s", r)
 	}
 	p := s.profile(t, "work")
@@ -111,13 +112,13 @@ func TestCLIProfiles(t *testing.T) {
 	}
 
 	r = s.must(t, "", "profiles", "list")
-	if !strings.Contains(r.stdout, "work") || !strings.Contains(r.stdout, s.llm.OpenAIBaseURL()) || !strings.Contains(r.stdout, "yes") {
+	if !strings.Contains(r.Stdout, "work") || !strings.Contains(r.Stdout, s.llm.OpenAIBaseURL()) || !strings.Contains(r.Stdout, "yes") {
 		t.Fatalf("profiles list: %s", r)
 	}
 	r = s.must(t, "", "profiles", "get", "work")
 	for _, want := range []string{"api key:", "stored", "deny *__delete_*", "Be brief."} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("profiles get lacks %q: %s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("profiles get lacks %q: %s", want, r.Stdout)
 		}
 	}
 
@@ -128,7 +129,7 @@ func TestCLIProfiles(t *testing.T) {
 		len(p2.Approval.Rules) != 3 || !p2.HasAPIKey || p2.Revision <= p.Revision {
 		t.Fatalf("after edit: %+v", p2)
 	}
-	if r := s.run(t, "", "profiles", "edit", "work"); r.code == 0 || !strings.Contains(r.stderr, "nothing to change") {
+	if r := s.run(t, "", "profiles", "edit", "work"); r.Code == 0 || !strings.Contains(r.Stderr, "nothing to change") {
 		t.Errorf("edit without flags: %s", r)
 	}
 	// remove the key, then set it again from the environment.
@@ -136,7 +137,7 @@ func TestCLIProfiles(t *testing.T) {
 	if s.profile(t, "work").HasAPIKey {
 		t.Fatal("--remove-api-key left the key")
 	}
-	if r := cliIn(t, s.bin, s.url, "", []string{"CHAT_KEY=" + chatKey}, "profiles", "edit", "work", "--api-key-env", "CHAT_KEY"); r.code != 0 {
+	if r := cliIn(t, s.bin, s.url, "", []string{"CHAT_KEY=" + chatKey}, "profiles", "edit", "work", "--api-key-env", "CHAT_KEY"); r.Code != 0 {
 		t.Fatalf("edit --api-key-env: %s", r)
 	}
 	if !s.profile(t, "work").HasAPIKey {
@@ -157,7 +158,7 @@ func TestCLIProfiles(t *testing.T) {
 	}
 	// The typed key is the one the model wants (Anthropic's x-api-key).
 	s.llm.Enqueue(llmtest.Text("hi from the scripted claude"))
-	if r := s.must(t, "", "chat", "--profile", "typed", "-m", "hi"); r.stdout != "hi from the scripted claude\n" {
+	if r := s.must(t, "", "chat", "--profile", "typed", "-m", "hi"); r.Stdout != "hi from the scripted claude\n" {
 		t.Fatalf("chat with the typed key: %s", r)
 	}
 
@@ -174,13 +175,13 @@ func TestCLIProfiles(t *testing.T) {
 		{[]string{"profiles", "add", "work", "--provider", "openai", "--model", "m", "--no-api-key"}, "CONFLICT"},
 	} {
 		r := s.run(t, "", c.args...)
-		if r.code == 0 || !strings.Contains(r.stderr, c.field) {
+		if r.Code == 0 || !strings.Contains(r.Stderr, c.field) {
 			t.Errorf("%v: want an error with %q, got %s", c.args, c.field, r)
 		}
 	}
 	r = s.run(t, "", "profiles", "add", "bad", "--provider", "gemini", "--model", "m", "--no-api-key", "--json")
 	var e struct{ Code, Field string }
-	if r.code == 0 || json.Unmarshal([]byte(r.stdout), &e) != nil || e.Code != "VALIDATION_ERROR" || e.Field != "provider" {
+	if r.Code == 0 || json.Unmarshal([]byte(r.Stdout), &e) != nil || e.Code != "VALIDATION_ERROR" || e.Field != "provider" {
 		t.Errorf("--json error: %s", r)
 	}
 
@@ -189,7 +190,7 @@ func TestCLIProfiles(t *testing.T) {
 	s.must(t, "", "profiles", "add", "nokey", "--provider", "openai", "--model", "m", "--no-api-key")
 	before := s.llm.Attempts()
 	r = s.run(t, "", "chat", "--profile", "nokey", "-m", "hello")
-	if r.code == 0 || !strings.Contains(r.stderr, "VALIDATION_ERROR") || !strings.Contains(r.stderr, "no API key") {
+	if r.Code == 0 || !strings.Contains(r.Stderr, "VALIDATION_ERROR") || !strings.Contains(r.Stderr, "no API key") {
 		t.Errorf("chat with a keyless profile: %s", r)
 	}
 	if s.llm.Attempts() != before {
@@ -198,16 +199,14 @@ func TestCLIProfiles(t *testing.T) {
 
 	// rm deletes the profile.
 	s.must(t, "", "profiles", "rm", "work")
-	if r := s.run(t, "", "profiles", "get", "work"); r.code == 0 || !strings.Contains(r.stderr, "NOT_FOUND") {
+	if r := s.run(t, "", "profiles", "get", "work"); r.Code == 0 || !strings.Contains(r.Stderr, "NOT_FOUND") {
 		t.Errorf("get after rm: %s", r)
 	}
-	if r := s.must(t, "", "profiles", "list", "--json"); strings.Contains(r.stdout, `"work"`) {
-		t.Errorf("list after rm: %s", r.stdout)
+	if r := s.must(t, "", "profiles", "list", "--json"); strings.Contains(r.Stdout, `"work"`) {
+		t.Errorf("list after rm: %s", r.Stdout)
 	}
-	if code := s.up.terminate(t, 15*time.Second); code != 0 {
-		t.Fatalf("mcpbus up exited %d", code)
-	}
-	if strings.Contains(s.up.logs.String(), chatKey) {
+	s.up.Stop(t, 15*time.Second)
+	if strings.Contains(s.up.Output(), chatKey) {
 		t.Fatal("the API key is in the mcpbus up log")
 	}
 }
@@ -215,7 +214,7 @@ func TestCLIProfiles(t *testing.T) {
 // TestCLIChatServiceAbsent: without a chat service the commands fail at
 // once with a clear error, they do not hang.
 func TestCLIChatServiceAbsent(t *testing.T) {
-	bin := buildCLI(t)
+	bin := clitest.Build(t)
 	url := startBus(t).NS.ClientURL() // a bus with a runner and nothing else
 	for _, args := range [][]string{
 		{"profiles", "list"},
@@ -224,7 +223,7 @@ func TestCLIChatServiceAbsent(t *testing.T) {
 	} {
 		start := time.Now()
 		r := cliIn(t, bin, url, "", nil, args...)
-		if r.code == 0 || !strings.Contains(r.stderr, "chat service is not running") {
+		if r.Code == 0 || !strings.Contains(r.Stderr, "chat service is not running") {
 			t.Errorf("%v: %s", args, r)
 		}
 		if d := time.Since(start); d > 15*time.Second {

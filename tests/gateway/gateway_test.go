@@ -13,8 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -45,12 +43,6 @@ type env struct {
 	url   string
 	admin string
 	logs  *testkit.LogBuffer
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 // start runs the stack (registry pointed at local fakes) and a gateway.

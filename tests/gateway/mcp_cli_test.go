@@ -1,10 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -24,33 +22,13 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
-
-// buildCLI builds tools/mcpbus into a temp dir.
-func buildCLI(t *testing.T) string {
-	t.Helper()
-	return goBuild(t, repoRoot(t), "./tools/mcpbus", "mcpbus")
-}
-
-// cleanEnv is the test's environment without MCPBUS_* settings.
-func cleanEnv(extra ...string) []string {
-	env := extra
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MCPBUS_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
 
 // upProc is a running `mcpbus up` with its gateway.
 type upProc struct {
-	cmd     *exec.Cmd
-	logs    *testkit.LogBuffer
-	done    chan error
-	natsURL string
+	*clitest.Up
 	httpURL string
-	dataDir string
 }
 
 // startUpGateway runs `mcpbus up` on free NATS and HTTP ports with the test
@@ -69,32 +47,9 @@ func startUpGateway(t *testing.T, bin string, servers ...string) *upProc {
 		t.Fatal(err)
 	}
 	natsPort, httpPort := testkit.FreePort(t), testkit.FreePort(t)
-	p := &upProc{logs: &testkit.LogBuffer{}, done: make(chan error, 1),
-		natsURL: fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
-		httpURL: fmt.Sprintf("http://127.0.0.1:%d", httpPort),
-		dataDir: filepath.Join(dir, "data")}
-	p.cmd = exec.Command(bin, "up", "--nats-port", strconv.Itoa(natsPort), "--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
-		"--data-dir", p.dataDir, "--config", cfg, "--log-level", "debug")
-	p.cmd.Dir = dir
-	p.cmd.Env = cleanEnv()
-	upDataDirs[p.natsURL] = p.dataDir
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("mcpbus up log (tail):\n%s", p.logs.Tail(12000))
-		}
-	})
+	p := &upProc{httpURL: fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
+	p.Up = clitest.StartUp(t, bin, clitest.UpOptions{Dir: dir, Args: []string{"--nats-port", strconv.Itoa(natsPort),
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "--data-dir", filepath.Join(dir, "data"), "--config", cfg, "--log-level", "debug"}})
 
 	// The gateway answers, then every server runs (the runner's status in KV).
 	deadline := time.Now().Add(90 * time.Second)
@@ -106,10 +61,8 @@ func startUpGateway(t *testing.T, bin string, servers ...string) *upProc {
 				break
 			}
 		}
-		select {
-		case err := <-p.done:
-			t.Fatalf("mcpbus up exited: %v", err)
-		default:
+		if p.Exited() {
+			t.Fatalf("mcpbus up exited: %v", p.Err())
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the gateway of mcpbus up is not ready at %s after 90s (%v)", p.httpURL, err)
@@ -117,11 +70,11 @@ func startUpGateway(t *testing.T, bin string, servers ...string) *upProc {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// mcpbus up's bus needs an identity: the operator's, as the CLI uses.
-	operator, err := nats.NkeyOptionFromSeed(filepath.Join(p.dataDir, "nats", "operator.nk"))
+	operator, err := nats.NkeyOptionFromSeed(filepath.Join(p.DataDir(), "nats", "operator.nk"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(p.natsURL, nats.Timeout(10*time.Second), operator, nats.CustomInboxPrefix("_I.operator"))
+	nc, err := nats.Connect(p.NATSURL(), nats.Timeout(10*time.Second), operator, nats.CustomInboxPrefix("_I.operator"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,62 +101,19 @@ func startUpGateway(t *testing.T, bin string, servers ...string) *upProc {
 // adminKey reads the admin key `up` wrote.
 func (p *upProc) adminKey(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(p.dataDir, auth.AdminKeyFile))
+	data, err := os.ReadFile(filepath.Join(p.DataDir(), auth.AdminKeyFile))
 	if err != nil {
 		t.Fatalf("the admin key of mcpbus up: %v", err)
 	}
 	return strings.TrimSpace(string(data))
 }
 
-// terminate stops `up` with SIGTERM and wants exit 0 within 20s.
-func (p *upProc) terminate(t *testing.T) {
+// runCLI runs one mcpbus client command against the up as its operator.
+func (p *upProc) runCLI(t *testing.T, args ...string) clitest.Result {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-p.done:
-		p.done <- err // for the cleanup
-		if err != nil {
-			t.Errorf("mcpbus up after SIGTERM: %v, want exit 0", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Errorf("mcpbus up did not exit within 20s of SIGTERM")
-	}
-}
-
-type cliResult struct {
-	stdout, stderr string
-	code           int
-}
-
-func (r cliResult) String() string {
-	return fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-}
-
-// upDataDirs maps the NATS URL of each mcpbus up a test started to its data
-// dir, where the CLI finds the operator identity (tests run one at a time).
-var upDataDirs = map[string]string{}
-
-// runCLI runs one mcpbus client command against natsURL.
-func runCLI(t *testing.T, bin, natsURL string, args ...string) cliResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--nats", natsURL}, args...)...)
-	cmd.Env = cleanEnv("MCPBUS_DATA_DIR=" + upDataDirs[natsURL])
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := cliResult{stdout: stdout.String(), stderr: stderr.String()}
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	case err != nil:
-		t.Fatalf("mcpbus %v: %v", args, err)
-	}
-	return r
+	c := p.CLI()
+	c.Timeout = 60 * time.Second
+	return c.Run(t, args...)
 }
 
 // TestMCPKeysCLI manages keys with the built CLI against a real `mcpbus up`:
@@ -211,16 +121,16 @@ func runCLI(t *testing.T, bin, natsURL string, args ...string) cliResult {
 // never shows a secret, and `keys revoke` shuts the key out at once, an open
 // MCP session included.
 func TestMCPKeysCLI(t *testing.T) {
-	bin := buildCLI(t)
+	bin := clitest.Build(t)
 	up := startUpGateway(t, bin, "alpha", "beta")
 	admin := connectMCP(t, up.httpURL, up.adminKey(t))
 	waitList(t, admin.ClientSession, 30*time.Second, "held both echos", func(m map[string]*mcp.Tool) bool {
 		return m["alpha__echo"] != nil && m["beta__echo"] != nil
 	})
 
-	r := runCLI(t, bin, up.natsURL, "--json", "keys", "create", "ci-agent", "--allow-tool", "alpha__echo", "--allow-tool", "alpha__env")
+	r := up.runCLI(t, "--json", "keys", "create", "ci-agent", "--allow-tool", "alpha__echo", "--allow-tool", "alpha__env")
 	var created model.KeyCreateReply
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &created) != nil || created.Key == "" || created.ID == "" {
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &created) != nil || created.Key == "" || created.ID == "" {
 		t.Fatalf("keys create: %s", r)
 	}
 	if !slices.Equal(created.Scopes, []string{model.KeyScopeCall}) || !slices.Equal(created.Tools.Allow, []string{"alpha__echo", "alpha__env"}) {
@@ -238,21 +148,21 @@ func TestMCPKeysCLI(t *testing.T) {
 		t.Error("the --allow-tool key called beta__echo")
 	}
 
-	r = runCLI(t, bin, up.natsURL, "--json", "keys", "list")
+	r = up.runCLI(t, "--json", "keys", "list")
 	var list model.KeyListReply
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil {
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &list) != nil {
 		t.Fatalf("keys list: %s", r)
 	}
 	if !slices.ContainsFunc(list.Keys, func(k model.APIKey) bool { return k.ID == created.ID && k.Name == "ci-agent" }) {
-		t.Errorf("keys list does not show %s: %s", created.ID, r.stdout)
+		t.Errorf("keys list does not show %s: %s", created.ID, r.Stdout)
 	}
 	_, secret, _ := strings.Cut(strings.TrimPrefix(created.Key, auth.KeyPrefix), "_")
-	if strings.Contains(r.stdout+r.stderr, secret) || strings.Contains(up.logs.String(), secret) {
+	if strings.Contains(r.Stdout+r.Stderr, secret) || strings.Contains(up.Output(), secret) {
 		t.Fatal("a key's secret was shown by keys list or logged by up")
 	}
 
-	r = runCLI(t, bin, up.natsURL, "keys", "revoke", created.ID)
-	if r.code != 0 || !strings.Contains(r.stdout, "revoked "+created.ID) {
+	r = up.runCLI(t, "keys", "revoke", created.ID)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "revoked "+created.ID) {
 		t.Fatalf("keys revoke: %s", r)
 	}
 	// The open session is refused now, and so is a new one.
@@ -264,16 +174,16 @@ func TestMCPKeysCLI(t *testing.T) {
 	s2, err := dialMCP(t, up.httpURL, created.Key)
 	wantRefused(t, "a key revoked with the CLI", s2, err, `error="invalid_token"`)
 
-	r = runCLI(t, bin, up.natsURL, "--json", "keys", "list", "--all")
+	r = up.runCLI(t, "--json", "keys", "list", "--all")
 	list = model.KeyListReply{}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil {
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &list) != nil {
 		t.Fatalf("keys list --all: %s", r)
 	}
 	if !slices.ContainsFunc(list.Keys, func(k model.APIKey) bool { return k.ID == created.ID && k.Revoked() }) {
-		t.Errorf("keys list --all does not show %s as revoked: %s", created.ID, r.stdout)
+		t.Errorf("keys list --all does not show %s as revoked: %s", created.ID, r.Stdout)
 	}
 	// Bad input: a clear error, nothing changed.
-	if r := runCLI(t, bin, up.natsURL, "keys", "revoke", "not-an-id"); r.code == 0 || !strings.Contains(r.stderr, "VALIDATION_ERROR") {
+	if r := up.runCLI(t, "keys", "revoke", "not-an-id"); r.Code == 0 || !strings.Contains(r.Stderr, "VALIDATION_ERROR") {
 		t.Errorf("keys revoke not-an-id: %s, want a non-zero exit and VALIDATION_ERROR", r)
 	}
 	// The admin session was never affected.
@@ -281,23 +191,20 @@ func TestMCPKeysCLI(t *testing.T) {
 		t.Errorf("beta__echo as admin returned %q", got)
 	}
 	_ = admin.Close()
-	termStart := time.Now()
-	up.terminate(t)
-	t.Logf("mcpbus up exited %s after SIGTERM", time.Since(termStart).Round(time.Millisecond))
+	t.Logf("mcpbus up exited %s after SIGTERM", up.Stop(t, 20*time.Second).Round(time.Millisecond))
 }
 
 // TestMCPServeStdio runs the built `mcpbus serve-stdio` as a go-sdk
 // CommandTransport against a running `mcpbus up`: it lists the aggregate,
 // calls a tool, relays progress, and honours --allow-tool.
 func TestMCPServeStdio(t *testing.T) {
-	bin := buildCLI(t)
+	bin := clitest.Build(t)
 	up := startUpGateway(t, bin, "alpha", "beta")
 
 	stdio := func(t *testing.T, args ...string) (*mcpSession, *testkit.LogBuffer, *exec.Cmd) {
 		t.Helper()
 		stderr := &testkit.LogBuffer{}
-		cmd := exec.Command(bin, append([]string{"--nats", up.natsURL, "serve-stdio"}, args...)...)
-		cmd.Env = cleanEnv("MCPBUS_DATA_DIR=" + up.dataDir)
+		cmd := up.CLI().Command(context.Background(), append([]string{"serve-stdio"}, args...)...)
 		cmd.Stderr = stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		s := &mcpSession{listChanged: make(chan struct{}, 64), gotProg: make(chan struct{}, 1)}
@@ -380,7 +287,5 @@ func TestMCPServeStdio(t *testing.T) {
 			t.Errorf("serve-stdio %v after its client closed stdin: %v after %s, want exit 0 before the 5s SIGTERM", c.cmd.Args[3:], st, took)
 		}
 	}
-	termStart := time.Now()
-	up.terminate(t)
-	t.Logf("mcpbus up exited %s after SIGTERM", time.Since(termStart).Round(time.Millisecond))
+	t.Logf("mcpbus up exited %s after SIGTERM", up.Stop(t, 20*time.Second).Round(time.Millisecond))
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
 // TestMCPPublishedServers drives the aggregated /mcp endpoint with the go-sdk
@@ -426,7 +427,7 @@ func metaString(tool *mcp.Tool) string {
 // are listed under valid names with the original in _meta, and calling them
 // by those names works.
 func TestMCPSanitizedNames(t *testing.T) {
-	gse := goBuild(t, filepath.Join(repoRoot(t), "tests"), "github.com/modelcontextprotocol/go-sdk/examples/server/everything", "gosdk-everything")
+	gse := goBuild(t, filepath.Join(clitest.RepoRoot(t), "tests"), "github.com/modelcontextprotocol/go-sdk/examples/server/everything", "gosdk-everything")
 	e := startMCP(t, gateway.Options{})
 	s := connectMCP(t, e.url, e.admin)
 	e.enable(t, binaryConfig("gse", gse))

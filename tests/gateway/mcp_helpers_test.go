@@ -26,6 +26,7 @@ import (
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
 
@@ -134,9 +135,9 @@ func binaryConfig(name, path string, args ...string) model.McpConfig {
 // failure, never a skip: these tests prove real published servers work.
 func npmBin(t *testing.T, name string) string {
 	t.Helper()
-	p := filepath.Join(repoRoot(t), "tests", "npm", "node_modules", ".bin", name)
+	p := filepath.Join(clitest.RepoRoot(t), "tests", "npm", "node_modules", ".bin", name)
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("the pinned npm server %s is not installed (%v): run `make npm-deps` in %s", name, err, repoRoot(t))
+		t.Fatalf("the pinned npm server %s is not installed (%v): run `make npm-deps` in %s", name, err, clitest.RepoRoot(t))
 	}
 	return p
 }

@@ -43,10 +43,10 @@ func TestChatTurnSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("want two chat processes, have %d", len(chats))
 	}
 
-	if r := d.cli(t, "", "servers", "add", serverName, "--binary", testServer, "--arg", "-name", "--arg", serverName, "--json"); r.code != 0 {
+	if r := d.cli(t, "", "servers", "add", serverName, "--binary", testServer, "--arg", "-name", "--arg", serverName, "--json"); r.Code != 0 {
 		t.Fatalf("servers add: %s", r)
 	}
-	if r := d.cli(t, "", "servers", "enable", serverName, "--json"); r.code != 0 {
+	if r := d.cli(t, "", "servers", "enable", serverName, "--json"); r.Code != 0 {
 		t.Fatalf("servers enable: %s", r)
 	}
 	d.waitState(t, model.StateRunning, 30*time.Second)

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,10 +14,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +31,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
 // Binaries built once by TestMain.
@@ -53,15 +51,6 @@ func TestMain(m *testing.M) {
 	testkit.Main(m, &testServer,
 		testkit.WithBinary(&mcpbusBin, testkit.BuildCommand("mcpbus", "./tools/mcpbus")),
 		testkit.WithBinary(&natsServer, testkit.BuildCommand("nats-server", "github.com/nats-io/nats-server/v2")))
-}
-
-// repoRoot is the repository root, found from this file's location.
-func repoRoot() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		panic("runtime.Caller: cannot locate the test source")
-	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
 // What the flow uses; the same in both deployments, so results compare equal.
@@ -168,20 +157,20 @@ type flowResult struct {
 func runFlow(t *testing.T, d *deployment) flowResult {
 	t.Helper()
 	var res flowResult
-	must := func(r cliResult, what string) cliResult {
+	must := func(r clitest.Result, what string) clitest.Result {
 		t.Helper()
-		if r.code != 0 {
+		if r.Code != 0 {
 			t.Fatalf("%s: %s", what, r)
 		}
-		if strings.Contains(r.stdout+r.stderr, secretValue) && what != "call env" {
+		if strings.Contains(r.Stdout+r.Stderr, secretValue) && what != "call env" {
 			t.Errorf("%s printed the secret: %s", what, r)
 		}
 		return r
 	}
-	decode := func(r cliResult, v any) {
+	decode := func(r clitest.Result, v any) {
 		t.Helper()
-		if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
-			t.Fatalf("%v: output is not the expected JSON: %v: %s", r.args, err, r)
+		if err := json.Unmarshal([]byte(r.Stdout), v); err != nil {
+			t.Fatalf("%v: output is not the expected JSON: %v: %s", r.Args, err, r)
 		}
 	}
 
@@ -203,9 +192,9 @@ func runFlow(t *testing.T, d *deployment) flowResult {
 
 	// Calls over NATS: the CLI, then a plain nats.go request.
 	r = must(d.cli(t, "", "call", serverName+".echo", `{"message":"hello split"}`), "call echo")
-	res.CLIEcho = strings.TrimSpace(r.stdout)
+	res.CLIEcho = strings.TrimSpace(r.Stdout)
 	r = must(d.cli(t, "", "call", serverName+".env", `{"name":"`+secretEnv+`"}`), "call env")
-	res.CLISecretOK = strings.TrimSpace(r.stdout) == secretValue
+	res.CLISecretOK = strings.TrimSpace(r.Stdout) == secretValue
 	if !res.CLISecretOK {
 		t.Errorf("the child's %s is not the stored secret: %s", secretEnv, r)
 	}
@@ -264,7 +253,7 @@ func runFlow(t *testing.T, d *deployment) flowResult {
 	}
 	res.SearchWarnings = len(found.Warnings)
 	if len(found.Warnings) > 0 || !hasSource(found, model.SourceSmithery) || !hasSource(found, model.SourceOfficial) {
-		t.Errorf("search %q: want results from both registries and no warnings: %s", searchQuery, r.stdout)
+		t.Errorf("search %q: want results from both registries and no warnings: %s", searchQuery, r.Stdout)
 	}
 	auths := d.smithery.authorizations()
 	res.SmitheryAuthOK = len(auths) > 0
@@ -315,7 +304,7 @@ func runFlow(t *testing.T, d *deployment) flowResult {
 	var apiErr struct {
 		Code string `json:"code"`
 	}
-	if r.code == 0 || json.Unmarshal([]byte(r.stdout), &apiErr) != nil {
+	if r.Code == 0 || json.Unmarshal([]byte(r.Stdout), &apiErr) != nil {
 		t.Errorf("cred describe after rm: %s, want a non-zero exit and an error as JSON", r)
 	}
 	res.DescribeAfterRm = apiErr.Code
@@ -444,10 +433,10 @@ func startSplitEnv(t *testing.T, si *standIns, serviceEnv map[string][]string) *
 	d.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	ids := filepath.Join(d.dataDir, "nats")
 	idEnv := d.cli(t, "", "identities", ids)
-	if idEnv.code != 0 {
+	if idEnv.Code != 0 {
 		t.Fatalf("mcpbus identities: %s", idEnv)
 	}
-	auth, err := os.ReadFile(filepath.Join(repoRoot(), "deploy", "nats", "auth.conf"))
+	auth, err := os.ReadFile(filepath.Join(clitest.RepoRoot(t), "deploy", "nats", "auth.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +448,7 @@ func startSplitEnv(t *testing.T, si *standIns, serviceEnv map[string][]string) *
 		natsPort, filepath.Join(d.dir, "jetstream"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ns := d.startEnv(t, "nats-server", strings.Fields(idEnv.stdout), natsServer, "-c", conf)
+	ns := d.startEnv(t, "nats-server", strings.Fields(idEnv.Stdout), natsServer, "-c", conf)
 	waitJetStream(t, ns, d.natsURL, 15*time.Second, filepath.Join(ids, "operator.nk"))
 
 	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
@@ -557,15 +546,9 @@ func fileExists(path string) bool {
 }
 
 // childEnv is the test's environment without settings that would change
-// what the services do.
+// what the services do: clitest.Env without SMITHERY_API_KEY.
 func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MCPBUS_") && !strings.HasPrefix(kv, "SMITHERY_API_KEY=") {
-			env = append(env, kv)
-		}
-	}
-	return env
+	return slices.DeleteFunc(clitest.Env(), func(kv string) bool { return strings.HasPrefix(kv, "SMITHERY_API_KEY=") })
 }
 
 // start runs bin with args, output to <dir>/<name>.log; it is killed when the
@@ -607,40 +590,13 @@ func stopAll(t *testing.T, procs []*testkit.Proc, within time.Duration) {
 
 // --- the CLI ---
 
-// cliResult is the outcome of one CLI command.
-type cliResult struct {
-	args           []string
-	stdout, stderr string
-	code           int
-}
-
-func (r cliResult) String() string {
-	return fmt.Sprintf("mcpbus %s: exit %d, stdout %q, stderr %q", strings.Join(r.args, " "), r.code, r.stdout, r.stderr)
-}
-
 // cli runs one mcpbus client command against the deployment's NATS, stdin
-// fed from stdin.
-func (d *deployment) cli(t *testing.T, stdin string, args ...string) cliResult {
+// fed from stdin. The CLI finds mcpbus up's operator identity in the data
+// dir (the split deployment's nats-server runs without authentication).
+func (d *deployment) cli(t *testing.T, stdin string, args ...string) clitest.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, mcpbusBin, append([]string{"--nats", d.natsURL}, args...)...)
-	// The CLI finds mcpbus up's operator identity in the data dir (the
-	// split deployment's nats-server runs without authentication).
-	cmd.Env = append(childEnv(), "MCPBUS_DATA_DIR="+d.dataDir)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := cliResult{args: args, stdout: stdout.String(), stderr: stderr.String()}
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	case err != nil:
-		t.Fatalf("mcpbus %v: %v", args, err)
-	}
-	return r
+	c := clitest.CLI{Bin: mcpbusBin, NATS: d.natsURL, DataDir: d.dataDir, Env: childEnv(), Timeout: 40 * time.Second}
+	return c.RunInput(t, stdin, args...)
 }
 
 // waitState polls `mcpbus status <server> --json` until the server is in state.
@@ -650,7 +606,7 @@ func (d *deployment) waitState(t *testing.T, state string, within time.Duration)
 	testkit.WaitFor(t, within, func() (bool, string) {
 		r := d.cli(t, "", "status", serverName, "--json")
 		var reply model.RuntimeStatusReply
-		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &reply) != nil || len(reply.Servers) != 1 {
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &reply) != nil || len(reply.Servers) != 1 {
 			return false, r.String()
 		}
 		st = reply.Servers[0]

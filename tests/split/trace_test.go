@@ -42,7 +42,7 @@ func TestCallIsOneTraceInJaeger(t *testing.T) {
 	// The MCP server exports too: the config hands it the endpoint.
 	r := d.cli(t, "", "servers", "add", serverName, "--binary", testServer, "--arg", "-name", "--arg", tracedServerName,
 		"--env", "OTEL_EXPORTER_OTLP_ENDPOINT="+j.OTLPHTTPEndpoint, "--env", fast, "--enabled", "--json")
-	if r.code != 0 {
+	if r.Code != 0 {
 		t.Fatalf("servers add: %s", r)
 	}
 	d.waitState(t, model.StateRunning, 30*time.Second)
