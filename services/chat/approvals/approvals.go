@@ -211,10 +211,17 @@ func (a *Approver) expire(key string, rec Record, rev uint64) (string, error) {
 	return model.DecisionDeny, fmt.Errorf("%w: %s", ErrTimedOut, reason)
 }
 
+// cleanup deletes the pending key, trying again when JetStream is slow to
+// answer (a left-over key would list a call nobody waits for).
 func (a *Approver) cleanup(key string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = a.kv.Delete(ctx, key)
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := a.kv.Delete(ctx, key)
+		cancel()
+		if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) {
+			return
+		}
+	}
 }
 
 // Decide answers a pending call: VALIDATION_ERROR for a bad request,
