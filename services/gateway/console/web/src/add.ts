@@ -2,8 +2,7 @@
 // (Official / Smithery / both) with source badges; Next per seeds/002 §1.2;
 // then Configure (§1.4–1.7): name, auth per detected type, the plan's inputs.
 import { api, ApiError, enc, type McpConfig } from './api';
-import { clear, field, formError, h, pageHeading, setFieldError, showError, toast, uid, type Field } from './dom';
-import { matchField } from './servers';
+import { clear, field, formError, h, pageHeading, setFieldError, showError, toast, uid, type Field, matchField } from './dom';
 import { setServer } from './store';
 
 interface RegistryResult {

@@ -1,3 +1,5 @@
+import { ApiError } from './api';
+
 // A few DOM helpers: the console builds its pages with plain DOM calls (no
 // framework, no innerHTML), which also keeps it within the strict CSP.
 
@@ -154,4 +156,33 @@ export function toolLabel(name: string): string {
 
 export function pageHeading(text: string): HTMLHeadingElement {
   return h('h1', { tabindex: '-1', class: 'page-title' }, text);
+}
+
+/** matchField finds the form field an API error names (config.x → x; a parent path matches too). */
+export function matchField(fields: Record<string, Field>, name: string | undefined): Field | undefined {
+  if (!name) return undefined;
+  let n = name.replace(/^config\./, '');
+  const all = Object.values(fields);
+  while (n) {
+    const names = (x: Field) => (x.input.dataset.field ?? '').split(' ');
+    const f = all.find((x) => names(x).includes(n)) ?? all.find((x) => names(x).some((m) => m.startsWith(n + '.')));
+    if (f) return f;
+    const i = n.lastIndexOf('.');
+    n = i > 0 ? n.slice(0, i) : '';
+  }
+  return undefined;
+}
+
+/**
+ * reportFormError shows a failed save: next to the field the API error names,
+ * focusing it, else in the form's error area. A 401 shows nothing here: the
+ * app signs out.
+ */
+export function reportFormError(e: unknown, fields: Record<string, Field>, area: HTMLElement): void {
+  if (e instanceof ApiError && e.status === 401) return;
+  const f = matchField(fields, (e as ApiError).field);
+  if (f) {
+    setFieldError(f, (e as Error).message);
+    f.input.focus();
+  } else showError(area, (e as Error).message);
 }

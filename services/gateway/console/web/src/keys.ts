@@ -1,8 +1,7 @@
 // Keys and agents (admin): API keys (the new key shown once, with a copy
 // button), and the agents' bus identities.
 import { api, ApiError, enc } from './api';
-import { clear, confirmDialog, field, fmtTime, formError, h, pageHeading, setFieldError, showError, toast, uid, type Field } from './dom';
-import { matchField } from './servers';
+import { clear, confirmDialog, field, fmtTime, formError, h, pageHeading, setFieldError, showError, toast, uid, type Field, reportFormError } from './dom';
 
 interface APIKey {
   id: string;
@@ -110,12 +109,7 @@ function renderKeys(box: HTMLElement, signal: AbortSignal): void {
       out.select();
       void load();
     } catch (e) {
-      if (e instanceof ApiError && e.status === 401) return;
-      const f = matchField(fields, (e as ApiError).field);
-      if (f) {
-        setFieldError(f, (e as Error).message);
-        f.input.focus();
-      } else showError(err, (e as Error).message);
+      reportFormError(e, fields, err);
     } finally {
       create.disabled = false;
     }
@@ -185,12 +179,7 @@ function renderAgents(box: HTMLElement, signal: AbortSignal): void {
       allow.input.value = '';
       void load();
     } catch (e) {
-      if (e instanceof ApiError && e.status === 401) return;
-      const f = matchField(fields, (e as ApiError).field);
-      if (f) {
-        setFieldError(f, (e as Error).message);
-        f.input.focus();
-      } else showError(err, (e as Error).message);
+      reportFormError(e, fields, err);
     } finally {
       create.disabled = false;
     }

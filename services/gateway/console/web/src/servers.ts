@@ -2,7 +2,7 @@
 // their schemas, restart, edit (tool filters, timeouts), history and
 // rollback, delete with the seeds' confirmation (seeds/002 §1.1, §1.8, §11.3).
 import { api, ApiError, enc, type McpConfig, type Status } from './api';
-import { clear, confirmDialog, field, formError, fmtTime, h, pageHeading, setFieldError, showError, toast, uid, type Field } from './dom';
+import { clear, confirmDialog, field, formError, fmtTime, h, pageHeading, setFieldError, showError, toast, uid, type Field, reportFormError } from './dom';
 import { refreshServers, refreshStatus, removeServer, setServer, setStatus, store, subscribe } from './store';
 
 interface Badge {
@@ -312,12 +312,7 @@ class Row {
         toast(`Saved ${out.name}.`);
         this.show('edit');
       } catch (e) {
-        if (e instanceof ApiError && e.status === 401) return;
-        const f = matchField(fields, (e as ApiError).field);
-        if (f) {
-          setFieldError(f, (e as Error).message);
-          f.input.focus();
-        } else showError(err, (e as Error).message);
+        reportFormError(e, fields, err);
       } finally {
         save.disabled = false;
       }
@@ -371,19 +366,4 @@ class Row {
       clear(this.panel, h('p', { class: 'form-error', role: 'alert' }, (e as Error).message));
     }
   }
-}
-
-/** matchField finds the form field an API error names (config.x → x; a parent path matches too). */
-export function matchField(fields: Record<string, Field>, name: string | undefined): Field | undefined {
-  if (!name) return undefined;
-  let n = name.replace(/^config\./, '');
-  const all = Object.values(fields);
-  while (n) {
-    const names = (x: Field) => (x.input.dataset.field ?? '').split(' ');
-    const f = all.find((x) => names(x).includes(n)) ?? all.find((x) => names(x).some((m) => m.startsWith(n + '.')));
-    if (f) return f;
-    const i = n.lastIndexOf('.');
-    n = i > 0 ? n.slice(0, i) : '';
-  }
-  return undefined;
 }
