@@ -147,10 +147,12 @@ func BenchmarkRunnerReplicas(b *testing.B) {
 		{"go-large", "large", largeArgs, testServer,
 			func(b *testing.B) caller { return directTool(b, "large", largeArgs) }},
 	}
-	// The runners place leases up to their fair share each: with the servers
+	// The runners place leases up to their fair share each. With the servers
 	// of 3 replicas placed first, then those of 2, then of 1, every replica
-	// finds a runner with room that does not run it yet (in another order a
-	// replica can stay unplaced, the only runner without it being full).
+	// finds a runner with room that does not run it yet, so the load stays
+	// even (in another order the only runner without a replica may be at its
+	// share; it then takes the replica above its share rather than leave it
+	// unplaced).
 	deadline := time.Now().Add(90 * time.Second)
 	for n := 3; n >= 1; n-- {
 		for _, s := range subjects {

@@ -209,9 +209,56 @@ func (r *Runner) fairShareLocked() int {
 	return (wanted + runners - 1) / runners
 }
 
-// acquire takes unowned servers up to this runner's fair share. Every runner
-// walks the servers from its own starting point, so they rarely race for the
-// same key; Create decides when they do.
+// placement is what KV mcp_owners says about the other runners: which are
+// alive, how many leases each holds and which servers each runs a replica of.
+type placement struct {
+	live    []string
+	load    map[string]int
+	holders map[string]map[string]bool // slug → runners holding one of its replicas
+}
+
+func (r *Runner) placementNow() placement {
+	p := placement{load: map[string]int{}, holders: map[string]map[string]bool{}}
+	r.ownersMu.Lock()
+	defer r.ownersMu.Unlock()
+	for key, id := range r.owners {
+		if runner, ok := strings.CutPrefix(key, beatPrefix); ok {
+			p.live = append(p.live, runner)
+			continue
+		}
+		rest, ok := strings.CutPrefix(key, leasePrefix)
+		i := strings.LastIndexByte(rest, '.')
+		if !ok || i < 0 {
+			continue
+		}
+		slug := rest[:i]
+		p.load[id]++
+		if p.holders[slug] == nil {
+			p.holders[slug] = map[string]bool{}
+		}
+		p.holders[slug][id] = true
+	}
+	return p
+}
+
+// roomElsewhere reports whether a live runner other than me, not yet running
+// a replica of slug, is below its fair share: it will take a missing replica
+// of slug, or one that me hands over. When none is, a missing replica is
+// stranded unless me takes it, whatever its own share.
+func (p placement) roomElsewhere(me, slug string, fair int) bool {
+	for _, id := range p.live {
+		if id != me && !p.holders[slug][id] && p.load[id] < fair {
+			return true
+		}
+	}
+	return false
+}
+
+// acquire takes unowned servers up to this runner's fair share, and beyond it
+// a replica no other runner can take (the others run one already or are at
+// their share), which would otherwise stay unplaced. Every runner walks the
+// servers from its own starting point, so they rarely race for the same key;
+// Create decides when they do.
 func (r *Runner) acquire(ctx context.Context) {
 	r.mu.Lock()
 	fair := r.fairShareLocked()
@@ -223,18 +270,22 @@ func (r *Runner) acquire(ctx context.Context) {
 		}
 	}
 	r.mu.Unlock()
-	if held >= fair || len(slugs) == 0 {
+	if len(slugs) == 0 {
 		return
 	}
 	sort.Strings(slugs)
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(r.opts.ID))
 	offset := int(h.Sum32() % uint32(len(slugs)))
+	var p placement
+	if held >= fair {
+		p = r.placementNow()
+	}
 	for i := range slugs {
-		if held >= fair {
-			return
-		}
 		slug := slugs[(offset+i)%len(slugs)]
+		if held >= fair && p.roomElsewhere(r.opts.ID, slug, fair) {
+			continue
+		}
 		r.mu.Lock()
 		cfg := r.desired[slug]
 		r.mu.Unlock()
@@ -263,8 +314,12 @@ func (r *Runner) acquire(ctx context.Context) {
 			r.ownersMu.Lock()
 			r.owners[key] = r.opts.ID
 			r.ownersMu.Unlock()
+			if held >= fair {
+				r.log.Info("took a replica no other runner can take, above the fair share", "server", slug, "replica", replica, "fair_share", fair)
+			} else {
+				r.log.Info("took the server", "server", slug, "replica", replica)
+			}
 			held++
-			r.log.Info("took the server", "server", slug, "replica", replica)
 			r.takeServer(cfg)
 			break
 		}
@@ -272,7 +327,9 @@ func (r *Runner) acquire(ctx context.Context) {
 }
 
 // rebalance hands one server over when this runner holds clearly more than
-// its share (a runner joined): an idle one first, never one with calls in flight.
+// its share (a runner joined): an idle one first, never one with calls in
+// flight, and never one no other runner would take (it would be stranded,
+// and taken back here on the next pass).
 func (r *Runner) rebalance(ctx context.Context) {
 	r.mu.Lock()
 	fair := r.fairShareLocked()
@@ -287,9 +344,10 @@ func (r *Runner) rebalance(ctx context.Context) {
 		}
 	}
 	r.mu.Unlock()
+	p := r.placementNow()
 	var pick *server
 	for _, s := range candidates {
-		if s.active.Load() > 0 {
+		if s.active.Load() > 0 || !p.roomElsewhere(r.opts.ID, s.slug, fair) {
 			continue
 		}
 		if pick == nil || s.status().State == model.StateIdle {

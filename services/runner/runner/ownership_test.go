@@ -2,10 +2,12 @@ package runner_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -240,6 +242,138 @@ func TestReplicas(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		if _, err := call(t, e, "two", "echo", `{"message":"r"}`); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// fakeRunners holds heartbeats and leases in KV mcp_owners for runners that
+// do nothing else, renewing them until the test ends, so that a test can put
+// the real runner in an exact placement.
+type fakeRunners struct {
+	t    *testing.T
+	e    *runnertest.Env
+	mu   sync.Mutex
+	keys map[string]string // key → fake runner id
+}
+
+func newFakeRunners(t *testing.T, e *runnertest.Env, every time.Duration) *fakeRunners {
+	f := &fakeRunners{t: t, e: e, keys: map[string]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				f.mu.Lock()
+				for key, id := range f.keys {
+					f.put(ctx, key, id)
+				}
+				f.mu.Unlock()
+			}
+		}
+	}()
+	return f
+}
+
+func (f *fakeRunners) put(ctx context.Context, key, id string) {
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	val := fmt.Sprintf(`{"runner":%q}`, id)
+	if _, err := f.e.Assets.Owners.Put(c, key, []byte(val)); err != nil && ctx.Err() == nil {
+		f.t.Errorf("fake %s: put %s: %v", id, key, err)
+	}
+}
+
+// hold makes runner id hold keys (heartbeats "runner.<id>", leases
+// "server.<slug>.<replica>") from now on.
+func (f *fakeRunners) hold(id string, keys ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, key := range keys {
+		f.keys[key] = id
+		f.put(context.Background(), key, id)
+	}
+}
+
+// ownerOf reads who holds a lease key ("" when nobody does) and since when.
+func ownerOf(e *runnertest.Env, key string) (string, time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	entry, err := e.Assets.Owners.Get(ctx, key)
+	if err != nil {
+		return "", time.Time{}
+	}
+	var v struct {
+		Runner string    `json:"runner"`
+		Since  time.Time `json:"since"`
+	}
+	_ = json.Unmarshal(entry.Value(), &v)
+	return v.Runner, v.Since
+}
+
+// A replica no other runner can take is taken by the runner that can, even
+// at its fair share, and is not handed away again. The placement of the bug
+// seen with 12 leases on 3 runners: r1 holds 4 single servers (its fair
+// share), r2 and r3 each hold one replica of the 3-replica server "three"
+// (a runner holds at most one replica of a server), so only r1 can run the
+// third. r2 and r3 are fakes that only hold their keys, so the placement is
+// exact whatever order r1 walks the servers in.
+func TestStrandedReplicaIsTakenAtFairShare(t *testing.T) {
+	e := runnertest.Start(t, ownershipOpts("r1"))
+	fakes := newFakeRunners(t, e, 300*time.Millisecond)
+	singles := []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9"}
+	// s5..s9 are held elsewhere before r1 sees them; r1, alone, takes s1..s4.
+	fakes.hold("r2", "server.s5.0", "server.s6.0", "server.s7.0")
+	fakes.hold("r3", "server.s8.0", "server.s9.0")
+	for _, name := range singles {
+		e.Put(t, runnertest.Binary(name, testServer))
+	}
+	waitOwner := func(key, want string, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			got, _ := ownerOf(e, key)
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s held by %q, want %q", key, got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, s := range singles[:4] {
+		waitOwner("server."+s+".0", "r1", 10*time.Second)
+	}
+	// Now r2 and r3 announce themselves, each with a replica of "three":
+	// fair share (9 + 3) / 3 = 4, which r1 already holds.
+	fakes.hold("r2", "runner.r2", "server.three.0")
+	fakes.hold("r3", "runner.r3", "server.three.1")
+	time.Sleep(300 * time.Millisecond) // r1 follows the owners bucket
+	three := runnertest.Binary("three", testServer)
+	three.Runtime.Replicas = 3
+	e.Put(t, three)
+	waitOwner("server.three.2", "r1", 5*time.Second)
+	// A fourth runner joins, already at the new fair share (12 / 4 = 3, its
+	// leases are of servers r1 does not serve): r1 now holds more than its
+	// share + 1, but nobody could take what it would hand over, so nothing
+	// moves for several lease periods.
+	mine := map[string]time.Time{}
+	for _, key := range []string{"server.s1.0", "server.s2.0", "server.s3.0", "server.s4.0", "server.three.2"} {
+		_, mine[key] = ownerOf(e, key)
+	}
+	fakes.hold("r4", "server.x1.0", "server.x2.0", "server.x3.0")
+	fakes.hold("r4", "runner.r4")
+	time.Sleep(3 * time.Second)
+	for key, since := range mine {
+		if got, at := ownerOf(e, key); got != "r1" || !at.Equal(since) {
+			t.Fatalf("%s: held by %q since %s, want r1 since %s (handed over and taken back?)", key, got, at, since)
 		}
 	}
 }
