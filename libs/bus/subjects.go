@@ -43,9 +43,20 @@ const (
 	// HeaderTimeout is how long the caller will wait, in milliseconds; the
 	// runner never works on a call longer than that.
 	HeaderTimeout = "Mcp-Timeout-Ms"
+	// HeaderToolResult, on a tool call's reply, says the runner checked the
+	// result is a CallToolResult (a JSON object with a content array) and
+	// whether it is a tool error (ToolResultOK, ToolResultError): a caller
+	// may pass the result on without decoding it. Absent: not checked.
+	HeaderToolResult = "Mcp-Tool-Result"
 	// HeaderErrorCode and HeaderError are the NATS micro error headers.
 	HeaderErrorCode = "Nats-Service-Error-Code"
 	HeaderError     = "Nats-Service-Error"
+)
+
+// Values of HeaderToolResult.
+const (
+	ToolResultOK    = "ok"
+	ToolResultError = "error"
 )
 
 // Subjects builds the subjects under one prefix.

@@ -72,11 +72,28 @@ type CallOptions struct {
 // nil) and returns the raw CallToolResult JSON. If ctx ends first, the runner
 // is told to cancel the call at the MCP server.
 func (c *Client) Call(ctx context.Context, server, tool string, args json.RawMessage, opts *CallOptions) (json.RawMessage, error) {
+	res, err := c.CallResult(ctx, server, tool, args, opts)
+	return res.Data, err
+}
+
+// Result is a tool call's reply.
+type Result struct {
+	// Data is the CallToolResult as JSON.
+	Data json.RawMessage
+	// Checked says the runner checked Data is a CallToolResult (a JSON object
+	// with a content array, bus.HeaderToolResult); IsError is then its
+	// isError. Unchecked (an older runner), the caller decodes Data to know.
+	Checked, IsError bool
+}
+
+// CallResult is Call with what the runner says of the result, so that a
+// caller passing the result on need not decode it again.
+func (c *Client) CallResult(ctx context.Context, server, tool string, args json.RawMessage, opts *CallOptions) (Result, error) {
 	if !model.ValidSlug(server) {
-		return nil, apierr.Invalid("server", "server must be a slug ([a-z0-9_-])")
+		return Result{}, apierr.Invalid("server", "server must be a slug ([a-z0-9_-])")
 	}
 	if tool == "" {
-		return nil, apierr.Invalid("tool", "tool is required")
+		return Result{}, apierr.Invalid("tool", "tool is required")
 	}
 	if opts == nil {
 		opts = &CallOptions{}
@@ -91,7 +108,7 @@ func (c *Client) Call(ctx context.Context, server, tool string, args json.RawMes
 	if opts.OnProgress != nil {
 		stop, err := c.followProgress(msg, opts.OnProgress)
 		if err != nil {
-			return nil, err
+			return Result{}, err
 		}
 		// Runs after the reply: progress published before it is delivered too.
 		defer stop()
@@ -99,14 +116,21 @@ func (c *Client) Call(ctx context.Context, server, tool string, args json.RawMes
 	reply, err := bus.Request(ctx, c.nc, msg, c.timeout)
 	if err != nil {
 		if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
-			return nil, apierr.Newf(apierr.NotFound, "server %s not found or not running", server).WithField("server")
+			return Result{}, apierr.Newf(apierr.NotFound, "server %s not found or not running", server).WithField("server")
 		}
 		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 			c.cancel(server, reqID)
 		}
-		return nil, err
+		return Result{}, err
 	}
-	return reply.Data, nil
+	res := Result{Data: reply.Data}
+	switch reply.Header.Get(bus.HeaderToolResult) {
+	case bus.ToolResultOK:
+		res.Checked = true
+	case bus.ToolResultError:
+		res.Checked, res.IsError = true, true
+	}
+	return res, nil
 }
 
 // followProgress subscribes an inbox for the call's progress notifications

@@ -58,10 +58,23 @@ type record struct {
 }
 
 // cached is a record with the bucket revision it was read at, so an older
-// watch delivery never overwrites a newer local write.
+// watch delivery never overwrites a newer local write. What Authenticate
+// needs per request is made once here: the decoded hash (nil when the
+// record's is not hex: no secret matches) and the key's Principal.
 type cached struct {
-	rec      record
-	revision uint64
+	rec       record
+	revision  uint64
+	hash      []byte
+	principal *Principal
+}
+
+func newCached(rec record, revision uint64) cached {
+	hash, err := hex.DecodeString(rec.Hash)
+	if err != nil {
+		hash = nil
+	}
+	return cached{rec: rec, revision: revision, hash: hash,
+		principal: &Principal{KeyID: rec.ID, Name: rec.Name, Scopes: slices.Clone(rec.Scopes), Tools: rec.Tools, Rate: rec.Rate}}
 }
 
 // StoreOptions configure a KeyStore.
@@ -170,7 +183,7 @@ func (s *KeyStore) decode(e jetstream.KeyValueEntry) (cached, bool) {
 		s.log.Warn("skipping an unreadable API key record", "id", e.Key(), "error", err)
 		return cached{}, false
 	}
-	return cached{rec: rec, revision: e.Revision()}, true
+	return newCached(rec, e.Revision()), true
 }
 
 func (s *KeyStore) apply(e jetstream.KeyValueEntry) {
@@ -357,6 +370,8 @@ func (s *KeyStore) Revoke(ctx context.Context, id string) (model.APIKey, error) 
 
 // Authenticate checks a bearer token and returns its principal. Every failure
 // is the same UNAUTHORIZED error; other codes mean the store could not answer.
+// The principal is shared by every request of the key's current record:
+// callers read it and never change it.
 func (s *KeyStore) Authenticate(ctx context.Context, token string) (*Principal, error) {
 	id, secret, ok := ParseKey(token)
 	if !ok {
@@ -365,12 +380,11 @@ func (s *KeyStore) Authenticate(ctx context.Context, token string) (*Principal, 
 	s.mu.RLock()
 	c, ok := s.cache[id]
 	s.mu.RUnlock()
-	rec := c.rec
 	if !ok || !s.current() {
 		// Not seen by the watch yet (a key just made on another instance),
 		// or the watch is down: the bucket decides.
 		rctx, cancel := context.WithTimeout(ctx, kvTimeout)
-		r, _, err := s.read(rctx, id)
+		r, rev, err := s.read(rctx, id)
 		cancel()
 		if apierr.Of(err) == apierr.NotFound {
 			return nil, errBadKey
@@ -378,17 +392,14 @@ func (s *KeyStore) Authenticate(ctx context.Context, token string) (*Principal, 
 		if err != nil {
 			return nil, err
 		}
-		rec = r
+		c = newCached(r, rev)
 	}
-	want, err := hex.DecodeString(rec.Hash)
-	if err != nil {
+	var buf [64]byte // ParseKey allows secretLen (43) bytes: hashed from the stack, no allocation
+	got := sha256.Sum256(buf[:copy(buf[:], secret)])
+	if c.hash == nil || subtle.ConstantTimeCompare(got[:], c.hash) != 1 || c.rec.Revoked() {
 		return nil, errBadKey
 	}
-	got := sha256.Sum256([]byte(secret))
-	if subtle.ConstantTimeCompare(got[:], want) != 1 || rec.Revoked() {
-		return nil, errBadKey
-	}
-	return &Principal{KeyID: rec.ID, Name: rec.Name, Scopes: slices.Clone(rec.Scopes), Tools: rec.Tools, Rate: rec.Rate}, nil
+	return c.principal, nil
 }
 
 // read fetches a record from the bucket.
@@ -415,7 +426,7 @@ func (s *KeyStore) put(rec record, revision uint64) {
 	if cur, ok := s.cache[rec.ID]; ok && cur.revision > revision {
 		return
 	}
-	s.cache[rec.ID] = cached{rec: rec, revision: revision}
+	s.cache[rec.ID] = newCached(rec, revision)
 }
 
 // ParseKey splits mcpbus_<id>_<secret>; ok is false for anything else.
@@ -428,7 +439,8 @@ func ParseKey(token string) (id, secret string, ok bool) {
 	if !found || !validID(id) || len(secret) != secretLen {
 		return "", "", false
 	}
-	if _, err := base64.RawURLEncoding.DecodeString(secret); err != nil {
+	var buf [secretBytes + 2]byte // a stack buffer: no allocation per request
+	if n, err := base64.RawURLEncoding.Decode(buf[:], []byte(secret)); err != nil || n != secretBytes {
 		return "", "", false
 	}
 	return id, secret, true

@@ -80,6 +80,7 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	anonymous := Anonymous()
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			scope := opts.ScopeFor(r)
@@ -89,13 +90,13 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 			}
 			if opts.NoAuth {
 				if n, ok := r.Context().Value(noteKey{}).(*Note); ok {
-					n.KeyID = Anonymous().KeyID
+					n.KeyID = anonymous.KeyID
 				}
-				next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), Anonymous())))
+				next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), anonymous)))
 				return
 			}
 			if opts.Failures != nil {
-				if ok, wait := opts.Failures.Peek("addr:" + remoteIP(r)); !ok {
+				if ok, wait := opts.Failures.Peek(remoteIP(r)); !ok {
 					if opts.OnThrottle != nil {
 						opts.OnThrottle(r)
 					}
@@ -106,7 +107,7 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 			}
 			failed := func() {
 				if opts.Failures != nil {
-					opts.Failures.Allow("addr:"+remoteIP(r), nil)
+					opts.Failures.Allow(remoteIP(r), nil)
 				}
 			}
 			token, ok := bearer(r)

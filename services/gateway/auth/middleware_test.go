@@ -207,3 +207,38 @@ func TestLimiterMiddleware(t *testing.T) {
 		}
 	}
 }
+
+// nopWriter is a ResponseWriter that keeps nothing, so that the allocations
+// counted are the middleware's own.
+type nopWriter struct{ h http.Header }
+
+func (w nopWriter) Header() http.Header       { return w.h }
+func (nopWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (nopWriter) WriteHeader(int)             {}
+
+// An authenticated, rate-limited request allocates only the request copy
+// that carries the principal and its context: the key's hash and principal
+// are made once per record, the bucket keys are not built per request.
+func TestMiddlewareAllocationsPerRequest(t *testing.T) {
+	e := startNATS(t)
+	s := e.openStore(t)
+	caller, err := s.Create(ctx(t), model.KeyCreateRequest{Name: "caller", Scopes: []string{"call"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := auth.NewLimiter(auth.LimiterOptions{RPS: 1e9, Burst: 1e9})
+	reached := 0
+	h := auth.Middleware(auth.MiddlewareOptions{Store: s, Failures: auth.NewFailureLimiter(0)})(
+		lim.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ })))
+	r := httptest.NewRequest("POST", "/mcp/invoke", nil)
+	r.Header.Set("Authorization", "Bearer "+caller.Key)
+	w := nopWriter{h: http.Header{}}
+	allocs := testing.AllocsPerRun(200, func() { h.ServeHTTP(w, r) })
+	if reached == 0 {
+		t.Fatal("the request never reached the handler")
+	}
+	t.Logf("%.0f allocations per request", allocs)
+	if allocs > 2 {
+		t.Fatalf("%.0f allocations per authenticated request, want at most 2 (the request copy and its context)", allocs)
+	}
+}

@@ -42,9 +42,11 @@ func (p *Principal) AllowsTool(namespaced string) bool {
 	return p != nil && p.Tools.Allows(namespaced)
 }
 
+const anonymousID = "anonymous"
+
 // Anonymous is the principal of every request when auth is off (--no-auth).
 func Anonymous() *Principal {
-	return &Principal{KeyID: "anonymous", Name: "anonymous (auth off)", Scopes: []string{ScopeAdmin}}
+	return &Principal{KeyID: anonymousID, Name: "anonymous (auth off)", Scopes: []string{ScopeAdmin}}
 }
 
 type ctxKey struct{}

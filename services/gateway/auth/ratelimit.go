@@ -171,10 +171,11 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key := "key:" + p.KeyID
-		if p.KeyID == Anonymous().KeyID {
-			// Auth is off: each client address gets its own bucket.
-			key = "addr:" + remoteIP(r)
+		// A key's bucket is its id (hex); with auth off each client address
+		// (which has dots or colons) gets its own. Neither is built per request.
+		key := p.KeyID
+		if key == anonymousID {
+			key = remoteIP(r)
 		}
 		ok, wait := l.Allow(key, p.Rate)
 		if !ok {

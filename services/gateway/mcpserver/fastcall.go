@@ -146,7 +146,8 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 	ctx, cancelTimeout := context.WithTimeout(ctx, a.opts.CallTimeout)
 	defer cancelTimeout()
 
-	raw, err := a.client.Call(ctx, e.cat.Server, e.cat.Tool, args, &client.CallOptions{})
+	got, err := a.client.CallResult(ctx, e.cat.Server, e.cat.Tool, args, &client.CallOptions{})
+	raw := got.Data
 	if err != nil {
 		if r.Context().Err() != nil {
 			return "", err // the client hung up: nobody to answer
@@ -154,7 +155,10 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: a.callError(ctx, e, err)})
 		return "", err
 	}
-	ok, isError := toolResult(raw)
+	ok, isError := got.Checked, got.IsError // the runner checked it: no second decode
+	if !ok {
+		ok, isError = toolResult(raw)
+	}
 	if !ok {
 		a.log.Warn("tool result is not a CallToolResult", "tool", e.name)
 		e := apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name)

@@ -136,7 +136,7 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 			"server %s is restarting after a crash; retry after %d s", tool.Server, secs))
 		return
 	}
-	raw, err := a.client.Call(r.Context(), tool.Server, tool.Tool, params, nil)
+	got, err := a.client.CallResult(r.Context(), tool.Server, tool.Tool, params, nil)
 	if err != nil {
 		e := apierr.From(err)
 		if e.Field == "arguments" {
@@ -144,6 +144,13 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		}
 		status, typ := invokeFailure(e)
 		fail(status, typ, e)
+		return
+	}
+	raw := got.Data
+	if got.Checked && !got.IsError {
+		// The runner checked the result: it goes out as it came, never
+		// decoded or encoded again.
+		writeInvokeResult(w, raw)
 		return
 	}
 	var res struct {
@@ -172,6 +179,26 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		out.ErrorType = ErrService
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// invokeOK and invokeEnd frame a successful reply around the tool's result:
+// InvokeReply{Success: true, Result: raw} as encoding/json writes it.
+var (
+	invokeOK  = []byte(`{"success":true,"result":`)
+	invokeEnd = []byte("}\n")
+)
+
+// writeInvokeResult answers a successful /mcp/invoke with raw, a CallToolResult
+// the runner checked, copied once into the response.
+func writeInvokeResult(w http.ResponseWriter, raw []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(invokeOK)+len(raw)+len(invokeEnd)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(invokeOK)
+	_, _ = w.Write(raw)
+	_, _ = w.Write(invokeEnd)
 }
 
 // invokeFailure maps a bus error to the HTTP status and error type of /mcp/invoke.
@@ -233,9 +260,8 @@ func (c *schemaCache) validate(raw json.RawMessage, args map[string]any) error {
 }
 
 func (c *schemaCache) resolve(raw json.RawMessage) (*jsonschema.Resolved, error) {
-	key := string(raw)
 	c.mu.Lock()
-	rs, ok := c.m[key]
+	rs, ok := c.m[string(raw)] // looked up without copying the schema
 	c.mu.Unlock()
 	if ok {
 		if rs == nil {
@@ -258,7 +284,7 @@ func (c *schemaCache) resolve(raw json.RawMessage) (*jsonschema.Resolved, error)
 	if len(c.m) >= c.max {
 		clear(c.m)
 	}
-	c.m[key] = rs // nil remembers "not checkable"
+	c.m[string(raw)] = rs // nil remembers "not checkable"
 	c.mu.Unlock()
 	if rs == nil {
 		return nil, errNoCheck

@@ -121,9 +121,9 @@ func (s *server) handleCall(req micro.Request) {
 	res, tool, err := s.call(ctx, h, token, req.Data())
 	defer bus.EndProcess(span, err)
 	reqID := h.Get(bus.HeaderRequestID)
-	var respOpts []micro.RespondOpt
+	hdr := micro.Headers{}
 	if reqID != "" {
-		respOpts = append(respOpts, micro.WithHeaders(micro.Headers{bus.HeaderRequestID: []string{reqID}}))
+		hdr[bus.HeaderRequestID] = []string{reqID}
 	}
 	outcome, errText := "ok", ""
 	switch {
@@ -138,12 +138,19 @@ func (s *server) handleCall(req micro.Request) {
 			outcome = "error"
 		}
 		s.errs.Add(1)
-		_ = bus.RespondError(req, err, respOpts...)
+		_ = bus.RespondError(req, err, micro.WithHeaders(hdr))
 	default:
 		if res.isError {
 			outcome = "tool_error"
 		}
-		_ = req.Respond(res.data, respOpts...)
+		switch {
+		case !res.checked:
+		case res.isError:
+			hdr[bus.HeaderToolResult] = toolResultError
+		default:
+			hdr[bus.HeaderToolResult] = toolResultOK
+		}
+		_ = req.Respond(res.data, micro.WithHeaders(hdr))
 	}
 	s.calls.Add(1)
 	if tool == "" {
@@ -175,11 +182,20 @@ func (s *server) eventError(err error) string {
 	return msg
 }
 
-// callReply is a call's answer: the CallToolResult as JSON, and its isError.
+// callReply is a call's answer: the CallToolResult as JSON, its isError, and
+// whether it is checked well-formed (an object with a content array), which
+// the reply then says in bus.HeaderToolResult.
 type callReply struct {
 	data    []byte
 	isError bool
+	checked bool
 }
+
+// Values of bus.HeaderToolResult, shared by every reply (headers are only read).
+var (
+	toolResultOK    = []string{bus.ToolResultOK}
+	toolResultError = []string{bus.ToolResultError}
+)
 
 func (s *server) call(ctx context.Context, h nats.Header, token string, args []byte) (callReply, string, error) {
 	if err := checkArgs(args, s.r.opts.MaxArgsBytes); err != nil {
@@ -255,7 +271,7 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	}
 	op.End(ctx, outcome, nil)
 	s.lastPing.Store(time.Now().UnixNano()) // an answered call is proof of life
-	return callReply{data: data, isError: res.IsError}, tool.Name, nil
+	return callReply{data: data, isError: res.IsError, checked: res.Content != nil}, tool.Name, nil
 }
 
 var emptyObject = []byte("{}")

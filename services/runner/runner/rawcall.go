@@ -53,9 +53,9 @@ func (s *server) callRaw(ctx context.Context, sess liveSession, cfg *model.McpCo
 		// tracedConn does this for go-sdk's requests.
 		span.SetAttributes(conv.JSONRPCRequestID.String(id.String()))
 	}
-	isError := false
+	isError, content := false, false
 	if err == nil {
-		isError, err = launch.CheckToolResult(res)
+		isError, content, err = launch.CheckToolResult(res)
 	}
 	if err != nil {
 		err = callError(ctx, s.slug, tool, timeout, err)
@@ -68,7 +68,7 @@ func (s *server) callRaw(ctx context.Context, sess liveSession, cfg *model.McpCo
 	}
 	op.End(ctx, outcome, nil)
 	s.lastPing.Store(time.Now().UnixNano()) // an answered call is proof of life
-	return callReply{data: res, isError: isError}, tool, nil
+	return callReply{data: res, isError: isError, checked: content}, tool, nil
 }
 
 // traceMeta renders the trace context of ctx (traceparent, tracestate,

@@ -175,3 +175,31 @@ func withoutTrace(t *testing.T, reply string) string {
 	b, _ := json.Marshal(meta)
 	return string(b)
 }
+
+// Every reply of a call says whether the result is a tool error
+// (bus.HeaderToolResult), on the raw path and on go-sdk's, so that the
+// gateway passes results on without decoding them again.
+func TestReplySaysToolResult(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	for _, raw := range []bool{true, false} {
+		runner.SetRawCalls(raw)
+		for _, c := range []struct {
+			tool, args string
+			isError    bool
+		}{{"echo", `{"message":"x"}`, false}, {"fail", `{"message":"boom"}`, true}} {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res, err := e.Client.CallResult(ctx, "alpha", c.tool, json.RawMessage(c.args), nil)
+			cancel()
+			var r callResult
+			if err != nil || json.Unmarshal(res.Data, &r) != nil {
+				t.Fatalf("raw=%v %s: %s %v", raw, c.tool, res.Data, err)
+			}
+			if !res.Checked || res.IsError != c.isError || r.IsError != c.isError {
+				t.Fatalf("raw=%v %s: checked %v, isError %v (result's %v), want checked and %v", raw, c.tool, res.Checked, res.IsError, r.IsError, c.isError)
+			}
+		}
+	}
+	runner.SetRawCalls(true)
+}

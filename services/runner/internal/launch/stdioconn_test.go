@@ -259,15 +259,18 @@ func TestRawCallErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	isError, err := CheckToolResult(raw)
-	if err != nil || !isError || resultText(t, raw) != "failed: boom" {
-		t.Fatalf("isError %v, err %v: %s", isError, err, raw)
+	isError, content, err := CheckToolResult(raw)
+	if err != nil || !isError || !content || resultText(t, raw) != "failed: boom" {
+		t.Fatalf("isError %v, content %v, err %v: %s", isError, content, err, raw)
 	}
-	if isError, err := CheckToolResult([]byte(`{"content":[{"type":"text","text":"\"isError\":true"}]}`)); err != nil || isError {
-		t.Fatalf("isError inside content counted: %v %v", isError, err)
+	if isError, content, err := CheckToolResult([]byte(`{"content":[{"type":"text","text":"\"isError\":true"}]}`)); err != nil || isError || !content {
+		t.Fatalf("isError inside content counted: %v %v %v", isError, content, err)
+	}
+	if _, content, err := CheckToolResult([]byte(`{"content":null,"x":{"content":[]}}`)); err != nil || content {
+		t.Fatalf("content null (or a nested one) taken for an array: %v %v", content, err)
 	}
 	for _, bad := range []string{``, `null`, `[1]`, `{"content":`, `"x"`} {
-		if _, err := CheckToolResult([]byte(bad)); err == nil {
+		if _, _, err := CheckToolResult([]byte(bad)); err == nil {
 			t.Errorf("result %q accepted", bad)
 		}
 	}

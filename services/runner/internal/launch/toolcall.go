@@ -238,19 +238,23 @@ func parseRawID(val []byte) (uint64, bool) {
 }
 
 // CheckToolResult checks that a raw result is a JSON object (go-sdk would
-// have refused anything else) and reports its isError.
-func CheckToolResult(result []byte) (isError bool, err error) {
+// have refused anything else) and reports its isError and whether its
+// content is an array (a well-formed CallToolResult; callers may then pass
+// it on without decoding it again).
+func CheckToolResult(result []byte) (isError, content bool, err error) {
 	if len(result) == 0 || result[0] != '{' || !json.Valid(result) {
-		return false, errors.New("the server sent a result that is not a JSON object")
+		return false, false, errors.New("the server sent a result that is not a JSON object")
 	}
 	members(result, func(key, val []byte) bool {
-		if string(key) == "isError" {
+		switch string(key) {
+		case "isError":
 			isError = string(val) == "true"
-			return false
+		case "content":
+			content = len(val) > 0 && val[0] == '['
 		}
 		return true
 	})
-	return isError, nil
+	return isError, content, nil
 }
 
 // captureRequestMeta keeps the SEP-2575 members of a go-sdk request's
