@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -85,5 +86,24 @@ func TestTruncateKeepsRunes(t *testing.T) {
 	}
 	if truncate("short", 10) != "short" {
 		t.Fatal("short strings must stay")
+	}
+}
+
+// A checked result goes out framed exactly as writeJSON frames an InvokeReply.
+func TestWriteInvokeResultMatchesWriteJSON(t *testing.T) {
+	raw := json.RawMessage(`{"content":[{"type":"text","text":"hi"}],"isError":false}`)
+	fast, slow := httptest.NewRecorder(), httptest.NewRecorder()
+	writeInvokeResult(fast, raw)
+	writeJSON(slow, http.StatusOK, InvokeReply{Success: true, Result: raw})
+	if fast.Code != slow.Code || fast.Body.String() != slow.Body.String() {
+		t.Fatalf("framed %d %q, writeJSON %d %q", fast.Code, fast.Body, slow.Code, slow.Body)
+	}
+	for _, h := range []string{"Content-Type", "X-Content-Type-Options"} {
+		if fast.Header().Get(h) != slow.Header().Get(h) {
+			t.Fatalf("%s: %q, writeJSON %q", h, fast.Header().Get(h), slow.Header().Get(h))
+		}
+	}
+	if got := fast.Header().Get("Content-Length"); got != fmt.Sprint(fast.Body.Len()) {
+		t.Fatalf("Content-Length %s for %d bytes", got, fast.Body.Len())
 	}
 }

@@ -29,6 +29,7 @@ type upOptions struct {
 	logLevel   string
 	insecure   bool
 	metrics    string
+	pprof      string
 	stack      stack.Options
 }
 
@@ -56,6 +57,7 @@ already there with the same slug are updated, ${VAR} references come from the en
 	service.RegisterDataDir(s, &o.dataDir)
 	service.RegisterLogLevel(s, &o.logLevel)
 	service.RegisterMetricsAddr(s, &o.metrics)
+	service.RegisterPprofAddr(s, &o.pprof)
 	for _, r := range o.stack.Table() {
 		r.Opts.Register(s)
 	}
@@ -91,6 +93,11 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 		return err
 	}
 	defer stopOps()
+	stopPprof, err := service.StartPprof(o.pprof, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	so := o.stack
 	so.DataDir, so.NATSHost, so.NATSPort, so.Prefix, so.Logger = o.dataDir, o.natsHost, o.natsPort, g.bus.Prefix, log
 	so.InsecureBus = o.insecure
