@@ -467,7 +467,7 @@ func startUp(b *testing.B) *gwEnv {
 		"--log-level", "warn", "--http-addr", addr, "--rate-rps", "1e9", "--rate-burst", "1000000000")
 	// MCPBUS_BENCH_UP_ARGS adds flags to it (--pprof-addr 127.0.0.1:6061 …).
 	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("MCPBUS_BENCH_UP_ARGS"))...)
-	// MCPBUS_BENCH_UP_ENV adds variables to the up process (GOMAXPROCS=1 GOGC=400 …).
+	// MCPBUS_BENCH_UP_ENV adds variables to the up process (GOMAXPROCS=1 GOGC=100 …).
 	cmd.Env = append(os.Environ(), strings.Fields(os.Getenv("MCPBUS_BENCH_UP_ENV"))...)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

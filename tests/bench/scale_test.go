@@ -59,22 +59,25 @@ func vmRSS(tb testing.TB) uint64 {
 
 // procRSS is the resident set size in bytes of process pid ("self" or a
 // number), from /proc/<pid>/status.
-func procRSS(tb testing.TB, pid string) uint64 {
+func procRSS(tb testing.TB, pid string) uint64 { return procStatus(tb, pid, "VmRSS") }
+
+// procStatus is a kB field of /proc/<pid>/status (VmRSS, RssAnon …), in bytes.
+func procStatus(tb testing.TB, pid, field string) uint64 {
 	tb.Helper()
 	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
-				tb.Fatalf("VmRSS line %q: %v", line, err)
+				tb.Fatalf("%s line %q: %v", field, line, err)
 			}
 			return kb << 10
 		}
 	}
-	tb.Fatalf("no VmRSS in /proc/%s/status", pid)
+	tb.Fatalf("no %s in /proc/%s/status", field, pid)
 	return 0
 }
 

@@ -5,11 +5,9 @@ package main
 import (
 	"os"
 
-	"github.com/mcpbus/mcpbus/libs/gctune"
 	"github.com/mcpbus/mcpbus/tools/mcpbus/internal/cli"
 )
 
 func main() {
-	gctune.Apply()
 	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

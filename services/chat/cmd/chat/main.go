@@ -6,12 +6,10 @@ package main
 import (
 	"os"
 
-	"github.com/mcpbus/mcpbus/libs/gctune"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/services/chat/chat"
 )
 
 func main() {
-	gctune.Apply()
 	os.Exit(service.Main(chat.Definition(), os.Args[1:], os.Stderr))
 }

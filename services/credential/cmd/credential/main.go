@@ -6,12 +6,10 @@ package main
 import (
 	"os"
 
-	"github.com/mcpbus/mcpbus/libs/gctune"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
 )
 
 func main() {
-	gctune.Apply()
 	os.Exit(service.Main(credential.Definition(), os.Args[1:], os.Stderr))
 }

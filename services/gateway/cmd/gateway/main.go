@@ -6,12 +6,10 @@ package main
 import (
 	"os"
 
-	"github.com/mcpbus/mcpbus/libs/gctune"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 )
 
 func main() {
-	gctune.Apply()
 	os.Exit(service.Main(gateway.Definition(), os.Args[1:], os.Stderr))
 }

@@ -6,12 +6,10 @@ package main
 import (
 	"os"
 
-	"github.com/mcpbus/mcpbus/libs/gctune"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 )
 
 func main() {
-	gctune.Apply()
 	os.Exit(service.Main(runner.Definition(), os.Args[1:], os.Stderr))
 }
