@@ -45,6 +45,8 @@ type Host struct {
 	Replicas int
 	// MetricsAddr is where the operations endpoint listens ("" = none).
 	MetricsAddr string
+	// PprofAddr is where Go's profiling endpoints listen ("" = none).
+	PprofAddr string
 }
 
 // RegisterLogLevel adds --log-level (mcpbus up has it too).
@@ -63,6 +65,7 @@ func (h *Host) Register(s *settings.Set) {
 	RegisterDataDir(s, &h.DataDir)
 	s.Int(&h.Replicas, "replicas", "", 1, "replicas of the JetStream stream and buckets a service creates: 3 on a 3-node cluster")
 	RegisterMetricsAddr(s, &h.MetricsAddr)
+	RegisterPprofAddr(s, &h.PprofAddr)
 }
 
 // Logger is the JSON logger at the chosen level; records logged with a
@@ -118,6 +121,11 @@ func RunAlone(ctx context.Context, def Definition, b Bus, h Host, opts Options, 
 		return err
 	}
 	defer stopOps()
+	stopPprof, err := StartPprof(h.PprofAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	nc, err := b.NATS.Dial(ConnName(def.Name), natsconn.Wait, log)
 	if err != nil {
 		return err
