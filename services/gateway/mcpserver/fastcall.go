@@ -192,9 +192,12 @@ func modernCall(r *http.Request, name string, meta map[string]json.RawMessage) b
 // "tool_error" for the span. serverInfo is set for a client of 2026-07-28
 // (see eraResult).
 func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Request, e *toolEntry, req *jsonrpc.Request, rawArgs, serverInfo json.RawMessage) (string, error) {
+	fail := func(e *jsonrpc.Error) {
+		writeRPC(w, errorStatus(serverInfo != nil, e), &jsonrpc.Response{ID: req.ID, Error: e})
+	}
 	args, bad, mismatch := checkArguments(e, rawArgs)
 	if bad != nil {
-		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInvalidParams, bad)})
+		fail(rpcError(jsonrpc.CodeInvalidParams, bad))
 		return "", bad
 	}
 	if mismatch != nil {
@@ -209,7 +212,7 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		return conv.ToolError, nil
 	}
 	if rerr := a.restartError(e); rerr != nil {
-		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rerr})
+		fail(rerr)
 		return "", rerr
 	}
 	ctx, cancelTimeout := context.WithTimeout(ctx, a.opts.CallTimeout)
@@ -220,7 +223,7 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		if r.Context().Err() != nil {
 			return "", err // the client hung up: nobody to answer
 		}
-		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: a.callError(ctx, e, err)})
+		fail(a.callError(ctx, e, err))
 		return "", err
 	}
 	ok, isError := toolResult(raw)
@@ -231,7 +234,7 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 	if !ok {
 		a.log.Warn("tool result is not a CallToolResult", "tool", e.name)
 		e := apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name)
-		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInternalError, e)})
+		fail(rpcError(jsonrpc.CodeInternalError, e))
 		return "", e
 	}
 	writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(raw)})
@@ -239,6 +242,21 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		return conv.ToolError, nil
 	}
 	return "", nil
+}
+
+// errorStatus is the HTTP status of a JSON-RPC error answer: 200 for the
+// initialize era; for 2026-07-28, what SEP-2575 requires (as go-sdk does):
+// 404 for -32601, 400 for -32602.
+func errorStatus(modern bool, e *jsonrpc.Error) int {
+	switch {
+	case !modern:
+		return http.StatusOK
+	case e.Code == jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case e.Code == jsonrpc.CodeInvalidParams:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
 }
 
 // toolResult is a cheap check of the runner's reply (which it encodes from
