@@ -12,7 +12,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/services/gateway/internal/toolargs"
+	"github.com/mcpbus/mcpbus/libs/toolargs"
 )
 
 // toolHandler routes a tools/call of e over the bus: arguments checked

@@ -14,9 +14,9 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/toolargs"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
-	"github.com/mcpbus/mcpbus/services/gateway/internal/toolargs"
 )
 
 // Error types of POST /mcp/invoke, with their HTTP status:
