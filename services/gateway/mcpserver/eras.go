@@ -60,38 +60,97 @@ func modernSession(s mcp.Session) bool {
 	return ip != nil && ip.ProtocolVersion >= modernVersion
 }
 
-// legacyResult is a result as an older session receives it: without the
-// cache hints of 2026-07-28 (go-sdk's list and read results always carry
-// them) and without resultType "complete" (which results decoded from an
-// upstream of 2026-07-28 keep).
-type legacyResult struct{ mcp.Result }
-
-func (r legacyResult) MarshalJSON() ([]byte, error) {
-	data, err := json.Marshal(r.Result)
-	if err != nil {
-		return nil, err
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, err
-	}
-	_, cacheable := r.Result.(mcp.CacheableResult)
-	if cacheable {
-		delete(fields, "ttlMs")
-		delete(fields, "cacheScope")
-	}
-	if rt, ok := fields["resultType"]; ok && string(rt) == `"complete"` {
-		delete(fields, "resultType")
-	}
-	return json.Marshal(fields)
-}
-
-// forEra adapts the result of a request on session s to the client's era.
+// forEra adapts the result of a request on session s to the client's era:
+// an older session gets go-sdk's list and read results without the cache
+// hints of 2026-07-28 (ttlMs, cacheScope: go-sdk always encodes them), and
+// results decoded from an upstream of 2026-07-28 without its resultType.
+// Each is encoded once, as the plain struct (without go-sdk's MarshalJSON,
+// which adds resultType) with the hints shadowed by omitted fields.
 func forEra(s mcp.Session, res mcp.Result) mcp.Result {
 	if res == nil || modernSession(s) {
 		return res
 	}
-	return legacyResult{res}
+	switch r := res.(type) {
+	case *mcp.ListToolsResult:
+		return legacyTools{r}
+	case *mcp.ListPromptsResult:
+		return legacyPrompts{r}
+	case *mcp.ListResourcesResult:
+		return legacyResources{r}
+	case *mcp.ListResourceTemplatesResult:
+		return legacyTemplates{r}
+	case *mcp.ReadResourceResult:
+		return legacyRead{r}
+	case *mcp.GetPromptResult:
+		return legacyPrompt{r}
+	}
+	return res
+}
+
+// cacheless shadows the cache hints of the result it is embedded beside:
+// nil, so omitted.
+type cacheless struct {
+	TTLMs      *int    `json:"ttlMs,omitempty"`
+	CacheScope *string `json:"cacheScope,omitempty"`
+}
+
+type legacyTools struct{ *mcp.ListToolsResult }
+
+func (r legacyTools) MarshalJSON() ([]byte, error) {
+	type plain mcp.ListToolsResult
+	return json.Marshal(struct {
+		*plain
+		cacheless
+	}{plain: (*plain)(r.ListToolsResult)})
+}
+
+type legacyPrompts struct{ *mcp.ListPromptsResult }
+
+func (r legacyPrompts) MarshalJSON() ([]byte, error) {
+	type plain mcp.ListPromptsResult
+	return json.Marshal(struct {
+		*plain
+		cacheless
+	}{plain: (*plain)(r.ListPromptsResult)})
+}
+
+type legacyResources struct{ *mcp.ListResourcesResult }
+
+func (r legacyResources) MarshalJSON() ([]byte, error) {
+	type plain mcp.ListResourcesResult
+	return json.Marshal(struct {
+		*plain
+		cacheless
+	}{plain: (*plain)(r.ListResourcesResult)})
+}
+
+type legacyTemplates struct {
+	*mcp.ListResourceTemplatesResult
+}
+
+func (r legacyTemplates) MarshalJSON() ([]byte, error) {
+	type plain mcp.ListResourceTemplatesResult
+	return json.Marshal(struct {
+		*plain
+		cacheless
+	}{plain: (*plain)(r.ListResourceTemplatesResult)})
+}
+
+type legacyRead struct{ *mcp.ReadResourceResult }
+
+func (r legacyRead) MarshalJSON() ([]byte, error) {
+	type plain mcp.ReadResourceResult
+	return json.Marshal(struct {
+		*plain
+		cacheless
+	}{plain: (*plain)(r.ReadResourceResult)})
+}
+
+type legacyPrompt struct{ *mcp.GetPromptResult }
+
+func (r legacyPrompt) MarshalJSON() ([]byte, error) {
+	type plain mcp.GetPromptResult
+	return json.Marshal((*plain)(r.GetPromptResult))
 }
 
 // dropUpstreamInfo removes the upstream server's serverInfo from the _meta

@@ -399,6 +399,9 @@ func (a *Aggregator) complete(ctx context.Context, v *view, req *mcp.CompleteReq
 		return nil, a.rpcFailure(ctx, "completion/complete", server, err)
 	}
 	dropUpstreamInfo(res.Meta)
+	if res.ResultType == "complete" {
+		res.ResultType = "" // the upstream's; go-sdk sets it again for 2026-07-28
+	}
 	return &res, nil
 }
 
