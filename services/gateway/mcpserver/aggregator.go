@@ -94,6 +94,7 @@ func (o *Options) defaults() {
 type Aggregator struct {
 	opts   Options
 	log    *slog.Logger
+	sdkLog *slog.Logger // log for go-sdk (sdklog.go)
 	client *client.Client
 	impl   *mcp.Implementation
 	// serverInfo is impl as JSON, for the _meta of fast-path results of 2026-07-28.
@@ -133,7 +134,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 		return nil, err
 	}
 	a := &Aggregator{
-		opts: opts, log: opts.Logger,
+		opts: opts, log: opts.Logger, sdkLog: sdkLogger(opts.Logger),
 		client:   client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
 		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, restarts: restarts.New(),
 		tools: map[string]*toolEntry{}, views: map[string]*view{}, tel: newServerTelemetry(),
@@ -145,10 +146,10 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 	// Idle sessions are closed by the aggregate (sessionTable): go-sdk
 	// never sees the calls of the fast path.
 	a.http = mcp.NewStreamableHTTPHandler(a.getServer, &mcp.StreamableHTTPOptions{
-		JSONResponse: opts.JSONResponse, Logger: opts.Logger,
+		JSONResponse: opts.JSONResponse, Logger: a.sdkLog,
 	})
 	a.stateless = mcp.NewStreamableHTTPHandler(a.getServer, &mcp.StreamableHTTPOptions{
-		Stateless: true, JSONResponse: opts.JSONResponse, Logger: opts.Logger,
+		Stateless: true, JSONResponse: opts.JSONResponse, Logger: a.sdkLog,
 		// A stateless POST is the whole request: a client that hangs up cancels the call.
 		PropagateRequestCancellation: true,
 	})

@@ -226,6 +226,11 @@ func TestSessionProtocolMessages(t *testing.T) {
 	if r.session == "" || string(m.Result["protocolVersion"]) != `"2025-11-25"` {
 		t.Fatalf("initialize: %d %s", r.status, r.body)
 	}
+	for k := range m.Result {
+		if !slices.Contains([]string{"protocolVersion", "capabilities", "serverInfo", "instructions", "_meta"}, k) {
+			t.Errorf("initialize result of 2025-11-25 has %q: %s", k, r.body)
+		}
+	}
 	sid := r.session
 	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); r.status != http.StatusAccepted {
 		t.Fatalf("initialized: %d %s", r.status, r.body)
