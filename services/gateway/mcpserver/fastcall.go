@@ -178,6 +178,7 @@ func modernCall(r *http.Request, name string, meta map[string]json.RawMessage) b
 	}
 	for k := range meta {
 		switch k {
+		//lint:ignore SA1019 clients still send it in the deprecation window and go-sdk accepts it; a call logs nothing
 		case mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, mcp.MetaKeyClientInfo, mcp.MetaKeyLogLevel:
 		default:
 			if strings.HasPrefix(k, "io.modelcontextprotocol/") {
