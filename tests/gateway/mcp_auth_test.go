@@ -187,6 +187,7 @@ func TestMCPAuth(t *testing.T) {
 		// A session id belongs to the key that opened it: another valid key
 		// sending it finds no such session, and cannot end it.
 		other := e.createKey(t, model.KeyCreateRequest{Name: "intruder"})
+		admin := connectMCPAt(t, e.url, e.admin, "2025-11-25") // a client with a session
 		sid := admin.ID()
 		if sid == "" {
 			t.Fatal("the admin session has no Mcp-Session-Id")

@@ -135,10 +135,10 @@ func TestMCPPublishedServers(t *testing.T) {
 		if img == nil || img.MIMEType != "image/png" || len(img.Data) < 8 || string(img.Data[1:4]) != "PNG" {
 			t.Errorf("get-tiny-image content %+v, want a PNG image", res.Content)
 		}
-		// Arguments against the schema are refused by the gateway (invalid params).
-		if _, err := callTool(t, s.ClientSession, "everything__get-sum", map[string]any{"a": "twenty"}); err == nil || !strings.Contains(err.Error(), "input schema") {
-			t.Errorf("get-sum with a string argument: %v, want an invalid-params error naming the input schema", err)
-		}
+		// Arguments against the schema are refused by the gateway, as a tool
+		// error the model can correct (SEP-1303).
+		res, err = callTool(t, s.ClientSession, "everything__get-sum", map[string]any{"a": "twenty"})
+		wantSchemaMismatch(t, res, err, "everything__get-sum")
 	})
 
 	t.Run("filesystem", func(t *testing.T) {
@@ -615,13 +615,25 @@ func TestMCPThousandTools(t *testing.T) {
 	// A call of a fake tool is checked against its schema before any bus
 	// traffic, and then finds no server: both are errors, not hangs.
 	name := model.NamespacedName("bulk-03", "tool_005")
-	if _, err := callTool(t, s.ClientSession, name, map[string]any{"n": "five"}); err == nil || !strings.Contains(err.Error(), "input schema") {
-		t.Errorf("%s with a bad argument: %v, want an input-schema error", name, err)
-	}
+	res, err := callTool(t, s.ClientSession, name, map[string]any{"n": "five"})
+	wantSchemaMismatch(t, res, err, name)
 	callStart := time.Now()
 	if _, err := callTool(t, s.ClientSession, name, map[string]any{"n": 5}); err == nil {
 		t.Errorf("%s (no server behind it) succeeded", name)
 	} else {
 		t.Logf("%s without a server: %v after %s", name, err, time.Since(callStart).Round(time.Millisecond))
+	}
+}
+
+// wantSchemaMismatch checks the answer to arguments that fail tool's input
+// schema: a tool result with isError and the gateway's message (SEP-1303).
+func wantSchemaMismatch(t *testing.T, res *mcp.CallToolResult, err error, tool string) {
+	t.Helper()
+	if err != nil || res == nil || !res.IsError || len(res.Content) != 1 {
+		t.Errorf("%s with a bad argument: %v %+v, want a tool result with isError", tool, err, res)
+		return
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || !strings.HasPrefix(tc.Text, "arguments do not match the input schema of "+tool+": ") {
+		t.Errorf("%s with a bad argument: content %+v", tool, res.Content[0])
 	}
 }

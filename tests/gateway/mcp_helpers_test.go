@@ -241,14 +241,22 @@ func newRecordingClient(s *mcpSession) *mcp.Client {
 }
 
 // dialMCP opens a Streamable HTTP session to the gateway's /mcp as key ("" =
-// no Authorization header). The error is returned, for the auth tests.
+// no Authorization header), of go-sdk's newest protocol (2026-07-28: no
+// session, every request on its own). The error is returned, for the auth
+// tests.
 func dialMCP(t *testing.T, baseURL, key string) (*mcpSession, error) {
+	t.Helper()
+	return dialMCPAt(t, baseURL, key, "")
+}
+
+// dialMCPAt is dialMCP speaking protocol version ("": go-sdk's newest).
+func dialMCPAt(t *testing.T, baseURL, key, version string) (*mcpSession, error) {
 	t.Helper()
 	s := &mcpSession{listChanged: make(chan struct{}, 64), gotProg: make(chan struct{}, 1)}
 	s.http = &authTransport{key: key, base: http.DefaultTransport}
 	tr := &mcp.StreamableClientTransport{Endpoint: baseURL + "/mcp", MaxRetries: -1,
 		HTTPClient: &http.Client{Transport: s.http}}
-	cs, err := newRecordingClient(s).Connect(ctxT(t, 30*time.Second), tr, nil)
+	cs, err := newRecordingClient(s).Connect(ctxT(t, 30*time.Second), tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		return s, err
 	}
@@ -260,7 +268,13 @@ func dialMCP(t *testing.T, baseURL, key string) (*mcpSession, error) {
 // connectMCP is dialMCP that fails the test on error.
 func connectMCP(t *testing.T, baseURL, key string) *mcpSession {
 	t.Helper()
-	s, err := dialMCP(t, baseURL, key)
+	return connectMCPAt(t, baseURL, key, "")
+}
+
+// connectMCPAt is dialMCPAt that fails the test on error.
+func connectMCPAt(t *testing.T, baseURL, key, version string) *mcpSession {
+	t.Helper()
+	s, err := dialMCPAt(t, baseURL, key, version)
 	if err != nil {
 		st, ch := s.http.seen()
 		t.Fatalf("connecting to %s/mcp: %v (HTTP statuses %v, challenges %q)", baseURL, err, st, ch)

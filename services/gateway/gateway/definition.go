@@ -35,7 +35,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Int64(&o.MaxBodyBytes, "max-body", "", DefaultMaxBodyBytes, "request body limit in bytes (larger: 413)")
 	s.Strings(&o.CORSOrigins, "cors-origin", "MCPBUS_CORS_ORIGINS", nil, "browser origin allowed by CORS (repeat, or a comma list; * for any; default none)")
 	s.Duration(&o.MCP.CallTimeout, "gateway-call-timeout", "", DefaultCallTimeout, "how long the gateway waits for a tool call's answer")
-	s.Bool(&o.MCP.Stateless, "stateless", "", false, "serve /mcp without sessions (every POST stands alone)")
+	s.Bool(&o.MCP.Stateless, "stateless", "", false, "serve every /mcp client without sessions (clients before protocol 2026-07-28 get a temporary session per request); without it 2026-07-28 requests are sessionless and older clients get sessions")
 	s.Duration(&o.ChatTurnTimeout, "gateway-chat-timeout", "", openai.DefaultTurnTimeout, "how long POST /v1/chat/completions waits for its turn before cancelling it")
 	s.String(&o.JaegerURL, "gateway-jaeger-url", "", "", "base URL of the Jaeger UI, e.g. http://127.0.0.1:16686; the web console links each call's trace there (default: no links)")
 }

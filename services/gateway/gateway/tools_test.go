@@ -133,6 +133,10 @@ func TestToolsAndInvoke(t *testing.T) {
 			if out.Details.Code != apierr.Validation {
 				t.Fatalf("details.code %s", out.Details.Code)
 			}
+			// The message /mcp gives in its isError result (libs/toolargs).
+			if !strings.HasPrefix(out.Error, "arguments do not match the input schema of alpha__echo: ") {
+				t.Fatalf("message %q", out.Error)
+			}
 		}
 		if n := calls() - before; n != 0 {
 			t.Fatalf("%d calls crossed the bus for invalid params", n)

@@ -6,12 +6,15 @@
 //
 // Each principal (API key and tool filter) gets an mcp.Server of its own
 // holding only the tools it may see; a filtered tool is absent from its list
-// and unknown to its tools/call. The same servers answer Streamable HTTP
-// (stateful sessions, or stateless per SEP-2575) and stdio.
+// and unknown to its tools/call. The same servers answer Streamable HTTP and
+// stdio. One HTTP endpoint serves both eras of the protocol, chosen per
+// request (handler.go): stateful sessions (initialize, up to 2025-11-25) and
+// the sessionless protocol 2026-07-28 (SEP-2575).
 package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -37,9 +40,10 @@ type Options struct {
 	// CallTimeout bounds one tool call (default 60s); the runner applies the
 	// smaller of it and the server's own call timeout.
 	CallTimeout time.Duration
-	// Stateless serves Streamable HTTP without sessions: every POST stands
-	// alone (protocol 2026-07-28, SEP-2575; older clients get a temporary
-	// session per request). GET and DELETE answer 405.
+	// Stateless serves Streamable HTTP without sessions for every client:
+	// older clients get a temporary session per request, and GET and DELETE
+	// answer 405. Without it, requests of protocol 2026-07-28 (SEP-2575) are
+	// served without sessions and older ones in stateful sessions.
 	Stateless bool
 	// JSONResponse answers POSTs with one application/json body instead of
 	// an SSE stream; progress then travels on the session's GET stream.
@@ -90,8 +94,14 @@ func (o *Options) defaults() {
 type Aggregator struct {
 	opts   Options
 	log    *slog.Logger
+	sdkLog *slog.Logger // log for go-sdk (sdklog.go)
 	client *client.Client
-	http   *mcp.StreamableHTTPHandler
+	impl   *mcp.Implementation
+	// serverInfo is impl as JSON, for the _meta of fast-path results of 2026-07-28.
+	serverInfo json.RawMessage
+	// http serves the stateful sessions of older clients, stateless the
+	// requests of protocol 2026-07-28 (and every request with Stateless).
+	http, stateless *mcp.StreamableHTTPHandler
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -124,15 +134,22 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 		return nil, err
 	}
 	a := &Aggregator{
-		opts: opts, log: opts.Logger,
+		opts: opts, log: opts.Logger, sdkLog: sdkLogger(opts.Logger),
 		client:   client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
 		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, restarts: restarts.New(),
 		tools: map[string]*toolEntry{}, views: map[string]*view{}, tel: newServerTelemetry(),
 	}
+	a.impl = &mcp.Implementation{Name: "mcpbus", Title: "mcpbus", Version: opts.Version}
+	if a.serverInfo, err = json.Marshal(a.impl); err != nil {
+		return nil, fmt.Errorf("mcpserver: encoding serverInfo: %w", err)
+	}
+	// Idle sessions are closed by the aggregate (sessionTable): go-sdk
+	// never sees the calls of the fast path.
 	a.http = mcp.NewStreamableHTTPHandler(a.getServer, &mcp.StreamableHTTPOptions{
-		Stateless: opts.Stateless, JSONResponse: opts.JSONResponse, Logger: opts.Logger,
-		// Idle sessions are closed by the aggregate (sessionTable): go-sdk
-		// never sees the calls of the fast path.
+		JSONResponse: opts.JSONResponse, Logger: a.sdkLog,
+	})
+	a.stateless = mcp.NewStreamableHTTPHandler(a.getServer, &mcp.StreamableHTTPOptions{
+		Stateless: true, JSONResponse: opts.JSONResponse, Logger: a.sdkLog,
 		// A stateless POST is the whole request: a client that hangs up cancels the call.
 		PropagateRequestCancellation: true,
 	})

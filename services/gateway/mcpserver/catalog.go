@@ -59,6 +59,14 @@ func (e *toolEntry) resolved() *jsonschema.Resolved {
 	return e.schema
 }
 
+// paramHeaders reports whether the tool's input schema binds arguments to
+// Mcp-Param-* headers (x-mcp-header), which go-sdk checks on requests of
+// 2026-07-28.
+func (e *toolEntry) paramHeaders() bool {
+	raw, _ := e.tool.InputSchema.(json.RawMessage)
+	return bytes.Contains(raw, []byte(`"x-mcp-header"`))
+}
+
 // buildTool turns a catalog entry into the go-sdk tool served under name. An
 // entry whose input schema is not a JSON object of type "object" (MCP requires
 // one) is refused, so one bad server cannot break the aggregate.

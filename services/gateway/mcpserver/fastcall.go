@@ -20,18 +20,20 @@ import (
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpguard"
 )
 
-// The call fast path. A tools/call is most of an agent's traffic, and on a
-// stateful session go-sdk's Streamable HTTP server spends more CPU on it than
-// the bus hop and the runner together: a logical stream per POST, the
-// session's JSON-RPC connection with its goroutine hand-offs, the result
-// decoded into a CallToolResult and encoded again. A call that needs none of
-// that (no progress token, a live initialized session of this principal, a
-// protocol version without per-request metadata) is answered here instead:
-// decoded and encoded with go-sdk's jsonrpc package, the arguments checked
-// against the same schema, the runner's result passed through as raw JSON in
-// one application/json response, which Streamable HTTP allows for any POST.
-// Anything else, and anything in doubt, goes to go-sdk unchanged, which
-// answers it (or refuses it) as before.
+// The call fast path. A tools/call is most of an agent's traffic, and
+// go-sdk's Streamable HTTP server spends more CPU on it than the bus hop and
+// the runner together: a logical stream per POST, a session's JSON-RPC
+// connection with its goroutine hand-offs (a temporary one per request of
+// 2026-07-28), the result decoded into a CallToolResult and encoded again. A
+// call that needs none of that is answered here instead: no progress token,
+// and either a live initialized session of this principal without
+// per-request metadata, or a request of 2026-07-28 whose headers and _meta
+// go-sdk would accept. It is decoded and encoded with go-sdk's jsonrpc
+// package, the arguments checked against the same schema, the runner's
+// result passed through as raw JSON (with the fields of the client's era,
+// eras.go) in one application/json response, which Streamable HTTP allows
+// for any POST. Anything else, and anything in doubt, goes to go-sdk
+// unchanged, which answers it (or refuses it) as before.
 //
 // Because such calls never reach go-sdk's session, its idle timer would not
 // see them: the aggregate keeps the sessions' idle time itself (sessions.go)
@@ -60,19 +62,19 @@ type cancelledParams struct {
 }
 
 // fastPath answers msg itself when it can and reports whether it did; ls is
-// the request's live session (nil: none).
+// the request's live session (nil: none, as for a request of 2026-07-28).
 func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, ls *liveSession, msg jsonrpc.Message) bool {
 	req, ok := msg.(*jsonrpc.Request)
-	if !ok || ls == nil {
+	if !ok {
 		return false
 	}
 	if !req.IsCall() {
-		if req.Method == "notifications/cancelled" {
+		if ls != nil && req.Method == "notifications/cancelled" {
 			a.cancelFast(ls, req) // go-sdk still gets it (and answers 202)
 		}
 		return false
 	}
-	if req.Method != "tools/call" || !eligible(r) || ls.ss.InitializeParams() == nil {
+	if req.Method != "tools/call" || !eligible(r) {
 		return false
 	}
 	name, rawArgs, reqMeta, ok := callParams(req.Params)
@@ -82,9 +84,22 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 	if _, ok := reqMeta["progressToken"]; ok {
 		return false // progress streams: go-sdk's SSE response
 	}
-	for k := range reqMeta {
-		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
-			return false // per-request protocol metadata: go-sdk decides
+	modern := ls == nil
+	protocol := modernVersion
+	if modern {
+		if !modernCall(r, name, reqMeta) {
+			return false
+		}
+	} else {
+		ip := ls.ss.InitializeParams()
+		if ip == nil || r.Header.Get("Mcp-Protocol-Version") >= modernVersion {
+			return false
+		}
+		protocol = ip.ProtocolVersion
+		for k := range reqMeta {
+			if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+				return false // per-request protocol metadata: go-sdk decides
+			}
 		}
 	}
 	a.mu.Lock()
@@ -93,18 +108,25 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 	if e == nil {
 		return false // go-sdk answers unknown tools
 	}
+	if modern && e.paramHeaders() {
+		return false // go-sdk checks the Mcp-Param-* headers of x-mcp-header arguments
+	}
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	idKey := idString(req.ID)
-	if _, dup := ls.inflight.LoadOrStore(idKey, cancel); dup {
-		writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-			Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
-		return true
+	sessionID := ""
+	if ls != nil {
+		sessionID = ls.ss.ID()
+		idKey := idString(req.ID)
+		if _, dup := ls.inflight.LoadOrStore(idKey, cancel); dup {
+			writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+				Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
+			return true
+		}
+		defer ls.inflight.Delete(idKey)
+		stop := context.AfterFunc(ls.done, cancel) // the session closed: the call ends
+		defer stop()
 	}
-	defer ls.inflight.Delete(idKey)
-	stop := context.AfterFunc(ls.done, cancel) // the session closed: the call ends
-	defer stop()
 
 	var meta mcp.Meta // the client's trace context, if it sent one
 	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
@@ -116,14 +138,14 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 			meta[k] = s
 		}
 	}
-	protocol := ""
-	if ip := ls.ss.InitializeParams(); ip != nil {
-		protocol = ip.ProtocolVersion
-	}
 	ctx, op := a.tel.start(ctx, opRequest{method: "tools/call", target: name, header: r.Header, meta: meta,
-		id: &req.ID, session: ls.ss.ID(), protocol: protocol,
+		id: &req.ID, session: sessionID, protocol: protocol,
 		extra: []attribute.KeyValue{conv.GenAIToolName.String(name), conv.OperationExecuteTool}})
-	outcome, err := a.fastCall(ctx, w, r, e, req, rawArgs)
+	var serverInfo json.RawMessage
+	if modern {
+		serverInfo = a.serverInfo
+	}
+	outcome, err := a.fastCall(ctx, w, r, e, req, rawArgs, serverInfo)
 	if err != nil {
 		outcome = errorType(err)
 	}
@@ -131,16 +153,67 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 	return true
 }
 
+// modernCall reports whether a tools/call of protocol 2026-07-28 is one the
+// fast path may answer: its headers and _meta are as go-sdk requires them
+// (anything else, go-sdk answers with the error of the spec) and it carries
+// no other per-request protocol field (multi round-trip retries among them).
+func modernCall(r *http.Request, name string, meta map[string]json.RawMessage) bool {
+	if r.Header.Get("Mcp-Protocol-Version") != modernVersion ||
+		r.Header.Get("Mcp-Method") != "tools/call" || r.Header.Get("Mcp-Name") != name {
+		return false
+	}
+	var version string
+	if json.Unmarshal(meta[mcp.MetaKeyProtocolVersion], &version) != nil || version != modernVersion {
+		return false
+	}
+	var caps map[string]json.RawMessage
+	if json.Unmarshal(meta[mcp.MetaKeyClientCapabilities], &caps) != nil || caps == nil {
+		return false
+	}
+	if raw, ok := meta[mcp.MetaKeyClientInfo]; ok {
+		var info mcp.Implementation
+		if json.Unmarshal(raw, &info) != nil {
+			return false
+		}
+	}
+	for k := range meta {
+		switch k {
+		//lint:ignore SA1019 clients still send it in the deprecation window and go-sdk accepts it; a call logs nothing
+		case mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, mcp.MetaKeyClientInfo, mcp.MetaKeyLogLevel:
+		default:
+			if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // fastCall answers one tools/call of the fast path; it returns the error or
-// "tool_error" for the span.
-func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Request, e *toolEntry, req *jsonrpc.Request, rawArgs json.RawMessage) (string, error) {
-	args, bad := checkArguments(e, rawArgs)
+// "tool_error" for the span. serverInfo is set for a client of 2026-07-28
+// (see eraResult).
+func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Request, e *toolEntry, req *jsonrpc.Request, rawArgs, serverInfo json.RawMessage) (string, error) {
+	fail := func(e *jsonrpc.Error) {
+		writeRPC(w, errorStatus(serverInfo != nil, e), &jsonrpc.Response{ID: req.ID, Error: e})
+	}
+	args, bad, mismatch := checkArguments(e, rawArgs)
 	if bad != nil {
-		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInvalidParams, bad)})
+		fail(rpcError(jsonrpc.CodeInvalidParams, bad))
 		return "", bad
 	}
+	if mismatch != nil {
+		raw, err := json.Marshal(mismatchResult(mismatch))
+		if err == nil {
+			raw, err = eraResult(raw, serverInfo)
+		}
+		if err != nil {
+			return "", fmt.Errorf("encoding a tool result: %w", err)
+		}
+		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(raw)})
+		return conv.ToolError, nil
+	}
 	if rerr := a.restartError(e); rerr != nil {
-		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rerr})
+		fail(rerr)
 		return "", rerr
 	}
 	ctx, cancelTimeout := context.WithTimeout(ctx, a.opts.CallTimeout)
@@ -152,17 +225,21 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		if r.Context().Err() != nil {
 			return "", err // the client hung up: nobody to answer
 		}
-		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: a.callError(ctx, e, err)})
+		fail(a.callError(ctx, e, err))
 		return "", err
 	}
 	ok, isError := got.Checked, got.IsError // the runner checked it: no second decode
 	if !ok {
 		ok, isError = toolResult(raw)
 	}
+	if ok {
+		raw, err = eraResult(raw, serverInfo)
+		ok = err == nil
+	}
 	if !ok {
 		a.log.Warn("tool result is not a CallToolResult", "tool", e.name)
 		e := apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name)
-		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInternalError, e)})
+		fail(rpcError(jsonrpc.CodeInternalError, e))
 		return "", e
 	}
 	writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(raw)})
@@ -170,6 +247,21 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		return conv.ToolError, nil
 	}
 	return "", nil
+}
+
+// errorStatus is the HTTP status of a JSON-RPC error answer: 200 for the
+// initialize era; for 2026-07-28, what SEP-2575 requires (as go-sdk does):
+// 404 for -32601, 400 for -32602.
+func errorStatus(modern bool, e *jsonrpc.Error) int {
+	switch {
+	case !modern:
+		return http.StatusOK
+	case e.Code == jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case e.Code == jsonrpc.CodeInvalidParams:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
 }
 
 // toolResult is a cheap check of the runner's reply (which it encodes from
@@ -188,11 +280,9 @@ func toolResult(raw []byte) (ok, isError bool) {
 }
 
 // eligible says whether the HTTP side of r is one go-sdk would serve without
-// objection and without per-request protocol metadata: anything else goes
-// to go-sdk, which gives the answer of the spec.
+// objection: anything else goes to go-sdk, which gives the answer of the spec.
 func eligible(r *http.Request) bool {
-	pv := r.Header.Get("Mcp-Protocol-Version")
-	if pv == "" || pv >= "2026-07-28" || !supportedVersion[pv] {
+	if pv := r.Header.Get("Mcp-Protocol-Version"); pv != modernVersion && !supportedVersion[pv] {
 		return false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -211,7 +301,8 @@ func eligible(r *http.Request) bool {
 	return true
 }
 
-// supportedVersion are the stateful protocol versions of go-sdk v1.8.0.
+// supportedVersion are the stateful protocol versions of go-sdk v1.8.0
+// (modernVersion is the stateless one).
 var supportedVersion = map[string]bool{"2025-11-25": true, "2025-06-18": true, "2025-03-26": true, "2024-11-05": true}
 
 // acceptsBoth is go-sdk's rule: a POST must accept JSON and an event stream.

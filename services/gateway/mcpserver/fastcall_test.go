@@ -66,7 +66,7 @@ func TestFastPathAnswersAsGoSDK(t *testing.T) {
 		{"alpha__fail", map[string]any{"message": "tool error"}},
 		{"alpha__large", map[string]any{"bytes": 200000}},
 		{"alpha__meta", map[string]any{}},
-		{"alpha__echo", map[string]any{"message": 42}}, // schema: -32602 before the bus
+		{"alpha__echo", map[string]any{"message": 42}}, // schema: isError before the bus
 		{"alpha__echo", nil},              // message required
 		{"alpha__nope", map[string]any{}}, // unknown tool
 	}

@@ -126,7 +126,10 @@ func (a *Aggregator) features(v *view) mcp.Middleware {
 				outcome = conv.ToolError
 			}
 			op.End(ctx, outcome, err)
-			return res, err
+			if err != nil {
+				return nil, err
+			}
+			return forEra(req.GetSession(), res), nil
 		}
 	}
 }
@@ -204,7 +207,7 @@ func (a *Aggregator) listResources(ctx context.Context, v *view) (*mcp.ListResou
 		}
 		return all, nil
 	})
-	out := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
+	out := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}, Cacheable: mcp.Cacheable{CacheScope: privateCache}}
 	for i, list := range lists {
 		for _, r := range list {
 			if r == nil {
@@ -236,7 +239,7 @@ func (a *Aggregator) listTemplates(ctx context.Context, v *view) (*mcp.ListResou
 		}
 		return all, nil
 	})
-	out := &mcp.ListResourceTemplatesResult{ResourceTemplates: []*mcp.ResourceTemplate{}}
+	out := &mcp.ListResourceTemplatesResult{ResourceTemplates: []*mcp.ResourceTemplate{}, Cacheable: mcp.Cacheable{CacheScope: privateCache}}
 	for i, list := range lists {
 		for _, t := range list {
 			if t == nil {
@@ -270,6 +273,9 @@ func (a *Aggregator) readResource(ctx context.Context, v *view, p *mcp.ReadResou
 			c.URI = resourceURI(server, c.URI)
 		}
 	}
+	// The upstream's cache hints and identity were for its own client, the runner.
+	res.Cacheable = mcp.Cacheable{CacheScope: privateCache}
+	dropUpstreamInfo(res.Meta)
 	return &res, nil
 }
 
@@ -300,7 +306,7 @@ func (a *Aggregator) listPromptsOf(ctx context.Context, s string) ([]*mcp.Prompt
 func (a *Aggregator) listPrompts(ctx context.Context, v *view) (*mcp.ListPromptsResult, error) {
 	servers := a.visibleServers(v, true)
 	lists := gather(ctx, a, servers, "prompts", a.listPromptsOf)
-	out := &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{}}
+	out := &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{}, Cacheable: mcp.Cacheable{CacheScope: privateCache}}
 	for i, list := range lists {
 		for _, p := range list {
 			c := *p
@@ -354,6 +360,7 @@ func (a *Aggregator) getPrompt(ctx context.Context, v *view, p *mcp.GetPromptPar
 	if err := a.client.RPC(ctx, ref.server, "prompts/get", &mcp.GetPromptParams{Name: ref.name, Arguments: p.Arguments}, &res); err != nil {
 		return nil, a.rpcFailure(ctx, "prompts/get", ref.server, err)
 	}
+	dropUpstreamInfo(res.Meta)
 	return &res, nil
 }
 
@@ -390,6 +397,10 @@ func (a *Aggregator) complete(ctx context.Context, v *view, req *mcp.CompleteReq
 	var res mcp.CompleteResult
 	if err := a.client.RPC(ctx, server, "completion/complete", &fwd, &res); err != nil {
 		return nil, a.rpcFailure(ctx, "completion/complete", server, err)
+	}
+	dropUpstreamInfo(res.Meta)
+	if res.ResultType == "complete" {
+		res.ResultType = "" // the upstream's; go-sdk sets it again for 2026-07-28
 	}
 	return &res, nil
 }

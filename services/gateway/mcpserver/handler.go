@@ -40,31 +40,61 @@ func (a *Aggregator) Handler() http.Handler {
 			writeError(w, apierr.From(err))
 			return
 		}
-		var ls *liveSession
-		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && !a.opts.Stateless {
-			// A session belongs to the key (and filter) that opened it; to
-			// anyone else it does not exist, which tells a client to start a
-			// new one.
-			if !v.owns(sid) {
-				http.Error(w, "session not found", http.StatusNotFound)
-				return
-			}
-			var done func()
-			ls, done = a.sessions.enter(v, sid, r.Method)
-			defer done()
-		}
+		var msg jsonrpc.Message
 		if r.Method == http.MethodPost {
-			msg, ok := precheck(w, r)
-			if !ok {
-				return
-			}
-			if msg != nil && !a.opts.NoFastPath && a.fastPath(w, r, v, ls, msg) {
+			var ok bool
+			if msg, ok = precheck(w, r); !ok {
 				return
 			}
 		}
-		a.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewCtxKey{}, v)))
+		if a.opts.Stateless || modernRequest(r, msg) {
+			a.serveModern(w, r, v, msg)
+			return
+		}
+		a.serveSession(w, r, v, msg)
 	})
 }
+
+// serveModern answers a request of protocol 2026-07-28 (SEP-2575: no
+// session, the POST is the whole request), or any request with --stateless:
+// go-sdk's stateless handler, after the call fast path.
+func (a *Aggregator) serveModern(w http.ResponseWriter, r *http.Request, v *view, msg jsonrpc.Message) {
+	if msg != nil && !a.opts.NoFastPath && a.fastPath(w, r, v, nil, msg) {
+		return
+	}
+	a.stateless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewCtxKey{}, v)))
+}
+
+// serveSession answers a request of the initialize era (up to 2025-11-25):
+// go-sdk's stateful handler, after the call fast path.
+func (a *Aggregator) serveSession(w http.ResponseWriter, r *http.Request, v *view, msg jsonrpc.Message) {
+	var ls *liveSession
+	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+		// A session belongs to the key (and filter) that opened it; to
+		// anyone else it does not exist, which tells a client to start a
+		// new one.
+		if !v.owns(sid) {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		var done func()
+		ls, done = a.sessions.enter(v, sid, r.Method)
+		defer done()
+	} else if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !sessionless[req.Method] {
+		// go-sdk would open a session for it and answer error code 0.
+		writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("Bad Request: %s before initialize: send initialize first and then the Mcp-Session-Id it returns", req.Method)})
+		return
+	}
+	if msg != nil && !a.opts.NoFastPath && a.fastPath(w, r, v, ls, msg) {
+		return
+	}
+	a.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewCtxKey{}, v)))
+}
+
+// sessionless are the requests an initialize-era client may send without a
+// session.
+var sessionless = map[string]bool{"initialize": true, "ping": true}
 
 // getServer is go-sdk's choice of server for a request: the view Handler put
 // in its context.
@@ -88,12 +118,13 @@ var serverMethods = map[string]bool{
 // JSON-RPC error of the spec instead, still with HTTP 400 (Streamable HTTP
 // lets the body of a refused POST be a JSON-RPC error): a body that is not
 // JSON (-32700, no id) and a request for a method no MCP server has (-32601).
-// Requests of protocol 2026-07-28 get -32601 from go-sdk itself; bodies over
-// its size limit are left for it to refuse.
+// Requests of protocol 2026-07-28 get -32601 from go-sdk itself (with HTTP
+// 404, as SEP-2575 says); bodies over its size limit are left for it to
+// refuse.
 //
 // It returns the decoded message (nil when the body is not one JSON-RPC
-// message of an older protocol) for the call fast path, with the body left
-// readable for go-sdk.
+// message) for the choice of protocol and the call fast path, with the body
+// left readable for go-sdk.
 func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
 	if r.Body == nil {
 		return nil, true
@@ -114,15 +145,13 @@ func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
 		writeRPCError(w, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "Parse error: the body is not valid JSON"})
 		return true
 	}
-	if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
-		return nil, !notJSON()
-	}
 	// Decoding fails on bad JSON too: the separate scan is only needed then.
 	msg, err := jsonrpc.DecodeMessage(body)
 	if err != nil {
 		return nil, !notJSON()
 	}
-	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !serverMethods[req.Method] {
+	modern := r.Header.Get("Mcp-Protocol-Version") >= modernVersion
+	if req, ok := msg.(*jsonrpc.Request); ok && !modern && req.IsCall() && !serverMethods[req.Method] {
 		writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("Method not found: %q", req.Method)})
 		return nil, false
 	}

@@ -105,7 +105,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
-// connect opens a session to url, as key when not empty.
+// connect opens a session to url, as key when not empty: a stateful session
+// of 2025-11-25 unless sessOpts names another version (see connectModern).
 func connect(t *testing.T, url, key string, sessOpts *mcp.ClientSessionOptions) *client {
 	t.Helper()
 	c := &client{listChanged: make(chan struct{}, 16)}
@@ -125,6 +126,9 @@ func connect(t *testing.T, url, key string, sessOpts *mcp.ClientSessionOptions) 
 	tr := &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}
 	if key != "" {
 		tr.HTTPClient = &http.Client{Transport: bearer{key, http.DefaultTransport}}
+	}
+	if sessOpts == nil {
+		sessOpts = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -181,6 +185,18 @@ func wantRPCError(t *testing.T, err error, code int64) *jsonrpc.Error {
 		t.Fatalf("JSON-RPC error %d %q, want code %d", werr.Code, werr.Message, code)
 	}
 	return werr
+}
+
+// wantMismatch checks the answer to arguments that fail tool's input schema:
+// a tool result with isError and the gateway's message (SEP-1303).
+func wantMismatch(t *testing.T, res *mcp.CallToolResult, err error, tool string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("schema mismatch: error %v, want a tool result with isError", err)
+	}
+	if !res.IsError || !strings.HasPrefix(textOf(t, res), "arguments do not match the input schema of "+tool+": ") {
+		t.Fatalf("schema mismatch: isError %v, text %q", res.IsError, textOf(t, res))
+	}
 }
 
 // waitListChanged waits for a tools/list_changed notification.
@@ -580,20 +596,14 @@ func TestBadInput(t *testing.T) {
 	c := connect(t, e.url, "", nil)
 	calls := count(t, e, "mcp.v1.call.alpha.>")
 
-	// Wrong argument types are refused at the gateway: no bus traffic.
-	_, err := call(t, c, "alpha__echo", map[string]any{"message": 42})
-	w := wantRPCError(t, err, jsonrpc.CodeInvalidParams)
-	if !strings.Contains(w.Message, "input schema") {
-		t.Fatalf("invalid params message %q", w.Message)
-	}
-	var body struct{ Code, Field string }
-	if json.Unmarshal(w.Data, &body) != nil || body.Code != "VALIDATION_ERROR" || body.Field != "arguments" {
-		t.Fatalf("error data %s", w.Data)
-	}
-	_, err = call(t, c, "alpha__sleep", map[string]any{"ms": "soon"})
-	wantRPCError(t, err, jsonrpc.CodeInvalidParams)
-	_, err = call(t, c, "alpha__echo", map[string]any{}) // message is required
-	wantRPCError(t, err, jsonrpc.CodeInvalidParams)
+	// Wrong argument types are refused at the gateway, as a tool error the
+	// model can correct (SEP-1303): no bus traffic.
+	res, err := call(t, c, "alpha__echo", map[string]any{"message": 42})
+	wantMismatch(t, res, err, "alpha__echo")
+	res, err = call(t, c, "alpha__sleep", map[string]any{"ms": "soon"})
+	wantMismatch(t, res, err, "alpha__sleep")
+	res, err = call(t, c, "alpha__echo", map[string]any{}) // message is required
+	wantMismatch(t, res, err, "alpha__echo")
 	if n := calls.settled(t); n != 0 {
 		t.Fatalf("invalid calls sent %d messages on the call subject", n)
 	}
@@ -709,7 +719,7 @@ func rawWith(t *testing.T, url, key, sid, body string, hdr map[string]string) ra
 func TestStateless(t *testing.T) {
 	e := start(t, mcpserver.Options{NoAuth: true, Stateless: true}, nil)
 	e.addServer(t, "alpha", nil)
-	c := connect(t, e.url, "", nil)
+	c := connect(t, e.url, "", &mcp.ClientSessionOptions{})
 	if v := c.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Fatalf("stateless session speaks %s, want 2026-07-28", v)
 	}
@@ -737,8 +747,8 @@ func TestStateless(t *testing.T) {
 	if n := len(c.progressSeen()); n != 2 {
 		t.Fatalf("%d progress notifications in stateless mode, want 2", n)
 	}
-	_, err = call(t, c, "alpha__echo", map[string]any{"message": 1})
-	wantRPCError(t, err, jsonrpc.CodeInvalidParams)
+	res, err = call(t, c, "alpha__echo", map[string]any{"message": 1})
+	wantMismatch(t, res, err, "alpha__echo")
 
 	// An older client (initialize handshake) works on the stateless endpoint too.
 	old := connect(t, e.url, "", &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})

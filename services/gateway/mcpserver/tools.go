@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -13,6 +12,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/toolargs"
 )
 
 // toolHandler routes a tools/call of e over the bus: arguments checked
@@ -21,9 +21,12 @@ import (
 // and the call cancelled at the runner when the client cancels.
 func (a *Aggregator) toolHandler(e *toolEntry) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, bad := checkArguments(e, req.Params.Arguments)
+		args, bad, mismatch := checkArguments(e, req.Params.Arguments)
 		if bad != nil {
 			return nil, rpcError(jsonrpc.CodeInvalidParams, bad)
+		}
+		if mismatch != nil {
+			return mismatchResult(mismatch), nil
 		}
 		if rerr := a.restartError(e); rerr != nil {
 			return nil, rerr
@@ -43,6 +46,12 @@ func (a *Aggregator) toolHandler(e *toolEntry) mcp.ToolHandler {
 		if err != nil {
 			return nil, a.callError(ctx, e, err)
 		}
+		// go-sdk adds what protocol 2026-07-28 wants of a result; the
+		// upstream server's own protocol fields are not the client's.
+		if raw, err = eraResult(raw, nil); err != nil {
+			a.log.Warn("tool result is not a CallToolResult", "tool", e.name, "error", err)
+			return nil, rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name))
+		}
 		var res mcp.CallToolResult
 		if err := json.Unmarshal(raw, &res); err != nil {
 			a.log.Warn("tool result is not a CallToolResult", "tool", e.name, "error", err)
@@ -52,26 +61,33 @@ func (a *Aggregator) toolHandler(e *toolEntry) mcp.ToolHandler {
 	}
 }
 
-// checkArguments returns the arguments to send (an object, {} when absent)
-// or the validation error, without the argument values.
-func checkArguments(e *toolEntry, raw json.RawMessage) (json.RawMessage, *apierr.Error) {
+// checkArguments returns the arguments to send (an object, {} when absent),
+// or why they cannot be sent: bad when they are not a JSON object at all (a
+// malformed request, -32602), mismatch when they fail the tool's input
+// schema (a tool error the model can correct, SEP-1303).
+func checkArguments(e *toolEntry, raw json.RawMessage) (args json.RawMessage, bad, mismatch *apierr.Error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		raw = json.RawMessage("{}")
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, apierr.Invalid("arguments", "arguments are not valid JSON")
+		return nil, apierr.Invalid("arguments", "arguments are not valid JSON"), nil
 	}
 	if _, ok := v.(map[string]any); !ok {
-		return nil, apierr.Invalid("arguments", "arguments must be a JSON object")
+		return nil, apierr.Invalid("arguments", "arguments must be a JSON object"), nil
 	}
 	if s := e.resolved(); s != nil {
 		if err := s.Validate(v); err != nil {
-			return nil, apierr.Invalid("arguments", fmt.Sprintf("arguments do not match the input schema of %s: %v", e.name, err))
+			return nil, nil, toolargs.Mismatch(e.name, err)
 		}
 	}
-	return raw, nil
+	return raw, nil, nil
+}
+
+// mismatchResult is the tool result of arguments that fail the input schema.
+func mismatchResult(e *apierr.Error) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: e.Message}}}
 }
 
 // callError maps a failed bus call to the MCP error of the spec.

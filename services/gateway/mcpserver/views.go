@@ -57,11 +57,11 @@ func (a *Aggregator) viewFor(p *auth.Principal) (*view, error) {
 	}
 	cp := *p
 	v := &view{key: key, principal: &cp, installed: map[string]*toolEntry{}}
-	v.server = mcp.NewServer(&mcp.Implementation{Name: "mcpbus", Title: "mcpbus", Version: a.opts.Version}, &mcp.ServerOptions{
+	v.server = mcp.NewServer(a.impl, &mcp.ServerOptions{
 		Instructions: "The tools, resources and prompts of every MCP server mcpbus runs. " +
 			"Tools and prompts are named <server>__<name>; resource URIs are mcpbus://<server>/<escaped original URI>. " +
 			"_meta of each names the server (" + MetaServer + ") and the original name.",
-		Logger: a.log,
+		Logger: a.sdkLog,
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},
 			Resources:   &mcp.ResourceCapabilities{},
@@ -74,6 +74,8 @@ func (a *Aggregator) viewFor(p *auth.Principal) (*view, error) {
 		// Handler refuses a session id used by another key (or under a
 		// changed filter): see owns.
 		GetSessionID: v.newSessionID,
+		// A list depends on the key's tool filter.
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = privateCache },
 	})
 	v.server.AddReceivingMiddleware(a.features(v))
 	v.touch()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/toolargs"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
@@ -126,7 +127,8 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := a.schemas.validate(tool.InputSchema, args); err != nil {
-		fail(http.StatusBadRequest, ErrParameter, apierr.Invalid("params", "params do not match the input schema of "+name+": "+err.Error()))
+		// The message /mcp gives (as an isError result); the field is this body's.
+		fail(http.StatusBadRequest, ErrParameter, toolargs.Mismatch(name, err).WithField("params"))
 		return
 	}
 	if wait, ok := a.catalog.restarting(tool.Server); ok {

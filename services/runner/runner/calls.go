@@ -23,6 +23,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/toolargs"
 	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
 )
 
@@ -222,6 +223,9 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 
 	if len(trimJSONSpace(args)) == 0 {
 		args = emptyObject
+	}
+	if bad := s.schemas.check(tool, args); bad != nil {
+		return callReply{data: toolargs.Result(bad), isError: true}, tool.Name, nil
 	}
 	reqID := h.Get(bus.HeaderRequestID)
 	if reqID != "" {

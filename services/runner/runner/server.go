@@ -43,6 +43,7 @@ type server struct {
 	raw       *launch.StdioConn // sess's connection, for raw tool calls; nil for HTTP
 	proc      *launch.Process
 	tools     map[string]*mcp.Tool // by subject token
+	schemas   schemaCache          // of tools' input schemas (argschema.go)
 	startedAt time.Time
 	retryAt   time.Time // when the pending automatic restart runs
 	gen       uint64    // session generation: a stale exit notice is ignored

@@ -97,7 +97,7 @@ func TestFailedCallSpan(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
 	e.Put(t, runnertest.Binary("alpha", testServer))
 	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
-	if _, err := e.Client.Call(context.Background(), "alpha", "fail", nil, nil); err != nil {
+	if _, err := e.Client.Call(context.Background(), "alpha", "fail", json.RawMessage(`{"message":"boom"}`), nil); err != nil {
 		t.Fatal(err)
 	}
 	var client sdktrace.ReadOnlySpan

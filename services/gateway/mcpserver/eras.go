@@ -1,0 +1,206 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The two eras of the protocol on one endpoint. Clients up to 2025-11-25
+// open a session with initialize and are served by go-sdk's stateful
+// handler; clients of 2026-07-28 (SEP-2575) send every request on its own,
+// with the protocol version, client info and capabilities in its _meta and
+// the MCP-Protocol-Version, Mcp-Method and Mcp-Name headers, and are served
+// by go-sdk's stateless handler. Each answer carries only the fields of the
+// client's era: results of older sessions lose the fields 2026-07-28 added
+// (ttlMs, cacheScope, resultType), and a tool's result loses the protocol
+// fields of the upstream server's own session with its runner.
+
+// modernVersion is the first protocol version without sessions (SEP-2575).
+const modernVersion = "2026-07-28"
+
+// modernRequest reports whether r speaks protocol 2026-07-28 or later: by
+// its MCP-Protocol-Version header, or by the protocol version in the _meta
+// of its request (go-sdk then checks that both agree), or because it is
+// server/discover, which only that protocol has (go-sdk answers it -32601
+// to an older client).
+func modernRequest(r *http.Request, msg jsonrpc.Message) bool {
+	if r.Header.Get("Mcp-Protocol-Version") >= modernVersion {
+		return true
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.IsCall() {
+		return false
+	}
+	if req.Method == "server/discover" {
+		return true
+	}
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(req.Params, &p) != nil {
+		return false
+	}
+	_, ok = p.Meta[mcp.MetaKeyProtocolVersion]
+	return ok
+}
+
+// modernSession reports whether the request of ss is of protocol 2026-07-28
+// or later (go-sdk fills a stateless request's InitializeParams from its _meta).
+func modernSession(s mcp.Session) bool {
+	ss, ok := s.(*mcp.ServerSession)
+	if !ok {
+		return false
+	}
+	ip := ss.InitializeParams()
+	return ip != nil && ip.ProtocolVersion >= modernVersion
+}
+
+// forEra adapts the result of a request on session s to the client's era:
+// an older session gets go-sdk's list and read results without the cache
+// hints of 2026-07-28 (ttlMs, cacheScope: go-sdk always encodes them), and
+// results decoded from an upstream of 2026-07-28 without its resultType.
+// Each is encoded once, as the plain struct (without go-sdk's MarshalJSON,
+// which adds resultType) with the hints shadowed by omitted fields.
+func forEra(s mcp.Session, res mcp.Result) mcp.Result {
+	if res == nil || modernSession(s) {
+		return res
+	}
+	switch r := res.(type) {
+	case *mcp.ListToolsResult:
+		return legacyTools{r}
+	case *mcp.ListPromptsResult:
+		return legacyPrompts{r}
+	case *mcp.ListResourcesResult:
+		return legacyResources{r}
+	case *mcp.ListResourceTemplatesResult:
+		return legacyTemplates{r}
+	case *mcp.ReadResourceResult:
+		return legacyRead{r}
+	case *mcp.GetPromptResult:
+		return legacyPrompt{r}
+	}
+	return res
+}
+
+// cacheless shadows the cache hints of the result it is embedded beside:
+// nil, so omitted.
+type cacheless struct {
+	TTLMs      *int    `json:"ttlMs,omitempty"`
+	CacheScope *string `json:"cacheScope,omitempty"`
+}
+
+type legacyTools struct{ *mcp.ListToolsResult }
+
+func (r legacyTools) MarshalJSON() ([]byte, error) {
+	type plain mcp.ListToolsResult
+	return json.Marshal(struct {
+		*plain
+		cacheless
+	}{plain: (*plain)(r.ListToolsResult)})
+}
+
+type legacyPrompts struct{ *mcp.ListPromptsResult }
+
+func (r legacyPrompts) MarshalJSON() ([]byte, error) {
+	type plain mcp.ListPromptsResult
+	return json.Marshal(struct {
+		*plain
+		cacheless
+	}{plain: (*plain)(r.ListPromptsResult)})
+}
+
+type legacyResources struct{ *mcp.ListResourcesResult }
+
+func (r legacyResources) MarshalJSON() ([]byte, error) {
+	type plain mcp.ListResourcesResult
+	return json.Marshal(struct {
+		*plain
+		cacheless
+	}{plain: (*plain)(r.ListResourcesResult)})
+}
+
+type legacyTemplates struct {
+	*mcp.ListResourceTemplatesResult
+}
+
+func (r legacyTemplates) MarshalJSON() ([]byte, error) {
+	type plain mcp.ListResourceTemplatesResult
+	return json.Marshal(struct {
+		*plain
+		cacheless
+	}{plain: (*plain)(r.ListResourceTemplatesResult)})
+}
+
+type legacyRead struct{ *mcp.ReadResourceResult }
+
+func (r legacyRead) MarshalJSON() ([]byte, error) {
+	type plain mcp.ReadResourceResult
+	return json.Marshal(struct {
+		*plain
+		cacheless
+	}{plain: (*plain)(r.ReadResourceResult)})
+}
+
+type legacyPrompt struct{ *mcp.GetPromptResult }
+
+func (r legacyPrompt) MarshalJSON() ([]byte, error) {
+	type plain mcp.GetPromptResult
+	return json.Marshal((*plain)(r.GetPromptResult))
+}
+
+// dropUpstreamInfo removes the upstream server's serverInfo from the _meta
+// of a result relayed from it: the client's server is the gateway.
+func dropUpstreamInfo(m mcp.Meta) { delete(m, mcp.MetaKeyServerInfo) }
+
+// privateCache is the cache scope of every list and read result: what a
+// client sees depends on its key's tool filter, so no shared cache may keep it.
+const privateCache = "private"
+
+// eraResult rewrites a tool's result, as its server wrote it, for the
+// client: the upstream's own protocol fields (resultType "complete", its
+// serverInfo in _meta) are dropped, and with serverInfo (a 2026-07-28
+// client) resultType "complete" and the gateway's serverInfo are added, as
+// go-sdk adds them to its own results. A result without those fields is
+// returned as it is, without decoding it.
+func eraResult(raw []byte, serverInfo json.RawMessage) ([]byte, error) {
+	if serverInfo == nil && !bytes.Contains(raw, []byte(`"resultType"`)) && !bytes.Contains(raw, []byte(mcp.MetaKeyServerInfo)) {
+		return raw, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return nil, errors.New("the result is not a JSON object")
+	}
+	if rt, ok := fields["resultType"]; ok && string(bytes.TrimSpace(rt)) == `"complete"` {
+		delete(fields, "resultType")
+	}
+	var meta map[string]json.RawMessage
+	if m, ok := fields["_meta"]; ok {
+		if err := json.Unmarshal(m, &meta); err != nil {
+			return nil, errors.New("the result's _meta is not a JSON object")
+		}
+		delete(meta, mcp.MetaKeyServerInfo)
+	}
+	if serverInfo != nil {
+		if _, ok := fields["resultType"]; !ok {
+			fields["resultType"] = json.RawMessage(`"complete"`)
+		}
+		if meta == nil {
+			meta = map[string]json.RawMessage{}
+		}
+		meta[mcp.MetaKeyServerInfo] = serverInfo
+	}
+	delete(fields, "_meta")
+	if len(meta) > 0 {
+		m, err := json.Marshal(meta)
+		if err != nil {
+			return nil, err
+		}
+		fields["_meta"] = m
+	}
+	return json.Marshal(fields)
+}

@@ -1,0 +1,68 @@
+package runner
+
+import (
+	"encoding/json"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/toolargs"
+)
+
+// Arguments are checked against the tool's input schema before they reach
+// the server, so a bus caller gets the same answer as a /mcp client: a tool
+// result with isError and the message of libs/toolargs (SEP-1303), whatever
+// words (or JSON-RPC error) the server itself would have used.
+
+// schemaCache keeps the compiled input schema of each tool, by the tool
+// value a session listed (a new listing makes new values). Bounded: it
+// starts over when full.
+type schemaCache struct {
+	mu sync.Mutex
+	m  map[*mcp.Tool]*jsonschema.Resolved // nil value: not checkable here
+}
+
+const schemaCacheMax = 4096
+
+// resolved compiles t's input schema on first use; nil when it cannot be
+// compiled here (the server still validates).
+func (c *schemaCache) resolved(t *mcp.Tool) *jsonschema.Resolved {
+	c.mu.Lock()
+	rs, ok := c.m[t]
+	c.mu.Unlock()
+	if ok {
+		return rs
+	}
+	if raw, err := json.Marshal(t.InputSchema); err == nil {
+		var s jsonschema.Schema
+		if json.Unmarshal(raw, &s) == nil {
+			rs, _ = s.Resolve(nil)
+		}
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= schemaCacheMax {
+		c.m = map[*mcp.Tool]*jsonschema.Resolved{}
+	}
+	c.m[t] = rs
+	c.mu.Unlock()
+	return rs
+}
+
+// check returns the refusal of args (a JSON object, checked by checkArgs)
+// for t, nil when they fit its schema or it cannot be checked.
+func (c *schemaCache) check(t *mcp.Tool, args []byte) *apierr.Error {
+	rs := c.resolved(t)
+	if rs == nil {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(args, &v) != nil {
+		return nil // checkArgs refused it already
+	}
+	if err := rs.Validate(v); err != nil {
+		return toolargs.Mismatch(t.Name, err)
+	}
+	return nil
+}
