@@ -55,7 +55,7 @@ type server struct {
 	clients  clientTargets
 	// client is the go-sdk client of every session of this server: its
 	// handlers relay server-to-client requests, and it holds the roots.
-	client *mcp.Client
+	client   *mcp.Client
 	inflight sync.Map // request id → context.CancelFunc
 	calls    atomic.Uint64
 	errs     atomic.Uint64
