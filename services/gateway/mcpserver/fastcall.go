@@ -72,7 +72,7 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		}
 		return false
 	}
-	if req.Method != "tools/call" || !eligible(r) || ls.ss.InitializeParams() == nil {
+	if req.Method != "tools/call" || !eligible(r) || ls.ss.InitializeParams() == nil || asksClient(ls.ss) {
 		return false
 	}
 	name, rawArgs, reqMeta, ok := callParams(req.Params)
