@@ -16,7 +16,10 @@ import (
 // with fn on a goroutine of its own, so a slow answer (a person typing) does
 // not hold up the next. stop unsubscribes once the call is over.
 func (c *Client) answerClientRequests(ctx context.Context, msg *nats.Msg, fn func(context.Context, model.ClientRequest) (any, error)) (stop func(), err error) {
-	inbox := c.nc.NewRespInbox()
+	// An inbox of its own, not one under the request mux's wildcard: a
+	// message delivered to two subscriptions of one connection uses up the
+	// server's one-response allowance (allow_responses) before the answer.
+	inbox := c.nc.NewInbox()
 	ctx, cancel := context.WithCancel(ctx)
 	sub, err := c.nc.Subscribe(inbox, func(m *nats.Msg) {
 		go func() {

@@ -21,7 +21,7 @@ func TestPlainNATSServerRequests(t *testing.T) {
 	}
 	defer nc.Close()
 
-	inbox := nc.NewRespInbox()
+	inbox := nc.NewInbox()
 	var methods []string
 	sub, err := nc.Subscribe(inbox, func(m *nats.Msg) {
 		var req struct {
