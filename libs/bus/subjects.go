@@ -40,6 +40,11 @@ const (
 	// HeaderProgressSubject asks the runner to publish the call's MCP progress
 	// notifications to this subject (usually an inbox of the caller).
 	HeaderProgressSubject = "Mcp-Progress-Subject"
+	// HeaderClientSubject asks the runner to relay the MCP server's own
+	// requests during the call (elicitation, sampling) to this subject as
+	// NATS requests (model.ClientRequest), answered with the MCP result. Like
+	// the progress subject it must be under the caller's own reply prefix.
+	HeaderClientSubject = "Mcp-Client-Subject"
 	// HeaderTimeout is how long the caller will wait, in milliseconds; the
 	// runner never works on a call longer than that.
 	HeaderTimeout = "Mcp-Timeout-Ms"
@@ -124,4 +129,25 @@ func TokenAt(subject string, n int) string {
 		return subject[:j]
 	}
 	return subject
+}
+
+// UnderReplyPrefix reports whether subject may receive what a caller whose
+// request came with reply asked for in a header (progress, client
+// requests). On an authenticated bus every reply prefix is `_I.<identity>`
+// and the subject must share those two tokens, so a caller cannot aim the
+// runner at another identity's inbox; elsewhere (nats.go's `_INBOX`, no
+// identities) the first token must match. Wildcards are never accepted.
+func UnderReplyPrefix(reply, subject string) bool {
+	if reply == "" || subject == "" || strings.ContainsAny(subject, " \t\r\n*>") {
+		return false
+	}
+	first, _, ok := strings.Cut(reply, ".")
+	if !ok || !strings.HasPrefix(subject, first+".") {
+		return false
+	}
+	if first != "_I" {
+		return true
+	}
+	second := TokenAt(reply, 1)
+	return second != "" && TokenAt(subject, 1) == second && strings.Count(subject, ".") >= 2
 }

@@ -66,6 +66,12 @@ type CallOptions struct {
 	OnProgress func(model.ProgressEvent)
 	// RequestID overrides the generated request id.
 	RequestID string
+	// OnClientRequest answers the MCP server's own requests during the call
+	// (model.MethodElicit, model.MethodCreateMessage) with their MCP result
+	// (e.g. *mcp.ElicitResult), or an error the server sees as a JSON-RPC
+	// error. Without it the runner has no one to ask and the server's
+	// request fails.
+	OnClientRequest func(ctx context.Context, req model.ClientRequest) (any, error)
 }
 
 // Call calls tool (its original name) of server with args (a JSON object or
@@ -111,6 +117,13 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 			return Result{}, err
 		}
 		// Runs after the reply: progress published before it is delivered too.
+		defer stop()
+	}
+	if opts.OnClientRequest != nil {
+		stop, err := c.answerClientRequests(ctx, msg, opts.OnClientRequest)
+		if err != nil {
+			return Result{}, err
+		}
 		defer stop()
 	}
 	reply, err := bus.Request(ctx, c.nc, msg, c.timeout)

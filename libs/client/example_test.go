@@ -44,6 +44,7 @@ func Example() {
 	}
 	// Output:
 	// demo__add_tool mcp.v1.call.demo.add_tool
+	// demo__ask mcp.v1.call.demo.ask
 	// demo__crash mcp.v1.call.demo.crash
 	// demo__echo mcp.v1.call.demo.echo
 	// demo__env mcp.v1.call.demo.env
@@ -52,6 +53,8 @@ func Example() {
 	// demo__large mcp.v1.call.demo.large
 	// demo__meta mcp.v1.call.demo.meta
 	// demo__progress mcp.v1.call.demo.progress
+	// demo__roots mcp.v1.call.demo.roots
+	// demo__sample mcp.v1.call.demo.sample
 	// demo__sleep mcp.v1.call.demo.sleep
 }
 
@@ -219,7 +222,7 @@ func ExampleClient_Status() {
 		fmt.Println("runner", r.ID, "runs", r.Servers)
 	}
 	// Output:
-	// demo running on r1 with 10 tools
+	// demo running on r1 with 13 tools
 	// runner r1 runs [demo]
 }
 

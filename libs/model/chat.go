@@ -88,13 +88,22 @@ type Profile struct {
 	// Approval decides which tool calls run, are asked for, or are refused.
 	Approval ApprovalPolicy `json:"approval,omitzero"`
 	// Prices, when given, turn token usage into a cost.
-	Prices    *ChatPrices `json:"prices,omitempty"`
-	CreatedAt time.Time   `json:"created_at,omitzero"`
-	UpdatedAt time.Time   `json:"updated_at,omitzero"`
+	Prices *ChatPrices `json:"prices,omitempty"`
+	// Sampling lets the MCP servers called in this profile's turns ask its
+	// model for a completion (MCP sampling): "allow", or "deny" (the default).
+	Sampling  string    `json:"sampling,omitempty"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	// Revision is the KV revision; a non-zero one on Put must be the current
 	// one (optimistic concurrency: else CONFLICT).
 	Revision uint64 `json:"revision,omitempty"`
 }
+
+// Profile.Sampling values.
+const (
+	SamplingAllow = "allow"
+	SamplingDeny  = "deny"
+)
 
 // ChatToolFilter narrows the tools offered to the model: globs (path.Match)
 // on the namespaced name <server>__<tool>. With Include set only matching
@@ -204,6 +213,11 @@ func (p *Profile) Validate() *apierr.Error {
 	}
 	if p.APIKeyRef != "" && p.APIKeyRef != ChatProfileCredentialID(p.Name) {
 		return apierr.Invalid("api_key_ref", "api_key_ref is set by the service")
+	}
+	switch p.Sampling {
+	case "", SamplingAllow, SamplingDeny:
+	default:
+		return apierr.Invalid("sampling", fmt.Sprintf("sampling must be %q or %q", SamplingAllow, SamplingDeny))
 	}
 	if len(p.SystemPrompt) > MaxChatSystemPrompt {
 		return apierr.Invalid("system_prompt", fmt.Sprintf("system_prompt is longer than %d bytes", MaxChatSystemPrompt))

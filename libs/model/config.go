@@ -53,10 +53,20 @@ type McpConfig struct {
 	// Tools filters the server's tools (allow/deny globs), enforced by the runner.
 	Tools ToolFilter `json:"tools,omitzero"`
 	// Runtime holds the runner's per-server settings; zero values take the runner's defaults.
-	Runtime   Runtime   `json:"runtime,omitzero"`
+	Runtime Runtime `json:"runtime,omitzero"`
+	// Roots are offered to the server as its client's roots (MCP roots/list),
+	// e.g. the directories a filesystem server may use. A change reaches a
+	// running server as notifications/roots/list_changed, without a restart.
+	Roots     []Root    `json:"roots,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	Revision  uint64    `json:"revision,omitempty"`
+}
+
+// Root is one MCP root: a file:// URI and an optional display name.
+type Root struct {
+	URI  string `json:"uri"`
+	Name string `json:"name,omitempty"`
 }
 
 // Source is where a config came from.

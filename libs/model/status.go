@@ -122,3 +122,21 @@ type ProgressEvent struct {
 	Total     float64 `json:"total,omitempty"`
 	Message   string  `json:"message,omitempty"`
 }
+
+// ClientRequest is a request an MCP server made of its client during a call
+// (elicitation/create, sampling/createMessage), relayed by the runner as a
+// NATS request to the subject the caller named in Mcp-Client-Subject. The
+// reply is the MCP result of Method (e.g. {"action":"accept","content":{…}})
+// or an error in the contract (the server then sees a JSON-RPC error).
+type ClientRequest struct {
+	RequestID string          `json:"request_id,omitempty"`
+	Server    string          `json:"server"`
+	Method    string          `json:"method"`
+	Params    json.RawMessage `json:"params,omitempty"`
+}
+
+// Methods a server may ask of its client during a call that mcpbus relays.
+const (
+	MethodElicit        = "elicitation/create"
+	MethodCreateMessage = "sampling/createMessage"
+)

@@ -90,6 +90,12 @@ func (c *McpConfig) Validate() *apierr.Error {
 			return apierr.Invalid("tools", fmt.Sprintf("tool filter %d (%q) is not a valid glob", i, g))
 		}
 	}
+	for i, r := range c.Roots {
+		u, err := url.Parse(r.URI)
+		if err != nil || u.Scheme != "file" || !path.IsAbs(u.Path) || u.RawQuery != "" || u.Fragment != "" {
+			return apierr.Invalid(fmt.Sprintf("roots.%d.uri", i), fmt.Sprintf("root %q must be a file:// URI of an absolute path", r.URI))
+		}
+	}
 	if c.Runtime.CallTimeout < 0 || c.Runtime.StartTimeout < 0 {
 		return apierr.Invalid("runtime", "Timeouts must not be negative")
 	}

@@ -132,6 +132,7 @@ func NewServer(name string) *mcp.Server {
 			}
 			return text(string(b)), nil, nil
 		})
+	addClientRequestTools(s)
 	s.AddResource(&mcp.Resource{URI: "test://greeting", Name: "greeting", MIMEType: "text/plain"},
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "hello from " + name}}}, nil

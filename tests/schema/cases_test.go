@@ -146,6 +146,9 @@ func TestSchemaCases(t *testing.T) {
 		{"control-request", false, `{}`},
 
 		{"progress-event", true, `{"request_id":"abc","progress":1,"total":2,"message":"step 1"}`},
+		{"client-request", true, `{"request_id":"abc","server":"alpha","method":"elicitation/create","params":{"message":"Name?","requestedSchema":{"type":"object"}}}`},
+		{"client-request", false, `{"server":"alpha","method":"roots/list"}`},
+		{"client-request", false, `{"method":"elicitation/create"}`},
 		{"progress-event", false, `{"progress":"1"}`},
 		{"progress-event", false, `{"request_id":"abc"}`},
 		{"call-event", true, `{"server":"x","tool":"echo","request_id":"r","trace_id":"0123456789abcdef0123456789abcdef","outcome":"ok","duration_ms":1.5,"at":` + now + `,"runner":"r1"}`},

@@ -25,7 +25,7 @@ func TestSchemasCompile(t *testing.T) {
 	r := loadRegistry(t)
 	want := []string{
 		"call-arguments", "call-event", "call-result", "cancel-request", "catalog", "control-request", "error",
-		"mcp-config", "progress-event", "rpc-request", "runtime-request", "runtime-status-reply", "servers-file",
+		"mcp-config", "progress-event", "client-request", "rpc-request", "runtime-request", "runtime-status-reply", "servers-file",
 		"status", "tool", "tools-list-reply", "tools-list-request",
 		"config-create-request", "config-update-request", "config-ref", "config-list-request", "config-list-reply",
 		"config-delete-reply", "config-import-request", "config-import-reply", "config-export-request",

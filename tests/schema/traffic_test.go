@@ -267,6 +267,14 @@ func TestRealMessages(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("progress: %v", err)
 	}
+	// A server's request of its client during the call (elicitation), answered.
+	if _, err := cl.Call(ctx, srv, "ask", json.RawMessage(`{"message":"Your name?"}`), &client.CallOptions{
+		OnClientRequest: func(context.Context, model.ClientRequest) (any, error) {
+			return map[string]any{"action": "accept", "content": map[string]any{"name": "schema"}}, nil
+		},
+	}); err != nil {
+		t.Fatalf("ask: %v", err)
+	}
 	if _, err := cl.Call(ctx, srv, "fail", json.RawMessage(`{"message":"boom"}`), nil); err != nil {
 		t.Fatalf("fail: %v", err)
 	}
@@ -528,6 +536,7 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, bad 
 	t.Helper()
 	byReply := map[string]*request{}
 	progressSubjects := map[string]string{} // subject → request id
+	clientSubjects := map[string]string{}   // subject → request id
 	replies := map[string]int{}
 	tally := map[string]outcomes{}
 	for _, m := range msgs {
@@ -563,6 +572,9 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, bad 
 			if p := m.Header.Get(bus.HeaderProgressSubject); p != "" {
 				progressSubjects[p] = m.Header.Get(bus.HeaderRequestID)
 			}
+			if p := m.Header.Get(bus.HeaderClientSubject); p != "" {
+				clientSubjects[p] = m.Header.Get(bus.HeaderRequestID)
+			}
 		}
 		reg.checkHeaders(t, hs, src, m.Header)
 		if m.Reply == "" {
@@ -594,6 +606,17 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, bad 
 				_ = json.Unmarshal(m.Data, &ev)
 				if ev.RequestID != id {
 					t.Errorf("%s: request_id %q", src, ev.RequestID)
+				}
+			}
+			continue
+		}
+		if id, ok := clientSubjects[m.Subject]; ok {
+			src := "bus client request of " + id
+			if reg.check(t, "client-request", src, m.Data) {
+				var req model.ClientRequest
+				_ = json.Unmarshal(m.Data, &req)
+				if req.RequestID != id || req.Method != model.MethodElicit {
+					t.Errorf("%s: request_id %q, method %q", src, req.RequestID, req.Method)
 				}
 			}
 			continue
@@ -633,6 +656,9 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, bad 
 	}
 	if len(progressSubjects) == 0 {
 		t.Error("no call asked for progress")
+	}
+	if len(clientSubjects) == 0 {
+		t.Error("no call named a client subject")
 	}
 	return tally
 }

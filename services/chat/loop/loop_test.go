@@ -675,7 +675,10 @@ func TestModelError(t *testing.T) {
 
 // TestRealTools drives a turn whose tool call goes over the bus to a runner
 // running the go-sdk test MCP server, through libs/client.
-func TestRealTools(t *testing.T) {
+// realTools runs a bus with a runner serving the go-sdk test server as
+// "tm", and opens the conversation log on it.
+func realTools(t *testing.T) (*runnertest.Env, *conversation.Log) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs a test MCP server")
 	}
@@ -689,11 +692,15 @@ func TestRealTools(t *testing.T) {
 		StartTimeout: 10 * time.Second, Logger: quiet})
 	e.Put(t, runnertest.Binary("tm", bin, "-name", "tm"))
 	e.WaitState(t, "tm", model.StateRunning, 15*time.Second)
-
 	l, err := conversation.Open(ctxT(t), e.JS, conversation.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, l
+}
+
+func TestRealTools(t *testing.T) {
+	e, l := realTools(t)
 	srv := llmtest.Start(t, "sk-test")
 	ev := &events{}
 	eng := loop.New(loop.Deps{Log: l, Tools: loop.ClientTools{C: e.Client}, Model: newModel, Publish: ev.publish, CallTimeout: 10 * time.Second})

@@ -29,7 +29,7 @@ func (c ClientTools) List(ctx context.Context) ([]model.Tool, error) { return c.
 
 // Call calls tool of server.
 func (c ClientTools) Call(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error) {
-	return c.C.Call(ctx, server, tool, args, nil)
+	return c.C.Call(ctx, server, tool, args, &client.CallOptions{OnClientRequest: ServerRequests(ctx)})
 }
 
 var readResultSpec = provider.ToolSpec{
@@ -165,7 +165,7 @@ func (t *turn) runCall(ctx context.Context, s *state, tools resolver, c StepCall
 	r.Server = tool.Server
 	t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: &model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: model.ToolCallStarted, Arguments: args}})
 	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, t.e.d.CallTimeout)
+	cctx, cancel := context.WithTimeout(withServerRequests(ctx, t.answerServer), t.e.d.CallTimeout)
 	raw, err := t.e.d.Tools.Call(cctx, tool.Server, tool.Tool, args)
 	timedOut := err != nil && (errors.Is(err, context.DeadlineExceeded) || cctx.Err() != nil || atDeadline(cctx, err))
 	cancel()

@@ -92,8 +92,8 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		}
 	} else {
 		ip := ls.ss.InitializeParams()
-		if ip == nil || r.Header.Get("Mcp-Protocol-Version") >= modernVersion {
-			return false
+		if ip == nil || r.Header.Get("Mcp-Protocol-Version") >= modernVersion || asksClient(ls.ss) {
+			return false // asksClient: the server's requests need go-sdk's stream
 		}
 		protocol = ip.ProtocolVersion
 		for k := range reqMeta {

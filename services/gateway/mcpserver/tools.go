@@ -42,6 +42,7 @@ func (a *Aggregator) toolHandler(e *toolEntry) mcp.ToolHandler {
 				})
 			}
 		}
+		opts.OnClientRequest = clientRequests(req.Session) // elicitation, sampling
 		raw, err := a.client.Call(ctx, e.cat.Server, e.cat.Tool, args, opts)
 		if err != nil {
 			return nil, a.callError(ctx, e, err)

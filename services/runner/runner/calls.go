@@ -119,6 +119,17 @@ func (s *server) handleCall(req micro.Request) {
 		token = subject[len(s.callPrefix):]
 	}
 	ctx, span := bus.ProcessSpan(s.ctx, req)
+	for _, name := range []string{bus.HeaderProgressSubject, bus.HeaderClientSubject} {
+		if subj := h.Get(name); subj != "" && !bus.UnderReplyPrefix(req.Reply(), subj) {
+			err := apierr.Invalid(name, name+" must be under the caller's own reply prefix (an inbox of the caller)")
+			bus.EndProcess(span, err)
+			_ = bus.RespondError(req, err)
+			return
+		}
+	}
+	if subj := h.Get(bus.HeaderClientSubject); subj != "" {
+		ctx = withClientTarget(ctx, &clientTarget{subject: subj, requestID: h.Get(bus.HeaderRequestID)})
+	}
 	res, tool, err := s.call(ctx, h, token, req.Data())
 	defer bus.EndProcess(span, err)
 	reqID := h.Get(bus.HeaderRequestID)
@@ -233,8 +244,18 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 		defer s.inflight.Delete(reqID)
 	}
 	progressSubj := h.Get(bus.HeaderProgressSubject)
-	if s.useRaw(sess, progressSubj != "" && reqID != "") {
-		return s.callRaw(ctx, sess, cfg, tool.Name, args, timeout)
+	// A call whose server requests are relayed goes through go-sdk, which
+	// fulfils multi round-trip input requests (the raw path would hand them back).
+	target, relays := ctx.Value(clientTargetKey{}).(*clientTarget)
+	if relays {
+		defer s.clients.add(target)()
+	}
+	if s.useRaw(sess, (progressSubj != "" && reqID != "") || relays) {
+		// A multi round-trip result is asked again through go-sdk: the first
+		// round only asked for input, which go-sdk gathers and sends back.
+		if res, name, err := s.callRaw(ctx, sess, cfg, tool.Name, args, timeout); err != errInputRequired {
+			return res, name, err
+		}
 	}
 	params := &mcp.CallToolParams{Name: tool.Name, Arguments: json.RawMessage(args)}
 	if progressSubj != "" && reqID != "" {

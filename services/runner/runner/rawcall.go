@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -44,11 +45,19 @@ func (s *server) useRaw(sess liveSession, progress bool) bool {
 	return true
 }
 
+// errInputRequired says a raw call's result asked for the client's input:
+// the call is made again through go-sdk, which fulfils it.
+var errInputRequired = errors.New("the result asks for input")
+
 // callRaw is call's tail on the raw path: the same span, timeout,
 // cancellation and error mapping as go-sdk's path, the result as bytes.
 func (s *server) callRaw(ctx context.Context, sess liveSession, cfg *model.McpConfig, tool string, args []byte, timeout time.Duration) (callReply, string, error) {
 	ctx, op := s.startOp(ctx, sess.ClientSession, cfg, "tools/call", tool, conv.GenAIToolName.String(tool), conv.OperationExecuteTool)
 	res, id, err := sess.raw.CallTool(ctx, tool, args, traceMeta(ctx))
+	if err == nil && launch.InputRequired(res) {
+		op.End(ctx, "", nil)
+		return callReply{}, tool, errInputRequired
+	}
 	if span := op.Span(); id != 0 && span.IsRecording() {
 		// tracedConn does this for go-sdk's requests.
 		span.SetAttributes(conv.JSONRPCRequestID.String(id.String()))

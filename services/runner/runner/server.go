@@ -53,6 +53,10 @@ type server struct {
 	redactor atomic.Value // launch.Redactor
 
 	progress sync.Map // progress token → subject of the caller
+	clients  clientTargets
+	// client is the go-sdk client of every session of this server: its
+	// handlers relay server-to-client requests, and it holds the roots.
+	client   *mcp.Client
 	inflight sync.Map // request id → context.CancelFunc
 	calls    atomic.Uint64
 	errs     atomic.Uint64
@@ -85,6 +89,14 @@ func newServer(r *Runner, cfg *model.McpConfig) *server {
 		ops: make(chan func(), 16), done: make(chan struct{}),
 		callPrefix: r.subj.Call(cfg.Slug, ""),
 	}
+	s.client = mcp.NewClient(&mcp.Implementation{Name: "mcpbus-runner", Version: Version}, &mcp.ClientOptions{
+		Capabilities:                  clientCapabilities(),
+		ToolListChangedHandler:        func(context.Context, *mcp.ToolListChangedRequest) { s.post(s.refreshTools) },
+		ProgressNotificationHandler:   s.onProgress,
+		ElicitationHandler:            s.onElicit,
+		CreateMessageWithToolsHandler: s.onCreateMessage,
+	})
+	syncRoots(s.client, nil, cfg.Roots)
 	go s.loop()
 	return s
 }
@@ -137,9 +149,12 @@ func (s *server) config() *model.McpConfig {
 // credentials it gets) and whether only the tool filter changed the catalog.
 func (s *server) setConfig(cfg *model.McpConfig) (restart, filterChanged bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	old := s.cfg
 	s.cfg = cfg
+	s.mu.Unlock()
+	if !reflect.DeepEqual(old.Roots, cfg.Roots) {
+		syncRoots(s.client, old.Roots, cfg.Roots) // running sessions hear of it: no restart
+	}
 	restart = !reflect.DeepEqual(old.Package, cfg.Package) || !reflect.DeepEqual(old.Transport, cfg.Transport) ||
 		!reflect.DeepEqual(old.EnvVars, cfg.EnvVars) || old.AuthType != cfg.AuthType ||
 		old.Runtime.StartTimeout != cfg.Runtime.StartTimeout
@@ -228,18 +243,13 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Stdi
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbus-runner", Version: Version}, &mcp.ClientOptions{
-		Capabilities:                &mcp.ClientCapabilities{},
-		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.post(s.refreshTools) },
-		ProgressNotificationHandler: s.onProgress,
-	})
 	// go-sdk waits for a failed child to exit after closing its stdin; a child
 	// that never answered may never exit, so the start deadline kills its group.
 	if l.Process != nil {
 		stopKill := context.AfterFunc(ctx, l.Process.Abort)
 		defer stopKill()
 	}
-	sess, err := client.Connect(ctx, tracedTransport{l.Transport}, nil)
+	sess, err := s.client.Connect(ctx, tracedTransport{l.Transport}, nil)
 	if err != nil {
 		s.kill(l.Process)
 		return nil, nil, nil, nil, startError(ctx, err, l.Process)

@@ -257,6 +257,24 @@ func CheckToolResult(result []byte) (isError, content bool, err error) {
 	return isError, content, nil
 }
 
+// InputRequired reports whether a raw result asks for the client's input
+// first (a multi round-trip result of protocol 2026-07-28: resultType
+// "input_required" with inputRequests), which only go-sdk's session fulfils.
+func InputRequired(result []byte) bool {
+	if !bytes.Contains(result, []byte(`"input_required"`)) {
+		return false // the common case, without a scan
+	}
+	required := false
+	members(result, func(key, val []byte) bool {
+		if string(key) == "resultType" {
+			required = string(val) == `"input_required"`
+			return false
+		}
+		return true
+	})
+	return required
+}
+
 // captureRequestMeta keeps the SEP-2575 members of a go-sdk request's
 // params._meta ("io.modelcontextprotocol/…"), for raw calls to carry too.
 func (c *StdioConn) captureRequestMeta(params json.RawMessage) {

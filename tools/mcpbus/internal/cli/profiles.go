@@ -38,6 +38,7 @@ type profileFlags struct {
 	maxDuration                    time.Duration
 	include, exclude               []string
 	approvalDefault                string
+	sampling                       string
 	rules                          []model.ApprovalRule
 	priceIn, priceOut              float64
 	currency                       string
@@ -76,6 +77,7 @@ func (f *profileFlags) register(cmd *cobra.Command, edit bool) {
 	fl.Var(ruleFlag{model.ApprovalAllow, &f.rules}, "allow", "run tool calls matching this glob (repeat; rules apply in the order given)")
 	fl.Var(ruleFlag{model.ApprovalAsk, &f.rules}, "ask", "ask before running tool calls matching this glob (repeat)")
 	fl.Var(ruleFlag{model.ApprovalDeny, &f.rules}, "deny", "refuse tool calls matching this glob (repeat)")
+	fl.StringVar(&f.sampling, "sampling", "", "allow or deny (default) MCP servers to ask this profile's model for completions during its tool calls")
 	fl.Float64Var(&f.priceIn, "price-in", 0, "price per million input tokens")
 	fl.Float64Var(&f.priceOut, "price-out", 0, "price per million output tokens")
 	fl.StringVar(&f.currency, "currency", "", "currency of the prices (USD, EUR…)")
@@ -131,6 +133,9 @@ func (f *profileFlags) apply(cmd *cobra.Command, p *model.Profile) error {
 	}
 	if changed("approval-default") {
 		p.Approval.Default = f.approvalDefault
+	}
+	if changed("sampling") {
+		p.Sampling = f.sampling
 	}
 	// Rules given replace the old ones: their order is the policy.
 	if f.clearRules {
@@ -335,6 +340,7 @@ func printProfile(g *globals, p model.Profile) {
 	for i, r := range p.Approval.Rules {
 		row(fmt.Sprintf("  rule %d", i+1), r.Decision+" "+r.Tool)
 	}
+	row("sampling", cmp.Or(p.Sampling, model.SamplingDeny)+" (servers asking this model during tool calls)")
 	if pr := p.Prices; pr != nil {
 		row("prices", fmt.Sprintf("%g in / %g out per Mtok %s", pr.InputPerMTok, pr.OutputPerMTok, pr.Currency))
 	}

@@ -1,0 +1,51 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// asksClient reports whether the MCP client of ss declared that it answers
+// servers' requests (elicitation or sampling): its calls then go through
+// go-sdk's session, which can send those requests on the call's stream,
+// never through the fast path's single JSON response.
+func asksClient(ss *mcp.ServerSession) bool {
+	ip := ss.InitializeParams()
+	if ip == nil || ip.Capabilities == nil {
+		return false
+	}
+	return ip.Capabilities.Elicitation != nil || ip.Capabilities.Sampling != nil
+}
+
+// clientRequests relays the requests a server makes during a call to the
+// MCP client of ss, when it declared the capability: the runner sends them
+// to the gateway's inbox, and they go out on the call's own stream (the
+// request's context routes them there). Nil when the client answers none.
+func clientRequests(ss *mcp.ServerSession) func(context.Context, model.ClientRequest) (any, error) {
+	if !asksClient(ss) {
+		return nil
+	}
+	caps := ss.InitializeParams().Capabilities
+	return func(ctx context.Context, req model.ClientRequest) (any, error) {
+		switch {
+		case req.Method == model.MethodElicit && caps.Elicitation != nil:
+			var p mcp.ElicitParams
+			if err := json.Unmarshal(req.Params, &p); err != nil {
+				return nil, apierr.Invalid("params", "elicitation params: "+err.Error())
+			}
+			return ss.Elicit(ctx, &p)
+		case req.Method == model.MethodCreateMessage && caps.Sampling != nil:
+			var p mcp.CreateMessageWithToolsParams
+			if err := json.Unmarshal(req.Params, &p); err != nil {
+				return nil, apierr.Invalid("params", "sampling params: "+err.Error())
+			}
+			return ss.CreateMessageWithTools(ctx, &p)
+		}
+		return nil, apierr.Newf(apierr.Validation, "the MCP client did not declare the capability %s needs", req.Method)
+	}
+}

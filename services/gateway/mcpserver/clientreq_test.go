@@ -1,0 +1,65 @@
+package mcpserver_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
+)
+
+// A server's elicitation and sampling during a call reach the /mcp client
+// that declared them, on the call's own stream, and its answers reach the
+// server; a client that declared neither gets a clear tool failure.
+func TestServerRequestsRelayedToTheMCPClient(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+
+	var elicited, sampled []string
+	mc := mcp.NewClient(&mcp.Implementation{Name: "asking-client", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			elicited = append(elicited, req.Params.Message)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Grace"}}, nil
+		},
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			sampled = append(sampled, req.Params.Messages[0].Content.(*mcp.TextContent).Text)
+			return &mcp.CreateMessageResult{Model: "local", Role: "assistant", Content: &mcp.TextContent{Text: "blue"}}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url, MaxRetries: -1, HTTPClient: http.DefaultClient}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__ask", Arguments: map[string]any{"message": "Your name?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, res); got != "hello Grace" || len(elicited) != 1 || elicited[0] != "Your name?" {
+		t.Fatalf("ask = %q, elicitations seen %q", got, elicited)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__sample", Arguments: map[string]any{"message": "sky colour?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, res); got != "local said: blue" || len(sampled) != 1 || sampled[0] != "sky colour?" {
+		t.Fatalf("sample = %q, sampling requests seen %q", got, sampled)
+	}
+	// Plain calls still work on such a session (through go-sdk, not the fast path).
+	if res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__echo", Arguments: map[string]any{"message": "hi"}}); err != nil || textOf(t, res) != "hi" {
+		t.Fatalf("echo on an asking session: %v %+v", err, res)
+	}
+
+	plain := connect(t, e.url, "", nil) // declares neither capability
+	_, err = plain.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__ask", Arguments: map[string]any{"message": "Your name?"}})
+	if err == nil || !strings.Contains(err.Error(), "no caller to relay elicitation/create") {
+		t.Fatalf("ask from a client without elicitation: err = %v, want a clear failure", err)
+	}
+}

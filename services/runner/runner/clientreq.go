@@ -1,0 +1,165 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// clientTarget is where the requests an MCP server makes of its client
+// during one call go: the subject the caller named in Mcp-Client-Subject.
+type clientTarget struct {
+	subject   string
+	requestID string
+}
+
+type clientTargetKey struct{}
+
+func withClientTarget(ctx context.Context, t *clientTarget) context.Context {
+	return context.WithValue(ctx, clientTargetKey{}, t)
+}
+
+// clientTargets are the calls of one server in flight that named a client
+// subject, for servers whose requests arrive without the call's context.
+type clientTargets struct {
+	mu    sync.Mutex
+	calls map[*clientTarget]struct{}
+}
+
+func (c *clientTargets) add(t *clientTarget) (remove func()) {
+	c.mu.Lock()
+	if c.calls == nil {
+		c.calls = map[*clientTarget]struct{}{}
+	}
+	c.calls[t] = struct{}{}
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.calls, t)
+		c.mu.Unlock()
+	}
+}
+
+// only is the one call in flight, or nil when there are none or several.
+func (c *clientTargets) only() *clientTarget {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.calls) != 1 {
+		return nil
+	}
+	for t := range c.calls {
+		return t
+	}
+	return nil
+}
+
+// targetFor picks the caller a server's request goes to. go-sdk fulfils the
+// input requests of a multi round-trip result (protocol 2026-07-28) under
+// the call's own context, which names its caller. A request sent on an older
+// session carries nothing that says which call it serves: it goes to the
+// only call in flight that named a client subject, and to nobody when there
+// are several, since one caller must never see another's request.
+func (s *server) targetFor(ctx context.Context, method string) (*clientTarget, error) {
+	if t, ok := ctx.Value(clientTargetKey{}).(*clientTarget); ok {
+		return t, nil
+	}
+	if t := s.clients.only(); t != nil {
+		return t, nil
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: "mcpbus: no caller to relay " + method + " to (the call was made without Mcp-Client-Subject, or several calls are in flight and the request does not say which it belongs to)"}
+}
+
+// relay sends one server-to-client request to the caller as a NATS request
+// and decodes its answer into out. It waits no longer than the call: ctx is
+// the call's (multi round-trip) or the connection's bounded by clientWait.
+func (s *server) relay(ctx context.Context, method string, params any, out any) error {
+	t, err := s.targetFor(ctx, method)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(params)
+	if err != nil {
+		return apierr.Wrap(apierr.Internal, "encoding "+method, err)
+	}
+	data, err := json.Marshal(model.ClientRequest{RequestID: t.requestID, Server: s.slug, Method: method, Params: body})
+	if err != nil {
+		return apierr.Wrap(apierr.Internal, "encoding "+method, err)
+	}
+	msg := nats.NewMsg(t.subject)
+	msg.Data = data
+	if t.requestID != "" {
+		msg.Header.Set(bus.HeaderRequestID, t.requestID)
+	}
+	wait := s.r.opts.CallTimeout
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
+		wait = time.Until(d)
+	}
+	reply, err := bus.Request(ctx, s.r.nc, msg, wait)
+	if err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpbus: the caller did not answer " + method + ": " + apierr.From(err).Message}
+	}
+	if err := json.Unmarshal(reply.Data, out); err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpbus: the caller's answer to " + method + " is not a result: " + err.Error()}
+	}
+	return nil
+}
+
+func (s *server) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	var res mcp.ElicitResult
+	if err := s.relay(ctx, model.MethodElicit, req.Params, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (s *server) onCreateMessage(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+	var res mcp.CreateMessageWithToolsResult
+	if err := s.relay(ctx, model.MethodCreateMessage, req.Params, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// clientCapabilities are what the runner offers every server: elicitation
+// (form) and sampling, relayed to callers that can answer them, and roots
+// from the server's config.
+func clientCapabilities() *mcp.ClientCapabilities {
+	return &mcp.ClientCapabilities{
+		RootsV2:     &mcp.RootCapabilities{ListChanged: true},
+		Sampling:    &mcp.SamplingCapabilities{},
+		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}},
+	}
+}
+
+// syncRoots makes client's roots those of cfg; go-sdk tells connected
+// servers with notifications/roots/list_changed when they change.
+func syncRoots(client *mcp.Client, old, cfg []model.Root) {
+	keep := map[string]bool{}
+	for _, r := range cfg {
+		keep[r.URI] = true
+	}
+	var gone []string
+	for _, r := range old {
+		if !keep[r.URI] {
+			gone = append(gone, r.URI)
+		}
+	}
+	if len(gone) > 0 {
+		client.RemoveRoots(gone...)
+	}
+	roots := make([]*mcp.Root, 0, len(cfg))
+	for _, r := range cfg {
+		roots = append(roots, &mcp.Root{URI: r.URI, Name: r.Name})
+	}
+	client.AddRoots(roots...)
+}
