@@ -15,10 +15,14 @@ import (
 )
 
 const (
-	// unknownKIDEvery spaces the JWK Set refreshes a token with an unknown
-	// kid may cause (a rotation is picked up at once; a flood of made-up
-	// kids costs the issuer one fetch per interval).
-	unknownKIDEvery = 10 * time.Second
+	// unknownKIDEvery spaces the JWK Set refreshes tokens with an unknown
+	// kid may cause: a flood of made-up kids costs the issuer one fetch
+	// per interval, and a token of a freshly rotated key waits at most
+	// that long for its refresh.
+	unknownKIDEvery = time.Second
+	// unknownKIDWait bounds that wait: a request queued longer behind
+	// others with unknown kids is refused at once rather than held.
+	unknownKIDWait = 2 * time.Second
 	// refreshEvery refreshes the JWK Set on its own (retired keys go).
 	refreshEvery = time.Hour
 	// discoverRetry spaces the attempts to read an issuer's metadata after
@@ -89,8 +93,7 @@ func (k *keySet) open(ctx context.Context) (keyfunc.Keyfunc, error) {
 		NoErrorReturnFirstHTTPReq: &noFirstErr,
 		RefreshInterval:           refreshEvery,
 		RefreshUnknownKID:         rate.NewLimiter(rate.Every(unknownKIDEvery), 1),
-		// Never hold a request for the limiter: an unknown kid past it fails now.
-		RateLimitWaitMax: time.Millisecond,
+		RateLimitWaitMax:          unknownKIDWait,
 		RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
 			return func(_ context.Context, err error) {
 				k.log.Warn("OAuth: refreshing the issuer's JWK Set failed", "issuer", k.issuer, "jwks_url", u, "error", err)
