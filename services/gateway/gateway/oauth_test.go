@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -264,6 +263,23 @@ func TestOAuthLimits(t *testing.T) {
 	}
 }
 
+// An issuer that cannot be reached is the gateway's problem, not the
+// caller's: 503, which the throttle of failed authentications does not count.
+func TestOAuthIssuerDown(t *testing.T) {
+	iss := startIssuer(t)
+	tok := issue(t, iss, iss.Claims("erin", oauthResource, "mcpbus:call"))
+	iss.Close()
+	e := runnertest.Start(t, quietRunner())
+	h := startGateway(t, e, gateway.Options{AuthFailures: 1,
+		OAuth: jwtauth.Options{Issuers: []string{iss.URL()}, Resource: oauthResource, HTTPTimeout: 2 * time.Second}})
+	for range 3 {
+		r := h.do("GET", "/mcp/tools", tok, nil)
+		if r.status != http.StatusServiceUnavailable || r.contract(t).Code != apierr.ServiceUnavailable {
+			t.Fatalf("issuer down: %d %s", r.status, r.body)
+		}
+	}
+}
+
 // Without an issuer nothing is served at the metadata path, and the 401
 // names no metadata: OAuth clients are told to send an API key instead of
 // starting a flow no authorization server would finish.
@@ -294,5 +310,4 @@ func TestOAuthSettings(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	_ = json.Valid
 }

@@ -75,7 +75,9 @@ func (k *keySet) get(ctx context.Context) (keyfunc.Keyfunc, error) {
 // configured) and starts keyfunc on it.
 func (k *keySet) open(ctx context.Context) (keyfunc.Keyfunc, error) {
 	if k.jwksURL == "" {
-		dctx, cancel := context.WithTimeout(ctx, k.timeout)
+		// Not the request's cancellation: a client hanging up must not
+		// count as the issuer failing.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.timeout)
 		defer cancel()
 		meta, err := sdkauth.GetAuthServerMetadata(dctx, k.issuer, k.client)
 		if err != nil {

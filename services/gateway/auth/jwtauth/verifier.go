@@ -1,6 +1,7 @@
 package jwtauth
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -154,12 +155,8 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*auth.Principal, e
 	if !v.audienceOK(c.Audience) {
 		return nil, invalid("it is not meant for this resource (aud %q; accepted: %s)", []string(c.Audience), strings.Join(v.opts.Audiences, ", "))
 	}
-	subject := c.Subject
-	for _, alt := range []string{c.ClientID, c.AZP} {
-		if subject == "" {
-			subject = alt
-		}
-	}
+	// A client-credentials token may name only its client.
+	subject := cmp.Or(c.Subject, c.ClientID, c.AZP)
 	if subject == "" || len(subject) > maxSubject || strings.IndexFunc(subject, unicode.IsControl) >= 0 {
 		return nil, invalid("it names no usable subject (sub or client_id)")
 	}
