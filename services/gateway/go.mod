@@ -3,6 +3,8 @@ module github.com/mcpbus/mcpbus/services/gateway
 go 1.26.8
 
 require (
+	github.com/MicahParks/keyfunc/v3 v3.9.1
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/jsonschema-go v0.4.3
 	github.com/mcpbus/mcpbus/libs v0.0.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -14,6 +16,7 @@ require (
 )
 
 require (
+	github.com/MicahParks/jwkset v0.11.4 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

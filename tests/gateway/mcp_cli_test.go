@@ -35,6 +35,13 @@ type upProc struct {
 // servers named in servers, and waits until the gateway answers and they run.
 func startUpGateway(t *testing.T, bin string, servers ...string) *upProc {
 	t.Helper()
+	return startUpGatewayEnv(t, bin, nil, servers...)
+}
+
+// startUpGatewayEnv is startUpGateway with env(gateway base URL) added to
+// up's environment (settings that name the gateway's own URL).
+func startUpGatewayEnv(t *testing.T, bin string, env func(httpURL string) []string, servers ...string) *upProc {
+	t.Helper()
 	dir := t.TempDir()
 	var yaml strings.Builder
 	yaml.WriteString("servers:\n")
@@ -48,7 +55,11 @@ func startUpGateway(t *testing.T, bin string, servers ...string) *upProc {
 	}
 	natsPort, httpPort := testkit.FreePort(t), testkit.FreePort(t)
 	p := &upProc{httpURL: fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
-	p.Up = clitest.StartUp(t, bin, clitest.UpOptions{Dir: dir, Args: []string{"--nats-port", strconv.Itoa(natsPort),
+	var extra []string
+	if env != nil {
+		extra = env(p.httpURL)
+	}
+	p.Up = clitest.StartUp(t, bin, clitest.UpOptions{Dir: dir, Env: clitest.Env(extra...), Args: []string{"--nats-port", strconv.Itoa(natsPort),
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "--data-dir", filepath.Join(dir, "data"), "--config", cfg, "--log-level", "debug"}})
 
 	// The gateway answers, then every server runs (the runner's status in KV).

@@ -66,11 +66,31 @@ type MiddlewareOptions struct {
 	Failures *Limiter
 	// OnThrottle, when set, is told of each request refused by Failures (metrics).
 	OnThrottle func(*http.Request)
+	// Tokens, when set, checks the bearer tokens it Handles (OAuth access
+	// tokens) in place of the key store, and every challenge names its
+	// resource metadata.
+	Tokens TokenVerifier
 }
 
-// Middleware authenticates bearer keys and puts the Principal in the request
-// context. A missing, unknown or revoked key gets 401 UNAUTHORIZED with a
-// Bearer challenge; a valid key without the route's scope gets 403 (code
+// TokenVerifier checks bearer tokens that are not API keys: the OAuth
+// access tokens of configured authorization servers (jwtauth.Verifier).
+type TokenVerifier interface {
+	// Handles reports whether token is one for Verify (not an API key).
+	Handles(token string) bool
+	// Verify returns the token's principal, or an error of code
+	// UNAUTHORIZED for a token that does not verify.
+	Verify(ctx context.Context, token string) (*Principal, error)
+	// MetadataURL is the RFC 9728 resource metadata URL, named by every
+	// challenge (resource_metadata).
+	MetadataURL() string
+	// TokenScope names the token scope that grants a key scope.
+	TokenScope(scope string) string
+}
+
+// Middleware authenticates bearer keys (and, with Tokens, OAuth access
+// tokens) and puts the Principal in the request context. A missing,
+// unknown or revoked key, or a token that does not verify, gets 401
+// UNAUTHORIZED with a Bearer challenge; a valid key without the route's scope gets 403 (code
 // UNAUTHORIZED: the contract has no FORBIDDEN; the message says which scope
 // is missing). With Failures set, an address that failed too often gets 429.
 func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
@@ -81,6 +101,13 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	anonymous := Anonymous()
+	var metadataURL string
+	missing := "an API key is required: send Authorization: Bearer <key>"
+	if opts.Tokens != nil {
+		metadataURL = opts.Tokens.MetadataURL()
+		missing = "an API key or an OAuth access token is required: send Authorization: Bearer <key or token>"
+	}
+	challenge := func(w http.ResponseWriter, errCode, scope string) { setChallenge(w, metadataURL, errCode, scope) }
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			scope := opts.ScopeFor(r)
@@ -114,22 +141,34 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 			if !ok {
 				failed()
 				challenge(w, "", "")
-				WriteError(w, 0, apierr.New(apierr.Unauthorized, "an API key is required: send Authorization: Bearer <key>"))
+				WriteError(w, 0, apierr.New(apierr.Unauthorized, missing))
 				return
 			}
-			p, err := opts.Store.Authenticate(r.Context(), token)
+			var p *Principal
+			var err error
+			if opts.Tokens != nil && opts.Tokens.Handles(token) {
+				p, err = opts.Tokens.Verify(r.Context(), token)
+			} else {
+				p, err = opts.Store.Authenticate(r.Context(), token)
+			}
 			if err != nil {
 				if apierr.Of(err) == apierr.Unauthorized {
 					failed()
 					challenge(w, "invalid_token", "")
 				} else {
-					opts.Logger.Warn("API key check failed", "error", err)
+					opts.Logger.Warn("API key or access token check failed", "error", err)
 				}
 				WriteError(w, 0, err)
 				return
 			}
 			if n, ok := r.Context().Value(noteKey{}).(*Note); ok {
 				n.KeyID = p.KeyID
+			}
+			if scope != ScopeAnyKey && !p.Can(scope) && p.Issuer != "" {
+				want := opts.Tokens.TokenScope(scope)
+				challenge(w, "insufficient_scope", want)
+				WriteError(w, http.StatusForbidden, apierr.Newf(apierr.Unauthorized, "this access token lacks the %s scope needed for %s (ask its issuer for %s)", scope, r.URL.Path, want))
+				return
 			}
 			if scope != ScopeAnyKey && !p.Can(scope) {
 				challenge(w, "insufficient_scope", scope)
@@ -164,9 +203,13 @@ func bearer(r *http.Request) (string, bool) {
 	return token, token != ""
 }
 
-// challenge sets the RFC 6750 WWW-Authenticate header.
-func challenge(w http.ResponseWriter, errCode, scope string) {
+// setChallenge sets the RFC 6750 WWW-Authenticate header, naming the RFC
+// 9728 resource metadata when there is one (MCP authorization).
+func setChallenge(w http.ResponseWriter, metadataURL, errCode, scope string) {
 	v := `Bearer realm="` + Realm + `"`
+	if metadataURL != "" {
+		v += `, resource_metadata="` + metadataURL + `"`
+	}
 	if errCode != "" {
 		v += `, error="` + errCode + `"`
 	}

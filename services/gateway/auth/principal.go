@@ -30,6 +30,9 @@ type Principal struct {
 	Tools model.ToolFilter `json:"tools,omitzero"`
 	// Rate overrides the gateway's default rate limit for this key.
 	Rate *model.KeyRate `json:"rate,omitempty"`
+	// Issuer is the authorization server of an OAuth access token's
+	// principal ("" for an API key).
+	Issuer string `json:"issuer,omitempty"`
 }
 
 // Can reports whether the principal has scope (admin implies every scope).

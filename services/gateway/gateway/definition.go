@@ -37,6 +37,11 @@ func (o *Options) Register(s *settings.Set) {
 	s.Duration(&o.MCP.CallTimeout, "gateway-call-timeout", "", DefaultCallTimeout, "how long the gateway waits for a tool call's answer")
 	s.Bool(&o.MCP.Stateless, "stateless", "", false, "serve every /mcp client without sessions (clients before protocol 2026-07-28 get a temporary session per request); without it 2026-07-28 requests are sessionless and older clients get sessions")
 	s.Duration(&o.ChatTurnTimeout, "gateway-chat-timeout", "", openai.DefaultTurnTimeout, "how long POST /v1/chat/completions waits for its turn before cancelling it")
+	s.Strings(&o.OAuth.Issuers, "oauth-issuer", "", nil, "trusted OAuth authorization server (issuer URL; repeat for several): its access tokens (JWT) are accepted beside API keys (default none: API keys only)")
+	s.String(&o.OAuth.Resource, "oauth-resource", "", "", "the gateway's public MCP URL, e.g. https://mcp.example.com/mcp: the resource of its OAuth metadata and the default token audience (required with --oauth-issuer)")
+	s.Strings(&o.OAuth.Audiences, "oauth-audience", "", nil, "accepted token audience (aud; repeat for several; default --oauth-resource)")
+	s.String(&o.OAuth.JWKSURL, "oauth-jwks-url", "", "", "the issuer's JWK Set URL (default: its jwks_uri from its RFC 8414 / OpenID Connect metadata)")
+	s.Strings(&o.OAuth.ScopeMap, "oauth-scope-map", "", nil, "map a token scope to grants: '<scope>=<grant> [<grant>...]', grants admin, call, chat or tool:<glob> (repeat; mcpbus:<grant> scopes need no entry)")
 	s.String(&o.JaegerURL, "gateway-jaeger-url", "", "", "base URL of the Jaeger UI, e.g. http://127.0.0.1:16686; the web console links each call's trace there (default: no links)")
 }
 
@@ -53,6 +58,12 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--gateway-call-timeout %s must not be negative", o.MCP.CallTimeout)
 	case o.ChatTurnTimeout < 0:
 		return fmt.Errorf("--gateway-chat-timeout %s must not be negative", o.ChatTurnTimeout)
+	}
+	if err := o.OAuth.Validate(); err != nil {
+		return err
+	}
+	if o.NoAuth && o.OAuth.Enabled() {
+		return fmt.Errorf("--oauth-issuer needs authentication on (it is off with --no-auth)")
 	}
 	return validJaegerURL(o.JaegerURL)
 }
@@ -102,6 +113,10 @@ func (g *Gateway) Announce(w io.Writer) {
 		fmt.Fprintf(w, "gateway: web console http://%s/ (log in with an API key)\n", g.Addr())
 	} else {
 		fmt.Fprintf(w, "gateway: web console http://%s/ is not built into this binary (make console, then rebuild)\n", g.Addr())
+	}
+	if g.tokens != nil {
+		fmt.Fprintf(w, "gateway: OAuth access tokens of %s accepted for %s; resource metadata at %s\n",
+			strings.Join(g.opts.OAuth.Issuers, ", "), g.opts.OAuth.Resource, g.tokens.MetadataURL())
 	}
 	switch {
 	case g.opts.NoAuth:

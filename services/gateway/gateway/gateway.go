@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	"github.com/mcpbus/mcpbus/services/gateway/auth/jwtauth"
 	"github.com/mcpbus/mcpbus/services/gateway/console"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpmetrics"
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
@@ -80,6 +82,10 @@ type Options struct {
 	// JaegerURL is the base URL of the Jaeger UI the console links traces
 	// to (<url>/trace/<id>); empty: no links.
 	JaegerURL string
+	// OAuth makes the gateway an OAuth protected resource: access tokens
+	// (JWT) of its issuers are accepted beside API keys, and the RFC 9728
+	// metadata is served (default: no issuer, API keys only).
+	OAuth jwtauth.Options
 }
 
 // Gateway is a configured HTTP edge, listening once New returns.
@@ -92,6 +98,8 @@ type Gateway struct {
 	handler http.Handler
 
 	keys     *auth.KeyStore
+	tokens   *jwtauth.Verifier
+	tokStop  context.CancelFunc
 	keysSvc  micro.Service
 	limiter  *auth.Limiter
 	metrics  *httpmetrics.Metrics
@@ -144,6 +152,12 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	if !opts.NoAuth && opts.DataDir == "" {
 		return nil, errors.New("gateway: a data dir is required for the admin key (or turn auth off)")
 	}
+	if opts.NoAuth && opts.OAuth.Enabled() {
+		return nil, errors.New("gateway: --oauth-issuer needs authentication on (it is off with --no-auth)")
+	}
+	if opts.OAuth.Logger == nil {
+		opts.OAuth.Logger = opts.Logger
+	}
 	g := &Gateway{opts: opts, log: opts.Logger, nc: nc, ready: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -186,6 +200,12 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	g.mcpStop = mstop
 	if g.mcp, err = mcpserver.New(mctx, nc, mo); err != nil {
 		return nil, err
+	}
+	// The issuers' JWK Sets refresh as long as the gateway lives.
+	tctx, tstop := context.WithCancel(context.WithoutCancel(ctx))
+	g.tokStop = tstop
+	if g.tokens, err = jwtauth.New(tctx, opts.OAuth); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.keys.OnRevoke(g.mcp.DropKey)
 	g.keys.OnRevoke(g.api.DropKey)
@@ -248,8 +268,12 @@ func (g *Gateway) buildHandler() http.Handler {
 	if g.opts.AuthFailures >= 0 {
 		failures = auth.NewFailureLimiter(g.opts.AuthFailures)
 	}
-	h = auth.Middleware(auth.MiddlewareOptions{Store: g.keys, NoAuth: g.opts.NoAuth, Logger: g.log, Failures: failures,
-		OnThrottle: g.metrics.AuthThrottled})(h)
+	ao := auth.MiddlewareOptions{Store: g.keys, NoAuth: g.opts.NoAuth, Logger: g.log, Failures: failures,
+		OnThrottle: g.metrics.AuthThrottled}
+	if g.tokens != nil {
+		ao.Tokens = g.tokens
+	}
+	h = auth.Middleware(ao)(h)
 	h = writeGuard(g.opts.CORSOrigins, h)
 	if len(g.opts.CORSOrigins) > 0 {
 		h = cors.New(cors.Options{
@@ -261,9 +285,31 @@ func (g *Gateway) buildHandler() http.Handler {
 			MaxAge:         600,
 		}).Handler(h)
 	}
+	h = g.resourceMetadata(h)
 	h = hostGuard(h)
 	h = recoverer(g.log, h)
 	return traceHTTP(g.metrics.Middleware(mux, accessLog(g.log, h)))
+}
+
+// resourceMetadata serves the RFC 9728 document (with --oauth-issuer) to
+// anyone, before CORS and auth: it is public, and browser clients (the MCP
+// Inspector) fetch it from their own origin. Without an issuer nothing is
+// served there (404): a document naming no authorization server would only
+// send OAuth clients down a flow that cannot succeed, while the plain 401
+// tells them to send an API key.
+func (g *Gateway) resourceMetadata(next http.Handler) http.Handler {
+	if g.tokens == nil {
+		return next
+	}
+	doc := g.tokens.MetadataHandler()
+	paths := g.tokens.MetadataPaths()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if (r.Method == http.MethodGet || r.Method == http.MethodOptions) && slices.Contains(paths, r.URL.Path) {
+			doc.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // consoleFallback gives the console's page to a browser navigating to a
@@ -363,6 +409,9 @@ func (g *Gateway) Close() {
 		}
 		if g.mcpStop != nil {
 			g.mcpStop()
+		}
+		if g.tokStop != nil {
+			g.tokStop()
 		}
 		if g.api != nil {
 			g.api.Close()
