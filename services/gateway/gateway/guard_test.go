@@ -299,13 +299,15 @@ func TestCrashedServerKeepsTools(t *testing.T) {
 	}
 	for _, h := range []*gw{fast, slow} {
 		var r reply
-		deadline := time.Now().Add(2 * time.Second)
+		// Polled slowly enough to stay within the key's burst (40) on a
+		// loaded machine, where the gateway may see the status late.
+		deadline := time.Now().Add(4 * time.Second)
 		for {
 			r = h.do("POST", "/mcp/invoke", "", map[string]any{"tool_name": "crashy__echo", "params": map[string]any{"message": "hi"}})
 			if r.status == http.StatusServiceUnavailable || time.Now().After(deadline) {
 				break
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(150 * time.Millisecond)
 		}
 		var out rest.InvokeReply
 		r.decode(t, &out)
