@@ -192,7 +192,7 @@ func readConfigFile(g *globals, path string) (model.McpConfig, error) {
 	}
 	var cfg model.McpConfig
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return cfg, apierr.Wrap(apierr.Validation, path+": "+err.Error(), err).WithField("file")
+		return cfg, apierr.Wrap(apierr.Validation, path+": "+serverfile.YAMLMessage(data, err), err).WithField("file")
 	}
 	return cfg, nil
 }
@@ -394,7 +394,7 @@ func editInEditor(g *globals, cfg model.McpConfig) (model.McpConfig, error) {
 	}
 	var out model.McpConfig
 	if err := yaml.UnmarshalStrict(edited, &out); err != nil {
-		return cfg, apierr.Wrap(apierr.Validation, "edited config: "+err.Error(), err)
+		return cfg, apierr.Wrap(apierr.Validation, "edited config: "+serverfile.YAMLMessage(edited, err), err)
 	}
 	return out, nil
 }
