@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -51,6 +52,9 @@ type specFlags struct {
 	allow, deny              []string
 	enabled, eager           bool
 	file                     string
+	// edit only: what to take away (repeated list flags add to what is there).
+	unsetAllow, unsetDeny, unsetHeaders []string
+	clearArgs, clearTools               bool
 }
 
 func (f *specFlags) register(cmd *cobra.Command) {
@@ -69,6 +73,16 @@ func (f *specFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.deny, "deny-tool", nil, "never tools matching this glob (repeat)")
 	fl.BoolVar(&f.eager, "eager", false, "start as soon as a runner owns it instead of on the first call")
 	fl.StringVarP(&f.file, "file", "f", "", "read the whole McpConfig from a JSON or YAML file (- for stdin)")
+}
+
+// registerEdit adds the flags that take away what repeated flags added.
+func (f *specFlags) registerEdit(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.unsetAllow, "unset-allow-tool", nil, "remove this glob from the allowed tools (repeat)")
+	fl.StringArrayVar(&f.unsetDeny, "unset-deny-tool", nil, "remove this glob from the denied tools (repeat)")
+	fl.BoolVar(&f.clearTools, "clear-tool-filter", false, "drop every allow and deny glob (then --allow-tool/--deny-tool start afresh)")
+	fl.StringArrayVar(&f.unsetHeaders, "unset-header", nil, "remove an HTTP header, plain or secret (repeat)")
+	fl.BoolVar(&f.clearArgs, "clear-args", false, "drop the server's arguments (then --arg starts afresh)")
 }
 
 // apply writes the flags that were given onto cfg and returns the secrets to
@@ -94,9 +108,13 @@ func (f *specFlags) apply(cmd *cobra.Command, g *globals, cfg *model.McpConfig) 
 	case changed("url"):
 		cfg.Package, cfg.Transport = model.Package{Type: model.PackageHTTP, Identifier: f.url}, model.Transport{Type: model.TransportHTTP, URL: f.url, Headers: cfg.Transport.Headers}
 	}
-	if changed("arg") {
-		cfg.Package.Args = f.args
+	// Repeated list flags add to what the config has: an edit with
+	// --deny-tool b keeps the a denied before. The --unset-*/--clear-* flags of
+	// edit take away first.
+	if f.clearArgs {
+		cfg.Package.Args = nil
 	}
+	cfg.Package.Args = append(cfg.Package.Args, f.args...)
 	if cfg.EnvVars == nil {
 		cfg.EnvVars = map[string]model.EnvVar{}
 	}
@@ -124,6 +142,14 @@ func (f *specFlags) apply(cmd *cobra.Command, g *globals, cfg *model.McpConfig) 
 			cfg.AuthType = model.AuthKeyfile
 		}
 	}
+	for _, name := range f.unsetHeaders {
+		for h := range cfg.Transport.Headers {
+			if strings.EqualFold(h, name) {
+				delete(cfg.Transport.Headers, h)
+			}
+		}
+		cfg.Transport.SecretHeaders = slices.DeleteFunc(cfg.Transport.SecretHeaders, func(h string) bool { return strings.EqualFold(h, name) })
+	}
 	for _, kv := range f.headers {
 		name, val, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
@@ -137,12 +163,11 @@ func (f *specFlags) apply(cmd *cobra.Command, g *globals, cfg *model.McpConfig) 
 		}
 		cfg.Transport.Headers[name] = val
 	}
-	if changed("allow-tool") {
-		cfg.Tools.Allow = f.allow
+	if f.clearTools {
+		cfg.Tools = model.ToolFilter{}
 	}
-	if changed("deny-tool") {
-		cfg.Tools.Deny = f.deny
-	}
+	cfg.Tools.Allow = addGlobs(removeGlobs(cfg.Tools.Allow, f.unsetAllow), f.allow)
+	cfg.Tools.Deny = addGlobs(removeGlobs(cfg.Tools.Deny, f.unsetDeny), f.deny)
 	if changed("eager") {
 		cfg.Runtime.Eager = f.eager
 	}
@@ -176,6 +201,26 @@ func (f *specFlags) apply(cmd *cobra.Command, g *globals, cfg *model.McpConfig) 
 		cfg.AuthType = model.AuthAPIKey
 	}
 	return secrets, nil
+}
+
+// addGlobs appends the globs list does not have yet.
+func addGlobs(list, add []string) []string {
+	for _, g := range add {
+		if !slices.Contains(list, g) {
+			list = append(list, g)
+		}
+	}
+	return list
+}
+
+// removeGlobs drops the globs named in rm (nil when none is left, so an empty
+// filter stays absent).
+func removeGlobs(list, rm []string) []string {
+	out := slices.DeleteFunc(slices.Clone(list), func(g string) bool { return slices.Contains(rm, g) })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // readConfigFile reads one McpConfig (JSON or YAML, strict) from path or stdin.
@@ -304,7 +349,10 @@ func newServersEditCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "edit <server> [flags]",
 		Short: "Change a server: with flags, or in $EDITOR without them",
-		Long: `edit changes a server's config. Flags change just what they name; -f replaces the
+		Long: `edit changes a server's config. Flags change just what they name; repeated list flags
+(--allow-tool, --deny-tool, --arg, --env, --header, --keyfile, --secret-env) add to what the
+config has, and --unset-allow-tool, --unset-deny-tool, --clear-tool-filter, --unset-env,
+--unset-header and --clear-args take away (before anything is added); -f replaces the
 whole config; with neither, the config opens in $EDITOR (as YAML) when the terminal is
 interactive. The update is refused with CONFLICT when someone changed the server meanwhile.`,
 		Args: cobra.ExactArgs(1),
@@ -351,6 +399,7 @@ interactive. The update is refused with CONFLICT when someone changed the server
 		},
 	}
 	f.register(cmd)
+	f.registerEdit(cmd)
 	cmd.Flags().StringVar(&name, "name", "", "new display name (the slug stays)")
 	cmd.Flags().StringArrayVar(&unsetEnv, "unset-env", nil, "remove an environment variable (repeat)")
 	return cmd
