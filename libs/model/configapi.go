@@ -139,6 +139,10 @@ type ConfigExportRequest struct {
 type ConfigExportReply struct {
 	Format  string `json:"format"`
 	Content string `json:"content"`
+	// Warnings name, one line per server, the settings the format could not
+	// hold (tool filters, timeouts… in the client formats); none in mcpbus's
+	// own servers format, which is lossless.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ConfigRevision is one entry of a config's history.

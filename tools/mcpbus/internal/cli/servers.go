@@ -559,14 +559,35 @@ func newServersExportCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export [server...]",
 		Short: "Export servers as mcpServers JSON, mcp.yaml or an mcpbus servers file (secrets as ${VAR})",
+		Long: `export writes servers in a format (secrets as ${VAR} placeholders). mcpbus's own servers
+format keeps every setting; mcpServers and mcp.yaml have no place for tool filters, timeouts,
+the registry source or settings, and a warning on stderr (and "warnings" in --json) names
+what each server lost. With --json the output is {"format","content","warnings"}.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd.Context(), func(c *client.Client) error {
 				res, err := c.ExportConfigs(cmd.Context(), model.ConfigExportRequest{Format: format, Servers: args})
 				if err != nil {
 					return err
 				}
+				// What the format could not hold is said, never silently dropped.
+				for _, w := range res.Warnings {
+					fmt.Fprintln(g.stderr, "warning: "+w)
+				}
 				if out != "" && out != "-" {
-					return os.WriteFile(out, []byte(res.Content), 0o600)
+					if err := os.WriteFile(out, []byte(res.Content), 0o600); err != nil {
+						return err
+					}
+					if g.json {
+						return g.printJSON(struct {
+							Format   string   `json:"format"`
+							Output   string   `json:"output"`
+							Warnings []string `json:"warnings,omitempty"`
+						}{res.Format, out, res.Warnings})
+					}
+					return nil
+				}
+				if g.json {
+					return g.printJSON(res)
 				}
 				_, err = fmt.Fprint(g.stdout, res.Content)
 				return err
