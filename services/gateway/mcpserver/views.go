@@ -61,7 +61,7 @@ func (a *Aggregator) viewFor(p *auth.Principal) (*view, error) {
 		Instructions: "The tools, resources and prompts of every MCP server mcpbus runs. " +
 			"Tools and prompts are named <server>__<name>; resource URIs are mcpbus://<server>/<escaped original URI>. " +
 			"_meta of each names the server (" + MetaServer + ") and the original name.",
-		Logger: a.log,
+		Logger: sdkLogger(a.log),
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},
 			Resources:   &mcp.ResourceCapabilities{},
