@@ -42,4 +42,6 @@ func (h sdkLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	return sdkLogHandler{h.next.WithAttrs(as)}
 }
 
-func (h sdkLogHandler) WithGroup(name string) slog.Handler { return sdkLogHandler{h.next.WithGroup(name)} }
+func (h sdkLogHandler) WithGroup(name string) slog.Handler {
+	return sdkLogHandler{h.next.WithGroup(name)}
+}
