@@ -147,6 +147,9 @@ type ConfigExportReply struct {
 
 // ConfigRevision is one entry of a config's history.
 type ConfigRevision struct {
+	// Version is the server's own number of this entry (1, 2, 3…); rollback
+	// takes it. Revision is the store's, shared by all servers.
+	Version   uint64     `json:"version"`
 	Revision  uint64     `json:"revision"`
 	Operation string     `json:"operation"` // put, delete
 	At        time.Time  `json:"at"`
@@ -161,8 +164,11 @@ type ConfigHistoryReply struct {
 // ConfigRollbackRequest is the body of mcp.v1.config.rollback: the config
 // becomes what it was at Revision (a new revision is written).
 type ConfigRollbackRequest struct {
-	Server   string `json:"server"`
-	Revision uint64 `json:"revision"`
+	Server string `json:"server"`
+	// Version is the server's own number of the entry (history's version);
+	// Revision, the store's revision, is still accepted. Give one.
+	Version  uint64 `json:"version,omitempty"`
+	Revision uint64 `json:"revision,omitempty"`
 }
 
 // Config event types.

@@ -81,11 +81,11 @@ func droppedFields(format string, c model.McpConfig) ([]string, error) {
 }
 
 // comparable is c's settings as JSON fields, without what the config service
-// owns (id, slug, revision, timestamps) and with secrets reduced to their
+// owns (id, slug, revision, version, timestamps) and with secrets reduced to their
 // names (an export writes placeholders, an import stores the value apart).
 func comparable(c model.McpConfig) map[string]any {
 	c.Normalize()
-	c.ID, c.Slug, c.Revision = "", "", 0
+	c.ID, c.Slug, c.Revision, c.Version = "", "", 0, 0
 	env := make(map[string]model.EnvVar, len(c.EnvVars))
 	for name, v := range c.EnvVars {
 		if secretEnv(name, v) && v.KeyfilePath == "" {

@@ -311,13 +311,13 @@ func newServersListCmd(g *globals) *cobra.Command {
 					return g.printJSON(model.ConfigListReply{Configs: list})
 				}
 				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SERVER\tNAME\tENABLED\tTYPE\tPACKAGE\tAUTH\tREVISION")
+				fmt.Fprintln(tw, "SERVER\tNAME\tENABLED\tTYPE\tPACKAGE\tAUTH\tVERSION")
 				for _, s := range list {
 					pkg := s.Package.Identifier
 					if s.Transport.Type == model.TransportHTTP {
 						pkg = s.Transport.URL
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%d\n", s.Slug, s.Name, s.Enabled, s.Package.Type, oneLine(pkg, 50), s.AuthType, s.Revision)
+					fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%d\n", s.Slug, s.Name, s.Enabled, s.Package.Type, oneLine(pkg, 50), s.AuthType, s.Version)
 				}
 				return tw.Flush()
 			})
@@ -393,7 +393,7 @@ interactive. The update is refused with CONFLICT when someone changed the server
 				if g.json {
 					return g.printJSON(saved)
 				}
-				fmt.Fprintf(g.stdout, "updated %s (revision %d)\n", saved.Slug, saved.Revision)
+				fmt.Fprintf(g.stdout, "updated %s (version %d)\n", saved.Slug, saved.Version)
 				return nil
 			})
 		},
@@ -602,7 +602,7 @@ what each server lost. With --json the output is {"format","content","warnings"}
 func newServersHistoryCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "history <server>",
-		Short: "List the stored revisions of a server's config",
+		Short: "List the stored versions of a server's config (numbered 1, 2, 3… per server; the last 16 are kept)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd.Context(), func(c *client.Client) error {
@@ -614,13 +614,13 @@ func newServersHistoryCmd(g *globals) *cobra.Command {
 					return g.printJSON(model.ConfigHistoryReply{Revisions: revs})
 				}
 				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "REVISION\tOPERATION\tAT\tNAME\tENABLED\tPACKAGE")
+				fmt.Fprintln(tw, "VERSION\tOPERATION\tAT\tNAME\tENABLED\tPACKAGE")
 				for _, r := range revs {
 					name, enabled, pkg := "", "", ""
 					if r.Config != nil {
 						name, enabled, pkg = r.Config.Name, strconv.FormatBool(r.Config.Enabled), r.Config.Package.Identifier
 					}
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Revision, r.Operation, r.At.Local().Format("2006-01-02 15:04:05"), name, enabled, oneLine(pkg, 40))
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Version, r.Operation, r.At.Local().Format("2006-01-02 15:04:05"), name, enabled, oneLine(pkg, 40))
 				}
 				return tw.Flush()
 			})
@@ -630,23 +630,23 @@ func newServersHistoryCmd(g *globals) *cobra.Command {
 
 func newServersRollbackCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "rollback <server> <revision>",
-		Short: "Make a server's config what it was at an earlier revision (see history)",
+		Use:   "rollback <server> <version>",
+		Short: "Make a server's config what it was at an earlier version (the VERSION of servers history)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rev, err := strconv.ParseUint(args[1], 10, 64)
-			if err != nil || rev == 0 {
-				return apierr.Invalid("revision", "revision must be a positive number (see mcpbus servers history)")
+			v, err := strconv.ParseUint(args[1], 10, 64)
+			if err != nil || v == 0 {
+				return apierr.Invalid("version", "version must be a positive number (the VERSION of mcpbus servers history)")
 			}
 			return g.withClient(cmd.Context(), func(c *client.Client) error {
-				cfg, err := c.RollbackConfig(cmd.Context(), args[0], rev)
+				cfg, err := c.RollbackConfig(cmd.Context(), model.ConfigRollbackRequest{Server: args[0], Version: v})
 				if err != nil {
 					return err
 				}
 				if g.json {
 					return g.printJSON(cfg)
 				}
-				fmt.Fprintf(g.stdout, "%s rolled back to revision %d (now revision %d)\n", cfg.Slug, rev, cfg.Revision)
+				fmt.Fprintf(g.stdout, "%s rolled back to version %d (now version %d)\n", cfg.Slug, v, cfg.Version)
 				return nil
 			})
 		},
