@@ -187,6 +187,7 @@ type ConfigEvent struct {
 	Server    string    `json:"server"`
 	ID        string    `json:"id"`
 	Revision  uint64    `json:"revision,omitempty"`
+	Version   uint64    `json:"version,omitempty"` // the server's own (McpConfig.Version); absent for deleted
 	Enabled   bool      `json:"enabled"`
 	RequestID string    `json:"request_id,omitempty"`
 	At        time.Time `json:"at"`

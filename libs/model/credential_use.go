@@ -70,9 +70,16 @@ func (c *McpConfig) CheckCredentialsUsed(creds Credentials) *apierr.Error {
 		return nil
 	}
 	if !c.UsesCredentials() {
-		return apierr.Invalid(firstField(creds), fmt.Sprintf(
-			"server %s declares no secret (auth_type %s, no secret variable or header), so a stored secret would never reach it: declare the variable as a secret in its config first (mcpbus servers edit %s --secret-env NAME, which also stores the value)",
-			c.Slug, orNone(c.AuthType), c.Slug))
+		field := firstField(creds)
+		how := "--secret-env " + strings.TrimPrefix(strings.TrimPrefix(field, "env."), "keyfiles.")
+		if name, ok := strings.CutPrefix(field, "headers."); ok {
+			how = "--secret-header " + name
+		} else if field == "oauth" {
+			how = "--secret-env NAME"
+		}
+		return apierr.Invalid(field, fmt.Sprintf(
+			"server %s declares no secret (auth_type %s, no secret variable or header), so a stored secret would never reach it: declare it in its config first (mcpbus servers edit %s %s declares it and stores the value)",
+			c.Slug, orNone(c.AuthType), c.Slug, how))
 	}
 	remote := c.Transport.Type == TransportHTTP
 	envField := func(name string) *apierr.Error {

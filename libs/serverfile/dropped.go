@@ -31,8 +31,8 @@ func Dropped(format string, configs []model.McpConfig) []string {
 					lost[i] = label
 				}
 			}
-			out = append(out, fmt.Sprintf("%s: %s not exported: the %s format has no place for %s (use --format %s to keep everything)",
-				c.Slug, strings.Join(lost, ", "), format, map[bool]string{true: "them", false: "it"}[len(lost) > 1], model.FormatServers))
+			out = append(out, fmt.Sprintf("%s: the %s format has no place for %s; not exported (use --format %s to keep everything)",
+				c.Slug, format, strings.Join(lost, ", "), model.FormatServers))
 		}
 	}
 	return out

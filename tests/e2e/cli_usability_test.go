@@ -83,7 +83,7 @@ func TestCLIUsability(t *testing.T) {
 	// Export in a client format warns, on stderr and in --json, naming the
 	// tool filter that format cannot hold; our own format keeps it.
 	r = must(cli(t, bin, url, "servers", "export", "--format", "mcpServers"), "export mcpServers")
-	if !strings.Contains(r.Stderr, "warning: everything: tool filters") || strings.Contains(r.Stderr, "other:") {
+	if !strings.Contains(r.Stderr, "warning: everything: the mcpServers format has no place for tool filters") || strings.Contains(r.Stderr, "other:") {
 		t.Fatalf("export mcpServers did not say what it drops: %s", r)
 	}
 	r = must(cli(t, bin, url, "servers", "export", "--format", "mcpServers", "--json"), "export --json")

@@ -162,7 +162,7 @@ func (s *Service) handleDelete(ctx context.Context, req micro.Request) (any, err
 	s.freeSlug(ctx, cfg.Slug, cfg.ID)
 	s.log.Info("config deleted", "server", cfg.Slug, "id", cfg.ID, "request_id", requestID(req))
 	ev := *cfg
-	ev.Enabled, ev.Revision = false, 0
+	ev.Enabled, ev.Revision, ev.Version = false, 0, 0
 	s.publish(ctx, model.ConfigDeleted, &ev, requestID(req))
 	return model.ConfigDeleteReply{ID: cfg.ID, Server: cfg.Slug}, nil
 }
