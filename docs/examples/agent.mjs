@@ -1,6 +1,10 @@
-// An mcpbus agent in plain JavaScript (ESM; it type-checks as TypeScript too):
-// nothing but the `nats` npm package. It lists the tools, calls one, reads an
-// error, follows progress, cancels a call and meets a server nobody runs.
+// An mcpbus agent in plain JavaScript (ESM): nothing but the `nats` npm
+// package. It lists the tools, calls one, reads an error, follows progress,
+// cancels a call and meets a server nobody runs. Its JSDoc types make it
+// type-check as TypeScript (tests/e2e/agent_test.go runs exactly this):
+//
+//   npm install nats@2 typescript@5 @types/node@20
+//   npx tsc --noEmit --checkJs --allowJs --strict --module nodenext --target es2022 --types node agent.mjs
 //
 //   npm install nats@2
 //   NATS_URL=nats://127.0.0.1:4222 NATS_NKEY=.mcpbus/nats/agent-demo.nk \
@@ -16,6 +20,12 @@ import { connect, createInbox, headers, ErrorCode, JSONCodec, nkeyAuthenticator 
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 
+/** The error contract of a failed call, with the status of its headers.
+ * @typedef {{status: string, header: string | undefined, code: string, message: string, field?: string}} CallError */
+/** A call's outcome: the reply body (a CallToolResult, the catalog…) or the error.
+ * @typedef {{result?: any, error?: CallError}} Outcome */
+
+/** @type {import("nats").Codec<any>} */
 const jc = JSONCodec();
 const seedFile = process.env.NATS_NKEY;
 const inboxPrefix = process.env.NATS_INBOX_PREFIX;
@@ -27,10 +37,16 @@ const nc = await connect({
 
 // call sends a request and returns {result} on success or {error} with the
 // contract's {code, message, field} and the HTTP-like status of the headers.
+/**
+ * @param {string} subject
+ * @param {unknown} body
+ * @param {{hdrs?: import("nats").MsgHdrs, timeout?: number}} [opts]
+ * @returns {Promise<Outcome>}
+ */
 async function call(subject, body, { hdrs, timeout = 35_000 } = {}) {
   const msg = await nc.request(subject, jc.encode(body), { headers: hdrs, timeout });
   const status = msg.headers?.get("Nats-Service-Error-Code");
-  if (status) {
+  if (msg.headers && status) {
     return { error: { status, header: msg.headers.get("Nats-Service-Error"), ...jc.decode(msg.data) } };
   }
   return { result: jc.decode(msg.data) };
@@ -49,6 +65,7 @@ console.log(`echo: ${echo.content[0].text}`);
 // 3. Errors come back as a reply with Nats-Service-Error-Code / Nats-Service-Error
 //    headers and a JSON body {code, message, field}.
 const { error } = await call("mcp.v1.call.everything.no-such-tool", {});
+if (!error) throw new Error("no-such-tool answered without an error");
 console.log(`error: ${error.status} ${error.code}: ${error.message}`);
 
 // 4. Progress: subscribe an inbox, name it in Mcp-Progress-Subject.
@@ -90,12 +107,14 @@ for await (const _ of firstProgress) {
   nc.publish("mcp.v1.cancel.everything", jc.encode({ request_id: id }));
 }
 const { error: cancelled } = await pending;
+if (!cancelled) throw new Error("the cancelled call answered without an error");
 console.log(`cancel: ${cancelled.status} ${cancelled.code}: ${cancelled.message}`);
 
 // 6. A server nobody runs: NATS answers "no responders" at once.
 try {
   await nc.request("mcp.v1.call.nosuch.echo", jc.encode({}), { timeout: 5_000 });
-} catch (err) {
+} catch (e) {
+  const err = /** @type {import("nats").NatsError} */ (e);
   console.log(err.code === ErrorCode.NoResponders ? "nosuch: no responders" : `nosuch: ${err.message}`);
 }
 

@@ -131,8 +131,8 @@ func (c *Client) ConfigHistory(ctx context.Context, server string) ([]model.Conf
 }
 
 // RollbackConfig makes a config what it was at revision.
-func (c *Client) RollbackConfig(ctx context.Context, server string, revision uint64) (model.McpConfig, error) {
+func (c *Client) RollbackConfig(ctx context.Context, req model.ConfigRollbackRequest) (model.McpConfig, error) {
 	var out model.McpConfig
-	err := c.config(ctx, "rollback", model.ConfigRollbackRequest{Server: server, Revision: revision}, &out, configTimeout)
+	err := c.config(ctx, "rollback", req, &out, configTimeout)
 	return out, err
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/serverfile"
 )
 
 // Store is the config bucket.
@@ -104,7 +105,7 @@ func LoadFile(path string) ([]model.McpConfig, error) {
 func Parse(data []byte) ([]model.McpConfig, error) {
 	var f model.ServersFile
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return nil, apierr.Wrap(apierr.Validation, "servers file: "+err.Error(), err)
+		return nil, apierr.Wrap(apierr.Validation, "servers file: "+serverfile.YAMLMessage(data, err), err)
 	}
 	for i := range f.Servers {
 		f.Servers[i].Normalize()

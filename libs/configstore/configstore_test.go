@@ -144,6 +144,17 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// The line of a YAML error is the line the mistake is on (the YAML library
+// counts its parser errors' lines from 0).
+func TestParseErrorLine(t *testing.T) {
+	data := "servers:\n  - name: a\n- name: b\n    package: {type: npm, identifier: p}\n"
+	_, err := configstore.Parse([]byte(data))
+	e := wantErr(t, err, apierr.Validation, "")
+	if !strings.Contains(e.Message, "line 3: did not find expected key") {
+		t.Fatalf("message %q, want the error on line 3", e.Message)
+	}
+}
+
 func TestLoadFile(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "servers.yaml")

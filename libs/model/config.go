@@ -61,6 +61,12 @@ type McpConfig struct {
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	Revision  uint64    `json:"revision,omitempty"`
+	// Version numbers this server's changes: 1 at create, then 2, 3… (a
+	// toggle, an update, a delete, a rollback each take the next). Set by the
+	// config service when it writes; history and rollback go by it. Revision
+	// is the store's (KV) revision, shared by all servers: the token of
+	// compare-and-set updates.
+	Version uint64 `json:"version,omitempty"`
 }
 
 // Root is one MCP root: a file:// URI and an optional display name.

@@ -139,10 +139,17 @@ type ConfigExportRequest struct {
 type ConfigExportReply struct {
 	Format  string `json:"format"`
 	Content string `json:"content"`
+	// Warnings name, one line per server, the settings the format could not
+	// hold (tool filters, timeouts… in the client formats); none in mcpbus's
+	// own servers format, which is lossless.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ConfigRevision is one entry of a config's history.
 type ConfigRevision struct {
+	// Version is the server's own number of this entry (1, 2, 3…); rollback
+	// takes it. Revision is the store's, shared by all servers.
+	Version   uint64     `json:"version"`
 	Revision  uint64     `json:"revision"`
 	Operation string     `json:"operation"` // put, delete
 	At        time.Time  `json:"at"`
@@ -157,8 +164,11 @@ type ConfigHistoryReply struct {
 // ConfigRollbackRequest is the body of mcp.v1.config.rollback: the config
 // becomes what it was at Revision (a new revision is written).
 type ConfigRollbackRequest struct {
-	Server   string `json:"server"`
-	Revision uint64 `json:"revision"`
+	Server string `json:"server"`
+	// Version is the server's own number of the entry (history's version);
+	// Revision, the store's revision, is still accepted. Give one.
+	Version  uint64 `json:"version,omitempty"`
+	Revision uint64 `json:"revision,omitempty"`
 }
 
 // Config event types.
@@ -177,6 +187,7 @@ type ConfigEvent struct {
 	Server    string    `json:"server"`
 	ID        string    `json:"id"`
 	Revision  uint64    `json:"revision,omitempty"`
+	Version   uint64    `json:"version,omitempty"` // the server's own (McpConfig.Version); absent for deleted
 	Enabled   bool      `json:"enabled"`
 	RequestID string    `json:"request_id,omitempty"`
 	At        time.Time `json:"at"`

@@ -47,7 +47,7 @@ func decode(content []byte) (document, error) {
 	} else {
 		var err error
 		if jsonData, err = yaml.YAMLToJSONStrict(data); err != nil {
-			return document{}, apierr.Wrap(apierr.Validation, "invalid YAML: "+yamlMessage(err), err).WithField("content")
+			return document{}, apierr.Wrap(apierr.Validation, "invalid YAML: "+YAMLMessage(data, err), err).WithField("content")
 		}
 	}
 	root, err := decodeValue(jsonData)
@@ -100,14 +100,51 @@ func lineColumn(data []byte, offset int64) (int, int) {
 	return line, utf8.RuneCount(before[start:]) + 1
 }
 
-// yamlMessage turns "error converting YAML to JSON: yaml: line 3: …" into
-// "line 3: …" on one line.
-func yamlMessage(err error) string {
+// YAMLMessage turns "error converting YAML to JSON: yaml: line 3: …" into
+// "line 3: …" on one line, with the line right: the YAML parser
+// (go.yaml.in/yaml/v2, under sigs.k8s.io/yaml) counts the lines of its parser
+// errors from 0 (its scanner errors from 1), so "did not find expected key"
+// on line 3 comes as line 2. data is the YAML that failed.
+func YAMLMessage(data []byte, err error) string {
 	m := err.Error()
 	m = strings.TrimPrefix(m, "error converting YAML to JSON: ")
 	m = strings.TrimPrefix(m, "yaml: ")
 	m = strings.TrimPrefix(m, "unmarshal errors:")
-	return strings.Join(strings.Fields(m), " ")
+	m = strings.Join(strings.Fields(m), " ")
+	rest, ok := strings.CutPrefix(m, "line ")
+	if !ok {
+		return m
+	}
+	num, problem, ok := strings.Cut(rest, ": ")
+	line, convErr := strconv.Atoi(num)
+	if !ok || convErr != nil || !parserProblem(problem) {
+		return m
+	}
+	// An error at the end of the input points past the last line.
+	lines := bytes.Count(data, []byte("\n"))
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		lines++
+	}
+	return fmt.Sprintf("line %d: %s", max(1, min(line+1, lines)), problem)
+}
+
+// parserProblem reports whether problem is one of the YAML parser's (not
+// scanner's) messages: the list of yaml_parser_set_parser_error* calls of
+// go.yaml.in/yaml/v2's parserc.go.
+func parserProblem(problem string) bool {
+	for _, p := range []string{
+		"did not find expected ',' or ']'", "did not find expected ',' or '}'",
+		"did not find expected '-' indicator", "did not find expected <document start>",
+		"did not find expected <stream-start>", "did not find expected key",
+		"did not find expected node content", "found duplicate %TAG directive",
+		"found duplicate %YAML directive", "found incompatible YAML document",
+		"found undefined tag handle",
+	} {
+		if problem == p {
+			return true
+		}
+	}
+	return false
 }
 
 // duplicateKey walks valid JSON and reports the path of a key written twice.

@@ -278,7 +278,7 @@ func describe(t reflect.Type) string {
 }
 
 // renderNative writes {"servers": [...]} without the fields the config
-// service owns (id, revision, timestamps), so the file imports anywhere.
+// service owns (id, revision, version, timestamps), so the file imports anywhere.
 func renderNative(configs []model.McpConfig) ([]byte, error) {
 	out := struct {
 		Servers []exported `json:"servers"`
@@ -293,7 +293,7 @@ func renderNative(configs []model.McpConfig) ([]byte, error) {
 		if err := json.Unmarshal(data, &cp); err != nil {
 			return nil, apierr.Wrap(apierr.Internal, "copying config "+c.Slug, err)
 		}
-		cp.ID, cp.Revision, cp.CreatedAt, cp.UpdatedAt = "", 0, time.Time{}, time.Time{}
+		cp.ID, cp.Revision, cp.Version, cp.CreatedAt, cp.UpdatedAt = "", 0, 0, time.Time{}, time.Time{}
 		escapeValue(reflect.ValueOf(&cp).Elem())
 		for name, v := range cp.EnvVars {
 			if secretEnv(name, v) && (v.KeyfilePath == "" || v.Value != "") {

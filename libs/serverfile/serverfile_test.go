@@ -614,8 +614,11 @@ func TestSyntaxErrors(t *testing.T) {
 		{"json truncated", "{\n  \"mcpServers\": {\n    \"a\": {\"command\": ", "line 3, column"},
 		{"json garbage after", `{"servers": []} x`, "line 1, column 17"},
 		{"json wide characters", "{\n  \"mcpServers\": {\"é\": {\"command\": \"x\",}} ]\n}", "line 2, column 39"},
-		{"yaml bad indent", "servers:\n  - name: a\n   bad: [\n", "line 2"},
-		{"yaml tab", "servers:\n\t- name: a\n", "line 2"},
+		{"yaml bad indent", "servers:\n  - name: a\n   bad: [\n", "line 3: did not find expected '-' indicator"},
+		{"yaml stray item on line 3", "servers:\n  - name: a\n- name: b\n  enabled: true\n", "line 3: did not find expected key"},
+		{"yaml stray item on line 4", "# servers\nservers:\n  - name: a\n- name: b\n", "line 4: did not find expected key"},
+		{"yaml unclosed list", "servers:\n  - name: a\n    package: {type: npm, args: [a, b\n  - name: b\n", "line 4: did not find expected ',' or ']'"},
+		{"yaml tab", "servers:\n\t- name: a\n", "line 2: found character"},
 		{"yaml unclosed", "servers:\n  a:\n    transport: {type: stdio\n", "line 3"},
 	}
 	for _, tc := range cases {

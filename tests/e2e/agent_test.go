@@ -33,22 +33,7 @@ func runAgentScript(t *testing.T, url string, env ...string) {
 	if err != nil {
 		t.Fatalf("node is not installed: %v (the npm packages of `make npm-deps` need it too)", err)
 	}
-	src := filepath.Join(clitest.RepoRoot(t), "docs", "examples", "agent.mjs")
-	code, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// ES modules ignore NODE_PATH: they resolve "nats" from the node_modules
-	// folders above the script. So the script runs from a temp dir whose
-	// node_modules is a link to tests/npm/node_modules.
-	dir := t.TempDir()
-	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(dir, "agent.mjs")
-	if err := os.WriteFile(script, code, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir, script := agentScript(t, modules)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -72,6 +57,46 @@ func runAgentScript(t *testing.T, url string, env ...string) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("agent.mjs output lacks %q", want)
 		}
+	}
+}
+
+// agentScript copies docs/examples/agent.mjs into a temp dir. ES modules
+// ignore NODE_PATH: they resolve "nats" from the node_modules folders above
+// the script, so the dir's node_modules is a link to tests/npm/node_modules.
+func agentScript(t *testing.T, modules string) (dir, script string) {
+	t.Helper()
+	code, err := os.ReadFile(filepath.Join(clitest.RepoRoot(t), "docs", "examples", "agent.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	script = filepath.Join(dir, "agent.mjs")
+	if err := os.WriteFile(script, code, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, script
+}
+
+// TestAgentExampleTypeChecks holds agent.mjs to its word: it type-checks as
+// TypeScript (strict, the nats and node types pinned in tests/npm), with the
+// command its header gives.
+func TestAgentExampleTypeChecks(t *testing.T) {
+	modules := npmModules(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed: %v", err)
+	}
+	dir, script := agentScript(t, modules)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(modules, "typescript", "bin", "tsc"),
+		"--noEmit", "--checkJs", "--allowJs", "--strict", "--module", "nodenext", "--target", "es2022", "--types", "node", script)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tsc --checkJs agent.mjs: %v\n%s", err, out)
 	}
 }
 

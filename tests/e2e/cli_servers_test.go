@@ -86,10 +86,13 @@ func TestCLIServersAndSecrets(t *testing.T) {
 	if json.Unmarshal([]byte(r.Stdout), &hist) != nil || len(hist.Revisions) < 3 {
 		t.Fatalf("history: %s", r.Stdout)
 	}
-	first := hist.Revisions[0].Revision
+	first := hist.Revisions[0].Version
+	if first != 1 {
+		t.Fatalf("history starts at version %d: %s", first, r.Stdout)
+	}
 	must(cli(t, bin, url, "servers", "rollback", "everything", strconv.FormatUint(first, 10)), "servers rollback")
 	if got, _ := cliConfig(t, bin, url, "everything"); got.Enabled || len(got.Tools.Deny) != 0 {
-		t.Fatalf("rollback to revision %d gave %+v", first, got)
+		t.Fatalf("rollback to version %d gave %+v", first, got)
 	}
 
 	// export shows the secret as a variable only.

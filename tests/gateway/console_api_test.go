@@ -242,13 +242,20 @@ func TestConsoleServersRestartHistoryRollback(t *testing.T) {
 	if r.status != http.StatusOK || len(hist.Revisions) < 3 || hist.Revisions[0].Revision != created.Revision {
 		t.Fatalf("history: %d %s", r.status, r.body)
 	}
+	// The server's own numbers: 1, 2, 3… whatever the other servers did.
+	for i, rev := range hist.Revisions {
+		if rev.Version != uint64(i+1) {
+			t.Fatalf("history entry %d has version %d: %s", i, rev.Version, r.body)
+		}
+	}
 	if strings.Contains(string(r.body), token) {
 		t.Fatalf("history shows the secret: %s", r.body)
 	}
-	r = e.do("POST", "/api/v1/servers/alpha/rollback", rest.RollbackBody{Revision: created.Revision})
+	r = e.do("POST", "/api/v1/servers/alpha/rollback", rest.RollbackBody{Version: 1})
 	var rolled model.McpConfig
 	r.decode(t, &rolled)
-	if r.status != http.StatusOK || rolled.EnvVars["SERVER_ID"].Value != "alpha" || rolled.Revision <= changed.Revision || rolled.ID != created.ID {
+	if r.status != http.StatusOK || rolled.EnvVars["SERVER_ID"].Value != "alpha" || rolled.Revision <= changed.Revision || rolled.ID != created.ID ||
+		rolled.Version != uint64(len(hist.Revisions)+1) {
 		t.Fatalf("rollback: %d %s", r.status, r.body)
 	}
 	r = e.do("GET", "/api/v1/servers/alpha", nil)
@@ -257,15 +264,16 @@ func TestConsoleServersRestartHistoryRollback(t *testing.T) {
 	if now.EnvVars["SERVER_ID"].Value != "alpha" || now.Enabled {
 		t.Fatalf("after rollback: %s", r.body)
 	}
-	wantInvalid(t, "revision 0", e.do("POST", "/api/v1/servers/alpha/rollback", `{"revision": 0}`), "revision")
+	wantInvalid(t, "version 0", e.do("POST", "/api/v1/servers/alpha/rollback", `{"version": 0}`), "version")
+	wantInvalid(t, "version and revision", e.do("POST", "/api/v1/servers/alpha/rollback", `{"version": 1, "revision": 1}`), "version")
 	wantInvalid(t, "revision of the wrong type", e.do("POST", "/api/v1/servers/alpha/rollback", `{"revision": "one"}`), "revision")
 	wantInvalid(t, "negative revision", e.do("POST", "/api/v1/servers/alpha/rollback", `{"revision": -1}`), "revision")
 	wantInvalid(t, "unknown field", e.do("POST", "/api/v1/servers/alpha/rollback", `{"revision": 1, "force": true}`), "force")
-	if r := e.do("POST", "/api/v1/servers/alpha/rollback", rest.RollbackBody{Revision: 99999}); r.status != http.StatusNotFound || r.contract(t).Field != "revision" {
+	if r := e.do("POST", "/api/v1/servers/alpha/rollback", rest.RollbackBody{Version: 99999}); r.status != http.StatusNotFound || r.contract(t).Field != "version" {
 		t.Fatalf("rollback to no revision: %d %s", r.status, r.body)
 	}
 	wantCode(t, "history of unknown", e.do("GET", "/api/v1/servers/nope/history", nil), http.StatusNotFound, apierr.NotFound)
-	wantCode(t, "rollback of unknown", e.do("POST", "/api/v1/servers/nope/rollback", rest.RollbackBody{Revision: 1}), http.StatusNotFound, apierr.NotFound)
+	wantCode(t, "rollback of unknown", e.do("POST", "/api/v1/servers/nope/rollback", rest.RollbackBody{Version: 1}), http.StatusNotFound, apierr.NotFound)
 }
 
 func TestConsoleRegistryPlan(t *testing.T) {

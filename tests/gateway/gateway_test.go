@@ -327,11 +327,27 @@ func TestCredentialsAreWriteOnly(t *testing.T) {
 	e := start(t)
 	const secret = "ghp_gatewaySecretValue0123456789"
 	const oauthSecret = "oauth-access-token-not-for-eyes"
-	cfg := model.McpConfig{Name: "creds", Enabled: false,
+	// A server that declares no secret gets none: storing one would claim an
+	// effect it never has (the runner does not ask for it).
+	plain := model.McpConfig{Name: "plain", Package: model.Package{Type: model.PackageBinary, Identifier: testServer},
+		Transport: model.Transport{Type: model.TransportStdio}}
+	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: plain}); r.status != http.StatusCreated {
+		t.Fatalf("create plain: %d %s", r.status, r.body)
+	}
+	if r := e.do("PUT", "/api/v1/servers/plain/credentials", model.Credentials{Env: map[string]string{"DUMMY_TOKEN": "x"}}); r.status != http.StatusBadRequest ||
+		r.contract(t).Field != "env.DUMMY_TOKEN" || !strings.Contains(r.contract(t).Message, "declares no secret") {
+		t.Fatalf("a secret for a server without secrets: %d %s", r.status, r.body)
+	}
+	cfg := model.McpConfig{Name: "creds", Enabled: false, AuthType: model.AuthAPIKey,
 		Package:   model.Package{Type: model.PackageBinary, Identifier: testServer},
 		Transport: model.Transport{Type: model.TransportStdio}}
 	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: cfg}); r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	// Headers never reach a stdio server.
+	if r := e.do("PUT", "/api/v1/servers/creds/credentials", model.Credentials{Headers: map[string]string{"X-Api-Key": "h"}}); r.status != http.StatusBadRequest ||
+		r.contract(t).Field != "headers.X-Api-Key" {
+		t.Fatalf("a header for a stdio server: %d %s", r.status, r.body)
 	}
 	r := e.do("PUT", "/api/v1/servers/creds/credentials", model.Credentials{
 		Env:   map[string]string{"GITHUB_TOKEN": secret},
@@ -350,13 +366,13 @@ func TestCredentialsAreWriteOnly(t *testing.T) {
 		t.Fatalf("GET credentials returned a value: %s", r.body)
 	}
 	// Merge adds; delete by name removes one.
-	if r := e.do("PUT", "/api/v1/servers/creds/credentials", model.Credentials{Headers: map[string]string{"X-Api-Key": "hdr-secret-123"}}); r.status != http.StatusOK {
+	if r := e.do("PUT", "/api/v1/servers/creds/credentials", model.Credentials{Env: map[string]string{"X_API_KEY": "hdr-secret-123"}}); r.status != http.StatusOK {
 		t.Fatalf("merge: %d %s", r.status, r.body)
 	}
 	r = e.do("DELETE", "/api/v1/servers/creds/credentials?name=GITHUB_TOKEN", nil)
 	d = model.CredDescription{}
 	r.decode(t, &d)
-	if r.status != http.StatusOK || d.Has("GITHUB_TOKEN") || !d.Has("X-Api-Key") {
+	if r.status != http.StatusOK || d.Has("GITHUB_TOKEN") || !d.Has("X_API_KEY") {
 		t.Fatalf("delete one: %d %s", r.status, r.body)
 	}
 	// Bad input: nothing to set, an unknown field, a bad flag, an unknown server.
@@ -376,7 +392,7 @@ func TestCredentialsAreWriteOnly(t *testing.T) {
 	r = e.do("GET", "/api/v1/servers/creds/credentials", nil)
 	d = model.CredDescription{}
 	r.decode(t, &d)
-	if d.Has("A") || !d.Has("X-Api-Key") {
+	if d.Has("A") || !d.Has("X_API_KEY") {
 		t.Fatalf("bad requests changed the secrets: %s", r.body)
 	}
 	// Delete everything.

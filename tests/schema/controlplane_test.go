@@ -285,12 +285,18 @@ func driveControlPlane(t *testing.T, ctx context.Context, sys *stack.Stack, sec 
 	if err != nil || len(hist) != 2 { // create, update (disabling a disabled server writes nothing)
 		t.Fatalf("config.history: %v (%d revisions)", err, len(hist))
 	}
-	rolled, err := cl.RollbackConfig(ctx, "second", created.Revision)
-	if err != nil || len(rolled.Tools.Deny) != 1 || rolled.Revision <= hist[len(hist)-1].Revision {
+	if hist[0].Version != 1 || hist[1].Version != 2 {
+		t.Fatalf("config.history versions %d, %d, want 1, 2", hist[0].Version, hist[1].Version)
+	}
+	rolled, err := cl.RollbackConfig(ctx, model.ConfigRollbackRequest{Server: "second", Version: 1})
+	if err != nil || len(rolled.Tools.Deny) != 1 || rolled.Revision <= hist[len(hist)-1].Revision || rolled.Version != 3 {
 		t.Fatalf("config.rollback: %v %+v", err, rolled)
 	}
-	_, err = cl.RollbackConfig(ctx, "second", 100000)
-	wantCode(t, "config.rollback to a revision not in the history", err, apierr.NotFound)
+	if _, err := cl.RollbackConfig(ctx, model.ConfigRollbackRequest{Server: "second", Revision: created.Revision}); err != nil {
+		t.Fatalf("config.rollback by the store's revision: %v", err)
+	}
+	_, err = cl.RollbackConfig(ctx, model.ConfigRollbackRequest{Server: "second", Version: 100000})
+	wantCode(t, "config.rollback to a version not in the history", err, apierr.NotFound)
 
 	if out, err := cl.ExportConfigs(ctx, model.ConfigExportRequest{}); err != nil || !strings.Contains(out.Content, "${") {
 		t.Fatalf("config.export of all: %v %+v", err, out)

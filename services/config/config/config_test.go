@@ -663,6 +663,37 @@ func TestEnableRevertKeepsOtherChanges(t *testing.T) {
 	}
 }
 
+// The KV keeps a key's last 16 entries; versions go on counting past them
+// (the oldest kept entry carries its number), and toggles count too.
+func TestVersionsOutliveTheHistoryWindow(t *testing.T) {
+	e := newEnv(t)
+	cur := e.mustCreate(stdio("Long"), nil)
+	for i := range 20 {
+		op := "enable"
+		if i%2 == 1 {
+			op = "disable"
+		}
+		if err := e.call(op, model.ConfigRef{Server: "long"}, &cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cur.Version != 21 {
+		t.Fatalf("after 20 toggles: version %d, want 21", cur.Version)
+	}
+	var h model.ConfigHistoryReply
+	if err := e.call("history", model.ConfigRef{Server: "long"}, &h); err != nil {
+		t.Fatal(err)
+	}
+	n := len(h.Revisions)
+	if n == 0 || n > 16 || h.Revisions[n-1].Version != 21 || h.Revisions[0].Version != uint64(22-n) {
+		t.Fatalf("history of %d entries: first version %d, last %d", n, h.Revisions[0].Version, h.Revisions[n-1].Version)
+	}
+	var rb model.McpConfig
+	if err := e.call("rollback", model.ConfigRollbackRequest{Server: "long", Version: h.Revisions[0].Version}, &rb); err != nil || rb.Version != 22 {
+		t.Fatalf("rollback to version %d: %v, version %d", h.Revisions[0].Version, err, rb.Version)
+	}
+}
+
 func TestHistoryAndRollback(t *testing.T) {
 	e := newEnv(t)
 	v1 := e.mustCreate(stdio("Versioned"), nil)
@@ -683,18 +714,25 @@ func TestHistoryAndRollback(t *testing.T) {
 		h.Revisions[1].Config.Revision != v2.Revision || h.Revisions[0].At.IsZero() {
 		t.Fatalf("history = %+v", h)
 	}
+	// Versions count per server (the KV revisions are shared by all).
+	if v1.Version != 1 || v2.Version != 2 || other.Version != 1 || h.Revisions[0].Version != 1 || h.Revisions[1].Version != 2 ||
+		h.Revisions[1].Config.Version != 2 {
+		t.Fatalf("versions: v1 %d, v2 %d, other %d, history %+v", v1.Version, v2.Version, other.Version, h)
+	}
 
-	// Bad revisions change nothing.
-	wantErr(t, e.call("rollback", model.ConfigRollbackRequest{Server: "versioned"}, nil), apierr.Validation, "revision", "revision is required")
+	// Bad versions change nothing.
+	wantErr(t, e.call("rollback", model.ConfigRollbackRequest{Server: "versioned"}, nil), apierr.Validation, "version", "version is required (see the server's history)")
+	wantErr(t, e.call("rollback", model.ConfigRollbackRequest{Server: "versioned", Version: 1, Revision: v1.Revision}, nil), apierr.Validation, "version", "give version or revision, not both")
+	wantErr(t, e.call("rollback", model.ConfigRollbackRequest{Server: "versioned", Version: 3}, nil), apierr.NotFound, "version", "")
 	wantErr(t, e.call("rollback", model.ConfigRollbackRequest{Server: "versioned", Revision: 999}, nil), apierr.NotFound, "revision", "")
 	wantErr(t, e.call("rollback", model.ConfigRollbackRequest{Server: "versioned", Revision: other.Revision}, nil), apierr.NotFound, "revision", "")
 	wantErr(t, e.call("rollback", model.ConfigRollbackRequest{Server: "nope", Revision: 1}, nil), apierr.NotFound, "server", "")
 
 	var rb model.McpConfig
-	if err := e.call("rollback", model.ConfigRollbackRequest{Server: "versioned", Revision: v1.Revision}, &rb); err != nil {
+	if err := e.call("rollback", model.ConfigRollbackRequest{Server: "versioned", Version: 1}, &rb); err != nil {
 		t.Fatal(err)
 	}
-	if rb.ID != v1.ID || len(rb.Package.Args) != 0 || rb.Revision <= v2.Revision || !rb.UpdatedAt.After(v2.UpdatedAt) {
+	if rb.ID != v1.ID || len(rb.Package.Args) != 0 || rb.Revision <= v2.Revision || !rb.UpdatedAt.After(v2.UpdatedAt) || rb.Version != 3 {
 		t.Fatalf("rolled back = %+v", rb)
 	}
 	if cur, _ := e.get("versioned"); cur.Revision != rb.Revision || len(cur.Package.Args) != 0 {
@@ -710,15 +748,17 @@ func TestHistoryAndRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := h.Revisions[len(h.Revisions)-1]
-	if len(h.Revisions) != 4 || last.Operation != "delete" || last.Config != nil {
+	if len(h.Revisions) != 4 || last.Operation != "delete" || last.Config != nil || last.Version != 4 {
 		t.Fatalf("history after delete = %+v", h)
 	}
 	wantErr(t, e.call("history", model.ConfigRef{Server: "versioned"}, nil), apierr.NotFound, "server", "")
+	wantErr(t, e.call("rollback", model.ConfigRollbackRequest{Server: v1.ID, Version: 4}, nil), apierr.Validation, "version", "version 4 deleted the config; choose one that wrote it")
 	wantErr(t, e.call("rollback", model.ConfigRollbackRequest{Server: v1.ID, Revision: last.Revision}, nil), apierr.Validation, "revision", "")
+	// The store's revision is still accepted.
 	if err := e.call("rollback", model.ConfigRollbackRequest{Server: v1.ID, Revision: v2.Revision}, &rb); err != nil {
 		t.Fatal(err)
 	}
-	if rb.ID != v1.ID || rb.Slug != "versioned" || !slices.Equal(rb.Package.Args, []string{"v2"}) {
+	if rb.ID != v1.ID || rb.Slug != "versioned" || !slices.Equal(rb.Package.Args, []string{"v2"}) || rb.Version != 5 {
 		t.Fatalf("restored = %+v", rb)
 	}
 	if cur, err := e.get("versioned"); err != nil || cur.ID != v1.ID {
@@ -734,7 +774,7 @@ func TestHistoryAndRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	taker := e.mustCreate(stdio("Versioned"), nil)
-	wantErr(t, e.call("rollback", model.ConfigRollbackRequest{Server: "renamed", Revision: v1.Revision}, nil), apierr.Conflict, "slug",
+	wantErr(t, e.call("rollback", model.ConfigRollbackRequest{Server: "renamed", Version: 1}, nil), apierr.Conflict, "slug",
 		"slug versioned is already used by server "+taker.ID)
 
 	var types []string

@@ -162,7 +162,7 @@ func (s *Service) handleDelete(ctx context.Context, req micro.Request) (any, err
 	s.freeSlug(ctx, cfg.Slug, cfg.ID)
 	s.log.Info("config deleted", "server", cfg.Slug, "id", cfg.ID, "request_id", requestID(req))
 	ev := *cfg
-	ev.Enabled, ev.Revision = false, 0
+	ev.Enabled, ev.Revision, ev.Version = false, 0, 0
 	s.publish(ctx, model.ConfigDeleted, &ev, requestID(req))
 	return model.ConfigDeleteReply{ID: cfg.ID, Server: cfg.Slug}, nil
 }
@@ -348,10 +348,12 @@ func (s *Service) handleHistory(ctx context.Context, req micro.Request) (any, er
 		return nil, err
 	}
 	out := model.ConfigHistoryReply{Revisions: make([]model.ConfigRevision, 0, len(entries))}
-	for _, e := range entries {
-		r := model.ConfigRevision{Revision: e.Revision(), Operation: opName(e.Operation()), At: e.Created().UTC()}
+	nums := versions(entries)
+	for i, e := range entries {
+		r := model.ConfigRevision{Version: nums[i], Revision: e.Revision(), Operation: opName(e.Operation()), At: e.Created().UTC()}
 		if e.Operation() == jetstream.KeyValuePut {
 			if cfg, err := decodeEntry(e); err == nil {
+				cfg.Version = nums[i]
 				r.Config = cfg
 			}
 		}
@@ -408,8 +410,15 @@ func (s *Service) handleRollback(ctx context.Context, req micro.Request) (any, e
 	if err := bus.Decode(req.Data(), &in); err != nil {
 		return nil, err
 	}
-	if in.Revision == 0 {
-		return nil, apierr.Invalid("revision", "revision is required")
+	// The server's own version, or (still accepted) the store's revision.
+	field, want := "version", in.Version
+	switch {
+	case in.Version != 0 && in.Revision != 0:
+		return nil, apierr.Invalid("version", "give version or revision, not both")
+	case in.Version == 0 && in.Revision == 0:
+		return nil, apierr.Invalid("version", "version is required (see the server's history)")
+	case in.Revision != 0:
+		field, want = "revision", in.Revision
 	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
@@ -417,17 +426,19 @@ func (s *Service) handleRollback(ctx context.Context, req micro.Request) (any, e
 	if err != nil {
 		return nil, err
 	}
+	nums := versions(entries)
 	var target jetstream.KeyValueEntry
-	for _, e := range entries {
-		if e.Revision() == in.Revision {
-			target = e
+	targetVersion := uint64(0)
+	for i, e := range entries {
+		if (field == "version" && nums[i] == want) || (field == "revision" && e.Revision() == want) {
+			target, targetVersion = e, nums[i]
 		}
 	}
 	if target == nil {
-		return nil, apierr.Newf(apierr.NotFound, "revision %d is not in the history of server %s", in.Revision, in.Server).WithField("revision")
+		return nil, apierr.Newf(apierr.NotFound, "%s %d is not in the history of server %s", field, want, in.Server).WithField(field)
 	}
 	if target.Operation() != jetstream.KeyValuePut {
-		return nil, apierr.Invalid("revision", "revision "+strconv.FormatUint(in.Revision, 10)+" deleted the config; choose a revision that wrote it")
+		return nil, apierr.Invalid(field, field+" "+strconv.FormatUint(want, 10)+" deleted the config; choose one that wrote it")
 	}
 	cfg, err := decodeEntry(target)
 	if err != nil {
@@ -439,7 +450,8 @@ func (s *Service) handleRollback(ctx context.Context, req micro.Request) (any, e
 		if prev, err = decodeEntry(latest); err != nil {
 			return nil, err
 		}
-		if latest.Revision() == in.Revision {
+		if latest.Revision() == target.Revision() {
+			prev.Version = nums[len(nums)-1]
 			return prev, nil // already what was asked for
 		}
 	}
@@ -454,7 +466,7 @@ func (s *Service) handleRollback(ctx context.Context, req micro.Request) (any, e
 		return nil, err
 	}
 	finish(ctx)
-	s.log.Info("config rolled back", "server", p.cfg.Slug, "id", id, "to", in.Revision, "revision", p.cfg.Revision, "request_id", requestID(req))
+	s.log.Info("config rolled back", "server", p.cfg.Slug, "id", id, "to_version", targetVersion, "version", p.cfg.Version, "revision", p.cfg.Revision, "request_id", requestID(req))
 	s.publish(ctx, model.ConfigRolledBack, &p.cfg, requestID(req))
 	return p.cfg, nil
 }

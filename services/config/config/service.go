@@ -171,7 +171,7 @@ func (s *Service) opCtx(ctx context.Context) (context.Context, context.CancelFun
 // publish emits a config event into MCP_EVENTS. The change is already made,
 // so a failure is logged, not returned.
 func (s *Service) publish(ctx context.Context, typ string, cfg *model.McpConfig, requestID string) {
-	ev := model.ConfigEvent{Type: typ, Server: cfg.Slug, ID: cfg.ID, Revision: cfg.Revision,
+	ev := model.ConfigEvent{Type: typ, Server: cfg.Slug, ID: cfg.ID, Revision: cfg.Revision, Version: cfg.Version,
 		Enabled: cfg.Enabled, RequestID: requestID, At: time.Now().UTC()}
 	data, err := json.Marshal(ev)
 	if err != nil {

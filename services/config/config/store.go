@@ -130,6 +130,11 @@ func (s *Service) all(ctx context.Context) ([]model.McpConfig, error) {
 // not exist), otherwise the key must still be at lastRev. cfg.Revision
 // becomes the new revision.
 func (s *Service) write(ctx context.Context, cfg *model.McpConfig, lastRev uint64) error {
+	v, err := s.nextVersion(ctx, cfg.ID)
+	if err != nil {
+		return err
+	}
+	cfg.Version = v
 	data, err := encodeConfig(cfg)
 	if err != nil {
 		return err
@@ -151,6 +156,45 @@ func (s *Service) write(ctx context.Context, cfg *model.McpConfig, lastRev uint6
 	}
 	cfg.Revision = rev
 	return nil
+}
+
+// nextVersion is the version the next entry of config id takes: one more
+// than its latest entry's (versions), 1 for a new id. A writer that lost the
+// race for it loses the compare-and-set too.
+func (s *Service) nextVersion(ctx context.Context, id string) (uint64, error) {
+	h, err := s.assets.Configs.History(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, kvErr("reading history of "+id, err)
+	}
+	v := versions(h)
+	return v[len(v)-1] + 1, nil
+}
+
+// versions numbers a config's history entries (oldest first) per server: the
+// oldest kept entry has the version stored in it (1 for a config written
+// before versions were), each later entry, a delete too, one more. The KV
+// keeps the last 16 entries of a key, so the stored version of the oldest
+// one carries the count on. The stored version of any other entry is not
+// read: an undo (restore) writes an older config again as the next version.
+func versions(h []jetstream.KeyValueEntry) []uint64 {
+	out := make([]uint64, len(h))
+	for i, e := range h {
+		switch {
+		case i > 0:
+			out[i] = out[i-1] + 1
+		case e.Operation() == jetstream.KeyValuePut:
+			out[i] = 1
+			if cfg, err := decodeEntry(e); err == nil && cfg.Version > 0 {
+				out[i] = cfg.Version
+			}
+		default:
+			out[i] = 1
+		}
+	}
+	return out
 }
 
 // idUsed reports whether id has ever been a config (its history survives a delete).

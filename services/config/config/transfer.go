@@ -228,5 +228,5 @@ func (s *Service) handleExport(ctx context.Context, req micro.Request) (any, err
 	if err != nil {
 		return nil, asValidation(err, "format")
 	}
-	return model.ConfigExportReply{Format: format, Content: string(data)}, nil
+	return model.ConfigExportReply{Format: format, Content: string(data), Warnings: serverfile.Dropped(format, configs)}, nil
 }

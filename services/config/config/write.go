@@ -145,6 +145,7 @@ func (s *Service) restore(ctx context.Context, p *plan, written uint64) {
 		err = s.assets.Configs.Delete(ctx, p.cfg.ID, jetstream.LastRevision(written))
 	} else {
 		prev := *p.prev
+		prev.Version = p.cfg.Version + 1 // the undo is the next entry
 		data, encErr := encodeConfig(&prev)
 		if encErr != nil {
 			err = encErr

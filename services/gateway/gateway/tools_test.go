@@ -157,7 +157,17 @@ func TestToolsAndInvoke(t *testing.T) {
 			{map[string]any{"tool_name": "alpha__echo", "params": "hi"}, "params"},
 		} {
 			status, out := invoke(t, h, caller, c.body)
-			wantFailure(t, status, out, http.StatusBadRequest, rest.ErrValidation, c.field)
+			// Bad params are PARAMETER_ERROR however they are bad (not an
+			// object here, not fitting the schema above): one error type per
+			// kind of error.
+			typ := rest.ErrValidation
+			if c.field == "params" {
+				typ = rest.ErrParameter
+			}
+			wantFailure(t, status, out, http.StatusBadRequest, typ, c.field)
+			if out.Details.Code != apierr.Validation {
+				t.Fatalf("details.code %s", out.Details.Code)
+			}
 		}
 		if n := calls() - before; n != 0 {
 			t.Fatalf("%d calls crossed the bus for bad requests", n)

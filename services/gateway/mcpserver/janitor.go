@@ -11,12 +11,21 @@ import (
 // kept for its next request.
 const viewIdle = 10 * time.Minute
 
-// janitor closes sessions idle for SessionTimeout and drops the servers of
-// principals that have had no session for viewIdle.
+// streamlessShare is the part of SessionTimeout after which an idle session
+// that never opened the GET stream is closed (5 minutes of the default 30).
+// Such sessions are what clients that exit without DELETE leave behind, and
+// they pile up; a client that comes back after that gets 404 for the session
+// and initializes a new one, as MCP asks of it. A session with a stream keeps
+// the whole SessionTimeout.
+const streamlessShare = 6
+
+// janitor closes sessions idle for SessionTimeout (SessionTimeout /
+// streamlessShare for those that never opened the GET stream) and drops the
+// servers of principals that have had no session for viewIdle.
 func (a *Aggregator) janitor(ctx context.Context) {
 	every := time.Minute
-	if st := a.opts.SessionTimeout; st > 0 && st/4 < every {
-		every = max(st/4, 10*time.Millisecond)
+	if st := a.opts.SessionTimeout; st > 0 && st/(4*streamlessShare) < every {
+		every = max(st/(4*streamlessShare), 10*time.Millisecond)
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -30,7 +39,8 @@ func (a *Aggregator) janitor(ctx context.Context) {
 			a.mu.Lock()
 			views := slices.Collect(maps.Values(a.views))
 			a.mu.Unlock()
-			a.sessions.closeIdle(views, time.Now().Add(-a.opts.SessionTimeout))
+			now := time.Now()
+			a.sessions.closeIdle(views, now.Add(-a.opts.SessionTimeout), now.Add(-a.opts.SessionTimeout/streamlessShare))
 		}
 		a.sweep(time.Now().Add(-viewIdle))
 	}

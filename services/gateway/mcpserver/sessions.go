@@ -19,6 +19,9 @@ type liveSession struct {
 	ss       *mcp.ServerSession
 	lastUsed atomic.Int64 // unix ns of the last request's start or end
 	posts    atomic.Int64 // POSTs being served: the session is not idle
+	// streamed: the client opened the GET stream at least once. A session
+	// that never did is closed after a shorter idle time (janitor.go).
+	streamed atomic.Bool
 	// done ends when the session is closed, by go-sdk or by the gateway:
 	// fast-path calls of a closed session are cancelled, as go-sdk cancels
 	// its own handlers, and a closed session is never served again.
@@ -107,15 +110,22 @@ func (t *sessionTable) close(ss *mcp.ServerSession) {
 }
 
 // closeIdle closes the sessions of views with no POST in flight and no
-// request since cutoff, tracking first those never seen since their
+// request since cutoff (since streamlessCutoff for a session that never
+// opened the GET stream), tracking first those never seen since their
 // initialize.
-func (t *sessionTable) closeIdle(views []*view, cutoff time.Time) {
+func (t *sessionTable) closeIdle(views []*view, cutoff, streamlessCutoff time.Time) {
 	for _, v := range views {
 		for ss := range v.server.Sessions() {
 			t.track(ss)
 		}
 	}
-	idle := func(ls *liveSession) bool { return ls.posts.Load() == 0 && ls.lastUsed.Load() < cutoff.UnixNano() }
+	idle := func(ls *liveSession) bool {
+		c := cutoff
+		if !ls.streamed.Load() {
+			c = streamlessCutoff
+		}
+		return ls.posts.Load() == 0 && ls.lastUsed.Load() < c.UnixNano()
+	}
 	t.mu.Lock()
 	var candidates []*liveSession
 	for _, ls := range t.byID {
@@ -145,6 +155,8 @@ func (t *sessionTable) enter(v *view, sid, method string) (*liveSession, func())
 	case http.MethodPost:
 		ls.posts.Add(1)
 		return ls, func() { ls.posts.Add(-1); ls.touch() }
+	case http.MethodGet:
+		ls.streamed.Store(true)
 	case http.MethodDelete:
 		t.forget(sid)
 	}

@@ -203,8 +203,13 @@ func (a *API) setCredentials(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	id, ok := a.configID(w, r)
+	ref, ok := serverRef(w, r)
 	if !ok {
+		return
+	}
+	cfg, err := a.client.GetConfig(r.Context(), ref)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	var creds model.Credentials
@@ -215,7 +220,12 @@ func (a *API) setCredentials(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierr.Invalid("body", "no secrets given: set env, headers, keyfiles or oauth"))
 		return
 	}
-	d, err := a.creds.Set(r.Context(), model.CredSetRequest{ServerID: id, Credentials: creds, Replace: replace})
+	// A secret the server would never see is refused (the same rule as the CLI's).
+	if e := cfg.CheckCredentialsUsed(creds); e != nil {
+		writeError(w, e)
+		return
+	}
+	d, err := a.creds.Set(r.Context(), model.CredSetRequest{ServerID: cfg.ID, Credentials: creds, Replace: replace})
 	if err != nil {
 		writeError(w, err)
 		return

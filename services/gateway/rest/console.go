@@ -29,8 +29,10 @@ type MeReply struct {
 
 // RollbackBody is the body of POST /api/v1/servers/{id}/rollback.
 type RollbackBody struct {
-	// Revision is the config revision to restore (see the history).
-	Revision uint64 `json:"revision"`
+	// Version is the server's own version to restore (history's version);
+	// Revision, the store's revision, is still accepted. Give one.
+	Version  uint64 `json:"version,omitempty"`
+	Revision uint64 `json:"revision,omitempty"`
 }
 
 // me answers any valid key, whatever its scopes (auth.ScopeAnyKey), with
@@ -76,11 +78,11 @@ func (a *API) rollbackServer(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &in) {
 		return
 	}
-	if in.Revision == 0 {
-		writeError(w, apierr.Invalid("revision", "revision must be a positive number (see GET /api/v1/servers/{id}/history)"))
+	if in.Version == 0 && in.Revision == 0 {
+		writeError(w, apierr.Invalid("version", "version must be a positive number (see GET /api/v1/servers/{id}/history)"))
 		return
 	}
-	cfg, err := a.client.RollbackConfig(r.Context(), id, in.Revision)
+	cfg, err := a.client.RollbackConfig(r.Context(), model.ConfigRollbackRequest{Server: id, Version: in.Version, Revision: in.Revision})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -22,7 +22,10 @@ import (
 // Error types of POST /mcp/invoke, with their HTTP status:
 //
 //	VALIDATION_ERROR    400  malformed request, or a tool name that is not <server>__<tool>
-//	PARAMETER_ERROR     400  params do not fit the tool's input schema (checked here, before any call)
+//	                         (413 and 415 for a body too large or not JSON)
+//	PARAMETER_ERROR     400  bad params: not a JSON object, or not fitting the tool's input
+//	                         schema (checked here, before any call), or refused by the server
+//	                         (details.code is VALIDATION_ERROR, details.field params…)
 //	TOOL_NOT_FOUND      404  no such tool, its server is not running, or the key may not see it
 //	SERVICE_ERROR       200  the tool ran and answered isError: success false, result holds its content
 //	SERVICE_ERROR       504  the call timed out (409 when the server is disabled)
@@ -89,21 +92,28 @@ func (a *API) listTools(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
-	fail := func(status int, typ string, e *apierr.Error) {
+	// Every failure takes its status and error type from invokeFailure, so
+	// the same error (code and field) always has the same error_type.
+	failWith := func(status int, e *apierr.Error) {
+		_, typ := invokeFailure(e)
 		writeJSON(w, status, InvokeReply{Error: e.Message, ErrorType: typ, Details: e})
+	}
+	fail := func(e *apierr.Error) {
+		status, _ := invokeFailure(e)
+		failWith(status, e)
 	}
 	var in InvokeRequest
 	if status, err := readJSON(r, &in); err != nil {
-		fail(status, ErrValidation, err)
+		failWith(status, err) // 413 and 415 keep their status
 		return
 	}
 	name := strings.TrimSpace(in.ToolName)
 	if name == "" {
-		fail(http.StatusBadRequest, ErrValidation, apierr.Invalid("tool_name", "tool_name is required"))
+		fail(apierr.Invalid("tool_name", "tool_name is required"))
 		return
 	}
 	if server, _, ok := strings.Cut(name, "__"); !ok || !model.ValidSlug(server) {
-		fail(http.StatusBadRequest, ErrValidation, apierr.Invalid("tool_name", "tool_name must be a namespaced name <server>__<tool> (see GET /mcp/tools)"))
+		fail(apierr.Invalid("tool_name", "tool_name must be a namespaced name <server>__<tool> (see GET /mcp/tools)"))
 		return
 	}
 	params := bytes.TrimSpace(in.Params)
@@ -112,40 +122,40 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	}
 	var args map[string]any
 	if params[0] != '{' || json.Unmarshal(params, &args) != nil {
-		fail(http.StatusBadRequest, ErrValidation, apierr.Invalid("params", "params must be a JSON object"))
+		fail(apierr.Invalid("params", "params must be a JSON object"))
 		return
 	}
 	notFound := apierr.Newf(apierr.NotFound, "tool %s not found", name).WithField("tool_name")
 	// A tool the key may not use does not exist for it: no bus traffic at all.
 	if !auth.PrincipalFrom(r.Context()).AllowsTool(name) {
-		fail(http.StatusNotFound, ErrToolMissing, notFound)
+		fail(notFound)
 		return
 	}
 	tool, ok := a.catalog.tool(name)
 	if !ok {
-		fail(http.StatusNotFound, ErrToolMissing, notFound)
+		fail(notFound)
 		return
 	}
 	if err := a.schemas.validate(tool.InputSchema, args); err != nil {
 		// The message /mcp gives (as an isError result); the field is this body's.
-		fail(http.StatusBadRequest, ErrParameter, toolargs.Mismatch(name, err).WithField("params"))
+		fail(toolargs.Mismatch(name, err).WithField("params"))
 		return
 	}
 	if wait, ok := a.catalog.restarting(tool.Server); ok {
 		secs := restarts.RetryAfterSeconds(wait)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		fail(http.StatusServiceUnavailable, ErrUnavailable, apierr.Newf(apierr.ServiceUnavailable,
+		fail(apierr.Newf(apierr.ServiceUnavailable,
 			"server %s is restarting after a crash; retry after %d s", tool.Server, secs))
 		return
 	}
 	got, err := a.client.CallResult(r.Context(), tool.Server, tool.Tool, params, nil)
 	if err != nil {
 		e := apierr.From(err)
-		if e.Field == "arguments" {
-			e = e.WithField("params")
+		// The runner names the call's arguments; here they are params.
+		if rest, ok := strings.CutPrefix(e.Field, "arguments"); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+			e = e.WithField("params" + rest)
 		}
-		status, typ := invokeFailure(e)
-		fail(status, typ, e)
+		fail(e)
 		return
 	}
 	raw := got.Data
@@ -163,7 +173,7 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		} `json:"content"`
 	}
 	if err := json.Unmarshal(raw, &res); err != nil {
-		fail(http.StatusInternalServerError, ErrInternal, apierr.Wrap(apierr.Internal, "the tool result is not a CallToolResult", err))
+		fail(apierr.Wrap(apierr.Internal, "the tool result is not a CallToolResult", err))
 		return
 	}
 	out := InvokeReply{Success: !res.IsError, Result: raw}
@@ -207,7 +217,7 @@ func writeInvokeResult(w http.ResponseWriter, raw []byte) {
 func invokeFailure(e *apierr.Error) (int, string) {
 	switch e.Code {
 	case apierr.Validation:
-		if e.Field == "params" {
+		if e.Field == "params" || strings.HasPrefix(e.Field, "params.") || strings.HasPrefix(e.Field, "params[") {
 			return http.StatusBadRequest, ErrParameter
 		}
 		return http.StatusBadRequest, ErrValidation

@@ -52,6 +52,8 @@ func TestInvokeFailureMapping(t *testing.T) {
 		typ    string
 	}{
 		{apierr.Invalid("params", "x"), http.StatusBadRequest, ErrParameter},
+		{apierr.Invalid("params.message", "x"), http.StatusBadRequest, ErrParameter},
+		{apierr.Invalid("paramsx", "x"), http.StatusBadRequest, ErrValidation},
 		{apierr.Invalid("tool_name", "x"), http.StatusBadRequest, ErrValidation},
 		{apierr.New(apierr.NotFound, "x"), http.StatusNotFound, ErrToolMissing},
 		{apierr.New(apierr.ServiceUnavailable, "x"), http.StatusServiceUnavailable, ErrUnavailable},

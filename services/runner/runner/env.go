@@ -14,20 +14,6 @@ import (
 // maxKeyfileBytes bounds a keyfile read into the environment.
 const maxKeyfileBytes = 64 << 10
 
-// needsCredentials reports whether starting cfg needs the credential service:
-// it has secret variables or an auth type that keeps secrets there.
-func needsCredentials(cfg *model.McpConfig) bool {
-	if (cfg.AuthType != "" && cfg.AuthType != model.AuthNone) || len(cfg.Transport.SecretHeaders) > 0 {
-		return true
-	}
-	for _, v := range cfg.EnvVars {
-		if secretRef(v) != "" {
-			return true
-		}
-	}
-	return false
-}
-
 // buildEnvironment builds a child's environment: plain values as they are,
 // secret references through the credential service, keyfiles read at spawn
 // time. It returns the child's environment, the secret headers of an HTTP
@@ -39,7 +25,7 @@ func needsCredentials(cfg *model.McpConfig) bool {
 func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (env, headers map[string]string, secrets []string, err error) {
 	env = make(map[string]string, len(cfg.EnvVars))
 	var creds model.ResolvedCredentials
-	if needsCredentials(cfg) {
+	if cfg.UsesCredentials() {
 		if r.opts.Resolver == nil {
 			return nil, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s needs credentials and this runner has no credential service", cfg.Slug)
 		}
@@ -72,9 +58,9 @@ func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (en
 	}
 	for name, v := range cfg.EnvVars {
 		switch {
-		case secretRef(v) != "":
-			ref := secretRef(v)
-			if ref == secretByName {
+		case v.StoredSecret() != "":
+			ref := v.StoredSecret()
+			if ref == model.SecretByName {
 				ref = name
 			}
 			if val, ok := creds.Env[ref]; ok {
@@ -105,23 +91,6 @@ func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (en
 		}
 	}
 	return env, creds.Headers, secrets, nil
-}
-
-// secretByName marks a secret variable without an explicit reference: its
-// secret is stored under the variable's own name.
-const secretByName = "\x00name"
-
-// secretRef is the key under which v's value is stored in the credential
-// service, or "" when v carries its own value (a secret given inline in a
-// config written straight to KV is used as it is).
-func secretRef(v model.EnvVar) string {
-	switch {
-	case v.SecretRef != "":
-		return v.SecretRef
-	case v.IsSecret && v.Value == "" && v.KeyfilePath == "":
-		return secretByName
-	}
-	return ""
 }
 
 // readKeyfile reads the value of env var name from a keyfile: it must be a

@@ -440,7 +440,7 @@ try {
     const label = await rollback.innerText();
     await rollback.click();
     await page.getByRole('dialog').getByRole('button', { name: 'Roll back' }).click();
-    await page.getByText(new RegExp(`Rolled ${esc(serverName)} back to revision`)).waitFor();
+    await page.getByText(new RegExp(`Rolled ${esc(serverName)} back to version`)).waitFor();
     console.log(`     (${label})`);
   }, ["enable: the badge turns Connected"]);
 

@@ -109,3 +109,20 @@ func TestProfileKeySources(t *testing.T) {
 		}
 	}
 }
+
+// A second edit's --include/--exclude add to the first's; --unset-* removes.
+func TestProfileFlagsEditAddsGlobs(t *testing.T) {
+	p := model.Profile{Name: "w", Provider: "openai", Model: "m", ToolFilter: model.ChatToolFilter{Include: []string{"fs__*"}, Exclude: []string{"a__*"}}}
+	if err := applyProfileFlags(t, true, &p, "--include", "gh__*", "--exclude", "b__*"); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.ToolFilter, model.ChatToolFilter{Include: []string{"fs__*", "gh__*"}, Exclude: []string{"a__*", "b__*"}}) {
+		t.Fatalf("after adding: %+v", p.ToolFilter)
+	}
+	if err := applyProfileFlags(t, true, &p, "--unset-include", "fs__*", "--unset-exclude", "a__*", "--unset-exclude", "b__*"); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.ToolFilter, model.ChatToolFilter{Include: []string{"gh__*"}}) {
+		t.Fatalf("after unset: %+v", p.ToolFilter)
+	}
+}

@@ -163,6 +163,11 @@ func newCredSetCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A secret the server would never see is refused, not stored with
+			// a claim that it is used.
+			if e := cfg.CheckCredentialsUsed(creds); e != nil {
+				return e
+			}
 			desc, err := credclient.New(nc, g.bus.Prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: cfg.ID, Credentials: creds})
 			if err != nil {
 				return err

@@ -43,6 +43,7 @@ type profileFlags struct {
 	priceIn, priceOut              float64
 	currency                       string
 	clearTools, clearRules         bool
+	unsetInclude, unsetExclude     []string
 	noPrices                       bool
 	key                            keyFlags
 }
@@ -74,7 +75,7 @@ func (f *profileFlags) register(cmd *cobra.Command, edit bool) {
 	fl.StringArrayVar(&f.include, "include", nil, "offer only tools matching this `glob` on <server>__<tool> (repeat)")
 	fl.StringArrayVar(&f.exclude, "exclude", nil, "never offer tools matching this `glob` (repeat)")
 	fl.StringVar(&f.approvalDefault, "approval-default", "", "allow, ask or deny a tool call no rule matches (default allow)")
-	fl.Var(ruleFlag{model.ApprovalAllow, &f.rules}, "allow", "run tool calls matching this glob (repeat; rules apply in the order given)")
+	fl.Var(ruleFlag{model.ApprovalAllow, &f.rules}, "allow", "run tool calls matching this glob (repeat; rules apply in the order given; on edit the rules given replace the old list, whose order is the policy)")
 	fl.Var(ruleFlag{model.ApprovalAsk, &f.rules}, "ask", "ask before running tool calls matching this glob (repeat)")
 	fl.Var(ruleFlag{model.ApprovalDeny, &f.rules}, "deny", "refuse tool calls matching this glob (repeat)")
 	fl.StringVar(&f.sampling, "sampling", "", "allow or deny (default) MCP servers to ask this profile's model for completions during its tool calls")
@@ -83,6 +84,8 @@ func (f *profileFlags) register(cmd *cobra.Command, edit bool) {
 	fl.StringVar(&f.currency, "currency", "", "currency of the prices (USD, EUR…)")
 	if edit {
 		fl.BoolVar(&f.clearTools, "clear-tool-filter", false, "offer every tool again (drop --include/--exclude)")
+		fl.StringArrayVar(&f.unsetInclude, "unset-include", nil, "remove this glob from --include (repeat)")
+		fl.StringArrayVar(&f.unsetExclude, "unset-exclude", nil, "remove this glob from --exclude (repeat)")
 		fl.BoolVar(&f.clearRules, "clear-rules", false, "drop the approval rules")
 		fl.BoolVar(&f.noPrices, "no-prices", false, "drop the prices")
 	}
@@ -125,12 +128,10 @@ func (f *profileFlags) apply(cmd *cobra.Command, p *model.Profile) error {
 	if f.clearTools {
 		p.ToolFilter = model.ChatToolFilter{}
 	}
-	if changed("include") {
-		p.ToolFilter.Include = f.include
-	}
-	if changed("exclude") {
-		p.ToolFilter.Exclude = f.exclude
-	}
+	// Repeated --include/--exclude add to the profile's globs (an edit keeps
+	// the ones given before); --unset-* and --clear-tool-filter take away.
+	p.ToolFilter.Include = addGlobs(removeGlobs(p.ToolFilter.Include, f.unsetInclude), f.include)
+	p.ToolFilter.Exclude = addGlobs(removeGlobs(p.ToolFilter.Exclude, f.unsetExclude), f.exclude)
 	if changed("approval-default") {
 		p.Approval.Default = f.approvalDefault
 	}

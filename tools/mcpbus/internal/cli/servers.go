@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -51,6 +52,9 @@ type specFlags struct {
 	allow, deny              []string
 	enabled, eager           bool
 	file                     string
+	// edit only: what to take away (repeated list flags add to what is there).
+	unsetAllow, unsetDeny, unsetHeaders []string
+	clearArgs, clearTools               bool
 }
 
 func (f *specFlags) register(cmd *cobra.Command) {
@@ -69,6 +73,16 @@ func (f *specFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.deny, "deny-tool", nil, "never tools matching this glob (repeat)")
 	fl.BoolVar(&f.eager, "eager", false, "start as soon as a runner owns it instead of on the first call")
 	fl.StringVarP(&f.file, "file", "f", "", "read the whole McpConfig from a JSON or YAML file (- for stdin)")
+}
+
+// registerEdit adds the flags that take away what repeated flags added.
+func (f *specFlags) registerEdit(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.unsetAllow, "unset-allow-tool", nil, "remove this glob from the allowed tools (repeat)")
+	fl.StringArrayVar(&f.unsetDeny, "unset-deny-tool", nil, "remove this glob from the denied tools (repeat)")
+	fl.BoolVar(&f.clearTools, "clear-tool-filter", false, "drop every allow and deny glob (then --allow-tool/--deny-tool start afresh)")
+	fl.StringArrayVar(&f.unsetHeaders, "unset-header", nil, "remove an HTTP header, plain or secret (repeat)")
+	fl.BoolVar(&f.clearArgs, "clear-args", false, "drop the server's arguments (then --arg starts afresh)")
 }
 
 // apply writes the flags that were given onto cfg and returns the secrets to
@@ -94,9 +108,13 @@ func (f *specFlags) apply(cmd *cobra.Command, g *globals, cfg *model.McpConfig) 
 	case changed("url"):
 		cfg.Package, cfg.Transport = model.Package{Type: model.PackageHTTP, Identifier: f.url}, model.Transport{Type: model.TransportHTTP, URL: f.url, Headers: cfg.Transport.Headers}
 	}
-	if changed("arg") {
-		cfg.Package.Args = f.args
+	// Repeated list flags add to what the config has: an edit with
+	// --deny-tool b keeps the a denied before. The --unset-*/--clear-* flags of
+	// edit take away first.
+	if f.clearArgs {
+		cfg.Package.Args = nil
 	}
+	cfg.Package.Args = append(cfg.Package.Args, f.args...)
 	if cfg.EnvVars == nil {
 		cfg.EnvVars = map[string]model.EnvVar{}
 	}
@@ -124,6 +142,14 @@ func (f *specFlags) apply(cmd *cobra.Command, g *globals, cfg *model.McpConfig) 
 			cfg.AuthType = model.AuthKeyfile
 		}
 	}
+	for _, name := range f.unsetHeaders {
+		for h := range cfg.Transport.Headers {
+			if strings.EqualFold(h, name) {
+				delete(cfg.Transport.Headers, h)
+			}
+		}
+		cfg.Transport.SecretHeaders = slices.DeleteFunc(cfg.Transport.SecretHeaders, func(h string) bool { return strings.EqualFold(h, name) })
+	}
 	for _, kv := range f.headers {
 		name, val, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
@@ -137,12 +163,11 @@ func (f *specFlags) apply(cmd *cobra.Command, g *globals, cfg *model.McpConfig) 
 		}
 		cfg.Transport.Headers[name] = val
 	}
-	if changed("allow-tool") {
-		cfg.Tools.Allow = f.allow
+	if f.clearTools {
+		cfg.Tools = model.ToolFilter{}
 	}
-	if changed("deny-tool") {
-		cfg.Tools.Deny = f.deny
-	}
+	cfg.Tools.Allow = addGlobs(removeGlobs(cfg.Tools.Allow, f.unsetAllow), f.allow)
+	cfg.Tools.Deny = addGlobs(removeGlobs(cfg.Tools.Deny, f.unsetDeny), f.deny)
 	if changed("eager") {
 		cfg.Runtime.Eager = f.eager
 	}
@@ -178,6 +203,26 @@ func (f *specFlags) apply(cmd *cobra.Command, g *globals, cfg *model.McpConfig) 
 	return secrets, nil
 }
 
+// addGlobs appends the globs list does not have yet.
+func addGlobs(list, add []string) []string {
+	for _, g := range add {
+		if !slices.Contains(list, g) {
+			list = append(list, g)
+		}
+	}
+	return list
+}
+
+// removeGlobs drops the globs named in rm (nil when none is left, so an empty
+// filter stays absent).
+func removeGlobs(list, rm []string) []string {
+	out := slices.DeleteFunc(slices.Clone(list), func(g string) bool { return slices.Contains(rm, g) })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // readConfigFile reads one McpConfig (JSON or YAML, strict) from path or stdin.
 func readConfigFile(g *globals, path string) (model.McpConfig, error) {
 	var data []byte
@@ -192,7 +237,7 @@ func readConfigFile(g *globals, path string) (model.McpConfig, error) {
 	}
 	var cfg model.McpConfig
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return cfg, apierr.Wrap(apierr.Validation, path+": "+err.Error(), err).WithField("file")
+		return cfg, apierr.Wrap(apierr.Validation, path+": "+serverfile.YAMLMessage(data, err), err).WithField("file")
 	}
 	return cfg, nil
 }
@@ -266,13 +311,13 @@ func newServersListCmd(g *globals) *cobra.Command {
 					return g.printJSON(model.ConfigListReply{Configs: list})
 				}
 				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SERVER\tNAME\tENABLED\tTYPE\tPACKAGE\tAUTH\tREVISION")
+				fmt.Fprintln(tw, "SERVER\tNAME\tENABLED\tTYPE\tPACKAGE\tAUTH\tVERSION")
 				for _, s := range list {
 					pkg := s.Package.Identifier
 					if s.Transport.Type == model.TransportHTTP {
 						pkg = s.Transport.URL
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%d\n", s.Slug, s.Name, s.Enabled, s.Package.Type, oneLine(pkg, 50), s.AuthType, s.Revision)
+					fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%d\n", s.Slug, s.Name, s.Enabled, s.Package.Type, oneLine(pkg, 50), s.AuthType, s.Version)
 				}
 				return tw.Flush()
 			})
@@ -304,7 +349,10 @@ func newServersEditCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "edit <server> [flags]",
 		Short: "Change a server: with flags, or in $EDITOR without them",
-		Long: `edit changes a server's config. Flags change just what they name; -f replaces the
+		Long: `edit changes a server's config. Flags change just what they name; repeated list flags
+(--allow-tool, --deny-tool, --arg, --env, --header, --keyfile, --secret-env) add to what the
+config has, and --unset-allow-tool, --unset-deny-tool, --clear-tool-filter, --unset-env,
+--unset-header and --clear-args take away (before anything is added); -f replaces the
 whole config; with neither, the config opens in $EDITOR (as YAML) when the terminal is
 interactive. The update is refused with CONFLICT when someone changed the server meanwhile.`,
 		Args: cobra.ExactArgs(1),
@@ -345,12 +393,13 @@ interactive. The update is refused with CONFLICT when someone changed the server
 				if g.json {
 					return g.printJSON(saved)
 				}
-				fmt.Fprintf(g.stdout, "updated %s (revision %d)\n", saved.Slug, saved.Revision)
+				fmt.Fprintf(g.stdout, "updated %s (version %d)\n", saved.Slug, saved.Version)
 				return nil
 			})
 		},
 	}
 	f.register(cmd)
+	f.registerEdit(cmd)
 	cmd.Flags().StringVar(&name, "name", "", "new display name (the slug stays)")
 	cmd.Flags().StringArrayVar(&unsetEnv, "unset-env", nil, "remove an environment variable (repeat)")
 	return cmd
@@ -394,7 +443,7 @@ func editInEditor(g *globals, cfg model.McpConfig) (model.McpConfig, error) {
 	}
 	var out model.McpConfig
 	if err := yaml.UnmarshalStrict(edited, &out); err != nil {
-		return cfg, apierr.Wrap(apierr.Validation, "edited config: "+err.Error(), err)
+		return cfg, apierr.Wrap(apierr.Validation, "edited config: "+serverfile.YAMLMessage(edited, err), err)
 	}
 	return out, nil
 }
@@ -510,14 +559,35 @@ func newServersExportCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export [server...]",
 		Short: "Export servers as mcpServers JSON, mcp.yaml or an mcpbus servers file (secrets as ${VAR})",
+		Long: `export writes servers in a format (secrets as ${VAR} placeholders). mcpbus's own servers
+format keeps every setting; mcpServers and mcp.yaml have no place for tool filters, timeouts,
+the registry source or settings, and a warning on stderr (and "warnings" in --json) names
+what each server lost. With --json the output is {"format","content","warnings"}.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd.Context(), func(c *client.Client) error {
 				res, err := c.ExportConfigs(cmd.Context(), model.ConfigExportRequest{Format: format, Servers: args})
 				if err != nil {
 					return err
 				}
+				// What the format could not hold is said, never silently dropped.
+				for _, w := range res.Warnings {
+					fmt.Fprintln(g.stderr, "warning: "+w)
+				}
 				if out != "" && out != "-" {
-					return os.WriteFile(out, []byte(res.Content), 0o600)
+					if err := os.WriteFile(out, []byte(res.Content), 0o600); err != nil {
+						return err
+					}
+					if g.json {
+						return g.printJSON(struct {
+							Format   string   `json:"format"`
+							Output   string   `json:"output"`
+							Warnings []string `json:"warnings,omitempty"`
+						}{res.Format, out, res.Warnings})
+					}
+					return nil
+				}
+				if g.json {
+					return g.printJSON(res)
 				}
 				_, err = fmt.Fprint(g.stdout, res.Content)
 				return err
@@ -532,7 +602,7 @@ func newServersExportCmd(g *globals) *cobra.Command {
 func newServersHistoryCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "history <server>",
-		Short: "List the stored revisions of a server's config",
+		Short: "List the stored versions of a server's config (numbered 1, 2, 3… per server; the last 16 are kept)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd.Context(), func(c *client.Client) error {
@@ -544,13 +614,13 @@ func newServersHistoryCmd(g *globals) *cobra.Command {
 					return g.printJSON(model.ConfigHistoryReply{Revisions: revs})
 				}
 				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "REVISION\tOPERATION\tAT\tNAME\tENABLED\tPACKAGE")
+				fmt.Fprintln(tw, "VERSION\tOPERATION\tAT\tNAME\tENABLED\tPACKAGE")
 				for _, r := range revs {
 					name, enabled, pkg := "", "", ""
 					if r.Config != nil {
 						name, enabled, pkg = r.Config.Name, strconv.FormatBool(r.Config.Enabled), r.Config.Package.Identifier
 					}
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Revision, r.Operation, r.At.Local().Format("2006-01-02 15:04:05"), name, enabled, oneLine(pkg, 40))
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Version, r.Operation, r.At.Local().Format("2006-01-02 15:04:05"), name, enabled, oneLine(pkg, 40))
 				}
 				return tw.Flush()
 			})
@@ -560,23 +630,23 @@ func newServersHistoryCmd(g *globals) *cobra.Command {
 
 func newServersRollbackCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "rollback <server> <revision>",
-		Short: "Make a server's config what it was at an earlier revision (see history)",
+		Use:   "rollback <server> <version>",
+		Short: "Make a server's config what it was at an earlier version (the VERSION of servers history)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rev, err := strconv.ParseUint(args[1], 10, 64)
-			if err != nil || rev == 0 {
-				return apierr.Invalid("revision", "revision must be a positive number (see mcpbus servers history)")
+			v, err := strconv.ParseUint(args[1], 10, 64)
+			if err != nil || v == 0 {
+				return apierr.Invalid("version", "version must be a positive number (the VERSION of mcpbus servers history)")
 			}
 			return g.withClient(cmd.Context(), func(c *client.Client) error {
-				cfg, err := c.RollbackConfig(cmd.Context(), args[0], rev)
+				cfg, err := c.RollbackConfig(cmd.Context(), model.ConfigRollbackRequest{Server: args[0], Version: v})
 				if err != nil {
 					return err
 				}
 				if g.json {
 					return g.printJSON(cfg)
 				}
-				fmt.Fprintf(g.stdout, "%s rolled back to revision %d (now revision %d)\n", cfg.Slug, rev, cfg.Revision)
+				fmt.Fprintf(g.stdout, "%s rolled back to version %d (now version %d)\n", cfg.Slug, v, cfg.Version)
 				return nil
 			})
 		},

@@ -178,6 +178,7 @@ export interface McpConfig {
   created_at?: string;
   updated_at?: string;
   revision?: number;
+  version?: number;
 }
 export interface Status {
   server: string;

@@ -323,19 +323,20 @@ class Row {
 
   private async loadHistory(): Promise<void> {
     try {
-      const r = await api<{ revisions: { revision: number; operation: string; at: string; config?: McpConfig }[] }>('GET', `/api/v1/servers/${enc(this.cfg.id || key(this.cfg))}/history`);
+      // version: the server's own number (1, 2, 3…); revision is the store's, shared by all servers.
+      const r = await api<{ revisions: { version: number; revision: number; operation: string; at: string; config?: McpConfig }[] }>('GET', `/api/v1/servers/${enc(this.cfg.id || key(this.cfg))}/history`);
       const revs = [...(r.revisions ?? [])].reverse();
       const rows = revs.map((rev) => {
         const current = rev.revision === this.cfg.revision;
-        const btn = current || rev.operation !== 'put' || !rev.config ? null : h('button', { type: 'button', class: 'btn btn-small' }, `Roll back to ${rev.revision}`);
+        const btn = current || rev.operation !== 'put' || !rev.config ? null : h('button', { type: 'button', class: 'btn btn-small' }, `Roll back to ${rev.version}`);
         btn?.addEventListener('click', async () => {
-          const ok = await confirmDialog({ title: `Roll back "${this.cfg.name}"?`, body: h('p', null, `The config becomes what it was at revision ${rev.revision} (a new revision is written).`), confirm: 'Roll back' });
+          const ok = await confirmDialog({ title: `Roll back "${this.cfg.name}"?`, body: h('p', null, `The config becomes what it was at version ${rev.version} (written as the next version).`), confirm: 'Roll back' });
           if (!ok) return;
           try {
-            const cfg = await api<McpConfig>('POST', `/api/v1/servers/${enc(this.cfg.id || key(this.cfg))}/rollback`, { revision: rev.revision });
+            const cfg = await api<McpConfig>('POST', `/api/v1/servers/${enc(this.cfg.id || key(this.cfg))}/rollback`, { version: rev.version });
             if (cfg && cfg.id) setServer(cfg);
             else void refreshServers();
-            toast(`Rolled ${this.cfg.name} back to revision ${rev.revision}.`);
+            toast(`Rolled ${this.cfg.name} back to version ${rev.version}.`);
             void this.loadHistory();
           } catch (e) {
             if (!(e instanceof ApiError && e.status === 401)) toast((e as Error).message, 'error');
@@ -352,15 +353,15 @@ class Row {
           c.runtime?.idle_timeout ? 'idle timeout ' + c.runtime.idle_timeout : '',
         ].filter(Boolean).join(' · ') : '';
         return h('tr', null,
-          h('td', null, String(rev.revision), current ? ' (current)' : ''),
+          h('td', null, String(rev.version), current ? ' (current)' : ''),
           h('td', null, rev.operation),
           h('td', null, fmtTime(rev.at)),
           h('td', null, summary),
           h('td', null, btn));
       });
       clear(this.panel, h('h3', null, 'History'), h('div', { class: 'table-wrap' }, h('table', null,
-        h('caption', { class: 'sr-only' }, `Revisions of ${this.cfg.name}, newest first`),
-        h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'Revision'), h('th', { scope: 'col' }, 'Change'), h('th', { scope: 'col' }, 'When'), h('th', { scope: 'col' }, 'Config'), h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Actions')))),
+        h('caption', { class: 'sr-only' }, `Versions of ${this.cfg.name}, newest first`),
+        h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'Version'), h('th', { scope: 'col' }, 'Change'), h('th', { scope: 'col' }, 'When'), h('th', { scope: 'col' }, 'Config'), h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Actions')))),
         h('tbody', null, rows))));
     } catch (e) {
       clear(this.panel, h('p', { class: 'form-error', role: 'alert' }, (e as Error).message));

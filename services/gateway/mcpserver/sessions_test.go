@@ -1,0 +1,65 @@
+package mcpserver_test
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
+)
+
+// rawSession initializes a session by hand: no GET stream is ever opened.
+func rawSession(t *testing.T, url string) string {
+	t.Helper()
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	r := rawWith(t, url, "", "", init, map[string]string{"Mcp-Protocol-Version": ""})
+	if r.session == "" {
+		t.Fatalf("initialize gave no session id: %d %s", r.status, r.body)
+	}
+	if r := raw(t, url, "", r.session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); r.status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", r.status, r.body)
+	}
+	return r.session
+}
+
+// A session that never opened the GET stream is closed after a sixth of the
+// session timeout idle; one with a stream keeps the whole timeout.
+func TestStreamlessSessionsCloseSooner(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true, SessionTimeout: 3 * time.Second}, nil)
+	e.addServer(t, "alpha", nil)
+	c := connect(t, e.url, "", nil) // go-sdk's client opens the GET stream
+	sid := rawSession(t, e.url)
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"x"}}}`
+	time.Sleep(1500 * time.Millisecond) // > 3s/6, < 3s
+	if st, _, body := rawPost(t, e.url, sid, call, nil); st != http.StatusNotFound {
+		t.Fatalf("a session without a stream idle for 1.5 s still answers: %d %s", st, body)
+	}
+	if st, _, body := rawPost(t, e.url, c.ID(), call, nil); st != http.StatusOK {
+		t.Fatalf("a session with a stream idle for 1.5 s was closed: %d %s", st, body)
+	}
+}
+
+// A catalog change notifies every session; sessions without a stream cannot
+// take it, which go-sdk reports per session: that is Debug, not one WARN per
+// session and change.
+func TestCatalogChangeLogsNoWarnPerSession(t *testing.T) {
+	logs := &testkit.LogBuffer{}
+	e := start(t, mcpserver.Options{NoAuth: true, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, nil)
+	e.addServer(t, "alpha", nil)
+	for range 3 {
+		rawSession(t, e.url)
+	}
+	e.addServer(t, "beta", nil)
+	e.addServer(t, "gamma", nil)
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		return strings.Count(logs.String(), "stream not connected or already closed") >= 3, logs.String()
+	})
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "stream not connected or already closed") && !strings.Contains(line, "level=DEBUG") {
+			t.Fatalf("a session without a stream logged above Debug: %s", line)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+func applyEditFlags(t *testing.T, cfg *model.McpConfig, args ...string) {
+	t.Helper()
+	f := &specFlags{}
+	cmd := &cobra.Command{}
+	f.register(cmd)
+	f.registerEdit(cmd)
+	if err := cmd.ParseFlags(args); err != nil {
+		t.Fatalf("parse %v: %v", args, err)
+	}
+	if _, err := f.apply(cmd, &globals{}, cfg); err != nil {
+		t.Fatalf("apply %v: %v", args, err)
+	}
+}
+
+// A second edit's --deny-tool adds to the first's; --unset-* and --clear-*
+// take away. The same for every list a server edit changes.
+func TestServerEditListFlagsAdd(t *testing.T) {
+	cfg := model.McpConfig{Package: model.Package{Type: model.PackageNPM, Identifier: "p", Args: []string{"/tmp"}},
+		Transport: model.Transport{Type: model.TransportHTTP, Headers: map[string]string{"X-Mode": "a"}, SecretHeaders: []string{"Authorization"}}}
+	applyEditFlags(t, &cfg, "--deny-tool", "echo")
+	applyEditFlags(t, &cfg, "--deny-tool", "add", "--deny-tool", "echo", "--allow-tool", "*")
+	if !reflect.DeepEqual(cfg.Tools, model.ToolFilter{Allow: []string{"*"}, Deny: []string{"echo", "add"}}) {
+		t.Fatalf("after two edits: %+v", cfg.Tools)
+	}
+	applyEditFlags(t, &cfg, "--unset-deny-tool", "echo", "--unset-allow-tool", "*")
+	if !reflect.DeepEqual(cfg.Tools, model.ToolFilter{Deny: []string{"add"}}) {
+		t.Fatalf("after unset: %+v", cfg.Tools)
+	}
+	applyEditFlags(t, &cfg, "--clear-tool-filter", "--allow-tool", "x*")
+	if !reflect.DeepEqual(cfg.Tools, model.ToolFilter{Allow: []string{"x*"}}) {
+		t.Fatalf("after clear: %+v", cfg.Tools)
+	}
+	applyEditFlags(t, &cfg, "--arg", "/srv")
+	if !reflect.DeepEqual(cfg.Package.Args, []string{"/tmp", "/srv"}) {
+		t.Fatalf("args %q", cfg.Package.Args)
+	}
+	applyEditFlags(t, &cfg, "--clear-args", "--arg", "/data")
+	if !reflect.DeepEqual(cfg.Package.Args, []string{"/data"}) {
+		t.Fatalf("args after --clear-args %q", cfg.Package.Args)
+	}
+	applyEditFlags(t, &cfg, "--header", "X-Other=b")
+	applyEditFlags(t, &cfg, "--unset-header", "x-mode", "--unset-header", "authorization")
+	if !reflect.DeepEqual(cfg.Transport.Headers, map[string]string{"X-Other": "b"}) || len(cfg.Transport.SecretHeaders) != 0 {
+		t.Fatalf("headers %v, secret %v", cfg.Transport.Headers, cfg.Transport.SecretHeaders)
+	}
+}
