@@ -38,6 +38,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Bool(&o.MCP.Stateless, "stateless", "", false, "serve /mcp without sessions (every POST stands alone)")
 	s.Duration(&o.ChatTurnTimeout, "gateway-chat-timeout", "", openai.DefaultTurnTimeout, "how long POST /v1/chat/completions waits for its turn before cancelling it")
 	s.String(&o.JaegerURL, "gateway-jaeger-url", "", "", "base URL of the Jaeger UI, e.g. http://127.0.0.1:16686; the web console links each call's trace there (default: no links)")
+	s.String(&o.PublicURL, "gateway-public-url", "", "", "base URL browsers reach the gateway at, for the OAuth callback <url>/oauth/callback (default: http://<http-addr>)")
 }
 
 // Validate checks the limits (zero takes the default).
@@ -54,7 +55,28 @@ func (o *Options) Validate() error {
 	case o.ChatTurnTimeout < 0:
 		return fmt.Errorf("--gateway-chat-timeout %s must not be negative", o.ChatTurnTimeout)
 	}
+	if err := validPublicURL(o.PublicURL); err != nil {
+		return err
+	}
 	return validJaegerURL(o.JaegerURL)
+}
+
+// validPublicURL accepts "" or an absolute http(s) URL without credentials,
+// query or fragment: OAuth redirect URIs are built on it.
+func validPublicURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--gateway-public-url %q is not a URL: %w", s, err)
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+		return fmt.Errorf("--gateway-public-url %q must be an http:// or https:// URL with a host", s)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("--gateway-public-url %q must have no credentials, query or fragment", s)
+	}
+	return nil
 }
 
 // validJaegerURL accepts "" or an absolute http(s) URL without credentials,

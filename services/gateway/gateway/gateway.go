@@ -28,6 +28,7 @@ import (
 	"github.com/mcpbus/mcpbus/services/gateway/console"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpmetrics"
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
+	"github.com/mcpbus/mcpbus/services/gateway/oauthflow"
 	"github.com/mcpbus/mcpbus/services/gateway/openai"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
 )
@@ -80,6 +81,13 @@ type Options struct {
 	// JaegerURL is the base URL of the Jaeger UI the console links traces
 	// to (<url>/trace/<id>); empty: no links.
 	JaegerURL string
+	// PublicURL is the base URL browsers reach the gateway at; the OAuth
+	// redirect URI is PublicURL + /oauth/callback (default http://<Addr>,
+	// with the port actually bound).
+	PublicURL string
+	// OAuth configures the authorization flows of remote servers (Prefix,
+	// Logger and CallbackURL are filled in).
+	OAuth oauthflow.Options
 }
 
 // Gateway is a configured HTTP edge, listening once New returns.
@@ -99,6 +107,7 @@ type Gateway struct {
 	oai      *openai.API
 	mcp      *mcpserver.Aggregator
 	mcpStop  context.CancelFunc
+	oauth    *oauthflow.Flows
 	routes   []Route
 	console  *console.Console
 	adminKey string
@@ -190,12 +199,23 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	g.keys.OnRevoke(g.mcp.DropKey)
 	g.keys.OnRevoke(g.api.DropKey)
 	g.keys.OnRevoke(g.oai.DropKey)
-	g.metrics = httpmetrics.New(otel.GetMeterProvider())
-	g.limiter = auth.NewLimiter(auth.LimiterOptions{RPS: opts.RateRPS, Burst: opts.RateBurst, OnRefuse: g.metrics.RateLimited})
-	g.handler = g.buildHandler()
 	if g.ln, err = net.Listen("tcp", opts.Addr); err != nil {
 		return nil, fmt.Errorf("gateway: listening on %s: %w", opts.Addr, err)
 	}
+	oo := opts.OAuth
+	oo.Prefix, oo.Logger = opts.Prefix, g.log
+	oo.CallbackURL = strings.TrimRight(opts.PublicURL, "/") + oauthflow.CallbackPath
+	if opts.PublicURL == "" {
+		oo.CallbackURL = "http://" + g.ln.Addr().String() + oauthflow.CallbackPath
+	}
+	g.oauth = oauthflow.New(nc, oo)
+	if err := g.oauth.AddEndpoint(g.keysSvc, g.log); err != nil {
+		return nil, err
+	}
+	g.api.SetOAuth(g.oauth)
+	g.metrics = httpmetrics.New(otel.GetMeterProvider())
+	g.limiter = auth.NewLimiter(auth.LimiterOptions{RPS: opts.RateRPS, Burst: opts.RateBurst, OnRefuse: g.metrics.RateLimited})
+	g.handler = g.buildHandler()
 	g.srv = &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -233,6 +253,9 @@ func (g *Gateway) buildHandler() http.Handler {
 	for _, r := range g.oai.Routes() {
 		add(r.Method, r.Pattern, r.Handler)
 	}
+	// The OAuth redirect URI: public (the browser carries no key), bound
+	// to a flow by its state. Not in g.routes: the browser's, not the API's.
+	mux.Handle("GET "+oauthflow.CallbackPath, namedRoute("GET", oauthflow.CallbackPath, http.HandlerFunc(g.oauth.Callback)))
 	// The web console: public pages (its API calls carry the key). Not in
 	// g.routes: those are the API, which openapi.json describes.
 	con := console.Handler()
@@ -357,6 +380,9 @@ func (g *Gateway) Close() {
 	g.closeOnce.Do(func() {
 		if g.ln != nil {
 			_ = g.ln.Close()
+		}
+		if g.oauth != nil {
+			g.oauth.Close()
 		}
 		if g.mcp != nil {
 			g.mcp.Close()
