@@ -110,8 +110,8 @@ func ChildEnv(base []string, env map[string]string) []string {
 func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, opts Options) (*Launched, error) {
 	if cfg.Transport.Type == model.TransportHTTP {
 		return &Launched{Transport: &mcp.StreamableClientTransport{
-			Endpoint:   cfg.Transport.URL,
-			HTTPClient: &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, base: http.DefaultTransport}},
+			Endpoint:     cfg.Transport.URL,
+			HTTPClient:   &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, base: http.DefaultTransport}},
 			MaxRetries:   2,
 			OAuthHandler: opts.Auth,
 		}}, nil
