@@ -206,6 +206,18 @@ func TestOAuthFailures(t *testing.T) {
 		}
 	}
 
+	t.Run("static key refused", func(t *testing.T) {
+		// Not OAuth: a configured bearer the upstream refuses is the same
+		// UNAUTHORIZED (not NETWORK_ERROR "could not connect: … Unauthorized").
+		c := remoteConfig("keyed", url)
+		c.Transport.SecretHeaders = []string{"Authorization"}
+		r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: c,
+			Secrets: &model.Credentials{Headers: map[string]string{"Authorization": "Bearer not-a-token"}}})
+		if r.status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		wantAuthFailed(t, "enable with a refused key", e.do("POST", "/api/v1/servers/keyed/enable", nil))
+	})
 	t.Run("stdio server", func(t *testing.T) {
 		r := e.do("POST", "/api/v1/servers/local/auth", nil)
 		if r.status != http.StatusBadRequest || r.contract(t).Code != apierr.Validation {
