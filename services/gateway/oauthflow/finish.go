@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/nats-io/nats.go/micro"
+	"golang.org/x/oauth2"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -36,8 +37,7 @@ func (f *Flows) run(ctx context.Context, h *auth.AuthorizationCodeHandler, cfg *
 	var e *apierr.Error
 	if err != nil {
 		e = failure(ctx, err)
-		// The cause may quote the authorization server; never a token.
-		f.log.Warn("OAuth authorization failed", "server", cfg.Slug, "code", e.Code, "error", e.Message, "cause", err.Error())
+		f.log.Warn("OAuth authorization failed", append([]any{"server", cfg.Slug, "code", e.Code, "error", e.Message}, causeAttrs(err)...)...)
 	} else {
 		f.log.Info("OAuth authorization completed", "server", cfg.Slug, "expires_at", fl.token.Expiry)
 	}
@@ -48,6 +48,17 @@ func (f *Flows) run(ctx context.Context, h *auth.AuthorizationCodeHandler, cfg *
 	}
 	fl.outcome <- nil
 	return nil
+}
+
+// causeAttrs describes why a flow failed for the log: the token endpoint's
+// status and OAuth error code only (its body may echo what was sent), else
+// the error's text, which go-sdk builds from metadata and URLs, not tokens.
+func causeAttrs(err error) []any {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		return []any{"status", re.Response.StatusCode, "oauth_error", re.ErrorCode}
+	}
+	return []any{"cause", err.Error()}
 }
 
 // failure maps a failed flow to the product's messages.
