@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
@@ -179,6 +181,11 @@ func TestOAuthRemoteServer(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	wantInvokeAuthFailed(t, "call in error", e.invokeEcho(t, "remote", "still"))
+	// The same over /mcp: a JSON-RPC error with the message.
+	s := connectMCP(t, e.url, e.admin)
+	if _, err := s.CallTool(ctxT(t, 30*time.Second), &mcp.CallToolParams{Name: "remote__echo", Arguments: map[string]any{"message": "mcp"}}); err == nil || !strings.Contains(err.Error(), model.MsgAuthFailed) {
+		t.Fatalf("/mcp call in error: %v", err)
+	}
 
 	// Re-authorizing restarts the server with new tokens.
 	as.RefuseRefresh(false)
