@@ -104,6 +104,9 @@ type Transport struct {
 	// (imported Authorization headers and the like): they are never in
 	// Headers, and an export writes them as ${VAR} placeholders.
 	SecretHeaders []string `json:"secret_headers,omitempty"`
+	// OAuth configures the OAuth client (`mcpbus servers auth`) when the
+	// authorization server does not register clients dynamically.
+	OAuth *TransportOAuth `json:"oauth,omitempty"`
 }
 
 // EnvVar is one environment variable of a stdio server. Exactly one of Value,

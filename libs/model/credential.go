@@ -211,6 +211,9 @@ type ResolvedCredentials struct {
 	Env      map[string]string `json:"env,omitempty"`
 	Headers  map[string]string `json:"headers,omitempty"`
 	Keyfiles map[string]string `json:"keyfiles,omitempty"`
+	// OAuth is the OAuth access token again with its expiry (it is also in
+	// Env or Headers): an HTTP upstream's runner asks again before it expires.
+	OAuth *ResolvedOAuth `json:"oauth,omitempty"`
 }
 
 // LooksSecret reports whether an env var or header name usually carries a

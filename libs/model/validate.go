@@ -67,6 +67,12 @@ func (c *McpConfig) Validate() *apierr.Error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return apierr.Invalid("transport.url", "An http transport needs an http(s) URL")
 		}
+	}
+	if o := c.Transport.OAuth; o != nil && c.Transport.Type != TransportHTTP {
+		return apierr.Invalid("transport.oauth", "transport.oauth is for http transports only")
+	}
+	switch c.Transport.Type {
+	case TransportStdio, TransportHTTP:
 	default:
 		return apierr.Invalid("transport.type", "Transport type must be stdio or http")
 	}

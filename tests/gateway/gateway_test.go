@@ -48,6 +48,13 @@ type env struct {
 // start runs the stack (registry pointed at local fakes) and a gateway.
 func start(t *testing.T) *env {
 	t.Helper()
+	return startWith(t, nil, gateway.Options{})
+}
+
+// startWith is start with the stack's options changed by mod (when set)
+// and the gateway's options gw (Addr, DataDir and Logger are filled in).
+func startWith(t *testing.T, mod func(*stack.Options), gw gateway.Options) *env {
+	t.Helper()
 	off := registrytest.SampleOfficial(t)
 	smi := registrytest.SampleSmithery(t, "smk-gateway-test")
 
@@ -56,11 +63,15 @@ func start(t *testing.T) *env {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := stack.Start(ctx, stack.Options{
+	so := stack.Options{
 		DataDir: dir, InProcessOnly: true, Logger: log,
 		Runner:   runner.Options{StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second, StartTimeout: 20 * time.Second},
 		Registry: registry.Options{OfficialURL: off.URL, SmitheryURL: smi.URL},
-	})
+	}
+	if mod != nil {
+		mod(&so)
+	}
+	st, err := stack.Start(ctx, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +81,8 @@ func start(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	g, err := gateway.New(ctx, nc, gateway.Options{Addr: "127.0.0.1:0", DataDir: dir, Logger: log})
+	gw.Addr, gw.DataDir, gw.Logger = "127.0.0.1:0", dir, log
+	g, err := gateway.New(ctx, nc, gw)
 	if err != nil {
 		t.Fatal(err)
 	}

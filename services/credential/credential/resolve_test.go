@@ -137,6 +137,11 @@ func TestResolveSealedAndNothingLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The token again with its expiry, for an HTTP upstream's token source.
+	if o := got.OAuth; o == nil || o.AccessToken != secretAccess || o.Header != "Authorization" || time.Until(o.ExpiresAt) < 50*time.Minute {
+		t.Fatalf("resolved oauth: %+v", got.OAuth)
+	}
+	got.OAuth = nil
 	want := model.ResolvedCredentials{
 		Env:      map[string]string{"GITHUB_TOKEN": secretEnv, "OAUTH_TOKEN": secretAccess},
 		Headers:  map[string]string{"X-Api-Key": secretHeader, "Authorization": "Bearer " + secretAccess},

@@ -43,6 +43,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.String(&o.OAuth.JWKSURL, "oauth-jwks-url", "", "", "the issuer's JWK Set URL (default: its jwks_uri from its RFC 8414 / OpenID Connect metadata)")
 	s.Strings(&o.OAuth.ScopeMap, "oauth-scope-map", "", nil, "map a token scope to grants: '<scope>=<grant> [<grant>...]', grants admin, call, chat or tool:<glob> (repeat; mcpbus:<grant> scopes need no entry)")
 	s.String(&o.JaegerURL, "gateway-jaeger-url", "", "", "base URL of the Jaeger UI, e.g. http://127.0.0.1:16686; the web console links each call's trace there (default: no links)")
+	s.String(&o.PublicURL, "gateway-public-url", "", "", "base URL browsers reach the gateway at, for the OAuth callback <url>/oauth/callback (default: http://<http-addr>)")
 }
 
 // Validate checks the limits (zero takes the default).
@@ -65,7 +66,28 @@ func (o *Options) Validate() error {
 	if o.NoAuth && o.OAuth.Enabled() {
 		return fmt.Errorf("--oauth-issuer needs authentication on (it is off with --no-auth)")
 	}
+	if err := validPublicURL(o.PublicURL); err != nil {
+		return err
+	}
 	return validJaegerURL(o.JaegerURL)
+}
+
+// validPublicURL accepts "" or an absolute http(s) URL without credentials,
+// query or fragment: OAuth redirect URIs are built on it.
+func validPublicURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--gateway-public-url %q is not a URL: %w", s, err)
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+		return fmt.Errorf("--gateway-public-url %q must be an http:// or https:// URL with a host", s)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("--gateway-public-url %q must have no credentials, query or fragment", s)
+	}
+	return nil
 }
 
 // validJaegerURL accepts "" or an absolute http(s) URL without credentials,

@@ -30,6 +30,7 @@ import (
 	"github.com/mcpbus/mcpbus/services/gateway/console"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpmetrics"
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
+	"github.com/mcpbus/mcpbus/services/gateway/oauthflow"
 	"github.com/mcpbus/mcpbus/services/gateway/openai"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
 )
@@ -86,6 +87,13 @@ type Options struct {
 	// (JWT) of its issuers are accepted beside API keys, and the RFC 9728
 	// metadata is served (default: no issuer, API keys only).
 	OAuth jwtauth.Options
+	// PublicURL is the base URL browsers reach the gateway at; the OAuth
+	// redirect URI is PublicURL + /oauth/callback (default http://<Addr>,
+	// with the port actually bound).
+	PublicURL string
+	// RemoteOAuth configures the authorization flows of remote servers (Prefix,
+	// Logger and CallbackURL are filled in).
+	RemoteOAuth oauthflow.Options
 }
 
 // Gateway is a configured HTTP edge, listening once New returns.
@@ -107,6 +115,7 @@ type Gateway struct {
 	oai      *openai.API
 	mcp      *mcpserver.Aggregator
 	mcpStop  context.CancelFunc
+	oauth    *oauthflow.Flows
 	routes   []Route
 	console  *console.Console
 	adminKey string
@@ -210,12 +219,23 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	g.keys.OnRevoke(g.mcp.DropKey)
 	g.keys.OnRevoke(g.api.DropKey)
 	g.keys.OnRevoke(g.oai.DropKey)
-	g.metrics = httpmetrics.New(otel.GetMeterProvider())
-	g.limiter = auth.NewLimiter(auth.LimiterOptions{RPS: opts.RateRPS, Burst: opts.RateBurst, OnRefuse: g.metrics.RateLimited})
-	g.handler = g.buildHandler()
 	if g.ln, err = net.Listen("tcp", opts.Addr); err != nil {
 		return nil, fmt.Errorf("gateway: listening on %s: %w", opts.Addr, err)
 	}
+	oo := opts.RemoteOAuth
+	oo.Prefix, oo.Logger = opts.Prefix, g.log
+	oo.CallbackURL = strings.TrimRight(opts.PublicURL, "/") + oauthflow.CallbackPath
+	if opts.PublicURL == "" {
+		oo.CallbackURL = "http://" + g.ln.Addr().String() + oauthflow.CallbackPath
+	}
+	g.oauth = oauthflow.New(nc, oo)
+	if err := g.oauth.AddEndpoint(g.keysSvc, g.log); err != nil {
+		return nil, err
+	}
+	g.api.SetOAuth(g.oauth)
+	g.metrics = httpmetrics.New(otel.GetMeterProvider())
+	g.limiter = auth.NewLimiter(auth.LimiterOptions{RPS: opts.RateRPS, Burst: opts.RateBurst, OnRefuse: g.metrics.RateLimited})
+	g.handler = g.buildHandler()
 	g.srv = &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -253,6 +273,9 @@ func (g *Gateway) buildHandler() http.Handler {
 	for _, r := range g.oai.Routes() {
 		add(r.Method, r.Pattern, r.Handler)
 	}
+	// The OAuth redirect URI: public (the browser carries no key), bound
+	// to a flow by its state. Not in g.routes: the browser's, not the API's.
+	mux.Handle("GET "+oauthflow.CallbackPath, namedRoute("GET", oauthflow.CallbackPath, http.HandlerFunc(g.oauth.Callback)))
 	// The web console: public pages (its API calls carry the key). Not in
 	// g.routes: those are the API, which openapi.json describes.
 	con := console.Handler()
@@ -403,6 +426,9 @@ func (g *Gateway) Close() {
 	g.closeOnce.Do(func() {
 		if g.ln != nil {
 			_ = g.ln.Close()
+		}
+		if g.oauth != nil {
+			g.oauth.Close()
 		}
 		if g.mcp != nil {
 			g.mcp.Close()

@@ -155,6 +155,26 @@ func (a *API) serverRuntime(verb string) http.HandlerFunc {
 	}
 }
 
+// authorizeServer starts the OAuth authorization of a remote server and
+// answers the URL to open in a browser; the outcome comes as an event
+// (events.oauth.<server>, /api/v1/events) and in the server's status.
+func (a *API) authorizeServer(w http.ResponseWriter, r *http.Request) {
+	id, ok := serverRef(w, r)
+	if !ok {
+		return
+	}
+	if a.oauth == nil {
+		writeError(w, apierr.New(apierr.ServiceUnavailable, "OAuth authorization is not set up on this gateway"))
+		return
+	}
+	out, err := a.oauth.Start(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func (a *API) allStatus(w http.ResponseWriter, r *http.Request) {
 	st, err := a.client.Status(r.Context())
 	if err != nil {

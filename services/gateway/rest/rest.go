@@ -25,6 +25,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/credclient"
+	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 )
 
@@ -71,7 +72,18 @@ type API struct {
 	// streams (DropKey closes them).
 	keyMu sync.Mutex
 	byKey map[string]map[chan struct{}]struct{}
+	// oauth starts authorization flows (nil: the route answers SERVICE_UNAVAILABLE).
+	oauth OAuthStarter
 }
+
+// OAuthStarter starts the OAuth authorization of a remote server
+// (oauthflow.Flows).
+type OAuthStarter interface {
+	Start(ctx context.Context, server string) (model.OAuthStartReply, error)
+}
+
+// SetOAuth installs the gateway's OAuth flows (before serving).
+func (a *API) SetOAuth(o OAuthStarter) { a.oauth = o }
 
 // Route is one registered endpoint.
 type Route struct {
@@ -166,6 +178,7 @@ func (a *API) Routes() []Route {
 		{"POST", "/api/v1/servers/{id}/disable", a.disableServer},
 		{"GET", "/api/v1/servers/{id}/status", a.serverRuntime("status")},
 		{"POST", "/api/v1/servers/{id}/restart", a.serverRuntime("restart")},
+		{"POST", "/api/v1/servers/{id}/auth", a.authorizeServer},
 		{"GET", "/api/v1/servers/{id}/history", a.serverHistory},
 		{"POST", "/api/v1/servers/{id}/rollback", a.rollbackServer},
 		{"GET", "/api/v1/servers/{id}/credentials", a.describeCredentials},

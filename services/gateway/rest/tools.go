@@ -28,7 +28,9 @@ import (
 //	                         (details.code is VALIDATION_ERROR, details.field params…)
 //	TOOL_NOT_FOUND      404  no such tool, its server is not running, or the key may not see it
 //	SERVICE_ERROR       200  the tool ran and answered isError: success false, result holds its content
-//	SERVICE_ERROR       504  the call timed out (409 when the server is disabled)
+//	SERVICE_ERROR       504  the call timed out (409 when the server is disabled; 401 when the
+//	                         server's upstream refused its credentials: details say
+//	                         UNAUTHORIZED "Authentication failed. Check your API key.")
 //	SERVICE_UNAVAILABLE 503  no runner answered, the server is starting or in error
 //	                         (restarting after a crash: with Retry-After, the seconds until its restart)
 //	INTERNAL_ERROR      500  anything else
@@ -225,7 +227,7 @@ func invokeFailure(e *apierr.Error) (int, string) {
 		return http.StatusNotFound, ErrToolMissing
 	case apierr.ServiceUnavailable:
 		return http.StatusServiceUnavailable, ErrUnavailable
-	case apierr.Network, apierr.Conflict, apierr.RateLimited:
+	case apierr.Network, apierr.Conflict, apierr.RateLimited, apierr.Unauthorized:
 		return e.Code.HTTPStatus(), ErrService
 	}
 	return http.StatusInternalServerError, ErrInternal

@@ -90,6 +90,8 @@ func (s *server) live(token string) (liveSession, *mcp.Tool, *model.McpConfig, e
 				return none, nil, nil, apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
 			}
 			return none, nil, s.cfg, errIdle
+		case s.state == model.StateError && s.lastErr != nil && s.lastErr.Code == apierr.Unauthorized:
+			return none, nil, nil, s.lastErr // "Authentication failed. Check your API key."
 		case s.state == model.StateError && s.lastErr != nil:
 			return none, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is in error: %s", s.slug, s.lastErr.Message)
 		case s.state == model.StateStarting:
@@ -275,6 +277,13 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	}
 	res, err := sess.CallTool(ctx, params)
 	if err != nil {
+		if e := refusedCredentials(err); e != nil {
+			// The upstream or its token endpoint refused the credentials:
+			// no call succeeds until someone authorizes again.
+			s.post(func() { s.credentialsRefused(sess.ClientSession, e) })
+			op.End(ctx, errType(e), e)
+			return callReply{}, tool.Name, e
+		}
 		err = callError(ctx, s.slug, tool.Name, timeout, err)
 		op.End(ctx, errType(err), err)
 		return callReply{}, tool.Name, err

@@ -17,20 +17,20 @@ const maxKeyfileBytes = 64 << 10
 // buildEnvironment builds a child's environment: plain values as they are,
 // secret references through the credential service, keyfiles read at spawn
 // time. It returns the child's environment, the secret headers of an HTTP
-// server and every secret value it handed out (resolved env and header
+// server, its OAuth access token (nil without one) and every secret value it handed out (resolved env and header
 // values, keyfile contents, secrets written inline), which the caller passes
 // only to the stderr redaction of this launch. A required variable that cannot
 // be resolved fails the start with VALIDATION_ERROR "Missing required
 // credentials"; no value is ever put into an error or a log line.
-func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (env, headers map[string]string, secrets []string, err error) {
+func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (env, headers map[string]string, oauth *model.ResolvedOAuth, secrets []string, err error) {
 	env = make(map[string]string, len(cfg.EnvVars))
 	var creds model.ResolvedCredentials
 	if cfg.UsesCredentials() {
 		if r.opts.Resolver == nil {
-			return nil, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s needs credentials and this runner has no credential service", cfg.Slug)
+			return nil, nil, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s needs credentials and this runner has no credential service", cfg.Slug)
 		}
 		if creds, err = r.opts.Resolver.Resolve(ctx, cfg.ID); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 	for _, val := range creds.Env {
@@ -51,7 +51,7 @@ func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (en
 	for name, path := range creds.Keyfiles {
 		val, err := readKeyfile(name, path)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		env[name] = val
 		secrets = append(secrets, val)
@@ -66,18 +66,18 @@ func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (en
 			if val, ok := creds.Env[ref]; ok {
 				env[name] = val
 			} else if _, ok := env[name]; !ok && v.Required {
-				return nil, nil, nil, apierr.Invalid("env_vars."+name, "Missing required credentials")
+				return nil, nil, nil, nil, apierr.Invalid("env_vars."+name, "Missing required credentials")
 			}
 		case v.KeyfilePath != "":
 			val, err := readKeyfile(name, v.KeyfilePath)
 			if err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 			env[name] = val
 			secrets = append(secrets, val)
 		default:
 			if v.Value == "" && v.Required {
-				return nil, nil, nil, apierr.Invalid("env_vars."+name, "Missing required credentials")
+				return nil, nil, nil, nil, apierr.Invalid("env_vars."+name, "Missing required credentials")
 			}
 			env[name] = v.Value
 			if v.IsSecret || model.LooksSecret(name) || model.SecretURL(v.Value) {
@@ -87,10 +87,10 @@ func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (en
 	}
 	for _, h := range cfg.Transport.SecretHeaders {
 		if _, ok := creds.Headers[h]; !ok {
-			return nil, nil, nil, apierr.Invalid("transport.secret_headers", "Missing required credentials")
+			return nil, nil, nil, nil, apierr.Invalid("transport.secret_headers", "Missing required credentials")
 		}
 	}
-	return env, creds.Headers, secrets, nil
+	return env, creds.Headers, creds.OAuth, secrets, nil
 }
 
 // readKeyfile reads the value of env var name from a keyfile: it must be a

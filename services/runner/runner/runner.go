@@ -102,6 +102,11 @@ type Options struct {
 	// launched: its status is error (VALIDATION_ERROR). See policy.go.
 	ExecTypes          []string
 	ExecBinaryPrefixes []string
+	// OAuthEarlyRefresh is how long before an HTTP upstream's OAuth access
+	// token expires the runner asks the credential service for a fresh one
+	// (default 30s; keep it at most the credential service's refresh
+	// window, so that the service refreshes when asked).
+	OAuthEarlyRefresh time.Duration
 }
 
 func (o *Options) defaults() {
@@ -138,6 +143,7 @@ func (o *Options) defaults() {
 	setDefault(&o.RestartBackoffMax, 60*time.Second)
 	setDefault(&o.HealthyAfter, 5*time.Minute)
 	setDefault(&o.TickInterval, time.Second)
+	setDefault(&o.OAuthEarlyRefresh, 30*time.Second)
 	setDefault(&o.LeaseTTL, DefaultLeaseTTL)
 	if o.HealthFailures <= 0 {
 		o.HealthFailures = 3

@@ -225,9 +225,16 @@ func (s *server) start() error {
 func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.StdioConn, *launch.Process, map[string]*mcp.Tool, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, cfg.Runtime.StartTimeout.Or(s.r.opts.StartTimeout))
 	defer cancel()
-	env, headers, secrets, err := s.r.buildEnvironment(ctx, cfg)
+	env, headers, oauth, secrets, err := s.r.buildEnvironment(ctx, cfg)
 	if err != nil {
+		if e := refusedCredentials(err); e != nil {
+			return nil, nil, nil, nil, e
+		}
 		return nil, nil, nil, nil, err
+	}
+	var upAuth upstreamAuth
+	if cfg.Transport.Type == model.TransportHTTP {
+		upAuth, headers = s.r.upstreamAuthFor(cfg, oauth, headers)
 	}
 	if len(headers) > 0 {
 		c := *cfg
@@ -237,6 +244,9 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Stdi
 	lopts := s.r.opts.Launch
 	lopts.OnStderr = func(line string) { s.log.Debug("server stderr", "line", line) }
 	lopts.Secrets = secrets // redacted from those lines
+	if cfg.Transport.Type == model.TransportHTTP {
+		lopts.Auth = upAuth
+	}
 	// Call events (and tool content on traces, when recorded) never carry them either.
 	s.redactor.Store(launch.NewRedactor(secrets))
 	l, err := launch.Prepare(ctx, cfg, env, lopts)
@@ -264,6 +274,9 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Stdi
 
 // startError classifies a failed spawn or handshake into the contract's startup errors.
 func startError(ctx context.Context, err error, proc *launch.Process) error {
+	if e := refusedCredentials(err); e != nil {
+		return e // the upstream refused its credentials (401)
+	}
 	switch {
 	case errors.Is(err, exec.ErrNotFound):
 		return apierr.Wrap(apierr.NotFound, "Package not found", err)
@@ -343,6 +356,22 @@ func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
 		s.log.Warn("server exited unexpectedly")
 		s.scheduleRestart()
 	})
+}
+
+// credentialsRefused ends a session whose upstream refused its credentials
+// mid-way (an OAuth refresh refused, a revoked key): the server goes to
+// error with UNAUTHORIZED and stays there until it is restarted (after
+// `mcpbus servers auth`, or by hand). Runs on the server's goroutine.
+func (s *server) credentialsRefused(sess *mcp.ClientSession, e *apierr.Error) {
+	s.mu.RLock()
+	current := s.sess == sess
+	s.mu.RUnlock()
+	if !current {
+		return
+	}
+	s.stop(model.StateError, true) // its tools stay listed; calls get e
+	s.setState(model.StateError, e)
+	s.log.Warn("server's upstream refused its credentials", "code", e.Code, "error", e.Message)
 }
 
 // stop ends the session and the process group; status becomes final. With

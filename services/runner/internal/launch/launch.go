@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -36,6 +37,9 @@ type Options struct {
 	// replaced by [REDACTED] in the lines OnStderr receives. They are kept
 	// nowhere else. A value split across two lines is not caught.
 	Secrets []string
+	// Auth, for an HTTP server, sets the Authorization of its requests (an
+	// OAuth token source) and decides what a 401 or 403 becomes.
+	Auth auth.OAuthHandler
 }
 
 // Launched is a started or connectable server.
@@ -106,9 +110,10 @@ func ChildEnv(base []string, env map[string]string) []string {
 func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, opts Options) (*Launched, error) {
 	if cfg.Transport.Type == model.TransportHTTP {
 		return &Launched{Transport: &mcp.StreamableClientTransport{
-			Endpoint:   cfg.Transport.URL,
-			HTTPClient: &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, base: http.DefaultTransport}},
-			MaxRetries: 2,
+			Endpoint:     cfg.Transport.URL,
+			HTTPClient:   &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, base: http.DefaultTransport}},
+			MaxRetries:   2,
+			OAuthHandler: opts.Auth,
 		}}, nil
 	}
 	var name string

@@ -39,7 +39,8 @@ func newServersCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(newServersAddCmd(g), newServersListCmd(g), newServersGetCmd(g), newServersEditCmd(g),
 		newServersToggleCmd(g, true), newServersToggleCmd(g, false), newServersRmCmd(g),
-		newServersImportCmd(g), newServersExportCmd(g), newServersHistoryCmd(g), newServersRollbackCmd(g))
+		newServersImportCmd(g), newServersExportCmd(g), newServersHistoryCmd(g), newServersRollbackCmd(g),
+		newServersAuthCmd(g))
 	return cmd
 }
 

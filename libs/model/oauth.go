@@ -1,0 +1,69 @@
+package model
+
+import "time"
+
+// OAuth authorization of remote (Streamable HTTP) servers: the gateway runs
+// the authorization-code flow (MCP authorization, 2025-11-25) and hands the
+// tokens to the credential service; these are the messages around it.
+
+// Fixed messages of the OAuth flow and of refused upstream credentials
+// (the product's error table).
+const (
+	MsgAuthFailed       = "Authentication failed. Check your API key."
+	MsgAuthorizeFailed  = "Authorization failed. Please try again."
+	MsgAuthorizeTimeout = "Authorization timed out after 2 minutes."
+)
+
+// OAuthHeader is where an access token obtained by the gateway's flow goes:
+// "Authorization: Bearer <token>" on every request to the upstream.
+const OAuthHeader = "Authorization"
+
+// TransportOAuth configures the OAuth client of a remote server when its
+// authorization server does not allow dynamic client registration (RFC
+// 7591): a client id registered beforehand, and the scopes to ask for
+// (default: what the server's metadata names). No secret lives here.
+type TransportOAuth struct {
+	ClientID string   `json:"client_id,omitempty"`
+	Scopes   []string `json:"scopes,omitempty"`
+}
+
+// OAuthStartRequest is the body of mcp.v1.oauth.start (served by the
+// gateway): start authorizing server (slug or id).
+type OAuthStartRequest struct {
+	Server string `json:"server"`
+}
+
+// OAuthStartReply is the reply of mcp.v1.oauth.start and of
+// POST /api/v1/servers/{id}/auth: the URL to open in a browser, and when
+// the flow gives up. The outcome comes as an OAuthEvent.
+type OAuthStartReply struct {
+	Server           string    `json:"server"`
+	AuthorizationURL string    `json:"authorization_url"`
+	ExpiresAt        time.Time `json:"expires_at"`
+}
+
+// OAuthEvent is the outcome of one authorization flow
+// (mcp.v1.events.oauth.<server>): authorized, or failed with the error.
+type OAuthEvent struct {
+	Type    string    `json:"type"`
+	Server  string    `json:"server"`
+	Code    string    `json:"code,omitempty"`
+	Message string    `json:"message,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// Types of OAuthEvent.
+const (
+	OAuthAuthorized = "authorized"
+	OAuthFailed     = "failed"
+)
+
+// ResolvedOAuth is an OAuth access token handed to a runner with its expiry,
+// so that the runner asks again (and the credential service refreshes it)
+// before it expires.
+type ResolvedOAuth struct {
+	AccessToken string    `json:"access_token"`
+	TokenType   string    `json:"token_type,omitempty"`
+	ExpiresAt   time.Time `json:"expires_at,omitzero"`
+	Header      string    `json:"header,omitempty"`
+}

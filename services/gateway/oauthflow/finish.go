@@ -1,0 +1,188 @@
+package oauthflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/nats-io/nats.go/micro"
+	"golang.org/x/oauth2"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// finishTimeout bounds storing the tokens and restarting the server once
+// the user has approved (the flow's own deadline may be nearly spent).
+const finishTimeout = 30 * time.Second
+
+// run drives go-sdk's flow to its end, stores the tokens, restarts the
+// server and publishes the outcome.
+func (f *Flows) run(ctx context.Context, h *auth.AuthorizationCodeHandler, cfg *model.McpConfig, fl *flow, req *http.Request, resp *http.Response) error {
+	err := h.Authorize(ctx, req, resp)
+	if err == nil && fl.token == nil {
+		err = errors.New("the token exchange gave no token")
+	}
+	if err == nil {
+		err = f.store(cfg, fl)
+	}
+	var e *apierr.Error
+	if err != nil {
+		e = failure(ctx, err)
+		f.log.Warn("OAuth authorization failed", append([]any{"server", cfg.Slug, "code", e.Code, "error", e.Message}, causeAttrs(err)...)...)
+	} else {
+		f.log.Info("OAuth authorization completed", "server", cfg.Slug, "expires_at", fl.token.Expiry)
+	}
+	f.publish(cfg.Slug, e)
+	if e != nil {
+		fl.outcome <- e
+		return e
+	}
+	fl.outcome <- nil
+	return nil
+}
+
+// causeAttrs describes why a flow failed for the log: the token endpoint's
+// status and OAuth error code only (its body may echo what was sent), else
+// the error's text, which go-sdk builds from metadata and URLs, not tokens.
+func causeAttrs(err error) []any {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		return []any{"status", re.Response.StatusCode, "oauth_error", re.ErrorCode}
+	}
+	return []any{"cause", err.Error()}
+}
+
+// failure maps a failed flow to the product's messages.
+func failure(ctx context.Context, err error) *apierr.Error {
+	var ae *apierr.Error
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return apierr.Wrap(apierr.Network, model.MsgAuthorizeTimeout, err)
+	case errors.Is(ctx.Err(), context.Canceled):
+		return apierr.Wrap(apierr.ServiceUnavailable, "Authorization cancelled (a newer one started, or the gateway stopped).", err)
+	case errors.As(err, &ae) && ae.Code != apierr.Unauthorized:
+		return ae // storing the tokens failed: the credential or config service said why
+	}
+	return apierr.Wrap(apierr.Unauthorized, model.MsgAuthorizeFailed, err)
+}
+
+// store hands the tokens and what refreshing them needs to the credential
+// service, sealed, through config.update (which marks the server
+// auth_type oauth), and restarts the server if it is enabled so that it
+// connects with them.
+func (f *Flows) store(cfg *model.McpConfig, fl *flow) error {
+	ctx, cancel := context.WithTimeout(context.Background(), finishTimeout)
+	defer cancel()
+	t, c := fl.token, fl.conf
+	tok := &model.OAuthToken{
+		AccessToken: t.AccessToken, RefreshToken: t.RefreshToken, TokenType: t.TokenType,
+		ExpiresAt: t.Expiry.UTC(), TokenURL: c.Endpoint.TokenURL, ClientID: c.ClientID, ClientSecret: c.ClientSecret,
+		Header: model.OAuthHeader,
+	}
+	if u, err := url.Parse(c.Endpoint.AuthURL); err == nil {
+		tok.Provider = u.Host
+	}
+	if scope, ok := t.Extra("scope").(string); ok && scope != "" {
+		tok.Scopes = strings.Fields(scope)
+	} else {
+		tok.Scopes = c.Scopes
+	}
+	cur, err := f.client.GetConfig(ctx, cfg.ID)
+	if err != nil {
+		return err
+	}
+	cur.AuthType = model.AuthOAuth
+	if cur, err = f.client.UpdateConfig(ctx, cur, &model.Credentials{OAuth: tok}); err != nil {
+		return err
+	}
+	if cur.Enabled {
+		// The config change restarts a server whose auth_type changed; a
+		// re-authorization changes nothing there, so restart it here.
+		if _, err := f.client.Runtime(ctx, "restart", cur.Slug); err != nil {
+			f.log.Warn("restarting the server after its authorization failed", "server", cur.Slug, "code", apierr.Of(err), "error", apierr.From(err).Message)
+		}
+	}
+	return nil
+}
+
+// publish sends the outcome on events.oauth.<server> (nil: authorized).
+func (f *Flows) publish(server string, e *apierr.Error) {
+	ev := model.OAuthEvent{Type: model.OAuthAuthorized, Server: server, At: time.Now().UTC()}
+	if e != nil {
+		ev.Type, ev.Code, ev.Message = model.OAuthFailed, string(e.Code), e.Message
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	if err := f.nc.Publish(f.subj.Event("oauth", server), data); err != nil {
+		f.log.Warn("publishing the OAuth outcome failed", "server", server, "error", err)
+	}
+}
+
+// callbackWait bounds how long the callback page waits for the token
+// exchange to say how it went.
+const callbackWait = 30 * time.Second
+
+// Callback serves GET /oauth/callback, where the authorization server sends
+// the browser back. It needs no API key: the state binds it to one flow
+// started by an admin, it works once, and not past the flow's deadline.
+func (f *Flows) Callback(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := q.Get("state")
+	f.mu.Lock()
+	p := f.pending[state]
+	delete(f.pending, state)
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if state == "" || p == nil || time.Now().After(p.expires) {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte("This authorization is unknown, already used or expired. Run `mcpbus servers auth <server>` again.\n"))
+		return
+	}
+	cb := callback{code: q.Get("code"), state: state, iss: q.Get("iss"), err: q.Get("error")}
+	if cb.err == "" && cb.code == "" {
+		cb.err = "invalid_request"
+	}
+	p.result <- cb
+	var err error
+	select {
+	case err = <-p.flow.outcome:
+	case <-time.After(callbackWait):
+		err = apierr.New(apierr.Network, "mcpbus is still finishing the authorization; see `mcpbus status`")
+	case <-r.Context().Done():
+		return
+	}
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(apierr.From(err).Message + "\n"))
+		return
+	}
+	_, _ = w.Write([]byte("mcpbus is authorized with " + p.flow.server + ". You may close this window.\n"))
+}
+
+// AddEndpoint serves mcp.v1.oauth.start on svc (the gateway's micro
+// service, so its queue group): the CLI's `mcpbus servers auth`.
+func (f *Flows) AddEndpoint(svc micro.Service, log *slog.Logger) error {
+	h := bus.JSONHandler(log, func(ctx context.Context, req micro.Request) (any, error) {
+		var in model.OAuthStartRequest
+		if err := bus.Decode(req.Data(), &in); err != nil {
+			return nil, err
+		}
+		return f.Start(ctx, in.Server)
+	})
+	if err := svc.AddEndpoint("oauth-start", h, micro.WithEndpointSubject(f.subj.Service("oauth", "start"))); err != nil {
+		return fmt.Errorf("gateway: oauth.start endpoint: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,285 @@
+// Package oauthflow authorizes mcpbus with the OAuth-protected remote (Streamable
+// HTTP) MCP servers, as the MCP authorization specification (2025-11-25)
+// describes: the upstream's 401 challenge leads to its protected resource
+// metadata (RFC 9728) and its authorization server's metadata (RFC 8414 or
+// OpenID discovery); the client registers dynamically (RFC 7591) unless the
+// server's config names a client id; the user approves in a browser with
+// the authorization-code flow (PKCE S256, state, resource indicator RFC
+// 8707), which comes back to the gateway's callback route. All of that is
+// go-sdk's auth.AuthorizationCodeHandler; this package gives it the
+// callback, the pending flows, the 2-minute limit, and hands the tokens to
+// the credential service (sealed, through config.update, which also marks
+// the server auth_type oauth) before restarting the server.
+package oauthflow
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/nats-io/nats.go"
+	"golang.org/x/oauth2"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// CallbackPath is the gateway's redirect URI path.
+const CallbackPath = "/oauth/callback"
+
+// DefaultTimeout is how long a flow waits for the user (the product's
+// "Authorization timed out after 2 minutes.").
+const DefaultTimeout = 2 * time.Minute
+
+// Options configure the flows.
+type Options struct {
+	Prefix string
+	Logger *slog.Logger
+	// CallbackURL is the redirect URI the authorization server sends the
+	// browser back to: the gateway's public base URL + CallbackPath.
+	CallbackURL string
+	// Timeout bounds a whole flow, the user's approval included (default
+	// 2 min; tests shorten it).
+	Timeout time.Duration
+	// HTTPClient makes the discovery, registration and token requests
+	// (default: go-sdk's, which refuses private and link-local addresses
+	// for discovery).
+	HTTPClient *http.Client
+}
+
+// Flows are the authorization flows under way in this gateway.
+type Flows struct {
+	opts   Options
+	log    *slog.Logger
+	nc     *nats.Conn
+	subj   bus.Subjects
+	client *client.Client
+
+	mu      sync.Mutex
+	pending map[string]*pending // by state: single use
+	flows   map[string]*flow    // by server: one flow each
+	wg      sync.WaitGroup
+	closed  bool
+}
+
+// flow is one authorization under way.
+type flow struct {
+	server  string
+	cancel  context.CancelFunc
+	outcome chan error // the flow's end, once (the callback page waits for it)
+	// What the token exchange gave (go-sdk's NewTokenSource hook).
+	conf  *oauth2.Config
+	token *oauth2.Token
+}
+
+// pending is a flow waiting for its callback.
+type pending struct {
+	flow    *flow
+	expires time.Time
+	result  chan callback // the callback's query, once
+}
+
+type callback struct {
+	code, state, iss, err string
+}
+
+// New prepares the flows of a gateway whose callback is opts.CallbackURL.
+func New(nc *nats.Conn, opts Options) *Flows {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Flows{opts: opts, log: opts.Logger, nc: nc, subj: bus.NewSubjects(opts.Prefix),
+		client:  client.New(nc, client.Options{Prefix: opts.Prefix}),
+		pending: map[string]*pending{}, flows: map[string]*flow{}}
+}
+
+// Close cancels every flow under way and waits for them.
+func (f *Flows) Close() {
+	f.mu.Lock()
+	f.closed = true
+	for _, fl := range f.flows {
+		fl.cancel()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+// Start begins authorizing server (slug or id): it checks that the server
+// is remote and asks for authorization, then runs the flow in the
+// background and returns the URL for the user's browser as soon as go-sdk
+// has built it. The outcome is published as an OAuthEvent on
+// events.oauth.<server>. Starting again cancels the server's earlier flow.
+func (f *Flows) Start(ctx context.Context, ref string) (model.OAuthStartReply, error) {
+	if strings.TrimSpace(ref) == "" {
+		return model.OAuthStartReply{}, apierr.Invalid("server", "server is required")
+	}
+	cfg, err := f.client.GetConfig(ctx, ref)
+	if err != nil {
+		return model.OAuthStartReply{}, err
+	}
+	if cfg.Transport.Type != model.TransportHTTP {
+		return model.OAuthStartReply{}, apierr.Invalid("transport.type", "OAuth authorization is for remote (http) servers; "+cfg.Slug+" runs over stdio")
+	}
+	req, resp, err := f.probe(ctx, &cfg)
+	if err != nil {
+		return model.OAuthStartReply{}, err
+	}
+	fctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
+	expires := time.Now().Add(f.opts.Timeout).UTC()
+	fl := &flow{server: cfg.Slug, cancel: cancel, outcome: make(chan error, 1)}
+	urls := make(chan string, 1)
+	h, err := f.handler(&cfg, fl, urls)
+	if err != nil {
+		cancel()
+		_ = resp.Body.Close()
+		return model.OAuthStartReply{}, apierr.Wrap(apierr.Internal, "setting up the OAuth client", err)
+	}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		cancel()
+		_ = resp.Body.Close()
+		return model.OAuthStartReply{}, apierr.New(apierr.ServiceUnavailable, "the gateway is stopping")
+	}
+	if prev := f.flows[cfg.Slug]; prev != nil {
+		prev.cancel() // one flow per server: the newest wins
+	}
+	f.flows[cfg.Slug] = fl
+	f.wg.Add(1)
+	f.mu.Unlock()
+	ended := make(chan error, 1)
+	go func() {
+		defer f.wg.Done()
+		defer cancel()
+		err := f.run(fctx, h, &cfg, fl, req, resp)
+		f.mu.Lock()
+		if f.flows[cfg.Slug] == fl {
+			delete(f.flows, cfg.Slug)
+		}
+		f.mu.Unlock()
+		ended <- err
+	}()
+	select {
+	case u := <-urls:
+		return model.OAuthStartReply{Server: cfg.Slug, AuthorizationURL: u, ExpiresAt: expires}, nil
+	case err := <-ended: // discovery or registration failed before any URL
+		if err == nil {
+			err = apierr.New(apierr.Internal, "the OAuth flow ended without an authorization URL")
+		}
+		return model.OAuthStartReply{}, err
+	case <-ctx.Done():
+		cancel()
+		return model.OAuthStartReply{}, apierr.Wrap(apierr.Network, "timed out preparing the authorization", ctx.Err())
+	}
+}
+
+// probe sends the upstream an MCP initialize without credentials: a server
+// that wants OAuth answers 401 with a WWW-Authenticate challenge, which
+// go-sdk's handler starts from.
+func (f *Flows) probe(ctx context.Context, cfg *model.McpConfig) (*http.Request, *http.Response, error) {
+	const body = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcpbus","version":"1"}}}`
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(pctx, http.MethodPost, cfg.Transport.URL, strings.NewReader(body))
+	if err != nil {
+		return nil, nil, apierr.Wrap(apierr.Validation, "bad transport.url", err).WithField("transport.url")
+	}
+	for k, v := range cfg.Transport.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	hc := f.opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, nil, apierr.Wrap(apierr.Network, "could not reach "+cfg.Slug+" to start the authorization", err)
+	}
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+		_ = resp.Body.Close()
+		return nil, nil, apierr.Newf(apierr.Validation, "%s does not ask for OAuth authorization (HTTP %d without a Bearer challenge)", cfg.Slug, resp.StatusCode).WithField("server")
+	}
+	// The handler reads the request's URL only (the resource); the probe's
+	// deadline must not bound the flow.
+	return req.WithContext(context.Background()), resp, nil
+}
+
+// handler is go-sdk's authorization-code handler for cfg, with the
+// gateway's callback as redirect URI; the URL it builds goes to urls, the
+// tokens it gets to fl.
+func (f *Flows) handler(cfg *model.McpConfig, fl *flow, urls chan<- string) (*auth.AuthorizationCodeHandler, error) {
+	hc := &auth.AuthorizationCodeHandlerConfig{
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			RedirectURIs: []string{f.opts.CallbackURL}, ClientName: "mcpbus",
+			// A public client: PKCE protects the code, no secret to keep.
+			TokenEndpointAuthMethod: "none",
+			GrantTypes:              []string{"authorization_code", "refresh_token"},
+			ResponseTypes:           []string{"code"},
+		}},
+		RedirectURL:         f.opts.CallbackURL,
+		RequestRefreshToken: true,
+		Client:              f.opts.HTTPClient,
+		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			return f.await(ctx, fl, args.URL, urls)
+		},
+		// The tokens go to the credential service, which refreshes them;
+		// the gateway keeps no token source.
+		NewTokenSource: func(_ context.Context, c *oauth2.Config, t *oauth2.Token) (oauth2.TokenSource, error) {
+			fl.conf, fl.token = c, t
+			return oauth2.StaticTokenSource(t), nil
+		},
+	}
+	if o := cfg.Transport.OAuth; o != nil && o.ClientID != "" {
+		hc.PreregisteredClient = &oauthex.ClientCredentials{ClientID: o.ClientID}
+	}
+	if o := cfg.Transport.OAuth; o != nil && len(o.Scopes) > 0 {
+		hc.ScopeFilter = func([]string) []string { return o.Scopes }
+	}
+	return auth.NewAuthorizationCodeHandler(hc)
+}
+
+// await registers the flow's state, hands the URL on and waits for the
+// callback with that state (or the flow's end).
+func (f *Flows) await(ctx context.Context, fl *flow, authURL string, urls chan<- string) (*auth.AuthorizationResult, error) {
+	u, err := url.Parse(authURL)
+	if err != nil || u.Query().Get("state") == "" {
+		return nil, errors.New("authorization URL without a state")
+	}
+	state := u.Query().Get("state")
+	deadline, _ := ctx.Deadline()
+	p := &pending{flow: fl, expires: deadline, result: make(chan callback, 1)}
+	f.mu.Lock()
+	f.pending[state] = p
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.pending, state)
+		f.mu.Unlock()
+	}()
+	urls <- authURL
+	select {
+	case cb := <-p.result:
+		if cb.err != "" {
+			return nil, errDenied
+		}
+		return &auth.AuthorizationResult{Code: cb.code, State: cb.state, Iss: cb.iss}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+var errDenied = errors.New("the authorization server answered the callback with an error")

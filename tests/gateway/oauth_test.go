@@ -1,0 +1,282 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/access"
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/oauthtest"
+	"github.com/mcpbus/mcpbus/libs/testmcp"
+	"github.com/mcpbus/mcpbus/services/gateway/gateway"
+	"github.com/mcpbus/mcpbus/services/gateway/oauthflow"
+	"github.com/mcpbus/mcpbus/services/gateway/rest"
+	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
+)
+
+// remoteConfig is a remote (Streamable HTTP) server at url.
+func remoteConfig(name, url string) model.McpConfig {
+	return model.McpConfig{Name: name,
+		Package:   model.Package{Type: model.PackageHTTP, Identifier: url},
+		Transport: model.Transport{Type: model.TransportHTTP, URL: url}}
+}
+
+// browse does what the user's browser does with the authorization URL: the
+// authorization server approves at once and redirects to the gateway's
+// callback, whose page is returned.
+func browse(t *testing.T, authURL string) (int, string) {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: time.Minute}).Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// authorize starts the flow over REST and follows the URL like a browser.
+func (e *env) authorize(t *testing.T, slug string) model.OAuthStartReply {
+	t.Helper()
+	r := e.do("POST", "/api/v1/servers/"+slug+"/auth", nil)
+	var out model.OAuthStartReply
+	r.decode(t, &out)
+	if r.status != http.StatusOK || out.AuthorizationURL == "" || out.Server != slug {
+		t.Fatalf("POST auth: %d %s", r.status, r.body)
+	}
+	if code, page := browse(t, out.AuthorizationURL); code != http.StatusOK || !strings.Contains(page, "authorized") {
+		t.Fatalf("callback page: %d %q", code, page)
+	}
+	return out
+}
+
+func (e *env) invokeEcho(t *testing.T, slug, msg string) reply {
+	t.Helper()
+	return e.do("POST", "/mcp/invoke", rest.InvokeRequest{ToolName: slug + "__echo", Params: json.RawMessage(`{"message":"` + msg + `"}`)})
+}
+
+// wantInvokeAuthFailed checks a POST /mcp/invoke answer for the message.
+func wantInvokeAuthFailed(t *testing.T, what string, r reply) {
+	t.Helper()
+	var out rest.InvokeReply
+	r.decode(t, &out)
+	if r.status != http.StatusUnauthorized || out.Details == nil || out.Details.Code != apierr.Unauthorized || out.Details.Message != model.MsgAuthFailed {
+		t.Fatalf("%s: %d %s, want 401 UNAUTHORIZED %q", what, r.status, r.body, model.MsgAuthFailed)
+	}
+}
+
+func wantAuthFailed(t *testing.T, what string, r reply) {
+	t.Helper()
+	if r.status != http.StatusUnauthorized {
+		t.Fatalf("%s: %d %s, want 401", what, r.status, r.body)
+	}
+	if e := r.contract(t); e.Code != apierr.Unauthorized || e.Message != model.MsgAuthFailed {
+		t.Fatalf("%s: %+v, want UNAUTHORIZED %q", what, e, model.MsgAuthFailed)
+	}
+}
+
+// TestOAuthRemoteServer: a remote server that wants OAuth refuses mcpbus
+// until `auth` (UNAUTHORIZED "Authentication failed. Check your API
+// key."); the flow discovers the authorization server from the 401,
+// registers a client, gets a code with PKCE, state and resource through the
+// gateway's callback, and the server runs with the tokens (sealed in the
+// credential service, never in describe). Short-lived tokens are refreshed
+// before they expire; a refused refresh puts the server in error with the
+// message, and authorizing again brings it back.
+func TestOAuthRemoteServer(t *testing.T) {
+	as := oauthtest.Start(t, oauthtest.Options{TokenTTL: 4 * time.Second, Scopes: []string{testmcp.Scope, "offline_access"}})
+	url := testmcp.ServeProtected(t, "remote", as)
+	e := startWith(t, func(o *stack.Options) {
+		o.Credential.RefreshBefore = 3 * time.Second
+		o.Runner.OAuthEarlyRefresh = 2 * time.Second
+	}, gateway.Options{})
+
+	r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: remoteConfig("remote", url)})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	// Before authorizing: the upstream's 401 is the contract's UNAUTHORIZED.
+	r = e.do("POST", "/api/v1/servers/remote/enable", nil)
+	wantAuthFailed(t, "enable before auth", r)
+
+	out := e.authorize(t, "remote")
+	auths := as.Authorizations()
+	if len(auths) != 1 || as.Registrations() != 1 {
+		t.Fatalf("authorizations %d, registrations %d", len(auths), as.Registrations())
+	}
+	q := auths[0]
+	if q.Get("code_challenge_method") != "S256" || q.Get("resource") != url || q.Get("state") == "" ||
+		q.Get("redirect_uri") != e.url+oauthflow.CallbackPath || q.Get("scope") != testmcp.Scope+" offline_access" {
+		t.Fatalf("authorization request %v", q)
+	}
+	// The state works once.
+	if code, page := browse(t, e.url+oauthflow.CallbackPath+"?code=x&state="+q.Get("state")); code != http.StatusBadRequest {
+		t.Fatalf("second callback with the same state: %d %q", code, page)
+	}
+	if !out.ExpiresAt.After(time.Now()) {
+		t.Fatalf("expires_at %v", out.ExpiresAt)
+	}
+
+	// Tokens are in the credential service, described without values.
+	r = e.do("GET", "/api/v1/servers/remote/credentials", nil)
+	var d model.CredDescription
+	r.decode(t, &d)
+	if r.status != http.StatusOK || d.OAuth == nil || !d.OAuth.HasRefreshToken || d.OAuth.Header != model.OAuthHeader {
+		t.Fatalf("credentials: %d %s", r.status, r.body)
+	}
+	if strings.Contains(string(r.body), "at-") || strings.Contains(string(r.body), "rt-") {
+		t.Fatalf("describe leaks a token: %s", r.body)
+	}
+	r = e.do("GET", "/api/v1/servers/remote", nil)
+	var cfg model.McpConfig
+	r.decode(t, &cfg)
+	if cfg.AuthType != model.AuthOAuth || strings.Contains(string(r.body), "at-") {
+		t.Fatalf("config after auth: %s", r.body)
+	}
+
+	// The server was disabled (the failed enable reverted): enable it now.
+	if r = e.do("POST", "/api/v1/servers/remote/enable", nil); r.status != http.StatusOK {
+		t.Fatalf("enable after auth: %d %s", r.status, r.body)
+	}
+	if r = e.invokeEcho(t, "remote", "hello"); r.status != http.StatusOK || !strings.Contains(string(r.body), "hello") {
+		t.Fatalf("call: %d %s", r.status, r.body)
+	}
+
+	// Tokens live 4 s: calls over 10 s keep working through refreshes.
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		if r = e.invokeEcho(t, "remote", "again"); r.status != http.StatusOK {
+			t.Fatalf("call across refreshes: %d %s (refreshes %d)", r.status, r.body, as.Refreshes())
+		}
+	}
+	if as.Refreshes() < 2 {
+		t.Fatalf("refreshes %d, want at least 2 in 10 s of 4 s tokens", as.Refreshes())
+	}
+
+	// A refused refresh: once the token has expired, calls fail with the
+	// message and the server is in error with it.
+	as.RefuseRefresh(true)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r = e.invokeEcho(t, "remote", "late")
+		if r.status != http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("calls still succeed long after the refresh was refused")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	wantInvokeAuthFailed(t, "call after a refused refresh", r)
+	st := e.waitState("remote", model.StateError)
+	if st.Code != string(apierr.Unauthorized) || st.Message != model.MsgAuthFailed {
+		t.Fatalf("status %+v", st)
+	}
+	wantInvokeAuthFailed(t, "call in error", e.invokeEcho(t, "remote", "still"))
+	// The same over /mcp: a JSON-RPC error with the message.
+	s := connectMCP(t, e.url, e.admin)
+	if _, err := s.CallTool(ctxT(t, 30*time.Second), &mcp.CallToolParams{Name: "remote__echo", Arguments: map[string]any{"message": "mcp"}}); err == nil || !strings.Contains(err.Error(), model.MsgAuthFailed) {
+		t.Fatalf("/mcp call in error: %v", err)
+	}
+
+	// Re-authorizing restarts the server with new tokens.
+	as.RefuseRefresh(false)
+	e.authorize(t, "remote")
+	e.waitState("remote", model.StateRunning)
+	if r = e.invokeEcho(t, "remote", "back"); r.status != http.StatusOK || !strings.Contains(string(r.body), "back") {
+		t.Fatalf("call after re-authorizing: %d %s", r.status, r.body)
+	}
+	// Nothing logged a token.
+	for _, tok := range []string{"at-", "rt-"} {
+		if strings.Contains(e.logs.String(), `"`+tok) || strings.Contains(e.logs.String(), " "+tok) {
+			t.Fatalf("a token reached the logs")
+		}
+	}
+}
+
+// TestOAuthFailures: the flow's bad inputs and its ends other than success.
+func TestOAuthFailures(t *testing.T) {
+	as := oauthtest.Start(t, oauthtest.Options{})
+	url := testmcp.ServeProtected(t, "remote", as)
+	e := startWith(t, nil, gateway.Options{RemoteOAuth: oauthflow.Options{Timeout: 2 * time.Second}})
+	for _, c := range []model.McpConfig{remoteConfig("remote", url), testServerConfig("local")} {
+		if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: c}); r.status != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", c.Name, r.status, r.body)
+		}
+	}
+
+	t.Run("static key refused", func(t *testing.T) {
+		// Not OAuth: a configured bearer the upstream refuses is the same
+		// UNAUTHORIZED (not NETWORK_ERROR "could not connect: … Unauthorized").
+		c := remoteConfig("keyed", url)
+		c.Transport.SecretHeaders = []string{"Authorization"}
+		r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: c,
+			Secrets: &model.Credentials{Headers: map[string]string{"Authorization": "Bearer not-a-token"}}})
+		if r.status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		wantAuthFailed(t, "enable with a refused key", e.do("POST", "/api/v1/servers/keyed/enable", nil))
+	})
+	t.Run("stdio server", func(t *testing.T) {
+		r := e.do("POST", "/api/v1/servers/local/auth", nil)
+		if r.status != http.StatusBadRequest || r.contract(t).Code != apierr.Validation {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	})
+	t.Run("unknown server", func(t *testing.T) {
+		r := e.do("POST", "/api/v1/servers/nope/auth", nil)
+		if r.status != http.StatusNotFound {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	})
+	t.Run("unknown state", func(t *testing.T) {
+		code, _ := browse(t, e.url+oauthflow.CallbackPath+"?code=x&state=forged")
+		if code != http.StatusBadRequest {
+			t.Fatalf("forged state: %d", code)
+		}
+	})
+	t.Run("denied", func(t *testing.T) {
+		as.Deny(true)
+		defer as.Deny(false)
+		r := e.do("POST", "/api/v1/servers/remote/auth", nil)
+		var out model.OAuthStartReply
+		r.decode(t, &out)
+		code, page := browse(t, out.AuthorizationURL)
+		if code != http.StatusBadRequest || !strings.Contains(page, model.MsgAuthorizeFailed) {
+			t.Fatalf("denied: %d %q", code, page)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		// Through the bus, as `mcpbus servers auth` does: the outcome
+		// arrives as an event with the product's message.
+		nc, err := e.st.ConnectAs("test-operator", access.Operator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		c := client.New(nc, client.Options{})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, wait, err := c.AuthorizeServer(ctx, "remote")
+		if err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		err = wait(ctx)
+		if e := apierr.From(err); e.Message != model.MsgAuthorizeTimeout || time.Since(began) > 10*time.Second {
+			t.Fatalf("wait: %v after %s", err, time.Since(began))
+		}
+		// The URL is dead now.
+		if code, _ := browse(t, out.AuthorizationURL); code != http.StatusBadRequest {
+			t.Fatalf("callback after the timeout: %d", code)
+		}
+	})
+}
