@@ -283,13 +283,14 @@ func (r *Runner) acquire(ctx context.Context) {
 	}
 	for i := range slugs {
 		slug := slugs[(offset+i)%len(slugs)]
-		if held >= fair && p.roomElsewhere(r.opts.ID, slug, fair) {
-			continue
-		}
 		r.mu.Lock()
 		cfg := r.desired[slug]
 		r.mu.Unlock()
-		if cfg == nil {
+		if cfg == nil || !r.replicaMissing(slug, cfg) {
+			delete(r.stranded, slug)
+			continue
+		}
+		if held >= fair && !r.strandedLongEnough(p, slug, fair) {
 			continue
 		}
 		for replica := 0; replica < replicasOf(cfg); replica++ {
@@ -324,6 +325,36 @@ func (r *Runner) acquire(ctx context.Context) {
 			break
 		}
 	}
+}
+
+// replicaMissing reports whether a replica of slug has no lease.
+func (r *Runner) replicaMissing(slug string, cfg *model.McpConfig) bool {
+	r.ownersMu.Lock()
+	defer r.ownersMu.Unlock()
+	for replica := 0; replica < replicasOf(cfg); replica++ {
+		if _, taken := r.owners[leaseKey(slug, replica)]; !taken {
+			return true
+		}
+	}
+	return false
+}
+
+// strandedLongEnough reports whether a runner at its fair share should take
+// a missing replica of slug: no other live runner can, and that has been so
+// for a whole lease period. This runner's view of the owners bucket lags
+// (a runner that just started, leases not seen yet), and taking at once
+// on a stale view put a third server on one of three runners with six.
+func (r *Runner) strandedLongEnough(p placement, slug string, fair int) bool {
+	if p.roomElsewhere(r.opts.ID, slug, fair) {
+		delete(r.stranded, slug)
+		return false
+	}
+	since, seen := r.stranded[slug]
+	if !seen {
+		r.stranded[slug] = time.Now()
+		return false
+	}
+	return time.Since(since) >= r.opts.LeaseTTL
 }
 
 // rebalance hands one server over when this runner holds clearly more than

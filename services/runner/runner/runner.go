@@ -188,6 +188,9 @@ type Runner struct {
 	metrics lifecycleMetrics
 
 	kickCh chan struct{} // asks for an ownership pass
+	// stranded is when a missing replica was first seen that no other runner
+	// could take (acquire's, on the ownership loop only).
+	stranded map[string]time.Time
 
 	awayStops atomic.Bool // servers stopped while NATS was away (see replay.go)
 
@@ -221,7 +224,7 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 		log:        opts.Logger.With("runner", opts.ID),
 		servers:    map[string]*server{}, byID: map[string]string{},
 		desired: map[string]*model.McpConfig{}, leases: map[string]*lease{}, owners: map[string]string{},
-		kickCh: make(chan struct{}, 1), metrics: newLifecycleMetrics(),
+		kickCh: make(chan struct{}, 1), stranded: map[string]time.Time{}, metrics: newLifecycleMetrics(),
 		catalog: map[string]model.Catalog{}, status: map[string]model.Status{},
 		ready:     make(chan struct{}),
 		telemetry: newCallTelemetry(),
