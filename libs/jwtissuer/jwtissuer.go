@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/MicahParks/jwkset"
@@ -44,6 +45,18 @@ type Issuer struct {
 	keys []signingKey // published; keys[0] signs
 
 	jwksFetches atomic.Int64
+}
+
+// Start is New for a test: it fails the test on error and closes the
+// issuer when the test ends.
+func Start(t testing.TB) *Issuer {
+	t.Helper()
+	iss, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(iss.Close)
+	return iss
 }
 
 // New starts an issuer with one signing key. Close it when done.

@@ -26,15 +26,6 @@ const oauthResource = "https://mcp.example.test/mcp"
 
 const oauthMetadataURL = "https://mcp.example.test/.well-known/oauth-protected-resource/mcp"
 
-func startIssuer(t *testing.T) *jwtissuer.Issuer {
-	t.Helper()
-	iss, err := jwtissuer.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(iss.Close)
-	return iss
-}
 
 func issue(t *testing.T, iss *jwtissuer.Issuer, c jwt.Claims) string {
 	t.Helper()
@@ -61,7 +52,7 @@ func challenge(t *testing.T, r reply) map[string]string {
 // tool filter the token's scopes give, and refuses every token that does
 // not verify with 401 invalid_token naming its resource metadata.
 func TestOAuthAccessTokens(t *testing.T) {
-	iss := startIssuer(t)
+	iss := jwtissuer.Start(t)
 	e := runnertest.Start(t, quietRunner())
 	runServer(t, e, "alpha", nil)
 	h := startGateway(t, e, gateway.Options{AuthFailures: 1000, OAuth: jwtauth.Options{
@@ -132,7 +123,7 @@ func TestOAuthAccessTokens(t *testing.T) {
 		}
 	})
 
-	other := startIssuer(t)
+	other := jwtissuer.Start(t)
 	expired := iss.Claims("alice", oauthResource, "mcpbus:call")
 	expired.ExpiresAt = jwt.NewNumericDate(time.Now().Add(-time.Hour))
 	foreignKey := other.Claims("alice", oauthResource, "mcpbus:call")
@@ -237,7 +228,7 @@ func mcpTools(t *testing.T, h *gw, token string) ([]string, *mcp.ClientSession) 
 // Per-key rate limits and the throttle of failed authentications apply to
 // token principals as to keys.
 func TestOAuthLimits(t *testing.T) {
-	iss := startIssuer(t)
+	iss := jwtissuer.Start(t)
 	e := runnertest.Start(t, quietRunner())
 	h := startGateway(t, e, gateway.Options{RateRPS: 0.01, RateBurst: 2, AuthFailures: 2,
 		OAuth: jwtauth.Options{Issuers: []string{iss.URL()}, Resource: oauthResource}})
@@ -266,7 +257,7 @@ func TestOAuthLimits(t *testing.T) {
 // An issuer that cannot be reached is the gateway's problem, not the
 // caller's: 503, which the throttle of failed authentications does not count.
 func TestOAuthIssuerDown(t *testing.T) {
-	iss := startIssuer(t)
+	iss := jwtissuer.Start(t)
 	tok := issue(t, iss, iss.Claims("erin", oauthResource, "mcpbus:call"))
 	iss.Close()
 	e := runnertest.Start(t, quietRunner())

@@ -20,15 +20,6 @@ import (
 
 const resource = "https://mcp.example.test/mcp"
 
-func newIssuer(t *testing.T) *jwtissuer.Issuer {
-	t.Helper()
-	iss, err := jwtissuer.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(iss.Close)
-	return iss
-}
 
 func newVerifier(t *testing.T, opts jwtauth.Options) *jwtauth.Verifier {
 	t.Helper()
@@ -64,8 +55,8 @@ func refused(t *testing.T, v *jwtauth.Verifier, token, why string) {
 }
 
 func TestVerify(t *testing.T) {
-	iss := newIssuer(t)
-	other := newIssuer(t)
+	iss := jwtissuer.Start(t)
+	other := jwtissuer.Start(t)
 	v := newVerifier(t, jwtauth.Options{Issuers: []string{iss.URL()}})
 
 	t.Run("a valid token gives its subject and scopes", func(t *testing.T) {
@@ -150,7 +141,7 @@ func TestVerify(t *testing.T) {
 // token with the new kid, and a made-up kid costs at most one fetch per
 // interval.
 func TestKeyRotation(t *testing.T) {
-	iss := newIssuer(t)
+	iss := jwtissuer.Start(t)
 	v := newVerifier(t, jwtauth.Options{Issuers: []string{iss.URL()}})
 	if iss.JWKSFetches() != 0 {
 		t.Fatal("keys fetched before any token came")
@@ -179,7 +170,7 @@ func TestKeyRotation(t *testing.T) {
 	refused(t, v, old, "not signed by a key of its issuer")
 	// Kids nobody published: each waits for its turn to refresh (one
 	// fetch a second at most), then is refused; none is held for long.
-	other := newIssuer(t)
+	other := jwtissuer.Start(t)
 	c := other.Claims("alice", resource, "mcpbus:call")
 	c.Issuer = iss.URL()
 	forged := sign(t, other, c)
@@ -198,7 +189,7 @@ func TestKeyRotation(t *testing.T) {
 }
 
 func TestScopes(t *testing.T) {
-	iss := newIssuer(t)
+	iss := jwtissuer.Start(t)
 	v := newVerifier(t, jwtauth.Options{Issuers: []string{iss.URL()},
 		ScopeMap: []string{"mcp.tools=call", "gh.read=call tool:github__get_*", "ops=admin"}})
 	verify := func(c jwt.Claims) *auth.Principal {
@@ -244,7 +235,7 @@ func TestScopes(t *testing.T) {
 }
 
 func TestMetadata(t *testing.T) {
-	iss := newIssuer(t)
+	iss := jwtissuer.Start(t)
 	v := newVerifier(t, jwtauth.Options{Issuers: []string{iss.URL()}, ScopeMap: []string{"mcp.tools=call"}})
 	if v.MetadataURL() != "https://mcp.example.test/.well-known/oauth-protected-resource/mcp" {
 		t.Fatalf("metadata URL %q", v.MetadataURL())
@@ -276,13 +267,13 @@ func TestMetadata(t *testing.T) {
 // issuer that cannot be reached is SERVICE_UNAVAILABLE, not the token's
 // fault, and is not asked again at once.
 func TestDiscovery(t *testing.T) {
-	iss := newIssuer(t)
+	iss := jwtissuer.Start(t)
 	v := newVerifier(t, jwtauth.Options{Issuers: []string{iss.URL()}, JWKSURL: iss.JWKSURL()})
 	if _, err := v.Verify(t.Context(), sign(t, iss, iss.Claims("alice", resource, "mcpbus:call"))); err != nil {
 		t.Fatal(err)
 	}
 
-	gone := newIssuer(t)
+	gone := jwtissuer.Start(t)
 	tok := sign(t, gone, gone.Claims("alice", resource, "mcpbus:call"))
 	gone.Close()
 	v = newVerifier(t, jwtauth.Options{Issuers: []string{gone.URL()}, HTTPTimeout: 2 * time.Second})
