@@ -26,7 +26,6 @@ const oauthResource = "https://mcp.example.test/mcp"
 
 const oauthMetadataURL = "https://mcp.example.test/.well-known/oauth-protected-resource/mcp"
 
-
 func issue(t *testing.T, iss *jwtissuer.Issuer, c jwt.Claims) string {
 	t.Helper()
 	tok, err := iss.Sign(c)

@@ -20,7 +20,6 @@ import (
 
 const resource = "https://mcp.example.test/mcp"
 
-
 func newVerifier(t *testing.T, opts jwtauth.Options) *jwtauth.Verifier {
 	t.Helper()
 	if opts.Resource == "" {
