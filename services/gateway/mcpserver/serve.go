@@ -16,7 +16,8 @@ func (a *Aggregator) ServeStdio(ctx context.Context, p *auth.Principal) error {
 	return a.Serve(ctx, p, &mcp.StdioTransport{})
 }
 
-// Serve serves the aggregate to one client over any go-sdk transport.
+// Serve serves the aggregate to one client over any go-sdk transport (a
+// request before initialize gets -32600, see initGate).
 func (a *Aggregator) Serve(ctx context.Context, p *auth.Principal, t mcp.Transport) error {
 	if p == nil {
 		p = auth.Anonymous()
@@ -28,7 +29,7 @@ func (a *Aggregator) Serve(ctx context.Context, p *auth.Principal, t mcp.Transpo
 	if err != nil {
 		return err
 	}
-	if err := v.server.Run(ctx, t); err != nil && ctx.Err() == nil {
+	if err := v.server.Run(ctx, initGate{t}); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("mcpserver: serving: %w", err)
 	}
 	return nil
