@@ -28,6 +28,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/config/config"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
+	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	regsvc "github.com/mcpbus/mcpbus/services/registry/registry"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
@@ -159,6 +160,8 @@ func startSystem(t *testing.T) (*stack.Stack, nats.Option) {
 		Config: config.Options{StartTimeout: 15 * time.Second},
 		// Plans must not depend on whether this host has npx or docker.
 		Registry: regsvc.Options{OfficialURL: off.URL, SmitheryURL: smi.URL, HasCommand: func(string) bool { return true }},
+		// The gateway serves oauth.start and the authorization callback.
+		Gateway: &gateway.Options{Addr: "127.0.0.1:0"},
 	})
 	if err != nil {
 		t.Fatalf("starting the stack: %v", err)
@@ -318,6 +321,7 @@ func TestRealMessages(t *testing.T) {
 	driveControlPlane(t, ctx, sys, sec, bad)
 	// The chat service: every verb, turns with a tool call and its approval, a cancellation.
 	driveChat(t, ctx, sys, sec, bad)
+	driveOAuth(t, ctx, cl)
 
 	// Wait for the trailing messages: the call events (published after each
 	// reply), the reply of the cancelled call and of whatever the runner asked
@@ -418,6 +422,7 @@ func controlVerbs() map[string][]string {
 		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry, credential.VerbChatKey},
 		"registry": {"search", "get"},
 		"chat":     chatVerbs,
+		"oauth":    {"start"},
 	}
 }
 
@@ -479,6 +484,8 @@ var requestSchema = map[string]string{
 	"chat.delete": "chat-conversation-ref", "chat.cancel": "chat-cancel-request", "chat.approve": "chat-approve-request",
 	"chat.pending": "chat-conversation-ref", "chat.profiles.put": "chat-profile-put-request",
 	"chat.profiles.get": "chat-profile-ref", "chat.profiles.list": "chat-profile-list-request", "chat.profiles.delete": "chat-profile-ref",
+
+	"oauth.start": "oauth-start-request",
 }
 
 // replySchema is the schema of the success reply of the request kinds that
@@ -501,11 +508,13 @@ var replySchema = map[string]string{
 	"chat.delete": "chat-conversation-ref", "chat.cancel": "chat-cancel-reply", "chat.approve": "chat-approve-request",
 	"chat.pending": "chat-pending-reply", "chat.profiles.put": "chat-profile", "chat.profiles.get": "chat-profile",
 	"chat.profiles.list": "chat-profile-list-reply", "chat.profiles.delete": "chat-profile-ref",
+
+	"oauth.start": "oauth-start-reply",
 }
 
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
 // mcp.v1.events.chat.<conversation>).
-var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event", "cred": "cred-event", "chat": "chat-event"}
+var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event", "cred": "cred-event", "chat": "chat-event", "oauth": "oauth-event"}
 
 // outcomes counts the answers of one request kind.
 type outcomes struct{ ok, failed int }

@@ -53,7 +53,10 @@ func TestCallIsOneTraceInJaeger(t *testing.T) {
 	rt := &traceparentRT{base: d.http}
 	client := mcp.NewClient(&mcp.Implementation{Name: "split-trace", Version: "1"}, nil)
 	sess, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: d.httpURL + "/mcp", MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: bearer{key: d.adminKey(t), base: rt}}}, nil)
+		HTTPClient: &http.Client{Transport: bearer{key: d.adminKey(t), base: rt}}},
+		// A session (2025-11-25), so the MCP span carries mcp.session.id; go-sdk
+		// clients pick the sessionless 2026-07-28 by themselves.
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

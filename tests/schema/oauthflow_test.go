@@ -1,0 +1,47 @@
+package schema
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/oauthtest"
+	"github.com/mcpbus/mcpbus/libs/testmcp"
+)
+
+// driveOAuth starts the authorization of a remote server that needs OAuth
+// (mcp.v1.oauth.start, served by the gateway) and has the authorization
+// server deny it, so the flow ends with its failed event
+// (mcp.v1.events.oauth.<server>).
+func driveOAuth(t *testing.T, ctx context.Context, cl *client.Client) {
+	t.Helper()
+	as := oauthtest.Start(t, oauthtest.Options{})
+	url := testmcp.ServeProtected(t, "schema-remote", as)
+	if _, err := cl.CreateConfig(ctx, model.McpConfig{Name: "schema-remote",
+		Package:   model.Package{Type: model.PackageHTTP, Identifier: url},
+		Transport: model.Transport{Type: model.TransportHTTP, URL: url}}, nil); err != nil {
+		t.Fatalf("creating the remote server: %v", err)
+	}
+	if _, _, err := cl.AuthorizeServer(ctx, "no-such-server"); apierr.Of(err) != apierr.NotFound {
+		t.Fatalf("oauth.start of an unknown server: %v, want NOT_FOUND", err)
+	}
+	out, wait, err := cl.AuthorizeServer(ctx, "schema-remote")
+	if err != nil {
+		t.Fatalf("oauth.start: %v", err)
+	}
+	as.Deny(true)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get(out.AuthorizationURL) // the user's browser
+	if err != nil {
+		t.Fatalf("following the authorization URL: %v", err)
+	}
+	_ = resp.Body.Close()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := wait(wctx); apierr.From(err).Message != model.MsgAuthorizeFailed {
+		t.Fatalf("denied authorization: %v, want %q", err, model.MsgAuthorizeFailed)
+	}
+}
