@@ -5,14 +5,16 @@ import (
 	"encoding/hex"
 	"regexp"
 	"strings"
+
+	"github.com/mcpbus/mcpbus/libs/pattern"
 )
 
 // MaxNameLen is the limit of namespaced tool names (LLM APIs accept 64).
 const MaxNameLen = 64
 
 var (
-	slugPattern  = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
-	namePattern  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	slugPattern  = pattern.MustCompile(`^[a-z0-9_-]+$`, 1, 64)
+	namePattern  = pattern.MustCompile(`^[a-zA-Z0-9_-]+$`, 1, MaxNameLen)
 	tokenPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 )
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"sync"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/pattern"
 )
 
 // Keys of the _meta the aggregate adds to tools, prompts and resources, so a
@@ -27,7 +27,7 @@ const (
 	MetaName     = "mcpbus/name"
 )
 
-var exposedName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+var exposedName = pattern.MustCompile(`^[a-zA-Z0-9_-]+$`, 1, 64)
 
 // toolEntry is one tool of the aggregate: built once per catalog version and
 // shared, read-only, by the MCP server of every principal that may see it.

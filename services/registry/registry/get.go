@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/pattern"
 )
 
 // Get answers mcp.v1.registry.get: the install plan of one entry.
@@ -49,7 +50,7 @@ func (s *Service) markStale(plan *model.InstallPlan, f fetched) {
 var (
 	officialNamePattern = regexp.MustCompile(`^[a-zA-Z0-9.-]+/[a-zA-Z0-9._-]+$`)
 	smitheryNamePattern = regexp.MustCompile(`^@?[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)?$`)
-	variablePattern     = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+	variablePattern     = pattern.MustCompile(`^[A-Za-z0-9_.-]+$`, 1, 128)
 )
 
 // checkGet validates a get request; an empty registry is inferred from the

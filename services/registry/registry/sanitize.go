@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mcpbus/mcpbus/libs/pattern"
 )
 
 // Nothing a registry sends is executed or used as a path unchecked: package
@@ -16,12 +18,12 @@ import (
 
 var (
 	npmNamePattern  = regexp.MustCompile(`^(@[a-zA-Z0-9][a-zA-Z0-9._~-]*/)?[a-zA-Z0-9][a-zA-Z0-9._~-]*$`)
-	versionPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,127}$`)
-	envNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	versionPattern  = pattern.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]*$`, 1, 128)
+	envNamePattern  = pattern.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`, 1, 128)
 	flagPattern     = regexp.MustCompile(`^--?[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 	placeholderExpr = regexp.MustCompile(`\{([A-Za-z0-9_.-]+)\}`)
-	urlSafeValue    = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,253}$`)
-	tagPattern      = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+	urlSafeValue    = pattern.MustCompile(`^[A-Za-z0-9._~-]+$`, 1, 253)
+	tagPattern      = pattern.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`, 1, 128)
 )
 
 // npmRegistry is the only npm registry packages are run from: npx would
