@@ -126,13 +126,23 @@ func (e *gwEnv) httpClient() *http.Client {
 }
 
 // mcpSession is a go-sdk client session on /mcp over Streamable HTTP, with
-// the standalone SSE stream, as go-sdk opens it by default.
-func (e *gwEnv) mcpSession(b *testing.B) *mcp.ClientSession {
+// the standalone SSE stream, as go-sdk opens it by default: protocol
+// 2026-07-28 (stateless).
+func (e *gwEnv) mcpSession(b *testing.B) *mcp.ClientSession { return e.mcpSessionOf(b, nil) }
+
+// mcpLegacySession is mcpSession on protocol 2025-11-25 (initialize, a
+// session id), the protocol the go-sdk client speaks with the peer, which
+// knows no later one: the client side of the call is then the same work.
+func (e *gwEnv) mcpLegacySession(b *testing.B) *mcp.ClientSession {
+	return e.mcpSessionOf(b, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+}
+
+func (e *gwEnv) mcpSessionOf(b *testing.B, opts *mcp.ClientSessionOptions) *mcp.ClientSession {
 	b.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: e.httpClient()}, nil)
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: e.httpClient()}, opts)
 	if err != nil {
 		b.Fatalf("connecting to /mcp: %v", err)
 	}
@@ -362,8 +372,14 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 // direct stdio baseline (see paired): /mcp with 1 caller, 8 callers on one
 // session and 8 sessions; POST /mcp/invoke with 1, 8 and 64 clients (each
 // its own connection); the peer proxy (peer, see startPeer) with 1 and 8
-// callers. The /mcp and /mcp/invoke rows are also paired with the peer in
-// the same rounds (p50/peer, rate/peer). With reference, also the test
+// callers. The /mcp and /mcp/invoke rows are also paired with the peer and
+// with the floor in the same rounds (p50/peer, rate/peer, p50/peer-bus,
+// rate/peer-bus): the floor is the peer with one in-process NATS
+// request/reply between its HTTP side and its stdio client, the hops of
+// mcpbus with nothing of mcpbus in them. Each of those reports the CPU per
+// call of the serving process (up-, peer-, peer-bus-cpu-µs/call; up only
+// when the gateway runs in mcpbus up). mcp-legacy rows are /mcp on protocol
+// 2025-11-25, the protocol the go-sdk client speaks with the peer. With reference, also the test
 // server serving Streamable HTTP itself (direct-http), the HTTP leg alone
 // (floor-http) and two minimal go-sdk proxies in this process, straight to
 // stdio (proxy-stdio) and through the bus (proxy-bus). The baseline, and the
@@ -372,7 +388,7 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 // (peer-rss-MiB) and, when the gateway runs in mcpbus up, up's
 // (up-rss-MiB).
 func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
-	peer := startPeer(b)
+	peer, floor := startPeer(b), startPeer(b, "-bus")
 	rss := func(b *testing.B) {
 		reportRSS(b, "peer-rss-MiB", peer.pid)
 		if e.pid != 0 {
@@ -391,7 +407,10 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 		b.Run(name, func(b *testing.B) {
 			ws := subject(b)
 			n := min(len(ws), 8)
-			pairedVs(b, ws, side{"direct", same(direct(b), n)}, side{"peer", same(peer.caller(b), n)})
+			pairedVs(b, side{name: "up", callers: ws, pid: e.pid},
+				side{name: "direct", callers: same(direct(b), n)},
+				side{name: "peer", callers: same(peer.caller(b), n), pid: peer.pid},
+				side{name: "peer-bus", callers: same(floor.caller(b), n), pid: floor.pid})
 			rss(b)
 		})
 	}
@@ -409,6 +428,7 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 		}
 	}
 	mcpSession := func(b *testing.B) caller { return mcpCaller(e.mcpSession(b)) }
+	mcpLegacy := func(b *testing.B) caller { return mcpCaller(e.mcpLegacySession(b)) }
 	references := func(n int) {
 		if !reference {
 			return
@@ -420,11 +440,13 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	}
 
 	vsPeer("mcp/callers=1", shared(mcpSession, 1))
+	vsPeer("mcp-legacy/callers=1", shared(mcpLegacy, 1))
 	vsPeer("invoke/clients=1", own(e.invoker, 1))
 	vs("peer/callers=1", shared(peer.caller, 1))
 	references(1)
 	vsPeer("mcp/callers=8", shared(mcpSession, 8))
 	vsPeer("mcp/sessions=8", own(mcpSession, 8))
+	vsPeer("mcp-legacy/sessions=8", own(mcpLegacy, 8))
 	vs("peer/callers=8", shared(peer.caller, 8))
 	references(8)
 	vsPeer("invoke/clients=8", own(e.invoker, 8))

@@ -35,6 +35,7 @@ type stats struct {
 	p50, p99 time.Duration
 	rate     float64       // calls/s
 	cpu      time.Duration // CPU of this process tree per call
+	procCPU  time.Duration // CPU per call of the watched process tree (see sample), if any
 	errors   int64
 	first    error
 }
@@ -54,14 +55,16 @@ func warmUp(b *testing.B, workers []caller) {
 
 // sample makes n calls from len(workers) goroutines, worker i calling
 // through workers[i] (the same caller in several slots shares its session).
-func sample(b *testing.B, workers []caller, n int) stats {
+// With watch set, it also measures the CPU per call of the process tree
+// rooted there (the server side alone: mcpbus up, the peer proxy).
+func sample(b *testing.B, workers []caller, n int, watch int) stats {
 	b.Helper()
 	lat := make([]time.Duration, n)
 	ok := make([]bool, n)
 	var next, errs atomic.Int64
 	var first atomic.Value
 	var wg sync.WaitGroup
-	cpu0 := treeCPU(b)
+	cpu0, proc0 := treeCPU(b, os.Getpid()), watchedCPU(b, watch)
 	start := time.Now()
 	for _, call := range workers {
 		wg.Add(1)
@@ -90,14 +93,15 @@ func sample(b *testing.B, workers []caller, n int) stats {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu := treeCPU(b) - cpu0
+	cpu := treeCPU(b, os.Getpid()) - cpu0
+	proc := watchedCPU(b, watch) - proc0
 	var good []time.Duration
 	for i, d := range lat {
 		if ok[i] {
 			good = append(good, d)
 		}
 	}
-	s := stats{errors: errs.Load(), rate: float64(len(good)) / elapsed.Seconds(), cpu: cpu / time.Duration(n)}
+	s := stats{errors: errs.Load(), rate: float64(len(good)) / elapsed.Seconds(), cpu: cpu / time.Duration(n), procCPU: proc / time.Duration(n)}
 	if e, _ := first.Load().(error); e != nil {
 		s.first = e
 	}
@@ -127,7 +131,7 @@ func measure(b *testing.B, workers []caller) stats {
 	b.Helper()
 	warmUp(b, workers)
 	b.ResetTimer()
-	s := sample(b, workers, b.N)
+	s := sample(b, workers, b.N, 0)
 	b.StopTimer()
 	reportStats(b, s)
 	return s
@@ -136,11 +140,14 @@ func measure(b *testing.B, workers []caller) stats {
 // pairedRounds is how many rounds of each side paired runs.
 const pairedRounds = 6
 
-// side is a baseline the subject of pairedVs is measured against, by name:
-// its ratios are reported as p50/<name> and rate/<name>.
+// side is the subject of pairedVs or a baseline it is measured against, by
+// name: a baseline's ratios are reported as p50/<name> and rate/<name>. With
+// pid set (the process serving the side's calls), <name>-cpu-µs/call is the
+// CPU per call of that process and its children.
 type side struct {
 	name    string
 	callers []caller
+	pid     int
 }
 
 // paired makes b.N timed calls through subject in pairedRounds rounds, each
@@ -150,7 +157,7 @@ type side struct {
 // direct-p50-µs.
 func paired(b *testing.B, subject, base []caller) stats {
 	b.Helper()
-	return pairedVs(b, subject, side{"direct", base})
+	return pairedVs(b, side{callers: subject}, side{name: "direct", callers: base})
 }
 
 // pairedVs is paired against several baselines: every round samples each
@@ -159,12 +166,14 @@ func paired(b *testing.B, subject, base []caller) stats {
 // p50/<name> and rate/<name>; for the first, also overhead-µs (the subject's
 // p50 minus the side's) and <name>-p50-µs. A failed call of a side fails the
 // benchmark as one of the subject does.
-func pairedVs(b *testing.B, subject []caller, sides ...side) stats {
+func pairedVs(b *testing.B, subj side, sides ...side) stats {
 	b.Helper()
+	subject := subj.callers
 	for _, sd := range sides {
 		warmUp(b, sd.callers)
 	}
 	warmUp(b, subject)
+	procCPU := make([][]float64, len(sides)+1) // the subject's last
 	per := max(b.N/pairedRounds, 1)
 	var all stats
 	p50r := make([][]float64, len(sides))
@@ -176,13 +185,15 @@ func pairedVs(b *testing.B, subject []caller, sides ...side) stats {
 		b.StopTimer()
 		bs := make([]stats, len(sides))
 		for i, sd := range sides {
-			bs[i] = sample(b, sd.callers, per)
+			bs[i] = sample(b, sd.callers, per, sd.pid)
+			procCPU[i] = append(procCPU[i], float64(bs[i].procCPU.Microseconds()))
 			if bs[i].errors > 0 {
 				b.Errorf("%s: %d calls failed; first: %v", sd.name, bs[i].errors, bs[i].first)
 			}
 		}
 		b.StartTimer()
-		ss := sample(b, subject, per)
+		ss := sample(b, subject, per, subj.pid)
+		procCPU[len(sides)] = append(procCPU[len(sides)], float64(ss.procCPU.Microseconds()))
 		all.errors += ss.errors
 		if all.first == nil {
 			all.first = ss.first
@@ -207,8 +218,11 @@ func pairedVs(b *testing.B, subject []caller, sides ...side) stats {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	all.p50 = lat[len(lat)/2]
 	reportStats(b, all)
-	for i, sd := range sides {
-		if len(p50r[i]) == 0 {
+	for i, sd := range append(sides[:len(sides):len(sides)], subj) {
+		if sd.pid != 0 {
+			b.ReportMetric(median(procCPU[i]), sd.name+"-cpu-µs/call")
+		}
+		if i == len(sides) || len(p50r[i]) == 0 {
 			continue
 		}
 		b.ReportMetric(median(p50r[i]), "p50/"+sd.name)
@@ -253,10 +267,19 @@ func dumpStacks() {
 	}
 }
 
-// treeCPU is the CPU time (user + system) used so far by this process and
-// every process below it that is still running: the MCP servers, mcpbus up.
-// On a machine of 2 vCPUs, CPU per call is what bounds throughput.
-func treeCPU(b *testing.B) time.Duration {
+// watchedCPU is treeCPU of pid, or 0 for none.
+func watchedCPU(b *testing.B, pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	return treeCPU(b, pid)
+}
+
+// treeCPU is the CPU time (user + system) used so far by the process root
+// and every process below it that is still running (from this process: the
+// MCP servers, mcpbus up). On a machine of 2 vCPUs, CPU per call is what
+// bounds throughput.
+func treeCPU(b *testing.B, root int) time.Duration {
 	b.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -287,7 +310,7 @@ func treeCPU(b *testing.B) time.Duration {
 		procs[pid] = proc{ppid: ppid, ticks: utime + stime}
 	}
 	var ticks int64
-	tree := map[int]bool{os.Getpid(): true}
+	tree := map[int]bool{root: true}
 	for grew := true; grew; { // the tree is small: repeat until no process joins
 		grew = false
 		for pid, p := range procs {

@@ -30,16 +30,17 @@ type peerEnv struct {
 	pid int
 }
 
-// startPeer builds cmd/peerproxy and runs it in front of a new test server
-// (which it spawns over stdio); it stops when b ends.
-func startPeer(b *testing.B) *peerEnv {
+// startPeer builds cmd/peerproxy and runs it, with flags (-bus: the floor
+// of a bus design), in front of a new test server (which it spawns over
+// stdio); it stops when b ends.
+func startPeer(b *testing.B, flags ...string) *peerEnv {
 	b.Helper()
 	bin, cleanup, err := testkit.BuildCommand("peerproxy", "./tests/bench/cmd/peerproxy")()
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(cleanup)
-	cmd := exec.Command(bin, testServer)
+	cmd := exec.Command(bin, append(flags, testServer)...)
 	cmd.Stderr = os.Stderr
 	// Should this process die, the proxy goes too (and the test server,
 	// whose stdin closes, after it).

@@ -185,11 +185,11 @@ func BenchmarkRunnerReplicas(b *testing.B) {
 		one := same(bus(1), replicaCallers)
 		for n := 1; n <= 3; n++ {
 			b.Run(fmt.Sprintf("%s/replicas=%d", s.name, n), func(b *testing.B) {
-				sides := []side{{"direct", same(s.direct(b), replicaCallers)}}
+				sides := []side{{name: "direct", callers: same(s.direct(b), replicaCallers)}}
 				if n > 1 {
-					sides = append(sides, side{"1replica", one})
+					sides = append(sides, side{name: "1replica", callers: one})
 				}
-				pairedVs(b, same(bus(n), replicaCallers), sides...)
+				pairedVs(b, side{callers: same(bus(n), replicaCallers)}, sides...)
 			})
 		}
 	}

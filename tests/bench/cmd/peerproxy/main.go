@@ -9,6 +9,11 @@
 //
 // It prints its endpoint URL (http://<addr>/mcp) on stdout once it serves,
 // and stops on SIGINT or SIGTERM.
+//
+// With -bus it is the floor of mcpbus's design: the same proxy with one NATS
+// request/reply between its HTTP side and its stdio client, through an
+// embedded nats-server and in-process connections (as in mcpbus up), and
+// nothing else: no auth, no validation, no telemetry.
 package main
 
 import (
@@ -31,6 +36,7 @@ import (
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to serve Streamable HTTP on")
+	viaBus := flag.Bool("bus", false, "forward every call through an in-process NATS request/reply")
 	flag.Parse()
 	if flag.NArg() < 1 {
 		fmt.Fprintln(os.Stderr, "usage: peerproxy [-listen addr] <server command> [args...]")
@@ -38,12 +44,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *listen, flag.Arg(0), flag.Args()[1:]); err != nil {
+	if err := run(ctx, *listen, *viaBus, flag.Arg(0), flag.Args()[1:]); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, listen, command string, args []string) error {
+func run(ctx context.Context, listen string, viaBus bool, command string, args []string) error {
 	up, err := client.NewStdioMCPClient(command, nil, args...)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", command, err)
@@ -65,6 +71,13 @@ func run(ctx context.Context, listen, command string, args []string) error {
 	srv := server.NewMCPServer("peerproxy", "1", server.WithToolCapabilities(false))
 	forward := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return up.CallTool(ctx, mcp.CallToolRequest{Params: req.Params})
+	}
+	if viaBus {
+		stop, err := busHop(&forward)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	for _, t := range tools.Tools {
 		srv.AddTool(t, forward)
