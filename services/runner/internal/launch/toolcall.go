@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/jsonscan"
 )
 
 // Raw tool calls: a tools/call request written as one line with the
@@ -182,7 +184,7 @@ func (c *StdioConn) route(line []byte) bool {
 		ours, method bool
 		result, errv []byte
 	)
-	members(line, func(key, val []byte) bool {
+	jsonscan.Members(line, func(key, val []byte) bool {
 		switch string(key) {
 		case "id":
 			n, ours = parseRawID(val)
@@ -245,7 +247,7 @@ func CheckToolResult(result []byte) (isError, content bool, err error) {
 	if len(result) == 0 || result[0] != '{' || !json.Valid(result) {
 		return false, false, errors.New("the server sent a result that is not a JSON object")
 	}
-	members(result, func(key, val []byte) bool {
+	jsonscan.Members(result, func(key, val []byte) bool {
 		switch string(key) {
 		case "isError":
 			isError = string(val) == "true"
@@ -265,7 +267,7 @@ func InputRequired(result []byte) bool {
 		return false // the common case, without a scan
 	}
 	required := false
-	members(result, func(key, val []byte) bool {
+	jsonscan.Members(result, func(key, val []byte) bool {
 		if string(key) == "resultType" {
 			required = string(val) == `"input_required"`
 			return false
@@ -284,11 +286,11 @@ func (c *StdioConn) captureRequestMeta(params json.RawMessage) {
 		return
 	}
 	var out []byte
-	members(params, func(key, val []byte) bool {
+	jsonscan.Members(params, func(key, val []byte) bool {
 		if string(key) != "_meta" {
 			return true
 		}
-		members(val, func(k, v []byte) bool {
+		jsonscan.Members(val, func(k, v []byte) bool {
 			if bytes.HasPrefix(k, []byte("io.modelcontextprotocol/")) {
 				if len(out) > 0 {
 					out = append(out, ',')

@@ -1,17 +1,18 @@
-package launch
+// Package jsonscan is a small scanner over the top level of one JSON object,
+// for the hot paths that pass JSON on without decoding it. The runner runs it
+// on every line an MCP server writes, to tell responses to its own raw calls
+// from go-sdk's traffic and to cut out their result; the gateway rewrites a
+// result's protocol fields with it. So it must cost one pass with no
+// allocation whatever the size of the input. It does not validate: what is
+// handed on unparsed is checked by whoever passes it on (the runner validates
+// the result it replies with), and a malformed line that is not one of the
+// runner's own still reaches go-sdk's decoder, which rejects it.
+package jsonscan
 
-// A small scanner over the top level of one JSON object. The connection runs
-// it on every line the child writes, to tell responses to its own raw calls
-// from go-sdk's traffic and to cut out their result, so it must cost one pass
-// with no allocation whatever the size of the line. It does not validate:
-// what is handed on unparsed is checked by whoever passes it on (rawcall
-// validates the result it replies with), and a malformed line that is not one
-// of ours still reaches go-sdk's decoder, which rejects it.
-
-// members calls fn with the raw key (between its quotes, escapes left as
+// Members calls fn with the raw key (between its quotes, escapes left as
 // they are) and the raw value of each top-level member of the object in b,
 // until fn returns false. It reports false when b is not an object or ends early.
-func members(b []byte, fn func(key, val []byte) bool) bool {
+func Members(b []byte, fn func(key, val []byte) bool) bool {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return false
