@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/jsonscan"
 )
 
 // The two eras of the protocol on one endpoint. Clients up to 2025-11-25
@@ -171,6 +173,88 @@ func eraResult(raw []byte, serverInfo json.RawMessage) ([]byte, error) {
 	if serverInfo == nil && !bytes.Contains(raw, []byte(`"resultType"`)) && !bytes.Contains(raw, []byte(mcp.MetaKeyServerInfo)) {
 		return raw, nil
 	}
+	if out, ok := spliceEraResult(raw, serverInfo); ok {
+		return out, nil
+	}
+	return decodeEraResult(raw, serverInfo)
+}
+
+// spliceEraResult is eraResult in one pass over raw's members, copying
+// their bytes: every result of a 2026-07-28 client gets resultType and
+// serverInfo, and decoding a result to add two members cost more than the
+// rest of the gateway's work on a call. ok is false when raw or its _meta is
+// not an object or a key holds an escape (encoding/json would unescape it:
+// decodeEraResult decides then).
+func spliceEraResult(raw []byte, serverInfo json.RawMessage) (out []byte, ok bool) {
+	out = make([]byte, 0, len(raw)+len(serverInfo)+128) // room for both members
+	out = append(out, '{')
+	var meta []byte // the members of _meta kept, comma-separated
+	typed, clean := false, true
+	var seenType, seenMeta bool // twice: decoding keeps the last one
+	member := func(dst, key, val []byte) []byte {
+		if len(dst) > 1 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '"')
+		dst = append(dst, key...)
+		dst = append(dst, '"', ':')
+		return append(dst, val...)
+	}
+	meta = append(meta, '{')
+	scanned := jsonscan.Members(raw, func(key, val []byte) bool {
+		if bytes.IndexByte(key, '\\') >= 0 {
+			clean = false
+			return false
+		}
+		switch string(key) {
+		case "resultType":
+			if seenType {
+				clean = false
+				return false
+			}
+			seenType = true
+			if string(val) == `"complete"` {
+				return true // the upstream's own; added again below for its era
+			}
+			typed = true
+		case "_meta":
+			if seenMeta {
+				clean = false
+				return false
+			}
+			seenMeta = true
+			clean = jsonscan.Members(val, func(k, v []byte) bool {
+				if bytes.IndexByte(k, '\\') >= 0 {
+					return false
+				}
+				if string(k) != mcp.MetaKeyServerInfo {
+					meta = member(meta, k, v)
+				}
+				return true
+			})
+			return clean
+		}
+		out = member(out, key, val)
+		return true
+	})
+	if !scanned || !clean {
+		return nil, false
+	}
+	if serverInfo != nil {
+		if !typed {
+			out = member(out, []byte("resultType"), []byte(`"complete"`))
+		}
+		meta = member(meta, []byte(mcp.MetaKeyServerInfo), serverInfo)
+	}
+	if len(meta) > 1 {
+		out = member(out, []byte("_meta"), append(meta, '}'))
+	}
+	return append(out, '}'), true
+}
+
+// decodeEraResult is eraResult by decoding raw: the reference
+// spliceEraResult is fuzzed against, and the path of what it declines.
+func decodeEraResult(raw []byte, serverInfo json.RawMessage) ([]byte, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return nil, errors.New("the result is not a JSON object")
