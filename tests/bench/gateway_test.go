@@ -391,6 +391,7 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	peer, floor := startPeer(b), startPeer(b, "-bus")
 	rss := func(b *testing.B) {
 		reportRSS(b, "peer-rss-MiB", peer.pid)
+		reportRSS(b, "peer-bus-rss-MiB", floor.pid)
 		if e.pid != 0 {
 			reportRSS(b, "up-rss-MiB", e.pid)
 		}
