@@ -84,13 +84,17 @@ func viaUp(b *testing.B, env ...string) caller {
 }
 
 // BenchmarkToolCallUp compares an agent process calling through a running
-// `mcpbus up` with the same agent spawning the server itself (direct).
+// `mcpbus up` over TCP with the same agent spawning the server itself
+// (direct) and with a go-sdk client of the peer proxy (p50/peer,
+// rate/peer), in the same rounds.
 func BenchmarkToolCallUp(b *testing.B) {
+	peer := startPeer(b)
 	for _, callers := range []int{1, 8} {
 		b.Run(fmt.Sprintf("up/callers=%d", callers), func(b *testing.B) {
-			paired(b, same(viaUp(b), callers), same(direct(b), callers))
+			pairedVs(b, side{callers: same(viaUp(b), callers)},
+				side{name: "direct", callers: same(direct(b), callers)},
+				side{name: "peer", callers: same(peer.caller(b), callers), pid: peer.pid})
 		})
-
 	}
 }
 
