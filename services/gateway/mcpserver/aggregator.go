@@ -116,6 +116,8 @@ type Aggregator struct {
 	warned   map[string]bool          // bad catalog entries already logged
 	prompts  sync.Map                 // namespaced prompt name -> promptRef, learnt from lists
 	sessions sessionTable             // live stateful sessions, for the fast path and idle timeouts
+	held     heldCalls                // bus calls held across the rounds of 2026-07-28 clients (mrtr.go)
+	sealer   *stateSealer             // seals their requestState (mrtrstate.go)
 	tel      serverTelemetry
 }
 
@@ -138,6 +140,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 		client:   client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
 		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, restarts: restarts.New(),
 		tools: map[string]*toolEntry{}, views: map[string]*view{}, tel: newServerTelemetry(),
+	}
+	if a.sealer, err = newStateSealer(); err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
 	a.impl = &mcp.Implementation{Name: "mcpbus", Title: "mcpbus", Version: opts.Version}
 	if a.serverInfo, err = json.Marshal(a.impl); err != nil {
@@ -190,4 +195,5 @@ func (a *Aggregator) Close() {
 	a.cancel()
 	a.wg.Wait()
 	a.sessions.closeAll(views)
+	a.held.cancel(func(*heldCall) bool { return true })
 }
