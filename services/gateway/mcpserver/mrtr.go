@@ -44,8 +44,8 @@ type heldCall struct {
 	caps            *mcp.ClientCapabilities // of the first request
 	ctx             context.Context         // the bus call's; ends it when done
 	cancel          context.CancelFunc
-	asks            chan *inputAsk    // relayed requests not yet put to the client
-	done            chan callOutcome  // the bus call's outcome (buffered: one)
+	asks            chan *inputAsk   // relayed requests not yet put to the client
+	done            chan callOutcome // the bus call's outcome (buffered: one)
 
 	mu          sync.Mutex
 	round       int                  // rounds answered input_required so far
