@@ -96,6 +96,7 @@ type Aggregator struct {
 	log    *slog.Logger
 	sdkLog *slog.Logger // log for go-sdk (sdklog.go)
 	client *client.Client
+	nc     *nats.Conn
 	impl   *mcp.Implementation
 	// serverInfo is impl as JSON, for the _meta of fast-path results of 2026-07-28.
 	serverInfo json.RawMessage
@@ -118,6 +119,7 @@ type Aggregator struct {
 	sessions sessionTable             // live stateful sessions, for the fast path and idle timeouts
 	held     heldCalls                // bus calls held across the rounds of 2026-07-28 clients (mrtr.go)
 	sealer   *stateSealer             // seals their requestState (mrtrstate.go)
+	retries  *nats.Subscription       // retries of held calls other instances pass on (mrtrforward.go)
 	tel      serverTelemetry
 }
 
@@ -137,7 +139,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 	}
 	a := &Aggregator{
 		opts: opts, log: opts.Logger, sdkLog: sdkLogger(opts.Logger),
-		client:   client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
+		client: client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}), nc: nc,
 		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, restarts: restarts.New(),
 		tools: map[string]*toolEntry{}, views: map[string]*view{}, tel: newServerTelemetry(),
 	}
@@ -160,6 +162,10 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 	})
 	wctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
+	if a.retries, err = a.serveRetries(wctx); err != nil {
+		cancel()
+		return nil, err
+	}
 	toolsReady, statusReady := make(chan struct{}), make(chan struct{})
 	a.wg.Add(3)
 	go func() {
@@ -192,6 +198,7 @@ func (a *Aggregator) Close() {
 	a.closed = true // viewFor refuses new views from now on
 	views := slices.Collect(maps.Values(a.views))
 	a.mu.Unlock()
+	_ = a.retries.Unsubscribe()
 	a.cancel()
 	a.wg.Wait()
 	a.sessions.closeAll(views)

@@ -109,8 +109,8 @@ func (hc *heldCall) progress(ev model.ProgressEvent) {
 	}
 }
 
-// attend marks the call as waited on by req (refusing a second waiter) and
-// routes its progress there; the returned func undoes both.
+// attend marks the call as waited on (refusing a second waiter) and routes
+// its progress to req, if given; the returned func undoes both.
 func (hc *heldCall) attend(ctx context.Context, req *mcp.CallToolRequest) (leave func(), ok bool) {
 	hc.mu.Lock()
 	defer hc.mu.Unlock()
@@ -119,7 +119,9 @@ func (hc *heldCall) attend(ctx context.Context, req *mcp.CallToolRequest) (leave
 	}
 	hc.busy = true
 	hc.notify = nil
-	if token := req.Params.GetProgressToken(); token != nil {
+	if req == nil {
+		// A retry passed on by another instance: its progress is not relayed.
+	} else if token := req.Params.GetProgressToken(); token != nil {
 		hc.notify = func(ev model.ProgressEvent) {
 			// The request's context routes the notification to its stream.
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
@@ -274,22 +276,32 @@ func (a *Aggregator) inputRequired(hc *heldCall, asks []*inputAsk) (*mcp.CallToo
 	return &mcp.CallToolResult{InputRequests: requests, RequestState: state}, nil
 }
 
-// resumeCall takes a retry of a held call: the state must be this
-// instance's, unexpired, the caller's own, for this tool and the last
-// round, and inputResponses must answer every request of that round. Any
-// of that wrong ends the held call (when it names one) with -32602.
+// resumeCall takes a retry of a held call: one of another instance is
+// passed to it over the bus (mrtrforward.go), one of this instance resumed.
 func (a *Aggregator) resumeCall(ctx context.Context, v *view, e *toolEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	p := req.Params
+	if p.RequestState == "" {
+		return nil, rpcError(jsonrpc.CodeInvalidParams, apierr.Invalid("requestState", "inputResponses without requestState: a retry must echo the requestState of the input_required result"))
+	}
+	if holder, ok := a.sealer.otherInstance(p.RequestState); ok {
+		return a.forwardRetry(ctx, holder, v.key, e, p)
+	}
+	return a.resumeHeld(ctx, v.key, e, p.RequestState, p.InputResponses, req)
+}
+
+// resumeHeld resumes a held call of this instance for owner (a view key):
+// the state must be unexpired, the owner's, for tool e and the last round,
+// and responses must answer every request of that round. Any of that wrong
+// ends the held call (when it names one) with -32602. req, when the retry
+// came straight from its client, takes the call's progress.
+func (a *Aggregator) resumeHeld(ctx context.Context, owner string, e *toolEntry, state string, responses mcp.InputResponseMap, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	refuse := func(hc *heldCall, err *apierr.Error) (*mcp.CallToolResult, error) {
 		if hc != nil {
 			hc.cancel()
 		}
 		return nil, rpcError(jsonrpc.CodeInvalidParams, err)
 	}
-	if p.RequestState == "" {
-		return refuse(nil, apierr.Invalid("requestState", "inputResponses without requestState: a retry must echo the requestState of the input_required result"))
-	}
-	st, bad := a.sealer.open(p.RequestState, time.Now())
+	st, bad := a.sealer.open(state, time.Now())
 	hc := a.held.get(st.Call) // "" (a state that did not open) names none
 	if bad != nil {
 		return refuse(hc, bad)
@@ -297,7 +309,7 @@ func (a *Aggregator) resumeCall(ctx context.Context, v *view, e *toolEntry, req 
 	if hc == nil {
 		return refuse(nil, apierr.Invalid("requestState", "the call this requestState names is over (it finished, timed out or was refused): call the tool again without it"))
 	}
-	if st.Owner != v.key {
+	if st.Owner != owner {
 		return refuse(hc, apierr.Invalid("requestState", "requestState belongs to another caller"))
 	}
 	if st.Tool != e.name {
@@ -313,12 +325,12 @@ func (a *Aggregator) resumeCall(ctx context.Context, v *view, e *toolEntry, req 
 		hc.mu.Unlock()
 		return refuse(hc, apierr.Invalid("requestState", "requestState is of an earlier round, already answered"))
 	}
-	if bad := checkResponses(hc.outstanding, p.InputResponses); bad != nil {
+	if bad := checkResponses(hc.outstanding, responses); bad != nil {
 		hc.mu.Unlock()
 		return refuse(hc, bad)
 	}
 	for id, ask := range hc.outstanding {
-		ask.answer <- p.InputResponses[id] // buffered: never blocks
+		ask.answer <- responses[id] // buffered: never blocks
 	}
 	hc.outstanding = nil
 	hc.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -218,7 +219,8 @@ func TestModernInputRequiredMessages(t *testing.T) {
 	flipped[len(flipped)/2] ^= 1
 	answer := fmt.Sprintf(`{%q:{"action":"accept","content":{"name":"Ada"}}}`, id)
 	wantRefused(t, retry(t, e.url, "key-a", "alpha__ask", answer, instance+"."+string(flipped)), "not one this gateway issued")
-	wantRefused(t, retry(t, e.url, "key-a", "alpha__ask", answer, "x"+state), "another gateway instance")
+	wantRefused(t, retry(t, e.url, "key-a", "alpha__ask", answer, "x"+state), "not one this gateway issued")
+	wantRefused(t, retry(t, e.url, "key-a", "alpha__ask", answer, "abcdefghijklmnop."+sealed), "is gone")
 	wantRefused(t, retry(t, e.url, "key-a", "alpha__ask", answer, "garbage"), "not one this gateway issued")
 	wantRefused(t, retry(t, e.url, "key-a", "alpha__ask", answer, ""), "without requestState")
 	if e.agg.HeldCalls() != 1 {
@@ -297,4 +299,39 @@ func TestModernUnansweredInputRequest(t *testing.T) {
 	time.Sleep(2100 * time.Millisecond)
 	wantRefused(t, retry(t, e.url, "", "alpha__ask", `{"mcpbus-1":{"action":"decline"}}`, state), "expired")
 	waitHeldGone(t, e.agg, "after an expired state")
+}
+
+// A retry that reaches another gateway instance (no sticky routing) is
+// passed over the bus to the instance holding the call, which checks it as
+// its own: the answer reaches the server, another caller is refused.
+func TestModernRetryOnAnotherInstance(t *testing.T) {
+	principals := map[string]*auth.Principal{
+		"key-a": {KeyID: "k-a", Scopes: []string{auth.ScopeCall}},
+		"key-b": {KeyID: "k-b", Scopes: []string{auth.ScopeCall}},
+	}
+	e := start(t, mcpserver.Options{}, keys(principals))
+	e.addServer(t, "alpha", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	other, err := mcpserver.New(ctx, e.NC, mcpserver.Options{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	srv := httptest.NewServer(keys(principals)(other.Handler()))
+	t.Cleanup(srv.Close)
+
+	id, state := firstRound(t, e.url, "key-a")
+	m := retry(t, srv.URL, "key-a", "alpha__ask", fmt.Sprintf(`{%q:{"action":"accept","content":{"name":"Lin"}}}`, id), state)
+	if m.Error != nil || !strings.Contains(string(m.Result["content"]), "hello Lin") {
+		t.Fatalf("retry on the other instance answered %+v %v", m.Error, m.Result)
+	}
+	waitHeldGone(t, e.agg, "after a passed-on retry")
+	if other.HeldCalls() != 0 {
+		t.Fatal("the other instance holds a call")
+	}
+
+	id, state = firstRound(t, e.url, "key-a")
+	wantRefused(t, retry(t, srv.URL, "key-b", "alpha__ask", fmt.Sprintf(`{%q:{"action":"decline"}}`, id), state), "another caller")
+	waitHeldGone(t, e.agg, "after another caller's passed-on retry")
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -21,8 +22,8 @@ import (
 // instance, which never leaves the process, and binds the held call to its
 // caller (the view key: API key or token subject, and its tool filter), its
 // tool, its round and its expiry. The instance id travels in clear before
-// the sealed part (and is authenticated as its associated data), so a state
-// that reached another instance can be told apart from a forged one.
+// the sealed part (and is authenticated as its associated data), so a retry
+// that reached another instance is passed on to the holder (mrtrforward.go).
 
 // roundState is what a requestState carries.
 type roundState struct {
@@ -76,6 +77,19 @@ var (
 	errStateExpired = apierr.Invalid("requestState", "requestState has expired (the call's time ran out): call the tool again without it")
 )
 
+// otherInstance returns the instance that sealed state when it is another
+// well-formed instance id than this one's (a retry to pass on to it).
+func (s *stateSealer) otherInstance(state string) (string, bool) {
+	instance, _, ok := strings.Cut(state, ".")
+	if !ok || instance == s.instance || !instanceID.MatchString(instance) {
+		return "", false
+	}
+	return instance, true
+}
+
+// instanceID is the form of an instance id (a subject token: no wildcard).
+var instanceID = regexp.MustCompile(`^[a-z2-7]{16}$`)
+
 // open verifies and decodes a requestState sealed by this instance. A state
 // of another instance gets an error that says so: held calls live in the
 // instance that made them.
@@ -86,7 +100,7 @@ func (s *stateSealer) open(state string, now time.Time) (roundState, *apierr.Err
 		return st, errStateForged
 	}
 	if instance != s.instance {
-		return st, apierr.Invalid("requestState", "requestState belongs to another gateway instance ("+instance+"): a held call lives in the instance that made it, so a client's retries must reach the same instance (sticky routing)")
+		return st, errStateForged
 	}
 	sealed, err := base64.RawURLEncoding.DecodeString(body)
 	if err != nil || len(sealed) < s.aead.NonceSize() {
