@@ -45,11 +45,14 @@ func (a *Aggregator) forwardRetry(ctx context.Context, holder, owner string, e *
 	fail := func(err *apierr.Error) (*mcp.CallToolResult, error) {
 		return nil, rpcError(jsonrpc.CodeInternalError, err)
 	}
-	responses, err := json.Marshal(p.InputResponses)
-	if err != nil {
-		return fail(apierr.Wrap(apierr.Internal, "encoding inputResponses", err))
+	fr := forwardedRetry{Owner: owner, Tool: e.name, RequestState: p.RequestState}
+	if p.InputResponses != nil {
+		var err error
+		if fr.InputResponses, err = json.Marshal(p.InputResponses); err != nil {
+			return fail(apierr.Wrap(apierr.Internal, "encoding inputResponses", err))
+		}
 	}
-	data, err := json.Marshal(forwardedRetry{Owner: owner, Tool: e.name, RequestState: p.RequestState, InputResponses: responses})
+	data, err := json.Marshal(fr)
 	if err != nil {
 		return fail(apierr.Wrap(apierr.Internal, "encoding the retry", err))
 	}
