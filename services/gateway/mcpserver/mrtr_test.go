@@ -202,6 +202,20 @@ func TestModernInputRequiredMessages(t *testing.T) {
 	e := start(t, mcpserver.Options{}, keys(principals))
 	e.addServer(t, "alpha", nil)
 
+	// The fast path (one application/json answer) takes the calls of a
+	// client that declared no capability; one that may be asked goes to
+	// go-sdk (an event stream), whose tool handler can hold the call.
+	echo := `{"name":"alpha__echo","arguments":{"message":"hi"}}`
+	for body, want := range map[string]string{
+		modernBody(1, "tools/call", echo): "application/json",
+		askingBody(1, echo):               "text/event-stream",
+	} {
+		r := rawWith(t, e.url, "key-a", "", body, modernHeaders("tools/call", "alpha__echo"))
+		if m := decodeMsg(t, r); m.Error != nil || !strings.HasPrefix(r.ctype, want) || !strings.Contains(string(m.Result["content"]), `"hi"`) {
+			t.Fatalf("echo answered %s %s, want %s", r.ctype, r.body, want)
+		}
+	}
+
 	// A full exchange: input_required, then the answer's result.
 	id, state := firstRound(t, e.url, "key-a")
 	m := retry(t, e.url, "key-a", "alpha__ask", fmt.Sprintf(`{%q:{"action":"accept","content":{"name":"Ada"}}}`, id), state)
