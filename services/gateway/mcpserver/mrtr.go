@@ -69,8 +69,14 @@ type callOutcome struct {
 }
 
 // run makes the bus call; its outcome waits on done for the client's round.
-func (hc *heldCall) run(c *client.Client, server, tool string, args json.RawMessage) {
-	raw, err := c.Call(hc.ctx, server, tool, args, &client.CallOptions{OnClientRequest: hc.relay, OnProgress: hc.progress})
+// progress says the client asked for progress (a retry repeats the first
+// request's _meta, its progress token with it).
+func (hc *heldCall) run(c *client.Client, server, tool string, args json.RawMessage, progress bool) {
+	opts := &client.CallOptions{OnClientRequest: hc.relay}
+	if progress {
+		opts.OnProgress = hc.progress
+	}
+	raw, err := c.Call(hc.ctx, server, tool, args, opts)
 	hc.done <- callOutcome{raw: raw, err: err}
 }
 
@@ -212,7 +218,7 @@ func (a *Aggregator) holdCall(ctx context.Context, v *view, e *toolEntry, req *m
 	context.AfterFunc(hctx, func() { a.held.remove(hc.id) })
 	leave, _ := hc.attend(ctx, req)
 	defer leave()
-	go hc.run(a.client, e.cat.Server, e.cat.Tool, args)
+	go hc.run(a.client, e.cat.Server, e.cat.Tool, args, req.Params.GetProgressToken() != nil)
 	return a.nextRound(ctx, hc, e)
 }
 

@@ -27,6 +27,7 @@ import (
 type asker struct {
 	mu                sync.Mutex
 	elicited, sampled []string
+	progress          []float64
 }
 
 func (a *asker) seen() (elicited, sampled []string) {
@@ -46,6 +47,11 @@ func connectAsking(t *testing.T, url string, elicit func(msg string) (*mcp.Elici
 			a.elicited = append(a.elicited, req.Params.Message)
 			a.mu.Unlock()
 			return elicit(req.Params.Message)
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			a.mu.Lock()
+			a.progress = append(a.progress, req.Params.Progress)
+			a.mu.Unlock()
 		},
 		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			a.mu.Lock()
@@ -107,6 +113,18 @@ func TestModernClientAnswersServerRequests(t *testing.T) {
 		if got := textOf(t, res); got != c.want || res.IsError || res.NeedsInput() {
 			t.Fatalf("%s = %q (isError %v), want %q", c.tool, got, res.IsError, c.want)
 		}
+	}
+	// Progress of a held call reaches the round's request that asked for it.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__progress", Arguments: map[string]any{"steps": 3, "ms": 10},
+		Meta: mcp.Meta{"progressToken": "tok-1"}})
+	if err != nil || textOf(t, res) != "done 3 steps" {
+		t.Fatalf("progress: %v %+v", err, res)
+	}
+	seen.mu.Lock()
+	progress := fmt.Sprint(seen.progress)
+	seen.mu.Unlock()
+	if progress != "[1 2 3]" {
+		t.Fatalf("progress notifications %s, want [1 2 3]", progress)
 	}
 	elicited, sampled := seen.seen()
 	if strings.Join(elicited, "|") != "Your name?|decline me" || strings.Join(sampled, "|") != "sky colour?" {
