@@ -125,9 +125,8 @@ func (hc *heldCall) attend(ctx context.Context, req *mcp.CallToolRequest) (leave
 	}
 	hc.busy = true
 	hc.notify = nil
-	if req == nil {
-		// A retry passed on by another instance: its progress is not relayed.
-	} else if token := req.Params.GetProgressToken(); token != nil {
+	// A retry passed on by another instance (no req) gets no progress.
+	if token := progressToken(req); token != nil {
 		hc.notify = func(ev model.ProgressEvent) {
 			// The request's context routes the notification to its stream.
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
@@ -140,6 +139,14 @@ func (hc *heldCall) attend(ctx context.Context, req *mcp.CallToolRequest) (leave
 		hc.busy, hc.notify = false, nil
 		hc.mu.Unlock()
 	}, true
+}
+
+// progressToken is the progress token of req, nil when none (or no req).
+func progressToken(req *mcp.CallToolRequest) any {
+	if req == nil {
+		return nil
+	}
+	return req.Params.GetProgressToken()
 }
 
 // heldCalls are the calls this gateway instance holds, by id.
