@@ -14,8 +14,9 @@ import (
 
 // asksClient reports whether the MCP client of ss declared that it answers
 // servers' requests (elicitation or sampling): its calls then go through
-// go-sdk's session, which can send those requests on the call's stream,
-// never through the fast path's single JSON response.
+// go-sdk, never through the fast path's single JSON response: a stateful
+// session's can send those requests on the call's stream, a 2026-07-28
+// client's (capabilities from the request's _meta) are held (mrtr.go).
 func asksClient(ss *mcp.ServerSession) bool {
 	ip := ss.InitializeParams()
 	if ip == nil || ip.Capabilities == nil {
