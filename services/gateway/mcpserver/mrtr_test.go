@@ -179,7 +179,7 @@ func firstRound(t *testing.T, url, key string) (id string, state string) {
 	}
 	for k, req := range ir.requests {
 		schema, _ := req.Params["requestedSchema"].(map[string]any)
-		if req.Method != "elicitation/create" || req.Params["message"] != "Your name?" || schema["type"] != "object" {
+		if req.Method != "elicitation/create" || req.Params["message"] != "Your name?" || req.Params["mode"] != "form" || schema["type"] != "object" {
 			t.Fatalf("input request %s = %+v, want the server's elicitation/create", k, req)
 		}
 		id = k
