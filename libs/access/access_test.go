@@ -68,6 +68,11 @@ func TestLeastPrivilege(t *testing.T) {
 				t.Errorf("%s: publish %s is %v", role, s, slices.Contains(p.Publish, s))
 			}
 		}
+		// Only gateways pass each other the retries of held calls: a
+		// retry names the caller the holder checks it against.
+		if slices.Contains(p.Publish, "mcp.v1.gateway.retry.*") != (role == Gateway) || slices.Contains(p.Subscribe, "mcp.v1.gateway.retry.*") != (role == Gateway) {
+			t.Errorf("%s: gateway.retry.* publish %v, subscribe %v", role, slices.Contains(p.Publish, "mcp.v1.gateway.retry.*"), slices.Contains(p.Subscribe, "mcp.v1.gateway.retry.*"))
+		}
 		// Only the host of mcpbus up serves agents.* (it owns the server's users).
 		if slices.Contains(p.Subscribe, "mcp.v1.agents.*") != (role == Host) {
 			t.Errorf("%s: subscribe agents.* is %v", role, slices.Contains(p.Subscribe, "mcp.v1.agents.*"))

@@ -104,6 +104,11 @@ func (s Subjects) Runtime(verb string) string { return s.join("runtime", verb) }
 // Service is a control-plane subject of a named service (config, cred, registry, chat).
 func (s Subjects) Service(service, verb string) string { return s.join(service, verb) }
 
+// GatewayRetry is where one gateway instance takes the multi round-trip
+// retries (MCP 2026-07-28) of the calls it holds that reached another
+// instance; only gateways publish and subscribe there.
+func (s Subjects) GatewayRetry(instance string) string { return s.join("gateway", "retry", instance) }
+
 // Event is the event subject of kind (status, config, call, chat) about name.
 func (s Subjects) Event(kind, name string) string { return s.join("events", kind, name) }
 

@@ -36,6 +36,7 @@ func TestSchemasCompile(t *testing.T) {
 		"chat-list-reply", "chat-cancel-request", "chat-cancel-reply", "chat-approve-request", "chat-pending-reply", "chat-event", "chat-entry",
 		"chat-profile-put-request", "chat-profile-ref", "chat-profile-list-request", "chat-profile-list-reply",
 		"oauth-start-request", "oauth-start-reply", "oauth-event",
+		"gateway-retry-request", "gateway-retry-reply",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {
@@ -207,6 +208,8 @@ func TestAsyncAPI(t *testing.T) {
 		"$KV." + bus.BucketChatProfiles + ".work",
 		// OAuth of remote servers (issue 17): the gateway's flow and its outcomes.
 		s.Service("oauth", "start"), s.Event("oauth", "srv"),
+		// Multi round-trip retries passed between gateway instances.
+		s.GatewayRetry("abcdefghijklmnop"),
 	} {
 		if r.channelFor(subject) == "" {
 			t.Errorf("no channel of %s matches subject %s", asyncAPIFile, subject)

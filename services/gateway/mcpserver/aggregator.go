@@ -96,6 +96,7 @@ type Aggregator struct {
 	log    *slog.Logger
 	sdkLog *slog.Logger // log for go-sdk (sdklog.go)
 	client *client.Client
+	nc     *nats.Conn
 	impl   *mcp.Implementation
 	// serverInfo is impl as JSON, for the _meta of fast-path results of 2026-07-28.
 	serverInfo json.RawMessage
@@ -116,6 +117,9 @@ type Aggregator struct {
 	warned   map[string]bool          // bad catalog entries already logged
 	prompts  sync.Map                 // namespaced prompt name -> promptRef, learnt from lists
 	sessions sessionTable             // live stateful sessions, for the fast path and idle timeouts
+	held     heldCalls                // bus calls held across the rounds of 2026-07-28 clients (mrtr.go)
+	sealer   *stateSealer             // seals their requestState (mrtrstate.go)
+	retries  *nats.Subscription       // retries of held calls other instances pass on (mrtrforward.go)
 	tel      serverTelemetry
 }
 
@@ -135,9 +139,12 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 	}
 	a := &Aggregator{
 		opts: opts, log: opts.Logger, sdkLog: sdkLogger(opts.Logger),
-		client:   client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
+		client: client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}), nc: nc,
 		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, restarts: restarts.New(),
 		tools: map[string]*toolEntry{}, views: map[string]*view{}, tel: newServerTelemetry(),
+	}
+	if a.sealer, err = newStateSealer(); err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
 	a.impl = &mcp.Implementation{Name: "mcpbus", Title: "mcpbus", Version: opts.Version}
 	if a.serverInfo, err = json.Marshal(a.impl); err != nil {
@@ -155,6 +162,10 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 	})
 	wctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
+	if a.retries, err = a.serveRetries(wctx); err != nil {
+		cancel()
+		return nil, err
+	}
 	toolsReady, statusReady := make(chan struct{}), make(chan struct{})
 	a.wg.Add(3)
 	go func() {
@@ -187,7 +198,9 @@ func (a *Aggregator) Close() {
 	a.closed = true // viewFor refuses new views from now on
 	views := slices.Collect(maps.Values(a.views))
 	a.mu.Unlock()
+	_ = a.retries.Unsubscribe()
 	a.cancel()
 	a.wg.Wait()
 	a.sessions.closeAll(views)
+	a.held.cancel(func(*heldCall) bool { return true })
 }

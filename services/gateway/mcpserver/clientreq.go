@@ -14,8 +14,9 @@ import (
 
 // asksClient reports whether the MCP client of ss declared that it answers
 // servers' requests (elicitation or sampling): its calls then go through
-// go-sdk's session, which can send those requests on the call's stream,
-// never through the fast path's single JSON response.
+// go-sdk, never through the fast path's single JSON response: a stateful
+// session's can send those requests on the call's stream, a 2026-07-28
+// client's (capabilities from the request's _meta) are held (mrtr.go).
 func asksClient(ss *mcp.ServerSession) bool {
 	ip := ss.InitializeParams()
 	if ip == nil || ip.Capabilities == nil {
@@ -34,20 +35,48 @@ func clientRequests(ss *mcp.ServerSession) func(context.Context, model.ClientReq
 	}
 	caps := ss.InitializeParams().Capabilities
 	return func(ctx context.Context, req model.ClientRequest) (any, error) {
-		switch {
-		case req.Method == model.MethodElicit && caps.Elicitation != nil:
-			var p mcp.ElicitParams
-			if err := json.Unmarshal(req.Params, &p); err != nil {
-				return nil, apierr.Invalid("params", "elicitation params: "+err.Error())
-			}
-			return ss.Elicit(ctx, &p)
-		case req.Method == model.MethodCreateMessage && caps.Sampling != nil:
-			var p mcp.CreateMessageWithToolsParams
-			if err := json.Unmarshal(req.Params, &p); err != nil {
-				return nil, apierr.Invalid("params", "sampling params: "+err.Error())
-			}
-			return ss.CreateMessageWithTools(ctx, &p)
+		in, err := inputRequest(caps, req)
+		if err != nil {
+			return nil, err
 		}
-		return nil, apierr.Newf(apierr.Validation, "the MCP client did not declare the capability %s needs", req.Method)
+		switch p := in.(type) {
+		case *mcp.ElicitParams:
+			return ss.Elicit(ctx, p)
+		case *mcp.CreateMessageWithToolsParams:
+			return ss.CreateMessageWithTools(ctx, p)
+		}
+		return nil, apierr.Newf(apierr.Internal, "unexpected input request %T", in)
 	}
+}
+
+// inputRequest decodes a relayed request into the MCP params of its method,
+// if the client declared the capability it needs: *mcp.ElicitParams or
+// *mcp.CreateMessageWithToolsParams.
+func inputRequest(caps *mcp.ClientCapabilities, req model.ClientRequest) (mcp.InputRequest, error) {
+	switch {
+	case req.Method == model.MethodElicit && caps.Elicitation != nil:
+		var p mcp.ElicitParams
+		if err := json.Unmarshal(req.Params, &p); err != nil {
+			return nil, apierr.Invalid("params", "elicitation params: "+err.Error())
+		}
+		return &p, nil
+	case req.Method == model.MethodCreateMessage && caps.Sampling != nil:
+		var p mcp.CreateMessageWithToolsParams
+		if err := json.Unmarshal(req.Params, &p); err != nil {
+			return nil, apierr.Invalid("params", "sampling params: "+err.Error())
+		}
+		return &p, nil
+	}
+	return nil, apierr.Newf(apierr.Validation, "the MCP client did not declare the capability %s needs", req.Method)
+}
+
+// answersMethod reports whether r is an answer to a request of method.
+func answersMethod(method string, r mcp.InputResponse) bool {
+	switch r.(type) {
+	case *mcp.ElicitResult:
+		return method == model.MethodElicit
+	case *mcp.CreateMessageWithToolsResult, *mcp.CreateMessageResult:
+		return method == model.MethodCreateMessage
+	}
+	return false
 }

@@ -34,7 +34,7 @@ func TestServerRequestsRelayedToTheMCPClient(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	// A stateful session: protocol 2026-07-28 has no stream for the gateway's own requests.
+	// A stateful session: the requests go out on the call's stream (2026-07-28: mrtr_test.go).
 	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url, MaxRetries: -1, HTTPClient: http.DefaultClient},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {

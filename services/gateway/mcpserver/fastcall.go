@@ -41,10 +41,17 @@ import (
 
 // callParams picks name, arguments and _meta out of tools/call params by
 // their exact keys, as go-sdk's decoder does (encoding/json would also take
-// "Name" for "name").
+// "Name" for "name"). A multi round-trip retry (inputResponses,
+// requestState) is not for the fast path: not ok.
 func callParams(raw json.RawMessage) (name string, args json.RawMessage, meta map[string]json.RawMessage, ok bool) {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(raw, &fields) != nil {
+		return "", nil, nil, false
+	}
+	if _, retry := fields["inputResponses"]; retry {
+		return "", nil, nil, false
+	}
+	if _, retry := fields["requestState"]; retry {
 		return "", nil, nil, false
 	}
 	if json.Unmarshal(fields["name"], &name) != nil || name == "" {
@@ -155,8 +162,9 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 
 // modernCall reports whether a tools/call of protocol 2026-07-28 is one the
 // fast path may answer: its headers and _meta are as go-sdk requires them
-// (anything else, go-sdk answers with the error of the spec) and it carries
-// no other per-request protocol field (multi round-trip retries among them).
+// (anything else, go-sdk answers with the error of the spec), it carries
+// no other per-request protocol field, and its client declared neither
+// elicitation nor sampling (its calls may need multi round-trip results).
 func modernCall(r *http.Request, name string, meta map[string]json.RawMessage) bool {
 	if r.Header.Get("Mcp-Protocol-Version") != modernVersion ||
 		r.Header.Get("Mcp-Method") != "tools/call" || r.Header.Get("Mcp-Name") != name {
@@ -168,6 +176,12 @@ func modernCall(r *http.Request, name string, meta map[string]json.RawMessage) b
 	}
 	var caps map[string]json.RawMessage
 	if json.Unmarshal(meta[mcp.MetaKeyClientCapabilities], &caps) != nil || caps == nil {
+		return false
+	}
+	if _, ok := caps["elicitation"]; ok {
+		return false // the server's requests come back as input_required rounds (mrtr.go)
+	}
+	if _, ok := caps["sampling"]; ok {
 		return false
 	}
 	if raw, ok := meta[mcp.MetaKeyClientInfo]; ok {

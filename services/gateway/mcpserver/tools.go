@@ -15,11 +15,14 @@ import (
 	"github.com/mcpbus/mcpbus/libs/toolargs"
 )
 
-// toolHandler routes a tools/call of e over the bus: arguments checked
-// against the input schema first (a bad call never leaves the gateway), the
-// caller's trace context carried on, progress relayed back to the session,
-// and the call cancelled at the runner when the client cancels.
-func (a *Aggregator) toolHandler(e *toolEntry) mcp.ToolHandler {
+// toolHandler routes a tools/call of e, on the server of view v, over the
+// bus: arguments checked against the input schema first (a bad call never
+// leaves the gateway), the caller's trace context carried on, progress
+// relayed back to the session, and the call cancelled at the runner when the
+// client cancels. The server's own requests go to a stateful session on its
+// stream (clientreq.go), to a client of 2026-07-28 as multi round-trip
+// results (mrtr.go).
+func (a *Aggregator) toolHandler(v *view, e *toolEntry) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		args, bad, mismatch := checkArguments(e, req.Params.Arguments)
 		if bad != nil {
@@ -28,8 +31,14 @@ func (a *Aggregator) toolHandler(e *toolEntry) mcp.ToolHandler {
 		if mismatch != nil {
 			return mismatchResult(mismatch), nil
 		}
+		if retrying(req) && modernSession(req.Session) {
+			return a.resumeCall(ctx, v, e, req)
+		}
 		if rerr := a.restartError(e); rerr != nil {
 			return nil, rerr
+		}
+		if modernAsks(req) {
+			return a.holdCall(ctx, v, e, req, args)
 		}
 		ctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
 		defer cancel()
@@ -47,19 +56,25 @@ func (a *Aggregator) toolHandler(e *toolEntry) mcp.ToolHandler {
 		if err != nil {
 			return nil, a.callError(ctx, e, err)
 		}
-		// go-sdk adds what protocol 2026-07-28 wants of a result; the
-		// upstream server's own protocol fields are not the client's.
-		if raw, err = eraResult(raw, nil); err != nil {
-			a.log.Warn("tool result is not a CallToolResult", "tool", e.name, "error", err)
-			return nil, rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name))
-		}
-		var res mcp.CallToolResult
-		if err := json.Unmarshal(raw, &res); err != nil {
-			a.log.Warn("tool result is not a CallToolResult", "tool", e.name, "error", err)
-			return nil, rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name))
-		}
-		return &res, nil
+		return a.callResult(e, raw)
 	}
+}
+
+// callResult decodes the runner's result of a call of e for go-sdk, which
+// adds what protocol 2026-07-28 wants of a result; the upstream server's own
+// protocol fields are not the client's.
+func (a *Aggregator) callResult(e *toolEntry, raw json.RawMessage) (*mcp.CallToolResult, error) {
+	raw, err := eraResult(raw, nil)
+	if err != nil {
+		a.log.Warn("tool result is not a CallToolResult", "tool", e.name, "error", err)
+		return nil, rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name))
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		a.log.Warn("tool result is not a CallToolResult", "tool", e.name, "error", err)
+		return nil, rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name))
+	}
+	return &res, nil
 }
 
 // checkArguments returns the arguments to send (an object, {} when absent),

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -100,15 +101,15 @@ func (a *Aggregator) syncView(v *view) {
 		if v.installed[name] == e || !v.principal.AllowsTool(name) {
 			continue
 		}
-		if a.addTool(v.server, e) {
+		if a.addTool(v, e) {
 			v.installed[name] = e
 		}
 	}
 }
 
-// addTool adds e to s. go-sdk panics on tools it cannot serve (a bad
+// addTool adds e to the server of v. go-sdk panics on tools it cannot serve (a bad
 // x-mcp-header annotation, say): such a tool is left out, not the gateway.
-func (a *Aggregator) addTool(s *mcp.Server, e *toolEntry) (ok bool) {
+func (a *Aggregator) addTool(v *view, e *toolEntry) (ok bool) {
 	if e.unservable {
 		return false
 	}
@@ -119,7 +120,7 @@ func (a *Aggregator) addTool(s *mcp.Server, e *toolEntry) (ok bool) {
 			ok = false
 		}
 	}()
-	s.AddTool(e.tool, a.toolHandler(e))
+	v.server.AddTool(e.tool, a.toolHandler(v, e))
 	return true
 }
 
@@ -136,6 +137,9 @@ func (a *Aggregator) DropKey(keyID string) {
 	}
 	a.mu.Unlock()
 	a.sessions.closeAll(dropped)
+	a.held.cancel(func(hc *heldCall) bool {
+		return slices.ContainsFunc(dropped, func(v *view) bool { return v.key == hc.owner })
+	})
 	if len(dropped) > 0 {
 		a.log.Info("API key revoked: its MCP sessions were closed", "key_id", keyID, "views", len(dropped))
 	}

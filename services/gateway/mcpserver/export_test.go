@@ -1,0 +1,30 @@
+package mcpserver
+
+import (
+	"runtime"
+	"strings"
+)
+
+// HeldCalls is the number of bus calls held for clients' rounds (mrtr.go).
+func (a *Aggregator) HeldCalls() int { return a.held.len() }
+
+// HeldGoroutines counts the goroutines running a held call's code (its bus
+// call, or a relayed request waiting for the client's answer).
+func HeldGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "mcpserver.(*heldCall)") {
+			count++
+		}
+	}
+	return count
+}
