@@ -322,6 +322,7 @@ func TestRealMessages(t *testing.T) {
 	// The chat service: every verb, turns with a tool call and its approval, a cancellation.
 	driveChat(t, ctx, sys, sec, bad)
 	driveOAuth(t, ctx, cl)
+	driveRetry(t, ctx, sys, srv)
 
 	// Wait for the trailing messages: the call events (published after each
 	// reply), the reply of the cancelled call and of whatever the runner asked
@@ -448,6 +449,8 @@ func kindOf(subject string, s bus.Subjects) string {
 		return "cancel"
 	case tok[0] == "control" && len(tok) == 2:
 		return "control"
+	case tok[0] == "gateway" && len(tok) == 3 && tok[1] == "retry":
+		return "gateway.retry"
 	case tok[0] == "runtime" && len(tok) == 2:
 		switch tok[1] {
 		case "start", "stop", "restart", "status":
@@ -485,7 +488,7 @@ var requestSchema = map[string]string{
 	"chat.pending": "chat-conversation-ref", "chat.profiles.put": "chat-profile-put-request",
 	"chat.profiles.get": "chat-profile-ref", "chat.profiles.list": "chat-profile-list-request", "chat.profiles.delete": "chat-profile-ref",
 
-	"oauth.start": "oauth-start-request",
+	"oauth.start": "oauth-start-request", "gateway.retry": "gateway-retry-request",
 }
 
 // replySchema is the schema of the success reply of the request kinds that
@@ -509,7 +512,7 @@ var replySchema = map[string]string{
 	"chat.pending": "chat-pending-reply", "chat.profiles.put": "chat-profile", "chat.profiles.get": "chat-profile",
 	"chat.profiles.list": "chat-profile-list-reply", "chat.profiles.delete": "chat-profile-ref",
 
-	"oauth.start": "oauth-start-reply",
+	"oauth.start": "oauth-start-reply", "gateway.retry": "gateway-retry-reply",
 }
 
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
