@@ -32,11 +32,11 @@ func TestParseKeepsOrderAndRefusesWhatIsNotAForm(t *testing.T) {
 	}
 	for schema, want := range map[string]string{
 		`{"type":"array"}`: "must be an object",
-		`{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"type":"string"}}}}}`: "not a plain value",
-		`{"type":"object","properties":{"a":{"type":"array","items":{"type":"string","enum":["x"]}}}}`:  "not a plain value",
+		`{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"type":"string"}}}}}`:  "not a plain value",
+		`{"type":"object","properties":{"a":{"type":"array","items":{"type":"string","enum":["x"]}}}}`: "not a plain value",
 		`{"type":"object","properties":{"a":{"type":"string","format":"ipv4"}}}`:                       "format",
-		`{"type":"object","properties":{"a":{"type":"null"}}}`:                                          "type",
-		`{"type":"object","required":["b"],"properties":{"a":{"type":"string"}}}`:                       "not among the properties",
+		`{"type":"object","properties":{"a":{"type":"null"}}}`:                                         "type",
+		`{"type":"object","required":["b"],"properties":{"a":{"type":"string"}}}`:                      "not among the properties",
 	} {
 		if _, err := elicitform.Parse(json.RawMessage(schema)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", schema, err, want)

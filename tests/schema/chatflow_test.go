@@ -158,7 +158,9 @@ func driveChat(t *testing.T, ctx context.Context, sys *stack.Stack, sec secrets,
 	// The event comes just before the call is recorded as pending.
 	var pending []model.ChatToolCall
 	waitFor(t, "the pending call", 10*time.Second, func() bool {
-		pending, err = cl.ChatPending(ctx, conv)
+		var p model.ChatPendingReply
+		p, err = cl.ChatPending(ctx, conv)
+		pending = p.Calls
 		return err == nil && len(pending) == 1
 	})
 	if p := pending[0]; p.CallID != asked.ToolCall.CallID || p.Tool != "schema__echo" || p.State != model.ToolCallAwaitingApproval {
@@ -178,7 +180,7 @@ func driveChat(t *testing.T, ctx context.Context, sys *stack.Stack, sec secrets,
 	events.wait(t, "the completed tool call", func(ev model.ChatEvent) bool {
 		return ev.Kind == model.ChatEventToolCall && ev.ToolCall.State == model.ToolCallCompleted && ev.ToolCall.CallID == approve.CallID
 	})
-	if pending, err := cl.ChatPending(ctx, conv); err != nil || len(pending) != 0 {
+	if pending, err := cl.ChatPending(ctx, conv); err != nil || len(pending.Calls) != 0 || pending.Inputs == nil {
 		t.Fatalf("chat.pending after the approval: %v %+v", err, pending)
 	}
 
