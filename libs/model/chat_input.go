@@ -29,8 +29,9 @@ type ChatInput struct {
 	// RequestedSchema is the form: a flat object of primitive properties.
 	RequestedSchema json.RawMessage `json:"requested_schema"`
 	AskedAt         time.Time       `json:"asked_at"`
-	// ExpiresAt is when an unanswered input is cancelled.
-	ExpiresAt time.Time `json:"expires_at"`
+	// ExpiresAt is when an unanswered input is cancelled (zero when the
+	// chat declined it at once).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	// Action is how it was answered (input_answered only).
 	Action string `json:"action,omitempty"`
 	// Reason says why the chat answered it itself (a timeout).

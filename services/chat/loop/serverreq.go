@@ -82,7 +82,8 @@ func (t *turn) elicit(ctx context.Context, c StepCall, req model.ClientRequest) 
 	if err := json.Unmarshal(req.Params, &p); err != nil {
 		return nil, apierr.Invalid("params", "elicitation params: "+err.Error())
 	}
-	in := model.ChatInput{InputID: uuid.NewString(), CallID: c.ID, Tool: c.Name, Server: req.Server, Message: p.Message}
+	in := model.ChatInput{InputID: uuid.NewString(), CallID: c.ID, Tool: c.Name, Server: req.Server, Message: p.Message,
+		AskedAt: t.e.d.Now().UTC()}
 	decline := func(reason string) (any, error) {
 		in.Action, in.Reason = model.InputDecline, reason
 		t.publish(model.ChatEvent{Kind: model.ChatEventInputAnswered, Input: &in})
