@@ -70,7 +70,8 @@ func (a *Approver) askInput(ctx context.Context, conversation string, in model.C
 	if _, err := a.kv.Create(ctx, key, data); err != nil {
 		return InputRecord{}, fmt.Errorf("recording the pending input: %w", err)
 	}
-	defer a.cleanup(key)
+	var final InputRecord
+	defer func() { a.retire(key, final) }()
 	if asked != nil {
 		asked(in) // listed as pending before anyone hears of it
 	}
@@ -83,13 +84,31 @@ func (a *Approver) askInput(ctx context.Context, conversation string, in model.C
 	})
 	switch {
 	case errors.Is(err, errExpired):
-		return a.expireInput(key, rec, rev, wait), nil
+		final = a.expireInput(key, rec, rev, wait)
+		return final, nil
 	case err != nil:
 		return InputRecord{}, err
 	}
-	var r InputRecord
-	_ = json.Unmarshal(val, &r)
-	return r, nil
+	_ = json.Unmarshal(val, &final)
+	return final, nil
+}
+
+// retire removes an input's key once AskInput is done with it. An answered
+// one is purged first (every revision, the answer's content with them) and
+// left as a tombstone without the content, so the user's answer does not
+// linger in the bucket's history while a late answer is still told
+// CONFLICT rather than NOT_FOUND.
+func (a *Approver) retire(key string, rec InputRecord) {
+	if rec.Action != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rec.Content = nil
+		if err := a.kv.Purge(ctx, key); err == nil {
+			data, _ := json.Marshal(rec)
+			_, _ = a.kv.Put(ctx, key, data)
+		}
+		cancel()
+	}
+	a.cleanup(key)
 }
 
 // expireInput writes the timeout's cancel on the input key, unless an

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/approvals"
@@ -82,6 +85,24 @@ func TestInputs(t *testing.T) {
 		err = other.Answer(ctx, model.ChatAnswerRequest{Conversation: "conv", InputID: "i1", Action: model.InputCancel})
 		if apierr.Of(err) != apierr.Conflict {
 			t.Fatalf("a late answer: %v", err)
+		}
+		// The answer's content does not stay in the bucket's history.
+		js, err := jetstream.New(testkit.Connect(t, ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv, err := js.KeyValue(ctx, bus.BucketChatApprovals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist, err := kv.History(ctx, approvals.InputKey("conv", "i1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range hist {
+			if strings.Contains(string(e.Value()), "Ada") {
+				t.Fatalf("revision %d keeps the answer: %s", e.Revision(), e.Value())
+			}
 		}
 	})
 
