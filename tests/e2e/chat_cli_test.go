@@ -282,6 +282,14 @@ func TestCLIChat(t *testing.T) {
 		if body := string(s.llm.Last().Body); !strings.Contains(body, "the user chose decline") {
 			t.Fatalf("the server did not hear decline: %s", body)
 		}
+		// A form outside what the chat can show (the everything server's,
+		// with multi-select arrays and titled enums) is declined with the reason.
+		s.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("everything__trigger-elicitation-request", `{}`)), llmtest.Text("It was declined."))
+		term.send(t, "show me a big form\n")
+		term.expect(t, "input for everything__trigger-elicitation-request: decline (the server's form is outside what the chat can show")
+		term.expect(t, "It was declined.")
+		term.expect(t, "> ")
+
 		term.send(t, "\x04")
 		if code := term.wait(t, 10*time.Second); code != 0 {
 			t.Fatalf("mcpbus chat exited %d:\n%s", code, term.output())

@@ -110,6 +110,12 @@ func (t *turn) elicit(ctx context.Context, c StepCall, req model.ClientRequest) 
 		t.publish(model.ChatEvent{Kind: model.ChatEventInputRequested, Input: &asked})
 	})
 	if err != nil {
+		// The clients showing the form hear that it is gone.
+		in.Action, in.Reason = model.InputCancel, "the tool call ended before an answer"
+		if ctx.Err() == nil {
+			in.Reason = "asking the user failed: " + apierr.From(err).Message
+		}
+		t.publish(model.ChatEvent{Kind: model.ChatEventInputAnswered, Input: &in})
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
