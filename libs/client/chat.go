@@ -68,11 +68,19 @@ func (c *Client) ChatApprove(ctx context.Context, req model.ChatApproveRequest) 
 	return out, err
 }
 
-// ChatPending lists the tool calls of a conversation awaiting approval.
-func (c *Client) ChatPending(ctx context.Context, conversation string) ([]model.ChatToolCall, error) {
+// ChatPending lists what waits for the user in a conversation: the tool
+// calls awaiting approval and the servers' requests for input.
+func (c *Client) ChatPending(ctx context.Context, conversation string) (model.ChatPendingReply, error) {
 	var out model.ChatPendingReply
 	err := c.chat(ctx, "pending", model.ChatPendingRequest{Conversation: conversation}, &out)
-	return out.Calls, err
+	return out, err
+}
+
+// ChatAnswer answers a server's request for input (an input_requested event).
+func (c *Client) ChatAnswer(ctx context.Context, req model.ChatAnswerRequest) (model.ChatAnswerReply, error) {
+	var out model.ChatAnswerReply
+	err := c.chat(ctx, "answer", req, &out)
+	return out, err
 }
 
 // ProfileKey says what a profile write does with the API key.

@@ -296,6 +296,10 @@ type ChatSendRequest struct {
 	// OpenAI-style history: /v1/chat/completions sends its messages so);
 	// only for a conversation that does not exist yet.
 	Context []ChatContextMessage `json:"context,omitempty"`
+	// NoInput says the sender has no way to put a server's questions to its
+	// user (/v1/chat/completions): elicitations of the turn's tool calls are
+	// declined instead of waiting as pending inputs.
+	NoInput bool `json:"no_input,omitempty"`
 }
 
 // Roles of a ChatContextMessage.
@@ -420,6 +424,9 @@ type ChatPendingRequest = ChatConversationRef
 type ChatPendingReply struct {
 	Conversation string         `json:"conversation"`
 	Calls        []ChatToolCall `json:"calls"`
+	// Inputs are the servers' requests for input awaiting an answer
+	// (mcp.v1.chat.answer), oldest first.
+	Inputs []ChatInput `json:"inputs"`
 }
 
 // ChatProfilePutRequest is the body of mcp.v1.chat.profiles.put: the
@@ -504,6 +511,12 @@ const (
 	ChatEventUsage     = "usage"
 	ChatEventError     = "error"
 	ChatEventDone      = "done"
+	// ChatEventInputRequested: a tool call's server asks the user for input
+	// (Input, answered with mcp.v1.chat.answer).
+	ChatEventInputRequested = "input_requested"
+	// ChatEventInputAnswered: that input was answered, or timed out (Input
+	// with its Action and Reason; never the content).
+	ChatEventInputAnswered = "input_answered"
 )
 
 // States of a tool call.
@@ -536,6 +549,7 @@ type ChatEvent struct {
 	Usage        *ChatUsage    `json:"usage,omitempty"`
 	Error        *apierr.Error `json:"error,omitempty"`
 	Done         *ChatDone     `json:"done,omitempty"`
+	Input        *ChatInput    `json:"input,omitempty"`
 	At           time.Time     `json:"at"`
 }
 

@@ -16,18 +16,28 @@ import (
 // requests (protocol 2026-07-28); go-sdk turns them into requests of their
 // own for clients of older protocols.
 func addClientRequestTools(s *mcp.Server) {
-	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "Asks the user for their name (elicitation), then greets them"},
+	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "Asks the user for their name, and optionally age and colour (elicitation), then greets them"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in EchoIn) (*mcp.CallToolResult, any, error) {
 			if r, ok := req.Params.InputResponses["name"].(*mcp.ElicitResult); ok {
 				if r.Action != "accept" {
 					return text("the user chose " + r.Action), nil, nil
 				}
-				return text(fmt.Sprintf("hello %v", r.Content["name"])), nil, nil
+				greeting := fmt.Sprintf("hello %v", r.Content["name"])
+				for _, k := range []string{"age", "colour"} {
+					if v, ok := r.Content[k]; ok {
+						greeting += fmt.Sprintf(", %s %v", k, v)
+					}
+				}
+				return text(greeting), nil, nil
 			}
 			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"name": &mcp.ElicitParams{
 				Message: in.Message,
 				RequestedSchema: map[string]any{"type": "object", "required": []string{"name"},
-					"properties": map[string]any{"name": map[string]any{"type": "string", "description": "your name"}}},
+					"properties": map[string]any{
+						"name":   map[string]any{"type": "string", "description": "your name"},
+						"age":    map[string]any{"type": "integer", "title": "Age", "minimum": 0, "maximum": 150},
+						"colour": map[string]any{"type": "string", "title": "Favourite colour", "enum": []string{"red", "green", "blue"}},
+					}},
 			}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "sample", Description: "Asks the client's model to answer the message (sampling) and returns its text"},

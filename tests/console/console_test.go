@@ -53,14 +53,25 @@ const (
 	chatFailPrompt = "add one and two with the sum tool"
 	failTool       = "get-sum"
 	chatFailReply  = "The sum tool rejected the arguments."
-	// The third: a long-running operation of 10 s against the chat's call
+	// The third: a long-running operation of slowDuration s against the chat's call
 	// timeout of chatCallTimeout, so the call times out (⏱ timed out; the
 	// flow accepts the ✗ the chat loop shows when the runner's timeout
 	// answers first, see run.mjs).
 	chatTimeoutPrompt = "run the long operation"
 	slowTool          = "trigger-long-running-operation"
 	chatTimeoutReply  = "The long operation did not finish in time."
-	chatCallTimeout   = 3 * time.Second
+	// Long enough for the browser to answer a form within a call (the wait
+	// for input is bounded by the call's timeout), short enough for the
+	// long operation of slowDuration seconds to time out.
+	chatCallTimeout = 12 * time.Second
+	slowDuration    = 30
+
+	// The fourth: the model calls the go-sdk test server's ask tool, whose
+	// server asks the user for input (a form elicitation); the flow answers
+	// the form in the page, first with an age out of bounds.
+	inputServer     = "tm"
+	chatInputPrompt = "introduce me to the test server"
+	chatInputReply  = "The test server greeted you."
 )
 
 // TestConsoleInBrowser runs tests/console/e2e/run.mjs (the browser flows)
@@ -70,7 +81,8 @@ const (
 // a config schema, and the chat profile's model is scripted per user message
 // (see scriptedModel): the first message gets one call of <slug>__echo and
 // then a text holding chatReply; chatFailPrompt a call that fails;
-// chatTimeoutPrompt one that outlasts --chat-call-timeout.
+// chatTimeoutPrompt one that outlasts --chat-call-timeout; chatInputPrompt a
+// call of the test server's ask tool, whose form the flows answer.
 func TestConsoleInBrowser(t *testing.T) {
 	root := clitest.RepoRoot(t)
 	chromium := os.Getenv("MCPBUS_CHROMIUM")
@@ -153,6 +165,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("profiles add: %s", r)
 	}
 
+	// The go-sdk test server, whose ask tool asks the user for input.
+	testServer, cleanup, err := testkit.BuildTestServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	if r := up.CLI().Run(t, "servers", "add", inputServer, "--binary", testServer, "--enabled"); r.Code != 0 {
+		t.Fatalf("servers add %s: %s", inputServer, r)
+	}
+
 	artifacts := filepath.Join(root, "artifacts", "console")
 	if err := os.RemoveAll(artifacts); err != nil {
 		t.Fatal(err)
@@ -181,6 +203,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_CHAT_TIMEOUT_PROMPT="+chatTimeoutPrompt,
 		"MCPBUS_CHAT_TIMEOUT_TOOL="+slowTool,
 		"MCPBUS_CHAT_TIMEOUT_REPLY="+chatTimeoutReply,
+		fmt.Sprintf("MCPBUS_CHAT_TIMEOUT_DURATION=%d", slowDuration),
+		"MCPBUS_CHAT_INPUT_PROMPT="+chatInputPrompt,
+		"MCPBUS_CHAT_INPUT_TOOL="+inputServer+".ask",
+		"MCPBUS_CHAT_INPUT_REPLY="+chatInputReply,
 	)
 	if err := runFlows(t, node, root, flows, env); err != nil {
 		t.Errorf("browser flows: %v (screenshots and traces in %s)", err, artifacts) // the cleanup shows the up's log
@@ -369,7 +395,9 @@ func scriptedModel(t *testing.T) *httptest.Server {
 		chatMessage: script(call("call_echo", tool, fmt.Sprintf(`{"message":%q}`, chatMessage)), chatReply),
 		// a must be a number: the tool's input schema (zod) rejects it.
 		chatFailPrompt:    script(call("call_sum", failTool, `{"a":"one","b":2}`), chatFailReply),
-		chatTimeoutPrompt: script(call("call_slow", slowTool, `{"duration":10,"steps":10}`), chatTimeoutReply),
+		chatTimeoutPrompt: script(call("call_slow", slowTool, fmt.Sprintf(`{"duration":%d,"steps":%d}`, slowDuration, slowDuration)), chatTimeoutReply),
+		chatInputPrompt: script([]llmtest.ToolCall{{ID: "call_ask", Name: inputServer + "__ask", Arguments: `{"message":"Who are you?"}`}},
+			chatInputReply),
 	}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)

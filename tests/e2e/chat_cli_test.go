@@ -27,7 +27,8 @@ var convLine = regexp.MustCompile(`conversation ([0-9a-f-]{36})`)
 // TestCLIChat talks to the scripted model through `mcpbus chat` on a real
 // mcpbus up, with the real everything server as the tools: one-shot with a
 // tool call, --json events, an approval answered inline, a failed turn, the
-// conversation commands, and the interactive chat in a pseudo-terminal.
+// conversation commands, the interactive chat in a pseudo-terminal, and a
+// server's request for input (elicitation) answered field by field there.
 func TestCLIChat(t *testing.T) {
 	s := startChatStack(t, true)
 	s.addProfile(t, "p", "--ask", "everything__get-sum")
@@ -229,6 +230,69 @@ func TestCLIChat(t *testing.T) {
 		again.send(t, "\x03")
 		if code := again.wait(t, 10*time.Second); code != 0 {
 			t.Fatalf("mcpbus chat exited %d after two Ctrl-C:\n%s", code, again.output())
+		}
+	})
+
+	t.Run("a server's form answered in a terminal", func(t *testing.T) {
+		bin, cleanup, err := testkit.BuildTestServer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cleanup)
+		s.must(t, "", "servers", "add", "tm", "--binary", bin, "--enabled")
+		waitCLIState(t, s.bin, s.url, "tm", model.StateRunning, 30*time.Second)
+		term := startTerminal(t, s, "chat", "--profile", "p")
+		term.expect(t, "> ")
+
+		// Answered field by field; invalid values are asked again.
+		s.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("tm__ask", `{"message":"Who are you?"}`)), llmtest.Text("Nice to meet you."))
+		term.send(t, "introduce me\n")
+		term.expect(t, "tm__ask (server tm) asks: Who are you?")
+		term.expect(t, "[a]nswer / [d]ecline / [c]ancel")
+		term.send(t, "a\n")
+		term.expect(t, "Age (integer, ≥ 0, ≤ 150): ")
+		term.send(t, "old\n")
+		term.expect(t, "Age: must be an integer")
+		term.send(t, "200\n")
+		term.expect(t, "Age: must be at most 150")
+		term.send(t, "36\n")
+		term.expect(t, "3) blue")
+		term.expect(t, "Favourite colour (a number or a choice): ")
+		term.send(t, "3\n")
+		term.expect(t, "your name")
+		term.expect(t, "name *: ")
+		term.send(t, "\n")
+		term.expect(t, "name is required")
+		term.send(t, "Ada\n")
+		term.expect(t, "input for tm__ask: accept")
+		term.expect(t, "Nice to meet you.")
+		term.expect(t, "> ")
+		if body := string(s.llm.Last().Body); !strings.Contains(body, "hello Ada, age 36, colour blue") {
+			t.Fatalf("the answer did not reach the server: %s", body)
+		}
+
+		// Declined at once.
+		s.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("tm__ask", `{"message":"Who are you?"}`)), llmtest.Text("Fine, no name."))
+		term.send(t, "again\n")
+		term.expect(t, "[a]nswer / [d]ecline / [c]ancel")
+		term.send(t, "d\n")
+		term.expect(t, "input for tm__ask: decline")
+		term.expect(t, "Fine, no name.")
+		term.expect(t, "> ")
+		if body := string(s.llm.Last().Body); !strings.Contains(body, "the user chose decline") {
+			t.Fatalf("the server did not hear decline: %s", body)
+		}
+		// A form outside what the chat can show (the everything server's,
+		// with multi-select arrays and titled enums) is declined with the reason.
+		s.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("everything__trigger-elicitation-request", `{}`)), llmtest.Text("It was declined."))
+		term.send(t, "show me a big form\n")
+		term.expect(t, "input for everything__trigger-elicitation-request: decline (the server's form is outside what the chat can show")
+		term.expect(t, "It was declined.")
+		term.expect(t, "> ")
+
+		term.send(t, "\x04")
+		if code := term.wait(t, 10*time.Second); code != 0 {
+			t.Fatalf("mcpbus chat exited %d:\n%s", code, term.output())
 		}
 	})
 }

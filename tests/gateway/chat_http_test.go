@@ -20,7 +20,8 @@ import (
 // TestChatREST drives the chat service through the gateway's REST routes
 // only: profiles (the API key over HTTP, never shown again), a conversation
 // followed over SSE with a real tool call, its history, an approval given
-// from a second HTTP client, a cancel and a delete.
+// from a second HTTP client, a server's request for input answered from
+// it, a cancel and a delete.
 func TestChatREST(t *testing.T) {
 	c := startChat(t)
 	base := c.url + "/api/v1/chat"
@@ -141,6 +142,47 @@ func TestChatREST(t *testing.T) {
 	}
 	if r := httpDo(t, "POST", base+"/conversations/"+asked+"/approvals/nope", other, rest.ChatDecisionRequest{Decision: "maybe"}); r.status != http.StatusBadRequest {
 		t.Fatalf("a bad decision: %d %s", r.status, r.body)
+	}
+
+	// A server's request for input (the test server's ask tool): listed as
+	// pending, an answer that misfits the form refused naming the property,
+	// then answered from the second client; a second answer conflicts.
+	inputConv := uuid.NewString()
+	ievents := openSSE(t, base+"/conversations/"+inputConv+"/events", c.chat)
+	c.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("tm__ask", `{"message":"Who are you?"}`)), llmtest.Text("greeted"))
+	if r := httpDo(t, "POST", base+"/conversations", c.chat, model.ChatSendRequest{Conversation: inputConv, Profile: "helper", Message: "greet me"}); r.status != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	ievs := ievents.until(t, time.Minute, func(ev model.ChatEvent) bool { return ev.Kind == model.ChatEventInputRequested })
+	in := ievs[len(ievs)-1].Input
+	if in == nil || in.Tool != "tm__ask" || in.Message != "Who are you?" {
+		t.Fatalf("input_requested %+v", ievs[len(ievs)-1])
+	}
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		r := httpDo(t, "GET", base+"/conversations/"+inputConv+"/pending", other, nil)
+		r.decode(t, &pending)
+		return r.status == http.StatusOK && len(pending.Inputs) == 1 && pending.Inputs[0].InputID == in.InputID, "pending: " + string(r.body)
+	})
+	answerURL := fmt.Sprintf("%s/conversations/%s/inputs/%s", base, inputConv, in.InputID)
+	r = httpDo(t, "POST", answerURL, other, rest.ChatAnswerBody{Action: model.InputAccept, Content: map[string]any{"name": "Ada", "age": 400}})
+	if e := r.contract(t); r.status != http.StatusBadRequest || e.Field != "age" {
+		t.Fatalf("an age out of bounds: %d %s, want 400 on age", r.status, r.body)
+	}
+	r = httpDo(t, "POST", answerURL, other, rest.ChatAnswerBody{Action: model.InputAccept, Content: map[string]any{"name": "Ada", "colour": "red"}})
+	if r.status != http.StatusOK {
+		t.Fatalf("answer: %d %s", r.status, r.body)
+	}
+	if evs := ievents.until(t, time.Minute, isDone); evs[len(evs)-1].Done.Reason != model.TurnFinal {
+		t.Fatalf("after the answer: %+v", evs[len(evs)-1].Done)
+	}
+	if req := c.llm.Last(); !bytes.Contains(req.Body, []byte("hello Ada, colour red")) {
+		t.Fatalf("the answer did not reach the server: %s", req.Body)
+	}
+	if r := httpDo(t, "POST", answerURL, other, rest.ChatAnswerBody{Action: model.InputCancel}); r.status != http.StatusConflict {
+		t.Fatalf("a second answer: %d %s", r.status, r.body)
+	}
+	if r := httpDo(t, "POST", base+"/conversations/"+inputConv+"/inputs/nope", other, rest.ChatAnswerBody{Action: model.InputDecline}); r.status != http.StatusNotFound {
+		t.Fatalf("an unknown input: %d %s", r.status, r.body)
 	}
 
 	// Cancel a turn waiting on a slow model, continuing the first

@@ -86,6 +86,25 @@ func TestOpenAICompatible(t *testing.T) {
 		}
 	})
 
+	// Nobody on /v1 can answer a server's request for input: the chat
+	// declines it at once and the turn goes on.
+	t.Run("a server that asks is declined", func(t *testing.T) {
+		c.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("tm__ask", `{"message":"Who are you?"}`)), llmtest.Text("The server wanted a name."))
+		out, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:    "assistant",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Introduce me")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Choices) != 1 || out.Choices[0].Message.Content != "The server wanted a name." {
+			t.Fatalf("completion %+v", out.Choices)
+		}
+		if body := c.llm.Last().Body; !bytes.Contains(body, []byte("the user chose decline")) {
+			t.Fatalf("the server did not hear decline: %s", body)
+		}
+	})
+
 	t.Run("streamed", func(t *testing.T) {
 		c.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("tm__echo", `{"message":"streamed"}`)), llmtest.Text("The echo said: streamed, word by word"))
 		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{

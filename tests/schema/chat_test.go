@@ -37,6 +37,11 @@ func TestChatModelMatchesSchemas(t *testing.T) {
 	entry := model.ChatEntry{Seq: 1, Kind: model.EntryUserMessage, Turn: "t1", Payload: json.RawMessage(`{"text":"hi"}`), At: at}
 	s := bus.NewSubjects("")
 	waiting := model.ChatToolCall{CallID: "call_1", Tool: "github__delete_repo", State: model.ToolCallAwaitingApproval, Arguments: json.RawMessage(`{"repo":"x"}`)}
+	input := model.ChatInput{InputID: "0b7c2f1e-6f7d-4a8e-9c55-2a8f3c1d9e10", CallID: "call_1", Tool: "tm__ask", Server: "tm",
+		Message: "Who are you?", RequestedSchema: json.RawMessage(`{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}}`),
+		AskedAt: at, ExpiresAt: at.Add(time.Minute)}
+	answered := input
+	answered.Action, answered.Reason = model.InputCancel, "nobody answered within 5m0s, so the input was cancelled"
 	approve := model.ChatApproveRequest{Conversation: "c1", CallID: "call_1", Decision: model.DecisionDeny}
 	sealed := sealedKey(t)
 	docs := []struct {
@@ -57,8 +62,14 @@ func TestChatModelMatchesSchemas(t *testing.T) {
 		{"chat-approve-request", model.ChatApproveRequest{Conversation: "c1", CallID: "call_1", Decision: model.DecisionApproveConversation}},
 		{"chat-approve-request", model.ChatApproveReply(approve)},
 		{"chat-conversation-ref", model.ChatPendingRequest{Conversation: "c1"}},
-		{"chat-pending-reply", model.ChatPendingReply{Conversation: "c1", Calls: []model.ChatToolCall{waiting}}},
-		{"chat-pending-reply", model.ChatPendingReply{Conversation: "c1", Calls: []model.ChatToolCall{}}},
+		{"chat-pending-reply", model.ChatPendingReply{Conversation: "c1", Calls: []model.ChatToolCall{waiting}, Inputs: []model.ChatInput{}}},
+		{"chat-pending-reply", model.ChatPendingReply{Conversation: "c1", Calls: []model.ChatToolCall{}, Inputs: []model.ChatInput{input}}},
+		{"chat-answer-request", model.ChatAnswerRequest{Conversation: "c1", InputID: input.InputID, Action: model.InputAccept,
+			Content: map[string]any{"name": "Ada", "age": 36, "subscribe": true}}},
+		{"chat-answer-request", model.ChatAnswerReply{Conversation: "c1", InputID: input.InputID, Action: model.InputCancel}},
+		{"chat-send-request", model.ChatSendRequest{Profile: "work", Message: "hi", NoInput: true}},
+		{"chat-event", model.ChatEvent{Kind: model.ChatEventInputRequested, Conversation: "c1", Turn: "t1", Input: &input, At: at}},
+		{"chat-event", model.ChatEvent{Kind: model.ChatEventInputAnswered, Conversation: "c1", Turn: "t1", Input: &answered, At: at}},
 		{"chat-profile-put-request", model.ChatProfilePutRequest{Profile: profile, SealedSecrets: sealed}},
 		{"chat-profile-put-request", model.ChatProfilePutRequest{Profile: minimal, RemoveAPIKey: true}},
 		{"chat-profile-ref", model.ChatProfileRef{Name: "work"}},

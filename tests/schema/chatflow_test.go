@@ -158,7 +158,9 @@ func driveChat(t *testing.T, ctx context.Context, sys *stack.Stack, sec secrets,
 	// The event comes just before the call is recorded as pending.
 	var pending []model.ChatToolCall
 	waitFor(t, "the pending call", 10*time.Second, func() bool {
-		pending, err = cl.ChatPending(ctx, conv)
+		var p model.ChatPendingReply
+		p, err = cl.ChatPending(ctx, conv)
+		pending = p.Calls
 		return err == nil && len(pending) == 1
 	})
 	if p := pending[0]; p.CallID != asked.ToolCall.CallID || p.Tool != "schema__echo" || p.State != model.ToolCallAwaitingApproval {
@@ -178,7 +180,7 @@ func driveChat(t *testing.T, ctx context.Context, sys *stack.Stack, sec secrets,
 	events.wait(t, "the completed tool call", func(ev model.ChatEvent) bool {
 		return ev.Kind == model.ChatEventToolCall && ev.ToolCall.State == model.ToolCallCompleted && ev.ToolCall.CallID == approve.CallID
 	})
-	if pending, err := cl.ChatPending(ctx, conv); err != nil || len(pending) != 0 {
+	if pending, err := cl.ChatPending(ctx, conv); err != nil || len(pending.Calls) != 0 || pending.Inputs == nil {
 		t.Fatalf("chat.pending after the approval: %v %+v", err, pending)
 	}
 
@@ -259,6 +261,8 @@ func driveChat(t *testing.T, ctx context.Context, sys *stack.Stack, sec secrets,
 	wantCode(t, "chat.history of a deleted conversation", err, apierr.NotFound)
 	wantCode(t, "chat.delete of a deleted conversation", cl.ChatDelete(ctx, cancelled), apierr.NotFound)
 
+	driveChatInput(t, ctx, cl, llm, local.Name, bad)
+
 	// Errors of chat.send: an unknown profile, a blank message.
 	_, err = cl.ChatSend(ctx, model.ChatSendRequest{Profile: "schema-ghost", Message: "hi"})
 	wantCode(t, "chat.send with an unknown profile", err, apierr.NotFound)
@@ -267,9 +271,67 @@ func driveChat(t *testing.T, ctx context.Context, sys *stack.Stack, sec secrets,
 	_, err = cl.ChatSend(ctx, blank)
 	wantCode(t, "chat.send of a blank message", err, apierr.Validation)
 
-	if n := llm.Attempts(); n != 5 {
-		t.Errorf("the model was asked %d times, want 5 (two steps, two, the cancelled one)", n)
+	if n := llm.Attempts(); n != 7 {
+		t.Errorf("the model was asked %d times, want 7 (two steps, two, the cancelled one, two with a request for input)", n)
 	}
+}
+
+// driveChatInput runs a turn whose tool call's server asks the user for
+// input (the test server's ask tool, a form elicitation): the
+// input_requested event, chat.pending listing it, answers refused (content
+// that misfits the form, an action the schema lacks), the accepted answer
+// reaching the server, then the answered input's CONFLICT and an unknown
+// one's NOT_FOUND, and the input_answered event.
+func driveChatInput(t *testing.T, ctx context.Context, cl *client.Client, llm *llmtest.Server, profile string, bad deliberate) {
+	t.Helper()
+	const conv = "schema-input"
+	events := followChat(t, cl, conv)
+	llm.Enqueue(llmtest.ToolCalls(llmtest.Call("schema__ask", `{"message":"Your name?"}`)), llmtest.Text("Greeted."))
+	sent, err := cl.ChatSend(ctx, model.ChatSendRequest{Conversation: conv, Profile: profile, Message: "Greet me."})
+	if err != nil {
+		t.Fatalf("chat.send of a turn that asks for input: %v", err)
+	}
+	asked := events.wait(t, "the input_requested event", func(ev model.ChatEvent) bool {
+		return ev.Kind == model.ChatEventInputRequested && ev.Turn == sent.Turn
+	}).Input
+	var pending model.ChatPendingReply
+	waitFor(t, "the pending input", 10*time.Second, func() bool {
+		pending, err = cl.ChatPending(ctx, conv)
+		return err == nil && len(pending.Inputs) == 1
+	})
+	if p := pending.Inputs[0]; p.InputID != asked.InputID || p.Server != "schema" || p.Tool != "schema__ask" || len(pending.Calls) != 0 {
+		t.Fatalf("chat.pending: %+v, the event said %+v", pending, asked)
+	}
+	_, err = cl.ChatAnswer(ctx, model.ChatAnswerRequest{Conversation: conv, InputID: asked.InputID, Action: model.InputAccept,
+		Content: map[string]any{"name": "schema", "age": 300}})
+	if e := apierr.From(err); e.Code != apierr.Validation || e.Field != "age" {
+		t.Fatalf("chat.answer with an age out of bounds: %v, want VALIDATION_ERROR on age", err)
+	}
+	maybe := model.ChatAnswerRequest{Conversation: conv, InputID: asked.InputID, Action: "maybe"}
+	bad.add("chat.answer", maybe)
+	_, err = cl.ChatAnswer(ctx, maybe)
+	wantCode(t, "chat.answer with an unknown action", err, apierr.Validation)
+	accept := model.ChatAnswerRequest{Conversation: conv, InputID: asked.InputID, Action: model.InputAccept,
+		Content: map[string]any{"name": "schema", "age": 7.0, "colour": "blue"}}
+	if got, err := cl.ChatAnswer(ctx, accept); err != nil || got.InputID != accept.InputID || got.Content["colour"] != "blue" {
+		t.Fatalf("chat.answer: %v %+v", err, got)
+	}
+	if d := events.done(t, sent.Turn); d.Reason != model.TurnFinal {
+		t.Fatalf("the turn that asked for input ended with %+v", d)
+	}
+	if body := string(llm.Last().Body); !strings.Contains(body, "hello schema, age 7, colour blue") {
+		t.Fatalf("the answer did not reach the server's result: %s", body)
+	}
+	answered := events.wait(t, "the input_answered event", func(ev model.ChatEvent) bool {
+		return ev.Kind == model.ChatEventInputAnswered && ev.Turn == sent.Turn
+	}).Input
+	if answered.InputID != asked.InputID || answered.Action != model.InputAccept {
+		t.Fatalf("input_answered: %+v", answered)
+	}
+	_, err = cl.ChatAnswer(ctx, model.ChatAnswerRequest{Conversation: conv, InputID: asked.InputID, Action: model.InputDecline})
+	wantCode(t, "chat.answer of an input answered already", err, apierr.Conflict)
+	_, err = cl.ChatAnswer(ctx, model.ChatAnswerRequest{Conversation: conv, InputID: "no-such-input", Action: model.InputCancel})
+	wantCode(t, "chat.answer of an unknown input", err, apierr.NotFound)
 }
 
 // checkChatLog validates every entry stored in MCP_CHAT and that each

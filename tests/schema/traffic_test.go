@@ -428,7 +428,7 @@ func controlVerbs() map[string][]string {
 }
 
 // chatVerbs are the chat service's verbs (subjects <prefix>.chat.<verb>).
-var chatVerbs = []string{"send", "history", "list", "delete", "cancel", "approve", "pending",
+var chatVerbs = []string{"send", "history", "list", "delete", "cancel", "approve", "answer", "pending",
 	"profiles.put", "profiles.get", "profiles.list", "profiles.delete"}
 
 // kindOf names the request subjects of the bus; "" for other subjects.
@@ -485,7 +485,7 @@ var requestSchema = map[string]string{
 
 	"chat.send": "chat-send-request", "chat.history": "chat-conversation-ref", "chat.list": "chat-list-request",
 	"chat.delete": "chat-conversation-ref", "chat.cancel": "chat-cancel-request", "chat.approve": "chat-approve-request",
-	"chat.pending": "chat-conversation-ref", "chat.profiles.put": "chat-profile-put-request",
+	"chat.answer": "chat-answer-request", "chat.pending": "chat-conversation-ref", "chat.profiles.put": "chat-profile-put-request",
 	"chat.profiles.get": "chat-profile-ref", "chat.profiles.list": "chat-profile-list-request", "chat.profiles.delete": "chat-profile-ref",
 
 	"oauth.start": "oauth-start-request", "gateway.retry": "gateway-retry-request",
@@ -509,7 +509,7 @@ var replySchema = map[string]string{
 
 	"chat.send": "chat-send-reply", "chat.history": "chat-history-reply", "chat.list": "chat-list-reply",
 	"chat.delete": "chat-conversation-ref", "chat.cancel": "chat-cancel-reply", "chat.approve": "chat-approve-request",
-	"chat.pending": "chat-pending-reply", "chat.profiles.put": "chat-profile", "chat.profiles.get": "chat-profile",
+	"chat.answer": "chat-answer-request", "chat.pending": "chat-pending-reply", "chat.profiles.put": "chat-profile", "chat.profiles.get": "chat-profile",
 	"chat.profiles.list": "chat-profile-list-reply", "chat.profiles.delete": "chat-profile-ref",
 
 	"oauth.start": "oauth-start-reply", "gateway.retry": "gateway-retry-reply",

@@ -1,4 +1,5 @@
-// Package approvals is the KV-backed approver of chat tool calls (issue 14):
+// Package approvals is the KV-backed approver of chat tool calls (issue 14)
+// and, the same way, of the servers' requests for input (inputs.go):
 // a call the profile's policy says to ask for waits as a pending record in
 // the bucket bus.BucketChatApprovals until any client answers it
 // (mcp.v1.chat.approve → Decide), the turn ends or a timeout denies it.
@@ -8,6 +9,7 @@
 //
 //	<conversation>.pending.<base64url(call_id)>   a call awaiting an answer
 //	<conversation>.granted.<hex sha256(tool)[:32]> an approve_conversation grant
+//	<conversation>.input.<input id>              a server's request for input
 //
 // A decision is written on the pending key with compare-and-set on the
 // revision the decider read, so of two answers only one wins (the other
@@ -45,6 +47,9 @@ type Options struct {
 	// Timeout bounds the wait of one Ask (default DefaultTimeout); then the
 	// call is denied.
 	Timeout time.Duration
+	// InputTimeout bounds the wait of one AskInput (default Timeout); then
+	// the input is cancelled.
+	InputTimeout time.Duration
 	// Logger hears what start-up waits for.
 	Logger *slog.Logger
 	// Now is the clock of asked_at and decided_at (default time.Now).
@@ -55,9 +60,10 @@ type Options struct {
 // serve mcp.v1.chat.approve and the listing of what waits. It is safe for
 // concurrent use, and any number of instances may share the bucket.
 type Approver struct {
-	kv      jetstream.KeyValue
-	timeout time.Duration
-	now     func() time.Time
+	kv           jetstream.KeyValue
+	timeout      time.Duration
+	inputTimeout time.Duration
+	now          func() time.Time
 }
 
 // Record is the value of a pending key.
@@ -88,13 +94,16 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Approver, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.InputTimeout <= 0 {
+		opts.InputTimeout = opts.Timeout
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
 	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      bus.BucketChatApprovals,
-		Description: "chat tool calls awaiting approval (<conversation>.pending.*) and conversation grants (<conversation>.granted.*)",
+		Description: "chat tool calls awaiting approval (<conversation>.pending.*), conversation grants (<conversation>.granted.*) and servers' requests for input (<conversation>.input.*)",
 		// The answered value survives the asker's delete, so a late second
 		// answer is told CONFLICT rather than NOT_FOUND.
 		History: 3,
@@ -103,7 +112,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Approver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Approver{kv: kv, timeout: opts.Timeout, now: opts.Now}, nil
+	return &Approver{kv: kv, timeout: opts.Timeout, inputTimeout: opts.InputTimeout, now: opts.Now}, nil
 }
 
 // PendingKey is the key of a call awaiting approval.
@@ -153,11 +162,36 @@ func (a *Approver) Ask(ctx context.Context, conversation string, call model.Chat
 		asked() // the call is listed as pending before anyone hears of it
 	}
 
-	wctx, cancel := context.WithTimeout(ctx, a.timeout)
+	val, rev, err := a.await(ctx, key, a.timeout, func(v []byte) (bool, error) {
+		var r Record
+		if err := json.Unmarshal(v, &r); err != nil {
+			return false, fmt.Errorf("pending approval: %w", err)
+		}
+		return r.Decision != "", nil
+	})
+	switch {
+	case errors.Is(err, errExpired):
+		return a.expire(key, rec, rev)
+	case err != nil:
+		return model.DecisionDeny, err
+	}
+	var r Record
+	_ = json.Unmarshal(val, &r)
+	return r.Decision, nil
+}
+
+// errExpired is await's timeout.
+var errExpired = errors.New("nobody answered in time")
+
+// await watches a pending key until answered says its value holds the
+// answer (returned), ctx ends (ctx's error) or timeout passes (errExpired,
+// with the revision last seen for the asker's compare-and-set expiry).
+func (a *Approver) await(ctx context.Context, key string, timeout time.Duration, answered func([]byte) (bool, error)) ([]byte, uint64, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	w, err := a.kv.Watch(wctx, key)
 	if err != nil {
-		return model.DecisionDeny, err
+		return nil, 0, err
 	}
 	defer func() { _ = w.Stop() }()
 	var rev uint64
@@ -165,27 +199,27 @@ func (a *Approver) Ask(ctx context.Context, conversation string, call model.Chat
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return model.DecisionDeny, errors.New("approval watch ended")
+				return nil, rev, errors.New("the watch of a pending answer ended")
 			}
 			if e == nil {
 				continue // end of the initial values
 			}
 			if e.Operation() != jetstream.KeyValuePut {
-				return model.DecisionDeny, errors.New("the pending approval was withdrawn")
+				return nil, rev, errors.New("the pending question was withdrawn")
 			}
-			var r Record
-			if err := json.Unmarshal(e.Value(), &r); err != nil {
-				return model.DecisionDeny, fmt.Errorf("pending approval: %w", err)
+			done, err := answered(e.Value())
+			if err != nil {
+				return nil, rev, err
 			}
-			if r.Decision != "" {
-				return r.Decision, nil
+			if done {
+				return e.Value(), e.Revision(), nil
 			}
 			rev = e.Revision()
 		case <-wctx.Done():
 			if ctx.Err() != nil {
-				return model.DecisionDeny, ctx.Err()
+				return nil, rev, ctx.Err()
 			}
-			return a.expire(key, rec, rev)
+			return nil, rev, errExpired
 		}
 	}
 }

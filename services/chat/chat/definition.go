@@ -23,6 +23,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Duration(&o.CallTimeout, "chat-call-timeout", "", loop.DefaultCallTimeout, "how long one tool call of a chat turn may take")
 	s.Int(&o.ResultBudget, "chat-result-budget", "", loop.DefaultResultBudget, "bytes of a tool result the model sees; larger ones are cut head+tail and readable through read_result")
 	s.Duration(&o.ApprovalTimeout, "chat-approval-timeout", "", approvals.DefaultTimeout, "how long a tool call waits for an approval before it is denied")
+	s.Duration(&o.InputTimeout, "chat-input-timeout", "", approvals.DefaultTimeout, "how long a server's request for input (elicitation) waits for the user's answer before it is cancelled (the tool call's own timeouts bound it too)")
 	s.Duration(&o.LeaseTTL, "chat-lease-ttl", "", DefaultLeaseTTL, "how long a turn whose instance died waits before another instance resumes it")
 	s.Duration(&o.LogMaxAge, "chat-log-max-age", "", 0, "drop conversation entries older than this (0: keep until deleted)")
 }
@@ -30,7 +31,8 @@ func (o *Options) Register(s *settings.Set) {
 // Validate checks the settings.
 func (o *Options) Validate() error {
 	for flag, d := range map[string]time.Duration{"chat-call-timeout": o.CallTimeout, "chat-approval-timeout": o.ApprovalTimeout,
-		"chat-lease-ttl": o.LeaseTTL, "chat-log-max-age": o.LogMaxAge} {
+		"chat-input-timeout": o.InputTimeout,
+		"chat-lease-ttl":     o.LeaseTTL, "chat-log-max-age": o.LogMaxAge} {
 		if d < 0 {
 			return fmt.Errorf("--%s %s must not be negative", flag, d)
 		}

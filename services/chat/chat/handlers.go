@@ -45,7 +45,7 @@ func (s *Service) Send(ctx context.Context, req model.ChatSendRequest) (model.Ch
 	if err != nil {
 		return model.ChatSendReply{}, err
 	}
-	t, err := s.engine.Begin(ctx, conv, p, req.Message, req.Context)
+	t, err := s.engine.Begin(ctx, conv, p, req.Message, loop.BeginOptions{Context: req.Context, NoInput: req.NoInput})
 	if err != nil {
 		s.release(h)
 		return model.ChatSendReply{}, err
@@ -108,13 +108,29 @@ func (s *Service) Approve(ctx context.Context, req model.ChatApproveRequest) (an
 	return model.ChatApproveReply(req), nil
 }
 
-// Pending lists the calls of a conversation awaiting approval.
+// Answer records the user's answer to a server's request for input.
+func (s *Service) Answer(ctx context.Context, req model.ChatAnswerRequest) (any, error) {
+	if err := s.approvals.Answer(ctx, req); err != nil {
+		return nil, err
+	}
+	return model.ChatAnswerReply(req), nil
+}
+
+// Pending lists the calls of a conversation awaiting approval and the
+// servers' requests for input awaiting an answer.
 func (s *Service) Pending(ctx context.Context, req model.ChatPendingRequest) (any, error) {
 	calls, err := s.approvals.Pending(ctx, req.Conversation)
 	if err != nil {
 		return nil, err
 	}
-	return model.ChatPendingReply{Conversation: req.Conversation, Calls: calls}, nil
+	inputs, err := s.approvals.PendingInputs(ctx, req.Conversation)
+	if err != nil {
+		return nil, err
+	}
+	if inputs == nil {
+		inputs = []model.ChatInput{}
+	}
+	return model.ChatPendingReply{Conversation: req.Conversation, Calls: calls, Inputs: inputs}, nil
 }
 
 // turnEnd is the ChatDone of the turn_end of turn in entries (nil: none).

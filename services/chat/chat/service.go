@@ -59,6 +59,9 @@ type Options struct {
 	// ApprovalTimeout bounds the wait for an approval (default
 	// approvals.DefaultTimeout); then the call is denied.
 	ApprovalTimeout time.Duration
+	// InputTimeout bounds the wait for the user's answer to a server's
+	// request for input (default ApprovalTimeout); then it is cancelled.
+	InputTimeout time.Duration
 	// LeaseTTL is how long a turn whose instance stopped renewing its lease
 	// waits before another instance resumes it (default 15 s).
 	LeaseTTL time.Duration
@@ -170,7 +173,8 @@ func (s *Service) open(ctx context.Context) error {
 	if s.profiles, err = profiles.Open(ctx, s.nc, profiles.Options{Prefix: s.opts.Prefix, Replicas: s.opts.Replicas, Logger: s.log}); err != nil {
 		return fmt.Errorf("chat: %w", err)
 	}
-	if s.approvals, err = approvals.Open(ctx, s.nc, approvals.Options{Replicas: s.opts.Replicas, Timeout: s.opts.ApprovalTimeout, Logger: s.log}); err != nil {
+	if s.approvals, err = approvals.Open(ctx, s.nc, approvals.Options{Replicas: s.opts.Replicas, Timeout: s.opts.ApprovalTimeout,
+		InputTimeout: s.opts.InputTimeout, Logger: s.log}); err != nil {
 		return fmt.Errorf("chat: %w", err)
 	}
 	if s.results, err = results.Open(ctx, js, results.Options{Replicas: s.opts.Replicas, Logger: s.log}); err != nil {
@@ -191,6 +195,7 @@ func (s *Service) open(ctx context.Context) error {
 		Model:        s.model,
 		Publish:      s.events.Publish,
 		Approver:     s.approvals,
+		Inputs:       s.approvals,
 		Results:      s.results,
 		CallTimeout:  s.opts.CallTimeout,
 		ResultBudget: s.opts.ResultBudget,
@@ -231,7 +236,7 @@ func (s *Service) handlers() map[string]bus.HandlerFunc {
 	cancel := func(ctx context.Context, req model.ChatCancelRequest) (any, error) { return s.Cancel(ctx, req) }
 	return map[string]bus.HandlerFunc{
 		"send": handle(send), "history": handle(s.History), "list": handle(s.List), "delete": handle(s.handleDelete),
-		"cancel": handle(cancel), "approve": handle(s.Approve), "pending": handle(s.Pending),
+		"cancel": handle(cancel), "approve": handle(s.Approve), "pending": handle(s.Pending), "answer": handle(s.Answer),
 		"profiles.put": handle(s.putProfile), "profiles.get": handle(s.getProfile),
 		"profiles.list": handle(s.listProfiles), "profiles.delete": handle(s.deleteProfile),
 	}

@@ -53,6 +53,16 @@ type Approver interface {
 	Ask(ctx context.Context, conversation string, call model.ChatToolCall, asked func()) (decision string, err error)
 }
 
+// InputAsker puts a tool call's server's request for input to the
+// conversation's user and waits for the answer; approvals.Approver
+// implements it on the KV bucket.
+type InputAsker interface {
+	// AskInput calls asked once the input is recorded as pending; the
+	// answer is the input with its Action (and Reason when the asker
+	// answered it itself, a timeout) and the accepted content.
+	AskInput(ctx context.Context, conversation string, in model.ChatInput, asked func(model.ChatInput)) (model.ChatInput, map[string]any, error)
+}
+
 // ErrHandOff, as the cause of the cancellation of a turn's context, stops
 // the turn where it is without ending it (no turn_end): its instance stops
 // or lost the conversation, and another instance resumes the turn.
@@ -91,6 +101,9 @@ type Deps struct {
 	Publish func(model.ChatEvent)
 	// Approver answers "ask" decisions; nil denies them with a clear message.
 	Approver Approver
+	// Inputs puts the servers' requests for input to the user; nil declines
+	// them.
+	Inputs InputAsker
 	// CallTimeout bounds one tool call (default 30 s).
 	CallTimeout time.Duration
 	// ResultBudget is the bytes of a tool result the model sees; larger ones
@@ -169,6 +182,8 @@ type turn struct {
 	decoded payloads
 	// failure is error.type of the model error that ended the turn.
 	failure string
+	// noInput: the turn's sender has no user to ask (elicitations declined).
+	noInput bool
 	// offered is the catalog (by name) the last model step was offered,
 	// for runCalls to resolve that step's calls without listing it again.
 	offered map[string]model.Tool
@@ -188,17 +203,26 @@ func (t *Turn) Drive(ctx context.Context) (model.ChatDone, error) { return t.t.d
 // (CONFLICT when another instance appended first) or a profile whose model
 // cannot be made; model errors end the turn with reason error.
 func (e *Engine) RunTurn(ctx context.Context, conv string, profile model.Profile, userMessage string) (model.ChatDone, error) {
-	t, err := e.Begin(ctx, conv, profile, userMessage, nil)
+	t, err := e.Begin(ctx, conv, profile, userMessage, BeginOptions{})
 	if err != nil {
 		return model.ChatDone{}, err
 	}
 	return t.Drive(ctx)
 }
 
+// BeginOptions are what a send may add to its message.
+type BeginOptions struct {
+	// Context are messages before it (only a new conversation takes them).
+	Context []model.ChatContextMessage
+	// NoInput: the sender has no user to put a server's questions to.
+	NoInput bool
+}
+
 // Begin appends the user's message as a new turn (after the context
 // messages, which only a new conversation takes) and returns the turn
 // without running it.
-func (e *Engine) Begin(ctx context.Context, conv string, profile model.Profile, userMessage string, context []model.ChatContextMessage) (*Turn, error) {
+func (e *Engine) Begin(ctx context.Context, conv string, profile model.Profile, userMessage string, opts BeginOptions) (*Turn, error) {
+	context := opts.Context
 	if strings.TrimSpace(userMessage) == "" {
 		return nil, apierr.Invalid("message", "message is empty")
 	}
@@ -216,7 +240,7 @@ func (e *Engine) Begin(ctx context.Context, conv string, profile model.Profile, 
 	if len(context) > 0 && len(entries) > 0 {
 		return nil, apierr.Invalid("context", "only a new conversation takes context messages")
 	}
-	t := &turn{e: e, conv: conv, id: uuid.NewString(), profile: profile, model: m, entries: entries, tail: tail}
+	t := &turn{e: e, conv: conv, id: uuid.NewString(), profile: profile, model: m, entries: entries, tail: tail, noInput: opts.NoInput}
 	if len(context) > 0 {
 		// The context is a turn of its own, before the new one.
 		ct := &turn{e: e, conv: conv, id: uuid.NewString(), entries: t.entries, tail: t.tail}
@@ -236,10 +260,22 @@ func (e *Engine) Begin(ctx context.Context, conv string, profile model.Profile, 
 		}
 		t.entries, t.tail = ct.entries, ct.tail
 	}
-	if err := t.append(ctx, model.EntryUserMessage, UserMessage{Text: userMessage, Profile: profile.Name}); err != nil {
+	if err := t.append(ctx, model.EntryUserMessage, UserMessage{Text: userMessage, Profile: profile.Name, NoInput: opts.NoInput}); err != nil {
 		return nil, plain(err)
 	}
 	return &Turn{t: t}, nil
+}
+
+// lastNoInput is the NoInput of the conversation's last user message.
+func lastNoInput(entries []model.ChatEntry) bool {
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].Kind != model.EntryUserMessage {
+			continue
+		}
+		var u UserMessage
+		return json.Unmarshal(entries[i].Payload, &u) == nil && u.NoInput
+	}
+	return false
 }
 
 // LastProfile is the profile name of the conversation's last user message
@@ -274,7 +310,8 @@ func (e *Engine) Resume(ctx context.Context, conv string, profile model.Profile)
 	if err != nil {
 		return model.ChatDone{}, err
 	}
-	t := &turn{e: e, conv: conv, id: s.turn, profile: profile, model: m, entries: entries, tail: tail, decoded: *s.decoded}
+	t := &turn{e: e, conv: conv, id: s.turn, profile: profile, model: m, entries: entries, tail: tail, decoded: *s.decoded,
+		noInput: lastNoInput(entries)}
 	return t.drive(ctx)
 }
 

@@ -648,7 +648,7 @@ func TestConflictBetweenSteps(t *testing.T) {
 	}
 
 	// The same when the other write lands between Begin and Drive.
-	tn, err := h.eng.Begin(ctxT(t), conv, h.prof, "again", nil)
+	tn, err := h.eng.Begin(ctxT(t), conv, h.prof, "again", loop.BeginOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

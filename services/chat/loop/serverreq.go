@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/elicitform"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/chat/provider"
 )
@@ -28,14 +30,13 @@ func ServerRequests(ctx context.Context) func(context.Context, model.ClientReque
 	return fn
 }
 
-// answerServer answers what a server asks of its client during one of the
-// turn's tool calls. Sampling goes to the profile's own model when the
-// profile allows it (sampling: allow); elicitation is declined, since a turn
-// has no way yet to put a server's form to the user.
-func (t *turn) answerServer(ctx context.Context, req model.ClientRequest) (any, error) {
+// answerServer answers what a server asks of its client during the turn's
+// tool call c. Sampling goes to the profile's own model when the profile
+// allows it (sampling: allow); elicitation is put to the user (elicit).
+func (t *turn) answerServer(ctx context.Context, c StepCall, req model.ClientRequest) (any, error) {
 	switch req.Method {
 	case model.MethodElicit:
-		return &mcp.ElicitResult{Action: "decline"}, nil
+		return t.elicit(ctx, c, req)
 	case model.MethodCreateMessage:
 		if t.profile.Sampling != model.SamplingAllow {
 			return nil, apierr.Newf(apierr.Unauthorized, "chat profile %s does not let servers sample its model (sampling: allow)", t.profile.Name)
@@ -68,4 +69,58 @@ func (t *turn) answerServer(ctx context.Context, req model.ClientRequest) (any, 
 			Content: &mcp.TextContent{Text: strings.TrimSpace(step.Text)}, StopReason: stop}, nil
 	}
 	return nil, apierr.Newf(apierr.Validation, "the chat does not answer %s", req.Method)
+}
+
+// elicit puts a server's form to the conversation's user: an
+// input_requested event, a pending input (Deps.Inputs) and the user's
+// answer, or cancel when nobody answers in time (an input_answered event
+// says which). A turn without a user channel (no_input), a URL-mode
+// request and a schema outside the form subset are declined, with an
+// input_answered event giving the reason.
+func (t *turn) elicit(ctx context.Context, c StepCall, req model.ClientRequest) (any, error) {
+	var p mcp.ElicitParams
+	if err := json.Unmarshal(req.Params, &p); err != nil {
+		return nil, apierr.Invalid("params", "elicitation params: "+err.Error())
+	}
+	in := model.ChatInput{InputID: uuid.NewString(), CallID: c.ID, Tool: c.Name, Server: req.Server, Message: p.Message,
+		AskedAt: t.e.d.Now().UTC()}
+	decline := func(reason string) (any, error) {
+		in.Action, in.Reason = model.InputDecline, reason
+		t.publish(model.ChatEvent{Kind: model.ChatEventInputAnswered, Input: &in})
+		return &mcp.ElicitResult{Action: model.InputDecline}, nil
+	}
+	switch {
+	case t.noInput || t.e.d.Inputs == nil:
+		return decline("this conversation has no user to ask (its messages come from /v1/chat/completions), so the server's request for input was declined")
+	case p.Mode == "url" || p.URL != "":
+		return decline("the server asked the user to open a URL (URL-mode elicitation), which the chat does not support, so it was declined")
+	}
+	schema, err := json.Marshal(p.RequestedSchema)
+	if err != nil {
+		return nil, apierr.Invalid("params", "elicitation schema: "+err.Error())
+	}
+	if _, err := elicitform.Parse(schema); err != nil {
+		return decline("the server's form is outside what the chat can show (" + err.Error() + "), so it was declined")
+	}
+	if string(schema) == "null" {
+		schema = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	in.RequestedSchema = schema
+	got, content, err := t.e.d.Inputs.AskInput(ctx, t.conv, in, func(asked model.ChatInput) {
+		t.publish(model.ChatEvent{Kind: model.ChatEventInputRequested, Input: &asked})
+	})
+	if err != nil {
+		// The clients showing the form hear that it is gone.
+		in.Action, in.Reason = model.InputCancel, "the tool call ended before an answer"
+		if ctx.Err() == nil {
+			in.Reason = "asking the user failed: " + apierr.From(err).Message
+		}
+		t.publish(model.ChatEvent{Kind: model.ChatEventInputAnswered, Input: &in})
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	t.publish(model.ChatEvent{Kind: model.ChatEventInputAnswered, Input: &got})
+	return &mcp.ElicitResult{Action: got.Action, Content: content}, nil
 }

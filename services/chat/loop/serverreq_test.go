@@ -12,7 +12,8 @@ import (
 
 // A server that samples during a turn's tool call is answered by the
 // profile's model when the profile allows it, refused otherwise; a server
-// that asks the user for input (elicitation) is declined.
+// that asks the user for input (elicitation) is declined when the engine
+// has no one to ask (Deps.Inputs nil; elicit_test.go covers asking).
 func TestServerRequestsDuringATurn(t *testing.T) {
 	e, l := realTools(t)
 	srv := llmtest.Start(t, "sk-test")

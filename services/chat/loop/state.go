@@ -18,6 +18,9 @@ type UserMessage struct {
 	Text string `json:"text"`
 	// Profile is the profile the turn runs with (absent in context messages).
 	Profile string `json:"profile,omitempty"`
+	// NoInput says the sender cannot put a server's questions to its user
+	// (model.ChatSendRequest.NoInput): the turn declines elicitations.
+	NoInput bool `json:"no_input,omitempty"`
 }
 
 // Instructions is the payload of an instructions entry: text added to the

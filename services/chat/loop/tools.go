@@ -165,7 +165,9 @@ func (t *turn) runCall(ctx context.Context, s *state, tools resolver, c StepCall
 	r.Server = tool.Server
 	t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: &model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: model.ToolCallStarted, Arguments: args}})
 	start := time.Now()
-	cctx, cancel := context.WithTimeout(withServerRequests(ctx, t.answerServer), t.e.d.CallTimeout)
+	cctx, cancel := context.WithTimeout(withServerRequests(ctx, func(ctx context.Context, req model.ClientRequest) (any, error) {
+		return t.answerServer(ctx, c, req)
+	}), t.e.d.CallTimeout)
 	raw, err := t.e.d.Tools.Call(cctx, tool.Server, tool.Tool, args)
 	timedOut := err != nil && (errors.Is(err, context.DeadlineExceeded) || cctx.Err() != nil || atDeadline(cctx, err))
 	cancel()

@@ -143,6 +143,8 @@ func (a *API) start(ctx context.Context, req *CompletionRequest) (*turn, *Error)
 		return nil, fromBus(err)
 	}
 	send.Conversation = ConversationPrefix + uuid.NewString()
+	// Nobody here can answer a server's questions: the chat declines them.
+	send.NoInput = true
 	if err := send.Validate(); err != nil {
 		return nil, fromBus(err)
 	}

@@ -77,7 +77,7 @@ func TestCompletionNotStreamed(t *testing.T) {
 	}
 	sent := f.lastSend(t)
 	want := []model.ChatContextMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}, {Role: "assistant"}}
-	if sent.Conversation != conv || sent.Profile != "p1" || sent.Message != "what\nis it?" || len(sent.Context) != len(want) {
+	if sent.Conversation != conv || sent.Profile != "p1" || sent.Message != "what\nis it?" || len(sent.Context) != len(want) || !sent.NoInput {
 		t.Fatalf("sent %+v", sent)
 	}
 	for i := range want {

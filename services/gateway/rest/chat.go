@@ -151,15 +151,48 @@ func (a *API) pendingCalls(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	calls, err := a.client.ChatPending(r.Context(), id)
+	out, err := a.client.ChatPending(r.Context(), id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if calls == nil {
-		calls = []model.ChatToolCall{}
+	if out.Calls == nil {
+		out.Calls = []model.ChatToolCall{}
 	}
-	writeJSON(w, http.StatusOK, model.ChatPendingReply{Conversation: id, Calls: calls})
+	if out.Inputs == nil {
+		out.Inputs = []model.ChatInput{}
+	}
+	out.Conversation = id
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ChatAnswerBody is the body of POST …/{id}/inputs/{input_id}: the answer
+// to a server's request for input.
+type ChatAnswerBody struct {
+	Action  string         `json:"action"`
+	Content map[string]any `json:"content,omitempty"`
+}
+
+func (a *API) answerInput(w http.ResponseWriter, r *http.Request) {
+	id, ok := conversationRef(w, r)
+	if !ok {
+		return
+	}
+	var in ChatAnswerBody
+	if !decodeBody(w, r, &in) {
+		return
+	}
+	req := model.ChatAnswerRequest{Conversation: id, InputID: r.PathValue("input_id"), Action: in.Action, Content: in.Content}
+	if err := req.Validate(); err != nil {
+		writeError(w, err)
+		return
+	}
+	out, err := a.client.ChatAnswer(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *API) approveCall(w http.ResponseWriter, r *http.Request) {

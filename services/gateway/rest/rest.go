@@ -204,6 +204,7 @@ func (a *API) Routes() []Route {
 		{"POST", "/api/v1/chat/conversations/{id}/cancel", a.cancelTurn},
 		{"GET", "/api/v1/chat/conversations/{id}/pending", a.pendingCalls},
 		{"POST", "/api/v1/chat/conversations/{id}/approvals/{call_id}", a.approveCall},
+		{"POST", "/api/v1/chat/conversations/{id}/inputs/{input_id}", a.answerInput},
 		{"GET", "/api/v1/chat/conversations/{id}/events", a.conversationEvents},
 		{"GET", "/api/v1/chat/profiles", a.listProfiles},
 		{"GET", "/api/v1/chat/profiles/{name}", a.getProfile},

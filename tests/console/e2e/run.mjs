@@ -5,7 +5,8 @@
 // MCPBUS_TOOL, MCPBUS_PROFILE, MCPBUS_CHAT_MESSAGE, MCPBUS_CHAT_REPLY,
 // MCPBUS_SMITHERY_SEARCH, MCPBUS_SMITHERY_ENTRY, MCPBUS_CHAT_FAIL_PROMPT,
 // MCPBUS_CHAT_FAIL_TOOL, MCPBUS_CHAT_FAIL_REPLY, MCPBUS_CHAT_TIMEOUT_PROMPT,
-// MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY
+// MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY, MCPBUS_CHAT_TIMEOUT_DURATION,
+// MCPBUS_CHAT_INPUT_PROMPT, MCPBUS_CHAT_INPUT_TOOL, MCPBUS_CHAT_INPUT_REPLY
 // (see the contract in the Go harness). Every page is also
 // checked with axe-core (WCAG 2.1 A and AA). Exit 0 when every step passed;
 // else 1, naming the step.
@@ -62,6 +63,10 @@ const FAIL_REPLY = env('MCPBUS_CHAT_FAIL_REPLY');
 const TIMEOUT_PROMPT = env('MCPBUS_CHAT_TIMEOUT_PROMPT');
 const TIMEOUT_TOOL = env('MCPBUS_CHAT_TIMEOUT_TOOL');
 const TIMEOUT_REPLY = env('MCPBUS_CHAT_TIMEOUT_REPLY');
+const TIMEOUT_DURATION = env('MCPBUS_CHAT_TIMEOUT_DURATION');
+const INPUT_PROMPT = env('MCPBUS_CHAT_INPUT_PROMPT');
+const INPUT_TOOL = env('MCPBUS_CHAT_INPUT_TOOL');
+const INPUT_REPLY = env('MCPBUS_CHAT_INPUT_REPLY');
 mkdirSync(ARTIFACTS, { recursive: true });
 
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -359,7 +364,7 @@ try {
     await card.getByText(`Using ${SLUG}.${TIMEOUT_TOOL}...`).waitFor({ timeout: T.chat });
     check(await card.locator('.spinner').isVisible(), 'no spinner while the call runs');
     const args = norm(await card.locator('.args').innerText());
-    check(/duration: 10/.test(args), `the running call does not show its arguments: "${args}"`);
+    check(new RegExp(`duration: ${TIMEOUT_DURATION}\\b`).test(args), `the running call does not show its arguments: "${args}"`);
     await shot(page, 'chat-running');
     await card.locator('.tc-head').filter({ hasText: new RegExp(`${esc(SLUG)}\\.${esc(TIMEOUT_TOOL)} (timed out|failed)`) }).waitFor({ timeout: T.chat });
     check((await card.locator('.spinner').count()) === 0, 'the spinner is still there');
@@ -371,6 +376,40 @@ try {
     await log.getByText(TIMEOUT_REPLY).waitFor({ timeout: T.chat });
     await turnOver();
     await shot(page, 'chat-timed-out');
+  }, ["chat: a message runs the tool and streams the reply"]);
+
+  // A tool call's server asks the user for input (a form elicitation): the
+  // form is built from its schema (labels, required marks), the chat
+  // service's field error for an age out of bounds shows at the Age field,
+  // then the corrected answer is accepted and the turn goes on.
+  await step("chat: a server's form answered inline", async () => {
+    const log = page.getByRole('log', { name: 'Messages' });
+    await page.getByRole('textbox', { name: 'Message' }).fill(INPUT_PROMPT);
+    await page.getByRole('button', { name: 'Send' }).click();
+    const form = log.getByRole('form', { name: `${INPUT_TOOL} asks: Who are you?` });
+    await form.waitFor({ timeout: T.chat });
+    const name = form.getByLabel('name *', { exact: true });
+    check((await name.getAttribute('aria-required')) === 'true', 'the required field is not aria-required');
+    const age = form.getByLabel('Age', { exact: true });
+    check((await age.getAttribute('type')) === 'number', 'Age is not a number input');
+    check((await form.getByLabel('Favourite colour', { exact: true }).locator('option').allInnerTexts()).join(',') === '(none),red,green,blue', 'the colour choices');
+    await name.fill('Ada');
+    await age.fill('200');
+    allowStatus = new Set([400]);
+    await form.getByRole('button', { name: 'Accept' }).click();
+    await page.waitForFunction(() => document.querySelector('.tc-input input[aria-invalid="true"]') !== null, null, { timeout: T.short });
+    check((await age.getAttribute('aria-invalid')) === 'true', 'the field error is not at Age');
+    const ageErr = norm(await form.locator('.field-error:not([hidden])').innerText());
+    check(/at most 150/.test(ageErr), `the Age error: "${ageErr}"`);
+    await shot(page, 'chat-input');
+    await a11y(page, 'Chat with a form and a field error');
+    allowStatus = new Set();
+    await age.fill('36');
+    await form.getByLabel('Favourite colour', { exact: true }).selectOption('green');
+    await form.getByRole('button', { name: 'Accept' }).click();
+    await log.locator('.tc-input').getByText('Answered.').waitFor({ timeout: T.short });
+    await log.getByText(INPUT_REPLY).waitFor({ timeout: T.chat });
+    await turnOver();
   }, ["chat: a message runs the tool and streams the reply"]);
 
   await step('activity: the call is listed', async () => {

@@ -74,6 +74,14 @@ func (r *renderer) event(ev model.ChatEvent) {
 		}
 	case model.ChatEventDone:
 		r.done(ev.Done)
+	case model.ChatEventInputAnswered:
+		if in := ev.Input; in != nil {
+			line := fmt.Sprintf("input for %s: %s", in.Tool, in.Action)
+			if in.Reason != "" {
+				line += " (" + in.Reason + ")"
+			}
+			r.note(line)
+		}
 	}
 }
 

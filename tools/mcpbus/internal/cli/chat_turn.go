@@ -62,13 +62,14 @@ func (s *chatSession) send(msg string) (*model.ChatDone, error) {
 		return nil, err
 	}
 	s.profile = "" // the conversation keeps it
-	return s.wait(reply.Turn, nil)
+	return s.wait(reply.Turn, model.ChatPendingReply{})
 }
 
-// wait follows turn until its done event, answering approvals from the
-// input; pending are calls already awaiting approval (joining a turn).
-// Ctrl-C asks the service to cancel the turn; a second one quits.
-func (s *chatSession) wait(turn string, pending []model.ChatToolCall) (*model.ChatDone, error) {
+// wait follows turn until its done event, answering approvals and the
+// servers' requests for input from the input; pending is what already
+// waits (joining a turn). Ctrl-C asks the service to cancel the turn; a
+// second one quits.
+func (s *chatSession) wait(turn string, pending model.ChatPendingReply) (*model.ChatDone, error) {
 	deadline := time.NewTimer(s.turnTimeout)
 	defer deadline.Stop()
 	probe := time.NewTicker(s.probeEvery)
@@ -76,8 +77,11 @@ func (s *chatSession) wait(turn string, pending []model.ChatToolCall) (*model.Ch
 	spin := time.NewTicker(120 * time.Millisecond)
 	defer spin.Stop()
 	ask := &approvals{s: s}
-	for _, tc := range pending {
+	for _, tc := range pending.Calls {
 		ask.add(tc)
+	}
+	for _, in := range pending.Inputs {
+		ask.addInput(in)
 	}
 	quiet, cancelled := true, false
 	for {
@@ -97,6 +101,13 @@ func (s *chatSession) wait(turn string, pending []model.ChatToolCall) (*model.Ch
 					ask.add(*tc)
 				} else {
 					ask.drop(tc.CallID)
+				}
+			}
+			if in := ev.Input; in != nil {
+				if ev.Kind == model.ChatEventInputRequested {
+					ask.addInput(*in)
+				} else {
+					ask.dropInput(in.InputID)
 				}
 			}
 			if ev.Kind == model.ChatEventDone {
@@ -157,30 +168,61 @@ func (s *chatSession) probe() error {
 	return nil
 }
 
-// approvals are the calls of the turn awaiting an answer, asked one at a time.
+// approvals are what the turn waits for the user on, asked one at a time:
+// calls awaiting approval and the servers' requests for input (forms,
+// chat_form.go).
 type approvals struct {
 	s     *chatSession
-	queue []model.ChatToolCall
+	queue []question
+}
+
+// question is a call to approve (call) or a form to fill in (form).
+type question struct {
+	call *model.ChatToolCall
+	form *formPrompt
+}
+
+func (q question) id() string {
+	if q.call != nil {
+		return q.call.CallID
+	}
+	return q.form.in.InputID
 }
 
 func (a *approvals) waiting() bool { return len(a.queue) > 0 }
 
-func (a *approvals) add(tc model.ChatToolCall) {
-	for _, q := range a.queue {
-		if q.CallID == tc.CallID {
+func (a *approvals) add(tc model.ChatToolCall) { a.push(question{call: &tc}) }
+
+func (a *approvals) addInput(in model.ChatInput) {
+	f, err := newFormPrompt(a.s, in)
+	if err != nil {
+		a.s.r.note(err.Error())
+		return
+	}
+	a.push(question{form: f})
+}
+
+func (a *approvals) push(q question) {
+	for _, have := range a.queue {
+		if have.id() == q.id() {
 			return
 		}
 	}
-	a.queue = append(a.queue, tc)
+	a.queue = append(a.queue, q)
 	if len(a.queue) == 1 {
 		a.prompt()
 	}
 }
 
 // drop forgets a call that was decided elsewhere (another client, a timeout).
-func (a *approvals) drop(callID string) {
+func (a *approvals) drop(callID string) { a.remove(callID, false) }
+
+// dropInput forgets an input answered elsewhere or timed out.
+func (a *approvals) dropInput(inputID string) { a.remove(inputID, true) }
+
+func (a *approvals) remove(id string, input bool) {
 	for i, q := range a.queue {
-		if q.CallID == callID {
+		if q.id() == id && (q.form != nil) == input {
 			a.queue = append(a.queue[:i], a.queue[i+1:]...)
 			if i == 0 && len(a.queue) > 0 {
 				a.prompt()
@@ -191,15 +233,31 @@ func (a *approvals) drop(callID string) {
 }
 
 func (a *approvals) prompt() {
-	tc := a.queue[0]
+	q := a.queue[0]
+	if q.form != nil {
+		q.form.start()
+		return
+	}
+	tc := q.call
 	args := strings.TrimSpace(string(tc.Arguments))
 	a.s.r.note(fmt.Sprintf("Allow %s %s? [y]es / [n]o / [a]lways in this conversation", tc.Tool, oneLine(args, 200)))
 	fmt.Fprint(a.s.g.stderr, "> ")
 }
 
-// answer sends the decision a line gives for the first call; no more input
-// (ok false) denies it.
+// answer takes a line for the first question; no more input (ok false)
+// denies a call and cancels a form.
 func (a *approvals) answer(line string, ok bool) error {
+	if f := a.queue[0].form; f != nil {
+		if !f.line(line, ok) {
+			return nil // the form asks on
+		}
+		a.queue = a.queue[1:]
+		err := f.send()
+		if len(a.queue) > 0 {
+			a.prompt()
+		}
+		return err
+	}
 	decision := model.DecisionDeny
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":
@@ -214,23 +272,26 @@ func (a *approvals) answer(line string, ok bool) error {
 		}
 		a.s.r.note("no answer on stdin: denied")
 	}
-	tc := a.queue[0]
+	tc := a.queue[0].call
 	a.queue = a.queue[1:]
-	err := a.decide(model.ChatApproveRequest{Conversation: a.s.conv, CallID: tc.CallID, Decision: decision})
+	err := retryNotFound(a.s, func(ctx context.Context) error {
+		_, err := a.s.c.ChatApprove(ctx, model.ChatApproveRequest{Conversation: a.s.conv, CallID: tc.CallID, Decision: decision})
+		return err
+	})
 	if len(a.queue) > 0 {
 		a.prompt()
 	}
 	return err
 }
 
-// decide sends the decision. The awaiting_approval event may come before
-// the service has stored the pending call, so NOT_FOUND is retried briefly.
-func (a *approvals) decide(req model.ChatApproveRequest) error {
-	ctx, cancel := context.WithTimeout(a.s.ctx, a.s.g.timeout)
+// retryNotFound sends an answer. The event asking it may come before the
+// service has stored what waits, so NOT_FOUND is retried briefly.
+func retryNotFound(s *chatSession, send func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.g.timeout)
 	defer cancel()
 	var err error
 	for wait := 50 * time.Millisecond; wait < 3*time.Second; wait *= 2 {
-		if _, err = a.s.c.ChatApprove(ctx, req); apierr.Of(err) != apierr.NotFound {
+		if err = send(ctx); apierr.Of(err) != apierr.NotFound {
 			return err
 		}
 		select {

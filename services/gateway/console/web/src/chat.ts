@@ -1,7 +1,9 @@
 // Chat: conversations with a profile, streamed text from the conversation's
 // events, tool calls as in seeds/002 §11.2 (spinner, ✓, ✗, timed out) and
-// approvals answered inline.
+// approvals and the servers' requests for input (forms, chatinput.ts)
+// answered inline.
 import { api, ApiError, enc, follow } from './api';
+import { answeredText, type ChatInput, inputCard, settle } from './chatinput';
 import { clear, field, formError, h, pageHeading, showError, toolLabel, uid } from './dom';
 import { isAdmin } from './store';
 
@@ -21,6 +23,7 @@ interface ChatEvent {
   tool_call?: ToolCall;
   error?: { code: string; message: string };
   done?: { reason: string; message?: string; steps: number };
+  input?: ChatInput;
 }
 interface Entry {
   seq: number;
@@ -174,6 +177,22 @@ export function chatPage(main: HTMLElement): () => void {
     scroll();
   };
 
+  // A server's request for input: its form, then what became of it.
+  const inputs = new Map<string, HTMLElement>();
+  const renderInput = (in_: ChatInput) => {
+    if (inputs.has(in_.input_id)) return;
+    const card = inputCard(() => conv, in_);
+    inputs.set(in_.input_id, card);
+    log.append(card);
+    bubbles.clear();
+    scroll();
+  };
+  const inputAnswered = (in_: ChatInput) => {
+    const card = inputs.get(in_.input_id);
+    if (card) settle(card, answeredText(in_));
+    else addNote(`${toolLabel(in_.tool)} asked for input: ${answeredText(in_)}`);
+  };
+
   const decide = async (tc: ToolCall, decision: string, card: HTMLElement) => {
     for (const b of card.querySelectorAll('button')) (b as HTMLButtonElement).disabled = true;
     try {
@@ -194,6 +213,12 @@ export function chatPage(main: HTMLElement): () => void {
       case 'tool_call':
         if (ev.tool_call) renderCall(ev.tool_call);
         setRunning(true);
+        break;
+      case 'input_requested':
+        if (ev.input) renderInput(ev.input);
+        break;
+      case 'input_answered':
+        if (ev.input) inputAnswered(ev.input);
         break;
       case 'error':
         if (ev.error) addNote(`Error: ${ev.error.message}`, 'msg-error');
@@ -228,6 +253,7 @@ export function chatPage(main: HTMLElement): () => void {
     conv = null;
     bubbles.clear();
     cards.clear();
+    inputs.clear();
     log.replaceChildren(h('p', { class: 'muted' }, 'Pick a profile and send a message to start a conversation.'));
     convTitle.textContent = 'New conversation';
     setRunning(false);
@@ -256,8 +282,9 @@ export function chatPage(main: HTMLElement): () => void {
         } else if (e.kind === 'turn_end' && p.reason && p.reason !== 'final') addNote(`Turn ended: ${String(p.reason).replace(/_/g, ' ')}${p.message ? ' — ' + p.message : ''}`);
       }
       setRunning(!lastEnd && (hist.entries ?? []).length > 0);
-      const pend = await api<{ calls: ToolCall[] }>('GET', `/api/v1/chat/conversations/${enc(id)}/pending`, undefined, { signal: page.signal });
+      const pend = await api<{ calls: ToolCall[]; inputs?: ChatInput[] }>('GET', `/api/v1/chat/conversations/${enc(id)}/pending`, undefined, { signal: page.signal });
       for (const c of pend.calls ?? []) renderCall(c);
+      for (const i of pend.inputs ?? []) renderInput(i);
       await open(id);
     } catch (e) {
       if ((e as Error).name !== 'AbortError') addNote((e as Error).message, 'msg-error');
