@@ -68,6 +68,16 @@ func TestLeastPrivilege(t *testing.T) {
 				t.Errorf("%s: publish %s is %v", role, s, slices.Contains(p.Publish, s))
 			}
 		}
+		// A flow's callback (the authorization code, sealed) goes from one
+		// gateway instance to another: no other identity may send or read it.
+		if slices.Contains(p.Publish, "mcp.v1.oauth.callback.*") != (role == Gateway) || slices.Contains(p.Subscribe, "mcp.v1.oauth.callback.*") != (role == Gateway) {
+			t.Errorf("%s: oauth.callback.* publish %v, subscribe %v", role, slices.Contains(p.Publish, "mcp.v1.oauth.callback.*"), slices.Contains(p.Subscribe, "mcp.v1.oauth.callback.*"))
+		}
+		for _, s := range p.Publish {
+			if role != Gateway && (s == "mcp.v1.>" || strings.HasPrefix(s, "mcp.v1.oauth.callback")) {
+				t.Errorf("%s may publish %s", role, s)
+			}
+		}
 		// Only the host of mcpbus up serves agents.* (it owns the server's users).
 		if slices.Contains(p.Subscribe, "mcp.v1.agents.*") != (role == Host) {
 			t.Errorf("%s: subscribe agents.* is %v", role, slices.Contains(p.Subscribe, "mcp.v1.agents.*"))
@@ -90,7 +100,7 @@ func TestLeastPrivilege(t *testing.T) {
 				t.Errorf("an agent may create consumers (%s): their deliver subject is not checked", s)
 			}
 		}
-		for bucket, owner := range map[string]Role{"mcp_apikeys": Gateway, "mcp_configs": Config, "mcp_owners": Runner} {
+		for bucket, owner := range map[string]Role{"mcp_apikeys": Gateway, "mcp_oauth_flows": Gateway, "mcp_configs": Config, "mcp_owners": Runner} {
 			if slices.Contains(p.Publish, "$KV."+bucket+".>") && role != owner {
 				t.Errorf("%s may write %s", role, bucket)
 			}

@@ -135,6 +135,7 @@ const (
 	bSlugs       = "mcp_slugs"
 	bOwners      = "mcp_owners"
 	bAPIKeys     = "mcp_apikeys"
+	bOAuthFlows  = "mcp_oauth_flows"
 	bRegistry    = "mcp_registry_cache"
 	// The chat service's own assets.
 	streamChat     = "MCP_CHAT"
@@ -198,12 +199,12 @@ func Table() []Rule {
 		{Role: Registry, Why: "serves registry.*; caches registry answers; reads the stored Smithery key (cred.registry, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.registry.*"}),
 			Publish:   join(ensure("KV_"+bRegistry), kvWrite(bRegistry), []string{"{p}.cred.registry"})},
-		{Role: Gateway, Why: "the HTTP edge: calls tools and, for admin keys, the control plane and agents.* (the console's agent identities, served by mcpbus up); chat for chat keys; keeps API keys; serves keys.* and oauth.* (the OAuth flows of remote servers, whose tokens it hands to the credential service through config.update and whose outcome it publishes)",
-			Subscribe: join(ownInbox, discovery, []string{"{p}.keys.*", "{p}.oauth.*", "{p}.events.>"}),
-			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys), kvWrite(bAPIKeys), kvRead(bTools, bStatus), consume(streamEvents),
+		{Role: Gateway, Why: "the HTTP edge: calls tools and, for admin keys, the control plane and agents.* (the console's agent identities, served by mcpbus up); chat for chat keys; keeps API keys; serves keys.* and oauth.* (the OAuth flows of remote servers, whose tokens it hands to the credential service through config.update and whose outcome it publishes); passes a flow's callback to the instance holding it (oauth.callback.<flow>, sealed; KV mcp_oauth_flows), gateways only",
+			Subscribe: join(ownInbox, discovery, []string{"{p}.keys.*", "{p}.oauth.*", "{p}.oauth.callback.*", "{p}.events.>"}),
+			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys, "KV_"+bOAuthFlows), kvWrite(bAPIKeys, bOAuthFlows), kvRead(bTools, bStatus), consume(streamEvents),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
 					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.agents.*", "{p}.chat.*", "{p}.chat.profiles.*",
-					"{p}.events.oauth.>", "$SRV.>"})},
+					"{p}.oauth.callback.*", "{p}.events.oauth.>", "$SRV.>"})},
 		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools, reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; stores profile API keys through the credential service and reads them back on cred.chatkey (chat profiles' keys only, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.chat.*", "{p}.chat.profiles.*"}),
 			Publish: join(consume(streamEvents), ensure(streamChat, "KV_"+bChatProfiles, "KV_"+bChatApprovals, "KV_"+bChatTurns, "OBJ_"+oChatResults),

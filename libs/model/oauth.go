@@ -67,3 +67,37 @@ type ResolvedOAuth struct {
 	ExpiresAt   time.Time `json:"expires_at,omitzero"`
 	Header      string    `json:"header,omitempty"`
 }
+
+// OAuthFlow is an OAuth flow waiting for its callback, as the gateway
+// instance holding it publishes it (KV mcp_oauth_flows, key: the hex
+// SHA-256 of the flow's state) so that any instance can pass the callback
+// on: the server, the flow's own curve public key the callback is sealed
+// to, and when the flow gives up.
+type OAuthFlow struct {
+	Server    string    `json:"server"`
+	Key       string    `json:"key"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// OAuthCallbackRequest is the body of mcp.v1.oauth.callback.<flow>: the
+// callback's query (OAuthCallback) sealed to the flow's key with a fresh
+// sender key, since it holds the authorization code.
+type OAuthCallbackRequest struct {
+	Sealed    []byte `json:"sealed"`
+	SenderKey string `json:"sender_key"`
+}
+
+// OAuthCallback is the plain text of OAuthCallbackRequest.Sealed: what the
+// authorization server sent back to the redirect URI.
+type OAuthCallback struct {
+	Code  string `json:"code,omitempty"`
+	State string `json:"state"`
+	Iss   string `json:"iss,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// OAuthCallbackReply is the success reply of mcp.v1.oauth.callback.<flow>:
+// the server is authorized (its tokens are stored).
+type OAuthCallbackReply struct {
+	Server string `json:"server"`
+}

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -279,4 +281,114 @@ func TestOAuthFailures(t *testing.T) {
 			t.Fatalf("callback after the timeout: %d", code)
 		}
 	})
+}
+
+// TestOAuthTwoGateways: behind a load balancer the browser's callback may
+// reach another gateway instance than the one that started the flow (and
+// holds its PKCE verifier). Started on A, called back on B: B passes the
+// code to A over the bus sealed to the flow's key (no message on the bus
+// carries the code in clear), A exchanges it, the tokens are stored and the
+// server connects; the state then works nowhere again.
+func TestOAuthTwoGateways(t *testing.T) {
+	as := oauthtest.Start(t, oauthtest.Options{})
+	url := testmcp.ServeProtected(t, "remote", as)
+	a := startWith(t, nil, gateway.Options{})
+	b := runGateway(t, a.st, "test-gateway-b", a.dir, a.logs, gateway.Options{})
+
+	// What crosses the bus between the gateways, as another gateway
+	// identity (the only one allowed on those subjects) sees it.
+	spy, err := a.st.ConnectAs("test-gateway-spy", access.Gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close()
+	relayed := make(chan *nats.Msg, 16)
+	sub, err := spy.ChanSubscribe("mcp.v1.oauth.callback.*", relayed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	if r := a.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: remoteConfig("remote", url)}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	r := a.do("POST", "/api/v1/servers/remote/auth", nil)
+	var out model.OAuthStartReply
+	r.decode(t, &out)
+	if r.status != http.StatusOK || out.AuthorizationURL == "" {
+		t.Fatalf("POST auth on A: %d %s", r.status, r.body)
+	}
+	// The browser: the authorization server redirects to A's callback URL;
+	// the load balancer sends it to B.
+	back := redirectOf(t, out.AuthorizationURL)
+	if !strings.HasPrefix(back, a.url+oauthflow.CallbackPath) {
+		t.Fatalf("redirect %q, want A's callback", back)
+	}
+	onB := b.url + strings.TrimPrefix(back, a.url)
+	if code, page := browse(t, onB); code != http.StatusOK || !strings.Contains(page, "authorized with remote") {
+		t.Fatalf("callback on B: %d %q", code, page)
+	}
+
+	// The code went A-ward sealed: neither it nor the state is in clear.
+	select {
+	case m := <-relayed:
+		code := queryOf(t, back, "code")
+		if code == "" || strings.Contains(string(m.Data), code) || strings.Contains(string(m.Data), queryOf(t, back, "state")) {
+			t.Fatalf("relayed callback carries the code or state in clear: %s", m.Data)
+		}
+		var req model.OAuthCallbackRequest
+		if err := json.Unmarshal(m.Data, &req); err != nil || len(req.Sealed) == 0 || req.SenderKey == "" {
+			t.Fatalf("relayed callback %s: %v", m.Data, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no callback was relayed over the bus")
+	}
+
+	// Tokens stored (seen from B), the server connects.
+	r = b.do("GET", "/api/v1/servers/remote/credentials", nil)
+	var d model.CredDescription
+	r.decode(t, &d)
+	if r.status != http.StatusOK || d.OAuth == nil || !d.OAuth.HasRefreshToken {
+		t.Fatalf("credentials: %d %s", r.status, r.body)
+	}
+	if r = b.do("POST", "/api/v1/servers/remote/enable", nil); r.status != http.StatusOK {
+		t.Fatalf("enable after auth: %d %s", r.status, r.body)
+	}
+	if r = b.invokeEcho(t, "remote", "via-b"); r.status != http.StatusOK || !strings.Contains(string(r.body), "via-b") {
+		t.Fatalf("call: %d %s", r.status, r.body)
+	}
+	// The state is spent on every instance.
+	for _, e := range []*env{a, b} {
+		if code, page := browse(t, e.url+strings.TrimPrefix(back, a.url)); code != http.StatusBadRequest || !strings.Contains(page, "unknown, already used or expired") {
+			t.Fatalf("callback again on %s: %d %q", e.url, code, page)
+		}
+	}
+}
+
+// redirectOf follows the authorization URL one step, as the browser does,
+// and returns where the authorization server sends it back to.
+func redirectOf(t *testing.T, authURL string) string {
+	t.Helper()
+	c := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") == "" {
+		t.Fatalf("authorization endpoint: %d without a redirect", resp.StatusCode)
+	}
+	return resp.Header.Get("Location")
+}
+
+func queryOf(t *testing.T, raw, name string) string {
+	t.Helper()
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Query().Get(name)
 }

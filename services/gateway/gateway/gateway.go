@@ -223,12 +223,14 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 		return nil, fmt.Errorf("gateway: listening on %s: %w", opts.Addr, err)
 	}
 	oo := opts.RemoteOAuth
-	oo.Prefix, oo.Logger = opts.Prefix, g.log
+	oo.Prefix, oo.Logger, oo.Replicas = opts.Prefix, g.log, opts.Replicas
 	oo.CallbackURL = strings.TrimRight(opts.PublicURL, "/") + oauthflow.CallbackPath
 	if opts.PublicURL == "" {
 		oo.CallbackURL = "http://" + g.ln.Addr().String() + oauthflow.CallbackPath
 	}
-	g.oauth = oauthflow.New(nc, oo)
+	if g.oauth, err = oauthflow.New(setup, nc, oo); err != nil {
+		return nil, err
+	}
 	if err := g.oauth.AddEndpoint(g.keysSvc, g.log); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ package oauthflow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -25,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/oauth2"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -54,6 +56,8 @@ type Options struct {
 	// (default: go-sdk's, which refuses private and link-local addresses
 	// for discovery).
 	HTTPClient *http.Client
+	// Replicas of the bucket of pending flows (1 embedded, 3 on a cluster).
+	Replicas int
 }
 
 // Flows are the authorization flows under way in this gateway.
@@ -63,12 +67,12 @@ type Flows struct {
 	nc     *nats.Conn
 	subj   bus.Subjects
 	client *client.Client
+	kv     jetstream.KeyValue // the flows waiting for their callback, of every instance
 
-	mu      sync.Mutex
-	pending map[string]*pending // by state: single use
-	flows   map[string]*flow    // by server: one flow each
-	wg      sync.WaitGroup
-	closed  bool
+	mu     sync.Mutex
+	flows  map[string]*flow // by server: one flow each
+	wg     sync.WaitGroup
+	closed bool
 }
 
 // flow is one authorization under way.
@@ -81,28 +85,25 @@ type flow struct {
 	token *oauth2.Token
 }
 
-// pending is a flow waiting for its callback.
-type pending struct {
-	flow    *flow
-	expires time.Time
-	result  chan callback // the callback's query, once
-}
-
-type callback struct {
-	code, state, iss, err string
-}
-
-// New prepares the flows of a gateway whose callback is opts.CallbackURL.
-func New(nc *nats.Conn, opts Options) *Flows {
+// New prepares the flows of a gateway whose callback is opts.CallbackURL,
+// creating the bucket of pending flows if needed.
+func New(ctx context.Context, nc *nats.Conn, opts Options) (*Flows, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
+	}
+	if opts.Timeout > flowsTTL {
+		return nil, fmt.Errorf("oauthflow: a flow's timeout (%s) must be under %s", opts.Timeout, flowsTTL)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	kv, err := openFlows(ctx, nc, opts.Replicas, opts)
+	if err != nil {
+		return nil, err
+	}
 	return &Flows{opts: opts, log: opts.Logger, nc: nc, subj: bus.NewSubjects(opts.Prefix),
-		client:  client.New(nc, client.Options{Prefix: opts.Prefix}),
-		pending: map[string]*pending{}, flows: map[string]*flow{}}
+		client: client.New(nc, client.Options{Prefix: opts.Prefix}), kv: kv,
+		flows: map[string]*flow{}}, nil
 }
 
 // Close cancels every flow under way and waits for them.
@@ -252,8 +253,9 @@ func (f *Flows) handler(cfg *model.McpConfig, fl *flow, urls chan<- string) (*au
 	return auth.NewAuthorizationCodeHandler(hc)
 }
 
-// await registers the flow's state, hands the URL on and waits for the
-// callback with that state (or the flow's end).
+// await publishes the flow under its state (for every gateway instance),
+// hands the URL on and waits for the callback with that state (or the
+// flow's end).
 func (f *Flows) await(ctx context.Context, fl *flow, authURL string, urls chan<- string) (*auth.AuthorizationResult, error) {
 	u, err := url.Parse(authURL)
 	if err != nil || u.Query().Get("state") == "" {
@@ -261,22 +263,19 @@ func (f *Flows) await(ctx context.Context, fl *flow, authURL string, urls chan<-
 	}
 	state := u.Query().Get("state")
 	deadline, _ := ctx.Deadline()
-	p := &pending{flow: fl, expires: deadline, result: make(chan callback, 1)}
-	f.mu.Lock()
-	f.pending[state] = p
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		delete(f.pending, state)
-		f.mu.Unlock()
-	}()
+	got := make(chan model.OAuthCallback, 1)
+	stop, err := f.listen(ctx, fl, state, deadline, got)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.ServiceUnavailable, "could not make the authorization reachable from every gateway", err)
+	}
+	defer stop()
 	urls <- authURL
 	select {
-	case cb := <-p.result:
-		if cb.err != "" {
+	case cb := <-got:
+		if cb.Error != "" || cb.Code == "" {
 			return nil, errDenied
 		}
-		return &auth.AuthorizationResult{Code: cb.code, State: cb.state, Iss: cb.iss}, nil
+		return &auth.AuthorizationResult{Code: cb.Code, State: cb.State, Iss: cb.Iss}, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
