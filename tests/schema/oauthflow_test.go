@@ -16,7 +16,8 @@ import (
 // driveOAuth starts the authorization of a remote server that needs OAuth
 // (mcp.v1.oauth.start, served by the gateway) and has the authorization
 // server deny it, so the flow ends with its failed event
-// (mcp.v1.events.oauth.<server>).
+// (mcp.v1.events.oauth.<server>); then authorizes it, so that the callback
+// relayed to the flow's gateway (mcp.v1.oauth.callback.<flow>) succeeds.
 func driveOAuth(t *testing.T, ctx context.Context, cl *client.Client) {
 	t.Helper()
 	as := oauthtest.Start(t, oauthtest.Options{})
@@ -43,5 +44,18 @@ func driveOAuth(t *testing.T, ctx context.Context, cl *client.Client) {
 	defer cancel()
 	if err := wait(wctx); apierr.From(err).Message != model.MsgAuthorizeFailed {
 		t.Fatalf("denied authorization: %v, want %q", err, model.MsgAuthorizeFailed)
+	}
+
+	as.Deny(false)
+	out, wait, err = cl.AuthorizeServer(ctx, "schema-remote")
+	if err != nil {
+		t.Fatalf("oauth.start: %v", err)
+	}
+	if resp, err = (&http.Client{Timeout: 30 * time.Second}).Get(out.AuthorizationURL); err != nil {
+		t.Fatalf("following the authorization URL: %v", err)
+	}
+	_ = resp.Body.Close()
+	if err := wait(wctx); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("authorization: %v, callback page %d", err, resp.StatusCode)
 	}
 }

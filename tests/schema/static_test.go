@@ -35,7 +35,7 @@ func TestSchemasCompile(t *testing.T) {
 		"chat-profile", "chat-send-request", "chat-send-reply", "chat-conversation-ref", "chat-history-reply", "chat-list-request",
 		"chat-list-reply", "chat-cancel-request", "chat-cancel-reply", "chat-approve-request", "chat-pending-reply", "chat-event", "chat-entry",
 		"chat-profile-put-request", "chat-profile-ref", "chat-profile-list-request", "chat-profile-list-reply",
-		"oauth-start-request", "oauth-start-reply", "oauth-event",
+		"oauth-start-request", "oauth-start-reply", "oauth-event", "oauth-callback-request", "oauth-callback-reply",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {
@@ -206,7 +206,7 @@ func TestAsyncAPI(t *testing.T) {
 		s.Event("chat", "c1"), s.Service("chat", "log") + ".c1",
 		"$KV." + bus.BucketChatProfiles + ".work",
 		// OAuth of remote servers (issue 17): the gateway's flow and its outcomes.
-		s.Service("oauth", "start"), s.Event("oauth", "srv"),
+		s.Service("oauth", "start"), s.Event("oauth", "srv"), s.OAuthCallback("0a1b"),
 	} {
 		if r.channelFor(subject) == "" {
 			t.Errorf("no channel of %s matches subject %s", asyncAPIFile, subject)

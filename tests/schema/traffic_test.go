@@ -448,6 +448,8 @@ func kindOf(subject string, s bus.Subjects) string {
 		return "cancel"
 	case tok[0] == "control" && len(tok) == 2:
 		return "control"
+	case tok[0] == "oauth" && len(tok) == 3 && tok[1] == "callback":
+		return "oauth.callback"
 	case tok[0] == "runtime" && len(tok) == 2:
 		switch tok[1] {
 		case "start", "stop", "restart", "status":
@@ -485,7 +487,7 @@ var requestSchema = map[string]string{
 	"chat.pending": "chat-conversation-ref", "chat.profiles.put": "chat-profile-put-request",
 	"chat.profiles.get": "chat-profile-ref", "chat.profiles.list": "chat-profile-list-request", "chat.profiles.delete": "chat-profile-ref",
 
-	"oauth.start": "oauth-start-request",
+	"oauth.start": "oauth-start-request", "oauth.callback": "oauth-callback-request",
 }
 
 // replySchema is the schema of the success reply of the request kinds that
@@ -509,7 +511,7 @@ var replySchema = map[string]string{
 	"chat.pending": "chat-pending-reply", "chat.profiles.put": "chat-profile", "chat.profiles.get": "chat-profile",
 	"chat.profiles.list": "chat-profile-list-reply", "chat.profiles.delete": "chat-profile-ref",
 
-	"oauth.start": "oauth-start-reply",
+	"oauth.start": "oauth-start-reply", "oauth.callback": "oauth-callback-reply",
 }
 
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
@@ -827,9 +829,9 @@ var kvRules = map[string]kvRule{
 // internalBuckets belong to one service and are not part of the contract:
 // the runners' leases, the registry service's cache of registry answers, and
 // the chat service's turn leases and pending approvals (read through
-// mcp.v1.chat.pending).
+// mcp.v1.chat.pending), and the gateways' pending OAuth flows.
 var internalBuckets = map[string]bool{bus.BucketOwners: true, regsvc.BucketCache: true,
-	bus.BucketChatTurns: true, bus.BucketChatApprovals: true}
+	bus.BucketChatTurns: true, bus.BucketChatApprovals: true, bus.BucketOAuthFlows: true}
 
 // kvValue is the document a KV value is validated as.
 func kvValue(t *testing.T, rule kvRule, value []byte) []byte {
