@@ -73,6 +73,10 @@ func TestLeastPrivilege(t *testing.T) {
 		if slices.Contains(p.Publish, "mcp.v1.oauth.callback.*") != (role == Gateway) || slices.Contains(p.Subscribe, "mcp.v1.oauth.callback.*") != (role == Gateway) {
 			t.Errorf("%s: oauth.callback.* publish %v, subscribe %v", role, slices.Contains(p.Publish, "mcp.v1.oauth.callback.*"), slices.Contains(p.Subscribe, "mcp.v1.oauth.callback.*"))
 		}
+		// A confidential OAuth client's secret: the gateway alone reads it.
+		if slices.Contains(p.Publish, "mcp.v1.cred.oauthclient") != (role == Gateway) {
+			t.Errorf("%s: publish cred.oauthclient is %v", role, slices.Contains(p.Publish, "mcp.v1.cred.oauthclient"))
+		}
 		for _, s := range p.Publish {
 			if role != Gateway && (s == "mcp.v1.>" || strings.HasPrefix(s, "mcp.v1.oauth.callback")) {
 				t.Errorf("%s may publish %s", role, s)

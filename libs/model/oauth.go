@@ -1,6 +1,10 @@
 package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
 
 // OAuth authorization of remote (Streamable HTTP) servers: the gateway runs
 // the authorization-code flow (MCP authorization, 2025-11-25) and hands the
@@ -21,11 +25,28 @@ const OAuthHeader = "Authorization"
 // TransportOAuth configures the OAuth client of a remote server when its
 // authorization server does not allow dynamic client registration (RFC
 // 7591): a client id registered beforehand, and the scopes to ask for
-// (default: what the server's metadata names). No secret lives here.
+// (default: what the server's metadata names). No secret lives here: a
+// confidential client's secret is a credential (OAuthClientCredentialID).
 type TransportOAuth struct {
 	ClientID string   `json:"client_id,omitempty"`
 	Scopes   []string `json:"scopes,omitempty"`
 }
+
+var oauthClientNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://mcpbus.dev/oauth/clients"))
+
+// OAuthClientCredentialID is the credential record (a uuid, as the
+// credential service wants) holding the client secret of the confidential
+// OAuth client (transport.oauth.client_id) of the server with config id
+// serverID, under OAuthClientSecretName: a record of its own, so a runner
+// resolving the server's credentials never gets it; only the gateway reads
+// it (cred.oauthclient), for the token endpoint.
+func OAuthClientCredentialID(serverID string) string {
+	return uuid.NewSHA1(oauthClientNamespace, []byte(serverID)).String()
+}
+
+// OAuthClientSecretName is the name of the client secret in the record
+// OAuthClientCredentialID.
+const OAuthClientSecretName = "CLIENT_SECRET"
 
 // OAuthStartRequest is the body of mcp.v1.oauth.start (served by the
 // gateway): start authorizing server (slug or id).

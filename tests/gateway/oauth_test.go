@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	neturl "net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +17,10 @@ import (
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/oauthtest"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/libs/testmcp"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/gateway/oauthflow"
@@ -357,9 +360,10 @@ func TestOAuthTwoGateways(t *testing.T) {
 	if r = b.do("POST", "/api/v1/servers/remote/enable", nil); r.status != http.StatusOK {
 		t.Fatalf("enable after auth: %d %s", r.status, r.body)
 	}
-	if r = b.invokeEcho(t, "remote", "via-b"); r.status != http.StatusOK || !strings.Contains(string(r.body), "via-b") {
-		t.Fatalf("call: %d %s", r.status, r.body)
-	}
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) { // B's catalog follows the runner's
+		r = b.invokeEcho(t, "remote", "via-b")
+		return r.status == http.StatusOK && strings.Contains(string(r.body), "via-b"), string(r.body)
+	})
 	// The state is spent on every instance.
 	for _, e := range []*env{a, b} {
 		if code, page := browse(t, e.url+strings.TrimPrefix(back, a.url)); code != http.StatusBadRequest || !strings.Contains(page, "unknown, already used or expired") {
@@ -391,4 +395,107 @@ func queryOf(t *testing.T, raw, name string) string {
 		t.Fatal(err)
 	}
 	return u.Query().Get(name)
+}
+
+// TestOAuthConfidentialClient: an authorization server without dynamic
+// registration and a confidential client registered there. The config
+// names the client id; its secret is a credential of its own record
+// (model.OAuthClientCredentialID, as `mcpbus cred set <server>
+// --oauth-client-secret` stores it), read by the gateway on
+// cred.oauthclient and sent to the token endpoint the way the server's
+// metadata allows (client_secret_post only here), for the code exchange and
+// for the credential service's refreshes. A wrong secret fails with a
+// message naming the client; a secret never shows in describe or logs.
+func TestOAuthConfidentialClient(t *testing.T) {
+	const clientID, secret = "mcpbus-confidential", "right-client-secret"
+	as := oauthtest.Start(t, oauthtest.Options{NoRegistration: true, TokenTTL: 4 * time.Second,
+		Clients: map[string]string{clientID: secret}, AuthMethods: []string{"client_secret_post"}})
+	url := testmcp.ServeProtected(t, "remote", as)
+	e := startWith(t, func(o *stack.Options) {
+		o.Credential.RefreshBefore = 3 * time.Second
+		o.Runner.OAuthEarlyRefresh = 2 * time.Second
+	}, gateway.Options{})
+	c := remoteConfig("remote", url)
+	c.Transport.OAuth = &model.TransportOAuth{ClientID: clientID}
+	r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: c})
+	var cfg model.McpConfig
+	r.decode(t, &cfg)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	nc, err := e.st.ConnectAs("test-operator", access.Operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	setSecret := func(v string) {
+		t.Helper()
+		if _, err := credclient.New(nc, "").Set(ctxT(t, 10*time.Second), model.CredSetRequest{ServerID: model.OAuthClientCredentialID(cfg.ID),
+			Credentials: model.Credentials{Env: map[string]string{model.OAuthClientSecretName: v}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Without the secret, the client is public: the token endpoint refuses it.
+	r = e.do("POST", "/api/v1/servers/remote/auth", nil)
+	var out model.OAuthStartReply
+	r.decode(t, &out)
+	if code, page := browse(t, out.AuthorizationURL); code != http.StatusBadRequest || !strings.Contains(page, oauthflow.MsgClientRefused) {
+		t.Fatalf("no secret: %d %q", code, page)
+	}
+	// A wrong secret: the same clear error.
+	setSecret("wrong-client-secret")
+	r = e.do("POST", "/api/v1/servers/remote/auth", nil)
+	r.decode(t, &out)
+	if code, page := browse(t, out.AuthorizationURL); code != http.StatusBadRequest || !strings.Contains(page, oauthflow.MsgClientRefused) {
+		t.Fatalf("wrong secret: %d %q", code, page)
+	}
+	// The right one.
+	setSecret(secret)
+	e.authorize(t, "remote")
+	if got := as.SecretAuth(); !slices.Contains(got, "authorization_code client_secret_post") {
+		t.Fatalf("client authentication %v, want the code exchanged with client_secret_post", got)
+	}
+	if as.Registrations() != 0 {
+		t.Fatalf("%d dynamic registrations", as.Registrations())
+	}
+	if r = e.do("POST", "/api/v1/servers/remote/enable", nil); r.status != http.StatusOK {
+		t.Fatalf("enable after auth: %d %s", r.status, r.body)
+	}
+	// The gateway's catalog follows the runner's.
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		r = e.invokeEcho(t, "remote", "first")
+		return r.status == http.StatusOK, string(r.body)
+	})
+	// Tokens live 4 s: the credential service refreshes them with the secret.
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		if r = e.invokeEcho(t, "remote", "confidential"); r.status != http.StatusOK || !strings.Contains(string(r.body), "confidential") {
+			t.Fatalf("call: %d %s (refreshes %d)", r.status, r.body, as.Refreshes())
+		}
+	}
+	if as.Refreshes() < 1 {
+		t.Fatalf("refreshes %d, want at least 1", as.Refreshes())
+	}
+	refreshed := false
+	for _, a := range as.SecretAuth() {
+		refreshed = refreshed || strings.HasPrefix(a, "refresh_token ")
+	}
+	if !refreshed {
+		t.Fatalf("client authentication %v: no refresh authenticated with the secret", as.SecretAuth())
+	}
+	r = e.do("GET", "/api/v1/servers/remote/credentials", nil)
+	if r.status != http.StatusOK || strings.Contains(string(r.body), secret) {
+		t.Fatalf("credentials: %d %s", r.status, r.body)
+	}
+	if strings.Contains(e.logs.String(), secret) {
+		t.Fatal("the client secret reached the logs")
+	}
+	// Deleting the server deletes its client secret too.
+	if r = e.do("DELETE", "/api/v1/servers/remote", nil); r.status != http.StatusOK && r.status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	d, err := credclient.New(nc, "").Describe(ctxT(t, 10*time.Second), model.CredDescribeRequest{ServerID: model.OAuthClientCredentialID(cfg.ID)})
+	if err != nil || len(d.Env) != 0 {
+		t.Fatalf("client secret record after delete: %+v %v", d, err)
+	}
 }

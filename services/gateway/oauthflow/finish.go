@@ -61,10 +61,18 @@ func causeAttrs(err error) []any {
 	return []any{"cause", err.Error()}
 }
 
+// MsgClientRefused is the failure of a token endpoint that refused the
+// client's credentials (invalid_client): most likely a wrong or missing
+// client secret.
+const MsgClientRefused = "Authorization failed: the authorization server refused the OAuth client (invalid_client). Check transport.oauth.client_id and its secret (mcpbus cred set <server> --oauth-client-secret)."
+
 // failure maps a failed flow to the product's messages.
 func failure(ctx context.Context, err error) *apierr.Error {
 	var ae *apierr.Error
+	var re *oauth2.RetrieveError
 	switch {
+	case errors.As(err, &re) && re.ErrorCode == "invalid_client":
+		return apierr.Wrap(apierr.Unauthorized, MsgClientRefused, err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return apierr.Wrap(apierr.Network, model.MsgAuthorizeTimeout, err)
 	case errors.Is(ctx.Err(), context.Canceled):

@@ -32,6 +32,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -67,7 +68,8 @@ type Flows struct {
 	nc     *nats.Conn
 	subj   bus.Subjects
 	client *client.Client
-	kv     jetstream.KeyValue // the flows waiting for their callback, of every instance
+	kv     jetstream.KeyValue    // the flows waiting for their callback, of every instance
+	creds  *credclient.Resolver // reads confidential clients' secrets (cred.oauthclient)
 
 	mu     sync.Mutex
 	flows  map[string]*flow // by server: one flow each
@@ -101,8 +103,12 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Flows, error) {
 	if err != nil {
 		return nil, err
 	}
+	creds, err := credclient.NewResolver(nc, opts.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("oauthflow: %w", err)
+	}
 	return &Flows{opts: opts, log: opts.Logger, nc: nc, subj: bus.NewSubjects(opts.Prefix),
-		client: client.New(nc, client.Options{Prefix: opts.Prefix}), kv: kv,
+		client: client.New(nc, client.Options{Prefix: opts.Prefix}), kv: kv, creds: creds,
 		flows: map[string]*flow{}}, nil
 }
 
@@ -133,6 +139,10 @@ func (f *Flows) Start(ctx context.Context, ref string) (model.OAuthStartReply, e
 	if cfg.Transport.Type != model.TransportHTTP {
 		return model.OAuthStartReply{}, apierr.Invalid("transport.type", "OAuth authorization is for remote (http) servers; "+cfg.Slug+" runs over stdio")
 	}
+	secret, err := f.clientSecret(ctx, &cfg)
+	if err != nil {
+		return model.OAuthStartReply{}, err
+	}
 	req, resp, err := f.probe(ctx, &cfg)
 	if err != nil {
 		return model.OAuthStartReply{}, err
@@ -141,7 +151,7 @@ func (f *Flows) Start(ctx context.Context, ref string) (model.OAuthStartReply, e
 	expires := time.Now().Add(f.opts.Timeout).UTC()
 	fl := &flow{server: cfg.Slug, cancel: cancel, outcome: make(chan error, 1)}
 	urls := make(chan string, 1)
-	h, err := f.handler(&cfg, fl, urls)
+	h, err := f.handler(&cfg, secret, fl, urls)
 	if err != nil {
 		cancel()
 		_ = resp.Body.Close()
@@ -219,10 +229,30 @@ func (f *Flows) probe(ctx context.Context, cfg *model.McpConfig) (*http.Request,
 	return req.WithContext(context.Background()), resp, nil
 }
 
+// clientSecret reads the secret of cfg's pre-registered client from the
+// credential service: "" for a public client (no client id configured, or
+// no secret stored for it).
+func (f *Flows) clientSecret(ctx context.Context, cfg *model.McpConfig) (string, error) {
+	if cfg.Transport.OAuth == nil || cfg.Transport.OAuth.ClientID == "" {
+		return "", nil
+	}
+	secret, err := f.creds.OAuthClientSecret(ctx, cfg.ID)
+	if apierr.Of(err) == apierr.NotFound {
+		return "", nil
+	}
+	if err != nil {
+		return "", apierr.Wrap(apierr.Of(err), "reading the OAuth client secret of "+cfg.Slug+": "+apierr.From(err).Message, err)
+	}
+	return secret, nil
+}
+
 // handler is go-sdk's authorization-code handler for cfg, with the
 // gateway's callback as redirect URI; the URL it builds goes to urls, the
-// tokens it gets to fl.
-func (f *Flows) handler(cfg *model.McpConfig, fl *flow, urls chan<- string) (*auth.AuthorizationCodeHandler, error) {
+// tokens it gets to fl. With a secret, the pre-registered client is
+// confidential: go-sdk sends the secret to the token endpoint with the
+// method the authorization server's metadata lists first among
+// client_secret_post and client_secret_basic.
+func (f *Flows) handler(cfg *model.McpConfig, secret string, fl *flow, urls chan<- string) (*auth.AuthorizationCodeHandler, error) {
 	hc := &auth.AuthorizationCodeHandlerConfig{
 		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
 			RedirectURIs: []string{f.opts.CallbackURL}, ClientName: "mcpbus",
@@ -246,6 +276,9 @@ func (f *Flows) handler(cfg *model.McpConfig, fl *flow, urls chan<- string) (*au
 	}
 	if o := cfg.Transport.OAuth; o != nil && o.ClientID != "" {
 		hc.PreregisteredClient = &oauthex.ClientCredentials{ClientID: o.ClientID}
+		if secret != "" {
+			hc.PreregisteredClient.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: secret}
+		}
 	}
 	if o := cfg.Transport.OAuth; o != nil && len(o.Scopes) > 0 {
 		hc.ScopeFilter = func([]string) []string { return o.Scopes }
