@@ -300,6 +300,9 @@ func TestSchemaCases(t *testing.T) {
 		{"cred-chatkey-request", false, `{"profile":"work.>","recipient_key":"` + curveKey + `"}`},
 		{"cred-chatkey-request", false, `{"profile":"Work","recipient_key":"` + curveKey + `"}`},
 		{"cred-chatkey-request", false, `{"profile":"work","server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","recipient_key":"` + curveKey + `"}`}, // no id of the caller's choosing
+		{"cred-oauthclient-request", true, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","recipient_key":"` + curveKey + `"}`},
+		{"cred-oauthclient-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"}`},
+		{"cred-oauthclient-request", false, `{"server_id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","recipient_key":"` + curveKey + `","client_secret":"s"}`},
 		{"cred-chatkey-reply", true, `{"sender_key":"` + curveKey + `","sealed":"eGt2MT0sQGjEwJuerG8k6DFcwvJjACC+JTt/p9Zrc7N+Ljg="}`},
 		{"cred-chatkey-reply", false, `{"sender_key":"` + curveKey + `","sealed":"eGt2MQ==","api_key":"s3cret"}`},
 		{"cred-chatkey-reply", false, `{"sealed":"eGt2MQ=="}`},

@@ -321,7 +321,7 @@ func TestRealMessages(t *testing.T) {
 	driveControlPlane(t, ctx, sys, sec, bad)
 	// The chat service: every verb, turns with a tool call and its approval, a cancellation.
 	driveChat(t, ctx, sys, sec, bad)
-	driveOAuth(t, ctx, cl)
+	driveOAuth(t, ctx, sys, sec)
 
 	// Wait for the trailing messages: the call events (published after each
 	// reply), the reply of the cancelled call and of whatever the runner asked
@@ -419,7 +419,7 @@ type request struct {
 func controlVerbs() map[string][]string {
 	return map[string][]string{
 		"config":   config.Verbs,
-		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry, credential.VerbChatKey},
+		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry, credential.VerbChatKey, credential.VerbOAuthClient},
 		"registry": {"search", "get"},
 		"chat":     chatVerbs,
 		"oauth":    {"start"},
@@ -478,7 +478,7 @@ var requestSchema = map[string]string{
 
 	"cred.set": "cred-set-request", "cred.delete": "cred-delete-request", "cred.describe": "cred-describe-request",
 	"cred.resolve": "cred-resolve-request", "cred.key": "cred-key-request", "cred.registry": "cred-resolve-request",
-	"cred.chatkey": "cred-chatkey-request",
+	"cred.chatkey": "cred-chatkey-request", "cred.oauthclient": "cred-oauthclient-request",
 
 	"registry.search": "registry-search-request", "registry.get": "registry-get-request",
 
@@ -502,7 +502,7 @@ var replySchema = map[string]string{
 
 	"cred.set": "cred-description", "cred.delete": "cred-description", "cred.describe": "cred-description",
 	"cred.resolve": "sealed-reply", "cred.key": "cred-key-reply", "cred.registry": "sealed-reply",
-	"cred.chatkey": "cred-chatkey-reply",
+	"cred.chatkey": "cred-chatkey-reply", "cred.oauthclient": "sealed-reply",
 
 	"registry.search": "registry-search-reply", "registry.get": "install-plan",
 
