@@ -68,7 +68,7 @@ type Flows struct {
 	nc     *nats.Conn
 	subj   bus.Subjects
 	client *client.Client
-	kv     jetstream.KeyValue    // the flows waiting for their callback, of every instance
+	kv     jetstream.KeyValue   // the flows waiting for their callback, of every instance
 	creds  *credclient.Resolver // reads confidential clients' secrets (cred.oauthclient)
 
 	mu     sync.Mutex
