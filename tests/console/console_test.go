@@ -20,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/oauthtest"
 	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/libs/testmcp"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
 	"github.com/mcpbus/mcpbus/tests/internal/clitest"
@@ -61,6 +63,11 @@ const (
 	slowTool          = "trigger-long-running-operation"
 	chatTimeoutReply  = "The long operation did not finish in time."
 	chatCallTimeout   = 3 * time.Second
+
+	// A remote server that wants OAuth (libs/oauthtest's authorization
+	// server, which approves at once, and go-sdk's protected test server):
+	// its enable is refused until the Servers page's Authorize.
+	oauthServer = "console-oauth"
 )
 
 // TestConsoleInBrowser runs tests/console/e2e/run.mjs (the browser flows)
@@ -146,6 +153,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	adminKey := strings.TrimSpace(string(key))
 
+	// The remote server that wants OAuth, added as an operator does.
+	as := oauthtest.Start(t, oauthtest.Options{})
+	if r := up.CLI().Run(t, "servers", "add", oauthServer, "--url", testmcp.ServeProtected(t, oauthServer, as)); r.Code != 0 {
+		t.Fatalf("servers add %s: %s", oauthServer, r)
+	}
+
 	// The chat profile, as an operator makes it (its model key on stdin).
 	r := up.CLI().RunInput(t, chatKey+"\n", "profiles", "add", profileName, "--provider", "openai", "--model", "scripted",
 		"--base-url", llm.URL+"/v1/", "--api-key-stdin")
@@ -181,6 +194,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_CHAT_TIMEOUT_PROMPT="+chatTimeoutPrompt,
 		"MCPBUS_CHAT_TIMEOUT_TOOL="+slowTool,
 		"MCPBUS_CHAT_TIMEOUT_REPLY="+chatTimeoutReply,
+		"MCPBUS_OAUTH_SERVER="+oauthServer,
 	)
 	if err := runFlows(t, node, root, flows, env); err != nil {
 		t.Errorf("browser flows: %v (screenshots and traces in %s)", err, artifacts) // the cleanup shows the up's log
