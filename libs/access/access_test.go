@@ -63,6 +63,7 @@ func TestLeastPrivilege(t *testing.T) {
 			"mcp.v1.config.*": {Operator, Gateway},
 			"mcp.v1.agents.*": {Operator, Gateway},
 			"mcp.v1.keys.*":   {Operator},
+			"mcp.v1.tokens.*": {Operator},
 		} {
 			if slices.Contains(p.Publish, s) != slices.Contains(may, role) {
 				t.Errorf("%s: publish %s is %v", role, s, slices.Contains(p.Publish, s))
@@ -104,7 +105,7 @@ func TestLeastPrivilege(t *testing.T) {
 				t.Errorf("an agent may create consumers (%s): their deliver subject is not checked", s)
 			}
 		}
-		for bucket, owner := range map[string]Role{"mcp_apikeys": Gateway, "mcp_oauth_flows": Gateway, "mcp_configs": Config, "mcp_owners": Runner} {
+		for bucket, owner := range map[string]Role{"mcp_apikeys": Gateway, "mcp_oauth_flows": Gateway, "mcp_token_revocations": Gateway, "mcp_configs": Config, "mcp_owners": Runner} {
 			if slices.Contains(p.Publish, "$KV."+bucket+".>") && role != owner {
 				t.Errorf("%s may write %s", role, bucket)
 			}
