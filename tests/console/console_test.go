@@ -68,6 +68,9 @@ const (
 	// server, which approves at once, and go-sdk's protected test server):
 	// its enable is refused until the Servers page's Authorize.
 	oauthServer = "console-oauth"
+	// A second one saved with auth_type oauth and no tokens yet: Authorize
+	// shows on its row before anything was tried.
+	oauthNew = "console-oauth-new"
 )
 
 // TestConsoleInBrowser runs tests/console/e2e/run.mjs (the browser flows)
@@ -155,8 +158,16 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The remote server that wants OAuth, added as an operator does.
 	as := oauthtest.Start(t, oauthtest.Options{})
-	if r := up.CLI().Run(t, "servers", "add", oauthServer, "--url", testmcp.ServeProtected(t, oauthServer, as)); r.Code != 0 {
+	protected := testmcp.ServeProtected(t, oauthServer, as)
+	if r := up.CLI().Run(t, "servers", "add", oauthServer, "--url", protected); r.Code != 0 {
 		t.Fatalf("servers add %s: %s", oauthServer, r)
+	}
+	newFile := filepath.Join(dir, oauthNew+".json")
+	if err := os.WriteFile(newFile, fmt.Appendf(nil, `{"name":%q,"auth_type":"oauth","package":{"type":"http","identifier":%q},"transport":{"type":"http","url":%q}}`, oauthNew, protected, protected), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := up.CLI().Run(t, "servers", "add", oauthNew, "-f", newFile); r.Code != 0 {
+		t.Fatalf("servers add %s: %s", oauthNew, r)
 	}
 
 	// The chat profile, as an operator makes it (its model key on stdin).
@@ -195,6 +206,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_CHAT_TIMEOUT_TOOL="+slowTool,
 		"MCPBUS_CHAT_TIMEOUT_REPLY="+chatTimeoutReply,
 		"MCPBUS_OAUTH_SERVER="+oauthServer,
+		"MCPBUS_OAUTH_NEW_SERVER="+oauthNew,
 	)
 	if err := runFlows(t, node, root, flows, env); err != nil {
 		t.Errorf("browser flows: %v (screenshots and traces in %s)", err, artifacts) // the cleanup shows the up's log

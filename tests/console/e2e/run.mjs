@@ -5,7 +5,8 @@
 // MCPBUS_TOOL, MCPBUS_PROFILE, MCPBUS_CHAT_MESSAGE, MCPBUS_CHAT_REPLY,
 // MCPBUS_SMITHERY_SEARCH, MCPBUS_SMITHERY_ENTRY, MCPBUS_CHAT_FAIL_PROMPT,
 // MCPBUS_CHAT_FAIL_TOOL, MCPBUS_CHAT_FAIL_REPLY, MCPBUS_CHAT_TIMEOUT_PROMPT,
-// MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY, MCPBUS_OAUTH_SERVER
+// MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY, MCPBUS_OAUTH_SERVER,
+// MCPBUS_OAUTH_NEW_SERVER
 // (see the contract in the Go harness). Every page is also
 // checked with axe-core (WCAG 2.1 A and AA). Exit 0 when every step passed;
 // else 1, naming the step.
@@ -63,6 +64,7 @@ const TIMEOUT_PROMPT = env('MCPBUS_CHAT_TIMEOUT_PROMPT');
 const TIMEOUT_TOOL = env('MCPBUS_CHAT_TIMEOUT_TOOL');
 const TIMEOUT_REPLY = env('MCPBUS_CHAT_TIMEOUT_REPLY');
 const OAUTH_SERVER = env('MCPBUS_OAUTH_SERVER');
+const OAUTH_NEW = env('MCPBUS_OAUTH_NEW_SERVER');
 mkdirSync(ARTIFACTS, { recursive: true });
 
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -605,6 +607,9 @@ try {
     const r = page.getByRole('list', { name: 'Servers' }).getByRole('listitem').filter({ hasText: OAUTH_SERVER + ' ·' });
     const auth = r.getByRole('button', { name: 'Authorize ' + OAUTH_SERVER });
     check(await auth.isHidden(), 'Authorize shows before the server refused mcpbus');
+    // A server saved with auth_type oauth and no tokens offers it at once.
+    await page.getByRole('list', { name: 'Servers' }).getByRole('listitem').filter({ hasText: OAUTH_NEW + ' ·' })
+      .getByRole('button', { name: 'Authorize ' + OAUTH_NEW }).waitFor();
     // Enabling is refused (the upstream's 401, relayed): the console stays
     // signed in, says why and offers Authorize.
     allowStatus = new Set([401]);

@@ -104,6 +104,10 @@ class Row {
   // status may not say so: a refused enable leaves the server disabled).
   private refused = false;
   private flow: AbortController | null = null;
+  // For an oauth server: whether the credential service holds its tokens
+  // (asked once; null until known).
+  private hasTokens: boolean | null = null;
+  private askedTokens = false;
 
   constructor(cfg: McpConfig) {
     this.cfg = cfg;
@@ -163,6 +167,7 @@ class Row {
     const calls = st?.calls ? ` · ${st.calls} calls, ${st.errors ?? 0} errors` : '';
     this.meta.textContent = `${cfg.slug ?? ''} · ${pkg}${tools}${calls}`;
     if (st?.state === 'running') this.refused = false;
+    this.askTokens();
     this.authBtn.hidden = !this.needsAuth(st);
     this.authBtn.setAttribute('aria-label', 'Authorize ' + cfg.name);
   }
@@ -171,7 +176,20 @@ class Row {
   // OAuth tokens yet, or tokens that no longer work) can be authorized.
   private needsAuth(st: Status | undefined): boolean {
     const remote = this.cfg.transport?.type === 'http';
-    return remote && (this.flow !== null || this.refused || (st?.state === 'error' && st.code === 'UNAUTHORIZED'));
+    return remote && (this.flow !== null || this.refused || this.hasTokens === false || (st?.state === 'error' && st.code === 'UNAUTHORIZED'));
+  }
+
+  // askTokens reads, once, whether a remote server with auth_type oauth has
+  // its tokens stored (the description names no value).
+  private askTokens(): void {
+    if (this.askedTokens || this.cfg.transport?.type !== 'http' || this.cfg.auth_type !== 'oauth') return;
+    this.askedTokens = true;
+    void api<{ oauth?: unknown }>('GET', `/api/v1/servers/${enc(this.cfg.id || key(this.cfg))}/credentials`)
+      .then((d) => {
+        this.hasTokens = !!d?.oauth;
+        this.update(this.cfg);
+      })
+      .catch(() => {});
   }
 
   private noteAuth(text: string, link?: string, err = false): void {
@@ -220,6 +238,7 @@ class Row {
         if (!o || o.server !== slug) return;
         if (o.type === 'authorized') {
           this.refused = false;
+          this.hasTokens = true;
           done(`Authorized ${this.cfg.name}. Connecting…`, false);
           void this.afterAuthorized();
         } else {
