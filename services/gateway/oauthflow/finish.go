@@ -36,7 +36,7 @@ func (f *Flows) run(ctx context.Context, h *auth.AuthorizationCodeHandler, cfg *
 	}
 	var e *apierr.Error
 	if err != nil {
-		e = failure(ctx, err)
+		e = failure(ctx, err, cfg.Transport.OAuth != nil && cfg.Transport.OAuth.ClientID != "")
 		f.log.Warn("OAuth authorization failed", append([]any{"server", cfg.Slug, "code", e.Code, "error", e.Message}, causeAttrs(err)...)...)
 	} else {
 		f.log.Info("OAuth authorization completed", "server", cfg.Slug, "expires_at", fl.token.Expiry)
@@ -66,12 +66,13 @@ func causeAttrs(err error) []any {
 // client secret.
 const MsgClientRefused = "Authorization failed: the authorization server refused the OAuth client (invalid_client). Check transport.oauth.client_id and its secret (mcpbus cred set <server> --oauth-client-secret)."
 
-// failure maps a failed flow to the product's messages.
-func failure(ctx context.Context, err error) *apierr.Error {
+// failure maps a failed flow to the product's messages; preregistered: the
+// client is the config's (its secret, if any, is the operator's to fix).
+func failure(ctx context.Context, err error, preregistered bool) *apierr.Error {
 	var ae *apierr.Error
 	var re *oauth2.RetrieveError
 	switch {
-	case errors.As(err, &re) && re.ErrorCode == "invalid_client":
+	case preregistered && errors.As(err, &re) && re.ErrorCode == "invalid_client":
 		return apierr.Wrap(apierr.Unauthorized, MsgClientRefused, err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return apierr.Wrap(apierr.Network, model.MsgAuthorizeTimeout, err)

@@ -99,7 +99,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Flows, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	kv, err := openFlows(ctx, nc, opts.Replicas, opts)
+	kv, err := openFlows(ctx, nc, opts)
 	if err != nil {
 		return nil, err
 	}

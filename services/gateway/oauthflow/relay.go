@@ -42,7 +42,7 @@ const relayTimeout = 5 * time.Second
 var errUnknown = apierr.New(apierr.Validation, "This authorization is unknown, already used or expired. Run `mcpbus servers auth <server>` again.").WithField("state")
 
 // openFlows creates (or updates) the bucket of pending flows.
-func openFlows(ctx context.Context, nc *nats.Conn, replicas int, opts Options) (jetstream.KeyValue, error) {
+func openFlows(ctx context.Context, nc *nats.Conn, opts Options) (jetstream.KeyValue, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("oauthflow: jetstream: %w", err)
@@ -53,7 +53,7 @@ func openFlows(ctx context.Context, nc *nats.Conn, replicas int, opts Options) (
 		History:     1,
 		TTL:         flowsTTL,
 		Storage:     jetstream.MemoryStorage,
-	}, replicas, opts.Logger)
+	}, opts.Replicas, opts.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("oauthflow: %w", err)
 	}
