@@ -44,13 +44,15 @@ func TestOAuthTokenRevocation(t *testing.T) {
 	// refused waits until tok gets 401 with want in its message on h.
 	refused := func(h *gw, what, tok, want string) {
 		t.Helper()
-		deadline := time.Now().Add(time.Second)
+		began := time.Now()
+		deadline := began.Add(time.Second)
 		for {
 			r := h.do("GET", "/mcp/tools", tok, nil)
 			if r.status == http.StatusUnauthorized {
 				if e := r.contract(t); e.Code != apierr.Unauthorized || !strings.Contains(e.Message, want) {
 					t.Fatalf("%s on %s: %+v, want %q", what, h.url, e, want)
 				}
+				t.Logf("%s refused on %s %s after asking", what, h.url, time.Since(began).Round(time.Millisecond))
 				return
 			}
 			if time.Now().After(deadline) {
