@@ -63,6 +63,7 @@ func TestLeastPrivilege(t *testing.T) {
 			"mcp.v1.config.*": {Operator, Gateway},
 			"mcp.v1.agents.*": {Operator, Gateway},
 			"mcp.v1.keys.*":   {Operator},
+			"mcp.v1.tokens.*": {Operator},
 		} {
 			if slices.Contains(p.Publish, s) != slices.Contains(may, role) {
 				t.Errorf("%s: publish %s is %v", role, s, slices.Contains(p.Publish, s))
@@ -72,6 +73,20 @@ func TestLeastPrivilege(t *testing.T) {
 		// retry names the caller the holder checks it against.
 		if slices.Contains(p.Publish, "mcp.v1.gateway.retry.*") != (role == Gateway) || slices.Contains(p.Subscribe, "mcp.v1.gateway.retry.*") != (role == Gateway) {
 			t.Errorf("%s: gateway.retry.* publish %v, subscribe %v", role, slices.Contains(p.Publish, "mcp.v1.gateway.retry.*"), slices.Contains(p.Subscribe, "mcp.v1.gateway.retry.*"))
+		}
+		// A flow's callback (the authorization code, sealed) goes from one
+		// gateway instance to another: no other identity may send or read it.
+		if slices.Contains(p.Publish, "mcp.v1.oauth.callback.*") != (role == Gateway) || slices.Contains(p.Subscribe, "mcp.v1.oauth.callback.*") != (role == Gateway) {
+			t.Errorf("%s: oauth.callback.* publish %v, subscribe %v", role, slices.Contains(p.Publish, "mcp.v1.oauth.callback.*"), slices.Contains(p.Subscribe, "mcp.v1.oauth.callback.*"))
+		}
+		// A confidential OAuth client's secret: the gateway alone reads it.
+		if slices.Contains(p.Publish, "mcp.v1.cred.oauthclient") != (role == Gateway) {
+			t.Errorf("%s: publish cred.oauthclient is %v", role, slices.Contains(p.Publish, "mcp.v1.cred.oauthclient"))
+		}
+		for _, s := range p.Publish {
+			if role != Gateway && (s == "mcp.v1.>" || strings.HasPrefix(s, "mcp.v1.oauth.callback")) {
+				t.Errorf("%s may publish %s", role, s)
+			}
 		}
 		// Only the host of mcpbus up serves agents.* (it owns the server's users).
 		if slices.Contains(p.Subscribe, "mcp.v1.agents.*") != (role == Host) {
@@ -95,7 +110,7 @@ func TestLeastPrivilege(t *testing.T) {
 				t.Errorf("an agent may create consumers (%s): their deliver subject is not checked", s)
 			}
 		}
-		for bucket, owner := range map[string]Role{"mcp_apikeys": Gateway, "mcp_configs": Config, "mcp_owners": Runner} {
+		for bucket, owner := range map[string]Role{"mcp_apikeys": Gateway, "mcp_oauth_flows": Gateway, "mcp_token_revocations": Gateway, "mcp_configs": Config, "mcp_owners": Runner} {
 			if slices.Contains(p.Publish, "$KV."+bucket+".>") && role != owner {
 				t.Errorf("%s may write %s", role, bucket)
 			}

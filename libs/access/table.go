@@ -135,6 +135,8 @@ const (
 	bSlugs       = "mcp_slugs"
 	bOwners      = "mcp_owners"
 	bAPIKeys     = "mcp_apikeys"
+	bOAuthFlows  = "mcp_oauth_flows"
+	bRevocations = "mcp_token_revocations"
 	bRegistry    = "mcp_registry_cache"
 	// The chat service's own assets.
 	streamChat     = "MCP_CHAT"
@@ -198,12 +200,12 @@ func Table() []Rule {
 		{Role: Registry, Why: "serves registry.*; caches registry answers; reads the stored Smithery key (cred.registry, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.registry.*"}),
 			Publish:   join(ensure("KV_"+bRegistry), kvWrite(bRegistry), []string{"{p}.cred.registry"})},
-		{Role: Gateway, Why: "the HTTP edge: calls tools and, for admin keys, the control plane and agents.* (the console's agent identities, served by mcpbus up); chat for chat keys; keeps API keys; serves keys.* and oauth.* (the OAuth flows of remote servers, whose tokens it hands to the credential service through config.update and whose outcome it publishes); gateway.retry.* between its instances (the multi round-trip retries of a call another instance holds)",
-			Subscribe: join(ownInbox, discovery, []string{"{p}.keys.*", "{p}.oauth.*", "{p}.events.>", "{p}.gateway.retry.*"}),
-			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys), kvWrite(bAPIKeys), kvRead(bTools, bStatus), consume(streamEvents),
+		{Role: Gateway, Why: "the HTTP edge: calls tools and, for admin keys, the control plane and agents.* (the console's agent identities, served by mcpbus up); chat for chat keys; keeps API keys and the OAuth access-token revocation list; serves keys.*, tokens.* and oauth.* (the OAuth flows of remote servers, whose tokens it hands to the credential service through config.update and whose outcome it publishes); passes a flow's callback to the instance holding it (oauth.callback.<flow>, sealed; KV mcp_oauth_flows), gateways only; reads a confidential OAuth client's secret on cred.oauthclient (never cred.resolve); gateway.retry.* between its instances (the multi round-trip retries of a call another instance holds)",
+			Subscribe: join(ownInbox, discovery, []string{"{p}.keys.*", "{p}.tokens.*", "{p}.oauth.*", "{p}.oauth.callback.*", "{p}.events.>", "{p}.gateway.retry.*"}),
+			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys, "KV_"+bOAuthFlows, "KV_"+bRevocations), kvWrite(bAPIKeys, bOAuthFlows, bRevocations), kvRead(bTools, bStatus), consume(streamEvents),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
 					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.agents.*", "{p}.chat.*", "{p}.chat.profiles.*",
-					"{p}.events.oauth.>", "{p}.gateway.retry.*", "$SRV.>"})},
+					"{p}.cred.oauthclient", "{p}.oauth.callback.*", "{p}.events.oauth.>", "{p}.gateway.retry.*", "$SRV.>"})},
 		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools, reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; stores profile API keys through the credential service and reads them back on cred.chatkey (chat profiles' keys only, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.chat.*", "{p}.chat.profiles.*"}),
 			Publish: join(consume(streamEvents), ensure(streamChat, "KV_"+bChatProfiles, "KV_"+bChatApprovals, "KV_"+bChatTurns, "OBJ_"+oChatResults),
@@ -213,7 +215,7 @@ func Table() []Rule {
 		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls, chat and its profiles, event replay and the catalog (serve-stdio), never cred.resolve",
 			Subscribe: join(ownInbox, []string{"{p}.events.>"}),
 			Publish: join(consume(streamEvents), kvRead(bTools, bStatus), []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
-				"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.keys.*", "{p}.oauth.*", "{p}.agents.*",
+				"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.keys.*", "{p}.tokens.*", "{p}.oauth.*", "{p}.agents.*",
 				"{p}.chat.*", "{p}.chat.profiles.*", "$SRV.>"})},
 		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; answers into inboxes directly, since a reload of the users forgets pending responses",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.agents.*"}),

@@ -33,6 +33,11 @@ const (
 	ObjectChatResults = "mcp_chat_results"
 )
 
+// BucketOAuthFlows is the gateway's own bucket of the OAuth flows waiting
+// for their callback (key: the SHA-256 of the flow's state), so that any
+// gateway instance can pass a callback on to the one holding the flow.
+const BucketOAuthFlows = "mcp_oauth_flows"
+
 // Headers of the bus protocol.
 const (
 	// HeaderRequestID identifies one request end to end (logs, events, cancellation).
@@ -108,6 +113,11 @@ func (s Subjects) Service(service, verb string) string { return s.join(service, 
 // retries (MCP 2026-07-28) of the calls it holds that reached another
 // instance; only gateways publish and subscribe there.
 func (s Subjects) GatewayRetry(instance string) string { return s.join("gateway", "retry", instance) }
+
+// OAuthCallback is where the gateway instance holding an OAuth flow takes
+// its callback from whichever instance the browser reached (flow: the
+// flow's key in BucketOAuthFlows).
+func (s Subjects) OAuthCallback(flow string) string { return s.join("oauth", "callback", flow) }
 
 // Event is the event subject of kind (status, config, call, chat) about name.
 func (s Subjects) Event(kind, name string) string { return s.join("events", kind, name) }

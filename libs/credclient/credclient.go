@@ -169,6 +169,35 @@ func (r *Resolver) ChatKey(ctx context.Context, profile string) (string, error) 
 	return key, nil
 }
 
+// VerbOAuthClient is mcp.v1.cred.<VerbOAuthClient>: the client secret of a
+// server's confidential OAuth client, for the gateway alone.
+const VerbOAuthClient = "oauthclient"
+
+// OAuthClientRequest is the body of mcp.v1.cred.oauthclient. The service
+// derives the record from ServerID (model.OAuthClientCredentialID): no other
+// record can be named. The reply (model.SealedReply) is sealed to
+// RecipientKey and opens to model.ResolvedCredentials holding
+// model.OAuthClientSecretName alone.
+type OAuthClientRequest struct {
+	ServerID     string `json:"server_id"`
+	RecipientKey string `json:"recipient_key"`
+}
+
+// OAuthClientSecret returns the client secret stored for the OAuth client
+// of the server with config id serverID, asked on mcp.v1.cred.oauthclient
+// and sealed to this resolver's key on the way. None stored is NOT_FOUND.
+func (r *Resolver) OAuthClientSecret(ctx context.Context, serverID string) (string, error) {
+	out, err := r.fetch(ctx, VerbOAuthClient, OAuthClientRequest{ServerID: serverID, RecipientKey: r.pubKey})
+	if err != nil {
+		return "", err
+	}
+	secret := out.Env[model.OAuthClientSecretName]
+	if secret == "" {
+		return "", apierr.New(apierr.NotFound, "no OAuth client secret is stored for this server")
+	}
+	return secret, nil
+}
+
 // fetch sends req on mcp.v1.cred.<verb> and opens the sealed reply with the
 // resolver's key.
 func (r *Resolver) fetch(ctx context.Context, verb string, req any) (model.ResolvedCredentials, error) {

@@ -49,14 +49,22 @@ func ClearRefused(field, keySubject string) *apierr.Error {
 // curve key) with a fresh sender key. It returns the sealed blob and the
 // sender's public key.
 func Seal(creds model.Credentials, recipient string) (sealed []byte, senderKey string, err error) {
-	if !nkeys.IsValidPublicCurveKey(recipient) {
-		return nil, "", apierr.Newf(apierr.Internal, "the credential service key %q is not a curve public key", recipient)
-	}
 	plain, err := json.Marshal(creds)
 	if err != nil {
 		return nil, "", apierr.Wrap(apierr.Internal, "encoding credentials", err)
 	}
 	defer clear(plain)
+	return SealBytes(plain, recipient)
+}
+
+// SealBytes seals plain to recipient (any curve public key: the credential
+// service's, or one a gateway made for one OAuth flow) with a fresh sender
+// key whose private half is wiped at once. It returns the sealed blob and
+// the sender's public key, which the recipient needs to open it.
+func SealBytes(plain []byte, recipient string) (sealed []byte, senderKey string, err error) {
+	if !nkeys.IsValidPublicCurveKey(recipient) {
+		return nil, "", apierr.Newf(apierr.Internal, "the recipient key %q is not a curve public key", recipient)
+	}
 	sender, err := nkeys.CreateCurveKeys()
 	if err != nil {
 		return nil, "", apierr.Wrap(apierr.Internal, "creating a sender curve key", err)
@@ -68,7 +76,7 @@ func Seal(creds model.Credentials, recipient string) (sealed []byte, senderKey s
 	}
 	sealed, err = sender.Seal(plain, recipient)
 	if err != nil {
-		return nil, "", apierr.Wrap(apierr.Internal, "sealing credentials", err)
+		return nil, "", apierr.Wrap(apierr.Internal, "sealing", err)
 	}
 	return sealed, pub, nil
 }

@@ -185,7 +185,7 @@ type CredEvent struct {
 	Type     string `json:"type"` // resolved or refused
 	ServerID string `json:"server_id"`
 	Runner   string `json:"runner,omitempty"`
-	// Via is the subject verb: resolve (runners) or registry (the registry service).
+	// Via is the subject verb: resolve (runners), registry (the registry service), chatkey (the chat service) or oauthclient (the gateway).
 	Via  string    `json:"via"`
 	Code string    `json:"code,omitempty"`
 	At   time.Time `json:"at"`

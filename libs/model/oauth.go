@@ -1,6 +1,10 @@
 package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
 
 // OAuth authorization of remote (Streamable HTTP) servers: the gateway runs
 // the authorization-code flow (MCP authorization, 2025-11-25) and hands the
@@ -21,11 +25,28 @@ const OAuthHeader = "Authorization"
 // TransportOAuth configures the OAuth client of a remote server when its
 // authorization server does not allow dynamic client registration (RFC
 // 7591): a client id registered beforehand, and the scopes to ask for
-// (default: what the server's metadata names). No secret lives here.
+// (default: what the server's metadata names). No secret lives here: a
+// confidential client's secret is a credential (OAuthClientCredentialID).
 type TransportOAuth struct {
 	ClientID string   `json:"client_id,omitempty"`
 	Scopes   []string `json:"scopes,omitempty"`
 }
+
+var oauthClientNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://mcpbus.dev/oauth/clients"))
+
+// OAuthClientCredentialID is the credential record (a uuid, as the
+// credential service wants) holding the client secret of the confidential
+// OAuth client (transport.oauth.client_id) of the server with config id
+// serverID, under OAuthClientSecretName: a record of its own, so a runner
+// resolving the server's credentials never gets it; only the gateway reads
+// it (cred.oauthclient), for the token endpoint.
+func OAuthClientCredentialID(serverID string) string {
+	return uuid.NewSHA1(oauthClientNamespace, []byte(serverID)).String()
+}
+
+// OAuthClientSecretName is the name of the client secret in the record
+// OAuthClientCredentialID.
+const OAuthClientSecretName = "CLIENT_SECRET"
 
 // OAuthStartRequest is the body of mcp.v1.oauth.start (served by the
 // gateway): start authorizing server (slug or id).
@@ -66,4 +87,38 @@ type ResolvedOAuth struct {
 	TokenType   string    `json:"token_type,omitempty"`
 	ExpiresAt   time.Time `json:"expires_at,omitzero"`
 	Header      string    `json:"header,omitempty"`
+}
+
+// OAuthFlow is an OAuth flow waiting for its callback, as the gateway
+// instance holding it publishes it (KV mcp_oauth_flows, key: the hex
+// SHA-256 of the flow's state) so that any instance can pass the callback
+// on: the server, the flow's own curve public key the callback is sealed
+// to, and when the flow gives up.
+type OAuthFlow struct {
+	Server    string    `json:"server"`
+	Key       string    `json:"key"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// OAuthCallbackRequest is the body of mcp.v1.oauth.callback.<flow>: the
+// callback's query (OAuthCallback) sealed to the flow's key with a fresh
+// sender key, since it holds the authorization code.
+type OAuthCallbackRequest struct {
+	Sealed    []byte `json:"sealed"`
+	SenderKey string `json:"sender_key"`
+}
+
+// OAuthCallback is the plain text of OAuthCallbackRequest.Sealed: what the
+// authorization server sent back to the redirect URI.
+type OAuthCallback struct {
+	Code  string `json:"code,omitempty"`
+	State string `json:"state"`
+	Iss   string `json:"iss,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// OAuthCallbackReply is the success reply of mcp.v1.oauth.callback.<flow>:
+// the server is authorized (its tokens are stored).
+type OAuthCallbackReply struct {
+	Server string `json:"server"`
 }

@@ -36,8 +36,14 @@ type Options struct {
 	// (clients must be registered beforehand: Clients).
 	NoRegistration bool
 	// Clients are clients registered beforehand: id → secret ("" for a
-	// public client).
+	// public client). A confidential client must authenticate at the token
+	// endpoint with its secret (invalid_client otherwise).
 	Clients map[string]string
+	// AuthMethods are the token endpoint authentication methods advertised
+	// (token_endpoint_auth_methods_supported) and accepted from confidential
+	// clients (default client_secret_basic, client_secret_post and none); a
+	// secret sent another way is invalid_client.
+	AuthMethods []string
 	// Scopes are the scopes the server supports.
 	Scopes []string
 }
@@ -47,6 +53,8 @@ type Server struct {
 	// URL is the issuer (the server's base URL).
 	URL string
 	srv *httptest.Server
+
+	authMethods []string
 
 	mu            sync.Mutex
 	ttl           time.Duration
@@ -59,6 +67,7 @@ type Server struct {
 	refreshes     int
 	registrations int
 	authorized    []url.Values
+	secretAuth    []string // how each accepted confidential client sent its secret
 }
 
 type client struct {
@@ -84,7 +93,10 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = time.Hour
 	}
-	s := &Server{ttl: opts.TokenTTL, clients: map[string]client{}, codes: map[string]grant{},
+	if len(opts.AuthMethods) == 0 {
+		opts.AuthMethods = []string{"client_secret_basic", "client_secret_post", "none"}
+	}
+	s := &Server{ttl: opts.TokenTTL, authMethods: opts.AuthMethods, clients: map[string]client{}, codes: map[string]grant{},
 		access: map[string]token{}, refresh: map[string]grant{}}
 	for id, secret := range opts.Clients {
 		s.clients[id] = client{secret: secret}
@@ -95,7 +107,7 @@ func Start(t testing.TB, opts Options) *Server {
 			Issuer: s.URL, AuthorizationEndpoint: s.URL + "/authorize", TokenEndpoint: s.URL + "/token",
 			ResponseTypesSupported:            []string{"code"},
 			GrantTypesSupported:               []string{"authorization_code", "refresh_token"},
-			TokenEndpointAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post", "none"},
+			TokenEndpointAuthMethodsSupported: opts.AuthMethods,
 			CodeChallengeMethodsSupported:     []string{"S256"},
 			ScopesSupported:                   opts.Scopes,
 		}
@@ -156,6 +168,15 @@ func (s *Server) Authorizations() []url.Values {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.authorized)
+}
+
+// SecretAuth lists, for each token request of a confidential client that
+// was accepted, its grant type and how it sent its secret
+// ("authorization_code client_secret_post").
+func (s *Server) SecretAuth() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.secretAuth)
 }
 
 // Verifier checks bearer tokens this server issued for resource (RFC 8707
@@ -242,17 +263,23 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, secret, basic := r.BasicAuth()
+	method := "client_secret_basic"
 	if !basic {
 		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+		method = "client_secret_post"
 	} else {
 		id, _ = url.QueryUnescape(id)
 		secret, _ = url.QueryUnescape(secret)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.clients[id]; !ok || c.secret != secret {
+	c, ok := s.clients[id]
+	if !ok || c.secret != secret || (c.secret != "" && !slices.Contains(s.authMethods, method)) {
 		tokenError(w, "invalid_client")
 		return
+	}
+	if c.secret != "" {
+		s.secretAuth = append(s.secretAuth, r.PostForm.Get("grant_type")+" "+method)
 	}
 	var g grant
 	switch r.PostForm.Get("grant_type") {

@@ -60,7 +60,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/mcpbus/mcpbus/services/runner v0.0.0
-	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nkeys v0.4.16
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/rs/cors v1.11.1
 	github.com/segmentio/asm v1.1.3 // indirect

@@ -20,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/oauthtest"
 	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/libs/testmcp"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
 	"github.com/mcpbus/mcpbus/tests/internal/clitest"
@@ -72,6 +74,14 @@ const (
 	inputServer     = "tm"
 	chatInputPrompt = "introduce me to the test server"
 	chatInputReply  = "The test server greeted you."
+
+	// A remote server that wants OAuth (libs/oauthtest's authorization
+	// server, which approves at once, and go-sdk's protected test server):
+	// its enable is refused until the Servers page's Authorize.
+	oauthServer = "console-oauth"
+	// A second one saved with auth_type oauth and no tokens yet: Authorize
+	// shows on its row before anything was tried.
+	oauthNew = "console-oauth-new"
 )
 
 // TestConsoleInBrowser runs tests/console/e2e/run.mjs (the browser flows)
@@ -158,6 +168,20 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	adminKey := strings.TrimSpace(string(key))
 
+	// The remote server that wants OAuth, added as an operator does.
+	as := oauthtest.Start(t, oauthtest.Options{})
+	protected := testmcp.ServeProtected(t, oauthServer, as)
+	if r := up.CLI().Run(t, "servers", "add", oauthServer, "--url", protected); r.Code != 0 {
+		t.Fatalf("servers add %s: %s", oauthServer, r)
+	}
+	newFile := filepath.Join(dir, oauthNew+".json")
+	if err := os.WriteFile(newFile, fmt.Appendf(nil, `{"name":%q,"auth_type":"oauth","package":{"type":"http","identifier":%q},"transport":{"type":"http","url":%q}}`, oauthNew, protected, protected), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := up.CLI().Run(t, "servers", "add", oauthNew, "-f", newFile); r.Code != 0 {
+		t.Fatalf("servers add %s: %s", oauthNew, r)
+	}
+
 	// The chat profile, as an operator makes it (its model key on stdin).
 	r := up.CLI().RunInput(t, chatKey+"\n", "profiles", "add", profileName, "--provider", "openai", "--model", "scripted",
 		"--base-url", llm.URL+"/v1/", "--api-key-stdin")
@@ -207,6 +231,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_CHAT_INPUT_PROMPT="+chatInputPrompt,
 		"MCPBUS_CHAT_INPUT_TOOL="+inputServer+".ask",
 		"MCPBUS_CHAT_INPUT_REPLY="+chatInputReply,
+		"MCPBUS_OAUTH_SERVER="+oauthServer,
+		"MCPBUS_OAUTH_NEW_SERVER="+oauthNew,
 	)
 	if err := runFlows(t, node, root, flows, env); err != nil {
 		t.Errorf("browser flows: %v (screenshots and traces in %s)", err, artifacts) // the cleanup shows the up's log

@@ -43,6 +43,7 @@ type env struct {
 	url   string
 	admin string
 	logs  *testkit.LogBuffer
+	dir   string // the data dir (admin key)
 }
 
 // start runs the stack (registry pointed at local fakes) and a gateway.
@@ -76,11 +77,21 @@ func startWith(t *testing.T, mod func(*stack.Options), gw gateway.Options) *env 
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	nc, err := st.ConnectAs("test-gateway", access.Gateway)
+	return runGateway(t, st, "test-gateway", dir, logs, gw)
+}
+
+// runGateway runs a gateway of the stack st as bus identity name, with the
+// data dir dir (where the admin key is, or is made).
+func runGateway(t *testing.T, st *stack.Stack, name, dir string, logs *testkit.LogBuffer, gw gateway.Options) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, err := st.ConnectAs(name, access.Gateway)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	gw.Addr, gw.DataDir, gw.Logger = "127.0.0.1:0", dir, log
 	g, err := gateway.New(ctx, nc, gw)
 	if err != nil {
@@ -101,7 +112,7 @@ func startWith(t *testing.T, mod func(*stack.Options), gw gateway.Options) *env 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, st: st, g: g, url: "http://" + g.Addr(), admin: strings.TrimSpace(string(key)), logs: logs}
+	return &env{t: t, st: st, g: g, url: "http://" + g.Addr(), admin: strings.TrimSpace(string(key)), logs: logs, dir: dir}
 }
 
 type reply struct {

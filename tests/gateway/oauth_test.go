@@ -5,17 +5,22 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	neturl "net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/oauthtest"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/libs/testmcp"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/gateway/oauthflow"
@@ -279,4 +284,218 @@ func TestOAuthFailures(t *testing.T) {
 			t.Fatalf("callback after the timeout: %d", code)
 		}
 	})
+}
+
+// TestOAuthTwoGateways: behind a load balancer the browser's callback may
+// reach another gateway instance than the one that started the flow (and
+// holds its PKCE verifier). Started on A, called back on B: B passes the
+// code to A over the bus sealed to the flow's key (no message on the bus
+// carries the code in clear), A exchanges it, the tokens are stored and the
+// server connects; the state then works nowhere again.
+func TestOAuthTwoGateways(t *testing.T) {
+	as := oauthtest.Start(t, oauthtest.Options{})
+	url := testmcp.ServeProtected(t, "remote", as)
+	a := startWith(t, nil, gateway.Options{})
+	b := runGateway(t, a.st, "test-gateway-b", a.dir, a.logs, gateway.Options{})
+
+	// What crosses the bus between the gateways, as another gateway
+	// identity (the only one allowed on those subjects) sees it.
+	spy, err := a.st.ConnectAs("test-gateway-spy", access.Gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close()
+	relayed := make(chan *nats.Msg, 16)
+	sub, err := spy.ChanSubscribe("mcp.v1.oauth.callback.*", relayed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	if r := a.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: remoteConfig("remote", url)}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	r := a.do("POST", "/api/v1/servers/remote/auth", nil)
+	var out model.OAuthStartReply
+	r.decode(t, &out)
+	if r.status != http.StatusOK || out.AuthorizationURL == "" {
+		t.Fatalf("POST auth on A: %d %s", r.status, r.body)
+	}
+	// The browser: the authorization server redirects to A's callback URL;
+	// the load balancer sends it to B.
+	back := redirectOf(t, out.AuthorizationURL)
+	if !strings.HasPrefix(back, a.url+oauthflow.CallbackPath) {
+		t.Fatalf("redirect %q, want A's callback", back)
+	}
+	onB := b.url + strings.TrimPrefix(back, a.url)
+	if code, page := browse(t, onB); code != http.StatusOK || !strings.Contains(page, "authorized with remote") {
+		t.Fatalf("callback on B: %d %q", code, page)
+	}
+
+	// The code went A-ward sealed: neither it nor the state is in clear.
+	select {
+	case m := <-relayed:
+		code := queryOf(t, back, "code")
+		if code == "" || strings.Contains(string(m.Data), code) || strings.Contains(string(m.Data), queryOf(t, back, "state")) {
+			t.Fatalf("relayed callback carries the code or state in clear: %s", m.Data)
+		}
+		var req model.OAuthCallbackRequest
+		if err := json.Unmarshal(m.Data, &req); err != nil || len(req.Sealed) == 0 || req.SenderKey == "" {
+			t.Fatalf("relayed callback %s: %v", m.Data, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no callback was relayed over the bus")
+	}
+
+	// Tokens stored (seen from B), the server connects.
+	r = b.do("GET", "/api/v1/servers/remote/credentials", nil)
+	var d model.CredDescription
+	r.decode(t, &d)
+	if r.status != http.StatusOK || d.OAuth == nil || !d.OAuth.HasRefreshToken {
+		t.Fatalf("credentials: %d %s", r.status, r.body)
+	}
+	if r = b.do("POST", "/api/v1/servers/remote/enable", nil); r.status != http.StatusOK {
+		t.Fatalf("enable after auth: %d %s", r.status, r.body)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) { // B's catalog follows the runner's
+		r = b.invokeEcho(t, "remote", "via-b")
+		return r.status == http.StatusOK && strings.Contains(string(r.body), "via-b"), string(r.body)
+	})
+	// The state is spent on every instance.
+	for _, e := range []*env{a, b} {
+		if code, page := browse(t, e.url+strings.TrimPrefix(back, a.url)); code != http.StatusBadRequest || !strings.Contains(page, "unknown, already used or expired") {
+			t.Fatalf("callback again on %s: %d %q", e.url, code, page)
+		}
+	}
+}
+
+// redirectOf follows the authorization URL one step, as the browser does,
+// and returns where the authorization server sends it back to.
+func redirectOf(t *testing.T, authURL string) string {
+	t.Helper()
+	c := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") == "" {
+		t.Fatalf("authorization endpoint: %d without a redirect", resp.StatusCode)
+	}
+	return resp.Header.Get("Location")
+}
+
+func queryOf(t *testing.T, raw, name string) string {
+	t.Helper()
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Query().Get(name)
+}
+
+// TestOAuthConfidentialClient: an authorization server without dynamic
+// registration and a confidential client registered there. The config
+// names the client id; its secret is a credential of its own record
+// (model.OAuthClientCredentialID, as `mcpbus cred set <server>
+// --oauth-client-secret` stores it), read by the gateway on
+// cred.oauthclient and sent to the token endpoint the way the server's
+// metadata allows (client_secret_post only here), for the code exchange and
+// for the credential service's refreshes. A wrong secret fails with a
+// message naming the client; a secret never shows in describe or logs.
+func TestOAuthConfidentialClient(t *testing.T) {
+	const clientID, secret = "mcpbus-confidential", "right-client-secret"
+	as := oauthtest.Start(t, oauthtest.Options{NoRegistration: true, TokenTTL: 4 * time.Second,
+		Clients: map[string]string{clientID: secret}, AuthMethods: []string{"client_secret_post"}})
+	url := testmcp.ServeProtected(t, "remote", as)
+	e := startWith(t, func(o *stack.Options) {
+		o.Credential.RefreshBefore = 3 * time.Second
+		o.Runner.OAuthEarlyRefresh = 2 * time.Second
+	}, gateway.Options{})
+	c := remoteConfig("remote", url)
+	c.Transport.OAuth = &model.TransportOAuth{ClientID: clientID}
+	r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: c})
+	var cfg model.McpConfig
+	r.decode(t, &cfg)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	nc, err := e.st.ConnectAs("test-operator", access.Operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	setSecret := func(v string) {
+		t.Helper()
+		if _, err := credclient.New(nc, "").Set(ctxT(t, 10*time.Second), model.CredSetRequest{ServerID: model.OAuthClientCredentialID(cfg.ID),
+			Credentials: model.Credentials{Env: map[string]string{model.OAuthClientSecretName: v}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Without the secret, the client is public: the token endpoint refuses it.
+	r = e.do("POST", "/api/v1/servers/remote/auth", nil)
+	var out model.OAuthStartReply
+	r.decode(t, &out)
+	if code, page := browse(t, out.AuthorizationURL); code != http.StatusBadRequest || !strings.Contains(page, oauthflow.MsgClientRefused) {
+		t.Fatalf("no secret: %d %q", code, page)
+	}
+	// A wrong secret: the same clear error.
+	setSecret("wrong-client-secret")
+	r = e.do("POST", "/api/v1/servers/remote/auth", nil)
+	r.decode(t, &out)
+	if code, page := browse(t, out.AuthorizationURL); code != http.StatusBadRequest || !strings.Contains(page, oauthflow.MsgClientRefused) {
+		t.Fatalf("wrong secret: %d %q", code, page)
+	}
+	// The right one.
+	setSecret(secret)
+	e.authorize(t, "remote")
+	if got := as.SecretAuth(); !slices.Contains(got, "authorization_code client_secret_post") {
+		t.Fatalf("client authentication %v, want the code exchanged with client_secret_post", got)
+	}
+	if as.Registrations() != 0 {
+		t.Fatalf("%d dynamic registrations", as.Registrations())
+	}
+	if r = e.do("POST", "/api/v1/servers/remote/enable", nil); r.status != http.StatusOK {
+		t.Fatalf("enable after auth: %d %s", r.status, r.body)
+	}
+	// The gateway's catalog follows the runner's.
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		r = e.invokeEcho(t, "remote", "first")
+		return r.status == http.StatusOK, string(r.body)
+	})
+	// Tokens live 4 s: the credential service refreshes them with the secret.
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		if r = e.invokeEcho(t, "remote", "confidential"); r.status != http.StatusOK || !strings.Contains(string(r.body), "confidential") {
+			t.Fatalf("call: %d %s (refreshes %d)", r.status, r.body, as.Refreshes())
+		}
+	}
+	if as.Refreshes() < 1 {
+		t.Fatalf("refreshes %d, want at least 1", as.Refreshes())
+	}
+	refreshed := false
+	for _, a := range as.SecretAuth() {
+		refreshed = refreshed || strings.HasPrefix(a, "refresh_token ")
+	}
+	if !refreshed {
+		t.Fatalf("client authentication %v: no refresh authenticated with the secret", as.SecretAuth())
+	}
+	r = e.do("GET", "/api/v1/servers/remote/credentials", nil)
+	if r.status != http.StatusOK || strings.Contains(string(r.body), secret) {
+		t.Fatalf("credentials: %d %s", r.status, r.body)
+	}
+	if strings.Contains(e.logs.String(), secret) {
+		t.Fatal("the client secret reached the logs")
+	}
+	// Deleting the server deletes its client secret too.
+	if r = e.do("DELETE", "/api/v1/servers/remote", nil); r.status != http.StatusOK && r.status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	d, err := credclient.New(nc, "").Describe(ctxT(t, 10*time.Second), model.CredDescribeRequest{ServerID: model.OAuthClientCredentialID(cfg.ID)})
+	if err != nil || len(d.Env) != 0 {
+		t.Fatalf("client secret record after delete: %+v %v", d, err)
+	}
 }

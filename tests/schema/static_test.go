@@ -31,11 +31,11 @@ func TestSchemasCompile(t *testing.T) {
 		"config-delete-reply", "config-import-request", "config-import-reply", "config-export-request",
 		"config-export-reply", "config-history-reply", "config-rollback-request", "config-event", "slug-reservation",
 		"cred-set-request", "cred-delete-request", "cred-describe-request", "cred-description", "cred-resolve-request", "cred-event",
-		"cred-key-request", "cred-key-reply", "cred-chatkey-request", "cred-chatkey-reply", "sealed-credentials", "sealed-reply", "registry-search-request", "registry-search-reply", "registry-get-request", "install-plan",
+		"cred-key-request", "cred-key-reply", "cred-chatkey-request", "cred-chatkey-reply", "cred-oauthclient-request", "sealed-credentials", "sealed-reply", "registry-search-request", "registry-search-reply", "registry-get-request", "install-plan",
 		"chat-profile", "chat-send-request", "chat-send-reply", "chat-conversation-ref", "chat-history-reply", "chat-list-request",
 		"chat-list-reply", "chat-cancel-request", "chat-cancel-reply", "chat-approve-request", "chat-answer-request", "chat-pending-reply", "chat-event", "chat-entry",
 		"chat-profile-put-request", "chat-profile-ref", "chat-profile-list-request", "chat-profile-list-reply",
-		"oauth-start-request", "oauth-start-reply", "oauth-event",
+		"oauth-start-request", "oauth-start-reply", "oauth-event", "oauth-callback-request", "oauth-callback-reply",
 		"gateway-retry-request", "gateway-retry-reply",
 	}
 	for _, name := range want {
@@ -207,7 +207,7 @@ func TestAsyncAPI(t *testing.T) {
 		s.Event("chat", "c1"), s.Service("chat", "log") + ".c1",
 		"$KV." + bus.BucketChatProfiles + ".work",
 		// OAuth of remote servers (issue 17): the gateway's flow and its outcomes.
-		s.Service("oauth", "start"), s.Event("oauth", "srv"),
+		s.Service("oauth", "start"), s.Event("oauth", "srv"), s.OAuthCallback("0a1b"),
 		// Multi round-trip retries passed between gateway instances.
 		s.GatewayRetry("abcdefghijklmnop"),
 	} {

@@ -321,7 +321,7 @@ func TestRealMessages(t *testing.T) {
 	driveControlPlane(t, ctx, sys, sec, bad)
 	// The chat service: every verb, turns with a tool call and its approval, a cancellation.
 	driveChat(t, ctx, sys, sec, bad)
-	driveOAuth(t, ctx, cl)
+	driveOAuth(t, ctx, sys, sec)
 	driveRetry(t, ctx, sys, srv)
 
 	// Wait for the trailing messages: the call events (published after each
@@ -420,7 +420,7 @@ type request struct {
 func controlVerbs() map[string][]string {
 	return map[string][]string{
 		"config":   config.Verbs,
-		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry, credential.VerbChatKey},
+		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry, credential.VerbChatKey, credential.VerbOAuthClient},
 		"registry": {"search", "get"},
 		"chat":     chatVerbs,
 		"oauth":    {"start"},
@@ -451,6 +451,8 @@ func kindOf(subject string, s bus.Subjects) string {
 		return "control"
 	case tok[0] == "gateway" && len(tok) == 3 && tok[1] == "retry":
 		return "gateway.retry"
+	case tok[0] == "oauth" && len(tok) == 3 && tok[1] == "callback":
+		return "oauth.callback"
 	case tok[0] == "runtime" && len(tok) == 2:
 		switch tok[1] {
 		case "start", "stop", "restart", "status":
@@ -479,7 +481,7 @@ var requestSchema = map[string]string{
 
 	"cred.set": "cred-set-request", "cred.delete": "cred-delete-request", "cred.describe": "cred-describe-request",
 	"cred.resolve": "cred-resolve-request", "cred.key": "cred-key-request", "cred.registry": "cred-resolve-request",
-	"cred.chatkey": "cred-chatkey-request",
+	"cred.chatkey": "cred-chatkey-request", "cred.oauthclient": "cred-oauthclient-request",
 
 	"registry.search": "registry-search-request", "registry.get": "registry-get-request",
 
@@ -488,7 +490,7 @@ var requestSchema = map[string]string{
 	"chat.answer": "chat-answer-request", "chat.pending": "chat-conversation-ref", "chat.profiles.put": "chat-profile-put-request",
 	"chat.profiles.get": "chat-profile-ref", "chat.profiles.list": "chat-profile-list-request", "chat.profiles.delete": "chat-profile-ref",
 
-	"oauth.start": "oauth-start-request", "gateway.retry": "gateway-retry-request",
+	"oauth.start": "oauth-start-request", "oauth.callback": "oauth-callback-request", "gateway.retry": "gateway-retry-request",
 }
 
 // replySchema is the schema of the success reply of the request kinds that
@@ -503,7 +505,7 @@ var replySchema = map[string]string{
 
 	"cred.set": "cred-description", "cred.delete": "cred-description", "cred.describe": "cred-description",
 	"cred.resolve": "sealed-reply", "cred.key": "cred-key-reply", "cred.registry": "sealed-reply",
-	"cred.chatkey": "cred-chatkey-reply",
+	"cred.chatkey": "cred-chatkey-reply", "cred.oauthclient": "sealed-reply",
 
 	"registry.search": "registry-search-reply", "registry.get": "install-plan",
 
@@ -512,7 +514,7 @@ var replySchema = map[string]string{
 	"chat.answer": "chat-answer-request", "chat.pending": "chat-pending-reply", "chat.profiles.put": "chat-profile", "chat.profiles.get": "chat-profile",
 	"chat.profiles.list": "chat-profile-list-reply", "chat.profiles.delete": "chat-profile-ref",
 
-	"oauth.start": "oauth-start-reply", "gateway.retry": "gateway-retry-reply",
+	"oauth.start": "oauth-start-reply", "oauth.callback": "oauth-callback-reply", "gateway.retry": "gateway-retry-reply",
 }
 
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
@@ -830,9 +832,9 @@ var kvRules = map[string]kvRule{
 // internalBuckets belong to one service and are not part of the contract:
 // the runners' leases, the registry service's cache of registry answers, and
 // the chat service's turn leases and pending approvals (read through
-// mcp.v1.chat.pending).
+// mcp.v1.chat.pending), and the gateways' pending OAuth flows.
 var internalBuckets = map[string]bool{bus.BucketOwners: true, regsvc.BucketCache: true,
-	bus.BucketChatTurns: true, bus.BucketChatApprovals: true}
+	bus.BucketChatTurns: true, bus.BucketChatApprovals: true, bus.BucketOAuthFlows: true}
 
 // kvValue is the document a KV value is validated as.
 func kvValue(t *testing.T, rule kvRule, value []byte) []byte {

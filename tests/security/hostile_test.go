@@ -137,6 +137,10 @@ func TestHostileClients(t *testing.T) {
 		"call a tool it is not allowed":                     "mcp.v1.call.other.echo",
 		"write into KV directly":                            "$KV.mcp_configs.x",
 		"make agents":                                       "mcp.v1.agents.create",
+		"read an OAuth client secret":                       "mcp.v1.cred.oauthclient",
+		"forge an OAuth callback to a gateway":              "mcp.v1.oauth.callback.0a1b",
+		"revoke OAuth access tokens":                        "mcp.v1.tokens.revoke",
+		"write the pending OAuth flows":                     "$KV.mcp_oauth_flows.x",
 	}
 	for what, subject := range deniedPublish {
 		t.Run("agent: "+what, func(t *testing.T) {
@@ -154,6 +158,7 @@ func TestHostileClients(t *testing.T) {
 		"serve the credential service":              "mcp.v1.cred.resolve",
 		"read the operator's replies":               "_I.operator.>",
 		"read every inbox":                          "_INBOX.>",
+		"take the OAuth callbacks (codes, sealed)":  "mcp.v1.oauth.callback.*",
 	}
 	for what, subject := range deniedSubscribe {
 		t.Run("agent: "+what, func(t *testing.T) {

@@ -207,6 +207,11 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 		if err := s.store.Delete(ctx, id); err != nil {
 			return id, nil, err
 		}
+		// The server's OAuth client secret, a record of its own, goes too
+		// (this is how the config service deletes a server's secrets).
+		if err := s.store.Delete(ctx, model.OAuthClientCredentialID(id)); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return id, nil, err
+		}
 		return id, s.describe(id, model.Credentials{}, time.Time{}), nil
 	}
 	rec, _, err := s.get(ctx, id)

@@ -86,6 +86,40 @@ func (s *Service) handleChatKey(ctx context.Context, data []byte) (id string, ou
 	return id, reply, nil
 }
 
+// handleOAuthClient answers the gateway the client secret of a server's
+// confidential OAuth client (cred.oauthclient): only the record derived from
+// the server id (model.OAuthClientCredentialID), and of it only the secret,
+// sealed to the requester's key, with the same audit event.
+func (s *Service) handleOAuthClient(ctx context.Context, data []byte) (id string, out any, err error) {
+	var in credclient.OAuthClientRequest
+	if err := bus.Decode(data, &in); err != nil {
+		return "", nil, err
+	}
+	if err := checkID(in.ServerID); err != nil {
+		return "", nil, err
+	}
+	id = model.OAuthClientCredentialID(in.ServerID)
+	defer func() { s.audit(id, "", VerbOAuthClient, err) }()
+	if err := checkRecipient(in.RecipientKey); err != nil {
+		return id, nil, err
+	}
+	reply, err := s.sealRecord(ctx, id, in.RecipientKey, oauthClientSecret)
+	if err != nil {
+		return id, nil, err
+	}
+	return id, reply, nil
+}
+
+// oauthClientSecret is what the gateway gets: the client secret alone, or
+// NOT_FOUND when none is stored (a public client).
+func oauthClientSecret(rec model.Credentials) (model.ResolvedCredentials, error) {
+	secret := rec.Env[model.OAuthClientSecretName]
+	if secret == "" {
+		return model.ResolvedCredentials{}, apierr.New(apierr.NotFound, "no OAuth client secret is stored for this server")
+	}
+	return model.ResolvedCredentials{Env: map[string]string{model.OAuthClientSecretName: secret}}, nil
+}
+
 // checkRecipient checks the key a reply is to be sealed to.
 func checkRecipient(key string) error {
 	if !nkeys.IsValidPublicCurveKey(key) {

@@ -39,6 +39,9 @@ const (
 	VerbRegistry = "registry"
 	// VerbChatKey answers the chat service the API key of a chat profile.
 	VerbChatKey = credclient.VerbChatKey
+	// VerbOAuthClient answers the gateway the client secret of a server's
+	// confidential OAuth client.
+	VerbOAuthClient = credclient.VerbOAuthClient
 )
 
 // Options configure the service. Store, or Backend and what it needs, is required.
@@ -142,6 +145,7 @@ func (s *Service) Run(ctx context.Context) error {
 	handlers := map[string]handler{
 		VerbSet: s.handleSet, VerbDelete: s.handleDelete, VerbDescribe: s.handleDescribe, VerbResolve: s.handleResolve,
 		VerbKey: s.handleKey, VerbRegistry: s.handleRegistryKey, VerbChatKey: s.handleChatKey,
+		VerbOAuthClient: s.handleOAuthClient,
 	}
 	meta := map[string]string{"backend": s.store.Name()}
 	// The key pair now, when the store answers (the file store always does:
@@ -160,7 +164,7 @@ func (s *Service) Run(ctx context.Context) error {
 	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version,
 		Description: "mcpbus credential service: secrets of MCP servers",
 		Metadata:    meta}
-	for _, verb := range []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve, VerbKey, VerbRegistry, VerbChatKey} {
+	for _, verb := range []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve, VerbKey, VerbRegistry, VerbChatKey, VerbOAuthClient} {
 		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: verb, Subject: s.subj.Service("cred", verb),
 			Handler: bus.JSONHandler(s.log, s.logged(verb, handlers[verb]))})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/libs/settings"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	"github.com/mcpbus/mcpbus/services/gateway/auth/jwtauth"
 	"github.com/mcpbus/mcpbus/services/gateway/openai"
 )
 
@@ -42,6 +43,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Strings(&o.OAuth.Audiences, "oauth-audience", "", nil, "accepted token audience (aud; repeat for several; default --oauth-resource)")
 	s.String(&o.OAuth.JWKSURL, "oauth-jwks-url", "", "", "the issuer's JWK Set URL (default: its jwks_uri from its RFC 8414 / OpenID Connect metadata)")
 	s.Strings(&o.OAuth.ScopeMap, "oauth-scope-map", "", nil, "map a token scope to grants: '<scope>=<grant> [<grant>...]', grants admin, call, chat or tool:<glob> (repeat; mcpbus:<grant> scopes need no entry)")
+	s.Duration(&o.TokenRevocationTTL, "oauth-revocation-ttl", "", jwtauth.DefaultRevocationTTL, "how long a revoked access token (mcpbus tokens revoke) stays refused: at least the longest access-token lifetime of the issuers")
 	s.String(&o.JaegerURL, "gateway-jaeger-url", "", "", "base URL of the Jaeger UI, e.g. http://127.0.0.1:16686; the web console links each call's trace there (default: no links)")
 	s.String(&o.PublicURL, "gateway-public-url", "", "", "base URL browsers reach the gateway at, for the OAuth callback <url>/oauth/callback (default: http://<http-addr>)")
 }
@@ -57,6 +59,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--max-body %d must not be negative", o.MaxBodyBytes)
 	case o.MCP.CallTimeout < 0:
 		return fmt.Errorf("--gateway-call-timeout %s must not be negative", o.MCP.CallTimeout)
+	case o.TokenRevocationTTL < 0:
+		return fmt.Errorf("--oauth-revocation-ttl %s must not be negative", o.TokenRevocationTTL)
 	case o.ChatTurnTimeout < 0:
 		return fmt.Errorf("--gateway-chat-timeout %s must not be negative", o.ChatTurnTimeout)
 	}

@@ -87,6 +87,10 @@ type Options struct {
 	// (JWT) of its issuers are accepted beside API keys, and the RFC 9728
 	// metadata is served (default: no issuer, API keys only).
 	OAuth jwtauth.Options
+	// TokenRevocationTTL is how long a revoked access token stays refused
+	// (default jwtauth.DefaultRevocationTTL): at least the longest token
+	// lifetime of the issuers.
+	TokenRevocationTTL time.Duration
 	// PublicURL is the base URL browsers reach the gateway at; the OAuth
 	// redirect URI is PublicURL + /oauth/callback (default http://<Addr>,
 	// with the port actually bound).
@@ -106,6 +110,7 @@ type Gateway struct {
 	handler http.Handler
 
 	keys     *auth.KeyStore
+	revoked  *jwtauth.Revocations
 	tokens   *jwtauth.Verifier
 	tokStop  context.CancelFunc
 	keysSvc  micro.Service
@@ -187,7 +192,14 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	if g.keys, err = auth.OpenKeyStore(setup, js, auth.StoreOptions{Replicas: opts.Replicas, Logger: g.log}); err != nil {
 		return nil, err
 	}
+	if g.revoked, err = jwtauth.OpenRevocations(setup, js, jwtauth.RevocationOptions{Replicas: opts.Replicas, TTL: opts.TokenRevocationTTL, Logger: g.log}); err != nil {
+		return nil, err
+	}
+	opts.OAuth.Revoked = g.revoked
 	if g.keysSvc, err = auth.AddKeysService(nc, g.keys, opts.Prefix, g.log); err != nil {
+		return nil, err
+	}
+	if err := jwtauth.AddRevokeEndpoint(g.keysSvc, g.revoked, opts.Prefix, g.log); err != nil {
 		return nil, err
 	}
 	if !opts.NoAuth {
@@ -223,16 +235,19 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 		return nil, fmt.Errorf("gateway: listening on %s: %w", opts.Addr, err)
 	}
 	oo := opts.RemoteOAuth
-	oo.Prefix, oo.Logger = opts.Prefix, g.log
+	oo.Prefix, oo.Logger, oo.Replicas = opts.Prefix, g.log, opts.Replicas
 	oo.CallbackURL = strings.TrimRight(opts.PublicURL, "/") + oauthflow.CallbackPath
 	if opts.PublicURL == "" {
 		oo.CallbackURL = "http://" + g.ln.Addr().String() + oauthflow.CallbackPath
 	}
-	g.oauth = oauthflow.New(nc, oo)
+	if g.oauth, err = oauthflow.New(setup, nc, oo); err != nil {
+		return nil, err
+	}
 	if err := g.oauth.AddEndpoint(g.keysSvc, g.log); err != nil {
 		return nil, err
 	}
 	g.api.SetOAuth(g.oauth)
+	g.api.SetRevoker(g.revoked)
 	g.metrics = httpmetrics.New(otel.GetMeterProvider())
 	g.limiter = auth.NewLimiter(auth.LimiterOptions{RPS: opts.RateRPS, Burst: opts.RateBurst, OnRefuse: g.metrics.RateLimited})
 	g.handler = g.buildHandler()
@@ -447,6 +462,9 @@ func (g *Gateway) Close() {
 		}
 		if g.keys != nil {
 			g.keys.Close()
+		}
+		if g.revoked != nil {
+			g.revoked.Close()
 		}
 	})
 }

@@ -36,7 +36,7 @@ func (f *Flows) run(ctx context.Context, h *auth.AuthorizationCodeHandler, cfg *
 	}
 	var e *apierr.Error
 	if err != nil {
-		e = failure(ctx, err)
+		e = failure(ctx, err, cfg.Transport.OAuth != nil && cfg.Transport.OAuth.ClientID != "")
 		f.log.Warn("OAuth authorization failed", append([]any{"server", cfg.Slug, "code", e.Code, "error", e.Message}, causeAttrs(err)...)...)
 	} else {
 		f.log.Info("OAuth authorization completed", "server", cfg.Slug, "expires_at", fl.token.Expiry)
@@ -61,10 +61,19 @@ func causeAttrs(err error) []any {
 	return []any{"cause", err.Error()}
 }
 
-// failure maps a failed flow to the product's messages.
-func failure(ctx context.Context, err error) *apierr.Error {
+// MsgClientRefused is the failure of a token endpoint that refused the
+// client's credentials (invalid_client): most likely a wrong or missing
+// client secret.
+const MsgClientRefused = "Authorization failed: the authorization server refused the OAuth client (invalid_client). Check transport.oauth.client_id and its secret (mcpbus cred set <server> --oauth-client-secret)."
+
+// failure maps a failed flow to the product's messages; preregistered: the
+// client is the config's (its secret, if any, is the operator's to fix).
+func failure(ctx context.Context, err error, preregistered bool) *apierr.Error {
 	var ae *apierr.Error
+	var re *oauth2.RetrieveError
 	switch {
+	case preregistered && errors.As(err, &re) && re.ErrorCode == "invalid_client":
+		return apierr.Wrap(apierr.Unauthorized, MsgClientRefused, err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return apierr.Wrap(apierr.Network, model.MsgAuthorizeTimeout, err)
 	case errors.Is(ctx.Err(), context.Canceled):
@@ -136,39 +145,34 @@ const callbackWait = 30 * time.Second
 // Callback serves GET /oauth/callback, where the authorization server sends
 // the browser back. It needs no API key: the state binds it to one flow
 // started by an admin, it works once, and not past the flow's deadline.
+// The flow may be held by another gateway instance: the callback goes to
+// it over the bus, sealed (relay.go), even when it is this one.
 func (f *Flows) Callback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	state := q.Get("state")
-	f.mu.Lock()
-	p := f.pending[state]
-	delete(f.pending, state)
-	f.mu.Unlock()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if state == "" || p == nil || time.Now().After(p.expires) {
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write([]byte("This authorization is unknown, already used or expired. Run `mcpbus servers auth <server>` again.\n"))
-		return
+	cb := model.OAuthCallback{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"), Error: q.Get("error")}
+	if cb.Error == "" && cb.Code == "" {
+		cb.Error = "invalid_request"
 	}
-	cb := callback{code: q.Get("code"), state: state, iss: q.Get("iss"), err: q.Get("error")}
-	if cb.err == "" && cb.code == "" {
-		cb.err = "invalid_request"
+	srv, err := "", error(errUnknown)
+	if cb.State != "" {
+		srv, err = f.relay(r.Context(), cb)
 	}
-	p.result <- cb
-	var err error
-	select {
-	case err = <-p.flow.outcome:
-	case <-time.After(callbackWait):
-		err = apierr.New(apierr.Network, "mcpbus is still finishing the authorization; see `mcpbus status`")
-	case <-r.Context().Done():
+	if r.Context().Err() != nil {
 		return
 	}
 	if err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write([]byte(apierr.From(err).Message + "\n"))
+		e := apierr.From(err)
+		status := http.StatusBadRequest
+		if e.Code == apierr.ServiceUnavailable || e.Code == apierr.Network {
+			status = e.Code.HTTPStatus()
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(e.Message + "\n"))
 		return
 	}
-	_, _ = w.Write([]byte("mcpbus is authorized with " + p.flow.server + ". You may close this window.\n"))
+	_, _ = w.Write([]byte("mcpbus is authorized with " + srv + ". You may close this window.\n"))
 }
 
 // AddEndpoint serves mcp.v1.oauth.start on svc (the gateway's micro

@@ -15,6 +15,7 @@ package oauthflow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -25,11 +26,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/oauth2"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -54,6 +57,8 @@ type Options struct {
 	// (default: go-sdk's, which refuses private and link-local addresses
 	// for discovery).
 	HTTPClient *http.Client
+	// Replicas of the bucket of pending flows (1 embedded, 3 on a cluster).
+	Replicas int
 }
 
 // Flows are the authorization flows under way in this gateway.
@@ -63,12 +68,13 @@ type Flows struct {
 	nc     *nats.Conn
 	subj   bus.Subjects
 	client *client.Client
+	kv     jetstream.KeyValue   // the flows waiting for their callback, of every instance
+	creds  *credclient.Resolver // reads confidential clients' secrets (cred.oauthclient)
 
-	mu      sync.Mutex
-	pending map[string]*pending // by state: single use
-	flows   map[string]*flow    // by server: one flow each
-	wg      sync.WaitGroup
-	closed  bool
+	mu     sync.Mutex
+	flows  map[string]*flow // by server: one flow each
+	wg     sync.WaitGroup
+	closed bool
 }
 
 // flow is one authorization under way.
@@ -81,28 +87,29 @@ type flow struct {
 	token *oauth2.Token
 }
 
-// pending is a flow waiting for its callback.
-type pending struct {
-	flow    *flow
-	expires time.Time
-	result  chan callback // the callback's query, once
-}
-
-type callback struct {
-	code, state, iss, err string
-}
-
-// New prepares the flows of a gateway whose callback is opts.CallbackURL.
-func New(nc *nats.Conn, opts Options) *Flows {
+// New prepares the flows of a gateway whose callback is opts.CallbackURL,
+// creating the bucket of pending flows if needed.
+func New(ctx context.Context, nc *nats.Conn, opts Options) (*Flows, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
+	}
+	if opts.Timeout > flowsTTL {
+		return nil, fmt.Errorf("oauthflow: a flow's timeout (%s) must be under %s", opts.Timeout, flowsTTL)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	kv, err := openFlows(ctx, nc, opts)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := credclient.NewResolver(nc, opts.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("oauthflow: %w", err)
+	}
 	return &Flows{opts: opts, log: opts.Logger, nc: nc, subj: bus.NewSubjects(opts.Prefix),
-		client:  client.New(nc, client.Options{Prefix: opts.Prefix}),
-		pending: map[string]*pending{}, flows: map[string]*flow{}}
+		client: client.New(nc, client.Options{Prefix: opts.Prefix}), kv: kv, creds: creds,
+		flows: map[string]*flow{}}, nil
 }
 
 // Close cancels every flow under way and waits for them.
@@ -132,6 +139,10 @@ func (f *Flows) Start(ctx context.Context, ref string) (model.OAuthStartReply, e
 	if cfg.Transport.Type != model.TransportHTTP {
 		return model.OAuthStartReply{}, apierr.Invalid("transport.type", "OAuth authorization is for remote (http) servers; "+cfg.Slug+" runs over stdio")
 	}
+	secret, err := f.clientSecret(ctx, &cfg)
+	if err != nil {
+		return model.OAuthStartReply{}, err
+	}
 	req, resp, err := f.probe(ctx, &cfg)
 	if err != nil {
 		return model.OAuthStartReply{}, err
@@ -140,7 +151,7 @@ func (f *Flows) Start(ctx context.Context, ref string) (model.OAuthStartReply, e
 	expires := time.Now().Add(f.opts.Timeout).UTC()
 	fl := &flow{server: cfg.Slug, cancel: cancel, outcome: make(chan error, 1)}
 	urls := make(chan string, 1)
-	h, err := f.handler(&cfg, fl, urls)
+	h, err := f.handler(&cfg, secret, fl, urls)
 	if err != nil {
 		cancel()
 		_ = resp.Body.Close()
@@ -218,10 +229,30 @@ func (f *Flows) probe(ctx context.Context, cfg *model.McpConfig) (*http.Request,
 	return req.WithContext(context.Background()), resp, nil
 }
 
+// clientSecret reads the secret of cfg's pre-registered client from the
+// credential service: "" for a public client (no client id configured, or
+// no secret stored for it).
+func (f *Flows) clientSecret(ctx context.Context, cfg *model.McpConfig) (string, error) {
+	if cfg.Transport.OAuth == nil || cfg.Transport.OAuth.ClientID == "" {
+		return "", nil
+	}
+	secret, err := f.creds.OAuthClientSecret(ctx, cfg.ID)
+	if apierr.Of(err) == apierr.NotFound {
+		return "", nil
+	}
+	if err != nil {
+		return "", apierr.Wrap(apierr.Of(err), "reading the OAuth client secret of "+cfg.Slug+": "+apierr.From(err).Message, err)
+	}
+	return secret, nil
+}
+
 // handler is go-sdk's authorization-code handler for cfg, with the
 // gateway's callback as redirect URI; the URL it builds goes to urls, the
-// tokens it gets to fl.
-func (f *Flows) handler(cfg *model.McpConfig, fl *flow, urls chan<- string) (*auth.AuthorizationCodeHandler, error) {
+// tokens it gets to fl. With a secret, the pre-registered client is
+// confidential: go-sdk sends the secret to the token endpoint with the
+// method the authorization server's metadata lists first among
+// client_secret_post and client_secret_basic.
+func (f *Flows) handler(cfg *model.McpConfig, secret string, fl *flow, urls chan<- string) (*auth.AuthorizationCodeHandler, error) {
 	hc := &auth.AuthorizationCodeHandlerConfig{
 		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
 			RedirectURIs: []string{f.opts.CallbackURL}, ClientName: "mcpbus",
@@ -245,6 +276,9 @@ func (f *Flows) handler(cfg *model.McpConfig, fl *flow, urls chan<- string) (*au
 	}
 	if o := cfg.Transport.OAuth; o != nil && o.ClientID != "" {
 		hc.PreregisteredClient = &oauthex.ClientCredentials{ClientID: o.ClientID}
+		if secret != "" {
+			hc.PreregisteredClient.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: secret}
+		}
 	}
 	if o := cfg.Transport.OAuth; o != nil && len(o.Scopes) > 0 {
 		hc.ScopeFilter = func([]string) []string { return o.Scopes }
@@ -252,8 +286,9 @@ func (f *Flows) handler(cfg *model.McpConfig, fl *flow, urls chan<- string) (*au
 	return auth.NewAuthorizationCodeHandler(hc)
 }
 
-// await registers the flow's state, hands the URL on and waits for the
-// callback with that state (or the flow's end).
+// await publishes the flow under its state (for every gateway instance),
+// hands the URL on and waits for the callback with that state (or the
+// flow's end).
 func (f *Flows) await(ctx context.Context, fl *flow, authURL string, urls chan<- string) (*auth.AuthorizationResult, error) {
 	u, err := url.Parse(authURL)
 	if err != nil || u.Query().Get("state") == "" {
@@ -261,22 +296,19 @@ func (f *Flows) await(ctx context.Context, fl *flow, authURL string, urls chan<-
 	}
 	state := u.Query().Get("state")
 	deadline, _ := ctx.Deadline()
-	p := &pending{flow: fl, expires: deadline, result: make(chan callback, 1)}
-	f.mu.Lock()
-	f.pending[state] = p
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		delete(f.pending, state)
-		f.mu.Unlock()
-	}()
+	got := make(chan model.OAuthCallback, 1)
+	stop, err := f.listen(ctx, fl, state, deadline, got)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.ServiceUnavailable, "could not make the authorization reachable from every gateway", err)
+	}
+	defer stop()
 	urls <- authURL
 	select {
-	case cb := <-p.result:
-		if cb.err != "" {
+	case cb := <-got:
+		if cb.Error != "" || cb.Code == "" {
 			return nil, errDenied
 		}
-		return &auth.AuthorizationResult{Code: cb.code, State: cb.state, Iss: cb.iss}, nil
+		return &auth.AuthorizationResult{Code: cb.Code, State: cb.State, Iss: cb.Iss}, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

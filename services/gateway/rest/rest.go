@@ -74,6 +74,8 @@ type API struct {
 	byKey map[string]map[chan struct{}]struct{}
 	// oauth starts authorization flows (nil: the route answers SERVICE_UNAVAILABLE).
 	oauth OAuthStarter
+	// revoker revokes OAuth access tokens (nil: the route answers SERVICE_UNAVAILABLE).
+	revoker TokenRevoker
 }
 
 // OAuthStarter starts the OAuth authorization of a remote server
@@ -191,6 +193,7 @@ func (a *API) Routes() []Route {
 		{"GET", "/api/v1/keys", a.listKeys},
 		{"POST", "/api/v1/keys", a.createKey},
 		{"DELETE", "/api/v1/keys/{id}", a.revokeKey},
+		{"POST", "/api/v1/tokens/revoke", a.revokeTokens},
 		{"GET", "/api/v1/agents", a.listAgents},
 		{"POST", "/api/v1/agents", a.createAgent},
 		{"DELETE", "/api/v1/agents/{name}", a.revokeAgent},

@@ -6,7 +6,8 @@
 // MCPBUS_SMITHERY_SEARCH, MCPBUS_SMITHERY_ENTRY, MCPBUS_CHAT_FAIL_PROMPT,
 // MCPBUS_CHAT_FAIL_TOOL, MCPBUS_CHAT_FAIL_REPLY, MCPBUS_CHAT_TIMEOUT_PROMPT,
 // MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY, MCPBUS_CHAT_TIMEOUT_DURATION,
-// MCPBUS_CHAT_INPUT_PROMPT, MCPBUS_CHAT_INPUT_TOOL, MCPBUS_CHAT_INPUT_REPLY
+// MCPBUS_CHAT_INPUT_PROMPT, MCPBUS_CHAT_INPUT_TOOL, MCPBUS_CHAT_INPUT_REPLY,
+// MCPBUS_OAUTH_SERVER, MCPBUS_OAUTH_NEW_SERVER
 // (see the contract in the Go harness). Every page is also
 // checked with axe-core (WCAG 2.1 A and AA). Exit 0 when every step passed;
 // else 1, naming the step.
@@ -67,6 +68,8 @@ const TIMEOUT_DURATION = env('MCPBUS_CHAT_TIMEOUT_DURATION');
 const INPUT_PROMPT = env('MCPBUS_CHAT_INPUT_PROMPT');
 const INPUT_TOOL = env('MCPBUS_CHAT_INPUT_TOOL');
 const INPUT_REPLY = env('MCPBUS_CHAT_INPUT_REPLY');
+const OAUTH_SERVER = env('MCPBUS_OAUTH_SERVER');
+const OAUTH_NEW = env('MCPBUS_OAUTH_NEW_SERVER');
 mkdirSync(ARTIFACTS, { recursive: true });
 
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -638,6 +641,37 @@ try {
 
   let newKey = '';
   const keyName = 'e2e-second-' + Date.now().toString(36);
+  await step('authorize: a remote server that wants OAuth is authorized from its row', async () => {
+    await go(page, 'Servers');
+    const r = page.getByRole('list', { name: 'Servers' }).getByRole('listitem').filter({ hasText: OAUTH_SERVER + ' ·' });
+    const auth = r.getByRole('button', { name: 'Authorize ' + OAUTH_SERVER });
+    check(await auth.isHidden(), 'Authorize shows before the server refused mcpbus');
+    // A server saved with auth_type oauth and no tokens offers it at once.
+    await page.getByRole('list', { name: 'Servers' }).getByRole('listitem').filter({ hasText: OAUTH_NEW + ' ·' })
+      .getByRole('button', { name: 'Authorize ' + OAUTH_NEW }).waitFor();
+    // Enabling is refused (the upstream's 401, relayed): the console stays
+    // signed in, says why and offers Authorize.
+    allowStatus = new Set([401]);
+    await r.getByRole('switch', { name: 'Enable ' + OAUTH_SERVER }).click();
+    await auth.waitFor();
+    await page.getByText('Authentication failed. Check your API key.').first().waitFor();
+    check(await page.getByRole('navigation', { name: 'Main' }).isVisible(), 'a refused enable signed the console out');
+    await a11y(page, 'servers: Authorize');
+    // The authorization page opens in a new tab; the test's authorization
+    // server approves at once and sends that tab to the gateway's callback.
+    const [tab] = await Promise.all([ctx.waitForEvent('page'), auth.click()]);
+    await tab.getByText('mcpbus is authorized with ' + OAUTH_SERVER).waitFor({ timeout: T.start });
+    await tab.close();
+    // The row follows the outcome: authorized, enabled, Connected.
+    await r.getByRole('status').getByText('Authorized ' + OAUTH_SERVER).first().waitFor({ timeout: T.start });
+    await page.waitForFunction(([slug]) => {
+      const li = [...document.querySelectorAll('ul.servers > li')].find((l) => l.textContent.includes(slug + ' ·'));
+      return li?.querySelector('.badge')?.textContent === 'Connected';
+    }, [OAUTH_SERVER], { timeout: T.start });
+    check(await auth.isHidden(), 'Authorize still shows once the server is connected');
+    await shot(page, 'servers-authorized');
+  }, ['login with the admin key']);
+
   await step('keys: create a key (shown once)', async () => {
     await go(page, 'Keys and agents');
     await page.getByRole('heading', { name: 'API keys', exact: true }).waitFor();

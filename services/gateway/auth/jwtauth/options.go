@@ -49,6 +49,15 @@ type Options struct {
 	// HTTPClient fetches metadata and keys (default: one with HTTPTimeout).
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// Revoked refuses tokens revoked before their exp (the gateway's
+	// Revocations); nil: none are.
+	Revoked RevocationCheck
+}
+
+// RevocationCheck says whether a verified token was revoked since:
+// UNAUTHORIZED with the reason, or nil.
+type RevocationCheck interface {
+	Check(jti, subject string, iat time.Time) error
 }
 
 // Enabled reports whether any issuer is configured.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -159,6 +160,15 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*auth.Principal, e
 	subject := cmp.Or(c.Subject, c.ClientID, c.AZP)
 	if subject == "" || len(subject) > maxSubject || strings.IndexFunc(subject, unicode.IsControl) >= 0 {
 		return nil, invalid("it names no usable subject (sub or client_id)")
+	}
+	if v.opts.Revoked != nil {
+		var iat time.Time
+		if c.IssuedAt != nil {
+			iat = c.IssuedAt.Time
+		}
+		if err := v.opts.Revoked.Check(c.ID, subject, iat); err != nil {
+			return nil, err
+		}
 	}
 	tokenScopes := append(strings.Fields(c.Scope), c.Scp...)
 	scopes, tools := v.scopes.Apply(tokenScopes)

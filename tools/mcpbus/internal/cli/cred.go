@@ -97,7 +97,7 @@ func credTarget(cmd *cobra.Command, c *client.Client, server string) (model.McpC
 func newCredSetCmd(g *globals) *cobra.Command {
 	var headers bool
 	var keyfile, oauthFile string
-	var noRestart bool
+	var noRestart, clientSecret bool
 	cmd := &cobra.Command{
 		Use:   "set <server> <NAME>... ",
 		Short: "Store secrets of a server: values are asked for (hidden) or read from stdin, one line each",
@@ -105,10 +105,17 @@ func newCredSetCmd(g *globals) *cobra.Command {
   printf '%s\n%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" | mcpbus cred set aws AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
   mcpbus cred set remote Authorization --header
   mcpbus cred set gcp API_KEY --keyfile ~/.config/gcp/key.txt
-  mcpbus cred set slack --oauth token.json`,
+  mcpbus cred set slack --oauth token.json
+  mcpbus cred set notion --oauth-client-secret`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			server, names := args[0], args[1:]
+			if clientSecret {
+				if len(names) > 0 || oauthFile != "" || keyfile != "" || headers {
+					return apierr.Invalid("oauth-client-secret", "--oauth-client-secret takes the server only")
+				}
+				return setClientSecret(cmd, g, server)
+			}
 			var creds model.Credentials
 			switch {
 			case oauthFile != "":
@@ -197,6 +204,7 @@ func newCredSetCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&keyfile, "keyfile", "", "store this file's path; the server gets the file's content at spawn time")
 	cmd.Flags().StringVar(&oauthFile, "oauth", "", "an OAuth token JSON file (access_token, refresh_token, expires_at, token_url, client_id, client_secret, env_var or header; - for stdin)")
 	cmd.Flags().BoolVar(&noRestart, "no-restart", false, "do not restart a running server")
+	cmd.Flags().BoolVar(&clientSecret, "oauth-client-secret", false, "store the secret of the server's confidential OAuth client (transport.oauth.client_id), asked for or read from stdin")
 	return cmd
 }
 
@@ -321,4 +329,36 @@ func newRegistryKeyCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// setClientSecret stores the client secret of server's pre-registered OAuth
+// client in a record of its own (model.OAuthClientCredentialID), which only
+// the gateway reads, for `servers auth`.
+func setClientSecret(cmd *cobra.Command, g *globals, server string) error {
+	secret, err := newSecretReader(g).read("client_secret")
+	if err != nil {
+		return err
+	}
+	nc, c, err := g.connect(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	cfg, err := credTarget(cmd, c, server)
+	if err != nil {
+		return err
+	}
+	if cfg.Transport.Type != model.TransportHTTP || cfg.Transport.OAuth == nil || cfg.Transport.OAuth.ClientID == "" {
+		return apierr.Invalid("transport.oauth.client_id", "a client secret needs the client id it belongs to: set transport.oauth.client_id of "+cfg.Slug+" first (remote servers only)")
+	}
+	desc, err := credclient.New(nc, g.bus.Prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: model.OAuthClientCredentialID(cfg.ID),
+		Credentials: model.Credentials{Env: map[string]string{model.OAuthClientSecretName: secret}}})
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return g.printJSON(desc)
+	}
+	fmt.Fprintf(g.stdout, "stored the OAuth client secret of %s (client %s); `mcpbus servers auth %s` uses it\n", cfg.Slug, cfg.Transport.OAuth.ClientID, cfg.Slug)
+	return nil
 }

@@ -1,6 +1,6 @@
 // The REST client: every call carries the key from sessionStorage (never a
-// URL), errors are the API's contract {code,message,field}, and any 401
-// logs the console out.
+// URL), errors are the API's contract {code,message,field}, and a 401 with
+// the gateway's challenge logs the console out.
 
 const KEY = 'mcpbus.console.key';
 
@@ -48,7 +48,10 @@ export async function api<T>(method: string, path: string, body?: unknown, opts:
   }
   if (!res.ok) {
     const err = await toError(res);
-    if (res.status === 401 && !opts.noLogout) onUnauthorized('Your key is no longer valid. Sign in again.');
+    // Only the gateway's own refusal of the key carries a challenge; a 401
+    // without one relays a remote server refusing mcpbus (it needs
+    // authorizing), which must not sign the user out.
+    if (res.status === 401 && !opts.noLogout && res.headers.has('WWW-Authenticate')) onUnauthorized('Your key is no longer valid. Sign in again.');
     throw err;
   }
   if (res.status === 204) return undefined as T;
@@ -169,7 +172,7 @@ export interface McpConfig {
   enabled: boolean;
   source?: { type: string; name?: string; version?: string; qualified_name?: string; url?: string };
   package?: { type: string; identifier: string; runtime_hint?: string; runtime_args?: string[]; args?: string[] };
-  transport: { type: string; url?: string; headers?: Record<string, string>; secret_headers?: string[] };
+  transport: { type: string; url?: string; headers?: Record<string, string>; secret_headers?: string[]; oauth?: { client_id?: string; scopes?: string[] } };
   auth_type?: string;
   env_vars?: Record<string, { value?: string; secret_ref?: string; keyfile_path?: string; is_secret?: boolean; required?: boolean }>;
   config?: unknown;
@@ -192,6 +195,18 @@ export interface Status {
   errors?: number;
   restarts?: number;
   retry_at?: string;
+}
+export interface OAuthStartReply {
+  server: string;
+  authorization_url: string;
+  expires_at: string;
+}
+export interface OAuthEvent {
+  type: 'authorized' | 'failed';
+  server: string;
+  code?: string;
+  message?: string;
+  at: string;
 }
 export interface CallEvent {
   server: string;

@@ -1,7 +1,8 @@
 // Servers: the list with enable switches and live status badges, tools with
 // their schemas, restart, edit (tool filters, timeouts), history and
-// rollback, delete with the seeds' confirmation (seeds/002 §1.1, §1.8, §11.3).
-import { api, ApiError, enc, type McpConfig, type Status } from './api';
+// rollback, delete with the seeds' confirmation (seeds/002 §1.1, §1.8, §11.3),
+// and Authorize for a remote server that wants OAuth (seeds/002 §4.3).
+import { api, ApiError, enc, follow, type McpConfig, type OAuthEvent, type OAuthStartReply, type Status } from './api';
 import { clear, confirmDialog, field, formError, fmtTime, h, pageHeading, setFieldError, showError, toast, uid, type Field, reportFormError } from './dom';
 import { refreshServers, refreshStatus, removeServer, setServer, setStatus, store, subscribe } from './store';
 
@@ -97,6 +98,16 @@ class Row {
   private histBtn: HTMLButtonElement;
   private open: 'tools' | 'edit' | 'history' | null = null;
   private busy = false;
+  private authBtn: HTMLButtonElement;
+  private authNote: HTMLElement;
+  // Set when enabling or restarting was refused with UNAUTHORIZED (the
+  // status may not say so: a refused enable leaves the server disabled).
+  private refused = false;
+  private flow: AbortController | null = null;
+  // For an oauth server: whether the credential service holds its tokens
+  // (asked once; null until known).
+  private hasTokens: boolean | null = null;
+  private askedTokens = false;
 
   constructor(cfg: McpConfig) {
     this.cfg = cfg;
@@ -114,6 +125,9 @@ class Row {
     this.histBtn = h('button', { type: 'button', class: 'btn btn-small', 'aria-expanded': 'false' }, 'History');
     const restart = h('button', { type: 'button', class: 'btn btn-small' }, 'Restart');
     const del = h('button', { type: 'button', class: 'btn btn-small btn-danger-outline' }, 'Delete');
+    this.authBtn = h('button', { type: 'button', class: 'btn btn-small btn-primary', hidden: true }, 'Authorize');
+    this.authBtn.addEventListener('click', () => void this.authorize());
+    this.authNote = h('p', { class: 'srv-auth', role: 'status', hidden: true });
     this.toolsBtn.addEventListener('click', () => this.show('tools'));
     this.editBtn.addEventListener('click', () => this.show('edit'));
     this.histBtn.addEventListener('click', () => this.show('history'));
@@ -123,8 +137,8 @@ class Row {
     for (const b of [this.toolsBtn, this.editBtn, this.histBtn]) b.setAttribute('aria-controls', this.panel.id);
     this.el = h('li', { class: 'srv card', 'aria-labelledby': titleId },
       h('div', { class: 'srv-head' }, this.sw, this.title, this.badge),
-      this.detail, this.meta,
-      h('div', { class: 'srv-actions' }, this.toolsBtn, this.editBtn, this.histBtn, restart, del),
+      this.detail, this.authNote, this.meta,
+      h('div', { class: 'srv-actions' }, this.authBtn, this.toolsBtn, this.editBtn, this.histBtn, restart, del),
       this.panel);
     this.update(cfg);
   }
@@ -152,6 +166,118 @@ class Row {
     const tools = st?.tools?.length ? ` · ${st.tools.length} tools` : '';
     const calls = st?.calls ? ` · ${st.calls} calls, ${st.errors ?? 0} errors` : '';
     this.meta.textContent = `${cfg.slug ?? ''} · ${pkg}${tools}${calls}`;
+    if (st?.state === 'running') this.refused = false;
+    this.askTokens();
+    this.authBtn.hidden = !this.needsAuth(st);
+    this.authBtn.setAttribute('aria-label', 'Authorize ' + cfg.name);
+  }
+
+  // A remote server whose credentials were refused (UNAUTHORIZED: no
+  // OAuth tokens yet, or tokens that no longer work) can be authorized.
+  private needsAuth(st: Status | undefined): boolean {
+    const remote = this.cfg.transport?.type === 'http';
+    return remote && (this.flow !== null || this.refused || this.hasTokens === false || (st?.state === 'error' && st.code === 'UNAUTHORIZED'));
+  }
+
+  // askTokens reads, once, whether a remote server with auth_type oauth has
+  // its tokens stored (the description names no value).
+  private askTokens(): void {
+    if (this.askedTokens || this.cfg.transport?.type !== 'http' || this.cfg.auth_type !== 'oauth') return;
+    this.askedTokens = true;
+    void api<{ oauth?: unknown }>('GET', `/api/v1/servers/${enc(this.cfg.id || key(this.cfg))}/credentials`)
+      .then((d) => {
+        this.hasTokens = !!d?.oauth;
+        this.update(this.cfg);
+      })
+      .catch(() => {});
+  }
+
+  private noteAuth(text: string, link?: string, err = false): void {
+    clear(this.authNote, link ? [text, ' ', h('a', { href: link, target: '_blank', rel: 'noopener noreferrer' }, 'Open the authorization page')] : [text]);
+    this.authNote.className = 'srv-auth' + (err ? ' err' : '');
+    this.authNote.hidden = false;
+  }
+
+  private refusedBy(e: unknown): boolean {
+    if (e instanceof ApiError && e.status === 401 && e.code === 'UNAUTHORIZED' && this.cfg.transport?.type === 'http') {
+      this.refused = true;
+      this.update(this.cfg);
+      return true;
+    }
+    return false;
+  }
+
+  // authorize starts the OAuth flow (POST /api/v1/servers/{id}/auth), opens
+  // the authorization page in a new tab and follows the outcome
+  // (events.oauth.<server>): authorized, the server is enabled (or
+  // restarted by the gateway) and its status shows it; failed, the message.
+  private async authorize(): Promise<void> {
+    this.flow?.abort();
+    const flow = new AbortController();
+    this.flow = flow;
+    this.authBtn.disabled = true;
+    const slug = key(this.cfg);
+    const done = (text: string, err: boolean) => {
+      if (this.flow !== flow) return;
+      flow.abort();
+      this.flow = null;
+      this.authBtn.disabled = false;
+      this.noteAuth(text, undefined, err);
+      this.update(this.cfg);
+    };
+    // Listen before starting, so the outcome cannot slip past.
+    const opened = new Promise<void>((resolve) => {
+      follow('/api/v1/events?kinds=oauth', (e) => {
+        let ev: { data?: OAuthEvent };
+        try {
+          ev = JSON.parse(e.data);
+        } catch {
+          return;
+        }
+        const o = ev.data;
+        if (!o || o.server !== slug) return;
+        if (o.type === 'authorized') {
+          this.refused = false;
+          this.hasTokens = true;
+          done(`Authorized ${this.cfg.name}. Connecting…`, false);
+          void this.afterAuthorized();
+        } else {
+          done(o.message || 'Authorization failed. Please try again.', true);
+        }
+      }, flow.signal, resolve);
+    });
+    const ready = await Promise.race([opened.then(() => true), new Promise<boolean>((r) => window.setTimeout(() => r(false), 10_000))]);
+    if (!ready) {
+      done('Could not follow the authorization (the event stream did not open). Try again.', true);
+      return;
+    }
+    let out: OAuthStartReply;
+    try {
+      out = await api<OAuthStartReply>('POST', `/api/v1/servers/${enc(this.cfg.id || slug)}/auth`);
+    } catch (e) {
+      done((e as Error).message, true);
+      return;
+    }
+    window.open(out.authorization_url, '_blank', 'noopener,noreferrer');
+    this.noteAuth(`Waiting for you to approve ${this.cfg.name} in the new tab…`, out.authorization_url);
+    const wait = Math.max(0, new Date(out.expires_at).getTime() - Date.now()) + 5_000;
+    window.setTimeout(() => done('Authorization timed out after 2 minutes.', true), wait);
+  }
+
+  // afterAuthorized enables a server the refused enable left disabled (an
+  // enabled one is restarted by the gateway with its new tokens).
+  private async afterAuthorized(): Promise<void> {
+    try {
+      if (!this.cfg.enabled) {
+        const cfg = await api<McpConfig>('POST', `/api/v1/servers/${enc(this.cfg.id || key(this.cfg))}/enable`);
+        setServer(cfg);
+      }
+      await refreshStatus();
+      this.noteAuth(`Authorized ${this.cfg.name}.`);
+    } catch (e) {
+      this.refusedBy(e);
+      this.noteAuth(`${this.cfg.name}: ${(e as Error).message}`, undefined, true);
+    }
   }
 
   updateRetry(): void {
@@ -176,7 +302,8 @@ class Row {
       void refreshStatus().catch(() => {});
     } catch (e) {
       this.sw.setAttribute('aria-checked', String(this.cfg.enabled));
-      if (!(e instanceof ApiError && e.status === 401)) toast(`${this.cfg.name}: ${(e as Error).message}`, 'error');
+      if (this.refusedBy(e)) toast(`${this.cfg.name}: ${(e as Error).message} Use Authorize if it signs in with OAuth.`, 'error');
+      else if (!(e instanceof ApiError && e.status === 401)) toast(`${this.cfg.name}: ${(e as Error).message}`, 'error');
       void refreshServers().catch(() => {});
     } finally {
       this.busy = false;
@@ -191,7 +318,7 @@ class Row {
       if (st && st.server) setStatus(st);
       toast(`${this.cfg.name} restarted.`);
     } catch (e) {
-      if (!(e instanceof ApiError && e.status === 401)) toast(`${this.cfg.name} failed to restart. Check settings. (${(e as Error).message})`, 'error');
+      if (this.refusedBy(e) || !(e instanceof ApiError && e.status === 401)) toast(`${this.cfg.name} failed to restart. Check settings. (${(e as Error).message})`, 'error');
     } finally {
       btn.disabled = false;
     }
