@@ -196,7 +196,14 @@ func TestOAuthRemoteServer(t *testing.T) {
 	as.RefuseRefresh(false)
 	e.authorize(t, "remote")
 	e.waitState("remote", model.StateRunning)
-	if r = e.invokeEcho(t, "remote", "back"); r.status != http.StatusOK || !strings.Contains(string(r.body), "back") {
+	// The gateway learns the server's tools again from the catalog, which
+	// the runner publishes as it comes up: a moment after running.
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if r = e.invokeEcho(t, "remote", "back"); r.status != http.StatusNotFound || time.Now().After(end) {
+			break
+		}
+	}
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), "back") {
 		t.Fatalf("call after re-authorizing: %d %s", r.status, r.body)
 	}
 	// Nothing logged a token.
