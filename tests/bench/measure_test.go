@@ -62,7 +62,7 @@ func sample(b *testing.B, workers []caller, n int, watch int) stats {
 	lat := make([]time.Duration, n)
 	ok := make([]bool, n)
 	var next, errs atomic.Int64
-	var first atomic.Value
+	var first atomic.Pointer[error] // errors of any type: atomic.Value takes one
 	var wg sync.WaitGroup
 	cpu0, proc0 := treeCPU(b, os.Getpid()), watchedCPU(b, watch)
 	start := time.Now()
@@ -82,7 +82,7 @@ func sample(b *testing.B, workers []caller, n int, watch int) stats {
 				cancel()
 				if err != nil {
 					errs.Add(1)
-					if first.CompareAndSwap(nil, err) {
+					if first.CompareAndSwap(nil, &err) {
 						dumpStacks()
 					}
 					continue
@@ -102,8 +102,8 @@ func sample(b *testing.B, workers []caller, n int, watch int) stats {
 		}
 	}
 	s := stats{errors: errs.Load(), rate: float64(len(good)) / elapsed.Seconds(), cpu: cpu / time.Duration(n), procCPU: proc / time.Duration(n)}
-	if e, _ := first.Load().(error); e != nil {
-		s.first = e
+	if e := first.Load(); e != nil {
+		s.first = *e
 	}
 	if len(good) > 0 {
 		sort.Slice(good, func(i, j int) bool { return good[i] < good[j] })
