@@ -2,7 +2,9 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/testkit"
 )
@@ -61,8 +64,36 @@ func startPeer(b *testing.B, flags ...string) *peerEnv {
 		b.Fatalf("the peer proxy printed no URL: %v", err)
 	}
 	p := &peerEnv{url: strings.TrimSpace(line), pid: cmd.Process.Pid}
-	await(b, "the peer proxy", p.caller(b))
+	if strings.HasPrefix(p.url, "nats://") {
+		await(b, "the peer's bus floor", p.natsCaller(b))
+	} else {
+		await(b, "the peer proxy", p.caller(b))
+	}
 	return p
+}
+
+// natsCaller is a plain nats.go caller over TCP of a peer started with
+// -nats (the floor of the bus path): the tools/call params of echo as the
+// request, the encoded result as the reply, which it does not decode (nor
+// does libs/client decode the runner's).
+func (p *peerEnv) natsCaller(b *testing.B) caller {
+	b.Helper()
+	nc, err := nats.Connect(p.url)
+	if err != nil {
+		b.Fatalf("connecting to the peer's bus floor: %v", err)
+	}
+	b.Cleanup(nc.Close)
+	params, err := json.Marshal(map[string]any{"name": "echo", "arguments": echoArgs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func(ctx context.Context) error {
+		msg, err := nc.RequestWithContext(ctx, "call", params)
+		if err == nil && bytes.Contains(msg.Data, []byte(`"isError":true`)) {
+			err = fmt.Errorf("tool error: %s", msg.Data)
+		}
+		return err
+	}
 }
 
 // caller is a go-sdk client on the peer's endpoint (Streamable HTTP, go-sdk's

@@ -85,15 +85,19 @@ func viaUp(b *testing.B, env ...string) caller {
 
 // BenchmarkToolCallUp compares an agent process calling through a running
 // `mcpbus up` over TCP with the same agent spawning the server itself
-// (direct) and with a go-sdk client of the peer proxy (p50/peer,
-// rate/peer), in the same rounds.
+// (direct), with a go-sdk client of the peer proxy (p50/peer, rate/peer)
+// and with the floor of any bus path (bus-floor: the peer's stdio client
+// behind one NATS request/reply, a plain nats.go caller over TCP, nothing of
+// ours), in the same rounds.
 func BenchmarkToolCallUp(b *testing.B) {
 	peer := startPeer(b)
+	floor := startPeer(b, "-nats", "127.0.0.1:0")
 	for _, callers := range []int{1, 8} {
 		b.Run(fmt.Sprintf("up/callers=%d", callers), func(b *testing.B) {
 			pairedVs(b, side{callers: same(viaUp(b), callers)},
 				side{name: "direct", callers: same(direct(b), callers)},
-				side{name: "peer", callers: same(peer.caller(b), callers), pid: peer.pid})
+				side{name: "peer", callers: same(peer.caller(b), callers), pid: peer.pid},
+				side{name: "bus-floor", callers: same(floor.natsCaller(b), callers), pid: floor.pid})
 		})
 	}
 }

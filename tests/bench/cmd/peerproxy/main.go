@@ -14,6 +14,11 @@
 // request/reply between its HTTP side and its stdio client, through an
 // embedded nats-server and in-process connections (as in mcpbus up), and
 // nothing else: no auth, no validation, no telemetry.
+//
+// With -nats host:port it is the floor of a bus caller: no HTTP; an embedded
+// nats-server listening there and a responder connected in process that
+// forwards the tools/call params of each request on subject "call" to the
+// stdio client and answers the encoded result. It prints nats://<addr>.
 package main
 
 import (
@@ -37,6 +42,7 @@ import (
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to serve Streamable HTTP on")
 	viaBus := flag.Bool("bus", false, "forward every call through an in-process NATS request/reply")
+	natsListen := flag.String("nats", "", "serve calls on NATS at this host:port instead of HTTP")
 	flag.Parse()
 	if flag.NArg() < 1 {
 		fmt.Fprintln(os.Stderr, "usage: peerproxy [-listen addr] <server command> [args...]")
@@ -44,12 +50,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *listen, *viaBus, flag.Arg(0), flag.Args()[1:]); err != nil {
+	if err := run(ctx, *listen, *viaBus, *natsListen, flag.Arg(0), flag.Args()[1:]); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, listen string, viaBus bool, command string, args []string) error {
+func run(ctx context.Context, listen string, viaBus bool, natsListen, command string, args []string) error {
 	up, err := client.NewStdioMCPClient(command, nil, args...)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", command, err)
@@ -71,6 +77,9 @@ func run(ctx context.Context, listen string, viaBus bool, command string, args [
 	srv := server.NewMCPServer("peerproxy", "1", server.WithToolCapabilities(false))
 	forward := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return up.CallTool(ctx, mcp.CallToolRequest{Params: req.Params})
+	}
+	if natsListen != "" {
+		return serveBus(ctx, natsListen, forward)
 	}
 	if viaBus {
 		stop, err := busHop(&forward)
