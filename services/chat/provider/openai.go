@@ -120,12 +120,12 @@ func (m *openaiModel) request(req Request) (openai.ChatCompletionRequest, error)
 		// OpenAI's reasoning model names (o1…, gpt-5…), which go-openai
 		// refuses with max_tokens and which such servers (OpenRouter, Azure)
 		// take with max_completion_tokens.
+		legacy := r
+		//lint:ignore SA1019 compatible servers (Ollama, vLLM, LM Studio) know max_tokens best
+		legacy.MaxTokens = req.MaxTokens
 		r.MaxCompletionTokens = req.MaxTokens
-		if m.cfg.BaseURL != "" {
-			r.MaxTokens, r.MaxCompletionTokens = req.MaxTokens, 0
-			if errors.Is(openai.NewReasoningValidator().Validate(r), openai.ErrReasoningModelMaxTokensDeprecated) {
-				r.MaxTokens, r.MaxCompletionTokens = 0, req.MaxTokens
-			}
+		if m.cfg.BaseURL != "" && !errors.Is(openai.NewReasoningValidator().Validate(legacy), openai.ErrReasoningModelMaxTokensDeprecated) {
+			r = legacy
 		}
 	}
 	return r, nil
