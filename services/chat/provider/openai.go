@@ -6,217 +6,129 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
+	"net/url"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/shared"
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	openai "github.com/sashabaranov/go-openai"
 )
+
+// emptyToolResult stands for a tool result without text: go-openai omits an
+// empty content, and the API requires one on a tool message.
+const emptyToolResult = "(no output)"
 
 // openaiModel talks to an OpenAI-compatible Chat Completions API.
 type openaiModel struct {
-	cfg  Config
-	chat openai.ChatCompletionService
+	cfg Config
 }
 
-func newOpenAI(cfg Config) *openaiModel {
-	// The service, not openai.NewClient: the client would read OPENAI_API_KEY
-	// and OPENAI_BASE_URL from the environment and could send a real key to
-	// a local server.
-	opts := []option.RequestOption{
-		option.WithEnvironmentProduction(),
-		option.WithHTTPClient(cfg.HTTPClient),
-		option.WithMaxRetries(0),
+func newOpenAI(cfg Config) *openaiModel { return &openaiModel{cfg: cfg} }
+
+// client is a go-openai client for one attempt, sending through d. Only cfg
+// counts: go-openai reads no OPENAI_API_KEY or base URL from the environment
+// and has no retries of its own (ours are in retry.go).
+func (m *openaiModel) client(d *headerDoer) *openai.Client {
+	c := openai.DefaultConfig(m.cfg.APIKey) // no Authorization header when the key is ""
+	if m.cfg.BaseURL != "" {
+		c.BaseURL = m.cfg.BaseURL
 	}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	}
-	return &openaiModel{cfg: cfg, chat: openai.NewChatCompletionService(opts...)}
+	c.HTTPClient = d
+	return openai.NewClientWithConfig(c)
 }
 
 func (m *openaiModel) Step(ctx context.Context, req Request, onDelta func(Delta)) (Step, error) {
-	params, err := m.params(req)
+	creq, err := m.request(req)
 	if err != nil {
 		return Step{}, err
 	}
-	var step Step
+	var (
+		step    Step
+		header  http.Header // of the last attempt's response
+		refused error       // go-openai refused the request before sending it
+	)
 	err = retry(ctx, m.cfg, "OpenAI-compatible API", func() (bool, error) {
-		s, streamed, err := m.stream(ctx, params, onDelta)
-		step = s
+		d := &headerDoer{client: m.cfg.HTTPClient}
+		s, streamed, err := m.stream(ctx, m.client(d), creq, onDelta)
+		step, header = s, d.header
+		var ue *url.Error // a base URL that does not parse is not the model's fault
+		if err != nil && !d.sent && ctx.Err() == nil && !errors.As(err, &ue) {
+			refused = err
+		}
 		return streamed, err
-	}, openaiStatus)
+	}, func(err error) (httpError, bool) {
+		he, ok := openaiStatus(err)
+		he.header = header
+		return he, ok
+	})
+	if refused != nil {
+		// The library's own checks of OpenAI's model names (e.g. tools with
+		// a GPT-6 reasoning model need the Responses API).
+		return Step{}, apierr.Invalid("model", fmt.Sprintf("model %q: %v", m.cfg.Model, refused))
+	}
 	return step, err
 }
 
-func openaiStatus(err error) (httpError, bool) {
-	var se *ssestream.StreamError
-	if errors.As(err, &se) {
-		// An error event inside a 200 stream: {"error":{"type","code","message"}}.
-		var body struct {
-			Error struct {
-				Type    string `json:"type"`
-				Code    any    `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(se.Event.Data, &body)
-		he := httpError{status: http.StatusInternalServerError, message: body.Error.Message}
-		if strings.Contains(body.Error.Type+fmt.Sprint(body.Error.Code), "rate_limit") {
-			he.status = http.StatusTooManyRequests
-		}
-		return he, true
-	}
-	var e *openai.Error
-	if !errors.As(err, &e) {
-		return httpError{}, false
-	}
-	he := httpError{status: e.StatusCode, message: e.Message}
-	if e.Response != nil {
-		he.header = e.Response.Header
-	}
-	return he, true
-}
-
-// stream runs one attempt, accumulating text and tool call deltas.
-func (m *openaiModel) stream(ctx context.Context, params openai.ChatCompletionNewParams, onDelta func(Delta)) (Step, bool, error) {
-	s := m.chat.NewStreaming(ctx, params)
-	defer s.Close()
-	var (
-		step     Step
-		text     []byte
-		streamed bool
-		calls    []ToolCall
-		slot     = map[int64]int{} // delta index → calls index
-		finish   string
-	)
-	for s.Next() {
-		chunk := s.Current()
-		if chunk.Usage.PromptTokens != 0 || chunk.Usage.CompletionTokens != 0 {
-			step.Usage = Usage{InputTokens: chunk.Usage.PromptTokens, OutputTokens: chunk.Usage.CompletionTokens}
-		}
-		for _, choice := range chunk.Choices {
-			if choice.Index != 0 {
-				continue
-			}
-			if d := choice.Delta.Content; d != "" {
-				streamed = true
-				text = append(text, d...)
-				if onDelta != nil {
-					onDelta(Delta{Text: d})
-				}
-			}
-			for _, tc := range choice.Delta.ToolCalls {
-				i, ok := slot[tc.Index]
-				// Some servers number every call 0: a new id is a new call.
-				if !ok || (tc.ID != "" && calls[i].ID != "" && tc.ID != calls[i].ID) {
-					calls = append(calls, ToolCall{})
-					i = len(calls) - 1
-					slot[tc.Index] = i
-				}
-				streamed = true
-				c := &calls[i]
-				if tc.ID != "" {
-					c.ID = tc.ID
-				}
-				if c.Name == "" {
-					c.Name = tc.Function.Name
-				}
-				c.Arguments += tc.Function.Arguments
-			}
-			if choice.FinishReason != "" {
-				finish = choice.FinishReason
-			}
-		}
-	}
-	if err := s.Err(); err != nil {
-		return Step{}, streamed, err
-	}
-	for i := range calls {
-		if calls[i].Arguments == "" {
-			calls[i].Arguments = "{}"
-		}
-	}
-	step.Text = string(text)
-	step.ToolCalls = calls
-	switch finish {
-	case "stop":
-		step.StopReason = StopEndTurn
-	case "tool_calls", "function_call":
-		step.StopReason = StopToolUse
-	case "length":
-		step.StopReason = StopMaxTokens
-	case "content_filter":
-		step.StopReason = StopRefusal
-	default:
-		step.StopReason = StopReason(finish)
-	}
-	return step, streamed, nil
-}
-
-// params is the Chat Completions request for req.
-func (m *openaiModel) params(req Request) (openai.ChatCompletionNewParams, error) {
-	p := openai.ChatCompletionNewParams{
-		Model:         shared.ChatModel(m.cfg.Model),
-		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-	}
-	if req.MaxTokens > 0 {
-		// OpenAI itself wants max_completion_tokens (reasoning models refuse
-		// max_tokens); compatible servers know max_tokens best.
-		if m.cfg.BaseURL == "" {
-			p.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
-		} else {
-			p.MaxTokens = openai.Int(int64(req.MaxTokens))
-		}
+// request is the Chat Completions request for req.
+func (m *openaiModel) request(req Request) (openai.ChatCompletionRequest, error) {
+	r := openai.ChatCompletionRequest{
+		Model:         m.cfg.Model,
+		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
 	}
 	if req.System != "" {
-		p.Messages = append(p.Messages, openai.SystemMessage(req.System))
+		r.Messages = append(r.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: req.System})
 	}
 	for _, msg := range req.Messages {
 		switch msg.Role {
 		case User:
-			p.Messages = append(p.Messages, openai.UserMessage(msg.Text))
+			r.Messages = append(r.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: msg.Text})
 		case Assistant:
-			a := openai.ChatCompletionAssistantMessageParam{}
-			if msg.Text != "" {
-				a.Content.OfString = openai.String(msg.Text)
-			}
+			a := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: msg.Text}
 			for _, c := range msg.ToolCalls {
-				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-						ID:       c.ID,
-						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: c.Arguments},
-					},
+				a.ToolCalls = append(a.ToolCalls, openai.ToolCall{
+					ID: c.ID, Type: openai.ToolTypeFunction,
+					Function: openai.FunctionCall{Name: c.Name, Arguments: c.Arguments},
 				})
 			}
-			p.Messages = append(p.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+			r.Messages = append(r.Messages, a)
 		case Tool:
-			for _, r := range msg.ToolResults {
-				content := r.Content
-				if r.IsError && content == "" {
-					content = "error"
+			for _, res := range msg.ToolResults {
+				content := res.Content
+				if content == "" {
+					content = emptyToolResult
+					if res.IsError {
+						content = "error"
+					}
 				}
-				p.Messages = append(p.Messages, openai.ToolMessage(content, r.CallID))
+				r.Messages = append(r.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, Content: content, ToolCallID: res.CallID})
 			}
 		default:
-			return p, invalidRole(msg.Role)
+			return r, invalidRole(msg.Role)
 		}
 	}
 	for _, t := range req.Tools {
 		schema, err := schemaMap(t)
 		if err != nil {
-			return p, err
+			return r, err
 		}
-		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
-		if t.Description != "" {
-			fn.Description = openai.String(t.Description)
-		}
-		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fn))
+		r.Tools = append(r.Tools, openai.Tool{
+			Type:     openai.ToolTypeFunction,
+			Function: &openai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: schema},
+		})
 	}
-	return p, nil
+	if req.MaxTokens > 0 {
+		// OpenAI itself wants max_completion_tokens (reasoning models refuse
+		// max_tokens); compatible servers know max_tokens best, except for
+		// OpenAI's reasoning model names (o1…, gpt-5…), which go-openai
+		// refuses with max_tokens and which such servers (OpenRouter, Azure)
+		// take with max_completion_tokens.
+		legacy := r
+		//lint:ignore SA1019 compatible servers (Ollama, vLLM, LM Studio) know max_tokens best
+		legacy.MaxTokens = req.MaxTokens
+		r.MaxCompletionTokens = req.MaxTokens
+		if m.cfg.BaseURL != "" && !errors.Is(openai.NewReasoningValidator().Validate(legacy), openai.ErrReasoningModelMaxTokensDeprecated) {
+			r = legacy
+		}
+	}
+	return r, nil
 }
 
 // schemaMap decodes a tool's input schema ({"type":"object"} when empty).

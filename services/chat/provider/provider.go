@@ -3,9 +3,10 @@
 // deltas and ending in the assistant's text, its tool calls, the stop reason
 // and the token usage. Two implementations: any OpenAI-compatible Chat
 // Completions API (OpenAI, Ollama, vLLM, LM Studio, OpenRouter) through
-// openai-go, and the Anthropic Messages API through anthropic-sdk-go.
+// github.com/sashabaranov/go-openai (a fraction of the official openai-go's
+// size in the binary), and the Anthropic Messages API through anthropic-sdk-go.
 //
-// The SDKs' own retries are off: a 429 (and Anthropic's 529 overload) is retried
+// The SDKs' own retries are off (go-openai has none): a 429 (and Anthropic's 529 overload) is retried
 // here with backoff 1, 2, 4 … 60 s honouring Retry-After, bounded by the
 // context and Config.MaxRetries, and then reported as RATE_LIMITED "Rate
 // limited. Try again in X seconds.". Errors are libs/apierr errors.

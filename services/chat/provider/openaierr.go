@@ -1,0 +1,60 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// headerDoer is the caller's HTTP client for one attempt, keeping the
+// response's headers: go-openai's errors carry the status but not
+// Retry-After / Retry-After-Ms, which retry.go honours.
+type headerDoer struct {
+	client *http.Client
+	sent   bool        // a request went out
+	header http.Header // of the response, when one came
+}
+
+func (d *headerDoer) Do(req *http.Request) (*http.Response, error) {
+	d.sent = true
+	resp, err := d.client.Do(req)
+	if resp != nil {
+		d.header = resp.Header
+	}
+	return resp, err
+}
+
+// maxErrorBody bounds the raw body quoted from an error answer that is not
+// the API's JSON error.
+const maxErrorBody = 512
+
+// openaiStatus maps a go-openai error to the HTTP error it reports (the
+// caller adds the headers).
+func openaiStatus(err error) (httpError, bool) {
+	// First: a RequestError (an error answer whose body is not the API's
+	// error JSON) may wrap an APIError without status.
+	var re *openai.RequestError
+	if errors.As(err, &re) {
+		body := strings.TrimSpace(string(re.Body))
+		if len(body) > maxErrorBody {
+			body = strings.ToValidUTF8(body[:maxErrorBody], "") + "…"
+		}
+		return httpError{status: re.HTTPStatusCode, message: body}, true
+	}
+	var ae *openai.APIError
+	if !errors.As(err, &ae) {
+		return httpError{}, false
+	}
+	if ae.HTTPStatusCode == 0 {
+		// An error event inside a 200 stream: {"error":{"type","code","message"}}.
+		he := httpError{status: http.StatusInternalServerError, message: ae.Message}
+		if strings.Contains(ae.Type+fmt.Sprint(ae.Code), "rate_limit") {
+			he.status = http.StatusTooManyRequests
+		}
+		return he, true
+	}
+	return httpError{status: ae.HTTPStatusCode, message: ae.Message}, true
+}
