@@ -1,12 +1,14 @@
 // Package launch turns an McpConfig into a go-sdk transport: a child process
 // in its own process group (npx, docker, binary) on a stdio connection of
-// ours that also carries raw tool calls (stdioconn.go, toolcall.go), or a
-// Streamable HTTP connection, and stops child processes the way
+// ours that also carries raw tool calls (stdioconn.go, toolcall.go), or
+// go-sdk's Streamable HTTP connection with raw tool calls beside it
+// (httpconn.go), and stops child processes the way
 // docs/design.md describes.
 package launch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -48,15 +50,30 @@ type Launched struct {
 	// Process is nil for HTTP servers.
 	Process *Process
 	stdio   *StdioTransport
+	http    *HTTPTransport
 }
 
-// StdioConn is the connection of a child on stdio once go-sdk has connected
-// Transport, for raw tool calls; nil for HTTP servers and before.
-func (l *Launched) StdioConn() *StdioConn {
-	if l.stdio == nil {
-		return nil
+// RawConn is a connection that carries raw tool calls beside go-sdk's
+// session: StdioConn or HTTPConn.
+type RawConn interface {
+	CallTool(ctx context.Context, name string, args json.RawMessage, meta []byte) (json.RawMessage, RawID, error)
+	HasRequestMeta() bool
+}
+
+// RawConn is the connection under sess, the session go-sdk made over
+// Transport, for raw tool calls; nil before it connected.
+func (l *Launched) RawConn(sess *mcp.ClientSession) RawConn {
+	switch {
+	case l.stdio != nil && l.stdio.Conn() != nil:
+		return l.stdio.Conn()
+	case l.http != nil && l.http.Conn() != nil:
+		c := l.http.Conn()
+		if ir := sess.InitializeResult(); ir != nil {
+			c.SetProtocolVersion(ir.ProtocolVersion)
+		}
+		return c
 	}
-	return l.stdio.Conn()
+	return nil
 }
 
 // inheritedEnv are the variables of the runner's environment a child may see;
@@ -109,12 +126,13 @@ func ChildEnv(base []string, env map[string]string) []string {
 // not found", a missing runtime SERVICE_UNAVAILABLE.
 func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, opts Options) (*Launched, error) {
 	if cfg.Transport.Type == model.TransportHTTP {
-		return &Launched{Transport: &mcp.StreamableClientTransport{
+		ht := &HTTPTransport{StreamableClientTransport: &mcp.StreamableClientTransport{
 			Endpoint:     cfg.Transport.URL,
 			HTTPClient:   &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, base: http.DefaultTransport}},
 			MaxRetries:   2,
 			OAuthHandler: opts.Auth,
-		}}, nil
+		}}
+		return &Launched{Transport: ht, http: ht}, nil
 	}
 	var name string
 	var args []string
