@@ -26,7 +26,7 @@ func RequireBearer(token string, h http.Handler) http.Handler {
 // ServeHTTP serves the test server over Streamable HTTP at <url>/mcp with
 // go-sdk's handler and opts (nil: stateful, SSE answers), behind wrap when
 // not nil. It returns the MCP endpoint's URL; the server stops when the
-// test ends.
+// test ends, cutting the connections of clients still connected.
 func ServeHTTP(t testing.TB, name string, opts *mcp.StreamableHTTPOptions, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
 	s := NewServer(name)
@@ -37,6 +37,10 @@ func ServeHTTP(t testing.TB, name string, opts *mcp.StreamableHTTPOptions, wrap 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		// Streams a client keeps open (subscriptions/listen) would hold Close up.
+		srv.CloseClientConnections()
+		srv.Close()
+	})
 	return srv.URL + "/mcp"
 }
