@@ -14,7 +14,6 @@ import (
 	"sync"
 	"testing"
 
-
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
