@@ -151,10 +151,7 @@ func (c *HTTPConn) CallTool(ctx context.Context, name string, args json.RawMessa
 		}
 		return nil, id, fmt.Errorf("calling \"tools/call\": %w", err)
 	}
-	defer func() {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
-		_ = resp.Body.Close()
-	}()
+	defer closeBody(resp.Body)
 	if err := c.checkStatus(ctx, req, resp); err != nil {
 		return nil, id, err
 	}
@@ -176,6 +173,19 @@ func (c *HTTPConn) CallTool(ctx context.Context, name string, args json.RawMessa
 		return nil, id, fmt.Errorf("calling \"tools/call\": %w", err)
 	}
 	return result, id, nil
+}
+
+// drainWait bounds how long a finished call waits for the rest of its
+// response body (the end of an SSE stream, normally at once): read to its
+// end, the connection is reused; a server that keeps the stream open past
+// the response must not hold the call's reply.
+const drainWait = 50 * time.Millisecond
+
+func closeBody(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { _ = body.Close() })
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	t.Stop()
+	_ = body.Close()
 }
 
 // newRequest is a POST of body with the headers go-sdk's connection would
@@ -339,6 +349,5 @@ func (c *HTTPConn) notifyCancelled(n uint64, reason error) {
 	if err != nil {
 		return
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
+	closeBody(resp.Body)
 }

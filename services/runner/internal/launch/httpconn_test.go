@@ -145,3 +145,39 @@ func TestHTTPConnCancel(t *testing.T) {
 		}
 	}
 }
+
+// The SSE answer of a raw call is read as the spec describes it (comments,
+// named events, data over several lines, other messages first), and a
+// server that keeps the stream open after the response does not hold the
+// call back.
+func TestHTTPConnEventStream(t *testing.T) {
+	url := testmcp.ServeHTTP(t, "web", nil, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			id, ok := strings.CutPrefix(string(body), `{"jsonrpc":"2.0","id":"`)
+			if r.Method != http.MethodPost || !ok || !strings.HasPrefix(id, "mcpbus-") {
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				h.ServeHTTP(w, r)
+				return
+			}
+			id, _, _ = strings.Cut(id, `"`)
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, ": a comment\r\n\r\n"+
+				"event: ping\ndata: {\"ignored\":true}\n\n"+
+				"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"hi\"}}\n\n"+
+				"id: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":\""+id+"\",\n"+
+				"data: \"result\":{\"content\":[{\"type\":\"text\",\"text\":\"streamed\"}]}}\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done() // the stream stays open
+		})
+	})
+	_, c := connectHTTP(t, url, Options{})
+	start := time.Now()
+	res, _, err := c.CallTool(context.Background(), "echo", nil, nil)
+	if err != nil || !bytes.Contains(res, []byte(`"text":"streamed"`)) {
+		t.Fatalf("call: %s %v", res, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the open stream held the call for %s", d)
+	}
+}
