@@ -252,7 +252,7 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	if relays {
 		defer s.clients.add(target)()
 	}
-	if s.useRaw(sess, (progressSubj != "" && reqID != "") || relays) {
+	if s.useRaw(sess, tool, (progressSubj != "" && reqID != "") || relays) {
 		// A multi round-trip result is asked again through go-sdk: the first
 		// round only asked for input, which go-sdk gathers and sends back.
 		// So is a call to an HTTP session the server no longer knows (go-sdk

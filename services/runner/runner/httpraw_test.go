@@ -139,8 +139,12 @@ func TestHTTPRawCallHeadersAndRefusal(t *testing.T) {
 	if ae := wantCode(t, err, apierr.Unauthorized); ae.Message != model.MsgAuthFailed {
 		t.Fatalf("refused call: %v", ae)
 	}
+	// The state turns to error a moment before its code is set (stop, then the reason).
 	st := e.WaitState(t, "keyed", model.StateError, 5*time.Second)
-	if st.Code != string(apierr.Unauthorized) {
+	for deadline := time.Now().Add(5 * time.Second); st.Code == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		st = e.Status("keyed")
+	}
+	if st.State != model.StateError || st.Code != string(apierr.Unauthorized) {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -195,23 +199,48 @@ func TestHTTPRawCallServerRequests(t *testing.T) {
 	}
 }
 
-// A server of protocol 2026-07-28 (a stateless one) is called through
-// go-sdk, multi round-trip results included.
-func TestHTTPStatelessServerUsesGoSDK(t *testing.T) {
+// A server of protocol 2026-07-28 (a stateless one: no session id) is
+// called raw too, with the _meta triple and the Mcp-Method and Mcp-Name
+// headers it requires; a multi round-trip result (roots, asked as input)
+// goes on through go-sdk, which fulfils it.
+func TestHTTPRawCallsProtocol2026(t *testing.T) {
 	exp, _ := recordSpans(t)
+	var missing atomic.Int32
+	url := testmcp.ServeHTTP(t, "modern", &mcp.StreamableHTTPOptions{Stateless: true}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && (r.Header.Get("Mcp-Method") == "" || r.Header.Get("Mcp-Protocol-Version") != "2026-07-28") {
+				missing.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
 	e := runnertest.Start(t, quickOpts())
-	cfg := httpConfig("modern", testmcp.ServeHTTP(t, "modern", &mcp.StreamableHTTPOptions{Stateless: true}, nil), nil)
+	cfg := httpConfig("modern", url, nil)
 	cfg.Roots = []model.Root{{URI: "file:///srv/data", Name: "data"}}
 	e.Put(t, cfg)
 	e.WaitState(t, "modern", model.StateRunning, 10*time.Second)
-	if res, err := call(t, e, "modern", "echo", `{"message":"x"}`); err != nil || text(t, res) != "x" {
-		t.Fatalf("echo: %s %v", res, err)
+	raw, err := call(t, e, "modern", "meta", ``)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := lastCallID(t, exp, "meta"); !strings.HasPrefix(id, "mcpbus-") {
+		t.Fatalf("a 2026-07-28 HTTP server was not called raw: request id %s", id)
+	}
+	runner.SetRawCalls(false)
+	sdk, err := call(t, e, "modern", "meta", ``)
+	runner.SetRawCalls(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// withoutTrace checks the server saw the triple; the rest must match go-sdk's.
+	if r, s := withoutTrace(t, string(raw)), withoutTrace(t, string(sdk)); r != s {
+		t.Fatalf("_meta of the raw call %s, of go-sdk's %s", r, s)
 	}
 	if res, err := call(t, e, "modern", "roots", `{}`); err != nil || text(t, res) != "file:///srv/data" {
 		t.Fatalf("roots: %s %v", res, err)
 	}
-	if id := lastCallID(t, exp, "echo"); strings.HasPrefix(id, "mcpbus-") {
-		t.Fatalf("a 2026-07-28 HTTP server took the raw path: request id %s", id)
+	if n := missing.Load(); n != 0 {
+		t.Fatalf("%d requests without the SEP-2243 headers", n)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -26,23 +27,28 @@ var sdkOnly atomic.Bool
 // _meta triple (protocol version, client info and capabilities).
 const sep2575Version = "2026-07-28"
 
-// useRaw reports whether a call goes through the session's raw connection
-// (launch.RawConn: the child's stdio pipes, or one POST on the Streamable
-// HTTP session): the result is passed on as the server wrote it, never
-// decoded and encoded again. go-sdk keeps the calls that need its session:
-// progress (its notifications are routed by go-sdk), recorded tool content
-// (the span gets the decoded content), and, over HTTP, servers of protocol
-// 2026-07-28, whose requests carry _meta and headers raw HTTP calls do not
-// send (see docs/design.md §8).
-func (s *server) useRaw(sess liveSession, progress bool) bool {
+// useRaw reports whether a call of tool goes through the session's raw
+// connection (launch.RawConn: the child's stdio pipes, or one POST on the
+// Streamable HTTP session): the result is passed on as the server wrote it,
+// never decoded and encoded again. go-sdk keeps the calls that need its
+// session: progress (its notifications are routed by go-sdk), recorded tool
+// content (the span gets the decoded content), and, over HTTP under protocol
+// 2026-07-28, tools whose arguments go in headers (x-mcp-header), which
+// go-sdk sets (see docs/design.md §8).
+func (s *server) useRaw(sess liveSession, tool *mcp.Tool, progress bool) bool {
 	if !rawCalls || sdkOnly.Load() || sess.raw == nil || progress || s.r.telemetry.content {
 		return false
 	}
-	// Under SEP-2575 a raw call copies the triple from go-sdk's requests; the
-	// start's tools/list always sent one, so this holds but for a server
-	// whose tools were never listed, which has nothing to call anyway.
-	if ir := sess.InitializeResult(); ir != nil && ir.ProtocolVersion >= sep2575Version && !sess.raw.HasRequestMeta() {
-		return false
+	if ir := sess.InitializeResult(); ir != nil && ir.ProtocolVersion >= sep2575Version {
+		// Under SEP-2575 a raw call copies the triple from go-sdk's requests;
+		// the start's tools/list always sent one, so this holds but for a
+		// server whose tools were never listed, which has nothing to call anyway.
+		if !sess.raw.HasRequestMeta() {
+			return false
+		}
+		if _, http := sess.raw.(*launch.HTTPConn); http && s.schemas.bindsHeaders(tool) {
+			return false
+		}
 	}
 	return true
 }

@@ -78,15 +78,27 @@ type HTTPConn struct {
 
 	nextID  atomic.Uint64
 	version atomic.Pointer[string]
+	reqMeta requestMeta
 }
+
+// sep2575Version is the first protocol version whose requests carry the
+// _meta triple and name their method (and tool) in headers.
+const sep2575Version = "2026-07-28"
 
 // SetProtocolVersion records the version the handshake agreed on, which
 // raw calls send in the MCP-Protocol-Version header.
 func (c *HTTPConn) SetProtocolVersion(v string) { c.version.Store(&v) }
 
-// HasRequestMeta is false: HTTP raw calls carry no SEP-2575 _meta, so
-// servers of protocol 2026-07-28 are called through go-sdk.
-func (c *HTTPConn) HasRequestMeta() bool { return false }
+// HasRequestMeta reports whether raw calls can carry the SEP-2575 _meta of
+// the session (captured from a request go-sdk sent after the handshake).
+func (c *HTTPConn) HasRequestMeta() bool { return c.reqMeta.HasRequestMeta() }
+
+// Write sends one of go-sdk's messages, keeping the SEP-2575 _meta of its
+// requests for raw calls.
+func (c *HTTPConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	c.reqMeta.observe(msg)
+	return c.Connection.Write(ctx, msg)
+}
 
 // pump reads go-sdk's connection for Read, until it fails or closes.
 func (c *HTTPConn) pump() {
@@ -126,7 +138,8 @@ func (c *HTTPConn) Close() error {
 }
 
 // CallTool makes a raw tools/call as StdioConn.CallTool does, as one POST
-// with the session's id, protocol version and authorization. A 401 or 403
+// with the session's id, protocol version and authorization (and, under
+// protocol 2026-07-28, the _meta triple and the method and name headers). A 401 or 403
 // is answered by the OAuth handler as go-sdk's would be (its error is
 // returned); a 404 on the session returns ErrUseSession without calling.
 func (c *HTTPConn) CallTool(ctx context.Context, name string, args json.RawMessage, meta []byte) (json.RawMessage, RawID, error) {
@@ -135,13 +148,19 @@ func (c *HTTPConn) CallTool(ctx context.Context, name string, args json.RawMessa
 	}
 	n := c.nextID.Add(1)
 	id := RawID(n)
-	body, err := appendToolCall(nil, n, name, args, nil, meta)
+	body, err := appendToolCall(nil, n, name, args, c.reqMeta.p.Load(), meta)
 	if err != nil {
 		return nil, id, err
 	}
 	req, err := c.newRequest(ctx, body)
 	if err != nil {
 		return nil, id, fmt.Errorf("calling \"tools/call\": %w", err)
+	}
+	if v := c.version.Load(); v != nil && *v >= sep2575Version {
+		// The standard headers of SEP-2243, as go-sdk sets them. Tools that
+		// bind arguments to headers (x-mcp-header) are not called raw.
+		req.Header["Mcp-Method"] = []string{"tools/call"}
+		req.Header.Set("Mcp-Name", name)
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -38,9 +39,24 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b
 
 const maxPooledLine = 64 << 10
 
+// requestMeta is the SEP-2575 _meta triple (protocol version, client info
+// and capabilities) of go-sdk's first request after the handshake, rendered
+// as JSON members. Under protocol 2026-07-28 every request must carry it;
+// go-sdk adds it to its own requests and raw calls copy it from there, byte
+// for byte.
+type requestMeta struct{ p atomic.Pointer[[]byte] }
+
 // HasRequestMeta reports whether raw calls can carry the SEP-2575 _meta of
 // the session (captured from a request go-sdk sent after the handshake).
-func (c *StdioConn) HasRequestMeta() bool { return c.reqMeta.Load() != nil }
+func (m *requestMeta) HasRequestMeta() bool { return m.p.Load() != nil }
+
+// observe captures the triple from msg, one of go-sdk's outgoing messages.
+func (m *requestMeta) observe(msg jsonrpc.Message) {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && req.Method != "server/discover" {
+		// Not discover's: it proposes a version, later requests carry the agreed one.
+		m.capture(req.Params)
+	}
+}
 
 // CallTool sends tools/call for the tool name with args (a JSON object, or
 // empty for none) and waits for its answer. meta is rendered JSON members to
@@ -57,7 +73,7 @@ func (c *StdioConn) CallTool(ctx context.Context, name string, args json.RawMess
 	n := c.nextID.Add(1)
 	id := RawID(n)
 	bp := linePool.Get().(*[]byte)
-	line, err := appendToolCall((*bp)[:0], n, name, args, c.reqMeta.Load(), meta)
+	line, err := appendToolCall((*bp)[:0], n, name, args, c.reqMeta.p.Load(), meta)
 	if err != nil {
 		linePool.Put(bp)
 		return nil, id, err
@@ -302,12 +318,12 @@ func InputRequired(result []byte) bool {
 	return required
 }
 
-// captureRequestMeta keeps the SEP-2575 members of a go-sdk request's
+// capture keeps the SEP-2575 members of a go-sdk request's
 // params._meta ("io.modelcontextprotocol/…"), for raw calls to carry too.
-func (c *StdioConn) captureRequestMeta(params json.RawMessage) {
+func (m *requestMeta) capture(params json.RawMessage) {
 	// Once: go-sdk's triple is fixed for a session (version and capabilities
 	// are agreed at the handshake).
-	if c.reqMeta.Load() != nil || !bytes.Contains(params, []byte(mcp.MetaKeyProtocolVersion)) {
+	if m.p.Load() != nil || !bytes.Contains(params, []byte(mcp.MetaKeyProtocolVersion)) {
 		return
 	}
 	var out []byte
@@ -330,7 +346,7 @@ func (c *StdioConn) captureRequestMeta(params json.RawMessage) {
 		return false
 	})
 	if len(out) > 0 {
-		c.reqMeta.CompareAndSwap(nil, &out)
+		m.p.CompareAndSwap(nil, &out)
 	}
 }
 
@@ -340,3 +356,7 @@ func AppendMetaMember(b []byte, key, value string) []byte {
 	b = append(b, ':')
 	return appendJSONString(b, value)
 }
+
+// HasRequestMeta reports whether raw calls can carry the SEP-2575 _meta of
+// the session (captured from a request go-sdk sent after the handshake).
+func (c *StdioConn) HasRequestMeta() bool { return c.reqMeta.HasRequestMeta() }
