@@ -34,9 +34,10 @@ func BenchmarkCall(b *testing.B) {
 }
 
 // BenchmarkCallHTTP is BenchmarkCall with the test server on Streamable
-// HTTP (its own process, go-sdk's handler: SSE answers, or application/json).
+// HTTP (its own process, go-sdk's handler: SSE answers, application/json,
+// or stateless, where clients speak protocol 2026-07-28).
 func BenchmarkCallHTTP(b *testing.B) {
-	for _, mode := range []struct{ name, flag string }{{"sse", ""}, {"json", "-json"}} {
+	for _, mode := range []struct{ name, flag string }{{"sse", ""}, {"json", "-json"}, {"stateless", "-stateless"}} {
 		b.Run(mode.name, func(b *testing.B) {
 			url, pid := startHTTPTestServer(b, mode.flag)
 			e := runnertest.Start(b, quickOpts())
