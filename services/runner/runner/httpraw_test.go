@@ -270,3 +270,28 @@ func TestHTTPRawCallTimeout(t *testing.T) {
 		t.Fatalf("echo after timeouts: %s %v", res, err)
 	}
 }
+
+// An HTTP server's tools/list_changed (sent on the standalone SSE stream,
+// outside any call) refreshes the catalog, as a stdio server's does.
+func TestHTTPToolListChanged(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, httpConfig("web", testmcp.ServeHTTP(t, "web", nil, nil), nil))
+	e.WaitState(t, "web", model.StateRunning, 10*time.Second)
+	if _, err := call(t, e, "web", "add_tool", `{"message":"late"}`); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		tools, _ := e.Client.ListTools(t.Context(), "web")
+		for _, tool := range tools {
+			if tool.Tool == "late" {
+				if res, err := call(t, e, "web", "late", `{}`); err != nil || text(t, res) != "added tool" {
+					t.Fatalf("calling the new tool: %s %v", res, err)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("catalog not refreshed after tools/list_changed")
+		}
+	}
+}

@@ -269,7 +269,7 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, launch.RawCo
 		s.stopSession(sess, l.Process)
 		return nil, nil, nil, nil, startError(ctx, err, l.Process)
 	}
-	return sess, l.RawConn(sess), l.Process, tools, nil // the deferred stopKill runs before cancel
+	return sess, l.Connected(sess), l.Process, tools, nil // the deferred stopKill runs before cancel
 }
 
 // startError classifies a failed spawn or handshake into the contract's startup errors.

@@ -42,12 +42,15 @@ func (a *tokenAuth) Authorize(_ context.Context, _ *http.Request, resp *http.Res
 
 // connectHTTP connects a go-sdk client to url through Prepare's HTTP
 // transport, as the runner does, and returns the session and its raw connection.
-func connectHTTP(t *testing.T, url string, opts Options) (*mcp.ClientSession, *HTTPConn) {
+func connectHTTP(t *testing.T, url string, opts Options, edit ...func(*HTTPTransport)) (*mcp.ClientSession, *HTTPConn) {
 	t.Helper()
 	cfg := &model.McpConfig{Name: "web", Slug: "web", Transport: model.Transport{Type: model.TransportHTTP, URL: url}}
 	l, err := Prepare(context.Background(), cfg, nil, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range edit {
+		f(l.Transport.(*HTTPTransport))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -56,9 +59,9 @@ func connectHTTP(t *testing.T, url string, opts Options) (*mcp.ClientSession, *H
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sess.Close() })
-	c, ok := l.RawConn(sess).(*HTTPConn)
+	c, ok := l.Connected(sess).(*HTTPConn)
 	if !ok {
-		t.Fatalf("raw connection %T", l.RawConn(sess))
+		t.Fatalf("raw connection %T", l.Connected(sess))
 	}
 	return sess, c
 }
@@ -77,7 +80,8 @@ func TestHTTPConnOAuth(t *testing.T) {
 		})
 	})
 	auth := &tokenAuth{token: "tok-1"}
-	_, c := connectHTTP(t, url, Options{Auth: auth})
+	// Without the standalone stream, whose GET fetches a token of its own.
+	_, c := connectHTTP(t, url, Options{Auth: auth}, func(ht *HTTPTransport) { ht.DisableStandaloneSSE = true })
 	before := auth.fetches.Load()
 	res, id, err := c.CallTool(context.Background(), "echo", json.RawMessage(`{"message":"hi"}`), nil)
 	if err != nil || !bytes.Contains(res, []byte(`"text":"hi"`)) || !strings.HasPrefix(id.String(), "mcpbus-") {
@@ -179,5 +183,29 @@ func TestHTTPConnEventStream(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("the open stream held the call for %s", d)
+	}
+}
+
+// The standalone stream is opened after the handshake and not asked for
+// again when the server offers none (405).
+func TestHTTPConnStandaloneStream(t *testing.T) {
+	var gets atomic.Int32
+	url := testmcp.ServeHTTP(t, "web", nil, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				gets.Add(1)
+				http.Error(w, "no stream here", http.StatusMethodNotAllowed)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	_, c := connectHTTP(t, url, Options{})
+	time.Sleep(1500 * time.Millisecond) // past the first pause before another attempt
+	if n := gets.Load(); n != 1 {
+		t.Fatalf("%d GETs of the standalone stream, want 1", n)
+	}
+	if _, _, err := c.CallTool(context.Background(), "echo", json.RawMessage(`{"message":"x"}`), nil); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -60,9 +60,11 @@ type RawConn interface {
 	HasRequestMeta() bool
 }
 
-// RawConn is the connection under sess, the session go-sdk made over
-// Transport, for raw tool calls; nil before it connected.
-func (l *Launched) RawConn(sess *mcp.ClientSession) RawConn {
+// Connected completes the connection under sess, the session go-sdk made
+// over Transport (for HTTP: the agreed protocol version, and the standalone
+// SSE stream of sessions before protocol 2026-07-28, see HTTPConn.listen),
+// and returns it for raw tool calls; nil before go-sdk connected.
+func (l *Launched) Connected(sess *mcp.ClientSession) RawConn {
 	switch {
 	case l.stdio != nil && l.stdio.Conn() != nil:
 		return l.stdio.Conn()
@@ -70,6 +72,9 @@ func (l *Launched) RawConn(sess *mcp.ClientSession) RawConn {
 		c := l.http.Conn()
 		if ir := sess.InitializeResult(); ir != nil {
 			c.SetProtocolVersion(ir.ProtocolVersion)
+			if ir.ProtocolVersion < sep2575Version && !l.http.DisableStandaloneSSE {
+				c.startListening()
+			}
 		}
 		return c
 	}
