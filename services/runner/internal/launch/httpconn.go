@@ -29,6 +29,9 @@ type HTTPTransport struct {
 	*mcp.StreamableClientTransport
 
 	conn atomic.Pointer[HTTPConn]
+	// version is the agreed protocol version (SetProtocolVersion), which
+	// Prepare's HTTP client also puts on go-sdk's requests.
+	version atomic.Pointer[string]
 }
 
 // Connect connects go-sdk's transport and wraps its connection.
@@ -45,6 +48,7 @@ func (t *HTTPTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		Connection: inner, client: client, url: t.Endpoint, auth: t.OAuthHandler,
 		maxEvent: orDefaultInt(t.MaxEventSize, mcp.DefaultMaxEventSize),
 		incoming: make(chan msgOrErr), injected: make(chan msgOrErr), closed: make(chan struct{}),
+		version: &t.version,
 	}
 	go c.pump()
 	t.conn.Store(c)
@@ -77,7 +81,7 @@ type HTTPConn struct {
 	closeOnce sync.Once
 
 	nextID  atomic.Uint64
-	version atomic.Pointer[string]
+	version *atomic.Pointer[string] // shared with the HTTP client's headerTransport
 	reqMeta requestMeta
 
 	listenOnceStart sync.Once
@@ -91,7 +95,8 @@ const sep2575Version = "2026-07-28"
 func (c *HTTPConn) startListening() { c.listenOnceStart.Do(func() { go c.listen() }) }
 
 // SetProtocolVersion records the version the handshake agreed on, which
-// raw calls send in the MCP-Protocol-Version header.
+// raw calls send in the MCP-Protocol-Version header, and go-sdk's requests
+// too (go-sdk would, from the hook a wrapped connection hides from it).
 func (c *HTTPConn) SetProtocolVersion(v string) { c.version.Store(&v) }
 
 // HasRequestMeta reports whether raw calls can carry the SEP-2575 _meta of

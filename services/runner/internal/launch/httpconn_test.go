@@ -209,3 +209,26 @@ func TestHTTPConnStandaloneStream(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// go-sdk's own requests after the handshake carry the agreed protocol
+// version, as they would on its unwrapped connection.
+func TestHTTPConnVersionOnGoSDKRequests(t *testing.T) {
+	versions := make(chan string, 16)
+	url := testmcp.ServeHTTP(t, "web", nil, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte(`"method":"tools/list"`)) {
+				versions <- r.Header.Get("Mcp-Protocol-Version")
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			h.ServeHTTP(w, r)
+		})
+	})
+	sess, _ := connectHTTP(t, url, Options{})
+	if _, err := sess.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if v := <-versions; v != sess.InitializeResult().ProtocolVersion {
+		t.Fatalf("tools/list carried version %q, want %q", v, sess.InitializeResult().ProtocolVersion)
+	}
+}

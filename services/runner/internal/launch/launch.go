@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -133,10 +134,10 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	if cfg.Transport.Type == model.TransportHTTP {
 		ht := &HTTPTransport{StreamableClientTransport: &mcp.StreamableClientTransport{
 			Endpoint:     cfg.Transport.URL,
-			HTTPClient:   &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, base: http.DefaultTransport}},
 			MaxRetries:   2,
 			OAuthHandler: opts.Auth,
 		}}
+		ht.HTTPClient = &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, version: &ht.version, base: http.DefaultTransport}}
 		return &Launched{Transport: ht, http: ht}, nil
 	}
 	var name string
@@ -214,17 +215,26 @@ func checkDocker(ctx context.Context, docker string) error {
 	return nil
 }
 
-// headerTransport adds the configured headers (bearer tokens, API keys) to every request.
+// headerTransport adds the configured headers (bearer tokens, API keys) to
+// every request, and the agreed protocol version to those without one.
 type headerTransport struct {
 	headers map[string]string
+	version *atomic.Pointer[string] // nil or empty before the handshake
 	base    http.RoundTripper
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(t.headers) > 0 {
+	var version *string
+	if t.version != nil && r.Header.Get("Mcp-Protocol-Version") == "" {
+		version = t.version.Load()
+	}
+	if len(t.headers) > 0 || version != nil {
 		r = r.Clone(r.Context())
 		for k, v := range t.headers {
 			r.Header.Set(k, v)
+		}
+		if version != nil {
+			r.Header["Mcp-Protocol-Version"] = []string{*version}
 		}
 	}
 	return t.base.RoundTrip(r)
