@@ -60,7 +60,8 @@ func (t *HTTPTransport) Conn() *HTTPConn { return t.conn.Load() }
 
 // ErrUseSession says a raw call was not made and must go through go-sdk's
 // session instead: the server no longer knows the session (404), which
-// go-sdk's connection then learns and reports as it always has.
+// go-sdk's connection then learns and reports as it always has, or the
+// OAuth handler authorized again after a 401 or 403 (go-sdk retries then).
 var ErrUseSession = errors.New("the call must go through go-sdk's session")
 
 // HTTPConn is go-sdk's Streamable HTTP connection with raw tool calls
@@ -90,9 +91,6 @@ type HTTPConn struct {
 // sep2575Version is the first protocol version whose requests carry the
 // _meta triple and name their method (and tool) in headers.
 const sep2575Version = "2026-07-28"
-
-// startListening starts listen, once.
-func (c *HTTPConn) startListening() { c.listenOnceStart.Do(func() { go c.listen() }) }
 
 // SetProtocolVersion records the version the handshake agreed on, which
 // raw calls send in the MCP-Protocol-Version header, and go-sdk's requests
@@ -360,68 +358,6 @@ func (c *HTTPConn) dispatch(ctx context.Context, data []byte, n uint64) ([]byte,
 	case <-ctx.Done():
 		return nil, true, ctx.Err()
 	}
-}
-
-// listen keeps the standalone SSE stream open, as go-sdk does after the
-// handshake of a session before protocol 2026-07-28: go-sdk opens it from a
-// hook of its own connection that a wrapped connection (this one, and the
-// runner's tracedConn) hides from it. The server's requests and
-// notifications outside calls (tools/list_changed) come on it; they go to
-// go-sdk. It ends when the connection closes, or when the server offers no
-// stream (405, another 4xx: go-sdk gives up on those too); otherwise it
-// connects again after a pause that grows to 30 s.
-func (c *HTTPConn) listen() {
-	delay := time.Second
-	for c.listenOnce() {
-		select {
-		case <-c.closed:
-			return
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 30*time.Second)
-	}
-}
-
-// listenOnce reads the standalone stream once, to its end; false when it
-// should not be opened again.
-func (c *HTTPConn) listenOnce() bool {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-c.closed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
-	if err != nil {
-		return false
-	}
-	req.Header["Accept"] = []string{"text/event-stream"}
-	if v := c.version.Load(); v != nil {
-		req.Header["Mcp-Protocol-Version"] = []string{*v}
-	}
-	if sid := c.SessionID(); sid != "" {
-		req.Header["Mcp-Session-Id"] = []string{sid}
-	}
-	if err := c.authorize(req); err != nil {
-		return ctx.Err() == nil
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return ctx.Err() == nil
-	}
-	defer func() { _ = resp.Body.Close() }()
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	switch {
-	case resp.StatusCode >= 400 && resp.StatusCode < 500, resp.StatusCode == http.StatusOK && ct != "text/event-stream":
-		return false
-	case resp.StatusCode != http.StatusOK:
-		return true
-	}
-	_, _ = c.readEvents(ctx, resp.Body, 0) // raw ids start at 1: every message goes to go-sdk
-	return ctx.Err() == nil
 }
 
 // cancelTimeout bounds the notification that tells the server a raw call was given up.
