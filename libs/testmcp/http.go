@@ -1,6 +1,12 @@
 package testmcp
 
-import "net/http"
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
 
 // RequireBearer wraps h so that requests without "Authorization: Bearer token"
 // get 401. An empty token lets everything through.
@@ -15,4 +21,26 @@ func RequireBearer(token string, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// ServeHTTP serves the test server over Streamable HTTP at <url>/mcp with
+// go-sdk's handler and opts (nil: stateful, SSE answers), behind wrap when
+// not nil. It returns the MCP endpoint's URL; the server stops when the
+// test ends, cutting the connections of clients still connected.
+func ServeHTTP(t testing.TB, name string, opts *mcp.StreamableHTTPOptions, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	s := NewServer(name)
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts)
+	if wrap != nil {
+		h = wrap(h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		// Streams a client keeps open (subscriptions/listen) would hold Close up.
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv.URL + "/mcp"
 }

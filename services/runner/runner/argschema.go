@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 
@@ -21,33 +22,47 @@ import (
 // starts over when full.
 type schemaCache struct {
 	mu sync.Mutex
-	m  map[*mcp.Tool]*jsonschema.Resolved // nil value: not checkable here
+	m  map[*mcp.Tool]toolSchema
+}
+
+// toolSchema is what the cache knows of a tool's input schema.
+type toolSchema struct {
+	rs *jsonschema.Resolved // nil: not checkable here
+	// headers: the schema binds arguments to HTTP headers (x-mcp-header,
+	// SEP-2243), which only go-sdk's requests send.
+	headers bool
 }
 
 const schemaCacheMax = 4096
 
 // resolved compiles t's input schema on first use; nil when it cannot be
 // compiled here (the server still validates).
-func (c *schemaCache) resolved(t *mcp.Tool) *jsonschema.Resolved {
+func (c *schemaCache) resolved(t *mcp.Tool) *jsonschema.Resolved { return c.entry(t).rs }
+
+// bindsHeaders reports whether t's schema binds arguments to HTTP headers.
+func (c *schemaCache) bindsHeaders(t *mcp.Tool) bool { return c.entry(t).headers }
+
+func (c *schemaCache) entry(t *mcp.Tool) toolSchema {
 	c.mu.Lock()
-	rs, ok := c.m[t]
+	e, ok := c.m[t]
 	c.mu.Unlock()
 	if ok {
-		return rs
+		return e
 	}
 	if raw, err := json.Marshal(t.InputSchema); err == nil {
+		e.headers = bytes.Contains(raw, []byte(`"x-mcp-header"`))
 		var s jsonschema.Schema
 		if json.Unmarshal(raw, &s) == nil {
-			rs, _ = s.Resolve(nil)
+			e.rs, _ = s.Resolve(nil)
 		}
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= schemaCacheMax {
-		c.m = map[*mcp.Tool]*jsonschema.Resolved{}
+		c.m = map[*mcp.Tool]toolSchema{}
 	}
-	c.m[t] = rs
+	c.m[t] = e
 	c.mu.Unlock()
-	return rs
+	return e
 }
 
 // check returns the refusal of args (a JSON object, checked by checkArgs)

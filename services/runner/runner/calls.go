@@ -70,11 +70,11 @@ func (s *server) async(h func(micro.Request)) micro.HandlerFunc {
 	}
 }
 
-// liveSession is a running server's go-sdk session and, for a child on
-// stdio, the connection under it that carries raw tool calls.
+// liveSession is a running server's go-sdk session and the connection
+// under it that carries raw tool calls.
 type liveSession struct {
 	*mcp.ClientSession
-	raw *launch.StdioConn
+	raw launch.RawConn
 }
 
 // live returns the session and the tool for a call, or the error to answer;
@@ -252,10 +252,12 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	if relays {
 		defer s.clients.add(target)()
 	}
-	if s.useRaw(sess, (progressSubj != "" && reqID != "") || relays) {
+	if s.useRaw(sess, tool, (progressSubj != "" && reqID != "") || relays) {
 		// A multi round-trip result is asked again through go-sdk: the first
 		// round only asked for input, which go-sdk gathers and sends back.
-		if res, name, err := s.callRaw(ctx, sess, cfg, tool.Name, args, timeout); err != errInputRequired {
+		// So is a call to an HTTP session the server no longer knows (go-sdk
+		// learns it and reports it as it always has).
+		if res, name, err := s.callRaw(ctx, sess, cfg, tool.Name, args, timeout); err != errUseSession {
 			return res, name, err
 		}
 	}

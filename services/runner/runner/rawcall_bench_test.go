@@ -30,6 +30,27 @@ func BenchmarkCall(b *testing.B) {
 	e := runnertest.Start(b, quickOpts())
 	e.Put(b, runnertest.Binary("alpha", testServer))
 	st := e.WaitState(b, "alpha", model.StateRunning, 10*time.Second)
+	benchPaths(b, e, "alpha", st.PID)
+}
+
+// BenchmarkCallHTTP is BenchmarkCall with the test server on Streamable
+// HTTP (its own process, go-sdk's handler: SSE answers, application/json,
+// or stateless, where clients speak protocol 2026-07-28).
+func BenchmarkCallHTTP(b *testing.B) {
+	for _, mode := range []struct{ name, flag string }{{"sse", ""}, {"json", "-json"}, {"stateless", "-stateless"}} {
+		b.Run(mode.name, func(b *testing.B) {
+			url, pid := startHTTPTestServer(b, mode.flag)
+			e := runnertest.Start(b, quickOpts())
+			e.Put(b, httpConfig("web", url, nil))
+			e.WaitState(b, "web", model.StateRunning, 10*time.Second)
+			benchPaths(b, e, "web", pid)
+		})
+	}
+}
+
+// benchPaths runs BenchmarkCall's paired blocks on server slug, whose
+// process is pid.
+func benchPaths(b *testing.B, e *runnertest.Env, slug string, pid int) {
 	for _, c := range []struct{ name, tool, args string }{
 		{"echo", "echo", `{"message":"hello"}`},
 		{"64KiB", "large", `{"bytes":65536}`},
@@ -43,16 +64,16 @@ func BenchmarkCall(b *testing.B) {
 			for b.Loop() {
 				for i, raw := range []bool{true, false} {
 					runner.SetRawCalls(raw)
-					if _, err := e.Client.Call(ctx, "alpha", c.tool, args, nil); err != nil { // settle on the path
+					if _, err := e.Client.Call(ctx, slug, c.tool, args, nil); err != nil { // settle on the path
 						b.Fatal(err)
 					}
-					start := takeCost(st.PID)
+					start := takeCost(pid)
 					for range block {
-						if _, err := e.Client.Call(ctx, "alpha", c.tool, args, nil); err != nil {
+						if _, err := e.Client.Call(ctx, slug, c.tool, args, nil); err != nil {
 							b.Fatal(err)
 						}
 					}
-					sum[i].add(takeCost(st.PID).since(start))
+					sum[i].add(takeCost(pid).since(start))
 				}
 			}
 			for i, path := range []string{"raw", "gosdk"} {

@@ -35,7 +35,7 @@ func rawAndSDK(t *testing.T, bin string) (*mcp.ClientSession, *launch.StdioConn)
 	if _, err := sess.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	return sess, l.StdioConn()
+	return sess, l.Connected(sess).(*launch.StdioConn)
 }
 
 // callError maps the raw path's failures exactly as go-sdk's: a JSON-RPC

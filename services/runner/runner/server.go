@@ -40,7 +40,7 @@ type server struct {
 	state     string
 	lastErr   *apierr.Error
 	sess      *mcp.ClientSession
-	raw       *launch.StdioConn // sess's connection, for raw tool calls; nil for HTTP
+	raw       launch.RawConn // sess's connection, for raw tool calls
 	proc      *launch.Process
 	tools     map[string]*mcp.Tool // by subject token
 	schemas   schemaCache          // of tools' input schemas (argschema.go)
@@ -222,7 +222,7 @@ func (s *server) start() error {
 	return nil
 }
 
-func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.StdioConn, *launch.Process, map[string]*mcp.Tool, error) {
+func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, launch.RawConn, *launch.Process, map[string]*mcp.Tool, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, cfg.Runtime.StartTimeout.Or(s.r.opts.StartTimeout))
 	defer cancel()
 	env, headers, oauth, secrets, err := s.r.buildEnvironment(ctx, cfg)
@@ -269,7 +269,7 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, *launch.Stdi
 		s.stopSession(sess, l.Process)
 		return nil, nil, nil, nil, startError(ctx, err, l.Process)
 	}
-	return sess, l.StdioConn(), l.Process, tools, nil // the deferred stopKill runs before cancel
+	return sess, l.Connected(sess), l.Process, tools, nil // the deferred stopKill runs before cancel
 }
 
 // startError classifies a failed spawn or handshake into the contract's startup errors.

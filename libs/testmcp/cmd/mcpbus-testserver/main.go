@@ -25,6 +25,8 @@ func main() {
 	name := flag.String("name", "mcpbus-testserver", "server name reported in the handshake")
 	token := flag.String("token", "", "with -http: require this bearer token")
 	hang := flag.Bool("hang", false, "never answer the handshake (tests handshake timeouts)")
+	jsonResp := flag.Bool("json", false, "with -http: answer calls with application/json instead of an SSE stream")
+	stateless := flag.Bool("stateless", false, "with -http: stateless (no session ids; clients speak protocol 2026-07-28)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -71,7 +73,8 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Printf("http://%s/mcp\n", ln.Addr())
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{JSONResponse: *jsonResp, Stateless: *stateless})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", testmcp.RequireBearer(*token, h))
 	hs := &http.Server{Handler: mux}

@@ -1,18 +1,21 @@
 // Package launch turns an McpConfig into a go-sdk transport: a child process
 // in its own process group (npx, docker, binary) on a stdio connection of
-// ours that also carries raw tool calls (stdioconn.go, toolcall.go), or a
-// Streamable HTTP connection, and stops child processes the way
+// ours that also carries raw tool calls (stdioconn.go, toolcall.go), or
+// go-sdk's Streamable HTTP connection with raw tool calls beside it
+// (httpconn.go), and stops child processes the way
 // docs/design.md describes.
 package launch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
 	"os/exec"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,15 +51,35 @@ type Launched struct {
 	// Process is nil for HTTP servers.
 	Process *Process
 	stdio   *StdioTransport
+	http    *HTTPTransport
 }
 
-// StdioConn is the connection of a child on stdio once go-sdk has connected
-// Transport, for raw tool calls; nil for HTTP servers and before.
-func (l *Launched) StdioConn() *StdioConn {
-	if l.stdio == nil {
-		return nil
+// RawConn is a connection that carries raw tool calls beside go-sdk's
+// session: StdioConn or HTTPConn.
+type RawConn interface {
+	CallTool(ctx context.Context, name string, args json.RawMessage, meta []byte) (json.RawMessage, RawID, error)
+	HasRequestMeta() bool
+}
+
+// Connected completes the connection under sess, the session go-sdk made
+// over Transport (for HTTP: the agreed protocol version, and the standalone
+// SSE stream of sessions before protocol 2026-07-28, see HTTPConn.listen),
+// and returns it for raw tool calls; nil before go-sdk connected.
+func (l *Launched) Connected(sess *mcp.ClientSession) RawConn {
+	switch {
+	case l.stdio != nil && l.stdio.Conn() != nil:
+		return l.stdio.Conn()
+	case l.http != nil && l.http.Conn() != nil:
+		c := l.http.Conn()
+		if ir := sess.InitializeResult(); ir != nil {
+			c.SetProtocolVersion(ir.ProtocolVersion)
+			if ir.ProtocolVersion < sep2575Version && !l.http.DisableStandaloneSSE {
+				c.startListening()
+			}
+		}
+		return c
 	}
-	return l.stdio.Conn()
+	return nil
 }
 
 // inheritedEnv are the variables of the runner's environment a child may see;
@@ -109,12 +132,13 @@ func ChildEnv(base []string, env map[string]string) []string {
 // not found", a missing runtime SERVICE_UNAVAILABLE.
 func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, opts Options) (*Launched, error) {
 	if cfg.Transport.Type == model.TransportHTTP {
-		return &Launched{Transport: &mcp.StreamableClientTransport{
+		ht := &HTTPTransport{StreamableClientTransport: &mcp.StreamableClientTransport{
 			Endpoint:     cfg.Transport.URL,
-			HTTPClient:   &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, base: http.DefaultTransport}},
 			MaxRetries:   2,
 			OAuthHandler: opts.Auth,
-		}}, nil
+		}}
+		ht.HTTPClient = &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, version: &ht.version, base: http.DefaultTransport}}
+		return &Launched{Transport: ht, http: ht}, nil
 	}
 	var name string
 	var args []string
@@ -191,17 +215,26 @@ func checkDocker(ctx context.Context, docker string) error {
 	return nil
 }
 
-// headerTransport adds the configured headers (bearer tokens, API keys) to every request.
+// headerTransport adds the configured headers (bearer tokens, API keys) to
+// every request, and the agreed protocol version to those without one.
 type headerTransport struct {
 	headers map[string]string
+	version *atomic.Pointer[string] // nil or empty before the handshake
 	base    http.RoundTripper
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(t.headers) > 0 {
+	var version *string
+	if t.version != nil && r.Header.Get("Mcp-Protocol-Version") == "" {
+		version = t.version.Load()
+	}
+	if len(t.headers) > 0 || version != nil {
 		r = r.Clone(r.Context())
 		for k, v := range t.headers {
 			r.Header.Set(k, v)
+		}
+		if version != nil {
+			r.Header["Mcp-Protocol-Version"] = []string{*version}
 		}
 	}
 	return t.base.RoundTrip(r)

@@ -14,8 +14,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
@@ -400,8 +398,12 @@ func TestPrepareHTTPHeaders(t *testing.T) {
 	if l.Process != nil {
 		t.Fatal("an HTTP server has no process")
 	}
-	st, ok := l.Transport.(*mcp.StreamableClientTransport)
-	if !ok || st.Endpoint != srv.URL+"/mcp" || st.HTTPClient == nil {
+	ht, ok := l.Transport.(*HTTPTransport)
+	if !ok {
+		t.Fatalf("transport %T", l.Transport)
+	}
+	st := ht.StreamableClientTransport
+	if st.Endpoint != srv.URL+"/mcp" || st.HTTPClient == nil {
 		t.Fatalf("transport %T %+v", l.Transport, l.Transport)
 	}
 	req, err := http.NewRequest(http.MethodPost, st.Endpoint, strings.NewReader(`{}`))
@@ -430,7 +432,7 @@ func TestPrepareHTTPHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err = l.Transport.(*mcp.StreamableClientTransport).HTTPClient.Get(srv.URL)
+	resp, err = l.Transport.(*HTTPTransport).HTTPClient.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,12 +86,8 @@ type StdioConn struct {
 	pending map[uint64]chan rawReply // raw calls waiting, by id number
 	failed  error                    // set once the connection is unusable: why
 
-	nextID atomic.Uint64
-	// reqMeta is the SEP-2575 _meta triple (protocol version, client info
-	// and capabilities) of go-sdk's first request after the handshake, rendered as JSON members.
-	// Under protocol 2026-07-28 every request must carry it; go-sdk adds it
-	// to its own requests and raw calls copy it from there, byte for byte.
-	reqMeta atomic.Pointer[[]byte]
+	nextID  atomic.Uint64
+	reqMeta requestMeta
 }
 
 type msgOrErr struct {
@@ -128,10 +124,7 @@ func (c *StdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err != nil {
 		return fmt.Errorf("marshaling message: %v", err)
 	}
-	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && req.Method != "server/discover" {
-		// Not discover's: it proposes a version, later requests carry the agreed one.
-		c.captureRequestMeta(req.Params)
-	}
+	c.reqMeta.observe(msg)
 	return c.writeLine(append(data, '\n'))
 }
 

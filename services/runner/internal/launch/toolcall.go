@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -38,9 +39,24 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b
 
 const maxPooledLine = 64 << 10
 
+// requestMeta is the SEP-2575 _meta triple (protocol version, client info
+// and capabilities) of go-sdk's first request after the handshake, rendered
+// as JSON members. Under protocol 2026-07-28 every request must carry it;
+// go-sdk adds it to its own requests and raw calls copy it from there, byte
+// for byte.
+type requestMeta struct{ p atomic.Pointer[[]byte] }
+
 // HasRequestMeta reports whether raw calls can carry the SEP-2575 _meta of
 // the session (captured from a request go-sdk sent after the handshake).
-func (c *StdioConn) HasRequestMeta() bool { return c.reqMeta.Load() != nil }
+func (m *requestMeta) HasRequestMeta() bool { return m.p.Load() != nil }
+
+// observe captures the triple from msg, one of go-sdk's outgoing messages.
+func (m *requestMeta) observe(msg jsonrpc.Message) {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && req.Method != "server/discover" {
+		// Not discover's: it proposes a version, later requests carry the agreed one.
+		m.capture(req.Params)
+	}
+}
 
 // CallTool sends tools/call for the tool name with args (a JSON object, or
 // empty for none) and waits for its answer. meta is rendered JSON members to
@@ -57,7 +73,7 @@ func (c *StdioConn) CallTool(ctx context.Context, name string, args json.RawMess
 	n := c.nextID.Add(1)
 	id := RawID(n)
 	bp := linePool.Get().(*[]byte)
-	line, err := appendToolCall((*bp)[:0], n, name, args, c.reqMeta.Load(), meta)
+	line, err := appendToolCall((*bp)[:0], n, name, args, c.reqMeta.p.Load(), meta)
 	if err != nil {
 		linePool.Put(bp)
 		return nil, id, err
@@ -107,18 +123,22 @@ func (c *StdioConn) forget(n uint64) bool {
 // notifyCancelled tells the server a raw call was given up, off the caller's
 // path (a stuck server must not delay the caller past its deadline).
 func (c *StdioConn) notifyCancelled(n uint64, reason error) {
-	var b []byte
-	b = append(b, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"`+rawIDPrefix...)
-	b = strconv.AppendUint(b, n, 10)
-	b = append(b, `","reason":`...)
-	b = appendJSONString(b, reason.Error())
-	b = append(b, "}}\n"...)
+	b := append(appendCancelled(nil, n, reason), '\n')
 	select {
 	case <-c.closed:
 		return
 	default:
 	}
 	_ = c.writeLine(b)
+}
+
+// appendCancelled renders notifications/cancelled for raw call n.
+func appendCancelled(b []byte, n uint64, reason error) []byte {
+	b = append(b, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"`+rawIDPrefix...)
+	b = strconv.AppendUint(b, n, 10)
+	b = append(b, `","reason":`...)
+	b = appendJSONString(b, reason.Error())
+	return append(b, "}}"...)
 }
 
 // appendToolCall renders the request line of a raw tools/call.
@@ -179,54 +199,75 @@ func appendJSONString(b []byte, s string) []byte {
 // false for a line that is go-sdk's. A late answer to a raw call that was
 // given up is dropped (true).
 func (c *StdioConn) route(line []byte) bool {
-	var (
-		n            uint64
-		ours, method bool
-		result, errv []byte
-	)
-	jsonscan.Members(line, func(key, val []byte) bool {
-		switch string(key) {
-		case "id":
-			n, ours = parseRawID(val)
-			return ours // another id: go-sdk's, stop here
-		case "method":
-			method = true
-			return false // a request or notification
-		case "result":
-			result = val
-		case "error":
-			errv = val
-		}
-		return true
-	})
-	if !ours || method {
+	m := scanMessage(line)
+	if !m.ours {
 		return false
 	}
 	c.mu.Lock()
-	ch := c.pending[n]
-	delete(c.pending, n)
+	ch := c.pending[m.n]
+	delete(c.pending, m.n)
 	c.mu.Unlock()
 	if ch == nil {
 		return true
 	}
+	// Copied: line lives in the read buffer. Checked on the caller's
+	// goroutine, not here, so the read loop moves on at once.
+	r := m.reply()
+	r.result = bytes.Clone(r.result)
+	ch <- r
+	return true
+}
+
+// rawMessage is what scanMessage finds in a message.
+type rawMessage struct {
+	n            uint64 // the raw call it answers, when ours
+	ours         bool   // a response to a raw call
+	result, errv []byte
+}
+
+// scanMessage tells a response to a raw call (id "mcpbus-<n>") from any
+// other message (go-sdk's responses, the server's requests and
+// notifications) and cuts out its result or error, without decoding.
+func scanMessage(msg []byte) rawMessage {
+	var m rawMessage
+	method := false
+	jsonscan.Members(msg, func(key, val []byte) bool {
+		switch string(key) {
+		case "id":
+			m.n, m.ours = parseRawID(val)
+			return m.ours // another id: go-sdk's, stop here
+		case "method":
+			method = true
+			return false // a request or notification
+		case "result":
+			m.result = val
+		case "error":
+			m.errv = val
+		}
+		return true
+	})
+	m.ours = m.ours && !method
+	return m
+}
+
+// reply is the outcome of a response to a raw call: its result (not
+// copied) or its JSON-RPC error as *jsonrpc.Error.
+func (m rawMessage) reply() rawReply {
 	var r rawReply
 	switch {
-	case errv != nil:
+	case m.errv != nil:
 		var we jsonrpc.Error
-		if err := json.Unmarshal(errv, &we); err != nil {
+		if err := json.Unmarshal(m.errv, &we); err != nil {
 			r.err = fmt.Errorf("the server sent an unreadable error: %v", err)
 		} else {
 			r.err = &we
 		}
-	case result != nil:
-		// Copied: line lives in the read buffer. Checked on the caller's
-		// goroutine, not here, so the read loop moves on at once.
-		r.result = bytes.Clone(result)
+	case m.result != nil:
+		r.result = m.result
 	default:
 		r.err = errors.New("the server sent a response with neither result nor error")
 	}
-	ch <- r
-	return true
+	return r
 }
 
 // parseRawID reads an id value `"mcpbus-<n>"`.
@@ -277,12 +318,12 @@ func InputRequired(result []byte) bool {
 	return required
 }
 
-// captureRequestMeta keeps the SEP-2575 members of a go-sdk request's
+// capture keeps the SEP-2575 members of a go-sdk request's
 // params._meta ("io.modelcontextprotocol/…"), for raw calls to carry too.
-func (c *StdioConn) captureRequestMeta(params json.RawMessage) {
+func (m *requestMeta) capture(params json.RawMessage) {
 	// Once: go-sdk's triple is fixed for a session (version and capabilities
 	// are agreed at the handshake).
-	if c.reqMeta.Load() != nil || !bytes.Contains(params, []byte(mcp.MetaKeyProtocolVersion)) {
+	if m.p.Load() != nil || !bytes.Contains(params, []byte(mcp.MetaKeyProtocolVersion)) {
 		return
 	}
 	var out []byte
@@ -305,7 +346,7 @@ func (c *StdioConn) captureRequestMeta(params json.RawMessage) {
 		return false
 	})
 	if len(out) > 0 {
-		c.reqMeta.CompareAndSwap(nil, &out)
+		m.p.CompareAndSwap(nil, &out)
 	}
 }
 
@@ -315,3 +356,7 @@ func AppendMetaMember(b []byte, key, value string) []byte {
 	b = append(b, ':')
 	return appendJSONString(b, value)
 }
+
+// HasRequestMeta reports whether raw calls can carry the SEP-2575 _meta of
+// the session (captured from a request go-sdk sent after the handshake).
+func (c *StdioConn) HasRequestMeta() bool { return c.reqMeta.HasRequestMeta() }
