@@ -120,7 +120,7 @@ func TestOAuthRemoteServer(t *testing.T) {
 	}
 	q := auths[0]
 	if q.Get("code_challenge_method") != "S256" || q.Get("resource") != url || q.Get("state") == "" ||
-		q.Get("redirect_uri") != e.url+oauthflow.CallbackPath || q.Get("scope") != testmcp.Scope+" offline_access" {
+		q.Get("redirect_uri") != e.url+oauthflow.CallbackPath || !sameScopes(q.Get("scope"), testmcp.Scope, "offline_access") {
 		t.Fatalf("authorization request %v", q)
 	}
 	// The state works once.
@@ -505,4 +505,15 @@ func TestOAuthConfidentialClient(t *testing.T) {
 	if err != nil || len(d.Env) != 0 {
 		t.Fatalf("client secret record after delete: %+v %v", d, err)
 	}
+}
+
+// sameScopes reports whether the space-separated scope parameter holds
+// exactly want, in any order: a scope is a set (RFC 6749 §3.3), and go-sdk
+// does not keep the order of the scopes it gathers.
+func sameScopes(scope string, want ...string) bool {
+	got := strings.Fields(scope)
+	slices.Sort(got)
+	want = slices.Clone(want)
+	slices.Sort(want)
+	return slices.Equal(got, want)
 }
