@@ -508,8 +508,8 @@ func TestOAuthConfidentialClient(t *testing.T) {
 }
 
 // sameScopes reports whether the space-separated scope parameter holds
-// exactly want, in any order: a scope is a set (RFC 6749 §3.3), and go-sdk
-// does not keep the order of the scopes it gathers.
+// exactly want, in any order: a scope is a set (RFC 6749 §3.3), and the
+// order of the scopes the flow gathers was seen to vary between runs.
 func sameScopes(scope string, want ...string) bool {
 	got := strings.Fields(scope)
 	slices.Sort(got)
