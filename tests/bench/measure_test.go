@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"os"
 	"runtime/pprof"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,14 +43,17 @@ type stats struct {
 }
 
 // warmUp makes ~200 calls, round robin, at least 5 through every worker.
-func warmUp(b *testing.B, workers []caller) {
+func warmUp(b *testing.B, name string, workers []caller, pid int) {
 	b.Helper()
 	for j := 0; j < max(200, 5*len(workers)); j++ {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		start := time.Now()
 		err := workers[j%len(workers)](ctx)
 		cancel()
 		if err != nil {
-			b.Fatalf("warm-up call: %v", err)
+			dumpStacks()
+			quitForStacks(pid)
+			b.Fatalf("%s: warm-up call %d (worker %d) failed after %v: %v", name, j, j%len(workers), time.Since(start).Round(time.Millisecond), err)
 		}
 	}
 }
@@ -129,7 +134,7 @@ func reportStats(b *testing.B, s stats) {
 // p50/p99, calls/s, CPU per call and errors.
 func measure(b *testing.B, workers []caller) stats {
 	b.Helper()
-	warmUp(b, workers)
+	warmUp(b, "subject", workers, 0)
 	b.ResetTimer()
 	s := sample(b, workers, b.N, 0)
 	b.StopTimer()
@@ -170,9 +175,9 @@ func pairedVs(b *testing.B, subj side, sides ...side) stats {
 	b.Helper()
 	subject := subj.callers
 	for _, sd := range sides {
-		warmUp(b, sd.callers)
+		warmUp(b, sd.name, sd.callers, sd.pid)
 	}
-	warmUp(b, subject)
+	warmUp(b, cmp.Or(subj.name, "subject"), subject, subj.pid)
 	procCPU := make([][]float64, len(sides)+1) // the subject's last
 	per := max(b.N/pairedRounds, 1)
 	var all stats
@@ -264,6 +269,20 @@ func dumpStacks() {
 	if f, err := os.Create(path); err == nil {
 		_ = pprof.Lookup("goroutine").WriteTo(f, 2)
 		f.Close()
+	}
+}
+
+// quitForStacks sends SIGQUIT to the serving process pid (mcpbus up, the
+// peer) when $MCPBUS_BENCH_STACKS is set: the Go runtime writes every
+// goroutine's stack to its stderr (for mcpbus up, $MCPBUS_BENCH_UP_LOG) and
+// exits, for a post-mortem of a call it never answered.
+func quitForStacks(pid int) {
+	if pid == 0 || os.Getenv("MCPBUS_BENCH_STACKS") == "" {
+		return
+	}
+	if p, err := os.FindProcess(pid); err == nil {
+		_ = p.Signal(syscall.SIGQUIT)
+		time.Sleep(time.Second) // let it write before the benchmark's cleanup stops it
 	}
 }
 
