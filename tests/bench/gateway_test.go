@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -155,25 +154,13 @@ func (e *gwEnv) mcpSessionOf(b *testing.B, opts *mcp.ClientSessionOptions) *mcp.
 // over HTTP alone, for reference.
 func directHTTP(b *testing.B) caller {
 	b.Helper()
-	cmd := exec.Command(testServer, "-http", "127.0.0.1:0")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		b.Fatalf("the test server printed no URL: %v", err)
-	}
+	url, _ := testkit.StartURLServer(b, testServer, "-http", "127.0.0.1:0")
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 32
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: strings.TrimSpace(line), HTTPClient: &http.Client{Transport: t}}, nil)
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: t}}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

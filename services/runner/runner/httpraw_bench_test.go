@@ -1,12 +1,9 @@
 package runner_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
 )
 
@@ -134,18 +132,5 @@ func startHTTPTestServer(b *testing.B, extra string) (string, int) {
 	if extra != "" {
 		args = append(args, extra)
 	}
-	cmd := exec.Command(testServer, args...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		b.Fatalf("the test server printed no URL: %v", err)
-	}
-	return strings.TrimSpace(line), cmd.Process.Pid
+	return testkit.StartURLServer(b, testServer, args...)
 }
