@@ -471,8 +471,9 @@ func startUp(b *testing.B) *gwEnv {
 		b.Fatal(err)
 	}
 	data := filepath.Join(dir, "data")
-	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(b))
-	natsPort := testkit.FreePort(b)
+	ports := testkit.NewPorts(b)
+	addr := fmt.Sprintf("127.0.0.1:%d", ports.Next())
+	natsPort := ports.Next()
 	cmd := exec.Command(bin, "up", "--nats-port", fmt.Sprint(natsPort), "--data-dir", data, "--config", cfg,
 		"--log-level", "warn", "--http-addr", addr, "--rate-rps", "1e9", "--rate-burst", "1000000000")
 	// MCPBUS_BENCH_UP_ARGS adds flags to it (--pprof-addr 127.0.0.1:6061 …).

@@ -65,8 +65,9 @@ func TestDeployment(t *testing.T) {
 	v := volumes{root: t.TempDir()}
 	logs := t.TempDir()
 
+	ports := testkit.NewPorts(t) // every address of the deployment on this machine, all distinct
 	ids := runIdentities(t, p, v)
-	cl := startCluster(t, p, v, ids)
+	cl := startCluster(t, p, v, ids, ports)
 	t.Logf("identities and cluster: %s", time.Since(begin).Round(time.Millisecond))
 
 	vlt := startVault(t, p, v)
@@ -83,7 +84,7 @@ func TestDeployment(t *testing.T) {
 	var procs []*testkit.Proc
 	for _, name := range mcpbusServices {
 		s := service(t, p, name)
-		environ, addrs := serviceEnv(t, s, v, hosts)
+		environ, addrs := serviceEnv(t, ports, s, v, hosts)
 		listen[name] = addrs
 		args := mapArgs(t, v, s, s.Command)
 		procs = append(procs, testkit.StartProc(t, testkit.ProcOptions{Name: name, Bin: bins[name], Args: args, Env: environ, Dir: logs}))
@@ -116,7 +117,7 @@ func TestDeployment(t *testing.T) {
 	}
 
 	checkReplicas(t, cl)
-	id := runFlow(t, p, v, cl, listen["gateway"], echo)
+	id := runFlow(t, p, v, ports, cl, listen["gateway"], echo)
 	checkSecretInVault(t, vlt, id)
 	checkForbidden(t, v, cl)
 	t.Logf("flow and checks done: %s", time.Since(begin).Round(time.Millisecond))
@@ -154,7 +155,7 @@ func mapArgs(t *testing.T, v volumes, s types.ServiceConfig, args []string) []st
 // hosts replaced by where they are here, paths by their mounts' directories,
 // listen addresses (":9464", "0.0.0.0:8080") by free loopback ones, which it
 // returns too.
-func serviceEnv(t *testing.T, s types.ServiceConfig, v volumes, hosts map[string]string) ([]string, map[string]string) {
+func serviceEnv(t *testing.T, ports *testkit.Ports, s types.ServiceConfig, v volumes, hosts map[string]string) ([]string, map[string]string) {
 	t.Helper()
 	out := baseEnv()
 	addrs := map[string]string{}
@@ -164,7 +165,7 @@ func serviceEnv(t *testing.T, s types.ServiceConfig, v volumes, hosts map[string
 		}
 		switch {
 		case strings.HasSuffix(k, "_ADDR") && (strings.HasPrefix(val, ":") || strings.HasPrefix(val, "0.0.0.0:")):
-			addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+			addr := fmt.Sprintf("127.0.0.1:%d", ports.Next())
 			addrs[val] = addr
 			val = addr
 		case filepath.IsAbs(val):
@@ -226,15 +227,15 @@ func (c *cluster) url(i int) string { return fmt.Sprintf("nats://127.0.0.1:%d", 
 // startCluster starts the three nodes from their compose services: the
 // container's /etc/nats assembled from its mounts, parsed by nats-server,
 // checked, then run with ports, store and routes moved to this machine.
-func startCluster(t *testing.T, p *types.Project, v volumes, keys map[access.Role]string) *cluster {
+func startCluster(t *testing.T, p *types.Project, v volumes, keys map[access.Role]string, ports *testkit.Ports) *cluster {
 	t.Helper()
 	n := len(natsNodes)
 	c := &cluster{}
 	var clusterPorts, httpPorts []int
 	for range n {
-		c.clientPorts = append(c.clientPorts, testkit.FreePort(t))
-		clusterPorts = append(clusterPorts, testkit.FreePort(t))
-		httpPorts = append(httpPorts, testkit.FreePort(t))
+		c.clientPorts = append(c.clientPorts, ports.Next())
+		clusterPorts = append(clusterPorts, ports.Next())
+		httpPorts = append(httpPorts, ports.Next())
 	}
 	super, superOpt := testkit.Superuser(t)
 	c.superuser = superOpt
@@ -555,14 +556,14 @@ func newEchoServer(t *testing.T) *echoServer {
 // runFlow adds the echo server with its secret through the CLI (as the cli
 // service runs it), calls it over the CLI, plain NATS and the gateway, and
 // returns its config id.
-func runFlow(t *testing.T, p *types.Project, v volumes, c *cluster, gateway map[string]string, echo *echoServer) string {
+func runFlow(t *testing.T, p *types.Project, v volumes, ports *testkit.Ports, c *cluster, gateway map[string]string, echo *echoServer) string {
 	t.Helper()
 	cliSvc := service(t, p, "cli")
 	hosts := map[string]string{}
 	for i, n := range natsNodes {
 		hosts[n+":4222"] = fmt.Sprintf("127.0.0.1:%d", c.clientPorts[i])
 	}
-	cliEnv, _ := serviceEnv(t, cliSvc, v, hosts)
+	cliEnv, _ := serviceEnv(t, ports, cliSvc, v, hosts)
 	mcpbus := func(stdin string, args ...string) string {
 		t.Helper()
 		out, errOut, code := run(t, cliEnv, stdin, bins["mcpbus"], args...)

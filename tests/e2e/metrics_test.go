@@ -121,10 +121,11 @@ func TestMetricsAndHealth(t *testing.T) {
 	if err := os.WriteFile(servers, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	natsPort := testkit.FreePort(t)
+	ports := testkit.NewPorts(t)
+	natsPort := ports.Next()
 	nats := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	gw := fmt.Sprintf("http://127.0.0.1:%d", testkit.FreePort(t))
-	opsURL := fmt.Sprintf("http://127.0.0.1:%d", testkit.FreePort(t))
+	gw := fmt.Sprintf("http://127.0.0.1:%d", ports.Next())
+	opsURL := fmt.Sprintf("http://127.0.0.1:%d", ports.Next())
 	up := startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(natsPort), "--data-dir", data, "--config", servers,
 		"--http-addr", strings.TrimPrefix(gw, "http://"), "--metrics-addr", strings.TrimPrefix(opsURL, "http://"),
 		"--official-registry-url", off.URL)

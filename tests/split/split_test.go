@@ -478,9 +478,10 @@ func startSplitEnv(t *testing.T, si *standIns, serviceEnv map[string][]string) *
 func startUp(t *testing.T, si *standIns) *deployment {
 	t.Helper()
 	d := newDeployment(t, "up", si)
-	natsPort := testkit.FreePort(t)
+	ports := testkit.NewPorts(t)
+	natsPort := ports.Next()
 	d.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", ports.Next())
 	d.httpURL = "http://" + addr
 	p := d.start(t, "up", mcpbusBin, "up", "--nats-port", strconv.Itoa(natsPort), "--http-addr", addr,
 		"--data-dir", d.dataDir, "--log-level", "debug",
