@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/natsconn"
 	"github.com/mcpbus/mcpbus/libs/ops"
+	"github.com/mcpbus/mcpbus/libs/procmem"
 	"github.com/mcpbus/mcpbus/libs/settings"
 	"github.com/mcpbus/mcpbus/libs/telemetry"
 )
@@ -47,6 +48,8 @@ type Host struct {
 	MetricsAddr string
 	// PprofAddr is where Go's profiling endpoints listen ("" = none).
 	PprofAddr string
+	// Memory is what the process does about its own memory.
+	Memory procmem.Options
 }
 
 // RegisterLogLevel adds --log-level (mcpbus up has it too).
@@ -66,6 +69,7 @@ func (h *Host) Register(s *settings.Set) {
 	s.Int(&h.Replicas, "replicas", "", 1, "replicas of the JetStream stream and buckets a service creates: 3 on a 3-node cluster")
 	RegisterMetricsAddr(s, &h.MetricsAddr)
 	RegisterPprofAddr(s, &h.PprofAddr)
+	h.Memory.Register(s)
 }
 
 // Logger is the JSON logger at the chosen level; records logged with a
@@ -85,6 +89,9 @@ func (h Host) Validate() error {
 	}
 	if h.DataDir == "" {
 		return errors.New("--data-dir must not be empty")
+	}
+	if err := h.Memory.Validate(); err != nil {
+		return err
 	}
 	return validMetricsAddr(h.MetricsAddr)
 }
@@ -126,6 +133,7 @@ func RunAlone(ctx context.Context, def Definition, b Bus, h Host, opts Options, 
 		return err
 	}
 	defer stopPprof()
+	h.Memory.Start(ctx, log)
 	nc, err := b.NATS.Dial(ConnName(def.Name), natsconn.Wait, log)
 	if err != nil {
 		return err
@@ -150,6 +158,7 @@ func RunAlone(ctx context.Context, def Definition, b Bus, h Host, opts Options, 
 	select {
 	case <-svc.Ready():
 		log.Info("service ready", "nats", nc.ConnectedUrlRedacted())
+		h.Memory.Ready(log)
 		if a, ok := svc.(Announcer); ok {
 			a.Announce(stderr)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/procmem"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
@@ -439,6 +440,16 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	references(8)
 	vsPeer("invoke/clients=8", own(e.invoker, 8))
 	vsPeer("invoke/clients=64", own(e.invoker, 64))
+	// quiet: the RSS once every process has been idle past up's
+	// --idle-release (the other rows read it right after their last call).
+	quiet := e.pid == 0 // nothing to wait for in this process
+	b.Run("quiet", func(b *testing.B) {
+		if !quiet {
+			time.Sleep(procmem.DefaultIdleRelease + 3*time.Second)
+			quiet = true
+		}
+		rss(b)
+	})
 }
 
 // BenchmarkGateway measures the gateway inside this process (stack.Start, as

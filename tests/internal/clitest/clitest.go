@@ -300,3 +300,6 @@ func (c CLI) run(t testing.TB, stdin io.Reader, args []string) Result {
 	}
 	return r
 }
+
+// PID is the process id of mcpbus up.
+func (u *Up) PID() int { return u.cmd.Process.Pid }

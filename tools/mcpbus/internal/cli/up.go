@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpbus/mcpbus/libs/procmem"
 	"github.com/mcpbus/mcpbus/libs/serverfile"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/libs/settings"
@@ -30,6 +31,7 @@ type upOptions struct {
 	insecure   bool
 	metrics    string
 	pprof      string
+	memory     procmem.Options
 	stack      stack.Options
 }
 
@@ -58,6 +60,7 @@ already there with the same slug are updated, ${VAR} references come from the en
 	service.RegisterLogLevel(s, &o.logLevel)
 	service.RegisterMetricsAddr(s, &o.metrics)
 	service.RegisterPprofAddr(s, &o.pprof)
+	o.memory.Register(s)
 	for _, r := range o.stack.Table() {
 		r.Opts.Register(s)
 	}
@@ -74,6 +77,9 @@ func serviceNames() string {
 }
 
 func runUp(ctx context.Context, g *globals, o *upOptions) error {
+	if err := o.memory.Validate(); err != nil {
+		return err
+	}
 	log, err := service.Logger(o.logLevel, g.stderr)
 	if err != nil {
 		return err
@@ -98,6 +104,7 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 		return err
 	}
 	defer stopPprof()
+	o.memory.Start(ctx, log)
 	so := o.stack
 	so.DataDir, so.NATSHost, so.NATSPort, so.Prefix, so.Logger = o.dataDir, o.natsHost, o.natsPort, g.bus.Prefix, log
 	so.InsecureBus = o.insecure
@@ -128,6 +135,7 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 			a.Announce(g.stderr)
 		}
 	}
+	o.memory.Ready(log)
 	return st.Wait(ctx)
 }
 

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
+)
+
+// procKB is a field of /proc/<pid>/status, in KiB.
+func procKB(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return kb
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// logRecord finds the first JSON log record of up with that message.
+func logRecord(up *clitest.Up, msg string) (map[string]any, bool) {
+	for _, line := range strings.Split(up.Output(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
+			return rec, true
+		}
+	}
+	return nil, false
+}
+
+// TestUpReleasesMemory runs `mcpbus up` and checks what it does about its own
+// memory: once ready it has dropped the executable's start-up pages (its
+// file-backed RSS stays well below what start-up had mapped), and after a
+// load, once quiet for --idle-release, it returns the load's free heap (its
+// anonymous RSS falls) and goes on answering.
+func TestUpReleasesMemory(t *testing.T) {
+	everything := npmBin(t, "mcp-server-everything")
+	bin := clitest.Build(t)
+	dir := t.TempDir()
+	servers := filepath.Join(dir, "servers.yaml")
+	yaml := fmt.Sprintf("servers:\n  - name: everything\n    enabled: true\n    package: {type: binary, identifier: %q}\n    transport: {type: stdio}\n", everything)
+	if err := os.WriteFile(servers, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ports := testkit.NewPorts(t)
+	gw := fmt.Sprintf("http://127.0.0.1:%d", ports.Next())
+	data := filepath.Join(dir, "data")
+	up := startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(ports.Next()), "--data-dir", data, "--config", servers,
+		"--http-addr", strings.TrimPrefix(gw, "http://"), "--log-level", "debug", "--idle-release", "2s",
+		"--rate-rps", "1e9", "--rate-burst", "1000000000")
+	pid := up.PID()
+
+	var startup map[string]any
+	testkit.WaitFor(t, 60*time.Second, func() (bool, string) {
+		var ok bool
+		startup, ok = logRecord(up, "released the start-up pages of the executable")
+		return ok, "no start-up page release in the log yet"
+	})
+	before, _ := startup["file_rss_before"].(float64)
+	if fileKB := procKB(t, pid, "RssFile"); before <= 0 || float64(fileKB<<10) >= before/2 {
+		t.Fatalf("RssFile %d KiB after the start-up release; start-up had %.0f KiB mapped: want less than half", fileKB, before/1024)
+	}
+
+	keyData, err := os.ReadFile(filepath.Join(data, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := strings.TrimSpace(string(keyData))
+	invoke := func() error {
+		req, err := http.NewRequestWithContext(ctxFor(t, 30*time.Second), "POST", gw+"/mcp/invoke",
+			strings.NewReader(`{"tool_name":"everything__echo","params":{"message":"memory"}}`))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("POST /mcp/invoke: %s", resp.Status)
+		}
+		return nil
+	}
+	testkit.WaitFor(t, 60*time.Second, func() (bool, string) {
+		err := invoke()
+		return err == nil, fmt.Sprint("the first call: ", err)
+	})
+
+	// A load: 4 clients, 600 calls each.
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			for range 600 {
+				if err := invoke(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	loaded := procKB(t, pid, "RssAnon")
+
+	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
+		_, ok := logRecord(up, "returned free memory to the OS after a load")
+		return ok, "no release after the load in the log yet"
+	})
+	released := procKB(t, pid, "RssAnon")
+	t.Logf("RssAnon right after the load %d KiB, once quiet %d KiB; RssFile %d KiB", loaded, released, procKB(t, pid, "RssFile"))
+	if released >= loaded {
+		t.Fatalf("RssAnon %d KiB after the release, %d KiB right after the load: want less", released, loaded)
+	}
+	if err := invoke(); err != nil {
+		t.Fatalf("a call after the release: %v", err)
+	}
+}
