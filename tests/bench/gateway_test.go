@@ -116,6 +116,13 @@ func (k *keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return k.base.RoundTrip(r)
 }
 
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the pool.
+func (k *keyTransport) CloseIdleConnections() {
+	if c, ok := k.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // httpClient is one client with its own connection pool. It keeps enough
 // idle connections for its concurrent requests (net/http keeps 2 per host by
 // default and would open a new connection for every request beyond them).
@@ -142,11 +149,14 @@ func (e *gwEnv) mcpSessionOf(b *testing.B, opts *mcp.ClientSessionOptions) *mcp.
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: e.httpClient()}, opts)
+	hc := e.httpClient()
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: hc}, opts)
 	if err != nil {
 		b.Fatalf("connecting to /mcp: %v", err)
 	}
-	b.Cleanup(func() { _ = sess.Close() })
+	// Its connections end with it, so later rows (and the quiet row's RSS)
+	// do not carry them.
+	b.Cleanup(func() { _ = sess.Close(); hc.CloseIdleConnections() })
 	return sess
 }
 
@@ -442,10 +452,15 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	vsPeer("invoke/clients=64", own(e.invoker, 64))
 	// quiet: the RSS once every process has been idle past up's
 	// --idle-release (the other rows read it right after their last call).
+	// MCPBUS_BENCH_QUIET waits longer (to take up's heap profile then).
+	wait := procmem.DefaultIdleRelease + 3*time.Second
+	if d, err := time.ParseDuration(os.Getenv("MCPBUS_BENCH_QUIET")); err == nil && d > wait {
+		wait = d
+	}
 	quiet := e.pid == 0 // nothing to wait for in this process
 	b.Run("quiet", func(b *testing.B) {
 		if !quiet {
-			time.Sleep(procmem.DefaultIdleRelease + 3*time.Second)
+			time.Sleep(wait)
 			quiet = true
 		}
 		rss(b)

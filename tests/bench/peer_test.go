@@ -110,7 +110,7 @@ func (p *peerEnv) caller(b *testing.B) caller {
 	if err != nil {
 		b.Fatalf("connecting to the peer proxy: %v", err)
 	}
-	b.Cleanup(func() { _ = sess.Close() })
+	b.Cleanup(func() { _ = sess.Close(); t.CloseIdleConnections() })
 	return toolCaller(sess, "echo")
 }
 
