@@ -52,6 +52,14 @@ func (f *fakeProcess) busyFor(d time.Duration) {
 	}
 }
 
+// waitReleases waits up to 5 s for n releases and returns how many there were.
+func (f *fakeProcess) waitReleases(n int32) int32 {
+	for deadline := time.Now().Add(5 * time.Second); f.releases.Load() < n && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return f.releases.Load()
+}
+
 func TestIdleReleaseOncePerLoad(t *testing.T) {
 	f := startFake(t, 3)
 	time.Sleep(100 * time.Millisecond)
@@ -62,11 +70,7 @@ func TestIdleReleaseOncePerLoad(t *testing.T) {
 	if n := f.releases.Load(); n != 0 {
 		t.Fatalf("released %d times during the load", n)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for f.releases.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := f.releases.Load(); n != 1 {
+	if n := f.waitReleases(1); n != 1 {
 		t.Fatalf("after the load went quiet: %d releases, want 1", n)
 	}
 	// Quiet on: no second release until another load.
@@ -75,11 +79,7 @@ func TestIdleReleaseOncePerLoad(t *testing.T) {
 		t.Fatalf("quiet after the release: %d releases, want still 1", n)
 	}
 	f.busyFor(60 * time.Millisecond)
-	deadline = time.Now().Add(5 * time.Second)
-	for f.releases.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := f.releases.Load(); n != 2 {
+	if n := f.waitReleases(2); n != 2 {
 		t.Fatalf("after a second load: %d releases, want 2", n)
 	}
 }

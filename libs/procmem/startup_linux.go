@@ -80,20 +80,5 @@ func executableRanges(maps []byte, exe string) ([][2]uintptr, error) {
 	return out, nil
 }
 
-// fileRSS is RssFile of /proc/self/status, in bytes.
-func fileRSS() (int64, error) {
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, fmt.Errorf("reading /proc/self/status: %w", err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "RssFile:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("RssFile %q: %w", v, err)
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, errors.New("no RssFile in /proc/self/status")
-}
+// fileRSS is this process's RssFile, in bytes.
+func fileRSS() (int64, error) { return Status("self", "RssFile") }

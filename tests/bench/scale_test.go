@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/procmem"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
@@ -64,21 +65,11 @@ func procRSS(tb testing.TB, pid string) uint64 { return procStatus(tb, pid, "VmR
 // procStatus is a kB field of /proc/<pid>/status (VmRSS, RssAnon …), in bytes.
 func procStatus(tb testing.TB, pid, field string) uint64 {
 	tb.Helper()
-	b, err := os.ReadFile("/proc/" + pid + "/status")
+	v, err := procmem.Status(pid, field)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				tb.Fatalf("%s line %q: %v", field, line, err)
-			}
-			return kb << 10
-		}
-	}
-	tb.Fatalf("no %s in /proc/%s/status", field, pid)
-	return 0
+	return uint64(v)
 }
 
 // perServer is memory growth per server, in bytes (may be negative).

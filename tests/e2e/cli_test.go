@@ -75,16 +75,11 @@ func waitCLIState(t *testing.T, bin, natsURL, server, state string, within time.
 
 // TestCLI drives a real `mcpbus up` subprocess with the mcpbus client commands.
 func TestCLI(t *testing.T) {
-	everything := npmBin(t, "mcp-server-everything")
 	bin := clitest.Build(t)
 
 	t.Run("up", func(t *testing.T) {
 		dir := t.TempDir()
-		servers := filepath.Join(dir, "servers.yaml")
-		yaml := fmt.Sprintf("servers:\n  - name: everything\n    enabled: true\n    package: {type: binary, identifier: %q}\n    transport: {type: stdio}\n", everything)
-		if err := os.WriteFile(servers, []byte(yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		servers := everythingServersFile(t, dir)
 		port := testkit.FreePort(t)
 		url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 		up := startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"), "--config", servers)

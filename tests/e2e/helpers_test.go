@@ -68,6 +68,19 @@ func startBus(t *testing.T) *runnertest.Env {
 	})
 }
 
+// everythingServersFile writes a servers file (YAML) into dir with one
+// server, everything, run by the path of its installed binary, and returns
+// its path: what `mcpbus up --config` imports.
+func everythingServersFile(t *testing.T, dir string) string {
+	t.Helper()
+	file := filepath.Join(dir, "servers.yaml")
+	yaml := fmt.Sprintf("servers:\n  - name: everything\n    enabled: true\n    package: {type: binary, identifier: %q}\n    transport: {type: stdio}\n", npmBin(t, "mcp-server-everything"))
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
 // everythingBin is server-everything run by the path of its installed binary.
 func everythingBin(t testing.TB) model.McpConfig {
 	return runnertest.Binary("everything", npmBin(t, "mcp-server-everything"))

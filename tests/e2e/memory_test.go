@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/procmem"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
@@ -19,21 +20,11 @@ import (
 // procKB is a field of /proc/<pid>/status, in KiB.
 func procKB(t *testing.T, pid int, field string) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	v, err := procmem.Status(strconv.Itoa(pid), field)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return kb
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return v >> 10
 }
 
 // logRecord finds the first JSON log record of up with that message.
@@ -53,14 +44,9 @@ func logRecord(up *clitest.Up, msg string) (map[string]any, bool) {
 // load, once quiet for --idle-release, it returns the load's free heap (its
 // anonymous RSS falls) and goes on answering.
 func TestUpReleasesMemory(t *testing.T) {
-	everything := npmBin(t, "mcp-server-everything")
 	bin := clitest.Build(t)
 	dir := t.TempDir()
-	servers := filepath.Join(dir, "servers.yaml")
-	yaml := fmt.Sprintf("servers:\n  - name: everything\n    enabled: true\n    package: {type: binary, identifier: %q}\n    transport: {type: stdio}\n", everything)
-	if err := os.WriteFile(servers, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	servers := everythingServersFile(t, dir)
 	ports := testkit.NewPorts(t)
 	gw := fmt.Sprintf("http://127.0.0.1:%d", ports.Next())
 	data := filepath.Join(dir, "data")

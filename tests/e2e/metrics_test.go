@@ -110,17 +110,12 @@ func httpDo(t *testing.T, method, url, key, body string, header ...string) (int,
 // server, manual and crash restarts), the registry cache's hits and misses,
 // the gateway's request durations by route pattern and its refusals.
 func TestMetricsAndHealth(t *testing.T) {
-	everything := npmBin(t, "mcp-server-everything")
 	off := registrytest.SampleOfficial(t)
 
 	bin := clitest.Build(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	servers := filepath.Join(dir, "servers.yaml")
-	yaml := fmt.Sprintf("servers:\n  - name: everything\n    enabled: true\n    package: {type: binary, identifier: %q}\n    transport: {type: stdio}\n", everything)
-	if err := os.WriteFile(servers, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	servers := everythingServersFile(t, dir)
 	ports := testkit.NewPorts(t)
 	natsPort := ports.Next()
 	nats := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,12 +35,7 @@ func startChatStack(t *testing.T, servers bool) *chatStack {
 	s.url = fmt.Sprintf("nats://127.0.0.1:%d", port)
 	args := []string{"--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data")}
 	if servers {
-		file := filepath.Join(dir, "servers.yaml")
-		yaml := fmt.Sprintf("servers:\n  - name: everything\n    enabled: true\n    package: {type: binary, identifier: %q}\n    transport: {type: stdio}\n", npmBin(t, "mcp-server-everything"))
-		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		args = append(args, "--config", file)
+		args = append(args, "--config", everythingServersFile(t, dir))
 	}
 	s.up = startUp(t, s.bin, dir, clitest.Env(), args...)
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
