@@ -6,6 +6,7 @@ package procmem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -18,6 +19,11 @@ import (
 // file-store cache expiry (10 s), so the cache of a stream's last block is
 // free by then.
 const DefaultIdleRelease = 15 * time.Second
+
+// errNotOwner: the kernel pages out an executable's pages only for a process
+// that owns the file or may write it (the container images run as a user that
+// does neither, so there the pages stay).
+var errNotOwner = errors.New("the kernel drops an executable's pages only for a process that owns the file or may write it")
 
 // Options are the memory settings of a process (mcpbus up, mcpbus serve).
 type Options struct {
@@ -34,7 +40,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Duration(&o.IdleRelease, "idle-release", "", DefaultIdleRelease,
 		"return free memory to the OS once the process has been quiet this long after a load (0: leave it to the Go runtime, which keeps the load's heap goal until its next collection)")
 	s.Bool(&o.StartupPages, "release-startup-pages", "", true,
-		"once ready, drop the pages of the executable that only start-up used (Linux; those still in use come back on their next use)")
+		"once ready, drop the pages of the executable that only start-up used (Linux; those still in use come back on their next use; only when the process owns its executable, may write it, or runs as root)")
 }
 
 // Validate checks the settings.
@@ -57,6 +63,10 @@ func (o Options) Ready(log *slog.Logger) {
 		return
 	}
 	before, after, err := releaseStartupPages()
+	if errors.Is(err, errNotOwner) {
+		log.Debug("start-up pages kept", "reason", err.Error())
+		return
+	}
 	if err != nil {
 		log.Warn("could not release the start-up pages of the executable", "error", err)
 		return

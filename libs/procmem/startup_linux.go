@@ -28,6 +28,9 @@ func releaseStartupPages() (before, after int64, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading the mappings: %w", err)
 	}
+	if !mayPageOut(exe) {
+		return 0, 0, errNotOwner
+	}
 	before, err = fileRSS()
 	if err != nil {
 		return 0, 0, err
@@ -46,6 +49,19 @@ func releaseStartupPages() (before, after int64, err error) {
 	}
 	after, err = fileRSS()
 	return before, after, err
+}
+
+// mayPageOut tells whether the kernel pages out this file's pages for this
+// process: only for a process that owns the file, may write it, or is
+// privileged (otherwise MADV_PAGEOUT skips file pages without an error, lest
+// it become a side channel on shared files).
+func mayPageOut(exe string) bool {
+	var st unix.Stat_t
+	if unix.Stat(exe, &st) != nil {
+		return false
+	}
+	euid := unix.Geteuid()
+	return euid == 0 || int(st.Uid) == euid || unix.Access(exe, unix.W_OK) == nil
 }
 
 // executableRanges are the read-only mappings (code, read-only data) of the

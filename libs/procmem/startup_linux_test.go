@@ -2,7 +2,10 @@ package procmem
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 )
 
@@ -51,5 +54,51 @@ func TestReleaseStartupPages(t *testing.T) {
 	now, err := fileRSS()
 	if err != nil || now <= 0 {
 		t.Fatalf("RssFile after: %d, %v", now, err)
+	}
+}
+
+// TestMayPageOutNotOwner runs this test binary again as user nobody, on a
+// root-owned executable it may not write: the kernel would skip its pages,
+// and mayPageOut must say so (as root, with the file, it says yes).
+func TestMayPageOutNotOwner(t *testing.T) {
+	if os.Getenv("PROCMEM_HELPER") == "1" {
+		if mayPageOut(os.Args[0]) {
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a process as another user")
+	}
+	// t.TempDir's parent is 0700: nobody could not reach a file in it.
+	dir, err := os.MkdirTemp("", "procmem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "procmem.test")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !mayPageOut(bin) {
+		t.Fatal("root may page out any file, but mayPageOut says no")
+	}
+	cmd := exec.Command(bin, "-test.run", "^TestMayPageOutNotOwner$")
+	cmd.Env = append(os.Environ(), "PROCMEM_HELPER=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as nobody, on a root-owned executable: %v (exit 3: mayPageOut said yes)\n%s", err, out)
 	}
 }
