@@ -173,6 +173,21 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nc, nil
 	}
 
+	// The agents service answers before any other service does, so a client
+	// that saw the stack answer can make an agent at once.
+	if s.Conn, err = connect("mcpbus-up", access.Operator); err != nil {
+		return nil, err
+	}
+	if s.Identities != nil {
+		hostNC, err := connect("mcpbus-host", access.Host)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.serveAgents(hostNC); err != nil {
+			return nil, err
+		}
+	}
+
 	// Setup steps wait for JetStream as long as the start-up may take.
 	wait, cancelWait := context.WithTimeout(ctx, 60*time.Second)
 	defer cancelWait()
@@ -208,18 +223,6 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.run(r.Def.Name, func() error { return svc.Run(life) })
 	}
 
-	if s.Conn, err = connect("mcpbus-up", access.Operator); err != nil {
-		return nil, err
-	}
-	if s.Identities != nil {
-		hostNC, err := connect("mcpbus-host", access.Host)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.serveAgents(hostNC); err != nil {
-			return nil, err
-		}
-	}
 	s.Client = client.New(s.Conn, client.Options{Prefix: opts.Prefix})
 	for _, name := range order {
 		select {
