@@ -37,6 +37,11 @@ type Proc struct {
 	killed atomic.Bool
 }
 
+// DieWithTest has the kernel kill cmd's process should the test process die
+// first (Linux; elsewhere only the test's cleanup stops it). It sets
+// cmd.SysProcAttr.
+func DieWithTest(cmd *exec.Cmd) { cmd.SysProcAttr = deathSig() }
+
 // StartProc starts a process that ends with the test: killed by the test's
 // cleanup if it still runs then, and (on Linux) by the kernel should the test
 // process die first, so no run leaves one behind.
@@ -54,7 +59,7 @@ func StartProc(t testing.TB, opts ProcOptions) *Proc {
 	p.cmd = exec.Command(opts.Bin, opts.Args...)
 	p.cmd.Env = opts.Env
 	p.cmd.Stdout, p.cmd.Stderr = f, f
-	p.cmd.SysProcAttr = deathSig()
+	DieWithTest(p.cmd)
 	err = p.cmd.Start()
 	_ = f.Close() // the child writes to a descriptor of its own
 	if err != nil {

@@ -506,6 +506,8 @@ func startUp(b *testing.B) *gwEnv {
 	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("MCPBUS_BENCH_UP_ARGS"))...)
 	// MCPBUS_BENCH_UP_ENV adds variables to the up process (GOMAXPROCS=1 GOGC=100 …).
 	cmd.Env = append(os.Environ(), strings.Fields(os.Getenv("MCPBUS_BENCH_UP_ENV"))...)
+	// A benchmark stopped by a signal must not leave it running.
+	testkit.DieWithTest(cmd)
 	// MCPBUS_BENCH_UP_LOG keeps its log (warnings and errors) in that file.
 	if path := os.Getenv("MCPBUS_BENCH_UP_LOG"); path != "" {
 		f, err := os.Create(path)

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,7 +46,7 @@ func startPeer(b *testing.B, flags ...string) *peerEnv {
 	cmd.Stderr = os.Stderr
 	// Should this process die, the proxy goes too (and the test server,
 	// whose stdin closes, after it).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	testkit.DieWithTest(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)

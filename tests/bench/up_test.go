@@ -45,6 +45,7 @@ func viaUp(b *testing.B, env ...string) caller {
 	port := testkit.FreePort(b)
 	cmd := exec.Command(bin, "up", "--nats-port", fmt.Sprint(port), "--data-dir", filepath.Join(dir, "data"), "--config", cfg, "--log-level", "error", "--http-addr", "")
 	cmd.Env = append(os.Environ(), env...)
+	testkit.DieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
