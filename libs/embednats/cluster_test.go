@@ -107,11 +107,17 @@ func TestCluster(t *testing.T) {
 	if !c.Alive(0) || strings.Count(c.URLs(), ",") != 2 || c.Nodes[0].ClientURL() != c.URL(0) {
 		t.Fatalf("after RestartNode(0): alive %v, URLs %q, node 1 at %s want %s", c.Alive(0), c.URLs(), c.Nodes[0].ClientURL(), c.URL(0))
 	}
-	// The restarted node serves the bucket, with the write it missed.
-	kv1, err = jsOn(t, c.Nodes[0]).KeyValue(ctx, "r3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The restarted node serves the bucket, with the write it missed. Until it
+	// has caught up with the meta leader a JetStream API request to it may get
+	// no answer at all (CI once waited out the whole budget on one), so each
+	// try is short.
+	js1 = jsOn(t, c.Nodes[0])
+	testkit.WaitFor(t, 20*time.Second, func() (bool, string) {
+		try, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		kv1, err = js1.KeyValue(try, "r3")
+		return err == nil, fmt.Sprint("bucket r3 on the rejoined node 1: ", err)
+	})
 	waitValue(t, kv1, "k", "v2", 5*time.Second)
 	if err := c.WaitReady(10 * time.Second); err != nil {
 		t.Fatal(err)
