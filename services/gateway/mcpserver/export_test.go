@@ -5,6 +5,15 @@ import (
 	"strings"
 )
 
+// Knows tells whether the aggregate has tool in its catalog (learnt from the
+// tools KV bucket, after the runner wrote the server's status).
+func (a *Aggregator) Knows(tool string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.tools[tool]
+	return ok
+}
+
 // HeldCalls is the number of bus calls held for clients' rounds (mrtr.go).
 func (a *Aggregator) HeldCalls() int { return a.held.len() }
 

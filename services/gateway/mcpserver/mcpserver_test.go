@@ -71,13 +71,18 @@ func start(t *testing.T, opts mcpserver.Options, wrap func(http.Handler) http.Ha
 	return &env{Env: e, agg: agg, url: srv.URL}
 }
 
-// addServer puts a test server named name and waits until it runs.
+// addServer puts a test server named name and waits until it runs and the
+// aggregate knows its tools: its catalog reaches the aggregate through a KV
+// watch, after the status, so a call made at once could find no such tool.
 func (e *env) addServer(t *testing.T, name string, envVars map[string]model.EnvVar) {
 	t.Helper()
 	cfg := runnertest.Binary(name, testServer, "-name", name)
 	cfg.EnvVars = envVars
 	e.Put(t, cfg)
 	e.WaitState(t, name, model.StateRunning, 15*time.Second)
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		return e.agg.Knows(name + "__echo"), "the aggregate does not know " + name + "__echo"
+	})
 }
 
 // client is a go-sdk client session with its notifications recorded.
