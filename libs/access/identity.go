@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
@@ -102,13 +101,21 @@ func User(id Identity, prefix string, extraPublish ...string) (*server.NkeyUser,
 	if err != nil {
 		return nil, err
 	}
-	perms := &server.Permissions{
+	return userOf(id, p), nil
+}
+
+// AgentUser is the server-side user of agent name's identity (AgentPerms).
+func AgentUser(id Identity, prefix, name string, allow []string) (*server.NkeyUser, error) {
+	p, err := AgentPerms(prefix, name, allow)
+	if err != nil {
+		return nil, err
+	}
+	return userOf(id, p), nil
+}
+
+func userOf(id Identity, p Perms) *server.NkeyUser {
+	return &server.NkeyUser{Nkey: id.Public, Permissions: &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: p.Publish},
 		Subscribe: &server.SubjectPermission{Allow: p.Subscribe},
-	}
-	if p.AllowResponses {
-		// One reply per request, within the longest wait a caller may have.
-		perms.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: time.Hour}
-	}
-	return &server.NkeyUser{Nkey: id.Public, Permissions: perms}, nil
+	}}
 }

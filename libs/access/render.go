@@ -38,7 +38,7 @@ func Render(prefix string, publicKeys map[Role]string) (string, error) {
 		fmt.Fprintf(&b, "    { nkey: %s\n      permissions: {\n", key)
 		fmt.Fprintf(&b, "        publish: { allow: %s }\n", list(p.Publish))
 		fmt.Fprintf(&b, "        subscribe: { allow: %s }\n", list(p.Subscribe))
-		b.WriteString("        allow_responses: { max: 1, expires: \"1h\" }\n      }\n    }\n")
+		b.WriteString("      }\n    }\n")
 	}
 	b.WriteString("  ]\n}\n")
 	return b.String(), nil

@@ -56,12 +56,14 @@ const InboxRoot = "_I"
 func Inbox(name string) string { return InboxRoot + "." + name }
 
 // Perms are the permissions of one identity: what it may publish and
-// subscribe to. Responders also may publish to the reply subject of a
-// request they received (allow_responses).
+// subscribe to. No identity has NATS allow_responses: with it a responder
+// may publish once to any request's reply subject, whatever its allow list
+// says, so a caller could aim a service's reply at a stream's API or a KV
+// key. Responders publish into inboxes (_I.>) instead, and refuse a request
+// whose reply is not one (bus.RefuseReply).
 type Perms struct {
-	Publish        []string
-	Subscribe      []string
-	AllowResponses bool
+	Publish   []string
+	Subscribe []string
 }
 
 // Rule is one row of the table: a role and what it may do, with subjects
@@ -80,6 +82,16 @@ var (
 	// Every micro service answers discovery ($SRV.PING|INFO|STATS).
 	discovery = []string{"$SRV.>"}
 	ownInbox  = []string{"{inbox}.>"}
+	// replies: services answer requests into the callers' inboxes.
+	replies = []string{InboxRoot + ".>"}
+)
+
+// The queue groups a runner serves in: one per server (bus.QueueGroup) and
+// the runners' own (tools.list, runtime.*). A runner may subscribe to calls
+// only in them, so no runner sees a call another one answers.
+const (
+	serverQueues = "mcp.*"
+	runnerQueue  = "mcpbus-runner"
 )
 
 // JetStream is granted per stream, never as $JS.API.>: with the whole API
@@ -138,6 +150,7 @@ const (
 	bOAuthFlows  = "mcp_oauth_flows"
 	bRevocations = "mcp_token_revocations"
 	bRegistry    = "mcp_registry_cache"
+	bAgents      = "mcp_agents"
 	// The chat service's own assets.
 	streamChat     = "MCP_CHAT"
 	bChatProfiles  = "mcp_chat_profiles"
@@ -168,7 +181,7 @@ func objWrite(buckets ...string) []string {
 }
 
 // sharedAssets are what bus.EnsureAssets creates (config, runner, gateway).
-var sharedAssets = ensure(streamEvents, "KV_"+bConfigs, "KV_"+bStatus, "KV_"+bTools, "KV_"+bSlugs, "KV_"+bOwners)
+var sharedAssets = ensure(streamEvents, "KV_"+bConfigs, "KV_"+bStatus, "KV_"+bTools, "KV_"+bSlugs, "KV_"+bOwners, "KV_"+bAgents)
 
 func join(parts ...[]string) []string {
 	var out []string
@@ -187,42 +200,43 @@ func join(parts ...[]string) []string {
 func Table() []Rule {
 	return []Rule{
 		{Role: Runner, Why: "serves calls, rpc, runtime and tools.list; resolves credentials; publishes status, catalogs, leases and call events; sends progress to callers' inboxes",
-			Subscribe: join(ownInbox, discovery, []string{"{p}.call.>", "{p}.rpc.*", "{p}.control.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*"}),
-			Publish: join(sharedAssets, kvRead(bConfigs), kvWrite(bStatus, bTools, bOwners),
+			Subscribe: join(ownInbox, discovery, []string{"{p}.call.> " + serverQueues, "{p}.rpc.* " + serverQueues, "{p}.control.* " + serverQueues,
+				"{p}.agent.*.call.> " + serverQueues, "{p}.agent.*.rpc.* " + serverQueues, "{p}.cancel.*", "{p}.agent.*.cancel.*",
+				"{p}.tools.list " + runnerQueue, "{p}.agent.*.tools.list " + runnerQueue, "{p}.runtime.* " + runnerQueue}),
+			Publish: join(sharedAssets, kvRead(bConfigs, bAgents), kvWrite(bStatus, bTools, bOwners),
 				[]string{"{p}.events.status.>", "{p}.events.call.>", "{p}.control.*", "{p}.cred.resolve", InboxRoot + ".>"})},
 		{Role: Config, Why: "serves config.*; keeps configs and slugs (and drops a deleted server's status and catalog); stores secrets through the credential service; starts servers through runtime.*",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.config.*"}),
 			Publish: join(sharedAssets, kvWrite(bConfigs, bSlugs, bStatus, bTools), kvRead(bOwners),
-				[]string{"{p}.events.config.>", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.runtime.*", "$SRV.>"})},
+				replies, []string{"{p}.events.config.>", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.runtime.*", "$SRV.>"})},
 		{Role: Credential, Why: "serves cred.* (the only one that may); reads configs and leases to answer resolve only to a server's owner; publishes an audit event of every resolve (and registry, chatkey answer)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.cred.*"}),
-			Publish:   join(kvRead(bConfigs, bOwners), []string{"{p}.events.cred.>"})},
+			Publish:   join(kvRead(bConfigs, bOwners), replies, []string{"{p}.events.cred.>"})},
 		{Role: Registry, Why: "serves registry.*; caches registry answers; reads the stored Smithery key (cred.registry, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.registry.*"}),
-			Publish:   join(ensure("KV_"+bRegistry), kvWrite(bRegistry), []string{"{p}.cred.registry"})},
+			Publish:   join(ensure("KV_"+bRegistry), kvWrite(bRegistry), replies, []string{"{p}.cred.registry"})},
 		{Role: Gateway, Why: "the HTTP edge: calls tools and, for admin keys, the control plane and agents.* (the console's agent identities, served by mcpbus up); chat for chat keys; keeps API keys and the OAuth access-token revocation list; serves keys.*, tokens.* and oauth.* (the OAuth flows of remote servers, whose tokens it hands to the credential service through config.update and whose outcome it publishes); passes a flow's callback to the instance holding it (oauth.callback.<flow>, sealed; KV mcp_oauth_flows), gateways only; reads a confidential OAuth client's secret on cred.oauthclient (never cred.resolve); gateway.retry.* between its instances (the multi round-trip retries of a call another instance holds)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.keys.*", "{p}.tokens.*", "{p}.oauth.*", "{p}.oauth.callback.*", "{p}.events.>", "{p}.gateway.retry.*"}),
-			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys, "KV_"+bOAuthFlows, "KV_"+bRevocations), kvWrite(bAPIKeys, bOAuthFlows, bRevocations), kvRead(bTools, bStatus), consume(streamEvents),
+			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys, "KV_"+bOAuthFlows, "KV_"+bRevocations), kvWrite(bAPIKeys, bOAuthFlows, bRevocations), kvRead(bTools, bStatus), consume(streamEvents), replies,
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
 					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.agents.*", "{p}.chat.*", "{p}.chat.profiles.*",
 					"{p}.cred.oauthclient", "{p}.oauth.callback.*", "{p}.events.oauth.>", "{p}.gateway.retry.*", "$SRV.>"})},
 		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools, reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; stores profile API keys through the credential service and reads them back on cred.chatkey (chat profiles' keys only, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.chat.*", "{p}.chat.profiles.*"}),
 			Publish: join(consume(streamEvents), ensure(streamChat, "KV_"+bChatProfiles, "KV_"+bChatApprovals, "KV_"+bChatTurns, "OBJ_"+oChatResults),
-				consume(streamChat), purge(streamChat), []string{"{p}.chat.log.>"}, kvWrite(bChatProfiles, bChatApprovals, bChatTurns), objWrite(oChatResults),
+				consume(streamChat), purge(streamChat), replies, []string{"{p}.chat.log.>"}, kvWrite(bChatProfiles, bChatApprovals, bChatTurns), objWrite(oChatResults),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.events.chat.>",
 					"{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.cred.chatkey"})},
 		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls, chat and its profiles, event replay and the catalog (serve-stdio), never cred.resolve",
 			Subscribe: join(ownInbox, []string{"{p}.events.>"}),
-			Publish: join(consume(streamEvents), kvRead(bTools, bStatus), []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
+			Publish: join(consume(streamEvents), kvRead(bTools, bStatus), replies, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.runtime.*",
 				"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.keys.*", "{p}.tokens.*", "{p}.oauth.*", "{p}.agents.*",
 				"{p}.chat.*", "{p}.chat.profiles.*", "$SRV.>"})},
-		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; answers into inboxes directly, since a reload of the users forgets pending responses",
+		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; keeps the agents' records (KV mcp_agents) the runners check calls against",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.agents.*"}),
-			Publish:   []string{InboxRoot + ".>"}},
-		{Role: Agent, Why: "an agent: calls and cancels the tools it is allowed (AgentSubjects), lists tools, follows live events",
-			Subscribe: join(ownInbox, []string{"{p}.events.>"}),
-			Publish:   []string{"{p}.tools.list"}},
+			Publish:   join(replies, ensure("KV_"+bAgents), kvWrite(bAgents))},
+		{Role: Agent, Why: "an agent: requests only under its own {p}.agent.<name> (AgentPerms: calls, rpc and cancels of the servers its globs name, tools.list), so the subject names the caller; follows the live status and call events of those servers; no JetStream, no replies",
+			Subscribe: ownInbox},
 	}
 }
 
@@ -252,19 +266,29 @@ func For(role Role, prefix, inbox string, extraPublish ...string) (Perms, error)
 		}
 		return out
 	}
-	return Perms{Publish: append(fill(r.Publish), extraPublish...), Subscribe: fill(r.Subscribe), AllowResponses: true}, nil
+	return Perms{Publish: append(fill(r.Publish), extraPublish...), Subscribe: fill(r.Subscribe)}, nil
 }
 
-// AgentSubjects are the call, rpc and cancel subjects an agent allowed the tools
-// matching allow (globs on <server>__<tool>) may request: a glob with an
-// exact server part gives that server's subjects (all of its tools for
-// "<server>__*", one tool otherwise); any other glob, every server's.
-func AgentSubjects(prefix string, allow []string) []string {
-	var out []string
-	add := func(s ...string) {
+// AgentPerms are the permissions of agent name allowed the tools matching
+// allow (globs on <server>__<tool>): its row of the table, and requests
+// under its own prefix <prefix>.agent.<name> only. A glob with an exact
+// server part gives that server's subjects (all of its tools for
+// "<server>__*", one tool otherwise) and its live status and call events;
+// any other glob, every server's. The runner checks each call against the
+// globs themselves (KV mcp_agents), so a glob like "everything__ech*" means
+// exactly the tools it matches.
+func AgentPerms(prefix, name string, allow []string) (Perms, error) {
+	p, err := For(Agent, prefix, Inbox(AgentIdentity(name)))
+	if err != nil {
+		return Perms{}, err
+	}
+	own := prefix + ".agent." + name
+	pub := []string{own + ".tools.list"}
+	var sub []string
+	add := func(list *[]string, s ...string) {
 		for _, v := range s {
-			if !slices.Contains(out, v) {
-				out = append(out, v)
+			if !slices.Contains(*list, v) {
+				*list = append(*list, v)
 			}
 		}
 	}
@@ -272,12 +296,32 @@ func AgentSubjects(prefix string, allow []string) []string {
 		server, tool, ok := strings.Cut(g, "__")
 		switch {
 		case !ok || strings.ContainsAny(server, "*?[") || server == "":
-			add(prefix+".call.>", prefix+".rpc.*", prefix+".cancel.*")
+			add(&pub, own+".call.>", own+".rpc.*", own+".cancel.*")
+			add(&sub, prefix+".events.status.*", prefix+".events.call.*")
 		case tool == "*" || strings.ContainsAny(tool, "*?["):
-			add(prefix+".call."+server+".*", prefix+".rpc."+server, prefix+".cancel."+server)
+			add(&pub, own+".call."+server+".*", own+".rpc."+server, own+".cancel."+server)
+			add(&sub, prefix+".events.status."+server, prefix+".events.call."+server)
 		default:
-			add(prefix+".call."+server+"."+tool, prefix+".rpc."+server, prefix+".cancel."+server)
+			add(&pub, own+".call."+server+"."+tool, own+".rpc."+server, own+".cancel."+server)
+			add(&sub, prefix+".events.status."+server, prefix+".events.call."+server)
 		}
 	}
-	return out
+	p.Publish = append(p.Publish, pub...)
+	p.Subscribe = append(p.Subscribe, sub...)
+	return p, nil
 }
+
+// AgentSubjects are the subjects agent name may request (AgentPerms).
+func AgentSubjects(prefix, name string, allow []string) []string {
+	p, err := AgentPerms(prefix, name, allow)
+	if err != nil {
+		return nil
+	}
+	return p.Publish
+}
+
+// AgentIdentity is the bus identity (nkey file and inbox) of agent name.
+func AgentIdentity(name string) string { return AgentIdentityPrefix + name }
+
+// AgentIdentityPrefix starts every agent identity's name.
+const AgentIdentityPrefix = "agent-"

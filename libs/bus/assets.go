@@ -19,6 +19,8 @@ type Assets struct {
 	Slugs jetstream.KeyValue
 	// Owners holds the runners' leases and heartbeats; its TTL is the lease TTL.
 	Owners jetstream.KeyValue
+	// Agents holds what the runners check agents' requests against.
+	Agents jetstream.KeyValue
 }
 
 // AssetOptions size the shared assets; zero values take the defaults.
@@ -81,6 +83,7 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 		// expiry visible to watchers as a delete, so a takeover starts at once.
 		{&a.Owners, jetstream.KeyValueConfig{Bucket: BucketOwners, History: 1, TTL: opts.LeaseTTL, LimitMarkerTTL: opts.LeaseTTL,
 			Description: "runner leases (server.<slug>.<replica>) and heartbeats (runner.<id>)"}},
+		{&a.Agents, AgentsKV()},
 	}
 	for _, b := range buckets {
 		b.cfg.Storage = jetstream.FileStorage
@@ -139,4 +142,11 @@ func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 		return kv, nil
 	}
 	return nil, err
+}
+
+// AgentsKV is the configuration of the agents' bucket (the host that makes
+// agents may create it before any other service runs).
+func AgentsKV() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{Bucket: BucketAgents, History: 1, Storage: jetstream.FileStorage,
+		Description: "agent records: the tools each agent may call (model.AgentRecord)"}
 }

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,6 +29,9 @@ type ServiceConfig struct {
 	QueueGroup string
 	Metadata   map[string]string
 	Endpoints  []Endpoint
+	// Logger says when a request is refused for its reply subject
+	// (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // flushTimeout bounds waiting for the server to confirm the subscriptions.
@@ -56,7 +60,7 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 		if e.Broadcast {
 			group = ""
 		}
-		if err := svc.AddEndpoint(e.Name, withGroup(e.Handler, group), opts...); err != nil {
+		if err := svc.AddEndpoint(e.Name, withGroup(RefuseReply(cfg.Logger, e.Handler), group), opts...); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("%s: endpoint %s (%s): %w", cfg.Name, e.Name, e.Subject, err)
 		}
@@ -66,4 +70,34 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 		return nil, fmt.Errorf("%s: flushing subscriptions: %w", cfg.Name, err)
 	}
 	return svc, nil
+}
+
+// RefuseReply wraps h so that a request whose reply subject is not an inbox
+// (IsInbox) is dropped with a log line before h sees it: nothing runs, and
+// the responder publishes nothing where the sender could not publish
+// itself. A request without a reply (a cancellation) passes.
+func RefuseReply(log *slog.Logger, h micro.Handler) micro.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return micro.HandlerFunc(func(req micro.Request) {
+		if r := req.Reply(); r != "" && !IsInbox(r) {
+			log.Warn("request refused: its reply subject is not an inbox", "subject", req.Subject(), "reply", r)
+			return
+		}
+		h.Handle(req)
+	})
+}
+
+// InboxMsg is RefuseReply for a plain subscription's message: false (and a
+// log line) when m has a reply subject that is not an inbox.
+func InboxMsg(log *slog.Logger, m *nats.Msg) bool {
+	if m.Reply == "" || IsInbox(m.Reply) {
+		return true
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Warn("message refused: its reply subject is not an inbox", "subject", m.Subject, "reply", m.Reply)
+	return false
 }

@@ -16,6 +16,9 @@ const (
 	BucketTools   = "mcp_tools"
 	BucketOwners  = "mcp_owners"
 	BucketSlugs   = "mcp_slugs"
+	// BucketAgents holds the agents' records (model.AgentRecord by name),
+	// written by the host that makes agents and read by the runners.
+	BucketAgents = "mcp_agents"
 )
 
 // Names of the chat service's own JetStream assets.
@@ -127,6 +130,66 @@ func (s Subjects) Events() string { return s.join("events", ">") }
 
 // EventsOf matches every event of one kind.
 func (s Subjects) EventsOf(kind string) string { return s.join("events", kind, "*") }
+
+// AgentToken is the token after the prefix that starts an agent's own
+// subjects: an agent named n requests <prefix>.agent.n.call.<server>.<tool>
+// (and rpc, cancel, tools.list) instead of <prefix>.call.…; the bus lets
+// only n publish under <prefix>.agent.n, so the subject names the caller
+// and no message can claim another (docs/design.md section 11).
+const AgentToken = "agent"
+
+// ForAgent is the subject builder of agent's own requests: the subjects
+// under <prefix>.agent.<agent>.
+func (s Subjects) ForAgent(agent string) Subjects { return Subjects{Prefix: s.join(AgentToken, agent)} }
+
+// AgentCallAll matches every agent's calls of server's tools.
+func (s Subjects) AgentCallAll(server string) string {
+	return s.join(AgentToken, "*", "call", server, "*")
+}
+
+// AgentRPC matches every agent's rpc requests to server.
+func (s Subjects) AgentRPC(server string) string { return s.join(AgentToken, "*", "rpc", server) }
+
+// AgentCancel matches every agent's cancellations at server.
+func (s Subjects) AgentCancel(server string) string { return s.join(AgentToken, "*", "cancel", server) }
+
+// AgentToolsList matches every agent's tools.list.
+func (s Subjects) AgentToolsList() string { return s.join(AgentToken, "*", "tools", "list") }
+
+// AgentOf splits an agent's subject into the agent's name and the subject
+// it stands for (<prefix>.agent.a1.call.x.y → "a1", <prefix>.call.x.y);
+// ok is false for any other subject.
+func (s Subjects) AgentOf(subject string) (agent, plain string, ok bool) {
+	rest, found := strings.CutPrefix(subject, s.Prefix+"."+AgentToken+".")
+	if !found {
+		return "", subject, false
+	}
+	agent, rest, found = strings.Cut(rest, ".")
+	if !found || agent == "" {
+		return "", subject, false
+	}
+	return agent, s.Prefix + "." + rest, true
+}
+
+// IsInbox reports whether reply is an inbox a responder may answer into:
+// an identity's `_I.<name>.…` or nats.go's `_INBOX.…` (an unauthenticated
+// bus). Anything else (a stream's API, a KV key, a service subject) would
+// make the responder publish there with its own rights for whoever sent
+// the request, so responders refuse it (RefuseReply).
+func IsInbox(reply string) bool {
+	if reply == "" || strings.ContainsAny(reply, " \t\r\n*>") {
+		return false
+	}
+	if rest, ok := strings.CutPrefix(reply, "_INBOX."); ok {
+		return rest != "" && !strings.HasPrefix(rest, ".")
+	}
+	rest, ok := strings.CutPrefix(reply, "_I.")
+	if !ok {
+		return false
+	}
+	name, tail, ok := strings.Cut(rest, ".")
+	return ok && name != "" && tail != "" && !strings.HasPrefix(tail, ".")
+}
 
 // QueueGroup is the queue group of the replicas of server.
 func QueueGroup(server string) string { return "mcp." + server }

@@ -22,6 +22,9 @@ func (c *Client) answerClientRequests(ctx context.Context, msg *nats.Msg, fn fun
 	inbox := c.nc.NewInbox()
 	ctx, cancel := context.WithCancel(ctx)
 	sub, err := c.nc.Subscribe(inbox, func(m *nats.Msg) {
+		if !bus.InboxMsg(nil, m) {
+			return
+		}
 		go func() {
 			var req model.ClientRequest
 			if err := json.Unmarshal(m.Data, &req); err != nil || req.Method == "" {

@@ -1,6 +1,8 @@
 package model
 
 import (
+	"path"
+	"strings"
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -14,6 +16,8 @@ type AgentCreateRequest struct {
 	// Allow are globs on <server>__<tool>: the tools the agent may call
 	// (none: every tool).
 	Allow []string `json:"allow,omitempty"`
+	// MaxInflight bounds its calls in flight at one server (0: the runner's default).
+	MaxInflight int `json:"max_inflight,omitempty"`
 }
 
 // ValidateAgentName checks an agent's name: [a-z0-9_-], at most 50
@@ -38,11 +42,49 @@ type Agent struct {
 	Created     time.Time `json:"created"`
 	SeedFile    string    `json:"seed_file"`
 	InboxPrefix string    `json:"inbox_prefix"`
-	// Subjects are the call and rpc subjects it may request.
+	MaxInflight int       `json:"max_inflight,omitempty"`
+	// SubjectPrefix starts every subject it requests: <prefix>.agent.<name>
+	// (SubjectPrefix.call.<server>.<tool>, .rpc.<server>, .cancel.<server>,
+	// .tools.list).
+	SubjectPrefix string `json:"subject_prefix"`
+	// Subjects are the subjects it may request.
 	Subjects []string `json:"subjects"`
 }
 
 // AgentList is the reply of mcp.v1.agents.list.
 type AgentList struct {
 	Agents []Agent `json:"agents"`
+}
+
+// AgentRecord is what runners know of an agent (KV mcp_agents, key: its
+// name), written by the host that made it: the tools it may call and its
+// share of a server's calls. The runner checks every request that arrives
+// under <prefix>.agent.<name> against it; an agent without a record may do
+// nothing.
+type AgentRecord struct {
+	Name  string   `json:"name"`
+	Allow []string `json:"allow"`
+	// MaxInflight bounds the agent's calls in flight at one server (0: the
+	// runner's --agent-max-inflight), so one agent's flood never takes the
+	// slots another caller's calls need.
+	MaxInflight int `json:"max_inflight,omitempty"`
+}
+
+// Allows reports whether the agent may call the tool shown to it as
+// namespaced (<server>__<tool>): a path.Match glob of Allow matches it.
+func (a AgentRecord) Allows(namespaced string) bool { return matchAny(a.Allow, namespaced) }
+
+// AllowsServer reports whether some glob of Allow could match a tool of
+// server (its rpc, cancel and events).
+func (a AgentRecord) AllowsServer(server string) bool {
+	for _, g := range a.Allow {
+		s, _, ok := strings.Cut(g, "__")
+		if !ok {
+			s = g
+		}
+		if m, _ := path.Match(s, server); m {
+			return true
+		}
+	}
+	return false
 }

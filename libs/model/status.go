@@ -110,6 +110,8 @@ type CallEvent struct {
 	DurationMS float64   `json:"duration_ms"`
 	At         time.Time `json:"at"`
 	Runner     string    `json:"runner,omitempty"`
+	// Caller is who asked, when the bus names it: "agent:<name>".
+	Caller string `json:"caller,omitempty"`
 }
 
 // CallEventErrorMax bounds CallEvent.Error, in characters.

@@ -88,6 +88,9 @@ func (a *Aggregator) forwardRetry(ctx context.Context, holder, owner string, e *
 func (a *Aggregator) serveRetries(ctx context.Context) (*nats.Subscription, error) {
 	subject := bus.NewSubjects(a.opts.Prefix).GatewayRetry(a.sealer.instance)
 	sub, err := a.nc.Subscribe(subject, func(m *nats.Msg) {
+		if !bus.InboxMsg(a.log, m) {
+			return
+		}
 		go a.serveRetry(ctx, m) // a round may wait for the person answering
 	})
 	if err != nil {

@@ -83,6 +83,9 @@ func (f *Flows) listen(ctx context.Context, fl *flow, state string, expires time
 	id := flowID(state)
 	var used atomic.Bool
 	sub, err := f.nc.Subscribe(f.subj.OAuthCallback(id), func(m *nats.Msg) {
+		if !bus.InboxMsg(nil, m) {
+			return
+		}
 		cb, err := openCallback(kp, m.Data, state)
 		switch {
 		case err != nil:

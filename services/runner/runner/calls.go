@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -38,12 +39,17 @@ func (s *server) serve() error {
 		Description: "MCP server " + s.slug,
 		Metadata:    map[string]string{"server": s.slug, "runner": s.r.opts.ID},
 		QueueGroup:  bus.QueueGroup(s.slug),
+		Logger:      s.log,
 		Endpoints: []bus.Endpoint{
 			{Name: "call", Subject: s.r.subj.CallAll(s.slug), Handler: s.async(s.handleCall)},
 			{Name: "rpc", Subject: s.r.subj.RPC(s.slug), Handler: s.async(s.handleRPC)},
 			{Name: "control", Subject: s.r.subj.Control(s.slug), Handler: s.async(s.handleControl)},
 			// Every replica hears a cancellation; the one running the request acts on it.
 			{Name: "cancel", Subject: s.r.subj.Cancel(s.slug), Handler: micro.HandlerFunc(s.handleCancel), Broadcast: true},
+			// The same requests of agents, under their own prefixes.
+			{Name: "agent-call", Subject: s.r.subj.AgentCallAll(s.slug), Handler: s.async(s.handleCall)},
+			{Name: "agent-rpc", Subject: s.r.subj.AgentRPC(s.slug), Handler: s.async(s.handleRPC)},
+			{Name: "agent-cancel", Subject: s.r.subj.AgentCancel(s.slug), Handler: micro.HandlerFunc(s.handleCancel), Broadcast: true},
 		},
 	})
 	if err != nil {
@@ -115,12 +121,17 @@ func (s *server) live(token string) (liveSession, *mcp.Tool, *model.McpConfig, e
 func (s *server) handleCall(req micro.Request) {
 	start := time.Now()
 	h := nats.Header(req.Headers())
-	subject := req.Subject()
+	ctx, span := bus.ProcessSpan(s.ctx, req)
+	c, subject, err := s.r.callerOf(req.Subject())
+	if err != nil {
+		bus.EndProcess(span, err)
+		_ = bus.RespondError(req, err)
+		return
+	}
 	token := ""
 	if len(subject) > len(s.callPrefix) {
 		token = subject[len(s.callPrefix):]
 	}
-	ctx, span := bus.ProcessSpan(s.ctx, req)
 	for _, name := range []string{bus.HeaderProgressSubject, bus.HeaderClientSubject} {
 		if subj := h.Get(name); subj != "" && !bus.UnderReplyPrefix(req.Reply(), subj) {
 			err := apierr.Invalid(name, name+" must be under the caller's own reply prefix (an inbox of the caller)")
@@ -132,7 +143,7 @@ func (s *server) handleCall(req micro.Request) {
 	if subj := h.Get(bus.HeaderClientSubject); subj != "" {
 		ctx = withClientTarget(ctx, &clientTarget{subject: subj, requestID: h.Get(bus.HeaderRequestID)})
 	}
-	res, tool, err := s.call(ctx, h, token, req.Data())
+	res, tool, err := s.call(ctx, c, h, token, req.Data())
 	defer bus.EndProcess(span, err)
 	reqID := h.Get(bus.HeaderRequestID)
 	hdr := micro.Headers{}
@@ -173,7 +184,7 @@ func (s *server) handleCall(req micro.Request) {
 	s.r.publishCall(ctx, model.CallEvent{
 		Server: s.slug, Tool: tool, RequestID: reqID, TraceID: traceID(span),
 		Outcome: outcome, Code: string(apierr.Of(err)), Error: errText, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
-		At: start.UTC(), Runner: s.r.opts.ID,
+		At: start.UTC(), Runner: s.r.opts.ID, Caller: c.label(),
 	})
 }
 
@@ -211,10 +222,18 @@ var (
 	toolResultError = []string{bus.ToolResultError}
 )
 
-func (s *server) call(ctx context.Context, h nats.Header, token string, args []byte) (callReply, string, error) {
+func (s *server) call(ctx context.Context, c caller, h nats.Header, token string, args []byte) (callReply, string, error) {
 	if err := checkArgs(args, s.r.opts.MaxArgsBytes); err != nil {
 		return callReply{}, "", err
 	}
+	if !s.callerMayCall(c, token) {
+		return callReply{}, "", apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
+	}
+	release, err := s.takeShare(c)
+	if err != nil {
+		return callReply{}, "", err
+	}
+	defer release()
 	n := s.active.Add(1)
 	defer func() {
 		s.active.Add(-1)
@@ -223,6 +242,9 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	sess, tool, cfg, err := s.liveOrStart(ctx, h, token)
 	if err != nil {
 		return callReply{}, "", err
+	}
+	if !c.allows(s.slug, tool) { // a lazy start may have brought the tool in
+		return callReply{}, "", apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
 	}
 	if max := maxInflight(cfg, s.r.opts.MaxInflight); n > int64(max) {
 		return callReply{}, tool.Name, apierr.Newf(apierr.ServiceUnavailable, "server %s already runs %d calls, its limit (runtime.max_inflight); try again shortly", s.slug, max)
@@ -242,8 +264,9 @@ func (s *server) call(ctx context.Context, h nats.Header, token string, args []b
 	}
 	reqID := h.Get(bus.HeaderRequestID)
 	if reqID != "" {
-		s.inflight.Store(reqID, cancel)
-		defer s.inflight.Delete(reqID)
+		key := c.inflightKey(reqID)
+		s.inflight.Store(key, cancel)
+		defer s.inflight.Delete(key)
 	}
 	progressSubj := h.Get(bus.HeaderProgressSubject)
 	// A call whose server requests are relayed goes through go-sdk, which
@@ -437,7 +460,11 @@ func (s *server) handleCancel(req micro.Request) {
 	if json.Unmarshal(req.Data(), &in) != nil || in.RequestID == "" {
 		return
 	}
-	if v, ok := s.inflight.Load(in.RequestID); ok {
+	c, _, err := s.r.callerOf(req.Subject())
+	if err != nil {
+		return
+	}
+	if v, ok := s.inflight.Load(c.inflightKey(in.RequestID)); ok {
 		v.(context.CancelFunc)()
 		s.log.Debug("call cancelled by caller", "request_id", in.RequestID)
 	}
@@ -450,7 +477,15 @@ func (s *server) handleCancel(req micro.Request) {
 func (s *server) handleRPC(req micro.Request) {
 	h := nats.Header(req.Headers())
 	ctx, span := bus.ProcessSpan(s.ctx, req)
-	out, err := s.rpc(ctx, h, req.Data())
+	c, _, err := s.r.callerOf(req.Subject())
+	var out any
+	switch {
+	case err != nil:
+	case !c.allowsServer(s.slug):
+		err = apierr.Newf(apierr.NotFound, "agent %s may call no tool of server %s", c.agent, s.slug)
+	default:
+		out, err = s.rpc(ctx, c, h, req.Data())
+	}
 	defer bus.EndProcess(span, err)
 	if err != nil {
 		_ = bus.RespondError(req, err)
@@ -459,7 +494,7 @@ func (s *server) handleRPC(req micro.Request) {
 	_ = req.RespondJSON(out)
 }
 
-func (s *server) rpc(ctx context.Context, h nats.Header, data []byte) (any, error) {
+func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) (any, error) {
 	var in model.RPCRequest
 	if err := json.Unmarshal(data, &in); err != nil {
 		return nil, apierr.Invalid("", "request must be {\"method\":…, \"params\":{…}}")
@@ -489,7 +524,11 @@ func (s *server) rpc(ctx context.Context, h nats.Header, data []byte) (any, erro
 		err = sess.Ping(ctx, nil)
 		out = struct{}{}
 	case "tools/list":
-		out, err = rpcCall(ctx, in.Params, sess.ListTools)
+		var list *mcp.ListToolsResult
+		if list, err = rpcCall(ctx, in.Params, sess.ListTools); err == nil {
+			list.Tools = slices.DeleteFunc(list.Tools, func(t *mcp.Tool) bool { return !c.allows(s.slug, t) })
+		}
+		out = list
 	case "resources/list":
 		out, err = rpcCall(ctx, in.Params, sess.ListResources)
 	case "resources/read":
@@ -571,4 +610,16 @@ func traceID(span trace.Span) string {
 		return sc.TraceID().String()
 	}
 	return ""
+}
+
+// callerMayCall reports whether c may call the tool token names; an unknown
+// token passes (the call answers NOT_FOUND as for anyone).
+func (s *server) callerMayCall(c caller, token string) bool {
+	if c.agent == "" {
+		return true
+	}
+	s.mu.RLock()
+	t, ok := s.tools[token]
+	s.mu.RUnlock()
+	return !ok || c.allows(s.slug, t)
 }

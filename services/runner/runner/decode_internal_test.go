@@ -195,26 +195,26 @@ func TestCallOnStoppedServer(t *testing.T) {
 	defer s.cancel()
 	h := nats.Header{}
 	// Bad arguments are rejected before the server state is looked at.
-	if _, _, err := s.call(context.Background(), h, "read", []byte("[1]")); apierr.Of(err) != apierr.Validation {
+	if _, _, err := s.call(context.Background(), caller{}, h, "read", []byte("[1]")); apierr.Of(err) != apierr.Validation {
 		t.Fatalf("bad args: %v", err)
 	}
-	_, _, err := s.call(context.Background(), h, "read", []byte(`{"path":"/"}`))
+	_, _, err := s.call(context.Background(), caller{}, h, "read", []byte(`{"path":"/"}`))
 	if apierr.Of(err) != apierr.ServiceUnavailable || !strings.Contains(err.Error(), "server fs is stopped") {
 		t.Fatalf("stopped: %v", err)
 	}
 	s.state, s.lastErr = model.StateError, apierr.New(apierr.NotFound, "Package not found")
-	if _, _, err := s.call(context.Background(), h, "read", nil); !strings.Contains(err.Error(), "in error: Package not found") {
+	if _, _, err := s.call(context.Background(), caller{}, h, "read", nil); !strings.Contains(err.Error(), "in error: Package not found") {
 		t.Fatalf("error state: %v", err)
 	}
 	// A starting or idle server makes the call wait for its start; this one
 	// is no longer managed, so the wait ends at once.
 	s.state, s.lastErr = model.StateStarting, nil
-	if _, _, err := s.call(context.Background(), h, "read", nil); apierr.Of(err) != apierr.ServiceUnavailable || !strings.Contains(err.Error(), "no longer managed") {
+	if _, _, err := s.call(context.Background(), caller{}, h, "read", nil); apierr.Of(err) != apierr.ServiceUnavailable || !strings.Contains(err.Error(), "no longer managed") {
 		t.Fatalf("starting: %v", err)
 	}
 	// An idle server knows its tools from the catalog: an unknown one is NOT_FOUND without a start.
 	s.state, s.tools = model.StateIdle, map[string]*mcp.Tool{"read": {Name: "read"}}
-	if _, _, err := s.call(context.Background(), h, "write", nil); apierr.Of(err) != apierr.NotFound {
+	if _, _, err := s.call(context.Background(), caller{}, h, "write", nil); apierr.Of(err) != apierr.NotFound {
 		t.Fatalf("idle, unknown tool: %v", err)
 	}
 }
@@ -238,7 +238,7 @@ func TestRPCDecoding(t *testing.T) {
 		{`{"method":"tools/call"}`, apierr.Validation, "method"}, // an unsupported method is refused before the state is looked at
 	}
 	for _, tc := range cases {
-		_, err := s.rpc(context.Background(), nats.Header{}, []byte(tc.body))
+		_, err := s.rpc(context.Background(), caller{}, nats.Header{}, []byte(tc.body))
 		var e *apierr.Error
 		if !errors.As(err, &e) || e.Code != tc.code || e.Field != tc.field {
 			t.Errorf("rpc(%s) = %v, want %s field %q", tc.body, err, tc.code, tc.field)
@@ -270,7 +270,7 @@ func FuzzRPCRequest(f *testing.F) {
 		if timeout != "" {
 			h[bus.HeaderTimeout] = []string{timeout}
 		}
-		out, err := s.rpc(context.Background(), h, data)
+		out, err := s.rpc(context.Background(), caller{}, h, data)
 		if err == nil {
 			t.Fatalf("rpc on a stopped server succeeded: %v", out)
 		}

@@ -88,6 +88,9 @@ type Options struct {
 	// callers get SERVICE_UNAVAILABLE.
 	MaxServers  int
 	MaxInflight int
+	// AgentMaxInflight bounds one agent's calls in flight per server unless
+	// its record says otherwise (default a quarter of MaxInflight).
+	AgentMaxInflight int
 	// TickInterval is the period of the idle and health checks (default 1s).
 	TickInterval time.Duration
 	// DataDir, when set, keeps a pid file per spawned server (DataDir/pids), so
@@ -154,6 +157,14 @@ func (o *Options) defaults() {
 	if o.MaxServers <= 0 {
 		o.MaxServers = DefaultMaxServers
 	}
+	if o.AgentMaxInflight <= 0 {
+		// A quarter of a server's calls: one agent's flood leaves the rest
+		// to everyone else.
+		o.AgentMaxInflight = max(1, o.MaxInflight/4)
+		if o.MaxInflight <= 0 {
+			o.AgentMaxInflight = 16
+		}
+	}
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = 64
 	}
@@ -205,7 +216,9 @@ type Runner struct {
 	owners   map[string]string // KV mcp_owners: key → runner id
 	catalog  map[string]model.Catalog
 	status   map[string]model.Status
-	ready    chan struct{}
+	// agents are the agents' records (KV mcp_agents) by name.
+	agents map[string]model.AgentRecord
+	ready  chan struct{}
 }
 
 // New prepares a runner on nc. Run starts it.
@@ -225,7 +238,7 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 		servers:    map[string]*server{}, byID: map[string]string{},
 		desired: map[string]*model.McpConfig{}, leases: map[string]*lease{}, owners: map[string]string{},
 		kickCh: make(chan struct{}, 1), stranded: map[string]time.Time{}, metrics: newLifecycleMetrics(),
-		catalog: map[string]model.Catalog{}, status: map[string]model.Status{},
+		catalog: map[string]model.Catalog{}, status: map[string]model.Status{}, agents: map[string]model.AgentRecord{},
 		ready:     make(chan struct{}),
 		telemetry: newCallTelemetry(),
 	}, nil
@@ -325,7 +338,9 @@ func (r *Runner) addService() error {
 		Description: "mcpbus runner: owns MCP server processes",
 		Metadata:    r.serviceMetadata(),
 		Endpoints: []bus.Endpoint{{Name: "tools-list", Subject: r.subj.ToolsList(),
-			Handler: bus.JSONHandler(r.log, r.handleToolsList)}}}
+			Handler: bus.JSONHandler(r.log, r.handleToolsList)},
+			{Name: "agent-tools-list", Subject: r.subj.AgentToolsList(),
+				Handler: bus.JSONHandler(r.log, r.handleToolsList)}}, Logger: r.log}
 	for _, verb := range []string{"start", "stop", "restart", "status"} {
 		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: "runtime-" + verb, Subject: r.subj.Runtime(verb),
 			Handler: bus.JSONHandler(r.log, r.runtimeHandler(verb))})
@@ -343,6 +358,10 @@ func (r *Runner) handleToolsList(ctx context.Context, req micro.Request) (any, e
 	if err := bus.Decode(req.Data(), &in); err != nil {
 		return nil, err
 	}
+	c, _, err := r.callerOf(req.Subject())
+	if err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := model.ToolsListReply{Tools: []model.Tool{}}
@@ -350,11 +369,11 @@ func (r *Runner) handleToolsList(ctx context.Context, req micro.Request) (any, e
 		if !model.ValidSlug(in.Server) {
 			return nil, apierr.Invalid("server", "server must be a slug ([a-z0-9_-])")
 		}
-		out.Tools = append(out.Tools, r.catalog[in.Server].Tools...)
+		out.Tools = append(out.Tools, r.visibleTools(c, r.catalog[in.Server].Tools)...)
 		return out, nil
 	}
 	for _, slug := range sortedKeys(r.catalog) {
-		out.Tools = append(out.Tools, r.catalog[slug].Tools...)
+		out.Tools = append(out.Tools, r.visibleTools(c, r.catalog[slug].Tools)...)
 	}
 	return out, nil
 }

@@ -57,7 +57,8 @@ type server struct {
 	// client is the go-sdk client of every session of this server: its
 	// handlers relay server-to-client requests, and it holds the roots.
 	client   *mcp.Client
-	inflight sync.Map // request id → context.CancelFunc
+	inflight sync.Map // caller.inflightKey(request id) → context.CancelFunc
+	shares   sync.Map // agent name → *atomic.Int64: its calls in flight (takeShare)
 	calls    atomic.Uint64
 	errs     atomic.Uint64
 

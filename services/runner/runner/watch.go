@@ -16,15 +16,16 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-// watchShared keeps the catalog and status caches in step with KV, so that
-// tools.list and runtime.status answer the same on every runner (other runners
-// write there too). ready is closed once both have their first snapshot, or
-// when ctx ends.
+// watchShared keeps the catalog, status and agents caches in step with KV, so
+// that tools.list and runtime.status answer the same on every runner (other
+// runners write there too) and agents' requests are checked against their
+// current records. ready is closed once all three have their first
+// snapshot, or when ctx ends.
 func (r *Runner) watchShared(ctx context.Context, ready chan<- struct{}) {
 	closeReady := sync.OnceFunc(func() { close(ready) })
 	defer closeReady()
 	var pending atomic.Int32
-	pending.Store(2)
+	pending.Store(3)
 	loaded := func() {
 		if pending.Add(-1) == 0 {
 			closeReady()
@@ -34,7 +35,10 @@ func (r *Runner) watchShared(ctx context.Context, ready chan<- struct{}) {
 	tools.Ready = loaded
 	status := followCache(&r.mu, r.status, decodeJSON[model.Status])
 	status.Ready = loaded
+	agents := followCache(&r.mu, r.agents, decodeJSON[model.AgentRecord])
+	agents.Ready = loaded
 	var wg sync.WaitGroup
+	wg.Go(func() { bus.FollowKV(ctx, r.nc, r.assets.Agents, agents, bus.KVFollowOptions{Logger: r.log}) })
 	wg.Go(func() { bus.FollowKV(ctx, r.nc, r.assets.Tools, tools, bus.KVFollowOptions{Logger: r.log}) })
 	wg.Go(func() { bus.FollowKV(ctx, r.nc, r.assets.Status, status, bus.KVFollowOptions{Logger: r.log}) })
 	wg.Wait()

@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/libs/access"
@@ -20,26 +22,37 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-// agentPrefix starts every agent identity's name (agent-<name>).
-const agentPrefix = "agent-"
-
 // agent is an agent identity and the tools it may call.
 type agent struct {
-	ID      access.Identity `json:"-"`
-	Name    string          `json:"name"`
-	Allow   []string        `json:"allow"`
-	Created time.Time       `json:"created"`
+	ID          access.Identity `json:"-"`
+	Name        string          `json:"name"`
+	Allow       []string        `json:"allow"`
+	MaxInflight int             `json:"max_inflight,omitempty"`
+	Created     time.Time       `json:"created"`
+}
+
+func (a agent) record() model.AgentRecord {
+	return model.AgentRecord{Name: a.Name, Allow: a.Allow, MaxInflight: a.MaxInflight}
 }
 
 // AddAgent makes an agent identity allowed the tools matching allow (globs
 // on <server>__<tool>; none: every tool) and lets it connect at once. The
 // seed is written to a 0600 file whose path model.Agent gives.
 func (s *Stack) AddAgent(name string, allow []string) (model.Agent, error) {
+	return s.CreateAgent(model.AgentCreateRequest{Name: name, Allow: allow})
+}
+
+// CreateAgent is AddAgent with every setting of the request.
+func (s *Stack) CreateAgent(in model.AgentCreateRequest) (model.Agent, error) {
+	name, allow := in.Name, in.Allow
 	if s.Identities == nil {
 		return model.Agent{}, apierr.New(apierr.Conflict, "the bus runs without authentication (--insecure-bus): there are no identities to make")
 	}
 	if err := model.ValidateAgentName(name); err != nil {
 		return model.Agent{}, err
+	}
+	if in.MaxInflight < 0 {
+		return model.Agent{}, apierr.Invalid("max_inflight", "max_inflight must be 0 (the runner's default) or more")
 	}
 	if len(allow) == 0 {
 		allow = []string{"*"}
@@ -49,14 +62,19 @@ func (s *Stack) AddAgent(name string, allow []string) (model.Agent, error) {
 	if _, ok := s.agents[name]; ok {
 		return model.Agent{}, apierr.Newf(apierr.Conflict, "agent %s exists; revoke it first", name)
 	}
-	id, err := s.Identities.Ensure(agentPrefix+name, access.Agent)
+	id, err := s.Identities.Ensure(access.AgentIdentity(name), access.Agent)
 	if err != nil {
 		return model.Agent{}, err
 	}
-	a := agent{ID: id, Name: name, Allow: slices.Clone(allow), Created: time.Now().UTC()}
+	a := agent{ID: id, Name: name, Allow: slices.Clone(allow), MaxInflight: in.MaxInflight, Created: time.Now().UTC()}
 	meta, _ := json.Marshal(a)
 	if err := os.WriteFile(s.metaFile(name), meta, 0o600); err != nil {
 		return model.Agent{}, fmt.Errorf("agent %s: %w", name, err)
+	}
+	// The runners learn what it may do before it can connect.
+	if err := s.putAgentRecord(a); err != nil {
+		_ = os.Remove(s.metaFile(name))
+		return model.Agent{}, err
 	}
 	s.agents[name] = a
 	if err := s.applyUsers(); err != nil {
@@ -75,7 +93,10 @@ func (s *Stack) RevokeAgent(name string) error {
 	}
 	delete(s.agents, name)
 	_ = os.Remove(s.metaFile(name))
-	_ = os.Remove(s.Identities.SeedFile(agentPrefix + name))
+	if err := s.deleteAgentRecord(name); err != nil {
+		s.log.Warn("agent record not deleted; the agent is disconnected and its seed removed all the same", "agent", name, "error", err)
+	}
+	_ = os.Remove(s.Identities.SeedFile(access.AgentIdentity(name)))
 	return s.applyUsers()
 }
 
@@ -92,18 +113,19 @@ func (s *Stack) Agents() []model.Agent {
 }
 
 func (s *Stack) info(a agent) model.Agent {
-	return model.Agent{Name: a.Name, Allow: a.Allow, Created: a.Created,
-		SeedFile: s.Identities.SeedFile(agentPrefix + a.Name), InboxPrefix: a.ID.Inbox(),
-		Subjects: access.AgentSubjects(s.prefix, a.Allow)}
+	return model.Agent{Name: a.Name, Allow: a.Allow, MaxInflight: a.MaxInflight, Created: a.Created,
+		SeedFile: s.Identities.SeedFile(access.AgentIdentity(a.Name)), InboxPrefix: a.ID.Inbox(),
+		SubjectPrefix: bus.NewSubjects(s.prefix).ForAgent(a.Name).Prefix,
+		Subjects:      access.AgentSubjects(s.prefix, a.Name, a.Allow)}
 }
 
 func (s *Stack) metaFile(name string) string {
-	return filepath.Join(s.Identities.Dir(), agentPrefix+name+".json")
+	return filepath.Join(s.Identities.Dir(), access.AgentIdentity(name)+".json")
 }
 
 // loadAgents reads the agents kept in the identity directory.
 func (s *Stack) loadAgents() error {
-	files, err := filepath.Glob(filepath.Join(s.Identities.Dir(), agentPrefix+"*.json"))
+	files, err := filepath.Glob(filepath.Join(s.Identities.Dir(), access.AgentIdentityPrefix+"*.json"))
 	if err != nil {
 		return err
 	}
@@ -116,7 +138,7 @@ func (s *Stack) loadAgents() error {
 		if err := json.Unmarshal(data, &a); err != nil {
 			return fmt.Errorf("agent %s: %w", f, err)
 		}
-		if a.ID, err = s.Identities.Ensure(agentPrefix+a.Name, access.Agent); err != nil {
+		if a.ID, err = s.Identities.Ensure(access.AgentIdentity(a.Name), access.Agent); err != nil {
 			return err
 		}
 		s.agents[a.Name] = a
@@ -135,7 +157,7 @@ func (s *Stack) users() ([]*server.NkeyUser, error) {
 		users = append(users, u)
 	}
 	for _, a := range s.agents {
-		u, err := access.User(a.ID, s.prefix, access.AgentSubjects(s.prefix, a.Allow)...)
+		u, err := access.AgentUser(a.ID, s.prefix, a.Name, a.Allow)
 		if err != nil {
 			return nil, err
 		}
@@ -163,7 +185,7 @@ func (s *Stack) serveAgents(nc *nats.Conn) error {
 			if err := bus.Decode(req.Data(), &in); err != nil {
 				return nil, err
 			}
-			a, err := s.AddAgent(in.Name, in.Allow)
+			a, err := s.CreateAgent(in)
 			if err == nil {
 				s.log.Info("agent identity created", "agent", a.Name, "allow", a.Allow)
 			}
@@ -194,4 +216,65 @@ func (s *Stack) serveAgents(nc *nats.Conn) error {
 	}
 	_, err := bus.StartService(nc, cfg)
 	return err
+}
+
+// agentRecordTimeout bounds one write of an agent's record.
+const agentRecordTimeout = 10 * time.Second
+
+// syncAgentRecords makes KV mcp_agents hold exactly the agents of the
+// identity directory (an agent revoked while the stack was down loses its
+// record too).
+func (s *Stack) syncAgentRecords(ctx context.Context, js jetstream.JetStream) error {
+	kv, err := bus.EnsureKV(ctx, js, bus.AgentsKV(), 1, s.log)
+	if err != nil {
+		return fmt.Errorf("agents: %w", err)
+	}
+	s.agMu.Lock()
+	defer s.agMu.Unlock()
+	s.agentsKV = kv
+	for _, a := range s.agents {
+		if err := s.putAgentRecord(a); err != nil {
+			return err
+		}
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("agents: listing records: %w", err)
+	}
+	for k := range keys.Keys() {
+		if _, ok := s.agents[k]; !ok {
+			if err := s.deleteAgentRecord(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Stack) putAgentRecord(a agent) error {
+	if s.agentsKV == nil {
+		return nil // an insecure bus has no agents
+	}
+	data, err := json.Marshal(a.record())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), agentRecordTimeout)
+	defer cancel()
+	if _, err := s.agentsKV.Put(ctx, a.Name, data); err != nil {
+		return apierr.Wrap(apierr.ServiceUnavailable, "agent "+a.Name+": storing its record for the runners", err)
+	}
+	return nil
+}
+
+func (s *Stack) deleteAgentRecord(name string) error {
+	if s.agentsKV == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), agentRecordTimeout)
+	defer cancel()
+	if err := s.agentsKV.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("agent %s: deleting its record: %w", name, err)
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -116,12 +117,14 @@ type Stack struct {
 	extra  []*server.NkeyUser
 	agents map[string]agent
 	agMu   sync.Mutex
-	log    *slog.Logger
-	conns  []*nats.Conn
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	errs   chan error
-	once   sync.Once
+	// agentsKV holds the agents' records the runners check (nil on an insecure bus).
+	agentsKV jetstream.KeyValue
+	log      *slog.Logger
+	conns    []*nats.Conn
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	errs     chan error
+	once     sync.Once
 }
 
 // Start brings every service of the table up around an embedded NATS server
@@ -184,6 +187,16 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return nil, err
 		}
 		if err := s.serveAgents(hostNC); err != nil {
+			return nil, err
+		}
+		hjs, err := jetstream.New(hostNC)
+		if err != nil {
+			return nil, fmt.Errorf("stack: host jetstream: %w", err)
+		}
+		sctx, cancelSync := context.WithTimeout(ctx, 60*time.Second)
+		err = s.syncAgentRecords(sctx, hjs)
+		cancelSync()
+		if err != nil {
 			return nil, err
 		}
 	}

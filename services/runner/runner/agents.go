@@ -1,0 +1,105 @@
+package runner
+
+import (
+	"strings"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// An agent requests under <prefix>.agent.<name>, where the bus lets only that
+// agent publish; the runner learns the caller from the subject and checks
+// the request against the agent's record (KV mcp_agents): the tools its
+// globs match, and its share of a server's calls.
+
+// caller is who sent a request: an agent, or "" for the services and the
+// operator (whose rights the bus's permission table bounds).
+type caller struct {
+	agent  string
+	record model.AgentRecord
+}
+
+// callerOf reads the caller from subject and returns the subject it stands
+// for; an agent without a record is refused.
+func (r *Runner) callerOf(subject string) (caller, string, error) {
+	name, plain, ok := r.subj.AgentOf(subject)
+	if !ok {
+		return caller{}, subject, nil
+	}
+	r.mu.Lock()
+	rec, found := r.agents[name]
+	r.mu.Unlock()
+	if !found {
+		return caller{}, plain, apierr.Newf(apierr.Unauthorized, "agent %s has no record on this bus (revoked, or made by another host)", name)
+	}
+	return caller{agent: name, record: rec}, plain, nil
+}
+
+// label names the caller in call events and logs ("agent:<name>"), "" for services.
+func (c caller) label() string {
+	if c.agent == "" {
+		return ""
+	}
+	return "agent:" + c.agent
+}
+
+// allows reports whether c may call tool of server.
+func (c caller) allows(server string, tool *mcp.Tool) bool {
+	return c.agent == "" || c.record.Allows(model.NamespacedName(server, tool.Name))
+}
+
+// allowsServer reports whether c may reach server at all (rpc, cancel).
+func (c caller) allowsServer(server string) bool {
+	return c.agent == "" || c.record.AllowsServer(server)
+}
+
+// inflightKey keys a call in flight by its caller and request id, so that a
+// cancellation reaches only the caller's own calls.
+func (c caller) inflightKey(reqID string) string {
+	if c.agent == "" {
+		return reqID
+	}
+	return c.agent + "\x00" + reqID
+}
+
+// visibleTools are the tools of list c may see, their subjects the ones c
+// calls them on.
+func (r *Runner) visibleTools(c caller, list []model.Tool) []model.Tool {
+	if c.agent == "" {
+		return list
+	}
+	own := r.subj.ForAgent(c.agent).Prefix + "."
+	var out []model.Tool
+	for _, t := range list {
+		if !c.record.Allows(t.Name) {
+			continue
+		}
+		t.Subject = own + strings.TrimPrefix(t.Subject, r.subj.Prefix+".")
+		out = append(out, t)
+	}
+	return out
+}
+
+// takeShare counts one more call of c at s and reports whether it is within
+// c's share (the agent's max_inflight, else the runner's AgentMaxInflight);
+// release undoes it. Services and the operator have no share of their own:
+// the server's max_inflight bounds them.
+func (s *server) takeShare(c caller) (release func(), err error) {
+	if c.agent == "" {
+		return func() {}, nil
+	}
+	v, _ := s.shares.LoadOrStore(c.agent, new(atomic.Int64))
+	n := v.(*atomic.Int64)
+	max := c.record.MaxInflight
+	if max <= 0 {
+		max = s.r.opts.AgentMaxInflight
+	}
+	if n.Add(1) > int64(max) {
+		n.Add(-1)
+		return nil, apierr.Newf(apierr.ServiceUnavailable, "agent %s already runs %d calls at server %s, its share (max_inflight); try again shortly", c.agent, max, s.slug)
+	}
+	return func() { n.Add(-1) }, nil
+}
