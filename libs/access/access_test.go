@@ -116,10 +116,31 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
-	if got := AgentSubjects("mcp.v1", []string{"github__*", "everything__echo", "*__read"}); !slices.Equal(got,
-		[]string{"mcp.v1.call.github.*", "mcp.v1.rpc.github", "mcp.v1.cancel.github", "mcp.v1.call.everything.echo", "mcp.v1.rpc.everything",
-			"mcp.v1.cancel.everything", "mcp.v1.call.>", "mcp.v1.rpc.*", "mcp.v1.cancel.*"}) {
-		t.Errorf("agent subjects %v", got)
+	ap, err := AgentPerms("mcp.v1", "a1", []string{"github__*", "everything__echo", "*__read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ap.Publish, []string{"mcp.v1.agent.a1.tools.list", "mcp.v1.agent.a1.call.github.*", "mcp.v1.agent.a1.rpc.github", "mcp.v1.agent.a1.cancel.github",
+		"mcp.v1.agent.a1.call.everything.echo", "mcp.v1.agent.a1.rpc.everything", "mcp.v1.agent.a1.cancel.everything",
+		"mcp.v1.agent.a1.call.>", "mcp.v1.agent.a1.rpc.*", "mcp.v1.agent.a1.cancel.*"}) {
+		t.Errorf("agent publishes %v", ap.Publish)
+	}
+	if !slices.Equal(ap.Subscribe, []string{"_I.agent-a1.>", "mcp.v1.events.status.github", "mcp.v1.events.call.github",
+		"mcp.v1.events.status.everything", "mcp.v1.events.call.everything", "mcp.v1.events.status.*", "mcp.v1.events.call.*"}) {
+		t.Errorf("agent subscribes %v", ap.Subscribe)
+	}
+	for _, s := range append(ap.Subscribe, ap.Publish...) {
+		if strings.Contains(s, "events.chat") || strings.Contains(s, "events.>") || strings.HasPrefix(s, "$JS") || strings.HasPrefix(s, "_I.>") {
+			t.Errorf("an agent may use %s", s)
+		}
+	}
+	// Replies are granted explicitly: every service answers into inboxes;
+	// an agent answers nothing (no reply permission at all).
+	for role, p := range perms {
+		hasReplies := slices.Contains(p.Publish, "_I.>")
+		if role == Agent && hasReplies || role != Agent && !hasReplies {
+			t.Errorf("%s: publish _I.> is %v", role, hasReplies)
+		}
 	}
 }
 
@@ -157,8 +178,8 @@ func TestRenderedConfigLoads(t *testing.T) {
 		if !slices.Equal(u.Permissions.Publish.Allow, want.Publish) || !slices.Equal(u.Permissions.Subscribe.Allow, want.Subscribe) {
 			t.Errorf("%s: loaded %v / %v, table %v / %v", role, u.Permissions.Publish.Allow, u.Permissions.Subscribe.Allow, want.Publish, want.Subscribe)
 		}
-		if u.Permissions.Response == nil || u.Permissions.Response.MaxMsgs != 1 {
-			t.Errorf("%s: responses %+v", role, u.Permissions.Response)
+		if u.Permissions.Response != nil {
+			t.Errorf("%s: allow_responses %+v (a responder would publish wherever a request's reply says)", role, u.Permissions.Response)
 		}
 	}
 }

@@ -28,12 +28,18 @@ type Options struct {
 	// Timeout bounds requests whose context has no deadline (default 35s: a
 	// little over the runner's 30s call timeout, so the runner's answer wins).
 	Timeout time.Duration
+	// Agent, when set, is the agent whose identity the connection has: tool
+	// requests (tools.list, call, rpc, cancel) go to its own subjects under
+	// <prefix>.agent.<name>, the only ones the bus lets it publish.
+	Agent string
 }
 
 // Client talks to mcpbus over one NATS connection.
 type Client struct {
-	nc      *nats.Conn
-	subj    bus.Subjects
+	nc   *nats.Conn
+	subj bus.Subjects
+	// tools builds the tool requests' subjects (subj, or the agent's own).
+	tools   bus.Subjects
 	timeout time.Duration
 	// seal seals secrets to the credential service (config writes).
 	sealOnce sync.Once
@@ -45,7 +51,12 @@ func New(nc *nats.Conn, opts Options) *Client {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 35 * time.Second
 	}
-	return &Client{nc: nc, subj: bus.NewSubjects(opts.Prefix), timeout: opts.Timeout}
+	subj := bus.NewSubjects(opts.Prefix)
+	tools := subj
+	if opts.Agent != "" {
+		tools = subj.ForAgent(opts.Agent)
+	}
+	return &Client{nc: nc, subj: subj, tools: tools, timeout: opts.Timeout}
 }
 
 // Subjects returns the subject builder in use.
@@ -54,7 +65,7 @@ func (c *Client) Subjects() bus.Subjects { return c.subj }
 // ListTools returns the catalog of running servers (all, or one server's).
 func (c *Client) ListTools(ctx context.Context, server string) ([]model.Tool, error) {
 	var out model.ToolsListReply
-	if err := bus.RequestJSON(ctx, c.nc, c.subj.ToolsList(), model.ToolsListRequest{Server: server}, &out, c.timeout); err != nil {
+	if err := bus.RequestJSON(ctx, c.nc, c.tools.ToolsList(), model.ToolsListRequest{Server: server}, &out, c.timeout); err != nil {
 		return nil, err
 	}
 	return out.Tools, nil
@@ -104,7 +115,7 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 	if opts == nil {
 		opts = &CallOptions{}
 	}
-	msg := nats.NewMsg(c.subj.Call(server, model.ToolToken(tool)))
+	msg := nats.NewMsg(c.tools.Call(server, model.ToolToken(tool)))
 	msg.Data = args
 	reqID := opts.RequestID
 	if reqID == "" {
@@ -194,7 +205,7 @@ func (c *Client) followProgress(msg *nats.Msg, fn func(model.ProgressEvent)) (st
 // cancel tells every replica of server that the caller gave up on reqID.
 func (c *Client) cancel(server, reqID string) {
 	data, _ := json.Marshal(map[string]string{"request_id": reqID})
-	msg := nats.NewMsg(c.subj.Cancel(server))
+	msg := nats.NewMsg(c.tools.Cancel(server))
 	msg.Header.Set(bus.HeaderRequestID, reqID)
 	msg.Data = data
 	_ = c.nc.PublishMsg(msg)
@@ -233,7 +244,7 @@ func (c *Client) RPC(ctx context.Context, server, method string, params any, out
 		}
 		req.Params = b
 	}
-	err := bus.RequestJSON(ctx, c.nc, c.subj.RPC(server), req, out, c.timeout)
+	err := bus.RequestJSON(ctx, c.nc, c.tools.RPC(server), req, out, c.timeout)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return apierr.Newf(apierr.NotFound, "server %s not found or not running", server).WithField("server")
 	}

@@ -37,7 +37,8 @@ func TestCLIAgents(t *testing.T) {
 		t.Fatalf("agents create: %s", r)
 	}
 	if !filepath.IsAbs(agent.SeedFile) || agent.InboxPrefix != "_I.agent-demo" ||
-		!slices.Equal(agent.Subjects, []string{"mcp.v1.call.everything.*", "mcp.v1.rpc.everything", "mcp.v1.cancel.everything"}) {
+		agent.SubjectPrefix != "mcp.v1.agent.demo" ||
+		!slices.Equal(agent.Subjects, []string{"mcp.v1.agent.demo.tools.list", "mcp.v1.agent.demo.call.everything.*", "mcp.v1.agent.demo.rpc.everything", "mcp.v1.agent.demo.cancel.everything"}) {
 		t.Fatalf("agent %+v", agent)
 	}
 	if st, err := os.Stat(agent.SeedFile); err != nil || st.Mode().Perm() != 0o600 {
@@ -63,7 +64,7 @@ func TestCLIAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if _, err := nc.Request("mcp.v1.tools.list", []byte(`{}`), 5*time.Second); err != nil {
+	if _, err := nc.Request("mcp.v1.agent.demo.tools.list", []byte(`{}`), 5*time.Second); err != nil {
 		t.Fatalf("the agent may list tools: %v", err)
 	}
 	if _, err := nc.Request("mcp.v1.config.list", []byte(`{}`), 500*time.Millisecond); err == nil {

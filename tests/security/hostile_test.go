@@ -118,7 +118,7 @@ func TestHostileClients(t *testing.T) {
 	t.Run("agent may call its tools", func(t *testing.T) {
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			reply, err := anc.Request("mcp.v1.call.safe.echo", []byte(`{"message":"allowed"}`), 2*time.Second)
+			reply, err := anc.Request("mcp.v1.agent.intruder.call.safe.echo", []byte(`{"message":"allowed"}`), 2*time.Second)
 			if err == nil && strings.Contains(string(reply.Data), "allowed") {
 				return
 			}
@@ -134,7 +134,11 @@ func TestHostileClients(t *testing.T) {
 		"read every secret (cred.resolve with its own key)": "mcp.v1.cred.resolve",
 		"run a command (config.create of a binary)":         "mcp.v1.config.create",
 		"mint an admin API key":                             "mcp.v1.keys.create",
-		"call a tool it is not allowed":                     "mcp.v1.call.other.echo",
+		"call a tool it is not allowed":                     "mcp.v1.agent.intruder.call.other.echo",
+		"call outside its own subjects":                     "mcp.v1.call.safe.echo",
+		"call as another agent":                             "mcp.v1.agent.admin.call.safe.echo",
+		"list tools outside its own subjects":               "mcp.v1.tools.list",
+		"answer into a runner's inbox (a forged ack)":       "_I.runner.x",
 		"write into KV directly":                            "$KV.mcp_configs.x",
 		"make agents":                                       "mcp.v1.agents.create",
 		"read an OAuth client secret":                       "mcp.v1.cred.oauthclient",
@@ -159,6 +163,9 @@ func TestHostileClients(t *testing.T) {
 		"read the operator's replies":               "_I.operator.>",
 		"read every inbox":                          "_INBOX.>",
 		"take the OAuth callbacks (codes, sealed)":  "mcp.v1.oauth.callback.*",
+		"read chat conversations":                   "mcp.v1.events.chat.*",
+		"read every event":                          "mcp.v1.events.>",
+		"read another server's calls":               "mcp.v1.events.call.other",
 	}
 	for what, subject := range deniedSubscribe {
 		t.Run("agent: "+what, func(t *testing.T) {

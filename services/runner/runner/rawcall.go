@@ -92,7 +92,7 @@ func (s *server) callRaw(ctx context.Context, sess liveSession, cfg *model.McpCo
 	}
 	op.End(ctx, outcome, nil)
 	s.lastPing.Store(time.Now().UnixNano()) // an answered call is proof of life
-	return callReply{data: res, isError: isError, checked: content}, tool, nil
+	return callReply{data: launch.KeepResultMembers(res), isError: isError, checked: content}, tool, nil
 }
 
 // traceMeta renders the trace context of ctx (traceparent, tracestate,

@@ -360,3 +360,35 @@ func AppendMetaMember(b []byte, key, value string) []byte {
 // HasRequestMeta reports whether raw calls can carry the SEP-2575 _meta of
 // the session (captured from a request go-sdk sent after the handshake).
 func (c *StdioConn) HasRequestMeta() bool { return c.reqMeta.HasRequestMeta() }
+
+// resultMembers are the members of a CallToolResult a caller gets.
+var resultMembers = map[string]bool{"content": true, "structuredContent": true, "isError": true, "_meta": true, "resultType": true}
+
+// KeepResultMembers returns result (a JSON object CheckToolResult accepted)
+// with only the members of a CallToolResult: a server cannot put fields into
+// a reply that mean something to whoever reads it elsewhere (a KV record,
+// an API request). The common case, nothing extra, returns result as it is.
+func KeepResultMembers(result []byte) []byte {
+	extra := false
+	jsonscan.Members(result, func(key, _ []byte) bool {
+		extra = !resultMembers[string(key)]
+		return !extra
+	})
+	if !extra {
+		return result
+	}
+	out := make([]byte, 0, len(result))
+	out = append(out, '{')
+	jsonscan.Members(result, func(key, val []byte) bool {
+		if resultMembers[string(key)] {
+			if len(out) > 1 {
+				out = append(out, ',')
+			}
+			out = strconv.AppendQuote(out, string(key))
+			out = append(out, ':')
+			out = append(out, val...)
+		}
+		return true
+	})
+	return append(out, '}')
+}
