@@ -1,0 +1,304 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/access"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// TestNoConfusedDeputy: an agent cannot make a service act for it beyond its
+// own rights. Every request it may send, sent with a reply subject aimed at
+// the JetStream API or a KV key, is dropped by the responder (it would have
+// purged the audit stream, overwritten an API key or deleted every config
+// when responders had allow_responses); its tool globs mean exactly the
+// tools they match; it sees only its tools and its servers' events; its
+// flood of calls takes only its own share. The attacker is a plain nats.go
+// client with the agent's seed.
+func TestNoConfusedDeputy(t *testing.T) {
+	st := startStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, name := range []string{"safe", "other"} {
+		cfg := model.McpConfig{Name: name, Enabled: true,
+			Package:   model.Package{Type: model.PackageBinary, Identifier: testServer},
+			EnvVars:   map[string]model.EnvVar{"PUBLIC_NOTE": {Value: "note of " + name}},
+			Transport: model.Transport{Type: model.TransportStdio}, Runtime: model.Runtime{Eager: true}}
+		if _, err := st.Client.CreateConfig(ctx, cfg, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect := func(name string, allow ...string) (*nats.Conn, *violations) {
+		t.Helper()
+		a, err := st.AddAgent(name, allow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := &violations{}
+		nc, err := connectSeed(t, st, a.SeedFile, a.InboxPrefix, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc, v
+	}
+	narrow, nv := connect("narrow", "safe__ech*")
+	echoes, _ := connect("echoes", "*__echo")
+	flood, _ := connect("flood", "safe__sleep")
+	calm, _ := connect("calm", "safe__*")
+
+	// Wait until both servers answer the narrow agent's allowed call.
+	call := func(nc *nats.Conn, subject, args string) (*nats.Msg, error) {
+		return nc.Request(subject, []byte(args), 10*time.Second)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, err := call(narrow, "mcp.v1.agent.narrow.call.safe.echo", `{"message":"up"}`)
+		if err == nil && m.Header.Get("Nats-Service-Error-Code") == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("safe__echo never answered the agent: %v %v", err, m)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// The state is read with the identities that may read it (the operator
+	// may not read every stream).
+	jsAs := func(role access.Role) jetstream.JetStream {
+		nc, err := st.ConnectAs("inspect-"+string(role), role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	configJS, gatewayJS, runnerJS := jsAs(access.Config), jsAs(access.Gateway), jsAs(access.Runner)
+	msgs := func(stream string) uint64 {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		s, err := configJS.Stream(c, stream)
+		if err != nil {
+			t.Fatalf("stream %s: %v", stream, err)
+		}
+		return s.CachedInfo().State.Msgs
+	}
+	// The API key bucket, as a gateway makes it (this stack runs no HTTP edge).
+	if _, err := gatewayJS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "mcp_apikeys"}); err != nil {
+		t.Fatal(err)
+	}
+	eventsBefore, configsBefore := msgs("MCP_EVENTS"), msgs("KV_mcp_configs")
+
+	t.Run("replies aimed at JetStream are dropped", func(t *testing.T) {
+		evil := []string{"$JS.API.STREAM.PURGE.MCP_EVENTS", "$JS.API.STREAM.DELETE.KV_mcp_configs",
+			"$KV.mcp_apikeys.evil", "$KV.mcp_configs.evil", "$KV.mcp_agents.narrow", "$KV.mcp_tools.evil", "$KV.mcp_status.evil", "mcp.v1.config.delete", "_I"}
+		requests := map[string]string{
+			"mcp.v1.agent.narrow.tools.list":       `{}`,
+			"mcp.v1.agent.narrow.call.safe.echo":   `{"id":"evil","name":"evil","scopes":["admin"],"hash":"x","message":"x"}`,
+			"mcp.v1.agent.narrow.rpc.safe":         `{"method":"ping"}`,
+			"mcp.v1.agent.narrow.cancel.safe":      `{"request_id":"r1"}`,
+			"mcp.v1.agent.narrow.call.safe.nosuch": `{}`,
+		}
+		for subject, body := range requests {
+			for _, reply := range evil {
+				if err := narrow.PublishRequest(subject, reply, []byte(body)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := narrow.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // the responders have had them
+		if got := msgs("MCP_EVENTS"); got < eventsBefore {
+			t.Errorf("the audit stream went from %d to %d messages", eventsBefore, got)
+		}
+		if got := msgs("KV_mcp_configs"); got != configsBefore {
+			t.Errorf("the configs bucket went from %d to %d messages", configsBefore, got)
+		}
+		// The runner itself may write the catalog and status buckets: only the
+		// responders' own check keeps its reply out of them.
+		for bucket, js := range map[string]jetstream.JetStream{"mcp_apikeys": gatewayJS, "mcp_configs": configJS, "mcp_tools": runnerJS, "mcp_status": runnerJS} {
+			kv, err := js.KeyValue(ctx, bucket)
+			if err != nil {
+				t.Fatalf("bucket %s: %v", bucket, err)
+			}
+			if e, err := kv.Get(ctx, "evil"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+				t.Errorf("%s.evil was written: %v %v", bucket, e, err)
+			}
+		}
+		kv, err := runnerJS.KeyValue(ctx, "mcp_agents")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, err := kv.Get(ctx, "narrow"); err != nil || !strings.Contains(string(e.Value()), "safe__ech*") {
+			t.Errorf("the agent's record changed: %v %v", e, err)
+		}
+		// The same requests with an inbox reply are answered as ever.
+		if m, err := call(narrow, "mcp.v1.agent.narrow.rpc.safe", `{"method":"ping"}`); err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+			t.Errorf("ping with an inbox reply: %v %v", err, m)
+		}
+	})
+
+	t.Run("globs mean exactly their tools", func(t *testing.T) {
+		refused := func(nc *nats.Conn, subject string) {
+			t.Helper()
+			m, err := call(nc, subject, `{"name":"PUBLIC_NOTE"}`)
+			if err == nil && m.Header.Get("Nats-Service-Error-Code") != "404" {
+				t.Errorf("%s answered: %s %v", subject, m.Data, m.Header)
+			}
+		}
+		refused(narrow, "mcp.v1.agent.narrow.call.safe.env")  // everything__ech* is not env
+		refused(echoes, "mcp.v1.agent.echoes.call.other.env") // *__echo is not another server's env
+		if m, err := call(echoes, "mcp.v1.agent.echoes.call.other.echo", `{"message":"hi"}`); err != nil || !strings.Contains(string(m.Data), "hi") {
+			t.Errorf("*__echo may call other__echo: %v %v", err, m)
+		}
+		m, err := call(narrow, "mcp.v1.agent.narrow.tools.list", `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list model.ToolsListReply
+		if err := json.Unmarshal(m.Data, &list); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Tools) != 1 || list.Tools[0].Name != "safe__echo" || list.Tools[0].Subject != "mcp.v1.agent.narrow.call.safe.echo" {
+			t.Errorf("the narrow agent's tools.list: %+v", list.Tools)
+		}
+		m, err = call(narrow, "mcp.v1.agent.narrow.rpc.safe", `{"method":"tools/list"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rl struct {
+			Tools []struct{ Name string } `json:"tools"`
+		}
+		if err := json.Unmarshal(m.Data, &rl); err != nil || len(rl.Tools) != 1 || rl.Tools[0].Name != "echo" {
+			t.Errorf("the narrow agent's rpc tools/list: %s %v", m.Data, err)
+		}
+	})
+
+	t.Run("events only of its servers, never chat", func(t *testing.T) {
+		for _, subject := range []string{"mcp.v1.events.call.other", "mcp.v1.events.chat.*", "mcp.v1.events.config.*"} {
+			sub, err := narrow.Subscribe(subject, func(*nats.Msg) {})
+			if err == nil {
+				defer func() { _ = sub.Unsubscribe() }()
+			}
+			if !nv.wait(subject) {
+				t.Errorf("the narrow agent subscribed to %s", subject)
+			}
+		}
+		got := make(chan *nats.Msg, 4)
+		sub, err := narrow.ChanSubscribe("mcp.v1.events.call.safe", got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		if _, err := call(narrow, "mcp.v1.agent.narrow.call.safe.echo", `{"message":"seen"}`); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-got:
+			var ev model.CallEvent
+			if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Caller != "agent:narrow" {
+				t.Errorf("call event %s: %v", m.Data, err)
+			}
+			// An event's JetStream reply subject is a runner's inbox: the agent may not answer it (a forged ack).
+			if m.Reply != "" {
+				_ = narrow.Publish(m.Reply, []byte("+ACK"))
+				if !nv.wait(m.Reply) {
+					t.Errorf("the agent answered the event's reply %s", m.Reply)
+				}
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("no call event of its own server")
+		}
+	})
+
+	t.Run("a flood takes only its own share", func(t *testing.T) {
+		var wg sync.WaitGroup
+		var admitted, refusedN atomic.Int64
+		for range 400 {
+			wg.Go(func() {
+				m, err := flood.Request("mcp.v1.agent.flood.call.safe.sleep", []byte(`{"ms":3000}`), 20*time.Second)
+				switch {
+				case err != nil:
+				case m.Header.Get("Nats-Service-Error-Code") == "503":
+					refusedN.Add(1)
+				default:
+					admitted.Add(1)
+				}
+			})
+		}
+		time.Sleep(300 * time.Millisecond) // the flood is in flight
+		// Another agent's 100 calls, 8 at a time, and the operator's 10 at once.
+		var failed atomic.Int64
+		var others sync.WaitGroup
+		work := make(chan int)
+		for range 8 {
+			others.Go(func() {
+				for range work {
+					if m, err := call(calm, "mcp.v1.agent.calm.call.safe.echo", `{"message":"calm"}`); err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+						failed.Add(1)
+						t.Logf("calm call: %v %v", err, m)
+					}
+				}
+			})
+		}
+		for range 10 {
+			others.Go(func() {
+				if m, err := call(st.Conn, "mcp.v1.call.safe.echo", `{"message":"operator"}`); err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+					failed.Add(1)
+					t.Logf("operator call: %v %v", err, m)
+				}
+			})
+		}
+		for i := range 100 {
+			work <- i
+		}
+		close(work)
+		others.Wait()
+		wg.Wait()
+		if failed.Load() != 0 {
+			t.Errorf("%d of the other callers' 110 calls failed during the flood", failed.Load())
+		}
+		if admitted.Load() > 16 || refusedN.Load() < 384 {
+			t.Errorf("the flood: %d admitted, %d refused (its share is 16)", admitted.Load(), refusedN.Load())
+		}
+		t.Logf("flood: %d admitted, %d refused; the others' 110 calls all answered", admitted.Load(), refusedN.Load())
+	})
+
+	t.Run("a cancellation reaches only the caller's own call", func(t *testing.T) {
+		done := make(chan error, 1)
+		go func() {
+			msg := nats.NewMsg("mcp.v1.agent.flood.call.safe.sleep")
+			msg.Header.Set("Mcp-Request-Id", "victim-1")
+			msg.Data = []byte(`{"ms":1500}`)
+			m, err := flood.RequestMsg(msg, 10*time.Second)
+			if err == nil && m.Header.Get("Nats-Service-Error-Code") != "" {
+				err = fmt.Errorf("%s", m.Header.Get("Nats-Service-Error"))
+			}
+			done <- err
+		}()
+		time.Sleep(300 * time.Millisecond)
+		if err := calm.Publish("mcp.v1.agent.calm.cancel.safe", []byte(`{"request_id":"victim-1"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("another agent's cancellation ended the call: %v", err)
+		}
+	})
+}
