@@ -6,6 +6,7 @@ package credclient
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,6 +101,7 @@ type Resolver struct {
 	// verb is resolve (runners) or registry (the registry service's key).
 	verb   string
 	runner string
+	signer nkeys.KeyPair // nil: no proof (a runner without a bus identity)
 }
 
 // ResolverOption sets who resolves.
@@ -108,6 +110,11 @@ type ResolverOption func(*Resolver)
 // AsRunner resolves as runner id: the service answers only for servers that
 // runner owns.
 func AsRunner(id string) ResolverOption { return func(r *Resolver) { r.runner = id } }
+
+// SignedBy proves each resolve with the runner's bus identity (its nkey),
+// which its leases name: a resolve in the runner's name signed by any other
+// key is refused.
+func SignedBy(kp nkeys.KeyPair) ResolverOption { return func(r *Resolver) { r.signer = kp } }
 
 // ForRegistry resolves the registry credentials (the Smithery key) on
 // mcp.v1.cred.registry, the registry service's own subject.
@@ -137,6 +144,18 @@ func (r *Resolver) PublicKey() string { return r.pubKey }
 // (empty when it has none).
 func (r *Resolver) Resolve(ctx context.Context, serverID string) (model.ResolvedCredentials, error) {
 	req := model.CredResolveRequest{ServerID: serverID, RecipientKey: r.pubKey, Runner: r.runner}
+	if r.signer != nil {
+		pub, err := r.signer.PublicKey()
+		if err != nil {
+			return model.ResolvedCredentials{}, fmt.Errorf("credclient: the runner's public key: %w", err)
+		}
+		req.RunnerKey, req.SignedAt = pub, time.Now().UnixMilli()
+		sig, err := r.signer.Sign(req.ProofMessage())
+		if err != nil {
+			return model.ResolvedCredentials{}, fmt.Errorf("credclient: signing the resolve: %w", err)
+		}
+		req.Signature = base64.RawURLEncoding.EncodeToString(sig)
+	}
 	return r.fetch(ctx, r.verb, req)
 }
 

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -177,6 +178,23 @@ type CredResolveRequest struct {
 	// Runner is the id of the resolving runner: the credential service
 	// answers only for servers that runner holds a lease on (mcp_owners).
 	Runner string `json:"runner,omitempty"`
+	// RunnerKey, SignedAt and Signature prove the runner is the lease's
+	// holder rather than anyone who says its id: a lease names its holder's
+	// nkey (U…), and the holder signs ProofMessage with it. Runners without
+	// a bus identity (an unauthenticated bus) leave them empty, and so do
+	// their leases.
+	RunnerKey string `json:"runner_key,omitempty"`
+	// SignedAt is when, in Unix milliseconds.
+	SignedAt int64 `json:"signed_at,omitempty"`
+	// Signature is the nkey signature of ProofMessage, base64url without padding.
+	Signature string `json:"signature,omitempty"`
+}
+
+// ProofMessage is what a runner signs to resolve a server's secrets: the
+// server, the key the reply is sealed to, the runner and the time, so a
+// signature opens nothing else and no other recipient's reply.
+func (r CredResolveRequest) ProofMessage() []byte {
+	return fmt.Appendf(nil, "mcpbus cred.resolve\n%s\n%s\n%s\n%d", r.ServerID, r.RecipientKey, r.Runner, r.SignedAt)
 }
 
 // CredEvent is the audit event of one resolve (mcp.v1.events.cred.<server_id>):

@@ -145,7 +145,11 @@ func RunAlone(ctx context.Context, def Definition, b Bus, h Host, opts Options, 
 			return nil // stopped while waiting: a clean stop
 		}
 	}
-	svc, err := opts.Build(ctx, Env{Conn: nc, Prefix: b.Prefix, DataDir: h.DataDir, Replicas: h.Replicas, Logger: log})
+	id, err := b.NATS.Identity()
+	if err != nil {
+		return err
+	}
+	svc, err := opts.Build(ctx, Env{Conn: nc, Prefix: b.Prefix, DataDir: h.DataDir, Replicas: h.Replicas, Logger: log, Identity: id})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ package service
 
 import (
 	"context"
+	"github.com/nats-io/nkeys"
 	"io"
 	"log/slog"
 
@@ -44,6 +45,10 @@ type Env struct {
 	// 3 on a 3-node cluster).
 	Replicas int
 	Logger   *slog.Logger
+	// Identity is the service's bus identity (its nkey, read once at start),
+	// for what it must prove beyond its connection (a runner signs its
+	// resolves); nil on an unauthenticated bus.
+	Identity nkeys.KeyPair
 	// SharedHost is true when every service runs on this host (mcpbus up),
 	// so paths that configs name can be checked where they are saved.
 	SharedHost bool

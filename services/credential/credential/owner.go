@@ -2,8 +2,10 @@ package credential
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/nats-io/nkeys"
 	"sync"
 	"time"
 
@@ -26,8 +28,15 @@ type ownerCheck struct {
 	owners  jetstream.KeyValue
 }
 
-// check refuses unless runner leases the server whose config id is id.
-func (o *ownerCheck) check(ctx context.Context, runner, id string) error {
+// proofSkew bounds how old (or how far ahead) a resolve's signature may be.
+const proofSkew = 2 * time.Minute
+
+// check refuses unless the requester holds a lease on the server whose
+// config id is in.ServerID: the lease names in.Runner, and when it names a
+// key too (a runner with a bus identity), the request is signed with that
+// key. A request that only says a runner's id gets nothing.
+func (o *ownerCheck) check(ctx context.Context, in model.CredResolveRequest) error {
+	runner, id := in.Runner, in.ServerID
 	if o.skip {
 		return nil
 	}
@@ -61,12 +70,42 @@ func (o *ownerCheck) check(ctx context.Context, runner, id string) error {
 		}
 		var lease struct {
 			Runner string `json:"runner"`
+			Key    string `json:"key"`
 		}
-		if json.Unmarshal(l.Value(), &lease) == nil && lease.Runner == runner {
-			return nil
+		if json.Unmarshal(l.Value(), &lease) != nil || lease.Runner != runner {
+			continue
 		}
+		if lease.Key == "" {
+			return nil // a runner without a bus identity: its id is all there is
+		}
+		return proven(in, lease.Key, cfg.Slug)
 	}
 	return apierr.Newf(apierr.Unauthorized, "runner %s does not own server %s", runner, cfg.Slug)
+}
+
+// proven checks in's signature against key, the lease holder's nkey.
+func proven(in model.CredResolveRequest, key, slug string) error {
+	refused := func(why string) error {
+		return apierr.Newf(apierr.Unauthorized, "cred.resolve of server %s in the name of runner %s refused: %s", slug, in.Runner, why)
+	}
+	if in.RunnerKey != key {
+		return refused("not signed by the key its lease names")
+	}
+	if d := time.Since(time.UnixMilli(in.SignedAt)); d > proofSkew || d < -proofSkew {
+		return refused("the signature's time is more than 2 minutes off")
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(in.Signature)
+	if err != nil {
+		return refused("the signature is not base64url")
+	}
+	pub, err := nkeys.FromPublicKey(key)
+	if err != nil {
+		return refused("the lease's key is not an nkey")
+	}
+	if err := pub.Verify(in.ProofMessage(), sig); err != nil {
+		return refused("the signature does not verify")
+	}
+	return nil
 }
 
 // buckets opens the config and lease buckets once (the config service and

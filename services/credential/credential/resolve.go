@@ -48,7 +48,7 @@ func (s *Service) resolve(ctx context.Context, data []byte, via string) (id stri
 	case via == VerbResolve && id == model.RegistryCredentialsID:
 		return id, nil, apierr.Invalid("server_id", "the registry credentials are resolved on cred.registry")
 	case via == VerbResolve:
-		if err := s.owner.check(ctx, in.Runner, id); err != nil {
+		if err := s.owner.check(ctx, in); err != nil {
 			return id, nil, err
 		}
 	}

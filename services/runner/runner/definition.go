@@ -91,6 +91,13 @@ func (o *Options) Build(_ context.Context, env service.Env) (service.Service, er
 	}
 	opts := *o
 	opts.Prefix, opts.Logger, opts.Replicas = env.Prefix, env.Logger, env.Replicas
+	if env.Identity != nil && opts.IdentityKey == "" {
+		key, err := env.Identity.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("runner: its identity's public key: %w", err)
+		}
+		opts.IdentityKey = key
+	}
 	if opts.DataDir == "" {
 		opts.DataDir = env.DataDir
 	}
@@ -98,7 +105,11 @@ func (o *Options) Build(_ context.Context, env service.Env) (service.Service, er
 		opts.ID = uuid.NewString() // the resolver names it
 	}
 	if opts.Resolver == nil {
-		res, err := credclient.NewResolver(env.Conn, env.Prefix, credclient.AsRunner(opts.ID))
+		ropts := []credclient.ResolverOption{credclient.AsRunner(opts.ID)}
+		if env.Identity != nil {
+			ropts = append(ropts, credclient.SignedBy(env.Identity))
+		}
+		res, err := credclient.NewResolver(env.Conn, env.Prefix, ropts...)
 		if err != nil {
 			return nil, err
 		}

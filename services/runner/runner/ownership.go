@@ -41,7 +41,11 @@ type lease struct {
 
 // leaseValue is the value of a lease key.
 type leaseValue struct {
-	Runner  string    `json:"runner"`
+	Runner string `json:"runner"`
+	// Key is the holder's bus identity (nkey public key): the credential
+	// service answers cred.resolve for the server only to a request signed
+	// with it.
+	Key     string    `json:"key,omitempty"`
 	Server  string    `json:"server"`
 	Replica int       `json:"replica"`
 	Since   time.Time `json:"since"`
@@ -147,7 +151,7 @@ func (r *Runner) renewLeases(ctx context.Context) bool {
 
 // renewLease renews one lease; false means NATS did not answer.
 func (r *Runner) renewLease(ctx context.Context, slug string, l lease) bool {
-	val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Server: slug, Replica: l.replica, Since: l.since})
+	val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Key: r.opts.IdentityKey, Server: slug, Replica: l.replica, Since: l.since})
 	c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
 	rev, err := r.assets.Owners.Update(c, l.key, val, l.rev)
 	cancel()
@@ -302,7 +306,7 @@ func (r *Runner) acquire(ctx context.Context) {
 				continue
 			}
 			now := time.Now()
-			val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Server: slug, Replica: replica, Since: now.UTC()})
+			val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Key: r.opts.IdentityKey, Server: slug, Replica: replica, Since: now.UTC()})
 			c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
 			rev, err := r.assets.Owners.Create(c, key, val)
 			cancel()

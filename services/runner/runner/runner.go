@@ -88,6 +88,10 @@ type Options struct {
 	// callers get SERVICE_UNAVAILABLE.
 	MaxServers  int
 	MaxInflight int
+	// IdentityKey is the runner's bus identity (nkey public key), written
+	// into its leases; its resolver signs with the same key (""/none on an
+	// unauthenticated bus).
+	IdentityKey string
 	// AgentMaxInflight bounds one agent's calls in flight per server unless
 	// its record says otherwise (default a quarter of MaxInflight).
 	AgentMaxInflight int

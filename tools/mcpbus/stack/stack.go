@@ -217,8 +217,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		if err != nil {
 			return nil, err
 		}
+		kp, err := s.keyPair(role)
+		if err != nil {
+			return nil, err
+		}
 		svc, err := r.Opts.Build(setup, service.Env{Conn: nc, Prefix: opts.Prefix, DataDir: opts.DataDir,
-			Replicas: 1, Logger: opts.Logger.With("service", r.Def.Name), SharedHost: true})
+			Replicas: 1, Logger: opts.Logger.With("service", r.Def.Name), SharedHost: true, Identity: kp})
 		if err != nil {
 			return nil, fmt.Errorf("%s service: %w", r.Def.Name, err)
 		}
