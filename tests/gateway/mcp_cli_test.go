@@ -282,12 +282,39 @@ func TestMCPServeStdio(t *testing.T) {
 		t.Error("the filtered serve-stdio called alpha__echo")
 	}
 
+	// As an agent: only the tools its globs match, through its own subjects
+	// (an agent has no JetStream: the catalog comes from its tools.list).
+	r := up.runCLI(t, "--json", "agents", "create", "stdio-agent", "--allow-tool", "alpha__ech*")
+	var agent model.Agent
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &agent) != nil {
+		t.Fatalf("agents create: %s", r)
+	}
+	ag, agStderr, agCmd := stdio(t, "--nats-nkey", agent.SeedFile)
+	if got := sortedNames(listTools(t, ag.ClientSession)); !slices.Equal(got, []string{"alpha__echo"}) {
+		t.Errorf("serve-stdio as agent alpha__ech* lists %v", got)
+	}
+	if got := callText(t, ag.ClientSession, "alpha__echo", map[string]any{"message": "as agent"}); got != "as agent" {
+		t.Errorf("alpha__echo as agent returned %q", got)
+	}
+	for _, name := range []string{"alpha__env", "beta__echo"} {
+		if res, err := callTool(t, ag.ClientSession, name, map[string]any{"name": "SERVER_ID", "message": "x"}); err == nil && !res.IsError {
+			t.Errorf("the agent called %s: %+v", name, res)
+		}
+	}
+	if strings.Contains(agStderr.String(), "ermissions") {
+		t.Errorf("serve-stdio as agent hit a permission:\n%s", agStderr.String())
+	}
+	// A command the agent may not run says so, rather than timing out.
+	if r := up.runCLI(t, "--nats-nkey", agent.SeedFile, "servers", "list"); r.Code == 0 || !strings.Contains(r.Stderr, "refused this identity") {
+		t.Errorf("servers list as an agent: %s, want the bus's refusal named", r)
+	}
+
 	// Closing stdin ends each process by itself: no SIGTERM needed (the
 	// transport sends one after TerminateDuration, 5s).
 	for _, c := range []struct {
 		s   *mcpSession
 		cmd *exec.Cmd
-	}{{s, cmd}, {f, fcmd}} {
+	}{{s, cmd}, {f, fcmd}, {ag, agCmd}} {
 		closeStart := time.Now()
 		if err := c.s.Close(); err != nil {
 			t.Errorf("closing a serve-stdio session: %v", err)

@@ -64,6 +64,15 @@ type Options struct {
 	NoFastPath bool
 	// Version is the serverInfo version shown to clients (default "dev").
 	Version string
+	// Agent, when set, is the agent whose identity the connection has: the
+	// aggregate follows its own tools.list instead of the catalog buckets
+	// (followAgent) and calls on its own subjects (mcpbus serve-stdio as an
+	// agent).
+	Agent string
+	// Local says the aggregate serves clients of this process alone
+	// (serve-stdio): no other instance passes it the retries of held calls,
+	// so it takes none (gateway.retry.* is the gateways' own subject).
+	Local bool
 }
 
 func (o *Options) defaults() {
@@ -133,13 +142,15 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 	}
 	setup, cancelSetup := context.WithTimeout(ctx, 10*time.Second)
 	defer cancelSetup()
-	tools, status, err := buckets(setup, js, opts.Prefix)
-	if err != nil {
-		return nil, err
+	var tools, status jetstream.KeyValue
+	if opts.Agent == "" {
+		if tools, status, err = buckets(setup, js, opts.Prefix); err != nil {
+			return nil, err
+		}
 	}
 	a := &Aggregator{
 		opts: opts, log: opts.Logger, sdkLog: sdkLogger(opts.Logger),
-		client: client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}), nc: nc,
+		client: client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout, Agent: opts.Agent}), nc: nc,
 		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, restarts: restarts.New(),
 		tools: map[string]*toolEntry{}, views: map[string]*view{}, tel: newServerTelemetry(),
 	}
@@ -162,20 +173,28 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 	})
 	wctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
-	if a.retries, err = a.serveRetries(wctx); err != nil {
-		cancel()
-		return nil, err
+	if !opts.Local {
+		if a.retries, err = a.serveRetries(wctx); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	toolsReady, statusReady := make(chan struct{}), make(chan struct{})
 	a.wg.Add(3)
-	go func() {
-		defer a.wg.Done()
-		watchKV(wctx, a.log, nc, tools, decodeJSON[model.Catalog], a.applyCatalogs, toolsReady)
-	}()
-	go func() {
-		defer a.wg.Done()
-		watchKV(wctx, a.log, nc, status, decodeJSON[model.Status], a.applyStatus, statusReady)
-	}()
+	if opts.Agent != "" {
+		close(statusReady)
+		go func() { defer a.wg.Done(); a.followAgent(wctx, toolsReady) }()
+		a.wg.Done()
+	} else {
+		go func() {
+			defer a.wg.Done()
+			watchKV(wctx, a.log, nc, tools, decodeJSON[model.Catalog], a.applyCatalogs, toolsReady)
+		}()
+		go func() {
+			defer a.wg.Done()
+			watchKV(wctx, a.log, nc, status, decodeJSON[model.Status], a.applyStatus, statusReady)
+		}()
+	}
 	go func() { defer a.wg.Done(); a.janitor(wctx) }()
 	for _, ready := range []chan struct{}{toolsReady, statusReady} {
 		select {
@@ -198,7 +217,9 @@ func (a *Aggregator) Close() {
 	a.closed = true // viewFor refuses new views from now on
 	views := slices.Collect(maps.Values(a.views))
 	a.mu.Unlock()
-	_ = a.retries.Unsubscribe()
+	if a.retries != nil {
+		_ = a.retries.Unsubscribe()
+	}
 	a.cancel()
 	a.wg.Wait()
 	a.sessions.closeAll(views)

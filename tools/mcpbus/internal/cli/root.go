@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +36,34 @@ type globals struct {
 	stdin   io.Reader
 	stdout  io.Writer
 	stderr  io.Writer
+	// violation is the last permissions violation the bus reported to this
+	// process's connection: the cause of a request that then times out.
+	violation atomic.Pointer[string]
+	// abort ends the command at a publish the bus refused (nil: go on, as
+	// the long-running serve-stdio does), so it fails at once instead of
+	// waiting out its request.
+	abort atomic.Pointer[context.CancelFunc]
+}
+
+// agent is the agent whose seed the CLI connects with (an nkey file named
+// agent-<name>.nk, as mcpbus agents create writes it), or "".
+func (g *globals) agent() string {
+	name := strings.TrimSuffix(filepath.Base(g.bus.NATS.NKeyFile), access.SeedExt)
+	agent, _ := strings.CutPrefix(name, access.AgentIdentityPrefix)
+	if g.bus.NATS.NKeyFile == "" || agent == name {
+		return ""
+	}
+	return agent
+}
+
+// refused names the permission the bus refused when err (a timeout, most
+// often) followed one: NATS reports a violation apart from the request it
+// breaks, which would otherwise just time out.
+func (g *globals) refused(err error) error {
+	if v := g.violation.Load(); v != nil && err != nil {
+		return apierr.Wrap(apierr.Unauthorized, "the bus refused this identity: "+*v, err)
+	}
+	return err
 }
 
 // Main runs the CLI and returns the process exit code.
@@ -47,6 +76,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ctx, abort := context.WithCancel(ctx)
+	defer abort()
+	g.abort.Store(&abort)
 	if err := root.ExecuteContext(ctx); err != nil {
 		var exit silentExit
 		if errors.As(err, &exit) {
@@ -88,14 +120,22 @@ func (g *globals) connect(ctx context.Context) (*nats.Conn, *client.Client, erro
 			o.NKeyFile = f
 		}
 	}
-	nc, err := o.Dial("mcpbus-cli", natsconn.FailFast, nil)
+	nc, err := o.Dial("mcpbus-cli", natsconn.FailFast, nil, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			msg := err.Error()
+			g.violation.Store(&msg)
+			if abort := g.abort.Load(); abort != nil && strings.Contains(msg, "Publish") {
+				(*abort)()
+			}
+		}
+	}))
 	if errors.Is(err, nats.ErrAuthorization) || (err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation")) {
 		return nil, nil, apierr.Wrap(apierr.Unauthorized, fmt.Sprintf("NATS at %s refused the connection: it needs an identity (run where mcpbus up keeps .mcpbus, set MCPBUS_DATA_DIR, or give --nats-nkey)", o.URLs), err)
 	}
 	if err != nil {
 		return nil, nil, apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("cannot reach NATS at %s (is `mcpbus up` running?)", g.bus.NATS.URLs), err)
 	}
-	return nc, client.New(nc, client.Options{Prefix: g.bus.Prefix, Timeout: g.timeout}), nil
+	return nc, client.New(nc, client.Options{Prefix: g.bus.Prefix, Timeout: g.timeout, Agent: g.agent()}), nil
 }
 
 // operatorSeed is the operator identity of a local mcpbus up
@@ -118,6 +158,10 @@ func (g *globals) printJSON(v any) error {
 
 // printError reports err: the error contract as JSON with --json, else one line.
 func (g *globals) printError(err error) {
+	switch apierr.Of(err) {
+	case apierr.ServiceUnavailable, apierr.Network, apierr.Internal:
+		err = g.refused(err)
+	}
 	var e *apierr.Error
 	if !errors.As(err, &e) {
 		e = &apierr.Error{Code: apierr.Validation, Message: err.Error()}

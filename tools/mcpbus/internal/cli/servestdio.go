@@ -21,7 +21,10 @@ func newServeStdioCmd(g *globals) *cobra.Command {
 		Long: `serve-stdio connects to the bus and speaks MCP on stdin/stdout: the tools of every
 running server as <server>__<tool>, their resources and prompts, calls routed over the
 bus. Logs go to stderr. Point a client at it, e.g. in claude_desktop_config.json:
-  {"mcpServers": {"mcpbus": {"command": "mcpbus", "args": ["serve-stdio"]}}}`,
+  {"mcpServers": {"mcpbus": {"command": "mcpbus", "args": ["serve-stdio"]}}}
+With an agent's seed (--nats-nkey <data-dir>/nats/agent-<name>.nk, made by
+mcpbus agents create) it serves only the tools that agent may call, through
+the agent's own subjects.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			nc, _, err := g.connect(cmd.Context())
@@ -30,9 +33,11 @@ bus. Logs go to stderr. Point a client at it, e.g. in claude_desktop_config.json
 			}
 			defer nc.Close()
 			log := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			agg, err := mcpserver.New(cmd.Context(), nc, mcpserver.Options{Prefix: g.bus.Prefix, Logger: log, NoAuth: true})
+			agent := g.agent()
+			g.abort.Store(nil) // a refused publish is logged, and the server goes on
+			agg, err := mcpserver.New(cmd.Context(), nc, mcpserver.Options{Prefix: g.bus.Prefix, Logger: log, NoAuth: true, Agent: agent, Local: true})
 			if err != nil {
-				return fmt.Errorf("serve-stdio: %w", err)
+				return fmt.Errorf("serve-stdio: %w", g.refused(err))
 			}
 			defer agg.Close()
 			p := auth.Anonymous()
