@@ -8,11 +8,14 @@
 //
 //   npm install nats@2
 //   NATS_URL=nats://127.0.0.1:4222 NATS_NKEY=.mcpbus/nats/agent-demo.nk \
-//     NATS_INBOX_PREFIX=_I.agent-demo node agent.mjs
+//     NATS_INBOX_PREFIX=_I.agent-demo MCP_PREFIX=mcp.v1.agent.demo node agent.mjs
 //
-// NATS_NKEY and NATS_INBOX_PREFIX are the seed file and inbox prefix that
-// `mcpbus agents create demo` prints: mcpbus up's bus refuses a connection
-// without an identity, and an agent may read replies only under its prefix.
+// NATS_NKEY, NATS_INBOX_PREFIX and MCP_PREFIX are the seed file, inbox prefix
+// and subject prefix that `mcpbus agents create demo` prints: mcpbus up's bus
+// refuses a connection without an identity, an agent may read replies only
+// under its inbox prefix, and it requests under its own subject prefix
+// (mcp.v1.agent.<name>), which tells the runners who is calling. On a bus
+// without identities (--insecure-bus) leave all three out.
 //
 // It expects server-everything to be running under the slug "everything"
 // (see docs/agents.md). tests/e2e/agent_test.go runs this file for real.
@@ -28,6 +31,7 @@ import { readFileSync } from "node:fs";
 /** @type {import("nats").Codec<any>} */
 const jc = JSONCodec();
 const seedFile = process.env.NATS_NKEY;
+const prefix = process.env.MCP_PREFIX ?? "mcp.v1";
 const inboxPrefix = process.env.NATS_INBOX_PREFIX;
 const nc = await connect({
   servers: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
@@ -53,18 +57,18 @@ async function call(subject, body, { hdrs, timeout = 35_000 } = {}) {
 }
 
 // 1. The tool catalog of every running server.
-const { result: list } = await call("mcp.v1.tools.list", {});
+const { result: list } = await call(`${prefix}.tools.list`, {});
 for (const t of list.tools) {
   console.log(`tool ${t.name} -> ${t.subject}`);
 }
 
 // 2. A tool call: the body is the tool's arguments, the reply a CallToolResult.
-const { result: echo } = await call("mcp.v1.call.everything.echo", { message: "hi" });
+const { result: echo } = await call(`${prefix}.call.everything.echo`, { message: "hi" });
 console.log(`echo: ${echo.content[0].text}`);
 
 // 3. Errors come back as a reply with Nats-Service-Error-Code / Nats-Service-Error
 //    headers and a JSON body {code, message, field}.
-const { error } = await call("mcp.v1.call.everything.no-such-tool", {});
+const { error } = await call(`${prefix}.call.everything.no-such-tool`, {});
 if (!error) throw new Error("no-such-tool answered without an error");
 console.log(`error: ${error.status} ${error.code}: ${error.message}`);
 
@@ -83,14 +87,14 @@ h.set("Mcp-Request-Id", randomUUID());
 h.set("Mcp-Progress-Subject", inbox);
 h.set("Mcp-Timeout-Ms", "10000"); // the runner gives up after this long
 const { result: long } = await call(
-  "mcp.v1.call.everything.trigger-long-running-operation",
+  `${prefix}.call.everything.trigger-long-running-operation`,
   { duration: 0.6, steps: 3 },
   { hdrs: h, timeout: 10_000 },
 );
 console.log(`long: ${long.content[0].text}`);
 progress.unsubscribe();
 
-// 5. Cancellation: publish the request id to mcp.v1.cancel.<server>. Waiting
+// 5. Cancellation: publish the request id to <prefix>.cancel.<server>. Waiting
 //    for the first progress message makes sure the call is already running.
 const id = randomUUID();
 const started = createInbox(inboxPrefix);
@@ -99,12 +103,12 @@ const ch = headers();
 ch.set("Mcp-Request-Id", id);
 ch.set("Mcp-Progress-Subject", started);
 const pending = call(
-  "mcp.v1.call.everything.trigger-long-running-operation",
+  `${prefix}.call.everything.trigger-long-running-operation`,
   { duration: 30, steps: 60 },
   { hdrs: ch },
 );
 for await (const _ of firstProgress) {
-  nc.publish("mcp.v1.cancel.everything", jc.encode({ request_id: id }));
+  nc.publish(`${prefix}.cancel.everything`, jc.encode({ request_id: id }));
 }
 const { error: cancelled } = await pending;
 if (!cancelled) throw new Error("the cancelled call answered without an error");
@@ -112,7 +116,7 @@ console.log(`cancel: ${cancelled.status} ${cancelled.code}: ${cancelled.message}
 
 // 6. A server nobody runs: NATS answers "no responders" at once.
 try {
-  await nc.request("mcp.v1.call.nosuch.echo", jc.encode({}), { timeout: 5_000 });
+  await nc.request(`${prefix}.call.nosuch.echo`, jc.encode({}), { timeout: 5_000 });
 } catch (e) {
   const err = /** @type {import("nats").NatsError} */ (e);
   console.log(err.code === ErrorCode.NoResponders ? "nosuch: no responders" : `nosuch: ${err.message}`);

@@ -21,12 +21,13 @@ import (
 // TestTypeScriptAgent runs docs/examples/agent.mjs (the `nats` npm package, no
 // mcpbus code) with node against a running system and checks what it prints.
 func TestTypeScriptAgent(t *testing.T) {
-	runAgentScript(t, everythingURL(t))
+	runAgentScript(t, everythingURL(t), "mcp.v1")
 }
 
 // runAgentScript runs docs/examples/agent.mjs against url with env added and
-// checks what it prints.
-func runAgentScript(t *testing.T, url string, env ...string) {
+// checks what it prints; prefix is where its requests go (mcp.v1, or an
+// agent's mcp.v1.agent.<name>).
+func runAgentScript(t *testing.T, url, prefix string, env ...string) {
 	t.Helper()
 	modules := npmModules(t)
 	node, err := exec.LookPath("node")
@@ -46,7 +47,7 @@ func runAgentScript(t *testing.T, url string, env ...string) {
 	}
 	t.Logf("agent.mjs printed:\n%s", out)
 	for _, want := range []string{
-		"tool everything__echo -> mcp.v1.call.everything.echo",
+		"tool everything__echo -> " + prefix + ".call.everything.echo",
 		"echo: Echo: hi",
 		"error: 404 NOT_FOUND",
 		"progress 1/3",
@@ -157,5 +158,5 @@ func TestTypeScriptAgentWithIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runAgentScript(t, st.NATS.ClientURL(), "NATS_NKEY="+agent.SeedFile, "NATS_INBOX_PREFIX="+agent.InboxPrefix)
+	runAgentScript(t, st.NATS.ClientURL(), agent.SubjectPrefix, "NATS_NKEY="+agent.SeedFile, "NATS_INBOX_PREFIX="+agent.InboxPrefix, "MCP_PREFIX="+agent.SubjectPrefix)
 }

@@ -39,6 +39,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Duration(&o.StartTimeout, "server-start-timeout", "", DefaultStartTimeout, "how long a server may take to spawn, handshake and list its tools")
 	s.Duration(&o.IdleTimeout, "idle-timeout", "", DefaultIdleTimeout, "stop a server after this long without calls (negative: never)")
 	s.Int(&o.MaxServers, "max-servers", "", DefaultMaxServers, "servers running at once on this runner at most")
+	s.Int(&o.AgentMaxInflight, "agent-max-inflight", "", 0, "one agent's calls in flight at one server unless its record says otherwise (default: a quarter of a server's max_inflight)")
 	s.Duration(&o.LeaseTTL, "lease-ttl", "", DefaultLeaseTTL, "ownership lease: a runner that dies loses its servers to others after this long")
 	s.Strings(&o.ExecTypes, "exec-types", "", model.ExecTypes,
 		"package types this runner spawns or connects: npm, docker, binary, http (a deployment sets npm,docker,http)")

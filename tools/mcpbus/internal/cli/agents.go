@@ -18,9 +18,12 @@ func newAgentsCmd(g *globals) *cobra.Command {
 		Use:   "agents",
 		Short: "Create, list and revoke the NATS identities of agents (mcpbus up)",
 		Long: `An agent identity is an nkey user of mcpbus up's NATS server that may call the tools
-it is allowed (and list tools, cancel its calls, read events), nothing else. Its seed is
-written to a 0600 file on the host of mcpbus up; connect with it and its inbox prefix:
-  nats --nkey <seed file> --inbox-prefix <inbox prefix> req mcp.v1.call.everything.echo '{"message":"hi"}'`,
+its globs match (and list them, cancel its own calls, follow its servers' live events),
+nothing else. It requests under its own subject prefix mcp.v1.agent.<name>, which only it
+may publish to, so the runners know who calls and check its globs and its share of a
+server's calls. Its seed is written to a 0600 file on the host of mcpbus up; connect with
+it and its inbox prefix:
+  nats --nkey <seed file> --inbox-prefix <inbox prefix> req mcp.v1.agent.<name>.call.everything.echo '{"message":"hi"}'`,
 	}
 	cmd.AddCommand(newAgentsCreateCmd(g), newAgentsListCmd(g), newAgentsRevokeCmd(g))
 	return cmd
@@ -51,11 +54,12 @@ func newAgentsCreateCmd(g *globals) *cobra.Command {
 			if g.json {
 				return g.printJSON(out)
 			}
-			fmt.Fprintf(g.stdout, "agent %s: seed %s, inbox prefix %s\nmay request: %s\n", out.Name, out.SeedFile, out.InboxPrefix, strings.Join(out.Subjects, " "))
+			fmt.Fprintf(g.stdout, "agent %s: seed %s, inbox prefix %s, subject prefix %s\nmay request: %s\n", out.Name, out.SeedFile, out.InboxPrefix, out.SubjectPrefix, strings.Join(out.Subjects, " "))
 			return nil
 		},
 	}
 	cmd.Flags().StringArrayVar(&req.Allow, "allow-tool", nil, "a glob on <server>__<tool> the agent may call (repeat; default every tool)")
+	cmd.Flags().IntVar(&req.MaxInflight, "max-inflight", 0, "its calls in flight at one server (default: the runner's --agent-max-inflight, a quarter of a server's max_inflight)")
 	return cmd
 }
 
