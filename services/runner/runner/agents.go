@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"strings"
 	"sync/atomic"
 
@@ -96,6 +97,12 @@ func (s *server) takeShare(c caller) (release func(), err error) {
 	max := c.record.MaxInflight
 	if max <= 0 {
 		max = s.r.opts.AgentMaxInflight
+	}
+	if max <= 0 {
+		s.mu.RLock()
+		max = maxInflight(s.cfg, s.r.opts.MaxInflight) / 4
+		s.mu.RUnlock()
+		max = cmp.Or(max, 1)
 	}
 	if n.Add(1) > int64(max) {
 		n.Add(-1)

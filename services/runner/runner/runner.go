@@ -93,7 +93,8 @@ type Options struct {
 	// unauthenticated bus).
 	IdentityKey string
 	// AgentMaxInflight bounds one agent's calls in flight per server unless
-	// its record says otherwise (default a quarter of MaxInflight).
+	// its record says otherwise (0: a quarter of the server's max_inflight,
+	// so one agent's flood leaves the rest to everyone else).
 	AgentMaxInflight int
 	// TickInterval is the period of the idle and health checks (default 1s).
 	TickInterval time.Duration
@@ -160,14 +161,6 @@ func (o *Options) defaults() {
 	}
 	if o.MaxServers <= 0 {
 		o.MaxServers = DefaultMaxServers
-	}
-	if o.AgentMaxInflight <= 0 {
-		// A quarter of a server's calls: one agent's flood leaves the rest
-		// to everyone else.
-		o.AgentMaxInflight = max(1, o.MaxInflight/4)
-		if o.MaxInflight <= 0 {
-			o.AgentMaxInflight = 16
-		}
 	}
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = 64
