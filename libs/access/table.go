@@ -10,6 +10,7 @@ package access
 
 import (
 	"fmt"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"slices"
 	"strings"
 )
@@ -283,7 +284,10 @@ func AgentPerms(prefix, name string, allow []string) (Perms, error) {
 		return Perms{}, err
 	}
 	own := prefix + ".agent." + name
-	pub := []string{own + ".tools.list"}
+	// Its answers to what a server asks during its calls (elicitation,
+	// sampling) go to the runner's answers inbox (bus.RequestAnswer), the
+	// only part of another identity's inbox it may write to.
+	pub := []string{own + ".tools.list", InboxRoot + ".*." + bus.AnswersToken + ".>"}
 	var sub []string
 	add := func(list *[]string, s ...string) {
 		for _, v := range s {

@@ -1,11 +1,13 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,14 +25,8 @@ const DefaultTimeout = 10 * time.Second
 // transport failures as *apierr.Error. Each request is a PRODUCER span
 // ("send <subject template>") and a messaging.client.operation.duration sample.
 func Request(ctx context.Context, nc *nats.Conn, msg *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		if timeout <= 0 {
-			timeout = DefaultTimeout
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
+	ctx, cancel := bounded(ctx, timeout)
+	defer cancel()
 	start := time.Now()
 	ctx, span, tmpl, in := sendSpan(ctx, msg)
 	reply, err := request(ctx, nc, msg)
@@ -109,4 +105,63 @@ func CallerTimeout(h nats.Header) time.Duration {
 		return time.Duration(math.MaxInt64) // would overflow: as good as no limit
 	}
 	return time.Duration(ms) * time.Millisecond
+}
+
+// AnswersToken marks the part of an identity's inbox that the parties it
+// asks may publish to: `_I.<name>.answers.<id>`. An agent answering a
+// server's elicitation writes there, and nowhere else of the runner's inbox
+// (its JetStream acks, the replies of services).
+const AnswersToken = "answers"
+
+// RequestAnswer is Request with the reply awaited on a subject of its own,
+// `<nc's inbox prefix>.answers.<id>`, for requests answered by identities
+// that may publish nothing else into nc's inbox.
+func RequestAnswer(ctx context.Context, nc *nats.Conn, msg *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
+	ctx, cancel := bounded(ctx, timeout)
+	defer cancel()
+	prefix := cmp.Or(nc.Opts.InboxPrefix, nats.InboxPrefix[:len(nats.InboxPrefix)-1])
+	inbox := prefix + "." + AnswersToken + "." + strings.TrimPrefix(nc.NewInbox(), prefix+".")
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.Network, "subscribing for the answer", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	start := time.Now()
+	ctx, span, tmpl, in := sendSpan(ctx, msg)
+	reply, err := awaitAnswer(ctx, nc, sub, msg, inbox)
+	endSend(ctx, in, span, tmpl, start, err)
+	return reply, err
+}
+
+func awaitAnswer(ctx context.Context, nc *nats.Conn, sub *nats.Subscription, msg *nats.Msg, inbox string) (*nats.Msg, error) {
+	PrepareHeaders(ctx, msg)
+	msg.Reply = inbox
+	if err := nc.PublishMsg(msg); err != nil {
+		return nil, FromNATS(err, msg.Subject)
+	}
+	reply, err := sub.NextMsgWithContext(ctx)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, apierr.Wrap(apierr.Network, "no answer on "+msg.Subject+" before the deadline", err)
+	case err != nil:
+		return nil, FromNATS(err, msg.Subject)
+	case len(reply.Data) == 0 && reply.Header.Get("Status") == "503":
+		return nil, FromNATS(nats.ErrNoResponders, msg.Subject)
+	}
+	if e := ReplyError(reply); e != nil {
+		return nil, e
+	}
+	return reply, nil
+}
+
+// bounded is ctx, or ctx bounded by timeout (DefaultTimeout when zero) when
+// it has no deadline of its own.
+func bounded(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return context.WithTimeout(ctx, timeout)
 }

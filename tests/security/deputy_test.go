@@ -281,6 +281,28 @@ func TestNoConfusedDeputy(t *testing.T) {
 		t.Logf("flood: %d admitted, %d refused; the others' 110 calls all answered", admitted.Load(), refusedN.Load())
 	})
 
+	t.Run("an agent answers its own call's elicitation, into the runner's answers inbox only", func(t *testing.T) {
+		inbox := "_I.agent-calm.asks." + fmt.Sprint(time.Now().UnixNano())
+		asked, err := calm.Subscribe(inbox, func(m *nats.Msg) {
+			if !strings.HasPrefix(m.Reply, "_I.") || !strings.Contains(m.Reply, ".answers.") {
+				t.Errorf("the server's request came with reply %q", m.Reply)
+			}
+			_ = m.Respond([]byte(`{"action":"accept","content":{"name":"Ada"}}`))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = asked.Unsubscribe() }()
+		msg := nats.NewMsg("mcp.v1.agent.calm.call.safe.ask")
+		msg.Header.Set("Mcp-Request-Id", "ask-1")
+		msg.Header.Set("Mcp-Client-Subject", inbox)
+		msg.Data = []byte(`{"message":"who are you?"}`)
+		m, err := calm.RequestMsg(msg, 20*time.Second)
+		if err != nil || !strings.Contains(string(m.Data), "hello Ada") {
+			t.Errorf("ask: %v %v", err, m)
+		}
+	})
+
 	t.Run("a cancellation reaches only the caller's own call", func(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {

@@ -106,7 +106,9 @@ func (s *server) relay(ctx context.Context, method string, params any, out any) 
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
 		wait = time.Until(d)
 	}
-	reply, err := bus.Request(ctx, s.r.nc, msg, wait)
+	// Answered into a subject of its own: an agent may write there, and
+	// nowhere else of the runner's inbox.
+	reply, err := bus.RequestAnswer(ctx, s.r.nc, msg, wait)
 	if err != nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpbus: the caller did not answer " + method + ": " + apierr.From(err).Message}
 	}
