@@ -108,11 +108,11 @@ func TestAgentsDocMatchesProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := bus.NewSubjects("")
+	a := bus.NewSubjects("").ForAgent("demo")
 	for _, want := range []string{
 		bus.HeaderRequestID, bus.HeaderProgressSubject, bus.HeaderTimeout, bus.HeaderErrorCode, bus.HeaderError,
-		s.ToolsList(), s.Call("everything", "echo"), s.Cancel("everything"), s.RPC("everything"),
-		"nats req mcp.v1.call.everything.echo", "nats-py", "examples/agent.mjs",
+		a.ToolsList(), a.Call("everything", "echo"), a.Cancel("everything"), a.RPC("everything"),
+		"nats req mcp.v1.agent.demo.call.everything.echo", "nats-py", "examples/agent.mjs", "MCP_PREFIX", bus.AnswersToken,
 		`"code"`, `"message"`, `"field"`, `"request_id"`,
 	} {
 		if !strings.Contains(string(doc), want) {
