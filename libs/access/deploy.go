@@ -16,6 +16,9 @@ import (
 //
 //	<dir>/<role>/<role>.nk   each role's seed, alone in its directory (0700,
 //	                         the seed 0600), so a container mounts only its own
+//	<dir>/runner/runner-<i>.nk  one seed per runner instance (--runners N):
+//	                         each runner process claims one (natsconn.Claim),
+//	                         so no two runners share an identity
 //	<dir>/nats/auth.conf     every role's nkey user with its public key and
 //	                         permissions, for nats-server to include (0644)
 //	<dir>/nats/routes.conf   the cluster's route credentials and routes, for
@@ -43,23 +46,27 @@ func RoleDir(dir string, role Role) string { return filepath.Join(dir, string(ro
 // nodes that can read the file join the cluster. Seeds and the route
 // password are kept; the two .conf files are rewritten from the table of
 // this version on every run.
-func ProvisionDeployment(dir, prefix string, routes []string) ([]Identity, error) {
+func ProvisionDeployment(dir, prefix string, routes []string, runners int) ([]Identity, error) {
 	if _, err := OpenStore(dir); err != nil { // the top directory: 0700
 		return nil, err
 	}
 	var ids []Identity
-	keys := map[Role]string{}
 	for _, role := range ServiceRoles() {
 		st, err := OpenStore(RoleDir(dir, role))
 		if err != nil {
 			return nil, err
 		}
-		id, err := st.Ensure(string(role), role)
-		if err != nil {
-			return nil, err
+		names := []string{string(role)}
+		if role == Runner {
+			names = RunnerNames(runners)
 		}
-		ids = append(ids, id)
-		keys[role] = id.Public
+		for _, name := range names {
+			id, err := st.Ensure(name, role)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, id)
+		}
 	}
 	natsDir := filepath.Join(dir, NATSDir)
 	if err := os.MkdirAll(natsDir, 0o755); err != nil {
@@ -68,7 +75,7 @@ func ProvisionDeployment(dir, prefix string, routes []string) ([]Identity, error
 	if err := os.Chmod(natsDir, 0o755); err != nil { // nats-server may run as another user
 		return nil, fmt.Errorf("identities: %w", err)
 	}
-	auth, err := Render(prefix, keys)
+	auth, err := Render(prefix, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -144,4 +151,14 @@ func writeAtomic(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// RunnerNames are the identities of n runner instances: runner-1 … runner-n
+// (at least one).
+func RunnerNames(n int) []string {
+	names := make([]string, max(n, 1))
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", Runner, i+1)
+	}
+	return names
 }

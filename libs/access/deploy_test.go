@@ -16,7 +16,7 @@ import (
 func TestProvisionDeployment(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ids")
 	routes := []string{"nats://nats-1:6222", "nats://nats-2:6222", "nats://nats-3:6222"}
-	first, err := ProvisionDeployment(dir, "mcp.v1", routes)
+	first, err := ProvisionDeployment(dir, "mcp.v1", routes, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,11 +24,11 @@ func TestProvisionDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := ProvisionDeployment(dir, "mcp.v1", routes)
+	again, err := ProvisionDeployment(dir, "mcp.v1", routes, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first) != len(ServiceRoles()) || !slices.EqualFunc(first, again, func(a, b Identity) bool { return a.Public == b.Public && a.Role == b.Role }) {
+	if len(first) != len(ServiceRoles())+2 || !slices.EqualFunc(first, again, func(a, b Identity) bool { return a.Public == b.Public && a.Role == b.Role }) {
 		t.Fatalf("a second run changed the identities: %v / %v", first, again)
 	}
 	if p2, _ := os.ReadFile(filepath.Join(dir, NATSDir, RoutePasswordFile)); string(p2) != string(password) || len(password) < 64 {
@@ -47,12 +47,20 @@ func TestProvisionDeployment(t *testing.T) {
 		if m := mode(rd); m != 0o700 {
 			t.Errorf("%s: mode %04o, want 0700", rd, m)
 		}
+		var names []string
 		entries, _ := os.ReadDir(rd)
-		if len(entries) != 1 || entries[0].Name() != string(id.Role)+SeedExt {
-			t.Errorf("%s holds %v, want only %s%s", rd, entries, id.Role, SeedExt)
+		for _, e := range entries {
+			names = append(names, e.Name())
 		}
-		if m := mode(filepath.Join(rd, string(id.Role)+SeedExt)); m != 0o600 {
-			t.Errorf("%s seed: mode %04o", id.Role, m)
+		want := []string{string(id.Role) + SeedExt}
+		if id.Role == Runner { // one identity per runner instance
+			want = []string{"runner-1.nk", "runner-2.nk", "runner-3.nk"}
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("%s holds %v, want only %v", rd, names, want)
+		}
+		if m := mode(filepath.Join(rd, id.Name+SeedExt)); m != 0o600 {
+			t.Errorf("%s seed: mode %04o", id.Name, m)
 		}
 	}
 	for f, want := range map[string]os.FileMode{NATSDir: 0o755, NATSDir + "/" + AuthConfFile: 0o644, NATSDir + "/" + RoutesConfFile: 0o600, NATSDir + "/" + RoutePasswordFile: 0o600} {
@@ -111,11 +119,11 @@ func TestProvisionDeployment(t *testing.T) {
 	}
 
 	// Without --routes, no routes.conf is needed; bad routes are refused.
-	if _, err := ProvisionDeployment(filepath.Join(t.TempDir(), "plain"), "mcp.v1", nil); err != nil {
+	if _, err := ProvisionDeployment(filepath.Join(t.TempDir(), "plain"), "mcp.v1", nil, 1); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"nats-1:6222", "http://nats-1:6222", "nats://u:p@nats-1:6222", "nats://nats-1", "nats://nats-1:6222/x"} {
-		if _, err := ProvisionDeployment(filepath.Join(t.TempDir(), "bad"), "mcp.v1", []string{bad}); err == nil {
+		if _, err := ProvisionDeployment(filepath.Join(t.TempDir(), "bad"), "mcp.v1", []string{bad}, 1); err == nil {
 			t.Errorf("route %q accepted", bad)
 		}
 	}

@@ -2,6 +2,7 @@ package access
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -10,11 +11,12 @@ import (
 func EnvNKey(role Role) string { return "MCPBUS_" + strings.ToUpper(string(role)) + "_NKEY" }
 
 // Render writes the authorization block of a nats-server configuration for
-// every service role, from the table: each role one nkey user (the public
-// key given, or a $MCPBUS_<ROLE>_NKEY reference when none is) with its
-// permissions and inbox. Agents are added as their own users by the
+// every service role, from the table: each identity of ids one nkey user
+// with its role's permissions and its own inbox (_I.<name>); a role without
+// an identity in ids gets one user named after it whose key is a
+// $MCPBUS_<ROLE>_NKEY reference. Agents are added as their own users by the
 // operator (see mcpbus agents).
-func Render(prefix string, publicKeys map[Role]string) (string, error) {
+func Render(prefix string, ids []Identity) (string, error) {
 	var b strings.Builder
 	b.WriteString("# mcpbus bus identities and permissions, rendered from the permission table\n")
 	b.WriteString("# (libs/access/table.go); a test keeps this file and the table in step.\n")
@@ -24,21 +26,25 @@ func Render(prefix string, publicKeys map[Role]string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		p, err := For(role, prefix, Inbox(string(role)))
-		if err != nil {
-			return "", err
+		users := []Identity{{Name: string(role), Role: role, Public: "$" + EnvNKey(role)}}
+		if mine := slices.DeleteFunc(slices.Clone(ids), func(id Identity) bool { return id.Role != role }); len(mine) > 0 {
+			users = mine
 		}
-		key := publicKeys[role]
-		if key == "" {
-			key = "$" + EnvNKey(role)
-		} else {
-			key = fmt.Sprintf("%q", key)
+		for _, id := range users {
+			p, err := For(role, prefix, id.Inbox())
+			if err != nil {
+				return "", err
+			}
+			key := id.Public
+			if !strings.HasPrefix(key, "$") {
+				key = fmt.Sprintf("%q", key)
+			}
+			fmt.Fprintf(&b, "    # %s (%s): %s\n", id.Name, role, r.Why)
+			fmt.Fprintf(&b, "    { nkey: %s\n      permissions: {\n", key)
+			fmt.Fprintf(&b, "        publish: { allow: %s }\n", list(p.Publish))
+			fmt.Fprintf(&b, "        subscribe: { allow: %s }\n", list(p.Subscribe))
+			b.WriteString("      }\n    }\n")
 		}
-		fmt.Fprintf(&b, "    # %s: %s\n", role, r.Why)
-		fmt.Fprintf(&b, "    { nkey: %s\n      permissions: {\n", key)
-		fmt.Fprintf(&b, "        publish: { allow: %s }\n", list(p.Publish))
-		fmt.Fprintf(&b, "        subscribe: { allow: %s }\n", list(p.Subscribe))
-		b.WriteString("      }\n    }\n")
 	}
 	b.WriteString("  ]\n}\n")
 	return b.String(), nil

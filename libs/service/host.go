@@ -134,6 +134,16 @@ func RunAlone(ctx context.Context, def Definition, b Bus, h Host, opts Options, 
 	}
 	defer stopPprof()
 	h.Memory.Start(ctx, log)
+	if st, err := os.Stat(b.NATS.NKeyFile); err == nil && st.IsDir() {
+		// A directory of instance identities (runner-1.nk …): take a free one.
+		seed, release, err := natsconn.Claim(b.NATS.NKeyFile)
+		if err != nil {
+			return err
+		}
+		defer release()
+		log.Info("claimed a bus identity", "seed", seed)
+		b.NATS.NKeyFile = seed
+	}
 	nc, err := b.NATS.Dial(ConnName(def.Name), natsconn.Wait, log)
 	if err != nil {
 		return err

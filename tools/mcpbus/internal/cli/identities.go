@@ -18,6 +18,7 @@ func newIdentitiesCmd(g *globals) *cobra.Command {
 	var (
 		perRole bool
 		routes  []string
+		runners int
 	)
 	cmd := &cobra.Command{
 		Use:   "identities <dir>",
@@ -30,7 +31,10 @@ Each service then connects as its role: mcpbus serve runner --nats-nkey /etc/mcp
 (its inbox prefix, _I.runner, follows from the file name).
 
 --per-role lays them out for containers (docker-compose.yml): each seed alone in its own
-directory, <dir>/<role>/<role>.nk, so a container mounts only its own, and <dir>/nats/auth.conf,
+directory, <dir>/<role>/<role>.nk, so a container mounts only its own (runners: one identity per
+instance, <dir>/runner/runner-1.nk … runner-N.nk with --runners N, default 3; a runner whose
+--nats-nkey names that directory claims one no other runner holds, so docker compose --scale
+runner=3 gets three identities), and <dir>/nats/auth.conf,
 the permission table with the public keys written in, for nats-server to include (rewritten on
 every run, so it follows this version's table). --routes nats://nats-1:6222,... adds
 <dir>/nats/routes.conf for the cluster block to include: a route password made once, which every
@@ -43,7 +47,7 @@ node requires of the others, and the routes carrying it.`,
 			var ids []access.Identity
 			if perRole {
 				var err error
-				ids, err = access.ProvisionDeployment(args[0], cmp.Or(g.bus.Prefix, bus.DefaultPrefix), routes)
+				ids, err = access.ProvisionDeployment(args[0], cmp.Or(g.bus.Prefix, bus.DefaultPrefix), routes, runners)
 				if err != nil {
 					return err
 				}
@@ -61,20 +65,23 @@ node requires of the others, and the routes carrying it.`,
 				}
 			}
 			for _, id := range ids {
-				fmt.Fprintf(g.stdout, "%s=%s\n", access.EnvNKey(id.Role), id.Public)
+				// Runner instances (runner-1 …) print as MCPBUS_RUNNER_1_NKEY.
+				name := strings.ToUpper(strings.ReplaceAll(id.Name, "-", "_"))
+				fmt.Fprintf(g.stdout, "MCPBUS_%s_NKEY=%s\n", name, id.Public)
 			}
 			if perRole {
 				files := []string{access.AuthConfFile}
 				if len(routes) > 0 {
 					files = append(files, access.RoutesConfFile)
 				}
-				fmt.Fprintf(g.stderr, "seeds in %s/<role>/<role>%s; for nats-server: %s in %s\n", args[0], access.SeedExt,
-					strings.Join(files, ", "), filepath.Join(args[0], access.NATSDir))
+				fmt.Fprintf(g.stderr, "seeds in %s/<role>/<role>%s (runners: %s/runner/runner-<i>%s, one per instance); for nats-server: %s in %s\n", args[0], access.SeedExt,
+					args[0], access.SeedExt, strings.Join(files, ", "), filepath.Join(args[0], access.NATSDir))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&perRole, "per-role", false, "one directory per role, and <dir>/nats/auth.conf with the public keys (for containers)")
+	cmd.Flags().IntVar(&runners, "runners", 3, "with --per-role: runner identities to make, runner-1 … runner-N, one per runner instance (a runner given the directory claims a free one)")
 	cmd.Flags().StringSliceVar(&routes, "routes", nil, "cluster route URLs (nats://host:port, comma list): write <dir>/nats/routes.conf with route credentials")
 	return cmd
 }

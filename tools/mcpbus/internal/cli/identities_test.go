@@ -25,11 +25,17 @@ func TestIdentitiesPerRole(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, role := range access.ServiceRoles() {
-		if !strings.Contains(first, access.EnvNKey(role)+"=U") {
-			t.Errorf("no public key of %s printed: %s", role, first)
+		names := []string{string(role)}
+		if role == access.Runner {
+			names = access.RunnerNames(3) // one per runner instance, by default three
 		}
-		if _, err := os.Stat(filepath.Join(dir, string(role), string(role)+access.SeedExt)); err != nil {
-			t.Errorf("%s: %v", role, err)
+		for _, name := range names {
+			if !strings.Contains(first, "MCPBUS_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+"_NKEY=U") {
+				t.Errorf("no public key of %s printed: %s", name, first)
+			}
+			if _, err := os.Stat(filepath.Join(dir, string(role), name+access.SeedExt)); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
 		}
 	}
 	for _, f := range []string{access.AuthConfFile, access.RoutesConfFile} {
