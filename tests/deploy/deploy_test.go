@@ -31,6 +31,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/libs/vaulttest"
+	"github.com/mcpbus/mcpbus/tests/internal/attack"
 )
 
 // What vault-init (deploy/vault/init.sh) creates; TestVaultInit holds the
@@ -687,7 +688,8 @@ func checkForbidden(t *testing.T, v volumes, c *cluster) {
 			t.Fatal(err)
 		}
 		violations := make(chan string, 8)
-		nc, err := nats.Connect(c.url(1), opt, nats.CustomInboxPrefix(access.Inbox(string(tc.role))), nats.NoReconnect(),
+		inbox := access.Inbox(strings.TrimSuffix(filepath.Base(seedOf(tc.role)), access.SeedExt))
+		nc, err := nats.Connect(c.url(1), opt, nats.CustomInboxPrefix(inbox), nats.NoReconnect(),
 			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err.Error() }))
 		if err != nil {
 			t.Fatalf("%s identity: %v", tc.role, err)
@@ -706,6 +708,17 @@ func checkForbidden(t *testing.T, v volumes, c *cluster) {
 		}
 		nc.Close()
 	}
+	// The runners drop requests whose replies are aimed at their own buckets.
+	opt, err := nats.NkeyOptionFromSeed(seedOf(access.Gateway))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gnc, err := nats.Connect(c.url(1), opt, nats.CustomInboxPrefix(access.Inbox(string(access.Gateway))), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gnc.Close()
+	attack.RepliesAimedAtBuckets(t, gnc, "compose layout")
 }
 
 // --- OTLP ---

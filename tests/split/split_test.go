@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,6 +31,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
+	"github.com/mcpbus/mcpbus/tests/internal/attack"
 	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
@@ -819,30 +819,8 @@ func checkHostile(t *testing.T, d *deployment) {
 	if err == nil {
 		defer func() { _ = sub.Unsubscribe() }()
 	}
-	// The gateway's own requests with replies aimed at what the runner may
-	// write: the runner drops them (no allow_responses, replies into inboxes only).
-	for _, reply := range []string{"$KV.mcp_tools.evil", "$KV.mcp_status.evil", "$KV.mcp_owners.server.evil.0"} {
-		if err := nc.PublishRequest("mcp.v1.tools.list", reply, []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(500 * time.Millisecond)
-	if js, err := jetstream.New(nc); err == nil {
-		for _, bucket := range []string{"mcp_tools", "mcp_status"} {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if kv, err := js.KeyValue(ctx, bucket); err == nil {
-				if _, err := kv.Get(ctx, "evil"); !errors.Is(err, jetstream.ErrKeyNotFound) {
-					t.Errorf("%s: a reply aimed at %s.evil was written (%v)", d.name, bucket, err)
-				}
-			} else {
-				t.Errorf("%s: bucket %s: %v", d.name, bucket, err)
-			}
-			cancel()
-		}
-	}
+	// The gateway's own requests with replies aimed at what the runner may write.
+	attack.RepliesAimedAtBuckets(t, nc, d.name)
 	want := map[string]bool{"mcp.v1.cred.resolve": false, "mcp.v1.call.>": false}
 	deadline := time.After(3 * time.Second)
 	for !want["mcp.v1.cred.resolve"] || !want["mcp.v1.call.>"] {
