@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -229,6 +230,41 @@ func TestNoConfusedDeputy(t *testing.T) {
 	})
 
 	t.Run("a flood takes only its own share", func(t *testing.T) {
+		// The other agent's 100 calls, 8 at a time, with their latencies.
+		calmRound := func() (failed int64, p50, p99 time.Duration) {
+			var n atomic.Int64
+			var mu sync.Mutex
+			var took []time.Duration
+			var others sync.WaitGroup
+			work := make(chan int)
+			for range 8 {
+				others.Go(func() {
+					for range work {
+						start := time.Now()
+						m, err := call(calm, "mcp.v1.agent.calm.call.safe.echo", `{"message":"calm"}`)
+						if err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+							n.Add(1)
+							t.Logf("calm call: %v %v", err, m)
+							continue
+						}
+						mu.Lock()
+						took = append(took, time.Since(start))
+						mu.Unlock()
+					}
+				})
+			}
+			for i := range 100 {
+				work <- i
+			}
+			close(work)
+			others.Wait()
+			slices.Sort(took)
+			if len(took) == 0 {
+				return n.Load(), 0, 0
+			}
+			return n.Load(), took[len(took)/2], took[len(took)*99/100]
+		}
+		_, quietP50, quietP99 := calmRound()
 		var wg sync.WaitGroup
 		var admitted, refusedN atomic.Int64
 		for range 400 {
@@ -244,20 +280,9 @@ func TestNoConfusedDeputy(t *testing.T) {
 			})
 		}
 		time.Sleep(300 * time.Millisecond) // the flood is in flight
-		// Another agent's 100 calls, 8 at a time, and the operator's 10 at once.
+		// The operator's 10 calls at once, and the other agent's round.
 		var failed atomic.Int64
 		var others sync.WaitGroup
-		work := make(chan int)
-		for range 8 {
-			others.Go(func() {
-				for range work {
-					if m, err := call(calm, "mcp.v1.agent.calm.call.safe.echo", `{"message":"calm"}`); err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
-						failed.Add(1)
-						t.Logf("calm call: %v %v", err, m)
-					}
-				}
-			})
-		}
 		for range 10 {
 			others.Go(func() {
 				if m, err := call(st.Conn, "mcp.v1.call.safe.echo", `{"message":"operator"}`); err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
@@ -266,10 +291,8 @@ func TestNoConfusedDeputy(t *testing.T) {
 				}
 			})
 		}
-		for i := range 100 {
-			work <- i
-		}
-		close(work)
+		calmFailed, floodP50, floodP99 := calmRound()
+		failed.Add(calmFailed)
 		others.Wait()
 		wg.Wait()
 		if failed.Load() != 0 {
@@ -278,7 +301,8 @@ func TestNoConfusedDeputy(t *testing.T) {
 		if admitted.Load() > 16 || refusedN.Load() < 384 {
 			t.Errorf("the flood: %d admitted, %d refused (its share is 16)", admitted.Load(), refusedN.Load())
 		}
-		t.Logf("flood: %d admitted, %d refused; the others' 110 calls all answered", admitted.Load(), refusedN.Load())
+		t.Logf("flood: %d admitted, %d refused; the others' 110 calls all answered; the other agent's calls p50 %s p99 %s during the flood, %s / %s before",
+			admitted.Load(), refusedN.Load(), floodP50.Round(time.Microsecond), floodP99.Round(time.Microsecond), quietP50.Round(time.Microsecond), quietP99.Round(time.Microsecond))
 	})
 
 	t.Run("an agent answers its own call's elicitation, into the runner's answers inbox only", func(t *testing.T) {
