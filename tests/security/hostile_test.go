@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/access"
@@ -52,12 +53,14 @@ func (v *violations) wait(subject string) bool {
 	return false
 }
 
-func startStack(t *testing.T) *stack.Stack {
+// startStack starts mcpbus up in process, its NATS on a free port; extra
+// users are allowed besides its identities.
+func startStack(t *testing.T, extra ...*server.NkeyUser) *stack.Stack {
 	t.Helper()
 	logs := &testkit.LogBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := stack.Start(ctx, stack.Options{DataDir: t.TempDir(), NATSPort: -1,
+	st, err := stack.Start(ctx, stack.Options{DataDir: t.TempDir(), NATSPort: -1, ExtraUsers: extra,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Runner: runner.Options{StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second}})
 	if err != nil {

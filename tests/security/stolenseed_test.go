@@ -4,21 +4,16 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/libs/testkit"
-	"github.com/mcpbus/mcpbus/services/runner/runner"
-	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
 
 // TestStolenRunnerSeed: the seed of one runner (a second runner identity of
@@ -40,21 +35,9 @@ func TestStolenRunnerSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &testkit.LogBuffer{}
+	st := startStack(t, thiefUser)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := stack.Start(ctx, stack.Options{DataDir: t.TempDir(), NATSPort: -1, ExtraUsers: []*server.NkeyUser{thiefUser},
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Runner: runner.Options{StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		st.Close()
-		if t.Failed() {
-			t.Logf("log tail:\n%s", logs.Tail(4000))
-		}
-	})
 	cfg, err := st.Client.CreateConfig(ctx, model.McpConfig{Name: "vault", Enabled: true,
 		Package:   model.Package{Type: model.PackageBinary, Identifier: testServer},
 		EnvVars:   map[string]model.EnvVar{"TOP_SECRET": {IsSecret: true}},
