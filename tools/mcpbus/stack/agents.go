@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/nats-io/nkeys"
 
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -278,17 +277,4 @@ func (s *Stack) deleteAgentRecord(name string) error {
 		return fmt.Errorf("agent %s: deleting its record: %w", name, err)
 	}
 	return nil
-}
-
-// keyPair is the key pair of role's identity (nil on an insecure bus).
-func (s *Stack) keyPair(role access.Role) (nkeys.KeyPair, error) {
-	id, ok := s.ids[role]
-	if !ok {
-		return nil, nil
-	}
-	kp, err := nkeys.FromSeed(id.Seed)
-	if err != nil {
-		return nil, fmt.Errorf("stack: identity %s: %w", id.Name, err)
-	}
-	return kp, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -332,4 +333,17 @@ func (s *Stack) LoadServers(ctx context.Context, path string, vars map[string]st
 		return model.ConfigImportReply{}, apierr.Wrap(apierr.Validation, "reading "+path+": "+err.Error(), err)
 	}
 	return s.Client.ImportConfigs(ctx, model.ConfigImportRequest{Content: string(data), Vars: vars, Replace: true})
+}
+
+// keyPair is the key pair of role's identity (nil on an insecure bus).
+func (s *Stack) keyPair(role access.Role) (nkeys.KeyPair, error) {
+	id, ok := s.ids[role]
+	if !ok {
+		return nil, nil
+	}
+	kp, err := nkeys.FromSeed(id.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("stack: identity %s: %w", id.Name, err)
+	}
+	return kp, nil
 }
