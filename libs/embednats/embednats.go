@@ -21,8 +21,10 @@ type Options struct {
 	// Name of the server (defaults to "mcpbus"); cluster nodes need unique names,
 	// since JetStream derives a node's raft identity from it.
 	Name string
-	// Host and Port to listen on. Port -1 picks a free port. InProcessOnly
-	// disables the listener: clients connect with Server.Connect only.
+	// Host and Port to listen on. Port 0 or -1 picks a free port (nats-server
+	// reads 0 as its default 4222: a test would collide with a running
+	// mcpbus up); mcpbus up asks for 4222 itself. InProcessOnly disables the
+	// listener: clients connect with Server.Connect only.
 	Host          string
 	Port          int
 	InProcessOnly bool
@@ -68,6 +70,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.Host == "" {
 		opts.Host = "127.0.0.1"
+	}
+	if opts.Port == 0 {
+		opts.Port = -1
 	}
 	so := &server.Options{
 		ServerName: opts.Name,

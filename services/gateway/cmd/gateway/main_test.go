@@ -96,8 +96,11 @@ func TestBinary(t *testing.T) {
 		base := "http://" + addr
 		waitServing(t, base)
 		keyFile := filepath.Join(data, "admin.key")
-		if !strings.Contains(out.String(), keyFile) {
-			t.Fatalf("the binary must say where the admin key is:\n%s", out)
+		// The line may come after /healthz answers: wait for it, not for an order.
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), keyFile); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the binary must say where the admin key is:\n%s", out)
+			}
 		}
 		st, err := os.Stat(keyFile)
 		if err != nil || st.Mode().Perm() != 0o600 {
