@@ -210,6 +210,8 @@ func TestAsyncAPI(t *testing.T) {
 		s.Service("oauth", "start"), s.Event("oauth", "srv"), s.OAuthCallback("0a1b"),
 		// Multi round-trip retries passed between gateway instances.
 		s.GatewayRetry("abcdefghijklmnop"),
+		// An agent's own subjects (issue 26).
+		s.ForAgent("a1").ToolsList(), s.ForAgent("a1").Call("srv", "tool"), s.ForAgent("a1").RPC("srv"), s.ForAgent("a1").Cancel("srv"),
 	} {
 		if r.channelFor(subject) == "" {
 			t.Errorf("no channel of %s matches subject %s", asyncAPIFile, subject)
