@@ -18,7 +18,9 @@ import (
 // compose --scale) thus each get an identity of their own. The lock needs
 // only read access, so the mount may be read-only.
 func Claim(dir string) (seedFile string, release func(), err error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*"+access.SeedExt))
+	// Instance identities are <role>-<i>.nk; a <role>.nk beside them (an
+	// older layout) is no instance's.
+	files, err := filepath.Glob(filepath.Join(dir, "*-*"+access.SeedExt))
 	if err != nil {
 		return "", nil, fmt.Errorf("nats identity: %w", err)
 	}
