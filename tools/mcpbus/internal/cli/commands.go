@@ -144,12 +144,23 @@ func newStatusCmd(g *globals) *cobra.Command {
 			defer nc.Close()
 			var list []model.Status
 			if len(args) == 1 {
-				st, err := c.Runtime(cmd.Context(), "status", args[0])
-				if err != nil {
-					return err
+				var st model.Status
+				if st, err = c.Runtime(cmd.Context(), "status", args[0]); err == nil {
+					list = []model.Status{st}
 				}
-				list = []model.Status{st}
-			} else if list, err = c.Status(cmd.Context()); err != nil {
+			} else {
+				list, err = c.Status(cmd.Context())
+			}
+			if client.NoRunner(err) {
+				// No runner up is when the stored states matter most.
+				fmt.Fprintln(g.stderr, "no runner answers mcp.v1.runtime.status: the last stored states follow")
+				server := ""
+				if len(args) == 1 {
+					server = args[0]
+				}
+				list, err = c.StoredStatus(cmd.Context(), server)
+			}
+			if err != nil {
 				return err
 			}
 			if g.json {
