@@ -71,7 +71,10 @@ func Start(opts Options) (*Server, error) {
 	if opts.Host == "" {
 		opts.Host = "127.0.0.1"
 	}
-	if opts.Port == 0 {
+	if opts.Port == 0 && !opts.InProcessOnly {
+		// (Without a listener the port is never bound, and a random one
+		// would not survive a reload: nats-server reads the resolved 0 as
+		// 4222 then.)
 		opts.Port = -1
 	}
 	so := &server.Options{

@@ -182,7 +182,7 @@ func serviceEnv(t *testing.T, ports *testkit.Ports, s types.ServiceConfig, v vol
 // runIdentities runs the identities job's command twice (the second run,
 // like every later `docker compose up`, must keep every key) and returns the
 // per-role identities it made.
-func runIdentities(t *testing.T, p *types.Project, v volumes) map[access.Role]string {
+func runIdentities(t *testing.T, p *types.Project, v volumes) map[string]string {
 	t.Helper()
 	job := service(t, p, "identities")
 	if err := os.MkdirAll(filepath.Join(v.root, "volumes"), 0o755); err != nil {
@@ -200,17 +200,22 @@ func runIdentities(t *testing.T, p *types.Project, v volumes) map[access.Role]st
 	if code != 0 || again != first {
 		t.Fatalf("identities job again: exit %d, %s; output changed: %v", code, stderr, again != first)
 	}
-	keys := map[access.Role]string{}
+	// One line per identity: each role's, and one per runner instance.
+	keys := map[string]string{}
 	for _, line := range strings.Fields(first) {
 		k, val, _ := strings.Cut(line, "=")
-		for _, r := range access.ServiceRoles() {
-			if access.EnvNKey(r) == k {
-				keys[r] = val
+		keys[k] = val
+	}
+	for _, r := range access.ServiceRoles() {
+		names := []string{string(r)}
+		if r == access.Runner {
+			names = access.RunnerNames(3)
+		}
+		for _, name := range names {
+			if !strings.HasPrefix(keys["MCPBUS_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+"_NKEY"], "U") {
+				t.Fatalf("identities printed no key of %s: %q", name, first)
 			}
 		}
-	}
-	if len(keys) != len(access.ServiceRoles()) {
-		t.Fatalf("identities printed %q", first)
 	}
 	return keys
 }
@@ -228,7 +233,7 @@ func (c *cluster) url(i int) string { return fmt.Sprintf("nats://127.0.0.1:%d", 
 // startCluster starts the three nodes from their compose services: the
 // container's /etc/nats assembled from its mounts, parsed by nats-server,
 // checked, then run with ports, store and routes moved to this machine.
-func startCluster(t *testing.T, p *types.Project, v volumes, keys map[access.Role]string, ports *testkit.Ports) *cluster {
+func startCluster(t *testing.T, p *types.Project, v volumes, keys map[string]string, ports *testkit.Ports) *cluster {
 	t.Helper()
 	n := len(natsNodes)
 	c := &cluster{}
@@ -330,7 +335,7 @@ func assemble(t *testing.T, v volumes, s types.ServiceConfig, dir string) string
 }
 
 // checkNodeOptions: what the node's files say, as nats-server read them.
-func checkNodeOptions(t *testing.T, name string, o *server.Options, keys map[access.Role]string) {
+func checkNodeOptions(t *testing.T, name string, o *server.Options, keys map[string]string) {
 	t.Helper()
 	if o.ServerName != name || o.Cluster.Name != "mcpbus" || !o.JetStream || o.StoreDir != "/data/jetstream" ||
 		o.MaxPayload != 8*1024*1024 || o.Port != 4222 || o.Cluster.Port != 6222 || o.HTTPHost != "127.0.0.1" || o.HTTPPort != 8222 {
