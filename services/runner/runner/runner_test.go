@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -810,9 +811,16 @@ func TestRPC(t *testing.T) {
 	if err := e.Client.RPC(ctx, "alpha", "prompts/get", map[string]any{"name": "greet", "arguments": map[string]string{"who": "ada"}}, &prompt); err != nil || prompt.Messages[0].Content.Text != "Hello, ada" {
 		t.Fatalf("prompts/get: %+v %v", prompt, err)
 	}
-	for _, m := range []string{"ping", "prompts/list", "resources/templates/list", "tools/list"} {
-		if err := e.Client.RPC(ctx, "alpha", m, nil, nil); err != nil {
+	for _, m := range []string{"ping", "prompts/list", "resources/templates/list", "tools/list", "resources/list", "resources/read", "prompts/get"} {
+		params := map[string]any{"uri": "test://greeting", "name": "greet", "arguments": map[string]string{"who": "ada"}}
+		var out json.RawMessage
+		if err := e.Client.RPC(ctx, "alpha", m, params, &out); err != nil {
 			t.Fatalf("%s: %v", m, err)
+		}
+		// Cache hints the server did not give are not sent (go-sdk encodes
+		// them always); those it gave are (this one is of 2026-07-28).
+		if bytes.Contains(out, []byte(`"cacheScope":""`)) || bytes.Contains(out, []byte(`"ttlMs"`)) != bytes.Contains(out, []byte(`"cacheScope"`)) {
+			t.Errorf("%s carries empty cache hints: %s", m, out)
 		}
 	}
 	wantCode(t, e.Client.RPC(ctx, "alpha", "sampling/createMessage", nil, nil), apierr.Validation)
