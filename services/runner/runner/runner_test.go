@@ -1,8 +1,8 @@
 package runner_test
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
