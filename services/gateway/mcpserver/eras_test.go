@@ -110,6 +110,7 @@ func TestModernProtocolMessages(t *testing.T) {
 		t.Run(map[bool]string{false: "fast path", true: "go-sdk only"}[noFast], func(t *testing.T) {
 			e := start(t, mcpserver.Options{NoAuth: true, NoFastPath: noFast, Version: "9.9"}, nil)
 			e.addServer(t, "alpha", nil)
+			e.addServer(t, "old", nil, "-protocols", "2025-11-25")
 			post := func(body string, hdr map[string]string) rawResp {
 				hdr["Mcp-Protocol-Version"] = cmpOr(hdr["Mcp-Protocol-Version"], "2026-07-28")
 				r := rawWith(t, e.url, "", "", body, hdr)
@@ -145,17 +146,21 @@ func TestModernProtocolMessages(t *testing.T) {
 			// resources/read and prompts/get: resultType, which 2026-07-28
 			// requires of every result (the TypeScript SDK v2 refuses a result
 			// without it), and the read's cache hints.
-			uri := "mcpbus://alpha/test:%2F%2Fgreeting"
-			r = post(modernBody(10, "resources/read", `{"uri":"`+uri+`"}`), modernHeaders("resources/read", uri))
-			m = decodeMsg(t, r)
-			if string(m.Result["resultType"]) != `"complete"` || string(m.Result["cacheScope"]) != `"private"` ||
-				serverInfo(m) != "mcpbus/9.9" || !strings.Contains(string(m.Result["contents"]), "hello") {
-				t.Fatalf("resources/read: %d %s", r.status, r.body)
-			}
-			r = post(modernBody(11, "prompts/get", `{"name":"alpha__greet","arguments":{"who":"x"}}`), modernHeaders("prompts/get", "alpha__greet"))
-			m = decodeMsg(t, r)
-			if string(m.Result["resultType"]) != `"complete"` || serverInfo(m) != "mcpbus/9.9" || m.Result["messages"] == nil {
-				t.Fatalf("prompts/get: %d %s", r.status, r.body)
+			// Of an upstream of 2026-07-28 (alpha) and of one of 2025-11-25
+			// (old), whose results have no resultType of their own.
+			for i, s := range []string{"alpha", "old"} {
+				uri := "mcpbus://" + s + "/test:%2F%2Fgreeting"
+				r = post(modernBody(10+i, "resources/read", `{"uri":"`+uri+`"}`), modernHeaders("resources/read", uri))
+				m = decodeMsg(t, r)
+				if string(m.Result["resultType"]) != `"complete"` || string(m.Result["cacheScope"]) != `"private"` ||
+					serverInfo(m) != "mcpbus/9.9" || !strings.Contains(string(m.Result["contents"]), "hello") {
+					t.Fatalf("resources/read of %s: %d %s", s, r.status, r.body)
+				}
+				r = post(modernBody(20+i, "prompts/get", `{"name":"`+s+`__greet","arguments":{"who":"x"}}`), modernHeaders("prompts/get", s+"__greet"))
+				m = decodeMsg(t, r)
+				if string(m.Result["resultType"]) != `"complete"` || serverInfo(m) != "mcpbus/9.9" || m.Result["messages"] == nil {
+					t.Fatalf("prompts/get of %s: %d %s", s, r.status, r.body)
+				}
 			}
 
 			// tools/call: the upstream's identity replaced by the gateway's.
