@@ -51,8 +51,12 @@ func text(s string) *mcp.CallToolResult {
 }
 
 // NewServer builds the test server. name lets tests run several distinct ones.
-func NewServer(name string) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1.0.0"}, nil)
+func NewServer(name string) *mcp.Server { return NewServerOpts(name, nil) }
+
+// NewServerOpts is NewServer with go-sdk's server options (e.g. the protocol
+// versions it negotiates).
+func NewServerOpts(name string, opts *mcp.ServerOptions) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1.0.0"}, opts)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes the message back"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in EchoIn) (*mcp.CallToolResult, any, error) {
 			return text(in.Message), nil, nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -40,6 +41,37 @@ func TestOpenAICompatible(t *testing.T) {
 	}
 	if len(models.Data) != 1 || models.Data[0].ID != "assistant" || models.Data[0].Object != "model" {
 		t.Fatalf("models %+v", models.Data)
+	}
+	// models.retrieve: the entry the list has; an unknown one is OpenAI's 404.
+	if m, err := client.Models.Get(ctx, "assistant"); err != nil || m.ID != "assistant" || m.Object != "model" || m.Created != models.Data[0].Created {
+		t.Fatalf("models.retrieve: %+v %v", m, err)
+	}
+	if _, err := client.Models.Get(ctx, "no-such-profile"); !oaiError(err, http.StatusNotFound, "invalid_request_error", "model_not_found") {
+		t.Fatalf("models.retrieve of an unknown model: %v", err)
+	}
+	// The gateway's own refusals are OpenAI error objects too.
+	badKey := oaiClient(c, "mcpbus_nope_nope")
+	if _, err := badKey.Models.List(ctx); !oaiError(err, http.StatusUnauthorized, "authentication_error", "unauthorized") {
+		t.Fatalf("a bad key: %v", err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/chat/completions", strings.NewReader("hi"))
+	req.Header.Set("Authorization", "Bearer "+c.chat)
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Error *struct {
+			Message, Type string
+			Param, Code   *string
+		} `json:"error"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusUnsupportedMediaType || body.Error == nil || body.Error.Type != "invalid_request_error" ||
+		body.Error.Message == "" || body.Error.Param == nil || *body.Error.Param != "Content-Type" {
+		t.Fatalf("a text/plain body: %d %+v %v", resp.StatusCode, body.Error, err)
 	}
 
 	t.Run("not streamed", func(t *testing.T) {
@@ -200,9 +232,15 @@ func TestOpenAICompatible(t *testing.T) {
 		refused := oaiClient(c, callKey)
 		_, err := refused.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "assistant",
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
-		var apiErr *openai.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusForbidden {
+		if !oaiError(err, http.StatusForbidden, "permission_error", "unauthorized") {
 			t.Fatalf("a call-scope key: %v", err)
 		}
 	})
+}
+
+// oaiError reports whether err is an OpenAI error object with that status,
+// type and code, and a message.
+func oaiError(err error, status int, typ, code string) bool {
+	var apiErr *openai.Error
+	return errors.As(err, &apiErr) && apiErr.StatusCode == status && apiErr.Type == typ && apiErr.Code == code && apiErr.Message != ""
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +20,8 @@ import (
 // the gateway's serverInfo in _meta, which only that protocol has) and
 // "legacy" (initialize and a session). It lists the tools, calls one, and
 // sees a schema mismatch come back as a tool error (isError) with the
-// gateway's message.
+// gateway's message; it reads a resource and gets a prompt (in modern mode
+// their results must carry resultType).
 func TestMCPInspectorCLI(t *testing.T) {
 	inspector := npmBin(t, "mcp-inspector")
 	bin := clitest.Build(t)
@@ -86,6 +89,25 @@ func TestMCPInspectorCLI(t *testing.T) {
 				t.Fatalf("tools/call in era %s: _meta %s", era, out["result"])
 			}
 
+			// resources/read and prompts/get: in modern mode the Inspector
+			// (TypeScript SDK v2) refuses a result without resultType.
+			code, out = run(t, era, "--method", "resources/read", "--uri", "mcpbus://alpha/test:%2F%2Fgreeting")
+			var read struct {
+				Contents []struct{ Text string } `json:"contents"`
+			}
+			if code != 0 || json.Unmarshal(out["result"], &read) != nil || len(read.Contents) != 1 || !strings.HasPrefix(read.Contents[0].Text, "hello from") {
+				t.Fatalf("resources/read: exit %d %s %s", code, out["result"], out["error"])
+			}
+			code, out = run(t, era, "--method", "prompts/get", "--prompt-name", "alpha__greet", "--prompt-args", "who=inspector")
+			var prompt struct {
+				Messages []struct {
+					Content struct{ Text string } `json:"content"`
+				} `json:"messages"`
+			}
+			if code != 0 || json.Unmarshal(out["result"], &prompt) != nil || len(prompt.Messages) != 1 || prompt.Messages[0].Content.Text != "Hello, inspector" {
+				t.Fatalf("prompts/get: exit %d %s %s", code, out["result"], out["error"])
+			}
+
 			// A schema mismatch is a tool result with isError (the Inspector
 			// exits non-zero for it, having printed the result).
 			code, out = run(t, era, "--method", "tools/call", "--tool-name", "alpha__echo", "--tool-args-json", `{"message":5}`)
@@ -95,5 +117,64 @@ func TestMCPInspectorCLI(t *testing.T) {
 				t.Fatalf("schema mismatch: exit %d %s", code, out["result"])
 			}
 		})
+	}
+}
+
+// cancelScript drives /mcp with the official TypeScript SDK (v1, pinned in
+// tests/npm): it cancels a slow call (notifications/cancelled), waits past
+// the call's end, then calls again, and prints what it saw.
+const cancelScript = `
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+const [url, key] = process.argv.slice(2);
+const errors = [];
+const client = new Client({ name: "cancel-test", version: "1" });
+client.onerror = (e) => errors.push(String(e && e.message ? e.message : e));
+await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: "Bearer " + key } } }));
+const ac = new AbortController();
+const call = client.callTool({ name: "alpha__sleep", arguments: { ms: 2500 } }, undefined, { signal: ac.signal })
+  .then(() => "answered", (e) => "rejected");
+setTimeout(() => ac.abort("the user gave up"), 500);
+const outcome = await call;
+await new Promise((r) => setTimeout(r, 3500)); // past the sleep: a late answer would be here
+const echo = await client.callTool({ name: "alpha__echo", arguments: { message: "after" } });
+console.log(JSON.stringify({ outcome, echo: echo.content[0].text, errors }));
+await client.close();
+`
+
+// TestTypeScriptSDKCancel: after notifications/cancelled the gateway does
+// not answer the cancelled id (the spec's receiver SHOULD NOT), which the
+// TypeScript SDK reports as "Received a response for an unknown message ID".
+func TestTypeScriptSDKCancel(t *testing.T) {
+	npmBin(t, "mcp-inspector") // the pinned packages are installed
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed: %v", err)
+	}
+	bin := clitest.Build(t)
+	up := startUpGateway(t, bin, "alpha")
+	key := up.adminKey(t)
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(clitest.RepoRoot(t), "tests", "npm", "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "cancel.mjs")
+	if err := os.WriteFile(script, []byte(cancelScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctxT(t, 60*time.Second), node, script, up.httpURL+"/mcp", key).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node cancel.mjs: %v\n%s", err, out)
+	}
+	var got struct {
+		Outcome, Echo string
+		Errors        []string
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if json.Unmarshal([]byte(lines[len(lines)-1]), &got) != nil {
+		t.Fatalf("cancel.mjs printed:\n%s", out)
+	}
+	if got.Outcome != "rejected" || got.Echo != "after" || len(got.Errors) != 0 {
+		t.Fatalf("the TypeScript SDK after a cancellation: %+v", got)
 	}
 }

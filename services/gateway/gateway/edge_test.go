@@ -53,7 +53,7 @@ func TestAuthOnEveryRoute(t *testing.T) {
 				}
 				continue
 			}
-			if r.status != http.StatusUnauthorized || r.contract(t).Code != apierr.Unauthorized {
+			if r.status != http.StatusUnauthorized || r.refusal(t, path).Code != apierr.Unauthorized {
 				t.Fatalf("%s %s with a %s key: %d %s, want 401 UNAUTHORIZED", route.Method, path, name, r.status, r.body)
 			}
 			if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer ") {
@@ -63,7 +63,7 @@ func TestAuthOnEveryRoute(t *testing.T) {
 		// A call-scoped key may not use the admin API nor the chat.
 		if scope := auth.ScopeForPath(path); scope == auth.ScopeAdmin || scope == auth.ScopeChat {
 			r := h.do(route.Method, path, caller.Key, nil)
-			if r.status != http.StatusForbidden || !strings.Contains(r.contract(t).Message, scope+" scope") ||
+			if r.status != http.StatusForbidden || !strings.Contains(r.refusal(t, path).Message, scope+" scope") ||
 				!strings.Contains(r.header.Get("WWW-Authenticate"), `error="insufficient_scope"`) {
 				t.Fatalf("%s %s with a call key: %d %s %q", route.Method, path, r.status, r.body, r.header.Get("WWW-Authenticate"))
 			}

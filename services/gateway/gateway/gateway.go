@@ -325,6 +325,7 @@ func (g *Gateway) buildHandler() http.Handler {
 	}
 	h = g.resourceMetadata(h)
 	h = hostGuard(h)
+	h = openai.Errors(h) // every refusal of /v1 as an OpenAI error object
 	h = recoverer(g.log, h)
 	return traceHTTP(g.metrics.Middleware(mux, accessLog(g.log, h)))
 }

@@ -215,3 +215,23 @@ func runServer(t *testing.T, e *runnertest.Env, slug string, mod func(*model.Mcp
 	e.Put(t, cfg)
 	e.WaitState(t, slug, model.StateRunning, 15*time.Second)
 }
+
+// refusal is the error of a refused request to path: the error contract's,
+// or under /v1 the OpenAI error object's (its code is the contract's code,
+// lower-cased).
+func (r reply) refusal(t *testing.T, path string) apierr.Error {
+	t.Helper()
+	if !strings.HasPrefix(path, "/v1/") {
+		return r.contract(t)
+	}
+	var b struct {
+		Error *struct {
+			Message, Type string
+			Code          *string
+		} `json:"error"`
+	}
+	if json.Unmarshal(r.body, &b) != nil || b.Error == nil || b.Error.Code == nil || b.Error.Message == "" || b.Error.Type == "" {
+		t.Fatalf("status %d: body is not an OpenAI error object: %s", r.status, r.body)
+	}
+	return apierr.Error{Code: apierr.Code(strings.ToUpper(*b.Error.Code)), Message: b.Error.Message}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,25 +52,43 @@ func modernRequest(r *http.Request, msg jsonrpc.Message) bool {
 	return ok
 }
 
-// modernSession reports whether the request of ss is of protocol 2026-07-28
-// or later (go-sdk fills a stateless request's InitializeParams from its _meta).
-func modernSession(s mcp.Session) bool {
-	ss, ok := s.(*mcp.ServerSession)
-	if !ok {
+// modernEra reports whether req is of protocol 2026-07-28 or later: it
+// names its protocol version in its _meta (SEP-2575), the test go-sdk makes
+// before it adds the fields of that era. The version a session's initialize
+// proposed does not count: initialize settles on 2025-11-25 at most, so a
+// client that proposed 2026-07-28 (or a newer version) speaks 2025-11-25.
+func modernEra(req mcp.Request) bool {
+	p := req.GetParams()
+	if p == nil {
 		return false
 	}
-	ip := ss.InitializeParams()
-	return ip != nil && ip.ProtocolVersion >= modernVersion
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+		return false // no params: no _meta (go-sdk passes a typed nil)
+	}
+	_, ok := p.GetMeta()[mcp.MetaKeyProtocolVersion]
+	return ok
 }
 
-// forEra adapts the result of a request on session s to the client's era:
-// an older session gets go-sdk's list and read results without the cache
-// hints of 2026-07-28 (ttlMs, cacheScope: go-sdk always encodes them), and
-// results decoded from an upstream of 2026-07-28 without its resultType.
-// Each is encoded once, as the plain struct (without go-sdk's MarshalJSON,
-// which adds resultType) with the hints shadowed by omitted fields.
-func forEra(s mcp.Session, res mcp.Result) mcp.Result {
-	if res == nil || modernSession(s) {
+// forEra adapts the result of req to the client's era. An older client gets
+// go-sdk's list and read results without the cache hints of 2026-07-28
+// (ttlMs, cacheScope: go-sdk always encodes them), and results decoded from
+// an upstream of 2026-07-28 without its resultType. Each is encoded once, as
+// the plain struct (without go-sdk's MarshalJSON, which adds resultType) with
+// the hints shadowed by omitted fields. A client of 2026-07-28 gets the
+// resultType its era requires of every result on the results go-sdk leaves
+// without one: those of resources/read and prompts/get, which go-sdk types
+// only in its own handlers, and the gateway answers them itself.
+func forEra(req mcp.Request, res mcp.Result) mcp.Result {
+	if res == nil {
+		return res
+	}
+	if modernEra(req) {
+		switch r := res.(type) {
+		case *mcp.ReadResourceResult:
+			return completeRead{r}
+		case *mcp.GetPromptResult:
+			return completePrompt{r}
+		}
 		return res
 	}
 	switch r := res.(type) {
@@ -85,8 +104,40 @@ func forEra(s mcp.Session, res mcp.Result) mcp.Result {
 		return legacyRead{r}
 	case *mcp.GetPromptResult:
 		return legacyPrompt{r}
+	case *mcp.CallToolResult:
+		// go-sdk types it by the version initialize proposed, not the one
+		// it settled on.
+		return legacyCall{r}
 	}
 	return res
+}
+
+// completeType is the resultType of a final result (2026-07-28): it shadows
+// the one go-sdk's MarshalJSON would take from an upstream's result.
+type completeType struct {
+	ResultType string `json:"resultType"`
+}
+
+var complete = completeType{ResultType: "complete"}
+
+type completeRead struct{ *mcp.ReadResourceResult }
+
+func (r completeRead) MarshalJSON() ([]byte, error) {
+	type plain mcp.ReadResourceResult
+	return json.Marshal(struct {
+		*plain
+		completeType
+	}{(*plain)(r.ReadResourceResult), complete})
+}
+
+type completePrompt struct{ *mcp.GetPromptResult }
+
+func (r completePrompt) MarshalJSON() ([]byte, error) {
+	type plain mcp.GetPromptResult
+	return json.Marshal(struct {
+		*plain
+		completeType
+	}{(*plain)(r.GetPromptResult), complete})
 }
 
 // cacheless shadows the cache hints of the result it is embedded beside:
@@ -153,6 +204,13 @@ type legacyPrompt struct{ *mcp.GetPromptResult }
 func (r legacyPrompt) MarshalJSON() ([]byte, error) {
 	type plain mcp.GetPromptResult
 	return json.Marshal((*plain)(r.GetPromptResult))
+}
+
+type legacyCall struct{ *mcp.CallToolResult }
+
+func (r legacyCall) MarshalJSON() ([]byte, error) {
+	type plain mcp.CallToolResult
+	return json.Marshal((*plain)(r.CallToolResult))
 }
 
 // dropUpstreamInfo removes the upstream server's serverInfo from the _meta

@@ -110,6 +110,7 @@ func TestModernProtocolMessages(t *testing.T) {
 		t.Run(map[bool]string{false: "fast path", true: "go-sdk only"}[noFast], func(t *testing.T) {
 			e := start(t, mcpserver.Options{NoAuth: true, NoFastPath: noFast, Version: "9.9"}, nil)
 			e.addServer(t, "alpha", nil)
+			e.addServer(t, "old", nil, "-protocols", "2025-11-25")
 			post := func(body string, hdr map[string]string) rawResp {
 				hdr["Mcp-Protocol-Version"] = cmpOr(hdr["Mcp-Protocol-Version"], "2026-07-28")
 				r := rawWith(t, e.url, "", "", body, hdr)
@@ -140,6 +141,26 @@ func TestModernProtocolMessages(t *testing.T) {
 			if string(m.Result["resultType"]) != `"complete"` || string(m.Result["cacheScope"]) != `"private"` ||
 				!strings.Contains(string(m.Result["tools"]), `"alpha__echo"`) {
 				t.Fatalf("tools/list: %d %s", r.status, r.body)
+			}
+
+			// resources/read and prompts/get: resultType, which 2026-07-28
+			// requires of every result (the TypeScript SDK v2 refuses a result
+			// without it), and the read's cache hints.
+			// Of an upstream of 2026-07-28 (alpha) and of one of 2025-11-25
+			// (old), whose results have no resultType of their own.
+			for i, s := range []string{"alpha", "old"} {
+				uri := "mcpbus://" + s + "/test:%2F%2Fgreeting"
+				r = post(modernBody(10+i, "resources/read", `{"uri":"`+uri+`"}`), modernHeaders("resources/read", uri))
+				m = decodeMsg(t, r)
+				if string(m.Result["resultType"]) != `"complete"` || string(m.Result["cacheScope"]) != `"private"` ||
+					serverInfo(m) != "mcpbus/9.9" || !strings.Contains(string(m.Result["contents"]), "hello") {
+					t.Fatalf("resources/read of %s: %d %s", s, r.status, r.body)
+				}
+				r = post(modernBody(20+i, "prompts/get", `{"name":"`+s+`__greet","arguments":{"who":"x"}}`), modernHeaders("prompts/get", s+"__greet"))
+				m = decodeMsg(t, r)
+				if string(m.Result["resultType"]) != `"complete"` || serverInfo(m) != "mcpbus/9.9" || m.Result["messages"] == nil {
+					t.Fatalf("prompts/get of %s: %d %s", s, r.status, r.body)
+				}
 			}
 
 			// tools/call: the upstream's identity replaced by the gateway's.
@@ -308,5 +329,45 @@ func TestModernFastPathAnswersAsGoSDK(t *testing.T) {
 	}
 	if cancels.n.Load() == 0 {
 		t.Fatal("the gateway did not cancel the call of a client that hung up")
+	}
+}
+
+// A client whose initialize proposes 2026-07-28, or a version newer than any
+// the gateway knows, settles on 2025-11-25 and gets that era's results: no
+// resultType, ttlMs or cacheScope, whatever it proposed.
+func TestSessionProposingANewerVersion(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+	for _, proposed := range []string{"2026-07-28", "2099-01-01"} {
+		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + proposed + `","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+		r := rawWith(t, e.url, "", "", init, map[string]string{"Mcp-Protocol-Version": ""})
+		if m := decodeMsg(t, r); r.session == "" || string(m.Result["protocolVersion"]) != `"2025-11-25"` {
+			t.Fatalf("initialize proposing %s: %d %s", proposed, r.status, r.body)
+		}
+		sid := r.session
+		if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); r.status != http.StatusAccepted {
+			t.Fatalf("initialized: %d %s", r.status, r.body)
+		}
+		for i, body := range []string{
+			`"method":"tools/list"`,
+			`"method":"resources/list"`,
+			`"method":"resources/templates/list"`,
+			`"method":"prompts/list"`,
+			`"method":"resources/read","params":{"uri":"mcpbus://alpha/test:%2F%2Fgreeting"}`,
+			`"method":"prompts/get","params":{"name":"alpha__greet","arguments":{"who":"x"}}`,
+			`"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"old"}}`,
+			`"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"old"},"_meta":{"progressToken":"p"}}`,
+		} {
+			r := raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,%s}`, i+2, body))
+			m := decodeMsg(t, r)
+			if m.Error != nil || m.Result == nil {
+				t.Fatalf("%s (proposed %s): %d %s", body, proposed, r.status, r.body)
+			}
+			for _, k := range []string{"ttlMs", "cacheScope", "resultType"} {
+				if _, ok := m.Result[k]; ok {
+					t.Errorf("%s of a session that proposed %s carries %q: %s", body, proposed, k, r.body)
+				}
+			}
+		}
 	}
 }

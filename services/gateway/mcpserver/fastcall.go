@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -119,8 +120,8 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		return false // go-sdk checks the Mcp-Param-* headers of x-mcp-header arguments
 	}
 
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
 	sessionID := ""
 	if ls != nil {
 		sessionID = ls.ss.ID()
@@ -131,7 +132,7 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 			return true
 		}
 		defer ls.inflight.Delete(idKey)
-		stop := context.AfterFunc(ls.done, cancel) // the session closed: the call ends
+		stop := context.AfterFunc(ls.done, func() { cancel(nil) }) // the session closed: the call ends
 		defer stop()
 	}
 
@@ -235,6 +236,13 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 
 	got, err := a.client.CallResult(ctx, e.cat.Server, e.cat.Tool, args, &client.CallOptions{})
 	raw := got.Data
+	if errors.Is(context.Cause(ctx), errCancelledByClient) {
+		// The spec: the receiver of a cancellation SHOULD NOT answer the
+		// request (a client that forgot the id flags an answer as unknown),
+		// even when the result won the race.
+		answerNothing(w)
+		return "", errCancelledByClient
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			return "", err // the client hung up: nobody to answer
@@ -338,6 +346,18 @@ func acceptsBoth(values []string) bool {
 	return j && s
 }
 
+// errCancelledByClient is the cause of a fast-path call's end when its
+// client's notifications/cancelled named it.
+var errCancelledByClient = errors.New("cancelled by the client")
+
+// answerNothing ends the POST of a cancelled request without a JSON-RPC
+// response: an event stream with no event, which Streamable HTTP allows.
+func answerNothing(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.WriteHeader(http.StatusOK)
+}
+
 // cancelFast cancels the fast-path call a notifications/cancelled names.
 func (a *Aggregator) cancelFast(ls *liveSession, req *jsonrpc.Request) {
 	var p cancelledParams
@@ -349,7 +369,7 @@ func (a *Aggregator) cancelFast(ls *liveSession, req *jsonrpc.Request) {
 		return
 	}
 	if c, ok := ls.inflight.Load(idString(id)); ok {
-		c.(context.CancelFunc)()
+		c.(context.CancelCauseFunc)(errCancelledByClient)
 	}
 }
 

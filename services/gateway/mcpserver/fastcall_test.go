@@ -213,3 +213,42 @@ func TestSessionIdleTimeout(t *testing.T) {
 		t.Fatalf("a session idle since initialize still answers: %d %s", st, body)
 	}
 }
+
+// A call its client cancels (notifications/cancelled) gets no response:
+// the spec's receiver SHOULD NOT answer it, and the TypeScript SDK flags the
+// answer to an id it forgot. Its POST ends with an event stream of no event.
+func TestFastPathCancelledCallIsNotAnswered(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	sid := rawWith(t, e.url, "", "", init, map[string]string{"Mcp-Protocol-Version": ""}).session
+	if sid == "" {
+		t.Fatal("no session")
+	}
+	raw(t, e.url, "", sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	got := make(chan rawResp, 1)
+	begin := time.Now()
+	go func() {
+		got <- raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":5000}}}`)
+	}()
+	time.Sleep(300 * time.Millisecond) // the call is at the runner
+	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}`); r.status != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled: %d %s", r.status, r.body)
+	}
+	select {
+	case r := <-got:
+		if r.status != http.StatusOK || r.ctype != "text/event-stream" || strings.TrimSpace(r.body) != "" {
+			t.Fatalf("the cancelled call was answered: %d %s %q", r.status, r.ctype, r.body)
+		}
+		if d := time.Since(begin); d > 3*time.Second {
+			t.Fatalf("the cancelled call's POST ended after %s", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call's POST did not end")
+	}
+	// The session goes on.
+	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"still here"}}}`); !strings.Contains(r.body, "still here") {
+		t.Fatalf("a call after the cancellation: %d %s", r.status, r.body)
+	}
+}

@@ -129,7 +129,7 @@ func (a *Aggregator) features(v *view) mcp.Middleware {
 			if err != nil {
 				return nil, err
 			}
-			return forEra(req.GetSession(), res), nil
+			return forEra(req, res), nil
 		}
 	}
 }

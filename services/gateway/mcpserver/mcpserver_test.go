@@ -74,9 +74,9 @@ func start(t *testing.T, opts mcpserver.Options, wrap func(http.Handler) http.Ha
 // addServer puts a test server named name and waits until it runs and the
 // aggregate knows its tools: its catalog reaches the aggregate through a KV
 // watch, after the status, so a call made at once could find no such tool.
-func (e *env) addServer(t *testing.T, name string, envVars map[string]model.EnvVar) {
+func (e *env) addServer(t *testing.T, name string, envVars map[string]model.EnvVar, args ...string) {
 	t.Helper()
-	cfg := runnertest.Binary(name, testServer, "-name", name)
+	cfg := runnertest.Binary(name, testServer, append([]string{"-name", name}, args...)...)
 	cfg.EnvVars = envVars
 	e.Put(t, cfg)
 	e.WaitState(t, name, model.StateRunning, 15*time.Second)

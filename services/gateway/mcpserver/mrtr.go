@@ -201,7 +201,7 @@ func (h *heldCalls) cancel(drop func(*heldCall) bool) {
 // through a held call: the client declared elicitation or sampling in the
 // request's _meta (go-sdk puts them in its InitializeParams).
 func modernAsks(req *mcp.CallToolRequest) bool {
-	return modernSession(req.Session) && asksClient(req.Session)
+	return modernEra(req) && asksClient(req.Session)
 }
 
 // retrying reports whether req is a multi round-trip retry.

@@ -31,7 +31,7 @@ func (a *Aggregator) toolHandler(v *view, e *toolEntry) mcp.ToolHandler {
 		if mismatch != nil {
 			return mismatchResult(mismatch), nil
 		}
-		if retrying(req) && modernSession(req.Session) {
+		if retrying(req) && modernEra(req) {
 			return a.resumeCall(ctx, v, e, req)
 		}
 		if rerr := a.restartError(e); rerr != nil {

@@ -45,7 +45,8 @@ func modelNotFound(model string) *Error {
 // errorType is OpenAI's type for an HTTP status.
 func errorType(status int) string {
 	switch status {
-	case http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge:
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusConflict,
+		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
 		return "invalid_request_error"
 	case http.StatusUnauthorized:
 		return "authentication_error"

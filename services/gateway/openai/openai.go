@@ -1,7 +1,7 @@
 // Package openai is the gateway's OpenAI-compatible front door to the chat
 // service: POST /v1/chat/completions runs one turn of a new conversation
 // (model = a chat profile) and answers with its final text, streamed or not;
-// GET /v1/models lists the profiles. Tool calls run inside mcpbus, like a
+// GET /v1/models lists the profiles and GET /v1/models/{model} gives one. Tool calls run inside mcpbus, like a
 // server-side agent: the client sees only the answer. Each request is its own
 // conversation (oai-<uuid>), kept in the conversation log like any other.
 package openai
@@ -13,7 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // requestTimeout bounds one request to the chat service (a send only
@@ -80,6 +82,7 @@ func (a *API) Routes() []Route {
 	return []Route{
 		{"POST", "/v1/chat/completions", a.completions},
 		{"GET", "/v1/models", a.models},
+		{"GET", "/v1/models/{model}", a.model},
 	}
 }
 
@@ -105,11 +108,36 @@ func (a *API) models(w http.ResponseWriter, r *http.Request) {
 	}
 	list := ModelList{Object: "list", Data: make([]Model, 0, len(profiles))}
 	for _, p := range profiles {
-		m := Model{ID: p.Name, Object: "model", OwnedBy: "mcpbus"}
-		if !p.CreatedAt.IsZero() {
-			m.Created = p.CreatedAt.Unix()
-		}
-		list.Data = append(list.Data, m)
+		list.Data = append(list.Data, modelOf(p))
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// model is GET /v1/models/{model} (openai's models.retrieve): the entry
+// /v1/models lists for that profile.
+func (a *API) model(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("model")
+	if !model.ValidSlug(name) {
+		writeError(w, modelNotFound(name))
+		return
+	}
+	p, err := a.chat.GetProfile(r.Context(), name)
+	if err != nil {
+		if apierr.Of(err) == apierr.NotFound {
+			writeError(w, modelNotFound(name))
+			return
+		}
+		writeError(w, fromBus(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, modelOf(p))
+}
+
+// modelOf is the model entry of a profile.
+func modelOf(p model.Profile) Model {
+	m := Model{ID: p.Name, Object: "model", OwnedBy: "mcpbus"}
+	if !p.CreatedAt.IsZero() {
+		m.Created = p.CreatedAt.Unix()
+	}
+	return m
 }

@@ -550,7 +550,33 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 		return nil, err
 	}
 	op.End(ctx, "", nil)
-	return out, nil
+	return rpcReply(out)
+}
+
+// rpcReply encodes an rpc result without the cache hints its server did not
+// give: go-sdk encodes ttlMs and cacheScope always, so a server of a protocol
+// before 2026-07-28 would show as "ttlMs":0,"cacheScope":"" to the gateway
+// and mcpbus rpc. A cacheScope given keeps its ttlMs, 0 included (stale at once).
+func rpcReply(out any) (json.RawMessage, error) {
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the result: %w", err)
+	}
+	if !bytes.Contains(raw, []byte(`"cacheScope":""`)) {
+		return raw, nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return raw, nil
+	}
+	if string(fields["cacheScope"]) != `""` {
+		return raw, nil // the empty scope was deeper, not the result's
+	}
+	delete(fields, "cacheScope")
+	if string(fields["ttlMs"]) == "0" {
+		delete(fields, "ttlMs")
+	}
+	return json.Marshal(fields)
 }
 
 // rpcMethods are the MCP methods the rpc subject carries.

@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -810,9 +811,23 @@ func TestRPC(t *testing.T) {
 	if err := e.Client.RPC(ctx, "alpha", "prompts/get", map[string]any{"name": "greet", "arguments": map[string]string{"who": "ada"}}, &prompt); err != nil || prompt.Messages[0].Content.Text != "Hello, ada" {
 		t.Fatalf("prompts/get: %+v %v", prompt, err)
 	}
-	for _, m := range []string{"ping", "prompts/list", "resources/templates/list", "tools/list"} {
-		if err := e.Client.RPC(ctx, "alpha", m, nil, nil); err != nil {
-			t.Fatalf("%s: %v", m, err)
+	// Cache hints a server did not give are not sent (go-sdk's client
+	// decodes them as "ttlMs":0,"cacheScope":"": TestRPCReplyCacheHints);
+	// those it gave are, whatever its era (a go-sdk server gives a scope
+	// even on 2025-11-25).
+	e.Put(t, runnertest.Binary("old", testServer, "-protocols", "2025-11-25"))
+	e.WaitState(t, "old", model.StateRunning, 10*time.Second)
+	for _, server := range []string{"alpha", "old"} {
+		for _, m := range []string{"ping", "prompts/list", "resources/templates/list", "tools/list", "resources/list", "resources/read", "prompts/get"} {
+			params := map[string]any{"uri": "test://greeting", "name": "greet", "arguments": map[string]string{"who": "ada"}}
+			var out json.RawMessage
+			if err := e.Client.RPC(ctx, server, m, params, &out); err != nil {
+				t.Fatalf("%s %s: %v", server, m, err)
+			}
+			hinted := bytes.Contains(out, []byte(`"cacheScope"`))
+			if bytes.Contains(out, []byte(`"cacheScope":""`)) || bytes.Contains(out, []byte(`"ttlMs"`)) != hinted {
+				t.Errorf("%s %s: cache hints %s", server, m, out)
+			}
 		}
 	}
 	wantCode(t, e.Client.RPC(ctx, "alpha", "sampling/createMessage", nil, nil), apierr.Validation)

@@ -27,6 +27,7 @@ func main() {
 	hang := flag.Bool("hang", false, "never answer the handshake (tests handshake timeouts)")
 	jsonResp := flag.Bool("json", false, "with -http: answer calls with application/json instead of an SSE stream")
 	stateless := flag.Bool("stateless", false, "with -http: stateless (no session ids; clients speak protocol 2026-07-28)")
+	protocols := flag.String("protocols", "", "comma-separated protocol versions to negotiate (default: go-sdk's; e.g. 2025-11-25 for a server of the initialize era)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -53,7 +54,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "failing at start:", v)
 		os.Exit(2)
 	}
-	srv := testmcp.NewServer(*name)
+	var opts *mcp.ServerOptions
+	if *protocols != "" {
+		opts = &mcp.ServerOptions{SupportedProtocolVersions: strings.Split(*protocols, ",")}
+	}
+	srv := testmcp.NewServerOpts(*name, opts)
 	if telemetry.Enabled() { // OTEL_EXPORTER_OTLP_ENDPOINT set: an instrumented server
 		shutdown, err := telemetry.Setup(ctx, *name, "1.0.0")
 		if err != nil {
