@@ -145,7 +145,8 @@ func RunAlone(ctx context.Context, def Definition, b Bus, h Host, opts Options, 
 			return nil // stopped while waiting: a clean stop
 		}
 	}
-	svc, err := opts.Build(ctx, Env{Conn: nc, Prefix: b.Prefix, DataDir: h.DataDir, Replicas: h.Replicas, Logger: log})
+	svc, err := opts.Build(ctx, Env{Conn: nc, Prefix: b.Prefix, DataDir: h.DataDir, Replicas: h.Replicas, Logger: log,
+		Protected: b.NATS.IdentityPaths()})
 	if err != nil {
 		return err
 	}
