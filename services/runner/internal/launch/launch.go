@@ -209,12 +209,18 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	onLine := newRedactor(opts.Secrets).wrap(opts.OnStderr)
 	p := &Process{cmd: cmd, abort: abort, stderr: newTail(orDefaultInt(opts.StderrBytes, 64<<10), onLine)}
 	cmd.Stderr = p.stderr
-	child, err := opts.Sandbox.Prepare(cmd, sandbox.Spec{Command: cmd.Path, Tools: tools, Args: cfgArgs,
+	envPaths := map[string]string{}
+	for k, v := range cfg.EnvVars {
+		if v.Value != "" && v.KeyfilePath == "" && !v.IsSecret {
+			envPaths[k] = v.Value
+		}
+	}
+	child, err := opts.Sandbox.Prepare(cmd, sandbox.Spec{Command: cmd.Path, Tools: tools, Args: cfgArgs, EnvPaths: envPaths,
 		Npm: pkg.Type == model.PackageNPM, Docker: pkg.Type == model.PackageDocker}, opts.Protected)
 	if err != nil {
 		abort()
 		if pe, ok := errors.AsType[*sandbox.ProtectedError](err); ok {
-			return nil, apierr.Invalid("package.args", pe.Error())
+			return nil, apierr.Invalid(pe.Field(), pe.Error())
 		}
 		return nil, apierr.Wrap(apierr.ServiceUnavailable, "cannot sandbox the server: "+err.Error(), err)
 	}

@@ -61,6 +61,9 @@ type Spec struct {
 	Tools   []string
 	// Args are the config's own arguments (package args, runtime args).
 	Args []string
+	// EnvPaths are the config's own plain environment values, by name: an
+	// absolute path among them is treated like a path argument.
+	EnvPaths map[string]string
 	// Dir is the child's working directory (the runner's when empty).
 	Dir string
 	// Home is the child's HOME; NpmCache its npm cache (default Home/.npm).
@@ -100,7 +103,22 @@ type Plan struct {
 func Compute(spec Spec, protected []Protected) (Plan, error) {
 	c := planner{protected: resolveProtected(protected, spec.Dir)}
 	for _, arg := range spec.Args {
-		if err := c.arg(arg, spec.Dir); err != nil {
+		if err := c.arg(arg, spec.Dir, pathPieces(arg)); err != nil {
+			return Plan{}, err
+		}
+	}
+	names := make([]string, 0, len(spec.EnvPaths))
+	for name := range spec.EnvPaths {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		v := spec.EnvPaths[name]
+		if !filepath.IsAbs(v) {
+			continue
+		}
+		if err := c.arg(v, spec.Dir, []string{v}); err != nil {
+			err.(*ProtectedError).Env = name
 			return Plan{}, err
 		}
 	}
@@ -268,10 +286,10 @@ func (c *planner) system(root string) {
 }
 
 // arg refuses an argument that names a protected path or an ancestor of
-// one, and grants the existing paths it names. Pieces of "--x=/a" and
-// "/a:/b" (docker -v) count; only absolute, ./, ../ and ~ paths are paths.
-func (c *planner) arg(arg, dir string) error {
-	for _, piece := range pathPieces(arg) {
+// one, and grants (read and write) the paths it names: the path when it
+// exists, else its directory (a file the server is to create).
+func (c *planner) arg(arg, dir string, pieces []string) error {
+	for _, piece := range pieces {
 		p := piece
 		if p == "~" || strings.HasPrefix(p, "~/") {
 			home, err := os.UserHomeDir()
@@ -291,21 +309,41 @@ func (c *planner) arg(arg, dir string) error {
 		}
 		if r := resolve(p); r != "" {
 			c.add(r, true, false)
+		} else if parent := resolve(filepath.Dir(p)); parent != "" {
+			if prot, bad := c.clash(parent); bad {
+				return &ProtectedError{Arg: arg, Path: prot.Path, What: prot.What}
+			}
+			c.add(parent, true, false)
 		}
 	}
 	return nil
 }
 
-// ProtectedError is a config argument that names a protected path.
+// ProtectedError is a config argument (or, with Env, environment value)
+// that reaches a protected path.
 type ProtectedError struct {
 	Arg, Path, What string
+	Env             string
 }
 
 func (e *ProtectedError) Error() string {
-	return fmt.Sprintf("argument %q reaches %s (%s), which MCP servers may not read; give the server a directory outside it", e.Arg, e.Path, e.What)
+	what := fmt.Sprintf("argument %q", e.Arg)
+	if e.Env != "" {
+		what = fmt.Sprintf("%s=%q", e.Env, e.Arg)
+	}
+	return fmt.Sprintf("%s reaches %s (%s), which MCP servers may not read; give the server a path outside it", what, e.Path, e.What)
 }
 
-// pathPieces are the path-like parts of an argument.
+// Field is the config field at fault.
+func (e *ProtectedError) Field() string {
+	if e.Env != "" {
+		return "env_vars." + e.Env
+	}
+	return "package.args"
+}
+
+// pathPieces are the path-like parts of an argument: pieces of "--x=/a"
+// and "/a:/b" (docker -v) count; only absolute, ./, ../ and ~ paths are paths.
 func pathPieces(arg string) []string {
 	var out []string
 	for _, part := range strings.FieldsFunc(arg, func(r rune) bool { return r == '=' || r == ':' || r == ',' }) {
