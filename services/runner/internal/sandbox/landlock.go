@@ -8,9 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// landlockABI is the kernel's Landlock ABI version, 0 without Landlock
+// LandlockABI is the kernel's Landlock ABI version, 0 without Landlock
 // (not built in, or not enabled by the lsm= boot list).
-func landlockABI() int {
+func LandlockABI() int {
 	v, err := ll.LandlockGetABIVersion()
 	if err != nil || v < 1 {
 		return 0

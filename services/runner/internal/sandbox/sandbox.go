@@ -70,7 +70,7 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	s := &Sandbox{uid: cfg.UID, gid: cfg.GID, protected: cfg.Protected}
 	if !cfg.NoLandlock {
-		s.abi = landlockABI()
+		s.abi = LandlockABI()
 	}
 	if s.uid < 0 || s.gid < 0 {
 		return nil, fmt.Errorf("--child-uid %d / --child-gid %d must not be negative", s.uid, s.gid)
