@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,18 @@ import (
 // never granted, only the child's private temp dir): npx, node and the npm
 // cache still work, and the runner says which protection is active.
 func TestEverythingNpxSandboxed(t *testing.T) {
+	t.Run("landlock", func(t *testing.T) { everythingNpxSandboxed(t, 0) })
+	// As another user, npx fills that user's own npm cache (from the
+	// registry on the first run) in a HOME the runner made for it.
+	t.Run("uid", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("the uid switch needs root (CI runs as root)")
+		}
+		everythingNpxSandboxed(t, 65534)
+	})
+}
+
+func everythingNpxSandboxed(t *testing.T, uid int) {
 	npmModules(t)
 	logs := &testkit.LogBuffer{}
 	t.Cleanup(func() {
@@ -26,8 +39,8 @@ func TestEverythingNpxSandboxed(t *testing.T) {
 	})
 	e := runnertest.Start(t, runner.Options{
 		StopGrace: 100 * time.Millisecond, StopTimeout: 3 * time.Second, StartTimeout: 60 * time.Second,
-		DataDir: t.TempDir(),
-		Logger:  slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		DataDir: t.TempDir(), ChildUID: uid,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	cfg := e.Put(t, everythingNpx())
 	e.WaitState(t, cfg.Slug, model.StateRunning, 60*time.Second)

@@ -134,6 +134,11 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd, spec Spec, extra []Protected) (*Child, 
 			return nil, err
 		}
 		spec.Home, spec.NpmCache, spec.OwnHome = home, filepath.Join(home, ".npm"), true
+		// The runner's working directory is often closed to the child's uid
+		// (npm's spawns fail there): the child starts in its HOME.
+		if cmd.Dir == "" {
+			cmd.Dir = home
+		}
 		for k, v := range map[string]string{"HOME": home, "npm_config_cache": spec.NpmCache, "NPM_CONFIG_CACHE": "",
 			"XDG_CONFIG_HOME": "", "XDG_CACHE_HOME": "", "XDG_DATA_HOME": "", "XDG_STATE_HOME": "", "XDG_RUNTIME_DIR": "",
 			"DOCKER_CONFIG": ""} {
@@ -151,6 +156,9 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd, spec Spec, extra []Protected) (*Child, 
 			spec.NpmCache = getEnv(cmd.Env, "NPM_CONFIG_CACHE")
 		}
 		spec.DockerConfig = getEnv(cmd.Env, "DOCKER_CONFIG")
+	}
+	if spec.Dir == "" {
+		spec.Dir = cmd.Dir
 	}
 	if spec.Npm && spec.Home != "" {
 		cache := spec.NpmCache
