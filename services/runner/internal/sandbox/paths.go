@@ -310,9 +310,8 @@ func (c *planner) arg(arg, dir string, pieces []string) error {
 		if r := resolve(p); r != "" {
 			c.add(r, true, false)
 		} else if parent := resolve(filepath.Dir(p)); parent != "" {
-			if prot, bad := c.clash(parent); bad {
-				return &ProtectedError{Arg: arg, Path: prot.Path, What: prot.What}
-			}
+			// Not a refusal: "https://host/x" has the piece "//host/x",
+			// whose directory is the root.
 			c.add(parent, true, false)
 		}
 	}

@@ -157,11 +157,17 @@ func TestComputeArguments(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Field() != "env_vars.STORE" {
 		t.Errorf("env STORE=%s: %v, want a ProtectedError on env_vars.STORE", data, err)
 	}
-	plan, err := Compute(Spec{Args: []string{"--allowed=" + share, "plain", filepath.Join(share, "new.txt")}}, prot)
+	plan, err := Compute(Spec{Args: []string{"--allowed=" + share, "plain", filepath.Join(share, "new.txt"),
+		"https://example.com/api", "--url=http://localhost:8080/x", filepath.Join(base, "nothere", "x")}}, prot)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if g, ok := granted(plan, share); !ok || !g.Write {
 		t.Errorf("%s not granted read-write: %+v", share, plan.Grants)
+	}
+	for _, g := range plan.Grants {
+		if g.Path == "/" || g.Path == base {
+			t.Errorf("granted %s, an ancestor of the data dir", g.Path)
+		}
 	}
 }
