@@ -51,6 +51,8 @@ func (o *Options) Register(s *settings.Set) {
 	s.Int(&o.ChildGID, "child-gid", "", 0, "their gid (0: the same number as --child-uid)")
 	s.Strings(&o.ChildProtect, "child-protect", "", nil,
 		"more paths MCP servers may not read (the data dir, the runner's NATS identity and configs' keyfiles are protected already)")
+	s.Strings(&o.ChildAllow, "child-allow", "", nil,
+		"more paths MCP servers may read and write under Landlock, e.g. a uv cache (never one holding a protected path)")
 }
 
 // Validate refuses settings that make no sense (zero means the default).

@@ -112,11 +112,13 @@ type Options struct {
 	// ChildSandbox is "auto" (default: Landlock where the kernel has it) or
 	// "off"; ChildUID and ChildGID (0: none) run stdio children as another
 	// user; ChildProtect are paths children may not read besides the data
-	// dir and keyfiles. See internal/sandbox.
+	// dir and keyfiles; ChildAllow paths they may read and write besides
+	// their own (a uv or pip cache). See internal/sandbox.
 	ChildSandbox    string
 	ChildUID        int
 	ChildGID        int
 	ChildProtect    []string
+	ChildAllow      []string
 	childNoLandlock bool // tests of the uid switch alone
 }
 

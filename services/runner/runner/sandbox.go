@@ -19,7 +19,7 @@ func newSandbox(opts Options) (*sandbox.Sandbox, error) {
 		protected = append(protected, sandbox.Protected{Path: p, What: "protected by --child-protect"})
 	}
 	return sandbox.New(sandbox.Config{Mode: opts.ChildSandbox, UID: opts.ChildUID, GID: opts.ChildGID,
-		Protected: protected, NoLandlock: opts.childNoLandlock})
+		Protected: protected, Allow: opts.ChildAllow, NoLandlock: opts.childNoLandlock})
 }
 
 // childProtected are the keyfiles the configs this runner knows name: no

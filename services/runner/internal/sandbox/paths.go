@@ -29,8 +29,8 @@ import (
 //   - read and write: /dev (files only: /dev/null, ttys); the child's
 //     private temp dir (its TMPDIR); the npm cache ($npm_config_cache or
 //     ~/.npm); ~/.docker for the docker client; the paths a config's
-//     arguments name (a filesystem server's allowed directories; the config
-//     author chose them).
+//     arguments and plain environment values name (a filesystem server's
+//     allowed directories; the config author chose them); --child-allow.
 //
 // A root that is, or is an ancestor of, a protected path is never granted:
 // a system root is then split into its entries (the entries on the way to
@@ -72,6 +72,9 @@ type Spec struct {
 	// OwnHome: Home belongs to the child (a uid switch), so all of it is
 	// granted read and write.
 	OwnHome bool
+	// Allow are more paths the operator grants read and write
+	// (--child-allow: a uv or pip cache), under the same protected rule.
+	Allow []string
 	// TmpDir is the child's private temp dir.
 	TmpDir string
 	// Npm: the child runs npx, whose cache Prepare makes when missing.
@@ -157,6 +160,9 @@ func Compute(spec Spec, protected []Protected) (Plan, error) {
 	}
 	if spec.Docker && spec.DockerConfig != "" {
 		c.add(spec.DockerConfig, true, false)
+	}
+	for _, p := range spec.Allow {
+		c.add(p, true, false)
 	}
 	if spec.TmpDir != "" {
 		c.add(spec.TmpDir, true, false)

@@ -171,3 +171,23 @@ func TestComputeArguments(t *testing.T) {
 		}
 	}
 }
+
+// --child-allow grants read and write, never over a protected path.
+func TestComputeAllow(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, cache := filepath.Join(base, "data"), filepath.Join(base, "uv-cache")
+	mkdirs(t, data, cache)
+	plan, err := Compute(Spec{Allow: []string{cache, base, data}}, []Protected{{data, "the data dir"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := granted(plan, cache); !ok || !g.Write {
+		t.Errorf("%s not granted read-write: %+v", cache, plan.Grants)
+	}
+	if _, ok := granted(plan, data); ok {
+		t.Errorf("the data dir is granted: %+v", plan.Grants)
+	}
+}

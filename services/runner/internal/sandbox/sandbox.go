@@ -44,8 +44,10 @@ type Config struct {
 	// UID and GID, when UID is not 0, are the ids children run as (GID 0:
 	// the same number as UID).
 	UID, GID int
-	// Protected are the paths no child may read (see paths.go).
+	// Protected are the paths no child may read; Allow more paths children
+	// may read and write (see paths.go).
 	Protected []Protected
+	Allow     []string
 	// NoLandlock pretends the kernel has no Landlock (tests of the uid
 	// switch alone).
 	NoLandlock bool
@@ -56,6 +58,7 @@ type Sandbox struct {
 	abi       int // 0: no Landlock
 	uid, gid  int // uid 0: no switch
 	protected []Protected
+	allow     []string
 }
 
 // New checks what this host allows. It fails when a uid switch is asked for
@@ -68,7 +71,7 @@ func New(cfg Config) (*Sandbox, error) {
 	default:
 		return nil, fmt.Errorf("--child-sandbox %q: use auto or off", cfg.Mode)
 	}
-	s := &Sandbox{uid: cfg.UID, gid: cfg.GID, protected: cfg.Protected}
+	s := &Sandbox{uid: cfg.UID, gid: cfg.GID, protected: cfg.Protected, allow: cfg.Allow}
 	if !cfg.NoLandlock {
 		s.abi = LandlockABI()
 	}
@@ -160,6 +163,7 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd, spec Spec, extra []Protected) (*Child, 
 	if spec.Dir == "" {
 		spec.Dir = cmd.Dir
 	}
+	spec.Allow = append(spec.Allow, s.allow...)
 	if spec.Npm && spec.Home != "" {
 		cache := spec.NpmCache
 		if cache == "" {
