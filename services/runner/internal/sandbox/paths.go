@@ -96,7 +96,7 @@ type Grant struct {
 type Plan struct {
 	Grants []Grant
 	// Left are the roots left out because they hold or lie inside a
-	// protected path (for the debug log).
+	// protected path (for tests and diagnosis).
 	Left []string
 }
 
