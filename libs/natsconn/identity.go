@@ -2,7 +2,6 @@ package natsconn
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/nats-io/nkeys"
@@ -14,7 +13,7 @@ import (
 func (o Options) Identity() (nkeys.KeyPair, error) {
 	seed := o.Seed
 	if len(seed) == 0 && o.NKeyFile != "" {
-		data, err := os.ReadFile(o.NKeyFile)
+		data, err := readSeed(o.NKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("nats identity: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -98,15 +99,22 @@ func (o Options) Dial(name string, mode Mode, log *slog.Logger, extra ...nats.Op
 	if mode == Wait {
 		opts = append(opts, nats.RetryOnFailedConnect(true))
 	}
+	// The identity files are read once, here: nats.go's own options re-read
+	// them at every (re)connect, and a deployment may make them unreadable
+	// once the process runs (the runner's children must not read its seed).
 	if o.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(o.CredsFile))
+		opt, err := credsOption(o.CredsFile)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-creds: %w", err)
+		}
+		opts = append(opts, opt)
 	}
 	if o.NKeyFile != "" {
-		opt, err := nats.NkeyOptionFromSeed(o.NKeyFile)
+		seed, err := readSeed(o.NKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("--nats-nkey: %w", err)
 		}
-		opts = append(opts, opt)
+		o.Seed = seed
 		if o.InboxPrefix == "" {
 			o.InboxPrefix = access.Inbox(strings.TrimSuffix(filepath.Base(o.NKeyFile), access.SeedExt))
 		}
@@ -159,6 +167,66 @@ func (o Options) Dial(name string, mode Mode, log *slog.Logger, extra ...nats.Op
 		return nil, fmt.Errorf("connecting to NATS at %s as %s: %w", url, name, err)
 	}
 	return nc, nil
+}
+
+// IdentityPaths are the identity files of o and the directories holding
+// them (the identities directory; not when that is the home directory or
+// the root): what the runner keeps its children from reading.
+func (o Options) IdentityPaths() []string {
+	home, _ := os.UserHomeDir()
+	var out []string
+	for _, f := range []string{o.NKeyFile, o.CredsFile} {
+		if f == "" {
+			continue
+		}
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			abs = filepath.Clean(f)
+		}
+		out = append(out, abs)
+		if dir := filepath.Dir(abs); dir != "/" && (home == "" || dir != filepath.Clean(home)) {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+// readSeed reads an nkey seed file (the seed alone, or decorated).
+func readSeed(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	kp, err := nkeys.ParseDecoratedNKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return seed, nil
+}
+
+// credsOption reads a credentials file (user JWT and seed) into memory.
+func credsOption(path string) (nats.Option, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	jwt, err := nkeys.ParseDecoratedJWT(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	kp, err := nkeys.ParseDecoratedUserNKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return nats.UserJWTAndSeed(jwt, string(seed)), nil
 }
 
 // WaitConnected waits until nc is connected (a Wait-mode dial returns before

@@ -83,3 +83,46 @@ func TestNKeyAndInbox(t *testing.T) {
 		t.Fatal("an unknown nkey connected")
 	}
 }
+
+// The seed file is read once: a reconnect after it is gone still signs in
+// (the runner's children must not read it, so a deployment may remove it).
+func TestSeedReadOnce(t *testing.T) {
+	user, _ := nkeys.CreateUser()
+	pub, _ := user.PublicKey()
+	seed, _ := user.Seed()
+	seedFile := filepath.Join(t.TempDir(), "runner.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true,
+		Nkeys: []*server.NkeyUser{{Nkey: pub}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(5 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	reconnected := make(chan struct{}, 1)
+	nc, err := Options{URLs: ns.ClientURL(), NKeyFile: seedFile}.Dial("test", FailFast, nil,
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := os.Remove(seedFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reconnected:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no reconnect without the seed file: %v", nc.LastError())
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}

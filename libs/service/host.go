@@ -159,7 +159,8 @@ func RunAlone(ctx context.Context, def Definition, b Bus, h Host, opts Options, 
 	if err != nil {
 		return err
 	}
-	svc, err := opts.Build(ctx, Env{Conn: nc, Prefix: b.Prefix, DataDir: h.DataDir, Replicas: h.Replicas, Logger: log, Identity: id})
+	svc, err := opts.Build(ctx, Env{Conn: nc, Prefix: b.Prefix, DataDir: h.DataDir, Replicas: h.Replicas, Logger: log, Identity: id,
+		Protected: b.NATS.IdentityPaths()})
 	if err != nil {
 		return err
 	}

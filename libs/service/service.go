@@ -52,6 +52,10 @@ type Env struct {
 	// SharedHost is true when every service runs on this host (mcpbus up),
 	// so paths that configs name can be checked where they are saved.
 	SharedHost bool
+	// Protected are paths outside DataDir that hold this process's secrets
+	// (its NATS identity files and their directory): the runner keeps the
+	// MCP servers it starts from reading them.
+	Protected []string
 }
 
 // Options are one service's settings: its options type implements this.

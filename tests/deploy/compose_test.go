@@ -190,6 +190,9 @@ func TestComposeFile(t *testing.T) {
 	if cred["MCPBUS_CRED_BACKEND"] != "vault" || cred["VAULT_ADDR"] != "http://vault:8200" || cred["VAULT_TOKEN"] != "" {
 		t.Errorf("credential: %v", cred)
 	}
+	if r := env(service(t, p, "runner")); r["MCPBUS_CHILD_UID"] == "" || r["MCPBUS_CHILD_UID"] == "65532" {
+		t.Errorf("runner: MCPBUS_CHILD_UID %q: MCP servers must run as another user than the runner (65532)", r["MCPBUS_CHILD_UID"])
+	}
 	if r := env(service(t, p, "runner")); slices.Contains(strings.Split(r["MCPBUS_EXEC_TYPES"], ","), "binary") || slices.Contains(strings.Split(r["MCPBUS_EXEC_TYPES"], ","), "docker") {
 		t.Errorf("runner: MCPBUS_EXEC_TYPES %q: no binary packages in a container, docker only with the override", r["MCPBUS_EXEC_TYPES"])
 	}
@@ -358,6 +361,8 @@ func TestImages(t *testing.T) {
 		"./tools/mcpbus", "./services/${SERVICE}/cmd/${SERVICE}",
 		"FROM node:22-slim AS runner", "AS runner-docker", "FROM gcr.io/distroless/static-debian12:nonroot AS service",
 		"--uid " + imageUID, "--chown=" + imageUID + ":" + imageUID,
+		// the runner's children run as another user (MCPBUS_CHILD_UID)
+		"--uid 65533", "setcap cap_setuid,cap_setgid,cap_kill=ep /usr/local/bin/mcpbus-runner",
 	} {
 		if !strings.Contains(df, want) {
 			t.Errorf("%s lacks %q", dockerfile, want)

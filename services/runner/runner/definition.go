@@ -14,6 +14,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/libs/settings"
+	"github.com/mcpbus/mcpbus/services/runner/internal/sandbox"
 )
 
 // Defaults of the runner settings.
@@ -45,6 +46,14 @@ func (o *Options) Register(s *settings.Set) {
 		"package types this runner spawns or connects: npm, docker, binary, http (a deployment sets npm,docker,http)")
 	s.Strings(&o.ExecBinaryPrefixes, "exec-binary-prefixes", "", nil,
 		"absolute paths a binary package must be under, after cleaning and resolving it (empty: any path, when binary is allowed)")
+	s.String(&o.ChildSandbox, "child-sandbox", "", sandbox.ModeAuto,
+		"auto: stdio MCP servers run under Landlock where the kernel has it (no reading the seed, data dir, keyfiles); off: not confined at all (unsafe)")
+	s.Int(&o.ChildUID, "child-uid", "", 0, "run stdio MCP servers as this uid (0: the runner's own; needs root or CAP_SETUID, CAP_SETGID, CAP_KILL)")
+	s.Int(&o.ChildGID, "child-gid", "", 0, "their gid (0: the same number as --child-uid)")
+	s.Strings(&o.ChildProtect, "child-protect", "", nil,
+		"more paths MCP servers may not read (the data dir, the runner's NATS identity and configs' keyfiles are protected already)")
+	s.Strings(&o.ChildAllow, "child-allow", "", nil,
+		"more paths MCP servers may read and write under Landlock, e.g. a uv cache (never one holding a protected path)")
 }
 
 // Validate refuses settings that make no sense (zero means the default).
@@ -58,6 +67,14 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--max-servers %d must not be negative", o.MaxServers)
 	case o.LeaseTTL < 0 || (o.LeaseTTL > 0 && o.LeaseTTL < time.Second):
 		return fmt.Errorf("--lease-ttl %s: at least 1s", o.LeaseTTL)
+	case o.ChildSandbox != "" && o.ChildSandbox != sandbox.ModeAuto && o.ChildSandbox != sandbox.ModeOff:
+		return fmt.Errorf("--child-sandbox %q: use auto or off", o.ChildSandbox)
+	case o.ChildUID < 0 || o.ChildGID < 0:
+		return fmt.Errorf("--child-uid %d / --child-gid %d must not be negative", o.ChildUID, o.ChildGID)
+	case o.ChildGID != 0 && o.ChildUID == 0:
+		return fmt.Errorf("--child-gid %d needs --child-uid", o.ChildGID)
+	case o.ChildSandbox == sandbox.ModeOff && o.ChildUID != 0:
+		return fmt.Errorf("--child-uid %d with --child-sandbox=off: the uid switch is part of the sandbox", o.ChildUID)
 	}
 	return o.validateExec()
 }
@@ -102,6 +119,7 @@ func (o *Options) Build(_ context.Context, env service.Env) (service.Service, er
 	if opts.DataDir == "" {
 		opts.DataDir = env.DataDir
 	}
+	opts.ChildProtect = append(slices.Clone(opts.ChildProtect), env.Protected...)
 	if opts.ID == "" {
 		opts.ID = uuid.NewString() // the resolver names it
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
 	"github.com/mcpbus/mcpbus/services/runner/internal/pidfile"
+	"github.com/mcpbus/mcpbus/services/runner/internal/sandbox"
 )
 
 // Version of the runner service (micro requires semver).
@@ -115,6 +116,18 @@ type Options struct {
 	// (default 30s; keep it at most the credential service's refresh
 	// window, so that the service refreshes when asked).
 	OAuthEarlyRefresh time.Duration
+
+	// ChildSandbox is "auto" (default: Landlock where the kernel has it) or
+	// "off"; ChildUID and ChildGID (0: none) run stdio children as another
+	// user; ChildProtect are paths children may not read besides the data
+	// dir and keyfiles; ChildAllow paths they may read and write besides
+	// their own (a uv or pip cache). See internal/sandbox.
+	ChildSandbox    string
+	ChildUID        int
+	ChildGID        int
+	ChildProtect    []string
+	ChildAllow      []string
+	childNoLandlock bool // tests of the uid switch alone
 }
 
 func (o *Options) defaults() {
@@ -190,7 +203,8 @@ type Runner struct {
 	svc        micro.Service
 	telemetry  callTelemetry
 	callEvents *bus.Batcher
-	pids       *pidfile.Dir // nil without a data dir
+	pids       *pidfile.Dir     // nil without a data dir
+	sandbox    *sandbox.Sandbox // nil: --child-sandbox=off
 
 	running atomic.Int64 // servers with a live session
 	metrics lifecycleMetrics
@@ -224,11 +238,15 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 	if err := opts.validateExec(); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
+	sb, err := newSandbox(opts)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("runner: jetstream: %w", err)
 	}
-	return &Runner{
+	return &Runner{sandbox: sb,
 		nc: nc, js: js, subj: bus.NewSubjects(opts.Prefix), opts: opts,
 		callEvents: bus.NewBatcher(nc, callEventDelay, callEventBatch),
 		log:        opts.Logger.With("runner", opts.ID),
@@ -254,6 +272,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("runner: %w", err)
 	}
 	r.assets = assets
+	r.logSandbox()
 	defer r.observeServers()()
 	if r.opts.DataDir != "" {
 		pids, err := pidfile.Open(filepath.Join(r.opts.DataDir, "pids"))

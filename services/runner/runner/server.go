@@ -245,6 +245,7 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, launch.RawCo
 	lopts := s.r.opts.Launch
 	lopts.OnStderr = func(line string) { s.log.Debug("server stderr", "line", line) }
 	lopts.Secrets = secrets // redacted from those lines
+	lopts.Sandbox, lopts.Protected = s.r.sandbox, s.r.childProtected()
 	if cfg.Transport.Type == model.TransportHTTP {
 		lopts.Auth = upAuth
 	}

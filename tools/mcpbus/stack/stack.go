@@ -223,7 +223,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return nil, err
 		}
 		svc, err := r.Opts.Build(setup, service.Env{Conn: nc, Prefix: opts.Prefix, DataDir: opts.DataDir,
-			Replicas: 1, Logger: opts.Logger.With("service", r.Def.Name), SharedHost: true, Identity: kp})
+			Replicas: 1, Logger: opts.Logger.With("service", r.Def.Name), SharedHost: true, Identity: kp, Protected: s.protected()})
 		if err != nil {
 			return nil, fmt.Errorf("%s service: %w", r.Def.Name, err)
 		}
@@ -273,6 +273,16 @@ func (s *Stack) makeIdentities(dir string) ([]*server.NkeyUser, error) {
 		return nil, err
 	}
 	return s.users()
+}
+
+// protected are the paths of secrets the runner keeps its children from
+// besides the data dir: the identities directory (inside the data dir
+// today; named so that moving it keeps it protected).
+func (s *Stack) protected() []string {
+	if s.Identities == nil {
+		return nil
+	}
+	return []string{s.Identities.Dir()}
 }
 
 // ConnectAs opens an in-process connection as role's identity (any

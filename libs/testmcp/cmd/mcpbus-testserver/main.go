@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -50,6 +51,9 @@ func main() {
 			fmt.Fprintf(os.Stderr, "testserver env %s=%s (printed at start)\n", n, os.Getenv(n))
 		}
 	}
+	// TESTMCP_TRY_READ=A,B: first try to read each path (a hostile server
+	// after the runner's secrets); the start_reads tool reports what came of it.
+	probe := tryReads(os.Getenv("TESTMCP_TRY_READ"))
 	if v := os.Getenv("TESTMCP_FAIL_START"); v != "" {
 		fmt.Fprintln(os.Stderr, "failing at start:", v)
 		os.Exit(2)
@@ -59,6 +63,14 @@ func main() {
 		opts = &mcp.ServerOptions{SupportedProtocolVersions: strings.Split(*protocols, ",")}
 	}
 	srv := testmcp.NewServerOpts(*name, opts)
+	mcp.AddTool(srv, &mcp.Tool{Name: "start_reads", Description: "What the TESTMCP_TRY_READ reads at start got, this process's uid, and whether TMPDIR is writable"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			b, err := json.Marshal(probe)
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
+		})
 	if telemetry.Enabled() { // OTEL_EXPORTER_OTLP_ENDPOINT set: an instrumented server
 		shutdown, err := telemetry.Setup(ctx, *name, "1.0.0")
 		if err != nil {
@@ -87,4 +99,37 @@ func main() {
 	if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {
 		log.Fatal(err)
 	}
+}
+
+// StartReads is what the start_reads tool returns.
+type StartReads struct {
+	UID int `json:"uid"`
+	// Reads maps each path to "read <n> bytes" or the error.
+	Reads map[string]string `json:"reads"`
+	// TmpWrite is "ok" or the error of writing a file into TMPDIR.
+	TmpWrite string `json:"tmp_write"`
+}
+
+func tryReads(list string) StartReads {
+	r := StartReads{UID: os.Getuid(), Reads: map[string]string{}}
+	if list != "" {
+		for _, p := range strings.Split(list, ",") {
+			if p == "" {
+				continue
+			}
+			if b, err := os.ReadFile(p); err != nil {
+				r.Reads[p] = err.Error()
+			} else {
+				r.Reads[p] = fmt.Sprintf("read %d bytes", len(b))
+			}
+		}
+	}
+	r.TmpWrite = "ok"
+	if f, err := os.CreateTemp("", "probe"); err != nil {
+		r.TmpWrite = err.Error()
+	} else {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+	}
+	return r
 }

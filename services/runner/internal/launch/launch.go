@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/internal/sandbox"
 )
 
 // Options are the host-level settings of launching.
@@ -40,6 +41,11 @@ type Options struct {
 	// replaced by [REDACTED] in the lines OnStderr receives. They are kept
 	// nowhere else. A value split across two lines is not caught.
 	Secrets []string
+	// Sandbox confines stdio children (nil: started as they are; see
+	// internal/sandbox). Protected are paths of this launch no child may
+	// read besides the sandbox's own (the keyfiles configs name).
+	Sandbox   *sandbox.Sandbox
+	Protected []sandbox.Protected
 	// Auth, for an HTTP server, sets the Authorization of its requests (an
 	// OAuth token source) and decides what a 401 or 403 becomes.
 	Auth auth.OAuthHandler
@@ -143,6 +149,10 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	var name string
 	var args []string
 	pkg := cfg.Package
+	// The config's own arguments: the sandbox grants the paths they name
+	// and refuses those that reach a protected path.
+	cfgArgs := append(append([]string(nil), pkg.RuntimeArgs...), pkg.Args...)
+	var tools []string
 	switch pkg.Type {
 	case model.PackageNPM:
 		name = orDefault(opts.NpxPath, "npx")
@@ -151,6 +161,9 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 		}
 		if _, err := exec.LookPath(name); err != nil {
 			return nil, apierr.Wrap(apierr.ServiceUnavailable, "Node.js is not installed ("+name+" not found)", err)
+		}
+		if node, err := exec.LookPath("node"); err == nil {
+			tools = append(tools, node)
 		}
 		args = append(append([]string{"-y"}, pkg.RuntimeArgs...), pkg.Identifier)
 		args = append(args, pkg.Args...)
@@ -176,6 +189,7 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 		if _, err := exec.LookPath(name); err != nil {
 			return nil, apierr.Wrap(apierr.NotFound, "Package not found", err).WithField("package.identifier")
 		}
+		cfgArgs = append(cfgArgs, name)
 		args = pkg.Args
 	default:
 		return nil, apierr.Invalid("package.type", "cannot launch package type "+pkg.Type)
@@ -195,9 +209,24 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	onLine := newRedactor(opts.Secrets).wrap(opts.OnStderr)
 	p := &Process{cmd: cmd, abort: abort, stderr: newTail(orDefaultInt(opts.StderrBytes, 64<<10), onLine)}
 	cmd.Stderr = p.stderr
+	envPaths := map[string]string{}
+	for k, v := range cfg.EnvVars {
+		if v.Value != "" && v.KeyfilePath == "" && !v.IsSecret {
+			envPaths[k] = v.Value
+		}
+	}
+	child, err := opts.Sandbox.Prepare(cmd, sandbox.Spec{Command: cmd.Path, Tools: tools, Args: cfgArgs, EnvPaths: envPaths,
+		Npm: pkg.Type == model.PackageNPM, Docker: pkg.Type == model.PackageDocker}, opts.Protected)
+	if err != nil {
+		abort()
+		if pe, ok := errors.AsType[*sandbox.ProtectedError](err); ok {
+			return nil, apierr.Invalid(pe.Field(), pe.Error())
+		}
+		return nil, apierr.Wrap(apierr.ServiceUnavailable, "cannot sandbox the server: "+err.Error(), err)
+	}
 	// The transport signals only the leader, after TerminateDuration; the
 	// runner's Process.Stop signals the whole group sooner, in parallel.
-	st := &StdioTransport{Command: cmd, TerminateDuration: 5 * time.Second}
+	st := &StdioTransport{Command: cmd, TerminateDuration: 5 * time.Second, start: child.Start, exited: child.Exited}
 	return &Launched{Transport: st, Process: p, stdio: st}, nil
 }
 

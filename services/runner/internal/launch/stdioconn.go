@@ -32,6 +32,11 @@ type StdioTransport struct {
 	// mcp.DefaultMaxLineLength, go-sdk's own bound); a longer one ends the connection.
 	MaxLineBytes int
 
+	// start replaces Command.Start (a sandboxed start); exited runs once the
+	// child has been waited for. Both optional.
+	start  func() error
+	exited func()
+
 	conn atomic.Pointer[StdioConn]
 }
 
@@ -45,11 +50,15 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := t.Command.Start(); err != nil {
+	start := t.Command.Start
+	if t.start != nil {
+		start = t.start
+	}
+	if err := start(); err != nil {
 		return nil, err
 	}
 	c := &StdioConn{
-		cmd: t.Command, stdin: stdin, stdout: stdout,
+		cmd: t.Command, exited: t.exited, stdin: stdin, stdout: stdout,
 		terminate: orDefaultDuration(t.TerminateDuration, 5*time.Second),
 		maxLine:   orDefaultInt(t.MaxLineBytes, mcp.DefaultMaxLineLength),
 		incoming:  make(chan msgOrErr),
@@ -70,6 +79,7 @@ func (t *StdioTransport) Conn() *StdioConn { return t.conn.Load() }
 // calls to their waiters and decodes everything else for go-sdk.
 type StdioConn struct {
 	cmd       *exec.Cmd
+	exited    func() // nil or the transport's, after Wait
 	stdin     io.WriteCloser
 	stdout    io.Reader
 	terminate time.Duration
@@ -155,7 +165,13 @@ func (c *StdioConn) stop() error {
 	// Spec: close the child's input, wait for it to exit, SIGTERM, then SIGKILL.
 	stdinErr := c.stdin.Close()
 	res := make(chan error, 1)
-	go func() { res <- c.cmd.Wait() }()
+	go func() {
+		err := c.cmd.Wait()
+		if c.exited != nil {
+			c.exited()
+		}
+		res <- err
+	}()
 	wait := func() (error, bool) {
 		t := time.NewTimer(c.terminate)
 		defer t.Stop()

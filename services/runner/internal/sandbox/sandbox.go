@@ -1,0 +1,391 @@
+// Package sandbox keeps the MCP servers a runner starts away from the
+// runner's secrets: its NATS seed, its data dir (identities, secret store,
+// admin key), other servers' keyfiles. MCP servers are untrusted code.
+//
+// Two mechanisms, each where the host allows it:
+//   - Landlock (Linux 5.13+, unprivileged): the child is started from an OS
+//     thread that alone carries a Landlock domain, so the child inherits the
+//     allow-list of paths.go and the runner itself is never restricted;
+//   - a uid/gid switch (--child-uid, --child-gid; the runner needs root or
+//     CAP_SETUID, CAP_SETGID and CAP_KILL): the child runs as another user,
+//     with its own HOME and npm cache, so file modes protect the runner's
+//     files (0600 seeds, the 0700 data dir) as well.
+//
+// Network access is not restricted.
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Modes of --child-sandbox.
+const (
+	ModeAuto = "auto" // Landlock where the kernel has it, plus the uid switch when set
+	ModeOff  = "off"  // nothing: children read whatever the runner's uid can
+)
+
+// Config is the runner's sandbox setting.
+type Config struct {
+	// Mode is ModeAuto ("" too) or ModeOff.
+	Mode string
+	// UID and GID, when UID is not 0, are the ids children run as (GID 0:
+	// the same number as UID).
+	UID, GID int
+	// Protected are the paths no child may read; Allow more paths children
+	// may read and write (see paths.go).
+	Protected []Protected
+	Allow     []string
+	// NoLandlock pretends the kernel has no Landlock (tests of the uid
+	// switch alone).
+	NoLandlock bool
+}
+
+// Sandbox starts children confined. A nil *Sandbox starts them as they are.
+type Sandbox struct {
+	abi       int // 0: no Landlock
+	uid, gid  int // uid 0: no switch
+	protected []Protected
+	allow     []string
+}
+
+// New checks what this host allows. It fails when a uid switch is asked for
+// and the runner cannot make it.
+func New(cfg Config) (*Sandbox, error) {
+	switch cfg.Mode {
+	case ModeOff:
+		return nil, nil
+	case "", ModeAuto:
+	default:
+		return nil, fmt.Errorf("--child-sandbox %q: use auto or off", cfg.Mode)
+	}
+	s := &Sandbox{uid: cfg.UID, gid: cfg.GID, protected: cfg.Protected, allow: cfg.Allow}
+	if !cfg.NoLandlock {
+		s.abi = LandlockABI()
+	}
+	if s.uid < 0 || s.gid < 0 {
+		return nil, fmt.Errorf("--child-uid %d / --child-gid %d must not be negative", s.uid, s.gid)
+	}
+	if s.uid != 0 {
+		if s.gid == 0 {
+			s.gid = s.uid
+		}
+		if missing := missingCaps(); missing != "" {
+			return nil, fmt.Errorf("--child-uid %d: the runner cannot switch users (needs root or %s)", s.uid, missing)
+		}
+	}
+	return s, nil
+}
+
+// Summary says which protection children get, and whether it is weak (to
+// log as a warning).
+func (s *Sandbox) Summary() (string, bool) {
+	switch {
+	case s == nil:
+		return "children NOT sandboxed: --child-sandbox=off; MCP servers can read the runner's seed, data dir and keyfiles", true
+	case s.uid != 0 && s.abi > 0:
+		return fmt.Sprintf("children sandboxed: uid %d + landlock ABI %d", s.uid, s.abi), false
+	case s.uid != 0:
+		return fmt.Sprintf("children sandboxed: uid %d (kernel has no landlock)", s.uid), false
+	case s.abi > 0:
+		return fmt.Sprintf("children sandboxed: landlock ABI %d", s.abi), false
+	}
+	return "children sandboxed: NONE: kernel has no landlock and runner cannot setuid (set --child-uid as root)", true
+}
+
+// Landlock is the kernel's Landlock ABI in use (0: none).
+func (s *Sandbox) Landlock() int {
+	if s == nil {
+		return 0
+	}
+	return s.abi
+}
+
+// Child is one confined launch of a command.
+type Child struct {
+	s      *Sandbox
+	cmd    *exec.Cmd
+	plan   Plan
+	tmp    string
+	exited chan struct{}
+	once   sync.Once
+}
+
+// Prepare readies cmd (Path, Args and Env already set) for a confined
+// start: it refuses a config whose arguments reach a protected path
+// (*ProtectedError), and with a uid switch gives the child its ids and a
+// HOME of its own. extra are protected paths of this launch (keyfiles).
+func (s *Sandbox) Prepare(cmd *exec.Cmd, spec Spec, extra []Protected) (*Child, error) {
+	if s == nil {
+		return &Child{cmd: cmd}, nil
+	}
+	if s.uid != 0 {
+		home, err := s.home()
+		if err != nil {
+			return nil, err
+		}
+		spec.Home, spec.NpmCache, spec.OwnHome = home, filepath.Join(home, ".npm"), true
+		// The runner's working directory is often closed to the child's uid
+		// (npm's spawns fail there): the child starts in its HOME.
+		if cmd.Dir == "" {
+			cmd.Dir = home
+		}
+		for k, v := range map[string]string{"HOME": home, "npm_config_cache": spec.NpmCache, "NPM_CONFIG_CACHE": "",
+			"XDG_CONFIG_HOME": "", "XDG_CACHE_HOME": "", "XDG_DATA_HOME": "", "XDG_STATE_HOME": "", "XDG_RUNTIME_DIR": "",
+			"DOCKER_CONFIG": ""} {
+			cmd.Env = setEnv(cmd.Env, k, v)
+		}
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		// An empty Groups drops the runner's supplementary groups.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid), Groups: []uint32{}}
+	} else {
+		spec.Home = getEnv(cmd.Env, "HOME")
+		spec.NpmCache = getEnv(cmd.Env, "npm_config_cache")
+		if spec.NpmCache == "" {
+			spec.NpmCache = getEnv(cmd.Env, "NPM_CONFIG_CACHE")
+		}
+		spec.DockerConfig = getEnv(cmd.Env, "DOCKER_CONFIG")
+	}
+	if spec.Dir == "" {
+		spec.Dir = cmd.Dir
+	}
+	spec.Allow = append(spec.Allow, s.allow...)
+	if spec.Npm && spec.Home != "" {
+		cache := spec.NpmCache
+		if cache == "" {
+			cache = filepath.Join(spec.Home, ".npm")
+		}
+		// Landlock grants only paths that exist.
+		if err := s.asChild(func() error { return os.MkdirAll(cache, 0o700) }); err != nil {
+			return nil, fmt.Errorf("npm cache %s: %w", cache, err)
+		}
+	}
+	plan, err := Compute(spec, append(append([]Protected(nil), s.protected...), extra...))
+	if err != nil {
+		return nil, err
+	}
+	return &Child{s: s, cmd: cmd, plan: plan, exited: make(chan struct{})}, nil
+}
+
+// Plan is the child's allow-list (nil Sandbox: empty).
+func (c *Child) Plan() Plan { return c.plan }
+
+// Start starts the command confined: a private temp dir (TMPDIR), then,
+// with Landlock, the fork from a locked OS thread restricted to the plan.
+// That thread stays parked until Exited: Linux sends the parent-death
+// signal (Pdeathsig) when the thread that forked the child ends.
+func (c *Child) Start() error {
+	if c.s == nil {
+		return c.cmd.Start()
+	}
+	tmp, err := c.s.mkTemp()
+	if err != nil {
+		return err
+	}
+	c.tmp = tmp
+	c.cmd.Env = setEnv(c.cmd.Env, "TMPDIR", tmp)
+	if c.s.abi == 0 {
+		if err := c.cmd.Start(); err != nil {
+			c.removeTemp()
+			return err
+		}
+		return nil
+	}
+	plan := c.plan
+	plan.Grants = append(append([]Grant(nil), plan.Grants...), Grant{Path: tmp, Write: true})
+	fd, err := ruleset(c.s.abi, plan)
+	if err != nil {
+		c.removeTemp()
+		return err
+	}
+	defer unix.Close(fd)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// Never unlocked: the thread carries the child's Landlock domain, and
+		// Go ends a thread whose goroutine exits locked, instead of reusing it.
+		if err := restrictThread(fd); err != nil {
+			errc <- err
+			return
+		}
+		if err := c.cmd.Start(); err != nil {
+			errc <- err
+			return
+		}
+		errc <- nil
+		<-c.exited
+	}()
+	if err := <-errc; err != nil {
+		c.removeTemp()
+		return err
+	}
+	return nil
+}
+
+// Exited is called once the child has been waited for: it frees the
+// thread that started it and removes the private temp dir.
+func (c *Child) Exited() {
+	if c.s == nil {
+		return
+	}
+	c.once.Do(func() {
+		close(c.exited)
+		c.removeTemp()
+	})
+}
+
+func (c *Child) removeTemp() {
+	if c.tmp != "" {
+		_ = c.s.asChild(func() error { return os.RemoveAll(c.tmp) })
+	}
+}
+
+// mkTemp makes the child's private temp dir, owned by the child's uid.
+func (s *Sandbox) mkTemp() (string, error) {
+	var dir string
+	err := s.asChild(func() (err error) {
+		dir, err = os.MkdirTemp("", "mcpbus-child-")
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("child temp dir: %w", err)
+	}
+	return dir, nil
+}
+
+// home is the HOME of a switched child: the uid's home in the password
+// database when it is a directory the uid owns, else <tmp>/mcpbus-child-home-<uid>,
+// made by the runner as that uid (0700).
+func (s *Sandbox) home() (string, error) {
+	if u, err := user.LookupId(strconv.Itoa(s.uid)); err == nil && u.HomeDir != "" && ownedDir(u.HomeDir, s.uid) {
+		return u.HomeDir, nil
+	}
+	dir := filepath.Join(os.TempDir(), "mcpbus-child-home-"+strconv.Itoa(s.uid))
+	err := s.asChild(func() error {
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("child home %s: %w", dir, err)
+	}
+	if !ownedDir(dir, s.uid) {
+		return "", fmt.Errorf("child home %s is not a directory owned by uid %d", dir, s.uid)
+	}
+	return dir, nil
+}
+
+// ownedDir reports whether path is a directory (not a symlink) owned by uid.
+func ownedDir(path string, uid int) bool {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == uid
+}
+
+// asChild runs fn with the child's file system ids, on a thread of its own
+// (setfsuid changes only the calling thread), so what fn makes is the
+// child's and what it removes is removed with the child's rights. Without
+// a uid switch fn runs as it is.
+func (s *Sandbox) asChild(fn func() error) error {
+	if s.uid == 0 {
+		return fn()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// Never unlocked: the thread's file system ids are the child's now.
+		_, _ = unix.SetfsgidRetGid(s.gid)
+		_, _ = unix.SetfsuidRetUid(s.uid)
+		if uid, _ := unix.SetfsuidRetUid(-1); uid != s.uid {
+			errc <- fmt.Errorf("setfsuid %d: not permitted", s.uid)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// Capability bits of /proc/self/status CapEff.
+const (
+	capKill   = 5
+	capSetgid = 6
+	capSetuid = 7
+)
+
+// missingCaps names the capabilities a uid switch needs that this process
+// lacks ("" when it has them all).
+func missingCaps() string {
+	eff, err := effectiveCaps()
+	if err != nil {
+		if os.Geteuid() == 0 {
+			return ""
+		}
+		return "CAP_SETUID, CAP_SETGID and CAP_KILL"
+	}
+	var missing []string
+	for _, c := range []struct {
+		bit  uint
+		name string
+	}{{capSetuid, "CAP_SETUID"}, {capSetgid, "CAP_SETGID"}, {capKill, "CAP_KILL"}} {
+		if eff&(1<<c.bit) == 0 {
+			missing = append(missing, c.name)
+		}
+	}
+	return strings.Join(missing, ", ")
+}
+
+func effectiveCaps() (uint64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "CapEff:"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	return 0, errors.New("no CapEff in /proc/self/status")
+}
+
+// setEnv sets k in env ("" removes it).
+func setEnv(env []string, k, v string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); name != k {
+			out = append(out, kv)
+		}
+	}
+	if v != "" {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func getEnv(env []string, k string) string {
+	for _, kv := range env {
+		if name, v, ok := strings.Cut(kv, "="); ok && name == k {
+			return v
+		}
+	}
+	return ""
+}

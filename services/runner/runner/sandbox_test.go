@@ -1,0 +1,213 @@
+package runner_test
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
+	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+)
+
+// sandboxSecrets are the files a hostile server goes after: a seed in an
+// identities dir outside the data dir, a file in the data dir, another
+// server's keyfile. All 0600, the runner's own.
+type sandboxSecrets struct {
+	dataDir, seed, dataFile, keyfile string
+}
+
+func makeSecrets(t *testing.T) sandboxSecrets {
+	t.Helper()
+	s := sandboxSecrets{dataDir: t.TempDir()}
+	ids, keys := t.TempDir(), t.TempDir()
+	s.seed = filepath.Join(ids, "runner.nk")
+	s.dataFile = filepath.Join(s.dataDir, "admin.key")
+	s.keyfile = filepath.Join(keys, "other.key")
+	for _, f := range []string{s.seed, s.dataFile, s.keyfile} {
+		if err := os.WriteFile(f, []byte("SUAFAKESEED-"+filepath.Base(f)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// worldReadableServer copies the test server into a directory others may
+// enter: a switched child cannot run it from a 0700 temp dir.
+func worldReadableServer(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mcpbus-sandbox-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(testServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	path := filepath.Join(dir, "mcpbus-testserver")
+	out, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+type startReads struct {
+	UID      int               `json:"uid"`
+	Reads    map[string]string `json:"reads"`
+	TmpWrite string            `json:"tmp_write"`
+}
+
+// probeSecrets runs a server that first tries to read every secret through
+// a runner with opts, beside another server whose keyfile it goes after,
+// and returns what it got.
+func probeSecrets(t *testing.T, opts runner.Options, server string, s sandboxSecrets) startReads {
+	t.Helper()
+	opts.DataDir = s.dataDir
+	opts.ChildProtect = []string{filepath.Dir(s.seed), s.seed} // what the host passes for --nats-nkey
+	e := runnertest.Start(t, opts)
+	other := runnertest.Binary("other", server)
+	other.EnvVars = map[string]model.EnvVar{"OTHER_KEY": {KeyfilePath: s.keyfile}}
+	e.Put(t, other)
+	e.WaitState(t, "other", model.StateRunning, 15*time.Second)
+
+	probe := runnertest.Binary("probe", server)
+	// The leading comma hides the paths from the runner, as a server that
+	// guesses them would: a config that names them is refused (below).
+	probe.EnvVars = map[string]model.EnvVar{"TESTMCP_TRY_READ": {Value: "," + strings.Join([]string{s.seed, s.dataFile, s.keyfile}, ",")}}
+	e.Put(t, probe)
+	e.WaitState(t, "probe", model.StateRunning, 15*time.Second)
+	res, err := call(t, e, "probe", "start_reads", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got startReads
+	if err := json.Unmarshal([]byte(text(t, res)), &got); err != nil {
+		t.Fatal(err)
+	}
+	// The runner itself is not confined: it still reads all of them.
+	for _, f := range []string{s.seed, s.dataFile, s.keyfile} {
+		if _, err := os.ReadFile(f); err != nil {
+			t.Fatalf("the runner lost access to %s: %v", f, err)
+		}
+	}
+	return got
+}
+
+func wantNothingRead(t *testing.T, got startReads, s sandboxSecrets) {
+	t.Helper()
+	for _, f := range []string{s.seed, s.dataFile, s.keyfile} {
+		r, ok := got.Reads[f]
+		if !ok {
+			t.Fatalf("the server did not try %s: %+v", f, got)
+		}
+		if strings.HasPrefix(r, "read ") {
+			t.Errorf("the server read %s: %s", f, r)
+		} else if !strings.Contains(r, "permission denied") {
+			t.Errorf("reading %s failed, but not as denied: %s", f, r)
+		}
+	}
+	if got.TmpWrite != "ok" {
+		t.Errorf("the server cannot write its TMPDIR: %s", got.TmpWrite)
+	}
+}
+
+// A hostile server reads none of the runner's secrets: under Landlock,
+// under the uid switch, and under both; with the sandbox off it reads them
+// all (the probe works).
+func TestSandboxChildReadsNoSecrets(t *testing.T) {
+	abi := runner.LandlockABI()
+	root := os.Geteuid() == 0
+	t.Run("off", func(t *testing.T) {
+		s := makeSecrets(t)
+		opts := quickOpts()
+		opts.ChildSandbox = "off"
+		got := probeSecrets(t, opts, testServer, s)
+		for _, f := range []string{s.seed, s.dataFile, s.keyfile} {
+			if !strings.HasPrefix(got.Reads[f], "read ") {
+				t.Errorf("with the sandbox off the server should read %s: %s", f, got.Reads[f])
+			}
+		}
+	})
+	t.Run("landlock", func(t *testing.T) {
+		if abi == 0 {
+			t.Skip("the kernel has no Landlock")
+		}
+		s := makeSecrets(t)
+		got := probeSecrets(t, quickOpts(), testServer, s)
+		wantNothingRead(t, got, s)
+		if got.UID != os.Getuid() {
+			t.Errorf("uid %d, want the runner's %d", got.UID, os.Getuid())
+		}
+	})
+	t.Run("uid", func(t *testing.T) {
+		if !root {
+			t.Skip("the uid switch needs root (CI runs as root)")
+		}
+		s := makeSecrets(t)
+		opts := quickOpts()
+		opts.ChildUID = 65534
+		runner.WithoutLandlock(&opts)
+		got := probeSecrets(t, opts, worldReadableServer(t), s)
+		wantNothingRead(t, got, s)
+		if got.UID != 65534 {
+			t.Errorf("uid %d, want 65534", got.UID)
+		}
+	})
+	t.Run("uid+landlock", func(t *testing.T) {
+		if !root || abi == 0 {
+			t.Skip("needs root and Landlock")
+		}
+		s := makeSecrets(t)
+		opts := quickOpts()
+		opts.ChildUID = 65534
+		got := probeSecrets(t, opts, worldReadableServer(t), s)
+		wantNothingRead(t, got, s)
+		if got.UID != 65534 {
+			t.Errorf("uid %d, want 65534", got.UID)
+		}
+	})
+}
+
+// A config whose own arguments or environment name a protected path (or a
+// directory holding one) is refused before anything is spawned.
+func TestSandboxRefusesProtectedArguments(t *testing.T) {
+	if runner.LandlockABI() == 0 && os.Geteuid() != 0 {
+		t.Skip("no sandbox on this host: the kernel has no Landlock and the test is not root")
+	}
+	dataDir := t.TempDir()
+	opts := quickOpts()
+	opts.DataDir = dataDir
+	e := runnertest.Start(t, opts)
+
+	cfg := runnertest.Binary("files", testServer, "--root", filepath.Dir(dataDir))
+	e.Put(t, cfg)
+	st := e.WaitState(t, "files", model.StateError, 10*time.Second)
+	if st.Code != string(apierr.Validation) || !strings.Contains(st.Message, "may not read") || !strings.Contains(st.Message, "data dir") {
+		t.Fatalf("status %+v, want VALIDATION_ERROR naming the data dir", st)
+	}
+
+	cfg = runnertest.Binary("envdir", testServer)
+	cfg.EnvVars = map[string]model.EnvVar{"STORE": {Value: filepath.Join(dataDir, "jetstream")}}
+	e.Put(t, cfg)
+	st = e.WaitState(t, "envdir", model.StateError, 10*time.Second)
+	if st.Code != string(apierr.Validation) || !strings.Contains(st.Message, "STORE=") {
+		t.Fatalf("status %+v, want VALIDATION_ERROR naming STORE", st)
+	}
+}

@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
+	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+)
+
+// TestEverythingNpxSandboxed runs the published server-everything through
+// npx with the children's sandbox on and a data dir under /tmp (so /tmp is
+// never granted, only the child's private temp dir): npx, node and the npm
+// cache still work, and the runner says which protection is active.
+func TestEverythingNpxSandboxed(t *testing.T) {
+	t.Run("landlock", func(t *testing.T) { everythingNpxSandboxed(t, 0) })
+	// As another user, npx fills that user's own npm cache (from the
+	// registry on the first run) in a HOME the runner made for it.
+	t.Run("uid", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("the uid switch needs root (CI runs as root)")
+		}
+		everythingNpxSandboxed(t, 65534)
+	})
+}
+
+func everythingNpxSandboxed(t *testing.T, uid int) {
+	npmModules(t)
+	logs := &testkit.LogBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("runner log:\n%s", logs.Tail(8000))
+		}
+	})
+	e := runnertest.Start(t, runner.Options{
+		StopGrace: 100 * time.Millisecond, StopTimeout: 3 * time.Second, StartTimeout: 60 * time.Second,
+		DataDir: t.TempDir(), ChildUID: uid,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	cfg := e.Put(t, everythingNpx())
+	e.WaitState(t, cfg.Slug, model.StateRunning, 60*time.Second)
+	if got := call(t, e, cfg.Slug, "echo", `{"message":"sandboxed"}`); !strings.Contains(got, "sandboxed") {
+		t.Fatalf("echo returned %q", got)
+	}
+	const want = "children sandboxed: "
+	log := logs.String()
+	i := strings.Index(log, want)
+	if i < 0 {
+		t.Fatalf("the runner did not log %q at start", want)
+	}
+	line, _, _ := strings.Cut(log[i:], "\n")
+	t.Log(line)
+}
