@@ -44,6 +44,10 @@ func (o *Options) Register(s *settings.Set) {
 		"package types this runner spawns or connects: npm, docker, binary, http (a deployment sets npm,docker,http)")
 	s.Strings(&o.ExecBinaryPrefixes, "exec-binary-prefixes", "", nil,
 		"absolute paths a binary package must be under, after cleaning and resolving it (empty: any path, when binary is allowed)")
+	s.Strings(&o.KeyfilePrefixes, "keyfile-prefixes", "", nil,
+		"absolute paths a keyfile (env_vars.*.keyfile_path) must be under, after resolving symlinks (empty: no keyfile; mcpbus up: <data-dir>/keyfiles)")
+	s.Strings(&o.DockerMountPrefixes, "docker-mount-prefixes", "", nil,
+		"absolute host paths a docker package may bind mount (empty: none; named volumes and tmpfs are always allowed)")
 }
 
 // Validate refuses settings that make no sense (zero means the default).
@@ -72,12 +76,15 @@ func (o *Options) validateExec() error {
 			return fmt.Errorf("--exec-types %q: each must be one of %s", t, strings.Join(model.ExecTypes, ", "))
 		}
 	}
-	for _, p := range o.ExecBinaryPrefixes {
-		if !filepath.IsAbs(p) {
-			return fmt.Errorf("--exec-binary-prefixes %q must be an absolute path", p)
-		}
-		if strings.Contains(p, ",") {
-			return fmt.Errorf("--exec-binary-prefixes %q must not contain a comma", p)
+	for flag, list := range map[string][]string{"exec-binary-prefixes": o.ExecBinaryPrefixes,
+		"keyfile-prefixes": o.KeyfilePrefixes, "docker-mount-prefixes": o.DockerMountPrefixes} {
+		for _, p := range list {
+			if !filepath.IsAbs(p) {
+				return fmt.Errorf("--%s %q must be an absolute path", flag, p)
+			}
+			if strings.Contains(p, ",") {
+				return fmt.Errorf("--%s %q must not contain a comma", flag, p)
+			}
 		}
 	}
 	return nil

@@ -145,10 +145,9 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	pkg := cfg.Package
 	switch pkg.Type {
 	case model.PackageNPM:
+		// runtime_hint never names the command (the exec policy allows only
+		// npx and node there): npx runs the package.
 		name = orDefault(opts.NpxPath, "npx")
-		if pkg.RuntimeHint != "" && pkg.RuntimeHint != "npx" && pkg.RuntimeHint != "node" {
-			name = pkg.RuntimeHint
-		}
 		if _, err := exec.LookPath(name); err != nil {
 			return nil, apierr.Wrap(apierr.ServiceUnavailable, "Node.js is not installed ("+name+" not found)", err)
 		}
