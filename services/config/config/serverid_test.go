@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -35,5 +36,23 @@ func TestServerIDCannotNameAnotherOwnersRecord(t *testing.T) {
 	cfg.ID = uuid.NewString()
 	if err := e.call("create", model.ConfigCreateRequest{Config: cfg}, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A writer that does not use the Go client's sealing sends a secret in a URL
+// or an argument: the config service refuses it, naming the field, without
+// quoting it, and stores nothing.
+func TestInlineSecretsRefusedAtSave(t *testing.T) {
+	e := newEnv(t)
+	remote := model.McpConfig{Name: "remote", Transport: model.Transport{Type: model.TransportHTTP, URL: "https://h.example/mcp?access_token=s3cr3t-url"}}
+	err := wantErr(t, e.call("create", model.ConfigCreateRequest{Config: remote}, nil), apierr.Validation, "transport.url", "")
+	if strings.Contains(err.Message, "s3cr3t") {
+		t.Fatalf("the error quotes the secret: %s", err.Message)
+	}
+	cfg := stdio("args")
+	cfg.Package.Args = []string{"--api-key=s3cr3t-arg"}
+	err = wantErr(t, e.call("create", model.ConfigCreateRequest{Config: cfg}, nil), apierr.Validation, "package.args.0", "")
+	if strings.Contains(err.Message, "s3cr3t") {
+		t.Fatalf("the error quotes the secret: %s", err.Message)
 	}
 }

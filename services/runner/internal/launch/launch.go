@@ -90,7 +90,8 @@ var inheritedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", 
 var inheritedPrefixes = []string{"XDG_", "NODE_", "NPM_CONFIG_", "npm_config_"}
 
 // ChildEnv is the environment of a child: the allowed part of base plus env
-// (env wins). The result is sorted for reproducibility.
+// (env wins), without the names model.EnvNameDenied refuses from env. The
+// result is sorted for reproducibility.
 func ChildEnv(base []string, env map[string]string) []string {
 	keep := map[string]string{}
 	for _, kv := range base {
@@ -116,6 +117,11 @@ func ChildEnv(base []string, env map[string]string) []string {
 		}
 	}
 	for k, v := range env {
+		// The exec policy refuses these before a spawn; dropping them here as
+		// well keeps a loader or interpreter hook out whatever the caller.
+		if model.EnvNameDenied(k) {
+			continue
+		}
 		keep[k] = v
 	}
 	out := make([]string, 0, len(keep))

@@ -32,16 +32,17 @@ func TestChildEnv(t *testing.T) {
 		"PATHX=/evil", "path=/lower", "NODE=not-a-prefix-match", "MALFORMED", "=novalue", "",
 	}
 	env := map[string]string{
-		"API_KEY": "cfg-secret",
-		"PATH":    "/custom/bin", // config wins over the base
-		"EMPTY":   "",
-		"WITH_EQ": "a=b=c",
+		"API_KEY":    "cfg-secret",
+		"PATH":       "/custom/bin", // a loader hook: the base's stays
+		"LD_PRELOAD": "/evil.so",
+		"EMPTY":      "",
+		"WITH_EQ":    "a=b=c",
 	}
 	got := ChildEnv(base, env)
 	want := []string{
 		"API_KEY=cfg-secret", "DOCKER_HOST=unix:///run/docker.sock", "EMPTY=", "HOME=/home/runner", "LANG=C.UTF-8",
 		"NODE_EXTRA_CA_CERTS=/etc/ca.pem", "NODE_OPTIONS=--max-old-space-size=4096", "NPM_CONFIG_REGISTRY=https://r",
-		"PATH=/custom/bin", "TZ=UTC", "WITH_EQ=a=b=c", "XDG_CACHE_HOME=/cache", "https_proxy=http://proxy:3128",
+		"PATH=/usr/bin:/bin", "TZ=UTC", "WITH_EQ=a=b=c", "XDG_CACHE_HOME=/cache", "https_proxy=http://proxy:3128",
 		"npm_config_cache=/tmp/npm",
 	}
 	if !slices.Equal(got, want) {
