@@ -198,8 +198,13 @@ func (s *Sealer) SealSecrets(ctx context.Context, creds model.Credentials) (mode
 
 // SealConfig moves every secret value out of cfg (ExtractSecrets), merges
 // given (which wins on a clash) and seals them: what a config.create or
-// config.update request carries instead of clear secrets.
+// config.update request carries instead of clear secrets. A secret written
+// into a URL or an argument cannot be moved out (model.RefuseInlineSecrets):
+// it is refused here, before the request puts it on the bus.
 func (s *Sealer) SealConfig(ctx context.Context, cfg *model.McpConfig, given *model.Credentials) (model.SealedSecrets, error) {
+	if e := model.RefuseInlineSecrets(cfg); e != nil {
+		return model.SealedSecrets{}, e
+	}
 	return s.SealSecrets(ctx, ExtractSecrets(cfg, given))
 }
 

@@ -17,8 +17,10 @@ var ExecTypes = []string{PackageNPM, PackageDocker, PackageBinary, PackageHTTP}
 // (comma lists), so that the config service can refuse a config no runner
 // would launch.
 const (
-	MetaExecTypes          = "exec_types"
-	MetaExecBinaryPrefixes = "exec_binary_prefixes"
+	MetaExecTypes           = "exec_types"
+	MetaExecBinaryPrefixes  = "exec_binary_prefixes"
+	MetaKeyfilePrefixes     = "keyfile_prefixes"
+	MetaDockerMountPrefixes = "docker_mount_prefixes"
 )
 
 // ExecPolicy is what a runner agrees to launch: its --exec-types and
@@ -30,6 +32,13 @@ type ExecPolicy struct {
 	// (nil: any path). A prefix is a directory or a file: /opt/mcp allows
 	// /opt/mcp and /opt/mcp/x, not /opt/mcpx.
 	BinaryPrefixes []string
+	// KeyfilePrefixes are the absolute paths a keyfile must be under (nil:
+	// no keyfile is read). The runner also refuses its data dir's
+	// identities, secrets and JetStream files whatever they say.
+	KeyfilePrefixes []string
+	// DockerMountPrefixes are the host paths a docker package may bind
+	// mount (nil: none; named volumes and tmpfs are always allowed).
+	DockerMountPrefixes []string
 }
 
 // ExecType is the kind of launch a config needs: "http" for a server reached
@@ -53,8 +62,10 @@ func (p ExecPolicy) AllowedTypes() []string {
 // Metadata is the policy as micro service metadata.
 func (p ExecPolicy) Metadata() map[string]string {
 	return map[string]string{
-		MetaExecTypes:          strings.Join(p.AllowedTypes(), ","),
-		MetaExecBinaryPrefixes: strings.Join(p.BinaryPrefixes, ","),
+		MetaExecTypes:           strings.Join(p.AllowedTypes(), ","),
+		MetaExecBinaryPrefixes:  strings.Join(p.BinaryPrefixes, ","),
+		MetaKeyfilePrefixes:     strings.Join(p.KeyfilePrefixes, ","),
+		MetaDockerMountPrefixes: strings.Join(p.DockerMountPrefixes, ","),
 	}
 }
 
@@ -65,7 +76,8 @@ func ExecPolicyFromMetadata(md map[string]string) (ExecPolicy, bool) {
 	if !ok {
 		return ExecPolicy{}, false
 	}
-	return ExecPolicy{Types: splitList(types), BinaryPrefixes: splitList(md[MetaExecBinaryPrefixes])}, true
+	return ExecPolicy{Types: splitList(types), BinaryPrefixes: splitList(md[MetaExecBinaryPrefixes]),
+		KeyfilePrefixes: splitList(md[MetaKeyfilePrefixes]), DockerMountPrefixes: splitList(md[MetaDockerMountPrefixes])}, true
 }
 
 func splitList(s string) []string {
@@ -78,8 +90,9 @@ func splitList(s string) []string {
 	return out
 }
 
-// Refuse tells why the runner named runner would not launch c (VALIDATION_ERROR
-// on package.type or package.identifier), or nil. A binary identifier that is
+// Refuse tells why the runner named runner would not launch c
+// (VALIDATION_ERROR naming the field), or nil: its type, then every field
+// that reaches a process (execpolicy_fields.go). A binary identifier that is
 // not an absolute path is not checked against the prefixes here: only the
 // runner can resolve it (RefuseBinaryPath).
 func (p ExecPolicy) Refuse(c *McpConfig, runner string) *apierr.Error {
@@ -89,9 +102,11 @@ func (p ExecPolicy) Refuse(c *McpConfig, runner string) *apierr.Error {
 			typ, runner, strings.Join(p.AllowedTypes(), ",")))
 	}
 	if typ == PackageBinary && filepath.IsAbs(c.Package.Identifier) {
-		return p.RefuseBinaryPath(c.Package.Identifier, runner)
+		if e := p.RefuseBinaryPath(c.Package.Identifier, runner); e != nil {
+			return e
+		}
 	}
-	return nil
+	return p.refuseFields(c, runner)
 }
 
 // RefuseBinaryPath tells why a binary at path (absolute) is not allowed on

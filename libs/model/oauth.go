@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
 )
 
 // OAuth authorization of remote (Streamable HTTP) servers: the gateway runs
@@ -121,4 +123,20 @@ type OAuthCallback struct {
 // the server is authorized (its tokens are stored).
 type OAuthCallbackReply struct {
 	Server string `json:"server"`
+}
+
+// RefuseServerID refuses a server id that is not a random (version 4) uuid.
+// Credential records share one id space; those of chat profiles
+// (ChatProfileCredentialID) and OAuth clients (OAuthClientCredentialID) are
+// version 5, so a server given such an id would resolve, and on delete
+// remove, another owner's secrets (issue 27).
+func RefuseServerID(id string) *apierr.Error {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return apierr.Invalid("id", "id must be a uuid (or left out)")
+	}
+	if u.Version() != 4 || u.Variant() != uuid.RFC4122 {
+		return apierr.Invalid("id", "id must be a random (version 4) uuid: other versions name the credential records of chat profiles and OAuth clients")
+	}
+	return nil
 }

@@ -34,6 +34,9 @@ func (s *Service) handleCreate(ctx context.Context, req micro.Request) (any, err
 			return nil, apierr.Invalid("id", "id must be a uuid (or left out)")
 		}
 		cfg.ID = u.String()
+		if e := model.RefuseServerID(cfg.ID); e != nil {
+			return nil, e
+		}
 		used, err := s.idUsed(ctx, cfg.ID)
 		if err != nil {
 			return nil, err

@@ -16,8 +16,8 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-// The runners publish their exec policy (--exec-types, --exec-binary-prefixes)
-// in their micro metadata. A config every answering runner refuses is refused
+// The runners publish their exec policy (--exec-types, --exec-binary-prefixes,
+// --keyfile-prefixes, --docker-mount-prefixes) in their micro metadata. A config every answering runner refuses is refused
 // when it is saved, enabled or not: it could never run. With no runner
 // answering, the policy is not known and the config is accepted; the runner
 // that takes it later refuses it in its status if it must.
@@ -40,6 +40,9 @@ const (
 type runnerPolicy struct {
 	runner string
 	policy model.ExecPolicy
+	// any: the runner publishes no policy (older than it), so it launches
+	// everything and accepts every config.
+	any bool
 }
 
 // policyCache keeps the last non-empty discovery for policyTTL.
@@ -49,8 +52,9 @@ type policyCache struct {
 	policies []runnerPolicy
 }
 
-// checkRunnerPolicies refuses cfg (VALIDATION_ERROR on package.type or
-// package.identifier) when runners answer and every one of them refuses it.
+// checkRunnerPolicies refuses cfg (VALIDATION_ERROR naming the field) when
+// runners answer and every one of them refuses it: the same check
+// (model.ExecPolicy.Refuse) the runner makes again at spawn.
 func (s *Service) checkRunnerPolicies(ctx context.Context, cfg *model.McpConfig) error {
 	policies := s.runnerPolicies(ctx)
 	if len(policies) == 0 {
@@ -58,6 +62,9 @@ func (s *Service) checkRunnerPolicies(ctx context.Context, cfg *model.McpConfig)
 	}
 	var refusals []*apierr.Error
 	for _, rp := range policies {
+		if rp.any {
+			return nil
+		}
 		e := rp.policy.Refuse(cfg, rp.runner)
 		if e == nil {
 			return nil
@@ -92,10 +99,7 @@ func (s *Service) runnerPolicies(ctx context.Context) []runnerPolicy {
 	var out []runnerPolicy
 	for _, in := range infos {
 		p, ok := model.ExecPolicyFromMetadata(in.Metadata)
-		if !ok {
-			p = model.ExecPolicy{} // launches everything
-		}
-		out = append(out, runnerPolicy{runner: in.Metadata["runner"], policy: p})
+		out = append(out, runnerPolicy{runner: in.Metadata["runner"], policy: p, any: !ok})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].runner < out[j].runner })
 	c.policies, c.at = out, time.Now()

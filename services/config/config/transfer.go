@@ -164,6 +164,9 @@ func (s *Service) importID(ctx context.Context, cfg *model.McpConfig, seen map[s
 		return apierr.Invalid("id", "id must be a uuid (or left out)")
 	}
 	cfg.ID = u.String()
+	if e := model.RefuseServerID(cfg.ID); e != nil {
+		return e
+	}
 	used, err := s.idUsed(ctx, cfg.ID)
 	if err != nil {
 		return err

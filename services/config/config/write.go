@@ -48,6 +48,9 @@ func (s *Service) prepare(ctx context.Context, cfg model.McpConfig, given *model
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := model.RefuseInlineSecrets(&cfg); err != nil {
+		return nil, err
+	}
 	if err := s.checkRunnerPolicies(ctx, &cfg); err != nil {
 		return nil, err
 	}

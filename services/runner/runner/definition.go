@@ -54,6 +54,10 @@ func (o *Options) Register(s *settings.Set) {
 		"more paths MCP servers may not read (the data dir, the runner's NATS identity and configs' keyfiles are protected already)")
 	s.Strings(&o.ChildAllow, "child-allow", "", nil,
 		"more paths MCP servers may read and write under Landlock, e.g. a uv cache (never one holding a protected path)")
+	s.Strings(&o.KeyfilePrefixes, "keyfile-prefixes", "", nil,
+		"absolute paths a keyfile (env_vars.*.keyfile_path) must be under, after resolving symlinks (empty: no keyfile; mcpbus up: <data-dir>/keyfiles)")
+	s.Strings(&o.DockerMountPrefixes, "docker-mount-prefixes", "", nil,
+		"absolute host paths a docker package may bind mount (empty: none; named volumes and tmpfs are always allowed)")
 }
 
 // Validate refuses settings that make no sense (zero means the default).
@@ -90,12 +94,15 @@ func (o *Options) validateExec() error {
 			return fmt.Errorf("--exec-types %q: each must be one of %s", t, strings.Join(model.ExecTypes, ", "))
 		}
 	}
-	for _, p := range o.ExecBinaryPrefixes {
-		if !filepath.IsAbs(p) {
-			return fmt.Errorf("--exec-binary-prefixes %q must be an absolute path", p)
-		}
-		if strings.Contains(p, ",") {
-			return fmt.Errorf("--exec-binary-prefixes %q must not contain a comma", p)
+	for flag, list := range map[string][]string{"exec-binary-prefixes": o.ExecBinaryPrefixes,
+		"keyfile-prefixes": o.KeyfilePrefixes, "docker-mount-prefixes": o.DockerMountPrefixes} {
+		for _, p := range list {
+			if !filepath.IsAbs(p) {
+				return fmt.Errorf("--%s %q must be an absolute path", flag, p)
+			}
+			if strings.Contains(p, ",") {
+				return fmt.Errorf("--%s %q must not contain a comma", flag, p)
+			}
 		}
 	}
 	return nil

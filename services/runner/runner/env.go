@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -46,10 +47,16 @@ func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (en
 	// Secrets stored without a matching variable in the config (api_key auth
 	// set through `mcpbus cred set`, an OAuth token's env var) go in as well.
 	for name, val := range creds.Env {
+		if model.EnvNameDenied(name) { // a secret stored under a hook's name (cred set)
+			return nil, nil, nil, nil, apierr.Invalid("env_vars."+name, fmt.Sprintf("environment variable %s is not allowed: it changes what the runtime loads or runs", name))
+		}
 		env[name] = val
 	}
 	for name, path := range creds.Keyfiles {
-		val, err := readKeyfile(name, path)
+		if model.EnvNameDenied(name) {
+			return nil, nil, nil, nil, apierr.Invalid("env_vars."+name, fmt.Sprintf("environment variable %s is not allowed: it changes what the runtime loads or runs", name))
+		}
+		val, err := r.readKeyfile(name, path)
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}
@@ -69,7 +76,7 @@ func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (en
 				return nil, nil, nil, nil, apierr.Invalid("env_vars."+name, "Missing required credentials")
 			}
 		case v.KeyfilePath != "":
-			val, err := readKeyfile(name, v.KeyfilePath)
+			val, err := r.readKeyfile(name, v.KeyfilePath)
 			if err != nil {
 				return nil, nil, nil, nil, err
 			}
@@ -93,11 +100,17 @@ func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (en
 	return env, creds.Headers, creds.OAuth, secrets, nil
 }
 
-// readKeyfile reads the value of env var name from a keyfile: it must be a
-// regular file that others cannot read (a world-readable key is refused).
-func readKeyfile(name, path string) (string, error) {
+// readKeyfile reads the value of env var name from a keyfile: it must be
+// allowed by the policy (checkKeyfile) and be a regular file that others
+// cannot read (a world-readable key is refused).
+func (r *Runner) readKeyfile(name, path string) (string, error) {
 	field := "env_vars." + name + ".keyfile_path"
-	f, err := os.Open(path)
+	resolved, e := r.checkKeyfile(name, path)
+	if e != nil {
+		return "", e
+	}
+	// O_NOFOLLOW: the resolved path must not have become a link since.
+	f, err := os.OpenFile(resolved, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return "", apierr.Invalid(field, fmt.Sprintf("keyfile for %s cannot be read: %v", name, unwrapPathError(err)))
 	}

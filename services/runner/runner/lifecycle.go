@@ -95,17 +95,24 @@ const statusRefresh = 2 * time.Second
 
 // scheduleRestart arranges the next automatic restart after a crash or a
 // failed start: backoff 1, 2, 4 … 60 s, at most MaxRestarts in a row, then the
-// server stays in error until someone restarts it. Runs on the server's goroutine.
+// server stays in error until someone restarts it. A series that began with a
+// failed start counts that spawn as one of them, so a server that never comes
+// up is spawned MaxRestarts times in all, not one more. Runs on the server's
+// goroutine.
 func (s *server) scheduleRestart() {
 	if s.ctx.Err() != nil {
 		return
 	}
 	max := s.r.opts.MaxRestarts
-	if s.attempts >= max {
+	used := s.attempts
+	if s.failedFirst {
+		used++
+	}
+	if used >= max {
 		s.mu.RLock()
 		last := s.lastErr
 		s.mu.RUnlock()
-		msg := fmt.Sprintf("gave up after %d automatic restarts; run `mcpbus restart %s`", max, s.slug)
+		msg := fmt.Sprintf("gave up after %d tries; run `mcpbus restart %s`", used, s.slug)
 		if last != nil {
 			msg = last.Message + "; " + msg
 		}
@@ -175,7 +182,7 @@ func (s *server) backingOff() *apierr.Error {
 func (s *server) resetRetries() {
 	s.countRestart(restartManual)
 	s.cancelRetry()
-	s.attempts = 0
+	s.attempts, s.failedFirst = 0, false
 }
 
 // maintain runs the idle stop and the health ping of every server.

@@ -10,16 +10,18 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-// The exec policy (--exec-types, --exec-binary-prefixes) limits what this
-// runner launches. A config it refuses is never spawned or connected: the
-// server's status is error with a VALIDATION_ERROR naming the package type
-// or path and the setting. The runner publishes its policy in its micro
+// The exec policy (--exec-types, --exec-binary-prefixes, --keyfile-prefixes,
+// --docker-mount-prefixes, and the fixed field rules of model.ExecPolicy)
+// limits what this runner launches. A config it refuses is never spawned or
+// connected: the server's status is error with a VALIDATION_ERROR naming the
+// field and the setting. The runner publishes its policy in its micro
 // metadata (model.MetaExecTypes, model.MetaExecBinaryPrefixes) so the config
 // service refuses such a config when it is saved, if every runner would.
 
 // execPolicy is this runner's policy.
 func (r *Runner) execPolicy() model.ExecPolicy {
-	return model.ExecPolicy{Types: r.opts.ExecTypes, BinaryPrefixes: r.opts.ExecBinaryPrefixes}
+	return model.ExecPolicy{Types: r.opts.ExecTypes, BinaryPrefixes: r.opts.ExecBinaryPrefixes,
+		KeyfilePrefixes: r.opts.KeyfilePrefixes, DockerMountPrefixes: r.opts.DockerMountPrefixes}
 }
 
 // serviceMetadata is the runner's micro metadata: its id and its policy.
@@ -83,3 +85,48 @@ func (r *Runner) checkExec(cfg *model.McpConfig) (*model.McpConfig, *apierr.Erro
 	c.Package.Identifier = abs
 	return &c, nil
 }
+
+// checkKeyfile tells whether the keyfile at path may be read for env var
+// name, and returns the resolved path to open. The path must pass the
+// policy both as written and after resolving symlinks (so a link under an
+// allowed prefix cannot lead out of it), and never lies in the data dir
+// outside DataDir/keyfiles: its NATS identities, sealed secrets, JetStream
+// files and admin key are the stack's own.
+func (r *Runner) checkKeyfile(name, path string) (string, *apierr.Error) {
+	field := "env_vars." + name + ".keyfile_path"
+	p := r.execPolicy()
+	if e := p.RefuseKeyfilePath(path, r.opts.ID); e != nil {
+		return "", e.WithField(field)
+	}
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", apierr.Invalid(field, fmt.Sprintf("keyfile for %s cannot be read: %v", name, unwrapPathError(err)))
+	}
+	prefixes := make([]string, 0, 2*len(p.KeyfilePrefixes))
+	for _, prefix := range p.KeyfilePrefixes {
+		if rp, err := filepath.EvalSymlinks(prefix); err == nil {
+			prefixes = append(prefixes, rp)
+		}
+	}
+	allowed := false
+	for _, prefix := range prefixes {
+		allowed = allowed || model.UnderPrefix(resolved, prefix)
+	}
+	if !allowed {
+		return "", apierr.Invalid(field, fmt.Sprintf("keyfile for %s resolves to a path that is not under an allowed path on runner %s (--keyfile-prefixes %s)",
+			name, r.opts.ID, strings.Join(p.KeyfilePrefixes, ",")))
+	}
+	if dd := r.opts.DataDir; dd != "" {
+		if rd, err := filepath.EvalSymlinks(dd); err == nil {
+			dd = rd
+		}
+		if model.UnderPrefix(resolved, dd) && !model.UnderPrefix(resolved, filepath.Join(dd, KeyfilesDir)) {
+			return "", apierr.Invalid(field, fmt.Sprintf("keyfile for %s is in the data dir of runner %s (only its %s folder may hold keyfiles)", name, r.opts.ID, KeyfilesDir))
+		}
+	}
+	return resolved, nil
+}
+
+// KeyfilesDir is the folder of the data dir made for keyfiles (mcpbus up's
+// default --keyfile-prefixes).
+const KeyfilesDir = "keyfiles"

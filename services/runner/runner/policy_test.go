@@ -223,3 +223,68 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 27: what an admin API key tried against the compose policy (--exec-types
+// npm,docker,http --exec-binary-prefixes /opt/mcp), written straight into the
+// configs bucket as if the config service had not checked it: the runner
+// refuses each at spawn, naming the field, and runs nothing (the fake npx and
+// docker, and the script a hint named, would write the canary).
+func TestExecPolicyRefusesEveryField(t *testing.T) {
+	bin := t.TempDir()
+	canary := filepath.Join(t.TempDir(), "canary")
+	script := "#!/bin/sh\necho \"$0 $*\" >> " + canary + "\n"
+	for _, name := range []string{"npx", "docker", "any.sh"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	keys := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "operator.nk")
+	if err := os.WriteFile(secret, []byte("SO-seed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := quickOpts()
+	opts.ID = "r1"
+	opts.ExecTypes = []string{model.PackageNPM, model.PackageDocker, model.PackageHTTP}
+	opts.ExecBinaryPrefixes = []string{"/opt/mcp"}
+	opts.KeyfilePrefixes = []string{keys}
+	e := runnertest.Start(t, opts)
+	npm := func(slug string, mod func(*model.McpConfig)) model.McpConfig {
+		c := model.McpConfig{Name: slug, Slug: slug, Enabled: true, Runtime: model.Runtime{Eager: true},
+			Package: model.Package{Type: model.PackageNPM, Identifier: "pkg"}, Transport: model.Transport{Type: model.TransportStdio}}
+		mod(&c)
+		return c
+	}
+	for _, tc := range []struct {
+		cfg   model.McpConfig
+		field string
+	}{
+		{npm("hint", func(c *model.McpConfig) { c.Package.RuntimeHint = filepath.Join(bin, "any.sh") }), "package.runtime_hint"},
+		{npm("shell", func(c *model.McpConfig) {
+			c.Package.RuntimeArgs = []string{"-c"}
+			c.Package.Identifier = "echo pwned > " + canary
+		}), "package.runtime_args.0"},
+		{npm("nodeopts", func(c *model.McpConfig) {
+			c.EnvVars = map[string]model.EnvVar{"NODE_OPTIONS": {Value: "--import=data:text/javascript,1"}}
+		}), "env_vars.NODE_OPTIONS"},
+		{npm("preload", func(c *model.McpConfig) { c.EnvVars = map[string]model.EnvVar{"LD_PRELOAD": {Value: "/tmp/x.so"}} }), "env_vars.LD_PRELOAD"},
+		{npm("npmcall", func(c *model.McpConfig) { c.EnvVars = map[string]model.EnvVar{"npm_config_call": {Value: "sh"}} }), "env_vars.npm_config_call"},
+		{npm("keyfile", func(c *model.McpConfig) { c.EnvVars = map[string]model.EnvVar{"K": {KeyfilePath: secret}} }), "env_vars.K.keyfile_path"},
+		{model.McpConfig{Name: "priv", Slug: "priv", Enabled: true, Runtime: model.Runtime{Eager: true},
+			Package:   model.Package{Type: model.PackageDocker, Identifier: "alpine", RuntimeArgs: []string{"--privileged", "-v", "/:/host", "--pid=host"}},
+			Transport: model.Transport{Type: model.TransportStdio}}, "package.runtime_args.0"},
+		{model.McpConfig{Name: "mount", Slug: "mount", Enabled: true, Runtime: model.Runtime{Eager: true},
+			Package:   model.Package{Type: model.PackageDocker, Identifier: "alpine", RuntimeArgs: []string{"-v", "/:/host"}},
+			Transport: model.Transport{Type: model.TransportStdio}}, "package.runtime_args.0"},
+	} {
+		e.Put(t, tc.cfg)
+		st := e.WaitState(t, tc.cfg.Slug, model.StateError, 10*time.Second)
+		if st.Code != string(apierr.Validation) || st.Field != tc.field {
+			t.Errorf("%s: status %+v, want VALIDATION_ERROR on %s", tc.cfg.Slug, st, tc.field)
+		}
+	}
+	if b, err := os.ReadFile(canary); err == nil {
+		t.Fatalf("a refused config ran: %s", b)
+	}
+}

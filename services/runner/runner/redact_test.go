@@ -57,6 +57,7 @@ func TestStderrRedactsSecrets(t *testing.T) {
 	}
 	var logs syncBuffer
 	opts := quickOpts()
+	opts.KeyfilePrefixes = []string{dir}
 	opts.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts.Resolver = staticResolver{cfg.ID: {Env: map[string]string{"TOKEN": "resolved-secret-1xyz", "EXTRA": "extra-secret-2xyz"}}}
 	e := runnertest.Start(t, opts)

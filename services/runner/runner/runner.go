@@ -111,6 +111,12 @@ type Options struct {
 	// launched: its status is error (VALIDATION_ERROR). See policy.go.
 	ExecTypes          []string
 	ExecBinaryPrefixes []string
+	// KeyfilePrefixes are the paths a keyfile must be under, after
+	// resolving symlinks (nil: no keyfile is read); never the data dir's own
+	// files outside DataDir/keyfiles. DockerMountPrefixes are the host paths
+	// a docker package may bind mount (nil: none).
+	KeyfilePrefixes     []string
+	DockerMountPrefixes []string
 	// OAuthEarlyRefresh is how long before an HTTP upstream's OAuth access
 	// token expires the runner asks the credential service for a fresh one
 	// (default 30s; keep it at most the credential service's refresh
@@ -179,9 +185,11 @@ func (o *Options) defaults() {
 		o.MaxInflight = 64
 	}
 	o.ExecTypes = slices.Clone(o.ExecTypes)
-	o.ExecBinaryPrefixes = slices.Clone(o.ExecBinaryPrefixes)
-	for i, p := range o.ExecBinaryPrefixes {
-		o.ExecBinaryPrefixes[i] = filepath.Clean(p)
+	for _, list := range []*[]string{&o.ExecBinaryPrefixes, &o.KeyfilePrefixes, &o.DockerMountPrefixes} {
+		*list = slices.Clone(*list)
+		for i, p := range *list {
+			(*list)[i] = filepath.Clean(p)
+		}
 	}
 }
 

@@ -336,6 +336,7 @@ func TestResolvedCredentialsReachTheChild(t *testing.T) {
 		"PLAIN": {Value: "plain-value"},
 	}
 	opts := quickOpts()
+	opts.KeyfilePrefixes = []string{dir}
 	opts.Resolver = staticResolver{cfg.ID: {Env: map[string]string{"TOKEN": "resolved-secret-1", "EXTRA": "extra-secret-2"}}}
 	e := runnertest.Start(t, opts)
 	e.Put(t, cfg)
@@ -364,7 +365,9 @@ func TestBadKeyfile(t *testing.T) {
 	if err := os.Chmod(open, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e := runnertest.Start(t, quickOpts())
+	opts := quickOpts()
+	opts.KeyfilePrefixes = []string{dir}
+	e := runnertest.Start(t, opts)
 	for name, tc := range map[string]struct{ path, want string }{
 		"a": {open, "world-readable"},
 		"b": {filepath.Join(dir, "missing"), "cannot be read"},
@@ -378,6 +381,52 @@ func TestBadKeyfile(t *testing.T) {
 			t.Fatalf("%s: status %+v, want %q without the path", name, st, tc.want)
 		}
 	}
+}
+
+// Keyfiles are read only under --keyfile-prefixes, after resolving
+// symlinks, and never from the data dir outside its keyfiles folder (issue
+// 27: the operator's nkey seed came back through a server's environment).
+func TestKeyfilePolicy(t *testing.T) {
+	allowed, outside := t.TempDir(), t.TempDir()
+	write := func(path string) string {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("seed-secret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	secret := write(filepath.Join(outside, "secret"))
+	link := filepath.Join(allowed, "link")
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(allowed, "data")
+	seed := write(filepath.Join(dataDir, "nats", "operator.nk"))
+	good := write(filepath.Join(dataDir, runner.KeyfilesDir, "k"))
+	opts := quickOpts()
+	opts.KeyfilePrefixes = []string{allowed}
+	opts.DataDir = dataDir
+	e := runnertest.Start(t, opts)
+	for name, tc := range map[string]struct{ path, want string }{
+		"outside": {secret, "not under an allowed path"},
+		"link":    {link, "resolves to a path that is not under an allowed path"},
+		"seed":    {seed, "is in the data dir"},
+		"dotdot":  {filepath.Join(allowed, "..", filepath.Base(outside), "secret"), "not under an allowed path"},
+	} {
+		cfg := runnertest.Binary(name, testServer)
+		cfg.EnvVars = map[string]model.EnvVar{"KEY": {KeyfilePath: tc.path}}
+		e.Put(t, cfg)
+		st := e.WaitState(t, name, model.StateError, 5*time.Second)
+		if st.Code != string(apierr.Validation) || st.Field != "env_vars.KEY.keyfile_path" || !strings.Contains(st.Message, tc.want) {
+			t.Fatalf("%s: status %+v, want %q", name, st, tc.want)
+		}
+	}
+	cfg := runnertest.Binary("good", testServer)
+	cfg.EnvVars = map[string]model.EnvVar{"KEY": {KeyfilePath: good}}
+	e.Put(t, cfg)
+	e.WaitState(t, "good", model.StateRunning, 10*time.Second)
 }
 
 // A tool filter hides tools from the catalog and refuses calls to them; a

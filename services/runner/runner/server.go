@@ -64,14 +64,17 @@ type server struct {
 
 	// Lifecycle bookkeeping (see lifecycle.go). attempts and retry belong to
 	// the server's goroutine; the atomics are read by calls and the maintenance loop.
-	attempts  int         // consecutive automatic restarts
-	retry     *time.Timer // pending automatic restart
-	restarts  atomic.Uint64
-	active    atomic.Int64 // calls in flight
-	lastUse   atomic.Int64 // unix nanos of the last call
-	lastPing  atomic.Int64 // unix nanos of the last proof of life
-	pingFails atomic.Int32
-	pinging   atomic.Bool
+	attempts int // consecutive automatic restarts
+	// failedFirst: the series began with a start that failed (not a crash
+	// of a server that ran), so that spawn counts as one of MaxRestarts.
+	failedFirst bool
+	retry       *time.Timer // pending automatic restart
+	restarts    atomic.Uint64
+	active      atomic.Int64 // calls in flight
+	lastUse     atomic.Int64 // unix nanos of the last call
+	lastPing    atomic.Int64 // unix nanos of the last proof of life
+	pingFails   atomic.Int32
+	pinging     atomic.Bool
 
 	publishedCalls atomic.Uint64 // calls counted in the last status written
 	publishedAt    atomic.Int64
@@ -194,6 +197,9 @@ func (s *server) start() error {
 		e := apierr.From(err)
 		s.setState(model.StateError, e)
 		s.log.Warn("server failed to start", "code", e.Code, "error", e.Message)
+		if s.attempts == 0 {
+			s.failedFirst = true
+		}
 		if retryable(e) {
 			s.scheduleRestart()
 		}
@@ -352,7 +358,7 @@ func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
 		s.forgetPid()
 		s.deleteCatalog()
 		if time.Since(startedAt) >= s.r.opts.HealthyAfter {
-			s.attempts = 0 // it had been healthy long enough: a fresh series of retries
+			s.attempts, s.failedFirst = 0, false // it had been healthy long enough: a fresh series of retries
 		}
 		s.setState(model.StateError, apierr.New(apierr.ServiceUnavailable, "server process exited unexpectedly"))
 		s.log.Warn("server exited unexpectedly")

@@ -96,7 +96,8 @@ var inheritedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", 
 var inheritedPrefixes = []string{"XDG_", "NODE_", "NPM_CONFIG_", "npm_config_"}
 
 // ChildEnv is the environment of a child: the allowed part of base plus env
-// (env wins). The result is sorted for reproducibility.
+// (env wins), without the names model.EnvNameDenied refuses from env. The
+// result is sorted for reproducibility.
 func ChildEnv(base []string, env map[string]string) []string {
 	keep := map[string]string{}
 	for _, kv := range base {
@@ -122,6 +123,11 @@ func ChildEnv(base []string, env map[string]string) []string {
 		}
 	}
 	for k, v := range env {
+		// The exec policy refuses these before a spawn; dropping them here as
+		// well keeps a loader or interpreter hook out whatever the caller.
+		if model.EnvNameDenied(k) {
+			continue
+		}
 		keep[k] = v
 	}
 	out := make([]string, 0, len(keep))
@@ -155,10 +161,9 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	var tools []string
 	switch pkg.Type {
 	case model.PackageNPM:
+		// runtime_hint never names the command (the exec policy allows only
+		// npx and node there): npx runs the package.
 		name = orDefault(opts.NpxPath, "npx")
-		if pkg.RuntimeHint != "" && pkg.RuntimeHint != "npx" && pkg.RuntimeHint != "node" {
-			name = pkg.RuntimeHint
-		}
 		if _, err := exec.LookPath(name); err != nil {
 			return nil, apierr.Wrap(apierr.ServiceUnavailable, "Node.js is not installed ("+name+" not found)", err)
 		}

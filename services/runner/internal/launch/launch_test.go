@@ -32,16 +32,17 @@ func TestChildEnv(t *testing.T) {
 		"PATHX=/evil", "path=/lower", "NODE=not-a-prefix-match", "MALFORMED", "=novalue", "",
 	}
 	env := map[string]string{
-		"API_KEY": "cfg-secret",
-		"PATH":    "/custom/bin", // config wins over the base
-		"EMPTY":   "",
-		"WITH_EQ": "a=b=c",
+		"API_KEY":    "cfg-secret",
+		"PATH":       "/custom/bin", // a loader hook: the base's stays
+		"LD_PRELOAD": "/evil.so",
+		"EMPTY":      "",
+		"WITH_EQ":    "a=b=c",
 	}
 	got := ChildEnv(base, env)
 	want := []string{
 		"API_KEY=cfg-secret", "DOCKER_HOST=unix:///run/docker.sock", "EMPTY=", "HOME=/home/runner", "LANG=C.UTF-8",
 		"NODE_EXTRA_CA_CERTS=/etc/ca.pem", "NODE_OPTIONS=--max-old-space-size=4096", "NPM_CONFIG_REGISTRY=https://r",
-		"PATH=/custom/bin", "TZ=UTC", "WITH_EQ=a=b=c", "XDG_CACHE_HOME=/cache", "https_proxy=http://proxy:3128",
+		"PATH=/usr/bin:/bin", "TZ=UTC", "WITH_EQ=a=b=c", "XDG_CACHE_HOME=/cache", "https_proxy=http://proxy:3128",
 		"npm_config_cache=/tmp/npm",
 	}
 	if !slices.Equal(got, want) {
@@ -300,17 +301,20 @@ func TestPrepareNPM(t *testing.T) {
 	}
 	_, err = Prepare(ctx, stdio(model.PackageNPM, "pkg"), nil, Options{NpxPath: "mcpbus-no-such-npx-4f1c"})
 	wantCode(t, err, apierr.ServiceUnavailable, "")
-	// A runtime hint other than npx/node names the command.
+	// A runtime hint never names the command (issue 27: a hint of
+	// /path/any.sh ran that script): npx runs the package.
 	hinted := stdio(model.PackageNPM, "pkg")
-	hinted.Package.RuntimeHint = "mcpbus-no-such-bunx"
-	_, err = Prepare(ctx, hinted, nil, Options{NpxPath: "true"})
-	wantCode(t, err, apierr.ServiceUnavailable, "Node.js is not installed (mcpbus-no-such-bunx not found)")
+	hinted.Package.RuntimeHint = "/bin/sh"
+	l, err := Prepare(ctx, hinted, nil, Options{NpxPath: "true"})
+	if err != nil || filepath.Base(l.Process.cmd.Path) != "true" {
+		t.Fatalf("hinted: %v %v", l, err)
+	}
 
 	npx := script(t, t.TempDir(), "npx", "exit 0")
 	cfg := stdio(model.PackageNPM, "@scope/pkg@1.2.3", "/data", "--flag")
 	cfg.Package.RuntimeHint = "npx"
 	cfg.Package.RuntimeArgs = []string{"--prefer-offline"}
-	l, err := Prepare(ctx, cfg, nil, Options{NpxPath: npx})
+	l, err = Prepare(ctx, cfg, nil, Options{NpxPath: npx})
 	if err != nil {
 		t.Fatal(err)
 	}

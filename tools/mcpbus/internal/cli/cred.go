@@ -182,8 +182,11 @@ func newCredSetCmd(g *globals) *cobra.Command {
 			restarted := false
 			if !noRestart {
 				// A running server keeps the environment it started with: restart it
-				// so the new secret takes effect.
-				if st, err := c.Runtime(cmd.Context(), "status", cfg.Slug); err == nil && st.State == model.StateRunning {
+				// so the new secret takes effect. A starting one may have resolved
+				// the old value already: the runner queues the restart behind the
+				// start, so it comes up and then restarts with the new one.
+				if st, err := c.Runtime(cmd.Context(), "status", cfg.Slug); err == nil &&
+					(st.State == model.StateRunning || st.State == model.StateStarting) {
 					if _, err := c.Runtime(cmd.Context(), "restart", cfg.Slug); err != nil {
 						return fmt.Errorf("secret stored, but restarting %s failed: %w", cfg.Slug, err)
 					}

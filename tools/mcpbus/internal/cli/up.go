@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -108,6 +109,18 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 	so := o.stack
 	so.DataDir, so.NATSHost, so.NATSPort, so.Prefix, so.Logger = o.dataDir, o.natsHost, o.natsPort, g.bus.Prefix, log
 	so.InsecureBus = o.insecure
+	if so.Runner.KeyfilePrefixes == nil {
+		// A single-host stack reads keyfiles from a folder of its data dir
+		// made for them, and nowhere else unless --keyfile-prefixes says so.
+		dir, err := filepath.Abs(filepath.Join(o.dataDir, runner.KeyfilesDir))
+		if err == nil {
+			err = os.MkdirAll(dir, 0o700)
+		}
+		if err != nil {
+			return fmt.Errorf("keyfiles folder: %w", err)
+		}
+		so.Runner.KeyfilePrefixes = []string{dir}
+	}
 	if o.insecure {
 		fmt.Fprintln(g.stderr, "WARNING: the bus runs WITHOUT authentication (--insecure-bus): anyone who can reach NATS at "+
 			o.natsHost+" may read every call, answer it, and change every server")

@@ -1,0 +1,167 @@
+package model
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestEnvNameDenied(t *testing.T) {
+	// One row per entry of deniedEnv and deniedEnvPrefixes, and names that stay allowed.
+	for name, denied := range map[string]bool{
+		"LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "ld_audit": true, "DYLD_INSERT_LIBRARIES": true,
+		"NODE_OPTIONS": true, "NODE_PATH": true, "NODE_REPL_EXTERNAL_MODULE": true, "NODE_REDIRECT_WARNINGS": true, "NODE_V8_COVERAGE": true,
+		"PYTHONPATH": true, "PYTHONSTARTUP": true, "PERL5OPT": true, "PERL5LIB": true, "PERLLIB": true,
+		"RUBYOPT": true, "RUBYLIB": true, "BASH_ENV": true, "ENV": true, "PATH": true, "HOME": true,
+		"SHELL": true, "SHELLOPTS": true, "BASHOPTS": true, "IFS": true, "PS4": true, "PROMPT_COMMAND": true, "CDPATH": true,
+		"JAVA_TOOL_OPTIONS": true, "_JAVA_OPTIONS": true, "JDK_JAVA_OPTIONS": true, "CLASSPATH": true,
+		"GCONV_PATH": true, "LOCPATH": true, "GLIBC_TUNABLES": true, "HOSTALIASES": true, "MALLOC_CONF": true,
+		"OPENSSL_CONF": true, "OPENSSL_ENGINES": true, "OPENSSL_MODULES": true, "SSH_ASKPASS": true,
+		"TMPDIR": true, "XDG_CONFIG_HOME": true, "XDG_DATA_HOME": true,
+		"npm_config_call": true, "NPM_CONFIG_REGISTRY": true, "DOCKER_HOST": true, "GIT_SSH_COMMAND": true,
+		"BUN_INSTALL": true, "DENO_DIR": true,
+		"GITHUB_TOKEN": false, "API_KEY": false, "NODE_ENV": false, "NODE_EXTRA_CA_CERTS": false, "LOG_LEVEL": false,
+		"HOMEPAGE_URL": false, "MY_PATH": false, "ENVIRONMENT": false,
+	} {
+		if got := EnvNameDenied(name); got != denied {
+			t.Errorf("%s: denied %v, want %v", name, got, denied)
+		}
+	}
+	for _, n := range deniedEnv {
+		if !EnvNameDenied(n) {
+			t.Errorf("%s of deniedEnv is allowed", n)
+		}
+	}
+	for _, p := range deniedEnvPrefixes {
+		if !EnvNameDenied(p + "X") {
+			t.Errorf("%sX is allowed", p)
+		}
+	}
+}
+
+func TestDockerRunOptions(t *testing.T) {
+	p := ExecPolicy{DockerMountPrefixes: []string{"/srv/mcp"}}
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--rm", "-i", "--init", "--read-only"}, true},
+		{[]string{"-e", "FOO=bar", "--env=X"}, true},
+		{[]string{"-v", "data:/data", "-v", "/cache", "--volume=/srv/mcp/x:/x:ro"}, true},
+		{[]string{"--mount", "type=bind,src=/srv/mcp/a,dst=/a", "--mount=type=volume,source=v,target=/v", "--mount", "type=tmpfs,dst=/t"}, true},
+		{[]string{"--network", "none", "--net=bridge", "-u", "1000", "-w", "/app", "--memory", "512m", "--cpus=1", "--pids-limit", "64"}, true},
+		{[]string{"--cap-drop=ALL", "--security-opt", "no-new-privileges"}, true},
+		{[]string{"--privileged"}, false},
+		{[]string{"--pid=host"}, false},
+		{[]string{"--pid", "host"}, false},
+		{[]string{"--ipc=host"}, false},
+		{[]string{"--uts=host"}, false},
+		{[]string{"--userns=host"}, false},
+		{[]string{"--network", "host"}, false},
+		{[]string{"--net=host"}, false},
+		{[]string{"--network=container:other"}, false},
+		{[]string{"--device", "/dev/sda"}, false},
+		{[]string{"--cap-add=SYS_ADMIN"}, false},
+		{[]string{"--security-opt", "seccomp=unconfined"}, false},
+		{[]string{"--security-opt=apparmor=unconfined"}, false},
+		{[]string{"-v", "/:/host"}, false},
+		{[]string{"-v", "/srv/mcp/../../etc:/etc2"}, false},
+		{[]string{"--volume=/etc:/x"}, false},
+		{[]string{"-v", "./rel:/x"}, false},
+		{[]string{"--mount", "type=bind,source=/,target=/host"}, false},
+		{[]string{"--mount", "type=volume,dst=/x,volume-opt=o=bind,volume-opt=device=/"}, false},
+		{[]string{"--mount", "type=image,src=x,dst=/x"}, false},
+		{[]string{"--env-file", "/etc/shadow"}, false},
+		{[]string{"--volumes-from", "other"}, false},
+		{[]string{"-it"}, false},
+		{[]string{"--rm=false"}, false},
+		{[]string{"-e"}, false},
+		{[]string{"--cgroup-parent=/"}, false},
+	} {
+		e := p.RefuseDockerArgs(tc.args, "r1")
+		if (e == nil) != tc.ok {
+			t.Errorf("%q: refused %v, want allowed %v", tc.args, e, tc.ok)
+		}
+		if e != nil && !strings.HasPrefix(e.Field, "package.runtime_args.") {
+			t.Errorf("%q: field %s", tc.args, e.Field)
+		}
+	}
+	if e := (ExecPolicy{}).RefuseDockerArgs([]string{"-v", "/srv/mcp/a:/a"}, "r1"); e == nil || !strings.Contains(e.Message, "--docker-mount-prefixes is not set") {
+		t.Fatalf("no prefix, no host mount: %v", e)
+	}
+}
+
+func TestExecPolicyFields(t *testing.T) {
+	npm := func(mod func(*McpConfig)) *McpConfig {
+		c := &McpConfig{Package: Package{Type: PackageNPM, Identifier: "@scope/pkg@1.2.3"}, Transport: Transport{Type: TransportStdio}}
+		mod(c)
+		return c
+	}
+	p := ExecPolicy{Types: []string{PackageNPM, PackageDocker, PackageHTTP}, KeyfilePrefixes: []string{"/etc/mcp/keys"}}
+	for name, tc := range map[string]struct {
+		cfg   *McpConfig
+		field string // "" allowed
+	}{
+		"plain":             {npm(func(*McpConfig) {}), ""},
+		"hint npx":          {npm(func(c *McpConfig) { c.Package.RuntimeHint = "npx" }), ""},
+		"hint path":         {npm(func(c *McpConfig) { c.Package.RuntimeHint = "/tmp/any.sh" }), "package.runtime_hint"},
+		"hint sh":           {npm(func(c *McpConfig) { c.Package.RuntimeHint = "sh" }), "package.runtime_hint"},
+		"npx -c":            {npm(func(c *McpConfig) { c.Package.RuntimeArgs = []string{"-c"}; c.Package.Identifier = "touch /tmp/x" }), "package.runtime_args.0"},
+		"npx --call":        {npm(func(c *McpConfig) { c.Package.RuntimeArgs = []string{"-y", "--call=sh"} }), "package.runtime_args.1"},
+		"npx -y":            {npm(func(c *McpConfig) { c.Package.RuntimeArgs = []string{"-y"} }), ""},
+		"shell identifier":  {npm(func(c *McpConfig) { c.Package.Identifier = "x; touch /tmp/x" }), "package.identifier"},
+		"path identifier":   {npm(func(c *McpConfig) { c.Package.Identifier = "/tmp/evil" }), "package.identifier"},
+		"git identifier":    {npm(func(c *McpConfig) { c.Package.Identifier = "github:evil/pkg" }), "package.identifier"},
+		"NODE_OPTIONS":      {npm(func(c *McpConfig) { c.EnvVars = map[string]EnvVar{"NODE_OPTIONS": {Value: "--import=data:x"}} }), "env_vars.NODE_OPTIONS"},
+		"LD_PRELOAD":        {npm(func(c *McpConfig) { c.EnvVars = map[string]EnvVar{"LD_PRELOAD": {Value: "/tmp/x.so"}} }), "env_vars.LD_PRELOAD"},
+		"keyfile allowed":   {npm(func(c *McpConfig) { c.EnvVars = map[string]EnvVar{"K": {KeyfilePath: "/etc/mcp/keys/k"}} }), ""},
+		"keyfile elsewhere": {npm(func(c *McpConfig) { c.EnvVars = map[string]EnvVar{"K": {KeyfilePath: "/etc/shadow"}} }), "env_vars.K.keyfile_path"},
+		"keyfile dotdot":    {npm(func(c *McpConfig) { c.EnvVars = map[string]EnvVar{"K": {KeyfilePath: "/etc/mcp/keys/../../shadow"}} }), "env_vars.K.keyfile_path"},
+		"keyfile relative":  {npm(func(c *McpConfig) { c.EnvVars = map[string]EnvVar{"K": {KeyfilePath: "k"}} }), "env_vars.K.keyfile_path"},
+		"docker privileged": {&McpConfig{Package: Package{Type: PackageDocker, Identifier: "mcp/x:1", RuntimeArgs: []string{"--privileged", "-v", "/:/host", "--pid=host"}}, Transport: Transport{Type: TransportStdio}}, "package.runtime_args.0"},
+		"docker image opt":  {&McpConfig{Package: Package{Type: PackageDocker, Identifier: "--privileged"}, Transport: Transport{Type: TransportStdio}}, "package.identifier"},
+		"docker hint":       {&McpConfig{Package: Package{Type: PackageDocker, Identifier: "mcp/x", RuntimeHint: "podman"}, Transport: Transport{Type: TransportStdio}}, "package.runtime_hint"},
+		"docker ok":         {&McpConfig{Package: Package{Type: PackageDocker, Identifier: "ghcr.io/o/x@sha256:" + strings.Repeat("a", 64), RuntimeHint: "docker", RuntimeArgs: []string{"--rm"}}, Transport: Transport{Type: TransportStdio}}, ""},
+	} {
+		e := p.Refuse(tc.cfg, "r1")
+		switch {
+		case tc.field == "" && e != nil:
+			t.Errorf("%s: refused %v", name, e)
+		case tc.field != "" && (e == nil || e.Field != tc.field):
+			t.Errorf("%s: got %+v, want a refusal of %s", name, e, tc.field)
+		}
+	}
+	if e := (ExecPolicy{}).Refuse(npm(func(c *McpConfig) { c.EnvVars = map[string]EnvVar{"K": {KeyfilePath: "/k"}} }), "r1"); e == nil ||
+		!strings.Contains(e.Message, "--keyfile-prefixes is not set") {
+		t.Fatalf("no keyfile without prefixes: %v", e)
+	}
+}
+
+func TestRefuseInlineSecrets(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cfg   McpConfig
+		field string
+	}{
+		"url token":    {McpConfig{Transport: Transport{Type: TransportHTTP, URL: "https://h/mcp?token=s3cr3t"}}, "transport.url"},
+		"url userinfo": {McpConfig{Transport: Transport{Type: TransportHTTP, URL: "https://user:pw@h/mcp"}}, "transport.url"},
+		"url plain":    {McpConfig{Transport: Transport{Type: TransportHTTP, URL: "https://h/mcp?page=2"}}, ""},
+		"--api-key=":   {McpConfig{Package: Package{Args: []string{"serve", "--api-key=s3cr3t"}}}, "package.args.1"},
+		"--token v":    {McpConfig{Package: Package{Args: []string{"--token", "s3cr3t"}}}, "package.args.1"},
+		"--password=":  {McpConfig{Package: Package{Args: []string{"--db-password=x"}}}, "package.args.0"},
+		"--secret=":    {McpConfig{Package: Package{Args: []string{"--client-secret=x"}}}, "package.args.0"},
+		"docker -e":    {McpConfig{Package: Package{RuntimeArgs: []string{"-e", "API_KEY=s3cr3t"}}}, "package.runtime_args.0"},
+		"arg url":      {McpConfig{Package: Package{Args: []string{"postgres://u:pw@db/x"}}}, "package.args.0"},
+		"plain args":   {McpConfig{Package: Package{Args: []string{"--port", "80", "--token-file=/x", "-e", "LOG=1"}}}, ""},
+		"flag only":    {McpConfig{Package: Package{Args: []string{"--no-token", "--verbose"}}}, ""},
+	} {
+		e := RefuseInlineSecrets(&tc.cfg)
+		switch {
+		case tc.field == "" && e != nil:
+			t.Errorf("%s: refused %v", name, e)
+		case tc.field != "" && (e == nil || e.Field != tc.field):
+			t.Errorf("%s: got %+v, want a refusal of %s", name, e, tc.field)
+		}
+		if e != nil && strings.Contains(e.Message, "s3cr3t") {
+			t.Errorf("%s: the message quotes the secret", name)
+		}
+	}
+}

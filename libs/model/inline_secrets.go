@@ -1,0 +1,86 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
+
+// Secrets written into a URL or a command line would stay in clear in the
+// config (KV, history, exports, every reply), unlike every other way of
+// giving one, which is sealed to the credential service. They are refused,
+// with the way to give them instead (docs/design.md §11): a header in
+// transport.secret_headers for a remote server, a secret env var for a
+// package. No message quotes the value.
+
+// argSecretWords make a command-line option secret when its name holds one
+// (--api-key=…, --token …, --client-secret=…, --db-password=…).
+var argSecretWords = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"}
+
+// secretOption reports whether a command-line option name (without its
+// leading dashes) carries a secret.
+func secretOption(name string) bool {
+	if words := nameWords(name); len(words) > 0 && slices.Contains([]string{"FILE", "PATH", "DIR", "ENV", "VAR"}, words[len(words)-1]) {
+		return false // --token-file=/run/x names where the secret is
+	}
+	n := strings.ToUpper(name)
+	for _, w := range argSecretWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return LooksSecret(name)
+}
+
+// RefuseInlineSecrets tells which field of c holds a secret in clear where
+// only a sealed one may go, or nil: a URL (transport.url, the identifier of
+// an http package) with a password or a secret-named query parameter, or an
+// argument such as --api-key=… / --token … / a secret URL.
+func RefuseInlineSecrets(c *McpConfig) *apierr.Error {
+	urlHint := "a secret in a URL is not allowed: give it as a header in transport.secret_headers (sealed to the credential service), e.g. Authorization"
+	if SecretURL(c.Transport.URL) {
+		return apierr.Invalid("transport.url", urlHint)
+	}
+	if SecretURL(c.Package.Identifier) {
+		return apierr.Invalid("package.identifier", urlHint)
+	}
+	argHint := "a secret on the command line is not allowed (every local user can read it, and the config is stored in clear): " +
+		"give it as a secret env var (env_vars.NAME with is_secret) and let the server read it there"
+	for _, list := range []struct {
+		field string
+		args  []string
+	}{{"package.runtime_args", c.Package.RuntimeArgs}, {"package.args", c.Package.Args}} {
+		for i, a := range list.args {
+			field := fmt.Sprintf("%s.%d", list.field, i)
+			if SecretURL(a) {
+				return apierr.Invalid(field, argHint)
+			}
+			if !strings.HasPrefix(a, "-") {
+				continue
+			}
+			name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if name == "e" || name == "env" { // docker -e NAME=VALUE
+				if !hasVal && i+1 < len(list.args) {
+					val = list.args[i+1]
+				}
+				if k, v, ok := strings.Cut(val, "="); ok && v != "" && LooksSecret(k) {
+					return apierr.Invalid(field, argHint)
+				}
+				continue
+			}
+			if !secretOption(name) {
+				continue
+			}
+			if hasVal && val != "" {
+				return apierr.Invalid(field, argHint)
+			}
+			// --token VALUE: the next word is the secret.
+			if !hasVal && i+1 < len(list.args) && !strings.HasPrefix(list.args[i+1], "-") && list.args[i+1] != "" {
+				return apierr.Invalid(fmt.Sprintf("%s.%d", list.field, i+1), argHint)
+			}
+		}
+	}
+	return nil
+}
