@@ -90,7 +90,8 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(ns.Stop)
 	e := &env{t: t, ns: ns, logs: &testkit.LogBuffer{}}
-	e.admin, err = ns.ConnectTCP(nats.Nkey(adminPub, admin.Sign))
+	// An inbox under _I, as every identity's: services answer only into those.
+	e.admin, err = ns.ConnectTCP(nats.Nkey(adminPub, admin.Sign), nats.CustomInboxPrefix(access.Inbox("test-admin")))
 	if err != nil {
 		t.Fatal(err)
 	}
