@@ -90,17 +90,12 @@ func everythingBin(t testing.TB) model.McpConfig {
 func everythingNpx() model.McpConfig {
 	return model.McpConfig{
 		Name: "everything", Enabled: true,
-		Package:   model.Package{Type: model.PackageNPM, Identifier: everythingNPM},
-		Transport: model.Transport{Type: model.TransportStdio},
 		// The default npm cache (filled by `make npm-deps`) serves the tarball;
-		// prefer_offline skips the registry round trip when metadata is cached.
-		EnvVars: map[string]model.EnvVar{
-			"npm_config_prefer_offline":  {Value: "true"},
-			"npm_config_update_notifier": {Value: "false"},
-			"npm_config_fund":            {Value: "false"},
-			"npm_config_audit":           {Value: "false"},
-			"npm_config_loglevel":        {Value: "error"},
-		},
+		// --prefer-offline skips the registry round trip when metadata is cached.
+		// (npm_config_* variables are refused by the exec policy: npm_config_call
+		// is `npx -c`.)
+		Package:   model.Package{Type: model.PackageNPM, Identifier: everythingNPM, RuntimeArgs: []string{"--prefer-offline"}},
+		Transport: model.Transport{Type: model.TransportStdio},
 	}
 }
 
