@@ -81,7 +81,7 @@ func probeSecrets(t *testing.T, opts runner.Options, server string, s sandboxSec
 	t.Helper()
 	opts.DataDir = s.dataDir
 	opts.ChildProtect = []string{filepath.Dir(s.seed), s.seed} // what the host passes for --nats-nkey
-	opts.KeyfilePrefixes = []string{filepath.Dir(s.keyfile)} // the exec policy allows no keyfile otherwise
+	opts.KeyfilePrefixes = []string{filepath.Dir(s.keyfile)}   // the exec policy allows no keyfile otherwise
 	e := runnertest.Start(t, opts)
 	other := runnertest.Binary("other", server)
 	other.EnvVars = map[string]model.EnvVar{"OTHER_KEY": {KeyfilePath: s.keyfile}}
