@@ -55,9 +55,11 @@ type OAuthToken struct {
 // clear Credentials; in Go, fill Credentials and let credclient.Client.Set
 // seal them (it sends Sealed, never Credentials).
 type CredSetRequest struct {
-	ServerID    string      `json:"server_id"`
-	Credentials Credentials `json:"credentials,omitzero"`
-	Replace     bool        `json:"replace,omitempty"`
+	ServerID string `json:"server_id"`
+	// Kind is whose record ServerID names (empty: a server's).
+	Kind        CredentialKind `json:"kind,omitempty"`
+	Credentials Credentials    `json:"credentials,omitzero"`
+	Replace     bool           `json:"replace,omitempty"`
 	// Sealed opens, with the credential service's key and SenderKey, to the
 	// JSON of Credentials.
 	Sealed    []byte `json:"sealed,omitempty"`
@@ -125,23 +127,26 @@ func (c Credentials) Names() SecretNames {
 // CredDeleteRequest is the body of mcp.v1.cred.delete: the named env vars,
 // headers and keyfiles ("oauth" for the token) or, with no names, everything.
 type CredDeleteRequest struct {
-	ServerID string   `json:"server_id"`
-	Names    []string `json:"names,omitempty"`
+	ServerID string         `json:"server_id"`
+	Kind     CredentialKind `json:"kind,omitempty"`
+	Names    []string       `json:"names,omitempty"`
 }
 
 // CredDescribeRequest is the body of mcp.v1.cred.describe.
 type CredDescribeRequest struct {
-	ServerID string `json:"server_id"`
+	ServerID string         `json:"server_id"`
+	Kind     CredentialKind `json:"kind,omitempty"`
 }
 
 // CredDescription says which secrets a server has, never their values. It is
 // the reply of set, delete and describe.
 type CredDescription struct {
-	ServerID string   `json:"server_id"`
-	Backend  string   `json:"backend"`
-	Env      []string `json:"env"`
-	Headers  []string `json:"headers"`
-	Keyfiles []string `json:"keyfiles"`
+	ServerID string         `json:"server_id"`
+	Kind     CredentialKind `json:"kind,omitempty"`
+	Backend  string         `json:"backend"`
+	Env      []string       `json:"env"`
+	Headers  []string       `json:"headers"`
+	Keyfiles []string       `json:"keyfiles"`
 	// OAuth describes the token without its value.
 	OAuth     *OAuthDescription `json:"oauth,omitempty"`
 	UpdatedAt time.Time         `json:"updated_at,omitzero"`

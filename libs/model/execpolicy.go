@@ -92,7 +92,8 @@ func splitList(s string) []string {
 
 // Refuse tells why the runner named runner would not launch c
 // (VALIDATION_ERROR naming the field), or nil: its type, then every field
-// that reaches a process (execpolicy_fields.go). A binary identifier that is
+// that reaches a process (execpolicy_fields.go), then secrets in clear
+// (RefuseInlineSecrets). A binary identifier that is
 // not an absolute path is not checked against the prefixes here: only the
 // runner can resolve it (RefuseBinaryPath).
 func (p ExecPolicy) Refuse(c *McpConfig, runner string) *apierr.Error {
@@ -106,7 +107,12 @@ func (p ExecPolicy) Refuse(c *McpConfig, runner string) *apierr.Error {
 			return e
 		}
 	}
-	return p.refuseFields(c, runner)
+	if e := p.refuseFields(c, runner); e != nil {
+		return e
+	}
+	// A secret in clear in a URL or an argument (a config stored before the
+	// rule, or written to KV by hand) is not passed on either.
+	return RefuseInlineSecrets(c)
 }
 
 // RefuseBinaryPath tells why a binary at path (absolute) is not allowed on

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,7 +115,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if got := e.callText(t, saved.Slug, "env", `{"name":"MODE"}`); got != "plain" {
 		t.Fatalf("MODE = %q", got)
 	}
-	credFile := filepath.Join(e.dataDir, "secrets", saved.ID+".cred")
+	credFile := filepath.Join(e.dataDir, "secrets", "server", saved.ID+".cred")
 	if _, err := os.Stat(credFile); err != nil {
 		t.Fatalf("no credential file: %v", err)
 	}
@@ -320,12 +321,12 @@ func TestNegativeCases(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Slug != off.Slug {
 		t.Fatalf("after the refused creates the list is %+v (%v)", list, err)
 	}
-	entries, _ := os.ReadDir(filepath.Join(e.dataDir, "secrets"))
-	for _, en := range entries {
-		if strings.HasSuffix(en.Name(), ".cred") {
-			t.Fatalf("a refused create stored a secret: %s", en.Name())
+	_ = filepath.WalkDir(filepath.Join(e.dataDir, "secrets"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".cred") {
+			t.Fatalf("a refused create stored a secret: %s", path)
 		}
-	}
+		return nil
+	})
 	// With the secret given, the same create succeeds and the server starts with it.
 	saved, err := e.Client.CreateConfig(ctx, needs, &model.Credentials{Env: map[string]string{"EXAMPLE_API_KEY": "given-later-123"}})
 	if err != nil {

@@ -437,7 +437,7 @@ func TestOAuthConfidentialClient(t *testing.T) {
 	defer nc.Close()
 	setSecret := func(v string) {
 		t.Helper()
-		if _, err := credclient.New(nc, "").Set(ctxT(t, 10*time.Second), model.CredSetRequest{ServerID: model.OAuthClientCredentialID(cfg.ID),
+		if _, err := credclient.New(nc, "").Set(ctxT(t, 10*time.Second), model.CredSetRequest{ServerID: model.OAuthClientCredentialID(cfg.ID), Kind: model.CredOAuthClient,
 			Credentials: model.Credentials{Env: map[string]string{model.OAuthClientSecretName: v}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -501,7 +501,7 @@ func TestOAuthConfidentialClient(t *testing.T) {
 	if r = e.do("DELETE", "/api/v1/servers/remote", nil); r.status != http.StatusOK && r.status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", r.status, r.body)
 	}
-	d, err := credclient.New(nc, "").Describe(ctxT(t, 10*time.Second), model.CredDescribeRequest{ServerID: model.OAuthClientCredentialID(cfg.ID)})
+	d, err := credclient.New(nc, "").Describe(ctxT(t, 10*time.Second), model.CredDescribeRequest{ServerID: model.OAuthClientCredentialID(cfg.ID), Kind: model.CredOAuthClient})
 	if err != nil || len(d.Env) != 0 {
 		t.Fatalf("client secret record after delete: %+v %v", d, err)
 	}

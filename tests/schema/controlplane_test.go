@@ -267,7 +267,7 @@ func driveControlPlane(t *testing.T, ctx context.Context, sys *stack.Stack, sec 
 		t.Fatal(err)
 	}
 	defer chatNC.Close()
-	if _, err := credclient.New(chatNC, "").Set(ctx, model.CredSetRequest{ServerID: model.ChatProfileCredentialID("schema-chat"), Replace: true,
+	if _, err := credclient.New(chatNC, "").Set(ctx, model.CredSetRequest{ServerID: model.ChatProfileCredentialID("schema-chat"), Kind: model.CredChatProfile, Replace: true,
 		Credentials: model.Credentials{Env: map[string]string{model.ChatAPIKeyEnv: sec.value("chat-api-key")}}}); err != nil {
 		t.Fatalf("cred.set of a chat profile's key: %v", err)
 	}

@@ -33,7 +33,7 @@ func driveOAuth(t *testing.T, ctx context.Context, sys *stack.Stack, sec secrets
 	if err != nil {
 		t.Fatalf("creating the remote server: %v", err)
 	}
-	if _, err := credclient.New(sys.Conn, "").Set(ctx, model.CredSetRequest{ServerID: model.OAuthClientCredentialID(cfg.ID),
+	if _, err := credclient.New(sys.Conn, "").Set(ctx, model.CredSetRequest{ServerID: model.OAuthClientCredentialID(cfg.ID), Kind: model.CredOAuthClient,
 		Credentials: model.Credentials{Env: map[string]string{model.OAuthClientSecretName: sec.value("oauth-confidential-secret")}}}); err != nil {
 		t.Fatalf("storing the OAuth client secret: %v", err)
 	}

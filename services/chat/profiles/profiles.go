@@ -114,7 +114,7 @@ func (k APIKey) check() error {
 // request is the cred.set request of the key (replacing the record: it
 // holds only the key).
 func (k APIKey) request(id string, dryRun bool) model.CredSetRequest {
-	req := model.CredSetRequest{ServerID: id, Replace: true, DryRun: dryRun}
+	req := model.CredSetRequest{ServerID: id, Kind: model.CredChatProfile, Replace: true, DryRun: dryRun}
 	if k.Value != "" {
 		req.Credentials = model.Credentials{Env: map[string]string{model.ChatAPIKeyEnv: k.Value}}
 	} else {
@@ -293,7 +293,7 @@ func (s *Store) KeyStored(ctx context.Context, name string) (bool, error) {
 	if !model.ValidSlug(name) {
 		return false, apierr.Invalid("name", "a profile name is a slug")
 	}
-	d, err := s.cred.Describe(ctx, model.CredDescribeRequest{ServerID: model.ChatProfileCredentialID(name)})
+	d, err := s.cred.Describe(ctx, model.CredDescribeRequest{ServerID: model.ChatProfileCredentialID(name), Kind: model.CredChatProfile})
 	if apierr.Of(err) == apierr.NotFound {
 		return false, nil
 	}
@@ -305,7 +305,7 @@ func (s *Store) KeyStored(ctx context.Context, name string) (bool, error) {
 
 // deleteKey removes a stored key; none stored is not an error.
 func (s *Store) deleteKey(ctx context.Context, id string) error {
-	_, err := s.cred.Delete(ctx, model.CredDeleteRequest{ServerID: id})
+	_, err := s.cred.Delete(ctx, model.CredDeleteRequest{ServerID: id, Kind: model.CredChatProfile})
 	if err != nil && apierr.Of(err) != apierr.NotFound {
 		return credErr("delete", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/profiles"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
+	"github.com/mcpbus/mcpbus/services/credential/store"
 	"github.com/mcpbus/mcpbus/services/credential/store/filestore"
 )
 
@@ -142,7 +143,7 @@ func wantErr(t *testing.T, err error, code apierr.Code, field string) {
 // stored is what the credential service holds for the profile (nil: nothing).
 func (e *env) stored(name string) map[string]string {
 	e.t.Helper()
-	c, _, err := e.files.Get(ctxT(e.t), model.ChatProfileCredentialID(name))
+	c, _, err := e.files.Get(ctxT(e.t), store.Key(model.CredChatProfile, model.ChatProfileCredentialID(name)))
 	if err != nil {
 		return nil
 	}

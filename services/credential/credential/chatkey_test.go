@@ -167,7 +167,7 @@ func TestChatKey(t *testing.T) {
 	// does), with a stray extra variable that must not come back.
 	profileID := model.ChatProfileCredentialID("work")
 	cred := credclient.New(chat, "")
-	if _, err := cred.Set(ctx, model.CredSetRequest{ServerID: profileID, Replace: true,
+	if _, err := cred.Set(ctx, model.CredSetRequest{ServerID: profileID, Kind: model.CredChatProfile, Replace: true,
 		Credentials: model.Credentials{Env: map[string]string{model.ChatAPIKeyEnv: secretChatKey, "OTHER": secretHeader}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package credential
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,35 +12,18 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/services/credential/store"
 )
 
 // OAuthName is the name that deletes the OAuth token in a delete request.
 const OAuthName = "oauth"
-
-// get reads a server's record; a missing record is an empty one.
-func (s *Service) get(ctx context.Context, id string) (model.Credentials, time.Time, error) {
-	creds, updated, err := s.store.Get(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return model.Credentials{}, time.Time{}, nil
-	}
-	return creds, updated, err
-}
-
-// write stores c, or removes the record when c holds nothing.
-func (s *Service) write(ctx context.Context, id string, c model.Credentials) error {
-	if c.Empty() {
-		return s.store.Delete(ctx, id)
-	}
-	return s.store.Put(ctx, id, c)
-}
 
 func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, error) {
 	var in model.CredSetRequest
 	if err := bus.Decode(data, &in); err != nil {
 		return "", nil, err
 	}
-	if err := checkID(in.ServerID); err != nil {
+	r, err := checkRef(in.Kind, in.ServerID)
+	if err != nil {
 		return "", nil, err
 	}
 	id := in.ServerID
@@ -55,14 +37,14 @@ func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, erro
 	if e := validateCredentials(given); e != nil {
 		return id, nil, e
 	}
-	unlock, err := s.locks.lock(ctx, id)
+	unlock, err := s.locks.lock(ctx, r.key())
 	if err != nil {
 		return id, nil, err
 	}
 	defer unlock()
 	var rec model.Credentials
 	if !in.Replace {
-		if rec, _, err = s.get(ctx, id); err != nil {
+		if rec, err = s.get(ctx, r); err != nil {
 			return id, nil, err
 		}
 	}
@@ -71,12 +53,12 @@ func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, erro
 		return id, nil, e
 	}
 	if in.DryRun {
-		return id, s.describe(id, rec, s.opts.Now().UTC()), nil
+		return id, s.describe(r, rec, s.opts.Now().UTC()), nil
 	}
-	if err := s.write(ctx, id, rec); err != nil {
+	if err := s.write(ctx, r, rec); err != nil {
 		return id, nil, err
 	}
-	return id, s.describe(id, rec, s.opts.Now().UTC()), nil
+	return id, s.describe(r, rec, s.opts.Now().UTC()), nil
 }
 
 // unseal opens the secrets of a set request. Secrets in clear are refused:
@@ -189,7 +171,8 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 	if err := bus.Decode(data, &in); err != nil {
 		return "", nil, err
 	}
-	if err := checkID(in.ServerID); err != nil {
+	r, err := checkRef(in.Kind, in.ServerID)
+	if err != nil {
 		return "", nil, err
 	}
 	id := in.ServerID
@@ -198,23 +181,25 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 			return id, nil, apierr.Invalid(fmt.Sprintf("names[%d]", i), "a name is empty")
 		}
 	}
-	unlock, err := s.locks.lock(ctx, id)
+	unlock, err := s.locks.lock(ctx, r.key())
 	if err != nil {
 		return id, nil, err
 	}
 	defer unlock()
 	if len(in.Names) == 0 {
-		if err := s.store.Delete(ctx, id); err != nil {
+		if err := s.remove(ctx, r); err != nil {
 			return id, nil, err
 		}
 		// The server's OAuth client secret, a record of its own, goes too
 		// (this is how the config service deletes a server's secrets).
-		if err := s.store.Delete(ctx, model.OAuthClientCredentialID(id)); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return id, nil, err
+		if r.kind == model.CredServer {
+			if err := s.removeOther(ctx, ref{kind: model.CredOAuthClient, id: model.OAuthClientCredentialID(id)}); err != nil {
+				return id, nil, err
+			}
 		}
-		return id, s.describe(id, model.Credentials{}, time.Time{}), nil
+		return id, s.describe(r, model.Credentials{}, time.Time{}), nil
 	}
-	rec, _, err := s.get(ctx, id)
+	rec, err := s.get(ctx, r)
 	if err != nil {
 		return id, nil, err
 	}
@@ -225,14 +210,14 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 		return id, nil, &apierr.Error{Code: apierr.NotFound, Field: "names",
 			Message: fmt.Sprintf("server %s has no stored credential named %s", id, strings.Join(quoteAll(missing), ", "))}
 	}
-	if err := s.write(ctx, id, rec); err != nil {
+	if err := s.write(ctx, r, rec); err != nil {
 		return id, nil, err
 	}
 	var updated time.Time
 	if !rec.Empty() {
 		updated = s.opts.Now().UTC()
 	}
-	return id, s.describe(id, rec, updated), nil
+	return id, s.describe(r, rec, updated), nil
 }
 
 // remove drops the named env vars, headers (case-insensitively), keyfiles and
@@ -280,20 +265,27 @@ func (s *Service) handleDescribe(ctx context.Context, data []byte) (string, any,
 	if err := bus.Decode(data, &in); err != nil {
 		return "", nil, err
 	}
-	if err := checkID(in.ServerID); err != nil {
+	r, err := checkRef(in.Kind, in.ServerID)
+	if err != nil {
 		return "", nil, err
 	}
-	rec, updated, err := s.get(ctx, in.ServerID)
+	// Reading may move a record stored before kinds: hold its lock.
+	unlock, err := s.locks.lock(ctx, r.key())
 	if err != nil {
-		return in.ServerID, nil, err
+		return r.id, nil, err
 	}
-	return in.ServerID, s.describe(in.ServerID, rec, updated), nil
+	defer unlock()
+	rec, updated, err := s.getUpdated(ctx, r)
+	if err != nil {
+		return r.id, nil, err
+	}
+	return r.id, s.describe(r, rec, updated), nil
 }
 
 // describe lists what rec holds, names only (lists are never null).
-func (s *Service) describe(id string, rec model.Credentials, updated time.Time) model.CredDescription {
+func (s *Service) describe(r ref, rec model.Credentials, updated time.Time) model.CredDescription {
 	d := model.CredDescription{
-		ServerID: id, Backend: s.store.Name(),
+		ServerID: r.id, Kind: r.kind, Backend: s.store.Name(),
 		Env: sortedKeys(rec.Env), Headers: sortedKeys(rec.Headers), Keyfiles: sortedKeys(rec.Keyfiles),
 		UpdatedAt: updated,
 	}

@@ -80,7 +80,7 @@ func TestResolveOnlyForTheOwner(t *testing.T) {
 		t.Fatalf("an unknown server: %v, want NOT_FOUND", err)
 	}
 	// The registry key: only on cred.registry, and nothing else there.
-	if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: model.RegistryCredentialsID,
+	if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: model.RegistryCredentialsID, Kind: model.CredRegistry,
 		Credentials: model.Credentials{Env: map[string]string{"SMITHERY_API_KEY": secretEnv}}}); err != nil {
 		t.Fatal(err)
 	}

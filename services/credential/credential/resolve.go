@@ -42,17 +42,20 @@ func (s *Service) resolve(ctx context.Context, data []byte, via string) (id stri
 	if err := checkRecipient(in.RecipientKey); err != nil {
 		return id, nil, err
 	}
+	r := ref{kind: model.CredServer, id: id}
 	switch {
 	case via == VerbRegistry && id != model.RegistryCredentialsID:
 		return id, nil, apierr.Invalid("server_id", "cred.registry answers only the registry credentials")
-	case via == VerbResolve && id == model.RegistryCredentialsID:
+	case via == VerbRegistry:
+		r.kind = model.CredRegistry
+	case id == model.RegistryCredentialsID:
 		return id, nil, apierr.Invalid("server_id", "the registry credentials are resolved on cred.registry")
-	case via == VerbResolve:
+	default:
 		if err := s.owner.check(ctx, in); err != nil {
 			return id, nil, err
 		}
 	}
-	reply, err := s.sealRecord(ctx, id, in.RecipientKey, resolvedAll)
+	reply, err := s.sealRecord(ctx, r, in.RecipientKey, resolvedAll)
 	if err != nil {
 		return id, nil, err
 	}
@@ -79,7 +82,7 @@ func (s *Service) handleChatKey(ctx context.Context, data []byte) (id string, ou
 	if err := checkRecipient(in.RecipientKey); err != nil {
 		return id, nil, err
 	}
-	reply, err := s.sealRecord(ctx, id, in.RecipientKey, chatKey)
+	reply, err := s.sealRecord(ctx, ref{kind: model.CredChatProfile, id: id}, in.RecipientKey, chatKey)
 	if err != nil {
 		return id, nil, err
 	}
@@ -103,7 +106,7 @@ func (s *Service) handleOAuthClient(ctx context.Context, data []byte) (id string
 	if err := checkRecipient(in.RecipientKey); err != nil {
 		return id, nil, err
 	}
-	reply, err := s.sealRecord(ctx, id, in.RecipientKey, oauthClientSecret)
+	reply, err := s.sealRecord(ctx, ref{kind: model.CredOAuthClient, id: id}, in.RecipientKey, oauthClientSecret)
 	if err != nil {
 		return id, nil, err
 	}
@@ -132,19 +135,19 @@ func checkRecipient(key string) error {
 // what the requester may have of it (pick) and seals that to recipient with
 // the service's key: the one answer of cred.resolve, cred.registry and
 // cred.chatkey.
-func (s *Service) sealRecord(ctx context.Context, id, recipient string, pick func(model.Credentials) (model.ResolvedCredentials, error)) (model.SealedReply, error) {
+func (s *Service) sealRecord(ctx context.Context, r ref, recipient string, pick func(model.Credentials) (model.ResolvedCredentials, error)) (model.SealedReply, error) {
 	// The lock covers a refresh and its write (see keyedMutex).
-	unlock, err := s.locks.lock(ctx, id)
+	unlock, err := s.locks.lock(ctx, r.key())
 	if err != nil {
 		return model.SealedReply{}, err
 	}
 	defer unlock()
-	rec, _, err := s.get(ctx, id)
+	rec, err := s.get(ctx, r)
 	if err != nil {
 		return model.SealedReply{}, err
 	}
 	if rec.OAuth != nil {
-		tok, err := s.freshToken(ctx, id, rec)
+		tok, err := s.freshToken(ctx, r, rec)
 		if err != nil {
 			return model.SealedReply{}, err
 		}
@@ -218,7 +221,8 @@ func bearer(o *model.OAuthToken) string {
 
 // freshToken returns rec's OAuth token, refreshed and stored first when it
 // has expired or expires within RefreshBefore.
-func (s *Service) freshToken(ctx context.Context, id string, rec model.Credentials) (*model.OAuthToken, error) {
+func (s *Service) freshToken(ctx context.Context, r ref, rec model.Credentials) (*model.OAuthToken, error) {
+	id := r.id
 	tok := rec.OAuth
 	now := s.opts.Now()
 	if tok.ExpiresAt.IsZero() || now.Add(s.opts.RefreshBefore).Before(tok.ExpiresAt) {
@@ -248,7 +252,7 @@ func (s *Service) freshToken(ctx context.Context, id string, rec model.Credentia
 		return tok, nil // still valid for a little while: use it
 	}
 	rec.OAuth = nt
-	if err := s.store.Put(ctx, id, rec); err != nil {
+	if err := s.store.Put(ctx, r.key(), rec); err != nil {
 		// The new token works; the runner gets it even though keeping it
 		// failed (the next resolve refreshes again).
 		s.log.Error("storing the refreshed OAuth token failed", "server_id", id, "code", apierr.Of(err), "error", apierr.From(err).Message)

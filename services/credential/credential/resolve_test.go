@@ -23,6 +23,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
+	"github.com/mcpbus/mcpbus/services/credential/store"
 )
 
 // wiretap records every message on the server (requests, replies in inboxes,
@@ -331,7 +332,7 @@ func TestOAuthRefresh(t *testing.T) {
 	if got.Env["GITHUB_TOKEN"] != newAccess || got.Headers["Authorization"] != "Bearer "+newAccess || te.calls.Load() != 1 {
 		t.Fatalf("after refresh: %+v, %d calls", got, te.calls.Load())
 	}
-	stored, _, err := e.store.Get(ctx, id)
+	stored, _, err := e.store.Get(ctx, store.Key(model.CredServer, id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +406,7 @@ func TestOAuthRefreshFailure(t *testing.T) {
 	if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &tok}}); err != nil {
 		t.Fatal(err)
 	}
-	before, _, _ := e.store.Get(ctx, id)
+	before, _, _ := e.store.Get(ctx, store.Key(model.CredServer, id))
 
 	_, err = res.Resolve(ctx, id)
 	ae := apierr.From(err)
@@ -420,7 +421,7 @@ func TestOAuthRefreshFailure(t *testing.T) {
 			t.Fatalf("error carries a secret: %v", ae)
 		}
 	}
-	after, _, _ := e.store.Get(ctx, id)
+	after, _, _ := e.store.Get(ctx, store.Key(model.CredServer, id))
 	if !reflect.DeepEqual(before, after) {
 		t.Fatalf("a failed refresh changed the record:\n%+v\n%+v", before, after)
 	}

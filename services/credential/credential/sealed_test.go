@@ -161,7 +161,7 @@ func TestSealedSetRefusals(t *testing.T) {
 	if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{Env: map[string]string{"KEEP": secretEnv}}}); err != nil {
 		t.Fatal(err)
 	}
-	before, err := os.ReadFile(e.store.Path(id))
+	before, err := os.ReadFile(e.store.Path(store.Key(model.CredServer, id)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestSealedSetRefusals(t *testing.T) {
 			if strings.Contains(err.Message, secretHeader) {
 				t.Fatalf("the error quotes the secret: %s", err.Message)
 			}
-			after, rerr := os.ReadFile(e.store.Path(id))
+			after, rerr := os.ReadFile(e.store.Path(store.Key(model.CredServer, id)))
 			if rerr != nil || !bytes.Equal(before, after) {
 				t.Fatalf("the record changed: %v", rerr)
 			}
@@ -222,14 +222,14 @@ func TestSealedSetRefusals(t *testing.T) {
 	if _, err := e.raw("set", dry); err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := os.ReadFile(e.store.Path(id)); !bytes.Equal(before, after) {
+	if after, _ := os.ReadFile(e.store.Path(store.Key(model.CredServer, id))); !bytes.Equal(before, after) {
 		t.Fatal("a dry run wrote")
 	}
 	// The good blob is stored.
 	if _, err := e.raw("set", set(good, sender)); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, err := e.store.Get(ctx, id); err != nil || got.Env["NEW"] != secretHeader || got.Env["KEEP"] != secretEnv {
+	if got, _, err := e.store.Get(ctx, store.Key(model.CredServer, id)); err != nil || got.Env["NEW"] != secretHeader || got.Env["KEEP"] != secretEnv {
 		t.Fatalf("stored %v", err)
 	}
 	// The key pair's own record id belongs to no server.
@@ -276,7 +276,7 @@ func TestClientResealsAfterKeyChange(t *testing.T) {
 	if _, err := c.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{Env: map[string]string{"A": secretEnv}}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, err := e.store.Get(ctx, id); err != nil || got.Env["A"] != secretEnv {
+	if got, _, err := e.store.Get(ctx, store.Key(model.CredServer, id)); err != nil || got.Env["A"] != secretEnv {
 		t.Fatalf("stored: %v", err)
 	}
 }

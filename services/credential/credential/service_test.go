@@ -49,7 +49,7 @@ func TestSetDescribeDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := model.CredDescription{ServerID: id, Backend: "file", Env: []string{"AWS_REGION", "GITHUB_TOKEN"},
+	want := model.CredDescription{ServerID: id, Kind: model.CredServer, Backend: "file", Env: []string{"AWS_REGION", "GITHUB_TOKEN"},
 		Headers: []string{"X-Api-Key"}, Keyfiles: []string{"GCP_KEY"}}
 	if desc.UpdatedAt.IsZero() {
 		t.Error("set reply has no updated_at")
@@ -58,7 +58,7 @@ func TestSetDescribeDelete(t *testing.T) {
 	if !reflect.DeepEqual(desc, want) {
 		t.Fatalf("set reply:\n got %+v\nwant %+v", desc, want)
 	}
-	got, _, err := e.store.Get(ctx, id)
+	got, _, err := e.store.Get(ctx, store.Key(model.CredServer, id))
 	if err != nil || got.Env["GITHUB_TOKEN"] != secretEnv || got.Headers["X-Api-Key"] != secretHeader || got.Keyfiles["GCP_KEY"] != kf {
 		t.Fatalf("stored record: %+v, %v", got, err)
 	}
@@ -76,7 +76,7 @@ func TestSetDescribeDelete(t *testing.T) {
 		!desc.OAuth.HasRefreshToken || desc.OAuth.Provider != "github" || desc.OAuth.Header != "Authorization" {
 		t.Fatalf("merged description: %+v", desc)
 	}
-	got, _, _ = e.store.Get(ctx, id)
+	got, _, _ = e.store.Get(ctx, store.Key(model.CredServer, id))
 	if got.Env["AWS_REGION"] != "us-east-1" || got.Env["GITHUB_TOKEN"] != secretEnv || got.OAuth.AccessToken != secretAccess {
 		t.Fatalf("merge lost or kept the wrong values: %+v", got)
 	}
@@ -84,7 +84,7 @@ func TestSetDescribeDelete(t *testing.T) {
 	if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{Keyfiles: map[string]string{"GITHUB_TOKEN": kf}}}); err != nil {
 		t.Fatal(err)
 	}
-	got, _, _ = e.store.Get(ctx, id)
+	got, _, _ = e.store.Get(ctx, store.Key(model.CredServer, id))
 	if _, ok := got.Env["GITHUB_TOKEN"]; ok || got.Keyfiles["GITHUB_TOKEN"] != kf {
 		t.Fatalf("keyfile did not replace the value: %+v", got)
 	}
@@ -124,12 +124,12 @@ func TestSetDescribeDelete(t *testing.T) {
 	}
 
 	// Delete of a name that is not there changes nothing.
-	before, _ := os.ReadFile(e.store.Path(id))
+	before, _ := os.ReadFile(e.store.Path(store.Key(model.CredServer, id)))
 	_, err = e.client.Delete(ctx, model.CredDeleteRequest{ServerID: id, Names: []string{"ONLY", "MISSING"}})
 	if e := apierr.From(err); err == nil || e.Code != apierr.NotFound || !strings.Contains(e.Message, "MISSING") {
 		t.Fatalf("delete of a missing name: %v", err)
 	}
-	if after, _ := os.ReadFile(e.store.Path(id)); !bytes.Equal(before, after) {
+	if after, _ := os.ReadFile(e.store.Path(store.Key(model.CredServer, id))); !bytes.Equal(before, after) {
 		t.Fatal("a failed delete rewrote the record")
 	}
 	// Names: env var, header (any case), and "oauth".
@@ -148,7 +148,7 @@ func TestSetDescribeDelete(t *testing.T) {
 	if desc.OAuth != nil || !desc.UpdatedAt.IsZero() {
 		t.Fatalf("after deleting the last name: %+v", desc)
 	}
-	if _, _, err := e.store.Get(ctx, id); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := e.store.Get(ctx, store.Key(model.CredServer, id)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("record still stored after its last name went: %v", err)
 	}
 
@@ -163,7 +163,7 @@ func TestSetDescribeDelete(t *testing.T) {
 	if len(desc.Env) != 0 {
 		t.Fatalf("delete all: %+v", desc)
 	}
-	if _, err := os.Stat(e.store.Path(id)); !os.IsNotExist(err) {
+	if _, err := os.Stat(e.store.Path(store.Key(model.CredServer, id))); !os.IsNotExist(err) {
 		t.Fatalf("file still there: %v", err)
 	}
 }
@@ -199,7 +199,7 @@ func TestInvalidInputChangesNothing(t *testing.T) {
 	if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{Env: map[string]string{"KEEP": secretEnv}}}); err != nil {
 		t.Fatal(err)
 	}
-	before, err := os.ReadFile(e.store.Path(id))
+	before, err := os.ReadFile(e.store.Path(store.Key(model.CredServer, id)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestInvalidInputChangesNothing(t *testing.T) {
 					t.Errorf("error message contains a secret: %s", err.Message)
 				}
 			}
-			after, rerr := os.ReadFile(e.store.Path(id))
+			after, rerr := os.ReadFile(e.store.Path(store.Key(model.CredServer, id)))
 			if rerr != nil || !bytes.Equal(before, after) {
 				t.Fatalf("the record changed: %v", rerr)
 			}
@@ -262,7 +262,7 @@ func TestInvalidInputChangesNothing(t *testing.T) {
 		})
 	}
 	// The invalid requests reached no other file either.
-	got, _, err := e.store.Get(ctx, id)
+	got, _, err := e.store.Get(ctx, store.Key(model.CredServer, id))
 	if err != nil || !reflect.DeepEqual(got, model.Credentials{Env: map[string]string{"KEEP": secretEnv}}) {
 		t.Fatalf("record after invalid requests: %+v, %v", got, err)
 	}

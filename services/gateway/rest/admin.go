@@ -187,27 +187,28 @@ func (a *API) allStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, StatusReply{Servers: st})
 }
 
-// configID resolves the URL's server to its config id, the key of its secrets.
-func (a *API) configID(w http.ResponseWriter, r *http.Request) (string, bool) {
-	id, ok := serverRef(w, r)
+// serverConfig resolves the URL's server to its config (its id keys its
+// secrets).
+func (a *API) serverConfig(w http.ResponseWriter, r *http.Request) (model.McpConfig, bool) {
+	ref, ok := serverRef(w, r)
 	if !ok {
-		return "", false
+		return model.McpConfig{}, false
 	}
-	cfg, err := a.client.GetConfig(r.Context(), id)
+	cfg, err := a.client.GetConfig(r.Context(), ref)
 	if err != nil {
 		writeError(w, err)
-		return "", false
+		return model.McpConfig{}, false
 	}
-	return cfg.ID, true
+	return cfg, true
 }
 
 // describeCredentials says which secrets a server has: names, never values.
 func (a *API) describeCredentials(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.configID(w, r)
+	cfg, ok := a.serverConfig(w, r)
 	if !ok {
 		return
 	}
-	d, err := a.creds.Describe(r.Context(), model.CredDescribeRequest{ServerID: id})
+	d, err := a.creds.Describe(r.Context(), model.CredDescribeRequest{ServerID: cfg.ID})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -223,13 +224,8 @@ func (a *API) setCredentials(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	ref, ok := serverRef(w, r)
+	cfg, ok := a.serverConfig(w, r)
 	if !ok {
-		return
-	}
-	cfg, err := a.client.GetConfig(r.Context(), ref)
-	if err != nil {
-		writeError(w, err)
 		return
 	}
 	var creds model.Credentials
@@ -250,22 +246,50 @@ func (a *API) setCredentials(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	a.applySecrets(w, r, cfg.Slug, d)
+}
+
+// RestartedHeader says whether a credential change restarted the server
+// ("true") so that it runs with the new secrets, or left it ("false": not
+// running, or ?restart=false).
+const RestartedHeader = "Mcpbus-Restarted"
+
+// applySecrets restarts a running (or starting) server after its secrets
+// changed, unless ?restart=false, and answers d.
+func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, slug string, d model.CredDescription) {
+	restart := true
+	if r.URL.Query().Has("restart") {
+		var err error
+		if restart, err = boolQuery(r, "restart"); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	restarted := false
+	if restart {
+		var err error
+		if restarted, err = a.client.ApplySecrets(r.Context(), slug); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	w.Header().Set(RestartedHeader, strconv.FormatBool(restarted))
 	writeJSON(w, http.StatusOK, d)
 }
 
 // deleteCredentials removes the secrets named by ?name= (repeatable; "oauth"
 // for the token), or all of them.
 func (a *API) deleteCredentials(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.configID(w, r)
+	cfg, ok := a.serverConfig(w, r)
 	if !ok {
 		return
 	}
-	d, err := a.creds.Delete(r.Context(), model.CredDeleteRequest{ServerID: id, Names: r.URL.Query()["name"]})
+	d, err := a.creds.Delete(r.Context(), model.CredDeleteRequest{ServerID: cfg.ID, Names: r.URL.Query()["name"]})
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, d)
+	a.applySecrets(w, r, cfg.Slug, d)
 }
 
 // registrySearch searches the registries through mcp.v1.registry.search:

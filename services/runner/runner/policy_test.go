@@ -277,6 +277,11 @@ func TestExecPolicyRefusesEveryField(t *testing.T) {
 		{model.McpConfig{Name: "mount", Slug: "mount", Enabled: true, Runtime: model.Runtime{Eager: true},
 			Package:   model.Package{Type: model.PackageDocker, Identifier: "alpine", RuntimeArgs: []string{"-v", "/:/host"}},
 			Transport: model.Transport{Type: model.TransportStdio}}, "package.runtime_args.0"},
+		// Secrets in clear (a config stored before the save-time rule, or
+		// written to KV by hand) are not passed on either.
+		{npm("argsecret", func(c *model.McpConfig) { c.Package.Args = []string{"--api-key=sk-live-0123456789abcdef"} }), "package.args.0"},
+		{model.McpConfig{Name: "urlsecret", Slug: "urlsecret", Enabled: true, Runtime: model.Runtime{Eager: true},
+			Transport: model.Transport{Type: model.TransportHTTP, URL: "https://mcp.example.com/mcp?token=tok-0123456789abcdef"}}, "transport.url"},
 	} {
 		e.Put(t, tc.cfg)
 		st := e.WaitState(t, tc.cfg.Slug, model.StateError, 10*time.Second)

@@ -71,7 +71,7 @@ func TestBinary(t *testing.T) {
 	if err != nil || !desc.Has("TOKEN") || desc.Backend != "file" {
 		t.Fatalf("set: %+v, %v\n%s", desc, err, stderr.String())
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, "secrets", id+".cred")); err != nil {
+	if _, err := os.Stat(filepath.Join(dataDir, "secrets", "server", id+".cred")); err != nil {
 		t.Fatalf("record file: %v", err)
 	}
 	// Resolve answers only the runner that leases the server.

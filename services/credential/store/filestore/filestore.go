@@ -116,37 +116,38 @@ func (s *Store) Name() string { return "file" }
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Path is the file of serverID's record.
-func (s *Store) Path(serverID string) string { return filepath.Join(s.dir, serverID+Ext) }
+// Path is the file of key's record: "<kind>/<id>" lives in the kind's
+// folder, a bare id (stored before kinds) at the top.
+func (s *Store) Path(key string) string { return filepath.Join(s.dir, filepath.FromSlash(key)+Ext) }
 
 // additionalData binds a file to its server: a file copied onto another
 // server's name fails authentication.
-func additionalData(serverID string) []byte { return []byte(magic + "\x00" + serverID) }
+func additionalData(key string) []byte { return []byte(magic + "\x00" + key) }
 
-// Get reads and decrypts the record of serverID.
-func (s *Store) Get(_ context.Context, serverID string) (model.Credentials, time.Time, error) {
-	if err := store.CheckID(serverID); err != nil {
+// Get reads and decrypts the record of key.
+func (s *Store) Get(_ context.Context, key string) (model.Credentials, time.Time, error) {
+	if err := store.CheckKey(key); err != nil {
 		return model.Credentials{}, time.Time{}, err
 	}
-	data, err := readFile(s.Path(serverID))
+	data, err := readFile(s.Path(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return model.Credentials{}, time.Time{}, store.ErrNotFound
 	}
 	if err != nil {
-		return model.Credentials{}, time.Time{}, apierr.Wrap(apierr.Internal, "reading the credentials of "+serverID+" failed", err)
+		return model.Credentials{}, time.Time{}, apierr.Wrap(apierr.Internal, "reading the credentials of "+key+" failed", err)
 	}
 	ns := s.aead.NonceSize()
 	if len(data) < len(magic)+ns+s.aead.Overhead() || string(data[:len(magic)]) != magic {
-		return model.Credentials{}, time.Time{}, apierr.Newf(apierr.Internal, "the credential file of %s is not a credential record", serverID)
+		return model.Credentials{}, time.Time{}, apierr.Newf(apierr.Internal, "the credential file of %s is not a credential record", key)
 	}
 	nonce := data[len(magic) : len(magic)+ns]
-	plain, err := s.aead.Open(nil, nonce, data[len(magic)+ns:], additionalData(serverID))
+	plain, err := s.aead.Open(nil, nonce, data[len(magic)+ns:], additionalData(key))
 	if err != nil {
-		return model.Credentials{}, time.Time{}, apierr.Wrap(apierr.Internal, "the credential file of "+serverID+" cannot be decrypted: it was altered, belongs to another server or another key", err)
+		return model.Credentials{}, time.Time{}, apierr.Wrap(apierr.Internal, "the credential file of "+key+" cannot be decrypted: it was altered, belongs to another server or another key", err)
 	}
 	var rec record
 	if err := json.Unmarshal(plain, &rec); err != nil {
-		return model.Credentials{}, time.Time{}, apierr.Newf(apierr.Internal, "the credential record of %s is malformed", serverID)
+		return model.Credentials{}, time.Time{}, apierr.Newf(apierr.Internal, "the credential record of %s is malformed", key)
 	}
 	return rec.Credentials, rec.UpdatedAt, nil
 }
@@ -161,8 +162,8 @@ func readFile(path string) ([]byte, error) {
 }
 
 // Put encrypts creds with a fresh nonce and replaces the record atomically.
-func (s *Store) Put(_ context.Context, serverID string, creds model.Credentials) error {
-	if err := store.CheckID(serverID); err != nil {
+func (s *Store) Put(_ context.Context, key string, creds model.Credentials) error {
+	if err := store.CheckKey(key); err != nil {
 		return err
 	}
 	plain, err := json.Marshal(record{Credentials: creds, UpdatedAt: time.Now().UTC()})
@@ -176,10 +177,14 @@ func (s *Store) Put(_ context.Context, serverID string, creds model.Credentials)
 	out := make([]byte, 0, len(magic)+len(nonce)+len(plain)+s.aead.Overhead())
 	out = append(out, magic...)
 	out = append(out, nonce...)
-	out = s.aead.Seal(out, nonce, plain, additionalData(serverID))
+	out = s.aead.Seal(out, nonce, plain, additionalData(key))
 	clear(plain)
-	if err := s.writeAtomic(s.Path(serverID), out); err != nil {
-		return apierr.Wrap(apierr.Internal, "writing the credentials of "+serverID+" failed", err)
+	path := s.Path(key)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return apierr.Wrap(apierr.Internal, "writing the credentials of "+key+" failed", err)
+	}
+	if err := s.writeAtomic(path, out); err != nil {
+		return apierr.Wrap(apierr.Internal, "writing the credentials of "+key+" failed", err)
 	}
 	return nil
 }
@@ -187,7 +192,8 @@ func (s *Store) Put(_ context.Context, serverID string, creds model.Credentials)
 // writeAtomic writes data to a temp file in the same directory (CreateTemp
 // makes it 0600), syncs it and renames it over path.
 func (s *Store) writeAtomic(path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
 		return err
 	}
@@ -208,7 +214,7 @@ func (s *Store) writeAtomic(path string, data []byte) (err error) {
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	return syncDir(s.dir)
+	return syncDir(dir)
 }
 
 // syncDir makes a rename durable.
@@ -221,16 +227,17 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// Delete removes the record of serverID.
-func (s *Store) Delete(_ context.Context, serverID string) error {
-	if err := store.CheckID(serverID); err != nil {
+// Delete removes the record of key.
+func (s *Store) Delete(_ context.Context, key string) error {
+	if err := store.CheckKey(key); err != nil {
 		return err
 	}
-	if err := os.Remove(s.Path(serverID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return apierr.Wrap(apierr.Internal, "deleting the credentials of "+serverID+" failed", err)
+	path := s.Path(key)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return apierr.Wrap(apierr.Internal, "deleting the credentials of "+key+" failed", err)
 	}
-	if err := syncDir(s.dir); err != nil {
-		return apierr.Wrap(apierr.Internal, "deleting the credentials of "+serverID+" failed", err)
+	if err := syncDir(filepath.Dir(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return apierr.Wrap(apierr.Internal, "deleting the credentials of "+key+" failed", err)
 	}
 	return nil
 }

@@ -1,5 +1,5 @@
 // Package vaultstore keeps credential records in HashiCorp Vault's KV v2
-// engine, one secret per server at <mount>/mcpbus/<serverID>.
+// engine, one secret per server at <mount>/mcpbus/<key>.
 package vaultstore
 
 import (
@@ -179,7 +179,7 @@ func (s *Store) Close() {
 // Token is the token in use (tests check renewal and re-login with it).
 func (s *Store) Token() string { return s.client.Token() }
 
-func (s *Store) path(serverID string) string { return pathPrefix + serverID }
+func (s *Store) path(key string) string { return pathPrefix + key }
 
 // ensureAuth logs in (AppRole) or looks the token up, and starts the watcher
 // that keeps it alive. It does nothing once authenticated, unless stale names
@@ -383,12 +383,12 @@ func statusOf(err error) int {
 	return 0
 }
 
-// Get reads the latest version of serverID's record.
-func (s *Store) Get(ctx context.Context, serverID string) (model.Credentials, time.Time, error) {
-	if err := store.CheckID(serverID); err != nil {
+// Get reads the latest version of key's record.
+func (s *Store) Get(ctx context.Context, key string) (model.Credentials, time.Time, error) {
+	if err := store.CheckKey(key); err != nil {
 		return model.Credentials{}, time.Time{}, err
 	}
-	p := s.path(serverID)
+	p := s.path(key)
 	var sec *vault.KVSecret
 	err := s.do(ctx, func() (err error) {
 		sec, err = s.kv.Get(ctx, p)
@@ -405,11 +405,11 @@ func (s *Store) Get(ctx context.Context, serverID string) (model.Credentials, ti
 	}
 	raw, err := json.Marshal(sec.Data)
 	if err != nil {
-		return model.Credentials{}, time.Time{}, apierr.Wrap(apierr.Internal, "decoding the Vault record of "+serverID, err)
+		return model.Credentials{}, time.Time{}, apierr.Wrap(apierr.Internal, "decoding the Vault record of "+key, err)
 	}
 	var creds model.Credentials
 	if err := json.Unmarshal(raw, &creds); err != nil {
-		return model.Credentials{}, time.Time{}, apierr.Newf(apierr.Internal, "the Vault record of %s is malformed", serverID)
+		return model.Credentials{}, time.Time{}, apierr.Newf(apierr.Internal, "the Vault record of %s is malformed", key)
 	}
 	var updated time.Time
 	if sec.VersionMetadata != nil {
@@ -418,10 +418,10 @@ func (s *Store) Get(ctx context.Context, serverID string) (model.Credentials, ti
 	return creds, updated, nil
 }
 
-// Put writes creds as a new version of serverID's record (one request: the
+// Put writes creds as a new version of key's record (one request: the
 // whole record or nothing).
-func (s *Store) Put(ctx context.Context, serverID string, creds model.Credentials) error {
-	if err := store.CheckID(serverID); err != nil {
+func (s *Store) Put(ctx context.Context, key string, creds model.Credentials) error {
+	if err := store.CheckKey(key); err != nil {
 		return err
 	}
 	raw, err := json.Marshal(creds)
@@ -432,19 +432,19 @@ func (s *Store) Put(ctx context.Context, serverID string, creds model.Credential
 	if err := json.Unmarshal(raw, &data); err != nil {
 		return apierr.Wrap(apierr.Internal, "encoding credentials", err)
 	}
-	p := s.path(serverID)
+	p := s.path(key)
 	if err := s.do(ctx, func() error { _, err := s.kv.Put(ctx, p, data); return err }); err != nil {
 		return mapError(err, s.cfg.Mount+"/data/"+p, "writing credentials to Vault")
 	}
 	return nil
 }
 
-// Delete removes serverID's record with every version (metadata delete).
-func (s *Store) Delete(ctx context.Context, serverID string) error {
-	if err := store.CheckID(serverID); err != nil {
+// Delete removes key's record with every version (metadata delete).
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := store.CheckKey(key); err != nil {
 		return err
 	}
-	p := s.path(serverID)
+	p := s.path(key)
 	if err := s.do(ctx, func() error { return s.kv.DeleteMetadata(ctx, p) }); err != nil {
 		return mapError(err, s.cfg.Mount+"/metadata/"+p, "deleting credentials from Vault")
 	}

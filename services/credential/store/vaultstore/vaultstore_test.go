@@ -158,6 +158,20 @@ func TestRoundTripUnderPolicy(t *testing.T) {
 	if env, _ := raw.Data["env"].(map[string]any); env["GITHUB_TOKEN"] != secretValue {
 		t.Fatalf("record in Vault: %v", raw.Data)
 	}
+	// A kind's record sits in the kind's folder, under the same policy.
+	kindKey := store.Key(model.CredChatProfile, id)
+	if err := s.Put(ctx, kindKey, want); err != nil {
+		t.Fatal(err)
+	}
+	if raw, err := v.root.KVv2("secret").Get(ctx, "mcpbus/chat_profile/"+id); err != nil || raw.Data["env"] == nil {
+		t.Fatalf("a kind's record in Vault: %v", err)
+	}
+	if err := s.Delete(ctx, kindKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(ctx, kindKey); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a deleted kind's record: %v", err)
+	}
 	// A Put replaces the whole record.
 	if err := s.Put(ctx, id, model.Credentials{Env: map[string]string{"ONLY": "x"}}); err != nil {
 		t.Fatal(err)

@@ -181,16 +181,8 @@ func newCredSetCmd(g *globals) *cobra.Command {
 			}
 			restarted := false
 			if !noRestart {
-				// A running server keeps the environment it started with: restart it
-				// so the new secret takes effect. A starting one may have resolved
-				// the old value already: the runner queues the restart behind the
-				// start, so it comes up and then restarts with the new one.
-				if st, err := c.Runtime(cmd.Context(), "status", cfg.Slug); err == nil &&
-					(st.State == model.StateRunning || st.State == model.StateStarting) {
-					if _, err := c.Runtime(cmd.Context(), "restart", cfg.Slug); err != nil {
-						return fmt.Errorf("secret stored, but restarting %s failed: %w", cfg.Slug, err)
-					}
-					restarted = true
+				if restarted, err = c.ApplySecrets(cmd.Context(), cfg.Slug); err != nil {
+					return err
 				}
 			}
 			if g.json {
@@ -223,7 +215,8 @@ func readSecretFile(g *globals, path string) ([]byte, error) {
 }
 
 func newCredRmCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var noRestart bool
+	cmd := &cobra.Command{
 		Use:   "rm <server> [NAME...]",
 		Short: "Remove named secrets of a server, or all of them",
 		Args:  cobra.MinimumNArgs(1),
@@ -241,13 +234,24 @@ func newCredRmCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			restarted := false
+			if !noRestart {
+				if restarted, err = c.ApplySecrets(cmd.Context(), cfg.Slug); err != nil {
+					return err
+				}
+			}
 			if g.json {
 				return g.printJSON(desc)
 			}
 			printDescription(g, cfg.Slug, desc)
+			if restarted {
+				fmt.Fprintf(g.stdout, "restarted %s without them\n", cfg.Slug)
+			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&noRestart, "no-restart", false, "do not restart a running server")
+	return cmd
 }
 
 func newCredDescribeCmd(g *globals) *cobra.Command {
@@ -320,7 +324,7 @@ func newRegistryKeyCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			desc, err := credclient.New(nc, g.bus.Prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: model.RegistryCredentialsID,
+			desc, err := credclient.New(nc, g.bus.Prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: model.RegistryCredentialsID, Kind: model.CredRegistry,
 				Credentials: model.Credentials{Env: map[string]string{model.SmitheryKeyEnv: key}}})
 			if err != nil {
 				return err
@@ -354,7 +358,7 @@ func setClientSecret(cmd *cobra.Command, g *globals, server string) error {
 	if cfg.Transport.Type != model.TransportHTTP || cfg.Transport.OAuth == nil || cfg.Transport.OAuth.ClientID == "" {
 		return apierr.Invalid("transport.oauth.client_id", "a client secret needs the client id it belongs to: set transport.oauth.client_id of "+cfg.Slug+" first (remote servers only)")
 	}
-	desc, err := credclient.New(nc, g.bus.Prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: model.OAuthClientCredentialID(cfg.ID),
+	desc, err := credclient.New(nc, g.bus.Prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: model.OAuthClientCredentialID(cfg.ID), Kind: model.CredOAuthClient,
 		Credentials: model.Credentials{Env: map[string]string{model.OAuthClientSecretName: secret}}})
 	if err != nil {
 		return err

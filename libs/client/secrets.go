@@ -1,0 +1,25 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// ApplySecrets restarts server (slug or id) after its secrets changed, so
+// that it runs with them: a running server keeps the environment it started
+// with, and a starting one may have resolved the old values already (the
+// runner queues the restart behind the start: it comes up, then restarts
+// with the new ones). A server that is not running or starting takes them at
+// its next start. It reports whether a restart was asked for.
+func (c *Client) ApplySecrets(ctx context.Context, server string) (bool, error) {
+	st, err := c.Runtime(ctx, "status", server)
+	if err != nil || (st.State != model.StateRunning && st.State != model.StateStarting) {
+		return false, nil // no runner holds it running: nothing to apply
+	}
+	if _, err := c.Runtime(ctx, "restart", server); err != nil {
+		return false, fmt.Errorf("secrets stored, but restarting %s to use them failed: %w", server, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,114 @@
+package credential
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/credential/store"
+)
+
+// ref names one credential record: whose (its owner's kind) and which (id).
+// Each kind has its own records, so an id of one kind never reaches another
+// kind's record.
+type ref struct {
+	kind model.CredentialKind
+	id   string
+}
+
+// key is the record's key in the store ("<kind>/<id>").
+func (r ref) key() string { return store.Key(r.kind, r.id) }
+
+// legacy is where the record may have been kept before kinds: the bare id.
+// A derived (v5) id was only ever a chat profile's, an OAuth client's or the
+// registries', a random one only a server's; a server with a v5 id (allowed
+// before server ids had to be v4) never reads a bare v5 record, since that is
+// where the profiles' keys were.
+func (r ref) legacy() (string, bool) {
+	return r.id, r.kind.Derived() == model.IsDerivedID(r.id)
+}
+
+// checkRef validates a request's kind and id.
+func checkRef(kind model.CredentialKind, id string) (ref, error) {
+	if !kind.Valid() {
+		return ref{}, apierr.Invalid("kind", "kind must be one of server, chat_profile, oauth_client, registry")
+	}
+	if err := checkID(id); err != nil {
+		return ref{}, err
+	}
+	r := ref{kind: kind.Or(), id: id}
+	switch {
+	case r.kind == model.CredRegistry && id != model.RegistryCredentialsID:
+		return ref{}, apierr.Invalid("server_id", "the registry credentials have the id "+model.RegistryCredentialsID)
+	case r.kind.Derived() && !model.IsDerivedID(id):
+		return ref{}, apierr.Invalid("server_id", "the id of a "+string(r.kind)+" record is derived from its name (a v5 uuid)")
+	}
+	return r, nil
+}
+
+// get reads r's record; a missing record is an empty one. A record found
+// only where it was kept before kinds is moved to its kind's key first.
+// The caller holds r's lock.
+func (s *Service) get(ctx context.Context, r ref) (model.Credentials, error) {
+	rec, _, err := s.getUpdated(ctx, r)
+	return rec, err
+}
+
+// getUpdated is get with the time the record was last written.
+func (s *Service) getUpdated(ctx context.Context, r ref) (model.Credentials, time.Time, error) {
+	creds, updated, err := s.store.Get(ctx, r.key())
+	if !errors.Is(err, store.ErrNotFound) {
+		return creds, updated, err
+	}
+	old, ok := r.legacy()
+	if !ok {
+		return model.Credentials{}, time.Time{}, nil
+	}
+	creds, updated, err = s.store.Get(ctx, old)
+	if errors.Is(err, store.ErrNotFound) {
+		return model.Credentials{}, time.Time{}, nil
+	}
+	if err != nil {
+		return model.Credentials{}, time.Time{}, err
+	}
+	if err := s.store.Put(ctx, r.key(), creds); err != nil {
+		return model.Credentials{}, time.Time{}, err
+	}
+	if err := s.store.Delete(ctx, old); err != nil {
+		return model.Credentials{}, time.Time{}, err
+	}
+	s.log.Info("credential record moved to its kind", "kind", r.kind, "id", r.id)
+	return creds, updated, nil
+}
+
+// write stores c as r's record, or removes the record when c holds nothing.
+func (s *Service) write(ctx context.Context, r ref, c model.Credentials) error {
+	if c.Empty() {
+		return s.remove(ctx, r)
+	}
+	return s.store.Put(ctx, r.key(), c)
+}
+
+// remove deletes r's record, and its copy from before kinds.
+func (s *Service) remove(ctx context.Context, r ref) error {
+	if err := s.store.Delete(ctx, r.key()); err != nil {
+		return err
+	}
+	if old, ok := r.legacy(); ok {
+		return s.store.Delete(ctx, old)
+	}
+	return nil
+}
+
+// removeOther deletes r's record under r's own lock, for a request that
+// holds another record's lock (that one is always taken first).
+func (s *Service) removeOther(ctx context.Context, r ref) error {
+	unlock, err := s.locks.lock(ctx, r.key())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.remove(ctx, r)
+}
