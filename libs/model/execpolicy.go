@@ -27,18 +27,18 @@ const (
 // --exec-binary-prefixes settings.
 type ExecPolicy struct {
 	// Types are the package types the runner spawns or connects (nil: all of ExecTypes).
-	Types []string
+	Types []string `json:"types,omitempty"`
 	// BinaryPrefixes are the absolute paths a binary package must be under
 	// (nil: any path). A prefix is a directory or a file: /opt/mcp allows
 	// /opt/mcp and /opt/mcp/x, not /opt/mcpx.
-	BinaryPrefixes []string
+	BinaryPrefixes []string `json:"binary_prefixes,omitempty"`
 	// KeyfilePrefixes are the absolute paths a keyfile must be under (nil:
 	// no keyfile is read). The runner also refuses its data dir's
 	// identities, secrets and JetStream files whatever they say.
-	KeyfilePrefixes []string
+	KeyfilePrefixes []string `json:"keyfile_prefixes,omitempty"`
 	// DockerMountPrefixes are the host paths a docker package may bind
 	// mount (nil: none; named volumes and tmpfs are always allowed).
-	DockerMountPrefixes []string
+	DockerMountPrefixes []string `json:"docker_mount_prefixes,omitempty"`
 }
 
 // ExecType is the kind of launch a config needs: "http" for a server reached

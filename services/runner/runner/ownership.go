@@ -51,12 +51,22 @@ type leaseValue struct {
 	Since   time.Time `json:"since"`
 }
 
-// runnerBeat is the value of a runner's heartbeat key.
+// runnerBeat is the value of a runner's heartbeat key. Policy is the
+// runner's exec policy: the others leave it the servers it refuses.
 type runnerBeat struct {
-	Runner  string    `json:"runner"`
-	Leases  int       `json:"leases"`
-	Running int64     `json:"running"`
-	At      time.Time `json:"at"`
+	Runner  string            `json:"runner"`
+	Leases  int               `json:"leases"`
+	Running int64             `json:"running"`
+	At      time.Time         `json:"at"`
+	Policy  *model.ExecPolicy `json:"policy,omitempty"`
+}
+
+// ownerEntry is what a runner keeps of a key of KV mcp_owners: whose lease
+// or heartbeat it is, and a heartbeat's policy (nil from runners that
+// publish none: they are taken to accept everything).
+type ownerEntry struct {
+	Runner string            `json:"runner"`
+	Policy *model.ExecPolicy `json:"policy,omitempty"`
 }
 
 func leaseKey(slug string, replica int) string {
@@ -98,6 +108,7 @@ func (r *Runner) ownPass(ctx context.Context) {
 		return // NATS is away: taking more would only wait out more timeouts
 	}
 	r.heartbeat(ctx)
+	r.handOverRefused(ctx)
 	r.acquire(ctx)
 	r.rebalance(ctx)
 }
@@ -182,7 +193,8 @@ func (r *Runner) renewLease(ctx context.Context, slug string, l lease) bool {
 // heartbeat announces this runner and its load.
 func (r *Runner) heartbeat(ctx context.Context) {
 	r.mu.Lock()
-	beat := runnerBeat{Runner: r.opts.ID, Leases: len(r.leases), Running: r.running.Load(), At: time.Now().UTC()}
+	policy := r.execPolicy()
+	beat := runnerBeat{Runner: r.opts.ID, Leases: len(r.leases), Running: r.running.Load(), At: time.Now().UTC(), Policy: &policy}
 	r.mu.Unlock()
 	val, _ := json.Marshal(beat)
 	c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
@@ -214,20 +226,24 @@ func (r *Runner) fairShareLocked() int {
 }
 
 // placement is what KV mcp_owners says about the other runners: which are
-// alive, how many leases each holds and which servers each runs a replica of.
+// alive and with which policy, how many leases each holds and which servers
+// each runs a replica of.
 type placement struct {
-	live    []string
-	load    map[string]int
-	holders map[string]map[string]bool // slug → runners holding one of its replicas
+	live     []string
+	policies map[string]*model.ExecPolicy
+	load     map[string]int
+	holders  map[string]map[string]bool // slug → runners holding one of its replicas
 }
 
 func (r *Runner) placementNow() placement {
-	p := placement{load: map[string]int{}, holders: map[string]map[string]bool{}}
+	p := placement{policies: map[string]*model.ExecPolicy{}, load: map[string]int{}, holders: map[string]map[string]bool{}}
 	r.ownersMu.Lock()
 	defer r.ownersMu.Unlock()
-	for key, id := range r.owners {
+	for key, e := range r.owners {
+		id := e.Runner
 		if runner, ok := strings.CutPrefix(key, beatPrefix); ok {
 			p.live = append(p.live, runner)
+			p.policies[runner] = e.Policy
 			continue
 		}
 		rest, ok := strings.CutPrefix(key, leasePrefix)
@@ -245,17 +261,36 @@ func (r *Runner) placementNow() placement {
 	return p
 }
 
-// roomElsewhere reports whether a live runner other than me, not yet running
-// a replica of slug, is below its fair share: it will take a missing replica
-// of slug, or one that me hands over. When none is, a missing replica is
-// stranded unless me takes it, whatever its own share.
-func (p placement) roomElsewhere(me, slug string, fair int) bool {
+// roomElsewhere reports whether a live runner other than me, whose policy
+// accepts cfg and not yet running a replica of it, is below its fair share:
+// it will take a missing replica, or one that me hands over. When none is, a
+// missing replica is stranded unless me takes it, whatever its own share.
+func (p placement) roomElsewhere(me string, cfg *model.McpConfig, fair int) bool {
 	for _, id := range p.live {
-		if id != me && !p.holders[slug][id] && p.load[id] < fair {
+		if id != me && !p.holders[cfg.Slug][id] && p.load[id] < fair && p.accepts(id, cfg) {
 			return true
 		}
 	}
 	return false
+}
+
+// acceptedElsewhere reports whether a live runner other than me would launch
+// cfg, by the policy it publishes.
+func (p placement) acceptedElsewhere(me string, cfg *model.McpConfig) bool {
+	for _, id := range p.live {
+		if id != me && p.accepts(id, cfg) {
+			return true
+		}
+	}
+	return false
+}
+
+// accepts reports whether runner id's published policy allows cfg (a runner
+// that publishes none is taken to allow everything). A binary named without
+// a path is judged by its name only: each runner resolves it on its own PATH.
+func (p placement) accepts(id string, cfg *model.McpConfig) bool {
+	pol := p.policies[id]
+	return pol == nil || pol.Refuse(cfg, id) == nil
 }
 
 // acquire takes unowned servers up to this runner's fair share, and beyond it
@@ -281,10 +316,7 @@ func (r *Runner) acquire(ctx context.Context) {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(r.opts.ID))
 	offset := int(h.Sum32() % uint32(len(slugs)))
-	var p placement
-	if held >= fair {
-		p = r.placementNow()
-	}
+	place := sync.OnceValue(r.placementNow) // read only when needed
 	for i := range slugs {
 		slug := slugs[(offset+i)%len(slugs)]
 		r.mu.Lock()
@@ -294,7 +326,10 @@ func (r *Runner) acquire(ctx context.Context) {
 			delete(r.stranded, slug)
 			continue
 		}
-		if held >= fair && !r.strandedLongEnough(p, slug, fair) {
+		if !r.mayTake(place, cfg) {
+			continue
+		}
+		if held >= fair && !r.strandedLongEnough(place(), cfg, fair) {
 			continue
 		}
 		for replica := 0; replica < replicasOf(cfg); replica++ {
@@ -317,7 +352,7 @@ func (r *Runner) acquire(ctx context.Context) {
 			r.leases[slug] = &lease{key: key, replica: replica, rev: rev, since: now.UTC(), renewed: now}
 			r.mu.Unlock()
 			r.ownersMu.Lock()
-			r.owners[key] = r.opts.ID
+			r.owners[key] = ownerEntry{Runner: r.opts.ID}
 			r.ownersMu.Unlock()
 			if held >= fair {
 				r.log.Info("took a replica no other runner can take, above the fair share", "server", slug, "replica", replica, "fair_share", fair)
@@ -327,6 +362,42 @@ func (r *Runner) acquire(ctx context.Context) {
 			held++
 			r.takeServer(cfg)
 			break
+		}
+	}
+}
+
+// mayTake reports whether this runner may take a missing replica of cfg now.
+// A config its own policy refuses is left to a live runner whose published
+// policy accepts it. When none does, this runner takes it, so that the
+// server's status says why it does not run (error, VALIDATION_ERROR naming
+// the field) instead of nobody owning it; should an accepting runner show up
+// (or only now be seen), handOverRefused moves the server there.
+func (r *Runner) mayTake(place func() placement, cfg *model.McpConfig) bool {
+	return r.execPolicy().Refuse(cfg, r.opts.ID) == nil || !place().acceptedElsewhere(r.opts.ID, cfg)
+}
+
+// handOverRefused gives back the servers this runner holds but its policy
+// refuses, when a live runner whose policy accepts them is there to take
+// them (it joined, or its policy changed).
+func (r *Runner) handOverRefused(ctx context.Context) {
+	var refused []*model.McpConfig
+	r.mu.Lock()
+	for slug := range r.leases {
+		if s := r.servers[slug]; s != nil {
+			if cfg := s.config(); r.execPolicy().Refuse(cfg, r.opts.ID) != nil {
+				refused = append(refused, cfg)
+			}
+		}
+	}
+	r.mu.Unlock()
+	if len(refused) == 0 {
+		return
+	}
+	p := r.placementNow()
+	for _, cfg := range refused {
+		if p.acceptedElsewhere(r.opts.ID, cfg) {
+			r.log.Info("handing over a server this runner's policy refuses to one that accepts it", "server", cfg.Slug)
+			r.releaseServer(ctx, cfg.Slug, model.StateStopped, true)
 		}
 	}
 }
@@ -348,8 +419,9 @@ func (r *Runner) replicaMissing(slug string, cfg *model.McpConfig) bool {
 // for a whole lease period. This runner's view of the owners bucket lags
 // (a runner that just started, leases not seen yet), and taking at once
 // on a stale view put a third server on one of three runners with six.
-func (r *Runner) strandedLongEnough(p placement, slug string, fair int) bool {
-	if p.roomElsewhere(r.opts.ID, slug, fair) {
+func (r *Runner) strandedLongEnough(p placement, cfg *model.McpConfig, fair int) bool {
+	slug := cfg.Slug
+	if p.roomElsewhere(r.opts.ID, cfg, fair) {
 		delete(r.stranded, slug)
 		return false
 	}
@@ -382,7 +454,7 @@ func (r *Runner) rebalance(ctx context.Context) {
 	p := r.placementNow()
 	var pick *server
 	for _, s := range candidates {
-		if s.active.Load() > 0 || !p.roomElsewhere(r.opts.ID, s.slug, fair) {
+		if s.active.Load() > 0 || !p.roomElsewhere(r.opts.ID, s.config(), fair) {
 			continue
 		}
 		if pick == nil || s.status().State == model.StateIdle {
@@ -472,12 +544,10 @@ func (r *Runner) releaseAll() {
 // a lease or a runner goes away, and after each snapshot (leases that lapsed
 // while the watch was down are gone from it).
 func (r *Runner) watchOwners(ctx context.Context) {
-	decode := func(data []byte) (string, bool) {
-		var v struct {
-			Runner string `json:"runner"`
-		}
+	decode := func(data []byte) (ownerEntry, bool) {
+		var v ownerEntry
 		_ = json.Unmarshal(data, &v)
-		return v.Runner, true
+		return v, true
 	}
 	h := followCache(&r.ownersMu, r.owners, decode)
 	snapshot, update := h.Snapshot, h.Update

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
@@ -375,5 +376,44 @@ func TestStrandedReplicaIsTakenAtFairShare(t *testing.T) {
 		if got, at := ownerOf(e, key); got != "r1" || !at.Equal(since) {
 			t.Fatalf("%s: held by %q since %s, want r1 since %s (handed over and taken back?)", key, got, at, since)
 		}
+	}
+}
+
+// Runners with different policies: a server one runner refuses goes to a
+// runner that accepts it. A refusing runner alone takes it, to report why it
+// does not run, and hands it over when a runner that accepts it joins.
+func TestPlacementFollowsPolicies(t *testing.T) {
+	strict := ownershipOpts("strict")
+	strict.ExecTypes = []string{model.PackageNPM, model.PackageDocker, model.PackageHTTP}
+	e := runnertest.Start(t, strict)
+	putEager(t, e, "bin")
+	// Alone, the strict runner reports the refusal.
+	st := e.WaitState(t, "bin", model.StateError, 10*time.Second)
+	if st.Runner != "strict" || st.Code != string(apierr.Validation) || st.Field != "package.type" {
+		t.Fatalf("refused alone: %+v", st)
+	}
+	// A runner that accepts binaries joins: the server moves there and runs.
+	e.AddRunner(t, ownershipOpts("open"))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st = e.Status("bin")
+		if st.State == model.StateRunning && st.Runner == "open" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server never moved to the runner that accepts it: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A second binary server goes straight to the open runner, though the
+	// strict one holds nothing and is below its fair share.
+	putEager(t, e, "bin2")
+	waitAllRunning(t, e, []string{"bin", "bin2"}, 10*time.Second)
+	if by := owners(e, []string{"bin", "bin2"}); len(by["open"]) != 2 {
+		t.Fatalf("owners: %v", by)
+	}
+	lease, err := e.Assets.Owners.Get(context.Background(), "server.bin2.0")
+	if err != nil || !strings.Contains(string(lease.Value()), `"runner":"open"`) {
+		t.Fatalf("bin2's lease: %v %s", err, lease.Value())
 	}
 }

@@ -232,7 +232,7 @@ type Runner struct {
 
 	// ownersMu guards owners; it is a leaf lock (nothing else is taken under it).
 	ownersMu sync.Mutex
-	owners   map[string]string // KV mcp_owners: key → runner id
+	owners   map[string]ownerEntry // KV mcp_owners: key → its runner (and a heartbeat's policy)
 	catalog  map[string]model.Catalog
 	status   map[string]model.Status
 	// agents are the agents' records (KV mcp_agents) by name.
@@ -259,7 +259,7 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 		callEvents: bus.NewBatcher(nc, callEventDelay, callEventBatch),
 		log:        opts.Logger.With("runner", opts.ID),
 		servers:    map[string]*server{}, byID: map[string]string{},
-		desired: map[string]*model.McpConfig{}, leases: map[string]*lease{}, owners: map[string]string{},
+		desired: map[string]*model.McpConfig{}, leases: map[string]*lease{}, owners: map[string]ownerEntry{},
 		kickCh: make(chan struct{}, 1), stranded: map[string]time.Time{}, metrics: newLifecycleMetrics(),
 		catalog: map[string]model.Catalog{}, status: map[string]model.Status{}, agents: map[string]model.AgentRecord{},
 		ready:     make(chan struct{}),
