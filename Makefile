@@ -3,7 +3,7 @@ GO      ?= go
 MODULES := ./libs/... ./services/chat/... ./services/config/... ./services/credential/... ./services/gateway/... ./services/registry/... ./services/runner/... ./tools/mcpbus/... ./tests/...
 BIN     := bin
 
-.PHONY: run build test vet tidy tidy-check fmt npm-deps console bench fuzz clean vaultdev jaegerdev compose-check
+.PHONY: run build test vet tidy tidy-check fmt npm-deps console bench fuzz clean vaultdev jaegerdev compose-check docs
 
 ## run: build and start everything in one process (mcpbus up) with the example servers;
 ## override with ARGS="--config my-servers.yaml"
@@ -17,6 +17,11 @@ SERVICES := config credential gateway registry runner chat
 build: console
 	$(GO) build -o $(BIN)/mcpbus ./tools/mcpbus
 	for s in $(SERVICES); do $(GO) build -o $(BIN)/mcpbus-$$s ./services/$$s/cmd/$$s || exit 1; done
+
+## docs: the CLI reference docs/cli/ (one page per command, generated from the cobra tree;
+## a test in tools/mcpbus/internal/cli fails when it is not current)
+docs:
+	$(GO) run ./tools/mcpbus/internal/gendocs docs/cli
 
 ## compose-check: docker-compose.yml, the override, the Dockerfile and vault-init checked with
 ## compose-go (seconds; no Docker engine needed). `go test ./tests/deploy/` also runs the deployment.
