@@ -70,11 +70,15 @@ const (
 	MCPBusServer        = attribute.Key("mcpbus.server")
 	MCPBusChatTurn      = attribute.Key("mcpbus.chat.turn")
 	MCPBusChatEndReason = attribute.Key("mcpbus.chat.end_reason")
+	// The runner that starts a server, and the package type it launches.
+	MCPBusRunner      = attribute.Key("mcpbus.runner")
+	MCPBusPackageType = attribute.Key("mcpbus.package_type")
 )
 
 // Keys the semconv package has, re-exported so callers import one package.
 const (
 	ErrorType                    = semconv.ErrorTypeKey
+	ProcessPID                   = semconv.ProcessPIDKey
 	JSONRPCRequestID             = semconv.JSONRPCRequestIDKey
 	MessagingSystem              = semconv.MessagingSystemKey
 	MessagingOperationType       = semconv.MessagingOperationTypeKey

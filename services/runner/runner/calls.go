@@ -607,6 +607,8 @@ func (s *server) handleControl(req micro.Request) {
 		_ = bus.RespondError(req, apierr.Invalid("verb", "control request must be {\"verb\":…}"))
 		return
 	}
+	ctx, span := bus.ProcessSpan(s.ctx, req)
+	waited := time.Now()
 	var err error
 	switch in.Verb {
 	case "start":
@@ -614,16 +616,18 @@ func (s *server) handleControl(req micro.Request) {
 			if e := s.backingOff(); e != nil {
 				return e
 			}
-			return s.start()
+			return s.start(ctx)
 		})
+		s.lastStart.linkIfWaited(ctx, waited)
 	case "stop":
 		err = s.do(func() error { s.stop(model.StateStopped, false); return nil })
 	case "restart":
-		err = s.do(func() error { s.stop(model.StateStopped, false); s.resetRetries(); return s.start() })
+		err = s.do(func() error { s.stop(model.StateStopped, false); s.resetRetries(); return s.start(ctx) })
 	case "status":
 	default:
 		err = apierr.Invalid("verb", "verb must be start, stop, restart or status")
 	}
+	defer bus.EndProcess(span, err)
 	if err != nil {
 		_ = bus.RespondError(req, err)
 		return

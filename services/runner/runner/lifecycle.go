@@ -41,7 +41,7 @@ func (s *server) boot() {
 			return
 		}
 	}
-	_ = s.start()
+	_ = s.start(context.Background())
 }
 
 // toolsFromCatalog rebuilds the tool index of an idle server from its catalog:
@@ -63,7 +63,8 @@ func (s *server) ensureRunning(ctx context.Context) error {
 	default:
 	}
 	res := make(chan error, 1)
-	op := func() { res <- s.start() }
+	waited := time.Now()
+	op := func() { res <- s.start(ctx) }
 	select {
 	case s.ops <- op:
 	case <-s.done:
@@ -73,6 +74,7 @@ func (s *server) ensureRunning(ctx context.Context) error {
 	}
 	select {
 	case err := <-res:
+		s.lastStart.linkIfWaited(ctx, waited)
 		return err
 	case <-ctx.Done():
 		return apierr.Newf(apierr.Network, "server %s did not start before the call's deadline", s.slug)
@@ -143,7 +145,7 @@ func (s *server) scheduleRestart() {
 			if s.status().State != model.StateError {
 				return // stopped, restarted or removed meanwhile
 			}
-			_ = s.start()
+			_ = s.start(context.Background())
 		})
 	})
 }
@@ -273,6 +275,6 @@ func (s *server) healthCheck(sess *mcp.ClientSession) {
 		s.restarts.Add(1)
 		s.countRestart(restartHealth)
 		s.stop(model.StateStarting, true)
-		_ = s.start()
+		_ = s.start(context.Background())
 	})
 }

@@ -13,9 +13,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
 )
 
@@ -69,6 +72,9 @@ type server struct {
 	// of a server that ran), so that spawn counts as one of MaxRestarts.
 	failedFirst bool
 	retry       *time.Timer // pending automatic restart
+	// lastStart is the span of the last start that ran and when it ended,
+	// so a call or control request that waited behind it can link to it.
+	lastStart lastStart
 	restarts    atomic.Uint64
 	active      atomic.Int64 // calls in flight
 	lastUse     atomic.Int64 // unix nanos of the last call
@@ -166,8 +172,12 @@ func (s *server) setConfig(cfg *model.McpConfig) (restart, filterChanged bool) {
 }
 
 // start follows docs/design.md: check enabled → resolve credentials → build env →
-// spawn or connect → handshake → list tools → running.
-func (s *server) start() error {
+// spawn or connect → handshake → list tools → running. It runs in the span
+// "start {server}", a child of the span in cause (the call or control
+// request that asked for it; none for a takeover or an automatic restart).
+// cause only parents the span: the start is bounded by the server's own
+// context and its start timeout, not by the caller's.
+func (s *server) start(cause context.Context) (err error) {
 	s.mu.RLock()
 	state, cfg := s.state, s.cfg
 	s.mu.RUnlock()
@@ -177,6 +187,10 @@ func (s *server) start() error {
 	if !cfg.Enabled {
 		return apierr.Newf(apierr.Conflict, "server %s is disabled", s.slug)
 	}
+	ctx, span := s.r.telemetry.tracer.Start(trace.ContextWithSpan(s.ctx, trace.SpanFromContext(cause)), "start "+s.slug,
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(conv.MCPBusServer.String(s.slug), conv.MCPBusRunner.String(s.r.opts.ID), conv.MCPBusPackageType.String(model.ExecType(cfg))))
+	defer func() { s.endStart(span, err) }()
 	// The exec policy: a refused config is never spawned nor connected.
 	launchCfg, refused := s.r.checkExec(cfg)
 	if refused != nil {
@@ -192,7 +206,7 @@ func (s *server) start() error {
 		return e
 	}
 	s.setState(model.StateStarting, nil)
-	sess, raw, proc, tools, err := s.connect(launchCfg)
+	sess, raw, proc, tools, err := s.connect(ctx, launchCfg)
 	if err != nil {
 		e := apierr.From(err)
 		s.setState(model.StateError, e)
@@ -229,9 +243,12 @@ func (s *server) start() error {
 	return nil
 }
 
-func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, launch.RawConn, *launch.Process, map[string]*mcp.Tool, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, cfg.Runtime.StartTimeout.Or(s.r.opts.StartTimeout))
+// connect spawns or connects the server of cfg and lists its tools, within
+// the start timeout; ctx carries the start's span (its events mark each step).
+func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.ClientSession, launch.RawConn, *launch.Process, map[string]*mcp.Tool, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Runtime.StartTimeout.Or(s.r.opts.StartTimeout))
 	defer cancel()
+	span := trace.SpanFromContext(ctx)
 	env, headers, oauth, secrets, err := s.r.buildEnvironment(ctx, cfg)
 	if err != nil {
 		if e := refusedCredentials(err); e != nil {
@@ -239,6 +256,7 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, launch.RawCo
 		}
 		return nil, nil, nil, nil, err
 	}
+	span.AddEvent("credentials resolved")
 	var upAuth upstreamAuth
 	if cfg.Transport.Type == model.TransportHTTP {
 		upAuth, headers = s.r.upstreamAuthFor(cfg, oauth, headers)
@@ -261,6 +279,9 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, launch.RawCo
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
+	if l.Process != nil {
+		span.AddEvent("spawned", trace.WithAttributes(conv.ProcessPID.Int(l.Process.PID())))
+	}
 	// go-sdk waits for a failed child to exit after closing its stdin; a child
 	// that never answered may never exit, so the start deadline kills its group.
 	if l.Process != nil {
@@ -272,11 +293,17 @@ func (s *server) connect(cfg *model.McpConfig) (*mcp.ClientSession, launch.RawCo
 		s.kill(l.Process)
 		return nil, nil, nil, nil, startError(ctx, err, l.Process)
 	}
+	// For an npm package the time from spawned to here is mostly npx
+	// installing it (a cold cache) and node loading it.
+	if ir := sess.InitializeResult(); ir != nil {
+		span.AddEvent("initialized", trace.WithAttributes(conv.MCPProtocolVersion.String(ir.ProtocolVersion)))
+	}
 	tools, err := listTools(ctx, sess)
 	if err != nil {
 		s.stopSession(sess, l.Process)
 		return nil, nil, nil, nil, startError(ctx, err, l.Process)
 	}
+	span.AddEvent("tools listed", trace.WithAttributes(attribute.Int("mcpbus.tools", len(tools))))
 	return sess, l.Connected(sess), l.Process, tools, nil // the deferred stopKill runs before cancel
 }
 

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -132,4 +135,46 @@ func rpcTarget(in model.RPCRequest) (string, []attribute.KeyValue) {
 		}
 	}
 	return "", nil
+}
+
+// lastStart remembers the span of a server's last start, for the calls and
+// control requests that waited behind it rather than asking for it (a start
+// after a takeover, or one another request began): their spans link to it.
+type lastStart struct {
+	mu    sync.Mutex
+	span  trace.SpanContext
+	ended time.Time
+}
+
+// set records a start's span as it ends.
+func (l *lastStart) set(sc trace.SpanContext, ended time.Time) {
+	l.mu.Lock()
+	l.span, l.ended = sc, ended
+	l.mu.Unlock()
+}
+
+// linkIfWaited links the span of ctx to the last start when that start ended
+// after since (the request waited for it) and is not the span's own child.
+func (l *lastStart) linkIfWaited(ctx context.Context, since time.Time) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	l.mu.Lock()
+	sc, ended := l.span, l.ended
+	l.mu.Unlock()
+	if !sc.IsValid() || ended.Before(since) || sc.TraceID() == span.SpanContext().TraceID() {
+		return
+	}
+	span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("mcpbus.link", "waited for start")}})
+}
+
+// endStart ends the span of a start with its outcome and remembers it.
+func (s *server) endStart(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetAttributes(conv.ErrorType.String(string(apierr.Of(err))))
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+	s.lastStart.set(span.SpanContext(), time.Now())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,4 +141,103 @@ func recordSpans(t *testing.T) (*tracetest.InMemoryExporter, *sdktrace.TracerPro
 	otel.SetTracerProvider(tp)
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 	return exp, tp
+}
+
+// traceResolver answers credentials and remembers the trace each resolve ran in.
+type traceResolver struct {
+	mu     sync.Mutex
+	traces []trace.TraceID
+}
+
+func (r *traceResolver) Resolve(ctx context.Context, _ string) (model.ResolvedCredentials, error) {
+	r.mu.Lock()
+	r.traces = append(r.traces, trace.SpanContextFromContext(ctx).TraceID())
+	r.mu.Unlock()
+	return model.ResolvedCredentials{Env: map[string]string{"API_TOKEN": "start-span-secret"}}, nil
+}
+
+func (r *traceResolver) resolvedIn(id trace.TraceID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.traces {
+		if t == id {
+			return true
+		}
+	}
+	return false
+}
+
+// A lazy start runs in a "start {server}" span under the call that woke the
+// server, with its steps as events, and resolves the server's credentials
+// in the same trace; a start asked for on the control subject is a child of
+// that request's process span.
+func TestStartSpans(t *testing.T) {
+	exp, tp := recordSpans(t)
+	res := &traceResolver{}
+	opts := lifecycleOpts()
+	opts.Resolver = res
+	e := runnertest.Start(t, opts)
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.Runtime.IdleTimeout = model.Duration(300 * time.Millisecond)
+	cfg.EnvVars = map[string]model.EnvVar{"API_TOKEN": {IsSecret: true}}
+	e.Put(t, cfg)
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	e.WaitState(t, "alpha", model.StateIdle, 5*time.Second)
+
+	ctx, root := tp.Tracer("test").Start(context.Background(), "agent turn")
+	if _, err := e.Client.Call(ctx, "alpha", "echo", json.RawMessage(`{"message":"wake"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	traceID := root.SpanContext().TraceID()
+	find := func(id trace.TraceID, name string) sdktrace.ReadOnlySpan {
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			for _, s := range exp.GetSpans().Snapshots() {
+				if s.SpanContext().TraceID() == id && s.Name() == name {
+					return s
+				}
+			}
+		}
+		t.Fatalf("no span %q in trace %s", name, id)
+		return nil
+	}
+	process := find(traceID, "process mcp.v1.call.{server}.{tool}")
+	start := find(traceID, "start alpha")
+	if start.Parent().SpanID() != process.SpanContext().SpanID() {
+		t.Fatal("the lazy start is not a child of the call's process span")
+	}
+	checkAttrs(t, start, map[string]string{"mcpbus.server": "alpha", "mcpbus.package_type": "binary", "mcpbus.runner": "*"})
+	var events []string
+	for _, ev := range start.Events() {
+		events = append(events, ev.Name)
+	}
+	if got := strings.Join(events, ","); got != "credentials resolved,spawned,initialized,tools listed" {
+		t.Fatalf("start events: %s", got)
+	}
+	if !res.resolvedIn(traceID) {
+		t.Fatal("the start's credential resolve ran outside the call's trace")
+	}
+	if start.EndTime().After(find(traceID, "tools/call echo").StartTime()) {
+		t.Fatal("the call's tools/call began before the start ended")
+	}
+
+	// A restart asked on runtime.restart: process control → start.
+	ctx, root = tp.Tracer("test").Start(context.Background(), "operator")
+	if _, err := e.Client.Runtime(ctx, "restart", "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	start = find(root.SpanContext().TraceID(), "start alpha")
+	var parent sdktrace.ReadOnlySpan
+	for _, s := range exp.GetSpans().Snapshots() {
+		if s.SpanContext().SpanID() == start.Parent().SpanID() {
+			parent = s
+		}
+	}
+	if parent == nil || parent.Name() != "process mcp.v1.control.{server}" {
+		t.Fatalf("the restart's start is not a child of the control request's process span (parent %v)", parent)
+	}
+	if !res.resolvedIn(root.SpanContext().TraceID()) {
+		t.Fatal("the restart's credential resolve ran outside its trace")
+	}
 }

@@ -186,12 +186,12 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 			case model.StateRunning:
 				s.countRestart(restartConfig)
 				s.stop(model.StateStopped, false)
-				_ = s.start()
+				_ = s.start(context.Background())
 			case model.StateIdle:
 				if _, refused := r.checkExec(s.config()); refused != nil {
 					// Its new package is refused here: not idle any more, in error.
 					s.stop(model.StateStopped, false)
-					_ = s.start()
+					_ = s.start(context.Background())
 				}
 			}
 		})
@@ -204,7 +204,7 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 			case model.StateIdle:
 				// The idle tool list came from the catalog under the old filter:
 				// start once to learn the tools the new filter lets through.
-				_ = s.start()
+				_ = s.start(context.Background())
 			}
 		})
 	}
