@@ -75,12 +75,12 @@ type server struct {
 	// lastStart is the span of the last start that ran and when it ended,
 	// so a call or control request that waited behind it can link to it.
 	lastStart lastStart
-	restarts    atomic.Uint64
-	active      atomic.Int64 // calls in flight
-	lastUse     atomic.Int64 // unix nanos of the last call
-	lastPing    atomic.Int64 // unix nanos of the last proof of life
-	pingFails   atomic.Int32
-	pinging     atomic.Bool
+	restarts  atomic.Uint64
+	active    atomic.Int64 // calls in flight
+	lastUse   atomic.Int64 // unix nanos of the last call
+	lastPing  atomic.Int64 // unix nanos of the last proof of life
+	pingFails atomic.Int32
+	pinging   atomic.Bool
 
 	publishedCalls atomic.Uint64 // calls counted in the last status written
 	publishedAt    atomic.Int64
