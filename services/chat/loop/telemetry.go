@@ -30,6 +30,8 @@ type instruments struct {
 	tracer   trace.Tracer
 	duration metric.Float64Histogram
 	tokens   metric.Int64Histogram
+	// turns counts the drives of turns by how they ended.
+	turns metric.Int64Counter
 	// content records prompts, completions, tool arguments and results on
 	// spans (operator opt-in, conv.CaptureContentEnv).
 	content bool
@@ -48,7 +50,9 @@ func newInstruments() instruments {
 		metric.WithDescription("Duration of the model steps of chat turns"))
 	tk, _ := m.Int64Histogram(conv.GenAIClientTokenUsage, metric.WithUnit("{token}"),
 		metric.WithDescription("Tokens used by the model steps of chat turns"), metric.WithExplicitBucketBoundaries(tokenBuckets...))
-	return instruments{tracer: otel.Tracer(instrumentation), duration: d, tokens: tk, content: os.Getenv(conv.CaptureContentEnv) == "true"}
+	turns, _ := m.Int64Counter("mcpbus.chat.turns", metric.WithUnit("{turn}"),
+		metric.WithDescription("Drives of chat turns by how they ended (mcpbus.chat.end_reason: final, max_steps, budget, cancelled, repeated_call, error, handed_off), provider and model"))
+	return instruments{tracer: otel.Tracer(instrumentation), duration: d, tokens: tk, turns: turns, content: os.Getenv(conv.CaptureContentEnv) == "true"}
 }
 
 // modelAttrs are the low-cardinality attributes of a profile's model.
@@ -88,6 +92,10 @@ func (t *turn) endAgent(ctx context.Context, op *telemetry.Op, done model.ChatDo
 	if op.Span().IsRecording() && reason != "" {
 		op.Span().SetAttributes(conv.MCPBusChatEndReason.String(reason))
 	}
+	if reason == "" {
+		reason = "unknown"
+	}
+	t.e.tel.turns.Add(ctx, 1, metric.WithAttributes(append(modelAttrs(t.profile), conv.MCPBusChatEndReason.String(reason))...))
 	op.End(ctx, et, err)
 }
 

@@ -149,10 +149,15 @@ func TestTurnSpans(t *testing.T) {
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
-	durations, tokens := 0, map[string]int64{}
+	durations, tokens, turns := 0, map[string]int64{}, map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			switch m.Name {
+			case "mcpbus.chat.turns":
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					reason, _ := dp.Attributes.Value(conv.MCPBusChatEndReason)
+					turns[reason.AsString()] += dp.Value
+				}
 			case conv.GenAIClientOperationDuration:
 				for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
 					durations += int(dp.Count)
@@ -167,6 +172,9 @@ func TestTurnSpans(t *testing.T) {
 	}
 	if durations != 2 || tokens["input"] != 22 || tokens["output"] != 14 {
 		t.Fatalf("metrics: %d step durations, tokens %v; want 2 and input 22, output 14", durations, tokens)
+	}
+	if len(turns) != 1 || turns[model.TurnFinal] != 1 {
+		t.Fatalf("mcpbus.chat.turns: %v, want one %s", turns, model.TurnFinal)
 	}
 }
 

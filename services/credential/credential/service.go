@@ -108,6 +108,7 @@ type Service struct {
 	owner ownerCheck
 	locks keyedMutex
 	ready chan struct{}
+	met   metrics
 	// closer releases a store Build opened (nil otherwise).
 	closer io.Closer
 }
@@ -122,7 +123,7 @@ func New(nc *nats.Conn, opts Options) (*Service, error) {
 		return nil, errors.New("credential: no store")
 	}
 	return &Service{
-		nc: nc, opts: opts, subj: bus.NewSubjects(opts.Prefix), store: opts.Store,
+		nc: nc, opts: opts, subj: bus.NewSubjects(opts.Prefix), store: measure(opts.Store), met: newMetrics(),
 		log:   opts.Logger.With("backend", opts.Store.Name()),
 		keys:  &keyRing{load: keyLoader(opts.Store, opts.KeySettle)},
 		owner: ownerCheck{nc: nc, skip: opts.AnyResolver},

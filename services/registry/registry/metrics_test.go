@@ -51,6 +51,12 @@ func TestCacheMetrics(t *testing.T) {
 			t.Errorf("%s after the first search: %v, want misses and no hit", reg, first)
 		}
 	}
+	fetches := fetchCounts(t, reader)
+	for _, reg := range []string{model.RegistryOfficial, model.RegistrySmithery} {
+		if fetches[reg] != first[[2]string{reg, "miss"}] {
+			t.Errorf("%s: %d timed requests, want one per miss (%v)", reg, fetches[reg], first)
+		}
+	}
 	e.search(t, model.RegistrySearchRequest{Query: "airtable"})
 	second := cacheCounts(t, reader)
 	for _, reg := range []string{model.RegistryOfficial, model.RegistrySmithery} {
@@ -59,4 +65,28 @@ func TestCacheMetrics(t *testing.T) {
 			t.Errorf("%s after the same search again: %v, want as many hits as the first had misses (%v)", reg, second, first)
 		}
 	}
+}
+
+// fetchCounts reads how many requests mcpbus.registry.request.duration timed,
+// by registry.
+func fetchCounts(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if !ok || m.Name != "mcpbus.registry.request.duration" {
+				continue
+			}
+			for _, dp := range h.DataPoints {
+				reg, _ := dp.Attributes.Value("registry")
+				out[reg.AsString()] += int64(dp.Count)
+			}
+		}
+	}
+	return out
 }

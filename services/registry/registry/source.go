@@ -70,12 +70,14 @@ func (s *Service) fetchCached(ctx context.Context, src source, rawURL string, pa
 		return fetched{body: entry.Body, fetchedAt: entry.FetchedAt}, nil
 	}
 	s.metrics.lookup(ctx, name, false)
+	began := time.Now()
 	body, err := f.get(ctx, rawURL)
 	if err == nil {
 		if perr := parse(body); perr != nil {
 			err = malformed(f.label, perr)
 		}
 	}
+	s.metrics.fetched(ctx, name, began, err)
 	if err == nil {
 		s.cache.put(ctx, name, rawURL, body)
 		return fetched{body: body, fetchedAt: time.Now()}, nil
