@@ -19,6 +19,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpguard"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
 // The call fast path. A tools/call is most of an agent's traffic, and
@@ -247,8 +248,14 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		if r.Context().Err() != nil {
 			return "", err // the client hung up: nobody to answer
 		}
-		fail(a.callError(ctx, e, err))
-		return "", err
+		if !restarts.NoOwner(err) {
+			fail(a.callError(ctx, e, err))
+			return "", err
+		}
+		if raw, err = json.Marshal(outageResult(e)); err != nil {
+			return "", fmt.Errorf("encoding a tool result: %w", err)
+		}
+		got = client.Result{Checked: true, IsError: true}
 	}
 	ok, isError := got.Checked, got.IsError // the runner checked it: no second decode
 	if !ok {
