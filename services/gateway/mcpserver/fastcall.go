@@ -78,9 +78,6 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		return false
 	}
 	if !req.IsCall() {
-		if ls != nil && req.Method == "notifications/cancelled" {
-			a.cancelFast(ls, req) // go-sdk still gets it (and answers 202)
-		}
 		return false
 	}
 	if req.Method != "tools/call" || !eligible(r) {
@@ -365,7 +362,9 @@ func answerNothing(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// cancelFast cancels the fast-path call a notifications/cancelled names.
+// cancelFast cancels the fast-path call a notifications/cancelled names, or
+// marks the go-sdk call it names so that its response is dropped
+// (cancelled.go).
 func (a *Aggregator) cancelFast(ls *liveSession, req *jsonrpc.Request) {
 	var p cancelledParams
 	if json.Unmarshal(req.Params, &p) != nil || p.RequestID == nil {
@@ -378,6 +377,7 @@ func (a *Aggregator) cancelFast(ls *liveSession, req *jsonrpc.Request) {
 	if c, ok := ls.inflight.Load(idString(id)); ok {
 		c.(context.CancelCauseFunc)(errCancelledByClient)
 	}
+	ls.markCancelled(id)
 }
 
 // idString keys a JSON-RPC id: numbers and strings never collide.
