@@ -140,7 +140,9 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 	reply, err := bus.Request(ctx, c.nc, msg, c.timeout)
 	if err != nil {
 		if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
-			return Result{}, apierr.Newf(apierr.NotFound, "server %s not found or not running", server).WithField("server")
+			// The cause stays: a caller that knows the tool (the gateway's
+			// catalog) reports an outage instead.
+			return Result{}, apierr.Wrap(apierr.NotFound, "server "+server+" not found or not running", err).WithField("server")
 		}
 		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 			c.cancel(server, reqID)

@@ -121,8 +121,9 @@ func TestMCPInspectorCLI(t *testing.T) {
 }
 
 // cancelScript drives /mcp with the official TypeScript SDK (v1, pinned in
-// tests/npm): it cancels a slow call (notifications/cancelled), waits past
-// the call's end, then calls again, and prints what it saw.
+// tests/npm): it cancels a slow call (notifications/cancelled), on the fast
+// path and with a progress token on go-sdk's, waits past the calls' ends,
+// then calls again, and prints what it saw.
 const cancelScript = `
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -131,14 +132,19 @@ const errors = [];
 const client = new Client({ name: "cancel-test", version: "1" });
 client.onerror = (e) => errors.push(String(e && e.message ? e.message : e));
 await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: "Bearer " + key } } }));
-const ac = new AbortController();
-const call = client.callTool({ name: "alpha__sleep", arguments: { ms: 2500 } }, undefined, { signal: ac.signal })
-  .then(() => "answered", (e) => "rejected");
-setTimeout(() => ac.abort("the user gave up"), 500);
-const outcome = await call;
-await new Promise((r) => setTimeout(r, 3500)); // past the sleep: a late answer would be here
+const cancelled = (opts) => {
+  const ac = new AbortController();
+  const call = client.callTool({ name: "alpha__sleep", arguments: { ms: 2500 } }, undefined, { signal: ac.signal, ...opts })
+    .then(() => "answered", (e) => "rejected");
+  setTimeout(() => ac.abort("the user gave up"), 500);
+  return call;
+};
+const outcome = await cancelled({});
+// With a progress token the call goes through go-sdk, not the fast path.
+const progressOutcome = await cancelled({ onprogress: () => {} });
+await new Promise((r) => setTimeout(r, 3500)); // past both sleeps: a late answer would be here
 const echo = await client.callTool({ name: "alpha__echo", arguments: { message: "after" } });
-console.log(JSON.stringify({ outcome, echo: echo.content[0].text, errors }));
+console.log(JSON.stringify({ outcome, progressOutcome, echo: echo.content[0].text, errors }));
 await client.close();
 `
 
@@ -167,14 +173,14 @@ func TestTypeScriptSDKCancel(t *testing.T) {
 		t.Fatalf("node cancel.mjs: %v\n%s", err, out)
 	}
 	var got struct {
-		Outcome, Echo string
-		Errors        []string
+		Outcome, ProgressOutcome, Echo string
+		Errors                         []string
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if json.Unmarshal([]byte(lines[len(lines)-1]), &got) != nil {
 		t.Fatalf("cancel.mjs printed:\n%s", out)
 	}
-	if got.Outcome != "rejected" || got.Echo != "after" || len(got.Errors) != 0 {
+	if got.Outcome != "rejected" || got.ProgressOutcome != "rejected" || got.Echo != "after" || len(got.Errors) != 0 {
 		t.Fatalf("the TypeScript SDK after a cancellation: %+v", got)
 	}
 }

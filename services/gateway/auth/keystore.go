@@ -402,6 +402,16 @@ func (s *KeyStore) Authenticate(ctx context.Context, token string) (*Principal, 
 	return c.principal, nil
 }
 
+// Knows reports whether id is a key this instance has seen (revoked ones
+// too), without asking the bucket: the failed-login throttle keeps a
+// bucket per known id, and a made-up id must not cost a KV read.
+func (s *KeyStore) Knows(id string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.cache[id]
+	return ok
+}
+
 // read fetches a record from the bucket.
 func (s *KeyStore) read(ctx context.Context, id string) (record, uint64, error) {
 	e, err := s.kv.Get(ctx, id)

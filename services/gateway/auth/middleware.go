@@ -59,10 +59,12 @@ type MiddlewareOptions struct {
 	// ScopeFor names the scope a request needs ("" = public); default ScopeForPath.
 	ScopeFor func(*http.Request) string
 	Logger   *slog.Logger
-	// Failures, when set, throttles failed authentications by client
-	// address (NewFailureLimiter): each 401 takes a token, and an address
-	// with none left gets 429 RATE_LIMITED with Retry-After, key or not,
-	// until its bucket refills.
+	// Failures, when set, throttles failed authentications
+	// (NewFailureLimiter): each 401 takes a token of its bucket, and a bucket
+	// with none left gets 429 RATE_LIMITED with Retry-After until it
+	// refills. A key of a known id has a bucket per client address and key
+	// id; everything else (no key, a malformed or unknown one, a bad access
+	// token) one per client address (ClientAddr).
 	Failures *Limiter
 	// OnThrottle, when set, is told of each request refused by Failures (metrics).
 	OnThrottle func(*http.Request)
@@ -92,7 +94,8 @@ type TokenVerifier interface {
 // unknown or revoked key, or a token that does not verify, gets 401
 // UNAUTHORIZED with a Bearer challenge; a valid key without the route's scope gets 403 (code
 // UNAUTHORIZED: the contract has no FORBIDDEN; the message says which scope
-// is missing). With Failures set, an address that failed too often gets 429.
+// is missing). With Failures set, what failed too often gets 429 (see
+// MiddlewareOptions.Failures).
 func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 	if opts.ScopeFor == nil {
 		opts.ScopeFor = func(r *http.Request) string { return ScopeForPath(r.URL.Path) }
@@ -122,40 +125,49 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), anonymous)))
 				return
 			}
-			if opts.Failures != nil {
-				if ok, wait := opts.Failures.Peek(remoteIP(r)); !ok {
-					if opts.OnThrottle != nil {
-						opts.OnThrottle(r)
-					}
-					secs := retryAfter(w, wait)
-					WriteError(w, 0, apierr.Newf(apierr.RateLimited, "too many failed authentications from this address; retry in %ds", secs))
-					return
-				}
-			}
-			failed := func() {
-				if opts.Failures != nil {
-					opts.Failures.Allow(remoteIP(r), nil)
-				}
-			}
-			token, ok := bearer(r)
-			if !ok {
-				failed()
-				challenge(w, "", "")
-				WriteError(w, 0, apierr.New(apierr.Unauthorized, missing))
-				return
-			}
+			addr := ClientAddr(r)
+			token, hasToken := bearer(r)
 			var p *Principal
 			var err error
-			if opts.Tokens != nil && opts.Tokens.Handles(token) {
+			if hasToken && opts.Tokens != nil && opts.Tokens.Handles(token) {
+				// An access token is checked locally (signature, claims): a
+				// valid one passes whatever its address did; only a failure
+				// meets the address's throttle.
 				p, err = opts.Tokens.Verify(r.Context(), token)
+				if apierr.Of(err) == apierr.Unauthorized {
+					if throttled(w, r, opts, bucketKey{key: addr}) {
+						return
+					}
+					failed(opts, bucketKey{key: addr})
+					challenge(w, "invalid_token", "")
+				}
 			} else {
+				// An API key of a known id is throttled on its own (address, id)
+				// bucket, so one client's failures from a shared address (a
+				// proxy) hold back neither other keys nor other clients; the
+				// rest (no key, malformed, unknown id) on the address's, and
+				// refused before the key store is asked.
+				bucket := bucketKey{key: addr}
+				if id, _, ok := ParseKey(token); ok && opts.Store != nil && opts.Store.Knows(id) {
+					bucket.sub = id
+				}
+				if throttled(w, r, opts, bucket) {
+					return
+				}
+				if !hasToken {
+					failed(opts, bucket)
+					challenge(w, "", "")
+					WriteError(w, 0, apierr.New(apierr.Unauthorized, missing))
+					return
+				}
 				p, err = opts.Store.Authenticate(r.Context(), token)
+				if apierr.Of(err) == apierr.Unauthorized {
+					failed(opts, bucket)
+					challenge(w, "invalid_token", "")
+				}
 			}
 			if err != nil {
-				if apierr.Of(err) == apierr.Unauthorized {
-					failed()
-					challenge(w, "invalid_token", "")
-				} else {
+				if apierr.Of(err) != apierr.Unauthorized {
 					opts.Logger.Warn("API key or access token check failed", "error", err)
 				}
 				WriteError(w, 0, err)
@@ -177,6 +189,35 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 			}
 			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 		})
+	}
+}
+
+// throttled answers 429 when bucket (an address, or an address and key id)
+// failed too often, and reports whether it did.
+func throttled(w http.ResponseWriter, r *http.Request, opts MiddlewareOptions, bucket bucketKey) bool {
+	if opts.Failures == nil {
+		return false
+	}
+	ok, wait := opts.Failures.peek(bucket)
+	if ok {
+		return false
+	}
+	if opts.OnThrottle != nil {
+		opts.OnThrottle(r)
+	}
+	secs := retryAfter(w, wait)
+	what := "from this address"
+	if bucket.sub != "" {
+		what = "with this key from this address"
+	}
+	WriteError(w, 0, apierr.Newf(apierr.RateLimited, "too many failed authentications %s; retry in %ds", what, secs))
+	return true
+}
+
+// failed counts one failed authentication against bucket.
+func failed(opts MiddlewareOptions, bucket bucketKey) {
+	if opts.Failures != nil {
+		opts.Failures.allow(bucket, nil)
 	}
 }
 

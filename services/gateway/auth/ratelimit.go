@@ -34,6 +34,11 @@ type LimiterOptions struct {
 	OnRefuse func(*http.Request)
 }
 
+// bucketKey names a bucket: a key id or an address, and for the failed-login
+// throttle an address and a key id. Two strings, not one joined, so that
+// looking a bucket up allocates nothing.
+type bucketKey struct{ key, sub string }
+
 type bucket struct {
 	lim      *rate.Limiter
 	rate     model.KeyRate
@@ -47,7 +52,7 @@ type Limiter struct {
 	opts LimiterOptions
 
 	mu        sync.Mutex
-	buckets   map[string]*bucket
+	buckets   map[bucketKey]*bucket
 	lastSweep time.Time
 }
 
@@ -65,12 +70,16 @@ func NewLimiter(opts LimiterOptions) *Limiter {
 	if opts.IdleTTL <= 0 {
 		opts.IdleTTL = DefaultIdleTTL
 	}
-	return &Limiter{opts: opts, buckets: map[string]*bucket{}, lastSweep: time.Now()}
+	return &Limiter{opts: opts, buckets: map[bucketKey]*bucket{}, lastSweep: time.Now()}
 }
 
 // Allow takes one token of key's bucket (override, when set, is the key's own
 // rate). When none is left it reports how long until one is.
 func (l *Limiter) Allow(key string, override *model.KeyRate) (ok bool, retryAfter time.Duration) {
+	return l.allow(bucketKey{key: key}, override)
+}
+
+func (l *Limiter) allow(key bucketKey, override *model.KeyRate) (ok bool, retryAfter time.Duration) {
 	now := time.Now()
 	want := model.KeyRate{RPS: l.opts.RPS, Burst: l.opts.Burst}
 	if override != nil {
@@ -99,6 +108,10 @@ func (l *Limiter) Allow(key string, override *model.KeyRate) (ok bool, retryAfte
 // Peek reports whether key's bucket holds a token, without taking one, and
 // when it does not, how long until it will. A key without a bucket has one.
 func (l *Limiter) Peek(key string) (ok bool, retryAfter time.Duration) {
+	return l.peek(bucketKey{key: key})
+}
+
+func (l *Limiter) peek(key bucketKey) (ok bool, retryAfter time.Duration) {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -116,14 +129,15 @@ func (l *Limiter) Peek(key string) (ok bool, retryAfter time.Duration) {
 	return false, time.Minute
 }
 
-// DefaultFailures is how many failed authentications one client address may
-// make in a minute before it is throttled.
+// DefaultFailures is how many failed authentications one bucket (a client
+// address, or an address and key id) may take in a minute before it is
+// throttled.
 const DefaultFailures = 10
 
-// NewFailureLimiter is the throttle of failed authentications by client
-// address (MiddlewareOptions.Failures): perMinute failures (a burst of as
+// NewFailureLimiter is the throttle of failed authentications
+// (MiddlewareOptions.Failures): perMinute failures per bucket (a burst of as
 // many, refilled over a minute; <= 0: DefaultFailures), then 429 until the
-// bucket refills. At most DefaultMaxKeys addresses are kept, each forgotten
+// bucket refills. At most DefaultMaxKeys buckets are kept, each forgotten
 // two minutes after its last failure (its bucket is full again by then).
 func NewFailureLimiter(perMinute int) *Limiter {
 	if perMinute <= 0 {
@@ -151,7 +165,7 @@ func (l *Limiter) makeRoom(now time.Time) {
 		l.lastSweep = now
 	}
 	for len(l.buckets) >= l.opts.MaxKeys {
-		oldest, at := "", now
+		oldest, at := bucketKey{}, now
 		for k, b := range l.buckets {
 			if !b.lastSeen.After(at) {
 				oldest, at = k, b.lastSeen
@@ -175,7 +189,7 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		// (which has dots or colons) gets its own. Neither is built per request.
 		key := p.KeyID
 		if key == anonymousID {
-			key = remoteIP(r)
+			key = ClientAddr(r)
 		}
 		ok, wait := l.Allow(key, p.Rate)
 		if !ok {

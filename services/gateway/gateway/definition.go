@@ -34,6 +34,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Float64(&o.RateRPS, "rate-rps", "", auth.DefaultRPS, "default requests per second per API key")
 	s.Int(&o.RateBurst, "rate-burst", "", auth.DefaultBurst, "default burst per API key")
 	s.Int64(&o.MaxBodyBytes, "max-body", "", DefaultMaxBodyBytes, "request body limit in bytes (larger: 413)")
+	s.Strings(&o.TrustedProxies, "trusted-proxy", "MCPBUS_TRUSTED_PROXIES", nil, "CIDR of a reverse proxy whose X-Forwarded-For (or Forwarded) names the client address for the failed-login throttle and the log (repeat, or a comma list; default none: the direct peer is the client)")
 	s.Strings(&o.CORSOrigins, "cors-origin", "MCPBUS_CORS_ORIGINS", nil, "browser origin allowed by CORS (repeat, or a comma list; * for any; default none)")
 	s.Duration(&o.MCP.CallTimeout, "gateway-call-timeout", "", DefaultCallTimeout, "how long the gateway waits for a tool call's answer")
 	s.Bool(&o.MCP.Stateless, "stateless", "", false, "serve every /mcp client without sessions (clients before protocol 2026-07-28 get a temporary session per request); without it 2026-07-28 requests are sessionless and older clients get sessions")
@@ -63,6 +64,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--oauth-revocation-ttl %s must not be negative", o.TokenRevocationTTL)
 	case o.ChatTurnTimeout < 0:
 		return fmt.Errorf("--gateway-chat-timeout %s must not be negative", o.ChatTurnTimeout)
+	}
+	if _, err := auth.ParseProxies(o.TrustedProxies); err != nil {
+		return err
 	}
 	if err := o.OAuth.Validate(); err != nil {
 		return err

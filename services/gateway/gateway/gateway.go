@@ -77,9 +77,14 @@ type Options struct {
 	// (default 10m); the turn is cancelled past it.
 	ChatTurnTimeout time.Duration
 	// AuthFailures is how many failed authentications (401s) one client
-	// address may make in a minute; beyond, it gets 429 with Retry-After
-	// until its bucket refills (default 10; negative: no limit).
+	// address (with a known key id: one address and key id) may make in a
+	// minute; beyond, it gets 429 with Retry-After until its bucket refills
+	// (default 10; negative: no limit).
 	AuthFailures int
+	// TrustedProxies are the CIDRs of reverse proxies whose X-Forwarded-For
+	// or Forwarded names the client address (default none: the direct peer
+	// is the client).
+	TrustedProxies []string
 	// JaegerURL is the base URL of the Jaeger UI the console links traces
 	// to (<url>/trace/<id>); empty: no links.
 	JaegerURL string
@@ -114,6 +119,7 @@ type Gateway struct {
 	tokens   *jwtauth.Verifier
 	tokStop  context.CancelFunc
 	keysSvc  micro.Service
+	proxies  auth.Proxies
 	limiter  *auth.Limiter
 	metrics  *httpmetrics.Metrics
 	api      *rest.API
@@ -172,7 +178,11 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	if opts.OAuth.Logger == nil {
 		opts.OAuth.Logger = opts.Logger
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, nc: nc, ready: make(chan struct{})}
+	proxies, err := auth.ParseProxies(opts.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g := &Gateway{opts: opts, log: opts.Logger, nc: nc, proxies: proxies, ready: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -266,7 +276,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 
 // buildHandler registers the routes (the API's and the console's) and wraps
 // them in the middleware, outer to inner: the HTTP server span, request
-// metrics, access log, panic recovery, the Host check (DNS rebinding), CORS
+// metrics, the client address (--trusted-proxy), access log, panic recovery, the Host check (DNS rebinding), CORS
 // (so preflights need no key), the Origin and Content-Type checks of
 // state-changing requests (with or without auth), auth (with its throttle of
 // failed attempts), rate limit, body limit and deadlines.
@@ -327,7 +337,7 @@ func (g *Gateway) buildHandler() http.Handler {
 	h = hostGuard(h)
 	h = openai.Errors(h) // every refusal of /v1 as an OpenAI error object
 	h = recoverer(g.log, h)
-	return traceHTTP(g.metrics.Middleware(mux, accessLog(g.log, h)))
+	return traceHTTP(g.metrics.Middleware(mux, g.proxies.Middleware(accessLog(g.log, h))))
 }
 
 // resourceMetadata serves the RFC 9728 document (with --oauth-issuer) to

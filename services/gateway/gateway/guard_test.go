@@ -148,7 +148,7 @@ func TestForeignHostRefused(t *testing.T) {
 }
 
 // 401 for no or a bad key, 403 for a key without the scope, and an address
-// that failed too often gets 429 with Retry-After, whatever key it sends.
+// that failed too often gets 429 with Retry-After for anything but a valid key.
 func TestAuthFailuresThrottled(t *testing.T) {
 	e := runnertest.Start(t, quietRunner())
 	h := startGateway(t, e, gateway.Options{AuthFailures: 5})
@@ -170,16 +170,77 @@ func TestAuthFailuresThrottled(t *testing.T) {
 			t.Fatalf("failure %d: %d %s, want 401", i+1, r.status, r.body)
 		}
 	}
-	for _, key := range []string{"mcpbus_nope", "", h.admin} {
+	for _, key := range []string{"mcpbus_nope", ""} {
 		r := h.do("GET", "/mcp/tools", key, nil)
 		secs, _ := strconv.Atoi(r.header.Get("Retry-After"))
 		if r.status != http.StatusTooManyRequests || r.contract(t).Code != apierr.RateLimited || secs < 1 || secs > 60 {
 			t.Fatalf("after 5 failures, key %.12q: %d %s Retry-After %q", key, r.status, r.body, r.header.Get("Retry-After"))
 		}
 	}
+	// A valid key is not held back by the address's failures (its own
+	// failures have a bucket of their own: auth.TestFailureThrottleBuckets).
+	if r := h.do("GET", "/mcp/tools", h.admin, nil); r.status != http.StatusOK {
+		t.Fatalf("the admin key from the throttled address: %d %s", r.status, r.body)
+	}
 	// Public routes stay open.
 	if r := h.do("GET", "/healthz", "", nil); r.status != http.StatusOK {
 		t.Fatalf("healthz while throttled: %d", r.status)
+	}
+}
+
+// TestTrustedProxyThrottle: behind a trusted proxy one client's failures do
+// not lock out another; from an untrusted peer X-Forwarded-For is ignored.
+func TestTrustedProxyThrottle(t *testing.T) {
+	e := runnertest.Start(t, quietRunner())
+	fromClient := func(h *gw, client, key string) reply {
+		req, err := http.NewRequest("GET", h.url+"/mcp/tools", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-For", client)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		return h.send(req)
+	}
+	const bad = "mcpbus_nope"
+	for _, c := range []struct {
+		name    string
+		trusted []string
+		// otherBad is what a second client's bad key gets after the first
+		// client used up its failures.
+		otherBad int
+	}{
+		{"trusted", []string{"127.0.0.0/8", "::1/128"}, http.StatusUnauthorized},
+		{"untrusted", []string{"10.0.0.0/8"}, http.StatusTooManyRequests},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := startGateway(t, e, gateway.Options{AuthFailures: 3, TrustedProxies: c.trusted})
+			for i := range 3 {
+				if r := fromClient(h, "203.0.113.1", bad); r.status != http.StatusUnauthorized {
+					t.Fatalf("client 1, failure %d: %d %s", i+1, r.status, r.body)
+				}
+			}
+			if r := fromClient(h, "203.0.113.1", bad); r.status != http.StatusTooManyRequests {
+				t.Fatalf("client 1 after its failures: %d %s, want 429", r.status, r.body)
+			}
+			if r := fromClient(h, "203.0.113.2", bad); r.status != c.otherBad {
+				t.Fatalf("client 2's first bad key: %d %s, want %d", r.status, r.body, c.otherBad)
+			}
+			// A valid key passes either way.
+			if r := fromClient(h, "203.0.113.2", h.admin); r.status != http.StatusOK {
+				t.Fatalf("client 2's valid key: %d %s", r.status, r.body)
+			}
+			// The access log names the client the proxy forwarded, and only
+			// then (a line is written once its response is sent: wait for it).
+			named := false
+			for end := time.Now().Add(2 * time.Second); !named && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				named = strings.Contains(h.logs.String(), `"client":"203.0.113.2"`)
+			}
+			if named != (c.name == "trusted") {
+				t.Fatalf("access log names the forwarded client: %v, want %v", named, c.name == "trusted")
+			}
+		})
 	}
 }
 

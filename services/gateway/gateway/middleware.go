@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -46,7 +47,9 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // accessLog logs one line per request: method, path (never the query),
-// status, duration and the key id (never the key). Probes log at debug.
+// status, duration, the key id (never the key), the direct peer (remote)
+// and, when a trusted proxy named another, the client address (client).
+// Probes log at debug.
 func accessLog(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -60,10 +63,13 @@ func accessLog(log *slog.Logger, next http.Handler) http.Handler {
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
-		log.Log(r.Context(), level, "http request",
-			"method", r.Method, "path", r.URL.Path, "status", sw.status,
-			"duration_ms", float64(time.Since(start).Microseconds())/1000,
-			"bytes", sw.bytes, "key_id", note.KeyID, "remote", r.RemoteAddr)
+		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status,
+			"duration_ms", float64(time.Since(start).Microseconds()) / 1000,
+			"bytes", sw.bytes, "key_id", note.KeyID, "remote", r.RemoteAddr}
+		if peer, _, _ := net.SplitHostPort(r.RemoteAddr); auth.ClientAddr(r) != peer {
+			attrs = append(attrs, "client", auth.ClientAddr(r))
+		}
+		log.Log(r.Context(), level, "http request", attrs...)
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpguard"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
 // The call fast path. A tools/call is most of an agent's traffic, and
@@ -77,9 +78,6 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		return false
 	}
 	if !req.IsCall() {
-		if ls != nil && req.Method == "notifications/cancelled" {
-			a.cancelFast(ls, req) // go-sdk still gets it (and answers 202)
-		}
 		return false
 	}
 	if req.Method != "tools/call" || !eligible(r) {
@@ -247,8 +245,14 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		if r.Context().Err() != nil {
 			return "", err // the client hung up: nobody to answer
 		}
-		fail(a.callError(ctx, e, err))
-		return "", err
+		if !restarts.NoOwner(err) {
+			fail(a.callError(ctx, e, err))
+			return "", err
+		}
+		if raw, err = json.Marshal(outageResult(e)); err != nil {
+			return "", fmt.Errorf("encoding a tool result: %w", err)
+		}
+		got = client.Result{Checked: true, IsError: true}
 	}
 	ok, isError := got.Checked, got.IsError // the runner checked it: no second decode
 	if !ok {
@@ -358,7 +362,9 @@ func answerNothing(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// cancelFast cancels the fast-path call a notifications/cancelled names.
+// cancelFast cancels the fast-path call a notifications/cancelled names, or
+// marks the go-sdk call it names so that its response is dropped
+// (cancelled.go).
 func (a *Aggregator) cancelFast(ls *liveSession, req *jsonrpc.Request) {
 	var p cancelledParams
 	if json.Unmarshal(req.Params, &p) != nil || p.RequestID == nil {
@@ -371,6 +377,7 @@ func (a *Aggregator) cancelFast(ls *liveSession, req *jsonrpc.Request) {
 	if c, ok := ls.inflight.Load(idString(id)); ok {
 		c.(context.CancelCauseFunc)(errCancelledByClient)
 	}
+	ls.markCancelled(id)
 }
 
 // idString keys a JSON-RPC id: numbers and strings never collide.

@@ -217,8 +217,16 @@ func TestSessionIdleTimeout(t *testing.T) {
 // A call its client cancels (notifications/cancelled) gets no response:
 // the spec's receiver SHOULD NOT answer it, and the TypeScript SDK flags the
 // answer to an id it forgot. Its POST ends with an event stream of no event.
+// So on the fast path and on go-sdk's (a call with a progress token), with
+// event streams and with JSON answers.
 func TestFastPathCancelledCallIsNotAnswered(t *testing.T) {
-	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	for _, jsonResponse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("json=%v", jsonResponse), func(t *testing.T) { testCancelledCall(t, jsonResponse) })
+	}
+}
+
+func testCancelledCall(t *testing.T, jsonResponse bool) {
+	e := start(t, mcpserver.Options{NoAuth: true, JSONResponse: jsonResponse}, nil)
 	e.addServer(t, "alpha", nil)
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 	sid := rawWith(t, e.url, "", "", init, map[string]string{"Mcp-Protocol-Version": ""}).session
@@ -227,25 +235,27 @@ func TestFastPathCancelledCallIsNotAnswered(t *testing.T) {
 	}
 	raw(t, e.url, "", sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 
-	got := make(chan rawResp, 1)
-	begin := time.Now()
-	go func() {
-		got <- raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":5000}}}`)
-	}()
-	time.Sleep(300 * time.Millisecond) // the call is at the runner
-	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}`); r.status != http.StatusAccepted {
-		t.Fatalf("notifications/cancelled: %d %s", r.status, r.body)
-	}
-	select {
-	case r := <-got:
-		if r.status != http.StatusOK || r.ctype != "text/event-stream" || strings.TrimSpace(r.body) != "" {
-			t.Fatalf("the cancelled call was answered: %d %s %q", r.status, r.ctype, r.body)
+	for id, meta := range map[int]string{7: ``, 17: `,"_meta":{"progressToken":"p17"}`} {
+		got := make(chan rawResp, 1)
+		begin := time.Now()
+		go func() {
+			got <- raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":5000}%s}}`, id, meta))
+		}()
+		time.Sleep(300 * time.Millisecond) // the call is at the runner
+		if r := raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"user"}}`, id)); r.status != http.StatusAccepted {
+			t.Fatalf("notifications/cancelled %d: %d %s", id, r.status, r.body)
 		}
-		if d := time.Since(begin); d > 3*time.Second {
-			t.Fatalf("the cancelled call's POST ended after %s", d)
+		select {
+		case r := <-got:
+			if r.status != http.StatusOK || r.ctype != "text/event-stream" || strings.Contains(r.body, `"id":`) {
+				t.Fatalf("the cancelled call %d%s was answered: %d %s %q", id, meta, r.status, r.ctype, r.body)
+			}
+			if d := time.Since(begin); d > 3*time.Second {
+				t.Fatalf("the cancelled call %d's POST ended after %s", id, d)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the cancelled call %d's POST did not end", id)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the cancelled call's POST did not end")
 	}
 	// The session goes on.
 	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"still here"}}}`); !strings.Contains(r.body, "still here") {

@@ -86,8 +86,17 @@ func (a *Aggregator) serveSession(w http.ResponseWriter, r *http.Request, v *vie
 			Message: fmt.Sprintf("Bad Request: %s before initialize: send initialize first and then the Mcp-Session-Id it returns", req.Method)})
 		return
 	}
+	req, _ := msg.(*jsonrpc.Request)
+	if ls != nil && req != nil && req.Method == "notifications/cancelled" {
+		a.cancelFast(ls, req) // go-sdk still gets it (and answers 202)
+	}
 	if msg != nil && !a.opts.NoFastPath && a.fastPath(w, r, v, ls, msg) {
 		return
+	}
+	if ls != nil && req != nil && req.IsCall() {
+		var done func()
+		w, done = ls.watchCancel(w, req)
+		defer done()
 	}
 	a.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewCtxKey{}, v)))
 }

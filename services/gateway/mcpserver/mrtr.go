@@ -19,6 +19,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
 // Server-to-client requests for clients of protocol 2026-07-28 (multi
@@ -261,6 +262,9 @@ func (a *Aggregator) nextRound(ctx context.Context, hc *heldCall, e *toolEntry) 
 // finish ends a held call with the bus call's outcome.
 func (a *Aggregator) finish(hc *heldCall, e *toolEntry, out callOutcome) (*mcp.CallToolResult, error) {
 	defer hc.cancel()
+	if restarts.NoOwner(out.err) {
+		return outageResult(e), nil
+	}
 	if out.err != nil {
 		return nil, a.callError(hc.ctx, e, out.err)
 	}

@@ -30,6 +30,9 @@ type liveSession struct {
 	// inflight holds the cancel functions of fast-path calls by JSON-RPC id,
 	// for notifications/cancelled and to refuse a duplicate id.
 	inflight sync.Map
+	// sdkCalls holds, by JSON-RPC id, whether the client cancelled a call
+	// go-sdk serves (*atomic.Bool; cancelled.go).
+	sdkCalls sync.Map
 }
 
 func (ls *liveSession) closed() bool { return ls.done.Err() != nil }

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
 // toolHandler routes a tools/call of e, on the server of view v, over the
@@ -53,6 +54,9 @@ func (a *Aggregator) toolHandler(v *view, e *toolEntry) mcp.ToolHandler {
 		}
 		opts.OnClientRequest = clientRequests(req.Session) // elicitation, sampling
 		raw, err := a.client.Call(ctx, e.cat.Server, e.cat.Tool, args, opts)
+		if restarts.NoOwner(err) {
+			return outageResult(e), nil
+		}
 		if err != nil {
 			return nil, a.callError(ctx, e, err)
 		}
@@ -99,6 +103,15 @@ func checkArguments(e *toolEntry, raw json.RawMessage) (args json.RawMessage, ba
 		}
 	}
 	return raw, nil, nil
+}
+
+// outageResult is the answer to a call of a listed tool whose server no
+// runner serves (a failover under way): a tool error saying it is
+// temporarily unavailable and when to retry, which the model reads, rather
+// than a JSON-RPC error (-32602 would claim the tool does not exist, and
+// clients surface other JSON-RPC errors as failures of the connection).
+func outageResult(e *toolEntry) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: restarts.Unavailable(e.name, e.cat.Server).Message}}}
 }
 
 // mismatchResult is the tool result of arguments that fail the input schema.

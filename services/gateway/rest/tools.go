@@ -26,13 +26,15 @@ import (
 //	PARAMETER_ERROR     400  bad params: not a JSON object, or not fitting the tool's input
 //	                         schema (checked here, before any call), or refused by the server
 //	                         (details.code is VALIDATION_ERROR, details.field params…)
-//	TOOL_NOT_FOUND      404  no such tool, its server is not running, or the key may not see it
+//	TOOL_NOT_FOUND      404  no such tool (not in the catalog), or the key may not see it
 //	SERVICE_ERROR       200  the tool ran and answered isError: success false, result holds its content
 //	SERVICE_ERROR       504  the call timed out (409 when the server is disabled; 401 when the
 //	                         server's upstream refused its credentials: details say
 //	                         UNAUTHORIZED "Authentication failed. Check your API key.")
 //	SERVICE_UNAVAILABLE 503  no runner answered, the server is starting or in error
-//	                         (restarting after a crash: with Retry-After, the seconds until its restart)
+//	                         (restarting after a crash: with Retry-After, the seconds until its restart;
+//	                         a listed tool whose server no runner serves, a failover under way:
+//	                         Retry-After 5, a lease's time)
 //	INTERNAL_ERROR      500  anything else
 //
 // A tool's own error (isError) is a result, not a failure of the gateway, so
@@ -151,6 +153,12 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	got, err := a.client.CallResult(r.Context(), tool.Server, tool.Tool, params, nil)
+	if restarts.NoOwner(err) {
+		// Listed but unserved: a failover under way, not an unknown tool.
+		w.Header().Set("Retry-After", strconv.Itoa(restarts.RetryAfterSeconds(restarts.FailoverRetry)))
+		fail(restarts.Unavailable(name, tool.Server))
+		return
+	}
 	if err != nil {
 		e := apierr.From(err)
 		// The runner names the call's arguments; here they are params.

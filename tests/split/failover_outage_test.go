@@ -1,0 +1,107 @@
+package split
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+)
+
+// TestRunnerKilledIsAnOutage: the runner owning a server is SIGKILLed (its
+// lease stays until it expires, no other runner is up). Meanwhile the gateway
+// still lists the tool and answers its calls as an outage, never as an
+// unknown tool: /mcp/invoke 503 SERVICE_UNAVAILABLE with Retry-After, /mcp a
+// tool error saying it is temporarily unavailable. A runner started then
+// takes the server over and the calls work again.
+func TestRunnerKilledIsAnOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a nats-server and seven mcpbus processes")
+	}
+	si := startStandIns(t)
+	d := startSplit(t, si)
+	defer d.stop(t)
+	if r := d.cli(t, "", "servers", "add", serverName, "--binary", testServer, "--arg", "-name", "--arg", serverName, "--json"); r.Code != 0 {
+		t.Fatalf("servers add: %s", r)
+	}
+	if r := d.cli(t, "", "servers", "enable", serverName, "--json"); r.Code != 0 {
+		t.Fatalf("servers enable: %s", r)
+	}
+	d.waitState(t, model.StateRunning, 30*time.Second)
+	key := d.adminKey(t)
+	s := d.connectMCP(t, key)
+	tool := serverName + "__echo"
+	waitMCPTools(t, s, 20*time.Second, "listed "+tool, func(names []string) bool { return len(names) > 0 })
+	invoke := func() (int, string, map[string]any) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.httpURL+"/mcp/invoke",
+			strings.NewReader(`{"tool_name":"`+tool+`","params":{"message":"hi"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := (&http.Client{Transport: d.http}).Do(req)
+		if err != nil {
+			t.Fatalf("POST /mcp/invoke: %v", err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, resp.Header.Get("Retry-After"), out
+	}
+	if status, _, out := invoke(); status != http.StatusOK || out["success"] != true {
+		t.Fatalf("before the kill: %d %v", status, out)
+	}
+
+	var runner *testkit.Proc
+	for _, p := range d.procs {
+		if p.Name() == "runner" {
+			runner = p
+		}
+	}
+	runner.Kill(t)
+
+	status, retry, out := invoke()
+	if msg, _ := out["error"].(string); status != http.StatusServiceUnavailable || retry != "5" ||
+		out["error_type"] != "SERVICE_UNAVAILABLE" || !strings.Contains(msg, "temporarily unavailable") {
+		t.Fatalf("/mcp/invoke after the kill: %d Retry-After %q %v, want 503 SERVICE_UNAVAILABLE with Retry-After 5", status, retry, out)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"message": "hi"}})
+	if err != nil {
+		t.Fatalf("/mcp after the kill: %v, want a tool result (never unknown tool)", err)
+	}
+	text := ""
+	if len(res.Content) == 1 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+			text = tc.Text
+		}
+	}
+	if !res.IsError || !strings.Contains(text, "temporarily unavailable") {
+		t.Fatalf("/mcp after the kill: isError %v %q", res.IsError, text)
+	}
+	waitMCPTools(t, s, 5*time.Second, "kept "+tool, func(names []string) bool { return slices.Contains(names, tool) })
+
+	// A new runner takes the server over once the dead one's lease expires.
+	ids := filepath.Join(d.dataDir, "nats")
+	second := d.start(t, "runner-2", mcpbusBin, "serve", "runner", "--nats-nkey", filepath.Join(ids, "runner.nk"),
+		"--nats", d.natsURL, "--data-dir", d.dataDir, "--log-level", "debug")
+	second.WaitLog(t, `"msg":"service ready"`, 30*time.Second)
+	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
+		status, _, out := invoke()
+		return status == http.StatusOK, fmt.Sprintf("still %d %v", status, out)
+	})
+	if got := mcpCallText(t, s, tool, map[string]any{"message": "back"}); !strings.Contains(got, "back") {
+		t.Fatalf("/mcp after the takeover: %q", got)
+	}
+	testkit.StopAll(t, []*testkit.Proc{second}, 15*time.Second)
+}
