@@ -18,6 +18,7 @@
 // without identities (--insecure-bus) leave all three out.
 //
 // It expects server-everything to be running under the slug "everything"
+// and the agent made with `mcpbus agents create demo --allow-tool 'everything__*'`
 // (see docs/agents.md). tests/e2e/agent_test.go runs this file for real.
 import { connect, createInbox, headers, ErrorCode, JSONCodec, nkeyAuthenticator } from "nats";
 import { randomUUID } from "node:crypto";
@@ -114,12 +115,17 @@ const { error: cancelled } = await pending;
 if (!cancelled) throw new Error("the cancelled call answered without an error");
 console.log(`cancel: ${cancelled.status} ${cancelled.code}: ${cancelled.message}`);
 
-// 6. A server nobody runs: NATS answers "no responders" at once.
+// 6. A server outside the agent's globs (demo may call everything__* only):
+// the bus refuses the publish, and nats.js fails the request with a
+// permissions violation at once. An agent whose globs name every server
+// ("*") gets NATS's "no responders" for a server nobody runs instead.
 try {
   await nc.request(`${prefix}.call.nosuch.echo`, jc.encode({}), { timeout: 5_000 });
 } catch (e) {
   const err = /** @type {import("nats").NatsError} */ (e);
-  console.log(err.code === ErrorCode.NoResponders ? "nosuch: no responders" : `nosuch: ${err.message}`);
+  if (err.code === ErrorCode.PermissionsViolation) console.log("nosuch: not allowed for this agent");
+  else if (err.code === ErrorCode.NoResponders) console.log("nosuch: no responders");
+  else console.log(`nosuch: ${err.message}`);
 }
 
 await nc.drain();

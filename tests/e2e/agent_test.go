@@ -21,13 +21,13 @@ import (
 // TestTypeScriptAgent runs docs/examples/agent.mjs (the `nats` npm package, no
 // mcpbus code) with node against a running system and checks what it prints.
 func TestTypeScriptAgent(t *testing.T) {
-	runAgentScript(t, everythingURL(t), "mcp.v1")
+	runAgentScript(t, everythingURL(t), "mcp.v1", "nosuch: no responders")
 }
 
 // runAgentScript runs docs/examples/agent.mjs against url with env added and
 // checks what it prints; prefix is where its requests go (mcp.v1, or an
 // agent's mcp.v1.agent.<name>).
-func runAgentScript(t *testing.T, url, prefix string, env ...string) {
+func runAgentScript(t *testing.T, url, prefix, noSuch string, env ...string) {
 	t.Helper()
 	modules := npmModules(t)
 	node, err := exec.LookPath("node")
@@ -53,7 +53,7 @@ func runAgentScript(t *testing.T, url, prefix string, env ...string) {
 		"progress 1/3",
 		"long: Long running operation completed",
 		"cancel: 504 NETWORK_ERROR",
-		"nosuch: no responders",
+		noSuch,
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("agent.mjs output lacks %q", want)
@@ -154,9 +154,9 @@ func TestTypeScriptAgentWithIdentity(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	agent, err := st.AddAgent("ts", nil)
+	agent, err := st.AddAgent("ts", []string{"everything__*"}) // as docs/agents.md makes "demo"
 	if err != nil {
 		t.Fatal(err)
 	}
-	runAgentScript(t, st.NATS.ClientURL(), agent.SubjectPrefix, "NATS_NKEY="+agent.SeedFile, "NATS_INBOX_PREFIX="+agent.InboxPrefix, "MCP_PREFIX="+agent.SubjectPrefix)
+	runAgentScript(t, st.NATS.ClientURL(), agent.SubjectPrefix, "nosuch: not allowed for this agent", "NATS_NKEY="+agent.SeedFile, "NATS_INBOX_PREFIX="+agent.InboxPrefix, "MCP_PREFIX="+agent.SubjectPrefix)
 }
