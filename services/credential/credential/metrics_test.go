@@ -6,60 +6,18 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
 )
-
-// collected reads the service's metrics: counter and gauge values by
-// "name|attr=value,…" and histogram counts by the same.
-func collected(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, dp := range d.DataPoints {
-					out[m.Name+"|"+dp.Attributes.Encoded(attribute.DefaultEncoder())] += dp.Value
-				}
-			case metricdata.Gauge[int64]:
-				for _, dp := range d.DataPoints {
-					out[m.Name+"|"+dp.Attributes.Encoded(attribute.DefaultEncoder())] = dp.Value
-				}
-			case metricdata.Histogram[float64]:
-				for _, dp := range d.DataPoints {
-					out[m.Name+"|"+dp.Attributes.Encoded(attribute.DefaultEncoder())] += int64(dp.Count)
-				}
-			}
-		}
-	}
-	return out
-}
-
-func meterReader(t *testing.T) *sdkmetric.ManualReader {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	prev := otel.GetMeterProvider()
-	otel.SetMeterProvider(mp) // before the service makes its instruments
-	t.Cleanup(func() { otel.SetMeterProvider(prev); _ = mp.Shutdown(context.Background()) })
-	return reader
-}
 
 // Resolves are counted by via and outcome, backend operations timed by
 // operation, and the backend is up after it answered.
 func TestMetrics(t *testing.T) {
-	reader := meterReader(t)
+	reader := testkit.MeterReader(t)
 	e := newEnv(t)
 	ctx := ctxT(t)
 	id := uuid.NewString()
@@ -76,7 +34,7 @@ func TestMetrics(t *testing.T) {
 	if _, err := res.ChatKey(ctx, "nokey"); apierr.Of(err) != apierr.NotFound {
 		t.Fatalf("chat key of a profile without one: %v", err)
 	}
-	got := collected(t, reader)
+	got := testkit.Metrics(t, reader)
 	for k, want := range map[string]int64{
 		"mcpbus.credential.resolves|outcome=resolved,via=resolve":  1,
 		"mcpbus.credential.resolves|outcome=NOT_FOUND,via=chatkey": 1,
@@ -109,14 +67,14 @@ func (downStore) Name() string { return "vault" }
 
 // A backend that does not answer is down, and its failures carry the code.
 func TestMetricsBackendDown(t *testing.T) {
-	reader := meterReader(t)
+	reader := testkit.MeterReader(t)
 	e := newEnv(t, func(o *credential.Options) { o.Store = downStore{} })
 	ctx := ctxT(t)
 	_, err := e.client.Describe(ctx, model.CredDescribeRequest{ServerID: uuid.NewString()})
 	if apierr.Of(err) != apierr.ServiceUnavailable {
 		t.Fatalf("describe on a sealed backend: %v", err)
 	}
-	got := collected(t, reader)
+	got := testkit.Metrics(t, reader)
 	if got["mcpbus.credential.backend.up|backend=vault"] != 0 || got["mcpbus.credential.backend.duration|backend=vault,error.type=SERVICE_UNAVAILABLE,operation=get"] == 0 {
 		t.Fatalf("a sealed backend: %v", got)
 	}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // cacheCounts reads mcpbus.registry.cache.requests by registry and result.
@@ -51,10 +52,10 @@ func TestCacheMetrics(t *testing.T) {
 			t.Errorf("%s after the first search: %v, want misses and no hit", reg, first)
 		}
 	}
-	fetches := fetchCounts(t, reader)
+	timed := testkit.Metrics(t, reader)
 	for _, reg := range []string{model.RegistryOfficial, model.RegistrySmithery} {
-		if fetches[reg] != first[[2]string{reg, "miss"}] {
-			t.Errorf("%s: %d timed requests, want one per miss (%v)", reg, fetches[reg], first)
+		if n := timed["mcpbus.registry.request.duration|registry="+reg]; n != first[[2]string{reg, "miss"}] {
+			t.Errorf("%s: %d timed requests, want one per miss (%v)", reg, n, first)
 		}
 	}
 	e.search(t, model.RegistrySearchRequest{Query: "airtable"})
@@ -65,28 +66,4 @@ func TestCacheMetrics(t *testing.T) {
 			t.Errorf("%s after the same search again: %v, want as many hits as the first had misses (%v)", reg, second, first)
 		}
 	}
-}
-
-// fetchCounts reads how many requests mcpbus.registry.request.duration timed,
-// by registry.
-func fetchCounts(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			h, ok := m.Data.(metricdata.Histogram[float64])
-			if !ok || m.Name != "mcpbus.registry.request.duration" {
-				continue
-			}
-			for _, dp := range h.DataPoints {
-				reg, _ := dp.Attributes.Value("registry")
-				out[reg.AsString()] += int64(dp.Count)
-			}
-		}
-	}
-	return out
 }
