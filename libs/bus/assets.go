@@ -21,6 +21,8 @@ type Assets struct {
 	Owners jetstream.KeyValue
 	// Agents holds what the runners check agents' requests against.
 	Agents jetstream.KeyValue
+	// Pins holds the pinned tool definitions.
+	Pins jetstream.KeyValue
 }
 
 // AssetOptions size the shared assets; zero values take the defaults.
@@ -84,6 +86,7 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 		{&a.Owners, jetstream.KeyValueConfig{Bucket: BucketOwners, History: 1, TTL: opts.LeaseTTL, LimitMarkerTTL: opts.LeaseTTL,
 			Description: "runner leases (server.<slug>.<replica>) and heartbeats (runner.<id>)"}},
 		{&a.Agents, AgentsKV()},
+		{&a.Pins, jetstream.KeyValueConfig{Bucket: BucketPins, History: 4, Description: "pinned tool definitions by <server id>.<tool> (model.ToolPin)"}},
 	}
 	for _, b := range buckets {
 		b.cfg.Storage = jetstream.FileStorage

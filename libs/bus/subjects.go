@@ -19,6 +19,9 @@ const (
 	// BucketAgents holds the agents' records (model.AgentRecord by name),
 	// written by the host that makes agents and read by the runners.
 	BucketAgents = "mcp_agents"
+	// BucketPins holds the pinned tool definitions (model.ToolPin by
+	// model.PinKey), written by the runners.
+	BucketPins = "mcp_pins"
 )
 
 // Names of the chat service's own JetStream assets.
@@ -95,6 +98,11 @@ func (s Subjects) CallAll(server string) string { return s.join("call", server, 
 
 // ToolsList is the catalog request subject.
 func (s Subjects) ToolsList() string { return s.join("tools", "list") }
+
+// ToolsReview is where the runners list the tools whose definition changed
+// since it was pinned; ToolsApprove where they approve or reject one.
+func (s Subjects) ToolsReview() string  { return s.join("tools", "review") }
+func (s Subjects) ToolsApprove() string { return s.join("tools", "approve") }
 
 // RPC carries the other MCP methods (resources, prompts, completion, ping) of server.
 func (s Subjects) RPC(server string) string { return s.join("rpc", server) }

@@ -52,6 +52,9 @@ type McpConfig struct {
 	Config    json.RawMessage   `json:"config,omitempty"`
 	// Tools filters the server's tools (allow/deny globs), enforced by the runner.
 	Tools ToolFilter `json:"tools,omitzero"`
+	// Pin is the policy for tool definitions that change after they were
+	// first seen (PinStrict, PinWarn, PinOff; empty: PinPolicy's default).
+	Pin string `json:"pin,omitempty"`
 	// Runtime holds the runner's per-server settings; zero values take the runner's defaults.
 	Runtime Runtime `json:"runtime,omitzero"`
 	// Roots are offered to the server as its client's roots (MCP roots/list),

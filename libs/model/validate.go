@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -95,6 +96,9 @@ func (c *McpConfig) Validate() *apierr.Error {
 		if _, err := path.Match(g, ""); err != nil || g == "" {
 			return apierr.Invalid("tools", fmt.Sprintf("tool filter %d (%q) is not a valid glob", i, g))
 		}
+	}
+	if c.Pin != "" && !slices.Contains(PinPolicies, c.Pin) {
+		return apierr.Invalid("pin", "pin must be strict, warn or off")
 	}
 	for i, r := range c.Roots {
 		u, err := url.Parse(r.URI)

@@ -259,6 +259,12 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	if len(trimJSONSpace(args)) == 0 {
 		args = emptyObject
 	}
+	s.mu.RLock()
+	why := s.withheldLocked(token)
+	s.mu.RUnlock()
+	if why != "" {
+		return callReply{data: toolargs.Result(apierr.New(apierr.Validation, why)), isError: true}, tool.Name, nil
+	}
 	if bad := s.schemas.check(tool, args); bad != nil {
 		return callReply{data: toolargs.Result(bad), isError: true}, tool.Name, nil
 	}
@@ -526,7 +532,11 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	case "tools/list":
 		var list *mcp.ListToolsResult
 		if list, err = rpcCall(ctx, in.Params, sess.ListTools); err == nil {
-			list.Tools = slices.DeleteFunc(list.Tools, func(t *mcp.Tool) bool { return !c.allows(s.slug, t) })
+			s.mu.RLock()
+			list.Tools = slices.DeleteFunc(list.Tools, func(t *mcp.Tool) bool {
+				return !c.allows(s.slug, t) || s.withheldLocked(model.ToolToken(t.Name)) != ""
+			})
+			s.mu.RUnlock()
 		}
 		out = list
 	case "resources/list":
@@ -623,6 +633,18 @@ func (s *server) handleControl(req micro.Request) {
 		err = s.do(func() error { s.stop(model.StateStopped, false); return nil })
 	case "restart":
 		err = s.do(func() error { s.stop(model.StateStopped, false); s.resetRetries(); return s.start(ctx) })
+	case "pins": // a tool's review was recorded: check the tools again
+		err = s.do(func() error {
+			switch s.status().State {
+			case model.StateRunning:
+				s.applyPins(ctx)
+				s.publishCatalog()
+			case model.StateIdle: // its tools come from the catalog: learn them again
+				s.stop(model.StateStopped, false)
+				return s.start(ctx)
+			}
+			return nil
+		})
 	case "status":
 	default:
 		err = apierr.Invalid("verb", "verb must be start, stop, restart or status")

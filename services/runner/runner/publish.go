@@ -69,7 +69,7 @@ func (s *server) publishCatalog() {
 	s.mu.RLock()
 	cat := model.Catalog{Server: s.slug, ConfigRevision: s.cfg.Revision, Tools: make([]model.Tool, 0, len(s.tools)), UpdatedAt: time.Now().UTC()}
 	for token, t := range s.tools {
-		if s.cfg.Tools.Allows(t.Name) { // a filtered tool is absent from the catalog
+		if s.cfg.Tools.Allows(t.Name) && s.withheldLocked(token) == "" { // filtered and withheld tools are absent
 			cat.Tools = append(cat.Tools, catalogTool(s.r, s.slug, token, t))
 		}
 	}

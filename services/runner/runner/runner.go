@@ -364,7 +364,9 @@ func (r *Runner) addService() error {
 		Endpoints: []bus.Endpoint{{Name: "tools-list", Subject: r.subj.ToolsList(),
 			Handler: bus.JSONHandler(r.log, r.handleToolsList)},
 			{Name: "agent-tools-list", Subject: r.subj.AgentToolsList(),
-				Handler: bus.JSONHandler(r.log, r.handleToolsList)}}, Logger: r.log}
+				Handler: bus.JSONHandler(r.log, r.handleToolsList)},
+			{Name: "tools-review", Subject: r.subj.ToolsReview(), Handler: bus.JSONHandler(r.log, r.handleToolsReview)},
+			{Name: "tools-approve", Subject: r.subj.ToolsApprove(), Handler: bus.JSONHandler(r.log, r.handleToolsApprove)}}, Logger: r.log}
 	for _, verb := range []string{"start", "stop", "restart", "status"} {
 		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: "runtime-" + verb, Subject: r.subj.Runtime(verb),
 			Handler: bus.JSONHandler(r.log, r.runtimeHandler(verb))})

@@ -72,6 +72,11 @@ type server struct {
 	// of a server that ran), so that spawn counts as one of MaxRestarts.
 	failedFirst bool
 	retry       *time.Timer // pending automatic restart
+	// withheld are the tools (by token) whose definition changed since it
+	// was pinned and which strict pinning keeps from callers, with why
+	// (pins.go); accepted is the definition hash last accepted per pin key.
+	withheld map[string]string
+	accepted sync.Map
 	// lastStart is the span of the last start that ran and when it ended,
 	// so a call or control request that waited behind it can link to it.
 	lastStart lastStart
@@ -236,6 +241,7 @@ func (s *server) start(cause context.Context) (err error) {
 	s.tools = tools
 	s.startedAt = time.Now().UTC()
 	s.mu.Unlock()
+	s.applyPins(ctx)
 	s.publishCatalog()
 	s.setState(model.StateRunning, nil)
 	s.log.Info("server running", "tools", len(tools), "pid", pidOf(proc))
@@ -363,6 +369,7 @@ func (s *server) refreshTools() {
 	}
 	s.tools = tools
 	s.mu.Unlock()
+	s.applyPins(ctx)
 	s.publishCatalog()
 	s.setState(model.StateRunning, nil)
 }

@@ -1,0 +1,244 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// Tool pinning (model.PinPolicy): the first definition of each tool is
+// pinned in KV mcp_pins; a later one that differs is recorded as pending
+// and, under strict, withheld — out of the catalog, of rpc tools/list, and
+// its calls answered with an isError result — until approved on
+// tools.approve. Under warn it is re-pinned and announced. Every change
+// publishes events.tool_changed.<server> once per new definition.
+
+// applyPins checks the server's current tools against their pins and sets
+// which are withheld. It runs on the server's goroutine after each list of
+// the tools, before the catalog is published.
+func (s *server) applyPins(ctx context.Context) {
+	cfg := s.config()
+	s.mu.RLock()
+	tools := maps.Clone(s.tools)
+	s.mu.RUnlock()
+	withheld := map[string]string{}
+	if policy := cfg.PinPolicy(); policy != model.PinOff && cfg.ID != "" {
+		for token, t := range tools {
+			if !cfg.Tools.Allows(t.Name) {
+				continue
+			}
+			if why := s.checkPin(ctx, cfg, policy, catalogTool(s.r, s.slug, token, t)); why != "" {
+				withheld[token] = why
+			}
+		}
+	}
+	s.mu.Lock()
+	s.withheld = withheld
+	s.mu.Unlock()
+}
+
+// checkPin pins t when it is new, and tells why it is withheld ("" when it
+// is not). The pins cannot be read (NATS away): a tool whose definition was
+// accepted here before goes on; a strict server's other tools wait.
+func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy string, t model.Tool) string {
+	def, hash, err := model.ToolDefinition(t)
+	if err != nil {
+		s.log.Warn("tool definition cannot be pinned", "tool", t.Tool, "error", err)
+		return ""
+	}
+	kv := s.r.assets.Pins
+	key := model.PinKey(cfg.ID, t.Tool)
+	c, cancel := context.WithTimeout(ctx, s.r.publishTimeout())
+	defer cancel()
+	entry, err := kv.Get(c, key)
+	now := time.Now().UTC()
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		pin := model.ToolPin{Server: s.slug, Tool: t.Tool, Hash: hash, Definition: def, PinnedAt: now}
+		data, _ := json.Marshal(pin)
+		if _, err := kv.Create(c, key, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			s.log.Warn("pinning a tool failed", "tool", t.Tool, "error", err)
+		}
+		s.accepted.Store(key, hash)
+		return ""
+	case err != nil:
+		if ok, _ := s.accepted.Load(key); ok == hash || policy != model.PinStrict {
+			return ""
+		}
+		return fmt.Sprintf("tool %s of server %s cannot be checked against its pinned definition (%v); it is withheld until it can", t.Tool, s.slug, err)
+	}
+	var pin model.ToolPin
+	if err := json.Unmarshal(entry.Value(), &pin); err != nil {
+		s.log.Warn("a tool pin is malformed: pinning afresh", "tool", t.Tool, "error", err)
+		pin = model.ToolPin{}
+	}
+	if pin.Hash == hash {
+		if pin.Pending != nil { // back to what was approved
+			pin.Pending = nil
+			s.writePin(c, key, pin, entry.Revision())
+		}
+		s.accepted.Store(key, hash)
+		return ""
+	}
+	fresh := pin.Pending == nil || pin.Pending.Hash != hash
+	old := pin
+	if policy == model.PinWarn || pin.Hash == "" {
+		pin.Server, pin.Tool, pin.Hash, pin.Definition, pin.PinnedAt, pin.Pending = s.slug, t.Tool, hash, def, now, nil
+		s.writePin(c, key, pin, entry.Revision())
+		s.accepted.Store(key, hash)
+	} else if fresh {
+		pin.Pending = &model.PinnedChange{Hash: hash, Definition: def, SeenAt: now}
+		s.writePin(c, key, pin, entry.Revision())
+	}
+	if fresh && old.Hash != "" {
+		s.publishToolChanged(ctx, model.ToolChangedEvent{Server: s.slug, Tool: t.Tool, Policy: policy,
+			PinnedHash: old.Hash, NewHash: hash, Changed: model.ChangedFields(old.Definition, def),
+			Withheld: policy == model.PinStrict, Pinned: old.Definition, Pending: def, At: now})
+	}
+	if policy == model.PinWarn || old.Hash == "" {
+		return ""
+	}
+	return fmt.Sprintf("tool %s of server %s changed since it was reviewed (%s) and is withheld until an operator approves it: mcpbus tools review %s",
+		t.Tool, s.slug, joinFields(model.ChangedFields(old.Definition, def)), s.slug)
+}
+
+func joinFields(fields []string) string {
+	out := ""
+	for i, f := range fields {
+		if i > 0 {
+			out += ", "
+		}
+		out += f
+	}
+	return out
+}
+
+// writePin stores pin if the entry is still at rev (another runner of the
+// same server may have written it since: its write stands).
+func (s *server) writePin(ctx context.Context, key string, pin model.ToolPin, rev uint64) {
+	data, _ := json.Marshal(pin)
+	if _, err := s.r.assets.Pins.Update(ctx, key, data, rev); err != nil {
+		s.log.Warn("recording a tool pin failed", "tool", pin.Tool, "error", err)
+	}
+}
+
+func (s *server) publishToolChanged(ctx context.Context, ev model.ToolChangedEvent) {
+	data, _ := json.Marshal(ev)
+	c, cancel := context.WithTimeout(ctx, s.r.publishTimeout())
+	defer cancel()
+	if _, err := s.r.js.Publish(c, s.r.subj.Event("tool_changed", s.slug), data); err != nil {
+		s.log.Warn("publishing a tool_changed event failed", "tool", ev.Tool, "error", err)
+	}
+	s.log.Warn("a tool's definition changed since it was pinned", "tool", ev.Tool, "policy", ev.Policy, "changed", ev.Changed, "withheld", ev.Withheld)
+}
+
+// withheldLocked tells why the tool token names is withheld, or "". The
+// caller holds s.mu.
+func (s *server) withheldLocked(token string) string { return s.withheld[token] }
+
+// handleToolsReview answers mcp.v1.tools.review: the pins with a pending
+// definition, of one server (slug) or all, sorted by server and tool.
+func (r *Runner) handleToolsReview(ctx context.Context, req micro.Request) (any, error) {
+	var in model.ToolsReviewRequest
+	if err := bus.Decode(req.Data(), &in); err != nil {
+		return nil, err
+	}
+	prefix := ""
+	if in.Server != "" {
+		cfg, err := r.configBySlug(ctx, in.Server)
+		if err != nil {
+			return nil, err
+		}
+		prefix = cfg.ID + "."
+	}
+	keys, err := r.assets.Pins.ListKeys(ctx)
+	if err != nil {
+		return nil, bus.JetStreamErr("listing tool pins", err)
+	}
+	out := model.ToolsReviewReply{Changes: []model.ToolPin{}}
+	for key := range keys.Keys() {
+		if prefix != "" && (len(key) <= len(prefix) || key[:len(prefix)] != prefix) {
+			continue
+		}
+		e, err := r.assets.Pins.Get(ctx, key)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		var pin model.ToolPin
+		if json.Unmarshal(e.Value(), &pin) == nil && pin.Pending != nil {
+			out.Changes = append(out.Changes, pin)
+		}
+	}
+	sort.Slice(out.Changes, func(i, j int) bool {
+		a, b := out.Changes[i], out.Changes[j]
+		return a.Server < b.Server || a.Server == b.Server && a.Tool < b.Tool
+	})
+	return out, nil
+}
+
+// handleToolsApprove answers mcp.v1.tools.approve: the pending definition
+// named by its hash becomes the pin (or, rejected, is dropped: the tool
+// stays withheld while the server offers it), and the server's owner checks
+// its tools again at once.
+func (r *Runner) handleToolsApprove(ctx context.Context, req micro.Request) (any, error) {
+	var in model.ToolsApproveRequest
+	if err := bus.Decode(req.Data(), &in); err != nil {
+		return nil, err
+	}
+	switch {
+	case in.Server == "":
+		return nil, apierr.Invalid("server", "server is required")
+	case in.Tool == "":
+		return nil, apierr.Invalid("tool", "tool is required")
+	case in.Hash == "":
+		return nil, apierr.Invalid("hash", "hash of the pending definition is required (mcpbus tools review shows it)")
+	}
+	cfg, err := r.configBySlug(ctx, in.Server)
+	if err != nil {
+		return nil, err
+	}
+	key := model.PinKey(cfg.ID, in.Tool)
+	e, err := r.assets.Pins.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, apierr.Newf(apierr.NotFound, "server %s has no pinned tool %q", cfg.Slug, in.Tool)
+	}
+	if err != nil {
+		return nil, bus.JetStreamErr("reading a tool pin", err)
+	}
+	var pin model.ToolPin
+	if err := json.Unmarshal(e.Value(), &pin); err != nil {
+		return nil, apierr.Wrap(apierr.Internal, "the tool pin is malformed", err)
+	}
+	if pin.Pending == nil || pin.Pending.Hash != in.Hash {
+		return nil, &apierr.Error{Code: apierr.Conflict, Field: "hash",
+			Message: fmt.Sprintf("tool %s of server %s has no pending definition with that hash (review again: it may have changed)", in.Tool, cfg.Slug)}
+	}
+	if in.Reject {
+		pin.Pending = nil
+	} else {
+		pin.Hash, pin.Definition, pin.PinnedAt, pin.Pending = pin.Pending.Hash, pin.Pending.Definition, time.Now().UTC(), nil
+	}
+	data, _ := json.Marshal(pin)
+	if _, err := r.assets.Pins.Update(ctx, key, data, e.Revision()); err != nil {
+		return nil, bus.JetStreamErr("recording the review", err)
+	}
+	// The owner checks its tools again (nobody owns it: the next start does).
+	msg := nats.NewMsg(r.subj.Control(cfg.Slug))
+	msg.Data, _ = json.Marshal(controlRequest{Verb: "pins"})
+	if _, err := bus.Request(ctx, r.nc, msg, cfg.Runtime.StartTimeout.Or(r.opts.StartTimeout)); err != nil {
+		r.log.Info("the server's owner did not check its tools again; its next start will", "server", cfg.Slug, "error", err)
+	}
+	return pin, nil
+}
