@@ -3,7 +3,7 @@ GO      ?= go
 MODULES := ./libs/... ./services/chat/... ./services/config/... ./services/credential/... ./services/gateway/... ./services/registry/... ./services/runner/... ./tools/mcpbus/... ./tests/...
 BIN     := bin
 
-.PHONY: run build test vet tidy tidy-check fmt npm-deps console bench fuzz clean vaultdev jaegerdev compose-check docs
+.PHONY: run build test vet tidy tidy-check fmt npm-deps console bench fuzz clean vaultdev jaegerdev compose-check helm-check docs
 
 ## run: build and start everything in one process (mcpbus up) with the example servers;
 ## override with ARGS="--config my-servers.yaml"
@@ -27,6 +27,11 @@ docs:
 ## compose-go (seconds; no Docker engine needed). `go test ./tests/deploy/` also runs the deployment.
 compose-check:
 	$(GO) test -count=1 -short -run 'TestComposeFile|TestDockerServersOverride|TestImages|TestVaultInit' ./tests/deploy/
+
+## helm-check: deploy/helm/mcpbus rendered with Helm's engine and decoded strictly into the
+## Kubernetes API types (own module, outside go.work: ~4-6 min cold build, seconds warm)
+helm-check:
+	cd tests/helmchart && GOWORK=off $(GO) test -count=1 ./...
 
 ## vaultdev: a real in-process Vault for tests and local development (own module, outside
 ## go.work; see tools/vaultdev/README.md)

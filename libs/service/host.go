@@ -167,7 +167,11 @@ func RunAlone(ctx context.Context, def Definition, b Bus, h Host, opts Options, 
 	if svc == nil {
 		return fmt.Errorf("the %s service is turned off by its settings: nothing to run", def.Name)
 	}
-	opsSrv.SetChecks(ops.Ready(def.Name, svc.Ready()), ops.NATS("nats", nc), ops.Running(ctx))
+	checks := []ops.Check{ops.Ready(def.Name, svc.Ready()), ops.NATS("nats", nc), ops.Running(ctx)}
+	if c, ok := svc.(Checker); ok {
+		checks = append(checks, c.Checks()...)
+	}
+	opsSrv.SetChecks(checks...)
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
 	select {

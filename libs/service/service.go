@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/libs/ops"
 	"github.com/mcpbus/mcpbus/libs/settings"
 )
 
@@ -25,6 +26,13 @@ type Service interface {
 	// Ready is closed once the service answers on the bus (and, for the
 	// gateway, over HTTP).
 	Ready() <-chan struct{}
+}
+
+// Checker is a service with readiness conditions of its own beyond answering
+// on the bus (the credential service: its backend answers). Each Err must
+// answer at once (ops.Check).
+type Checker interface {
+	Checks() []ops.Check
 }
 
 // Announcer is a service with something to tell the person who started it

@@ -28,9 +28,10 @@ const (
 
 // The services `docker compose up` starts, and the cli one of profile cli.
 var (
-	natsNodes   = []string{"nats-1", "nats-2", "nats-3"}
-	upServices  = append(append([]string{"identities", "vault", "vault-init", "jaeger"}, natsNodes...), mcpbusServices...)
-	longRunning = append(append([]string{"vault", "vault-init", "jaeger"}, natsNodes...), mcpbusServices...)
+	natsNodes     = []string{"nats-1", "nats-2", "nats-3"}
+	natsExporters = []string{"nats-exporter-1", "nats-exporter-2", "nats-exporter-3"}
+	upServices    = append(append(append([]string{"identities", "vault", "vault-init", "jaeger", "otel-relay"}, natsNodes...), natsExporters...), mcpbusServices...)
+	longRunning   = append(append(append([]string{"vault", "vault-init", "jaeger", "otel-relay"}, natsNodes...), natsExporters...), mcpbusServices...)
 )
 
 // TestComposeFile validates docker-compose.yml as compose-go loads it: the
@@ -72,7 +73,8 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("%s: build target %q, want %q", name, s.Build.Target, target)
 		}
 	}
-	for name, image := range map[string]string{"nats-1": "nats:", "vault": "hashicorp/vault:", "vault-init": "hashicorp/vault:", "jaeger": "jaegertracing/jaeger:2.13.0"} {
+	for name, image := range map[string]string{"nats-1": "nats:", "vault": "hashicorp/vault:", "vault-init": "hashicorp/vault:",
+		"jaeger": "jaegertracing/jaeger:2.13.0", "otel-relay": "jaegertracing/jaeger:2.13.0", "nats-exporter-1": "natsio/prometheus-nats-exporter:"} {
 		if s := service(t, p, name); !strings.HasPrefix(s.Image, image) {
 			t.Errorf("%s: image %q, want %s…", name, s.Image, image)
 		}
@@ -84,8 +86,8 @@ func TestComposeFile(t *testing.T) {
 		if s.Restart != types.RestartPolicyUnlessStopped {
 			t.Errorf("%s: restart %q, want unless-stopped", name, s.Restart)
 		}
-		if name == "jaeger" {
-			continue // nothing waits for it: tracing is best effort
+		if name == "jaeger" || name == "otel-relay" || slices.Contains(natsExporters, name) {
+			continue // nothing waits for them: tracing and metrics are best effort
 		}
 		if s.HealthCheck == nil || s.HealthCheck.Disable || len(s.HealthCheck.Test) < 2 {
 			t.Errorf("%s: no healthcheck", name)
@@ -105,8 +107,9 @@ func TestComposeFile(t *testing.T) {
 		}
 	}
 	for _, n := range natsNodes {
-		if hc := service(t, p, n).HealthCheck; !strings.Contains(strings.Join(hc.Test, " "), "http://127.0.0.1:8222/healthz?js-enabled-only=true") {
-			t.Errorf("%s: healthcheck %v", n, hc.Test)
+		// Full /healthz: JetStream current, not merely enabled.
+		if hc := service(t, p, n).HealthCheck; !slices.Contains(hc.Test, "http://127.0.0.1:8222/healthz") {
+			t.Errorf("%s: healthcheck %v, want the full http://127.0.0.1:8222/healthz", n, hc.Test)
 		}
 	}
 
@@ -131,15 +134,7 @@ func TestComposeFile(t *testing.T) {
 	after("credential", map[string]string{"vault": types.ServiceConditionHealthy, "vault-init": types.ServiceConditionHealthy})
 	after("vault-init", map[string]string{"vault": types.ServiceConditionStarted})
 
-	// One network for all but the identities job, which needs none.
-	for _, name := range longRunning {
-		if _, ok := service(t, p, name).Networks["bus"]; !ok {
-			t.Errorf("%s: not on the bus network", name)
-		}
-	}
-	if s := service(t, p, "identities"); s.NetworkMode != "none" {
-		t.Errorf("identities: network_mode %q, want none", s.NetworkMode)
-	}
+	checkNetworks(t, p)
 
 	// Published ports: the gateway and Jaeger's UI, on the host's loopback.
 	published := map[string]string{"gateway": "8080", "jaeger": "16686"}
@@ -172,11 +167,12 @@ func TestComposeFile(t *testing.T) {
 
 	// Settings every service shares.
 	natsURL := "nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222"
+	checkURLRotation(t, p)
 	for _, name := range mcpbusServices {
 		e := env(service(t, p, name))
 		for k, want := range map[string]string{
-			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://jaeger:4318", "OTEL_SERVICE_NAME": "mcpbus-" + name,
-			"MCPBUS_REPLICAS": "3", "MCPBUS_NATS_URL": natsURL, "MCPBUS_DATA_DIR": "/var/lib/mcpbus",
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-relay:4318", "OTEL_SERVICE_NAME": "mcpbus-" + name,
+			"MCPBUS_REPLICAS": "3", "MCPBUS_DATA_DIR": "/var/lib/mcpbus",
 		} {
 			if e[k] != want {
 				t.Errorf("%s: %s=%q, want %q", name, k, e[k], want)
@@ -198,6 +194,8 @@ func TestComposeFile(t *testing.T) {
 	}
 
 	checkMounts(t, all)
+	checkHardening(t, all)
+	checkExporters(t, p)
 }
 
 // checkMounts: each service mounts its own identity and nothing of the
@@ -317,8 +315,8 @@ func TestDockerServersOverride(t *testing.T) {
 	if !sock || r.Build == nil || r.Build.Target != "runner-docker" || !slices.Contains(strings.Split(env(r)["MCPBUS_EXEC_TYPES"], ","), "docker") || len(r.GroupAdd) != 1 {
 		t.Errorf("runner with the override: socket %v, build %+v, env %v, group_add %v", sock, r.Build, env(r), r.GroupAdd)
 	}
-	// Its own identity is still the only one it mounts, and it stays scalable.
-	if len(r.Volumes) != 2 || len(r.Ports) != 0 || r.ContainerName != "" {
+	// Its own identity is still the only one it mounts (beside the npm cache), and it stays scalable.
+	if len(r.Volumes) != 3 || len(r.Ports) != 0 || r.ContainerName != "" {
 		t.Errorf("runner with the override: volumes %+v, ports %+v", r.Volumes, r.Ports)
 	}
 	for _, name := range p.ServiceNames() {

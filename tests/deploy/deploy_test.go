@@ -77,7 +77,7 @@ func TestDeployment(t *testing.T) {
 	echo := newEchoServer(t)
 
 	// Compose service hosts as this machine sees them.
-	hosts := map[string]string{"vault:8200": strings.TrimPrefix(vlt.srv.Addr, "http://"), "jaeger:4318": strings.TrimPrefix(sink.URL, "http://")}
+	hosts := map[string]string{"vault:8200": strings.TrimPrefix(vlt.srv.Addr, "http://"), "otel-relay:4318": strings.TrimPrefix(sink.URL, "http://")}
 	for i, n := range natsNodes {
 		hosts[n+":4222"] = fmt.Sprintf("127.0.0.1:%d", cl.clientPorts[i])
 	}
@@ -344,6 +344,10 @@ func checkNodeOptions(t *testing.T, name string, o *server.Options, keys map[str
 		t.Errorf("%s: server_name %q cluster %q jetstream %v store %q max_payload %d port %d cluster port %d monitoring %s:%d",
 			name, o.ServerName, o.Cluster.Name, o.JetStream, o.StoreDir, o.MaxPayload, o.Port, o.Cluster.Port, o.HTTPHost, o.HTTPPort)
 	}
+	// JetStream bounded below the container's memory and the volume's size.
+	if o.JetStreamMaxMemory != 256<<20 || o.JetStreamMaxStore != 20<<30 {
+		t.Errorf("%s: max_memory_store %d, max_file_store %d: want 256MB and 20GB (the assets reserve 15 GiB)", name, o.JetStreamMaxMemory, o.JetStreamMaxStore)
+	}
 	if o.Cluster.Username != access.RouteUser || len(o.Cluster.Password) < 32 {
 		t.Errorf("%s: routes need no credentials (%q)", name, o.Cluster.Username)
 	}
@@ -511,7 +515,7 @@ func checkSecretInVault(t *testing.T, v *vaultEnv, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	sec, err := v.root.KVv2("secret").Get(ctx, "mcpbus/"+id)
+	sec, err := v.root.KVv2("secret").Get(ctx, "mcpbus/server/"+id) // records are keyed <owner kind>/<id>
 	if err != nil {
 		t.Fatalf("the secret of %s is not in Vault: %v", id, err)
 	}

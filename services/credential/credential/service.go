@@ -69,6 +69,9 @@ type Options struct {
 	// AnyResolver answers cred.resolve without checking that the runner
 	// owns the server: for tests of this service alone, never a setting.
 	AnyResolver bool
+	// ProbeInterval is how often a backend that can be down (Vault) is asked
+	// whether it answers, for readiness (default 5 s).
+	ProbeInterval time.Duration
 }
 
 func (o *Options) defaults() {
@@ -93,6 +96,9 @@ func (o *Options) defaults() {
 	if o.KeySettle <= 0 {
 		o.KeySettle = time.Second
 	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = 5 * time.Second
+	}
 }
 
 // Service is the credential service.
@@ -111,6 +117,8 @@ type Service struct {
 	met   metrics
 	// closer releases a store Build opened (nil otherwise).
 	closer io.Closer
+	// health probes a backend that can be down (nil for the file store).
+	health *backendHealth
 }
 
 // New prepares the service on nc; Run serves it.
@@ -122,8 +130,13 @@ func New(nc *nats.Conn, opts Options) (*Service, error) {
 	if opts.Store == nil {
 		return nil, errors.New("credential: no store")
 	}
+	var health *backendHealth
+	if p, ok := opts.Store.(store.Pinger); ok {
+		health = &backendHealth{p: p, interval: opts.ProbeInterval, timeout: min(opts.ProbeInterval, 3*time.Second)}
+	}
 	return &Service{
-		nc: nc, opts: opts, subj: bus.NewSubjects(opts.Prefix), store: measure(opts.Store), met: newMetrics(),
+		health: health, met: newMetrics(),
+		nc: nc, opts: opts, subj: bus.NewSubjects(opts.Prefix), store: measure(opts.Store),
 		log:   opts.Logger.With("backend", opts.Store.Name()),
 		keys:  &keyRing{load: keyLoader(opts.Store, opts.KeySettle)},
 		owner: ownerCheck{nc: nc, skip: opts.AnyResolver},
@@ -149,6 +162,9 @@ func (s *Service) Run(ctx context.Context) error {
 		VerbOAuthClient: s.handleOAuthClient,
 	}
 	meta := map[string]string{"backend": s.store.Name()}
+	if s.health != nil {
+		go s.health.run(ctx)
+	}
 	// The key pair now, when the store answers (the file store always does:
 	// its errors stop the service); else on first use, and cred.key only.
 	kctx, kcancel := context.WithTimeout(ctx, 5*time.Second)

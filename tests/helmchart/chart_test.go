@@ -1,0 +1,152 @@
+package helmchart
+
+import (
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+func chartDir(t *testing.T) string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("no caller")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..", "deploy", "helm", "mcpbus")
+}
+
+// render is `helm template` of the chart with vals over its values.yaml.
+func render(t *testing.T, vals map[string]any) []string {
+	t.Helper()
+	ch, err := loader.Load(chartDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chartutil.ProcessDependenciesWithMerge(ch, vals); err != nil {
+		t.Fatal(err)
+	}
+	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "rel", Namespace: "mcpbus", IsInstall: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := engine.Render(ch, rv)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	var docs []string
+	for name, text := range out {
+		if !strings.HasSuffix(name, ".yaml") {
+			continue
+		}
+		for _, d := range strings.Split(text, "\n---") {
+			if strings.TrimSpace(d) != "" && strings.Contains(d, "kind:") {
+				docs = append(docs, d)
+			}
+		}
+	}
+	return docs
+}
+
+// TestChartRenders: without the nats dependency (not downloaded here) the
+// chart renders valid Deployments and a Service: each manifest decodes strictly
+// (no unknown or duplicate field) into its API type.
+func TestChartRenders(t *testing.T) {
+	docs := render(t, map[string]any{"nats": map[string]any{"enabled": false}, "natsURL": "nats://nats:4222"})
+	strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	deploys := map[string]*appsv1.Deployment{}
+	var services int
+	for _, d := range docs {
+		obj, _, err := strict.Decode([]byte(d), nil, nil)
+		if err != nil {
+			t.Fatalf("invalid manifest: %v\n%s", err, d)
+		}
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			deploys[o.Labels["app.kubernetes.io/name"]] = o
+		case *corev1.Service:
+			services++
+		default:
+			t.Errorf("unexpected %T", obj)
+		}
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for k := range deploys {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	if want := []string{"chat", "config", "credential", "gateway", "registry", "runner"}; !slices.Equal(names, want) || services != 1 {
+		t.Fatalf("deployments %v, services %d; want %v and the gateway's", names, services, want)
+	}
+	for name, d := range deploys {
+		c := d.Spec.Template.Spec.Containers[0]
+		sc := c.SecurityContext
+		if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+			t.Errorf("%s: security context %+v", name, sc)
+		}
+		wantAdd := []corev1.Capability(nil)
+		if name == "runner" {
+			wantAdd = []corev1.Capability{"SETUID", "SETGID", "KILL"}
+		}
+		if !slices.Equal(sc.Capabilities.Add, wantAdd) {
+			t.Errorf("%s: adds %v, want %v", name, sc.Capabilities.Add, wantAdd)
+		}
+		if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+			t.Errorf("%s: readiness probe %+v", name, c.ReadinessProbe)
+		}
+		env := map[string]string{}
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+		}
+		if env["MCPBUS_NATS_URL"] != "nats://nats:4222" {
+			t.Errorf("%s: MCPBUS_NATS_URL %q", name, env["MCPBUS_NATS_URL"])
+		}
+		// Its own seed only: the identities Secret is projected key by key.
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name != "identity" {
+				continue
+			}
+			for _, it := range v.Secret.Items {
+				if !strings.HasPrefix(it.Key, name) {
+					t.Errorf("%s mounts the seed %s", name, it.Key)
+				}
+			}
+			if len(v.Secret.Items) != int(*d.Spec.Replicas) && name == "runner" || len(v.Secret.Items) == 0 {
+				t.Errorf("%s: seeds %v", name, v.Secret.Items)
+			}
+		}
+	}
+}
+
+// TestChartDependsOnNATS: NATS comes from the official chart, switched by nats.enabled.
+func TestChartDependsOnNATS(t *testing.T) {
+	ch, err := loader.Load(chartDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, d := range ch.Metadata.Dependencies {
+		if d.Name == "nats" && d.Repository == "https://nats-io.github.io/k8s/helm/charts/" && d.Condition == "nats.enabled" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("dependencies %+v: want the official nats chart", ch.Metadata.Dependencies)
+	}
+	// With it enabled (and not downloaded) the services point at its client service.
+	for _, d := range render(t, nil) {
+		if strings.Contains(d, "MCPBUS_NATS_URL") && !strings.Contains(d, "nats://rel-nats:4222") {
+			t.Fatalf("MCPBUS_NATS_URL not the nats chart's service:\n%s", d)
+		}
+	}
+}
