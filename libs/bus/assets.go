@@ -130,9 +130,13 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 }
 
 // keepReplicas never lowers the replicas of an existing stream: a service
-// started with the default of 1 must not undo a cluster's redundancy.
+// started with the default of 1 must not undo a cluster's redundancy. An
+// info request about a stream being made goes unanswered: replicasLookup
+// bounds it.
+const replicasLookup = 500 * time.Millisecond
+
 func keepReplicas(ctx context.Context, js jetstream.JetStream, stream string, want int) int {
-	ctx, cancel := context.WithTimeout(ctx, createLookup)
+	ctx, cancel := context.WithTimeout(ctx, replicasLookup)
 	defer cancel()
 	st, err := js.Stream(ctx, stream)
 	if err != nil {

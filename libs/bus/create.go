@@ -20,7 +20,7 @@ import (
 const (
 	createPatience = 100 * time.Millisecond
 	createPoll     = 50 * time.Millisecond
-	createLookup   = 500 * time.Millisecond
+	createLookup   = 250 * time.Millisecond
 	createLost     = 2 * time.Second
 )
 
