@@ -125,7 +125,7 @@ func (l *lossyKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDe
 // not reported as a conflict when its retry finds it applied; a real
 // conflict still is.
 func TestRetryKVLostAnswers(t *testing.T) {
-	srv, err := embednats.Start(embednats.Options{})
+	srv, err := embednats.Start(embednats.Options{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,11 @@ func TestRetryKVLostAnswers(t *testing.T) {
 	}
 	h, err := kv.History(withTimeout(t), "k")
 	if err != nil || len(h) != 3 {
-		t.Fatalf("History of k = %d entries, %v; want create, update, delete", len(h), err)
+		var ops []string
+		for _, e := range h {
+			ops = append(ops, fmt.Sprintf("%d %v %q", e.Revision(), e.Operation(), e.Value()))
+		}
+		t.Fatalf("History of k = %v, %v; want create, update, delete", ops, err)
 	}
 }
 
