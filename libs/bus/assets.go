@@ -41,7 +41,7 @@ type AssetOptions struct {
 // EnsureAssets creates or updates the shared stream and buckets; every
 // service calls it at start, so the first one up creates them. It retries
 // until ctx ends (see Setup): concurrent creators all succeed. A create
-// whose answer is lost counts once the asset has a leader (createAsset).
+// whose answer is lost counts once the asset has a leader (CreateAsset).
 func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects, opts AssetOptions) (*Assets, error) {
 	if opts.Replicas <= 0 {
 		opts.Replicas = 1
@@ -124,7 +124,7 @@ func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 // ensureStream creates or updates a stream; one another service created with
 // other settings is used as it is.
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	return createAsset(ctx, js, cfg.Name,
+	return CreateAsset(ctx, js, cfg.Name,
 		func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) },
 		func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, cfg.Name) })
 }
@@ -151,7 +151,7 @@ func keepReplicas(ctx context.Context, js jetstream.JetStream, stream string, wa
 // ensureKV creates or updates a bucket; one another service made with other
 // settings (history, replicas) is used as it is.
 func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	return createAsset(ctx, js, "KV_"+cfg.Bucket,
+	return CreateAsset(ctx, js, "KV_"+cfg.Bucket,
 		func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, cfg) },
 		func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, cfg.Bucket) })
 }

@@ -24,10 +24,12 @@ const (
 	createLost     = 2 * time.Second
 )
 
-// createAsset runs create, falling back to lookup as described above; lookup
+// CreateAsset runs create, falling back to lookup as described above; lookup
 // also stands in when create fails (an asset another service made with other
-// settings is used as it is). stream is the name lookup's leader check uses.
-func createAsset[T any](ctx context.Context, js jetstream.JetStream, stream string,
+// settings is used as it is). stream is the JetStream stream behind the
+// asset ("KV_<bucket>", "OBJ_<bucket>"), whose leader the polls wait for.
+// Run it as a Setup step: a lost create ends the try.
+func CreateAsset[T any](ctx context.Context, js jetstream.JetStream, stream string,
 	create func(context.Context) (T, error), lookup func(context.Context) (T, error)) (T, error) {
 	var zero T
 	ctx, cancel := context.WithCancel(ctx)
