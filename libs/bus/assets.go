@@ -2,7 +2,9 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,7 +42,8 @@ type AssetOptions struct {
 
 // EnsureAssets creates or updates the shared stream and buckets; every
 // service calls it at start, so the first one up creates them. It retries
-// until ctx ends (see Setup): concurrent creators all succeed.
+// until ctx ends (see Setup): concurrent creators all succeed. A create
+// whose answer is lost counts once the asset has a leader (CreateAsset).
 func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects, opts AssetOptions) (*Assets, error) {
 	if opts.Replicas <= 0 {
 		opts.Replicas = 1
@@ -55,23 +58,22 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 		opts.LeaseTTL = 5 * time.Second
 	}
 	a := &Assets{}
-	err := Setup(ctx, opts.Logger, "stream "+StreamEvents, func(ctx context.Context) error {
-		var err error
-		a.Events, err = ensureStream(ctx, js, jetstream.StreamConfig{
-			Name:        StreamEvents,
-			Description: "mcpbus events: status, config, call (audit) and chat",
-			Subjects:    []string{subjects.Events()},
-			Storage:     jetstream.FileStorage,
-			Retention:   jetstream.LimitsPolicy,
-			MaxAge:      opts.EventsMaxAge,
-			MaxBytes:    opts.EventsMaxBytes,
-			Discard:     jetstream.DiscardOld,
-			Replicas:    keepReplicas(ctx, js, StreamEvents, opts.Replicas),
+	events := func(ctx context.Context) error {
+		return Setup(ctx, opts.Logger, "stream "+StreamEvents, func(ctx context.Context) error {
+			var err error
+			a.Events, err = ensureStream(ctx, js, jetstream.StreamConfig{
+				Name:        StreamEvents,
+				Description: "mcpbus events: status, config, call (audit) and chat",
+				Subjects:    []string{subjects.Events()},
+				Storage:     jetstream.FileStorage,
+				Retention:   jetstream.LimitsPolicy,
+				MaxAge:      opts.EventsMaxAge,
+				MaxBytes:    opts.EventsMaxBytes,
+				Discard:     jetstream.DiscardOld,
+				Replicas:    keepReplicas(ctx, js, StreamEvents, opts.Replicas),
+			})
+			return err
 		})
-		return err
-	})
-	if err != nil {
-		return nil, err
 	}
 	buckets := []struct {
 		kv  *jetstream.KeyValue
@@ -88,11 +90,24 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 		{&a.Agents, AgentsKV()},
 		{&a.Pins, jetstream.KeyValueConfig{Bucket: BucketPins, History: 4, Description: "pinned tool definitions by <server id>.<tool> (model.ToolPin)"}},
 	}
+	// The assets are independent: made at once, start-up waits for the
+	// slowest instead of the sum (each R3 create is one group election).
+	steps := []func(context.Context) error{events}
 	for _, b := range buckets {
 		b.cfg.Storage = jetstream.FileStorage
-		if *b.kv, err = EnsureKV(ctx, js, b.cfg, opts.Replicas, opts.Logger); err != nil {
-			return nil, err
-		}
+		steps = append(steps, func(ctx context.Context) (err error) {
+			*b.kv, err = EnsureKV(ctx, js, b.cfg, opts.Replicas, opts.Logger)
+			return err
+		})
+	}
+	errs := make([]error, len(steps))
+	var wg sync.WaitGroup
+	for i, step := range steps {
+		wg.Go(func() { errs[i] = step(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return a, nil
 }
@@ -112,19 +127,20 @@ func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 // ensureStream creates or updates a stream; one another service created with
 // other settings is used as it is.
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	st, err := js.CreateOrUpdateStream(ctx, cfg)
-	if err == nil {
-		return st, nil
-	}
-	if st, err2 := js.Stream(ctx, cfg.Name); err2 == nil {
-		return st, nil
-	}
-	return nil, err
+	return CreateAsset(ctx, js, cfg.Name,
+		func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) },
+		func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, cfg.Name) })
 }
 
 // keepReplicas never lowers the replicas of an existing stream: a service
-// started with the default of 1 must not undo a cluster's redundancy.
+// started with the default of 1 must not undo a cluster's redundancy. An
+// info request about a stream being made goes unanswered: replicasLookup
+// bounds it.
+const replicasLookup = 500 * time.Millisecond
+
 func keepReplicas(ctx context.Context, js jetstream.JetStream, stream string, want int) int {
+	ctx, cancel := context.WithTimeout(ctx, replicasLookup)
+	defer cancel()
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		return want
@@ -135,16 +151,12 @@ func keepReplicas(ctx context.Context, js jetstream.JetStream, stream string, wa
 	return want
 }
 
+// ensureKV creates or updates a bucket; one another service made with other
+// settings (history, replicas) is used as it is.
 func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
-	if err == nil {
-		return kv, nil
-	}
-	// Another service may have created it with other settings (history, replicas): use it as it is.
-	if kv, err2 := js.KeyValue(ctx, cfg.Bucket); err2 == nil {
-		return kv, nil
-	}
-	return nil, err
+	return CreateAsset(ctx, js, "KV_"+cfg.Bucket,
+		func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, cfg) },
+		func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, cfg.Bucket) })
 }
 
 // AgentsKV is the configuration of the agents' bucket (the host that makes

@@ -7,11 +7,12 @@ import (
 	"time"
 )
 
-// setupAttempt bounds one try of a setup step: while a fresh cluster
-// settles, a JetStream API request may go unanswered, and a new try is
-// answered at once. setupBackoffMax caps the pause between tries.
+// setupAttempt bounds one try of a setup step. It fits the creation of an
+// R3 asset even when its group's first leader election fails (nats-server
+// waits 4–9 s before a second one); a create whose answer is lost is noticed
+// sooner (createAsset). setupBackoffMax caps the pause between tries.
 const (
-	setupAttempt    = 3 * time.Second
+	setupAttempt    = 10 * time.Second
 	setupBackoffMin = 100 * time.Millisecond
 	setupBackoffMax = 5 * time.Second
 )
@@ -22,13 +23,18 @@ const (
 // waits for instead of exiting. log may be nil.
 func Setup(ctx context.Context, log *slog.Logger, what string, step func(ctx context.Context) error) error {
 	wait := setupBackoffMin
+	began := time.Now()
 	for try := 1; ; try++ {
 		actx, cancel := context.WithTimeout(ctx, setupAttempt)
 		err := step(actx)
 		cancel()
 		if err == nil {
-			if try > 1 && log != nil {
-				log.Info("setup step done", "step", what, "tries", try)
+			if log != nil {
+				level := slog.LevelDebug
+				if try > 1 {
+					level = slog.LevelInfo
+				}
+				log.Log(ctx, level, "setup step done", "step", what, "tries", try, "took", time.Since(began).Round(time.Millisecond).String())
 			}
 			return nil
 		}

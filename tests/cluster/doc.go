@@ -5,6 +5,11 @@
 // gracefully, and check that every server answers again within 10s and that
 // no server ever runs twice for longer than a lease.
 //
+// TestServicesStartTogether starts every service with a fresh cluster and
+// requires all of them up within 5s of its JetStream meta leader;
+// TestConfigWriteAfterNodeCrash runs three nats-server processes, SIGKILLs
+// the one leading the config buckets and writes a config at once.
+//
 //	go test ./cluster/
 //
 // BenchmarkFailover measures kill-a-runner → all its servers answered by

@@ -31,6 +31,8 @@ const callTimeout = 2 * time.Second
 
 var (
 	testServer, runnerBin, mcpbusBin string
+	// natsServerBin is a real nats-server, for nodes that crash (crash_test.go).
+	natsServerBin string
 
 	runnerIDs = []string{"r1", "r2", "r3"}
 	servers   = []string{"s1", "s2", "s3", "s4", "s5", "s6"}
@@ -38,7 +40,8 @@ var (
 
 func TestMain(m *testing.M) {
 	testkit.Main(m, &testServer, testkit.WithBinary(&runnerBin, runnertest.BuildRunner),
-		testkit.WithBinary(&mcpbusBin, testkit.BuildCommand("mcpbus", "./tools/mcpbus")))
+		testkit.WithBinary(&mcpbusBin, testkit.BuildCommand("mcpbus", "./tools/mcpbus")),
+		testkit.WithBinary(&natsServerBin, testkit.BuildCommand("nats-server", "github.com/nats-io/nats-server/v2")))
 }
 
 // fixture is a 3-node cluster with runners r1..r3 (runner i on node i) and

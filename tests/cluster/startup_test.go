@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,9 +16,14 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
+// readyAfterMeta bounds how long after the JetStream meta leader is elected
+// every service answers (the compose topology: 3 nodes, R3 assets).
+const readyAfterMeta = 5 * time.Second
+
 // TestServicesStartTogether: every service, started at the same instant as
 // a fresh 3-node cluster (before it has elected JetStream leaders, as with
-// `docker compose up`), comes up, and none exits; several rounds.
+// `docker compose up`), comes up within readyAfterMeta of the meta leader,
+// and none exits; several rounds.
 func TestServicesStartTogether(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and six processes per round")
@@ -28,11 +34,13 @@ func TestServicesStartTogether(t *testing.T) {
 }
 
 func startTogether(t *testing.T) {
+	began := time.Now()
 	c, err := embednats.StartClusterUnready(3, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
+	meta := watchMetaLeader(t, c)
 	services := []struct{ name, args string }{
 		{"credential", ""}, {"config", ""}, {"registry", ""},
 		{"runner", "--runner-id ra"}, {"runner", "--runner-id rb"},
@@ -76,7 +84,16 @@ func startTogether(t *testing.T) {
 			}
 		}
 		if len(missing) == 0 {
-			t.Logf("all up in %s", time.Since(deadline.Add(-60*time.Second)).Round(time.Millisecond))
+			up := time.Now()
+			at := meta()
+			if at.IsZero() {
+				t.Fatal("all services answer, but no meta leader was seen")
+			}
+			t.Logf("meta leader %s after the cluster start; all services answer %s after it (%s after the start)",
+				at.Sub(began).Round(time.Millisecond), up.Sub(at).Round(time.Millisecond), up.Sub(began).Round(time.Millisecond))
+			if up.Sub(at) > readyAfterMeta {
+				t.Errorf("services answered %s after the meta leader, want ≤ %s", up.Sub(at).Round(time.Millisecond), readyAfterMeta)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -93,6 +110,37 @@ func startTogether(t *testing.T) {
 	}
 	// A graceful stop of every one: exit code 0.
 	testkit.StopAll(t, procs, 20*time.Second)
+}
+
+// watchMetaLeader polls c for its first JetStream meta leader; the func it
+// returns tells when one was first seen (zero: not yet).
+func watchMetaLeader(t *testing.T, c *embednats.Cluster) func() time.Time {
+	var mu sync.Mutex
+	var at time.Time
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	t.Cleanup(func() { close(done); <-stopped })
+	go func() {
+		defer close(stopped)
+		for {
+			if c.MetaLeader() >= 0 {
+				mu.Lock()
+				at = time.Now()
+				mu.Unlock()
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return at
+	}
 }
 
 // pingServices counts the micro services answering $SRV.PING within 300ms, by name.

@@ -82,18 +82,12 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Log, erro
 		AllowDirect: false,
 	}
 	l := &Log{js: js, root: root, now: opts.Now}
-	err := bus.Setup(ctx, opts.Logger, "stream "+bus.StreamChat, func(ctx context.Context) error {
-		st, err := js.CreateOrUpdateStream(ctx, cfg)
-		if err != nil {
-			// Made by another instance with other settings: use it as it is.
-			if st2, err2 := js.Stream(ctx, cfg.Name); err2 == nil {
-				l.stream = st2
-				return nil
-			}
-			return err
-		}
-		l.stream = st
-		return nil
+	err := bus.Setup(ctx, opts.Logger, "stream "+bus.StreamChat, func(ctx context.Context) (err error) {
+		// One made by another instance with other settings is used as it is.
+		l.stream, err = bus.CreateAsset(ctx, js, cfg.Name,
+			func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) },
+			func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, cfg.Name) })
+		return err
 	})
 	if err != nil {
 		return nil, err

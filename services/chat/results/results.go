@@ -68,21 +68,21 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	}
 	s := &Store{}
 	err := bus.Setup(ctx, opts.Logger, "object store "+cfg.Bucket, func(ctx context.Context) error {
-		// Never lower the replicas of a store a cluster made redundant.
-		if st, err := js.Stream(ctx, "OBJ_"+cfg.Bucket); err == nil && st.CachedInfo().Config.Replicas > cfg.Replicas {
+		// Never lower the replicas of a store a cluster made redundant. (An
+		// info request about a store being made goes unanswered: bounded.)
+		ictx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		if st, err := js.Stream(ictx, "OBJ_"+cfg.Bucket); err == nil && st.CachedInfo().Config.Replicas > cfg.Replicas {
 			cfg.Replicas = st.CachedInfo().Config.Replicas
 		}
-		obs, err := js.CreateOrUpdateObjectStore(ctx, cfg)
-		if err != nil {
-			// Made by another instance with other settings: use it as it is.
-			if obs2, err2 := js.ObjectStore(ctx, cfg.Bucket); err2 == nil {
-				s.obs = obs2
-				return nil
-			}
-			return err
-		}
-		s.obs = obs
-		return nil
+		cancel()
+		// One made by another instance with other settings is used as it is.
+		var err error
+		s.obs, err = bus.CreateAsset(ctx, js, "OBJ_"+cfg.Bucket,
+			func(ctx context.Context) (jetstream.ObjectStore, error) {
+				return js.CreateOrUpdateObjectStore(ctx, cfg)
+			},
+			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.ObjectStore(ctx, cfg.Bucket) })
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -117,7 +117,8 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	s.assets = assets
+	// Every write is a caller's request: ride out a leader election within its deadline.
+	s.assets = assets.Retrying()
 	handlers := map[string]bus.HandlerFunc{
 		"create": s.handleCreate, "get": s.handleGet, "list": s.handleList, "update": s.handleUpdate,
 		"delete": s.handleDelete, "enable": s.handleEnable, "disable": s.handleDisable,

@@ -124,7 +124,8 @@ func OpenKeyStore(ctx context.Context, js jetstream.JetStream, opts StoreOptions
 		return nil, fmt.Errorf("auth: %w", err)
 	}
 	life, stop := context.WithCancel(context.Background())
-	s := &KeyStore{kv: kv, log: opts.Logger, cache: map[string]cached{}, nc: js.Conn(), stop: stop, done: make(chan struct{})}
+	// Key writes are callers' requests: ride out a leader election (bus.Retry).
+	s := &KeyStore{kv: bus.RetryKV(kv), log: opts.Logger, cache: map[string]cached{}, nc: js.Conn(), stop: stop, done: make(chan struct{})}
 	synced := make(chan struct{})
 	go s.watch(life, synced)
 	select {
