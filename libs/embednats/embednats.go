@@ -28,7 +28,11 @@ type Options struct {
 	Host          string
 	Port          int
 	InProcessOnly bool
-	// StoreDir holds JetStream's files; empty means a memory-only JetStream in a temp dir.
+	// StoreDir holds JetStream's files; empty means a new private temp dir
+	// (nats-server's own default is one directory under the system temp dir
+	// shared by every server on the machine: streams of one test would show
+	// up in the next). A restart from Options() reuses it; it is left to the
+	// system's temp cleanup.
 	StoreDir string
 	// Cluster joins a cluster: its own route port and the routes to the others.
 	Cluster *ClusterOptions
@@ -76,6 +80,13 @@ func Start(opts Options) (*Server, error) {
 		// would not survive a reload: nats-server reads the resolved 0 as
 		// 4222 then.)
 		opts.Port = -1
+	}
+	if opts.StoreDir == "" {
+		dir, err := os.MkdirTemp("", "mcpbus-embednats-")
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats %s: a JetStream dir: %w", opts.Name, err)
+		}
+		opts.StoreDir = dir
 	}
 	so := &server.Options{
 		ServerName: opts.Name,

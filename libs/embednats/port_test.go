@@ -20,3 +20,24 @@ func TestZeroPortIsFree(t *testing.T) {
 		t.Fatalf("listening on %d", p)
 	}
 }
+
+// Two servers started without a store dir never share JetStream files: a
+// stream one makes is absent from the other.
+func TestStoreDirIsPrivate(t *testing.T) {
+	a, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	b, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	if a.Options().StoreDir == "" || a.Options().StoreDir == b.Options().StoreDir {
+		t.Fatalf("store dirs %q and %q", a.Options().StoreDir, b.Options().StoreDir)
+	}
+	if a.JetStreamConfig().StoreDir == b.JetStreamConfig().StoreDir {
+		t.Fatalf("both servers keep JetStream in %s", a.JetStreamConfig().StoreDir)
+	}
+}
