@@ -6,8 +6,10 @@ package auth
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
 // Scopes of an API key.
@@ -54,10 +56,30 @@ func Anonymous() *Principal {
 
 type ctxKey struct{}
 
-// WithPrincipal returns ctx carrying p.
+// WithPrincipal returns ctx carrying p, and p as the bus principal of every
+// request made with it (principal.With: the chat service reads it there).
 func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	if p != nil {
+		bp := p.Bus()
+		principal.Tag(ctx, bp)
+		ctx = principal.With(ctx, bp)
+	}
 	return context.WithValue(ctx, ctxKey{}, p)
 }
+
+// Bus is p as the bus knows it: an OAuth token's issuer and subject, or the
+// key's id (never the key), with its admin scope and its tool filter.
+func (p *Principal) Bus() principal.Principal {
+	admin := slices.Contains(p.Scopes, ScopeAdmin)
+	if p.Issuer != "" {
+		return principal.OAuth(p.Issuer, strings.TrimPrefix(p.KeyID, OAuthKeyIDPrefix), admin, p.Tools)
+	}
+	return principal.Key(p.KeyID, admin, p.Tools)
+}
+
+// OAuthKeyIDPrefix starts the key id of an OAuth token's principal
+// (jwtauth.KeyIDPrefix, which imports this package).
+const OAuthKeyIDPrefix = "oauth:"
 
 // PrincipalFrom returns the principal of a request context (nil when none).
 func PrincipalFrom(ctx context.Context) *Principal {
