@@ -238,7 +238,7 @@ func (s *Service) handlers() map[string]bus.HandlerFunc {
 	return map[string]bus.HandlerFunc{
 		"send": handle(send), "history": handle(s.History), "list": handle(s.List), "delete": handle(s.handleDelete),
 		"cancel": handle(cancel), "approve": handle(s.Approve), "pending": handle(s.Pending), "answer": handle(s.Answer),
-		"watch": handle(s.Watch),
+		"watch":        handle(s.Watch),
 		"profiles.put": handle(s.putProfile), "profiles.get": handle(s.getProfile),
 		"profiles.list": handle(s.listProfiles), "profiles.delete": handle(s.deleteProfile),
 	}
