@@ -86,10 +86,33 @@ func With(ctx context.Context, p Principal) context.Context {
 	return context.WithValue(ctx, ctxKey{}, p)
 }
 
+// Source is what a context may carry in p's place: the edge's own record
+// of its caller (the gateway's *auth.Principal), made a Principal only when
+// a bus request needs one, so a request that makes none pays nothing.
+type Source interface {
+	BusPrincipal() (Principal, bool)
+}
+
+// WithSource returns ctx carrying s in place of a Principal.
+func WithSource(ctx context.Context, s Source) context.Context {
+	return context.WithValue(ctx, ctxKey{}, s)
+}
+
+// SourceFrom is the Source ctx carries (nil: none, or a plain Principal).
+func SourceFrom(ctx context.Context) Source {
+	s, _ := ctx.Value(ctxKey{}).(Source)
+	return s
+}
+
 // From is the principal ctx carries (false: none).
 func From(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(ctxKey{}).(Principal)
-	return p, ok
+	switch v := ctx.Value(ctxKey{}).(type) {
+	case Principal:
+		return v, true
+	case Source:
+		return v.BusPrincipal()
+	}
+	return Principal{}, false
 }
 
 // Encode is p as a header value.
@@ -146,7 +169,9 @@ func FromHeader(h nats.Header) (Principal, error) {
 // enduser.id): its id, never a secret.
 const EndUserKey = attribute.Key("enduser.id")
 
-// Tag names p on the span of ctx.
+// Tag names p on the span of ctx (when it records one).
 func Tag(ctx context.Context, p Principal) {
-	trace.SpanFromContext(ctx).SetAttributes(EndUserKey.String(p.ID))
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(EndUserKey.String(p.ID))
+	}
 }

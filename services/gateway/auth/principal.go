@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
 )
@@ -54,17 +56,22 @@ func Anonymous() *Principal {
 	return &Principal{KeyID: anonymousID, Name: "anonymous (auth off)", Scopes: []string{ScopeAdmin}}
 }
 
-type ctxKey struct{}
-
-// WithPrincipal returns ctx carrying p, and p as the bus principal of every
-// request made with it (principal.With: the chat service reads it there).
+// WithPrincipal returns ctx carrying p, which is also the bus principal of
+// every request made with it (principal.From: the chat service reads it
+// there); p names the request's span (enduser.id).
 func WithPrincipal(ctx context.Context, p *Principal) context.Context {
-	if p != nil {
-		bp := p.Bus()
-		principal.Tag(ctx, bp)
-		ctx = principal.With(ctx, bp)
+	if p != nil && trace.SpanFromContext(ctx).IsRecording() {
+		principal.Tag(ctx, p.Bus())
 	}
-	return context.WithValue(ctx, ctxKey{}, p)
+	return principal.WithSource(ctx, p)
+}
+
+// BusPrincipal is p as the bus knows it (principal.Source).
+func (p *Principal) BusPrincipal() (principal.Principal, bool) {
+	if p == nil {
+		return principal.Principal{}, false
+	}
+	return p.Bus(), true
 }
 
 // Bus is p as the bus knows it: an OAuth token's issuer and subject, or the
@@ -83,6 +90,6 @@ const OAuthKeyIDPrefix = "oauth:"
 
 // PrincipalFrom returns the principal of a request context (nil when none).
 func PrincipalFrom(ctx context.Context) *Principal {
-	p, _ := ctx.Value(ctxKey{}).(*Principal)
+	p, _ := principal.SourceFrom(ctx).(*Principal)
 	return p
 }
