@@ -130,10 +130,13 @@ func (s *Service) Delete(ctx context.Context, conv string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.cancel(ctx, model.ChatCancelRequest{Conversation: conv}); err != nil {
+	// An id claimed by a watch has no log yet (NOT_FOUND here): deleting
+	// it frees the id.
+	claimOnly := func(err error) bool { return owner != "" && apierr.Of(err) == apierr.NotFound }
+	if _, err := s.cancel(ctx, model.ChatCancelRequest{Conversation: conv}); err != nil && !claimOnly(err) {
 		return err
 	}
-	if err := s.convs.Delete(ctx, conv); err != nil {
+	if err := s.convs.Delete(ctx, conv); err != nil && !claimOnly(err) {
 		return err
 	}
 	s.audit(ctx, model.ChatAuditDelete, conv, owner, "", asAdmin)

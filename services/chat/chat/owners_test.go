@@ -80,6 +80,13 @@ func TestConversationOwners(t *testing.T) {
 	if err := e.as(t, a, "send", model.ChatSendRequest{Conversation: "b-first", Profile: "p", Message: "A"}, nil); apierr.Of(err) != apierr.NotFound {
 		t.Fatalf("A's send into the conversation B watches: %v", err)
 	}
+	// B deleting the id it only watched frees it.
+	if err := e.as(t, b, "delete", model.ChatConversationRef{Conversation: "b-first"}, nil); err != nil {
+		t.Fatalf("B's delete of its watched id: %v", err)
+	}
+	if err := e.as(t, a, "watch", model.ChatWatchRequest{Conversation: "b-first"}, nil); err != nil {
+		t.Fatalf("A's watch of the freed id: %v", err)
+	}
 
 	// Logged before owners existed: admins' only.
 	if _, err := s.convs.Append(context.Background(), "legacy", model.ChatEntry{Kind: model.EntryUserMessage, Turn: "t1",
