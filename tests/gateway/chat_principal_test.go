@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -21,13 +22,15 @@ import (
 	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
+	gwopenai "github.com/mcpbus/mcpbus/services/gateway/openai"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
 )
 
 // TestChatPrincipals is issue 28's "Why" 1 as two users with two chat keys:
 // everything B tries on A's conversation — list, read, follow with replay,
 // post, cancel, answer A's pending approval, answer an input, delete — is
-// NOT_FOUND, over REST, SSE and the bus; A's conversation is untouched and
+// NOT_FOUND, over REST, SSE and the bus (and A's /v1/chat/completions
+// conversation is A's too); A's conversation is untouched and
 // A's own approval runs the call; an admin key lists both and may delete
 // B's, and the audit events say who did it.
 func TestChatPrincipals(t *testing.T) {
@@ -123,6 +126,21 @@ func TestChatPrincipals(t *testing.T) {
 	evs := evA.until(t, time.Minute, isDone)
 	if got := toolStates(evs); !slices.Contains(got, "tm__echo:completed") || evs[len(evs)-1].Done.Reason != model.TurnFinal {
 		t.Fatalf("A's turn after A's approval: %q %+v", got, evs[len(evs)-1].Done)
+	}
+
+	// A's completion on /v1 is A's conversation too: B cannot read or delete it.
+	c.llm.Enqueue(llmtest.Text("completed for A"))
+	var resp *http.Response
+	clientA := oaiClient(c, keyA.Key)
+	if _, err := clientA.Chat.Completions.New(ctxT(t, time.Minute), openai.ChatCompletionNewParams{Model: "helper",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("A's question")}}, option.WithResponseInto(&resp)); err != nil {
+		t.Fatal(err)
+	}
+	oaiConv := base + "/conversations/" + resp.Header.Get(gwopenai.ConversationHeader)
+	notFound("reading A's completion", httpDo(t, "GET", oaiConv, keyB.Key, nil))
+	notFound("deleting A's completion", httpDo(t, "DELETE", oaiConv, keyB.Key, nil))
+	if r := httpDo(t, "GET", oaiConv, keyA.Key, nil); r.status != http.StatusOK || !bytes.Contains(r.body, []byte("A's question")) {
+		t.Fatalf("A reading A's completion: %d %s", r.status, r.body)
 	}
 
 	// B's own conversation; A does not see it.
