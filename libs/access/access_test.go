@@ -88,6 +88,17 @@ func TestLeastPrivilege(t *testing.T) {
 				t.Errorf("%s may publish %s", role, s)
 			}
 		}
+		// The Mcpbus-Principal header of chat requests is trusted because
+		// only the gateway (always setting it) and the operator request
+		// chat.* (docs/principals.md); chat events are read only by the
+		// chat service, the gateway and the operator.
+		if slices.Contains(p.Publish, "mcp.v1.chat.*") != (role == Gateway || role == Operator) {
+			t.Errorf("%s: publish chat.* is %v", role, slices.Contains(p.Publish, "mcp.v1.chat.*"))
+		}
+		readsEvents := slices.Contains(p.Subscribe, "mcp.v1.events.>") || slices.Contains(p.Publish, "$JS.API.CONSUMER.CREATE.MCP_EVENTS")
+		if readsEvents != (role == Chat || role == Gateway || role == Operator) {
+			t.Errorf("%s: reads every event (chat's too) is %v", role, readsEvents)
+		}
 		// Only the host of mcpbus up serves agents.* (it owns the server's users).
 		if slices.Contains(p.Subscribe, "mcp.v1.agents.*") != (role == Host) {
 			t.Errorf("%s: subscribe agents.* is %v", role, slices.Contains(p.Subscribe, "mcp.v1.agents.*"))

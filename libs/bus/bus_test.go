@@ -21,6 +21,8 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
 // --- headers and trace context ---
@@ -196,8 +198,14 @@ func TestPrepareHeaders(t *testing.T) {
 	}
 	msg3 := &nats.Msg{Subject: "x"} // nil header
 	bus.PrepareHeaders(context.Background(), msg3)
-	if msg3.Header.Get(bus.HeaderRequestID) == "" {
-		t.Fatal("nil header not filled")
+	if msg3.Header.Get(bus.HeaderRequestID) == "" || msg3.Header.Get(principal.Header) != "" {
+		t.Fatalf("nil header not filled, or a principal from nowhere: %v", msg3.Header)
+	}
+	// The principal of the context replaces whatever the message said.
+	msg4 := &nats.Msg{Subject: "x", Header: nats.Header{principal.Header: {principal.Operator().Encode()}}}
+	bus.PrepareHeaders(principal.With(context.Background(), principal.Key("k1", false, model.ToolFilter{})), msg4)
+	if p, err := principal.FromHeader(msg4.Header); err != nil || p.ID != "key:k1" {
+		t.Fatalf("principal header %v: %+v %v", msg4.Header, p, err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
 // DefaultTimeout bounds a request whose context has no deadline.
@@ -50,12 +51,16 @@ func request(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (*nats.Msg, erro
 }
 
 // PrepareHeaders fills the standard request headers of msg: trace context, a
-// request id (kept if present) and the remaining time of ctx.
+// request id (kept if present), the remaining time of ctx and the principal
+// ctx acts for (principal.With), which replaces any the message had.
 func PrepareHeaders(ctx context.Context, msg *nats.Msg) {
 	if msg.Header == nil {
 		msg.Header = nats.Header{}
 	}
 	InjectTrace(ctx, msg.Header)
+	if p, ok := principal.From(ctx); ok {
+		principal.Set(msg.Header, p)
+	}
 	if msg.Header.Get(HeaderRequestID) == "" {
 		msg.Header.Set(HeaderRequestID, uuid.NewString())
 	}

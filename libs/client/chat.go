@@ -42,6 +42,12 @@ func (c *Client) ChatHistory(ctx context.Context, conversation string) (model.Ch
 	return out, err
 }
 
+// ChatWatch asks whether the caller may follow a conversation's events
+// (NOT_FOUND: another's); one nobody has yet becomes the caller's.
+func (c *Client) ChatWatch(ctx context.Context, conversation string) error {
+	return c.chat(ctx, "watch", model.ChatWatchRequest{Conversation: conversation}, nil)
+}
+
 // ChatList lists the conversations, most recent first.
 func (c *Client) ChatList(ctx context.Context) ([]model.ChatConversation, error) {
 	var out model.ChatListReply

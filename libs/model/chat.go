@@ -91,7 +91,11 @@ type Profile struct {
 	Prices *ChatPrices `json:"prices,omitempty"`
 	// Sampling lets the MCP servers called in this profile's turns ask its
 	// model for a completion (MCP sampling): "allow", or "deny" (the default).
-	Sampling  string    `json:"sampling,omitempty"`
+	Sampling string `json:"sampling,omitempty"`
+	// Owner, when set, is the one principal (libs/principal id, e.g.
+	// key:<key id>) who may see and use the profile besides admins; ""
+	// shares it with every chat caller.
+	Owner     string    `json:"owner,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	// Revision is the KV revision; a non-zero one on Put must be the current
@@ -218,6 +222,9 @@ func (p *Profile) Validate() *apierr.Error {
 	case "", SamplingAllow, SamplingDeny:
 	default:
 		return apierr.Invalid("sampling", fmt.Sprintf("sampling must be %q or %q", SamplingAllow, SamplingDeny))
+	}
+	if len(p.Owner) > 512 || hasControl(p.Owner) || (p.Owner != "" && !strings.Contains(p.Owner, ":") && p.Owner != "operator") {
+		return apierr.Invalid("owner", "owner must be a principal id (key:<key id>, oauth:<issuer>#<subject>, operator) or empty for a shared profile")
 	}
 	if len(p.SystemPrompt) > MaxChatSystemPrompt {
 		return apierr.Invalid("system_prompt", fmt.Sprintf("system_prompt is longer than %d bytes", MaxChatSystemPrompt))
@@ -382,6 +389,34 @@ func checkConversation(id string) *apierr.Error {
 // ChatHistoryRequest is the body of mcp.v1.chat.history.
 type ChatHistoryRequest = ChatConversationRef
 
+// ChatWatchRequest is the body of mcp.v1.chat.watch: may the caller follow
+// the conversation's events? A conversation nobody has yet is claimed for
+// the caller (its events will be theirs); another's is NOT_FOUND.
+type ChatWatchRequest = ChatConversationRef
+
+// ChatAuditEvent records who did what to a conversation, on
+// <prefix>.events.chat.<conversation>.audit (never message text).
+type ChatAuditEvent struct {
+	Action       string `json:"action"`
+	Conversation string `json:"conversation"`
+	// Principal is who asked (libs/principal id); Owner whose it is.
+	Principal string `json:"principal"`
+	Owner     string `json:"owner,omitempty"`
+	// AsAdmin: an admin acted on a conversation not theirs.
+	AsAdmin bool      `json:"as_admin,omitempty"`
+	Turn    string    `json:"turn,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// ChatAuditEvent actions.
+const (
+	ChatAuditSend    = "send"
+	ChatAuditCancel  = "cancel"
+	ChatAuditApprove = "approve"
+	ChatAuditAnswer  = "answer"
+	ChatAuditDelete  = "delete"
+)
+
 // ChatDeleteRequest is the body of mcp.v1.chat.delete.
 type ChatDeleteRequest = ChatConversationRef
 
@@ -406,6 +441,9 @@ type ChatConversation struct {
 	Entries      uint64    `json:"entries"`
 	LastSeq      uint64    `json:"last_seq"`
 	LastActivity time.Time `json:"last_activity"`
+	// Owner is the principal the conversation belongs to ("": stored before
+	// conversations had owners; only admins reach it).
+	Owner string `json:"owner,omitempty"`
 }
 
 // ChatCancelReply says how the cancelled turn ended (Done is nil when no

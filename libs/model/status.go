@@ -112,6 +112,9 @@ type CallEvent struct {
 	Runner     string    `json:"runner,omitempty"`
 	// Caller is who asked, when the bus names it: "agent:<name>".
 	Caller string `json:"caller,omitempty"`
+	// Principal is who the call was made for (libs/principal id: the
+	// agent, or the API key or OAuth subject the gateway or chat acted for).
+	Principal string `json:"principal,omitempty"`
 }
 
 // CallEventErrorMax bounds CallEvent.Error, in characters.

@@ -123,6 +123,15 @@ func TestCLIProfiles(t *testing.T) {
 		len(p2.Approval.Rules) != 3 || !p2.HasAPIKey || p2.Revision <= p.Revision {
 		t.Fatalf("after edit: %+v", p2)
 	}
+	// --owner makes it one principal's; "" shares it again.
+	s.must(t, "", "profiles", "edit", "work", "--owner", "key:k123")
+	if p3 := s.profile(t, "work"); p3.Owner != "key:k123" || !strings.Contains(s.must(t, "", "profiles", "get", "work").Stdout, "key:k123") {
+		t.Fatalf("after --owner: %+v", p3)
+	}
+	s.must(t, "", "profiles", "edit", "work", "--owner", "")
+	if p3 := s.profile(t, "work"); p3.Owner != "" {
+		t.Fatalf("after --owner '': %+v", p3)
+	}
 	if r := s.run(t, "", "profiles", "edit", "work"); r.Code == 0 || !strings.Contains(r.Stderr, "nothing to change") {
 		t.Errorf("edit without flags: %s", r)
 	}

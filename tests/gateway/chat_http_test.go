@@ -112,9 +112,10 @@ func TestChatREST(t *testing.T) {
 	}
 
 	// Approval: a profile that asks before every call; the call waits until
-	// a second client (another chat key) approves it.
+	// a second client of the same key approves it (another key would not
+	// find the conversation: TestChatPrincipals).
 	c.putProfile(t, "careful", func(b *rest.ProfilePutBody) { b.Approval = model.ApprovalPolicy{Default: model.ApprovalAsk} })
-	other := c.createKey(t, model.KeyCreateRequest{Name: "approver", Scopes: []string{model.KeyScopeChat}}).Key
+	other := c.chat
 	asked := uuid.NewString()
 	aevents := openSSE(t, base+"/conversations/"+asked+"/events", c.chat)
 	c.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("tm__echo", `{"message":"approved"}`)), llmtest.Text("done after approval"))

@@ -430,6 +430,10 @@ func TestSchemaCases(t *testing.T) {
 		{"chat-history-reply", true, `{"conversation":"c1","entries":[{"seq":1,"kind":"user_message","turn":"t1","payload":{"text":"hi"},"at":` + now + `}]}`},
 		{"chat-history-reply", false, `{"conversation":"c1","entries":[]}`},
 		{"chat-history-reply", false, `{"conversation":"c1","entries":[{"seq":1,"kind":"user_message"}]}`},
+		{"chat-audit-event", true, `{"action":"delete","conversation":"c1","principal":"key:k1","owner":"key:k2","as_admin":true,"at":` + now + `}`},
+		{"chat-audit-event", true, `{"action":"send","conversation":"c1","principal":"oauth:https://idp.example#u1","owner":"oauth:https://idp.example#u1","turn":"t1","at":` + now + `}`},
+		{"chat-audit-event", false, `{"action":"read","conversation":"c1","principal":"key:k1","at":` + now + `}`},
+		{"chat-audit-event", false, `{"action":"send","conversation":"c1","at":` + now + `}`},
 		{"chat-event", true, `{"kind":"text_delta","conversation":"c1","turn":"t1","text":"Hel","at":` + now + `}`},
 		{"chat-event", true, `{"kind":"tool_call","conversation":"c1","turn":"t1","tool_call":{"call_id":"call_1","tool":"github__list_repos","state":"completed",` +
 			`"arguments":{"owner":"x"},"summary":"3 repositories","duration_ms":12.5},"at":` + now + `}`},

@@ -83,6 +83,7 @@ func TestChatModelMatchesSchemas(t *testing.T) {
 		{"chat-entry", model.ChatEntry{Seq: 2, Kind: model.EntryTurnEnd, Turn: "t1", At: at}},
 		{"chat-entry", model.ChatEntry{Seq: 3, Kind: model.EntryInstructions, Turn: "t2", Payload: json.RawMessage(`{"text":"Be terse."}`), At: at}},
 		{"chat-history-reply", model.ChatHistoryReply{Conversation: "c1", Entries: []model.ChatEntry{entry}}},
+		{"chat-audit-event", model.ChatAuditEvent{Action: model.ChatAuditDelete, Conversation: "c1", Principal: "key:k1", Owner: "key:k2", AsAdmin: true, Turn: "t1", At: at}},
 		{"chat-event", model.ChatEvent{Kind: model.ChatEventTextDelta, Conversation: "c1", Turn: "t1", Text: "Hel", At: at}},
 		{"chat-event", model.ChatEvent{Kind: model.ChatEventToolCall, Conversation: "c1", Turn: "t1", At: at, ToolCall: &model.ChatToolCall{
 			CallID: "call_1", Tool: "github__list_repos", State: model.ToolCallTimedOut, Arguments: json.RawMessage(`{"owner":"x"}`), Summary: "Tool call timed out after 30s", DurationMS: 30000}}},

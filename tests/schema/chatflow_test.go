@@ -210,6 +210,9 @@ func driveChat(t *testing.T, ctx context.Context, sys *stack.Stack, sec secrets,
 		t.Fatalf("chat.cancel with no turn running: %v %+v", err, c)
 	}
 
+	if err := cl.ChatWatch(ctx, conv); err != nil {
+		t.Fatalf("chat.watch: %v", err)
+	}
 	hist, err := cl.ChatHistory(ctx, conv)
 	if err != nil || hist.Conversation != conv {
 		t.Fatalf("chat.history: %v %+v", err, hist)

@@ -428,7 +428,7 @@ func controlVerbs() map[string][]string {
 }
 
 // chatVerbs are the chat service's verbs (subjects <prefix>.chat.<verb>).
-var chatVerbs = []string{"send", "history", "list", "delete", "cancel", "approve", "answer", "pending",
+var chatVerbs = []string{"send", "history", "list", "delete", "cancel", "approve", "answer", "pending", "watch",
 	"profiles.put", "profiles.get", "profiles.list", "profiles.delete"}
 
 // kindOf names the request subjects of the bus; "" for other subjects.
@@ -487,7 +487,7 @@ var requestSchema = map[string]string{
 
 	"chat.send": "chat-send-request", "chat.history": "chat-conversation-ref", "chat.list": "chat-list-request",
 	"chat.delete": "chat-conversation-ref", "chat.cancel": "chat-cancel-request", "chat.approve": "chat-approve-request",
-	"chat.answer": "chat-answer-request", "chat.pending": "chat-conversation-ref", "chat.profiles.put": "chat-profile-put-request",
+	"chat.answer": "chat-answer-request", "chat.pending": "chat-conversation-ref", "chat.watch": "chat-conversation-ref", "chat.profiles.put": "chat-profile-put-request",
 	"chat.profiles.get": "chat-profile-ref", "chat.profiles.list": "chat-profile-list-request", "chat.profiles.delete": "chat-profile-ref",
 
 	"oauth.start": "oauth-start-request", "oauth.callback": "oauth-callback-request", "gateway.retry": "gateway-retry-request",
@@ -511,7 +511,7 @@ var replySchema = map[string]string{
 
 	"chat.send": "chat-send-reply", "chat.history": "chat-history-reply", "chat.list": "chat-list-reply",
 	"chat.delete": "chat-conversation-ref", "chat.cancel": "chat-cancel-reply", "chat.approve": "chat-approve-request",
-	"chat.answer": "chat-answer-request", "chat.pending": "chat-pending-reply", "chat.profiles.put": "chat-profile", "chat.profiles.get": "chat-profile",
+	"chat.answer": "chat-answer-request", "chat.pending": "chat-pending-reply", "chat.watch": "chat-conversation-ref", "chat.profiles.put": "chat-profile", "chat.profiles.get": "chat-profile",
 	"chat.profiles.list": "chat-profile-list-reply", "chat.profiles.delete": "chat-profile-ref",
 
 	"oauth.start": "oauth-start-reply", "oauth.callback": "oauth-callback-reply", "gateway.retry": "gateway-retry-reply",
@@ -519,7 +519,20 @@ var replySchema = map[string]string{
 
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
 // mcp.v1.events.chat.<conversation>).
-var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event", "cred": "cred-event", "chat": "chat-event", "oauth": "oauth-event"}
+var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event", "cred": "cred-event", "chat": "chat-event", "oauth": "oauth-event",
+	chatAudit: "chat-audit-event"}
+
+// chatAudit is the kind of mcp.v1.events.chat.<conversation>.audit.
+const chatAudit = "chat-audit"
+
+// eventKind is the kind of an event subject after <prefix>.events.
+func eventKind(rest string) string {
+	kind, _, _ := strings.Cut(rest, ".")
+	if kind == "chat" && strings.HasSuffix(rest, ".audit") {
+		return chatAudit
+	}
+	return kind
+}
 
 // outcomes counts the answers of one request kind.
 type outcomes struct{ ok, failed int }
@@ -641,7 +654,7 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, bad 
 			if reg.channelFor(m.Subject) == "" {
 				t.Errorf("%s: no channel of asyncapi.yaml has this subject", src)
 			}
-			kind, _, _ := strings.Cut(rest, ".")
+			kind := eventKind(rest)
 			if name, ok := eventSchema[kind]; ok {
 				reg.check(t, name, src, m.Data)
 			} else {
@@ -899,7 +912,7 @@ func checkStream(t *testing.T, reg *registry, js jetstream.JetStream, s bus.Subj
 			t.Fatalf("reading event %d: %v", seq, err)
 		}
 		src := fmt.Sprintf("stream %s #%d", m.Subject, seq)
-		kind, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, s.Prefix+".events."), ".")
+		kind := eventKind(strings.TrimPrefix(m.Subject, s.Prefix+".events."))
 		name, ok := eventSchema[kind]
 		if !ok {
 			t.Errorf("%s: an event without a schema", src)

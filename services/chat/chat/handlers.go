@@ -12,7 +12,8 @@ import (
 )
 
 // Send begins a turn: the user's message is in the log when it returns; the
-// turn goes on in the background, its progress on the events subject.
+// turn goes on in the background, its progress on the events subject. A new
+// conversation becomes the caller's; another's is NOT_FOUND.
 func (s *Service) Send(ctx context.Context, req model.ChatSendRequest) (model.ChatSendReply, error) {
 	if e := req.Validate(); e != nil {
 		return model.ChatSendReply{}, e
@@ -20,6 +21,9 @@ func (s *Service) Send(ctx context.Context, req model.ChatSendRequest) (model.Ch
 	conv := req.Conversation
 	if conv == "" {
 		conv = uuid.NewString()
+	}
+	if _, _, err := s.access(ctx, conv, useAct); err != nil && !s.unclaimed(ctx, conv) {
+		return model.ChatSendReply{}, err
 	}
 	entries, err := s.convs.Read(ctx, conv)
 	if err != nil && apierr.Of(err) != apierr.NotFound {
@@ -34,28 +38,62 @@ func (s *Service) Send(ctx context.Context, req model.ChatSendRequest) (model.Ch
 	if len(req.Context) > 0 && len(entries) > 0 {
 		return model.ChatSendReply{}, apierr.Invalid("context", "only a new conversation takes context messages")
 	}
-	p, err := s.profiles.Get(ctx, name)
+	p, err := s.profile(ctx, name)
 	if err != nil {
 		return model.ChatSendReply{}, err
 	}
 	if !p.HasAPIKey && p.BaseURL == "" {
 		return model.ChatSendReply{}, noKey(p.Name)
 	}
+	owner, err := s.claim(ctx, conv)
+	if err != nil {
+		return model.ChatSendReply{}, err
+	}
 	h, err := s.takeLease(ctx, conv)
 	if err != nil {
 		return model.ChatSendReply{}, err
 	}
-	t, err := s.engine.Begin(ctx, conv, p, req.Message, loop.BeginOptions{Context: req.Context, NoInput: req.NoInput})
+	sender := caller(ctx)
+	t, err := s.engine.Begin(ctx, conv, p, req.Message, loop.BeginOptions{Context: req.Context, NoInput: req.NoInput, Sender: &sender})
 	if err != nil {
 		s.release(h)
 		return model.ChatSendReply{}, err
 	}
 	s.start(h, t.ID(), t.Drive)
+	s.audit(ctx, model.ChatAuditSend, conv, owner, t.ID(), false)
 	return model.ChatSendReply{Conversation: conv, Turn: t.ID(), Events: s.subj.Event("chat", conv)}, nil
+}
+
+// unclaimed reports whether conv has no owner and no log: a new
+// conversation, which a send may claim.
+func (s *Service) unclaimed(ctx context.Context, conv string) bool {
+	if _, found, err := s.ownerOf(ctx, conv); err != nil || found {
+		return false
+	}
+	entries, err := s.convs.Read(ctx, conv)
+	return apierr.Of(err) == apierr.NotFound || (err == nil && len(entries) == 0)
+}
+
+// Watch says whether the caller may follow conv's events (the gateway asks
+// before it streams them): a conversation nobody has yet is claimed for the
+// caller, so its first events are already theirs.
+func (s *Service) Watch(ctx context.Context, req model.ChatWatchRequest) (any, error) {
+	if _, _, err := s.access(ctx, req.Conversation, useRead); err != nil {
+		if !s.unclaimed(ctx, req.Conversation) {
+			return nil, err
+		}
+		if _, err := s.claim(ctx, req.Conversation); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
 }
 
 // History is the conversation's log.
 func (s *Service) History(ctx context.Context, req model.ChatHistoryRequest) (any, error) {
+	if _, _, err := s.access(ctx, req.Conversation, useRead); err != nil {
+		return nil, err
+	}
 	entries, err := s.convs.Read(ctx, req.Conversation)
 	if err != nil {
 		return nil, err
@@ -63,27 +101,46 @@ func (s *Service) History(ctx context.Context, req model.ChatHistoryRequest) (an
 	return model.ChatHistoryReply{Conversation: req.Conversation, Entries: entries}, nil
 }
 
-// List lists the conversations.
+// List lists the caller's conversations; an admin's list has everyone's,
+// each with its owner.
 func (s *Service) List(ctx context.Context, _ model.ChatListRequest) (any, error) {
-	list, err := s.convs.List(ctx)
+	all, err := s.convs.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if list == nil {
-		list = []model.ChatConversation{}
+	c := caller(ctx)
+	list := []model.ChatConversation{}
+	for _, cv := range all {
+		owner, _, err := s.ownerOf(ctx, cv.Conversation)
+		if err != nil {
+			return nil, err
+		}
+		if c.Admin || owner == c.ID {
+			cv.Owner = owner
+			list = append(list, cv)
+		}
 	}
 	return model.ChatListReply{Conversations: list}, nil
 }
 
-// Delete ends the conversation's running turn, then removes its log and
-// its pending approvals and grants.
+// Delete ends the conversation's running turn, then removes its log, its
+// owner and its pending approvals and grants (its owner's or an admin's).
 func (s *Service) Delete(ctx context.Context, conv string) error {
-	if _, err := s.Cancel(ctx, model.ChatCancelRequest{Conversation: conv}); err != nil {
+	owner, asAdmin, err := s.access(ctx, conv, useDelete)
+	if err != nil {
 		return err
 	}
-	if err := s.convs.Delete(ctx, conv); err != nil {
+	// An id claimed by a watch has no log yet (NOT_FOUND here): deleting
+	// it frees the id.
+	claimOnly := func(err error) bool { return owner != "" && apierr.Of(err) == apierr.NotFound }
+	if _, err := s.cancel(ctx, model.ChatCancelRequest{Conversation: conv}); err != nil && !claimOnly(err) {
 		return err
 	}
+	if err := s.convs.Delete(ctx, conv); err != nil && !claimOnly(err) {
+		return err
+	}
+	s.audit(ctx, model.ChatAuditDelete, conv, owner, "", asAdmin)
+	s.forgetOwner(ctx, conv)
 	if err := s.approvals.Forget(ctx, conv); err != nil {
 		s.log.Warn("chat: forgetting the approvals of a deleted conversation failed", "conversation", conv, "err", err)
 	}
@@ -102,23 +159,36 @@ func (s *Service) handleDelete(ctx context.Context, req model.ChatDeleteRequest)
 
 // Approve records a decision on a call awaiting approval.
 func (s *Service) Approve(ctx context.Context, req model.ChatApproveRequest) (any, error) {
+	owner, _, err := s.access(ctx, req.Conversation, useAct)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.approvals.Decide(ctx, req); err != nil {
 		return nil, err
 	}
+	s.audit(ctx, model.ChatAuditApprove, req.Conversation, owner, "", false)
 	return model.ChatApproveReply(req), nil
 }
 
 // Answer records the user's answer to a server's request for input.
 func (s *Service) Answer(ctx context.Context, req model.ChatAnswerRequest) (any, error) {
+	owner, _, err := s.access(ctx, req.Conversation, useAct)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.approvals.Answer(ctx, req); err != nil {
 		return nil, err
 	}
+	s.audit(ctx, model.ChatAuditAnswer, req.Conversation, owner, "", false)
 	return model.ChatAnswerReply(req), nil
 }
 
 // Pending lists the calls of a conversation awaiting approval and the
 // servers' requests for input awaiting an answer.
 func (s *Service) Pending(ctx context.Context, req model.ChatPendingRequest) (any, error) {
+	if _, _, err := s.access(ctx, req.Conversation, useRead); err != nil {
+		return nil, err
+	}
 	calls, err := s.approvals.Pending(ctx, req.Conversation)
 	if err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/services/chat/approvals"
 	"github.com/mcpbus/mcpbus/services/chat/conversation"
 	"github.com/mcpbus/mcpbus/services/chat/events"
@@ -237,16 +238,24 @@ func (s *Service) handlers() map[string]bus.HandlerFunc {
 	return map[string]bus.HandlerFunc{
 		"send": handle(send), "history": handle(s.History), "list": handle(s.List), "delete": handle(s.handleDelete),
 		"cancel": handle(cancel), "approve": handle(s.Approve), "pending": handle(s.Pending), "answer": handle(s.Answer),
+		"watch":        handle(s.Watch),
 		"profiles.put": handle(s.putProfile), "profiles.get": handle(s.getProfile),
 		"profiles.list": handle(s.listProfiles), "profiles.delete": handle(s.deleteProfile),
 	}
 }
 
-// handle adapts f to an endpoint: the body decoded into In (unknown fields
-// refused), checked by In's Validate when it has one, the work bounded by
-// DefaultRequestTimeout.
+// handle adapts f to an endpoint: the caller's principal read from the
+// request's header into ctx (and its span), the body decoded into In
+// (unknown fields refused), checked by In's Validate when it has one, the
+// work bounded by DefaultRequestTimeout.
 func handle[In any](f func(ctx context.Context, in In) (any, error)) bus.HandlerFunc {
 	return func(ctx context.Context, req micro.Request) (any, error) {
+		p, err := principal.FromHeader(nats.Header(req.Headers()))
+		if err != nil {
+			return nil, err
+		}
+		principal.Tag(ctx, p)
+		ctx = principal.With(ctx, p)
 		var in In
 		if err := bus.Decode(req.Data(), &in); err != nil {
 			return nil, err

@@ -221,8 +221,25 @@ func (s *Service) stopTurns() {
 }
 
 // Cancel asks the conversation's running turn to end and waits (within
-// ctx) for its turn_end. No turn running is not an error: Done is nil.
+// ctx) for its turn_end. No turn running is not an error: Done is nil. Only
+// the conversation's owner may.
 func (s *Service) Cancel(ctx context.Context, req model.ChatCancelRequest) (model.ChatCancelReply, error) {
+	if e := req.Validate(); e != nil {
+		return model.ChatCancelReply{}, e
+	}
+	owner, _, err := s.access(ctx, req.Conversation, useAct)
+	if err != nil {
+		return model.ChatCancelReply{}, err
+	}
+	reply, err := s.cancel(ctx, req)
+	if err == nil {
+		s.audit(ctx, model.ChatAuditCancel, req.Conversation, owner, reply.Turn, false)
+	}
+	return reply, err
+}
+
+// cancel is Cancel without the owner's check (Delete's).
+func (s *Service) cancel(ctx context.Context, req model.ChatCancelRequest) (model.ChatCancelReply, error) {
 	if e := req.Validate(); e != nil {
 		return model.ChatCancelReply{}, e
 	}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/services/chat/conversation"
 	"github.com/mcpbus/mcpbus/services/chat/provider"
 )
@@ -184,6 +185,8 @@ type turn struct {
 	failure string
 	// noInput: the turn's sender has no user to ask (elicitations declined).
 	noInput bool
+	// sender sent the turn's message (nil: the operator).
+	sender *principal.Principal
 	// offered is the catalog (by name) the last model step was offered,
 	// for runCalls to resolve that step's calls without listing it again.
 	offered map[string]model.Tool
@@ -216,6 +219,10 @@ type BeginOptions struct {
 	Context []model.ChatContextMessage
 	// NoInput: the sender has no user to put a server's questions to.
 	NoInput bool
+	// Sender is who sent the message: its tool filter narrows the
+	// profile's (the model is offered only tools both allow) and its tool
+	// calls go on the bus in its name. Nil: the operator, every tool.
+	Sender *principal.Principal
 }
 
 // Begin appends the user's message as a new turn (after the context
@@ -240,7 +247,8 @@ func (e *Engine) Begin(ctx context.Context, conv string, profile model.Profile, 
 	if len(context) > 0 && len(entries) > 0 {
 		return nil, apierr.Invalid("context", "only a new conversation takes context messages")
 	}
-	t := &turn{e: e, conv: conv, id: uuid.NewString(), profile: profile, model: m, entries: entries, tail: tail, noInput: opts.NoInput}
+	t := &turn{e: e, conv: conv, id: uuid.NewString(), profile: profile, model: m, entries: entries, tail: tail, noInput: opts.NoInput,
+		sender: opts.Sender}
 	if len(context) > 0 {
 		// The context is a turn of its own, before the new one.
 		ct := &turn{e: e, conv: conv, id: uuid.NewString(), entries: t.entries, tail: t.tail}
@@ -260,7 +268,7 @@ func (e *Engine) Begin(ctx context.Context, conv string, profile model.Profile, 
 		}
 		t.entries, t.tail = ct.entries, ct.tail
 	}
-	if err := t.append(ctx, model.EntryUserMessage, UserMessage{Text: userMessage, Profile: profile.Name, NoInput: opts.NoInput}); err != nil {
+	if err := t.append(ctx, model.EntryUserMessage, UserMessage{Text: userMessage, Profile: profile.Name, NoInput: opts.NoInput, Sender: opts.Sender}); err != nil {
 		return nil, plain(err)
 	}
 	return &Turn{t: t}, nil
@@ -276,6 +284,21 @@ func lastNoInput(entries []model.ChatEntry) bool {
 		return json.Unmarshal(entries[i].Payload, &u) == nil && u.NoInput
 	}
 	return false
+}
+
+// lastSender is the Sender of the conversation's last user message (nil:
+// the operator, or a message logged before senders were).
+func lastSender(entries []model.ChatEntry) *principal.Principal {
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].Kind != model.EntryUserMessage {
+			continue
+		}
+		var u UserMessage
+		if json.Unmarshal(entries[i].Payload, &u) == nil && u.Profile != "" {
+			return u.Sender
+		}
+	}
+	return nil
 }
 
 // LastProfile is the profile name of the conversation's last user message
@@ -311,13 +334,16 @@ func (e *Engine) Resume(ctx context.Context, conv string, profile model.Profile)
 		return model.ChatDone{}, err
 	}
 	t := &turn{e: e, conv: conv, id: s.turn, profile: profile, model: m, entries: entries, tail: tail, decoded: *s.decoded,
-		noInput: lastNoInput(entries)}
+		noInput: lastNoInput(entries), sender: lastSender(entries)}
 	return t.drive(ctx)
 }
 
 // drive runs the turn from the state in its entries until it ends, in the
 // span of the agent's invocation.
 func (t *turn) drive(ctx context.Context) (model.ChatDone, error) {
+	if t.sender != nil {
+		ctx = principal.With(ctx, *t.sender)
+	}
 	ctx, op := t.startAgent(ctx)
 	done, err := t.run(ctx)
 	t.endAgent(ctx, op, done, err)
@@ -515,7 +541,10 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	return nil
 }
 
-// catalog is the live catalog filtered by the profile, by namespaced name.
+// catalog is the live catalog filtered by the profile and by the sender's
+// own filter (both must allow a tool), by namespaced name. A call of a tool
+// not in it is refused as unknown (runCall), so the sender's filter holds
+// for the calls too.
 func (t *turn) catalog(ctx context.Context) ([]model.Tool, map[string]model.Tool) {
 	all, err := t.e.d.Tools.List(ctx)
 	if err != nil {
@@ -524,7 +553,7 @@ func (t *turn) catalog(ctx context.Context) ([]model.Tool, map[string]model.Tool
 	var out []model.Tool
 	byName := map[string]model.Tool{}
 	for _, tl := range all {
-		if tl.Name == "" || !t.profile.ToolFilter.Allows(tl.Name) {
+		if tl.Name == "" || !t.profile.ToolFilter.Allows(tl.Name) || (t.sender != nil && !t.sender.AllowsTool(tl.Name)) {
 			continue
 		}
 		if _, dup := byName[tl.Name]; dup {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/services/chat/guard"
 	"github.com/mcpbus/mcpbus/services/chat/provider"
 )
@@ -21,6 +22,9 @@ type UserMessage struct {
 	// NoInput says the sender cannot put a server's questions to its user
 	// (model.ChatSendRequest.NoInput): the turn declines elicitations.
 	NoInput bool `json:"no_input,omitempty"`
+	// Sender is who sent it (its id, kind and tool filter; no secret): a
+	// resumed turn keeps the sender's filter and name.
+	Sender *principal.Principal `json:"sender,omitempty"`
 }
 
 // Instructions is the payload of an instructions entry: text added to the

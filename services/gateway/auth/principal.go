@@ -6,8 +6,12 @@ package auth
 import (
 	"context"
 	"slices"
+	"strings"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
 // Scopes of an API key.
@@ -52,15 +56,40 @@ func Anonymous() *Principal {
 	return &Principal{KeyID: anonymousID, Name: "anonymous (auth off)", Scopes: []string{ScopeAdmin}}
 }
 
-type ctxKey struct{}
-
-// WithPrincipal returns ctx carrying p.
+// WithPrincipal returns ctx carrying p, which is also the bus principal of
+// every request made with it (principal.From: the chat service reads it
+// there); p names the request's span (enduser.id).
 func WithPrincipal(ctx context.Context, p *Principal) context.Context {
-	return context.WithValue(ctx, ctxKey{}, p)
+	if p != nil && trace.SpanFromContext(ctx).IsRecording() {
+		principal.Tag(ctx, p.Bus())
+	}
+	return principal.WithSource(ctx, p)
 }
+
+// BusPrincipal is p as the bus knows it (principal.Source).
+func (p *Principal) BusPrincipal() (principal.Principal, bool) {
+	if p == nil {
+		return principal.Principal{}, false
+	}
+	return p.Bus(), true
+}
+
+// Bus is p as the bus knows it: an OAuth token's issuer and subject, or the
+// key's id (never the key), with its admin scope and its tool filter.
+func (p *Principal) Bus() principal.Principal {
+	admin := slices.Contains(p.Scopes, ScopeAdmin)
+	if p.Issuer != "" {
+		return principal.OAuth(p.Issuer, strings.TrimPrefix(p.KeyID, OAuthKeyIDPrefix), admin, p.Tools)
+	}
+	return principal.Key(p.KeyID, admin, p.Tools)
+}
+
+// OAuthKeyIDPrefix starts the key id of an OAuth token's principal
+// (jwtauth.KeyIDPrefix, which imports this package).
+const OAuthKeyIDPrefix = "oauth:"
 
 // PrincipalFrom returns the principal of a request context (nil when none).
 func PrincipalFrom(ctx context.Context) *Principal {
-	p, _ := ctx.Value(ctxKey{}).(*Principal)
+	p, _ := principal.SourceFrom(ctx).(*Principal)
 	return p
 }

@@ -74,6 +74,9 @@ type turn struct {
 	// newStep is set by a tool call: the next text is another model step's.
 	newStep bool
 	wrote   bool
+	// ctx carries the caller's principal for the cancel, which runs on
+	// its own deadline after the request's context may be gone.
+	ctx context.Context
 }
 
 // errClientGone ends a completion whose client went away.
@@ -162,7 +165,7 @@ func (a *API) start(ctx context.Context, req *CompletionRequest) (*turn, *Error)
 		}
 		return nil, fromBus(err)
 	}
-	return &turn{conv: reply.Conversation, id: reply.Turn, model: req.Model, events: evs}, nil
+	return &turn{conv: reply.Conversation, id: reply.Turn, model: req.Model, events: evs, ctx: context.WithoutCancel(ctx)}, nil
 }
 
 // follow relays the turn's text to onText until it is done, and calls onBeat
@@ -250,7 +253,11 @@ func gatewayEnded(cause error) *Error {
 // cancel ends the turn at the chat service (on its own deadline: the
 // request's context may be gone).
 func (a *API) cancel(t *turn, why string) {
-	ctx, stop := context.WithTimeout(context.Background(), requestTimeout)
+	base := t.ctx
+	if base == nil {
+		base = context.Background()
+	}
+	ctx, stop := context.WithTimeout(base, requestTimeout)
 	defer stop()
 	if _, err := a.chat.ChatCancel(ctx, model.ChatCancelRequest{Conversation: t.conv, Turn: t.id}); err != nil {
 		a.log.Warn("cancelling a chat completion's turn failed", "conversation", t.conv, "why", why, "error", err)

@@ -16,10 +16,16 @@ import (
 // stream sequence), with the conventions of /api/v1/events: heartbeat
 // comments, Last-Event-ID (or ?since=) to resume. ?replay=true starts from
 // the conversation's oldest retained event instead of now. The stream stays
-// open across turns until the client goes.
+// open across turns until the client goes. The chat service says first
+// whether the caller may follow them: another's conversation is NOT_FOUND,
+// and one nobody has yet becomes the caller's.
 func (a *API) conversationEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := conversationRef(w, r)
 	if !ok {
+		return
+	}
+	if err := a.client.ChatWatch(r.Context(), id); err != nil {
+		writeError(w, err)
 		return
 	}
 	replay, err := boolQuery(r, "replay")

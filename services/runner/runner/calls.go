@@ -24,6 +24,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
 	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
 )
@@ -184,8 +185,30 @@ func (s *server) handleCall(req micro.Request) {
 	s.r.publishCall(ctx, model.CallEvent{
 		Server: s.slug, Tool: tool, RequestID: reqID, TraceID: traceID(span),
 		Outcome: outcome, Code: string(apierr.Of(err)), Error: errText, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
-		At: start.UTC(), Runner: s.r.opts.ID, Caller: c.label(),
+		At: start.UTC(), Runner: s.r.opts.ID, Caller: c.label(), Principal: principalOf(ctx, c, h),
 	})
+}
+
+// principalOf is the id of the principal a call is made for: the agent its
+// subject names, else the one the gateway or the chat service put in its
+// header ("" without one: the operator or a service of its own accord). It
+// names the span's enduser.id too.
+func principalOf(ctx context.Context, c caller, h nats.Header) string {
+	var id string
+	switch {
+	case c.agent != "":
+		id = principal.KindAgent + ":" + c.agent
+	case h.Get(principal.Header) != "":
+		p, err := principal.FromHeader(h)
+		if err != nil {
+			return ""
+		}
+		id = p.ID
+	default:
+		return ""
+	}
+	principal.Tag(ctx, principal.Principal{ID: id})
+	return id
 }
 
 // eventError is the message of a failed call as its call event carries it.

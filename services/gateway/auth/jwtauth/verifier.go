@@ -22,7 +22,7 @@ import (
 
 // KeyIDPrefix starts the key id of a token's principal: oauth:<subject>.
 // Rate limits, the access log and MCP sessions go by it.
-const KeyIDPrefix = "oauth:"
+const KeyIDPrefix = auth.OAuthKeyIDPrefix
 
 // maxSubject bounds the subject kept in a key id.
 const maxSubject = 200

@@ -39,6 +39,7 @@ type profileFlags struct {
 	include, exclude               []string
 	approvalDefault                string
 	sampling                       string
+	owner                          string
 	rules                          []model.ApprovalRule
 	priceIn, priceOut              float64
 	currency                       string
@@ -79,6 +80,7 @@ func (f *profileFlags) register(cmd *cobra.Command, edit bool) {
 	fl.Var(ruleFlag{model.ApprovalAsk, &f.rules}, "ask", "ask before running tool calls matching this glob (repeat)")
 	fl.Var(ruleFlag{model.ApprovalDeny, &f.rules}, "deny", "refuse tool calls matching this glob (repeat)")
 	fl.StringVar(&f.sampling, "sampling", "", "allow or deny (default) MCP servers to ask this profile's model for completions during its tool calls")
+	fl.StringVar(&f.owner, "owner", "", "the one principal (key:<key id>, oauth:<issuer>#<subject>) who may see and use the profile besides admins; \"\" shares it (default)")
 	fl.Float64Var(&f.priceIn, "price-in", 0, "price per million input tokens")
 	fl.Float64Var(&f.priceOut, "price-out", 0, "price per million output tokens")
 	fl.StringVar(&f.currency, "currency", "", "currency of the prices (USD, EUR…)")
@@ -137,6 +139,9 @@ func (f *profileFlags) apply(cmd *cobra.Command, p *model.Profile) error {
 	}
 	if changed("sampling") {
 		p.Sampling = f.sampling
+	}
+	if changed("owner") {
+		p.Owner = f.owner
 	}
 	// Rules given replace the old ones: their order is the policy.
 	if f.clearRules {
@@ -342,6 +347,7 @@ func printProfile(g *globals, p model.Profile) {
 		row(fmt.Sprintf("  rule %d", i+1), r.Decision+" "+r.Tool)
 	}
 	row("sampling", cmp.Or(p.Sampling, model.SamplingDeny)+" (servers asking this model during tool calls)")
+	row("owner", cmp.Or(p.Owner, "shared (every chat caller)"))
 	if pr := p.Prices; pr != nil {
 		row("prices", fmt.Sprintf("%g in / %g out per Mtok %s", pr.InputPerMTok, pr.OutputPerMTok, pr.Currency))
 	}

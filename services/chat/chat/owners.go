@@ -1,0 +1,161 @@
+package chat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
+)
+
+// Conversations belong to the principal whose send (or event watch) first
+// named them: the key owner.<conversation> of bus.BucketChatTurns, created
+// once (compare-and-set, so two first sends cannot both win) and removed
+// with the conversation. Anyone else gets the NOT_FOUND of a conversation
+// that does not exist: its existence is private too. Admins may list, read
+// and delete every conversation (audited as_admin) but not act inside
+// another's (send, cancel, approve, answer). A conversation stored before
+// owners existed has no key: only admins and the operator reach it.
+
+const ownerPrefix = "owner."
+
+func ownerKey(conv string) string { return ownerPrefix + conv }
+
+type ownerValue struct {
+	Principal string    `json:"principal"`
+	Since     time.Time `json:"since"`
+}
+
+// What a caller wants of a conversation.
+type use int
+
+const (
+	useRead   use = iota // history, pending, events
+	useAct               // send, cancel, approve, answer
+	useDelete            // delete
+)
+
+// caller is the principal of a request (the operator when ctx has none:
+// a direct call inside the process).
+func caller(ctx context.Context) principal.Principal {
+	if p, ok := principal.From(ctx); ok {
+		return p
+	}
+	return principal.Operator()
+}
+
+// notFound is the error of a conversation the caller may not know of,
+// worded as the log's own.
+func notFound(conv string) error {
+	return apierr.Newf(apierr.NotFound, "conversation %s not found", conv)
+}
+
+// ownerOf reads a conversation's owner ("" and false: none).
+func (s *Service) ownerOf(ctx context.Context, conv string) (string, bool, error) {
+	e, err := s.turns.Get(ctx, ownerKey(conv))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, apierr.Wrap(apierr.ServiceUnavailable, "reading the owner of conversation "+conv, err)
+	}
+	var v ownerValue
+	if json.Unmarshal(e.Value(), &v) != nil || v.Principal == "" {
+		return "", false, apierr.Newf(apierr.Internal, "the owner record of conversation %s is unreadable", conv)
+	}
+	return v.Principal, true, nil
+}
+
+// access refuses (NOT_FOUND) a use of conv its caller may not make, and
+// returns the owner and whether an admin acts on another's conversation.
+func (s *Service) access(ctx context.Context, conv string, u use) (owner string, asAdmin bool, err error) {
+	if e := checkConversation(conv); e != nil {
+		return "", false, e
+	}
+	p := caller(ctx)
+	owner, found, err := s.ownerOf(ctx, conv)
+	if err != nil {
+		return "", false, err
+	}
+	switch {
+	case p.Kind == principal.KindOperator:
+		return owner, false, nil
+	case found && owner == p.ID:
+		return owner, false, nil
+	case p.Admin && (!found || u != useAct):
+		return owner, found, nil
+	}
+	return "", false, notFound(conv)
+}
+
+// claim makes conv the caller's when nobody has it yet, and refuses
+// (NOT_FOUND) when it is another's. A conversation stored before owners
+// existed stays ownerless: only admins continue it.
+func (s *Service) claim(ctx context.Context, conv string) (string, error) {
+	p := caller(ctx)
+	for range 3 {
+		owner, found, err := s.ownerOf(ctx, conv)
+		if err != nil {
+			return "", err
+		}
+		if found {
+			if owner == p.ID || p.Kind == principal.KindOperator {
+				return owner, nil
+			}
+			return "", notFound(conv)
+		}
+		entries, err := s.convs.Read(ctx, conv)
+		if err != nil && apierr.Of(err) != apierr.NotFound {
+			return "", err
+		}
+		if len(entries) > 0 {
+			if p.Admin {
+				return "", nil
+			}
+			return "", notFound(conv)
+		}
+		val, _ := json.Marshal(ownerValue{Principal: p.ID, Since: time.Now().UTC()})
+		if _, err := s.turns.Create(ctx, ownerKey(conv), val); err == nil {
+			return p.ID, nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+			return "", apierr.Wrap(apierr.ServiceUnavailable, "recording the owner of conversation "+conv, err)
+		}
+		// Another first send won the race: read whose it is now.
+	}
+	return "", apierr.Newf(apierr.Conflict, "conversation %s is being created by another request", conv)
+}
+
+// forgetOwner drops a deleted conversation's owner.
+func (s *Service) forgetOwner(ctx context.Context, conv string) {
+	if err := s.turns.Purge(ctx, ownerKey(conv)); err != nil {
+		s.log.Warn("chat: forgetting the owner of a deleted conversation failed", "conversation", conv, "err", err)
+	}
+}
+
+// profileVisible: an owned profile is its owner's and admins' only.
+func profileVisible(p model.Profile, c principal.Principal) bool {
+	return p.Owner == "" || p.Owner == c.ID || c.Admin
+}
+
+// audit publishes who did what to a conversation (never its text).
+func (s *Service) audit(ctx context.Context, action, conv, owner, turn string, asAdmin bool) {
+	ev := model.ChatAuditEvent{Action: action, Conversation: conv, Principal: caller(ctx).ID, Owner: owner,
+		AsAdmin: asAdmin, Turn: turn, At: time.Now().UTC()}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	if err := s.nc.Publish(s.subj.Event("chat", conv)+".audit", data); err != nil {
+		s.log.Warn("chat: publishing an audit event failed", "conversation", conv, "err", err)
+	}
+}
+
+func checkConversation(conv string) *apierr.Error {
+	ref := model.ChatConversationRef{Conversation: conv}
+	return ref.Validate()
+}
