@@ -1,6 +1,7 @@
 package helmchart
 
 import (
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -16,7 +17,13 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
+// chartDir is $MCPBUS_HELM_CHART (libs/helmtest sets it: the binary is
+// cached and may outlive the checkout it was built in), else the chart next
+// to this file.
 func chartDir(t *testing.T) string {
+	if dir := os.Getenv("MCPBUS_HELM_CHART"); dir != "" {
+		return dir
+	}
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		t.Fatal("no caller")

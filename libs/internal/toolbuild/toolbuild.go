@@ -34,6 +34,9 @@ type Spec struct {
 	// Package is what `go build` builds inside Dir: "." (the default) or the import path of a
 	// main package the module requires, e.g. "github.com/jaegertracing/jaeger/cmd/jaeger".
 	Package string
+	// Test builds the package's test binary (`go test -c`) instead of a command: a test suite
+	// with heavy dependencies, compiled once per machine and run as a program.
+	Test bool
 }
 
 func (s Spec) binaryName() string {
@@ -72,7 +75,11 @@ func Binary(ctx context.Context, spec Spec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	hash, err := SourceHash(src, hashKey(toolchain, pkg))
+	key := hashKey(toolchain, pkg)
+	if spec.Test {
+		key += " test"
+	}
+	hash, err := sourceHash(src, key, spec.Test)
 	if err != nil {
 		return "", err
 	}
@@ -109,7 +116,11 @@ func Binary(ctx context.Context, spec Spec) (string, error) {
 	_ = tmp.Close()
 	defer os.Remove(tmpName) // no-op once renamed
 
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", tmpName, pkg)
+	args := []string{"build", "-o", tmpName, pkg}
+	if spec.Test {
+		args = []string{"test", "-c", "-o", tmpName, pkg}
+	}
+	cmd := exec.CommandContext(ctx, goBin, args...)
 	cmd.Dir = src
 	// The module is outside the workspace on purpose: its dependencies must not reach go.work.
 	cmd.Env = append(os.Environ(), "GOWORK=off")
@@ -120,8 +131,8 @@ func Binary(ctx context.Context, spec Spec) (string, error) {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", err, ctx.Err())
 		}
-		return "", fmt.Errorf("toolbuild: GOWORK=off go build %s in %s after %s: %w\n%s",
-			pkg, src, time.Since(start).Round(time.Second), err, out)
+		return "", fmt.Errorf("toolbuild: GOWORK=off go %s %s in %s after %s: %w\n%s",
+			args[0], pkg, src, time.Since(start).Round(time.Second), err, out)
 	}
 	if err := os.Rename(tmpName, bin); err != nil {
 		return "", fmt.Errorf("toolbuild: install %s binary: %w", spec.Name, err)
@@ -209,7 +220,10 @@ func hashKey(toolchain, pkg string) string {
 
 // SourceHash hashes go.mod, go.sum and every non-test .go file under src (names and contents, in
 // a fixed order) together with the toolchain string, into 32 hex digits.
-func SourceHash(src, toolchain string) (string, error) {
+func SourceHash(src, toolchain string) (string, error) { return sourceHash(src, toolchain, false) }
+
+// sourceHash is SourceHash, with the _test.go files too when tests is set.
+func sourceHash(src, toolchain string, tests bool) (string, error) {
 	var files []string
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -228,7 +242,7 @@ func SourceHash(src, toolchain string) (string, error) {
 			return err
 		}
 		if rel == "go.mod" || rel == "go.sum" ||
-			(strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go")) {
+			(strings.HasSuffix(name, ".go") && (tests || !strings.HasSuffix(name, "_test.go"))) {
 			files = append(files, rel)
 		}
 		return nil
