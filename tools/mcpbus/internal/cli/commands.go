@@ -44,6 +44,7 @@ func newToolsCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&server, "server", "", "only this server's tools")
+	cmd.AddCommand(newToolsSearchCmd(g))
 	return cmd
 }
 
