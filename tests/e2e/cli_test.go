@@ -105,9 +105,9 @@ func TestCLI(t *testing.T) {
 
 		// tools search ranks the catalog: the query's words, not the tool's name.
 		r = cli(t, bin, url, "tools", "search", "echo", "back", "the", "message", "--limit", "3", "--json")
-		var found model.ToolsSearchReply
-		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &found) != nil || len(found.Tools) == 0 || len(found.Tools) > 3 ||
-			found.Tools[0].Name != "everything__echo" || len(found.Scores) != len(found.Tools) {
+		var hits model.ToolsSearchReply
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &hits) != nil || len(hits.Tools) == 0 || len(hits.Tools) > 3 ||
+			hits.Tools[0].Name != "everything__echo" || len(hits.Scores) != len(hits.Tools) {
 			t.Errorf("tools search --json: %s", r)
 		}
 		if r := cli(t, bin, url, "tools", "search", "echo"); r.Code != 0 || !strings.Contains(r.Stdout, "everything__echo") {
