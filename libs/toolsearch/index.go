@@ -159,7 +159,7 @@ func (x *Index) drop(srv string) {
 		return
 	}
 	delete(x.servers, srv)
-	dropped := make(map[int32]bool, len(s.ids))
+	dropped := make([]bool, len(x.docs))
 	affected := map[string]bool{}
 	for _, id := range s.ids {
 		dropped[id] = true
