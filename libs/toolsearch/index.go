@@ -84,25 +84,33 @@ func (x *Index) Remove(srv string) {
 // servers whose catalog changed (its updated_at, config revision or tool
 // count) are replaced, servers absent are removed, the rest left as they are.
 func (x *Index) Sync(catalogs map[string]model.Catalog) {
-	x.mu.RLock()
-	var changed, gone []string
+	x.Retain(func(srv string) bool { _, ok := catalogs[srv]; return ok })
 	for slug, cat := range catalogs {
-		if s, ok := x.servers[slug]; !ok || s.stamp != stampOf(cat) {
-			changed = append(changed, slug)
-		}
+		x.SetServer(slug, stampOf(cat), cat.Tools)
 	}
-	for slug := range x.servers {
-		if _, ok := catalogs[slug]; !ok {
-			gone = append(gone, slug)
-		}
-	}
+}
+
+// SetServer replaces server's tools unless stamp is the one they were
+// indexed under: a caller with its own notion of a version (a catalog's
+// updated_at, a hash) re-indexes only what changed.
+func (x *Index) SetServer(srv, stamp string, tools []model.Tool) {
+	x.mu.RLock()
+	s, ok := x.servers[srv]
 	x.mu.RUnlock()
-	for _, slug := range gone {
-		x.Remove(slug)
+	if ok && s.stamp == stamp {
+		return
 	}
-	for _, slug := range changed {
-		cat := catalogs[slug]
-		x.replace(slug, stampOf(cat), cat.Tools)
+	x.replace(srv, stamp, tools)
+}
+
+// Retain removes every server keep refuses.
+func (x *Index) Retain(keep func(server string) bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for srv := range x.servers {
+		if !keep(srv) {
+			x.drop(srv)
+		}
 	}
 }
 
