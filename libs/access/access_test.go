@@ -131,7 +131,7 @@ func TestLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(ap.Publish, []string{"mcp.v1.agent.a1.tools.list", "_I.*.answers.>", "mcp.v1.agent.a1.call.github.*", "mcp.v1.agent.a1.rpc.github", "mcp.v1.agent.a1.cancel.github",
+	if !slices.Equal(ap.Publish, []string{"mcp.v1.agent.a1.tools.list", "mcp.v1.agent.a1.tools.search", "_I.*.answers.>", "mcp.v1.agent.a1.call.github.*", "mcp.v1.agent.a1.rpc.github", "mcp.v1.agent.a1.cancel.github",
 		"mcp.v1.agent.a1.call.everything.echo", "mcp.v1.agent.a1.rpc.everything", "mcp.v1.agent.a1.cancel.everything",
 		"mcp.v1.agent.a1.call.>", "mcp.v1.agent.a1.rpc.*", "mcp.v1.agent.a1.cancel.*"}) {
 		t.Errorf("agent publishes %v", ap.Publish)

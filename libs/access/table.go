@@ -201,10 +201,11 @@ func join(parts ...[]string) []string {
 // permissions.
 func Table() []Rule {
 	return []Rule{
-		{Role: Runner, Why: "serves calls, rpc, runtime, tools.list and tools.review/approve; resolves credentials; publishes status, catalogs, leases, tool pins and call and tool_changed events; sends progress to callers' inboxes",
+		{Role: Runner, Why: "serves calls, rpc, runtime, tools.list, tools.search and tools.review/approve; resolves credentials; publishes status, catalogs, leases, tool pins and call and tool_changed events; sends progress to callers' inboxes",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.call.> " + serverQueues, "{p}.rpc.* " + serverQueues, "{p}.control.* " + serverQueues,
 				"{p}.agent.*.call.> " + serverQueues, "{p}.agent.*.rpc.* " + serverQueues, "{p}.cancel.*", "{p}.agent.*.cancel.*",
-				"{p}.tools.list " + runnerQueue, "{p}.agent.*.tools.list " + runnerQueue, "{p}.runtime.* " + runnerQueue,
+				"{p}.tools.list " + runnerQueue, "{p}.agent.*.tools.list " + runnerQueue,
+				"{p}.tools.search " + runnerQueue, "{p}.agent.*.tools.search " + runnerQueue, "{p}.runtime.* " + runnerQueue,
 				"{p}.tools.review " + runnerQueue, "{p}.tools.approve " + runnerQueue}),
 			Publish: join(sharedAssets, kvRead(bConfigs, bAgents), kvWrite(bStatus, bTools, bOwners, bPins),
 				[]string{"{p}.events.status.>", "{p}.events.call.>", "{p}.events.tool_changed.>", "{p}.control.*", "{p}.cred.resolve", InboxRoot + ".>"})},
@@ -230,15 +231,15 @@ func Table() []Rule {
 				consume(streamChat), purge(streamChat), replies, []string{"{p}.chat.log.>"}, kvWrite(bChatProfiles, bChatApprovals, bChatTurns), objWrite(oChatResults),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.events.chat.>",
 					"{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.cred.chatkey"})},
-		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls, chat and its profiles, event replay and the catalog (serve-stdio), never cred.resolve",
+		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls, chat and its profiles, event replay and the catalog (serve-stdio) and its search, never cred.resolve",
 			Subscribe: join(ownInbox, []string{"{p}.events.>"}),
-			Publish: join(consume(streamEvents), kvRead(bTools, bStatus), replies, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*",
+			Publish: join(consume(streamEvents), kvRead(bTools, bStatus), replies, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.tools.search", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*",
 				"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.keys.*", "{p}.tokens.*", "{p}.oauth.*", "{p}.agents.*",
 				"{p}.chat.*", "{p}.chat.profiles.*", "$SRV.>"})},
 		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; keeps the agents' records (KV mcp_agents) the runners check calls against",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.agents.*"}),
 			Publish:   join(replies, ensure("KV_"+bAgents), kvWrite(bAgents))},
-		{Role: Agent, Why: "an agent: requests only under its own {p}.agent.<name> (AgentPerms: calls, rpc and cancels of the servers its globs name, tools.list), so the subject names the caller; follows the live status and call events of those servers; no JetStream, no replies",
+		{Role: Agent, Why: "an agent: requests only under its own {p}.agent.<name> (AgentPerms: calls, rpc and cancels of the servers its globs name, tools.list, tools.search), so the subject names the caller; follows the live status and call events of those servers; no JetStream, no replies",
 			Subscribe: ownInbox},
 	}
 }
@@ -289,7 +290,7 @@ func AgentPerms(prefix, name string, allow []string) (Perms, error) {
 	// Its answers to what a server asks during its calls (elicitation,
 	// sampling) go to the runner's answers inbox (bus.RequestAnswer), the
 	// only part of another identity's inbox it may write to.
-	pub := []string{own + ".tools.list", InboxRoot + ".*." + bus.AnswersToken + ".>"}
+	pub := []string{own + ".tools.list", own + ".tools.search", InboxRoot + ".*." + bus.AnswersToken + ".>"}
 	var sub []string
 	add := func(list *[]string, s ...string) {
 		for _, v := range s {

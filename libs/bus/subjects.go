@@ -104,6 +104,9 @@ func (s Subjects) ToolsList() string { return s.join("tools", "list") }
 func (s Subjects) ToolsReview() string  { return s.join("tools", "review") }
 func (s Subjects) ToolsApprove() string { return s.join("tools", "approve") }
 
+// ToolsSearch is the catalog search subject (BM25 over the tools).
+func (s Subjects) ToolsSearch() string { return s.join("tools", "search") }
+
 // RPC carries the other MCP methods (resources, prompts, completion, ping) of server.
 func (s Subjects) RPC(server string) string { return s.join("rpc", server) }
 
@@ -141,7 +144,7 @@ func (s Subjects) EventsOf(kind string) string { return s.join("events", kind, "
 
 // AgentToken is the token after the prefix that starts an agent's own
 // subjects: an agent named n requests <prefix>.agent.n.call.<server>.<tool>
-// (and rpc, cancel, tools.list) instead of <prefix>.call.…; the bus lets
+// (and rpc, cancel, tools.list, tools.search) instead of <prefix>.call.…; the bus lets
 // only n publish under <prefix>.agent.n, so the subject names the caller
 // and no message can claim another (docs/design.md section 11).
 const AgentToken = "agent"
@@ -163,6 +166,9 @@ func (s Subjects) AgentCancel(server string) string { return s.join(AgentToken, 
 
 // AgentToolsList matches every agent's tools.list.
 func (s Subjects) AgentToolsList() string { return s.join(AgentToken, "*", "tools", "list") }
+
+// AgentToolsSearch matches every agent's tools.search.
+func (s Subjects) AgentToolsSearch() string { return s.join(AgentToken, "*", "tools", "search") }
 
 // AgentOf splits an agent's subject into the agent's name and the subject
 // it stands for (<prefix>.agent.a1.call.x.y → "a1", <prefix>.call.x.y);

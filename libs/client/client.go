@@ -71,6 +71,14 @@ func (c *Client) ListTools(ctx context.Context, server string) ([]model.Tool, er
 	return out.Tools, nil
 }
 
+// SearchTools returns the tools that best match query (at most limit; 0
+// means the service's default), best first.
+func (c *Client) SearchTools(ctx context.Context, query string, limit int) (model.ToolsSearchReply, error) {
+	var out model.ToolsSearchReply
+	err := bus.RequestJSON(ctx, c.nc, c.tools.ToolsSearch(), model.ToolsSearchRequest{Query: query, Limit: limit}, &out, c.timeout)
+	return out, err
+}
+
 // CallOptions tune one call.
 type CallOptions struct {
 	// OnProgress receives the MCP progress notifications of the call.

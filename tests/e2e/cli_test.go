@@ -103,6 +103,17 @@ func TestCLI(t *testing.T) {
 			t.Errorf("tools --json does not list everything__echo: %s", r.Stdout)
 		}
 
+		// tools search ranks the catalog: the query's words, not the tool's name.
+		r = cli(t, bin, url, "tools", "search", "echo", "back", "the", "message", "--limit", "3", "--json")
+		var hits model.ToolsSearchReply
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &hits) != nil || len(hits.Tools) == 0 || len(hits.Tools) > 3 ||
+			hits.Tools[0].Name != "everything__echo" || len(hits.Scores) != len(hits.Tools) {
+			t.Errorf("tools search --json: %s", r)
+		}
+		if r := cli(t, bin, url, "tools", "search", "echo"); r.Code != 0 || !strings.Contains(r.Stdout, "everything__echo") {
+			t.Errorf("tools search echo: %s", r)
+		}
+
 		// call prints the text content.
 		if r := cli(t, bin, url, "call", "everything.echo", `{"message":"hi"}`); r.Code != 0 || strings.TrimSpace(r.Stdout) != "Echo: hi" {
 			t.Errorf("call everything.echo: %s, want stdout \"Echo: hi\"", r)

@@ -106,6 +106,13 @@ func TestSchemaCases(t *testing.T) {
 		{"tools-list-request", true, `{}`},
 		{"tools-list-request", false, `{"server":"UPPER"}`},
 		{"tools-list-request", false, `{"servers":"x"}`},
+		{"tools-search-request", true, `{"query":"read a file","limit":5}`},
+		{"tools-search-request", false, `{}`},
+		{"tools-search-request", false, `{"query":""}`},
+		{"tools-search-request", false, `{"query":"x","limit":101}`},
+		{"tools-search-reply", true, `{"tools":[],"scores":[]}`},
+		{"tools-search-reply", false, `{"tools":[]}`},
+		{"tools-search-reply", false, `{"tools":[{"name":"a__b","server":"a","tool":"b","subject":"mcp.v1.call.a.b","score":1}],"scores":[1]}`},
 
 		{"call-arguments", true, `{}`},
 		{"call-arguments", false, `[]`},

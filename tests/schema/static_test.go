@@ -26,7 +26,7 @@ func TestSchemasCompile(t *testing.T) {
 	want := []string{
 		"call-arguments", "call-event", "call-result", "cancel-request", "catalog", "control-request", "error",
 		"mcp-config", "progress-event", "client-request", "rpc-request", "runtime-request", "runtime-status-reply", "servers-file",
-		"status", "tool", "tools-list-reply", "tools-list-request",
+		"status", "tool", "tools-list-reply", "tools-list-request", "tools-search-request", "tools-search-reply",
 		"config-create-request", "config-update-request", "config-ref", "config-list-request", "config-list-reply",
 		"config-delete-reply", "config-import-request", "config-import-reply", "config-export-request",
 		"config-export-reply", "config-history-reply", "config-rollback-request", "config-event", "slug-reservation",

@@ -252,6 +252,9 @@ func TestRealMessages(t *testing.T) {
 	if _, err := cl.ListTools(ctx, srv); err != nil {
 		t.Fatalf("tools.list %s: %v", srv, err)
 	}
+	if found, err := cl.SearchTools(ctx, "echo a message", 3); err != nil || len(found.Tools) == 0 {
+		t.Fatalf("tools.search: %v (%v)", err, found)
+	}
 	// Calls: success, progress, a tool error (isError), an unknown tool.
 	if _, err := cl.Call(ctx, srv, "echo", json.RawMessage(`{"message":"hello"}`), nil); err != nil {
 		t.Fatalf("echo: %v", err)
@@ -441,6 +444,8 @@ func kindOf(subject string, s bus.Subjects) string {
 	switch {
 	case rest == "tools.list":
 		return "tools.list"
+	case rest == "tools.search":
+		return "tools.search"
 	case tok[0] == "call" && len(tok) == 3:
 		return "call"
 	case tok[0] == "rpc" && len(tok) == 2:
@@ -470,7 +475,7 @@ func kindOf(subject string, s bus.Subjects) string {
 
 // requestSchema is the body schema of each request kind.
 var requestSchema = map[string]string{
-	"tools.list": "tools-list-request", "call": "call-arguments", "rpc": "rpc-request", "cancel": "cancel-request",
+	"tools.list": "tools-list-request", "tools.search": "tools-search-request", "call": "call-arguments", "rpc": "rpc-request", "cancel": "cancel-request",
 	"control": "control-request", "runtime.start": "runtime-request", "runtime.stop": "runtime-request",
 	"runtime.restart": "runtime-request", "runtime.status": "runtime-request",
 
@@ -730,6 +735,8 @@ func checkReply(t *testing.T, reg *registry, req *request, m captured) bool {
 		return true
 	}
 	switch req.kind {
+	case "tools.search":
+		reg.check(t, "tools-search-reply", src, m.Data)
 	case "tools.list":
 		if reg.check(t, "tools-list-reply", src, m.Data) {
 			var out struct {

@@ -110,6 +110,7 @@ func TestNoConfusedDeputy(t *testing.T) {
 			"$KV.mcp_apikeys.evil", "$KV.mcp_configs.evil", "$KV.mcp_agents.narrow", "$KV.mcp_tools.evil", "$KV.mcp_status.evil", "mcp.v1.config.delete", "_I"}
 		requests := map[string]string{
 			"mcp.v1.agent.narrow.tools.list":       `{}`,
+			"mcp.v1.agent.narrow.tools.search":     `{"query":"echo"}`,
 			"mcp.v1.agent.narrow.call.safe.echo":   `{"id":"evil","name":"evil","scopes":["admin"],"hash":"x","message":"x"}`,
 			"mcp.v1.agent.narrow.rpc.safe":         `{"method":"ping"}`,
 			"mcp.v1.agent.narrow.cancel.safe":      `{"request_id":"r1"}`,
@@ -179,6 +180,22 @@ func TestNoConfusedDeputy(t *testing.T) {
 		}
 		if len(list.Tools) != 1 || list.Tools[0].Name != "safe__echo" || list.Tools[0].Subject != "mcp.v1.agent.narrow.call.safe.echo" {
 			t.Errorf("the narrow agent's tools.list: %+v", list.Tools)
+		}
+		// Its search ranks only its own tools: env, sleep and the other
+		// server's echo match the query too, and are not there.
+		m, err = call(narrow, "mcp.v1.agent.narrow.tools.search", `{"query":"echo env sleep environment variable","limit":20}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found model.ToolsSearchReply
+		if err := json.Unmarshal(m.Data, &found); err != nil {
+			t.Fatal(err)
+		}
+		if len(found.Tools) != 1 || found.Tools[0].Name != "safe__echo" || found.Tools[0].Subject != "mcp.v1.agent.narrow.call.safe.echo" || len(found.Scores) != 1 {
+			t.Errorf("the narrow agent's tools.search: %s", m.Data)
+		}
+		if m, err := call(calm, "mcp.v1.agent.calm.tools.search", `{"query":"echo env sleep environment variable","limit":20}`); err != nil || !strings.Contains(string(m.Data), "safe__env") || strings.Contains(string(m.Data), "other__") {
+			t.Errorf("the calm agent's tools.search (safe__* only): %v %v", m, err)
 		}
 		m, err = call(narrow, "mcp.v1.agent.narrow.rpc.safe", `{"method":"tools/list"}`)
 		if err != nil {

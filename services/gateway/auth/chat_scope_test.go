@@ -18,6 +18,8 @@ func TestChatScope(t *testing.T) {
 		"/api/v1/chatter":                      auth.ScopeAdmin,
 		"/api/v1/servers":                      auth.ScopeAdmin,
 		"/mcp/tools":                           auth.ScopeCall,
+		"/api/v1/tools/search":                 auth.ScopeCall,
+		"/api/v1/tools/search/x":               auth.ScopeAdmin,
 	} {
 		if got := auth.ScopeForPath(path); got != want {
 			t.Errorf("ScopeForPath(%s) = %q, want %q", path, got, want)

@@ -31,13 +31,16 @@ func WriteError(w http.ResponseWriter, status int, err error) {
 const ScopeAnyKey = "any-key"
 
 // ScopeForPath is the gateway's rule of which scope a path needs: /api/v1/me
-// any valid key, the chat profiles admin (they hold API keys and tool
+// any valid key, /api/v1/tools/search call (a search of the tools /mcp/tools
+// lists), the chat profiles admin (they hold API keys and tool
 // policies), the rest of /api/v1/chat and the OpenAI-compatible /v1 chat, the
 // rest of /api admin, /mcp and below call, everything else (health) none.
 func ScopeForPath(p string) string {
 	switch {
 	case p == "/api/v1/me":
 		return ScopeAnyKey
+	case p == "/api/v1/tools/search":
+		return ScopeCall
 	case p == "/api/v1/chat/profiles" || strings.HasPrefix(p, "/api/v1/chat/profiles/"):
 		return ScopeAdmin
 	case p == "/api/v1/chat" || strings.HasPrefix(p, "/api/v1/chat/"), strings.HasPrefix(p, "/v1/"):

@@ -30,6 +30,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/toolsearch"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
@@ -122,6 +123,7 @@ type Aggregator struct {
 	running  map[string]bool          // servers whose status is running
 	restarts *restarts.Catalogs       // live catalogs and those kept through a restart
 	tools    map[string]*toolEntry    // by exposed name
+	search   *toolsearch.Index        // tools, by exposed name, for search_tools
 	views    map[string]*view         // by principal key
 	warned   map[string]bool          // bad catalog entries already logged
 	prompts  sync.Map                 // namespaced prompt name -> promptRef, learnt from lists
@@ -152,7 +154,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 		opts: opts, log: opts.Logger, sdkLog: sdkLogger(opts.Logger),
 		client: client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout, Agent: opts.Agent}), nc: nc,
 		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, restarts: restarts.New(),
-		tools: map[string]*toolEntry{}, views: map[string]*view{}, tel: newServerTelemetry(),
+		tools: map[string]*toolEntry{}, search: toolsearch.New(), views: map[string]*view{}, tel: newServerTelemetry(),
 	}
 	if a.sealer, err = newStateSealer(); err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)

@@ -96,8 +96,12 @@ func (a *Aggregator) mayReach(v *view, server string) bool {
 	if v.principal.Tools.IsZero() {
 		return true
 	}
-	for _, e := range v.installed {
-		if e.cat.Server == server {
+	tools := v.installed
+	if v.search { // its tools are all it may call, found by search_tools
+		tools = a.tools
+	}
+	for name, e := range tools {
+		if e.cat.Server == server && (!v.search || v.principal.AllowsTool(name)) {
 			return true
 		}
 	}

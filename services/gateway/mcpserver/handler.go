@@ -35,7 +35,12 @@ func (a *Aggregator) Handler() http.Handler {
 			auth.WriteError(w, http.StatusForbidden, apierr.New(apierr.Unauthorized, "this API key may not list or call tools (scope call)"))
 			return
 		}
-		v, err := a.viewFor(p)
+		search, err := searchMode(r)
+		if err != nil {
+			writeError(w, apierr.From(err))
+			return
+		}
+		v, err := a.viewFor(p, search)
 		if err != nil {
 			writeError(w, apierr.From(err))
 			return
@@ -187,4 +192,16 @@ func writeRPC(w http.ResponseWriter, status int, resp *jsonrpc.Response) {
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
+}
+
+// searchMode reads ?tools= of /mcp: "search" serves search_tools and
+// call_tool instead of the tools (searchmode.go); absent, every tool.
+func searchMode(r *http.Request) (bool, error) {
+	switch r.URL.Query().Get("tools") {
+	case "":
+		return false, nil
+	case "search":
+		return true, nil
+	}
+	return false, apierr.Invalid("tools", "tools must be \"search\" or absent")
 }

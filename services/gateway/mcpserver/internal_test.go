@@ -72,7 +72,7 @@ func TestSweepKeepsBusyServers(t *testing.T) {
 	defer a.Close()
 	idle := &auth.Principal{KeyID: "idle", Scopes: []string{auth.ScopeCall}}
 	busy := &auth.Principal{KeyID: "busy", Scopes: []string{auth.ScopeCall}}
-	if _, err := a.viewFor(idle); err != nil {
+	if _, err := a.viewFor(idle, false); err != nil {
 		t.Fatal(err)
 	}
 	st, ct := mcp.NewInMemoryTransports()

@@ -25,7 +25,7 @@ func (a *Aggregator) Serve(ctx context.Context, p *auth.Principal, t mcp.Transpo
 	if !p.Can(auth.ScopeCall) {
 		return apierr.New(apierr.Unauthorized, "this API key may not list or call tools (scope call)")
 	}
-	v, err := a.viewFor(p)
+	v, err := a.viewFor(p, false)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,10 @@ type view struct {
 	principal *auth.Principal
 	server    *mcp.Server
 	installed map[string]*toolEntry
-	lastUsed  atomic.Int64
+	// search: the view of /mcp?tools=search, which serves search_tools and
+	// call_tool instead of the tools (searchmode.go); installed stays empty.
+	search   bool
+	lastUsed atomic.Int64
 }
 
 func (v *view) touch() { v.lastUsed.Store(time.Now().UnixNano()) }
@@ -36,17 +39,23 @@ func (v *view) newSessionID() string { return v.key + "-" + rand.Text() }
 // owns reports whether session id sid was opened through v.
 func (v *view) owns(sid string) bool { return strings.HasPrefix(sid, v.key+"-") }
 
-// viewKey identifies a principal's server: its key and its filter, so a
-// changed filter gets a fresh server (and the old sessions end).
-func viewKey(p *auth.Principal) string {
+// viewKey identifies a principal's server: its key, its filter and the
+// mode, so a changed filter gets a fresh server (and the old sessions end)
+// and a session of one mode is unknown to the other.
+func viewKey(p *auth.Principal, search bool) string {
 	f, _ := json.Marshal(p.Tools)
-	sum := sha256.Sum256([]byte(p.KeyID + "\x00" + string(f)))
+	mode := ""
+	if search {
+		mode = "\x00search"
+	}
+	sum := sha256.Sum256([]byte(p.KeyID + "\x00" + string(f) + mode))
 	return hex.EncodeToString(sum[:8])
 }
 
-// viewFor returns the server of p, creating it on first use.
-func (a *Aggregator) viewFor(p *auth.Principal) (*view, error) {
-	key := viewKey(p)
+// viewFor returns the server of p (in search mode: search_tools and
+// call_tool only), creating it on first use.
+func (a *Aggregator) viewFor(p *auth.Principal, search bool) (*view, error) {
+	key := viewKey(p, search)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -57,7 +66,7 @@ func (a *Aggregator) viewFor(p *auth.Principal) (*view, error) {
 		return v, nil
 	}
 	cp := *p
-	v := &view{key: key, principal: &cp, installed: map[string]*toolEntry{}}
+	v := &view{key: key, principal: &cp, installed: map[string]*toolEntry{}, search: search}
 	v.server = mcp.NewServer(a.impl, &mcp.ServerOptions{
 		Instructions: "The tools, resources and prompts of every MCP server mcpbus runs. " +
 			"Tools and prompts are named <server>__<name>; resource URIs are mcpbus://<server>/<escaped original URI>. " +
@@ -80,13 +89,20 @@ func (a *Aggregator) viewFor(p *auth.Principal) (*view, error) {
 	})
 	v.server.AddReceivingMiddleware(a.features(v))
 	v.touch()
-	a.syncView(v)
+	if search {
+		a.installSearchTools(v)
+	} else {
+		a.syncView(v)
+	}
 	a.views[key] = v
 	return v, nil
 }
 
 // syncView brings a principal's server in line with the tool set; a.mu is held.
 func (a *Aggregator) syncView(v *view) {
+	if v.search {
+		return // its two tools never change
+	}
 	var gone []string
 	for name := range v.installed {
 		if _, ok := a.tools[name]; !ok || !v.principal.AllowsTool(name) {

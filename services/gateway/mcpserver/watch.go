@@ -110,6 +110,7 @@ func (a *Aggregator) installCatalogs(catalogs map[string]model.Catalog) {
 		}
 	})
 	a.warned = warned
+	a.indexTools()
 	for _, v := range a.views {
 		a.syncView(v)
 	}

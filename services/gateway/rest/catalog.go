@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/toolsearch"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
@@ -33,11 +34,13 @@ type catalog struct {
 	keep    *restarts.Catalogs
 	status  map[string]model.Status
 	byName  map[string]model.Tool
+	// search ranks the same tools as byName; re-indexed per changed server.
+	search *toolsearch.Index
 }
 
 func newCatalog(log *slog.Logger) *catalog {
 	return &catalog{log: log, servers: map[string]model.Catalog{}, keep: restarts.New(),
-		status: map[string]model.Status{}, byName: map[string]model.Tool{}}
+		status: map[string]model.Status{}, byName: map[string]model.Tool{}, search: toolsearch.New()}
 }
 
 // restarting reports whether calls to server must wait for its restart
@@ -118,8 +121,10 @@ func (c *catalog) applyStatus() {
 // callers hold mu.
 func (c *catalog) reindex() { c.index(c.keep.SetLive(maps.Clone(c.servers))) }
 
-// index rebuilds the name index of served; callers hold mu.
+// index rebuilds the name index of served and brings the search index in
+// line (only servers whose catalog changed are re-indexed); callers hold mu.
 func (c *catalog) index(served map[string]model.Catalog) {
+	c.search.Sync(served)
 	c.byName = map[string]model.Tool{}
 	for slug, cat := range served {
 		for _, t := range cat.Tools {

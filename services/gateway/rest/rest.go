@@ -171,6 +171,7 @@ func (a *API) Routes() []Route {
 	return []Route{
 		{"GET", "/mcp/tools", a.listTools},
 		{"POST", "/mcp/invoke", a.invoke},
+		{"GET", "/api/v1/tools/search", a.searchTools},
 		{"GET", "/api/v1/servers", a.listServers},
 		{"POST", "/api/v1/servers", a.createServer},
 		{"GET", "/api/v1/servers/{id}", a.getServer},

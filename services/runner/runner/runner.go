@@ -22,6 +22,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/toolsearch"
 	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
 	"github.com/mcpbus/mcpbus/services/runner/internal/pidfile"
 	"github.com/mcpbus/mcpbus/services/runner/internal/sandbox"
@@ -234,7 +235,9 @@ type Runner struct {
 	ownersMu sync.Mutex
 	owners   map[string]ownerEntry // KV mcp_owners: key → its runner (and a heartbeat's policy)
 	catalog  map[string]model.Catalog
-	status   map[string]model.Status
+	// searchIndex ranks catalog for tools.search (search.go).
+	searchIndex *toolsearch.Index
+	status      map[string]model.Status
 	// agents are the agents' records (KV mcp_agents) by name.
 	agents map[string]model.AgentRecord
 	ready  chan struct{}
@@ -261,7 +264,7 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 		servers:    map[string]*server{}, byID: map[string]string{},
 		desired: map[string]*model.McpConfig{}, leases: map[string]*lease{}, owners: map[string]ownerEntry{},
 		kickCh: make(chan struct{}, 1), stranded: map[string]time.Time{}, metrics: newLifecycleMetrics(),
-		catalog: map[string]model.Catalog{}, status: map[string]model.Status{}, agents: map[string]model.AgentRecord{},
+		catalog: map[string]model.Catalog{}, searchIndex: toolsearch.New(), status: map[string]model.Status{}, agents: map[string]model.AgentRecord{},
 		ready:     make(chan struct{}),
 		telemetry: newCallTelemetry(),
 	}, nil
@@ -366,7 +369,11 @@ func (r *Runner) addService() error {
 			{Name: "agent-tools-list", Subject: r.subj.AgentToolsList(),
 				Handler: bus.JSONHandler(r.log, r.handleToolsList)},
 			{Name: "tools-review", Subject: r.subj.ToolsReview(), Handler: bus.JSONHandler(r.log, r.handleToolsReview)},
-			{Name: "tools-approve", Subject: r.subj.ToolsApprove(), Handler: bus.JSONHandler(r.log, r.handleToolsApprove)}}, Logger: r.log}
+			{Name: "tools-approve", Subject: r.subj.ToolsApprove(), Handler: bus.JSONHandler(r.log, r.handleToolsApprove)},
+			{Name: "tools-search", Subject: r.subj.ToolsSearch(),
+				Handler: bus.JSONHandler(r.log, r.handleToolsSearch)},
+			{Name: "agent-tools-search", Subject: r.subj.AgentToolsSearch(),
+				Handler: bus.JSONHandler(r.log, r.handleToolsSearch)}}, Logger: r.log}
 	for _, verb := range []string{"start", "stop", "restart", "status"} {
 		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: "runtime-" + verb, Subject: r.subj.Runtime(verb),
 			Handler: bus.JSONHandler(r.log, r.runtimeHandler(verb))})

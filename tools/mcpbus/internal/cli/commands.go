@@ -44,7 +44,7 @@ func newToolsCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&server, "server", "", "only this server's tools")
-	cmd.AddCommand(newToolsReviewCmd(g), newToolsApproveCmd(g))
+	cmd.AddCommand(newToolsReviewCmd(g), newToolsApproveCmd(g), newToolsSearchCmd(g))
 	return cmd
 }
 
