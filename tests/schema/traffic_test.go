@@ -850,10 +850,11 @@ var kvRules = map[string]kvRule{
 }
 
 // internalBuckets belong to one service and are not part of the contract:
-// the runners' leases, the registry service's cache of registry answers, and
-// the chat service's turn leases and pending approvals (read through
-// mcp.v1.chat.pending), and the gateways' pending OAuth flows.
-var internalBuckets = map[string]bool{bus.BucketOwners: true, regsvc.BucketCache: true,
+// the runners' leases and tool pins (read through mcp.v1.tools.review), the
+// registry service's cache of registry answers, and the chat service's turn
+// leases and pending approvals (read through mcp.v1.chat.pending), and the
+// gateways' pending OAuth flows.
+var internalBuckets = map[string]bool{bus.BucketOwners: true, bus.BucketPins: true, regsvc.BucketCache: true,
 	bus.BucketChatTurns: true, bus.BucketChatApprovals: true, bus.BucketOAuthFlows: true}
 
 // kvValue is the document a KV value is validated as.
