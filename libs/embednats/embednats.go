@@ -65,6 +65,8 @@ type Server struct {
 	opts Options
 	// so are the server options it was started with (a reload starts from them).
 	so *server.Options
+	// auth checks the nkey users (nil: a server without authentication).
+	auth *nkeyAuth
 }
 
 // Start runs a server and waits until it accepts clients.
@@ -98,7 +100,11 @@ func Start(opts Options) (*Server, error) {
 		NoSigs:     true,
 		// Tool results can be large; 8 MiB per message covers big outputs.
 		MaxPayload: 8 << 20,
-		Nkeys:      opts.Users,
+	}
+	var auth *nkeyAuth
+	if opts.Users != nil {
+		auth = newNkeyAuth(opts.Users)
+		so.CustomClientAuthentication, so.AlwaysEnableNonce = auth, true
 	}
 	if opts.Cluster != nil {
 		co := *opts.Cluster
@@ -152,18 +158,33 @@ func Start(opts Options) (*Server, error) {
 			opts.Cluster.Port = addr.Port
 		}
 	}
-	return &Server{Server: ns, opts: opts, so: so}, nil
+	return &Server{Server: ns, opts: opts, so: so, auth: auth}, nil
 }
 
 // SetUsers replaces the allowed users of a running server (an agent added
-// or revoked): connected clients whose user is gone are disconnected.
+// or revoked): connected clients whose user is gone are disconnected. A
+// server started without users gets them by a configuration reload.
 func (s *Server) SetUsers(users []*server.NkeyUser) error {
-	o := s.so.Clone()
-	o.Nkeys = users
-	if err := s.Server.ReloadOptions(o); err != nil {
-		return fmt.Errorf("embedded nats: updating users: %w", err)
+	if s.auth == nil {
+		o := s.so.Clone()
+		o.Nkeys = users
+		if err := s.Server.ReloadOptions(o); err != nil {
+			return fmt.Errorf("embedded nats: updating users: %w", err)
+		}
+		s.opts.Users, s.so = users, o
+		return nil
 	}
-	s.opts.Users, s.so = users, o
+	s.auth.set(users)
+	s.opts.Users = users
+	conns, err := s.Server.Connz(&server.ConnzOptions{Username: true, Limit: 1 << 20})
+	if err != nil {
+		return fmt.Errorf("embedded nats: listing connections: %w", err)
+	}
+	for _, c := range conns.Conns {
+		if c.AuthorizedUser != "" && !s.auth.has(c.AuthorizedUser) {
+			_ = s.Server.DisconnectClientByID(c.Cid)
+		}
+	}
 	return nil
 }
 

@@ -62,7 +62,7 @@ func TestVaultBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The record is in Vault at the documented path, not on disk.
-	sec, err := root.KVv2("secret").Get(ctx, "mcpbus/"+saved.ID)
+	sec, err := root.KVv2("secret").Get(ctx, "mcpbus/server/"+saved.ID)
 	if err != nil || !strings.Contains(strings.Join(mapValues(sec.Data), " "), "from-vault-5150") {
 		t.Fatalf("vault record: %+v %v", sec, err)
 	}

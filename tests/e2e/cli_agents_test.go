@@ -38,7 +38,7 @@ func TestCLIAgents(t *testing.T) {
 	}
 	if !filepath.IsAbs(agent.SeedFile) || agent.InboxPrefix != "_I.agent-demo" ||
 		agent.SubjectPrefix != "mcp.v1.agent.demo" ||
-		!slices.Equal(agent.Subjects, []string{"mcp.v1.agent.demo.tools.list", "_I.*.answers.>", "mcp.v1.agent.demo.call.everything.*", "mcp.v1.agent.demo.rpc.everything", "mcp.v1.agent.demo.cancel.everything"}) {
+		!slices.Equal(agent.Subjects, []string{"mcp.v1.agent.demo.tools.list", "mcp.v1.agent.demo.tools.search", "_I.*.answers.>", "mcp.v1.agent.demo.call.everything.*", "mcp.v1.agent.demo.rpc.everything", "mcp.v1.agent.demo.cancel.everything"}) {
 		t.Fatalf("agent %+v", agent)
 	}
 	if st, err := os.Stat(agent.SeedFile); err != nil || st.Mode().Perm() != 0o600 {
