@@ -3,7 +3,6 @@ package split
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -96,10 +95,17 @@ func TestRunnerKilledIsAnOutage(t *testing.T) {
 	second := d.start(t, "runner-2", mcpbusBin, "serve", "runner", "--nats-nkey", filepath.Join(ids, "runner.nk"),
 		"--nats", d.natsURL, "--data-dir", d.dataDir, "--log-level", "debug")
 	second.WaitLog(t, `"msg":"service ready"`, 30*time.Second)
-	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
+	// Polled at 5 per second: the key's default rate limit (20/s) must leave
+	// room for the /mcp call after it.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		status, _, out := invoke()
-		return status == http.StatusOK, fmt.Sprintf("still %d %v", status, out)
-	})
+		if status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no takeover: still %d %v", status, out)
+		}
+	}
 	if got := mcpCallText(t, s, tool, map[string]any{"message": "back"}); !strings.Contains(got, "back") {
 		t.Fatalf("/mcp after the takeover: %q", got)
 	}
