@@ -53,7 +53,7 @@ func CreateAsset[T any](ctx context.Context, js jetstream.JetStream, stream stri
 			if r.err == nil {
 				return r.v, nil
 			}
-			if v, err := lookup(ctx); err == nil {
+			if v, err := lookupBounded(ctx, lookup); err == nil {
 				return v, nil
 			}
 			return zero, r.err
@@ -61,12 +61,32 @@ func CreateAsset[T any](ctx context.Context, js jetstream.JetStream, stream stri
 			if err != nil {
 				return zero, err
 			}
-			if v, err := lookup(ctx); err == nil {
+			if v, err := lookupBounded(ctx, lookup); err == nil {
 				return v, nil
 			}
 			found = nil // lost meanwhile: wait for the create's answer
 		case <-ctx.Done():
 			return zero, ctx.Err()
+		}
+	}
+}
+
+// lookupBounded runs lookup with createLookup per try, again every
+// createPoll for up to createLost: its info request may go unanswered like
+// the create's, and an unbounded one would wait out the whole Setup try.
+func lookupBounded[T any](ctx context.Context, lookup func(context.Context) (T, error)) (T, error) {
+	deadline := time.Now().Add(createLost)
+	for {
+		lctx, cancel := context.WithTimeout(ctx, createLookup)
+		v, err := lookup(lctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(createPoll):
 		}
 	}
 }
