@@ -25,13 +25,19 @@ const OAuthWaitSlack = 15 * time.Second
 // or when ctx ends. The subscription is made before the start, so no
 // outcome is missed; wait must be called (it releases it).
 func (c *Client) AuthorizeServer(ctx context.Context, server string) (model.OAuthStartReply, func(context.Context) error, error) {
+	return c.AuthorizeServerFor(ctx, server, "")
+}
+
+// AuthorizeServerFor is AuthorizeServer for principal's own authorization
+// of a server with auth.per_principal ("" is the server's own).
+func (c *Client) AuthorizeServerFor(ctx context.Context, server, principal string) (model.OAuthStartReply, func(context.Context) error, error) {
 	events := make(chan *nats.Msg, 8)
 	sub, err := c.nc.ChanSubscribe(c.subj.EventsOf("oauth"), events)
 	if err != nil {
 		return model.OAuthStartReply{}, nil, apierr.Wrap(apierr.ServiceUnavailable, "subscribing to the OAuth events", err)
 	}
 	var out model.OAuthStartReply
-	if err := bus.RequestJSON(ctx, c.nc, c.subj.Service("oauth", "start"), model.OAuthStartRequest{Server: server}, &out, 30*time.Second); err != nil {
+	if err := bus.RequestJSON(ctx, c.nc, c.subj.Service("oauth", "start"), model.OAuthStartRequest{Server: server, Principal: principal}, &out, 30*time.Second); err != nil {
 		_ = sub.Unsubscribe()
 		if errors.Is(err, nats.ErrNoResponders) {
 			return out, nil, apierr.Wrap(apierr.ServiceUnavailable, "no gateway answers mcp.v1.oauth.start (the OAuth callback is served by the gateway: run mcpbus up with --http-addr)", err)
@@ -46,7 +52,7 @@ func (c *Client) AuthorizeServer(ctx context.Context, server string) (model.OAut
 			select {
 			case m := <-events:
 				var ev model.OAuthEvent
-				if json.Unmarshal(m.Data, &ev) != nil || ev.Server != out.Server {
+				if json.Unmarshal(m.Data, &ev) != nil || ev.Server != out.Server || ev.Principal != principal {
 					continue
 				}
 				if ev.Type == model.OAuthAuthorized {

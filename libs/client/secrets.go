@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -22,4 +24,17 @@ func (c *Client) ApplySecrets(ctx context.Context, server string) (bool, error) 
 		return false, fmt.Errorf("secrets stored, but restarting %s to use them failed: %w", server, err)
 	}
 	return true, nil
+}
+
+// ApplyPrincipalSecrets closes principal's upstream session of server (slug)
+// after their own credentials changed or were revoked: the next call opens
+// one with what is stored now (or answers UNAUTHORIZED). A server no runner
+// holds has no session to close.
+func (c *Client) ApplyPrincipalSecrets(ctx context.Context, server, principal string) error {
+	var st model.Status
+	err := bus.RequestJSON(ctx, c.nc, c.subj.Runtime("forget"), model.RuntimeRequest{Server: server, Principal: principal}, &st, c.timeout)
+	if apierr.Of(err) == apierr.ServiceUnavailable {
+		return nil // no runner owns it: no session is open
+	}
+	return err
 }

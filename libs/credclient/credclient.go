@@ -143,7 +143,14 @@ func (r *Resolver) PublicKey() string { return r.pubKey }
 // Resolve returns the credentials of the server with config id serverID
 // (empty when it has none).
 func (r *Resolver) Resolve(ctx context.Context, serverID string) (model.ResolvedCredentials, error) {
-	req := model.CredResolveRequest{ServerID: serverID, RecipientKey: r.pubKey, Runner: r.runner}
+	return r.ResolveFor(ctx, serverID, "")
+}
+
+// ResolveFor returns principal's own credentials for the server with config
+// id serverID (a server with auth.per_principal); with principal "" it is
+// Resolve. None stored is an empty answer.
+func (r *Resolver) ResolveFor(ctx context.Context, serverID, principal string) (model.ResolvedCredentials, error) {
+	req := model.CredResolveRequest{ServerID: serverID, RecipientKey: r.pubKey, Runner: r.runner, Principal: principal}
 	if r.signer != nil {
 		pub, err := r.signer.PublicKey()
 		if err != nil {

@@ -40,16 +40,18 @@ const (
 
 // McpConfig is one configured MCP server.
 type McpConfig struct {
-	ID        string            `json:"id,omitempty"`
-	Name      string            `json:"name"`
-	Slug      string            `json:"slug,omitempty"`
-	Enabled   bool              `json:"enabled"`
-	Source    Source            `json:"source,omitzero"`
-	Package   Package           `json:"package,omitzero"`
-	Transport Transport         `json:"transport"`
-	AuthType  string            `json:"auth_type,omitempty"`
-	EnvVars   map[string]EnvVar `json:"env_vars,omitempty"`
-	Config    json.RawMessage   `json:"config,omitempty"`
+	ID        string    `json:"id,omitempty"`
+	Name      string    `json:"name"`
+	Slug      string    `json:"slug,omitempty"`
+	Enabled   bool      `json:"enabled"`
+	Source    Source    `json:"source,omitzero"`
+	Package   Package   `json:"package,omitzero"`
+	Transport Transport `json:"transport"`
+	AuthType  string    `json:"auth_type,omitempty"`
+	// Auth says whose upstream credentials a remote server's calls carry.
+	Auth    ServerAuth        `json:"auth,omitzero"`
+	EnvVars map[string]EnvVar `json:"env_vars,omitempty"`
+	Config  json.RawMessage   `json:"config,omitempty"`
 	// Tools filters the server's tools (allow/deny globs), enforced by the runner.
 	Tools ToolFilter `json:"tools,omitzero"`
 	// Pin is the policy for tool definitions that change after they were

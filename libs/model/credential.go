@@ -183,6 +183,10 @@ type CredResolveRequest struct {
 	// Runner is the id of the resolving runner: the credential service
 	// answers only for servers that runner holds a lease on (mcp_owners).
 	Runner string `json:"runner,omitempty"`
+	// Principal, for a server with auth.per_principal, asks for that
+	// principal's own record (PrincipalCredentialID) instead of the
+	// server's: the caller's upstream token or secrets.
+	Principal string `json:"principal,omitempty"`
 	// RunnerKey, SignedAt and Signature prove the runner is the lease's
 	// holder rather than anyone who says its id: a lease names its holder's
 	// nkey (U…), and the holder signs ProofMessage with it. Runners without
@@ -199,7 +203,11 @@ type CredResolveRequest struct {
 // server, the key the reply is sealed to, the runner and the time, so a
 // signature opens nothing else and no other recipient's reply.
 func (r CredResolveRequest) ProofMessage() []byte {
-	return fmt.Appendf(nil, "mcpbus cred.resolve\n%s\n%s\n%s\n%d", r.ServerID, r.RecipientKey, r.Runner, r.SignedAt)
+	msg := fmt.Appendf(nil, "mcpbus cred.resolve\n%s\n%s\n%s\n%d", r.ServerID, r.RecipientKey, r.Runner, r.SignedAt)
+	if r.Principal != "" { // signed too, so a proof for one principal opens no other's record
+		msg = fmt.Appendf(msg, "\n%s", r.Principal)
+	}
+	return msg
 }
 
 // CredEvent is the audit event of one resolve (mcp.v1.events.cred.<server_id>):
@@ -208,6 +216,8 @@ type CredEvent struct {
 	Type     string `json:"type"` // resolved or refused
 	ServerID string `json:"server_id"`
 	Runner   string `json:"runner,omitempty"`
+	// Principal is whose own record a per-principal resolve asked for.
+	Principal string `json:"principal,omitempty"`
 	// Via is the subject verb: resolve (runners), registry (the registry service), chatkey (the chat service) or oauthclient (the gateway).
 	Via  string    `json:"via"`
 	Code string    `json:"code,omitempty"`

@@ -14,10 +14,13 @@ const (
 	CredChatProfile CredentialKind = "chat_profile"
 	CredOAuthClient CredentialKind = "oauth_client"
 	CredRegistry    CredentialKind = "registry"
+	// CredPrincipal records hold one principal's own upstream credentials
+	// for a server with auth.per_principal (PrincipalCredentialID).
+	CredPrincipal CredentialKind = "principal"
 )
 
 // CredentialKinds lists every kind, for validation and docs.
-var CredentialKinds = []CredentialKind{CredServer, CredChatProfile, CredOAuthClient, CredRegistry}
+var CredentialKinds = []CredentialKind{CredServer, CredChatProfile, CredOAuthClient, CredRegistry, CredPrincipal}
 
 // Or returns k, or CredServer when k is empty.
 func (k CredentialKind) Or() CredentialKind {

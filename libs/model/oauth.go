@@ -54,6 +54,10 @@ const OAuthClientSecretName = "CLIENT_SECRET"
 // gateway): start authorizing server (slug or id).
 type OAuthStartRequest struct {
 	Server string `json:"server"`
+	// Principal, for a server with auth.per_principal: authorize for this
+	// principal alone (their own token, kind principal). Empty: the
+	// server's own authorization (the operator's).
+	Principal string `json:"principal,omitempty"`
 }
 
 // OAuthStartReply is the reply of mcp.v1.oauth.start and of
@@ -61,6 +65,7 @@ type OAuthStartRequest struct {
 // the flow gives up. The outcome comes as an OAuthEvent.
 type OAuthStartReply struct {
 	Server           string    `json:"server"`
+	Principal        string    `json:"principal,omitempty"`
 	AuthorizationURL string    `json:"authorization_url"`
 	ExpiresAt        time.Time `json:"expires_at"`
 }
@@ -68,11 +73,12 @@ type OAuthStartReply struct {
 // OAuthEvent is the outcome of one authorization flow
 // (mcp.v1.events.oauth.<server>): authorized, or failed with the error.
 type OAuthEvent struct {
-	Type    string    `json:"type"`
-	Server  string    `json:"server"`
-	Code    string    `json:"code,omitempty"`
-	Message string    `json:"message,omitempty"`
-	At      time.Time `json:"at"`
+	Type      string    `json:"type"`
+	Server    string    `json:"server"`
+	Principal string    `json:"principal,omitempty"` // a per-principal authorization's
+	Code      string    `json:"code,omitempty"`
+	Message   string    `json:"message,omitempty"`
+	At        time.Time `json:"at"`
 }
 
 // Types of OAuthEvent.

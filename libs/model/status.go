@@ -88,6 +88,9 @@ type RPCRequest struct {
 // RuntimeRequest is the body of mcp.v1.runtime.{start,stop,restart,status}.
 type RuntimeRequest struct {
 	Server string `json:"server,omitempty"`
+	// Principal, for forget only: whose per-principal upstream session the
+	// owner closes (their credentials changed or were revoked).
+	Principal string `json:"principal,omitempty"`
 }
 
 // RuntimeStatusReply is the reply of mcp.v1.runtime.status without a server.

@@ -69,6 +69,9 @@ func (c *McpConfig) Validate() *apierr.Error {
 			return apierr.Invalid("transport.url", "An http transport needs an http(s) URL")
 		}
 	}
+	if c.Auth.PerPrincipal && c.Transport.Type != TransportHTTP {
+		return apierr.Invalid("auth.per_principal", "auth.per_principal is for remote (http) servers: a stdio server is one process, shared by every caller")
+	}
 	if o := c.Transport.OAuth; o != nil && c.Transport.Type != TransportHTTP {
 		return apierr.Invalid("transport.oauth", "transport.oauth is for http transports only")
 	}

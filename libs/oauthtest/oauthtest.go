@@ -78,10 +78,12 @@ type client struct {
 // grant is what an authorization code or a refresh token stands for.
 type grant struct {
 	clientID, redirect, challenge, resource, scope string
+	user                                           string
 	expires                                        time.Time
 }
 
 type token struct {
+	user     string
 	resource string
 	scopes   []string
 	expires  time.Time
@@ -192,7 +194,7 @@ func (s *Server) Verifier(resource string) auth.TokenVerifier {
 		if t.resource != resource {
 			return nil, fmt.Errorf("token for %q, not %q: %w", t.resource, resource, auth.ErrInvalidToken)
 		}
-		return &auth.TokenInfo{Scopes: t.scopes, Expiration: t.expires}, nil
+		return &auth.TokenInfo{Scopes: t.scopes, Expiration: t.expires, UserID: t.user}, nil
 	}
 }
 
@@ -215,6 +217,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, &oauthex.ClientRegistrationResponse{ClientRegistrationMetadata: meta, ClientID: id, ClientSecret: secret})
 }
+
+// UserParam, added to an authorization URL by a test's "browser", names
+// the user who approves (default user-<n>, the n-th approval); the tokens
+// of that approval, and their refreshes, stand for that user
+// (auth.TokenInfo.UserID).
+const UserParam = "test_user"
 
 // authorize approves at once (or denies, when told to) and redirects back
 // with the code and the state.
@@ -246,8 +254,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		out.Set("error", "invalid_request")
 	default:
 		code := rand.Text()
+		user := q.Get(UserParam)
+		if user == "" {
+			user = fmt.Sprintf("user-%d", len(s.authorized)+1)
+		}
 		s.codes[code] = grant{clientID: q.Get("client_id"), redirect: redirect, challenge: q.Get("code_challenge"),
-			resource: q.Get("resource"), scope: q.Get("scope"), expires: time.Now().Add(time.Minute)}
+			resource: q.Get("resource"), scope: q.Get("scope"), user: user, expires: time.Now().Add(time.Minute)}
 		s.authorized = append(s.authorized, q)
 		out.Set("code", code)
 	}
@@ -317,7 +329,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	access, refresh := "at-"+rand.Text(), "rt-"+rand.Text()
-	s.access[access] = token{resource: g.resource, scopes: strings.Fields(g.scope), expires: time.Now().Add(s.ttl)}
+	s.access[access] = token{user: g.user, resource: g.resource, scopes: strings.Fields(g.scope), expires: time.Now().Add(s.ttl)}
 	s.refresh[refresh] = g
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"access_token": access, "token_type": "Bearer",

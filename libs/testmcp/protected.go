@@ -1,6 +1,7 @@
 package testmcp
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -18,6 +19,8 @@ import (
 // resource, a refused one gets 401 with a WWW-Authenticate challenge naming
 // the resource metadata (RFC 9728), served at its well-known path. It
 // returns the MCP endpoint's URL; the server stops when the test ends.
+// Besides NewServer's tools it has whoami, which answers the user the
+// call's token stands for (oauthtest.UserParam).
 func ServeProtected(t testing.TB, name string, as *oauthtest.Server) string {
 	t.Helper()
 	mux := http.NewServeMux()
@@ -30,6 +33,13 @@ func ServeProtected(t testing.TB, name string, as *oauthtest.Server) string {
 		ScopesSupported: []string{Scope},
 	}))
 	s := NewServer(name)
+	mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "Names the user whose bearer token carried this call"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in Empty) (*mcp.CallToolResult, any, error) {
+			if req.Extra == nil || req.Extra.TokenInfo == nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no token"}}}, nil, nil
+			}
+			return text(req.Extra.TokenInfo.UserID), nil, nil
+		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	mux.Handle("/mcp", auth.RequireBearerToken(as.Verifier(resource), &auth.RequireBearerTokenOptions{ResourceMetadataURL: prm})(h))
 	return resource

@@ -139,6 +139,12 @@ func (r reply) contract(t *testing.T) apierr.Error {
 
 func (e *env) do(method, path string, body any) reply {
 	e.t.Helper()
+	return e.doKey(e.admin, method, path, body)
+}
+
+// doKey is do with another key.
+func (e *env) doKey(key, method, path string, body any) reply {
+	e.t.Helper()
 	var rd io.Reader
 	if s, ok := body.(string); ok {
 		rd = strings.NewReader(s)
@@ -153,7 +159,7 @@ func (e *env) do(method, path string, body any) reply {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+e.admin)
+	req.Header.Set("Authorization", "Bearer "+key)
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -134,9 +134,9 @@ func (o *ownerCheck) buckets(ctx context.Context) (jetstream.KeyValue, jetstream
 
 // audit publishes who resolved which server's secrets and how it ended
 // (never a value) into MCP_EVENTS.
-func (s *Service) audit(id, runner, via string, err error) {
+func (s *Service) audit(id, runner, principal, via string, err error) {
 	s.met.resolved(via, err)
-	ev := model.CredEvent{Type: model.CredResolved, ServerID: id, Runner: runner, Via: via, At: time.Now().UTC()}
+	ev := model.CredEvent{Type: model.CredResolved, ServerID: id, Runner: runner, Principal: principal, Via: via, At: time.Now().UTC()}
 	if err != nil {
 		ev.Type, ev.Code = model.CredRefused, string(apierr.Of(err))
 	}

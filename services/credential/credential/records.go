@@ -27,13 +27,16 @@ func (r ref) key() string { return store.Key(r.kind, r.id) }
 // before server ids had to be v4) never reads a bare v5 record, since that is
 // where the profiles' keys were.
 func (r ref) legacy() (string, bool) {
+	if r.kind == model.CredPrincipal { // came after kinds: never kept bare
+		return "", false
+	}
 	return r.id, r.kind.Derived() == model.IsDerivedID(r.id)
 }
 
 // checkRef validates a request's kind and id.
 func checkRef(kind model.CredentialKind, id string) (ref, error) {
 	if !kind.Valid() {
-		return ref{}, apierr.Invalid("kind", "kind must be one of server, chat_profile, oauth_client, registry")
+		return ref{}, apierr.Invalid("kind", "kind must be one of server, chat_profile, oauth_client, registry, principal")
 	}
 	if err := checkID(id); err != nil {
 		return ref{}, err

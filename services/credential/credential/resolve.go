@@ -38,7 +38,7 @@ func (s *Service) resolve(ctx context.Context, data []byte, via string) (id stri
 		return "", nil, err
 	}
 	id = in.ServerID
-	defer func() { s.audit(id, in.Runner, via, err) }()
+	defer func() { s.audit(id, in.Runner, in.Principal, via, err) }()
 	if err := checkRecipient(in.RecipientKey); err != nil {
 		return id, nil, err
 	}
@@ -54,6 +54,17 @@ func (s *Service) resolve(ctx context.Context, data []byte, via string) (id stri
 		if err := s.owner.check(ctx, in); err != nil {
 			return id, nil, err
 		}
+	}
+	if in.Principal != "" {
+		if err := checkPrincipal(in.Principal); err != nil || via != VerbResolve {
+			if err == nil {
+				err = apierr.Invalid("principal", "only cred.resolve answers a principal's record")
+			}
+			return id, nil, err
+		}
+		// Derived here from the server the runner proved it owns: no other
+		// server's or principal's record can be named.
+		r = ref{kind: model.CredPrincipal, id: model.PrincipalCredentialID(id, in.Principal)}
 	}
 	reply, err := s.sealRecord(ctx, r, in.RecipientKey, resolvedAll)
 	if err != nil {
@@ -78,7 +89,7 @@ func (s *Service) handleChatKey(ctx context.Context, data []byte) (id string, ou
 	// The id is derived here, never taken from the request: no other
 	// record can be asked for.
 	id = model.ChatProfileCredentialID(in.Profile)
-	defer func() { s.audit(id, "", VerbChatKey, err) }()
+	defer func() { s.audit(id, "", "", VerbChatKey, err) }()
 	if err := checkRecipient(in.RecipientKey); err != nil {
 		return id, nil, err
 	}
@@ -102,7 +113,7 @@ func (s *Service) handleOAuthClient(ctx context.Context, data []byte) (id string
 		return "", nil, err
 	}
 	id = model.OAuthClientCredentialID(in.ServerID)
-	defer func() { s.audit(id, "", VerbOAuthClient, err) }()
+	defer func() { s.audit(id, "", "", VerbOAuthClient, err) }()
 	if err := checkRecipient(in.RecipientKey); err != nil {
 		return id, nil, err
 	}
@@ -121,6 +132,15 @@ func oauthClientSecret(rec model.Credentials) (model.ResolvedCredentials, error)
 		return model.ResolvedCredentials{}, apierr.New(apierr.NotFound, "no OAuth client secret is stored for this server")
 	}
 	return model.ResolvedCredentials{Env: map[string]string{model.OAuthClientSecretName: secret}}, nil
+}
+
+// checkPrincipal checks a principal id (libs/principal: key:…, oauth:…,
+// agent:… or operator): printable, bounded.
+func checkPrincipal(p string) error {
+	if len(p) > 512 || strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return apierr.Invalid("principal", "principal must be a principal id (at most 512 printable characters)")
+	}
+	return nil
 }
 
 // checkRecipient checks the key a reply is to be sealed to.

@@ -8,16 +8,18 @@ import (
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 )
 
-// GET /api/v1/me takes any valid key, whatever its scopes; a missing or
+// GET /api/v1/me (and the caller's own authorizations) takes any valid key, whatever its scopes; a missing or
 // revoked key is still a 401, and the rest of /api stays admin.
 func TestAnyKeyScope(t *testing.T) {
 	for path, want := range map[string]string{
-		"/api/v1/me":      auth.ScopeAnyKey,
-		"/api/v1/me/x":    auth.ScopeAdmin,
-		"/api/v1/meta":    auth.ScopeAdmin,
-		"/api/v1/keys":    auth.ScopeAdmin,
-		"/api/v1/agents":  auth.ScopeAdmin,
-		"/api/v1/keys/ab": auth.ScopeAdmin,
+		"/api/v1/me":                       auth.ScopeAnyKey,
+		"/api/v1/me/x":                     auth.ScopeAdmin,
+		"/api/v1/me/authorizations":        auth.ScopeAnyKey,
+		"/api/v1/me/authorizations/remote": auth.ScopeAnyKey,
+		"/api/v1/meta":                     auth.ScopeAdmin,
+		"/api/v1/keys":                     auth.ScopeAdmin,
+		"/api/v1/agents":                   auth.ScopeAdmin,
+		"/api/v1/keys/ab":                  auth.ScopeAdmin,
 	} {
 		if got := auth.ScopeForPath(path); got != want {
 			t.Errorf("ScopeForPath(%s) = %q, want %q", path, got, want)

@@ -37,7 +37,7 @@ const ScopeAnyKey = "any-key"
 // rest of /api admin, /mcp and below call, everything else (health) none.
 func ScopeForPath(p string) string {
 	switch {
-	case p == "/api/v1/me":
+	case p == "/api/v1/me", p == "/api/v1/me/authorizations", strings.HasPrefix(p, "/api/v1/me/authorizations/"): // the caller's own, whatever its scope
 		return ScopeAnyKey
 	case p == "/api/v1/tools/search":
 		return ScopeCall

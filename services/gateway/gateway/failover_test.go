@@ -26,7 +26,8 @@ func TestFailoverIsAnOutage(t *testing.T) {
 	opts := quietRunner()
 	opts.LeaseTTL = time.Second
 	e := runnertest.Start(t, opts)
-	h := startGateway(t, e, gateway.Options{})
+	// The takeover is polled every 20 ms: the key's rate limit is not what is tested.
+	h := startGateway(t, e, gateway.Options{RateRPS: 1000, RateBurst: 1000})
 	runServer(t, e, "alpha", nil)
 	h.waitTool(h.admin, "alpha__echo")
 	echo := map[string]any{"tool_name": "alpha__echo", "params": map[string]any{"message": "hi"}}

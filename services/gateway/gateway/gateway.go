@@ -257,6 +257,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 		return nil, err
 	}
 	g.api.SetOAuth(g.oauth)
+	g.mcp.SetAuthorizer(g.oauth)
 	g.api.SetRevoker(g.revoked)
 	g.metrics = httpmetrics.New(otel.GetMeterProvider())
 	g.limiter = auth.NewLimiter(auth.LimiterOptions{RPS: opts.RateRPS, Burst: opts.RateBurst, OnRefuse: g.metrics.RateLimited})

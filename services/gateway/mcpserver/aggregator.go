@@ -132,6 +132,8 @@ type Aggregator struct {
 	sealer   *stateSealer             // seals their requestState (mrtrstate.go)
 	retries  *nats.Subscription       // retries of held calls other instances pass on (mrtrforward.go)
 	tel      serverTelemetry
+	// authorizer starts a caller's own OAuth flow (authprompt.go).
+	authorizer Authorizer
 }
 
 // New starts the catalog watch (ctx bounds it) and returns once the stored

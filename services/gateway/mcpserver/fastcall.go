@@ -245,11 +245,18 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		if r.Context().Err() != nil {
 			return "", err // the client hung up: nobody to answer
 		}
-		if !restarts.NoOwner(err) {
-			fail(a.callError(ctx, e, err))
-			return "", err
+		var res *mcp.CallToolResult
+		switch {
+		case restarts.NoOwner(err):
+			res = outageResult(e)
+		default:
+			// The fast path serves no client with elicitation: a prompt is a tool error.
+			if res, _, _ = a.authorizationPrompt(ctx, nil, nil, e, err); res == nil {
+				fail(a.callError(ctx, e, err))
+				return "", err
+			}
 		}
-		if raw, err = json.Marshal(outageResult(e)); err != nil {
+		if raw, err = json.Marshal(res); err != nil {
 			return "", fmt.Errorf("encoding a tool result: %w", err)
 		}
 		got = client.Result{Checked: true, IsError: true}

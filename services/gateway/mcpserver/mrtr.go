@@ -265,6 +265,9 @@ func (a *Aggregator) finish(hc *heldCall, e *toolEntry, out callOutcome) (*mcp.C
 	if restarts.NoOwner(out.err) {
 		return outageResult(e), nil
 	}
+	if res, perr, ok := a.authorizationPrompt(hc.ctx, hc.caps, nil, e, out.err); ok {
+		return res, perr
+	}
 	if out.err != nil {
 		return nil, a.callError(hc.ctx, e, out.err)
 	}

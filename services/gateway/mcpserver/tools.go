@@ -57,6 +57,9 @@ func (a *Aggregator) toolHandler(v *view, e *toolEntry) mcp.ToolHandler {
 		if restarts.NoOwner(err) {
 			return outageResult(e), nil
 		}
+		if res, perr, ok := a.authorizationPrompt(ctx, req.Session.InitializeParams().Capabilities, req.Session, e, err); ok {
+			return res, perr
+		}
 		if err != nil {
 			return nil, a.callError(ctx, e, err)
 		}
@@ -111,12 +114,12 @@ func checkArguments(e *toolEntry, raw json.RawMessage) (args json.RawMessage, ba
 // than a JSON-RPC error (-32602 would claim the tool does not exist, and
 // clients surface other JSON-RPC errors as failures of the connection).
 func outageResult(e *toolEntry) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: restarts.Unavailable(e.name, e.cat.Server).Message}}}
+	return toolError(restarts.Unavailable(e.name, e.cat.Server).Message)
 }
 
 // mismatchResult is the tool result of arguments that fail the input schema.
 func mismatchResult(e *apierr.Error) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: e.Message}}}
+	return toolError(e.Message)
 }
 
 // callError maps a failed bus call to the MCP error of the spec.

@@ -39,9 +39,9 @@ func (f *Flows) run(ctx context.Context, h *auth.AuthorizationCodeHandler, cfg *
 		e = failure(ctx, err, cfg.Transport.OAuth != nil && cfg.Transport.OAuth.ClientID != "")
 		f.log.Warn("OAuth authorization failed", append([]any{"server", cfg.Slug, "code", e.Code, "error", e.Message}, causeAttrs(err)...)...)
 	} else {
-		f.log.Info("OAuth authorization completed", "server", cfg.Slug, "expires_at", fl.token.Expiry)
+		f.log.Info("OAuth authorization completed", "server", cfg.Slug, "principal", fl.principal, "expires_at", fl.token.Expiry)
 	}
-	f.publish(cfg.Slug, e)
+	f.publish(cfg.Slug, fl.principal, e)
 	if e != nil {
 		fl.outcome <- e
 		return e
@@ -105,6 +105,9 @@ func (f *Flows) store(cfg *model.McpConfig, fl *flow) error {
 	} else {
 		tok.Scopes = c.Scopes
 	}
+	if fl.principal != "" {
+		return f.storeForPrincipal(ctx, cfg, fl.principal, tok)
+	}
 	cur, err := f.client.GetConfig(ctx, cfg.ID)
 	if err != nil {
 		return err
@@ -123,9 +126,24 @@ func (f *Flows) store(cfg *model.McpConfig, fl *flow) error {
 	return nil
 }
 
+// storeForPrincipal keeps principal's own tokens in their record of the
+// server (kind principal, sealed on the way) and closes their upstream
+// session, so their next call carries the new token; the server itself
+// and every other principal are left as they are.
+func (f *Flows) storeForPrincipal(ctx context.Context, cfg *model.McpConfig, principal string, tok *model.OAuthToken) error {
+	if _, err := f.secrets.Set(ctx, model.CredSetRequest{ServerID: model.PrincipalCredentialID(cfg.ID, principal),
+		Kind: model.CredPrincipal, Credentials: model.Credentials{OAuth: tok}}); err != nil {
+		return err
+	}
+	if err := f.client.ApplyPrincipalSecrets(ctx, cfg.Slug, principal); err != nil {
+		f.log.Warn("closing the principal's upstream session after their authorization failed", "server", cfg.Slug, "principal", principal, "code", apierr.Of(err))
+	}
+	return nil
+}
+
 // publish sends the outcome on events.oauth.<server> (nil: authorized).
-func (f *Flows) publish(server string, e *apierr.Error) {
-	ev := model.OAuthEvent{Type: model.OAuthAuthorized, Server: server, At: time.Now().UTC()}
+func (f *Flows) publish(server, principal string, e *apierr.Error) {
+	ev := model.OAuthEvent{Type: model.OAuthAuthorized, Server: server, Principal: principal, At: time.Now().UTC()}
 	if e != nil {
 		ev.Type, ev.Code, ev.Message = model.OAuthFailed, string(e.Code), e.Message
 	}
@@ -183,7 +201,7 @@ func (f *Flows) AddEndpoint(svc micro.Service, log *slog.Logger) error {
 		if err := bus.Decode(req.Data(), &in); err != nil {
 			return nil, err
 		}
-		return f.Start(ctx, in.Server)
+		return f.Start(ctx, in.Server, in.Principal)
 	})
 	if err := svc.AddEndpoint("oauth-start", h, micro.WithEndpointSubject(f.subj.Service("oauth", "start"))); err != nil {
 		return fmt.Errorf("gateway: oauth.start endpoint: %w", err)

@@ -63,25 +63,27 @@ type Options struct {
 
 // Flows are the authorization flows under way in this gateway.
 type Flows struct {
-	opts   Options
-	log    *slog.Logger
-	nc     *nats.Conn
-	subj   bus.Subjects
-	client *client.Client
-	kv     jetstream.KeyValue   // the flows waiting for their callback, of every instance
-	creds  *credclient.Resolver // reads confidential clients' secrets (cred.oauthclient)
+	opts    Options
+	log     *slog.Logger
+	nc      *nats.Conn
+	subj    bus.Subjects
+	client  *client.Client
+	kv      jetstream.KeyValue   // the flows waiting for their callback, of every instance
+	creds   *credclient.Resolver // reads confidential clients' secrets (cred.oauthclient)
+	secrets *credclient.Client   // stores a principal's own tokens (cred.set, sealed)
 
 	mu     sync.Mutex
-	flows  map[string]*flow // by server: one flow each
+	flows  map[string]*flow // by server and principal (flowKey): one flow each
 	wg     sync.WaitGroup
 	closed bool
 }
 
 // flow is one authorization under way.
 type flow struct {
-	server  string
-	cancel  context.CancelFunc
-	outcome chan error // the flow's end, once (the callback page waits for it)
+	server    string
+	principal string // "": the server's own authorization
+	cancel    context.CancelFunc
+	outcome   chan error // the flow's end, once (the callback page waits for it)
 	// What the token exchange gave (go-sdk's NewTokenSource hook).
 	conf  *oauth2.Config
 	token *oauth2.Token
@@ -108,7 +110,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Flows, error) {
 		return nil, fmt.Errorf("oauthflow: %w", err)
 	}
 	return &Flows{opts: opts, log: opts.Logger, nc: nc, subj: bus.NewSubjects(opts.Prefix),
-		client: client.New(nc, client.Options{Prefix: opts.Prefix}), kv: kv, creds: creds,
+		client: client.New(nc, client.Options{Prefix: opts.Prefix}), kv: kv, creds: creds, secrets: credclient.New(nc, opts.Prefix),
 		flows: map[string]*flow{}}, nil
 }
 
@@ -123,14 +125,25 @@ func (f *Flows) Close() {
 	f.wg.Wait()
 }
 
-// Start begins authorizing server (slug or id): it checks that the server
-// is remote and asks for authorization, then runs the flow in the
-// background and returns the URL for the user's browser as soon as go-sdk
-// has built it. The outcome is published as an OAuthEvent on
-// events.oauth.<server>. Starting again cancels the server's earlier flow.
-func (f *Flows) Start(ctx context.Context, ref string) (model.OAuthStartReply, error) {
+// Start begins authorizing server (slug or id) — for principal alone when
+// not "" (a server with auth.per_principal), else the server's own
+// authorization: it checks that the server is remote and asks for
+// authorization, then runs the flow in the background and returns the URL
+// for the user's browser as soon as go-sdk has built it. The outcome is
+// published as an OAuthEvent on events.oauth.<server>. Starting again
+// cancels the same server's and principal's earlier flow.
+func (f *Flows) Start(ctx context.Context, ref, principal string) (model.OAuthStartReply, error) {
+	return f.StartNotify(ctx, ref, principal, nil)
+}
+
+// StartNotify is Start that also calls done (when not nil) with the flow's
+// outcome (nil: authorized) once it ends, from the flow's goroutine.
+func (f *Flows) StartNotify(ctx context.Context, ref, principal string, done func(error)) (model.OAuthStartReply, error) {
 	if strings.TrimSpace(ref) == "" {
 		return model.OAuthStartReply{}, apierr.Invalid("server", "server is required")
+	}
+	if principal == model.PrincipalOperator {
+		principal = "" // the operator's is the server's own
 	}
 	cfg, err := f.client.GetConfig(ctx, ref)
 	if err != nil {
@@ -138,6 +151,9 @@ func (f *Flows) Start(ctx context.Context, ref string) (model.OAuthStartReply, e
 	}
 	if cfg.Transport.Type != model.TransportHTTP {
 		return model.OAuthStartReply{}, apierr.Invalid("transport.type", "OAuth authorization is for remote (http) servers; "+cfg.Slug+" runs over stdio")
+	}
+	if principal != "" && !cfg.Auth.PerPrincipal {
+		return model.OAuthStartReply{}, apierr.Invalid("auth.per_principal", cfg.Slug+" does not take per-principal credentials (auth.per_principal is off): an admin authorizes it for everyone")
 	}
 	secret, err := f.clientSecret(ctx, &cfg)
 	if err != nil {
@@ -149,7 +165,8 @@ func (f *Flows) Start(ctx context.Context, ref string) (model.OAuthStartReply, e
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
 	expires := time.Now().Add(f.opts.Timeout).UTC()
-	fl := &flow{server: cfg.Slug, cancel: cancel, outcome: make(chan error, 1)}
+	fl := &flow{server: cfg.Slug, principal: principal, cancel: cancel, outcome: make(chan error, 1)}
+	key := flowKey(cfg.Slug, principal)
 	urls := make(chan string, 1)
 	h, err := f.handler(&cfg, secret, fl, urls)
 	if err != nil {
@@ -164,10 +181,10 @@ func (f *Flows) Start(ctx context.Context, ref string) (model.OAuthStartReply, e
 		_ = resp.Body.Close()
 		return model.OAuthStartReply{}, apierr.New(apierr.ServiceUnavailable, "the gateway is stopping")
 	}
-	if prev := f.flows[cfg.Slug]; prev != nil {
-		prev.cancel() // one flow per server: the newest wins
+	if prev := f.flows[key]; prev != nil {
+		prev.cancel() // one flow per server and principal: the newest wins
 	}
-	f.flows[cfg.Slug] = fl
+	f.flows[key] = fl
 	f.wg.Add(1)
 	f.mu.Unlock()
 	ended := make(chan error, 1)
@@ -176,15 +193,18 @@ func (f *Flows) Start(ctx context.Context, ref string) (model.OAuthStartReply, e
 		defer cancel()
 		err := f.run(fctx, h, &cfg, fl, req, resp)
 		f.mu.Lock()
-		if f.flows[cfg.Slug] == fl {
-			delete(f.flows, cfg.Slug)
+		if f.flows[key] == fl {
+			delete(f.flows, key)
 		}
 		f.mu.Unlock()
 		ended <- err
+		if done != nil {
+			done(err)
+		}
 	}()
 	select {
 	case u := <-urls:
-		return model.OAuthStartReply{Server: cfg.Slug, AuthorizationURL: u, ExpiresAt: expires}, nil
+		return model.OAuthStartReply{Server: cfg.Slug, Principal: principal, AuthorizationURL: u, ExpiresAt: expires}, nil
 	case err := <-ended: // discovery or registration failed before any URL
 		if err == nil {
 			err = apierr.New(apierr.Internal, "the OAuth flow ended without an authorization URL")
@@ -195,6 +215,9 @@ func (f *Flows) Start(ctx context.Context, ref string) (model.OAuthStartReply, e
 		return model.OAuthStartReply{}, apierr.Wrap(apierr.Network, "timed out preparing the authorization", ctx.Err())
 	}
 }
+
+// flowKey names a flow in Flows.flows.
+func flowKey(server, principal string) string { return server + "\n" + principal }
 
 // probe sends the upstream an MCP initialize without credentials: a server
 // that wants OAuth answers 401 with a WWW-Authenticate challenge, which

@@ -167,7 +167,7 @@ func (a *API) authorizeServer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierr.New(apierr.ServiceUnavailable, "OAuth authorization is not set up on this gateway"))
 		return
 	}
-	out, err := a.oauth.Start(r.Context(), id)
+	out, err := a.oauth.Start(r.Context(), id, "")
 	if err != nil {
 		writeError(w, err)
 		return

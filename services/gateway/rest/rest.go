@@ -81,7 +81,7 @@ type API struct {
 // OAuthStarter starts the OAuth authorization of a remote server
 // (oauthflow.Flows).
 type OAuthStarter interface {
-	Start(ctx context.Context, server string) (model.OAuthStartReply, error)
+	Start(ctx context.Context, server, principal string) (model.OAuthStartReply, error)
 }
 
 // SetOAuth installs the gateway's OAuth flows (before serving).
@@ -191,6 +191,10 @@ func (a *API) Routes() []Route {
 		{"GET", "/api/v1/registry/search", a.registrySearch},
 		{"POST", "/api/v1/registry/plan", a.registryPlan},
 		{"GET", "/api/v1/me", a.me},
+		{"GET", "/api/v1/me/authorizations", a.listAuthorizations},
+		{"POST", "/api/v1/me/authorizations/{id}", a.startAuthorization},
+		{"PUT", "/api/v1/me/authorizations/{id}", a.setAuthorization},
+		{"DELETE", "/api/v1/me/authorizations/{id}", a.revokeAuthorization},
 		{"GET", "/api/v1/keys", a.listKeys},
 		{"POST", "/api/v1/keys", a.createKey},
 		{"DELETE", "/api/v1/keys/{id}", a.revokeKey},

@@ -194,17 +194,8 @@ func (s *server) handleCall(req micro.Request) {
 // header ("" without one: the operator or a service of its own accord). It
 // names the span's enduser.id too.
 func principalOf(ctx context.Context, c caller, h nats.Header) string {
-	var id string
-	switch {
-	case c.agent != "":
-		id = principal.KindAgent + ":" + c.agent
-	case h.Get(principal.Header) != "":
-		p, err := principal.FromHeader(h)
-		if err != nil {
-			return ""
-		}
-		id = p.ID
-	default:
+	id, err := callerPrincipal(c, h)
+	if err != nil || id == "" {
 		return ""
 	}
 	principal.Tag(ctx, principal.Principal{ID: id})
@@ -268,6 +259,9 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	}
 	if !c.allows(s.slug, tool) { // a lazy start may have brought the tool in
 		return callReply{}, "", apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
+	}
+	if sess, err = s.sessionFor(ctx, c, h, sess, cfg); err != nil {
+		return callReply{}, tool.Name, err
 	}
 	if max := maxInflight(cfg, s.r.opts.MaxInflight); n > int64(max) {
 		return callReply{}, tool.Name, apierr.Newf(apierr.ServiceUnavailable, "server %s already runs %d calls, its limit (runtime.max_inflight); try again shortly", s.slug, max)
@@ -539,6 +533,9 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	if err != nil {
 		return nil, err
 	}
+	if sess, err = s.sessionFor(ctx, c, h, sess, cfg); err != nil {
+		return nil, err
+	}
 	timeout := cfg.Runtime.CallTimeout.Or(s.r.opts.CallTimeout)
 	if ct := bus.CallerTimeout(h); ct > 0 && ct < timeout {
 		timeout = ct
@@ -631,6 +628,8 @@ func rpcCall[P any, R any](ctx context.Context, raw json.RawMessage, f func(cont
 // controlRequest is the body of the internal control subject.
 type controlRequest struct {
 	Verb string `json:"verb"`
+	// Principal, for forget: whose per-principal session to close.
+	Principal string `json:"principal,omitempty"`
 }
 
 // handleControl runs start, stop, restart or status on this owner.
@@ -668,9 +667,11 @@ func (s *server) handleControl(req micro.Request) {
 			}
 			return nil
 		})
+	case "forget": // a principal's own credentials changed or were revoked
+		s.forgetPrincipal(in.Principal)
 	case "status":
 	default:
-		err = apierr.Invalid("verb", "verb must be start, stop, restart or status")
+		err = apierr.Invalid("verb", "verb must be start, stop, restart, forget or status")
 	}
 	defer bus.EndProcess(span, err)
 	if err != nil {

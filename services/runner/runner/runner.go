@@ -374,7 +374,7 @@ func (r *Runner) addService() error {
 				Handler: bus.JSONHandler(r.log, r.handleToolsSearch)},
 			{Name: "agent-tools-search", Subject: r.subj.AgentToolsSearch(),
 				Handler: bus.JSONHandler(r.log, r.handleToolsSearch)}}, Logger: r.log}
-	for _, verb := range []string{"start", "stop", "restart", "status"} {
+	for _, verb := range []string{"start", "stop", "restart", "status", "forget"} {
 		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: "runtime-" + verb, Subject: r.subj.Runtime(verb),
 			Handler: bus.JSONHandler(r.log, r.runtimeHandler(verb))})
 	}
@@ -432,12 +432,15 @@ func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request
 		if !model.ValidSlug(in.Server) {
 			return nil, apierr.Invalid("server", "server must be a slug ([a-z0-9_-])")
 		}
+		if (verb == "forget") != (in.Principal != "") {
+			return nil, apierr.Invalid("principal", "principal is required by forget, and only there")
+		}
 		cfg, err := r.configBySlug(ctx, in.Server)
 		if err != nil {
 			return nil, err
 		}
 		if !cfg.Enabled {
-			if verb == "status" || verb == "stop" {
+			if verb == "status" || verb == "stop" || verb == "forget" {
 				return model.Status{Server: cfg.Slug, State: model.StateDisabled, UpdatedAt: time.Now().UTC()}, nil
 			}
 			return nil, apierr.Newf(apierr.Conflict, "server %s is disabled; enable it first", cfg.Slug)
@@ -449,7 +452,7 @@ func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request
 		control := func(verb string, timeout time.Duration) (*nats.Msg, error) {
 			msg := nats.NewMsg(r.subj.Control(cfg.Slug))
 			msg.Header.Set(bus.HeaderRequestID, req.Headers().Get(bus.HeaderRequestID)) // one id end to end
-			msg.Data, _ = json.Marshal(controlRequest{Verb: verb})
+			msg.Data, _ = json.Marshal(controlRequest{Verb: verb, Principal: in.Principal})
 			reply, err := bus.Request(ctx, r.nc, msg, timeout)
 			if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
 				return nil, apierr.Newf(apierr.ServiceUnavailable, "no runner owns server %s", cfg.Slug)

@@ -59,11 +59,14 @@ type server struct {
 	clients  clientTargets
 	// client is the go-sdk client of every session of this server: its
 	// handlers relay server-to-client requests, and it holds the roots.
-	client   *mcp.Client
-	inflight sync.Map // caller.inflightKey(request id) → context.CancelFunc
-	shares   sync.Map // agent name → *atomic.Int64: its calls in flight (takeShare)
-	calls    atomic.Uint64
-	errs     atomic.Uint64
+	client *mcp.Client
+	// principals are the per-principal sessions of an auth.per_principal
+	// server (perprincipal.go).
+	principals principalSessions
+	inflight   sync.Map // caller.inflightKey(request id) → context.CancelFunc
+	shares     sync.Map // agent name → *atomic.Int64: its calls in flight (takeShare)
+	calls      atomic.Uint64
+	errs       atomic.Uint64
 
 	// Lifecycle bookkeeping (see lifecycle.go). attempts and retry belong to
 	// the server's goroutine; the atomics are read by calls and the maintenance loop.
@@ -434,6 +437,7 @@ func (s *server) stop(final string, keep bool) {
 		s.stopSession(sess, proc)
 		s.forgetPid()
 	}
+	s.forgetPrincipal("")
 	if !keep {
 		s.deleteCatalog()
 	}

@@ -55,15 +55,22 @@ func refusedCredentials(err error) *apierr.Error {
 // credTokenSource asks the credential service for the server's current
 // access token (refreshed there when due).
 type credTokenSource struct {
-	r       *Runner
-	id      string
-	timeout time.Duration
+	r         *Runner
+	id        string
+	principal string // "": the server's own token
+	timeout   time.Duration
 }
 
 func (c credTokenSource) Token() (*oauth2.Token, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	creds, err := c.r.opts.Resolver.Resolve(ctx, c.id)
+	var creds model.ResolvedCredentials
+	var err error
+	if res, ok := c.r.opts.Resolver.(PrincipalResolver); ok && c.principal != "" {
+		creds, err = res.ResolveFor(ctx, c.id, c.principal)
+	} else {
+		creds, err = c.r.opts.Resolver.Resolve(ctx, c.id)
+	}
 	if err != nil {
 		if e := refusedCredentials(err); e != nil {
 			return nil, e
@@ -88,12 +95,7 @@ func (r *Runner) upstreamAuthFor(cfg *model.McpConfig, o *model.ResolvedOAuth, h
 	if o == nil || !strings.EqualFold(o.Header, model.OAuthHeader) || r.opts.Resolver == nil {
 		return upstreamAuth{}, headers
 	}
-	rest := make(map[string]string, len(headers))
-	for k, v := range headers {
-		if !strings.EqualFold(k, model.OAuthHeader) {
-			rest[k] = v
-		}
-	}
+	rest := withoutHeader(headers, model.OAuthHeader)
 	src := credTokenSource{r: r, id: cfg.ID, timeout: r.opts.StartTimeout}
 	return upstreamAuth{ts: oauth2.ReuseTokenSourceWithExpiry(oauthToken(o), src, r.opts.OAuthEarlyRefresh)}, rest
 }

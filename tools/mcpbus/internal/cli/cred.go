@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -98,6 +99,7 @@ func newCredSetCmd(g *globals) *cobra.Command {
 	var headers bool
 	var keyfile, oauthFile string
 	var noRestart, clientSecret bool
+	var principal string
 	cmd := &cobra.Command{
 		Use:   "set <server> <NAME>... ",
 		Short: "Store secrets of a server: values are asked for (hidden) or read from stdin, one line each",
@@ -170,20 +172,26 @@ func newCredSetCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// A secret the server would never see is refused, not stored with
-			// a claim that it is used.
-			if e := cfg.CheckCredentialsUsed(creds); e != nil {
-				return e
-			}
-			desc, err := credclient.New(nc, g.bus.Prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: cfg.ID, Credentials: creds})
+			id, kind, err := credRecord(&cfg, principal)
 			if err != nil {
 				return err
 			}
-			restarted := false
-			if !noRestart {
-				if restarted, err = c.ApplySecrets(cmd.Context(), cfg.Slug); err != nil {
-					return err
+			// A secret the server would never see is refused, not stored with
+			// a claim that it is used.
+			if principal != "" {
+				if e := model.CheckPrincipalCredentials(creds); e != nil {
+					return e
 				}
+			} else if e := cfg.CheckCredentialsUsed(creds); e != nil {
+				return e
+			}
+			desc, err := credclient.New(nc, g.bus.Prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: id, Kind: kind, Credentials: creds})
+			if err != nil {
+				return err
+			}
+			restarted, err := applyCredChange(cmd.Context(), c, &cfg, principal, noRestart)
+			if err != nil {
+				return err
 			}
 			if g.json {
 				return g.printJSON(desc)
@@ -199,6 +207,7 @@ func newCredSetCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&keyfile, "keyfile", "", "store this file's path; the server gets the file's content at spawn time")
 	cmd.Flags().StringVar(&oauthFile, "oauth", "", "an OAuth token JSON file (access_token, refresh_token, expires_at, token_url, client_id, client_secret, env_var or header; - for stdin)")
 	cmd.Flags().BoolVar(&noRestart, "no-restart", false, "do not restart a running server")
+	principalFlag(cmd, &principal)
 	cmd.Flags().BoolVar(&clientSecret, "oauth-client-secret", false, "store the secret of the server's confidential OAuth client (transport.oauth.client_id), asked for or read from stdin")
 	return cmd
 }
@@ -216,6 +225,7 @@ func readSecretFile(g *globals, path string) ([]byte, error) {
 
 func newCredRmCmd(g *globals) *cobra.Command {
 	var noRestart bool
+	var principal string
 	cmd := &cobra.Command{
 		Use:   "rm <server> [NAME...]",
 		Short: "Remove named secrets of a server, or all of them",
@@ -230,15 +240,17 @@ func newCredRmCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			desc, err := credclient.New(nc, g.bus.Prefix).Delete(cmd.Context(), model.CredDeleteRequest{ServerID: cfg.ID, Names: args[1:]})
+			id, kind, err := credRecord(&cfg, principal)
 			if err != nil {
 				return err
 			}
-			restarted := false
-			if !noRestart {
-				if restarted, err = c.ApplySecrets(cmd.Context(), cfg.Slug); err != nil {
-					return err
-				}
+			desc, err := credclient.New(nc, g.bus.Prefix).Delete(cmd.Context(), model.CredDeleteRequest{ServerID: id, Kind: kind, Names: args[1:]})
+			if err != nil {
+				return err
+			}
+			restarted, err := applyCredChange(cmd.Context(), c, &cfg, principal, noRestart)
+			if err != nil {
+				return err
 			}
 			if g.json {
 				return g.printJSON(desc)
@@ -251,11 +263,13 @@ func newCredRmCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&noRestart, "no-restart", false, "do not restart a running server")
+	principalFlag(cmd, &principal)
 	return cmd
 }
 
 func newCredDescribeCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var principal string
+	cmd := &cobra.Command{
 		Use:   "describe <server>",
 		Short: "Show which secrets a server has (names only, never values)",
 		Args:  cobra.ExactArgs(1),
@@ -269,7 +283,11 @@ func newCredDescribeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			desc, err := credclient.New(nc, g.bus.Prefix).Describe(cmd.Context(), model.CredDescribeRequest{ServerID: cfg.ID})
+			id, kind, err := credRecord(&cfg, principal)
+			if err != nil {
+				return err
+			}
+			desc, err := credclient.New(nc, g.bus.Prefix).Describe(cmd.Context(), model.CredDescribeRequest{ServerID: id, Kind: kind})
 			if err != nil {
 				return err
 			}
@@ -280,6 +298,40 @@ func newCredDescribeCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	principalFlag(cmd, &principal)
+	return cmd
+}
+
+// principalFlag adds --principal: act on that principal's own record of a
+// server with auth.per_principal.
+func principalFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "principal", "", "a principal's own credentials for a server with auth.per_principal (key:<key id>, oauth:<issuer>#<subject>, agent:<name>)")
+}
+
+// credRecord is the record a cred command acts on: the server's, or with a
+// principal that principal's own.
+func credRecord(cfg *model.McpConfig, principal string) (string, model.CredentialKind, error) {
+	if principal == "" || principal == model.PrincipalOperator {
+		return cfg.ID, "", nil
+	}
+	id, kind, e := model.PrincipalRecord(cfg, principal)
+	if e != nil {
+		return "", "", e
+	}
+	return id, kind, nil
+}
+
+// applyCredChange makes a credential change reach the server: a restart of
+// a running server for its own secrets, or closing the principal's upstream
+// session for theirs (the server and everyone else are left running).
+func applyCredChange(ctx context.Context, c *client.Client, cfg *model.McpConfig, principal string, noRestart bool) (bool, error) {
+	if noRestart {
+		return false, nil
+	}
+	if principal != "" && principal != model.PrincipalOperator {
+		return false, c.ApplyPrincipalSecrets(ctx, cfg.Slug, principal)
+	}
+	return c.ApplySecrets(ctx, cfg.Slug)
 }
 
 func printDescription(g *globals, slug string, d model.CredDescription) {

@@ -52,6 +52,7 @@ type specFlags struct {
 	keyfiles                 []string
 	allow, deny              []string
 	enabled, eager           bool
+	perPrincipal             bool
 	file                     string
 	// edit only: what to take away (repeated list flags add to what is there).
 	unsetAllow, unsetDeny, unsetHeaders []string
@@ -73,6 +74,7 @@ func (f *specFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.allow, "allow-tool", nil, "only tools matching this glob (repeat)")
 	fl.StringArrayVar(&f.deny, "deny-tool", nil, "never tools matching this glob (repeat)")
 	fl.BoolVar(&f.eager, "eager", false, "start as soon as a runner owns it instead of on the first call")
+	fl.BoolVar(&f.perPrincipal, "per-principal", false, "a remote server whose calls carry each caller's own credentials (auth.per_principal; each authorizes with mcpbus servers auth --principal or the console)")
 	fl.StringVarP(&f.file, "file", "f", "", "read the whole McpConfig from a JSON or YAML file (- for stdin)")
 }
 
@@ -169,6 +171,9 @@ func (f *specFlags) apply(cmd *cobra.Command, g *globals, cfg *model.McpConfig) 
 	}
 	cfg.Tools.Allow = addGlobs(removeGlobs(cfg.Tools.Allow, f.unsetAllow), f.allow)
 	cfg.Tools.Deny = addGlobs(removeGlobs(cfg.Tools.Deny, f.unsetDeny), f.deny)
+	if changed("per-principal") {
+		cfg.Auth.PerPrincipal = f.perPrincipal
+	}
 	if changed("eager") {
 		cfg.Runtime.Eager = f.eager
 	}

@@ -1,0 +1,168 @@
+package rest
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+)
+
+// The caller's own upstream credentials for servers with auth.per_principal
+// (issue 28 item 4), under /api/v1/me/authorizations: any key (or OAuth
+// token) lists, starts, sets and revokes its own, and only its own; the
+// principal is the authenticated caller, never a parameter.
+
+// Authorization is one per-principal server as the caller sees it.
+type Authorization struct {
+	Server     string                 `json:"server"`
+	Name       string                 `json:"name"`
+	Authorized bool                   `json:"authorized"`
+	Principal  string                 `json:"principal"`
+	Secrets    *model.CredDescription `json:"secrets,omitempty"`
+}
+
+// AuthorizationsReply is the reply of GET /api/v1/me/authorizations.
+type AuthorizationsReply struct {
+	Authorizations []Authorization `json:"authorizations"`
+}
+
+// callerID is the bus principal id of the request's caller.
+func callerID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	p := auth.PrincipalFrom(r.Context())
+	if p == nil {
+		writeError(w, apierr.New(apierr.Unauthorized, "an API key is required: send Authorization: Bearer <key>"))
+		return "", false
+	}
+	return p.Bus().ID, true
+}
+
+// perPrincipalConfig resolves the URL's server, which must take
+// per-principal credentials.
+func (a *API) perPrincipalConfig(w http.ResponseWriter, r *http.Request) (model.McpConfig, bool) {
+	cfg, ok := a.serverConfig(w, r)
+	if !ok {
+		return cfg, false
+	}
+	if _, _, e := model.PrincipalRecord(&cfg, ""); e != nil {
+		writeError(w, e)
+		return cfg, false
+	}
+	return cfg, true
+}
+
+func (a *API) listAuthorizations(w http.ResponseWriter, r *http.Request) {
+	who, ok := callerID(w, r)
+	if !ok {
+		return
+	}
+	cfgs, err := a.client.ListConfigs(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := AuthorizationsReply{Authorizations: []Authorization{}}
+	for _, cfg := range cfgs {
+		if !cfg.Auth.PerPrincipal {
+			continue
+		}
+		d, err := a.describeOwn(r.Context(), cfg, who)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		out.Authorizations = append(out.Authorizations, authorization(cfg, who, d))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) describeOwn(ctx context.Context, cfg model.McpConfig, who string) (model.CredDescription, error) {
+	return a.creds.Describe(ctx, model.CredDescribeRequest{ServerID: model.PrincipalCredentialID(cfg.ID, who), Kind: model.CredPrincipal})
+}
+
+func authorization(cfg model.McpConfig, who string, d model.CredDescription) Authorization {
+	held := d.OAuth != nil || len(d.Headers) > 0
+	out := Authorization{Server: cfg.Slug, Name: cfg.Name, Authorized: held, Principal: who}
+	if held {
+		out.Secrets = &d
+	}
+	return out
+}
+
+// startAuthorization starts the caller's own OAuth flow with the server.
+func (a *API) startAuthorization(w http.ResponseWriter, r *http.Request) {
+	who, ok := callerID(w, r)
+	if !ok {
+		return
+	}
+	cfg, ok := a.perPrincipalConfig(w, r)
+	if !ok {
+		return
+	}
+	if a.oauth == nil {
+		writeError(w, apierr.New(apierr.ServiceUnavailable, "OAuth authorization is not set up on this gateway"))
+		return
+	}
+	out, err := a.oauth.Start(r.Context(), cfg.ID, who)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// setAuthorization stores the caller's own static secrets for the server
+// (headers: an API key per user), replacing what they had.
+func (a *API) setAuthorization(w http.ResponseWriter, r *http.Request) {
+	who, ok := callerID(w, r)
+	if !ok {
+		return
+	}
+	cfg, ok := a.perPrincipalConfig(w, r)
+	if !ok {
+		return
+	}
+	var creds model.Credentials
+	if !decodeBody(w, r, &creds) {
+		return
+	}
+	if e := model.CheckPrincipalCredentials(creds); e != nil {
+		writeError(w, e)
+		return
+	}
+	d, err := a.creds.Set(r.Context(), model.CredSetRequest{ServerID: model.PrincipalCredentialID(cfg.ID, who), Kind: model.CredPrincipal,
+		Credentials: creds, Replace: true})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := a.client.ApplyPrincipalSecrets(r.Context(), cfg.Slug, who); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, authorization(cfg, who, d))
+}
+
+// revokeAuthorization removes the caller's own credentials for the server
+// and closes their upstream session.
+func (a *API) revokeAuthorization(w http.ResponseWriter, r *http.Request) {
+	who, ok := callerID(w, r)
+	if !ok {
+		return
+	}
+	cfg, ok := a.perPrincipalConfig(w, r)
+	if !ok {
+		return
+	}
+	d, err := a.creds.Delete(r.Context(), model.CredDeleteRequest{ServerID: model.PrincipalCredentialID(cfg.ID, who), Kind: model.CredPrincipal})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := a.client.ApplyPrincipalSecrets(r.Context(), cfg.Slug, who); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, authorization(cfg, who, d))
+}

@@ -1,0 +1,266 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"golang.org/x/oauth2"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
+	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
+)
+
+// Per-principal upstream sessions (issue 28 item 4). A remote server with
+// auth.per_principal runs its shared session with the server's own
+// credentials (the operator's), for its start, its tool list and the
+// operator's calls; every other principal's calls and requests go on a
+// session of that principal alone, opened with the principal's own record
+// (kind principal: an OAuth token or static header secrets) on its first
+// call and closed when idle, revoked, or the server stops. A principal
+// without a record gets UNAUTHORIZED: no call ever carries another's
+// credentials, and no session is shared between principals.
+
+// PrincipalResolver resolves a principal's own credentials for a server;
+// libs/credclient.Resolver implements it. A runner whose resolver does not
+// answers per-principal servers' calls SERVICE_UNAVAILABLE.
+type PrincipalResolver interface {
+	ResolveFor(ctx context.Context, serverID, principal string) (model.ResolvedCredentials, error)
+}
+
+// maxPrincipalSessions bounds the sessions one server keeps open; past it
+// the least recently used is closed.
+const maxPrincipalSessions = 256
+
+// principalSession is one principal's upstream session, or its connect
+// under way (ready not yet closed).
+type principalSession struct {
+	ready   chan struct{}
+	sess    liveSession
+	err     error
+	lastUse time.Time
+}
+
+// principalSessions are a server's per-principal sessions, by principal id.
+type principalSessions struct {
+	mu   sync.Mutex
+	byID map[string]*principalSession
+}
+
+// callerPrincipal is the principal a request acts for: the agent its subject
+// names, else the one in its header, else "" (the operator).
+func callerPrincipal(c caller, h nats.Header) (string, error) {
+	switch {
+	case c.agent != "":
+		return principal.KindAgent + ":" + c.agent, nil
+	case h.Get(principal.Header) != "":
+		p, err := principal.FromHeader(h)
+		if err != nil {
+			return "", err
+		}
+		return p.ID, nil
+	}
+	return "", nil
+}
+
+// sessionFor is the session a request goes on: shared, or for a
+// per-principal server the caller's own (opened on first use).
+func (s *server) sessionFor(ctx context.Context, c caller, h nats.Header, shared liveSession, cfg *model.McpConfig) (liveSession, error) {
+	if !cfg.Auth.PerPrincipal {
+		return shared, nil
+	}
+	who, err := callerPrincipal(c, h)
+	if err != nil {
+		return liveSession{}, err
+	}
+	if who == "" || who == model.PrincipalOperator {
+		return shared, nil
+	}
+	return s.principalSession(ctx, cfg, who)
+}
+
+// principalSession returns who's session, connecting it first if needed
+// (one connect at a time per principal; others wait for it within ctx).
+func (s *server) principalSession(ctx context.Context, cfg *model.McpConfig, who string) (liveSession, error) {
+	ps := &s.principals
+	ps.mu.Lock()
+	if ps.byID == nil {
+		ps.byID = map[string]*principalSession{}
+	}
+	e, ok := ps.byID[who]
+	if !ok {
+		e = &principalSession{ready: make(chan struct{})}
+		ps.byID[who] = e
+		evicted := ps.evictLocked(s.idleTimeout(cfg))
+		ps.mu.Unlock()
+		closeAll(evicted)
+		e.sess, e.err = s.connectPrincipal(ctx, cfg, who)
+		ps.mu.Lock()
+		e.lastUse = time.Now()
+		if e.err != nil && ps.byID[who] == e {
+			delete(ps.byID, who) // the next call tries again
+		}
+		close(e.ready)
+		ps.mu.Unlock()
+		if e.err == nil {
+			go s.watchPrincipal(who, e)
+		}
+		return e.sess, e.err
+	}
+	ps.mu.Unlock()
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return liveSession{}, apierr.Wrap(apierr.Network, "timed out waiting for the upstream session", ctx.Err())
+	}
+	if e.err != nil {
+		return liveSession{}, e.err
+	}
+	ps.mu.Lock()
+	e.lastUse = time.Now()
+	ps.mu.Unlock()
+	return e.sess, nil
+}
+
+// evictLocked removes the sessions idle longer than idle (0: never), and the least
+// recently used past maxPrincipalSessions; the caller closes them.
+func (ps *principalSessions) evictLocked(idle time.Duration) []liveSession {
+	var out []liveSession
+	now := time.Now()
+	for who, e := range ps.byID {
+		if idle > 0 && isReady(e) && e.err == nil && now.Sub(e.lastUse) > idle {
+			out = append(out, e.sess)
+			delete(ps.byID, who)
+		}
+	}
+	for len(ps.byID) > maxPrincipalSessions {
+		oldest, at := "", now
+		for who, e := range ps.byID {
+			if isReady(e) && !e.lastUse.After(at) {
+				oldest, at = who, e.lastUse
+			}
+		}
+		if oldest == "" {
+			break
+		}
+		if e := ps.byID[oldest]; e.err == nil {
+			out = append(out, e.sess)
+		}
+		delete(ps.byID, oldest)
+	}
+	return out
+}
+
+func isReady(e *principalSession) bool {
+	select {
+	case <-e.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+func closeAll(sessions []liveSession) {
+	for _, l := range sessions {
+		if l.ClientSession != nil {
+			_ = l.Close()
+		}
+	}
+}
+
+// forget closes who's session ("" every principal's): its record changed
+// or was revoked, or the server stops.
+func (s *server) forgetPrincipal(who string) int {
+	ps := &s.principals
+	ps.mu.Lock()
+	var out []liveSession
+	for id, e := range ps.byID {
+		if who != "" && id != who {
+			continue
+		}
+		if isReady(e) && e.err == nil {
+			out = append(out, e.sess)
+		}
+		delete(ps.byID, id)
+	}
+	ps.mu.Unlock()
+	closeAll(out)
+	return len(out)
+}
+
+// watchPrincipal drops who's entry when its session ends on its own (the
+// upstream closed it, or it refused the credentials on a refresh).
+func (s *server) watchPrincipal(who string, e *principalSession) {
+	_ = e.sess.Wait()
+	s.principals.mu.Lock()
+	if s.principals.byID[who] == e {
+		delete(s.principals.byID, who)
+	}
+	s.principals.mu.Unlock()
+}
+
+// connectPrincipal opens who's session: the config's plain headers plus the
+// principal's own secret headers, and its OAuth token (refreshed through the
+// credential service for that principal alone); never the server's.
+func (s *server) connectPrincipal(ctx context.Context, cfg *model.McpConfig, who string) (liveSession, error) {
+	res, ok := s.r.opts.Resolver.(PrincipalResolver)
+	if !ok || s.r.opts.Resolver == nil {
+		return liveSession{}, apierr.Newf(apierr.ServiceUnavailable, "server %s takes each caller's own credentials and this runner cannot resolve them", s.slug)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Runtime.StartTimeout.Or(s.r.opts.StartTimeout))
+	defer cancel()
+	creds, err := res.ResolveFor(ctx, cfg.ID, who)
+	if err != nil {
+		if e := refusedCredentials(err); e != nil {
+			return liveSession{}, e
+		}
+		return liveSession{}, err
+	}
+	if len(creds.Headers) == 0 && (creds.OAuth == nil || creds.OAuth.AccessToken == "") {
+		return liveSession{}, notAuthorized(cfg.Slug)
+	}
+	c := *cfg
+	c.Transport.Headers = mergeMaps(cfg.Transport.Headers, creds.Headers)
+	var up upstreamAuth
+	if o := creds.OAuth; o != nil && o.AccessToken != "" {
+		src := credTokenSource{r: s.r, id: cfg.ID, principal: who, timeout: s.r.opts.StartTimeout}
+		up = upstreamAuth{ts: oauth2.ReuseTokenSourceWithExpiry(oauthToken(o), src, s.r.opts.OAuthEarlyRefresh)}
+		c.Transport.Headers = withoutHeader(c.Transport.Headers, model.OAuthHeader)
+	}
+	lopts := s.r.opts.Launch
+	lopts.Auth = up
+	l, err := launch.Prepare(ctx, &c, nil, lopts)
+	if err != nil {
+		return liveSession{}, err
+	}
+	sess, err := s.client.Connect(ctx, tracedTransport{l.Transport}, nil)
+	if err != nil {
+		if e := refusedCredentials(err); e != nil {
+			return liveSession{}, e
+		}
+		return liveSession{}, apierr.Wrap(apierr.Network, fmt.Sprintf("could not connect to %s with your credentials: %v", cfg.Slug, err), err)
+	}
+	return liveSession{sess, l.Connected(sess)}, nil
+}
+
+// notAuthorized is the answer to a caller without their own credentials.
+func notAuthorized(slug string) *apierr.Error {
+	return apierr.Newf(apierr.Unauthorized, "%s%s: it takes each caller's own credentials. Authorize it as yourself: POST /api/v1/me/authorizations/%s with your key (OAuth; PUT there stores header secrets), or the console's Authorizations page; an operator: `mcpbus servers auth %s --principal <you>`",
+		model.MsgNotAuthorized, slug, slug, slug)
+}
+
+// withoutHeader returns h without name (case-insensitively).
+func withoutHeader(h map[string]string, name string) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		if !strings.EqualFold(k, name) {
+			out[k] = v
+		}
+	}
+	return out
+}

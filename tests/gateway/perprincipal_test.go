@@ -1,0 +1,383 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/oauthtest"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/libs/testmcp"
+	"github.com/mcpbus/mcpbus/services/gateway/gateway"
+	"github.com/mcpbus/mcpbus/services/gateway/rest"
+	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
+)
+
+// busTap records every message on the bus (subject, data, headers).
+type busTap struct {
+	mu   sync.Mutex
+	seen [][]byte
+}
+
+// tapBus needs a stack with InsecureBus: no identity may read everything.
+func tapBus(t *testing.T, e *env) *busTap {
+	t.Helper()
+	nc, err := nats.Connect("", nats.InProcessServer(e.st.NATS.Server))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	tap := &busTap{}
+	if _, err := nc.Subscribe(">", func(m *nats.Msg) {
+		h, _ := json.Marshal(m.Header)
+		tap.mu.Lock()
+		tap.seen = append(tap.seen, append(append([]byte(m.Subject+" "), m.Data...), h...))
+		tap.mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return tap
+}
+
+// carries reports whether any message held s.
+func (b *busTap) carries(s string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range b.seen {
+		if bytes.Contains(m, []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+// dialClient connects c to the gateway's /mcp with key, at protocol version.
+func dialClient(t *testing.T, c *mcp.Client, baseURL, key, version string) *mcp.ClientSession {
+	t.Helper()
+	tr := &mcp.StreamableClientTransport{Endpoint: baseURL + "/mcp", MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: &authTransport{key: key, base: http.DefaultTransport}}}
+	cs, err := c.Connect(ctxT(t, 30*time.Second), tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// whoami calls the protected server's whoami tool with key over
+// /mcp/invoke: the user whose token the upstream saw, or the failed reply.
+func (e *env) whoami(t *testing.T, key string) (string, reply) {
+	t.Helper()
+	r := e.doKey(key, "POST", "/mcp/invoke", rest.InvokeRequest{ToolName: "remote__whoami", Params: json.RawMessage(`{}`)})
+	if r.status != http.StatusOK {
+		return "", r
+	}
+	var out struct {
+		Result struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	r.decode(t, &out)
+	if len(out.Result.Content) != 1 {
+		t.Fatalf("whoami: %s", r.body)
+	}
+	return out.Result.Content[0].Text, r
+}
+
+// wantNotAuthorized checks a call refused for want of the caller's own
+// credentials: 401 UNAUTHORIZED saying how to authorize.
+func wantNotAuthorized(t *testing.T, what string, r reply) {
+	t.Helper()
+	var out rest.InvokeReply
+	r.decode(t, &out)
+	if r.status != http.StatusUnauthorized || out.Details == nil || out.Details.Code != apierr.Unauthorized ||
+		!strings.Contains(out.Details.Message, model.MsgNotAuthorized+"remote") || !strings.Contains(out.Details.Message, "/api/v1/me/authorizations/remote") {
+		t.Fatalf("%s: %d %s, want 401 UNAUTHORIZED telling how to authorize", what, r.status, r.body)
+	}
+}
+
+// authorizeAs runs the caller's own OAuth flow as user (the "browser"
+// names who approves).
+func (e *env) authorizeAs(t *testing.T, key, user string) {
+	t.Helper()
+	r := e.doKey(key, "POST", "/api/v1/me/authorizations/remote", nil)
+	var out model.OAuthStartReply
+	r.decode(t, &out)
+	if r.status != http.StatusOK || out.AuthorizationURL == "" || out.Principal == "" {
+		t.Fatalf("POST /api/v1/me/authorizations/remote: %d %s", r.status, r.body)
+	}
+	if code, page := browse(t, out.AuthorizationURL+"&"+oauthtest.UserParam+"="+user); code != http.StatusOK || !strings.Contains(page, "authorized") {
+		t.Fatalf("callback page: %d %q", code, page)
+	}
+}
+
+// TestPerPrincipalOAuth: a remote server with auth.per_principal. Each key
+// authorizes on its own; each call carries the caller's own token (the
+// upstream names the user), refreshed per principal; a caller without one
+// is UNAUTHORIZED with how to authorize, never served with another's;
+// revoking one leaves the other working; no token crosses the bus in clear.
+func TestPerPrincipalOAuth(t *testing.T) {
+	as := oauthtest.Start(t, oauthtest.Options{TokenTTL: 4 * time.Second, Scopes: []string{testmcp.Scope, "offline_access"}})
+	url := testmcp.ServeProtected(t, "remote", as)
+	e := startWith(t, func(o *stack.Options) {
+		o.InsecureBus = true // for the tap
+		o.Credential.RefreshBefore = 3 * time.Second
+		o.Runner.OAuthEarlyRefresh = 2 * time.Second
+	}, gateway.Options{})
+	tap := tapBus(t, e)
+
+	cfg := remoteConfig("remote", url)
+	cfg.Auth.PerPrincipal = true
+	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: cfg}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	// The server's own authorization (the operator's) serves its start.
+	e.authorize(t, "remote")
+	if r := e.do("POST", "/api/v1/servers/remote/enable", nil); r.status != http.StatusOK {
+		t.Fatalf("enable: %d %s", r.status, r.body)
+	}
+	e.waitState("remote", model.StateRunning)
+
+	var keyA, keyB model.KeyCreateReply
+	for _, k := range []*model.KeyCreateReply{&keyA, &keyB} {
+		r := e.do("POST", "/api/v1/keys", model.KeyCreateRequest{Name: "user", Scopes: []string{model.KeyScopeCall}})
+		r.decode(t, k)
+		if r.status != http.StatusCreated || k.Key == "" {
+			t.Fatalf("create key: %d %s", r.status, r.body)
+		}
+	}
+	// Nobody but the operator is authorized: every key is refused, the
+	// admin's too, and none gets the operator's token.
+	for name, key := range map[string]string{"A": keyA.Key, "B": keyB.Key, "admin": e.admin} {
+		var r reply
+		testkit.WaitFor(t, 10*time.Second, func() (bool, string) { // the catalog reaches the gateway
+			_, r = e.whoami(t, key)
+			return r.status != http.StatusNotFound, "whoami is unknown to the gateway"
+		})
+		wantNotAuthorized(t, name+" before authorizing", r)
+	}
+
+	e.authorizeAs(t, keyA.Key, "alice")
+	if who, r := e.whoami(t, keyA.Key); who != "alice" {
+		t.Fatalf("A's call: %q %d %s", who, r.status, r.body)
+	}
+	_, r := e.whoami(t, keyB.Key)
+	wantNotAuthorized(t, "B while only A is authorized", r)
+
+	// Over /mcp the prompt comes in the form the client declared. A
+	// 2025-11-25 session with URL elicitation gets -32042 with the URL, and
+	// notifications/elicitation/complete once B has approved.
+	completed := make(chan string, 1)
+	urlClient := mcp.NewClient(&mcp.Implementation{Name: "url-elicitation", Version: "1"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			completed <- r.Params.ElicitationID
+		},
+	})
+	cs := dialClient(t, urlClient, e.url, keyB.Key, "2025-11-25")
+	_, err := cs.CallTool(ctxT(t, 30*time.Second), &mcp.CallToolParams{Name: "remote__whoami", Arguments: map[string]any{}})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != mcp.CodeURLElicitationRequired {
+		t.Fatalf("session call before authorizing: %v, want URLElicitationRequired", err)
+	}
+	var data struct {
+		Elicitations []mcp.ElicitParams `json:"elicitations"`
+	}
+	if json.Unmarshal(rpcErr.Data, &data) != nil || len(data.Elicitations) != 1 || data.Elicitations[0].Mode != "url" ||
+		!strings.HasPrefix(data.Elicitations[0].URL, as.URL) || data.Elicitations[0].ElicitationID == "" {
+		t.Fatalf("elicitation data %s", rpcErr.Data)
+	}
+	if code, page := browse(t, data.Elicitations[0].URL+"&"+oauthtest.UserParam+"=bob"); code != http.StatusOK {
+		t.Fatalf("callback: %d %q", code, page)
+	}
+	select {
+	case id := <-completed:
+		if id != data.Elicitations[0].ElicitationID {
+			t.Fatalf("completed %q, want %q", id, data.Elicitations[0].ElicitationID)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no notifications/elicitation/complete after the authorization")
+	}
+	if res, err := cs.CallTool(ctxT(t, 30*time.Second), &mcp.CallToolParams{Name: "remote__whoami", Arguments: map[string]any{}}); err != nil || res.IsError || textOf(res) != "bob" {
+		t.Fatalf("session call after authorizing: %v %+v", err, res)
+	}
+	// Tokens live 4 s: over 10 s each caller keeps their own through refreshes.
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		for key, want := range map[string]string{keyA.Key: "alice", keyB.Key: "bob"} {
+			if who, r := e.whoami(t, key); who != want {
+				t.Fatalf("call as %s: %q %d %s (refreshes %d)", want, who, r.status, r.body, as.Refreshes())
+			}
+		}
+	}
+	if as.Refreshes() < 4 {
+		t.Fatalf("refreshes %d, want at least 2 per principal in 10 s of 4 s tokens", as.Refreshes())
+	}
+
+	// Each sees their own authorization only, without values.
+	r = e.doKey(keyB.Key, "GET", "/api/v1/me/authorizations", nil)
+	var list rest.AuthorizationsReply
+	r.decode(t, &list)
+	if r.status != http.StatusOK || len(list.Authorizations) != 1 || !list.Authorizations[0].Authorized ||
+		list.Authorizations[0].Principal != "key:"+keyB.ID || strings.Contains(string(r.body), "at-") {
+		t.Fatalf("B's authorizations: %d %s", r.status, r.body)
+	}
+
+	// A revokes theirs: A is refused at once, B goes on.
+	if r = e.doKey(keyA.Key, "DELETE", "/api/v1/me/authorizations/remote", nil); r.status != http.StatusOK {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	_, r = e.whoami(t, keyA.Key)
+	wantNotAuthorized(t, "A after revoking", r)
+	if who, r := e.whoami(t, keyB.Key); who != "bob" {
+		t.Fatalf("B after A revoked: %q %d %s", who, r.status, r.body)
+	}
+	r = e.doKey(keyA.Key, "GET", "/api/v1/me/authorizations", nil)
+	if r.decode(t, &list); len(list.Authorizations) != 1 || list.Authorizations[0].Authorized {
+		t.Fatalf("A's authorizations after revoking: %s", r.body)
+	}
+
+	// A 2026-07-28 client that declared no elicitation gets a tool error
+	// holding the URL (the fast path's answer), and is served once A approved.
+	modern := connectMCPAt(t, e.url, keyA.Key, "2026-07-28")
+	res, err := modern.CallTool(ctxT(t, 30*time.Second), &mcp.CallToolParams{Name: "remote__whoami", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatalf("modern call before authorizing: %v", err)
+	}
+	link := regexp.MustCompile(`open (http\S+) `).FindStringSubmatch(textOf(res))
+	if !res.IsError || link == nil || !strings.Contains(textOf(res), model.MsgNotAuthorized) {
+		t.Fatalf("modern call before authorizing: %v %+v", err, res)
+	}
+	if code, page := browse(t, link[1]+"&"+oauthtest.UserParam+"=alice"); code != http.StatusOK {
+		t.Fatalf("callback: %d %q", code, page)
+	}
+	if res, err = modern.CallTool(ctxT(t, 30*time.Second), &mcp.CallToolParams{Name: "remote__whoami", Arguments: map[string]any{}}); err != nil || res.IsError || textOf(res) != "alice" {
+		t.Fatalf("modern call after authorizing: %v %+v", err, res)
+	}
+
+	// The operator authorizes for a principal (the CLI's
+	// `mcpbus servers auth remote --principal key:<A>`): A is back.
+	out, wait, err := e.st.Client.AuthorizeServerFor(ctxT(t, 30*time.Second), "remote", "key:"+keyA.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, page := browse(t, out.AuthorizationURL+"&"+oauthtest.UserParam+"=alice-via-operator"); code != http.StatusOK {
+		t.Fatalf("callback: %d %q", code, page)
+	}
+	if err := wait(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if who, r := e.whoami(t, keyA.Key); who != "alice-via-operator" {
+		t.Fatalf("A after the operator authorized them: %q %d %s", who, r.status, r.body)
+	}
+
+	// Settings other than per_principal cannot take a principal's record.
+	r = e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: remoteConfig("shared", url)})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create shared: %d %s", r.status, r.body)
+	}
+	if r = e.doKey(keyA.Key, "POST", "/api/v1/me/authorizations/shared", nil); r.status != http.StatusBadRequest || r.contract(t).Field != "auth.per_principal" {
+		t.Fatalf("authorizing a shared server as a principal: %d %s", r.status, r.body)
+	}
+
+	// No token crossed the bus in clear, nor reached the logs.
+	for _, tok := range []string{`"at-`, `"rt-`, "Bearer at-"} {
+		if tap.carries(tok) {
+			t.Fatalf("a token crossed the bus in clear (%s)", tok)
+		}
+		if strings.Contains(e.logs.String(), tok) {
+			t.Fatalf("a token reached the logs (%s)", tok)
+		}
+	}
+}
+
+// TestPerPrincipalStaticSecrets: header secrets per principal (an API key
+// per user): each caller's calls carry their own header on their own
+// upstream session; without one a caller is refused.
+func TestPerPrincipalStaticSecrets(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]map[string]bool{} // upstream session id → user keys seen on it
+	url := testmcp.ServeHTTP(t, "remote", nil, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+				mu.Lock()
+				if seen[sid] == nil {
+					seen[sid] = map[string]bool{}
+				}
+				seen[sid][r.Header.Get("X-User-Key")] = true
+				mu.Unlock()
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	e := start(t)
+	cfg := remoteConfig("remote", url)
+	cfg.Auth.PerPrincipal = true
+	cfg.Enabled = true
+	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: cfg}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	e.waitState("remote", model.StateRunning)
+	var keyA, keyB model.KeyCreateReply
+	for _, k := range []*model.KeyCreateReply{&keyA, &keyB} {
+		r := e.do("POST", "/api/v1/keys", model.KeyCreateRequest{Name: "user", Scopes: []string{model.KeyScopeCall}})
+		r.decode(t, k)
+	}
+	echo := func(key string) reply {
+		return e.doKey(key, "POST", "/mcp/invoke", rest.InvokeRequest{ToolName: "remote__echo", Params: json.RawMessage(`{"message":"hi"}`)})
+	}
+	var r reply
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		r = echo(keyA.Key)
+		return r.status != http.StatusNotFound, "echo is unknown to the gateway"
+	})
+	wantNotAuthorized(t, "A without a secret", r)
+
+	for key, val := range map[string]string{keyA.Key: "secret-of-a-123", keyB.Key: "secret-of-b-456"} {
+		r = e.doKey(key, "PUT", "/api/v1/me/authorizations/remote", model.Credentials{Headers: map[string]string{"X-User-Key": val}})
+		if r.status != http.StatusOK || strings.Contains(string(r.body), val) {
+			t.Fatalf("PUT own secret: %d %s", r.status, r.body)
+		}
+	}
+	// Environment variables mean nothing to a remote server: refused.
+	if r = e.doKey(keyA.Key, "PUT", "/api/v1/me/authorizations/remote", model.Credentials{Env: map[string]string{"X": "y"}}); r.status != http.StatusBadRequest {
+		t.Fatalf("PUT env: %d %s", r.status, r.body)
+	}
+	for _, key := range []string{keyA.Key, keyB.Key, keyA.Key} {
+		if r = echo(key); r.status != http.StatusOK {
+			t.Fatalf("call with own secret: %d %s", r.status, r.body)
+		}
+	}
+	// Every upstream session carried exactly one user's key.
+	mu.Lock()
+	defer mu.Unlock()
+	users := map[string]bool{}
+	for sid, keys := range seen {
+		if len(keys) != 1 {
+			t.Fatalf("upstream session %s carried %v: sessions are shared between principals", sid, keys)
+		}
+		for k := range keys {
+			users[k] = true
+		}
+	}
+	if !users["secret-of-a-123"] || !users["secret-of-b-456"] {
+		t.Fatalf("upstream sessions saw %v, want each user's key", users)
+	}
+}
