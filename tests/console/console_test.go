@@ -82,6 +82,9 @@ const (
 	// A second one saved with auth_type oauth and no tokens yet: Authorize
 	// shows on its row before anything was tried.
 	oauthNew = "console-oauth-new"
+	// perUser takes each caller's own OAuth token (auth.per_principal): a
+	// call-only key authorizes it for itself on "My authorizations".
+	perUser = "console-per-user"
 )
 
 // TestConsoleInBrowser runs tests/console/e2e/run.mjs (the browser flows)
@@ -182,6 +185,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("servers add %s: %s", oauthNew, r)
 	}
 
+	if r := up.CLI().Run(t, "servers", "add", perUser, "--url", protected, "--per-principal"); r.Code != 0 {
+		t.Fatalf("servers add %s: %s", perUser, r)
+	}
+	var callKey struct {
+		Key string `json:"key"`
+	}
+	if r := up.CLI().Run(t, "--json", "keys", "create", "console-call", "--scope", "call"); r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &callKey) != nil || callKey.Key == "" {
+		t.Fatalf("keys create: %s", r)
+	}
+
 	// The chat profile, as an operator makes it (its model key on stdin).
 	r := up.CLI().RunInput(t, chatKey+"\n", "profiles", "add", profileName, "--provider", "openai", "--model", "scripted",
 		"--base-url", llm.URL+"/v1/", "--api-key-stdin")
@@ -233,6 +246,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_CHAT_INPUT_REPLY="+chatInputReply,
 		"MCPBUS_OAUTH_SERVER="+oauthServer,
 		"MCPBUS_OAUTH_NEW_SERVER="+oauthNew,
+		"MCPBUS_PER_USER_SERVER="+perUser,
+		"MCPBUS_CALL_KEY="+callKey.Key,
 	)
 	if err := runFlows(t, node, root, flows, env); err != nil {
 		t.Errorf("browser flows: %v (screenshots and traces in %s)", err, artifacts) // the cleanup shows the up's log

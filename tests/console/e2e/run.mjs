@@ -7,7 +7,8 @@
 // MCPBUS_CHAT_FAIL_TOOL, MCPBUS_CHAT_FAIL_REPLY, MCPBUS_CHAT_TIMEOUT_PROMPT,
 // MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY, MCPBUS_CHAT_TIMEOUT_DURATION,
 // MCPBUS_CHAT_INPUT_PROMPT, MCPBUS_CHAT_INPUT_TOOL, MCPBUS_CHAT_INPUT_REPLY,
-// MCPBUS_OAUTH_SERVER, MCPBUS_OAUTH_NEW_SERVER
+// MCPBUS_OAUTH_SERVER, MCPBUS_OAUTH_NEW_SERVER, MCPBUS_PER_USER_SERVER,
+// MCPBUS_CALL_KEY
 // (see the contract in the Go harness). Every page is also
 // checked with axe-core (WCAG 2.1 A and AA). Exit 0 when every step passed;
 // else 1, naming the step.
@@ -70,6 +71,8 @@ const INPUT_TOOL = env('MCPBUS_CHAT_INPUT_TOOL');
 const INPUT_REPLY = env('MCPBUS_CHAT_INPUT_REPLY');
 const OAUTH_SERVER = env('MCPBUS_OAUTH_SERVER');
 const OAUTH_NEW = env('MCPBUS_OAUTH_NEW_SERVER');
+const PER_USER = env('MCPBUS_PER_USER_SERVER');
+const CALL_KEY = env('MCPBUS_CALL_KEY');
 mkdirSync(ARTIFACTS, { recursive: true });
 
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -205,6 +208,7 @@ const row = () => page.getByRole('list', { name: 'Servers' }).getByRole('listite
 
 let serverName = '';
 let secondCtx = null;
+let userCtx = null;
 try {
   await step('login with the admin key', async () => {
     const resp = await page.goto('/');
@@ -672,6 +676,33 @@ try {
     await shot(page, 'servers-authorized');
   }, ['login with the admin key']);
 
+  await step('my authorizations: a call key authorizes a per-user server for itself, then revokes', async () => {
+    userCtx = await browser.newContext({ viewport: { width: 1280, height: 900 }, baseURL: BASE });
+    userCtx.setDefaultTimeout(T.short);
+    const p3 = await userCtx.newPage();
+    watch(p3, 'call key');
+    await login(p3, CALL_KEY);
+    // A call-only key has this page alone, and lands on it.
+    await p3.getByRole('heading', { name: 'My authorizations', level: 1 }).waitFor();
+    const links = await p3.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
+    check(links.length === 1 && links[0] === 'My authorizations', `a call key sees the pages ${links.join(', ')}`);
+    const card = p3.getByRole('region', { name: PER_USER });
+    await card.getByText('Not authorized').waitFor();
+    await a11y(p3, 'My authorizations');
+    const [tab] = await Promise.all([userCtx.waitForEvent('page'), card.getByRole('button', { name: 'Authorize ' + PER_USER }).click()]);
+    await tab.getByText('mcpbus is authorized with ' + PER_USER).waitFor({ timeout: T.start });
+    await tab.close();
+    await card.getByText(/Authorized \(OAuth/).waitFor({ timeout: T.start });
+    await shot(p3, 'my-authorizations');
+    // The authorization is the key's own: the admin's page still says no.
+    await go(page, 'My authorizations');
+    await page.getByRole('region', { name: PER_USER }).getByText('Not authorized').waitFor();
+    // Revoked, it is gone for this key.
+    await card.getByRole('button', { name: 'Revoke ' + PER_USER }).click();
+    await p3.getByRole('dialog', { name: `Revoke your authorization of ${PER_USER}?` }).getByRole('button', { name: 'Revoke' }).click();
+    await card.getByText('Not authorized').waitFor();
+  }, ['login with the admin key']);
+
   await step('keys: create a key (shown once)', async () => {
     await go(page, 'Keys and agents');
     await page.getByRole('heading', { name: 'API keys', exact: true }).waitFor();
@@ -736,6 +767,7 @@ try {
     await ctx.tracing.stop().catch(() => {});
   }
   await secondCtx?.close().catch(() => {});
+  await userCtx?.close().catch(() => {});
   await browser.close().catch(() => {});
 }
 console.log(`axe-core checked ${a11yRuns.length} page states: ${a11yRuns.join('; ')}`);

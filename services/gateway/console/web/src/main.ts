@@ -7,6 +7,7 @@ import { addPage } from './add';
 import { activityPage } from './activity';
 import { chatPage } from './chat';
 import { keysPage } from './keys';
+import { authorizationsPage } from './authorizations';
 
 type Page = (main: HTMLElement) => (() => void) | void;
 
@@ -23,6 +24,7 @@ const routes: Route[] = [
   { path: 'activity', label: 'Activity', page: activityPage, allowed: isAdmin },
   { path: 'chat', label: 'Chat', page: chatPage, allowed: canChat },
   { path: 'keys', label: 'Keys and agents', page: keysPage, allowed: isAdmin },
+  { path: 'authorizations', label: 'My authorizations', page: authorizationsPage, allowed: () => true },
 ];
 
 const root = document.getElementById('app')!;
