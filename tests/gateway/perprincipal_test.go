@@ -265,6 +265,11 @@ func TestPerPrincipalOAuth(t *testing.T) {
 	if !res.IsError || link == nil || !strings.Contains(textOf(res), model.MsgNotAuthorized) {
 		t.Fatalf("modern call before authorizing: %v %+v", err, res)
 	}
+	// Calling again before approving hands out the same URL (the first stays good).
+	again, err := modern.CallTool(ctxT(t, 30*time.Second), &mcp.CallToolParams{Name: "remote__whoami", Arguments: map[string]any{}})
+	if err != nil || !strings.Contains(textOf(again), link[1]) {
+		t.Fatalf("modern call again before authorizing: %v %+v, want the same URL %s", err, again, link[1])
+	}
 	if code, page := browse(t, link[1]+"&"+oauthtest.UserParam+"=alice"); code != http.StatusOK {
 		t.Fatalf("callback: %d %q", code, page)
 	}

@@ -13,10 +13,11 @@ import (
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 )
 
-// Authorizer starts a principal's own OAuth authorization of a server with
-// auth.per_principal (oauthflow.Flows), calling done with its outcome.
+// Authorizer starts (or hands out again, while pending) a principal's own
+// OAuth authorization of a server with auth.per_principal
+// (oauthflow.Flows), calling done with its outcome.
 type Authorizer interface {
-	StartNotify(ctx context.Context, server, principal string, done func(error)) (model.OAuthStartReply, error)
+	Prompt(ctx context.Context, server, principal string, done func(error)) (model.OAuthStartReply, error)
 }
 
 // SetAuthorizer lets calls refused for want of the caller's own credentials
@@ -61,7 +62,7 @@ func (a *Aggregator) authorizationPrompt(ctx context.Context, caps *mcp.ClientCa
 			}
 		}
 	}
-	out, serr := a.authorizer.StartNotify(ctx, e.cat.Server, p.Bus().ID, done)
+	out, serr := a.authorizer.Prompt(ctx, e.cat.Server, p.Bus().ID, done)
 	if serr != nil {
 		return toolError(refusal), nil, true
 	}

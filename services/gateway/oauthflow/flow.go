@@ -87,6 +87,10 @@ type flow struct {
 	// What the token exchange gave (go-sdk's NewTokenSource hook).
 	conf  *oauth2.Config
 	token *oauth2.Token
+	// Under Flows.mu: the URL once known (for Prompt), and who waits for
+	// the outcome.
+	reply    model.OAuthStartReply
+	watchers []func(error)
 }
 
 // New prepares the flows of a gateway whose callback is opts.CallbackURL,
@@ -136,6 +140,31 @@ func (f *Flows) Start(ctx context.Context, ref, principal string) (model.OAuthSt
 	return f.StartNotify(ctx, ref, principal, nil)
 }
 
+// promptMargin is how long before its expiry a pending flow's URL is still
+// handed out again by Prompt.
+const promptMargin = 20 * time.Second
+
+// Prompt is StartNotify that hands out this instance's pending flow of the
+// server (slug) and principal while its URL is good for promptMargin more,
+// instead of replacing it: an MCP client that calls again before its user
+// approved must not void the URL it was given.
+func (f *Flows) Prompt(ctx context.Context, server, principal string, done func(error)) (model.OAuthStartReply, error) {
+	if principal == model.PrincipalOperator {
+		principal = ""
+	}
+	f.mu.Lock()
+	if fl := f.flows[flowKey(server, principal)]; fl != nil && fl.reply.AuthorizationURL != "" && time.Until(fl.reply.ExpiresAt) > promptMargin {
+		if done != nil {
+			fl.watchers = append(fl.watchers, done)
+		}
+		reply := fl.reply
+		f.mu.Unlock()
+		return reply, nil
+	}
+	f.mu.Unlock()
+	return f.StartNotify(ctx, server, principal, done)
+}
+
 // StartNotify is Start that also calls done (when not nil) with the flow's
 // outcome (nil: authorized) once it ends, from the flow's goroutine.
 func (f *Flows) StartNotify(ctx context.Context, ref, principal string, done func(error)) (model.OAuthStartReply, error) {
@@ -166,6 +195,9 @@ func (f *Flows) StartNotify(ctx context.Context, ref, principal string, done fun
 	fctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
 	expires := time.Now().Add(f.opts.Timeout).UTC()
 	fl := &flow{server: cfg.Slug, principal: principal, cancel: cancel, outcome: make(chan error, 1)}
+	if done != nil {
+		fl.watchers = []func(error){done}
+	}
 	key := flowKey(cfg.Slug, principal)
 	urls := make(chan string, 1)
 	h, err := f.handler(&cfg, secret, fl, urls)
@@ -196,15 +228,20 @@ func (f *Flows) StartNotify(ctx context.Context, ref, principal string, done fun
 		if f.flows[key] == fl {
 			delete(f.flows, key)
 		}
+		watchers := fl.watchers
 		f.mu.Unlock()
 		ended <- err
-		if done != nil {
-			done(err)
+		for _, w := range watchers {
+			w(err)
 		}
 	}()
 	select {
 	case u := <-urls:
-		return model.OAuthStartReply{Server: cfg.Slug, Principal: principal, AuthorizationURL: u, ExpiresAt: expires}, nil
+		reply := model.OAuthStartReply{Server: cfg.Slug, Principal: principal, AuthorizationURL: u, ExpiresAt: expires}
+		f.mu.Lock()
+		fl.reply = reply
+		f.mu.Unlock()
+		return reply, nil
 	case err := <-ended: // discovery or registration failed before any URL
 		if err == nil {
 			err = apierr.New(apierr.Internal, "the OAuth flow ended without an authorization URL")
