@@ -260,9 +260,11 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	if !c.allows(s.slug, tool) { // a lazy start may have brought the tool in
 		return callReply{}, "", apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
 	}
-	if sess, err = s.sessionFor(ctx, c, h, sess, cfg); err != nil {
+	sess, unuse, err := s.sessionFor(ctx, c, h, sess, cfg)
+	if err != nil {
 		return callReply{}, tool.Name, err
 	}
+	defer unuse()
 	if max := maxInflight(cfg, s.r.opts.MaxInflight); n > int64(max) {
 		return callReply{}, tool.Name, apierr.Newf(apierr.ServiceUnavailable, "server %s already runs %d calls, its limit (runtime.max_inflight); try again shortly", s.slug, max)
 	}
@@ -533,9 +535,11 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	if err != nil {
 		return nil, err
 	}
-	if sess, err = s.sessionFor(ctx, c, h, sess, cfg); err != nil {
+	sess, unuse, err := s.sessionFor(ctx, c, h, sess, cfg)
+	if err != nil {
 		return nil, err
 	}
+	defer unuse()
 	timeout := cfg.Runtime.CallTimeout.Or(s.r.opts.CallTimeout)
 	if ct := bus.CallerTimeout(h); ct > 0 && ct < timeout {
 		timeout = ct

@@ -235,6 +235,9 @@ func (s *server) tick(now time.Time) {
 	if !running || sess == nil {
 		return
 	}
+	if cfg.Auth.PerPrincipal {
+		s.principals.evictIdle(s.idleTimeout(cfg))
+	}
 	if idle := s.idleTimeout(cfg); idle > 0 && s.active.Load() == 0 &&
 		now.Sub(time.Unix(0, s.lastUse.Load())) >= idle {
 		s.post(func() {

@@ -43,7 +43,8 @@ type principalSession struct {
 	ready   chan struct{}
 	sess    liveSession
 	err     error
-	lastUse time.Time
+	lastUse time.Time // under principalSessions.mu, as inUse
+	inUse   int       // requests on it now: never closed as idle then
 }
 
 // principalSessions are a server's per-principal sessions, by principal id.
@@ -69,24 +70,27 @@ func callerPrincipal(c caller, h nats.Header) (string, error) {
 }
 
 // sessionFor is the session a request goes on: shared, or for a
-// per-principal server the caller's own (opened on first use).
-func (s *server) sessionFor(ctx context.Context, c caller, h nats.Header, shared liveSession, cfg *model.McpConfig) (liveSession, error) {
+// per-principal server the caller's own (opened on first use); release
+// ends the request's use of it.
+func (s *server) sessionFor(ctx context.Context, c caller, h nats.Header, shared liveSession, cfg *model.McpConfig) (liveSession, func(), error) {
 	if !cfg.Auth.PerPrincipal {
-		return shared, nil
+		return shared, noRelease, nil
 	}
 	who, err := callerPrincipal(c, h)
 	if err != nil {
-		return liveSession{}, err
+		return liveSession{}, noRelease, err
 	}
 	if who == "" || who == model.PrincipalOperator {
-		return shared, nil
+		return shared, noRelease, nil
 	}
 	return s.principalSession(ctx, cfg, who)
 }
 
+func noRelease() {}
+
 // principalSession returns who's session, connecting it first if needed
 // (one connect at a time per principal; others wait for it within ctx).
-func (s *server) principalSession(ctx context.Context, cfg *model.McpConfig, who string) (liveSession, error) {
+func (s *server) principalSession(ctx context.Context, cfg *model.McpConfig, who string) (liveSession, func(), error) {
 	ps := &s.principals
 	ps.mu.Lock()
 	if ps.byID == nil {
@@ -101,30 +105,50 @@ func (s *server) principalSession(ctx context.Context, cfg *model.McpConfig, who
 		closeAll(evicted)
 		e.sess, e.err = s.connectPrincipal(ctx, cfg, who)
 		ps.mu.Lock()
-		e.lastUse = time.Now()
 		if e.err != nil && ps.byID[who] == e {
 			delete(ps.byID, who) // the next call tries again
 		}
 		close(e.ready)
 		ps.mu.Unlock()
-		if e.err == nil {
-			go s.watchPrincipal(who, e)
+		if e.err != nil {
+			return liveSession{}, noRelease, e.err
 		}
-		return e.sess, e.err
+		go s.watchPrincipal(who, e)
+		return ps.use(e)
 	}
 	ps.mu.Unlock()
 	select {
 	case <-e.ready:
 	case <-ctx.Done():
-		return liveSession{}, apierr.Wrap(apierr.Network, "timed out waiting for the upstream session", ctx.Err())
+		return liveSession{}, noRelease, apierr.Wrap(apierr.Network, "timed out waiting for the upstream session", ctx.Err())
 	}
 	if e.err != nil {
-		return liveSession{}, e.err
+		return liveSession{}, noRelease, e.err
 	}
+	return ps.use(e)
+}
+
+// use marks one more request on e until the returned release.
+func (ps *principalSessions) use(e *principalSession) (liveSession, func(), error) {
 	ps.mu.Lock()
+	e.inUse++
 	e.lastUse = time.Now()
 	ps.mu.Unlock()
-	return e.sess, nil
+	return e.sess, func() {
+		ps.mu.Lock()
+		e.inUse--
+		e.lastUse = time.Now()
+		ps.mu.Unlock()
+	}, nil
+}
+
+// evictIdle closes the sessions unused for idle (0: never); the runner's
+// tick calls it.
+func (ps *principalSessions) evictIdle(idle time.Duration) {
+	ps.mu.Lock()
+	evicted := ps.evictLocked(idle)
+	ps.mu.Unlock()
+	closeAll(evicted)
 }
 
 // evictLocked removes the sessions idle longer than idle (0: never), and the least
@@ -133,7 +157,7 @@ func (ps *principalSessions) evictLocked(idle time.Duration) []liveSession {
 	var out []liveSession
 	now := time.Now()
 	for who, e := range ps.byID {
-		if idle > 0 && isReady(e) && e.err == nil && now.Sub(e.lastUse) > idle {
+		if idle > 0 && isReady(e) && e.err == nil && e.inUse == 0 && now.Sub(e.lastUse) > idle {
 			out = append(out, e.sess)
 			delete(ps.byID, who)
 		}
@@ -141,7 +165,7 @@ func (ps *principalSessions) evictLocked(idle time.Duration) []liveSession {
 	for len(ps.byID) > maxPrincipalSessions {
 		oldest, at := "", now
 		for who, e := range ps.byID {
-			if isReady(e) && !e.lastUse.After(at) {
+			if isReady(e) && e.inUse == 0 && !e.lastUse.After(at) {
 				oldest, at = who, e.lastUse
 			}
 		}
