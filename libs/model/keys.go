@@ -53,7 +53,7 @@ type APIKey struct {
 	PinnedTools []string  `json:"pinned_tools,omitempty"`
 	Rate        *KeyRate  `json:"rate,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
-	RevokedAt time.Time  `json:"revoked_at,omitzero"`
+	RevokedAt   time.Time `json:"revoked_at,omitzero"`
 }
 
 // Revoked reports whether the key was revoked.

@@ -30,7 +30,7 @@ mcpbus agents create) it serves only the tools that agent may call, through
 the agent's own subjects. With --tools search the client sees search_tools and
 call_tool (plus any --pin-tool) instead of every tool, as /mcp?tools=search.`,
 		Example: `  mcpbus serve-stdio --tools search --pin-tool filesystem__read_text_file`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case mode != "all" && mode != model.KeyToolsModeSearch:
