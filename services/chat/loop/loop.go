@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"strings"
@@ -133,8 +134,10 @@ type Deps struct {
 type Engine struct {
 	d   Deps
 	tel instruments
-	// search indexes the whole catalog for search_tools (search.go).
+	// search indexes the whole catalog for search_tools (search.go); seed
+	// hashes its servers' stamps.
 	search *toolsearch.Index
+	seed   maphash.Seed
 }
 
 // New returns an engine with d's defaults filled.
@@ -166,7 +169,7 @@ func New(d Deps) *Engine {
 	if d.Publish == nil {
 		d.Publish = func(model.ChatEvent) {}
 	}
-	return &Engine{d: d, tel: newInstruments(), search: toolsearch.New()}
+	return &Engine{d: d, tel: newInstruments(), search: toolsearch.New(), seed: maphash.MakeSeed()}
 }
 
 // turn is one run of the loop on one conversation.

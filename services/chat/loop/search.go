@@ -4,8 +4,9 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -55,25 +56,38 @@ func (t *turn) foundTools(s *state, byName map[string]model.Tool) []model.Tool {
 }
 
 // indexCatalog brings the engine's index in line with the catalog, server
-// by server: a server whose tools hash the same is left as it is.
+// by server. A server's stamp is the sum of its tools' hashes (order does
+// not matter), so an unchanged catalog costs a hash per tool and no copy.
 func (e *Engine) indexCatalog(all []model.Tool) {
-	byServer := map[string][]model.Tool{}
-	for _, tl := range all {
-		if tl.Name != "" {
-			byServer[tl.Server] = append(byServer[tl.Server], tl)
+	stamps := map[string]uint64{}
+	var h maphash.Hash
+	h.SetSeed(e.seed)
+	for i := range all {
+		tl := &all[i]
+		if tl.Name == "" {
+			continue
 		}
+		h.Reset()
+		for _, part := range [...]string{tl.Name, tl.Title, tl.Description} {
+			h.WriteString(part)
+			h.WriteByte(0)
+		}
+		h.Write(tl.InputSchema)
+		stamps[tl.Server] += h.Sum64()
 	}
-	e.search.Retain(func(srv string) bool { _, ok := byServer[srv]; return ok })
-	for srv, tools := range byServer {
-		slices.SortFunc(tools, func(a, b model.Tool) int { return strings.Compare(a.Name, b.Name) })
-		h := fnv.New64a()
-		for _, tl := range tools {
-			for _, part := range []string{tl.Name, tl.Title, tl.Description, string(tl.InputSchema)} {
-				h.Write([]byte(part))
-				h.Write([]byte{0})
+	e.search.Retain(func(srv string) bool { _, ok := stamps[srv]; return ok })
+	for srv, sum := range stamps {
+		stamp := strconv.FormatUint(sum, 16)
+		if old, ok := e.search.Stamp(srv); ok && old == stamp {
+			continue
+		}
+		var tools []model.Tool
+		for _, tl := range all {
+			if tl.Server == srv && tl.Name != "" {
+				tools = append(tools, tl)
 			}
 		}
-		e.search.SetServer(srv, fmt.Sprintf("%x", h.Sum64()), tools)
+		e.search.SetServer(srv, stamp, tools)
 	}
 }
 
