@@ -40,6 +40,12 @@ const (
 	MaxChatMessage = 256 << 10
 	// MaxChatGlobs bounds the globs of a tool filter or an approval policy.
 	MaxChatGlobs = 256
+	// DefaultChatToolBudget is the most tools offered to the model at once
+	// when the profile says nothing: a larger catalog is offered as search.
+	DefaultChatToolBudget = 64
+	// MaxChatToolBudget bounds tool_budget (providers cap tools per
+	// request: OpenAI at 128, others higher).
+	MaxChatToolBudget = 1024
 )
 
 // ChatAPIKeyEnv is the name the profile's API key has in its credential
@@ -85,6 +91,10 @@ type Profile struct {
 	MaxTurnDuration Duration `json:"max_turn_duration,omitzero"`
 	// ToolFilter narrows the catalog offered to the model.
 	ToolFilter ChatToolFilter `json:"tool_filter,omitzero"`
+	// ToolBudget is the most catalog tools offered to the model at once
+	// (0: DefaultChatToolBudget): above it the model is offered
+	// search_tools and the tools its searches found.
+	ToolBudget int `json:"tool_budget,omitempty"`
 	// Approval decides which tool calls run, are asked for, or are refused.
 	Approval ApprovalPolicy `json:"approval,omitzero"`
 	// Prices, when given, turn token usage into a cost.
@@ -231,6 +241,9 @@ func (p *Profile) Validate() *apierr.Error {
 	}
 	if p.MaxSteps < 0 || p.MaxSteps > MaxChatMaxSteps {
 		return apierr.Invalid("max_steps", fmt.Sprintf("max_steps must be between 1 and %d (0: %d)", MaxChatMaxSteps, DefaultChatMaxSteps))
+	}
+	if p.ToolBudget < 0 || p.ToolBudget > MaxChatToolBudget {
+		return apierr.Invalid("tool_budget", fmt.Sprintf("tool_budget must be between 1 and %d (0: %d)", MaxChatToolBudget, DefaultChatToolBudget))
 	}
 	if p.MaxTokensPerTurn < 0 {
 		return apierr.Invalid("max_tokens_per_turn", "max_tokens_per_turn must not be negative (0: no bound)")

@@ -34,6 +34,8 @@ func TestProfileValidate(t *testing.T) {
 		{func(p *Profile) { p.SystemPrompt = strings.Repeat("x", MaxChatSystemPrompt+1) }, "system_prompt"},
 		{func(p *Profile) { p.MaxSteps = MaxChatMaxSteps + 1 }, "max_steps"},
 		{func(p *Profile) { p.MaxTokensPerTurn = -1 }, "max_tokens_per_turn"},
+		{func(p *Profile) { p.ToolBudget = -1 }, "tool_budget"},
+		{func(p *Profile) { p.ToolBudget = MaxChatToolBudget + 1 }, "tool_budget"},
 		{func(p *Profile) { p.MaxTurnDuration = -1 }, "max_turn_duration"},
 		{func(p *Profile) { p.ToolFilter.Include = []string{"a["} }, "tool_filter.include"},
 		{func(p *Profile) { p.Approval.Default = "never" }, "approval.default"},

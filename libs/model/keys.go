@@ -22,6 +22,14 @@ const (
 	KeyScopeChat = "chat"
 )
 
+// KeyToolsModeSearch is the tools_mode of a key whose /mcp (and
+// serve-stdio) offers search_tools and call_tool instead of every tool,
+// as ?tools=search does.
+const KeyToolsModeSearch = "search"
+
+// MaxKeyPinnedTools bounds a key's pinned_tools.
+const MaxKeyPinnedTools = 64
+
 // KeyRate overrides the gateway's default rate limit for one key.
 type KeyRate struct {
 	// RPS is the sustained rate in requests per second.
@@ -37,10 +45,15 @@ type APIKey struct {
 	Scopes []string `json:"scopes"`
 	// Tools filters the namespaced tool names (<server>__<tool>) the key may
 	// see and call.
-	Tools     ToolFilter `json:"tools,omitzero"`
-	Rate      *KeyRate   `json:"rate,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt time.Time  `json:"revoked_at,omitzero"`
+	Tools ToolFilter `json:"tools,omitzero"`
+	// ToolsMode is "" (every tool listed) or "search" (KeyToolsModeSearch).
+	ToolsMode string `json:"tools_mode,omitempty"`
+	// PinnedTools are namespaced tool names a search-mode key sees listed
+	// beside search_tools and call_tool (when its filter allows them).
+	PinnedTools []string  `json:"pinned_tools,omitempty"`
+	Rate        *KeyRate  `json:"rate,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	RevokedAt   time.Time `json:"revoked_at,omitzero"`
 }
 
 // Revoked reports whether the key was revoked.
@@ -52,7 +65,10 @@ type KeyCreateRequest struct {
 	// Scopes are admin and/or call (default call).
 	Scopes []string   `json:"scopes,omitempty"`
 	Tools  ToolFilter `json:"tools,omitzero"`
-	Rate   *KeyRate   `json:"rate,omitempty"`
+	// ToolsMode and PinnedTools: see APIKey.
+	ToolsMode   string   `json:"tools_mode,omitempty"`
+	PinnedTools []string `json:"pinned_tools,omitempty"`
+	Rate        *KeyRate `json:"rate,omitempty"`
 }
 
 // KeyCreateReply is the reply of mcp.v1.keys.create: Key is the full bearer

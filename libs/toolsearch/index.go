@@ -103,6 +103,14 @@ func (x *Index) SetServer(srv, stamp string, tools []model.Tool) {
 	x.replace(srv, stamp, tools)
 }
 
+// Stamp is the stamp server's tools were indexed under (false: none indexed).
+func (x *Index) Stamp(srv string) (string, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	s, ok := x.servers[srv]
+	return s.stamp, ok
+}
+
 // Retain removes every server keep refuses.
 func (x *Index) Retain(keep func(server string) bool) {
 	x.mu.Lock()

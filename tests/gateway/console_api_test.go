@@ -127,6 +127,8 @@ func TestConsoleKeys(t *testing.T) {
 	wantInvalid(t, "unknown scope", e.do("POST", "/api/v1/keys", `{"name": "x", "scopes": ["root"]}`), "scopes[0]")
 	wantInvalid(t, "unknown field", e.do("POST", "/api/v1/keys", `{"name": "x", "secret": "mine"}`), "secret")
 	wantInvalid(t, "bad glob", e.do("POST", "/api/v1/keys", `{"name": "x", "tools": {"allow": ["[a-"]}}`), "tools.allow[0]")
+	wantInvalid(t, "unknown tools_mode", e.do("POST", "/api/v1/keys", `{"name": "x", "tools_mode": "lazy"}`), "tools_mode")
+	wantInvalid(t, "pins without search", e.do("POST", "/api/v1/keys", `{"name": "x", "pinned_tools": ["a__b"]}`), "pinned_tools")
 	wantInvalid(t, "bad id", e.do("DELETE", "/api/v1/keys/not-a-key-id", nil), "id")
 	wantInvalid(t, "bad include_revoked", e.do("GET", "/api/v1/keys?include_revoked=maybe", nil), "include_revoked")
 	wantCode(t, "unknown id", e.do("DELETE", "/api/v1/keys/0123456789abcdef", nil), http.StatusNotFound, apierr.NotFound)
@@ -185,6 +187,19 @@ func TestConsoleKeys(t *testing.T) {
 	// The bootstrap key and the chat key still work.
 	if r := httpDo(t, "GET", e.url+"/api/v1/me", chatKey.Key, nil); r.status != http.StatusOK {
 		t.Fatalf("me with the chat key after another's revocation: %d %s", r.status, r.body)
+	}
+	// A search-mode key with a pin: both settings kept and listed.
+	r = e.do("POST", "/api/v1/keys", `{"name": "searcher", "tools_mode": "search", "pinned_tools": ["alpha__echo"]}`)
+	var searcher model.KeyCreateReply
+	r.decode(t, &searcher)
+	if r.status != http.StatusCreated || searcher.ToolsMode != model.KeyToolsModeSearch || !slices.Equal(searcher.PinnedTools, []string{"alpha__echo"}) {
+		t.Fatalf("create a search-mode key: %d %s", r.status, r.body)
+	}
+	r = e.do("GET", "/api/v1/keys", nil)
+	list = model.KeyListReply{}
+	r.decode(t, &list)
+	if i := slices.IndexFunc(list.Keys, func(k model.APIKey) bool { return k.ID == searcher.ID }); i < 0 || list.Keys[i].ToolsMode != "search" || len(list.Keys[i].PinnedTools) != 1 {
+		t.Fatalf("the search-mode key as listed: %s", r.body)
 	}
 	// The key's secret reached no log line.
 	if strings.Contains(e.logs.String(), secret(callKey)) || strings.Contains(e.logs.String(), secret(chatKey)) {

@@ -2,15 +2,21 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
@@ -33,7 +39,9 @@ await client.close();
 
 // TestSearchModeClients: /mcp?tools=search of a real `mcpbus up` with the
 // TypeScript SDK (a session of 2025-11-25) and the Inspector's CLI in its
-// modern era (2026-07-28, no session): two tools, and a found tool called.
+// modern era (2026-07-28, no session): two tools, and a found tool called;
+// the same on plain /mcp with a key made --tools-mode search (its pinned
+// tool listed too) and from serve-stdio --tools search.
 func TestSearchModeClients(t *testing.T) {
 	inspector := npmBin(t, "mcp-inspector")
 	node, err := exec.LookPath("node")
@@ -69,6 +77,41 @@ func TestSearchModeClients(t *testing.T) {
 	if !slices.Equal(got.Listed, []string{"call_tool", "search_tools"}) || len(got.Found) == 0 || got.Found[0] != "alpha__echo" ||
 		!got.Schema || got.Echo != "found and called" {
 		t.Fatalf("the TypeScript SDK in search mode: %+v", got)
+	}
+
+	// A key made with --tools-mode search: plain /mcp is search mode, its
+	// pinned tool listed beside the two.
+	r := up.runCLI(t, "--json", "keys", "create", "searcher", "--tools-mode", "search", "--pin-tool", "alpha__env")
+	var searcher model.KeyCreateReply
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &searcher) != nil || searcher.ToolsMode != "search" {
+		t.Fatalf("keys create --tools-mode search: %s", r)
+	}
+	out, err = exec.CommandContext(ctxT(t, 60*time.Second), node, script, up.httpURL+"/mcp", searcher.Key).CombinedOutput()
+	lines = strings.Split(strings.TrimSpace(string(out)), "\n")
+	got.Listed = nil
+	if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &got) != nil {
+		t.Fatalf("node search.mjs as the search-mode key: %v\n%s", err, out)
+	}
+	if !slices.Equal(got.Listed, []string{"alpha__env", "call_tool", "search_tools"}) || got.Echo != "found and called" {
+		t.Fatalf("the TypeScript SDK on /mcp with a search-mode key: %+v", got)
+	}
+
+	// serve-stdio --tools search: the same tools over stdio.
+	cmd := up.CLI().Command(context.Background(), "serve-stdio", "--tools", "search", "--pin-tool", "alpha__env")
+	stderr := &testkit.LogBuffer{}
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-search", Version: "1"}, nil).
+		Connect(ctxT(t, 60*time.Second), &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("serve-stdio --tools search: %v\n%s", err, stderr.String())
+	}
+	defer func() { _ = cs.Close() }()
+	if names := sortedNames(listTools(t, cs)); !slices.Equal(names, []string{"alpha__env", "call_tool", "search_tools"}) {
+		t.Fatalf("serve-stdio --tools search lists %v", names)
+	}
+	if text := callText(t, cs, "call_tool", map[string]any{"name": "alpha__echo", "arguments": map[string]any{"message": "stdio search"}}); text != "stdio search" {
+		t.Fatalf("call_tool over serve-stdio --tools search: %q", text)
 	}
 
 	home := t.TempDir()

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"strings"
@@ -31,6 +32,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
+	"github.com/mcpbus/mcpbus/libs/toolsearch"
 	"github.com/mcpbus/mcpbus/services/chat/conversation"
 	"github.com/mcpbus/mcpbus/services/chat/provider"
 )
@@ -132,6 +134,10 @@ type Deps struct {
 type Engine struct {
 	d   Deps
 	tel instruments
+	// search indexes the whole catalog for search_tools (search.go); seed
+	// hashes its servers' stamps.
+	search *toolsearch.Index
+	seed   maphash.Seed
 }
 
 // New returns an engine with d's defaults filled.
@@ -163,7 +169,7 @@ func New(d Deps) *Engine {
 	if d.Publish == nil {
 		d.Publish = func(model.ChatEvent) {}
 	}
-	return &Engine{d: d, tel: newInstruments()}
+	return &Engine{d: d, tel: newInstruments(), search: toolsearch.New(), seed: maphash.MakeSeed()}
 }
 
 // turn is one run of the loop on one conversation.
@@ -491,6 +497,10 @@ func (t *turn) publish(ev model.ChatEvent) {
 func (t *turn) step(ctx context.Context, s *state) error {
 	tools, byName := t.catalog(ctx)
 	req := provider.Request{System: t.profile.SystemPrompt, Messages: s.messages()}
+	if len(tools) > t.budget() {
+		req.Tools = append(req.Tools, searchToolsSpec)
+		tools = t.foundTools(s, byName)
+	}
 	for _, tl := range tools {
 		req.Tools = append(req.Tools, provider.ToolSpec{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema})
 	}
@@ -544,7 +554,8 @@ func (t *turn) step(ctx context.Context, s *state) error {
 // catalog is the live catalog filtered by the profile and by the sender's
 // own filter (both must allow a tool), by namespaced name. A call of a tool
 // not in it is refused as unknown (runCall), so the sender's filter holds
-// for the calls too.
+// for the calls too. Above the tool budget it also indexes the catalog for
+// search_tools.
 func (t *turn) catalog(ctx context.Context) ([]model.Tool, map[string]model.Tool) {
 	all, err := t.e.d.Tools.List(ctx)
 	if err != nil {
@@ -561,6 +572,9 @@ func (t *turn) catalog(ctx context.Context) ([]model.Tool, map[string]model.Tool
 		}
 		byName[tl.Name] = tl
 		out = append(out, tl)
+	}
+	if len(out) > t.budget() {
+		t.e.indexCatalog(all) // search mode: search_tools reads the index
 	}
 	return out, byName
 }

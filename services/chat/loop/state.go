@@ -85,6 +85,9 @@ type ToolResult struct {
 	// than was kept when it exceeded the keep (or store) limit.
 	Size       int     `json:"size,omitempty"`
 	DurationMS float64 `json:"duration_ms,omitempty"`
+	// Found are the tools a search_tools call found, best first: they are
+	// offered to the model in the conversation's later steps.
+	Found []string `json:"found,omitempty"`
 }
 
 // Approval is the payload of an approval entry: the answer to an "ask".
@@ -166,6 +169,9 @@ type state struct {
 	// results are every tool result of the conversation by call id.
 	results map[string]ToolResult
 	anyCut  bool
+	// found are the tools the conversation's searches found, each once,
+	// the most recently found last.
+	found []string
 	// instructions are the conversation's instructions entries, joined.
 	instructions string
 }
@@ -193,6 +199,9 @@ func derive(entries []model.ChatEntry, decoded *payloads, repeatLimit, breakerLi
 			r := p.v.(*ToolResult)
 			s.results[r.CallID] = *r
 			s.anyCut = s.anyCut || r.Cut
+			for _, name := range r.Found {
+				s.found = append(slices.DeleteFunc(s.found, func(n string) bool { return n == name }), name)
+			}
 		}
 		if e.Turn != s.turn {
 			continue

@@ -82,6 +82,15 @@ type resolver struct {
 	live    func() map[string]model.Tool
 }
 
+// catalog is the catalog the step was offered, else the live one; a
+// search looks in it (the live one is indexed as it is listed).
+func (r resolver) catalog() map[string]model.Tool {
+	if r.offered != nil {
+		return r.offered
+	}
+	return r.live()
+}
+
 // lookup returns the tool named name and the catalog it looked in.
 func (r resolver) lookup(name string) (model.Tool, map[string]model.Tool, bool) {
 	if tl, ok := r.offered[name]; ok {
@@ -121,7 +130,19 @@ func (t *turn) runCall(ctx context.Context, s *state, tools resolver, c StepCall
 		t.publishCall(c, r, 0)
 		return r, true, nil
 	}
+	if c.Name == SearchToolsTool {
+		r.Content, r.Found, r.IsError = t.searchTools(args, tools.catalog())
+		r.State = model.ToolCallCompleted
+		if r.IsError {
+			et, r.State = errInvalidArguments, model.ToolCallFailed
+		}
+		t.publishCall(c, r, 0)
+		return r, true, nil
+	}
 	tool, byName, known := tools.lookup(c.Name)
+	if !known && len(byName) > t.budget() {
+		return fail(errUnknownTool, fmt.Sprintf("Unknown tool %q. Call %s to find the tools available.", c.Name, SearchToolsTool))
+	}
 	if !known {
 		names := make([]string, 0, len(byName))
 		for n := range byName {

@@ -74,7 +74,8 @@ func newCached(rec record, revision uint64) cached {
 		hash = nil
 	}
 	return cached{rec: rec, revision: revision, hash: hash,
-		principal: &Principal{KeyID: rec.ID, Name: rec.Name, Scopes: slices.Clone(rec.Scopes), Tools: rec.Tools, Rate: rec.Rate}}
+		principal: &Principal{KeyID: rec.ID, Name: rec.Name, Scopes: slices.Clone(rec.Scopes), Tools: rec.Tools, Rate: rec.Rate,
+			ToolsMode: rec.ToolsMode, PinnedTools: slices.Clone(rec.PinnedTools)}}
 }
 
 // StoreOptions configure a KeyStore.
@@ -242,7 +243,7 @@ func (s *KeyStore) Create(ctx context.Context, req model.KeyCreateRequest) (mode
 	clear(secret)
 	rec := record{
 		APIKey: model.APIKey{ID: id, Name: strings.TrimSpace(req.Name), Scopes: scopes, Tools: req.Tools,
-			Rate: req.Rate, CreatedAt: time.Now().UTC()},
+			ToolsMode: req.ToolsMode, PinnedTools: req.PinnedTools, Rate: req.Rate, CreatedAt: time.Now().UTC()},
 		Hash: hashSecret(token),
 	}
 	data, err := json.Marshal(rec)
@@ -292,6 +293,9 @@ func checkCreate(req *model.KeyCreateRequest) ([]string, error) {
 				return nil, apierr.Invalid(fmt.Sprintf("%s[%d]", field, i), fmt.Sprintf("%q is not a valid glob (path.Match syntax: * ? [a-z])", g))
 			}
 		}
+	}
+	if err := checkToolsMode(req); err != nil {
+		return nil, err
 	}
 	if r := req.Rate; r != nil {
 		if r.RPS <= 0 || r.RPS > 100000 {
@@ -480,4 +484,27 @@ func randomHex(n int) (string, error) {
 		return "", apierr.Wrap(apierr.Internal, "no randomness for a key id", err)
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// checkToolsMode validates tools_mode and pinned_tools: pins are exact
+// namespaced names (a glob could pin a whole catalog back into the list)
+// and only mean something in search mode.
+func checkToolsMode(req *model.KeyCreateRequest) error {
+	switch req.ToolsMode {
+	case "", model.KeyToolsModeSearch:
+	default:
+		return apierr.Invalid("tools_mode", fmt.Sprintf("unknown tools_mode %q (search, or absent for every tool)", req.ToolsMode))
+	}
+	if len(req.PinnedTools) > 0 && req.ToolsMode != model.KeyToolsModeSearch {
+		return apierr.Invalid("pinned_tools", "pinned_tools apply to tools_mode search only (every tool is listed otherwise)")
+	}
+	if len(req.PinnedTools) > model.MaxKeyPinnedTools {
+		return apierr.Invalid("pinned_tools", fmt.Sprintf("at most %d pinned tools", model.MaxKeyPinnedTools))
+	}
+	for i, name := range req.PinnedTools {
+		if name == "" || len(name) > 128 || strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) {
+			return apierr.Invalid(fmt.Sprintf("pinned_tools[%d]", i), fmt.Sprintf("%q is not a tool name (<server>__<tool>, at most 128 characters)", name))
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +90,8 @@ func TestCreateAuthenticateListRevoke(t *testing.T) {
 	e := startNATS(t)
 	s := e.openStore(t)
 	key, err := s.Create(ctx(t), model.KeyCreateRequest{Name: "ci bot", Scopes: []string{"call"},
-		Tools: model.ToolFilter{Allow: []string{"alpha__*"}}, Rate: &model.KeyRate{RPS: 5, Burst: 10}})
+		Tools: model.ToolFilter{Allow: []string{"alpha__*"}}, Rate: &model.KeyRate{RPS: 5, Burst: 10},
+		ToolsMode: model.KeyToolsModeSearch, PinnedTools: []string{"alpha__echo"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +103,8 @@ func TestCreateAuthenticateListRevoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.KeyID != key.ID || p.Name != "ci bot" || !p.Can(auth.ScopeCall) || p.Can(auth.ScopeAdmin) ||
-		!p.AllowsTool("alpha__echo") || p.AllowsTool("beta__echo") || p.Rate == nil || p.Rate.RPS != 5 {
+		!p.AllowsTool("alpha__echo") || p.AllowsTool("beta__echo") || p.Rate == nil || p.Rate.RPS != 5 ||
+		!p.SearchMode() || !slices.Equal(p.PinnedTools, []string{"alpha__echo"}) {
 		t.Fatalf("principal %+v does not carry the key's settings", p)
 	}
 
@@ -199,6 +202,10 @@ func TestCreateRejectsBadInputAndStoresNothing(t *testing.T) {
 		{model.KeyCreateRequest{Name: "k", Tools: model.ToolFilter{Deny: []string{"ok", " "}}}, "tools.deny[1]"},
 		{model.KeyCreateRequest{Name: "k", Rate: &model.KeyRate{RPS: 0, Burst: 1}}, "rate.rps"},
 		{model.KeyCreateRequest{Name: "k", Rate: &model.KeyRate{RPS: 1, Burst: 0}}, "rate.burst"},
+		{model.KeyCreateRequest{Name: "k", ToolsMode: "lazy"}, "tools_mode"},
+		{model.KeyCreateRequest{Name: "k", PinnedTools: []string{"alpha__echo"}}, "pinned_tools"},
+		{model.KeyCreateRequest{Name: "k", ToolsMode: "search", PinnedTools: []string{"alpha__echo", "a b"}}, "pinned_tools[1]"},
+		{model.KeyCreateRequest{Name: "k", ToolsMode: "search", PinnedTools: make([]string, model.MaxKeyPinnedTools+1)}, "pinned_tools"},
 	}
 	for _, c := range cases {
 		_, err := s.Create(ctx(t), c.req)

@@ -34,6 +34,11 @@ type Principal struct {
 	Tools model.ToolFilter `json:"tools,omitzero"`
 	// Rate overrides the gateway's default rate limit for this key.
 	Rate *model.KeyRate `json:"rate,omitempty"`
+	// ToolsMode "search" serves the key search_tools and call_tool instead
+	// of every tool (model.KeyToolsModeSearch); PinnedTools are listed
+	// beside them.
+	ToolsMode   string   `json:"tools_mode,omitempty"`
+	PinnedTools []string `json:"pinned_tools,omitempty"`
 	// Issuer is the authorization server of an OAuth access token's
 	// principal ("" for an API key).
 	Issuer string `json:"issuer,omitempty"`
@@ -43,6 +48,9 @@ type Principal struct {
 func (p *Principal) Can(scope string) bool {
 	return p != nil && (slices.Contains(p.Scopes, ScopeAdmin) || slices.Contains(p.Scopes, scope))
 }
+
+// SearchMode reports whether the principal's MCP views are search mode.
+func (p *Principal) SearchMode() bool { return p != nil && p.ToolsMode == model.KeyToolsModeSearch }
 
 // AllowsTool reports whether the principal may see and call a namespaced tool.
 func (p *Principal) AllowsTool(namespaced string) bool {

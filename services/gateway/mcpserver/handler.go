@@ -40,7 +40,7 @@ func (a *Aggregator) Handler() http.Handler {
 			writeError(w, apierr.From(err))
 			return
 		}
-		v, err := a.viewFor(p, search)
+		v, err := a.viewFor(p, search || p.SearchMode())
 		if err != nil {
 			writeError(w, apierr.From(err))
 			return
@@ -195,7 +195,8 @@ func writeRPC(w http.ResponseWriter, status int, resp *jsonrpc.Response) {
 }
 
 // searchMode reads ?tools= of /mcp: "search" serves search_tools and
-// call_tool instead of the tools (searchmode.go); absent, every tool.
+// call_tool instead of the tools (searchmode.go); absent, every tool unless
+// the key's tools_mode is search.
 func searchMode(r *http.Request) (bool, error) {
 	switch r.URL.Query().Get("tools") {
 	case "":

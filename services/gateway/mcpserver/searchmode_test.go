@@ -1,7 +1,9 @@
 package mcpserver_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -102,5 +104,74 @@ func TestSearchMode(t *testing.T) {
 	}
 	if names := searchTools(t, c, "echo"); !slices.Contains(names, "gamma__echo") {
 		t.Fatalf("gamma__echo not found after gamma started: %v", names)
+	}
+}
+
+// A key whose tools_mode is search gets search mode on plain /mcp and on
+// Serve (serve-stdio), with its pinned tools listed beside the two (those
+// its filter allows); a catalog change outside its pins sends it no
+// tools/list_changed while a full-list session is told, and a pinned
+// tool's arrival is announced.
+func TestKeySearchModeAndPins(t *testing.T) {
+	pinned := &auth.Principal{KeyID: "k-pinned", Scopes: []string{auth.ScopeCall}, Tools: model.ToolFilter{Deny: []string{"beta__*"}},
+		ToolsMode: model.KeyToolsModeSearch, PinnedTools: []string{"alpha__echo", "beta__echo", "gamma__echo"}}
+	principals := map[string]*auth.Principal{"pinned": pinned, "full": {KeyID: "k-full", Scopes: []string{auth.ScopeCall}}}
+	e := start(t, mcpserver.Options{}, keys(principals))
+	e.addServer(t, "alpha", nil)
+	e.addServer(t, "beta", nil)
+
+	want := []string{"alpha__echo", mcpserver.CallToolName, mcpserver.SearchToolsName}
+	c := connect(t, e.url, "pinned", nil)
+	if got := slices.Sorted(mapsKeys(tools(t, c))); !slices.Equal(got, want) {
+		t.Fatalf("the search-mode key lists %v, want %v", got, want)
+	}
+	if res, err := call(t, c, "alpha__echo", map[string]any{"message": "pinned"}); err != nil || textOf(t, res) != "pinned" {
+		t.Fatalf("calling the pinned tool: %v %v", err, res)
+	}
+	if names := searchTools(t, c, "echo"); !slices.Contains(names, "alpha__echo") || slices.Contains(names, "beta__echo") {
+		t.Fatalf("the key's search for echo: %v", names)
+	}
+
+	// serve-stdio with the same principal: the same tools.
+	c2sR, c2sW := io.Pipe()
+	s2cR, s2cW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = e.agg.Serve(ctx, pinned, &mcp.IOTransport{Reader: c2sR, Writer: s2cW}) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-client", Version: "1"}, nil).
+		Connect(ctx, &mcp.IOTransport{Reader: s2cR, Writer: c2sW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.Close() }()
+	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer lcancel()
+	res, err := cs.ListTools(lctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdio []string
+	for _, tl := range res.Tools {
+		stdio = append(stdio, tl.Name)
+	}
+	if slices.Sort(stdio); !slices.Equal(stdio, want) {
+		t.Fatalf("Serve in search mode lists %v, want %v", stdio, want)
+	}
+
+	// An unpinned server: the full-list session is told, the search-mode one not.
+	full := connect(t, e.url, "full", nil)
+	e.addServer(t, "delta", nil)
+	waitListChanged(t, full, "adding server delta")
+	select {
+	case <-c.listChanged:
+		t.Fatal("search mode got tools/list_changed for tools it does not list")
+	case <-time.After(300 * time.Millisecond):
+	}
+	// A pinned tool arrives: announced and listed.
+	e.addServer(t, "gamma", nil)
+	waitListChanged(t, c, "a pinned tool arriving")
+	want = []string{"alpha__echo", mcpserver.CallToolName, "gamma__echo", mcpserver.SearchToolsName}
+	if got := slices.Sorted(mapsKeys(tools(t, c))); !slices.Equal(got, want) {
+		t.Fatalf("after gamma the key lists %v, want %v", got, want)
 	}
 }

@@ -17,7 +17,8 @@ func (a *Aggregator) ServeStdio(ctx context.Context, p *auth.Principal) error {
 }
 
 // Serve serves the aggregate to one client over any go-sdk transport (a
-// request before initialize gets -32600, see initGate).
+// request before initialize gets -32600, see initGate); in search mode
+// when p's ToolsMode is search.
 func (a *Aggregator) Serve(ctx context.Context, p *auth.Principal, t mcp.Transport) error {
 	if p == nil {
 		p = auth.Anonymous()
@@ -25,7 +26,7 @@ func (a *Aggregator) Serve(ctx context.Context, p *auth.Principal, t mcp.Transpo
 	if !p.Can(auth.ScopeCall) {
 		return apierr.New(apierr.Unauthorized, "this API key may not list or call tools (scope call)")
 	}
-	v, err := a.viewFor(p, false)
+	v, err := a.viewFor(p, p.SearchMode())
 	if err != nil {
 		return err
 	}

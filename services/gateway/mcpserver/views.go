@@ -24,10 +24,17 @@ type view struct {
 	principal *auth.Principal
 	server    *mcp.Server
 	installed map[string]*toolEntry
-	// search: the view of /mcp?tools=search, which serves search_tools and
-	// call_tool instead of the tools (searchmode.go); installed stays empty.
+	// search: the view of /mcp?tools=search (or of a key whose tools_mode
+	// is search), which serves search_tools and call_tool instead of the
+	// tools (searchmode.go); installed holds only the key's pinned tools.
 	search   bool
 	lastUsed atomic.Int64
+}
+
+// lists reports whether the view lists the tool named name: every tool its
+// principal may call, or in search mode only those it pins.
+func (v *view) lists(name string) bool {
+	return v.principal.AllowsTool(name) && (!v.search || slices.Contains(v.principal.PinnedTools, name))
 }
 
 func (v *view) touch() { v.lastUsed.Store(time.Now().UnixNano()) }
@@ -39,14 +46,15 @@ func (v *view) newSessionID() string { return v.key + "-" + rand.Text() }
 // owns reports whether session id sid was opened through v.
 func (v *view) owns(sid string) bool { return strings.HasPrefix(sid, v.key+"-") }
 
-// viewKey identifies a principal's server: its key, its filter and the
-// mode, so a changed filter gets a fresh server (and the old sessions end)
-// and a session of one mode is unknown to the other.
+// viewKey identifies a principal's server: its key, its filter, the mode
+// and its pins, so a changed filter gets a fresh server (and the old
+// sessions end) and a session of one mode is unknown to the other.
 func viewKey(p *auth.Principal, search bool) string {
 	f, _ := json.Marshal(p.Tools)
 	mode := ""
 	if search {
-		mode = "\x00search"
+		pins, _ := json.Marshal(p.PinnedTools)
+		mode = "\x00search" + string(pins)
 	}
 	sum := sha256.Sum256([]byte(p.KeyID + "\x00" + string(f) + mode))
 	return hex.EncodeToString(sum[:8])
@@ -91,21 +99,19 @@ func (a *Aggregator) viewFor(p *auth.Principal, search bool) (*view, error) {
 	v.touch()
 	if search {
 		a.installSearchTools(v)
-	} else {
-		a.syncView(v)
 	}
+	a.syncView(v)
 	a.views[key] = v
 	return v, nil
 }
 
-// syncView brings a principal's server in line with the tool set; a.mu is held.
+// syncView brings a principal's server in line with the tool set; a.mu is
+// held. A search-mode view holds only its pinned tools beside its two, so
+// only a change of those tells its sessions tools/list_changed.
 func (a *Aggregator) syncView(v *view) {
-	if v.search {
-		return // its two tools never change
-	}
 	var gone []string
 	for name := range v.installed {
-		if _, ok := a.tools[name]; !ok || !v.principal.AllowsTool(name) {
+		if _, ok := a.tools[name]; !ok || !v.lists(name) {
 			gone = append(gone, name)
 			delete(v.installed, name)
 		}
@@ -114,7 +120,7 @@ func (a *Aggregator) syncView(v *view) {
 		v.server.RemoveTools(gone...)
 	}
 	for name, e := range a.tools {
-		if v.installed[name] == e || !v.principal.AllowsTool(name) {
+		if v.installed[name] == e || !v.lists(name) {
 			continue
 		}
 		if a.addTool(v, e) {

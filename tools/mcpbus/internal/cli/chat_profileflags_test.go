@@ -27,7 +27,7 @@ func TestProfileFlagsRuleOrder(t *testing.T) {
 	var p model.Profile
 	err := applyProfileFlags(t, false, &p, "--provider", "openai", "--model", "m",
 		"--deny", "*__delete_*", "--allow", "fs__*", "--ask", "*", "--allow", "x__y",
-		"--include", "fs__*", "--include", "gh__*", "--max-turn-duration", "90s", "--price-in", "3", "--currency", "EUR")
+		"--include", "fs__*", "--include", "gh__*", "--max-turn-duration", "90s", "--price-in", "3", "--currency", "EUR", "--tool-budget", "32")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestProfileFlagsRuleOrder(t *testing.T) {
 	if p.Approval.Decide("fs__delete_file") != "deny" || p.Approval.Decide("x__y") != "ask" {
 		t.Errorf("policy decides in the wrong order: %+v", p.Approval)
 	}
-	if !reflect.DeepEqual(p.ToolFilter.Include, []string{"fs__*", "gh__*"}) || time.Duration(p.MaxTurnDuration) != 90*time.Second {
+	if !reflect.DeepEqual(p.ToolFilter.Include, []string{"fs__*", "gh__*"}) || time.Duration(p.MaxTurnDuration) != 90*time.Second || p.ToolBudget != 32 {
 		t.Errorf("profile %+v", p)
 	}
 	if p.Prices == nil || p.Prices.InputPerMTok != 3 || p.Prices.Currency != "EUR" {
@@ -48,14 +48,14 @@ func TestProfileFlagsRuleOrder(t *testing.T) {
 
 // edit changes what is given and keeps the rest.
 func TestProfileFlagsEditKeeps(t *testing.T) {
-	p := model.Profile{Name: "w", Provider: "anthropic", Model: "old", BaseURL: "http://x", MaxSteps: 7,
+	p := model.Profile{Name: "w", Provider: "anthropic", Model: "old", BaseURL: "http://x", MaxSteps: 7, ToolBudget: 100,
 		ToolFilter: model.ChatToolFilter{Exclude: []string{"a__*"}},
 		Approval:   model.ApprovalPolicy{Default: "ask", Rules: []model.ApprovalRule{{Tool: "b__*", Decision: "allow"}}},
 		Prices:     &model.ChatPrices{InputPerMTok: 1, OutputPerMTok: 2, Currency: "USD"}}
 	if err := applyProfileFlags(t, true, &p, "--model", "new", "--price-out", "5"); err != nil {
 		t.Fatal(err)
 	}
-	if p.Model != "new" || p.Provider != "anthropic" || p.BaseURL != "http://x" || p.MaxSteps != 7 ||
+	if p.Model != "new" || p.Provider != "anthropic" || p.BaseURL != "http://x" || p.MaxSteps != 7 || p.ToolBudget != 100 ||
 		len(p.ToolFilter.Exclude) != 1 || p.Approval.Default != "ask" || len(p.Approval.Rules) != 1 ||
 		*p.Prices != (model.ChatPrices{InputPerMTok: 1, OutputPerMTok: 5, Currency: "USD"}) {
 		t.Errorf("edit lost settings: %+v", p)

@@ -38,6 +38,7 @@ func newKeysCreateCmd(g *globals) *cobra.Command {
 		Use:   "create <name>",
 		Short: "Create an API key; it is printed once and never again",
 		Example: `  mcpbus keys create ci-agent --scope call --allow-tool 'github__*' --deny-tool '*__delete_*'
+  mcpbus keys create big-catalog --tools-mode search --pin-tool github__create_issue
   mcpbus keys create ops --scope admin`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -61,6 +62,8 @@ func newKeysCreateCmd(g *globals) *cobra.Command {
 	f.StringSliceVar(&req.Scopes, "scope", []string{model.KeyScopeCall}, "admin, call and/or chat (chat: conversations with the chat profiles over HTTP)")
 	f.StringArrayVar(&req.Tools.Allow, "allow-tool", nil, "only tools whose <server>__<tool> name matches this glob (repeat)")
 	f.StringArrayVar(&req.Tools.Deny, "deny-tool", nil, "never tools matching this glob (repeat)")
+	f.StringVar(&req.ToolsMode, "tools-mode", "", "search: the key's /mcp lists search_tools and call_tool instead of every tool (default: every tool)")
+	f.StringArrayVar(&req.PinnedTools, "pin-tool", nil, "with --tools-mode search, also list this <server>__<tool> (repeat)")
 	f.Float64Var(&rps, "rps", 0, "requests per second for this key (default: the gateway's)")
 	f.IntVar(&burst, "burst", 0, "burst for this key (default: the gateway's)")
 	return cmd
@@ -86,6 +89,9 @@ func newKeysListCmd(g *globals) *cobra.Command {
 				tools := "all"
 				if !k.Tools.IsZero() {
 					tools = fmt.Sprintf("allow %v deny %v", k.Tools.Allow, k.Tools.Deny)
+				}
+				if k.ToolsMode != "" {
+					tools += fmt.Sprintf(", %s mode, pinned %v", k.ToolsMode, k.PinnedTools)
 				}
 				revoked := ""
 				if k.Revoked() {

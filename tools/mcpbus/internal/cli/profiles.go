@@ -33,7 +33,7 @@ func newProfilesCmd(g *globals) *cobra.Command {
 type profileFlags struct {
 	provider, model, baseURL       string
 	systemPrompt, systemPromptFile string
-	maxSteps                       int
+	maxSteps, toolBudget           int
 	maxTokens                      int64
 	maxDuration                    time.Duration
 	include, exclude               []string
@@ -71,6 +71,7 @@ func (f *profileFlags) register(cmd *cobra.Command, edit bool) {
 	fl.StringVar(&f.systemPrompt, "system-prompt", "", "system prompt")
 	fl.StringVar(&f.systemPromptFile, "system-prompt-file", "", "read the system prompt from a file")
 	fl.IntVar(&f.maxSteps, "max-steps", 0, fmt.Sprintf("model steps of one turn (default %d)", model.DefaultChatMaxSteps))
+	fl.IntVar(&f.toolBudget, "tool-budget", 0, fmt.Sprintf("the most tools offered to the model at once; a larger catalog is offered as search_tools (default %d)", model.DefaultChatToolBudget))
 	fl.Int64Var(&f.maxTokens, "max-tokens-per-turn", 0, "tokens (in + out) of one turn (0: no bound)")
 	fl.DurationVar(&f.maxDuration, "max-turn-duration", 0, "wall time of one turn (0: no bound)")
 	fl.StringArrayVar(&f.include, "include", nil, "offer only tools matching this `glob` on <server>__<tool> (repeat)")
@@ -120,6 +121,9 @@ func (f *profileFlags) apply(cmd *cobra.Command, p *model.Profile) error {
 	}
 	if changed("max-steps") {
 		p.MaxSteps = f.maxSteps
+	}
+	if changed("tool-budget") {
+		p.ToolBudget = f.toolBudget
 	}
 	if changed("max-tokens-per-turn") {
 		p.MaxTokensPerTurn = f.maxTokens
@@ -340,6 +344,7 @@ func printProfile(g *globals, p model.Profile) {
 	if p.MaxTurnDuration > 0 {
 		row("max turn time", time.Duration(p.MaxTurnDuration).String())
 	}
+	row("tool budget", fmt.Sprintf("%d (above it: search_tools)", cmp.Or(p.ToolBudget, model.DefaultChatToolBudget)))
 	row("include tools", strings.Join(p.ToolFilter.Include, ", "))
 	row("exclude tools", strings.Join(p.ToolFilter.Exclude, ", "))
 	row("approval", cmp.Or(p.Approval.Default, model.ApprovalAllow)+" unless a rule matches")
