@@ -8,6 +8,8 @@ interface APIKey {
   name: string;
   scopes: string[];
   tools?: { allow?: string[]; deny?: string[] };
+  tools_mode?: string;
+  pinned_tools?: string[];
   created_at: string;
   revoked_at?: string;
 }
@@ -41,13 +43,17 @@ function renderKeys(box: HTMLElement, signal: AbortSignal): void {
       return h('span', { class: 'check' }, h('input', { type: 'checkbox', id, value: s, checked: s === 'call' }), h('label', { for: id }, s));
     }));
   const tools = field('Allowed tools', h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', placeholder: 'e.g. everything__*' }), 'Globs on <server>__<tool>, separated by commas; empty: every tool.', 'tools.allow tools');
+  const mode = field('Tool listing', h('select', null,
+    h('option', { value: '' }, 'every tool'),
+    h('option', { value: 'search' }, 'search mode (search_tools and call_tool)')), 'What this key\'s /mcp lists; search mode suits catalogs too big for a model.', 'tools_mode');
+  const pins = field('Pinned tools', h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', placeholder: 'e.g. github__create_issue' }), 'Search mode only: <server>__<tool> names always listed, separated by commas.', 'pinned_tools');
   const err = formError();
   const created = h('div', { class: 'created', hidden: true });
   const create = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Create key');
-  const form = h('form', { novalidate: true, 'aria-label': 'Create an API key', class: 'inline-form' }, name.row, scopeBox, tools.row, err, h('div', { class: 'actions' }, create));
+  const form = h('form', { novalidate: true, 'aria-label': 'Create an API key', class: 'inline-form' }, name.row, scopeBox, tools.row, mode.row, pins.row, err, h('div', { class: 'actions' }, create));
   const body = h('tbody');
   const showRevoked = h('input', { type: 'checkbox', id: uid('rv') });
-  const fields: Record<string, Field> = { name, tools };
+  const fields: Record<string, Field> = { name, tools, tools_mode: mode, pinned_tools: pins };
   box.append(h('h2', { id: 'keys-h' }, 'API keys'), form, created,
     h('div', { class: 'check' }, showRevoked, h('label', { for: showRevoked.id }, 'Show revoked keys')),
     h('div', { class: 'table-wrap' }, h('table', null, h('caption', { class: 'sr-only' }, 'API keys'),
@@ -71,7 +77,7 @@ function renderKeys(box: HTMLElement, signal: AbortSignal): void {
             if (!(e instanceof ApiError && e.status === 401)) toast((e as Error).message, 'error');
           }
         });
-        return h('tr', null, h('td', null, k.name), h('td', { class: 'mono' }, k.id), h('td', null, (k.scopes ?? []).join(', ')), h('td', null, fmtTime(k.created_at)), h('td', null, revoked ? `revoked ${fmtTime(k.revoked_at)}` : 'active'), h('td', null, btn));
+        return h('tr', null, h('td', null, k.name), h('td', { class: 'mono' }, k.id), h('td', null, (k.scopes ?? []).join(', ') + (k.tools_mode === 'search' ? ' · search mode' : '')), h('td', null, fmtTime(k.created_at)), h('td', null, revoked ? `revoked ${fmtTime(k.revoked_at)}` : 'active'), h('td', null, btn));
       }) : h('tr', null, h('td', { colspan: '6', class: 'muted' }, 'No keys.')));
     } catch (e) {
       if ((e as Error).name === 'AbortError') return;
@@ -86,9 +92,14 @@ function renderKeys(box: HTMLElement, signal: AbortSignal): void {
     showError(err, null);
     const scopes = [...scopeBox.querySelectorAll('input:checked')].map((i) => (i as HTMLInputElement).value);
     const allow = lines(tools.input.value);
+    const pinned = lines(pins.input.value);
+    const toolsMode = (mode.input as HTMLSelectElement).value;
     create.disabled = true;
     try {
-      const r = await api<APIKey & { key: string }>('POST', '/api/v1/keys', { name: name.input.value.trim(), scopes, ...(allow.length ? { tools: { allow } } : {}) });
+      const r = await api<APIKey & { key: string }>('POST', '/api/v1/keys', {
+        name: name.input.value.trim(), scopes, ...(allow.length ? { tools: { allow } } : {}),
+        ...(toolsMode ? { tools_mode: toolsMode } : {}), ...(pinned.length ? { pinned_tools: pinned } : {}),
+      });
       const out = h('input', { type: 'text', readOnly: true, value: r.key, class: 'mono', id: uid('newkey') });
       const copy = h('button', { type: 'button', class: 'btn btn-small' }, 'Copy');
       copy.addEventListener('click', async () => {
@@ -105,6 +116,8 @@ function renderKeys(box: HTMLElement, signal: AbortSignal): void {
       created.hidden = false;
       name.input.value = '';
       tools.input.value = '';
+      pins.input.value = '';
+      (mode.input as HTMLSelectElement).value = '';
       out.focus();
       out.select();
       void load();
