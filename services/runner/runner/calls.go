@@ -57,6 +57,7 @@ func (s *server) serve() error {
 		return fmt.Errorf("server %s: %w", s.slug, err)
 	}
 	s.svc = svc
+	go s.runTasks()
 	return nil
 }
 
@@ -273,6 +274,9 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		return callReply{}, tool.Name, apierr.Newf(apierr.ServiceUnavailable, "server %s already runs %d calls, its limit (runtime.max_inflight); try again shortly", s.slug, max)
 	}
 	timeout := cfg.Runtime.CallTimeout.Or(s.r.opts.CallTimeout)
+	if tt, ok := ctx.Value(taskTimeoutKey{}).(time.Duration); ok {
+		timeout = tt
+	}
 	if ct := bus.CallerTimeout(h); ct > 0 && ct < timeout {
 		timeout = ct
 	}
