@@ -58,10 +58,13 @@ func taskResult(t *testing.T, c *client.Client, ctx context.Context, id string, 
 }
 
 // A task answers with its handle at once, outlives the connection that made
-// it, and its result is read later by handle from another connection; its
-// completion is announced on events.task.<id>, without the result.
+// it and the call timeout (it has its own), and its result is read later by
+// handle from another connection; its completion is announced on
+// events.task.<id>, without the result.
 func TestTaskOutlivesItsCaller(t *testing.T) {
-	e := runnertest.Start(t, taskOpts("r1"))
+	o := taskOpts("r1")
+	o.CallTimeout = time.Second // the 3 s sleep below would time out as a call
+	e := runnertest.Start(t, o)
 	cfg, runs := taskServer(t, "slow")
 	e.Put(t, cfg)
 	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
