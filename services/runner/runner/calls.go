@@ -271,7 +271,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		return callReply{}, "", apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
 	}
 	if max := maxInflight(cfg, s.r.opts.MaxInflight); n > int64(max) {
-		return callReply{}, tool.Name, apierr.Newf(apierr.ServiceUnavailable, "server %s already runs %d calls, its limit (runtime.max_inflight); try again shortly", s.slug, max)
+		return callReply{}, tool.Name, inflightFull{apierr.Newf(apierr.ServiceUnavailable, "server %s already runs %d calls, its limit (runtime.max_inflight); try again shortly", s.slug, max)}
 	}
 	timeout := cfg.Runtime.CallTimeout.Or(s.r.opts.CallTimeout)
 	if tt, ok := ctx.Value(taskTimeoutKey{}).(time.Duration); ok {
@@ -367,6 +367,13 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 }
 
 var emptyObject = []byte("{}")
+
+// inflightFull is the refusal of a call over max_inflight, which never
+// reached the server: a task's run waits and tries again instead.
+type inflightFull struct{ err *apierr.Error }
+
+func (e inflightFull) Error() string { return e.err.Error() }
+func (e inflightFull) Unwrap() error { return e.err }
 
 // liveOrStart is live, starting an idle server first (lazy start), bounded by
 // the start timeout and the caller's own deadline.

@@ -75,6 +75,11 @@ func (s *server) runTask(msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
+	if s.full() {
+		// Wait for room rather than fail on max_inflight; not an attempt.
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	var failedHere bool
 	rec, err := r.tasks.updateRecord(ctx, in.ID, func(t *taskRecord) bool {
@@ -123,6 +128,22 @@ func (s *server) runTask(msg jetstream.Msg) {
 	}
 	res, _, callErr := s.call(tctx, caller{}, h, model.ToolToken(rec.Tool), rec.Args)
 	close(done)
+	var full inflightFull
+	if errors.As(callErr, &full) {
+		// The call never reached the server (ordinary calls took the room):
+		// not an attempt; the run waits in the queue.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, _ = r.tasks.updateRecord(ctx, rec.ID, func(t *taskRecord) bool {
+			if model.TaskFinal(t.State) || t.Attempts == 0 {
+				return false
+			}
+			t.Attempts--
+			return true
+		})
+		cancel()
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
 	if s.ctx.Err() != nil {
 		// This server is going away here (handed over, lease lost, runner
 		// stopping): the next owner gets the run and applies the rule above.
@@ -130,6 +151,14 @@ func (s *server) runTask(msg jetstream.Msg) {
 		return
 	}
 	s.finishTask(msg, rec.ID, res, callErr)
+}
+
+// full reports whether the server runs as many calls as it may at once.
+func (s *server) full() bool {
+	s.mu.RLock()
+	cfg := s.cfg
+	s.mu.RUnlock()
+	return cfg != nil && s.active.Load() >= int64(maxInflight(cfg, s.r.opts.MaxInflight))
 }
 
 // finishTask writes a run's outcome, unless the task is final already

@@ -271,3 +271,30 @@ func TestTaskOwnerDiesMidCall(t *testing.T) {
 		})
 	}
 }
+
+// Tasks beyond the server's max_inflight wait in the queue for room
+// instead of failing as calls beyond it do.
+func TestTasksWaitForRoom(t *testing.T) {
+	e := runnertest.Start(t, taskOpts("r1"))
+	cfg, runs := taskServer(t, "slow")
+	cfg.Runtime.MaxInflight = 1
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+	ctx := context.Background()
+	var ids []string
+	for range 3 {
+		task, err := e.Client.CreateTask(ctx, "slow", "sleep", json.RawMessage(`{"ms":500}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.ID)
+	}
+	for _, id := range ids {
+		if done := taskResult(t, e.Client, ctx, id, 30*time.Second); done.State != model.TaskCompleted || done.Attempts != 1 {
+			t.Fatalf("task %s: %+v", id, done)
+		}
+	}
+	if n := runCount(runs); n != 3 {
+		t.Fatalf("%d runs, want 3", n)
+	}
+}
