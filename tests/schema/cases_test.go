@@ -130,6 +130,8 @@ func TestSchemaCases(t *testing.T) {
 		{"task-list-request", false, `{"state":"running"}`},
 		{"task-list-reply", true, `{"tasks":[]}`},
 		{"task-list-reply", false, `{}`},
+		{"task-run", true, `{"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"}`},
+		{"task-run", false, `{"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","args":{}}`},
 
 		{"call-arguments", true, `{}`},
 		{"call-arguments", false, `[]`},
