@@ -153,6 +153,9 @@ const (
 	bRegistry    = "mcp_registry_cache"
 	bAgents      = "mcp_agents"
 	bPins        = "mcp_pins"
+	// The durable tasks (the runners'): runs waiting for an owner, records.
+	streamTasks = "MCP_TASKS"
+	bTasks      = "mcp_tasks"
 	// The chat service's own assets.
 	streamChat     = "MCP_CHAT"
 	bChatProfiles  = "mcp_chat_profiles"
@@ -201,14 +204,15 @@ func join(parts ...[]string) []string {
 // permissions.
 func Table() []Rule {
 	return []Rule{
-		{Role: Runner, Why: "serves calls, rpc, runtime, tools.list, tools.search and tools.review/approve; resolves credentials; publishes status, catalogs, leases, tool pins and call and tool_changed events; sends progress to callers' inboxes",
+		{Role: Runner, Why: "serves calls, rpc, runtime, tools.list, tools.search, tools.review/approve and task.*; resolves credentials; publishes status, catalogs, leases, tool pins and call, tool_changed and task events; queues and consumes task runs (MCP_TASKS) and keeps task records (mcp_tasks); cancels a task's call on cancel.*; sends progress to callers' inboxes",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.call.> " + serverQueues, "{p}.rpc.* " + serverQueues, "{p}.control.* " + serverQueues,
 				"{p}.agent.*.call.> " + serverQueues, "{p}.agent.*.rpc.* " + serverQueues, "{p}.cancel.*", "{p}.agent.*.cancel.*",
 				"{p}.tools.list " + runnerQueue, "{p}.agent.*.tools.list " + runnerQueue,
 				"{p}.tools.search " + runnerQueue, "{p}.agent.*.tools.search " + runnerQueue, "{p}.runtime.* " + runnerQueue,
-				"{p}.tools.review " + runnerQueue, "{p}.tools.approve " + runnerQueue}),
-			Publish: join(sharedAssets, kvRead(bConfigs, bAgents), kvWrite(bStatus, bTools, bOwners, bPins),
-				[]string{"{p}.events.status.>", "{p}.events.call.>", "{p}.events.tool_changed.>", "{p}.control.*", "{p}.cred.resolve", InboxRoot + ".>"})},
+				"{p}.tools.review " + runnerQueue, "{p}.tools.approve " + runnerQueue, "{p}.task.* " + runnerQueue}),
+			Publish: join(sharedAssets, ensure(streamTasks, "KV_"+bTasks), kvRead(bConfigs, bAgents), kvWrite(bStatus, bTools, bOwners, bPins, bTasks), consume(streamTasks),
+				[]string{"{p}.events.status.>", "{p}.events.call.>", "{p}.events.tool_changed.>", "{p}.events.task.>", "{p}.tasks.run.*", "{p}.cancel.*",
+					"{p}.control.*", "{p}.cred.resolve", InboxRoot + ".>"})},
 		{Role: Config, Why: "serves config.*; keeps configs and slugs (and drops a deleted server's status and catalog); stores secrets through the credential service; starts servers through runtime.*",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.config.*"}),
 			Publish: join(sharedAssets, kvWrite(bConfigs, bSlugs, bStatus, bTools), kvRead(bOwners),
@@ -219,10 +223,10 @@ func Table() []Rule {
 		{Role: Registry, Why: "serves registry.*; caches registry answers; reads the stored Smithery key (cred.registry, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.registry.*"}),
 			Publish:   join(ensure("KV_"+bRegistry), kvWrite(bRegistry), replies, []string{"{p}.cred.registry"})},
-		{Role: Gateway, Why: "the HTTP edge: calls tools and, for admin keys, the control plane and agents.* (the console's agent identities, served by mcpbus up); chat for chat keys; keeps API keys and the OAuth access-token revocation list; serves keys.*, tokens.* and oauth.* (the OAuth flows of remote servers, whose tokens it hands to the credential service through config.update and whose outcome it publishes); passes a flow's callback to the instance holding it (oauth.callback.<flow>, sealed; KV mcp_oauth_flows), gateways only; reads a confidential OAuth client's secret on cred.oauthclient (never cred.resolve); gateway.retry.* between its instances (the multi round-trip retries of a call another instance holds)",
+		{Role: Gateway, Why: "the HTTP edge: calls tools, runs them as durable tasks (task.*) and, for admin keys, the control plane and agents.* (the console's agent identities, served by mcpbus up); chat for chat keys; keeps API keys and the OAuth access-token revocation list; serves keys.*, tokens.* and oauth.* (the OAuth flows of remote servers, whose tokens it hands to the credential service through config.update and whose outcome it publishes); passes a flow's callback to the instance holding it (oauth.callback.<flow>, sealed; KV mcp_oauth_flows), gateways only; reads a confidential OAuth client's secret on cred.oauthclient (never cred.resolve); gateway.retry.* between its instances (the multi round-trip retries of a call another instance holds)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.keys.*", "{p}.tokens.*", "{p}.oauth.*", "{p}.oauth.callback.*", "{p}.events.>", "{p}.gateway.retry.*"}),
 			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys, "KV_"+bOAuthFlows, "KV_"+bRevocations), kvWrite(bAPIKeys, bOAuthFlows, bRevocations), kvRead(bTools, bStatus), consume(streamEvents), replies,
-				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*",
+				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*", "{p}.task.*",
 					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.agents.*", "{p}.chat.*", "{p}.chat.profiles.*",
 					"{p}.cred.oauthclient", "{p}.oauth.callback.*", "{p}.events.oauth.>", "{p}.gateway.retry.*", "$SRV.>"})},
 		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools, reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; stores profile API keys through the credential service and reads them back on cred.chatkey (chat profiles' keys only, never cred.resolve)",
@@ -231,9 +235,9 @@ func Table() []Rule {
 				consume(streamChat), purge(streamChat), replies, []string{"{p}.chat.log.>"}, kvWrite(bChatProfiles, bChatApprovals, bChatTurns), objWrite(oChatResults),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.events.chat.>",
 					"{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.cred.chatkey"})},
-		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls, chat and its profiles, event replay and the catalog (serve-stdio) and its search, never cred.resolve",
+		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls and tasks, chat and its profiles, event replay and the catalog (serve-stdio) and its search, never cred.resolve",
 			Subscribe: join(ownInbox, []string{"{p}.events.>"}),
-			Publish: join(consume(streamEvents), kvRead(bTools, bStatus), replies, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.tools.search", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*",
+			Publish: join(consume(streamEvents), kvRead(bTools, bStatus), replies, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.task.*", "{p}.tools.list", "{p}.tools.search", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*",
 				"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.keys.*", "{p}.tokens.*", "{p}.oauth.*", "{p}.agents.*",
 				"{p}.chat.*", "{p}.chat.profiles.*", "$SRV.>"})},
 		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; keeps the agents' records (KV mcp_agents) the runners check calls against",

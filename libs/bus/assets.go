@@ -124,6 +124,17 @@ func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 	return kv, err
 }
 
+// EnsureStream creates or updates a stream with replicas (never fewer than
+// it has), retrying until ctx ends, as EnsureKV does for buckets.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, replicas int, log *slog.Logger) (st jetstream.Stream, err error) {
+	err = Setup(ctx, log, "stream "+cfg.Name, func(ctx context.Context) error {
+		cfg.Replicas = keepReplicas(ctx, js, cfg.Name, replicas)
+		st, err = ensureStream(ctx, js, cfg)
+		return err
+	})
+	return st, err
+}
+
 // ensureStream creates or updates a stream; one another service created with
 // other settings is used as it is.
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {

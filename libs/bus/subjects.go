@@ -44,6 +44,13 @@ const (
 // gateway instance can pass a callback on to the one holding the flow.
 const BucketOAuthFlows = "mcp_oauth_flows"
 
+// Names of the durable tasks' assets (the runners'): the work-queue stream
+// of task runs, subjects <prefix>.tasks.run.<server>, and the task records.
+const (
+	StreamTasks = "MCP_TASKS"
+	BucketTasks = "mcp_tasks"
+)
+
 // Headers of the bus protocol.
 const (
 	// HeaderRequestID identifies one request end to end (logs, events, cancellation).
@@ -132,6 +139,13 @@ func (s Subjects) GatewayRetry(instance string) string { return s.join("gateway"
 // its callback from whichever instance the browser reached (flow: the
 // flow's key in BucketOAuthFlows).
 func (s Subjects) OAuthCallback(flow string) string { return s.join("oauth", "callback", flow) }
+
+// Task is the subject of a task verb (create, get, result, cancel, list).
+func (s Subjects) Task(verb string) string { return s.join("task", verb) }
+
+// TaskRun is the work-queue subject of one server's task runs; TaskRuns all of them.
+func (s Subjects) TaskRun(server string) string { return s.join("tasks", "run", server) }
+func (s Subjects) TaskRuns() string             { return s.join("tasks", "run", ">") }
 
 // Event is the event subject of kind (status, config, call, chat) about name.
 func (s Subjects) Event(kind, name string) string { return s.join("events", kind, name) }

@@ -56,6 +56,7 @@ func Example() {
 	// demo__roots mcp.v1.call.demo.roots
 	// demo__sample mcp.v1.call.demo.sample
 	// demo__sleep mcp.v1.call.demo.sleep
+	// demo__sleep_idempotent mcp.v1.call.demo.sleep_idempotent
 }
 
 // Call a tool by the namespaced name an LLM chose. The result is the MCP
@@ -222,7 +223,7 @@ func ExampleClient_Status() {
 		fmt.Println("runner", r.ID, "runs", r.Servers)
 	}
 	// Output:
-	// demo running on r1 with 13 tools
+	// demo running on r1 with 14 tools
 	// runner r1 runs [demo]
 }
 

@@ -50,6 +50,27 @@ func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
 
+// sleep sleeps in.MS, stopping early when cancelled. With TESTMCP_RUN_FILE
+// each start appends a line "<tool> <pid>" there, so a test counts runs.
+func sleep(ctx context.Context, req *mcp.CallToolRequest, in SleepIn) (*mcp.CallToolResult, any, error) {
+	if f := os.Getenv("TESTMCP_RUN_FILE"); f != "" {
+		if fh, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+			_, _ = fmt.Fprintf(fh, "%s %d\n", req.Params.Name, os.Getpid())
+			_ = fh.Close()
+		}
+	}
+	select {
+	case <-time.After(time.Duration(in.MS) * time.Millisecond):
+		return text(fmt.Sprintf("slept %dms", in.MS)), nil, nil
+	case <-ctx.Done():
+		// Leave a trace a test can read: the call was cancelled at the server.
+		if f := os.Getenv("TESTMCP_CANCEL_FILE"); f != "" {
+			_ = os.WriteFile(f, []byte("cancelled"), 0o600)
+		}
+		return nil, nil, ctx.Err()
+	}
+}
+
 // NewServer builds the test server. name lets tests run several distinct ones.
 func NewServer(name string) *mcp.Server { return NewServerOpts(name, nil) }
 
@@ -61,19 +82,10 @@ func NewServerOpts(name string, opts *mcp.ServerOptions) *mcp.Server {
 		func(ctx context.Context, req *mcp.CallToolRequest, in EchoIn) (*mcp.CallToolResult, any, error) {
 			return text(in.Message), nil, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "Sleeps, stopping early when cancelled"},
-		func(ctx context.Context, req *mcp.CallToolRequest, in SleepIn) (*mcp.CallToolResult, any, error) {
-			select {
-			case <-time.After(time.Duration(in.MS) * time.Millisecond):
-				return text(fmt.Sprintf("slept %dms", in.MS)), nil, nil
-			case <-ctx.Done():
-				// Leave a trace a test can read: the call was cancelled at the server.
-				if f := os.Getenv("TESTMCP_CANCEL_FILE"); f != "" {
-					_ = os.WriteFile(f, []byte("cancelled"), 0o600)
-				}
-				return nil, nil, ctx.Err()
-			}
-		})
+	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "Sleeps, stopping early when cancelled"}, sleep)
+	// The same, declared idempotent (tests of durable tasks re-run only such a tool).
+	mcp.AddTool(s, &mcp.Tool{Name: "sleep_idempotent", Description: "Sleeps, stopping early when cancelled; safe to run again",
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, sleep)
 	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "Exits the server process at once"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in Empty) (*mcp.CallToolResult, any, error) {
 			os.Exit(3)

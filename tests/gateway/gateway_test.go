@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +45,8 @@ type env struct {
 	admin string
 	logs  *testkit.LogBuffer
 	dir   string // the data dir (admin key)
+	// stop stops the gateway (once; the test's end does it too).
+	stop func()
 }
 
 // start runs the stack (registry pointed at local fakes) and a gateway.
@@ -100,7 +103,7 @@ func runGateway(t *testing.T, st *stack.Stack, name, dir string, logs *testkit.L
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(runCtx) }()
-	t.Cleanup(func() {
+	stopOnce := sync.OnceFunc(func() {
 		stop()
 		select {
 		case <-done:
@@ -108,11 +111,12 @@ func runGateway(t *testing.T, st *stack.Stack, name, dir string, logs *testkit.L
 			t.Error("gateway did not stop")
 		}
 	})
+	t.Cleanup(stopOnce)
 	key, err := os.ReadFile(g.AdminKeyPath())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, st: st, g: g, url: "http://" + g.Addr(), admin: strings.TrimSpace(string(key)), logs: logs, dir: dir}
+	return &env{t: t, st: st, g: g, url: "http://" + g.Addr(), admin: strings.TrimSpace(string(key)), logs: logs, dir: dir, stop: stopOnce}
 }
 
 type reply struct {

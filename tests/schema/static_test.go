@@ -37,6 +37,7 @@ func TestSchemasCompile(t *testing.T) {
 		"chat-profile-put-request", "chat-profile-ref", "chat-profile-list-request", "chat-profile-list-reply",
 		"oauth-start-request", "oauth-start-reply", "oauth-event", "oauth-callback-request", "oauth-callback-reply",
 		"gateway-retry-request", "gateway-retry-reply",
+		"task", "task-create-request", "task-request", "task-list-request", "task-list-reply", "task-run",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {
@@ -212,6 +213,9 @@ func TestAsyncAPI(t *testing.T) {
 		s.GatewayRetry("abcdefghijklmnop"),
 		// An agent's own subjects (issue 26).
 		s.ForAgent("a1").ToolsList(), s.ForAgent("a1").Call("srv", "tool"), s.ForAgent("a1").RPC("srv"), s.ForAgent("a1").Cancel("srv"),
+		// Durable tasks (issue 31).
+		s.Task("create"), s.Task("get"), s.Task("result"), s.Task("cancel"), s.Task("list"), s.TaskRun("srv"),
+		s.Event("task", "0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"),
 	} {
 		if r.channelFor(subject) == "" {
 			t.Errorf("no channel of %s matches subject %s", asyncAPIFile, subject)

@@ -286,6 +286,29 @@ func TestRealMessages(t *testing.T) {
 	}
 	_, err = cl.Call(ctx, srv, "no_such_tool", json.RawMessage(`{}`), nil)
 	wantCode(t, "unknown tool", err, apierr.NotFound)
+	// Tasks: one run to its result, one cancelled, one refused.
+	task, err := cl.CreateTask(ctx, srv, "echo", json.RawMessage(`{"message":"as a task"}`))
+	if err != nil {
+		t.Fatalf("task.create: %v", err)
+	}
+	if done, err := cl.TaskResult(ctx, task.ID, 20*time.Second); err != nil || done.State != model.TaskCompleted {
+		t.Fatalf("task.result: %+v, %v", done, err)
+	}
+	if _, err := cl.Task(ctx, task.ID); err != nil {
+		t.Fatalf("task.get: %v", err)
+	}
+	if list, err := cl.Tasks(ctx, "", false); err != nil || len(list) == 0 {
+		t.Fatalf("task.list: %v, %v", list, err)
+	}
+	long, err := cl.CreateTask(ctx, srv, "sleep", json.RawMessage(`{"ms":60000}`))
+	if err != nil {
+		t.Fatalf("task.create: %v", err)
+	}
+	if _, err := cl.CancelTask(ctx, long.ID); err != nil {
+		t.Fatalf("task.cancel: %v", err)
+	}
+	_, err = cl.CancelTask(ctx, task.ID)
+	wantCode(t, "cancel of a completed task", err, apierr.Conflict)
 	// rpc: a method with a result, and an unsupported one.
 	var resources json.RawMessage
 	if err := cl.RPC(ctx, srv, "resources/list", map[string]any{}, &resources); err != nil {
@@ -427,6 +450,7 @@ func controlVerbs() map[string][]string {
 		"registry": {"search", "get"},
 		"chat":     chatVerbs,
 		"oauth":    {"start"},
+		"task":     {"create", "get", "result", "cancel", "list"},
 	}
 }
 
@@ -496,6 +520,9 @@ var requestSchema = map[string]string{
 	"chat.profiles.get": "chat-profile-ref", "chat.profiles.list": "chat-profile-list-request", "chat.profiles.delete": "chat-profile-ref",
 
 	"oauth.start": "oauth-start-request", "oauth.callback": "oauth-callback-request", "gateway.retry": "gateway-retry-request",
+
+	"task.create": "task-create-request", "task.get": "task-request", "task.result": "task-request", "task.cancel": "task-request",
+	"task.list": "task-list-request",
 }
 
 // replySchema is the schema of the success reply of the request kinds that
@@ -520,12 +547,14 @@ var replySchema = map[string]string{
 	"chat.profiles.list": "chat-profile-list-reply", "chat.profiles.delete": "chat-profile-ref",
 
 	"oauth.start": "oauth-start-reply", "oauth.callback": "oauth-callback-reply", "gateway.retry": "gateway-retry-reply",
+
+	"task.create": "task", "task.get": "task", "task.result": "task", "task.cancel": "task", "task.list": "task-list-reply",
 }
 
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
 // mcp.v1.events.chat.<conversation>).
 var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event", "cred": "cred-event", "chat": "chat-event", "oauth": "oauth-event",
-	chatAudit: "chat-audit-event"}
+	"task": "task", chatAudit: "chat-audit-event"}
 
 // chatAudit is the kind of mcp.v1.events.chat.<conversation>.audit.
 const chatAudit = "chat-audit"
@@ -674,6 +703,15 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, bad 
 				t.Errorf("%s: no channel of asyncapi.yaml has this subject", src)
 			}
 			reg.check(t, "chat-entry", src, m.Data)
+			continue
+		}
+		if strings.HasPrefix(m.Subject, s.TaskRun("")) {
+			// A task's run queued (JetStream publish into MCP_TASKS).
+			src := "bus " + m.Subject
+			if reg.channelFor(m.Subject) == "" {
+				t.Errorf("%s: no channel of asyncapi.yaml has this subject", src)
+			}
+			reg.check(t, "task-run", src, m.Data)
 			continue
 		}
 		if strings.HasPrefix(m.Subject, s.Prefix+".") && kindOf(m.Subject, s) == "" {
@@ -853,9 +891,10 @@ var kvRules = map[string]kvRule{
 // the runners' leases and tool pins (read through mcp.v1.tools.review), the
 // registry service's cache of registry answers, and the chat service's turn
 // leases and pending approvals (read through mcp.v1.chat.pending), and the
-// gateways' pending OAuth flows.
+// gateways' pending OAuth flows, and the runners' task records (the task
+// with its run's arguments; read through mcp.v1.task.*).
 var internalBuckets = map[string]bool{bus.BucketOwners: true, bus.BucketPins: true, regsvc.BucketCache: true,
-	bus.BucketChatTurns: true, bus.BucketChatApprovals: true, bus.BucketOAuthFlows: true}
+	bus.BucketChatTurns: true, bus.BucketChatApprovals: true, bus.BucketOAuthFlows: true, bus.BucketTasks: true}
 
 // kvValue is the document a KV value is validated as.
 func kvValue(t *testing.T, rule kvRule, value []byte) []byte {

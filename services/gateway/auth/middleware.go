@@ -32,14 +32,14 @@ const ScopeAnyKey = "any-key"
 
 // ScopeForPath is the gateway's rule of which scope a path needs: /api/v1/me
 // any valid key, /api/v1/tools/search call (a search of the tools /mcp/tools
-// lists), the chat profiles admin (they hold API keys and tool
+// lists), /api/v1/tasks call (tool calls run as durable tasks), the chat profiles admin (they hold API keys and tool
 // policies), the rest of /api/v1/chat and the OpenAI-compatible /v1 chat, the
 // rest of /api admin, /mcp and below call, everything else (health) none.
 func ScopeForPath(p string) string {
 	switch {
 	case p == "/api/v1/me", p == "/api/v1/me/authorizations", strings.HasPrefix(p, "/api/v1/me/authorizations/"): // the caller's own, whatever its scope
 		return ScopeAnyKey
-	case p == "/api/v1/tools/search":
+	case p == "/api/v1/tools/search", p == "/api/v1/tasks" || strings.HasPrefix(p, "/api/v1/tasks/"):
 		return ScopeCall
 	case p == "/api/v1/chat/profiles" || strings.HasPrefix(p, "/api/v1/chat/profiles/"):
 		return ScopeAdmin

@@ -95,7 +95,8 @@ func recoverer(log *slog.Logger, next http.Handler) http.Handler {
 func streaming(r *http.Request) bool {
 	p := r.URL.Path
 	return p == "/mcp" || p == "/api/v1/events" || p == "/v1/chat/completions" ||
-		(strings.HasPrefix(p, "/api/v1/chat/conversations/") && strings.HasSuffix(p, "/events"))
+		(strings.HasPrefix(p, "/api/v1/chat/conversations/") && strings.HasSuffix(p, "/events")) ||
+		(strings.HasPrefix(p, "/api/v1/tasks/") && strings.HasSuffix(p, "/events"))
 }
 
 // limits reads the body within MaxBodyBytes (413 over it) and a deadline,

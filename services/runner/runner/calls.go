@@ -57,6 +57,7 @@ func (s *server) serve() error {
 		return fmt.Errorf("server %s: %w", s.slug, err)
 	}
 	s.svc = svc
+	go s.runTasks()
 	return nil
 }
 
@@ -266,9 +267,12 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	}
 	defer unuse()
 	if max := maxInflight(cfg, s.r.opts.MaxInflight); n > int64(max) {
-		return callReply{}, tool.Name, apierr.Newf(apierr.ServiceUnavailable, "server %s already runs %d calls, its limit (runtime.max_inflight); try again shortly", s.slug, max)
+		return callReply{}, tool.Name, inflightFull{apierr.Newf(apierr.ServiceUnavailable, "server %s already runs %d calls, its limit (runtime.max_inflight); try again shortly", s.slug, max)}
 	}
 	timeout := cfg.Runtime.CallTimeout.Or(s.r.opts.CallTimeout)
+	if tt, ok := ctx.Value(taskTimeoutKey{}).(time.Duration); ok {
+		timeout = tt
+	}
 	if ct := bus.CallerTimeout(h); ct > 0 && ct < timeout {
 		timeout = ct
 	}
@@ -359,6 +363,13 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 }
 
 var emptyObject = []byte("{}")
+
+// inflightFull is the refusal of a call over max_inflight, which never
+// reached the server: a task's run waits and tries again instead.
+type inflightFull struct{ err *apierr.Error }
+
+func (e inflightFull) Error() string { return e.err.Error() }
+func (e inflightFull) Unwrap() error { return e.err }
 
 // liveOrStart is live, starting an idle server first (lazy start), bounded by
 // the start timeout and the caller's own deadline.

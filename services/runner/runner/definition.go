@@ -42,6 +42,8 @@ func (o *Options) Register(s *settings.Set) {
 	s.Int(&o.MaxServers, "max-servers", "", DefaultMaxServers, "servers running at once on this runner at most")
 	s.Int(&o.AgentMaxInflight, "agent-max-inflight", "", 0, "one agent's calls in flight at one server unless its record says otherwise (default: a quarter of a server's max_inflight)")
 	s.Duration(&o.LeaseTTL, "lease-ttl", "", DefaultLeaseTTL, "ownership lease: a runner that dies loses its servers to others after this long")
+	s.Duration(&o.TaskRetention, "task-retention", "", DefaultTaskRetention, "how long a durable task and its result are kept after its last change (every runner the same: it is the bucket's TTL)")
+	s.Duration(&o.TaskTimeout, "task-timeout", "", DefaultTaskTimeout, "how long a durable task's call may run (in place of the call timeout)")
 	s.Strings(&o.ExecTypes, "exec-types", "", model.ExecTypes,
 		"package types this runner spawns or connects: npm, docker, binary, http (a deployment sets npm,docker,http)")
 	s.Strings(&o.ExecBinaryPrefixes, "exec-binary-prefixes", "", nil,
@@ -69,6 +71,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--server-start-timeout %s must not be negative", o.StartTimeout)
 	case o.MaxServers < 0:
 		return fmt.Errorf("--max-servers %d must not be negative", o.MaxServers)
+	case o.TaskRetention < 0 || (o.TaskRetention > 0 && o.TaskRetention < time.Second):
+		return fmt.Errorf("--task-retention %s: at least 1s", o.TaskRetention)
+	case o.TaskTimeout < 0:
+		return fmt.Errorf("--task-timeout %s must not be negative", o.TaskTimeout)
 	case o.LeaseTTL < 0 || (o.LeaseTTL > 0 && o.LeaseTTL < time.Second):
 		return fmt.Errorf("--lease-ttl %s: at least 1s", o.LeaseTTL)
 	case o.ChildSandbox != "" && o.ChildSandbox != sandbox.ModeAuto && o.ChildSandbox != sandbox.ModeOff:

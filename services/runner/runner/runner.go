@@ -135,6 +135,15 @@ type Options struct {
 	ChildProtect    []string
 	ChildAllow      []string
 	childNoLandlock bool // tests of the uid switch alone
+
+	// TaskRetention is how long a task's record (and result) is kept after
+	// its last change (default 24h); TaskTimeout bounds a task's run
+	// (default 1h, in place of the call timeout); TaskAckWait is how long a
+	// run held by a runner that stopped answering waits before another
+	// owner gets it (default 15s). See tasks.go.
+	TaskRetention time.Duration
+	TaskTimeout   time.Duration
+	TaskAckWait   time.Duration
 }
 
 func (o *Options) defaults() {
@@ -173,6 +182,9 @@ func (o *Options) defaults() {
 	setDefault(&o.TickInterval, time.Second)
 	setDefault(&o.OAuthEarlyRefresh, 30*time.Second)
 	setDefault(&o.LeaseTTL, DefaultLeaseTTL)
+	setDefault(&o.TaskRetention, DefaultTaskRetention)
+	setDefault(&o.TaskTimeout, DefaultTaskTimeout)
+	setDefault(&o.TaskAckWait, DefaultTaskAckWait)
 	if o.HealthFailures <= 0 {
 		o.HealthFailures = 3
 	}
@@ -214,6 +226,7 @@ type Runner struct {
 	callEvents *bus.Batcher
 	pids       *pidfile.Dir     // nil without a data dir
 	sandbox    *sandbox.Sandbox // nil: --child-sandbox=off
+	tasks      *taskStore
 
 	running atomic.Int64 // servers with a live session
 	metrics lifecycleMetrics
@@ -283,6 +296,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("runner: %w", err)
 	}
 	r.assets = assets
+	if err := r.openTasks(ctx); err != nil {
+		return err
+	}
 	r.logSandbox()
 	defer r.observeServers()()
 	if r.opts.DataDir != "" {
@@ -374,6 +390,7 @@ func (r *Runner) addService() error {
 				Handler: bus.JSONHandler(r.log, r.handleToolsSearch)},
 			{Name: "agent-tools-search", Subject: r.subj.AgentToolsSearch(),
 				Handler: bus.JSONHandler(r.log, r.handleToolsSearch)}}, Logger: r.log}
+	cfg.Endpoints = append(cfg.Endpoints, r.taskEndpoints()...)
 	for _, verb := range []string{"start", "stop", "restart", "status", "forget"} {
 		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: "runtime-" + verb, Subject: r.subj.Runtime(verb),
 			Handler: bus.JSONHandler(r.log, r.runtimeHandler(verb))})

@@ -1,0 +1,243 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
+)
+
+// taskTimeoutKey carries a task's own time limit into call, in place of
+// the call timeout (a task is meant to outlast an ordinary call).
+type taskTimeoutKey struct{}
+
+// taskPull is how many runs one owner holds at once: the rest wait in the
+// queue for it or for another replica.
+const taskPull = 8
+
+// runTasks consumes this server's task runs while the server is owned
+// here: one durable consumer per server, shared by its replicas, so a run
+// held by a runner that dies is delivered again (after the ack wait) to
+// whichever owner pulls next.
+func (s *server) runTasks() {
+	r := s.r
+	for s.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		cons, err := r.js.CreateOrUpdateConsumer(ctx, bus.StreamTasks, jetstream.ConsumerConfig{
+			Durable: "task-" + s.slug, FilterSubject: r.subj.TaskRun(s.slug),
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: r.opts.TaskAckWait,
+			InactiveThreshold: r.tasks.retention + time.Hour, MaxAckPending: 1024,
+		})
+		cancel()
+		if err != nil {
+			s.log.Warn("task queue not consumed; trying again", "error", err)
+			select {
+			case <-s.ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		cc, err := cons.Consume(func(msg jetstream.Msg) { go s.runTask(msg) }, jetstream.PullMaxMessages(taskPull))
+		if err != nil {
+			s.log.Warn("task queue not consumed; trying again", "error", err)
+			time.Sleep(time.Second)
+			continue
+		}
+		<-s.ctx.Done()
+		cc.Stop()
+	}
+}
+
+// notRerun is why a task whose runner stopped mid-call ends failed.
+func notRerun(t *taskRecord) string {
+	if t.Idempotent {
+		return fmt.Sprintf("the runner running this task (%s) stopped mid-call twice; an idempotent tool is run again once only", t.Runner)
+	}
+	return fmt.Sprintf("the runner running this task (%s) stopped mid-call; the tool is not marked idempotent (idempotentHint), so it was not run again", t.Runner)
+}
+
+// runTask runs one task: a run asked for the first time runs; one already
+// started (its runner died or handed the server over mid-call) runs again
+// only for an idempotent tool, once, else it fails saying why.
+func (s *server) runTask(msg jetstream.Msg) {
+	r := s.r
+	var in taskRunMsg
+	if json.Unmarshal(msg.Data(), &in) != nil || in.ID == "" {
+		_ = msg.Term()
+		return
+	}
+	if s.full() {
+		// Wait for room rather than fail on max_inflight; not an attempt.
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	var failedHere bool
+	rec, err := r.tasks.updateRecord(ctx, in.ID, func(t *taskRecord) bool {
+		switch {
+		case model.TaskFinal(t.State): // cancelled while queued, or done
+			return false
+		case t.Attempts > 0 && (!t.Idempotent || t.Attempts >= 2):
+			t.State, t.Message = model.TaskFailed, notRerun(t)
+			t.Error = apierr.New(apierr.ServiceUnavailable, t.Message)
+			failedHere = true
+			return true
+		}
+		t.Attempts++
+		t.Runner = r.opts.ID
+		return true
+	})
+	cancel()
+	switch {
+	case errors.Is(err, errTaskGone): // past retention
+		_ = msg.Ack()
+		return
+	case err != nil:
+		if s.ctx.Err() == nil {
+			_ = msg.NakWithDelay(time.Second)
+		}
+		return
+	case failedHere:
+		r.publishTask(rec.Task)
+		_ = msg.Ack()
+		return
+	case model.TaskFinal(rec.State):
+		_ = msg.Ack()
+		return
+	}
+	if rec.Attempts > 1 {
+		s.log.Warn("task run again after its runner stopped mid-call (idempotent tool)", "task", rec.ID, "tool", rec.Tool)
+	}
+
+	tctx, stop := context.WithTimeout(context.WithValue(s.ctx, taskTimeoutKey{}, r.opts.TaskTimeout), r.opts.TaskTimeout)
+	defer stop()
+	done := make(chan struct{})
+	go s.keepTask(tctx, stop, msg, rec.ID, done)
+	h := nats.Header{bus.HeaderRequestID: []string{rec.ID}}
+	if rec.PrincipalHeader != "" {
+		h.Set(principal.Header, rec.PrincipalHeader)
+	}
+	res, _, callErr := s.call(tctx, caller{}, h, model.ToolToken(rec.Tool), rec.Args)
+	close(done)
+	var full inflightFull
+	if errors.As(callErr, &full) {
+		// The call never reached the server (ordinary calls took the room):
+		// not an attempt; the run waits in the queue.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, _ = r.tasks.updateRecord(ctx, rec.ID, func(t *taskRecord) bool {
+			if model.TaskFinal(t.State) || t.Attempts == 0 {
+				return false
+			}
+			t.Attempts--
+			return true
+		})
+		cancel()
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if s.ctx.Err() != nil {
+		// This server is going away here (handed over, lease lost, runner
+		// stopping): the next owner gets the run and applies the rule above.
+		_ = msg.Nak()
+		return
+	}
+	s.finishTask(msg, rec.ID, res, callErr)
+}
+
+// full reports whether the server runs as many calls as it may at once.
+func (s *server) full() bool {
+	s.mu.RLock()
+	cfg := s.cfg
+	s.mu.RUnlock()
+	return cfg != nil && s.active.Load() >= int64(maxInflight(cfg, s.r.opts.MaxInflight))
+}
+
+// finishTask writes a run's outcome, unless the task is final already
+// (cancelled meanwhile), announces it and acks the run.
+func (s *server) finishTask(msg jetstream.Msg, id string, res callReply, callErr error) {
+	r := s.r
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	outcome := func(t *taskRecord) {
+		switch {
+		case callErr == nil:
+			t.State, t.Result = model.TaskCompleted, res.data
+		default:
+			e := apierr.From(callErr)
+			t.State, t.Message, t.Error = model.TaskFailed, e.Message, e
+		}
+	}
+	changed := false
+	out, err := r.tasks.updateRecord(ctx, id, func(t *taskRecord) bool {
+		if model.TaskFinal(t.State) {
+			return false
+		}
+		outcome(t)
+		changed = true
+		return true
+	})
+	if errors.Is(err, errTaskTooLarge) {
+		callErr, res = errTaskTooLarge, callReply{}
+		changed = false
+		out, err = r.tasks.updateRecord(ctx, id, func(t *taskRecord) bool {
+			if model.TaskFinal(t.State) {
+				return false
+			}
+			outcome(t)
+			changed = true
+			return true
+		})
+	}
+	if err != nil && !errors.Is(err, errTaskGone) {
+		s.log.Warn("task outcome not stored; the run is delivered again", "task", id, "error", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if changed {
+		r.publishTask(out.Task)
+	}
+	_ = msg.Ack()
+}
+
+// keepTask holds the run while it goes on: it tells JetStream the run is
+// in progress (so it is not delivered again before the ack wait after the
+// last sign of life), keeps the record within its retention, and stops the
+// call when the record says cancelled (a cancel that came before the call
+// was registered, or whose broadcast was lost).
+func (s *server) keepTask(ctx context.Context, stop context.CancelFunc, msg jetstream.Msg, id string, done <-chan struct{}) {
+	r := s.r
+	tick := time.NewTicker(min(r.opts.TaskAckWait/3, time.Second))
+	defer tick.Stop()
+	lastTouch := time.Now()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		_ = msg.InProgress()
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rec, _, err := r.tasks.getRecord(rctx, id)
+		if err == nil && rec.State == model.TaskCancelled {
+			cancel()
+			stop()
+			return
+		}
+		if err == nil && time.Since(lastTouch) > r.tasks.retention/3 {
+			_, _ = r.tasks.updateRecord(rctx, id, func(t *taskRecord) bool { return !model.TaskFinal(t.State) })
+			lastTouch = time.Now()
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,301 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
+)
+
+// taskEndpoints serve task.* on the runners' queue group: any runner
+// answers; the run itself goes to the server's owner through the work queue.
+func (r *Runner) taskEndpoints() []bus.Endpoint {
+	return []bus.Endpoint{
+		{Name: "task-create", Subject: r.subj.Task("create"), Handler: r.taskHandler(r.handleTaskCreate)},
+		{Name: "task-get", Subject: r.subj.Task("get"), Handler: r.taskHandler(r.handleTaskGet)},
+		{Name: "task-result", Subject: r.subj.Task("result"), Handler: r.taskHandler(r.handleTaskResult)},
+		{Name: "task-cancel", Subject: r.subj.Task("cancel"), Handler: r.taskHandler(r.handleTaskCancel)},
+		{Name: "task-list", Subject: r.subj.Task("list"), Handler: r.taskHandler(r.handleTaskList)},
+	}
+}
+
+// taskRequestTimeout bounds a task request whose caller gave no time (a
+// task.result wait included); with Mcp-Timeout-Ms the caller's time does.
+const taskRequestTimeout = model.TaskMaxWait + 15*time.Second
+
+// taskHandler bounds h, so a slow JetStream never leaves a request unanswered.
+func (r *Runner) taskHandler(h bus.HandlerFunc) micro.Handler {
+	return bus.JSONHandler(r.log, func(ctx context.Context, req micro.Request) (any, error) {
+		d := taskRequestTimeout
+		if ct := bus.CallerTimeout(nats.Header(req.Headers())); ct > 0 {
+			d = ct
+		}
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return h(ctx, req)
+	})
+}
+
+// taskRunMsg is the body of a work-queue message: which task to run.
+type taskRunMsg struct {
+	ID string `json:"id"`
+}
+
+// catalogTool finds the tool a create names in the catalog.
+func (r *Runner) catalogTool(in model.TaskCreateRequest) (model.Tool, error) {
+	server, tool := in.Server, in.Tool
+	if in.Name != "" {
+		s, _, ok := strings.Cut(in.Name, "__")
+		if !ok || !model.ValidSlug(s) {
+			return model.Tool{}, apierr.Invalid("name", "a namespaced tool name looks like <server>__<tool>")
+		}
+		server = s
+	}
+	if !model.ValidSlug(server) {
+		return model.Tool{}, apierr.Invalid("server", "server must be a slug ([a-z0-9_-])")
+	}
+	if in.Name == "" && tool == "" {
+		return model.Tool{}, apierr.Invalid("tool", "tool is required")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.catalog[server].Tools {
+		if (in.Name != "" && t.Name == in.Name) || (in.Name == "" && t.Tool == tool) {
+			return t, nil
+		}
+	}
+	return model.Tool{}, apierr.Newf(apierr.NotFound, "server %s has no tool %q", server, in.Name+tool)
+}
+
+// idempotent reads a tool's idempotentHint.
+func idempotent(t model.Tool) bool {
+	var a struct {
+		IdempotentHint bool `json:"idempotentHint"`
+	}
+	return len(t.Annotations) > 0 && json.Unmarshal(t.Annotations, &a) == nil && a.IdempotentHint
+}
+
+// taskCaller is the principal a task request acts for. Agents have no task
+// subjects (libs/access), so this is the gateway's header or the operator.
+func taskCaller(req micro.Request) (principal.Principal, error) {
+	p, err := principal.FromHeader(nats.Header(req.Headers()))
+	if err != nil {
+		return p, apierr.Invalid("", "the principal header does not decode")
+	}
+	return p, nil
+}
+
+func (r *Runner) handleTaskCreate(ctx context.Context, req micro.Request) (any, error) {
+	p, err := taskCaller(req)
+	if err != nil {
+		return nil, err
+	}
+	var in model.TaskCreateRequest
+	if err := bus.Decode(req.Data(), &in); err != nil {
+		return nil, err
+	}
+	if err := checkArgs(in.Arguments, r.opts.MaxArgsBytes); err != nil {
+		return nil, err
+	}
+	tool, err := r.catalogTool(in)
+	if err != nil {
+		return nil, err
+	}
+	if !p.AllowsTool(tool.Name) { // the caller's own filter hides it: as unknown
+		return nil, apierr.Newf(apierr.NotFound, "server %s has no tool %q", tool.Server, tool.Tool)
+	}
+	now := time.Now().UTC()
+	task := model.Task{ID: uuid.NewString(), State: model.TaskWorking, Server: tool.Server, Tool: tool.Tool, Name: tool.Name,
+		Principal: p.ID, Idempotent: idempotent(tool), CreatedAt: now, UpdatedAt: now, TTLMs: r.tasks.retention.Milliseconds()}
+	args := in.Arguments
+	if len(trimJSONSpace(args)) == 0 {
+		args = emptyObject
+	}
+	rec := taskRecord{Task: task, Args: args, PrincipalHeader: nats.Header(req.Headers()).Get(principal.Header)}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.Internal, "encoding the task", err)
+	}
+	if _, err := r.tasks.kv.Create(ctx, task.ID, data); err != nil {
+		return nil, apierr.Wrap(apierr.ServiceUnavailable, "storing the task", err)
+	}
+	run, _ := json.Marshal(taskRunMsg{ID: task.ID})
+	// The message id makes a retried publish count once.
+	if _, err := r.js.Publish(ctx, r.subj.TaskRun(tool.Server), run, jetstream.WithMsgID(task.ID)); err != nil {
+		_ = r.tasks.kv.Delete(context.WithoutCancel(ctx), task.ID)
+		return nil, apierr.Wrap(apierr.ServiceUnavailable, "queueing the task", err)
+	}
+	return task, nil
+}
+
+// visibleTask reads a task for p: another principal's (unless p is admin)
+// is NOT_FOUND, as a task that never was.
+func (r *Runner) visibleTask(ctx context.Context, p principal.Principal, id string) (taskRecord, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return taskRecord{}, apierr.Invalid("id", "id must be a task id (uuid)")
+	}
+	rec, _, err := r.tasks.getRecord(ctx, id)
+	if errors.Is(err, errTaskGone) || (err == nil && rec.Principal != p.ID && !p.Admin) {
+		return taskRecord{}, apierr.Newf(apierr.NotFound, "task %s not found", id).WithField("id")
+	}
+	return rec, err
+}
+
+func (r *Runner) taskRequest(req micro.Request) (principal.Principal, model.TaskRequest, error) {
+	var in model.TaskRequest
+	p, err := taskCaller(req)
+	if err == nil {
+		err = bus.Decode(req.Data(), &in)
+	}
+	return p, in, err
+}
+
+func (r *Runner) handleTaskGet(ctx context.Context, req micro.Request) (any, error) {
+	p, in, err := r.taskRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := r.visibleTask(ctx, p, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Task.Summary(), nil
+}
+
+// handleTaskResult answers the task with its result once it is final,
+// waiting up to wait_ms for that; a task still working after the wait is
+// answered as it is (state working, no result).
+func (r *Runner) handleTaskResult(ctx context.Context, req micro.Request) (any, error) {
+	p, in, err := r.taskRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := r.visibleTask(ctx, p, in.ID)
+	if err != nil || model.TaskFinal(rec.State) || in.WaitMs <= 0 {
+		return rec.Task, err
+	}
+	wait := min(time.Duration(in.WaitMs)*time.Millisecond, model.TaskMaxWait)
+	if ct := bus.CallerTimeout(nats.Header(req.Headers())); ct > 0 && ct < wait {
+		wait = ct
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	w, err := r.tasks.kv.Watch(wctx, in.ID)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.ServiceUnavailable, "watching the task", err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return rec.Task, nil
+			}
+			if e == nil { // the current value has been given
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				return nil, apierr.Newf(apierr.NotFound, "task %s not found", in.ID).WithField("id")
+			}
+			var next taskRecord
+			if json.Unmarshal(e.Value(), &next) == nil {
+				rec = next
+			}
+			if model.TaskFinal(rec.State) {
+				return rec.Task, nil
+			}
+		case <-wctx.Done():
+			return rec.Task, nil
+		}
+	}
+}
+
+// handleTaskCancel asks the run to stop: the record says cancelled at once
+// (a queued run is then skipped), and the server's owners hear the normal
+// cancel of the call, which sends notifications/cancelled to the server.
+func (r *Runner) handleTaskCancel(ctx context.Context, req micro.Request) (any, error) {
+	p, in, err := r.taskRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := r.visibleTask(ctx, p, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	if model.TaskFinal(rec.State) {
+		return nil, apierr.Newf(apierr.Conflict, "task %s is already %s", in.ID, rec.State).WithField("id")
+	}
+	var final bool
+	out, err := r.tasks.updateRecord(ctx, in.ID, func(t *taskRecord) bool {
+		if model.TaskFinal(t.State) {
+			final = true
+			return false
+		}
+		t.State, t.Message = model.TaskCancelled, "cancelled by "+p.ID
+		t.Error = apierr.New(apierr.Network, "Tool call cancelled by the caller")
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if final {
+		return nil, apierr.Newf(apierr.Conflict, "task %s is already %s", in.ID, out.State).WithField("id")
+	}
+	body, _ := json.Marshal(cancelRequest{RequestID: in.ID})
+	if err := r.nc.Publish(r.subj.Cancel(out.Server), body); err != nil {
+		r.log.Warn("task cancel not sent to the server's owners", "task", in.ID, "error", err)
+	}
+	r.publishTask(out.Task)
+	return out.Task.Summary(), nil
+}
+
+func (r *Runner) handleTaskList(ctx context.Context, req micro.Request) (any, error) {
+	p, err := taskCaller(req)
+	if err != nil {
+		return nil, err
+	}
+	var in model.TaskListRequest
+	if err := bus.Decode(req.Data(), &in); err != nil {
+		return nil, err
+	}
+	if in.All && !p.Admin {
+		return nil, apierr.Invalid("all", "only an admin may list every principal's tasks")
+	}
+	keys, err := r.tasks.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.ServiceUnavailable, "listing tasks", err)
+	}
+	out := model.TaskListReply{Tasks: []model.Task{}}
+	for id := range keys.Keys() {
+		rec, _, err := r.tasks.getRecord(ctx, id)
+		if err != nil {
+			continue // expired between the listing and the read
+		}
+		if (rec.Principal == p.ID || in.All) && (in.State == "" || rec.State == in.State) {
+			out.Tasks = append(out.Tasks, rec.Task.Summary())
+		}
+	}
+	slices.SortFunc(out.Tasks, func(a, b model.Task) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return out, nil
+}
+
+// publishTask announces a task's change on events.task.<id>: the summary,
+// never the result (events reach more readers than the task's principal).
+func (r *Runner) publishTask(t model.Task) {
+	data, _ := json.Marshal(t.Summary())
+	if err := r.nc.Publish(r.subj.Event("task", t.ID), data); err != nil {
+		r.log.Warn("task event not published", "task", t.ID, "error", err)
+	}
+}

@@ -1,0 +1,300 @@
+package runner_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
+	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+)
+
+func taskOpts(id string) runner.Options {
+	o := ownershipOpts(id)
+	o.TaskAckWait = 2 * time.Second
+	return o
+}
+
+// taskServer is a test server whose sleep tools write a line per run to
+// the returned file.
+func taskServer(t *testing.T, name string) (model.McpConfig, string) {
+	runs := filepath.Join(t.TempDir(), "runs")
+	cfg := runnertest.Binary(name, testServer)
+	cfg.Runtime.Eager = true
+	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_RUN_FILE": {Value: runs}, "TESTMCP_CANCEL_FILE": {Value: runs + ".cancelled"}}
+	return cfg, runs
+}
+
+func runCount(path string) int {
+	b, _ := os.ReadFile(path)
+	return strings.Count(string(b), "\n")
+}
+
+func taskResult(t *testing.T, c *client.Client, ctx context.Context, id string, within time.Duration) model.Task {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		task, err := c.TaskResult(ctx, id, 5*time.Second)
+		if err != nil {
+			t.Fatalf("task.result %s: %v", id, err)
+		}
+		if model.TaskFinal(task.State) {
+			return task
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s still %s after %s: %+v", id, task.State, within, task)
+		}
+	}
+}
+
+// A task answers with its handle at once, outlives the connection that made
+// it and the call timeout (it has its own), and its result is read later by
+// handle from another connection; its completion is announced on
+// events.task.<id>, without the result.
+func TestTaskOutlivesItsCaller(t *testing.T) {
+	o := taskOpts("r1")
+	o.CallTimeout = time.Second // the 3 s sleep below would time out as a call
+	e := runnertest.Start(t, o)
+	cfg, runs := taskServer(t, "slow")
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+
+	caller, err := e.NS.ConnectTCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	task, err := client.New(caller, client.Options{}).CreateTask(ctx, "slow", "sleep", json.RawMessage(`{"ms":3000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("create took %s: it must answer before the call ends", d)
+	}
+	if task.State != model.TaskWorking || task.ID == "" || task.Name != "slow__sleep" || task.Principal != principal.KindOperator {
+		t.Fatalf("handle: %+v", task)
+	}
+	events := make(chan *nats.Msg, 4)
+	sub, err := e.NC.ChanSubscribe("mcp.v1.events.task."+task.ID, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	caller.Close() // the caller goes away mid-call
+
+	got, err := e.Client.Task(ctx, task.ID)
+	if err != nil || got.State != model.TaskWorking || got.Result != nil {
+		t.Fatalf("get while working: %+v, %v", got, err)
+	}
+	done := taskResult(t, e.Client, ctx, task.ID, 20*time.Second)
+	if done.State != model.TaskCompleted || text(t, done.Result) != "slept 3000ms" || done.Attempts != 1 || done.Runner != "r1" {
+		t.Fatalf("result: %+v", done)
+	}
+	select {
+	case m := <-events:
+		var ev model.Task
+		if err := json.Unmarshal(m.Data, &ev); err != nil || ev.State != model.TaskCompleted || ev.Result != nil {
+			t.Fatalf("event: %s (%v)", m.Data, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no events.task event")
+	}
+	if n := runCount(runs); n != 1 {
+		t.Fatalf("the tool ran %d times, want 1", n)
+	}
+	list, err := e.Client.Tasks(ctx, model.TaskCompleted, false)
+	if err != nil || len(list) != 1 || list[0].ID != task.ID {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
+}
+
+// A task is its principal's: another one gets NOT_FOUND and does not list
+// it; a tool the principal's own filter hides cannot be run as a task.
+func TestTaskBelongsToItsPrincipal(t *testing.T) {
+	e := runnertest.Start(t, taskOpts("r1"))
+	cfg, _ := taskServer(t, "slow")
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+	alice := principal.With(context.Background(), principal.Key("alice", false, model.ToolFilter{}))
+	bob := principal.With(context.Background(), principal.Key("bob", false, model.ToolFilter{}))
+	task, err := e.Client.CreateTaskNamed(alice, "slow__echo", json.RawMessage(`{"message":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := taskResult(t, e.Client, alice, task.ID, 10*time.Second); text(t, done.Result) != "hi" {
+		t.Fatalf("alice's result: %+v", done)
+	}
+	for name, f := range map[string]func() error{
+		"get":    func() error { _, err := e.Client.Task(bob, task.ID); return err },
+		"result": func() error { _, err := e.Client.TaskResult(bob, task.ID, 0); return err },
+		"cancel": func() error { _, err := e.Client.CancelTask(bob, task.ID); return err },
+	} {
+		if err := f(); apierr.Of(err) != apierr.NotFound {
+			t.Fatalf("bob's %s: %v, want NOT_FOUND", name, err)
+		}
+	}
+	if list, err := e.Client.Tasks(bob, "", false); err != nil || len(list) != 0 {
+		t.Fatalf("bob lists %+v, %v", list, err)
+	}
+	if list, err := e.Client.Tasks(alice, "", false); err != nil || len(list) != 1 {
+		t.Fatalf("alice lists %+v, %v", list, err)
+	}
+	// The operator is an admin: it reads alice's task.
+	if _, err := e.Client.Task(context.Background(), task.ID); err != nil {
+		t.Fatalf("admin get: %v", err)
+	}
+	echoOnly := principal.With(context.Background(), principal.Key("carol", false, model.ToolFilter{Allow: []string{"slow__echo"}}))
+	if _, err := e.Client.CreateTask(echoOnly, "slow", "sleep", json.RawMessage(`{"ms":1}`)); apierr.Of(err) != apierr.NotFound {
+		t.Fatalf("filtered tool as a task: %v, want NOT_FOUND", err)
+	}
+	if _, err := e.Client.CreateTask(alice, "slow", "nope", nil); apierr.Of(err) != apierr.NotFound {
+		t.Fatalf("unknown tool: %v, want NOT_FOUND", err)
+	}
+}
+
+// Cancelling a task ends it cancelled at once and reaches the server: the
+// tool sees its call cancelled (notifications/cancelled).
+func TestTaskCancelReachesServer(t *testing.T) {
+	e := runnertest.Start(t, taskOpts("r1"))
+	cfg, runs := taskServer(t, "slow")
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+	ctx := context.Background()
+	task, err := e.Client.CreateTask(ctx, "slow", "sleep", json.RawMessage(`{"ms":30000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); runCount(runs) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the task never started")
+		}
+	}
+	got, err := e.Client.CancelTask(ctx, task.ID)
+	if err != nil || got.State != model.TaskCancelled {
+		t.Fatalf("cancel: %+v, %v", got, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(runs + ".cancelled"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server never saw the call cancelled")
+		}
+	}
+	if _, err := e.Client.CancelTask(ctx, task.ID); apierr.Of(err) != apierr.Conflict {
+		t.Fatalf("second cancel: %v, want CONFLICT", err)
+	}
+	time.Sleep(300 * time.Millisecond) // the run's own outcome must not replace cancelled
+	if got, err := e.Client.TaskResult(ctx, task.ID, 0); err != nil || got.State != model.TaskCancelled || got.Result != nil {
+		t.Fatalf("after cancel: %+v, %v", got, err)
+	}
+}
+
+// A task's record and result are gone once the retention has passed.
+func TestTaskRetention(t *testing.T) {
+	o := taskOpts("r1")
+	o.TaskRetention = 2 * time.Second
+	e := runnertest.Start(t, o)
+	cfg, _ := taskServer(t, "slow")
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+	ctx := context.Background()
+	task, err := e.Client.CreateTask(ctx, "slow", "echo", json.RawMessage(`{"message":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := taskResult(t, e.Client, ctx, task.ID, 10*time.Second); done.State != model.TaskCompleted || done.TTLMs != 2000 {
+		t.Fatalf("result: %+v", done)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, err := e.Client.TaskResult(ctx, task.ID, 0)
+		if apierr.Of(err) == apierr.NotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task still there 10s after a 2s retention: %v", err)
+		}
+	}
+}
+
+// The owning runner dies mid-task: the new owner runs an idempotent tool
+// again, once, and ends a task of any other tool failed with the reason.
+func TestTaskOwnerDiesMidCall(t *testing.T) {
+	for _, tc := range []struct {
+		tool  string
+		state string
+		runs  int
+	}{{"sleep_idempotent", model.TaskCompleted, 2}, {"sleep", model.TaskFailed, 1}} {
+		t.Run(tc.tool, func(t *testing.T) {
+			e := runnertest.Start(t, taskOpts("r1"))
+			h2 := e.AddRunner(t, taskOpts("r2"))
+			cfg, runs := taskServer(t, "slow")
+			e.Put(t, cfg)
+			st := e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+			ctx := context.Background()
+			task, err := e.Client.CreateTask(ctx, "slow", tc.tool, json.RawMessage(`{"ms":4000}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(10 * time.Second); runCount(runs) == 0; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the task never started")
+				}
+			}
+			// Cut the owner off the bus without a goodbye, as a crash would.
+			if st.Runner == "r1" {
+				e.RunnerNC.Close()
+			} else {
+				h2.Disconnect()
+			}
+			done := taskResult(t, e.Client, ctx, task.ID, 30*time.Second)
+			if done.State != tc.state || runCount(runs) != tc.runs || done.Runner == st.Runner && tc.runs == 2 {
+				t.Fatalf("after the owner %s died: %+v, %d runs", st.Runner, done, runCount(runs))
+			}
+			if tc.state == model.TaskFailed && !strings.Contains(done.Message, "not marked idempotent") {
+				t.Fatalf("failure without its reason: %q", done.Message)
+			}
+			if tc.state == model.TaskCompleted && text(t, done.Result) != "slept 4000ms" {
+				t.Fatalf("re-run result: %s", done.Result)
+			}
+		})
+	}
+}
+
+// Tasks beyond the server's max_inflight wait in the queue for room
+// instead of failing as calls beyond it do.
+func TestTasksWaitForRoom(t *testing.T) {
+	e := runnertest.Start(t, taskOpts("r1"))
+	cfg, runs := taskServer(t, "slow")
+	cfg.Runtime.MaxInflight = 1
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+	ctx := context.Background()
+	var ids []string
+	for range 3 {
+		task, err := e.Client.CreateTask(ctx, "slow", "sleep", json.RawMessage(`{"ms":500}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.ID)
+	}
+	for _, id := range ids {
+		if done := taskResult(t, e.Client, ctx, id, 30*time.Second); done.State != model.TaskCompleted || done.Attempts != 1 {
+			t.Fatalf("task %s: %+v", id, done)
+		}
+	}
+	if n := runCount(runs); n != 3 {
+		t.Fatalf("%d runs, want 3", n)
+	}
+}

@@ -1,0 +1,120 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// Defaults of the durable tasks (Options.Task*).
+const (
+	DefaultTaskRetention = 24 * time.Hour
+	DefaultTaskTimeout   = time.Hour
+	DefaultTaskAckWait   = 15 * time.Second
+)
+
+// maxTaskRecord bounds a task record, result included: results live in the
+// KV bucket itself (not an object store), so one is at most this big; a
+// larger result fails its task with a message saying so.
+const maxTaskRecord = 4 << 20
+
+// taskStore is the tasks' JetStream assets: the work queue of runs (one
+// message per run asked, consumed by the server's owner) and the records.
+type taskStore struct {
+	kv        jetstream.KeyValue
+	stream    jetstream.Stream
+	retention time.Duration
+}
+
+// openTasks creates or binds the tasks' stream and bucket. The bucket's TTL
+// is the retention: a record is gone that long after its last write (a
+// working task's runner rewrites it while it runs).
+func (r *Runner) openTasks(ctx context.Context) error {
+	ret := r.opts.TaskRetention
+	kv, err := bus.EnsureKV(ctx, r.js, jetstream.KeyValueConfig{
+		Bucket: bus.BucketTasks, Description: "mcpbus durable tasks: state and result by task id",
+		History: 1, TTL: ret, MaxValueSize: maxTaskRecord, Storage: jetstream.FileStorage,
+	}, r.opts.Replicas, r.log)
+	if err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	st, err := bus.EnsureStream(ctx, r.js, jetstream.StreamConfig{
+		Name: bus.StreamTasks, Description: "mcpbus durable tasks: runs waiting for or held by a server's owner",
+		Subjects: []string{r.subj.TaskRuns()}, Retention: jetstream.WorkQueuePolicy,
+		Storage: jetstream.FileStorage, MaxAge: ret, Discard: jetstream.DiscardOld,
+	}, r.opts.Replicas, r.log)
+	if err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	r.tasks = &taskStore{kv: bus.RetryKV(kv), stream: st, retention: ret}
+	return nil
+}
+
+// taskRecord is what the bucket holds: the task, and what its run needs
+// (the arguments and the caller's principal header), never shown.
+type taskRecord struct {
+	model.Task
+	Args            json.RawMessage `json:"args"`
+	PrincipalHeader string          `json:"principal_header,omitempty"`
+}
+
+// errTaskGone is a record that does not exist (never, or past retention).
+var errTaskGone = errors.New("task not found")
+
+// getRecord reads a task and its revision.
+func (t *taskStore) getRecord(ctx context.Context, id string) (taskRecord, uint64, error) {
+	var rec taskRecord
+	e, err := t.kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return rec, 0, errTaskGone
+	}
+	if err != nil {
+		return rec, 0, apierr.Wrap(apierr.ServiceUnavailable, "reading the task", err)
+	}
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return rec, 0, apierr.Wrap(apierr.Internal, "decoding the task", err)
+	}
+	return rec, e.Revision(), nil
+}
+
+// updateRecord applies change to the stored task by compare-and-set, again
+// on a conflict; change returns false to leave it as it is. The record as
+// stored last is returned.
+func (t *taskStore) updateRecord(ctx context.Context, id string, change func(*taskRecord) bool) (taskRecord, error) {
+	for range 20 {
+		rec, rev, err := t.getRecord(ctx, id)
+		if err != nil {
+			return rec, err
+		}
+		if !change(&rec) {
+			return rec, nil
+		}
+		rec.UpdatedAt = time.Now().UTC()
+		data, err := json.Marshal(rec)
+		if err != nil {
+			return rec, apierr.Wrap(apierr.Internal, "encoding the task", err)
+		}
+		if len(data) > maxTaskRecord {
+			return rec, errTaskTooLarge
+		}
+		_, err = t.kv.Update(ctx, id, data, rev)
+		if err == nil {
+			return rec, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return rec, apierr.Wrap(apierr.ServiceUnavailable, "writing the task", err)
+		}
+	}
+	return taskRecord{}, apierr.New(apierr.Conflict, "the task changed too often to update it")
+}
+
+// errTaskTooLarge: the record with its result does not fit the bucket.
+var errTaskTooLarge = apierr.Newf(apierr.Validation, "the result is larger than a task record may be (%d bytes)", maxTaskRecord)

@@ -1,0 +1,132 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/gateway"
+)
+
+// TestTasksREST runs a slow tool as a task through the REST API: the handle
+// comes at once (202, Location); the gateway that took it is stopped
+// mid-task and another one, on the same bus, delivers the result by handle;
+// the SSE stream of the task says it completed; a second task is cancelled
+// and its server sees the call cancelled; another key's principal sees
+// none of it.
+func TestTasksREST(t *testing.T) {
+	e := start(t)
+	mark := filepath.Join(t.TempDir(), "cancelled")
+	cfg := model.McpConfig{Name: "slow", Enabled: true,
+		Package:   model.Package{Type: model.PackageBinary, Identifier: testServer},
+		Transport: model.Transport{Type: model.TransportStdio},
+		EnvVars:   map[string]model.EnvVar{"TESTMCP_CANCEL_FILE": {Value: mark}}}
+	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: cfg}); r.status != http.StatusCreated {
+		t.Fatalf("create server: %d %s", r.status, r.body)
+	}
+	e.waitState("slow", model.StateRunning)
+	waitTools(t, e, func(names []string) bool { return contains(names, "slow__sleep") })
+
+	begin := time.Now()
+	r := e.do("POST", "/api/v1/tasks", `{"name":"slow__sleep","arguments":{"ms":4000}}`)
+	var task model.Task
+	r.decode(t, &task)
+	if r.status != http.StatusAccepted || task.State != model.TaskWorking || r.header.Get("Location") != "/api/v1/tasks/"+task.ID {
+		t.Fatalf("POST /api/v1/tasks: %d %s (Location %q)", r.status, r.body, r.header.Get("Location"))
+	}
+	if d := time.Since(begin); d > 3*time.Second {
+		t.Fatalf("the handle took %s: it must come before the call ends", d)
+	}
+	if r := e.do("GET", "/api/v1/tasks/"+task.ID+"/result", nil); r.status != http.StatusAccepted {
+		t.Fatalf("result while working: %d %s, want 202", r.status, r.body)
+	}
+
+	// The gateway goes away mid-task; another one on the same bus answers.
+	e.stop()
+	e2 := runGateway(t, e.st, "test-gateway-2", e.dir, e.logs, gateway.Options{})
+	sse := openSSE(t, e2.url+"/api/v1/tasks/"+task.ID+"/events", e2.admin)
+	var done model.Task
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		r := e2.do("GET", "/api/v1/tasks/"+task.ID+"/result?wait=10s", nil)
+		r.decode(t, &done)
+		if r.status == http.StatusOK {
+			break
+		}
+		if r.status != http.StatusAccepted || time.Now().After(deadline) {
+			t.Fatalf("result: %d %s", r.status, r.body)
+		}
+	}
+	var res struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	if err := json.Unmarshal(done.Result, &res); err != nil || done.State != model.TaskCompleted || len(res.Content) != 1 || res.Content[0].Text != "slept 4000ms" {
+		t.Fatalf("completed task: %+v (%v)", done, err)
+	}
+	select {
+	case f := <-sse.frames:
+		var ev model.Task
+		if f.event != model.TaskCompleted || json.Unmarshal([]byte(f.data), &ev) != nil || ev.ID != task.ID || ev.Result != nil {
+			t.Fatalf("SSE frame: %+v", f)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no SSE frame for the completed task")
+	}
+	var list struct {
+		Tasks []model.Task `json:"tasks"`
+	}
+	e2.do("GET", "/api/v1/tasks?state=completed", nil).decode(t, &list)
+	if len(list.Tasks) != 1 || list.Tasks[0].ID != task.ID || list.Tasks[0].Result != nil {
+		t.Fatalf("list: %+v", list)
+	}
+
+	// Cancel reaches the server.
+	r = e2.do("POST", "/api/v1/tasks", map[string]any{"server": "slow", "tool": "sleep", "arguments": map[string]any{"ms": 60000}})
+	var long model.Task
+	r.decode(t, &long)
+	time.Sleep(1500 * time.Millisecond) // the sleep gives no sign of having started
+	r = e2.do("DELETE", "/api/v1/tasks/"+long.ID, nil)
+	var cancelled model.Task
+	r.decode(t, &cancelled)
+	if r.status != http.StatusOK || cancelled.State != model.TaskCancelled {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if b, err := os.ReadFile(mark); err == nil && string(b) == "cancelled" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server never saw the task's call cancelled")
+		}
+	}
+	if r := e2.do("DELETE", "/api/v1/tasks/"+long.ID, nil); r.status != http.StatusConflict {
+		t.Fatalf("second DELETE: %d %s, want 409", r.status, r.body)
+	}
+
+	// Another key (call scope) sees none of the admin's tasks.
+	var key struct {
+		Key string `json:"key"`
+	}
+	kr := e2.do("POST", "/api/v1/keys", map[string]any{"name": "other", "scopes": []string{"call"}})
+	kr.decode(t, &key)
+	if key.Key == "" {
+		t.Fatalf("key: %d %s", kr.status, kr.body)
+	}
+	other := *e2
+	other.admin = key.Key
+	if r := other.do("GET", "/api/v1/tasks/"+task.ID, nil); r.status != http.StatusNotFound || r.contract(t).Code != apierr.NotFound {
+		t.Fatalf("another key's GET: %d %s, want 404", r.status, r.body)
+	}
+	other.do("GET", "/api/v1/tasks", nil).decode(t, &list)
+	if len(list.Tasks) != 0 {
+		t.Fatalf("another key lists %+v", list.Tasks)
+	}
+	if r := other.do("GET", "/api/v1/tasks/not-a-uuid", nil); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "uuid") {
+		t.Fatalf("bad id: %d %s", r.status, r.body)
+	}
+}
