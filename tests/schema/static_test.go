@@ -37,6 +37,7 @@ func TestSchemasCompile(t *testing.T) {
 		"chat-profile-put-request", "chat-profile-ref", "chat-profile-list-request", "chat-profile-list-reply",
 		"oauth-start-request", "oauth-start-reply", "oauth-event", "oauth-callback-request", "oauth-callback-reply",
 		"gateway-retry-request", "gateway-retry-reply",
+		"approval-rules", "held-call", "approvals-list-reply", "approval-decide-request",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {
