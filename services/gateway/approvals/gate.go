@@ -56,7 +56,9 @@ func (s *Store) Enforce(ctx context.Context, c Call, ask Asker) (string, error) 
 		go func() {
 			ok, err := ask(actx, h)
 			if err != nil || actx.Err() != nil {
-				return // no answer: the call waits for another approver
+				// No answer: the call waits for another approver.
+				s.log.Debug("the calling client did not answer the approval prompt", "id", h.ID, "tool", h.Tool, "error", err)
+				return
 			}
 			req := model.ApprovalDecideRequest{ID: h.ID, Decision: model.DecisionDeny, Reason: "declined by the calling client"}
 			if ok {
