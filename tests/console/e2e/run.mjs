@@ -672,6 +672,30 @@ try {
     await shot(page, 'servers-authorized');
   }, ['login with the admin key']);
 
+  await step('approvals: a held call of a client that cannot ask is approved here', async () => {
+    // The test server's echo (tool "<server>.ask" of the input flow) under an ask rule;
+    // /mcp/invoke cannot ask its caller, so the call waits for this page.
+    const tool = INPUT_TOOL.replace(/\.ask$/, '__echo');
+    const marker = 'approved in the console ' + Date.now().toString(36);
+    const api = (method, path, body) => fetch(BASE + path, { method, headers: { Authorization: `Bearer ${ADMIN_KEY}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    const put = await api('PUT', '/api/v1/approvals/rules', { rules: [{ tool, decision: 'ask' }], timeout_seconds: 60 });
+    check(put.ok, `PUT approval rules: ${put.status}`);
+    try {
+      const call = api('POST', '/mcp/invoke', { tool_name: tool, params: { message: marker } }).then((r) => r.json());
+      await go(page, 'Approvals');
+      const row = page.getByRole('row').filter({ hasText: marker });
+      await row.waitFor({ timeout: T.short });
+      await shot(page, 'approvals');
+      await a11y(page, 'Approvals');
+      await row.getByRole('button', { name: /^Approve / }).click();
+      const res = await call;
+      check(res.success === true && JSON.stringify(res.result).includes(marker), `the released call: ${JSON.stringify(res).slice(0, 300)}`);
+      await row.waitFor({ state: 'detached', timeout: T.short });
+    } finally {
+      await api('PUT', '/api/v1/approvals/rules', {});
+    }
+  }, ['login with the admin key']);
+
   await step('keys: create a key (shown once)', async () => {
     await go(page, 'Keys and agents');
     await page.getByRole('heading', { name: 'API keys', exact: true }).waitFor();

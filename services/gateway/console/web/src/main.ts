@@ -7,6 +7,7 @@ import { addPage } from './add';
 import { activityPage } from './activity';
 import { chatPage } from './chat';
 import { keysPage } from './keys';
+import { approvalsPage } from './approvals';
 
 type Page = (main: HTMLElement) => (() => void) | void;
 
@@ -22,6 +23,7 @@ const routes: Route[] = [
   { path: 'add', label: 'Add server', page: addPage, allowed: isAdmin },
   { path: 'activity', label: 'Activity', page: activityPage, allowed: isAdmin },
   { path: 'chat', label: 'Chat', page: chatPage, allowed: canChat },
+  { path: 'approvals', label: 'Approvals', page: approvalsPage, allowed: () => !!store.me },
   { path: 'keys', label: 'Keys and agents', page: keysPage, allowed: isAdmin },
 ];
 
