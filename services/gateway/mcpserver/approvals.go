@@ -159,7 +159,7 @@ func refused(msg string) *mcp.CallToolResult {
 
 // approvalError is the answer when the approvals cannot be read or written:
 // the call is refused (fail closed).
-func approvalError(err error) error {
+func approvalError(err error) *jsonrpc.Error {
 	ae := apierr.From(err)
 	if ae.Code == apierr.Internal {
 		ae = apierr.Wrap(apierr.ServiceUnavailable, "the approvals of tool calls are unavailable", err)

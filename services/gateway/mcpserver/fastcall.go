@@ -215,21 +215,8 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		fail(rpcError(jsonrpc.CodeInvalidParams, bad))
 		return "", bad
 	}
-	if mismatch == nil && a.opts.Approvals != nil {
-		// A client that cannot be asked: its call waits for an approver.
-		msg, err := a.opts.Approvals.Enforce(ctx, approvals.Call{Principal: v.principal.Bus().ID,
-			Server: e.cat.Server, Tool: e.name, Arguments: args}, nil)
-		if err != nil {
-			je := approvalError(err).(*jsonrpc.Error)
-			fail(je)
-			return "", err
-		}
-		if msg != "" {
-			mismatch = apierr.New(apierr.Unauthorized, msg) // answered below as a tool error, as /mcp does
-		}
-	}
-	if mismatch != nil {
-		raw, err := json.Marshal(mismatchResult(mismatch))
+	toolError := func(res *mcp.CallToolResult) (string, error) {
+		raw, err := json.Marshal(res)
 		if err == nil {
 			raw, err = eraResult(raw, serverInfo)
 		}
@@ -238,6 +225,21 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		}
 		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(raw)})
 		return conv.ToolError, nil
+	}
+	if mismatch != nil {
+		return toolError(mismatchResult(mismatch))
+	}
+	if a.opts.Approvals != nil {
+		// A client that cannot be asked: a held call waits for an approver.
+		msg, err := a.opts.Approvals.Enforce(ctx, approvals.Call{Principal: v.principal.Bus().ID,
+			Server: e.cat.Server, Tool: e.name, Arguments: args}, nil)
+		if err != nil {
+			fail(approvalError(err))
+			return "", err
+		}
+		if msg != "" {
+			return toolError(refused(msg))
+		}
 	}
 	if rerr := a.restartError(e); rerr != nil {
 		fail(rerr)
