@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -66,49 +67,27 @@ func (s *Store) Hold(ctx context.Context, c Call, rule *model.GatewayApprovalRul
 // consumed (deleted on the revision read: one approval releases one call).
 // An approval another identical call consumed first is a denial here.
 func (s *Store) Await(ctx context.Context, h model.HeldCall) (model.HeldCall, error) {
-	wait := time.Until(h.ExpiresAt)
-	wctx, cancel := context.WithTimeout(ctx, max(wait, 0))
+	wctx, cancel := context.WithTimeout(ctx, max(time.Until(h.ExpiresAt), 0))
 	defer cancel()
-	w, err := s.held.Watch(wctx, heldKey(h.ID))
-	if err != nil {
-		if ctx.Err() == nil && wctx.Err() != nil {
-			return s.expired(h), nil
-		}
-		return h, err
+	var got model.HeldCall
+	_, rev, err := bus.AwaitKV(wctx, s.held, heldKey(h.ID), func(v []byte) (bool, error) {
+		got = model.HeldCall{}
+		return json.Unmarshal(v, &got) == nil && got.Decision != model.HeldPending, nil
+	})
+	switch {
+	case ctx.Err() != nil:
+		return h, ctx.Err()
+	case errors.Is(err, bus.ErrKVWithdrawn), err != nil && wctx.Err() != nil:
+		return s.expired(h), nil // past its expiry (or consumed elsewhere): denied
+	case err != nil:
+		return h, apierr.Wrap(apierr.ServiceUnavailable, "waiting for the decision of a held call", err)
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				if ctx.Err() == nil && wctx.Err() != nil {
-					return s.expired(h), nil
-				}
-				return h, apierr.New(apierr.ServiceUnavailable, "the watch of a held call ended")
-			}
-			if e == nil {
-				continue // end of the initial values
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				return s.expired(h), nil // withdrawn (its expiry was consumed elsewhere)
-			}
-			var got model.HeldCall
-			if json.Unmarshal(e.Value(), &got) != nil || got.Decision == model.HeldPending {
-				continue
-			}
-			if got.Decision == model.HeldApproved && s.consume(ctx, got, e.Revision()) != nil {
-				got.Decision, got.Reason = model.HeldDenied, "the approval was used by another identical call"
-			} else if got.Decision != model.HeldApproved {
-				_ = s.consume(ctx, got, e.Revision())
-			}
-			return got, nil
-		case <-wctx.Done():
-			if ctx.Err() != nil {
-				return h, ctx.Err()
-			}
-			return s.expired(h), nil
-		}
+	if got.Decision == model.HeldApproved && s.consume(ctx, got, rev) != nil {
+		got.Decision, got.Reason = model.HeldDenied, "the approval was used by another identical call"
+	} else if got.Decision != model.HeldApproved {
+		_ = s.consume(ctx, got, rev)
 	}
+	return got, nil
 }
 
 // Take consumes a decided record (a retry finding its call decided) and

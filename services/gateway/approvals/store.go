@@ -10,10 +10,10 @@
 // asked again (a client's retry, after a gateway restart too) finds its
 // record, and a call with any other argument is another call needing its own
 // approval. Decisions are compare-and-set on the revision the decider read
-// (of two answers one wins, the other gets CONFLICT), the pattern of the
-// chat's approvals (services/chat/approvals); a pending call past its
-// expiry counts as denied wherever it is read (fail closed), so no instance
-// has to be alive to time it out. An approval releases one call: the waiter
+// (of two answers one wins, the other gets CONFLICT) and awaited with
+// bus.AwaitKV, as the chat's approvals (services/chat/approvals) are; a
+// pending call past its expiry counts as denied wherever it is read (fail
+// closed), so no instance has to be alive to time it out. An approval releases one call: the waiter
 // deletes the record on the revision it read, so two callers cannot both
 // use it.
 package approvals
