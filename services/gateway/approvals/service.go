@@ -28,6 +28,9 @@ const (
 // Only the operator and the gateways may publish there (libs/access), so a
 // request without a principal header is the operator's (admin).
 func (s *Store) AddEndpoints(svc micro.Service, prefix string, log *slog.Logger) error {
+	if log == nil {
+		log = s.log
+	}
 	caller := func(req micro.Request) (principal.Principal, error) {
 		return principal.FromHeader(nats.Header(req.Headers()))
 	}

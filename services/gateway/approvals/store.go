@@ -36,6 +36,10 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
+// HeldTTL is how long a held call's record stays after its last write:
+// twice the longest timeout, so a decided call can still be retried a while.
+const HeldTTL = 2 * model.MaxApprovalTimeout
+
 // rulesKey is the one key of the rules bucket.
 const rulesKey = "policy"
 
@@ -87,6 +91,9 @@ func Open(ctx, setup context.Context, nc *nats.Conn, opts Options) (*Store, erro
 		// The decided value survives the waiter's delete, so a late second
 		// answer is told CONFLICT rather than NOT_FOUND.
 		History: 3,
+		// A record outlives its longest timeout by far; then it goes, so
+		// calls nobody retried (decided, or expired) do not pile up.
+		TTL:     HeldTTL,
 		Storage: jetstream.FileStorage,
 	}, replicas, opts.Logger); err != nil {
 		return nil, err
