@@ -22,10 +22,11 @@ import (
 // the whole system as `mcpbus up` runs it: a session client (2025-11-25)
 // and a 2026-07-28 client each get the approval form in their own way and
 // answer it; a client that cannot ask waits while an admin approves over
-// REST or denies over the bus (the CLI's path); a deny rule refuses; a
-// changed argument needs a new approval; the timeout denies; and a held
-// call survives its gateway instance (the record is in KV): another
-// instance lists it, approves it and releases the retried call.
+// REST or denies over the bus (the CLI's path); a call-scope key a rule
+// names as approver decides, another key neither sees nor decides; a deny
+// rule refuses; a changed argument needs a new approval; the timeout
+// denies; and a held call survives its gateway instance (the record is in
+// KV): another instance lists it, approves it and releases the retried call.
 func TestApprovalsForAnyClient(t *testing.T) {
 	e := startMCP(t, gateway.Options{})
 	slug := e.enable(t, testServerConfig("guarded"))
@@ -158,6 +159,41 @@ func TestApprovalsForAnyClient(t *testing.T) {
 		r := rawDo(t, http.MethodPost, url2+"/mcp/invoke", body, map[string]string{"Authorization": "Bearer " + e.admin, "Content-Type": "application/json"})
 		if r.status != http.StatusOK || !strings.Contains(string(r.body), `"success":true`) || !strings.Contains(string(r.body), "survivor") {
 			t.Fatalf("retry on instance 2: %d %s", r.status, r.body)
+		}
+	})
+
+	t.Run("a named approver decides, another key cannot", func(t *testing.T) {
+		bob := e.createKey(t, model.KeyCreateRequest{Name: "bob", Scopes: []string{"call"}})
+		eve := e.createKey(t, model.KeyCreateRequest{Name: "eve", Scopes: []string{"call"}})
+		r := httpDo(t, http.MethodPut, e.url+"/api/v1/approvals/rules", e.admin, model.ApprovalRules{TimeoutSeconds: 60,
+			Rules: []model.GatewayApprovalRule{{Tool: echo, Decision: model.ApprovalAsk, Approvers: []string{"key:" + bob.ID}}}})
+		if r.status != http.StatusOK {
+			t.Fatalf("PUT rules: %d %s", r.status, r.body)
+		}
+		done := make(chan string, 1)
+		go func() {
+			res, err := plain.CallTool(ctxT(t, time.Minute), &mcp.CallToolParams{Name: echo, Arguments: map[string]any{"message": "for bob"}})
+			if err != nil {
+				done <- "error: " + err.Error()
+				return
+			}
+			done <- textOf(res)
+		}()
+		h := waitHeld(t, e.url, bob.Key, "for bob") // a call-scope key that the rule names sees it
+		if r := httpDo(t, http.MethodGet, e.url+"/api/v1/approvals", eve.Key, nil); r.status != http.StatusOK || strings.Contains(string(r.body), h.ID) {
+			t.Fatalf("eve's list: %d %s", r.status, r.body)
+		}
+		if r := httpDo(t, http.MethodPost, e.url+"/api/v1/approvals/"+h.ID+"/approve", eve.Key, nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("eve approving: %d %s", r.status, r.body)
+		}
+		if r := httpDo(t, http.MethodPut, e.url+"/api/v1/approvals/rules", bob.Key, model.ApprovalRules{}); r.status != http.StatusUnauthorized {
+			t.Fatalf("bob replacing the rules: %d %s", r.status, r.body)
+		}
+		if r := httpDo(t, http.MethodPost, e.url+"/api/v1/approvals/"+h.ID+"/approve", bob.Key, nil); r.status != http.StatusOK {
+			t.Fatalf("bob approving: %d %s", r.status, r.body)
+		}
+		if got := <-done; got != "for bob" {
+			t.Fatalf("released call: %s", got)
 		}
 	})
 
