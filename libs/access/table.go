@@ -156,6 +156,9 @@ const (
 	// The durable tasks (the runners'): runs waiting for an owner, records.
 	streamTasks = "MCP_TASKS"
 	bTasks      = "mcp_tasks"
+	// The gateway's approvals: its rules and the calls they hold.
+	bApprovalRules = "mcp_approval_rules"
+	bApprovals     = "mcp_approvals"
 	// The chat service's own assets.
 	streamChat     = "MCP_CHAT"
 	bChatProfiles  = "mcp_chat_profiles"
@@ -223,9 +226,9 @@ func Table() []Rule {
 		{Role: Registry, Why: "serves registry.*; caches registry answers; reads the stored Smithery key (cred.registry, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.registry.*"}),
 			Publish:   join(ensure("KV_"+bRegistry), kvWrite(bRegistry), replies, []string{"{p}.cred.registry"})},
-		{Role: Gateway, Why: "the HTTP edge: calls tools, runs them as durable tasks (task.*) and, for admin keys, the control plane and agents.* (the console's agent identities, served by mcpbus up); chat for chat keys; keeps API keys and the OAuth access-token revocation list; serves keys.*, tokens.* and oauth.* (the OAuth flows of remote servers, whose tokens it hands to the credential service through config.update and whose outcome it publishes); passes a flow's callback to the instance holding it (oauth.callback.<flow>, sealed; KV mcp_oauth_flows), gateways only; reads a confidential OAuth client's secret on cred.oauthclient (never cred.resolve); gateway.retry.* between its instances (the multi round-trip retries of a call another instance holds)",
-			Subscribe: join(ownInbox, discovery, []string{"{p}.keys.*", "{p}.tokens.*", "{p}.oauth.*", "{p}.oauth.callback.*", "{p}.events.>", "{p}.gateway.retry.*"}),
-			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys, "KV_"+bOAuthFlows, "KV_"+bRevocations), kvWrite(bAPIKeys, bOAuthFlows, bRevocations), kvRead(bTools, bStatus), consume(streamEvents), replies,
+		{Role: Gateway, Why: "the HTTP edge: calls tools, runs them as durable tasks (task.*) and, for admin keys, the control plane and agents.* (the console's agent identities, served by mcpbus up); chat for chat keys; keeps API keys and the OAuth access-token revocation list; serves keys.*, tokens.* and oauth.* (the OAuth flows of remote servers, whose tokens it hands to the credential service through config.update and whose outcome it publishes); passes a flow's callback to the instance holding it (oauth.callback.<flow>, sealed; KV mcp_oauth_flows), gateways only; reads a confidential OAuth client's secret on cred.oauthclient (never cred.resolve); gateway.retry.* between its instances (the multi round-trip retries of a call another instance holds); keeps the approval rules and the calls they hold (KV mcp_approval_rules, mcp_approvals) and serves approvals.*",
+			Subscribe: join(ownInbox, discovery, []string{"{p}.keys.*", "{p}.tokens.*", "{p}.oauth.*", "{p}.oauth.callback.*", "{p}.events.>", "{p}.gateway.retry.*", "{p}.approvals.*"}),
+			Publish: join(sharedAssets, ensure("KV_"+bAPIKeys, "KV_"+bOAuthFlows, "KV_"+bRevocations, "KV_"+bApprovalRules, "KV_"+bApprovals), kvWrite(bAPIKeys, bOAuthFlows, bRevocations, bApprovalRules, bApprovals), kvRead(bTools, bStatus), consume(streamEvents), replies,
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*", "{p}.task.*",
 					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.agents.*", "{p}.chat.*", "{p}.chat.profiles.*",
 					"{p}.cred.oauthclient", "{p}.oauth.callback.*", "{p}.events.oauth.>", "{p}.gateway.retry.*", "$SRV.>"})},
@@ -235,11 +238,11 @@ func Table() []Rule {
 				consume(streamChat), purge(streamChat), replies, []string{"{p}.chat.log.>"}, kvWrite(bChatProfiles, bChatApprovals, bChatTurns), objWrite(oChatResults),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.events.chat.>",
 					"{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.cred.chatkey"})},
-		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls and tasks, chat and its profiles, event replay and the catalog (serve-stdio) and its search, never cred.resolve",
+		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls and tasks, chat and its profiles, the gateway's approvals, event replay and the catalog (serve-stdio) and its search, never cred.resolve",
 			Subscribe: join(ownInbox, []string{"{p}.events.>"}),
 			Publish: join(consume(streamEvents), kvRead(bTools, bStatus), replies, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.task.*", "{p}.tools.list", "{p}.tools.search", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*",
 				"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.keys.*", "{p}.tokens.*", "{p}.oauth.*", "{p}.agents.*",
-				"{p}.chat.*", "{p}.chat.profiles.*", "$SRV.>"})},
+				"{p}.chat.*", "{p}.chat.profiles.*", "{p}.approvals.*", "$SRV.>"})},
 		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; keeps the agents' records (KV mcp_agents) the runners check calls against",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.agents.*"}),
 			Publish:   join(replies, ensure("KV_"+bAgents), kvWrite(bAgents))},

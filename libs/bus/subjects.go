@@ -51,6 +51,14 @@ const (
 	BucketTasks = "mcp_tasks"
 )
 
+// The gateway's buckets of approvals for any MCP client: the rules (one key,
+// "policy", model.ApprovalRules) and the calls they hold (held.<id>,
+// model.HeldCall), shared by every gateway instance.
+const (
+	BucketApprovalRules = "mcp_approval_rules"
+	BucketApprovals     = "mcp_approvals"
+)
+
 // Headers of the bus protocol.
 const (
 	// HeaderRequestID identifies one request end to end (logs, events, cancellation).

@@ -38,6 +38,7 @@ func TestSchemasCompile(t *testing.T) {
 		"oauth-start-request", "oauth-start-reply", "oauth-event", "oauth-callback-request", "oauth-callback-reply",
 		"gateway-retry-request", "gateway-retry-reply",
 		"task", "task-create-request", "task-request", "task-list-request", "task-list-reply", "task-run",
+		"approval-rules", "held-call", "approvals-list-reply", "approval-decide-request",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {

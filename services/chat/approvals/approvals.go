@@ -189,39 +189,16 @@ var errExpired = errors.New("nobody answered in time")
 func (a *Approver) await(ctx context.Context, key string, timeout time.Duration, answered func([]byte) (bool, error)) ([]byte, uint64, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	w, err := a.kv.Watch(wctx, key)
-	if err != nil {
-		return nil, 0, err
+	val, rev, err := bus.AwaitKV(wctx, a.kv, key, answered)
+	switch {
+	case errors.Is(err, bus.ErrKVWithdrawn):
+		return nil, rev, errors.New("the pending question was withdrawn")
+	case err != nil && ctx.Err() != nil:
+		return nil, rev, ctx.Err()
+	case err != nil && wctx.Err() != nil:
+		return nil, rev, errExpired
 	}
-	defer func() { _ = w.Stop() }()
-	var rev uint64
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, rev, errors.New("the watch of a pending answer ended")
-			}
-			if e == nil {
-				continue // end of the initial values
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				return nil, rev, errors.New("the pending question was withdrawn")
-			}
-			done, err := answered(e.Value())
-			if err != nil {
-				return nil, rev, err
-			}
-			if done {
-				return e.Value(), e.Revision(), nil
-			}
-			rev = e.Revision()
-		case <-wctx.Done():
-			if ctx.Err() != nil {
-				return nil, rev, ctx.Err()
-			}
-			return nil, rev, errExpired
-		}
-	}
+	return val, rev, err
 }
 
 // expire writes the timeout's deny on the pending key, unless an answer

@@ -32,7 +32,8 @@ const ScopeAnyKey = "any-key"
 
 // ScopeForPath is the gateway's rule of which scope a path needs: /api/v1/me
 // any valid key, /api/v1/tools/search call (a search of the tools /mcp/tools
-// lists), /api/v1/tasks call (tool calls run as durable tasks), the chat profiles admin (they hold API keys and tool
+// lists), /api/v1/tasks call (tool calls run as durable tasks), /api/v1/approvals any valid key
+// (the approvals store admits admins and named approvers), the chat profiles admin (they hold API keys and tool
 // policies), the rest of /api/v1/chat and the OpenAI-compatible /v1 chat, the
 // rest of /api admin, /mcp and below call, everything else (health) none.
 func ScopeForPath(p string) string {
@@ -41,6 +42,8 @@ func ScopeForPath(p string) string {
 		return ScopeAnyKey
 	case p == "/api/v1/tools/search", p == "/api/v1/tasks" || strings.HasPrefix(p, "/api/v1/tasks/"):
 		return ScopeCall
+	case p == "/api/v1/approvals" || strings.HasPrefix(p, "/api/v1/approvals/"):
+		return ScopeAnyKey // admins and the approvers rules name (the store checks)
 	case p == "/api/v1/chat/profiles" || strings.HasPrefix(p, "/api/v1/chat/profiles/"):
 		return ScopeAdmin
 	case p == "/api/v1/chat" || strings.HasPrefix(p, "/api/v1/chat/"), strings.HasPrefix(p, "/v1/"):

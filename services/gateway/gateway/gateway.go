@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/services/gateway/approvals"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/auth/jwtauth"
 	"github.com/mcpbus/mcpbus/services/gateway/console"
@@ -114,24 +115,26 @@ type Gateway struct {
 	srv     *http.Server
 	handler http.Handler
 
-	keys     *auth.KeyStore
-	revoked  *jwtauth.Revocations
-	tokens   *jwtauth.Verifier
-	tokStop  context.CancelFunc
-	keysSvc  micro.Service
-	proxies  auth.Proxies
-	limiter  *auth.Limiter
-	metrics  *httpmetrics.Metrics
-	api      *rest.API
-	oai      *openai.API
-	mcp      *mcpserver.Aggregator
-	mcpStop  context.CancelFunc
-	oauth    *oauthflow.Flows
-	routes   []Route
-	console  *console.Console
-	adminKey string
-	created  bool
-	ready    chan struct{}
+	keys *auth.KeyStore
+	// approvals holds tool calls the approval rules ask about (every front door).
+	approvals *approvals.Store
+	revoked   *jwtauth.Revocations
+	tokens    *jwtauth.Verifier
+	tokStop   context.CancelFunc
+	keysSvc   micro.Service
+	proxies   auth.Proxies
+	limiter   *auth.Limiter
+	metrics   *httpmetrics.Metrics
+	api       *rest.API
+	oai       *openai.API
+	mcp       *mcpserver.Aggregator
+	mcpStop   context.CancelFunc
+	oauth     *oauthflow.Flows
+	routes    []Route
+	console   *console.Console
+	adminKey  string
+	created   bool
+	ready     chan struct{}
 
 	closeOnce sync.Once
 }
@@ -217,18 +220,25 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 			return nil, err
 		}
 	}
+	// The aggregate's watches (and the approval rules') live as long as
+	// the gateway, not the setup.
+	mctx, mstop := context.WithCancel(context.WithoutCancel(ctx))
+	g.mcpStop = mstop
+	if g.approvals, err = approvals.Open(mctx, setup, nc, approvals.Options{Replicas: opts.Replicas, Logger: g.log}); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if err := g.approvals.AddEndpoints(g.keysSvc, opts.Prefix, g.log); err != nil {
+		return nil, err
+	}
 	if g.api, err = rest.New(setup, nc, rest.Options{Prefix: opts.Prefix, Logger: g.log,
 		CallTimeout: opts.CallTimeout, Heartbeat: opts.EventHeartbeat, JaegerURL: opts.JaegerURL,
-		Keys: g.keys}); err != nil {
+		Keys: g.keys, Approvals: g.approvals}); err != nil {
 		return nil, err
 	}
 	g.oai = openai.New(nc, openai.Options{Prefix: opts.Prefix, Logger: g.log, TurnTimeout: opts.ChatTurnTimeout,
 		Heartbeat: opts.EventHeartbeat})
 	mo := opts.MCP
-	mo.Prefix, mo.Logger, mo.NoAuth = opts.Prefix, g.log, opts.NoAuth
-	// The aggregate's watches live as long as the gateway, not the setup.
-	mctx, mstop := context.WithCancel(context.WithoutCancel(ctx))
-	g.mcpStop = mstop
+	mo.Prefix, mo.Logger, mo.NoAuth, mo.Approvals = opts.Prefix, g.log, opts.NoAuth, g.approvals
 	if g.mcp, err = mcpserver.New(mctx, nc, mo); err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/toolsearch"
+	"github.com/mcpbus/mcpbus/services/gateway/approvals"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
@@ -74,6 +75,9 @@ type Options struct {
 	// (serve-stdio): no other instance passes it the retries of held calls,
 	// so it takes none (gateway.retry.* is the gateways' own subject).
 	Local bool
+	// Approvals, when set, applies the gateway's approval rules to every
+	// tools/call (approvals.go); nil lets every call through.
+	Approvals *approvals.Store
 }
 
 func (o *Options) defaults() {

@@ -109,9 +109,10 @@ func (c *cancelWriter) Flush() {
 		return // the JSON body comes with its Write
 	}
 	c.started = true
-	if f, ok := c.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+	// Through the controller: the gateway's writers beneath flush only by
+	// Unwrap, and an unflushed event (a server's elicitation/create) would
+	// wait for the end of the call it is part of.
+	_ = http.NewResponseController(c.ResponseWriter).Flush()
 }
 
 func (c *cancelWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }

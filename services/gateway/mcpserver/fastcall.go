@@ -18,6 +18,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
+	"github.com/mcpbus/mcpbus/services/gateway/approvals"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpguard"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
@@ -151,7 +152,7 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 	if modern {
 		serverInfo = a.serverInfo
 	}
-	outcome, err := a.fastCall(ctx, w, r, e, req, rawArgs, serverInfo)
+	outcome, err := a.fastCall(ctx, w, r, v, e, req, rawArgs, serverInfo)
 	if err != nil {
 		outcome = errorType(err)
 	}
@@ -205,7 +206,7 @@ func modernCall(r *http.Request, name string, meta map[string]json.RawMessage) b
 // fastCall answers one tools/call of the fast path; it returns the error or
 // "tool_error" for the span. serverInfo is set for a client of 2026-07-28
 // (see eraResult).
-func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Request, e *toolEntry, req *jsonrpc.Request, rawArgs, serverInfo json.RawMessage) (string, error) {
+func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Request, v *view, e *toolEntry, req *jsonrpc.Request, rawArgs, serverInfo json.RawMessage) (string, error) {
 	fail := func(e *jsonrpc.Error) {
 		writeRPC(w, errorStatus(serverInfo != nil, e), &jsonrpc.Response{ID: req.ID, Error: e})
 	}
@@ -214,8 +215,8 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		fail(rpcError(jsonrpc.CodeInvalidParams, bad))
 		return "", bad
 	}
-	if mismatch != nil {
-		raw, err := json.Marshal(mismatchResult(mismatch))
+	toolError := func(res *mcp.CallToolResult) (string, error) {
+		raw, err := json.Marshal(res)
 		if err == nil {
 			raw, err = eraResult(raw, serverInfo)
 		}
@@ -224,6 +225,21 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		}
 		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(raw)})
 		return conv.ToolError, nil
+	}
+	if mismatch != nil {
+		return toolError(mismatchResult(mismatch))
+	}
+	if a.opts.Approvals != nil {
+		// A client that cannot be asked: a held call waits for an approver.
+		msg, err := a.opts.Approvals.Enforce(ctx, approvals.Call{Principal: v.principal.Bus().ID,
+			Server: e.cat.Server, Tool: e.name, Arguments: args}, nil)
+		if err != nil {
+			fail(approvalError(err))
+			return "", err
+		}
+		if msg != "" {
+			return toolError(refused(msg))
+		}
 	}
 	if rerr := a.restartError(e); rerr != nil {
 		fail(rerr)

@@ -32,6 +32,9 @@ func (a *Aggregator) toolHandler(v *view, e *toolEntry) mcp.ToolHandler {
 		if mismatch != nil {
 			return mismatchResult(mismatch), nil
 		}
+		if res, done, err := a.approve(ctx, v, e, req, args); done {
+			return res, err
+		}
 		if retrying(req) && modernEra(req) {
 			return a.resumeCall(ctx, v, e, req)
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/approvals"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 )
 
@@ -49,6 +50,10 @@ type Options struct {
 	JaegerURL string
 	// AgentsTimeout bounds a request of mcp.v1.agents.* (default 10s).
 	AgentsTimeout time.Duration
+	// Approvals holds calls for approval (/mcp/invoke) and serves
+	// /api/v1/approvals (nil: calls go through, those routes answer
+	// SERVICE_UNAVAILABLE).
+	Approvals *approvals.Store
 }
 
 // API serves the REST endpoints.
@@ -208,6 +213,11 @@ func (a *API) Routes() []Route {
 		{"GET", "/api/v1/agents", a.listAgents},
 		{"POST", "/api/v1/agents", a.createAgent},
 		{"DELETE", "/api/v1/agents/{name}", a.revokeAgent},
+		{"GET", "/api/v1/approvals", a.listApprovals},
+		{"POST", "/api/v1/approvals/{id}/approve", a.decideApproval(model.DecisionApprove)},
+		{"POST", "/api/v1/approvals/{id}/deny", a.decideApproval(model.DecisionDeny)},
+		{"GET", "/api/v1/approvals/rules", a.getApprovalRules},
+		{"PUT", "/api/v1/approvals/rules", a.putApprovalRules},
 		{"GET", "/api/v1/events", a.events},
 		{"GET", "/api/v1/openapi.json", a.openAPI},
 		{"GET", "/api/v1/chat/conversations", a.listConversations},

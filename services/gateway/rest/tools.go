@@ -15,6 +15,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
+	"github.com/mcpbus/mcpbus/services/gateway/approvals"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
@@ -151,6 +152,19 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		fail(apierr.Newf(apierr.ServiceUnavailable,
 			"server %s is restarting after a crash; retry after %d s", tool.Server, secs))
 		return
+	}
+	if a.opts.Approvals != nil {
+		// The caller cannot be asked: a held call waits for an approver.
+		msg, err := a.opts.Approvals.Enforce(r.Context(), approvals.Call{Principal: auth.PrincipalFrom(r.Context()).Bus().ID,
+			Server: tool.Server, Tool: name, Arguments: params}, nil)
+		if err != nil {
+			fail(apierr.From(err))
+			return
+		}
+		if msg != "" {
+			writeJSON(w, http.StatusOK, InvokeReply{Error: msg, ErrorType: ErrService, Details: apierr.New(apierr.Unauthorized, msg)})
+			return
+		}
 	}
 	got, err := a.client.CallResult(r.Context(), tool.Server, tool.Tool, params, nil)
 	if restarts.NoOwner(err) {

@@ -682,10 +682,11 @@ try {
     const p3 = await userCtx.newPage();
     watch(p3, 'call key');
     await login(p3, CALL_KEY);
-    // A call-only key has this page alone, and lands on it.
-    await p3.getByRole('heading', { name: 'My authorizations', level: 1 }).waitFor();
+    // A call-only key has no admin page.
+    await p3.getByRole('navigation', { name: 'Main' }).waitFor();
     const links = await p3.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
-    check(links.length === 1 && links[0] === 'My authorizations', `a call key sees the pages ${links.join(', ')}`);
+    check(links.includes('My authorizations') && !links.includes('Servers') && !links.includes('Chat'), `a call key sees the pages ${links.join(', ')}`);
+    await go(p3, 'My authorizations');
     const card = p3.getByRole('region', { name: PER_USER });
     await card.getByText('Not authorized').waitFor();
     await a11y(p3, 'My authorizations');
@@ -701,6 +702,30 @@ try {
     await card.getByRole('button', { name: 'Revoke ' + PER_USER }).click();
     await p3.getByRole('dialog', { name: `Revoke your authorization of ${PER_USER}?` }).getByRole('button', { name: 'Revoke' }).click();
     await card.getByText('Not authorized').waitFor();
+  }, ['login with the admin key']);
+
+  await step('approvals: a held call of a client that cannot ask is approved here', async () => {
+    // The test server's echo (tool "<server>.ask" of the input flow) under an ask rule;
+    // /mcp/invoke cannot ask its caller, so the call waits for this page.
+    const tool = INPUT_TOOL.replace(/\.ask$/, '__echo');
+    const marker = 'approved in the console ' + Date.now().toString(36);
+    const api = (method, path, body) => fetch(BASE + path, { method, headers: { Authorization: `Bearer ${ADMIN_KEY}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    const put = await api('PUT', '/api/v1/approvals/rules', { rules: [{ tool, decision: 'ask' }], timeout_seconds: 60 });
+    check(put.ok, `PUT approval rules: ${put.status}`);
+    try {
+      const call = api('POST', '/mcp/invoke', { tool_name: tool, params: { message: marker } }).then((r) => r.json());
+      await go(page, 'Approvals');
+      const row = page.getByRole('row').filter({ hasText: marker });
+      await row.waitFor({ timeout: T.short });
+      await shot(page, 'approvals');
+      await a11y(page, 'Approvals');
+      await row.getByRole('button', { name: /^Approve / }).click();
+      const res = await call;
+      check(res.success === true && JSON.stringify(res.result).includes(marker), `the released call: ${JSON.stringify(res).slice(0, 300)}`);
+      await row.waitFor({ state: 'detached', timeout: T.short });
+    } finally {
+      await api('PUT', '/api/v1/approvals/rules', {});
+    }
   }, ['login with the admin key']);
 
   await step('keys: create a key (shown once)', async () => {

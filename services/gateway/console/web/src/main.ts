@@ -8,6 +8,7 @@ import { activityPage } from './activity';
 import { chatPage } from './chat';
 import { keysPage } from './keys';
 import { authorizationsPage } from './authorizations';
+import { approvalsPage } from './approvals';
 
 type Page = (main: HTMLElement) => (() => void) | void;
 
@@ -23,6 +24,7 @@ const routes: Route[] = [
   { path: 'add', label: 'Add server', page: addPage, allowed: isAdmin },
   { path: 'activity', label: 'Activity', page: activityPage, allowed: isAdmin },
   { path: 'chat', label: 'Chat', page: chatPage, allowed: canChat },
+  { path: 'approvals', label: 'Approvals', page: approvalsPage, allowed: () => !!store.me },
   { path: 'keys', label: 'Keys and agents', page: keysPage, allowed: isAdmin },
   { path: 'authorizations', label: 'My authorizations', page: authorizationsPage, allowed: () => true },
 ];

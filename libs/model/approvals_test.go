@@ -1,0 +1,70 @@
+package model
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestGlob(t *testing.T) {
+	for _, c := range []struct {
+		pattern, s string
+		want       bool
+	}{
+		{"fs__*", "fs__write", true},
+		{"fs__*", "git__log", false},
+		{"oauth:https://idp.example/*#alice", "oauth:https://idp.example/realms/x#alice", true},
+		{"*__delete_*", "gh__delete_repo", true},
+		{"a*b*c", "acb", false},
+		{"exact", "exact", true},
+		{"exact", "exactly", false},
+	} {
+		if got := Glob(c.pattern, c.s); got != c.want {
+			t.Errorf("Glob(%q, %q) = %v", c.pattern, c.s, got)
+		}
+	}
+}
+
+func TestApprovalRulesDecideAndValidate(t *testing.T) {
+	r := ApprovalRules{Default: ApprovalAsk, Rules: []GatewayApprovalRule{
+		{Tool: "fs__read", Decision: ApprovalAllow},
+		{Tool: "*", Principal: "key:ci", Decision: ApprovalDeny},
+	}}
+	if d, _ := r.Decide("fs__read", "key:ci"); d != ApprovalAllow {
+		t.Errorf("first rule: %s", d)
+	}
+	if d, rule := r.Decide("fs__write", "key:ci"); d != ApprovalDeny || rule == nil {
+		t.Errorf("principal rule: %s", d)
+	}
+	if d, rule := r.Decide("fs__write", "key:ops"); d != ApprovalAsk || rule != nil {
+		t.Errorf("default: %s", d)
+	}
+	if e := r.Validate(); e != nil {
+		t.Fatal(e)
+	}
+	for field, bad := range map[string]ApprovalRules{
+		"default":             {Default: "maybe"},
+		"rules.0.decision":    {Rules: []GatewayApprovalRule{{Tool: "x", Decision: "yes"}}},
+		"rules.0.tool":        {Rules: []GatewayApprovalRule{{Decision: ApprovalAsk}}},
+		"timeout_seconds":     {TimeoutSeconds: 99999},
+		"rules.0.approvers.0": {Rules: []GatewayApprovalRule{{Tool: "x", Decision: ApprovalAsk, Approvers: []string{""}}}},
+	} {
+		if e := bad.Validate(); e == nil || e.Field != field {
+			t.Errorf("%+v: %v, want field %s", bad, e, field)
+		}
+	}
+}
+
+func TestCanonicalArgs(t *testing.T) {
+	_, a, _ := CanonicalArgs(json.RawMessage(`{"b": [1, {"y":2,"x":1}], "a": 1.50}`))
+	_, b, _ := CanonicalArgs(json.RawMessage(`{"a":1.50,"b":[1,{"x":1,"y":2}]}`))
+	_, c, _ := CanonicalArgs(json.RawMessage(`{"a":1.5,"b":[1,{"x":1,"y":2}]}`))
+	if a != b {
+		t.Error("key order changed the hash")
+	}
+	if a == c {
+		t.Error("1.50 and 1.5 hash the same: the hash must bind the arguments as sent")
+	}
+	if _, _, err := CanonicalArgs(json.RawMessage(`{`)); err == nil {
+		t.Error("bad JSON accepted")
+	}
+}

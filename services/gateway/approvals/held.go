@@ -1,0 +1,237 @@
+package approvals
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// Call is what a front door knows of a call it may have to hold.
+type Call struct {
+	Principal string // principal id
+	Server    string
+	Tool      string // namespaced <server>__<tool>
+	Arguments json.RawMessage
+}
+
+// Hold finds or writes the pending record of c (timeout from the rules,
+// approvers from the rule that asked). A record already there is returned as
+// it is: a retry of a call that waits, or one decided meanwhile.
+func (s *Store) Hold(ctx context.Context, c Call, rule *model.GatewayApprovalRule) (model.HeldCall, error) {
+	canon, hash, err := model.CanonicalArgs(c.Arguments)
+	if err != nil {
+		return model.HeldCall{}, apierr.Invalid("arguments", err.Error())
+	}
+	id := HeldID(c.Principal, c.Tool, hash)
+	if h, _, err := s.get(ctx, id); err == nil {
+		if h.Decision != model.HeldPending || h.State(s.now()) == model.HeldPending {
+			return h, nil
+		}
+		// Pending but expired: it counts as denied, and the caller is
+		// asking anew, so it starts afresh (below, on the revision read).
+		_ = s.consume(ctx, h, 0)
+	} else if apierr.Of(err) != apierr.NotFound {
+		return model.HeldCall{}, err
+	}
+	now := s.now().UTC()
+	h := model.HeldCall{ID: id, Principal: c.Principal, Server: c.Server, Tool: c.Tool,
+		ArgsSHA256: hash, Arguments: canon, CreatedAt: now,
+		ExpiresAt: now.Add(s.Rules().Timeout()), Decision: model.HeldPending}
+	if rule != nil {
+		h.Approvers = rule.Approvers
+	}
+	data, err := json.Marshal(h)
+	if err != nil {
+		return h, err
+	}
+	if _, err := s.held.Create(ctx, heldKey(id), data); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			got, _, gerr := s.get(ctx, id) // an identical call won the race: share its record
+			return got, gerr
+		}
+		return h, apierr.Wrap(apierr.ServiceUnavailable, "holding the call for approval", err)
+	}
+	return h, nil
+}
+
+// Await waits until h is decided or expires and returns its final record,
+// consumed (deleted on the revision read: one approval releases one call).
+// An approval another identical call consumed first is a denial here.
+func (s *Store) Await(ctx context.Context, h model.HeldCall) (model.HeldCall, error) {
+	wctx, cancel := context.WithTimeout(ctx, max(time.Until(h.ExpiresAt), 0))
+	defer cancel()
+	var got model.HeldCall
+	_, rev, err := bus.AwaitKV(wctx, s.held, heldKey(h.ID), func(v []byte) (bool, error) {
+		got = model.HeldCall{}
+		return json.Unmarshal(v, &got) == nil && got.Decision != model.HeldPending, nil
+	})
+	switch {
+	case ctx.Err() != nil:
+		return h, ctx.Err()
+	case errors.Is(err, bus.ErrKVWithdrawn), err != nil && wctx.Err() != nil:
+		return s.expired(h), nil // past its expiry (or consumed elsewhere): denied
+	case err != nil:
+		return h, apierr.Wrap(apierr.ServiceUnavailable, "waiting for the decision of a held call", err)
+	}
+	if got.Decision == model.HeldApproved && s.consume(ctx, got, rev) != nil {
+		got.Decision, got.Reason = model.HeldDenied, "the approval was used by another identical call"
+	} else if got.Decision != model.HeldApproved {
+		_ = s.consume(ctx, got, rev)
+	}
+	return got, nil
+}
+
+// Take consumes a decided record (a retry finding its call decided) and
+// returns it; a pending one is returned untouched.
+func (s *Store) Take(ctx context.Context, h model.HeldCall) (model.HeldCall, error) {
+	cur, rev, err := s.get(ctx, h.ID)
+	if err != nil {
+		return h, err
+	}
+	if cur.State(s.now()) == model.HeldPending {
+		return cur, nil
+	}
+	if cur.Decision == model.HeldPending {
+		cur = s.expired(cur)
+	}
+	if err := s.consume(ctx, cur, rev); err != nil && cur.Decision == model.HeldApproved {
+		cur.Decision, cur.Reason = model.HeldDenied, "the approval was used by another identical call"
+	}
+	return cur, nil
+}
+
+// expired is h denied by its timeout (and its record deleted).
+func (s *Store) expired(h model.HeldCall) model.HeldCall {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if cur, rev, err := s.get(ctx, h.ID); err == nil {
+		if cur.Decision != model.HeldPending && cur.Decision != "" {
+			// A decision won the race with the timeout: it stands.
+			if cur.Decision == model.HeldApproved && s.consume(ctx, cur, rev) != nil {
+				cur.Decision, cur.Reason = model.HeldDenied, "the approval was used by another identical call"
+			}
+			return cur
+		}
+		_ = s.consume(ctx, cur, rev)
+	}
+	h.Decision, h.DecidedAt = model.HeldDenied, s.now().UTC()
+	h.Reason = fmt.Sprintf("nobody approved the call by %s, so it was denied", h.ExpiresAt.Format(time.RFC3339))
+	return h
+}
+
+// consume deletes h's record on revision rev (0: whatever it is).
+func (s *Store) consume(ctx context.Context, h model.HeldCall, rev uint64) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if rev == 0 {
+		return s.held.Delete(ctx, heldKey(h.ID))
+	}
+	return s.held.Delete(ctx, heldKey(h.ID), jetstream.LastRevision(rev))
+}
+
+// Decide approves or denies held call req.ID as principal id by: NOT_FOUND
+// when no such call is held, CONFLICT when it was decided or expired (or
+// another answer wins the race), UNAUTHORIZED when by is neither an admin
+// nor an approver the holding rule names. asCaller says the calling client
+// itself answers (its user approves their own call, which the client
+// declared it can ask about).
+func (s *Store) Decide(ctx context.Context, req model.ApprovalDecideRequest, by string, admin, asCaller bool) (model.HeldCall, error) {
+	if e := req.Validate(); e != nil {
+		return model.HeldCall{}, e
+	}
+	h, rev, err := s.get(ctx, req.ID)
+	if apierr.Of(err) == apierr.NotFound {
+		if prev := s.decidedBefore(ctx, req.ID); prev != "" {
+			return model.HeldCall{}, apierr.Newf(apierr.Conflict, "call %q was decided already (%s)", req.ID, prev)
+		}
+		return model.HeldCall{}, err
+	}
+	if err != nil {
+		return model.HeldCall{}, err
+	}
+	if !(asCaller && by == h.Principal) && !h.MayDecide(by, admin) {
+		return model.HeldCall{}, apierr.Newf(apierr.Unauthorized, "only an admin or an approver the rule names may decide call %q", req.ID)
+	}
+	if st := h.State(s.now()); st != model.HeldPending {
+		return model.HeldCall{}, apierr.Newf(apierr.Conflict, "call %q was decided already (%s)", req.ID, st)
+	}
+	h.Decision = model.HeldDenied
+	if req.Decision == model.DecisionApprove {
+		h.Decision = model.HeldApproved
+	}
+	h.DecidedBy, h.DecidedAt, h.Reason = by, s.now().UTC(), req.Reason
+	data, err := json.Marshal(h)
+	if err != nil {
+		return h, err
+	}
+	if _, err := s.held.Update(ctx, heldKey(h.ID), data, rev); err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			return h, apierr.Newf(apierr.Conflict, "call %q was decided meanwhile", req.ID)
+		}
+		return h, err
+	}
+	return h, nil
+}
+
+// decidedBefore is the decision of a record its waiter deleted already ("" none).
+func (s *Store) decidedBefore(ctx context.Context, id string) string {
+	hist, err := s.held.History(ctx, heldKey(id))
+	if err != nil {
+		return ""
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		var h model.HeldCall
+		if json.Unmarshal(hist[i].Value(), &h) == nil && h.Decision != model.HeldPending {
+			return h.Decision
+		}
+		return ""
+	}
+	return ""
+}
+
+// List is the calls that wait for a decision, oldest first; those a
+// non-admin may not decide are left out for them.
+func (s *Store) List(ctx context.Context, by string, admin bool) ([]model.HeldCall, error) {
+	lister, err := s.held.ListKeysFiltered(ctx, "held.*")
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return []model.HeldCall{}, nil
+		}
+		return nil, err
+	}
+	out := []model.HeldCall{}
+	seen := map[string]bool{}
+	now := s.now()
+	for key := range lister.Keys() {
+		if seen[key] {
+			continue // a lister may repeat keys
+		}
+		seen[key] = true
+		e, err := s.held.Get(ctx, key)
+		if err != nil {
+			continue // consumed meanwhile
+		}
+		var h model.HeldCall
+		if json.Unmarshal(e.Value(), &h) != nil || h.State(now) != model.HeldPending || !h.MayDecide(by, admin) {
+			continue
+		}
+		out = append(out, h)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(x, y model.HeldCall) int { return x.CreatedAt.Compare(y.CreatedAt) })
+	return out, nil
+}

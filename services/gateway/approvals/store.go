@@ -1,0 +1,193 @@
+// Package approvals holds tool calls for a person's approval at the gateway,
+// for any MCP client and every front door that calls tools (issue 30 item
+// 2). The rules (model.ApprovalRules) live in KV mcp_approval_rules, key
+// "policy", followed by every instance; a held call is a record in KV
+// mcp_approvals (held.<id>), so any gateway instance sees it, decides it
+// and releases its retry.
+//
+// A held call's id is derived from what it binds — the caller's principal,
+// the tool and the SHA-256 of the canonical arguments — so the same call
+// asked again (a client's retry, after a gateway restart too) finds its
+// record, and a call with any other argument is another call needing its own
+// approval. Decisions are compare-and-set on the revision the decider read
+// (of two answers one wins, the other gets CONFLICT) and awaited with
+// bus.AwaitKV, as the chat's approvals (services/chat/approvals) are; a
+// pending call past its expiry counts as denied wherever it is read (fail
+// closed), so no instance has to be alive to time it out. An approval releases one call: the waiter
+// deletes the record on the revision it read, so two callers cannot both
+// use it.
+package approvals
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// HeldTTL is how long a held call's record stays after its last write:
+// twice the longest timeout, so a decided call can still be retried a while.
+const HeldTTL = 2 * model.MaxApprovalTimeout
+
+// rulesKey is the one key of the rules bucket.
+const rulesKey = "policy"
+
+// Options configure Open; zero values take the defaults.
+type Options struct {
+	// Replicas of the buckets (1 embedded, 3 on a cluster).
+	Replicas int
+	Logger   *slog.Logger
+	// Now is the clock of created_at, expires_at and decided_at.
+	Now func() time.Time
+}
+
+// Store is the rules and the held calls; safe for concurrent use.
+type Store struct {
+	rulesKV jetstream.KeyValue
+	held    jetstream.KeyValue
+	rules   atomic.Pointer[model.ApprovalRules]
+	ready   chan struct{}
+	now     func() time.Time
+	log     *slog.Logger
+}
+
+// Open creates (or opens) both buckets and follows the rules until ctx ends.
+func Open(ctx, setup context.Context, nc *nats.Conn, opts Options) (*Store, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{ready: make(chan struct{}), now: opts.Now, log: opts.Logger}
+	s.rules.Store(&model.ApprovalRules{})
+	replicas := max(opts.Replicas, 1)
+	if s.rulesKV, err = bus.EnsureKV(setup, js, jetstream.KeyValueConfig{
+		Bucket:      bus.BucketApprovalRules,
+		Description: "the gateway's approval rules of tool calls (key policy: model.ApprovalRules)",
+		History:     5,
+		Storage:     jetstream.FileStorage,
+	}, replicas, opts.Logger); err != nil {
+		return nil, err
+	}
+	if s.held, err = bus.EnsureKV(setup, js, jetstream.KeyValueConfig{
+		Bucket:      bus.BucketApprovals,
+		Description: "tool calls the gateway holds for approval (held.<id>: model.HeldCall)",
+		// The decided value survives the waiter's delete, so a late second
+		// answer is told CONFLICT rather than NOT_FOUND.
+		History: 3,
+		// A record outlives its longest timeout by far; then it goes, so
+		// calls nobody retried (decided, or expired) do not pile up.
+		TTL:     HeldTTL,
+		Storage: jetstream.FileStorage,
+	}, replicas, opts.Logger); err != nil {
+		return nil, err
+	}
+	var once atomic.Bool
+	go bus.FollowKV(ctx, nc, s.rulesKV, bus.KVHandler{
+		Snapshot: func(m map[string]jetstream.KeyValueEntry) {
+			if e, ok := m[rulesKey]; ok {
+				s.setRules(e.Value())
+			} else {
+				s.rules.Store(&model.ApprovalRules{})
+			}
+		},
+		Update: func(e jetstream.KeyValueEntry) {
+			if e.Key() != rulesKey {
+				return
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				s.rules.Store(&model.ApprovalRules{})
+				return
+			}
+			s.setRules(e.Value())
+		},
+		Ready: func() {
+			if once.CompareAndSwap(false, true) {
+				close(s.ready)
+			}
+		},
+	}, bus.KVFollowOptions{Logger: opts.Logger})
+	select {
+	case <-s.ready:
+	case <-setup.Done():
+		return nil, apierr.Wrap(apierr.ServiceUnavailable, "reading the approval rules", setup.Err())
+	}
+	return s, nil
+}
+
+// setRules takes a stored policy; one that does not decode keeps the last
+// good one (it was validated when written).
+func (s *Store) setRules(data []byte) {
+	var r model.ApprovalRules
+	if err := json.Unmarshal(data, &r); err != nil {
+		s.log.Warn("approval rules do not decode; keeping the previous ones", "error", err)
+		return
+	}
+	s.rules.Store(&r)
+}
+
+// Rules are the rules in force.
+func (s *Store) Rules() model.ApprovalRules { return *s.rules.Load() }
+
+// PutRules validates and stores the rules; this instance applies them at once.
+func (s *Store) PutRules(ctx context.Context, r model.ApprovalRules) (model.ApprovalRules, error) {
+	if e := r.Validate(); e != nil {
+		return r, e
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return r, err
+	}
+	if _, err := s.rulesKV.Put(ctx, rulesKey, data); err != nil {
+		return r, apierr.Wrap(apierr.ServiceUnavailable, "storing the approval rules", err)
+	}
+	s.rules.Store(&r)
+	return r, nil
+}
+
+// HeldID is the id of the call of tool by principal with arguments hashing
+// to argsHash: the same call gets the same id.
+func HeldID(principal, tool, argsHash string) string {
+	sum := sha256.Sum256([]byte(principal + "\x00" + tool + "\x00" + argsHash))
+	return hex.EncodeToString(sum[:16])
+}
+
+func heldKey(id string) string { return "held." + id }
+
+// get reads a held call and its revision (NOT_FOUND when none).
+func (s *Store) get(ctx context.Context, id string) (model.HeldCall, uint64, error) {
+	e, err := s.held.Get(ctx, heldKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return model.HeldCall{}, 0, apierr.Newf(apierr.NotFound, "no call %q is held for approval", id).WithField("id")
+	}
+	if err != nil {
+		return model.HeldCall{}, 0, err
+	}
+	var h model.HeldCall
+	if err := json.Unmarshal(e.Value(), &h); err != nil {
+		return model.HeldCall{}, 0, apierr.Wrap(apierr.Internal, "held call record", err)
+	}
+	return h, e.Revision(), nil
+}
+
+// Get is the held call id as stored (its State says whether it expired).
+func (s *Store) Get(ctx context.Context, id string) (model.HeldCall, error) {
+	h, _, err := s.get(ctx, id)
+	return h, err
+}

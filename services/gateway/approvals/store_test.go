@@ -1,0 +1,162 @@
+package approvals_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/gateway/approvals"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// two opens two stores (two gateway instances) on one bus, with rules.
+func two(t *testing.T, rules model.ApprovalRules) (*approvals.Store, *approvals.Store) {
+	t.Helper()
+	ns := testkit.NATS(t)
+	ctx := ctxT(t)
+	a, err := approvals.Open(ctx, ctx, testkit.Connect(t, ns), approvals.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := approvals.Open(ctx, ctx, testkit.Connect(t, ns), approvals.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.PutRules(ctx, rules); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.Check("key:x", "fs__write").Decision != rules.Rules[0].Decision {
+		if time.Now().After(deadline) {
+			t.Fatal("the second instance never saw the rules")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return a, b
+}
+
+var askWrites = model.ApprovalRules{TimeoutSeconds: 2, Rules: []model.GatewayApprovalRule{
+	{Tool: "fs__write", Decision: model.ApprovalAsk, Approvers: []string{"key:bob"}},
+	{Tool: "fs__rm*", Principal: "key:*", Decision: model.ApprovalDeny},
+}}
+
+func call(args string) approvals.Call {
+	return approvals.Call{Principal: "key:x", Server: "fs", Tool: "fs__write", Arguments: json.RawMessage(args)}
+}
+
+// A call held on one instance is listed and decided on the other; the
+// approval binds the arguments' canonical form (key order does not matter,
+// a value does); an approval releases one call; a late answer is CONFLICT.
+func TestHeldCallAcrossInstances(t *testing.T) {
+	a, b := two(t, askWrites)
+	ctx := ctxT(t)
+	if v := a.Check("key:x", "fs__rm_rf"); v.Decision != model.ApprovalDeny {
+		t.Fatalf("rm = %+v", v)
+	}
+	if v := a.Check("key:x", "fs__read"); v.Decision != model.ApprovalAllow {
+		t.Fatalf("read = %+v (no rule: allow)", v)
+	}
+	done := make(chan string, 1)
+	go func() {
+		msg, err := a.Enforce(ctx, call(`{"path":"/a","data":1}`), nil)
+		if err != nil {
+			msg = "error: " + err.Error()
+		}
+		done <- msg
+	}()
+	var held model.HeldCall
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		list, err := b.List(ctx, "operator", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) == 1 {
+			held = list[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the held call was never listed on the other instance")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, want := mustHash(t, `{"data":1,"path":"/a"}`)
+	if held.ArgsSHA256 != want || held.Principal != "key:x" || held.Tool != "fs__write" {
+		t.Fatalf("held = %+v, want args hash %s", held, want)
+	}
+	if l, _ := b.List(ctx, "key:eve", false); len(l) != 0 {
+		t.Fatalf("a non-approver lists %v", l)
+	}
+	_, err := b.Decide(ctx, model.ApprovalDecideRequest{ID: held.ID, Decision: model.DecisionApprove}, "key:eve", false, false)
+	if apierr.Of(err) != apierr.Unauthorized {
+		t.Fatalf("eve's approval = %v, want UNAUTHORIZED", err)
+	}
+	if _, err := b.Decide(ctx, model.ApprovalDecideRequest{ID: held.ID, Decision: model.DecisionApprove}, "key:bob", false, false); err != nil {
+		t.Fatalf("bob (a named approver) approving: %v", err)
+	}
+	if msg := <-done; msg != "" {
+		t.Fatalf("approved call refused: %s", msg)
+	}
+	_, err = b.Decide(ctx, model.ApprovalDecideRequest{ID: held.ID, Decision: model.DecisionDeny}, "operator", true, false)
+	if apierr.Of(err) != apierr.Conflict {
+		t.Fatalf("a second answer = %v, want CONFLICT", err)
+	}
+	// The approval was used: the same call again is held anew.
+	h, err := a.Hold(ctx, call(`{"path":"/a","data":1}`), nil)
+	if err != nil || h.Decision != model.HeldPending || h.ID != held.ID {
+		t.Fatalf("same call again = %+v, %v", h, err)
+	}
+	// Another argument is another call.
+	h2, _ := a.Hold(ctx, call(`{"path":"/b","data":1}`), nil)
+	if h2.ID == held.ID {
+		t.Fatal("a changed argument names the same held call")
+	}
+}
+
+// Nobody answering denies the call at its expiry, and the record is gone.
+func TestHeldCallTimesOut(t *testing.T) {
+	a, _ := two(t, askWrites)
+	ctx := ctxT(t)
+	start := time.Now()
+	msg, err := a.Enforce(ctx, call(`{}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg == "" || time.Since(start) < 2*time.Second {
+		t.Fatalf("after %s: %q, want a denial after the 2 s timeout", time.Since(start), msg)
+	}
+	if l, _ := a.List(ctx, "operator", true); len(l) != 0 {
+		t.Fatalf("still listed: %v", l)
+	}
+}
+
+// The client's own answer decides its call.
+func TestCallerAnswers(t *testing.T) {
+	a, _ := two(t, askWrites)
+	ctx := ctxT(t)
+	msg, err := a.Enforce(ctx, call(`{"x":2}`), func(context.Context, model.HeldCall) (bool, error) { return false, nil })
+	if err != nil || msg == "" {
+		t.Fatalf("declined by the caller: %q, %v", msg, err)
+	}
+	msg, err = a.Enforce(ctx, call(`{"x":2}`), func(context.Context, model.HeldCall) (bool, error) { return true, nil })
+	if err != nil || msg != "" {
+		t.Fatalf("approved by the caller: %q, %v", msg, err)
+	}
+}
+
+func mustHash(t *testing.T, s string) (json.RawMessage, string) {
+	t.Helper()
+	c, h, err := model.CanonicalArgs(json.RawMessage(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, h
+}

@@ -1,0 +1,66 @@
+// Approvals: the tool calls the gateway's approval rules hold, for any MCP
+// client, with approve and deny (admins, and the approvers a rule names: the
+// gateway lists only the calls the key may decide). Polled every 2 s: a
+// held call waits for a person, and the list is small.
+import { api, ApiError, enc } from './api';
+import { clear, fmtTime, h, pageHeading, toast, toolLabel } from './dom';
+
+interface HeldCall {
+  id: string;
+  principal: string;
+  tool: string;
+  arguments?: unknown;
+  created_at: string;
+  expires_at: string;
+}
+
+export function approvalsPage(main: HTMLElement): () => void {
+  const ctl = new AbortController();
+  const body = h('tbody');
+  const status = h('p', { class: 'muted', 'aria-live': 'polite' });
+  main.append(pageHeading('Approvals'),
+    h('p', { class: 'muted' }, 'Tool calls held by the approval rules until someone decides; a call nobody decides in time is denied.'),
+    status,
+    h('div', { class: 'table-wrap' }, h('table', null, h('caption', { class: 'sr-only' }, 'Held tool calls, oldest first'),
+      h('thead', null, h('tr', null, ['Tool', 'Caller', 'Arguments', 'Held since', 'Expires', ''].map((c) => h('th', { scope: 'col' }, c || h('span', { class: 'sr-only' }, 'Actions'))))), body)));
+
+  const decide = async (c: HeldCall, verb: 'approve' | 'deny') => {
+    try {
+      await api('POST', `/api/v1/approvals/${enc(c.id)}/${verb}`);
+      toast(`${verb === 'approve' ? 'Approved' : 'Denied'} ${toolLabel(c.tool)}.`);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 401)) toast((e as Error).message, 'error');
+    }
+    void load();
+  };
+  const row = (c: HeldCall) => {
+    const yes = h('button', { type: 'button', class: 'btn btn-small btn-primary', 'aria-label': `Approve ${toolLabel(c.tool)} (${c.id})` }, 'Approve');
+    const no = h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', 'aria-label': `Deny ${toolLabel(c.tool)} (${c.id})` }, 'Deny');
+    yes.addEventListener('click', () => void decide(c, 'approve'));
+    no.addEventListener('click', () => void decide(c, 'deny'));
+    return h('tr', { 'data-id': c.id },
+      h('td', null, toolLabel(c.tool)),
+      h('td', { class: 'mono' }, c.principal),
+      h('td', { class: 'mono' }, JSON.stringify(c.arguments ?? {}).slice(0, 300)),
+      h('td', null, fmtTime(c.created_at)),
+      h('td', null, fmtTime(c.expires_at)),
+      h('td', null, h('div', { class: 'actions' }, yes, no)));
+  };
+  const load = async () => {
+    try {
+      const r = await api<{ calls: HeldCall[] }>('GET', '/api/v1/approvals', undefined, { signal: ctl.signal });
+      const list = r.calls ?? [];
+      clear(body, list.length ? list.map(row) : h('tr', null, h('td', { colspan: '6', class: 'muted' }, 'No call is waiting for approval.')));
+      status.textContent = `${list.length} held`;
+    } catch (e) {
+      if ((e as Error).name === 'AbortError') return;
+      clear(body, h('tr', null, h('td', { colspan: '6', class: 'form-error' }, (e as Error).message)));
+    }
+  };
+  void load();
+  const poll = setInterval(() => void load(), 2000);
+  return () => {
+    clearInterval(poll);
+    ctl.abort();
+  };
+}

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	gwapprovals "github.com/mcpbus/mcpbus/services/gateway/approvals"
+)
+
+// TestApprovalsCommands: `mcpbus approvals` lists a held call, approves it
+// (as the operator), is told CONFLICT on a second answer, and replaces the
+// rules from a file, a bad one refused with the field named.
+func TestApprovalsCommands(t *testing.T) {
+	t.Setenv("MCPBUS_DATA_DIR", t.TempDir()) // no operator seed of a real mcpbus up
+	ns, err := embednats.Start(embednats.Options{Port: 0, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	nc := testkit.Connect(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := gwapprovals.Open(ctx, ctx, nc, gwapprovals.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := micro.AddService(nc, micro.Config{Name: "approvals-test", Version: "0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	if err := st.AddEndpoints(svc, "mcp.v1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutRules(ctx, model.ApprovalRules{Rules: []model.GatewayApprovalRule{{Tool: "fs__write", Decision: model.ApprovalAsk}}}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := st.Hold(ctx, gwapprovals.Call{Principal: "key:k1", Server: "fs", Tool: "fs__write", Arguments: json.RawMessage(`{"path":"/etc/motd"}`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := Main(append([]string{"--nats", ns.ClientURL()}, args...), strings.NewReader(""), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	if code, out, errOut := run("approvals", "list"); code != 0 || !strings.Contains(out, h.ID) || !strings.Contains(out, "fs__write") || !strings.Contains(out, "/etc/motd") {
+		t.Fatalf("list: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := run("approvals", "approve", h.ID, "--reason", "looked"); code != 0 || !strings.Contains(out, "approved") {
+		t.Fatalf("approve: %d %q %q", code, out, errOut)
+	}
+	if got, err := st.Get(ctx, h.ID); err != nil || got.Decision != model.HeldApproved || got.DecidedBy != "operator" || got.Reason != "looked" {
+		t.Fatalf("after approve: %+v %v", got, err)
+	}
+	if code, _, errOut := run("approvals", "deny", h.ID); code != 1 || !strings.Contains(errOut, "CONFLICT") {
+		t.Fatalf("second answer: %d %q", code, errOut)
+	}
+	file := filepath.Join(t.TempDir(), "rules.json")
+	_ = os.WriteFile(file, []byte(`{"rules":[{"tool":"git__push","decision":"deny"}],"timeout_seconds":30}`), 0o600)
+	if code, out, errOut := run("approvals", "rules", "--file", file); code != 0 || !strings.Contains(out, "git__push") {
+		t.Fatalf("rules --file: %d %q %q", code, out, errOut)
+	}
+	if r := st.Rules(); len(r.Rules) != 1 || r.Rules[0].Tool != "git__push" || r.TimeoutSeconds != 30 {
+		t.Fatalf("stored rules: %+v", r)
+	}
+	_ = os.WriteFile(file, []byte(`{"rules":[{"tool":"x","decision":"maybe"}]}`), 0o600)
+	if code, _, errOut := run("approvals", "rules", "--file", file); code != 1 || !strings.Contains(errOut, "rules.0.decision") {
+		t.Fatalf("bad rules: %d %q", code, errOut)
+	}
+}
