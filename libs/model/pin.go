@@ -15,7 +15,9 @@ import (
 // list with another definition — after a restart, a list_changed, a new
 // package version — is a change:
 //   - strict: the changed tool is withheld (out of every list, its calls
-//     refused) until an operator approves it (`mcpbus tools review`);
+//     refused) until an operator approves it (`mcpbus tools review`); so is
+//     a tool that appears once the server's tools were pinned (a rename, an
+//     addition), pinned from nothing;
 //   - warn: it goes through, re-pinned, and a tool_changed event says so;
 //   - off: definitions are not pinned.
 const (

@@ -29,7 +29,13 @@ func RequireBearer(token string, h http.Handler) http.Handler {
 // test ends, cutting the connections of clients still connected.
 func ServeHTTP(t testing.TB, name string, opts *mcp.StreamableHTTPOptions, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
-	s := NewServer(name)
+	return ServeServerHTTP(t, NewServer(name), opts, wrap)
+}
+
+// ServeServerHTTP is ServeHTTP of another go-sdk server s (NewDriftServer,
+// NewRenameServer).
+func ServeServerHTTP(t testing.TB, s *mcp.Server, opts *mcp.StreamableHTTPOptions, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts)
 	if wrap != nil {
 		h = wrap(h)

@@ -85,6 +85,10 @@ const (
 	// perUser takes each caller's own OAuth token (auth.per_principal): a
 	// call-only key authorizes it for itself on "My authorizations".
 	perUser = "console-per-user"
+	// A remote server under pin strict whose tool's description drifts on
+	// its second tools/list (testmcp.NewDriftServer): the flows restart it
+	// and approve the change from its row.
+	driftServer = "console-drift"
 )
 
 // TestConsoleInBrowser runs tests/console/e2e/run.mjs (the browser flows)
@@ -212,6 +216,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("servers add %s: %s", inputServer, r)
 	}
 
+	// Pinned at its first list; the flows' restart makes it drift.
+	driftFile := filepath.Join(dir, driftServer+".json")
+	driftURL := testmcp.ServeServerHTTP(t, testmcp.NewDriftServer(driftServer), nil, nil)
+	if err := os.WriteFile(driftFile, fmt.Appendf(nil, `{"name":%q,"pin":"strict","enabled":true,"runtime":{"eager":true},"package":{"type":"http","identifier":%q},"transport":{"type":"http","url":%q}}`, driftServer, driftURL, driftURL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := up.CLI().Run(t, "servers", "add", driftServer, "-f", driftFile); r.Code != 0 {
+		t.Fatalf("servers add %s: %s", driftServer, r)
+	}
+
 	artifacts := filepath.Join(root, "artifacts", "console")
 	if err := os.RemoveAll(artifacts); err != nil {
 		t.Fatal(err)
@@ -248,6 +262,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_OAUTH_NEW_SERVER="+oauthNew,
 		"MCPBUS_PER_USER_SERVER="+perUser,
 		"MCPBUS_CALL_KEY="+callKey.Key,
+		"MCPBUS_DRIFT_SERVER="+driftServer,
+		"MCPBUS_DRIFT_BEFORE="+testmcp.DriftBefore,
+		"MCPBUS_DRIFT_AFTER="+testmcp.DriftAfter,
 	)
 	if err := runFlows(t, node, root, flows, env); err != nil {
 		t.Errorf("browser flows: %v (screenshots and traces in %s)", err, artifacts) // the cleanup shows the up's log

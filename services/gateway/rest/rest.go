@@ -198,6 +198,8 @@ func (a *API) Routes() []Route {
 		{"GET", "/api/v1/servers/{id}/credentials", a.describeCredentials},
 		{"PUT", "/api/v1/servers/{id}/credentials", a.setCredentials},
 		{"DELETE", "/api/v1/servers/{id}/credentials", a.deleteCredentials},
+		{"GET", "/api/v1/servers/{id}/pins", a.listPins},
+		{"POST", "/api/v1/servers/{id}/pins/approve", a.decidePin},
 		{"GET", "/api/v1/status", a.allStatus},
 		{"GET", "/api/v1/registry/search", a.registrySearch},
 		{"POST", "/api/v1/registry/plan", a.registryPlan},

@@ -572,6 +572,7 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 				return !c.allows(s.slug, t) || s.withheldLocked(model.ToolToken(t.Name)) != ""
 			})
 			s.mu.RUnlock()
+			list.Tools = slices.DeleteFunc(list.Tools, func(t *mcp.Tool) bool { return s.unreviewed(cfg, t) })
 		}
 		out = list
 	case "resources/list":

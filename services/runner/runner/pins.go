@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -35,11 +36,12 @@ func (s *server) applyPins(ctx context.Context) {
 	s.mu.RUnlock()
 	withheld := map[string]string{}
 	if policy := cfg.PinPolicy(); policy != model.PinOff && cfg.ID != "" {
+		reviewed := s.hasPins(ctx, cfg)
 		for token, t := range tools {
 			if !cfg.Tools.Allows(t.Name) {
 				continue
 			}
-			if why := s.checkPin(ctx, cfg, policy, catalogTool(s.r, s.slug, token, t)); why != "" {
+			if why := s.checkPin(ctx, cfg, policy, catalogTool(s.r, s.slug, token, t), reviewed); why != "" {
 				withheld[token] = why
 			}
 		}
@@ -49,10 +51,28 @@ func (s *server) applyPins(ctx context.Context) {
 	s.mu.Unlock()
 }
 
-// checkPin pins t when it is new, and tells why it is withheld ("" when it
-// is not). The pins cannot be read (NATS away): a tool whose definition was
-// accepted here before goes on; a strict server's other tools wait.
-func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy string, t model.Tool) string {
+// hasPins tells whether the server's tools were pinned before: then a tool
+// that appears (a rename, an addition) is a change like any other. Pins that
+// cannot be read count as present (the safe side under strict).
+func (s *server) hasPins(ctx context.Context, cfg *model.McpConfig) bool {
+	c, cancel := context.WithTimeout(ctx, s.r.publishTimeout())
+	defer cancel()
+	keys, err := s.r.assets.Pins.ListKeysFiltered(c, cfg.ID+".>")
+	if err != nil {
+		return true
+	}
+	defer func() { _ = keys.Stop() }()
+	for range keys.Keys() {
+		return true
+	}
+	return false
+}
+
+// checkPin pins t when it is the first sight of the server's tools, and
+// tells why it is withheld ("" when it is not). The pins cannot be read
+// (NATS away): a tool whose definition was accepted here before goes on; a
+// strict server's other tools wait.
+func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy string, t model.Tool, reviewed bool) string {
 	def, hash, err := model.ToolDefinition(t)
 	if err != nil {
 		s.log.Warn("tool definition cannot be pinned", "tool", t.Tool, "error", err)
@@ -64,51 +84,60 @@ func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy stri
 	defer cancel()
 	entry, err := kv.Get(c, key)
 	now := time.Now().UTC()
+	var pin model.ToolPin
+	var rev uint64 // 0: no entry yet
 	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		pin := model.ToolPin{Server: s.slug, Tool: t.Tool, Hash: hash, Definition: def, PinnedAt: now}
-		data, _ := json.Marshal(pin)
-		if _, err := kv.Create(c, key, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-			s.log.Warn("pinning a tool failed", "tool", t.Tool, "error", err)
-		}
+	case errors.Is(err, jetstream.ErrKeyNotFound) && !reviewed:
+		pin = model.ToolPin{Server: s.slug, Tool: t.Tool, Hash: hash, Definition: def, PinnedAt: now}
+		s.writePin(c, key, pin, 0)
 		s.accepted.Store(key, hash)
 		return ""
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		// A tool new to a server whose tools were pinned: pinned from nothing.
+		pin = model.ToolPin{Server: s.slug, Tool: t.Tool}
 	case err != nil:
 		if ok, _ := s.accepted.Load(key); ok == hash || policy != model.PinStrict {
 			return ""
 		}
 		return fmt.Sprintf("tool %s of server %s cannot be checked against its pinned definition (%v); it is withheld until it can", t.Tool, s.slug, err)
-	}
-	var pin model.ToolPin
-	if err := json.Unmarshal(entry.Value(), &pin); err != nil {
-		s.log.Warn("a tool pin is malformed: pinning afresh", "tool", t.Tool, "error", err)
-		pin = model.ToolPin{}
+	default:
+		rev = entry.Revision()
+		if err := json.Unmarshal(entry.Value(), &pin); err != nil {
+			s.log.Warn("a tool pin is malformed: pinning afresh", "tool", t.Tool, "error", err)
+			s.writePin(c, key, model.ToolPin{Server: s.slug, Tool: t.Tool, Hash: hash, Definition: def, PinnedAt: now}, rev)
+			s.accepted.Store(key, hash)
+			return ""
+		}
 	}
 	if pin.Hash == hash {
 		if pin.Pending != nil { // back to what was approved
 			pin.Pending = nil
-			s.writePin(c, key, pin, entry.Revision())
+			s.writePin(c, key, pin, rev)
 		}
 		s.accepted.Store(key, hash)
 		return ""
 	}
 	fresh := pin.Pending == nil || pin.Pending.Hash != hash
 	old := pin
-	if policy == model.PinWarn || pin.Hash == "" {
+	if policy == model.PinWarn {
 		pin.Server, pin.Tool, pin.Hash, pin.Definition, pin.PinnedAt, pin.Pending = s.slug, t.Tool, hash, def, now, nil
-		s.writePin(c, key, pin, entry.Revision())
+		s.writePin(c, key, pin, rev)
 		s.accepted.Store(key, hash)
 	} else if fresh {
 		pin.Pending = &model.PinnedChange{Hash: hash, Definition: def, SeenAt: now}
-		s.writePin(c, key, pin, entry.Revision())
+		s.writePin(c, key, pin, rev)
 	}
-	if fresh && old.Hash != "" {
+	if fresh {
 		s.publishToolChanged(ctx, model.ToolChangedEvent{Server: s.slug, Tool: t.Tool, Policy: policy,
 			PinnedHash: old.Hash, NewHash: hash, Changed: model.ChangedFields(old.Definition, def),
 			Withheld: policy == model.PinStrict, Pinned: old.Definition, Pending: def, At: now})
 	}
-	if policy == model.PinWarn || old.Hash == "" {
+	if policy == model.PinWarn {
 		return ""
+	}
+	if old.Hash == "" {
+		return fmt.Sprintf("tool %s of server %s appeared after the server's tools were reviewed (a new or renamed tool) and is withheld until an operator approves it: mcpbus tools review %s",
+			t.Tool, s.slug, s.slug)
 	}
 	return fmt.Sprintf("tool %s of server %s changed since it was reviewed (%s) and is withheld until an operator approves it: mcpbus tools review %s",
 		t.Tool, s.slug, joinFields(model.ChangedFields(old.Definition, def)), s.slug)
@@ -125,11 +154,18 @@ func joinFields(fields []string) string {
 	return out
 }
 
-// writePin stores pin if the entry is still at rev (another runner of the
-// same server may have written it since: its write stands).
+// writePin stores pin if the entry is still at rev, or still absent when rev
+// is 0 (another runner of the same server may have written it since: its
+// write stands).
 func (s *server) writePin(ctx context.Context, key string, pin model.ToolPin, rev uint64) {
 	data, _ := json.Marshal(pin)
-	if _, err := s.r.assets.Pins.Update(ctx, key, data, rev); err != nil {
+	var err error
+	if rev == 0 {
+		_, err = s.r.assets.Pins.Create(ctx, key, data)
+	} else {
+		_, err = s.r.assets.Pins.Update(ctx, key, data, rev)
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		s.log.Warn("recording a tool pin failed", "tool", pin.Tool, "error", err)
 	}
 }
@@ -142,6 +178,22 @@ func (s *server) publishToolChanged(ctx context.Context, ev model.ToolChangedEve
 		s.log.Warn("publishing a tool_changed event failed", "tool", ev.Tool, "error", err)
 	}
 	s.log.Warn("a tool's definition changed since it was pinned", "tool", ev.Tool, "policy", ev.Policy, "changed", ev.Changed, "withheld", ev.Withheld)
+}
+
+// unreviewed tells whether t, as the server lists it now, differs from the
+// definition last accepted under a strict policy: a server may change a
+// tool silently (no list_changed), so a list passed through (rpc
+// tools/list) leaves it out until the runner's own next list checks it.
+func (s *server) unreviewed(cfg *model.McpConfig, t *mcp.Tool) bool {
+	if cfg.ID == "" || cfg.PinPolicy() != model.PinStrict {
+		return false
+	}
+	_, hash, err := model.ToolDefinition(catalogTool(s.r, s.slug, model.ToolToken(t.Name), t))
+	if err != nil {
+		return true
+	}
+	ok, _ := s.accepted.Load(model.PinKey(cfg.ID, t.Name))
+	return ok != hash
 }
 
 // withheldLocked tells why the tool token names is withheld, or "". The

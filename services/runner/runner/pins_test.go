@@ -168,3 +168,50 @@ func TestPinOff(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// Strict: a tool that appears once the server's tools were pinned (added
+// or renamed, announced with list_changed) has no pin and is withheld like
+// a change, listed for review with no pinned definition; approving pins it.
+func TestPinStrictWithholdsANewTool(t *testing.T) {
+	e, events := pinEnv(t, model.PinStrict)
+	waitEcho(t, e, func(_ model.Tool, ok bool) bool { return ok }, "before")
+	if _, err := call(t, e, "alpha", "add_tool", `{"message":"injected"}`); err != nil {
+		t.Fatal(err)
+	}
+	ev := nextEvent(t, events)
+	if ev.Tool != "injected" || !ev.Withheld || ev.PinnedHash != "" || !slices.Contains(ev.Changed, "description") {
+		t.Fatalf("event: %+v", ev)
+	}
+	// The event goes out while the runner checks the list; the tool is
+	// withheld once the check is done.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := call(t, e, "alpha", "injected", `{}`)
+		if err == nil && strings.Contains(string(res), "withheld") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a call of the new tool: %s %v", res, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tools, err := e.Client.ListTools(context.Background(), "alpha")
+	if err != nil || slices.ContainsFunc(tools, func(x model.Tool) bool { return x.Tool == "injected" }) {
+		t.Fatalf("the new tool is listed before its review (%v)", err)
+	}
+	var out model.ToolPin
+	if err := bus.RequestJSON(context.Background(), e.NC, "mcp.v1.tools.approve", model.ToolsApproveRequest{Server: "alpha", Tool: "injected", Hash: ev.NewHash}, &out, 0); err != nil || out.Hash != ev.NewHash {
+		t.Fatalf("approve: %+v %v", out, err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		tools, err := e.Client.ListTools(context.Background(), "alpha")
+		if err == nil && slices.ContainsFunc(tools, func(x model.Tool) bool { return x.Tool == "injected" }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the approved tool is not listed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -8,7 +8,7 @@
 // MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY, MCPBUS_CHAT_TIMEOUT_DURATION,
 // MCPBUS_CHAT_INPUT_PROMPT, MCPBUS_CHAT_INPUT_TOOL, MCPBUS_CHAT_INPUT_REPLY,
 // MCPBUS_OAUTH_SERVER, MCPBUS_OAUTH_NEW_SERVER, MCPBUS_PER_USER_SERVER,
-// MCPBUS_CALL_KEY
+// MCPBUS_CALL_KEY, MCPBUS_DRIFT_SERVER, MCPBUS_DRIFT_BEFORE, MCPBUS_DRIFT_AFTER
 // (see the contract in the Go harness). Every page is also
 // checked with axe-core (WCAG 2.1 A and AA). Exit 0 when every step passed;
 // else 1, naming the step.
@@ -73,6 +73,9 @@ const OAUTH_SERVER = env('MCPBUS_OAUTH_SERVER');
 const OAUTH_NEW = env('MCPBUS_OAUTH_NEW_SERVER');
 const PER_USER = env('MCPBUS_PER_USER_SERVER');
 const CALL_KEY = env('MCPBUS_CALL_KEY');
+const DRIFT = env('MCPBUS_DRIFT_SERVER');
+const DRIFT_BEFORE = env('MCPBUS_DRIFT_BEFORE');
+const DRIFT_AFTER = env('MCPBUS_DRIFT_AFTER');
 mkdirSync(ARTIFACTS, { recursive: true });
 
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -726,6 +729,34 @@ try {
     } finally {
       await api('PUT', '/api/v1/approvals/rules', {});
     }
+  }, ['login with the admin key']);
+
+  await step('pins: a changed tool is reviewed and approved from its row', async () => {
+    await go(page, 'Servers');
+    const r = page.getByRole('list', { name: 'Servers' }).getByRole('listitem').filter({ hasText: DRIFT + ' ·' });
+    await page.waitForFunction(([slug]) => {
+      const li = [...document.querySelectorAll('ul.servers > li')].find((l) => l.textContent.includes(slug + ' ·'));
+      return li?.querySelector('.badge')?.textContent === 'Connected';
+    }, [DRIFT], { timeout: T.start });
+    const changes = r.getByRole('region', { name: 'Tool changes of ' + DRIFT });
+    check(await changes.isHidden(), 'tool changes show before the server changed anything');
+    // The restart lists the tools again: the description drifted, so the
+    // tool is withheld and the row shows the change (a tool_changed event).
+    await r.getByRole('button', { name: 'Restart' }).click();
+    await page.getByText(`${DRIFT} restarted.`).waitFor({ timeout: T.start });
+    await changes.waitFor({ timeout: T.start });
+    const pinned = norm(await changes.locator('pre.pin-old').first().textContent());
+    const next = norm(await changes.locator('pre.pin-new').first().textContent());
+    check(pinned === DRIFT_BEFORE && next === DRIFT_AFTER, `the change shows ${JSON.stringify(pinned)} → ${JSON.stringify(next)}`);
+    check(norm(await changes.getByRole('rowheader').first().textContent()) === 'description', 'the changed field is not named');
+    await a11y(page, 'servers: tool changes');
+    await shot(page, 'servers-tool-change');
+    await changes.getByRole('button', { name: 'Approve the new definition of lookup' }).click();
+    await page.getByText('Approved the new definition of lookup.').waitFor();
+    await changes.waitFor({ state: 'hidden' });
+    // The approved definition is the one the tools list now.
+    await r.getByRole('button', { name: 'Tools' }).click();
+    await r.getByText(DRIFT_AFTER).waitFor({ timeout: T.start });
   }, ['login with the admin key']);
 
   await step('keys: create a key (shown once)', async () => {

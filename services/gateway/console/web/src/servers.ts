@@ -1,9 +1,11 @@
 // Servers: the list with enable switches and live status badges, tools with
 // their schemas, restart, edit (tool filters, timeouts), history and
 // rollback, delete with the seeds' confirmation (seeds/002 §1.1, §1.8, §11.3),
-// and Authorize for a remote server that wants OAuth (seeds/002 §4.3).
+// Authorize for a remote server that wants OAuth (seeds/002 §4.3), and the
+// tool changes awaiting review (pins.ts).
 import { api, ApiError, enc, follow, type McpConfig, type OAuthEvent, type OAuthStartReply, type Status } from './api';
 import { clear, confirmDialog, field, formError, fmtTime, h, pageHeading, setFieldError, showError, toast, uid, type Field, reportFormError } from './dom';
+import { PinsBox } from './pins';
 import { refreshServers, refreshStatus, removeServer, setServer, setStatus, store, subscribe } from './store';
 
 interface Badge {
@@ -72,6 +74,7 @@ export function serversPage(main: HTMLElement): () => void {
   render();
   const unsub = subscribe((w) => {
     if (w === 'servers' || w === 'status') render();
+    if (w === 'pins') rows.forEach((r) => r.toolChanged(store.toolChanged));
   });
   void Promise.all([refreshServers(), refreshStatus()]).catch((e) => {
     if (!(e instanceof ApiError && e.status === 401)) toast((e as Error).message, 'error');
@@ -108,6 +111,9 @@ class Row {
   // (asked once; null until known).
   private hasTokens: boolean | null = null;
   private askedTokens = false;
+  private pins: PinsBox;
+  // The state last seen: a (re)start lists the tools again, which may change them.
+  private lastState: string | null = null;
 
   constructor(cfg: McpConfig) {
     this.cfg = cfg;
@@ -128,6 +134,7 @@ class Row {
     this.authBtn = h('button', { type: 'button', class: 'btn btn-small btn-primary', hidden: true }, 'Authorize');
     this.authBtn.addEventListener('click', () => void this.authorize());
     this.authNote = h('p', { class: 'srv-auth', role: 'status', hidden: true });
+    this.pins = new PinsBox(() => ({ ref: this.cfg.id || key(this.cfg), name: this.cfg.name }));
     this.toolsBtn.addEventListener('click', () => this.show('tools'));
     this.editBtn.addEventListener('click', () => this.show('edit'));
     this.histBtn.addEventListener('click', () => this.show('history'));
@@ -137,10 +144,15 @@ class Row {
     for (const b of [this.toolsBtn, this.editBtn, this.histBtn]) b.setAttribute('aria-controls', this.panel.id);
     this.el = h('li', { class: 'srv card', 'aria-labelledby': titleId },
       h('div', { class: 'srv-head' }, this.sw, this.title, this.badge),
-      this.detail, this.authNote, this.meta,
+      this.detail, this.authNote, this.meta, this.pins.el,
       h('div', { class: 'srv-actions' }, this.authBtn, this.toolsBtn, this.editBtn, this.histBtn, restart, del),
       this.panel);
     this.update(cfg);
+  }
+
+  /** toolChanged reloads the pending tool changes when server is this one. */
+  toolChanged(server: string): void {
+    if (server === key(this.cfg)) void this.pins.load();
   }
 
   update(cfg: McpConfig): void {
@@ -167,6 +179,10 @@ class Row {
     const calls = st?.calls ? ` · ${st.calls} calls, ${st.errors ?? 0} errors` : '';
     this.meta.textContent = `${cfg.slug ?? ''} · ${pkg}${tools}${calls}`;
     if (st?.state === 'running') this.refused = false;
+    if ((st?.state ?? '') !== this.lastState) {
+      this.lastState = st?.state ?? '';
+      void this.pins.load();
+    }
     this.askTokens();
     this.authBtn.hidden = !this.needsAuth(st);
     this.authBtn.setAttribute('aria-label', 'Authorize ' + cfg.name);

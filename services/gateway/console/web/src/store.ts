@@ -12,9 +12,11 @@ export const store = {
   calls: [] as CallEvent[],
   live: false,
   loaded: false,
+  // The server of the last tool_changed event (its Row reloads its pins).
+  toolChanged: '',
 };
 
-type Listener = (what: 'servers' | 'status' | 'calls' | 'live') => void;
+type Listener = (what: 'servers' | 'status' | 'calls' | 'live' | 'pins') => void;
 const listeners = new Set<Listener>();
 export function subscribe(l: Listener): () => void {
   listeners.add(l);
@@ -92,7 +94,7 @@ function restore(): string {
   }
 }
 
-/** start follows status, call and config events (admin keys only). */
+/** start follows status, call, config and tool_changed events (admin keys only). */
 export function start(): void {
   stop?.abort();
   stop = null;
@@ -100,7 +102,7 @@ export function start(): void {
   stop = new AbortController();
   const resumeFrom = restore();
   void refreshServers().catch(() => {});
-  follow('/api/v1/events?kinds=status,call,config', (e) => {
+  follow('/api/v1/events?kinds=status,call,config,tool_changed', (e) => {
     if (e.id) {
       lastEventId = e.id;
       save();
@@ -124,6 +126,9 @@ export function start(): void {
       store.calls.unshift(c);
       if (store.calls.length > MAX_CALLS) store.calls.length = MAX_CALLS;
       emit('calls');
+    } else if (ev.kind === 'tool_changed') {
+      store.toolChanged = (ev.data as { server: string }).server;
+      emit('pins');
     } else if (ev.kind === 'config') {
       // Someone changed a config: reload the list (coalesced).
       clearTimeout(refreshTimer);
@@ -145,4 +150,5 @@ export function stopAll(): void {
   store.calls = [];
   store.loaded = false;
   store.live = false;
+  store.toolChanged = '';
 }

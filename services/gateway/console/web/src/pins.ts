@@ -1,0 +1,110 @@
+// Pending tool changes of one server (pinned tool definitions,
+// docs/security.md): a tool whose definition changed since it was pinned is
+// withheld until someone here approves the new definition or rejects it.
+// Each change shows the pinned and the new value of every field that differs.
+import { api, ApiError, enc } from './api';
+import { clear, h, toast } from './dom';
+
+type Definition = Record<string, unknown>;
+
+export interface ToolPin {
+  server: string;
+  tool: string;
+  hash: string;
+  definition: Definition;
+  pinned_at: string;
+  pending?: { hash: string; definition: Definition; seen_at: string };
+}
+
+/** changedFields names the members that differ between two definitions. */
+export function changedFields(a: Definition, b: Definition): string[] {
+  const keys = new Set([...Object.keys(a ?? {}), ...Object.keys(b ?? {})]);
+  return [...keys].filter((k) => JSON.stringify(a?.[k]) !== JSON.stringify(b?.[k])).sort();
+}
+
+function show(v: unknown): string {
+  if (v === undefined) return '(none)';
+  return typeof v === 'string' ? v : JSON.stringify(v, null, 2);
+}
+
+export class PinsBox {
+  el: HTMLElement;
+  private server: () => { ref: string; name: string };
+  private loading = false;
+  private again = false;
+
+  constructor(server: () => { ref: string; name: string }) {
+    this.server = server;
+    this.el = h('section', { class: 'pins', hidden: true });
+  }
+
+  /** load asks for the server's pending changes and shows them (nothing when none). */
+  async load(): Promise<void> {
+    if (this.loading) {
+      this.again = true; // a change came in meanwhile: ask once more after
+      return;
+    }
+    this.loading = true;
+    const { ref } = this.server();
+    try {
+      const r = await api<{ changes: ToolPin[] }>('GET', `/api/v1/servers/${enc(ref)}/pins`);
+      this.render(r.changes ?? []);
+    } catch (e) {
+      // A server not yet known to the runners has nothing to review.
+      if (!(e instanceof ApiError && (e.status === 401 || e.status === 404))) this.render([], (e as Error).message);
+    } finally {
+      this.loading = false;
+      if (this.again) {
+        this.again = false;
+        void this.load();
+      }
+    }
+  }
+
+  private render(changes: ToolPin[], err?: string): void {
+    const { name } = this.server();
+    const pending = changes.filter((c) => c.pending);
+    this.el.hidden = !pending.length && !err;
+    this.el.setAttribute('aria-label', `Tool changes of ${name}`);
+    if (err) {
+      clear(this.el, h('p', { class: 'form-error', role: 'alert' }, `Tool changes: ${err}`));
+      return;
+    }
+    clear(this.el,
+      h('h3', null, `Tool changes awaiting review (${pending.length})`),
+      h('p', { class: 'muted' }, 'These tools changed since they were pinned and are withheld from every client and the chat until approved.'),
+      pending.map((c) => this.change(c)));
+  }
+
+  private change(c: ToolPin): HTMLElement {
+    const next = c.pending!;
+    const fields = changedFields(c.definition, next.definition);
+    const approve = h('button', { type: 'button', class: 'btn btn-small btn-primary', 'aria-label': `Approve the new definition of ${c.tool}` }, 'Approve');
+    const reject = h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', 'aria-label': `Reject the new definition of ${c.tool}` }, 'Reject');
+    approve.addEventListener('click', () => void this.decide(c, false, [approve, reject]));
+    reject.addEventListener('click', () => void this.decide(c, true, [approve, reject]));
+    return h('div', { class: 'pin-change card' },
+      h('h4', null, c.tool),
+      h('div', { class: 'table-wrap' }, h('table', null,
+        h('caption', { class: 'sr-only' }, `Changed fields of ${c.tool}`),
+        h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'Field'), h('th', { scope: 'col' }, 'Pinned'), h('th', { scope: 'col' }, 'New'))),
+        h('tbody', null, fields.map((f) => h('tr', null,
+          h('th', { scope: 'row' }, f),
+          h('td', null, h('pre', { class: 'schema pin-old' }, show(c.definition?.[f]))),
+          h('td', null, h('pre', { class: 'schema pin-new' }, show(next.definition?.[f])))))))),
+      h('div', { class: 'actions' }, reject, approve));
+  }
+
+  private async decide(c: ToolPin, rejected: boolean, btns: HTMLButtonElement[]): Promise<void> {
+    btns.forEach((b) => (b.disabled = true));
+    try {
+      await api('POST', `/api/v1/servers/${enc(this.server().ref)}/pins/approve`, { tool: c.tool, hash: c.pending!.hash, reject: rejected || undefined });
+      toast(rejected ? `Rejected the new definition of ${c.tool}.` : `Approved the new definition of ${c.tool}.`);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 401)) toast(`${c.tool}: ${(e as Error).message}`, 'error');
+    } finally {
+      btns.forEach((b) => (b.disabled = false));
+      void this.load();
+    }
+  }
+}
