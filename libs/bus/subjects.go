@@ -24,6 +24,10 @@ const (
 	BucketPins = "mcp_pins"
 )
 
+// StreamAudit holds the audit chains, subjects <prefix>.audit.<role>.<key>
+// (libs/audit): append-only, no identity may purge, delete or update it.
+const StreamAudit = "MCP_AUDIT"
+
 // Names of the chat service's own JetStream assets.
 const (
 	// StreamChat holds the conversation logs, subjects <prefix>.chat.log.<conversation>.
@@ -132,6 +136,12 @@ func (s Subjects) GatewayRetry(instance string) string { return s.join("gateway"
 // its callback from whichever instance the browser reached (flow: the
 // flow's key in BucketOAuthFlows).
 func (s Subjects) OAuthCallback(flow string) string { return s.join("oauth", "callback", flow) }
+
+// Audit is the subject of one audit chain ("<role>.<public key>").
+func (s Subjects) Audit(chain string) string { return s.join("audit", chain) }
+
+// AuditAll matches every audit chain.
+func (s Subjects) AuditAll() string { return s.join("audit", ">") }
 
 // Event is the event subject of kind (status, config, call, chat) about name.
 func (s Subjects) Event(kind, name string) string { return s.join("events", kind, name) }
