@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"time"
 )
 
@@ -41,4 +42,18 @@ func (b *Bundle) Verify() Report {
 		v.Add(e)
 	}
 	return v.Report()
+}
+
+// Write writes the bundle to path (0600, replacing it).
+func (b *Bundle) Write(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit bundle: %w", err)
+	}
+	enc := json.NewEncoder(f)
+	if err := enc.Encode(b); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("audit bundle: %w", err)
+	}
+	return f.Close()
 }
