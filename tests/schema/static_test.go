@@ -36,7 +36,7 @@ func TestSchemasCompile(t *testing.T) {
 		"chat-list-reply", "chat-cancel-request", "chat-cancel-reply", "chat-approve-request", "chat-answer-request", "chat-pending-reply", "chat-event", "chat-entry",
 		"chat-profile-put-request", "chat-profile-ref", "chat-profile-list-request", "chat-profile-list-reply",
 		"oauth-start-request", "oauth-start-reply", "oauth-event", "oauth-callback-request", "oauth-callback-reply",
-		"gateway-retry-request", "gateway-retry-reply",
+		"gateway-retry-request", "gateway-retry-reply", "audit-record", "audit-bundle",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {
@@ -122,7 +122,8 @@ func TestAsyncAPI(t *testing.T) {
 		}
 	}
 	for _, name := range r.files {
-		if name != "servers-file" && !usedFiles[name] {
+		// servers-file and audit-bundle are files, not bus messages.
+		if name != "servers-file" && name != "audit-bundle" && !usedFiles[name] {
 			t.Errorf("schemas/%s.json is not referenced by %s", name, asyncAPIFile)
 		}
 	}
@@ -210,6 +211,8 @@ func TestAsyncAPI(t *testing.T) {
 		s.Service("oauth", "start"), s.Event("oauth", "srv"), s.OAuthCallback("0a1b"),
 		// Multi round-trip retries passed between gateway instances.
 		s.GatewayRetry("abcdefghijklmnop"),
+		// The audit chains (issue 30).
+		s.Audit("runner.UABC"),
 		// An agent's own subjects (issue 26).
 		s.ForAgent("a1").ToolsList(), s.ForAgent("a1").Call("srv", "tool"), s.ForAgent("a1").RPC("srv"), s.ForAgent("a1").Cancel("srv"),
 	} {
