@@ -244,6 +244,25 @@ func TestRewrittenStreamIsFound(t *testing.T) {
 	}
 }
 
+// A writer drops an event that is not JSON (instead of retrying it for
+// ever), writes what was queued before Close, and takes Appends after
+// Close without panicking.
+func TestWriterQueueEnds(t *testing.T) {
+	nc, js := bed(t)
+	kp, pub := newKey(t)
+	w := writer(t, nc, "runner", kp)
+	w.Append(prefix+".events.call.echo", []byte("not json"))
+	for i := range 5 {
+		w.Append(prefix+".events.call.echo", event(i))
+	}
+	w.Close(10 * time.Second)
+	w.Append(prefix+".events.call.echo", event(6))
+	rep, _ := read(t, js, Keys{pub: {Name: "runner", Role: "runner"}}, From{})
+	if !rep.OK() || rep.Records != 5 {
+		t.Fatalf("%+v", rep)
+	}
+}
+
 func TestRestartedWriterContinuesItsChain(t *testing.T) {
 	nc, js := bed(t)
 	kp, pub := newKey(t)

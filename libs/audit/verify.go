@@ -91,6 +91,10 @@ func NewVerifier(keys Keys, opts VerifyOptions) *Verifier {
 	return &Verifier{keys: keys, opts: opts, chains: map[string][]link{}}
 }
 
+// SetFromStart says, once reading began, whether the entries start at the
+// stream's first record ever (VerifyOptions.FromStart); Report uses it.
+func (v *Verifier) SetFromStart(b bool) { v.opts.FromStart = b }
+
 // Add checks one entry.
 func (v *Verifier) Add(e Entry) {
 	v.records++

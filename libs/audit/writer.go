@@ -53,6 +53,7 @@ type Writer struct {
 
 	q       chan item
 	dropped atomic.Uint64
+	closing chan struct{} // closed by Close: write what is queued, then stop
 	done    chan struct{}
 	stop    context.CancelFunc
 	once    sync.Once
@@ -66,6 +67,8 @@ type Writer struct {
 	// pending is the sealed record of an event not yet acknowledged.
 	pending *Record
 }
+
+var errNotJSON = errors.New("audit: the event is not JSON")
 
 type item struct {
 	subject string
@@ -97,7 +100,7 @@ func NewWriter(nc *nats.Conn, opts WriterOptions) (*Writer, error) {
 	chain := ChainOf(opts.Role, pub)
 	ctx, stop := context.WithCancel(context.Background())
 	w := &Writer{js: js, nc: nc, opts: opts, chain: chain, subject: bus.NewSubjects(opts.Prefix).Audit(chain),
-		log: opts.Logger.With("audit_chain", chain), q: make(chan item, opts.Queue), done: make(chan struct{}), stop: stop}
+		log: opts.Logger.With("audit_chain", chain), q: make(chan item, opts.Queue), closing: make(chan struct{}), done: make(chan struct{}), stop: stop}
 	go w.run(ctx)
 	return w, nil
 }
@@ -109,7 +112,9 @@ func (w *Writer) Chain() string { return w.chain }
 func (w *Writer) Dropped() uint64 { return w.dropped.Load() }
 
 // Append queues an event (its subject and JSON) for the chain; it never
-// blocks. A nil Writer (no identity to sign with) does nothing.
+// blocks. A nil Writer (no identity to sign with) does nothing; after
+// Close the event stays unwritten (the queue is never closed, so a call
+// finishing late cannot panic).
 func (w *Writer) Append(subject string, event []byte) {
 	if w == nil {
 		return
@@ -129,7 +134,7 @@ func (w *Writer) Close(timeout time.Duration) {
 		return
 	}
 	w.once.Do(func() {
-		close(w.q)
+		close(w.closing)
 		select {
 		case <-w.done:
 		case <-time.After(timeout):
@@ -141,9 +146,23 @@ func (w *Writer) Close(timeout time.Duration) {
 
 func (w *Writer) run(ctx context.Context) {
 	defer close(w.done)
-	for it := range w.q {
+	for {
+		var it item
+		select {
+		case it = <-w.q:
+		case <-w.closing:
+			select {
+			case it = <-w.q: // drain what was queued before Close
+			default:
+				return
+			}
+		}
 		for attempt := 0; ; attempt++ {
 			err := w.Write(ctx, it.subject, it.event)
+			if errors.Is(err, errNotJSON) {
+				w.log.Error("audit: an event that is not JSON was dropped", "subject", it.subject)
+				break
+			}
 			if err == nil || ctx.Err() != nil {
 				break
 			}
@@ -163,7 +182,7 @@ func (w *Writer) run(ctx context.Context) {
 func (w *Writer) Write(ctx context.Context, subject string, event []byte) error {
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, event); err != nil {
-		return fmt.Errorf("audit: event is not JSON: %w", err)
+		return fmt.Errorf("%w: %w", errNotJSON, err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -63,6 +63,18 @@ func TestAuditTrail(t *testing.T) {
 	if r := cli(t, bin, url, "audit", "verify", "--bundle", bundle); r.Code != 0 || !strings.Contains(r.Stdout, "every link and signature holds") {
 		t.Fatalf("verify --bundle: %s", r)
 	}
+	// The public keys as mcpbus identities prints them, held apart from
+	// the bundle: the same verdicts, live and offline.
+	r := cli(t, bin, url, "identities", filepath.Join(dir, "data", "nats"))
+	keys := filepath.Join(dir, "nats.env")
+	if r.Code != 0 || os.WriteFile(keys, []byte(r.Stdout), 0o600) != nil {
+		t.Fatalf("identities: %s", r)
+	}
+	for _, args := range [][]string{{"audit", "verify", "--keys", keys}, {"audit", "verify", "--bundle", bundle, "--keys", keys}} {
+		if r := cli(t, bin, url, args...); r.Code != 0 || !strings.Contains(r.Stdout, "every link and signature holds") {
+			t.Fatalf("%s", r)
+		}
+	}
 	// Alter the first record's event: verify names it.
 	data, err := os.ReadFile(bundle)
 	if err != nil {

@@ -113,27 +113,26 @@ func (s *auditSource) trustedKeys() (audit.Keys, error) {
 	return keys, nil
 }
 
-// read takes the records from the bus.
-func (s *auditSource) read(cmd *cobra.Command, g *globals) ([]audit.Entry, bool, error) {
+// read passes the records of the bus to fn, in stream order.
+func (s *auditSource) read(cmd *cobra.Command, g *globals, fn func(audit.Entry)) (fromStart bool, err error) {
 	from, err := s.start()
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	nc, _, err := g.connect(cmd.Context())
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(g.timeout))
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
-	var entries []audit.Entry
-	fromStart, err := audit.ReadStream(cmd.Context(), js, from, g.timeout, func(e audit.Entry) { entries = append(entries, e) })
+	fromStart, err = audit.ReadStream(cmd.Context(), js, from, g.timeout, fn)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, false, apierr.Wrap(apierr.NotFound, "no audit stream on this bus yet", err)
+		return false, apierr.Wrap(apierr.NotFound, "no audit stream on this bus yet", err)
 	}
-	return entries, fromStart, g.refused(err)
+	return fromStart, g.refused(err)
 }
 
 func newAuditVerifyCmd(g *globals) *cobra.Command {
@@ -145,7 +144,7 @@ func newAuditVerifyCmd(g *globals) *cobra.Command {
 		Use:   "verify",
 		Short: "Check every audit chain and signature; name the first broken link",
 		Long: `verify reads the audit stream (or, with --bundle, a file audit export wrote, offline,
-against the keys it holds) and checks every chain: each record's signature by its writer's
+against the keys it holds, or those of --keys) and checks every chain: each record's signature by its writer's
 key, its link to the previous record, and the order and completeness of the chain. The first
 broken link is named by its stream sequence, chain and record, with what is wrong: altered,
 missing, reordered, bad signature or unknown key. Exit status 1 when a link is broken.`,
@@ -153,8 +152,8 @@ missing, reordered, bad signature or unknown key. Exit status 1 when a link is b
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rep audit.Report
 			if bundle != "" {
-				if src.from != "" || src.keys != "" {
-					return apierr.New(apierr.Validation, "--bundle carries its records and keys: no --from or --keys")
+				if src.from != "" {
+					return apierr.New(apierr.Validation, "--bundle carries its records: no --from").WithField("from")
 				}
 				f, err := os.Open(bundle)
 				if err != nil {
@@ -165,20 +164,24 @@ missing, reordered, bad signature or unknown key. Exit status 1 when a link is b
 				if err != nil {
 					return apierr.Wrap(apierr.Validation, "--bundle", err).WithField("bundle")
 				}
+				if src.keys != "" { // keys held apart from the bundle, which could swap its own
+					if b.Keys, err = src.trustedKeys(); err != nil {
+						return err
+					}
+				}
 				rep = b.Verify()
 			} else {
 				keys, err := src.trustedKeys()
 				if err != nil {
 					return err
 				}
-				entries, fromStart, err := src.read(cmd, g)
+				// Checked as read: the verifier keeps a few hashes per record, not the records.
+				v := audit.NewVerifier(keys, audit.VerifyOptions{})
+				fromStart, err := src.read(cmd, g, v.Add)
 				if err != nil {
 					return err
 				}
-				v := audit.NewVerifier(keys, audit.VerifyOptions{FromStart: fromStart})
-				for _, e := range entries {
-					v.Add(e)
-				}
+				v.SetFromStart(fromStart)
 				rep = v.Report()
 			}
 			if g.json {
@@ -195,7 +198,7 @@ missing, reordered, bad signature or unknown key. Exit status 1 when a link is b
 		},
 	}
 	src.register(cmd)
-	cmd.Flags().StringVar(&bundle, "bundle", "", "verify this bundle (mcpbus audit export) offline instead of the bus")
+	cmd.Flags().StringVar(&bundle, "bundle", "", "verify this bundle (mcpbus audit export) offline instead of the bus; with --keys, against those keys instead of the bundle's")
 	return cmd
 }
 
@@ -236,7 +239,8 @@ without the bus. It does not verify them first: verify the bundle.`,
 			if err != nil {
 				return err
 			}
-			entries, fromStart, err := s.read(cmd, g)
+			var entries []audit.Entry
+			fromStart, err := s.read(cmd, g, func(e audit.Entry) { entries = append(entries, e) })
 			if err != nil {
 				return err
 			}
