@@ -33,13 +33,19 @@ type Record struct {
 	// Prev is the hash of the chain's record Seq-1 ("" for Seq 1).
 	Prev string    `json:"prev"`
 	Time time.Time `json:"time"`
-	// Subject and Event are the audited event as published on the bus.
-	Subject string          `json:"subject"`
-	Event   json.RawMessage `json:"event"`
+	// Events are the audited events, in the order they were published
+	// (one record holds the events queued while the previous was stored).
+	Events []Event `json:"events"`
 	// Hash is hex SHA-256 of Canonical; Sig the writer's ed25519
 	// signature of those 32 bytes, base64url without padding.
 	Hash string `json:"hash"`
 	Sig  string `json:"sig"`
+}
+
+// Event is one audited event: its subject and JSON as published.
+type Event struct {
+	Subject string          `json:"subject"`
+	Event   json.RawMessage `json:"event"`
 }
 
 // Canonical is what a record's hash covers, one field a line (none may
@@ -50,15 +56,22 @@ type Record struct {
 //	<seq, decimal>
 //	<prev, hex or empty>
 //	<time, RFC 3339 with nanoseconds, UTC>
-//	<subject>
-//	<hex SHA-256 of the event's bytes>
+//	<number of events, decimal>
+//	then for each event: <subject> and <hex SHA-256 of the event's bytes>
 func (r *Record) Canonical() []byte {
-	ev := sha256.Sum256(r.Event)
 	var b strings.Builder
 	b.WriteString("mcpbus-audit-v" + strconv.Itoa(Version) + "\n")
-	for _, f := range []string{r.Chain, strconv.FormatUint(r.Seq, 10), r.Prev, r.Time.UTC().Format(time.RFC3339Nano), r.Subject, hex.EncodeToString(ev[:])} {
+	line := func(f string) {
 		b.WriteString(f)
 		b.WriteByte('\n')
+	}
+	for _, f := range []string{r.Chain, strconv.FormatUint(r.Seq, 10), r.Prev, r.Time.UTC().Format(time.RFC3339Nano), strconv.Itoa(len(r.Events))} {
+		line(f)
+	}
+	for _, e := range r.Events {
+		h := sha256.Sum256(e.Event)
+		line(e.Subject)
+		line(hex.EncodeToString(h[:]))
 	}
 	return []byte(b.String())
 }
@@ -80,8 +93,13 @@ func SplitChain(chain string) (role, key string, ok bool) {
 
 // seal fills Hash and Sig with kp's signature.
 func (r *Record) seal(kp nkeys.KeyPair) error {
-	if strings.ContainsAny(r.Chain+r.Prev+r.Subject, "\n") {
+	if strings.ContainsAny(r.Chain+r.Prev, "\n") {
 		return errors.New("audit: a newline in a record's fields")
+	}
+	for _, e := range r.Events {
+		if strings.ContainsAny(e.Subject, "\n") {
+			return errors.New("audit: a newline in an event's subject")
+		}
 	}
 	d := r.Digest()
 	sig, err := kp.Sign(d)

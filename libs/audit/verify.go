@@ -50,6 +50,7 @@ type ChainSummary struct {
 // the first is the first broken link.
 type Report struct {
 	Records  int            `json:"records"`
+	Events   int            `json:"events"`
 	Chains   []ChainSummary `json:"chains"`
 	Problems []Problem      `json:"problems"`
 }
@@ -84,6 +85,7 @@ type Verifier struct {
 	order    []string
 	problems []Problem
 	records  int
+	events   int
 }
 
 // NewVerifier checks records against the trusted public keys.
@@ -108,6 +110,7 @@ func (v *Verifier) Add(e Entry) {
 			Detail: fmt.Sprintf("stored under %s, not its chain's subject", e.Subject)})
 		return
 	}
+	v.events += len(r.Events)
 	if _, ok := v.chains[r.Chain]; !ok {
 		v.order = append(v.order, r.Chain)
 		role, key, _ := SplitChain(r.Chain)
@@ -121,7 +124,7 @@ func (v *Verifier) Add(e Entry) {
 
 // Report checks every chain's order and links.
 func (v *Verifier) Report() Report {
-	rep := Report{Records: v.records, Problems: slices.Clone(v.problems)}
+	rep := Report{Records: v.records, Events: v.events, Problems: slices.Clone(v.problems)}
 	for _, name := range v.order {
 		links := v.chains[name]
 		sum := ChainSummary{Chain: name, First: links[0].seq, Records: len(links)}

@@ -144,6 +144,13 @@ func (w *Writer) Close(timeout time.Duration) {
 	})
 }
 
+// A record holds at most maxBatch events and about maxBatchBytes of them
+// (NATS's default max_payload is 1 MiB).
+const (
+	maxBatch      = 256
+	maxBatchBytes = 256 << 10
+)
+
 func (w *Writer) run(ctx context.Context) {
 	defer close(w.done)
 	for {
@@ -157,24 +164,47 @@ func (w *Writer) run(ctx context.Context) {
 				return
 			}
 		}
-		for attempt := 0; ; attempt++ {
-			err := w.Write(ctx, it.subject, it.event)
-			if errors.Is(err, errNotJSON) {
-				w.log.Error("audit: an event that is not JSON was dropped", "subject", it.subject)
-				break
+		// What queued up while the last record was stored goes into one
+		// record: one signature and one round trip for all of it.
+		batch := w.event(nil, it)
+		size := len(it.event)
+	fill:
+		for len(batch) < maxBatch && size < maxBatchBytes {
+			select {
+			case it = <-w.q:
+				batch, size = w.event(batch, it), size+len(it.event)
+			default:
+				break fill
 			}
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		for attempt := 0; ; attempt++ {
+			err := w.WriteEvents(ctx, batch)
 			if err == nil || ctx.Err() != nil {
 				break
 			}
 			if attempt == 0 || attempt%30 == 0 {
 				w.log.Warn("audit write failed; retrying", "error", err, "attempt", attempt+1)
 			}
-			select { // retry the same event: the chain keeps it in order
+			select { // retry the same events: the chain keeps them in order
 			case <-ctx.Done():
 			case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second)):
 			}
 		}
 	}
+}
+
+// event appends it to batch, compacted; an event that is not JSON is
+// dropped and logged.
+func (w *Writer) event(batch []Event, it item) []Event {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, it.event); err != nil {
+		w.log.Error("audit: an event that is not JSON was dropped", "subject", it.subject)
+		return batch
+	}
+	return append(batch, Event{Subject: it.subject, Event: compact.Bytes()})
 }
 
 // Write appends one event at once and returns when it is stored (tests
@@ -184,10 +214,16 @@ func (w *Writer) Write(ctx context.Context, subject string, event []byte) error 
 	if err := json.Compact(&compact, event); err != nil {
 		return fmt.Errorf("%w: %w", errNotJSON, err)
 	}
+	return w.WriteEvents(ctx, []Event{{Subject: subject, Event: compact.Bytes()}})
+}
+
+// WriteEvents appends events (compact JSON) as one record and returns when
+// it is stored.
+func (w *Writer) WriteEvents(ctx context.Context, events []Event) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if p := w.pending; p != nil && (p.Subject != subject || !bytes.Equal(p.Event, compact.Bytes())) {
-		w.pending = nil // a new event: the unacknowledged one was given up
+	if p := w.pending; p != nil && !sameEvents(p.Events, events) {
+		w.pending = nil // new events: the unacknowledged record was given up
 	}
 	for try := range 50 {
 		if try > 0 && !w.synced { // another writer of this chain won the race: let it run
@@ -203,7 +239,7 @@ func (w *Writer) Write(ctx context.Context, subject string, event []byte) error 
 			return nil
 		}
 		if p := w.pending; p == nil || p.Seq != w.seq+1 || p.Prev != w.prev {
-			rec := &Record{V: Version, Chain: w.chain, Seq: w.seq + 1, Prev: w.prev, Time: time.Now().UTC(), Subject: subject, Event: compact.Bytes()}
+			rec := &Record{V: Version, Chain: w.chain, Seq: w.seq + 1, Prev: w.prev, Time: time.Now().UTC(), Events: events}
 			if err := rec.seal(w.opts.Key); err != nil {
 				return err
 			}
@@ -234,6 +270,18 @@ func (w *Writer) Write(ctx context.Context, subject string, event []byte) error 
 		}
 	}
 	return errors.New("audit: the chain kept moving under this writer")
+}
+
+func sameEvents(a, b []Event) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Subject != b[i].Subject || !bytes.Equal(a[i].Event, b[i].Event) {
+			return false
+		}
+	}
+	return true
 }
 
 // resync reads the chain's last record (a direct get by subject, which the

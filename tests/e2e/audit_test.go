@@ -86,7 +86,7 @@ func TestAuditTrail(t *testing.T) {
 	}
 	var rec audit.Record
 	_ = json.Unmarshal(b.Entries[0].Data, &rec)
-	rec.Event = json.RawMessage(`{"altered":true}`)
+	rec.Events[0].Event = json.RawMessage(`{"altered":true}`)
 	b.Entries[0].Data, _ = json.Marshal(rec)
 	if err := b.Write(bundle); err != nil {
 		t.Fatal(err)

@@ -207,7 +207,7 @@ func printAuditReport(g *globals, rep audit.Report) {
 		fmt.Fprintf(g.stdout, "chain %s (%s): records %d to %d\n", c.Chain, cmp.Or(c.Identity, "unknown identity"), c.First, c.Last)
 	}
 	if rep.OK() {
-		fmt.Fprintf(g.stdout, "verified %d records in %d chains: every link and signature holds\n", rep.Records, len(rep.Chains))
+		fmt.Fprintf(g.stdout, "verified %d events in %d records of %d chains: every link and signature holds\n", rep.Events, rep.Records, len(rep.Chains))
 		return
 	}
 	fmt.Fprintf(g.stdout, "BROKEN: first broken link at %s\n", rep.Problems[0])
