@@ -141,6 +141,7 @@ func (w *Writer) Close(timeout time.Duration) {
 			w.stop()
 			<-w.done
 		}
+		w.stop()
 	})
 }
 

@@ -144,8 +144,9 @@ func newAuditVerifyCmd(g *globals) *cobra.Command {
 		Use:   "verify",
 		Short: "Check every audit chain and signature; name the first broken link",
 		Long: `verify reads the audit stream (or, with --bundle, a file audit export wrote, offline,
-against the keys it holds, or those of --keys) and checks every chain: each record's signature by its writer's
-key, its link to the previous record, and the order and completeness of the chain. The first
+against the keys it holds, or those of --keys) and checks every chain: each record's
+signature by its writer's key, its link to the previous record, and the order and
+completeness of the chain. The first
 broken link is named by its stream sequence, chain and record, with what is wrong: altered,
 missing, reordered, bad signature or unknown key. Exit status 1 when a link is broken.`,
 		Args: cobra.NoArgs,
