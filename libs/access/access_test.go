@@ -112,6 +112,21 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
+	// The audit stream is append-only for everyone; a role writes only its
+	// own chains, and only the writers of audited events write at all.
+	writers := []Role{Runner, Config, Credential, Chat}
+	for role, p := range perms {
+		for _, d := range []string{"$JS.API.STREAM.PURGE.MCP_AUDIT", "$JS.API.STREAM.MSG.DELETE.MCP_AUDIT", "$JS.API.STREAM.DELETE.MCP_AUDIT", "$JS.API.STREAM.UPDATE.MCP_AUDIT"} {
+			if !slices.Contains(p.DenyPublish, d) || slices.Contains(p.Publish, d) {
+				t.Errorf("%s is not denied %s", role, d)
+			}
+		}
+		for _, s := range p.Publish {
+			if strings.HasPrefix(s, "mcp.v1.audit.") && (s != "mcp.v1.audit."+string(role)+".*" || !slices.Contains(writers, role)) {
+				t.Errorf("%s may write audit chains %s", role, s)
+			}
+		}
+	}
 	for role, p := range perms {
 		for _, s := range p.Publish {
 			if s == "$JS.API.>" || s == "$KV.>" || s == ">" || s == "$JS.>" {

@@ -115,7 +115,7 @@ func AgentUser(id Identity, prefix, name string, allow []string) (*server.NkeyUs
 
 func userOf(id Identity, p Perms) *server.NkeyUser {
 	return &server.NkeyUser{Nkey: id.Public, Permissions: &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: p.Publish},
+		Publish:   &server.SubjectPermission{Allow: p.Publish, Deny: p.DenyPublish},
 		Subscribe: &server.SubjectPermission{Allow: p.Subscribe},
 	}}
 }

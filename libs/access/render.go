@@ -41,7 +41,7 @@ func Render(prefix string, ids []Identity) (string, error) {
 			}
 			fmt.Fprintf(&b, "    # %s (%s): %s\n", id.Name, role, r.Why)
 			fmt.Fprintf(&b, "    { nkey: %s\n      permissions: {\n", key)
-			fmt.Fprintf(&b, "        publish: { allow: %s }\n", list(p.Publish))
+			fmt.Fprintf(&b, "        publish: { allow: %s, deny: %s }\n", list(p.Publish), list(p.DenyPublish))
 			fmt.Fprintf(&b, "        subscribe: { allow: %s }\n", list(p.Subscribe))
 			b.WriteString("      }\n    }\n")
 		}

@@ -65,6 +65,8 @@ func Inbox(name string) string { return InboxRoot + "." + name }
 type Perms struct {
 	Publish   []string
 	Subscribe []string
+	// DenyPublish wins over Publish (auditDeny: every identity's).
+	DenyPublish []string
 }
 
 // Rule is one row of the table: a role and what it may do, with subjects
@@ -142,6 +144,7 @@ func kvWrite(buckets ...string) []string {
 // The JetStream assets (libs/bus/subjects.go and the services' own buckets).
 const (
 	streamEvents = "MCP_EVENTS"
+	streamAudit  = "MCP_AUDIT"
 	bConfigs     = "mcp_configs"
 	bStatus      = "mcp_status"
 	bTools       = "mcp_tools"
@@ -188,8 +191,25 @@ func objWrite(buckets ...string) []string {
 	return out
 }
 
-// sharedAssets are what bus.EnsureAssets creates (config, runner, gateway).
-var sharedAssets = ensure(streamEvents, "KV_"+bConfigs, "KV_"+bStatus, "KV_"+bTools, "KV_"+bSlugs, "KV_"+bOwners, "KV_"+bAgents, "KV_"+bPins)
+// sharedAssets are what bus.EnsureAssets creates (config, runner, gateway);
+// the audit stream is created, never updated.
+var sharedAssets = join(ensure(streamEvents, "KV_"+bConfigs, "KV_"+bStatus, "KV_"+bTools, "KV_"+bSlugs, "KV_"+bOwners, "KV_"+bAgents, "KV_"+bPins),
+	[]string{"$JS.API.STREAM.CREATE." + streamAudit, "$JS.API.STREAM.INFO." + streamAudit})
+
+// auditWrite appends to role's own audit chains (<p>.audit.<role>.<key>,
+// libs/audit) and reads their head, nobody else's.
+func auditWrite(role Role) []string {
+	chains := "{p}.audit." + string(role) + ".*"
+	return []string{chains, "$JS.API.DIRECT.GET." + streamAudit + "." + chains}
+}
+
+// auditDeny is denied to every identity, whatever its allow list says: the
+// audit stream is append-only (the stream's DenyDelete and DenyPurge too).
+var auditDeny = []string{"$JS.API.STREAM.PURGE." + streamAudit, "$JS.API.STREAM.MSG.DELETE." + streamAudit,
+	"$JS.API.STREAM.DELETE." + streamAudit, "$JS.API.STREAM.UPDATE." + streamAudit}
+
+// AuditDeny lists what no identity may publish (auditDeny).
+func AuditDeny() []string { return slices.Clone(auditDeny) }
 
 func join(parts ...[]string) []string {
 	var out []string
@@ -207,22 +227,22 @@ func join(parts ...[]string) []string {
 // permissions.
 func Table() []Rule {
 	return []Rule{
-		{Role: Runner, Why: "serves calls, rpc, runtime, tools.list, tools.search, tools.review/approve and task.*; resolves credentials; publishes status, catalogs, leases, tool pins and call, tool_changed and task events; queues and consumes task runs (MCP_TASKS) and keeps task records (mcp_tasks); cancels a task's call on cancel.*; sends progress to callers' inboxes",
+		{Role: Runner, Why: "serves calls, rpc, runtime, tools.list, tools.search, tools.review/approve and task.*; resolves credentials; publishes status, catalogs, leases, tool pins and call, tool_changed and task events; queues and consumes task runs (MCP_TASKS) and keeps task records (mcp_tasks); cancels a task's call on cancel.*; appends call and tool_changed events to its audit chains; sends progress to callers' inboxes",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.call.> " + serverQueues, "{p}.rpc.* " + serverQueues, "{p}.control.* " + serverQueues,
 				"{p}.agent.*.call.> " + serverQueues, "{p}.agent.*.rpc.* " + serverQueues, "{p}.cancel.*", "{p}.agent.*.cancel.*",
 				"{p}.tools.list " + runnerQueue, "{p}.agent.*.tools.list " + runnerQueue,
 				"{p}.tools.search " + runnerQueue, "{p}.agent.*.tools.search " + runnerQueue, "{p}.runtime.* " + runnerQueue,
 				"{p}.tools.review " + runnerQueue, "{p}.tools.approve " + runnerQueue, "{p}.task.* " + runnerQueue}),
-			Publish: join(sharedAssets, ensure(streamTasks, "KV_"+bTasks), kvRead(bConfigs, bAgents), kvWrite(bStatus, bTools, bOwners, bPins, bTasks), consume(streamTasks),
+			Publish: join(sharedAssets, ensure(streamTasks, "KV_"+bTasks), kvRead(bConfigs, bAgents), kvWrite(bStatus, bTools, bOwners, bPins, bTasks), consume(streamTasks), auditWrite(Runner),
 				[]string{"{p}.events.status.>", "{p}.events.call.>", "{p}.events.tool_changed.>", "{p}.events.task.>", "{p}.tasks.run.*", "{p}.cancel.*",
 					"{p}.control.*", "{p}.cred.resolve", InboxRoot + ".>"})},
-		{Role: Config, Why: "serves config.*; keeps configs and slugs (and drops a deleted server's status and catalog); stores secrets through the credential service; starts servers through runtime.*",
+		{Role: Config, Why: "serves config.*; keeps configs and slugs (and drops a deleted server's status and catalog); stores secrets through the credential service; starts servers through runtime.*; appends config events to its audit chains",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.config.*"}),
-			Publish: join(sharedAssets, kvWrite(bConfigs, bSlugs, bStatus, bTools), kvRead(bOwners),
+			Publish: join(sharedAssets, kvWrite(bConfigs, bSlugs, bStatus, bTools), kvRead(bOwners), auditWrite(Config),
 				replies, []string{"{p}.events.config.>", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.runtime.*", "$SRV.>"})},
-		{Role: Credential, Why: "serves cred.* (the only one that may); reads configs and leases to answer resolve only to a server's owner; publishes an audit event of every resolve (and registry, chatkey answer)",
+		{Role: Credential, Why: "serves cred.* (the only one that may); reads configs and leases to answer resolve only to a server's owner; publishes an audit event of every resolve (and registry, chatkey answer), appended to its audit chains",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.cred.*"}),
-			Publish:   join(kvRead(bConfigs, bOwners), replies, []string{"{p}.events.cred.>"})},
+			Publish:   join(kvRead(bConfigs, bOwners), replies, auditWrite(Credential), []string{"{p}.events.cred.>"})},
 		{Role: Registry, Why: "serves registry.*; caches registry answers; reads the stored Smithery key (cred.registry, never cred.resolve)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.registry.*"}),
 			Publish:   join(ensure("KV_"+bRegistry), kvWrite(bRegistry), replies, []string{"{p}.cred.registry"})},
@@ -232,15 +252,15 @@ func Table() []Rule {
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*", "{p}.task.*",
 					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.agents.*", "{p}.chat.*", "{p}.chat.profiles.*",
 					"{p}.cred.oauthclient", "{p}.oauth.callback.*", "{p}.events.oauth.>", "{p}.gateway.retry.*", "$SRV.>"})},
-		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools, reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; stores profile API keys through the credential service and reads them back on cred.chatkey (chat profiles' keys only, never cred.resolve)",
+		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools, reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; stores profile API keys through the credential service and reads them back on cred.chatkey (chat profiles' keys only, never cred.resolve); appends its chat audit events to its audit chains",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.chat.*", "{p}.chat.profiles.*"}),
 			Publish: join(consume(streamEvents), ensure(streamChat, "KV_"+bChatProfiles, "KV_"+bChatApprovals, "KV_"+bChatTurns, "OBJ_"+oChatResults),
-				consume(streamChat), purge(streamChat), replies, []string{"{p}.chat.log.>"}, kvWrite(bChatProfiles, bChatApprovals, bChatTurns), objWrite(oChatResults),
+				consume(streamChat), purge(streamChat), replies, auditWrite(Chat), []string{"{p}.chat.log.>"}, kvWrite(bChatProfiles, bChatApprovals, bChatTurns), objWrite(oChatResults),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.events.chat.>",
 					"{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.cred.chatkey"})},
-		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls and tasks, chat and its profiles, the gateway's approvals, event replay and the catalog (serve-stdio) and its search, never cred.resolve",
+		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls and tasks, chat and its profiles, the gateway's approvals, event replay and the catalog (serve-stdio) and its search, reading the audit stream (audit verify, export), never cred.resolve",
 			Subscribe: join(ownInbox, []string{"{p}.events.>"}),
-			Publish: join(consume(streamEvents), kvRead(bTools, bStatus), replies, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.task.*", "{p}.tools.list", "{p}.tools.search", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*",
+			Publish: join(consume(streamEvents), consume(streamAudit), kvRead(bTools, bStatus), replies, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.task.*", "{p}.tools.list", "{p}.tools.search", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*",
 				"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.keys.*", "{p}.tokens.*", "{p}.oauth.*", "{p}.agents.*",
 				"{p}.chat.*", "{p}.chat.profiles.*", "{p}.approvals.*", "$SRV.>"})},
 		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; keeps the agents' records (KV mcp_agents) the runners check calls against",
@@ -277,7 +297,7 @@ func For(role Role, prefix, inbox string, extraPublish ...string) (Perms, error)
 		}
 		return out
 	}
-	return Perms{Publish: append(fill(r.Publish), extraPublish...), Subscribe: fill(r.Subscribe)}, nil
+	return Perms{Publish: append(fill(r.Publish), extraPublish...), Subscribe: fill(r.Subscribe), DenyPublish: AuditDeny()}, nil
 }
 
 // AgentPerms are the permissions of agent name allowed the tools matching

@@ -12,7 +12,9 @@ import (
 
 // Assets are the JetStream stream and KV buckets every service shares.
 type Assets struct {
-	Events  jetstream.Stream
+	Events jetstream.Stream
+	// Audit holds the audit chains (append-only: AuditStream).
+	Audit   jetstream.Stream
 	Configs jetstream.KeyValue
 	Status  jetstream.KeyValue
 	Tools   jetstream.KeyValue
@@ -34,6 +36,11 @@ type AssetOptions struct {
 	// EventsMaxAge and EventsMaxBytes bound the event stream (default 7 days, 1 GiB).
 	EventsMaxAge   time.Duration
 	EventsMaxBytes int64
+	// AuditMaxAge and AuditMaxBytes bound the audit stream (default 365
+	// days, 1 GiB): past them its oldest records age out, the only way any
+	// leave it.
+	AuditMaxAge   time.Duration
+	AuditMaxBytes int64
 	// LeaseTTL is how long an ownership lease lives unless renewed (default 5s).
 	LeaseTTL time.Duration
 	// Logger hears what start-up waits for (nil: nothing is logged).
@@ -53,6 +60,12 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 	}
 	if opts.EventsMaxBytes <= 0 {
 		opts.EventsMaxBytes = 1 << 30
+	}
+	if opts.AuditMaxAge <= 0 {
+		opts.AuditMaxAge = 365 * 24 * time.Hour
+	}
+	if opts.AuditMaxBytes <= 0 {
+		opts.AuditMaxBytes = 1 << 30
 	}
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = 5 * time.Second
@@ -75,6 +88,24 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 			return err
 		})
 	}
+	audit := func(ctx context.Context) error {
+		return Setup(ctx, opts.Logger, "stream "+StreamAudit, func(ctx context.Context) error {
+			cfg := AuditStream(subjects, opts.AuditMaxAge, opts.AuditMaxBytes)
+			cfg.Replicas = keepReplicas(ctx, js, StreamAudit, opts.Replicas)
+			var err error
+			// Created, never updated: no identity may update it (the table).
+			a.Audit, err = CreateAsset(ctx, js, StreamAudit,
+				func(ctx context.Context) (jetstream.Stream, error) {
+					st, err := js.CreateStream(ctx, cfg)
+					if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+						return js.Stream(ctx, StreamAudit)
+					}
+					return st, err
+				},
+				func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, StreamAudit) })
+			return err
+		})
+	}
 	buckets := []struct {
 		kv  *jetstream.KeyValue
 		cfg jetstream.KeyValueConfig
@@ -92,7 +123,7 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 	}
 	// The assets are independent: made at once, start-up waits for the
 	// slowest instead of the sum (each R3 create is one group election).
-	steps := []func(context.Context) error{events}
+	steps := []func(context.Context) error{events, audit}
 	for _, b := range buckets {
 		b.cfg.Storage = jetstream.FileStorage
 		steps = append(steps, func(ctx context.Context) (err error) {
@@ -175,4 +206,25 @@ func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 func AgentsKV() jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{Bucket: BucketAgents, History: 1, Storage: jetstream.FileStorage,
 		Description: "agent records: the tools each agent may call (model.AgentRecord)"}
+}
+
+// AuditStream is the configuration of the audit stream: append-only
+// (DenyDelete, DenyPurge), duplicates within two minutes dropped (a
+// writer's retry after a lost ack), direct gets so a writer reads its
+// chain's head with a get by subject.
+func AuditStream(subjects Subjects, maxAge time.Duration, maxBytes int64) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        StreamAudit,
+		Description: "mcpbus audit chains: signed, hash-chained records of call, tool_changed, config, credential and chat audit events",
+		Subjects:    []string{subjects.AuditAll()},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      maxAge,
+		MaxBytes:    maxBytes,
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  2 * time.Minute,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		AllowDirect: true,
+	}
 }

@@ -24,6 +24,10 @@ const (
 	BucketPins = "mcp_pins"
 )
 
+// StreamAudit holds the audit chains, subjects <prefix>.audit.<role>.<key>
+// (libs/audit): append-only, no identity may purge, delete or update it.
+const StreamAudit = "MCP_AUDIT"
+
 // Names of the chat service's own JetStream assets.
 const (
 	// StreamChat holds the conversation logs, subjects <prefix>.chat.log.<conversation>.
@@ -154,6 +158,12 @@ func (s Subjects) Task(verb string) string { return s.join("task", verb) }
 // TaskRun is the work-queue subject of one server's task runs; TaskRuns all of them.
 func (s Subjects) TaskRun(server string) string { return s.join("tasks", "run", server) }
 func (s Subjects) TaskRuns() string             { return s.join("tasks", "run", ">") }
+
+// Audit is the subject of one audit chain ("<role>.<public key>").
+func (s Subjects) Audit(chain string) string { return s.join("audit", chain) }
+
+// AuditAll matches every audit chain.
+func (s Subjects) AuditAll() string { return s.join("audit", ">") }
 
 // Event is the event subject of kind (status, config, call, chat) about name.
 func (s Subjects) Event(kind, name string) string { return s.join("events", kind, name) }

@@ -8,6 +8,7 @@ package service
 
 import (
 	"context"
+	"github.com/mcpbus/mcpbus/libs/audit"
 	"github.com/nats-io/nkeys"
 	"io"
 	"log/slog"
@@ -93,3 +94,13 @@ type Definition struct {
 
 // ConnName is the NATS connection name of a service.
 func ConnName(name string) string { return "mcpbus-" + name }
+
+// AuditWriter is the writer of the service's audit chains (libs/audit),
+// signing with its identity; nil (whose Append does nothing) on a bus
+// without identities, where there is no key to sign with.
+func (e Env) AuditWriter(role string) (*audit.Writer, error) {
+	if e.Identity == nil {
+		return nil, nil
+	}
+	return audit.NewWriter(e.Conn, audit.WriterOptions{Prefix: e.Prefix, Role: role, Key: e.Identity, Logger: e.Logger})
+}

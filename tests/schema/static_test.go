@@ -39,6 +39,7 @@ func TestSchemasCompile(t *testing.T) {
 		"gateway-retry-request", "gateway-retry-reply",
 		"task", "task-create-request", "task-request", "task-list-request", "task-list-reply", "task-run",
 		"approval-rules", "held-call", "approvals-list-reply", "approval-decide-request",
+		"audit-record", "audit-bundle",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {
@@ -124,7 +125,8 @@ func TestAsyncAPI(t *testing.T) {
 		}
 	}
 	for _, name := range r.files {
-		if name != "servers-file" && !usedFiles[name] {
+		// servers-file and audit-bundle are files, not bus messages.
+		if name != "servers-file" && name != "audit-bundle" && !usedFiles[name] {
 			t.Errorf("schemas/%s.json is not referenced by %s", name, asyncAPIFile)
 		}
 	}
@@ -212,6 +214,8 @@ func TestAsyncAPI(t *testing.T) {
 		s.Service("oauth", "start"), s.Event("oauth", "srv"), s.OAuthCallback("0a1b"),
 		// Multi round-trip retries passed between gateway instances.
 		s.GatewayRetry("abcdefghijklmnop"),
+		// The audit chains (issue 30).
+		s.Audit("runner.UABC"),
 		// An agent's own subjects (issue 26).
 		s.ForAgent("a1").ToolsList(), s.ForAgent("a1").Call("srv", "tool"), s.ForAgent("a1").RPC("srv"), s.ForAgent("a1").Cancel("srv"),
 		// Durable tasks (issue 31).

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -28,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/libs/audit"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
@@ -152,6 +154,9 @@ type flowResult struct {
 	ConfigsAfterRemove int
 	StatusAfterRemove  int
 	DescribeAfterRm    string // the error code
+	// audit verify: the roles whose chains verified (calls, config
+	// changes, credential resolves), every link and signature holding
+	AuditRoles []string
 }
 
 // runFlow drives one deployment through the CLI, plain NATS and the gateway.
@@ -309,6 +314,21 @@ func runFlow(t *testing.T, d *deployment) flowResult {
 		t.Errorf("cred describe after rm: %s, want a non-zero exit and an error as JSON", r)
 	}
 	res.DescribeAfterRm = apiErr.Code
+	// The audit writers write under this deployment's permissions; the
+	// last records may still be on their way.
+	testkit.WaitFor(t, 15*time.Second, func() (bool, string) {
+		r := d.cli(t, "", "--json", "audit", "verify")
+		var rep audit.Report
+		_ = json.Unmarshal([]byte(r.Stdout), &rep)
+		roles := map[string]bool{}
+		for _, c := range rep.Chains {
+			if role, _, ok := audit.SplitChain(c.Chain); ok && c.Identity != "" {
+				roles[role] = true
+			}
+		}
+		res.AuditRoles = slices.Sorted(maps.Keys(roles))
+		return r.Code == 0 && roles["runner"] && roles["config"] && roles["credential"], r.String()
+	})
 	return res
 }
 

@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"fmt"
+	"github.com/mcpbus/mcpbus/libs/access"
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/service"
@@ -53,5 +54,10 @@ func (o *Options) Build(_ context.Context, env service.Env) (service.Service, er
 	}
 	opts := *o
 	opts.Prefix, opts.Logger, opts.Replicas = env.Prefix, env.Logger, env.Replicas
+	w, err := env.AuditWriter(string(access.Chat))
+	if err != nil {
+		return nil, fmt.Errorf("chat: %w", err)
+	}
+	opts.Audit = w
 	return New(env.Conn, opts)
 }

@@ -150,6 +150,7 @@ func (s *Service) audit(ctx context.Context, action, conv, owner, turn string, a
 	if err != nil {
 		return
 	}
+	s.opts.Audit.Append(s.subj.Event("chat", conv)+".audit", data)
 	if err := s.nc.Publish(s.subj.Event("chat", conv)+".audit", data); err != nil {
 		s.log.Warn("chat: publishing an audit event failed", "conversation", conv, "err", err)
 	}

@@ -7,6 +7,7 @@ package chat
 import (
 	"context"
 	"fmt"
+	"github.com/mcpbus/mcpbus/libs/audit"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -49,6 +50,9 @@ type Options struct {
 	Prefix   string
 	Replicas int
 	Logger   *slog.Logger
+	// Audit appends the audited events to the service's audit chains (nil:
+	// none, on a bus without identities); Build makes it, Run closes it.
+	Audit *audit.Writer
 	// ID names this instance in the leases of the turns it drives (default
 	// a uuid).
 	ID string
@@ -134,6 +138,8 @@ func (s *Service) Ready() <-chan struct{} { return s.ready }
 // Run serves until ctx ends. Turns still running then stop where they are
 // (their leases lapse and another instance resumes them).
 func (s *Service) Run(ctx context.Context) error {
+	// Events still queued get a bounded moment to reach their chain.
+	defer s.opts.Audit.Close(2 * time.Second)
 	if err := s.open(ctx); err != nil {
 		return err
 	}

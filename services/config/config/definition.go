@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"fmt"
+	"github.com/mcpbus/mcpbus/libs/access"
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/service"
@@ -43,5 +44,10 @@ func (o *Options) Build(_ context.Context, env service.Env) (service.Service, er
 	opts.Prefix, opts.Logger, opts.Replicas = env.Prefix, env.Logger, env.Replicas
 	// The runners share this host: keyfile paths can be checked when saved.
 	opts.CheckKeyfiles = opts.CheckKeyfiles || env.SharedHost
+	w, err := env.AuditWriter(string(access.Config))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	opts.Audit = w
 	return New(env.Conn, opts)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mcpbus/mcpbus/libs/audit"
 	"log/slog"
 	"sync"
 	"time"
@@ -30,6 +31,9 @@ var Verbs = []string{"create", "get", "list", "update", "delete", "enable", "dis
 type Options struct {
 	Prefix string
 	Logger *slog.Logger
+	// Audit appends the audited events to the service's audit chains (nil:
+	// none, on a bus without identities); Build makes it, Run closes it.
+	Audit *audit.Writer
 	// StartTimeout bounds how long enable waits for a runner to start the
 	// server (default 90s); a config's runtime.start_timeout + 30s overrides it.
 	StartTimeout time.Duration
@@ -112,6 +116,8 @@ func (s *Service) Ready() <-chan struct{} { return s.ready }
 
 // Run serves until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
+	// Events still queued get a bounded moment to reach their chain.
+	defer s.opts.Audit.Close(2 * time.Second)
 	defer s.stopLife()
 	assets, err := bus.EnsureAssets(ctx, s.js, s.subj, bus.AssetOptions{Replicas: s.opts.Replicas, Logger: s.log})
 	if err != nil {
@@ -181,6 +187,7 @@ func (s *Service) publish(ctx context.Context, typ string, cfg *model.McpConfig,
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	s.opts.Audit.Append(s.subj.Event("config", cfg.Slug), data)
 	if _, err := s.js.Publish(pctx, s.subj.Event("config", cfg.Slug), data); err != nil {
 		s.log.Warn("publishing config event failed", "server", cfg.Slug, "type", typ, "error", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mcpbus/mcpbus/libs/access"
 	"io"
 	"path/filepath"
 
@@ -63,6 +64,11 @@ func (o *Options) Build(ctx context.Context, env service.Env) (service.Service, 
 		}
 		opts.Store, closer = st, c
 	}
+	w, err := env.AuditWriter(string(access.Credential))
+	if err != nil {
+		return nil, fmt.Errorf("credential: %w", err)
+	}
+	opts.Audit = w
 	svc, err := New(env.Conn, opts)
 	if err != nil {
 		if closer != nil {

@@ -144,6 +144,7 @@ func (s *Service) audit(id, runner, principal, via string, err error) {
 	if jerr != nil {
 		return
 	}
+	s.opts.Audit.Append(s.subj.Event("cred", id), data)
 	if perr := s.nc.Publish(s.subj.Event("cred", id), data); perr != nil {
 		s.log.Warn("publishing the resolve audit event", "error", perr)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mcpbus/mcpbus/libs/audit"
 	"io"
 	"log/slog"
 	"net/http"
@@ -47,6 +48,9 @@ const (
 // Options configure the service. Store, or Backend and what it needs, is required.
 type Options struct {
 	Prefix string
+	// Audit appends the audited events to the service's audit chains (nil:
+	// none, on a bus without identities); Build makes it, Run closes it.
+	Audit *audit.Writer
 	// Store holds the secrets; when nil, Build opens the Backend.
 	Store store.Store
 	// Backend is file (an encrypted store under <data-dir>/secrets) or vault.
@@ -156,6 +160,8 @@ func (s *Service) Ready() <-chan struct{} { return s.ready }
 
 // Run serves until ctx ends, then drains the endpoints.
 func (s *Service) Run(ctx context.Context) error {
+	// Events still queued get a bounded moment to reach their chain.
+	defer s.opts.Audit.Close(2 * time.Second)
 	handlers := map[string]handler{
 		VerbSet: s.handleSet, VerbDelete: s.handleDelete, VerbDescribe: s.handleDescribe, VerbResolve: s.handleResolve,
 		VerbKey: s.handleKey, VerbRegistry: s.handleRegistryKey, VerbChatKey: s.handleChatKey,

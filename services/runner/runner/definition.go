@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"github.com/mcpbus/mcpbus/libs/access"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -128,6 +129,13 @@ func (o *Options) Build(_ context.Context, env service.Env) (service.Service, er
 			return nil, fmt.Errorf("runner: its identity's public key: %w", err)
 		}
 		opts.IdentityKey = key
+	}
+	if opts.Audit == nil {
+		w, err := env.AuditWriter(string(access.Runner))
+		if err != nil {
+			return nil, fmt.Errorf("runner: %w", err)
+		}
+		opts.Audit = w
 	}
 	if opts.DataDir == "" {
 		opts.DataDir = env.DataDir

@@ -174,6 +174,7 @@ func (s *server) publishToolChanged(ctx context.Context, ev model.ToolChangedEve
 	data, _ := json.Marshal(ev)
 	c, cancel := context.WithTimeout(ctx, s.r.publishTimeout())
 	defer cancel()
+	s.r.opts.Audit.Append(s.r.subj.Event("tool_changed", s.slug), data)
 	if _, err := s.r.js.Publish(c, s.r.subj.Event("tool_changed", s.slug), data); err != nil {
 		s.log.Warn("publishing a tool_changed event failed", "tool", ev.Tool, "error", err)
 	}

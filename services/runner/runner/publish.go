@@ -62,6 +62,7 @@ func (r *Runner) publishCall(ctx context.Context, ev model.CallEvent) {
 	}
 	bus.InjectTrace(ctx, msg.Header)
 	r.callEvents.Publish(msg)
+	r.opts.Audit.Append(msg.Subject, data) // sealed and stored off the call's path
 }
 
 // publishCatalog stores the server's tools in KV mcp_tools.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mcpbus/mcpbus/libs/audit"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -94,6 +95,9 @@ type Options struct {
 	// into its leases; its resolver signs with the same key (""/none on an
 	// unauthenticated bus).
 	IdentityKey string
+	// Audit appends the audited events to the service's audit chains (nil:
+	// none, on a bus without identities); Build makes it, Run closes it.
+	Audit *audit.Writer
 	// AgentMaxInflight bounds one agent's calls in flight per server unless
 	// its record says otherwise (0: a quarter of the server's max_inflight,
 	// so one agent's flood leaves the rest to everyone else).
@@ -355,6 +359,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	wg.Wait()
 	r.shutdownAll()
 	r.callEvents.Flush()
+	r.opts.Audit.Close(r.publishTimeout())
 	return nil
 }
 

@@ -104,7 +104,7 @@ func newRoot(g *globals) *cobra.Command {
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return settings.ApplyEnv(cmd.Flags()) }
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	pf.DurationVar(&g.timeout, "timeout", 35*time.Second, "how long to wait for an answer")
-	root.AddCommand(newUpCmd(g), newServersCmd(g), newCredCmd(g), newSearchCmd(g), newAddCmd(g), newKeysCmd(g), newTokensCmd(g), newServeStdioCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g), newRunnersCmd(g), newTasksCmd(g), newServeCmd(g), newAgentsCmd(g), newIdentitiesCmd(g), newHealthCmd(g), newProfilesCmd(g), newChatCmd(g), newConnectCmd(g), newApprovalsCmd(g))
+	root.AddCommand(newUpCmd(g), newServersCmd(g), newCredCmd(g), newSearchCmd(g), newAddCmd(g), newKeysCmd(g), newTokensCmd(g), newServeStdioCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g), newRunnersCmd(g), newTasksCmd(g), newServeCmd(g), newAgentsCmd(g), newIdentitiesCmd(g), newHealthCmd(g), newProfilesCmd(g), newChatCmd(g), newConnectCmd(g), newApprovalsCmd(g), newAuditCmd(g))
 	for _, verb := range []string{"start", "stop", "restart"} {
 		root.AddCommand(newRuntimeCmd(g, verb))
 	}

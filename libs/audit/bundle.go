@@ -1,0 +1,59 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// BundleFormat names the export format.
+const BundleFormat = "mcpbus-audit-bundle/1"
+
+// Bundle is an export of the audit stream that verifies offline: the
+// records as stored and the public keys of the writers
+// (schemas/audit-bundle.json).
+type Bundle struct {
+	Format     string    `json:"format"`
+	ExportedAt time.Time `json:"exported_at"`
+	// FromStart: the entries begin at the stream's first record ever.
+	FromStart bool    `json:"from_start"`
+	Keys      Keys    `json:"keys"`
+	Entries   []Entry `json:"entries"`
+}
+
+// ReadBundle decodes a bundle.
+func ReadBundle(r io.Reader) (*Bundle, error) {
+	var b Bundle
+	if err := json.NewDecoder(r).Decode(&b); err != nil {
+		return nil, fmt.Errorf("audit bundle: %w", err)
+	}
+	if b.Format != BundleFormat {
+		return nil, fmt.Errorf("audit bundle: format %q, want %s", b.Format, BundleFormat)
+	}
+	return &b, nil
+}
+
+// Verify checks the bundle against its own keys.
+func (b *Bundle) Verify() Report {
+	v := NewVerifier(b.Keys, VerifyOptions{FromStart: b.FromStart})
+	for _, e := range b.Entries {
+		v.Add(e)
+	}
+	return v.Report()
+}
+
+// Write writes the bundle to path (0600, replacing it).
+func (b *Bundle) Write(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit bundle: %w", err)
+	}
+	enc := json.NewEncoder(f)
+	if err := enc.Encode(b); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("audit bundle: %w", err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,52 @@
+package audit
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"github.com/nats-io/nkeys"
+)
+
+// Identity is who holds a public key: its name and role.
+type Identity struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+// Keys are the trusted public keys (U…) of the writers.
+type Keys map[string]Identity
+
+// envLine is a line of `mcpbus identities`: MCPBUS_<NAME>_NKEY=<key>.
+var envLine = regexp.MustCompile(`^MCPBUS_([A-Z0-9_]+)_NKEY=(U[A-Z2-7]{55})$`)
+
+// ReadKeys reads the public keys as `mcpbus identities` prints them
+// (MCPBUS_RUNNER_1_NKEY=U…: identity runner-1 of role runner); roles are
+// those of roles.
+func ReadKeys(r io.Reader, roles []string) (Keys, error) {
+	keys := Keys{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		m := envLine.FindStringSubmatch(line)
+		if m == nil || !nkeys.IsValidPublicUserKey(m[2]) {
+			return nil, fmt.Errorf("keys line %d: want MCPBUS_<NAME>_NKEY=U… as mcpbus identities prints", n)
+		}
+		name := strings.ToLower(strings.ReplaceAll(m[1], "_", "-"))
+		role, _, _ := strings.Cut(name, "-")
+		known := false
+		for _, r := range roles {
+			known = known || r == role
+		}
+		if !known {
+			return nil, fmt.Errorf("keys line %d: %s is of no role", n, name)
+		}
+		keys[m[2]] = Identity{Name: name, Role: role}
+	}
+	return keys, sc.Err()
+}
