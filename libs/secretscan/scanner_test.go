@@ -34,7 +34,7 @@ func TestScanFindsEachKind(t *testing.T) {
 		{"aws", `{"key":"` + awsKey + `"}`, "aws-access-token"},
 		{"github", `{"text":"token ` + githubToken + ` here"}`, "github-pat"},
 		{"api key", `{"h":"Authorization: Bearer ` + apiKey + `"}`, secretscan.RuleAPIKey},
-		{"seed", `{"creds":"` + seed + `"}`, secretscan.RuleSeed},
+		{"seed", `{"value":"` + seed + `"}`, secretscan.RuleSeed},
 		{"known whole", `{"value":"` + stored + `"}`, secretscan.RuleKnown},
 		{"known in a url", `{"url":"https://u:` + stored + `@db.example/x"}`, secretscan.RuleKnown},
 		{"known in words", `{"q":"my pass is ` + stored + ` ok"}`, secretscan.RuleKnown},
