@@ -135,3 +135,21 @@ func isDelim(b byte) bool {
 	}
 	return false
 }
+
+// Merge is the union of sets fingerprinted under key; sets under another
+// key are left out (their fingerprints would never match).
+func Merge(key []byte, sets ...*Known) *Known {
+	out := &Known{key: key, sums: map[[sha256.Size]byte]struct{}{}}
+	for _, k := range sets {
+		if k == nil || !hmac.Equal(k.key, key) {
+			continue
+		}
+		for s := range k.sums {
+			out.sums[s] = struct{}{}
+		}
+		for n, ok := range k.lens {
+			out.lens[n] = out.lens[n] || ok
+		}
+	}
+	return out
+}
