@@ -212,7 +212,7 @@ type Runner struct {
 	svc        micro.Service
 	telemetry  callTelemetry
 	callEvents *bus.Batcher
-	secrets    *secretGuard // secrets in tool arguments and results (secrets.go)
+	secrets    *secretGuard     // secrets in tool arguments and results (secrets.go)
 	pids       *pidfile.Dir     // nil without a data dir
 	sandbox    *sandbox.Sandbox // nil: --child-sandbox=off
 
