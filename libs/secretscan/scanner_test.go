@@ -68,7 +68,7 @@ func TestScanLeavesOrdinaryPayloads(t *testing.T) {
 		`{"path":"/tmp/notes.txt","query":"select * from users where id = 42"}`,
 		`{"content":[{"type":"text","text":"The weather in Paris is 18°C, light rain."}]}`,
 		`{"note":"correct-horse-battery-staple-43"}`, // one character off a known value
-		`{"key":"AKIAIOSFODNN7EXAMPLE"}`,                 // AWS's documented example, allowed by gitleaks
+		`{"key":"AKIAIOSFODNN7EXAMPLE"}`,             // AWS's documented example, allowed by gitleaks
 	} {
 		if found := s.Scan([]byte(p), known); len(found) != 0 {
 			t.Errorf("%s: found %v", p, secretscan.Rules(found))
