@@ -17,6 +17,8 @@ func BenchmarkScan(b *testing.B) {
 	known := secretscan.NewKnown([]byte("k"), values)
 	for _, c := range []struct{ name, payload string }{
 		{"args-small", `{"city":"Paris","units":"metric"}`},
+		{"prose-1KiB", `{"message":"` + strings.Repeat("Rotate the API key and the access token; never share a password. ", 16) + `"}`},
+		{"result-64KiB", `{"content":[{"type":"text","text":"` + strings.Repeat("x", 65536) + `"}]}`},
 		{"result-1KiB", `{"content":[{"type":"text","text":"` + strings.Repeat("lorem ipsum dolor sit amet ", 38) + `"}]}`},
 	} {
 		b.Run(c.name, func(b *testing.B) {

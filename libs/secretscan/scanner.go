@@ -69,6 +69,12 @@ func New() (*Scanner, error) {
 		delete(cfg.Rules, id)
 	}
 	cfg.OrderedRules = slices.DeleteFunc(slices.Clone(cfg.OrderedRules), func(id string) bool { return slices.Contains(Excluded, id) })
+	// jwt's keyword is "ey", in every "key" and "they": its regexp then ran
+	// on most prose. A JWT starts with the base64 of `{"`, "eyJ".
+	if r, ok := cfg.Rules["jwt"]; ok && slices.Equal(r.Keywords, []string{"ey"}) {
+		r.Keywords = []string{"eyj"}
+		cfg.Rules["jwt"] = r
+	}
 	cfg.Keywords = map[string]struct{}{}
 	for _, r := range cfg.Rules {
 		for _, k := range r.Keywords {
@@ -97,7 +103,13 @@ func add(cfg *config.Config, r config.Rule) {
 	cfg.Rules[r.RuleID] = r
 	cfg.OrderedRules = append(cfg.OrderedRules, r.RuleID)
 	if cfg.Keywords == nil {
-		cfg.Keywords = map[string]struct{}{}
+		// jwt's keyword is "ey", in every "key" and "they": its regexp then ran
+	// on most prose. A JWT starts with the base64 of `{"`, "eyJ".
+	if r, ok := cfg.Rules["jwt"]; ok && slices.Equal(r.Keywords, []string{"ey"}) {
+		r.Keywords = []string{"eyj"}
+		cfg.Rules["jwt"] = r
+	}
+	cfg.Keywords = map[string]struct{}{}
 	}
 	for _, k := range r.Keywords {
 		cfg.Keywords[k] = struct{}{}

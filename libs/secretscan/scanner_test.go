@@ -2,6 +2,7 @@ package secretscan_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -131,4 +132,18 @@ func TestScanConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A JWT is still found (its keyword narrowed to "eyJ"), and prose with
+// rule keywords ("key", "token") is not a finding.
+func TestScanJWTAndProse(t *testing.T) {
+	s := scanner(t)
+	jwt := "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+	if rules := secretscan.Rules(s.Scan([]byte(`{"auth":"Bearer `+jwt+`"}`), nil)); !slices.Contains(rules, "jwt") {
+		t.Fatalf("rules %v, want jwt", rules)
+	}
+	prose := `{"message":"Rotate the API key and the access token; never share a password."}`
+	if found := s.Scan([]byte(prose), nil); len(found) != 0 {
+		t.Fatalf("prose: %v", secretscan.Rules(found))
+	}
 }
