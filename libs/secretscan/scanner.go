@@ -104,12 +104,12 @@ func add(cfg *config.Config, r config.Rule) {
 	cfg.OrderedRules = append(cfg.OrderedRules, r.RuleID)
 	if cfg.Keywords == nil {
 		// jwt's keyword is "ey", in every "key" and "they": its regexp then ran
-	// on most prose. A JWT starts with the base64 of `{"`, "eyJ".
-	if r, ok := cfg.Rules["jwt"]; ok && slices.Equal(r.Keywords, []string{"ey"}) {
-		r.Keywords = []string{"eyj"}
-		cfg.Rules["jwt"] = r
-	}
-	cfg.Keywords = map[string]struct{}{}
+		// on most prose. A JWT starts with the base64 of `{"`, "eyJ".
+		if r, ok := cfg.Rules["jwt"]; ok && slices.Equal(r.Keywords, []string{"ey"}) {
+			r.Keywords = []string{"eyj"}
+			cfg.Rules["jwt"] = r
+		}
+		cfg.Keywords = map[string]struct{}{}
 	}
 	for _, k := range r.Keywords {
 		cfg.Keywords[k] = struct{}{}
