@@ -101,40 +101,55 @@ func (k *Known) scan(payload []byte) []Finding {
 		if try(start, end) {
 			continue
 		}
-		k.split(payload, start, end, isSpace, func(ws, we int) {
-			if try(ws, we) {
-				return
-			}
-			k.split(payload, ws, we, isDelim, func(ts, te int) { try(ts, te) })
-		})
+		k.tokens(payload, start, end, try)
 	}
 	return out
 }
 
-// split calls f with each run of payload[start:end] between cut bytes.
-func (k *Known) split(payload []byte, start, end int, cut func(byte) bool, f func(int, int)) {
-	s := start
+// tokens tries, in one pass over payload[start:end], each word (between
+// whitespace) and each token (between delimiters) long enough to be known.
+func (k *Known) tokens(payload []byte, start, end int, try func(int, int) bool) {
+	word, tok := start, start
 	for i := start; i <= end; i++ {
-		if i == end || cut(payload[i]) {
-			if i-s >= MinKnownLen {
-				f(s, i)
-			}
-			s = i + 1
+		c := byte(' ')
+		if i < end {
+			c = payload[i]
+		}
+		class := classes[c]
+		if class == 0 {
+			continue
+		}
+		if i-tok >= MinKnownLen {
+			try(tok, i)
+		}
+		// A word with delimiters inside is a candidate of its own.
+		if class == space && tok != word && i-word >= MinKnownLen {
+			try(word, i)
+		}
+		tok = i + 1
+		if class == space {
+			word = i + 1
 		}
 	}
 }
 
-func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\r' || b == '\n' }
+// Byte classes of tokens: whitespace ends words and tokens; delimiters, the
+// bytes that separate a secret from its context in URLs, headers,
+// assignments and JSON escapes (\n, \" …), end tokens.
+const (
+	delim = 1
+	space = 2
+)
 
-// isDelim is true for the bytes that separate a secret from its context in
-// URLs, headers, assignments and JSON escapes (\n, \" …).
-func isDelim(b byte) bool {
-	switch b {
-	case ' ', '\t', '\r', '\n', '\\', '\'', '`', ',', ';', ':', '=', '&', '?', '/', '@', '(', ')', '<', '>', '[', ']', '{', '}', '|':
-		return true
+var classes = func() (t [256]uint8) {
+	for _, c := range []byte("\\'`,;:=&?/@()<>[]{}|") {
+		t[c] = delim
 	}
-	return false
-}
+	for _, c := range []byte(" \t\r\n") {
+		t[c] = space
+	}
+	return t
+}()
 
 // Merge is the union of sets fingerprinted under key; sets under another
 // key are left out (their fingerprints would never match).
