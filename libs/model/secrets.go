@@ -1,7 +1,7 @@
 package model
 
 // Policies for secrets found in a server's tool arguments and results
-// (McpConfig.Secrets): block refuses the call (arguments) or withholds the
+// (McpConfig.SecretScan): block refuses the call (arguments) or withholds the
 // result; redact replaces each secret with [REDACTED:<rule>]; off does not scan.
 const (
 	SecretsBlock  = "block"

@@ -16,7 +16,7 @@ func TestSecretsPolicyDefaults(t *testing.T) {
 		t.Fatalf("set %s/%s, want off/block", p.ArgumentsPolicy(), p.ResultsPolicy())
 	}
 	c := valid()
-	c.Secrets = p
+	c.SecretScan = p
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

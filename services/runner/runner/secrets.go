@@ -75,7 +75,7 @@ func findings(where, action string, found []secretscan.Finding) []model.SecretFo
 // under redact), what was found, and under block the refusal to answer
 // (an isError result, as for the other refused calls: the server never sees it).
 func (g *secretGuard) checkArguments(cfg *model.McpConfig, args []byte) ([]byte, []model.SecretFound, []byte) {
-	policy := cfg.Secrets.ArgumentsPolicy()
+	policy := cfg.SecretScan.ArgumentsPolicy()
 	if policy == model.SecretsOff {
 		return args, nil, nil
 	}
@@ -91,13 +91,13 @@ func (g *secretGuard) checkArguments(cfg *model.McpConfig, args []byte) ([]byte,
 	}
 	rules := secretscan.Rules(found)
 	refusal := toolargs.Result(apierr.Invalid("arguments", fmt.Sprintf(
-		"the arguments carry a secret (rule %s): the call was blocked (policy secrets.arguments)", strings.Join(rules, ", "))))
+		"the arguments carry a secret (rule %s): the call was blocked (policy secret_scan.arguments)", strings.Join(rules, ", "))))
 	return nil, findings("arguments", model.SecretsBlock, found), refusal
 }
 
 // checkResult applies cfg's results policy to a call's reply.
 func (g *secretGuard) checkResult(cfg *model.McpConfig, res *callReply) {
-	policy := cfg.Secrets.ResultsPolicy()
+	policy := cfg.SecretScan.ResultsPolicy()
 	if policy == model.SecretsOff || len(res.data) == 0 {
 		return
 	}
@@ -114,7 +114,7 @@ func (g *secretGuard) checkResult(cfg *model.McpConfig, res *callReply) {
 		policy = model.SecretsBlock // cannot be redacted in place: withheld
 	}
 	res.data = toolargs.Result(apierr.New(apierr.Validation, fmt.Sprintf(
-		"the result carried a secret (rule %s): it was withheld (policy secrets.results)", strings.Join(secretscan.Rules(found), ", "))))
+		"the result carried a secret (rule %s): it was withheld (policy secret_scan.results)", strings.Join(secretscan.Rules(found), ", "))))
 	res.isError, res.checked = true, true
 	res.secrets = append(res.secrets, findings("result", model.SecretsBlock, found)...)
 }

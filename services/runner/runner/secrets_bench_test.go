@@ -21,7 +21,7 @@ func BenchmarkCallSecrets(b *testing.B) {
 	e := runnertest.Start(b, quickOpts())
 	scan := runnertest.Binary("scan", testServer)
 	plain := runnertest.Binary("plain", testServer)
-	plain.Secrets = model.SecretsPolicy{Arguments: model.SecretsOff, Results: model.SecretsOff}
+	plain.SecretScan = model.SecretsPolicy{Arguments: model.SecretsOff, Results: model.SecretsOff}
 	for _, c := range []model.McpConfig{scan, plain} {
 		c.Runtime.Eager = true
 		e.Put(b, c)

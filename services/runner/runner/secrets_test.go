@@ -45,7 +45,7 @@ func TestSecretsBlockedAndRedacted(t *testing.T) {
 	// brings them back in results, which are redacted (the default).
 	gamma := runnertest.Binary("gamma", testServer)
 	gamma.Runtime.Eager = true
-	gamma.Secrets.Arguments = model.SecretsOff
+	gamma.SecretScan.Arguments = model.SecretsOff
 	for _, c := range []model.McpConfig{beta, alpha, gamma} {
 		e.Put(t, c)
 		e.WaitState(t, c.Name, model.StateRunning, 10*time.Second)
@@ -103,7 +103,7 @@ func TestSecretsBlockedAndRedacted(t *testing.T) {
 	}
 	runner.SetRawCalls(true)
 	// Redact instead of block: the server gets the arguments redacted.
-	gamma.Secrets = model.SecretsPolicy{Arguments: model.SecretsRedact, Results: model.SecretsOff}
+	gamma.SecretScan = model.SecretsPolicy{Arguments: model.SecretsRedact, Results: model.SecretsOff}
 	e.Put(t, gamma)
 	redacted := func() bool {
 		mu.Lock()
