@@ -3,7 +3,6 @@ module github.com/mcpbus/mcpbus/libs
 go 1.26.8
 
 require (
-	github.com/BobuSumisu/aho-corasick v1.0.3
 	github.com/MicahParks/jwkset v0.11.4
 	github.com/distribution/reference v0.6.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
@@ -35,6 +34,7 @@ require (
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
+	github.com/BobuSumisu/aho-corasick v1.0.3 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.3.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
