@@ -57,6 +57,10 @@ type McpConfig struct {
 	// Pin is the policy for tool definitions that change after they were
 	// first seen (PinStrict, PinWarn, PinOff; empty: PinPolicy's default).
 	Pin string `json:"pin,omitempty"`
+	// SecretScan is the policy for secrets found in the server's tool
+	// arguments and results (empty: block arguments, redact results). Not
+	// "secrets": that name is the clear secrets every request refuses.
+	SecretScan SecretsPolicy `json:"secret_scan,omitzero"`
 	// Runtime holds the runner's per-server settings; zero values take the runner's defaults.
 	Runtime Runtime `json:"runtime,omitzero"`
 	// Roots are offered to the server as its client's roots (MCP roots/list),

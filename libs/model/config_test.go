@@ -206,6 +206,8 @@ func TestValidateRules(t *testing.T) {
 		{"env name with NUL", func(c *model.McpConfig) { c.EnvVars = map[string]model.EnvVar{"A\x00": {Value: "x"}} }, "env_vars", "Environment variable names must be non-empty and contain no '='"},
 		{"negative call timeout", func(c *model.McpConfig) { c.Runtime.CallTimeout = model.Duration(-time.Second) }, "runtime", "Timeouts must not be negative"},
 		{"negative start timeout", func(c *model.McpConfig) { c.Runtime.StartTimeout = -1 }, "runtime", "Timeouts must not be negative"},
+		{"bad secret_scan arguments", func(c *model.McpConfig) { c.SecretScan.Arguments = "warn" }, "secret_scan.arguments", "secret_scan.arguments must be block, redact or off"},
+		{"bad secret_scan results", func(c *model.McpConfig) { c.SecretScan.Results = "Block" }, "secret_scan.results", "secret_scan.results must be block, redact or off"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

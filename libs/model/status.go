@@ -118,6 +118,9 @@ type CallEvent struct {
 	// Principal is who the call was made for (libs/principal id: the
 	// agent, or the API key or OAuth subject the gateway or chat acted for).
 	Principal string `json:"principal,omitempty"`
+	// Secrets are the rules of secretscan that fired on the call's arguments
+	// or result and what was done (block or redact); never the values.
+	Secrets []SecretFound `json:"secrets,omitempty"`
 }
 
 // CallEventErrorMax bounds CallEvent.Error, in characters.

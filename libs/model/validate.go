@@ -103,6 +103,12 @@ func (c *McpConfig) Validate() *apierr.Error {
 	if c.Pin != "" && !slices.Contains(PinPolicies, c.Pin) {
 		return apierr.Invalid("pin", "pin must be strict, warn or off")
 	}
+	if v := c.SecretScan.Arguments; v != "" && !slices.Contains(SecretsPolicies, v) {
+		return apierr.Invalid("secret_scan.arguments", "secret_scan.arguments must be block, redact or off")
+	}
+	if v := c.SecretScan.Results; v != "" && !slices.Contains(SecretsPolicies, v) {
+		return apierr.Invalid("secret_scan.results", "secret_scan.results must be block, redact or off")
+	}
 	for i, r := range c.Roots {
 		u, err := url.Parse(r.URI)
 		if err != nil || u.Scheme != "file" || !path.IsAbs(u.Path) || u.RawQuery != "" || u.Fragment != "" {

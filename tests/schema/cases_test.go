@@ -51,6 +51,10 @@ func TestSchemaCases(t *testing.T) {
 		{"mcp-config", false, strings.Replace(record, `"identifier":"pkg"`, `"identifier":"-rf"`, 1) + `}`},
 		{"mcp-config", false, strings.Replace(record, `"type":"npm"`, `"type":"http"`, 1) + `}`}, // stdio needs npm, docker or binary
 		{"mcp-config", false, record + `,"auth_type":"basic"}`},
+		{"mcp-config", true, record + `,"secret_scan":{"arguments":"redact","results":"off"}}`},
+		{"mcp-config", true, record + `,"secret_scan":{"results":"block"}}`},
+		{"mcp-config", false, record + `,"secret_scan":{"arguments":"warn"}}`},
+		{"mcp-config", false, record + `,"secret_scan":{"args":"block"}}`},
 		{"mcp-config", false, record + `,"runtime":{"call_timeout":"30 seconds"}}`},
 		{"mcp-config", false, record + `,"runtime":{"call_timeout":"-5s"}}`},
 		{"mcp-config", false, record + `,"env_vars":{"A=B":{"value":"x"}}}`},
@@ -179,6 +183,9 @@ func TestSchemaCases(t *testing.T) {
 		{"progress-event", false, `{"request_id":"abc"}`},
 		{"call-event", true, `{"server":"x","tool":"echo","request_id":"r","trace_id":"0123456789abcdef0123456789abcdef","outcome":"ok","duration_ms":1.5,"at":` + now + `,"runner":"r1"}`},
 		{"call-event", true, `{"server":"x","tool":"nope","outcome":"error","code":"NOT_FOUND","duration_ms":0.1,"at":` + now + `}`},
+		{"call-event", true, `{"server":"x","tool":"echo","outcome":"tool_error","duration_ms":1,"at":` + now + `,"secrets":[{"where":"arguments","rule":"aws-access-token","action":"block"}]}`},
+		{"call-event", false, `{"server":"x","tool":"echo","outcome":"ok","duration_ms":1,"at":` + now + `,"secrets":[{"where":"result","rule":"github-pat","action":"redact","value":"ghp_x"}]}`}, // never a value
+		{"call-event", false, `{"server":"x","tool":"echo","outcome":"ok","duration_ms":1,"at":` + now + `,"secrets":[{"where":"headers","rule":"r","action":"redact"}]}`},
 		{"call-event", false, `{"server":"x","tool":"echo","outcome":"meh","duration_ms":1,"at":` + now + `}`},
 		{"call-event", false, `{"server":"x","tool":"echo","outcome":"error","duration_ms":1,"at":` + now + `}`},
 		{"call-event", false, `{"server":"x","tool":"echo","outcome":"ok","code":"NOT_FOUND","duration_ms":1,"at":` + now + `}`},

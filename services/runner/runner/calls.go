@@ -187,7 +187,11 @@ func (s *server) handleCall(req micro.Request) {
 		Server: s.slug, Tool: tool, RequestID: reqID, TraceID: traceID(span),
 		Outcome: outcome, Code: string(apierr.Of(err)), Error: errText, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
 		At: start.UTC(), Runner: s.r.opts.ID, Caller: c.label(), Principal: principalOf(ctx, c, h),
+		Secrets: res.secrets,
 	})
+	for _, f := range res.secrets { // the rule and the place, never the value
+		s.log.Warn("secret found in a call", "tool", tool, "where", f.Where, "rule", f.Rule, "action", f.Action, "request_id", reqID)
+	}
 }
 
 // principalOf is the id of the principal a call is made for: the agent its
@@ -229,6 +233,7 @@ type callReply struct {
 	data    []byte
 	isError bool
 	checked bool
+	secrets []model.SecretFound // what the secrets policy found and did (secrets.go)
 }
 
 // Values of bus.HeaderToolResult, shared by every reply (headers are only read).
@@ -291,6 +296,17 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	if bad := s.schemas.check(tool, args); bad != nil {
 		return callReply{data: toolargs.Result(bad), isError: true}, tool.Name, nil
 	}
+	// Secrets in the arguments are blocked (or redacted) before the server
+	// sees them; the result's are checked on both paths below.
+	args, argSecrets, refusal := s.r.secrets.checkArguments(cfg, args)
+	if refusal != nil {
+		return callReply{data: refusal, isError: true, checked: true, secrets: argSecrets}, tool.Name, nil
+	}
+	scanned := func(res callReply) callReply {
+		s.r.secrets.checkResult(cfg, &res)
+		res.secrets = append(argSecrets, res.secrets...)
+		return res
+	}
 	reqID := h.Get(bus.HeaderRequestID)
 	if reqID != "" {
 		key := c.inflightKey(reqID)
@@ -310,7 +326,10 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		// So is a call to an HTTP session the server no longer knows (go-sdk
 		// learns it and reports it as it always has).
 		if res, name, err := s.callRaw(ctx, sess, cfg, tool.Name, args, timeout); err != errUseSession {
-			return res, name, err
+			if err != nil {
+				return res, name, err
+			}
+			return scanned(res), name, nil
 		}
 	}
 	params := &mcp.CallToolParams{Name: tool.Name, Arguments: json.RawMessage(args)}
@@ -359,7 +378,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	}
 	op.End(ctx, outcome, nil)
 	s.lastPing.Store(time.Now().UnixNano()) // an answered call is proof of life
-	return callReply{data: data, isError: res.IsError, checked: res.Content != nil}, tool.Name, nil
+	return scanned(callReply{data: data, isError: res.IsError, checked: res.Content != nil}), tool.Name, nil
 }
 
 var emptyObject = []byte("{}")

@@ -39,6 +39,7 @@ func TestRestartDuringStartTakesTheNewSecret(t *testing.T) {
 	cfg.ID = uuid.NewString()
 	cfg.AuthType = model.AuthAPIKey
 	cfg.Runtime.Eager = true
+	cfg.SecretScan.Results = model.SecretsOff // it reads its secret back through the env tool
 	cfg.EnvVars = map[string]model.EnvVar{"TOKEN": {SecretRef: "TOKEN", IsSecret: true, Required: true}}
 	e.Put(t, cfg)
 	e.WaitState(t, "slow", model.StateStarting, 5*time.Second)

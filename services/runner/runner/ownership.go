@@ -492,6 +492,7 @@ func (r *Runner) loseServer(slug string) {
 	delete(r.servers, slug)
 	delete(r.leases, slug)
 	r.mu.Unlock()
+	r.secrets.forget(slug)
 	if s != nil {
 		s.lost.Store(true)
 		s.close(model.StateStopped, true)
@@ -507,6 +508,7 @@ func (r *Runner) releaseServer(ctx context.Context, slug, final string, keep boo
 	l := r.leases[slug]
 	delete(r.leases, slug)
 	r.mu.Unlock()
+	r.secrets.forget(slug)
 	if s != nil {
 		s.close(final, keep)
 	}

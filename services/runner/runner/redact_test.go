@@ -47,6 +47,7 @@ func TestStderrRedactsSecrets(t *testing.T) {
 	cfg := runnertest.Binary("alpha", testServer)
 	cfg.ID = uuid.NewString()
 	cfg.Runtime.Eager = true
+	cfg.SecretScan.Results = model.SecretsOff // it reads its secrets back through the env tool
 	cfg.EnvVars = map[string]model.EnvVar{
 		"TOKEN":             {SecretRef: "TOKEN", IsSecret: true, Required: true},
 		"KEY":               {KeyfilePath: keyfile},

@@ -228,6 +228,7 @@ type Runner struct {
 	svc        micro.Service
 	telemetry  callTelemetry
 	callEvents *bus.Batcher
+	secrets    *secretGuard     // secrets in tool arguments and results (secrets.go)
 	pids       *pidfile.Dir     // nil without a data dir
 	sandbox    *sandbox.Sandbox // nil: --child-sandbox=off
 	tasks      *taskStore
@@ -274,7 +275,11 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: jetstream: %w", err)
 	}
-	return &Runner{sandbox: sb,
+	guard, err := newSecretGuard()
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	return &Runner{sandbox: sb, secrets: guard,
 		nc: nc, js: js, subj: bus.NewSubjects(opts.Prefix), opts: opts,
 		callEvents: bus.NewBatcher(nc, callEventDelay, callEventBatch),
 		log:        opts.Logger.With("runner", opts.ID),

@@ -330,6 +330,7 @@ func TestResolvedCredentialsReachTheChild(t *testing.T) {
 	cfg := runnertest.Binary("alpha", testServer)
 	cfg.ID = uuid.NewString()
 	cfg.AuthType = model.AuthAPIKey
+	cfg.SecretScan.Results = model.SecretsOff // it reads its secrets back through the env tool
 	cfg.EnvVars = map[string]model.EnvVar{
 		"TOKEN": {SecretRef: "TOKEN", IsSecret: true, Required: true},
 		"KEY":   {KeyfilePath: keyfile},

@@ -284,6 +284,7 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	}
 	// Call events (and tool content on traces, when recorded) never carry them either.
 	s.redactor.Store(launch.NewRedactor(secrets))
+	s.r.secrets.set(s.slug, secrets) // caught in every server's calls (secrets.go)
 	l, err := launch.Prepare(ctx, cfg, env, lopts)
 	if err != nil {
 		return nil, nil, nil, nil, err

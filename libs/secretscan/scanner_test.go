@@ -1,0 +1,149 @@
+package secretscan_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mcpbus/mcpbus/libs/secretscan"
+)
+
+// Test values: shaped like real credentials, valid nowhere.
+const (
+	awsKey      = "AKIAZ3MQXP7R2HKW5Y4N"
+	githubToken = "ghp_R7dK2mQx9LpV4sTz8NwB3yHc6JfG1aEu5XoP"
+	apiKey      = "mcpbus_0123456789abcdef_" + "Qm9vdHN0cmFwLXRlc3Qta2V5LW5vdC1hLXNlY3JldA1"
+	seed        = "SUAGMJH5XLGZKQ7DRTNQ6RBN3J5PJ3E3C6EBLNKNZDIGRWKHSBTWHQPTZQ"
+	stored      = "correct-horse-battery-staple-42"
+)
+
+func scanner(t testing.TB) *secretscan.Scanner {
+	t.Helper()
+	s, err := secretscan.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestScanFindsEachKind(t *testing.T) {
+	s := scanner(t)
+	known := secretscan.NewKnown([]byte("fingerprint key"), []string{stored, "short"})
+	for _, c := range []struct{ name, payload, rule string }{
+		{"aws", `{"key":"` + awsKey + `"}`, "aws-access-token"},
+		{"github", `{"text":"token ` + githubToken + ` here"}`, "github-pat"},
+		{"api key", `{"h":"Authorization: Bearer ` + apiKey + `"}`, secretscan.RuleAPIKey},
+		{"seed", `{"value":"` + seed + `"}`, secretscan.RuleSeed},
+		{"known whole", `{"value":"` + stored + `"}`, secretscan.RuleKnown},
+		{"known in a url", `{"url":"https://u:` + stored + `@db.example/x"}`, secretscan.RuleKnown},
+		{"known in words", `{"q":"my pass is ` + stored + ` ok"}`, secretscan.RuleKnown},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			found := s.Scan([]byte(c.payload), known)
+			if rules := secretscan.Rules(found); len(rules) != 1 || rules[0] != c.rule {
+				t.Fatalf("rules %v, want [%s]", rules, c.rule)
+			}
+			out, err := secretscan.Redact([]byte(c.payload), found)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(out), secretscan.Marker(c.rule)) {
+				t.Fatalf("redacted %s has no marker", out)
+			}
+			for _, v := range []string{awsKey, githubToken, apiKey, seed, stored} {
+				if strings.Contains(string(out), v) {
+					t.Fatalf("redacted %s still holds a value", out)
+				}
+			}
+		})
+	}
+}
+
+func TestScanLeavesOrdinaryPayloads(t *testing.T) {
+	s := scanner(t)
+	known := secretscan.NewKnown([]byte("k"), []string{stored})
+	for _, p := range []string{
+		`{}`,
+		`{"path":"/tmp/notes.txt","query":"select * from users where id = 42"}`,
+		`{"content":[{"type":"text","text":"The weather in Paris is 18°C, light rain."}]}`,
+		`{"note":"correct-horse-battery-staple-43"}`, // one character off a known value
+		`{"key":"AKIAIOSFODNN7EXAMPLE"}`,             // AWS's documented example, allowed by gitleaks
+	} {
+		if found := s.Scan([]byte(p), known); len(found) != 0 {
+			t.Errorf("%s: found %v", p, secretscan.Rules(found))
+		}
+	}
+}
+
+func TestKnownHoldsNoValue(t *testing.T) {
+	known := secretscan.NewKnown([]byte("k"), []string{stored, "1234567"})
+	if known.Len() != 1 {
+		t.Fatalf("%d fingerprints, want 1 (a 7-character value is too short)", known.Len())
+	}
+	// The set is fingerprints: nothing of the value is in its printed form.
+	if b, _ := json.Marshal(known); strings.Contains(string(b), stored) {
+		t.Fatal("the set holds the value")
+	}
+	other := secretscan.NewKnown([]byte("another key"), []string{"zzzzzzzzzzzzz"})
+	if found := scanner(t).Scan([]byte(`{"p":"`+stored+`"}`), other); len(found) != 0 {
+		t.Fatalf("found %v with another set", found)
+	}
+}
+
+func TestKnownValueWithEscapes(t *testing.T) {
+	v := `pa"ss\word-123`
+	known := secretscan.NewKnown([]byte("k"), []string{v})
+	payload, _ := json.Marshal(map[string]string{"p": v})
+	found := scanner(t).Scan(payload, known)
+	if len(found) != 1 {
+		t.Fatalf("found %v in %s", found, payload)
+	}
+	out, err := secretscan.Redact(payload, found)
+	if err != nil || string(out) != `{"p":"[REDACTED:mcpbus-known-secret]"}` {
+		t.Fatalf("redacted %s, %v", out, err)
+	}
+}
+
+func TestRedactRefusesBrokenJSON(t *testing.T) {
+	payload := []byte(`{"a":"x","b":"y"}`)
+	if _, err := secretscan.Redact(payload, []secretscan.Finding{{Rule: "r", Start: 7, End: 12}}); err != secretscan.ErrUnredactable {
+		t.Fatalf("err %v, want ErrUnredactable", err)
+	}
+}
+
+// TestScanConcurrent shares one scanner between goroutines (run with -race).
+func TestScanConcurrent(t *testing.T) {
+	s := scanner(t)
+	known := secretscan.NewKnown([]byte("k"), []string{stored})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := []byte(`{"i":` + string(rune('0'+i)) + `,"a":"` + awsKey + `","b":"` + stored + `"}`)
+			for range 20 {
+				if got := secretscan.Rules(s.Scan(p, known)); len(got) != 2 {
+					t.Errorf("rules %v", got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// A JWT is still found (its keyword narrowed to "eyJ"), and prose with
+// rule keywords ("key", "token") is not a finding.
+func TestScanJWTAndProse(t *testing.T) {
+	s := scanner(t)
+	jwt := "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+	if rules := secretscan.Rules(s.Scan([]byte(`{"auth":"Bearer `+jwt+`"}`), nil)); !slices.Contains(rules, "jwt") {
+		t.Fatalf("rules %v, want jwt", rules)
+	}
+	prose := `{"message":"Rotate the API key and the access token; never share a password."}`
+	if found := s.Scan([]byte(prose), nil); len(found) != 0 {
+		t.Fatalf("prose: %v", secretscan.Rules(found))
+	}
+}

@@ -1,0 +1,120 @@
+package runner
+
+import (
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/secretscan"
+	"github.com/mcpbus/mcpbus/libs/toolargs"
+)
+
+// secretGuard scans tool arguments and results for secrets (secretscan):
+// gitleaks' rules, mcpbus keys, nkey seeds, and the values every server of
+// this runner resolved. Those are kept as keyed fingerprints under a key
+// drawn per runner process, one set per server, so a secret of one server
+// is caught in the calls of all the others.
+type secretGuard struct {
+	scan *secretscan.Scanner
+	key  []byte
+
+	mu    sync.Mutex
+	per   map[string]*secretscan.Known // by server slug
+	known atomic.Pointer[secretscan.Known]
+}
+
+func newSecretGuard() (*secretGuard, error) {
+	sc, err := secretscan.Default()
+	if err != nil {
+		return nil, fmt.Errorf("secret scanner: %w", err)
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // never fails (crypto/rand)
+	return &secretGuard{scan: sc, key: key, per: map[string]*secretscan.Known{}}, nil
+}
+
+// set records the secrets a server's start resolved (they replace the
+// previous start's: a changed credential takes its new value's place).
+func (g *secretGuard) set(slug string, secrets []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.per[slug] = secretscan.NewKnown(g.key, secrets)
+	g.merge()
+}
+
+// forget drops a server's secrets when it leaves this runner.
+func (g *secretGuard) forget(slug string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.per, slug)
+	g.merge()
+}
+
+func (g *secretGuard) merge() {
+	sets := make([]*secretscan.Known, 0, len(g.per))
+	for _, k := range g.per {
+		sets = append(sets, k)
+	}
+	g.known.Store(secretscan.Merge(g.key, sets...))
+}
+
+// findings are a scan's rules as a call event carries them.
+func findings(where, action string, found []secretscan.Finding) []model.SecretFound {
+	out := make([]model.SecretFound, 0, len(found))
+	for _, rule := range secretscan.Rules(found) {
+		out = append(out, model.SecretFound{Where: where, Rule: rule, Action: action})
+	}
+	return out
+}
+
+// checkArguments applies cfg's arguments policy: args to send (redacted
+// under redact), what was found, and under block the refusal to answer
+// (an isError result, as for the other refused calls: the server never sees it).
+func (g *secretGuard) checkArguments(cfg *model.McpConfig, args []byte) ([]byte, []model.SecretFound, []byte) {
+	policy := cfg.SecretScan.ArgumentsPolicy()
+	if policy == model.SecretsOff {
+		return args, nil, nil
+	}
+	found := g.scan.Scan(args, g.known.Load())
+	if len(found) == 0 {
+		return args, nil, nil
+	}
+	if policy == model.SecretsRedact {
+		if out, err := secretscan.Redact(args, found); err == nil {
+			return out, findings("arguments", policy, found), nil
+		}
+		policy = model.SecretsBlock // cannot be redacted in place: refused
+	}
+	rules := secretscan.Rules(found)
+	refusal := toolargs.Result(apierr.Invalid("arguments", fmt.Sprintf(
+		"the arguments carry a secret (rule %s): the call was blocked (policy secret_scan.arguments)", strings.Join(rules, ", "))))
+	return nil, findings("arguments", model.SecretsBlock, found), refusal
+}
+
+// checkResult applies cfg's results policy to a call's reply.
+func (g *secretGuard) checkResult(cfg *model.McpConfig, res *callReply) {
+	policy := cfg.SecretScan.ResultsPolicy()
+	if policy == model.SecretsOff || len(res.data) == 0 {
+		return
+	}
+	found := g.scan.Scan(res.data, g.known.Load())
+	if len(found) == 0 {
+		return
+	}
+	if policy == model.SecretsRedact {
+		if out, err := secretscan.Redact(res.data, found); err == nil {
+			res.data = out
+			res.secrets = append(res.secrets, findings("result", policy, found)...)
+			return
+		}
+		policy = model.SecretsBlock // cannot be redacted in place: withheld
+	}
+	res.data = toolargs.Result(apierr.New(apierr.Validation, fmt.Sprintf(
+		"the result carried a secret (rule %s): it was withheld (policy secret_scan.results)", strings.Join(secretscan.Rules(found), ", "))))
+	res.isError, res.checked = true, true
+	res.secrets = append(res.secrets, findings("result", model.SecretsBlock, found)...)
+}
