@@ -723,6 +723,51 @@ try {
     await revoke.waitFor({ state: 'detached' });
   }, ["keys: create a key (shown once)"]);
 
+  // Issue 28: a chat key sees its own conversations only; an admin sees
+  // everyone's, each with its owner.
+  await step("chat: a user sees only their own conversations, the admin sees each owner", async () => {
+    await go(page, 'Keys and agents');
+    const form = page.getByRole('form', { name: 'Create an API key' });
+    const chatName = 'e2e-chat-' + Date.now().toString(36);
+    await form.getByLabel('Name').fill(chatName);
+    await form.getByRole('checkbox', { name: 'call' }).uncheck();
+    await form.getByRole('checkbox', { name: 'chat' }).check();
+    await form.getByRole('button', { name: 'Create key' }).click();
+    const chatKey = await page.getByLabel('New API key').inputValue();
+    const userCtx = await browser.newContext({ viewport: { width: 1280, height: 900 }, baseURL: BASE });
+    userCtx.setDefaultTimeout(T.short);
+    try {
+      const p3 = await userCtx.newPage();
+      watch(p3, 'chat key');
+      await login(p3, chatKey);
+      await go(p3, 'Chat');
+      const mine = p3.getByRole('list', { name: 'Conversations' });
+      await mine.getByText('None yet.').waitFor();
+      await p3.getByLabel('Profile', { exact: true }).fill(PROFILE);
+      await p3.getByRole('textbox', { name: 'Message' }).fill(MESSAGE);
+      await p3.getByRole('button', { name: 'Send' }).click();
+      await p3.getByRole('log', { name: 'Messages' }).getByText(REPLY).waitFor({ timeout: T.chat });
+      await p3.waitForFunction(() => document.querySelectorAll('.convs button.conv').length > 0, null, { timeout: T.short });
+      const theirs = await p3.evaluate(() => [...document.querySelectorAll('.convs button.conv')].map((b) => b.dataset.id));
+      check(theirs.length === 1, `the chat key lists ${theirs.length} conversations, want only its own`);
+      check((await p3.locator('.convs .owner').count()) === 0, 'a user is shown owners');
+      await shot(p3, 'chat-own-conversations');
+
+      await go(page, 'Chat');
+      const all = page.getByRole('list', { name: 'Conversations' });
+      await all.locator(`button.conv[data-id="${theirs[0]}"]`).waitFor();
+      const owners = await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('.convs button.conv')]
+        .map((b) => [b.dataset.id, b.querySelector('.owner')?.dataset.owner ?? null])));
+      const other = owners[theirs[0]];
+      check(typeof other === 'string' && other.startsWith('key:'), `the user's conversation shows owner ${other}`);
+      check(Object.keys(owners).length >= 2 && Object.entries(owners).some(([id, o]) => id !== theirs[0] && o && o !== other),
+        `the admin's list does not show the admin's own conversations with another owner: ${JSON.stringify(owners)}`);
+      await shot(page, 'chat-owners');
+    } finally {
+      await userCtx.close();
+    }
+  }, ["chat: a message runs the tool and streams the reply", "keys: create a key (shown once)"]);
+
   await step('no console errors, no request off the origin', async () => {
     await page.waitForTimeout(500);
     check(problems.length === 0, problems.join('\n'));
