@@ -23,9 +23,13 @@ import (
 
 // Options say where NATS is and who this process is there.
 type Options struct {
-	// URLs is one server URL or a comma-separated list; the first is tried
-	// first (a runner lists its own node first), then the others.
+	// URLs is one server URL or a comma-separated list. They are tried in
+	// a random order, so the replicas of a service given one list spread
+	// over the nodes (nats.go's default); see KeepOrder.
 	URLs string
+	// KeepOrder tries URLs in the order given instead (a process pinned to
+	// its own node, listed first).
+	KeepOrder bool
 	// CredsFile is a NATS credentials file (user JWT and nkey seed).
 	CredsFile string
 	// NKeyFile is a file holding an nkey seed (user nkey authentication).
@@ -47,7 +51,8 @@ type Options struct {
 
 // Register adds the connection settings.
 func (o *Options) Register(s *settings.Set) {
-	s.String(&o.URLs, "nats", "MCPBUS_NATS_URL", nats.DefaultURL, "NATS server URL, or a comma-separated list")
+	s.String(&o.URLs, "nats", "MCPBUS_NATS_URL", nats.DefaultURL, "NATS server URL, or a comma-separated list (tried in a random order)")
+	s.Bool(&o.KeepOrder, "nats-keep-order", "MCPBUS_NATS_KEEP_ORDER", false, "try the --nats URLs in the order given (a process pinned to the node listed first)")
 	s.String(&o.CredsFile, "nats-creds", "", "", "NATS credentials file (JWT + nkey seed)")
 	s.String(&o.NKeyFile, "nats-nkey", "", "", "file with an nkey seed to authenticate with")
 	s.String(&o.CAFile, "nats-ca", "", "", "CA certificate (PEM) to verify the NATS server with")
@@ -91,10 +96,10 @@ func (o Options) Dial(name string, mode Mode, log *slog.Logger, extra ...nats.Op
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
-		// The first URL is this process's node (a runner's own node):
-		// keep the order instead of shuffling.
-		nats.DontRandomize(),
 		nats.Timeout(5 * time.Second),
+	}
+	if o.KeepOrder {
+		opts = append(opts, nats.DontRandomize())
 	}
 	if mode == Wait {
 		opts = append(opts, nats.RetryOnFailedConnect(true))

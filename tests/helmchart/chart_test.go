@@ -150,9 +150,18 @@ func TestChartDependsOnNATS(t *testing.T) {
 	if !found {
 		t.Fatalf("dependencies %+v: want the official nats chart", ch.Metadata.Dependencies)
 	}
-	// With it enabled (and not downloaded) the services point at its client service.
+	// With it enabled (and not downloaded) every replica is given every node
+	// of its cluster, by pod name under the headless service.
+	all := "nats://rel-nats-0.rel-nats-headless:4222,nats://rel-nats-1.rel-nats-headless:4222,nats://rel-nats-2.rel-nats-headless:4222"
 	for _, d := range render(t, nil) {
-		if strings.Contains(d, "MCPBUS_NATS_URL") && !strings.Contains(d, "nats://rel-nats:4222") {
+		if strings.Contains(d, "MCPBUS_NATS_URL") && !strings.Contains(d, all) {
+			t.Fatalf("MCPBUS_NATS_URL not the nats cluster's nodes:\n%s", d)
+		}
+	}
+	// Without a cluster, its client service.
+	single := map[string]any{"nats": map[string]any{"config": map[string]any{"cluster": map[string]any{"enabled": false}}}}
+	for _, d := range render(t, single) {
+		if strings.Contains(d, "MCPBUS_NATS_URL") && !strings.Contains(d, "nats://rel-nats:4222\"") {
 			t.Fatalf("MCPBUS_NATS_URL not the nats chart's service:\n%s", d)
 		}
 	}

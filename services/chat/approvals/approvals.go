@@ -112,7 +112,9 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Approver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Approver{kv: kv, timeout: opts.Timeout, inputTimeout: opts.InputTimeout, now: opts.Now}, nil
+	// Approvals and answers are written while a turn waits: ride out a
+	// leader election (bus.RetryKV). The answer watch is not retried.
+	return &Approver{kv: bus.RetryKV(kv), timeout: opts.Timeout, inputTimeout: opts.InputTimeout, now: opts.Now}, nil
 }
 
 // PendingKey is the key of a call awaiting approval.

@@ -61,7 +61,8 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{kv: kv, cred: credclient.New(nc, opts.Prefix), now: opts.Now}, nil
+	// Profile writes are callers' requests: ride out a leader election (bus.RetryKV).
+	return &Store{kv: bus.RetryKV(kv), cred: credclient.New(nc, opts.Prefix), now: opts.Now}, nil
 }
 
 // APIKey says what Put does with the profile's API key. The zero value

@@ -175,8 +175,14 @@ func (s *Service) opCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, s.opts.OpTimeout)
 }
 
-// publish emits a config event into MCP_EVENTS. The change is already made,
-// so a failure is logged, not returned.
+// eventTimeout bounds the publish of one config event, retries included.
+const eventTimeout = 15 * time.Second
+
+// publish emits a config event into MCP_EVENTS, retried through a leader
+// election (bus.Retry) and acknowledged by the stream. The message id lets
+// the stream drop the copy of a retried try whose first try was stored
+// unanswered. The change is already made, so a failure is logged, not
+// returned.
 func (s *Service) publish(ctx context.Context, typ string, cfg *model.McpConfig, requestID string) {
 	ev := model.ConfigEvent{Type: typ, Server: cfg.Slug, ID: cfg.ID, Revision: cfg.Revision, Version: cfg.Version,
 		Enabled: cfg.Enabled, RequestID: requestID, At: time.Now().UTC()}
@@ -185,10 +191,15 @@ func (s *Service) publish(ctx context.Context, typ string, cfg *model.McpConfig,
 		s.log.Error("encoding config event", "error", err)
 		return
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventTimeout)
 	defer cancel()
 	s.opts.Audit.Append(s.subj.Event("config", cfg.Slug), data)
-	if _, err := s.js.Publish(pctx, s.subj.Event("config", cfg.Slug), data); err != nil {
+	msgID := fmt.Sprintf("config.%s.%s.%d.%d", typ, cfg.ID, cfg.Revision, ev.At.UnixNano())
+	err = bus.Retry(pctx, func(ctx context.Context, _ int) error {
+		_, err := s.js.Publish(ctx, s.subj.Event("config", cfg.Slug), data, jetstream.WithMsgID(msgID))
+		return err
+	})
+	if err != nil {
 		s.log.Warn("publishing config event failed", "server", cfg.Slug, "type", typ, "error", err)
 	}
 }

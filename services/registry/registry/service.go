@@ -153,7 +153,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("registry: %w", err)
 	}
-	s.cache.kv = kv
+	// Within cacheOpTimeout: a try that fails fast (no responders, a
+	// reconnect) is retried; one that goes unanswered uses up the bound.
+	s.cache.kv = bus.RetryKV(kv)
 	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version,
 		Description: "mcpbus registry: search of the Official MCP Registry and Smithery, install plans"}
 	for _, verb := range []string{"search", "get"} {

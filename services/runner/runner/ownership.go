@@ -579,3 +579,11 @@ func (r *Runner) replicasHeld(slug string) int {
 	}
 	return n
 }
+
+// holds reports whether this runner holds slug's lease.
+func (r *Runner) holds(slug string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.leases[slug]
+	return ok
+}

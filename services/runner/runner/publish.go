@@ -14,8 +14,10 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-// publishTimeout bounds a status or catalog write: short, because a runner
-// cut off from NATS must not hold a server's lifecycle goroutine for long.
+// publishTimeout bounds a status or catalog write's first try: short,
+// because a runner cut off from NATS must not hold a server's lifecycle
+// goroutine for long (a transient failure is retried in the background,
+// see latestWriter).
 func (r *Runner) publishTimeout() time.Duration { return min(2*time.Second, r.opts.LeaseTTL/3) }
 
 // publishStatus records st in KV mcp_status and emits it on events.status.<server>.
@@ -24,11 +26,9 @@ func (r *Runner) publishStatus(st model.Status) {
 	r.status[st.Server] = st
 	r.mu.Unlock()
 	data, _ := json.Marshal(st)
+	r.statusW.Put(st.Server, data, r.publishTimeout())
 	ctx, cancel := context.WithTimeout(context.Background(), r.publishTimeout())
 	defer cancel()
-	if _, err := r.assets.Status.Put(ctx, st.Server, data); err != nil {
-		r.log.Warn("recording status failed", "server", st.Server, "error", err)
-	}
 	if _, err := r.js.Publish(ctx, r.subj.Event("status", st.Server), data); err != nil {
 		r.log.Warn("publishing status event failed", "server", st.Server, "error", err)
 	}
@@ -39,9 +39,7 @@ func (r *Runner) forgetStatus(slug string) {
 	r.mu.Lock()
 	delete(r.status, slug)
 	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), r.publishTimeout())
-	defer cancel()
-	_ = r.assets.Status.Delete(ctx, slug)
+	r.statusW.Delete(slug, r.publishTimeout())
 }
 
 // callEventDelay is how long a call event may wait to be published with
@@ -80,20 +78,14 @@ func (s *server) publishCatalog() {
 	s.r.catalog[s.slug] = cat
 	s.r.mu.Unlock()
 	data, _ := json.Marshal(cat)
-	ctx, cancel := context.WithTimeout(context.Background(), s.r.publishTimeout())
-	defer cancel()
-	if _, err := s.r.assets.Tools.Put(ctx, s.slug, data); err != nil {
-		s.log.Warn("recording tool catalog failed", "error", err)
-	}
+	s.r.toolsW.Put(s.slug, data, s.r.publishTimeout())
 }
 
 func (s *server) deleteCatalog() {
 	s.r.mu.Lock()
 	delete(s.r.catalog, s.slug)
 	s.r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), s.r.publishTimeout())
-	defer cancel()
-	_ = s.r.assets.Tools.Delete(ctx, s.slug)
+	s.r.toolsW.Delete(s.slug, s.r.publishTimeout())
 }
 
 // catalogTool is the catalog entry of one MCP tool: its namespaced name, its

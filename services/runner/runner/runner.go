@@ -243,6 +243,10 @@ type Runner struct {
 
 	awayStops atomic.Bool // servers stopped while NATS was away (see replay.go)
 
+	// Set by Run before anything writes.
+	statusW *latestWriter // KV mcp_status
+	toolsW  *latestWriter // KV mcp_tools
+
 	mu      sync.Mutex
 	servers map[string]*server          // owned here, by slug
 	byID    map[string]string           // config id → slug
@@ -305,6 +309,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("runner: %w", err)
 	}
 	r.assets = assets
+	// Status and catalogs ride out a leader election in the background while
+	// this runner still holds the server. Leases are not retried: a renewal
+	// is timed against the lease (LeaseTTL/3 a try) and the next one follows
+	// on its own; a retry must not run past the lease's deadline.
+	r.statusW = newLatestWriter(assets.Status, r.holds, r.log)
+	r.toolsW = newLatestWriter(assets.Tools, r.holds, r.log)
 	if err := r.openTasks(ctx); err != nil {
 		return err
 	}

@@ -123,7 +123,8 @@ func (e *ClusterEnv) StartRunner(t testing.TB, bin, id string, node int, extraAr
 		t.Fatal(err)
 	}
 	args := append([]string{
-		"--nats", e.Cluster.URLsFrom(node), "--runner-id", id, "--log-level", "debug",
+		// Runner i is pinned to node i, listed first.
+		"--nats", e.Cluster.URLsFrom(node), "--nats-keep-order", "--runner-id", id, "--log-level", "debug",
 		"--replicas", strconv.Itoa(e.Replicas), "--data-dir", t.TempDir(),
 	}, extraArgs...)
 	cmd := exec.Command(bin, args...)

@@ -810,6 +810,62 @@ try {
     await revoke.waitFor({ state: 'detached' });
   }, ["keys: create a key (shown once)"]);
 
+  // Issue 28: a chat key sees its own conversations only; an admin sees
+  // everyone's, each with its owner.
+  await step("chat: a user sees only their own conversations, the admin sees each owner", async () => {
+    const convIDs = (p) => p.evaluate(() => [...document.querySelectorAll('.convs button.conv')].map((b) => b.dataset.id));
+    // The list is loaded: entries, or its "None yet.".
+    const listed = (p) => p.waitForFunction(() => document.querySelector('.convs li') !== null, null, { timeout: T.short });
+    await go(page, 'Chat');
+    await listed(page);
+    const admins = await convIDs(page);
+    check(admins.length > 0, "the admin's earlier conversations are not listed");
+    await go(page, 'Keys and agents');
+    const form = page.getByRole('form', { name: 'Create an API key' });
+    const chatName = 'e2e-chat-' + Date.now().toString(36);
+    await form.getByLabel('Name').fill(chatName);
+    await form.getByRole('checkbox', { name: 'call' }).uncheck();
+    await form.getByRole('checkbox', { name: 'chat' }).check();
+    await form.getByRole('button', { name: 'Create key' }).click();
+    await page.getByRole('button', { name: `Revoke ${chatName}` }).waitFor();
+    const chatKey = await page.getByLabel('New API key').inputValue();
+    const userCtx = await browser.newContext({ viewport: { width: 1280, height: 900 }, baseURL: BASE });
+    userCtx.setDefaultTimeout(T.short);
+    const p3 = await userCtx.newPage();
+    try {
+      watch(p3, 'chat key');
+      await login(p3, chatKey);
+      await go(p3, 'Chat');
+      await listed(p3);
+      const before = await convIDs(p3);
+      check(before.length === 0, `a new chat key lists conversations: ${before.length} (the admin's: ${before.filter((id) => admins.includes(id)).length})`);
+      await p3.getByLabel('Profile', { exact: true }).fill(PROFILE);
+      await p3.getByRole('textbox', { name: 'Message' }).fill(MESSAGE);
+      await p3.getByRole('button', { name: 'Send' }).click();
+      await p3.getByRole('log', { name: 'Messages' }).getByText(REPLY).waitFor({ timeout: T.chat });
+      await p3.waitForFunction(() => document.querySelectorAll('.convs button.conv').length > 0, null, { timeout: T.short });
+      const theirs = await convIDs(p3);
+      check(theirs.length === 1 && !admins.includes(theirs[0]), `the chat key lists ${JSON.stringify(theirs)}, want only its own`);
+      check((await p3.locator('.convs .owner').count()) === 0, 'a user is shown owners');
+      await shot(p3, 'chat-own-conversations');
+
+      await go(page, 'Chat');
+      await page.locator(`.convs button.conv[data-id="${theirs[0]}"]`).waitFor();
+      const owners = await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('.convs button.conv')]
+        .map((b) => [b.dataset.id, b.querySelector('.owner')?.dataset.owner ?? null])));
+      const other = owners[theirs[0]];
+      check(typeof other === 'string' && other.startsWith('key:'), `the user's conversation shows owner ${other}`);
+      check(admins.some((id) => owners[id] && owners[id] !== other),
+        `the admin's own conversations are not shown with another owner: ${JSON.stringify(owners)}`);
+      await shot(page, 'chat-owners');
+    } catch (e) {
+      await shot(p3, 'FAILED-chat-key-page').catch(() => {});
+      throw e;
+    } finally {
+      await userCtx.close();
+    }
+  }, ["chat: a message runs the tool and streams the reply", "keys: create a key (shown once)"]);
+
   await step('no console errors, no request off the origin', async () => {
     await page.waitForTimeout(500);
     check(problems.length === 0, problems.join('\n'));

@@ -231,7 +231,9 @@ func (s *Stack) syncAgentRecords(ctx context.Context, js jetstream.JetStream) er
 	}
 	s.agMu.Lock()
 	defer s.agMu.Unlock()
-	s.agentsKV = kv
+	// Agent records are written while an operator waits: ride out a leader
+	// election (bus.RetryKV) within agentRecordTimeout.
+	s.agentsKV = bus.RetryKV(kv)
 	for _, a := range s.agents {
 		if err := s.putAgentRecord(a); err != nil {
 			return err

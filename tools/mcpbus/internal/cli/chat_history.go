@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,7 +44,7 @@ func newChatListCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the conversations, most recent first",
+		Short:   "List the conversations, most recent first (an admin's list has everyone's, with owners)",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withClient(cmd.Context(), func(c *client.Client) error {
@@ -54,12 +55,7 @@ func newChatListCmd(g *globals) *cobra.Command {
 				if g.json {
 					return g.printJSON(model.ChatListReply{Conversations: list})
 				}
-				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CONVERSATION\tENTRIES\tLAST ACTIVITY")
-				for _, cv := range list {
-					fmt.Fprintf(tw, "%s\t%d\t%s\n", cv.Conversation, cv.Entries, cv.LastActivity.Local().Format("2006-01-02 15:04:05"))
-				}
-				return tw.Flush()
+				return printConversations(g.stdout, list)
 			})
 		},
 	}
@@ -171,4 +167,34 @@ func printEntries(g *globals, entries []model.ChatEntry) {
 // indent keeps the continuation lines of a message under its first.
 func indent(s string) string {
 	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n           ")
+}
+
+// printConversations writes the list as a table. The OWNER column appears
+// when some conversation belongs to another principal than the others (an
+// admin's list): a user's own list is theirs alone.
+func printConversations(w io.Writer, list []model.ChatConversation) error {
+	owners := map[string]bool{}
+	for _, cv := range list {
+		owners[cv.Owner] = true
+	}
+	withOwner := len(owners) > 1
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if withOwner {
+		fmt.Fprintln(tw, "CONVERSATION\tOWNER\tENTRIES\tLAST ACTIVITY")
+	} else {
+		fmt.Fprintln(tw, "CONVERSATION\tENTRIES\tLAST ACTIVITY")
+	}
+	for _, cv := range list {
+		at := cv.LastActivity.Local().Format("2006-01-02 15:04:05")
+		if withOwner {
+			owner := cv.Owner
+			if owner == "" {
+				owner = "-" // stored before conversations had owners
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cv.Conversation, owner, cv.Entries, at)
+		} else {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", cv.Conversation, cv.Entries, at)
+		}
+	}
+	return tw.Flush()
 }

@@ -35,6 +35,8 @@ interface Conversation {
   conversation: string;
   entries: number;
   last_activity: string;
+  // owner: the principal it belongs to (a user's list has only their own).
+  owner?: string;
 }
 
 function newID(): string {
@@ -304,6 +306,8 @@ export function chatPage(main: HTMLElement): () => void {
       clear(convList, (r.conversations ?? []).map((c) => {
         const b = h('button', { type: 'button', class: 'conv', 'data-id': c.conversation },
           h('span', null, c.conversation.slice(0, 8)), h('span', { class: 'muted' }, ` ${new Date(c.last_activity).toLocaleString()}`));
+        // An admin's list has everyone's conversations: say whose each is.
+        if (isAdmin()) b.append(h('span', { class: 'owner muted', 'data-owner': c.owner ?? '' }, ` · ${c.owner || 'no owner'}`));
         b.addEventListener('click', () => void select(c.conversation));
         return h('li', null, b);
       }));
