@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"net/http"
+	"net/textproto"
+	"reflect"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric/noop"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
@@ -15,12 +18,55 @@ import (
 // traceparent. The span is named by its method until the route is known
 // (namedRoute); the HTTP metrics are recorded elsewhere, so otelhttp's own
 // are off.
+//
+// With no tracer provider installed (telemetry.Setup installs one only when
+// export is on) and no trace context in the request, otelhttp's span would
+// be a no-op one and its wrapping ~40 allocations per request for nothing:
+// such a request goes straight to h. One that carries a traceparent (or
+// baggage) still goes through otelhttp, so its context reaches the bus.
 func traceHTTP(h http.Handler) http.Handler {
-	return otelhttp.NewHandler(h, "http",
-		otelhttp.WithPropagators(bus.Propagator()),
+	prop := bus.Propagator()
+	traced := otelhttp.NewHandler(h, "http",
+		otelhttp.WithPropagators(prop),
 		otelhttp.WithMeterProvider(noop.NewMeterProvider()),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
 	)
+	var fields []string // canonical, so the lookup allocates nothing
+	for _, f := range prop.Fields() {
+		fields = append(fields, textproto.CanonicalMIMEHeaderKey(f))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tracingOff() && !carriesAny(r.Header, fields) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		traced.ServeHTTP(w, r)
+	})
+}
+
+// defaultProvider is the type of the global tracer provider before anyone
+// sets one (otel's internal delegate), nil if it cannot be told apart.
+var defaultProvider = func() reflect.Type {
+	t := reflect.TypeOf(otel.GetTracerProvider())
+	if t == nil || t.String() != "*global.tracerProvider" {
+		return nil
+	}
+	return t
+}()
+
+// tracingOff reports whether no tracer provider has been installed: every
+// span started now would be a no-op one.
+func tracingOff() bool {
+	return defaultProvider != nil && reflect.TypeOf(otel.GetTracerProvider()) == defaultProvider
+}
+
+func carriesAny(h http.Header, keys []string) bool {
+	for _, k := range keys {
+		if len(h[k]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // namedRoute names the request's span "{method} {route}" with http.route:
