@@ -3,10 +3,8 @@ package gateway
 import (
 	"net/http"
 	"net/textproto"
-	"reflect"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric/noop"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
@@ -36,28 +34,12 @@ func traceHTTP(h http.Handler) http.Handler {
 		fields = append(fields, textproto.CanonicalMIMEHeaderKey(f))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tracingOff() && !carriesAny(r.Header, fields) {
+		if bus.TracingOff() && !carriesAny(r.Header, fields) {
 			h.ServeHTTP(w, r)
 			return
 		}
 		traced.ServeHTTP(w, r)
 	})
-}
-
-// defaultProvider is the type of the global tracer provider before anyone
-// sets one (otel's internal delegate), nil if it cannot be told apart.
-var defaultProvider = func() reflect.Type {
-	t := reflect.TypeOf(otel.GetTracerProvider())
-	if t == nil || t.String() != "*global.tracerProvider" {
-		return nil
-	}
-	return t
-}()
-
-// tracingOff reports whether no tracer provider has been installed: every
-// span started now would be a no-op one.
-func tracingOff() bool {
-	return defaultProvider != nil && reflect.TypeOf(otel.GetTracerProvider()) == defaultProvider
 }
 
 func carriesAny(h http.Header, keys []string) bool {

@@ -6,13 +6,15 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
 )
 
 // With no tracer provider installed (as in these tests), a request without
 // trace context skips otelhttp; one with a traceparent still has its
 // context continued, so it reaches the bus.
 func TestTraceHTTPSkipsOnlyUntracedRequests(t *testing.T) {
-	if !tracingOff() {
+	if !bus.TracingOff() {
 		t.Fatal("a tracer provider is installed in this test process: the case under test is absent")
 	}
 	var gotW http.ResponseWriter
