@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -55,7 +56,27 @@ type instruments struct {
 	mp       metric.MeterProvider
 	tracer   trace.Tracer
 	duration metric.Float64Histogram
+	off      bool // tp is otel's default: every span is a no-op one
 }
+
+// defaultProvider is the type of the global tracer provider before anyone
+// sets one (otel's internal delegate), nil if it cannot be told apart.
+var defaultProvider = func() reflect.Type {
+	t := reflect.TypeOf(otel.GetTracerProvider())
+	if t == nil || t.String() != "*global.tracerProvider" {
+		return nil
+	}
+	return t
+}()
+
+// noSpan is a no-op span of its own: ending it ends no one else's.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// TracingOff reports whether no tracer provider has been installed
+// (telemetry.Setup installs one only when export is on): every span started
+// now is a no-op one, so a request without a trace context may skip making
+// it (its allocations are per request).
+func TracingOff() bool { return current().off }
 
 var cached atomic.Pointer[instruments]
 
@@ -64,7 +85,8 @@ func current() *instruments {
 	if in := cached.Load(); in != nil && in.tp == tp && in.mp == mp {
 		return in
 	}
-	in := &instruments{tp: tp, mp: mp, tracer: tp.Tracer(instrumentation)}
+	in := &instruments{tp: tp, mp: mp, tracer: tp.Tracer(instrumentation),
+		off: defaultProvider != nil && reflect.TypeOf(tp) == defaultProvider}
 	in.duration, _ = mp.Meter(instrumentation).Float64Histogram("messaging.client.operation.duration",
 		metric.WithUnit("s"), metric.WithDescription("Duration of a request on the bus, until its reply"))
 	cached.Store(in)
@@ -75,6 +97,9 @@ func current() *instruments {
 func sendSpan(ctx context.Context, msg *nats.Msg) (context.Context, trace.Span, string, *instruments) {
 	in := current()
 	tmpl := Template(msg.Subject)
+	if in.off && !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, noSpan, tmpl, in // the span would be a no-op one
+	}
 	ctx, span := in.tracer.Start(ctx, "send "+tmpl, trace.WithSpanKind(trace.SpanKindProducer))
 	if span.IsRecording() {
 		span.SetAttributes(conv.MessagingNATS, conv.SendOperation[0], conv.SendOperation[1],
@@ -116,9 +141,13 @@ func withGroup(h micro.Handler, group string) micro.Handler {
 // End it once the reply is sent.
 func ProcessSpan(ctx context.Context, req micro.Request) (context.Context, trace.Span) {
 	ctx = ExtractTrace(ctx, nats.Header(req.Headers()))
+	in := current()
+	if in.off && !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, noSpan // the span would be a no-op one
+	}
 	subject := req.Subject()
 	tmpl := Template(subject)
-	ctx, span := current().tracer.Start(ctx, "process "+tmpl, trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := in.tracer.Start(ctx, "process "+tmpl, trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
 		span.SetAttributes(conv.MessagingNATS, conv.ProcessOperation[0], conv.ProcessOperation[1],
 			conv.MessagingDestinationName.String(subject), conv.MessagingDestinationTemplate.String(tmpl),

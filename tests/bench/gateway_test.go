@@ -133,9 +133,12 @@ func (e *gwEnv) httpClient() *http.Client {
 }
 
 // mcpSession is a go-sdk client session on /mcp over Streamable HTTP, with
-// the standalone SSE stream, as go-sdk opens it by default: protocol
-// 2026-07-28 (stateless).
-func (e *gwEnv) mcpSession(b *testing.B) *mcp.ClientSession { return e.mcpSessionOf(b, nil) }
+// the standalone SSE stream, as go-sdk opens it by default, pinned to
+// protocol 2026-07-28 (stateless; go-sdk v1.8.0's own choice), so the row
+// measures that era whatever a later client defaults to.
+func (e *gwEnv) mcpSession(b *testing.B) *mcp.ClientSession {
+	return e.mcpSessionOf(b, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+}
 
 // mcpLegacySession is mcpSession on protocol 2025-11-25 (initialize, a
 // session id), the protocol the go-sdk client speaks with the peer, which
@@ -370,25 +373,30 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 // direct stdio baseline (see paired): /mcp with 1 caller, 8 callers on one
 // session and 8 sessions; POST /mcp/invoke with 1, 8 and 64 clients (each
 // its own connection); the peer proxy (peer, see startPeer) with 1 and 8
-// callers. The /mcp and /mcp/invoke rows are also paired with the peer and
-// with the floor in the same rounds (p50/peer, rate/peer, p50/peer-bus,
-// rate/peer-bus): the floor is the peer with one in-process NATS
+// callers, and the same peer in session mode (peer-session, mcp-go's
+// default: a session per client, as users run it). The /mcp and /mcp/invoke
+// rows are also paired with both peers and with the floor in the same
+// rounds (p50/peer, rate/peer, p50/peer-session, rate/peer-session,
+// p50/peer-bus, rate/peer-bus): the floor is the peer with one in-process NATS
 // request/reply between its HTTP side and its stdio client, the hops of
 // mcpbus with nothing of mcpbus in them. Each of those reports the CPU per
-// call of the serving process (up-, peer-, peer-bus-cpu-µs/call; up only
-// when the gateway runs in mcpbus up). mcp-legacy rows are /mcp on protocol
-// 2025-11-25, the protocol the go-sdk client speaks with the peer. With reference, also the test
+// call of the serving process (up-, peer-, peer-session-, peer-bus-cpu-µs/call;
+// up only when the gateway runs in mcpbus up). mcp rows are /mcp with the
+// go-sdk client pinned to protocol 2026-07-28, mcp-legacy rows pinned to
+// 2025-11-25 (a session), the protocol the go-sdk client speaks with the peer. With reference, also the test
 // server serving Streamable HTTP itself (direct-http), the HTTP leg alone
 // (floor-http) and two minimal go-sdk proxies in this process, straight to
 // stdio (proxy-stdio) and through the bus (proxy-bus). The baseline, and the
 // peer next to a subject, have as many callers on one session as the
-// subject has, 8 for 64 clients. Every row reports the peer's RSS after it
-// (peer-rss-MiB) and, when the gateway runs in mcpbus up, up's
+// subject has, 8 for 64 clients. Every row reports the peers' RSS after it
+// (peer-rss-MiB, peer-session-rss-MiB) and, when the gateway runs in mcpbus up, up's
 // (up-rss-MiB).
 func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	peer, floor := startPeer(b), startPeer(b, "-bus")
+	peerSession := startPeer(b, "-session")
 	rss := func(b *testing.B) {
 		reportRSS(b, "peer-rss-MiB", peer.pid)
+		reportRSS(b, "peer-session-rss-MiB", peerSession.pid)
 		reportRSS(b, "peer-bus-rss-MiB", floor.pid)
 		if e.pid != 0 {
 			reportRSS(b, "up-rss-MiB", e.pid)
@@ -409,6 +417,7 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 			pairedVs(b, side{name: "up", callers: ws, pid: e.pid},
 				side{name: "direct", callers: same(direct(b), n)},
 				side{name: "peer", callers: same(peer.caller(b), n), pid: peer.pid},
+				side{name: "peer-session", callers: same(peerSession.caller(b), n), pid: peerSession.pid},
 				side{name: "peer-bus", callers: same(floor.caller(b), n), pid: floor.pid})
 			rss(b)
 		})
@@ -442,11 +451,13 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	vsPeer("mcp-legacy/callers=1", shared(mcpLegacy, 1))
 	vsPeer("invoke/clients=1", own(e.invoker, 1))
 	vs("peer/callers=1", shared(peer.caller, 1))
+	vs("peer-session/callers=1", shared(peerSession.caller, 1))
 	references(1)
 	vsPeer("mcp/callers=8", shared(mcpSession, 8))
 	vsPeer("mcp/sessions=8", own(mcpSession, 8))
 	vsPeer("mcp-legacy/sessions=8", own(mcpLegacy, 8))
 	vs("peer/callers=8", shared(peer.caller, 8))
+	vs("peer-session/callers=8", shared(peerSession.caller, 8))
 	references(8)
 	vsPeer("invoke/clients=8", own(e.invoker, 8))
 	vsPeer("invoke/clients=64", own(e.invoker, 64))

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,20 +21,22 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
-// The peer reference: the most-used shape of a Go MCP proxy, a stateless
-// Streamable HTTP → stdio proxy built on github.com/mark3labs/mcp-go
-// (cmd/peerproxy), run as a process of its own in front of the same test
-// server. The gateway benchmarks measure it in the same rounds as /mcp and
-// /mcp/invoke (p50/peer, rate/peer).
+// The peer reference: the most-used shape of a Go MCP proxy, a Streamable
+// HTTP → stdio proxy built on github.com/mark3labs/mcp-go (cmd/peerproxy),
+// run as a process of its own in front of the same test server, stateless
+// (peer) and with a session per client (peer-session, mcp-go's default, as
+// users run it). The gateway benchmarks measure both in the same rounds as
+// /mcp and /mcp/invoke (p50/peer, rate/peer, p50/peer-session, …).
 
 // peerEnv is a running peer proxy.
 type peerEnv struct {
-	url string // its Streamable HTTP endpoint
-	pid int
+	url     string // its Streamable HTTP endpoint
+	pid     int
+	session bool // started with -session: every client must get a session id
 }
 
-// startPeer builds cmd/peerproxy and runs it, with flags (-bus: the floor
-// of a bus design), in front of a new test server (which it spawns over
+// startPeer builds cmd/peerproxy and runs it, with flags (-session: a
+// session per client; -bus: the floor of a bus design), in front of a new test server (which it spawns over
 // stdio); it stops when b ends.
 func startPeer(b *testing.B, flags ...string) *peerEnv {
 	b.Helper()
@@ -62,7 +65,7 @@ func startPeer(b *testing.B, flags ...string) *peerEnv {
 	if err != nil {
 		b.Fatalf("the peer proxy printed no URL: %v", err)
 	}
-	p := &peerEnv{url: strings.TrimSpace(line), pid: cmd.Process.Pid}
+	p := &peerEnv{url: strings.TrimSpace(line), pid: cmd.Process.Pid, session: slices.Contains(flags, "-session")}
 	if strings.HasPrefix(p.url, "nats://") {
 		await(b, "the peer's bus floor", p.natsCaller(b))
 	} else {
@@ -97,7 +100,8 @@ func (p *peerEnv) natsCaller(b *testing.B) caller {
 
 // caller is a go-sdk client on the peer's endpoint (Streamable HTTP, go-sdk's
 // defaults, its own connection pool, as the /mcp rows connect) calling the
-// test server's echo, which the peer exposes under its own name.
+// test server's echo, which the peer exposes under its own name. On a
+// session peer the client is pinned to 2025-11-25, the era with sessions.
 func (p *peerEnv) caller(b *testing.B) caller {
 	b.Helper()
 	t := http.DefaultTransport.(*http.Transport).Clone()
@@ -105,11 +109,21 @@ func (p *peerEnv) caller(b *testing.B) caller {
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: &http.Client{Transport: t}}, nil)
+	// mcp-go v1.2.1 also speaks 2026-07-28 (no session), go-sdk's first
+	// choice: a session needs the client on 2025-11-25.
+	var opts *mcp.ClientSessionOptions
+	if p.session {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+	}
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: &http.Client{Transport: t}}, opts)
 	if err != nil {
 		b.Fatalf("connecting to the peer proxy: %v", err)
 	}
 	b.Cleanup(func() { _ = sess.Close(); t.CloseIdleConnections() })
+	// The two modes must differ on the wire, or the rows compare nothing.
+	if (sess.ID() != "") != p.session {
+		b.Fatalf("peer proxy (session mode %v) gave the client session id %q", p.session, sess.ID())
+	}
 	return toolCaller(sess, "echo")
 }
 
@@ -124,14 +138,23 @@ func reportRSS(b *testing.B, name string, pid int) {
 }
 
 // BenchmarkPeerProxy is the peer proxy alone against the direct baseline,
-// with one session, for 1 and 8 callers (the gateway benchmarks have the
-// same rows next to /mcp's).
+// stateless and in session mode, each with one client session, for 1 and 8
+// callers (the gateway benchmarks have the same rows next to /mcp's).
 func BenchmarkPeerProxy(b *testing.B) {
-	p := startPeer(b)
-	for _, callers := range []int{1, 8} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-			paired(b, same(p.caller(b), callers), same(direct(b), callers))
-			reportRSS(b, "peer-rss-MiB", p.pid)
+	for _, mode := range []struct{ name, flag string }{{"stateless", ""}, {"session", "-session"}} {
+		b.Run(mode.name, func(b *testing.B) {
+			var p *peerEnv
+			if mode.flag == "" {
+				p = startPeer(b)
+			} else {
+				p = startPeer(b, mode.flag)
+			}
+			for _, callers := range []int{1, 8} {
+				b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+					paired(b, same(p.caller(b), callers), same(direct(b), callers))
+					reportRSS(b, "peer-rss-MiB", p.pid)
+				})
+			}
 		})
 	}
 }

@@ -160,7 +160,7 @@ func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
 		return true
 	}
 	// Decoding fails on bad JSON too: the separate scan is only needed then.
-	msg, err := jsonrpc.DecodeMessage(body)
+	msg, err := decodeMessage(body)
 	if err != nil {
 		return nil, !notJSON()
 	}

@@ -5,7 +5,11 @@
 // endpoint (mcp-go's server), forwarding every call to the stdio client and
 // its result back as mcp-go returns it. No auth, no validation of its own.
 //
-//	peerproxy [-listen 127.0.0.1:0] <server command> [args...]
+// With -session it serves Streamable HTTP in mcp-go's default mode, the way
+// the popular Go proxies run it: initialize hands each client a session
+// (an Mcp-Session-Id the client sends with every later request).
+//
+//	peerproxy [-listen 127.0.0.1:0] [-session] <server command> [args...]
 //
 // It prints its endpoint URL (http://<addr>/mcp) on stdout once it serves,
 // and stops on SIGINT or SIGTERM.
@@ -43,19 +47,20 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to serve Streamable HTTP on")
 	viaBus := flag.Bool("bus", false, "forward every call through an in-process NATS request/reply")
 	natsListen := flag.String("nats", "", "serve calls on NATS at this host:port instead of HTTP")
+	session := flag.Bool("session", false, "serve Streamable HTTP with a session per client (mcp-go's default) instead of stateless")
 	flag.Parse()
 	if flag.NArg() < 1 {
-		fmt.Fprintln(os.Stderr, "usage: peerproxy [-listen addr] <server command> [args...]")
+		fmt.Fprintln(os.Stderr, "usage: peerproxy [-listen addr] [-session] [-bus | -nats addr] <server command> [args...]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *listen, *viaBus, *natsListen, flag.Arg(0), flag.Args()[1:]); err != nil {
+	if err := run(ctx, *listen, *viaBus, *session, *natsListen, flag.Arg(0), flag.Args()[1:]); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, listen string, viaBus bool, natsListen, command string, args []string) error {
+func run(ctx context.Context, listen string, viaBus, session bool, natsListen, command string, args []string) error {
 	up, err := client.NewStdioMCPClient(command, nil, args...)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", command, err)
@@ -96,7 +101,8 @@ func run(ctx context.Context, listen string, viaBus bool, natsListen, command st
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: server.NewStreamableHTTPServer(srv, server.WithStateLess(true)), ReadHeaderTimeout: 10 * time.Second}
+	// WithStateLess(false) leaves mcp-go's default session manager in place.
+	hs := &http.Server{Handler: server.NewStreamableHTTPServer(srv, server.WithStateLess(!session)), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("http://%s/mcp\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
