@@ -38,6 +38,7 @@ func TestSchemasCompile(t *testing.T) {
 		"oauth-start-request", "oauth-start-reply", "oauth-event", "oauth-callback-request", "oauth-callback-reply",
 		"gateway-retry-request", "gateway-retry-reply",
 		"task", "task-create-request", "task-request", "task-list-request", "task-list-reply", "task-run",
+		"approvals-list-request", "approval-rules-get-request",
 		"approval-rules", "held-call", "approvals-list-reply", "approval-decide-request",
 		"audit-record", "audit-bundle",
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/config/config"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
+	"github.com/mcpbus/mcpbus/services/gateway/approvals"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	regsvc "github.com/mcpbus/mcpbus/services/registry/registry"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
@@ -195,7 +196,8 @@ func waitState(t *testing.T, cl *client.Client, server, state string, within tim
 
 // TestRealMessages runs the whole system (tools/mcpbus/stack) with the go-sdk
 // test server, fake registries and a scripted local model, drives real
-// traffic through every service (runner, config, credential, registry, chat)
+// traffic through every service (runner, config, credential, registry, chat,
+// the gateway's approvals)
 // with their Go clients, records every message of the bus and checks each
 // body (requests, replies, errors, progress, events, stream contents, KV
 // values) against its schema, the headers against the
@@ -349,6 +351,7 @@ func TestRealMessages(t *testing.T) {
 	driveChat(t, ctx, sys, sec, bad)
 	driveOAuth(t, ctx, sys, sec)
 	driveRetry(t, ctx, sys, srv)
+	driveApprovals(t, ctx, sys, srv)
 
 	// Wait for the trailing messages: the call events (published after each
 	// reply), the reply of the cancelled call and of whatever the runner asked
@@ -445,12 +448,13 @@ type request struct {
 // controlVerbs are the verbs of the control-plane services, by service.
 func controlVerbs() map[string][]string {
 	return map[string][]string{
-		"config":   config.Verbs,
-		"cred":     {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry, credential.VerbChatKey, credential.VerbOAuthClient},
-		"registry": {"search", "get"},
-		"chat":     chatVerbs,
-		"oauth":    {"start"},
-		"task":     {"create", "get", "result", "cancel", "list"},
+		"config":    config.Verbs,
+		"cred":      {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry, credential.VerbChatKey, credential.VerbOAuthClient},
+		"registry":  {"search", "get"},
+		"chat":      chatVerbs,
+		"oauth":     {"start"},
+		"task":      {"create", "get", "result", "cancel", "list"},
+		"approvals": {approvals.VerbList, approvals.VerbDecide, approvals.VerbRulesGet, approvals.VerbRulesPut},
 	}
 }
 
@@ -523,6 +527,9 @@ var requestSchema = map[string]string{
 
 	"task.create": "task-create-request", "task.get": "task-request", "task.result": "task-request", "task.cancel": "task-request",
 	"task.list": "task-list-request",
+
+	"approvals.list": "approvals-list-request", "approvals.decide": "approval-decide-request",
+	"approvals.rules-get": "approval-rules-get-request", "approvals.rules-put": "approval-rules",
 }
 
 // replySchema is the schema of the success reply of the request kinds that
@@ -549,6 +556,9 @@ var replySchema = map[string]string{
 	"oauth.start": "oauth-start-reply", "oauth.callback": "oauth-callback-reply", "gateway.retry": "gateway-retry-reply",
 
 	"task.create": "task", "task.get": "task", "task.result": "task", "task.cancel": "task", "task.list": "task-list-reply",
+
+	"approvals.list": "approvals-list-reply", "approvals.decide": "held-call",
+	"approvals.rules-get": "approval-rules", "approvals.rules-put": "approval-rules",
 }
 
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
@@ -892,9 +902,11 @@ var kvRules = map[string]kvRule{
 // registry service's cache of registry answers, and the chat service's turn
 // leases and pending approvals (read through mcp.v1.chat.pending), and the
 // gateways' pending OAuth flows, and the runners' task records (the task
-// with its run's arguments; read through mcp.v1.task.*).
+// with its run's arguments; read through mcp.v1.task.*), and the gateways'
+// approval rules and held calls (read through mcp.v1.approvals.*).
 var internalBuckets = map[string]bool{bus.BucketOwners: true, bus.BucketPins: true, regsvc.BucketCache: true,
-	bus.BucketChatTurns: true, bus.BucketChatApprovals: true, bus.BucketOAuthFlows: true, bus.BucketTasks: true}
+	bus.BucketChatTurns: true, bus.BucketChatApprovals: true, bus.BucketOAuthFlows: true, bus.BucketTasks: true,
+	bus.BucketApprovalRules: true, bus.BucketApprovals: true}
 
 // kvValue is the document a KV value is validated as.
 func kvValue(t *testing.T, rule kvRule, value []byte) []byte {
