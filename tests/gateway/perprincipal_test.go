@@ -181,6 +181,9 @@ func TestPerPrincipalOAuth(t *testing.T) {
 	}
 	_, r := e.whoami(t, keyB.Key)
 	wantNotAuthorized(t, "B while only A is authorized", r)
+	if !strings.Contains(string(r.body), "Open "+as.URL) {
+		t.Fatalf("B's refusal over REST has no authorization URL: %s", r.body)
+	}
 
 	// Over /mcp the prompt comes in the form the client declared. A
 	// 2025-11-25 session with URL elicitation gets -32042 with the URL, and

@@ -166,3 +166,27 @@ func (a *API) revokeAuthorization(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, authorization(cfg, who, d))
 }
+
+// prompter hands out the caller's pending OAuth flow of a server, or starts
+// one (oauthflow.Flows.Prompt).
+type prompter interface {
+	Prompt(ctx context.Context, server, principal string, done func(error)) (model.OAuthStartReply, error)
+}
+
+// withAuthorizationURL adds to e, a call refused for want of the caller's
+// own credentials (model.NotAuthorized), the URL of the caller's OAuth flow
+// with the server; e unchanged when the server does not ask for OAuth
+// (static secrets: e says how to store them).
+func (a *API) withAuthorizationURL(ctx context.Context, server string, e *apierr.Error) *apierr.Error {
+	p, ok := a.oauth.(prompter)
+	caller := auth.PrincipalFrom(ctx)
+	if !ok || caller == nil {
+		return e
+	}
+	out, err := p.Prompt(ctx, server, caller.Bus().ID, nil)
+	if err != nil {
+		return e
+	}
+	return apierr.Newf(e.Code, "%s\nOpen %s to authorize it as yourself (valid until %s UTC), then call again.",
+		e.Message, out.AuthorizationURL, out.ExpiresAt.UTC().Format("15:04:05"))
+}

@@ -178,6 +178,9 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		e := apierr.From(err)
+		if model.NotAuthorized(err) {
+			e = a.withAuthorizationURL(r.Context(), tool.Server, e)
+		}
 		// The runner names the call's arguments; here they are params.
 		if rest, ok := strings.CutPrefix(e.Field, "arguments"); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
 			e = e.WithField("params" + rest)
