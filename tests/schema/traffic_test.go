@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/audit"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/embednats"
@@ -396,6 +397,7 @@ func TestRealMessages(t *testing.T) {
 	checkStream(t, reg, js, subj)
 	checkChatLog(t, reg, js, subj)
 	checkKV(t, reg, js)
+	checkAuditExport(t, reg, js)
 	checkCallOutcomes(t, msgs, subj, cancelID)
 
 	// Every schema was exercised by a real message.
@@ -724,6 +726,15 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, bad 
 			reg.check(t, "task-run", src, m.Data)
 			continue
 		}
+		if strings.HasPrefix(m.Subject, s.Audit("")) {
+			// A record appended to a writer's audit chain (JetStream publish into MCP_AUDIT).
+			src := "bus " + m.Subject
+			if reg.channelFor(m.Subject) == "" {
+				t.Errorf("%s: no channel of asyncapi.yaml has this subject", src)
+			}
+			reg.check(t, "audit-record", src, m.Data)
+			continue
+		}
 		if strings.HasPrefix(m.Subject, s.Prefix+".") && kindOf(m.Subject, s) == "" {
 			t.Errorf("bus %s: a subject of the protocol without a schema", m.Subject)
 		}
@@ -949,6 +960,38 @@ func checkKVWrite(t *testing.T, reg *registry, m captured) {
 }
 
 // checkStream validates every event stored in MCP_EVENTS.
+// checkAuditExport checks what `mcpbus audit export` writes of the recorded
+// audit stream (a file, not a message, so it is checked here): the records as
+// stored and the writers' keys, as audit-bundle.json says.
+func checkAuditExport(t *testing.T, reg *registry, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var entries []audit.Entry
+	fromStart, err := audit.ReadStream(ctx, js, audit.From{}, 2*time.Second, func(e audit.Entry) { entries = append(entries, e) })
+	if err != nil {
+		t.Fatalf("reading the audit stream: %v", err)
+	}
+	if len(entries) == 0 {
+		t.Fatal("the services wrote no audit record")
+	}
+	keys := audit.Keys{}
+	for _, e := range entries {
+		var rec audit.Record
+		if err := json.Unmarshal(e.Data, &rec); err != nil {
+			t.Fatalf("audit record %d: %v", e.StreamSeq, err)
+		}
+		if role, key, ok := audit.SplitChain(rec.Chain); ok {
+			keys[key] = audit.Identity{Name: role, Role: role}
+		}
+	}
+	data, err := json.Marshal(audit.Bundle{Format: audit.BundleFormat, ExportedAt: time.Now().UTC(), FromStart: fromStart, Keys: keys, Entries: entries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.check(t, "audit-bundle", "audit export", data)
+}
+
 func checkStream(t *testing.T, reg *registry, js jetstream.JetStream, s bus.Subjects) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -199,8 +199,11 @@ func runFlow(t *testing.T, d *deployment) flowResult {
 	// Calls over NATS: the CLI, then a plain nats.go request.
 	r = must(d.cli(t, "", "call", serverName+".echo", `{"message":"hello split"}`), "call echo")
 	res.CLIEcho = strings.TrimSpace(r.Stdout)
-	r = must(d.cli(t, "", "call", serverName+".env", `{"name":"`+secretEnv+`"}`), "call env")
-	res.CLISecretOK = strings.TrimSpace(r.Stdout) == secretValue
+	// Its SHA-256, not the value: a tool result carrying a known secret is
+	// redacted (secret_scan.results defaults to redact).
+	secretSum := sha256.Sum256([]byte(secretValue))
+	r = must(d.cli(t, "", "call", serverName+".env_sha256", `{"name":"`+secretEnv+`"}`), "call env_sha256")
+	res.CLISecretOK = strings.TrimSpace(r.Stdout) == hex.EncodeToString(secretSum[:])
 	if !res.CLISecretOK {
 		t.Errorf("the child's %s is not the stored secret: %s", secretEnv, r)
 	}
@@ -229,7 +232,7 @@ func runFlow(t *testing.T, d *deployment) flowResult {
 	}
 
 	// /mcp/invoke over plain HTTP, with the admin key and without a key.
-	body := `{"tool_name":"` + serverName + `__env","params":{"name":"` + secretEnv + `"}}`
+	body := `{"tool_name":"` + serverName + `__env_sha256","params":{"name":"` + secretEnv + `"}}`
 	status, raw := d.httpPost(t, "/mcp/invoke", admin, body)
 	var inv struct {
 		Success bool            `json:"success"`
@@ -240,9 +243,9 @@ func runFlow(t *testing.T, d *deployment) flowResult {
 		t.Fatalf("POST /mcp/invoke: %d, not JSON: %v: %s", status, err, raw)
 	}
 	res.InvokeStatus, res.InvokeSuccess = status, inv.Success
-	res.InvokeSecretOK = resultText(inv.Result) == secretValue
+	res.InvokeSecretOK = resultText(inv.Result) == hex.EncodeToString(secretSum[:])
 	if status != http.StatusOK || !inv.Success || !res.InvokeSecretOK {
-		t.Errorf("POST /mcp/invoke %s__env: %d %s", serverName, status, raw)
+		t.Errorf("POST /mcp/invoke %s__env_sha256: %d %s", serverName, status, raw)
 	}
 	res.InvokeNoKeyStatus, raw = d.httpPost(t, "/mcp/invoke", "", body)
 	if res.InvokeNoKeyStatus != http.StatusUnauthorized || bytes.Contains(raw, []byte(secretValue)) {
