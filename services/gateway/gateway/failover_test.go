@@ -44,7 +44,7 @@ func TestFailoverIsAnOutage(t *testing.T) {
 	defer cs.Close()
 
 	// The runner dies as far as the bus can tell: no goodbye, no handover.
-	e.RunnerNC.Close()
+	e.CutOff(t, e.RunnerNC)
 	status, out := invoke(t, h, h.admin, echo)
 	r := h.do("POST", "/mcp/invoke", h.admin, echo) // again, for the header
 	wantFailure(t, status, out, http.StatusServiceUnavailable, rest.ErrUnavailable, "")

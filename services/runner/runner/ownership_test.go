@@ -187,7 +187,7 @@ func TestFailoverAfterRunnerLoss(t *testing.T) {
 		oldPIDs = append(oldPIDs, e.Status(n).PID)
 	}
 	begin := time.Now()
-	h[2].Disconnect()
+	h[2].Disconnect(t, e)
 	for _, n := range lost {
 		deadline := begin.Add(10 * time.Second)
 		for {

@@ -254,9 +254,9 @@ func TestTaskOwnerDiesMidCall(t *testing.T) {
 			}
 			// Cut the owner off the bus without a goodbye, as a crash would.
 			if st.Runner == "r1" {
-				e.RunnerNC.Close()
+				e.CutOff(t, e.RunnerNC)
 			} else {
-				h2.Disconnect()
+				h2.Disconnect(t, e)
 			}
 			done := taskResult(t, e.Client, ctx, task.ID, 30*time.Second)
 			if done.State != tc.state || runCount(runs) != tc.runs || done.Runner == st.Runner && tc.runs == 2 {

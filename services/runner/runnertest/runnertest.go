@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -169,4 +170,26 @@ func (h *RunnerHandle) Stop(t testing.TB) {
 
 // Disconnect cuts the runner off the bus without any goodbye, as a crash or
 // a network partition would: it can neither renew its leases nor hand over.
-func (h *RunnerHandle) Disconnect() { h.NC.Close() }
+func (h *RunnerHandle) Disconnect(t testing.TB, e *Env) { e.CutOff(t, h.NC) }
+
+// CutOff closes nc without any goodbye and returns once the server has
+// dropped it. Until then the server still routes queue-group requests to
+// the dead connection, where they are lost; a test that asks right after a
+// crash asks what the crash left, not that window.
+func (e *Env) CutOff(t testing.TB, nc *nats.Conn) {
+	t.Helper()
+	cid, err := nc.GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		cz, err := e.NS.Connz(&server.ConnzOptions{CID: cid})
+		if err == nil && len(cz.Conns) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server still lists connection %d 10s after it closed", cid)
+		}
+	}
+}
