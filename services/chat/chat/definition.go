@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/mcpbus/mcpbus/libs/access"
+	"path"
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/service"
@@ -22,6 +23,8 @@ func Definition() service.Definition {
 // Register adds the service's settings.
 func (o *Options) Register(s *settings.Set) {
 	s.Duration(&o.CallTimeout, "chat-call-timeout", "", loop.DefaultCallTimeout, "how long one tool call of a chat turn may take")
+	s.Strings(&o.TaskTools, "chat-task-tools", "", nil, "globs of the namespaced tools (<server>__<tool>) whose calls run as durable tasks: they survive a chat instance's death without being run twice, but their servers cannot ask the user for input")
+	s.Duration(&o.TaskTimeout, "chat-task-timeout", "", loop.DefaultTaskTimeout, "how long a chat turn waits for a tool call run as a task (then it is cancelled)")
 	s.Int(&o.ResultBudget, "chat-result-budget", "", loop.DefaultResultBudget, "bytes of a tool result the model sees; larger ones are cut head+tail and readable through read_result")
 	s.Duration(&o.ApprovalTimeout, "chat-approval-timeout", "", approvals.DefaultTimeout, "how long a tool call waits for an approval before it is denied")
 	s.Duration(&o.InputTimeout, "chat-input-timeout", "", approvals.DefaultTimeout, "how long a server's request for input (elicitation) waits for the user's answer before it is cancelled (the tool call's own timeouts bound it too)")
@@ -32,14 +35,19 @@ func (o *Options) Register(s *settings.Set) {
 // Validate checks the settings.
 func (o *Options) Validate() error {
 	for flag, d := range map[string]time.Duration{"chat-call-timeout": o.CallTimeout, "chat-approval-timeout": o.ApprovalTimeout,
-		"chat-input-timeout": o.InputTimeout,
-		"chat-lease-ttl":     o.LeaseTTL, "chat-log-max-age": o.LogMaxAge} {
+		"chat-input-timeout": o.InputTimeout, "chat-task-timeout": o.TaskTimeout,
+		"chat-lease-ttl": o.LeaseTTL, "chat-log-max-age": o.LogMaxAge} {
 		if d < 0 {
 			return fmt.Errorf("--%s %s must not be negative", flag, d)
 		}
 	}
 	if o.LeaseTTL != 0 && o.LeaseTTL < time.Second {
 		return fmt.Errorf("--chat-lease-ttl %s is too short (at least 1s)", o.LeaseTTL)
+	}
+	for _, g := range o.TaskTools {
+		if _, err := path.Match(g, ""); err != nil {
+			return fmt.Errorf("--chat-task-tools %q is not a valid glob", g)
+		}
 	}
 	if o.ResultBudget < 0 {
 		return fmt.Errorf("--chat-result-budget %d must not be negative", o.ResultBudget)

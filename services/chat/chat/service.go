@@ -58,6 +58,10 @@ type Options struct {
 	ID string
 	// CallTimeout bounds one tool call (default loop.DefaultCallTimeout).
 	CallTimeout time.Duration
+	// TaskTools are globs of the tools whose calls run as durable tasks
+	// (loop.Deps.TaskTools); TaskTimeout bounds the wait for one.
+	TaskTools   []string
+	TaskTimeout time.Duration
 	// ResultBudget is the bytes of a tool result the model sees (default
 	// loop.DefaultResultBudget).
 	ResultBudget int
@@ -205,6 +209,8 @@ func (s *Service) open(ctx context.Context) error {
 		Inputs:       s.approvals,
 		Results:      s.results,
 		CallTimeout:  s.opts.CallTimeout,
+		TaskTools:    s.opts.TaskTools,
+		TaskTimeout:  s.opts.TaskTimeout,
 		ResultBudget: s.opts.ResultBudget,
 		Logger:       s.log,
 	})

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
@@ -27,6 +31,8 @@ type env struct {
 	rt  *runnertest.Env
 	llm *llmtest.Server
 	nc  *nats.Conn
+	// bin is the test server's binary.
+	bin string
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -45,18 +51,25 @@ func newEnv(t *testing.T) *env {
 		StartTimeout: 10 * time.Second, Logger: quiet()})
 	rt.Put(t, runnertest.Binary("tm", bin, "-name", "tm"))
 	rt.WaitState(t, "tm", model.StateRunning, 15*time.Second)
-	return &env{rt: rt, llm: llmtest.Start(t, ""), nc: rt.NC}
+	return &env{rt: rt, llm: llmtest.Start(t, ""), nc: rt.NC, bin: bin}
 }
 
 // startService runs a chat service instance until the returned stop.
 func (e *env) startService(t *testing.T, leaseTTL time.Duration) (*Service, context.CancelFunc) {
+	t.Helper()
+	return e.startServiceOpts(t, leaseTTL, Options{})
+}
+
+// startServiceOpts is startService with more options.
+func (e *env) startServiceOpts(t *testing.T, leaseTTL time.Duration, o Options) (*Service, context.CancelFunc) {
 	t.Helper()
 	nc, err := e.rt.NS.Connect()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	s, err := New(nc, Options{Logger: quiet(), LeaseTTL: leaseTTL, CallTimeout: 10 * time.Second})
+	o.Logger, o.LeaseTTL, o.CallTimeout = quiet(), leaseTTL, 10*time.Second
+	s, err := New(nc, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,5 +397,71 @@ func TestCancelRightAfterSend(t *testing.T) {
 		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("cancel %s took %s", conv, took)
 		}
+	}
+}
+
+// TestTaskCallSurvivesInstance: a tool call run as a task outlives the
+// instance that started it; the instance resuming the turn reads the task's
+// result instead of calling the tool again, so the tool runs once.
+func TestTaskCallSurvivesInstance(t *testing.T) {
+	e := newEnv(t)
+	runs := filepath.Join(t.TempDir(), "runs")
+	cfg := runnertest.Binary("slow", e.bin, "-name", "slow")
+	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_RUN_FILE": {Value: runs}}
+	e.rt.Put(t, cfg)
+	e.rt.WaitState(t, "slow", model.StateRunning, 15*time.Second)
+	opts := Options{TaskTools: []string{"slow__*"}}
+	a, stopA := e.startServiceOpts(t, time.Second, opts)
+	b, stopB := e.startServiceOpts(t, time.Second, opts)
+	e.putProfile(t, model.Profile{Name: "p", Provider: model.ChatProviderOpenAI, Model: "m", BaseURL: e.llm.OpenAIBaseURL()})
+	e.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("slow__sleep", `{"ms":4000}`)), llmtest.Text("rested"))
+	f := e.follow(t, "tasked")
+	if err := e.req(t, "send", model.ChatSendRequest{Conversation: "tasked", Profile: "p", Message: "rest"}, &model.ChatSendReply{}); err != nil {
+		t.Fatal(err)
+	}
+	runCount := func() int {
+		data, _ := os.ReadFile(runs)
+		return strings.Count(string(data), "\n")
+	}
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) { return runCount() == 1, "the tool has not started" })
+	stop := stopB
+	if a.drives("tasked") {
+		stop = stopA
+	} else if !b.drives("tasked") {
+		t.Fatal("no instance drives the turn")
+	}
+	stop()
+	if d := f.done(t, 1, 20*time.Second); d.Reason != model.TurnFinal || d.Message != "rested" {
+		t.Fatalf("done = %+v", d)
+	}
+	if n := runCount(); n != 1 {
+		t.Errorf("the tool ran %d times, want once", n)
+	}
+	if body := string(e.llm.Last().Body); !strings.Contains(body, "slept 4000ms") {
+		t.Errorf("the task's result did not reach the model: %s", body)
+	}
+	var h model.ChatHistoryReply
+	if err := e.req(t, "history", model.ChatHistoryRequest{Conversation: "tasked"}, &h); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	var task string
+	for _, en := range h.Entries {
+		kinds = append(kinds, en.Kind)
+		if en.Kind == model.EntryToolCall {
+			var tt struct {
+				TaskID string `json:"task_id"`
+			}
+			_ = json.Unmarshal(en.Payload, &tt)
+			task = tt.TaskID
+		}
+	}
+	want := []string{model.EntryUserMessage, model.EntryModelStep, model.EntryToolCall, model.EntryToolResult, model.EntryModelStep, model.EntryTurnEnd}
+	if !slices.Equal(kinds, want) || task == "" {
+		t.Fatalf("log = %v (task %q), want %v with the task's id", kinds, task, want)
+	}
+	got, err := client.New(e.nc, client.Options{}).Task(context.Background(), task)
+	if err != nil || got.State != model.TaskCompleted || got.Attempts != 1 {
+		t.Errorf("task %s: %+v, %v; want completed after one attempt", task, got, err)
 	}
 }

@@ -6,7 +6,8 @@
 // conversation log (user_message, model_step, approval, tool_result,
 // turn_end) and its state is derived from the log's entries alone. So another
 // instance can Resume a turn left unfinished by a crash: calls of the last
-// model step that have a result are never run again, the missing ones are.
+// model step that have a result are never run again, the missing ones are,
+// except calls started as durable tasks (tasks.go): their task is waited for.
 // A turn reads the log once (Begin, Resume) and keeps the entries in memory,
 // adding its own appends. Every append claims the slot right after the entry
 // the turn knows as the last (optimistic concurrency on the stream sequence),
@@ -121,6 +122,14 @@ type Deps struct {
 	Results ResultStore
 	// StoreLimit bounds the full result kept in Results (default 8 MiB).
 	StoreLimit int
+	// TaskTools are globs of the namespaced tools whose calls run as
+	// durable tasks (when Tools is a TaskRunner): such a call survives the
+	// instance's death and is never run twice by a resumed turn, but its
+	// server cannot put requests to the user, and TaskTimeout bounds it
+	// instead of CallTimeout. Nil: none.
+	TaskTools []string
+	// TaskTimeout bounds the wait for a task's outcome (default 1 h).
+	TaskTimeout time.Duration
 	// RepeatLimit ends the turn at the RepeatLimit-th identical call (default 3).
 	RepeatLimit int
 	// BreakerLimit stops calls to a server after that many consecutive
@@ -144,6 +153,9 @@ type Engine struct {
 func New(d Deps) *Engine {
 	if d.CallTimeout <= 0 {
 		d.CallTimeout = DefaultCallTimeout
+	}
+	if d.TaskTimeout <= 0 {
+		d.TaskTimeout = DefaultTaskTimeout
 	}
 	if d.ResultBudget <= 0 {
 		d.ResultBudget = DefaultResultBudget

@@ -130,6 +130,8 @@ func (c *payloads) of(entries []model.ChatEntry, i int) payload {
 		p.v = &ToolResult{}
 	case model.EntryApproval:
 		p.v = &Approval{}
+	case model.EntryToolCall:
+		p.v = &ToolTask{}
 	case model.EntryTurnEnd:
 		p.v = &model.ChatDone{}
 	}
@@ -169,6 +171,8 @@ type state struct {
 	// results are every tool result of the conversation by call id.
 	results map[string]ToolResult
 	anyCut  bool
+	// tasks are the calls started as tasks, by call id (tool_call entries).
+	tasks map[string]ToolTask
 	// found are the tools the conversation's searches found, each once,
 	// the most recently found last.
 	found []string
@@ -182,7 +186,8 @@ func derive(entries []model.ChatEntry, decoded *payloads, repeatLimit, breakerLi
 	if decoded == nil {
 		decoded = &payloads{}
 	}
-	s := &state{entries: entries, decoded: decoded, breaker: guard.NewBreaker(breakerLimit), approvals: map[string]string{}, results: map[string]ToolResult{}}
+	s := &state{entries: entries, decoded: decoded, breaker: guard.NewBreaker(breakerLimit), approvals: map[string]string{}, results: map[string]ToolResult{},
+		tasks: map[string]ToolTask{}}
 	if len(entries) == 0 {
 		return s
 	}
@@ -202,6 +207,10 @@ func derive(entries []model.ChatEntry, decoded *payloads, repeatLimit, breakerLi
 			for _, name := range r.Found {
 				s.found = append(slices.DeleteFunc(s.found, func(n string) bool { return n == name }), name)
 			}
+		}
+		if e.Kind == model.EntryToolCall && p.ok {
+			tt := p.v.(*ToolTask)
+			s.tasks[tt.CallID] = *tt
 		}
 		if e.Turn != s.turn {
 			continue

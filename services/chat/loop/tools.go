@@ -43,8 +43,8 @@ var readResultSpec = provider.ToolSpec{
 // one tool_result per call as each ends. A call ended by the cancellation of
 // ctx gets no result; the first failure of the log stops the others.
 func (t *turn) runCalls(parent context.Context, s *state) error {
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
 	tools := resolver{offered: t.offered, live: sync.OnceValue(func() map[string]model.Tool {
 		_, byName := t.catalog(ctx)
 		return byName
@@ -62,7 +62,7 @@ func (t *turn) runCalls(parent context.Context, s *state) error {
 				err = t.append(ctx, model.EntryToolResult, r)
 			}
 			if err != nil {
-				errOnce.Do(func() { firstErr = err; cancel() })
+				errOnce.Do(func() { firstErr = err; cancel(errLogFailed) })
 			}
 		})
 	}
@@ -139,6 +139,18 @@ func (t *turn) runCall(ctx context.Context, s *state, tools resolver, c StepCall
 		t.publishCall(c, r, 0)
 		return r, true, nil
 	}
+	if tt, ok := s.tasks[c.ID]; ok {
+		// Resumed: the call runs as a task already; wait for it, never
+		// call again (it was approved before it was started).
+		tr, ok := t.e.d.Tools.(TaskRunner)
+		if !ok {
+			return fail(errUnknownTool, fmt.Sprintf("The call of %s runs as task %s, which this chat instance cannot read.", c.Name, tt.TaskID))
+		}
+		r.Server = tt.Server
+		start := time.Now()
+		raw, timedOut, err := t.awaitTask(ctx, tr, tt.TaskID)
+		return t.outcome(ctx, c, r, raw, timedOut, t.e.d.TaskTimeout, err, time.Since(start), &et)
+	}
 	tool, byName, known := tools.lookup(c.Name)
 	if !known && len(byName) > t.budget() {
 		return fail(errUnknownTool, fmt.Sprintf("Unknown tool %q. Call %s to find the tools available.", c.Name, SearchToolsTool))
@@ -186,23 +198,40 @@ func (t *turn) runCall(ctx context.Context, s *state, tools resolver, c StepCall
 	r.Server = tool.Server
 	t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: &model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: model.ToolCallStarted, Arguments: args}})
 	start := time.Now()
+	if tr := t.taskRunner(c.Name); tr != nil {
+		tt, err := t.startTask(ctx, tr, c, tool, args)
+		if isLogError(err) {
+			return r, false, err
+		}
+		var raw json.RawMessage
+		timedOut := false
+		if err == nil {
+			raw, timedOut, err = t.awaitTask(ctx, tr, tt.TaskID)
+		}
+		return t.outcome(ctx, c, r, raw, timedOut, t.e.d.TaskTimeout, err, time.Since(start), &et)
+	}
 	cctx, cancel := context.WithTimeout(withServerRequests(ctx, func(ctx context.Context, req model.ClientRequest) (any, error) {
 		return t.answerServer(ctx, c, req)
 	}), t.e.d.CallTimeout)
 	raw, err := t.e.d.Tools.Call(cctx, tool.Server, tool.Tool, args)
 	timedOut := err != nil && (errors.Is(err, context.DeadlineExceeded) || cctx.Err() != nil || atDeadline(cctx, err))
 	cancel()
-	took := time.Since(start)
+	return t.outcome(ctx, c, r, raw, timedOut, t.e.d.CallTimeout, err, time.Since(start), &et)
+}
+
+// outcome makes the tool_result of a call that reached the server (or its
+// task): ok is false when ctx ended it; et gets error.type of a failure.
+func (t *turn) outcome(ctx context.Context, c StepCall, r ToolResult, raw json.RawMessage, timedOut bool, limit time.Duration, err error, took time.Duration, et *string) (ToolResult, bool, error) {
 	r.DurationMS = float64(took.Microseconds()) / 1000
 	switch {
 	case ctx.Err() != nil:
 		return r, false, nil
 	case timedOut:
-		et = errTimeout
+		*et = errTimeout
 		r.State, r.IsError, r.CallFailed = model.ToolCallTimedOut, true, true
-		r.Content = fmt.Sprintf("Tool call timed out after %s.", t.e.d.CallTimeout)
+		r.Content = fmt.Sprintf("Tool call timed out after %s.", limit)
 	case err != nil:
-		et = errType(err)
+		*et = errType(err)
 		r.State, r.IsError, r.CallFailed = model.ToolCallFailed, true, true
 		r.Content = fmt.Sprintf("The call of %s failed: %s", c.Name, apierr.From(err).Message)
 	default:
