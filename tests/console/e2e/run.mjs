@@ -731,6 +731,89 @@ try {
     }
   }, ['login with the admin key']);
 
+  // Issue 31: the Tasks page. Tasks of the test server made over REST: one
+  // done (sleep), one failed (its crash tool: the server exits mid-call), one
+  // running (cancelled here), one ending while the page shows it (pushed
+  // by its event stream), and a call key's own, which only "Every
+  // principal's tasks" shows the admin.
+  await step('tasks: done, failed and running tasks; filter, result, cancel, live end', async () => {
+    const srv = INPUT_TOOL.replace(/\.ask$/, '');
+    const create = async (key, ms) => {
+      const r = await fetch(BASE + '/api/v1/tasks', { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ name: srv + '__sleep', arguments: { ms } }) });
+      const body = await r.json();
+      check(r.status === 202 && body.state === 'working', `POST /api/v1/tasks: ${r.status} ${JSON.stringify(body).slice(0, 300)}`);
+      return body.id;
+    };
+    const admin = (path) => fetch(BASE + path, { headers: { Authorization: `Bearer ${ADMIN_KEY}` } }).then((r) => r.json());
+    // Failed: the server exits mid-call (its crash tool); then it is back.
+    const crash = await fetch(BASE + '/api/v1/tasks', { method: 'POST', headers: { Authorization: `Bearer ${ADMIN_KEY}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: srv + '__crash', arguments: {} }) });
+    const bad = (await crash.json()).id;
+    check(crash.status === 202 && bad, `POST /api/v1/tasks (crash): ${crash.status}`);
+    const until = async (what, ok) => {
+      const end = Date.now() + T.chat;
+      for (let last; Date.now() < end; await new Promise((r) => setTimeout(r, 300))) {
+        last = await ok();
+        if (last === true) return;
+      }
+      throw new Error(`timed out waiting for ${what}`);
+    };
+    await until('the crashed task to fail', async () => (await admin(`/api/v1/tasks/${bad}`)).state === 'failed');
+    await until(`${srv} to be back`, async () => ['running', 'idle'].includes((await admin('/api/v1/status')).servers?.find((x) => x.server === srv)?.state));
+    const done = await create(ADMIN_KEY, 200);
+    const long = await create(ADMIN_KEY, 120000);
+    const theirs = await create(CALL_KEY, 100);
+    const rowOf = (id, state) => page.locator(`tr[data-id="${id}"]` + (state ? `[data-state="${state}"]` : ''));
+    const streamed = new Set();
+    const onReq = (req) => {
+      const m = req.url().match(/\/api\/v1\/tasks\/([0-9a-f-]+)\/events$/);
+      if (m) streamed.add(m[1]);
+    };
+    page.on('request', onReq);
+    try {
+      await go(page, 'Tasks');
+      await rowOf(done, 'completed').waitFor({ timeout: T.chat });
+      await rowOf(bad, 'failed').waitFor({ timeout: T.chat });
+      await rowOf(long, 'working').waitFor();
+      check(await rowOf(theirs).count() === 0, "the admin's own list shows another key's task");
+      await shot(page, 'tasks');
+      await a11y(page, 'Tasks');
+
+      await page.getByLabel('State').selectOption('failed');
+      await rowOf(done).waitFor({ state: 'detached' });
+      check(await rowOf(bad, 'failed').count() === 1 && await page.locator('tbody tr[data-state]:not([data-state="failed"])').count() === 0,
+        'the state filter shows other states');
+      await page.getByLabel('State').selectOption('');
+      await rowOf(bad).getByRole('button', { name: /^Show the result/ }).click();
+      const result = page.getByRole('region', { name: /^Result of / });
+      const why = await admin(`/api/v1/tasks/${bad}/result`);
+      const reason = why.error?.message || why.message || '';
+      check(why.state === 'failed' && reason !== '', `the failed task: ${JSON.stringify(why).slice(0, 300)}`);
+      await result.locator('.task-error').getByText(reason, { exact: true }).waitFor();
+      await rowOf(done).getByRole('button', { name: /^Show the result/ }).click();
+      await result.getByText('slept 200ms', { exact: true }).waitFor();
+      await a11y(page, 'Tasks with a result');
+
+      // Ends while shown: its row turns completed through its event stream.
+      const soon = await create(ADMIN_KEY, 8000);
+      await rowOf(soon, 'working').waitFor({ timeout: T.short });
+      await rowOf(soon, 'completed').waitFor({ timeout: T.short });
+      check(streamed.has(soon), "the page did not follow the working task's event stream");
+
+      await rowOf(long).getByRole('button', { name: /^Cancel / }).click();
+      await page.getByRole('dialog', { name: /^Cancel / }).getByRole('button', { name: 'Cancel task', exact: true }).click();
+      await rowOf(long, 'cancelled').waitFor();
+
+      await page.getByLabel("Every principal's tasks").check();
+      await rowOf(theirs, 'completed').waitFor({ timeout: T.short });
+      check(norm(await rowOf(theirs).innerText()).includes('key:'), `another key's task shows no principal: ${norm(await rowOf(theirs).innerText())}`);
+      await shot(page, 'tasks-all');
+    } finally {
+      page.off('request', onReq);
+    }
+  }, ['login with the admin key']);
+
   await step('pins: a changed tool is reviewed and approved from its row', async () => {
     await go(page, 'Servers');
     const r = page.getByRole('list', { name: 'Servers' }).getByRole('listitem').filter({ hasText: DRIFT + ' ·' });

@@ -1,7 +1,7 @@
 // The console's shell: sign-in, navigation, hash routes.
 import { api, ApiError, getKey, setKey, setUnauthorizedHandler, type Me } from './api';
 import { clear, field, formError, h, pageHeading, showError, toastRegion } from './dom';
-import { canChat, isAdmin, start, stopAll, store, subscribe } from './store';
+import { canCall, canChat, isAdmin, start, stopAll, store, subscribe } from './store';
 import { serversPage } from './servers';
 import { addPage } from './add';
 import { activityPage } from './activity';
@@ -9,6 +9,7 @@ import { chatPage } from './chat';
 import { keysPage } from './keys';
 import { authorizationsPage } from './authorizations';
 import { approvalsPage } from './approvals';
+import { tasksPage } from './tasks';
 
 type Page = (main: HTMLElement) => (() => void) | void;
 
@@ -24,6 +25,7 @@ const routes: Route[] = [
   { path: 'add', label: 'Add server', page: addPage, allowed: isAdmin },
   { path: 'activity', label: 'Activity', page: activityPage, allowed: isAdmin },
   { path: 'chat', label: 'Chat', page: chatPage, allowed: canChat },
+  { path: 'tasks', label: 'Tasks', page: tasksPage, allowed: canCall },
   { path: 'approvals', label: 'Approvals', page: approvalsPage, allowed: () => !!store.me },
   { path: 'keys', label: 'Keys and agents', page: keysPage, allowed: isAdmin },
   { path: 'authorizations', label: 'My authorizations', page: authorizationsPage, allowed: () => true },
@@ -135,7 +137,7 @@ function renderShell(): void {
       h('div', { class: 'who' }, live, h('span', { class: 'keyname', title: me.key_id }, me.name || me.key_id), out)),
     main);
   if (!routes.some((r) => r.allowed())) {
-    clear(main, pageHeading('Nothing to show'), h('p', null, 'This key has none of the scopes the console uses (admin or chat).'));
+    clear(main, pageHeading('Nothing to show'), h('p', null, 'This key has none of the scopes the console uses (admin, call or chat).'));
   }
 }
 

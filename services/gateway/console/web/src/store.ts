@@ -29,6 +29,10 @@ function emit(what: Parameters<Listener>[0]): void {
 export function isAdmin(): boolean {
   return !!store.me?.scopes.includes('admin');
 }
+// canCall: the key may make tool calls, and so durable tasks (admin or call).
+export function canCall(): boolean {
+  return !!store.me && (store.me.scopes.includes('admin') || store.me.scopes.includes('call'));
+}
 export function canChat(): boolean {
   return !!store.me && (store.me.scopes.includes('admin') || store.me.scopes.includes('chat'));
 }
