@@ -23,9 +23,10 @@ func newAuditCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Verify or export the tamper-evident audit trail (signed, hash-chained records)",
-		Long: `Every audited event (tool calls, tool_changed, config changes, credential resolves, chat
-audit events) is also appended to the chain of the service identity that wrote it, in the
-append-only stream MCP_AUDIT: each record carries the hash of its chain's previous record and
+		Long: `Every audited event (tool calls, tool_changed and tool_reviewed, config changes, credential
+resolves, chat audit events, the gateway's OAuth outcomes and its events.gateway.* of keys,
+token revocations and approvals) is also appended to the chain of the service identity that
+wrote it, in the append-only stream MCP_AUDIT: each record carries the hash of its chain's previous record and
 an ed25519 signature by the writer's nkey (docs/security.md, "Tamper-evident audit").
 
 The writers' public keys are those of the bus identities: by default read from the seeds of a

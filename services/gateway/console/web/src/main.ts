@@ -9,6 +9,7 @@ import { chatPage } from './chat';
 import { keysPage } from './keys';
 import { authorizationsPage } from './authorizations';
 import { approvalsPage } from './approvals';
+import { auditPage } from './audit';
 
 type Page = (main: HTMLElement) => (() => void) | void;
 
@@ -26,6 +27,7 @@ const routes: Route[] = [
   { path: 'chat', label: 'Chat', page: chatPage, allowed: canChat },
   { path: 'approvals', label: 'Approvals', page: approvalsPage, allowed: () => !!store.me },
   { path: 'keys', label: 'Keys and agents', page: keysPage, allowed: isAdmin },
+  { path: 'audit', label: 'Audit', page: auditPage, allowed: isAdmin },
   { path: 'authorizations', label: 'My authorizations', page: authorizationsPage, allowed: () => true },
 ];
 
