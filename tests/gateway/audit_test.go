@@ -42,8 +42,8 @@ func startAudited(t *testing.T) (*mcpEnv, *nats.Conn, string) {
 	dir := t.TempDir()
 	st, err := stack.Start(ctx, stack.Options{
 		DataDir: dir, InProcessOnly: true, ExtraUsers: []*server.NkeyUser{superUser},
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Runner: runner.Options{StopGrace: 100 * time.Millisecond, StopTimeout: 3 * time.Second, StartTimeout: 30 * time.Second},
+		Logger:  slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Runner:  runner.Options{StopGrace: 100 * time.Millisecond, StopTimeout: 3 * time.Second, StartTimeout: 30 * time.Second},
 		Gateway: &gateway.Options{Addr: "127.0.0.1:0", ShutdownTimeout: 4 * time.Second},
 	})
 	if err != nil {
