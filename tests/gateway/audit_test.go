@@ -94,7 +94,7 @@ func chainedEvents(t *testing.T, js jetstream.JetStream, dataDir string) (audit.
 }
 
 // TestAuditOfReviewsAndGatewayEvents: a pin approval over REST and the
-// gateway's key and token-revocation events land in the signed chains of
+// gateway's key, token-revocation and approval-rules events land in the signed chains of
 // the runner and the gateway, which verify; GET /api/v1/audit/verify reports
 // every chain OK to an admin, refuses a non-admin, pages, and names a
 // forged record in the gateway's chain as its first fault.
@@ -129,6 +129,9 @@ func TestAuditOfReviewsAndGatewayEvents(t *testing.T) {
 	if r := httpDo(t, "POST", e.url+"/api/v1/tokens/revoke", e.admin, model.TokenRevokeRequest{JTI: "token-1"}); r.status != http.StatusOK {
 		t.Fatalf("revoke tokens: %d %s", r.status, r.body)
 	}
+	if r := httpDo(t, "PUT", e.url+"/api/v1/approvals/rules", e.admin, model.ApprovalRules{Default: model.ApprovalAllow}); r.status != http.StatusOK {
+		t.Fatalf("PUT approval rules: %d %s", r.status, r.body)
+	}
 
 	// Each is in its writer's chain, and every chain verifies.
 	var rep audit.Report
@@ -136,8 +139,10 @@ func TestAuditOfReviewsAndGatewayEvents(t *testing.T) {
 	var events map[string][]json.RawMessage
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		rep, entries, events = chainedEvents(t, js, dir)
-		return len(events["mcp.v1.events.tool_reviewed."+drift]) == 1 && len(events["mcp.v1.events.gateway."+model.GatewayKeyCreated]) == 1 &&
-			len(events["mcp.v1.events.gateway."+model.GatewayTokensRevoked]) == 1, strings.Join(subjectsOf(events), " ")
+		gw := func(action string) int { return len(events["mcp.v1.events.gateway."+action]) }
+		done := len(events["mcp.v1.events.tool_reviewed."+drift]) == 1 &&
+			gw(model.GatewayKeyCreated) == 1 && gw(model.GatewayTokensRevoked) == 1 && gw(model.GatewayRulesChanged) == 1
+		return done, strings.Join(subjectsOf(events), " ")
 	})
 	if !rep.OK() {
 		t.Fatalf("the chains do not verify: %+v", rep.Problems)
@@ -148,11 +153,13 @@ func TestAuditOfReviewsAndGatewayEvents(t *testing.T) {
 		reviewed.PinnedHash != pending.Hash || reviewed.NewHash != pending.Pending.Hash {
 		t.Fatalf("chained tool_reviewed event %+v (pending %s -> %s, admin %s)", reviewed, pending.Hash, pending.Pending.Hash, admin)
 	}
-	var made, revoked model.GatewayAuditEvent
+	var made, revoked, rules model.GatewayAuditEvent
 	_ = json.Unmarshal(events["mcp.v1.events.gateway."+model.GatewayKeyCreated][0], &made)
 	_ = json.Unmarshal(events["mcp.v1.events.gateway."+model.GatewayTokensRevoked][0], &revoked)
-	if made.KeyID != caller.ID || made.Principal != admin || revoked.RevokeValue != "token-1" || revoked.Principal != admin {
-		t.Fatalf("chained gateway events: %+v, %+v", made, revoked)
+	_ = json.Unmarshal(events["mcp.v1.events.gateway."+model.GatewayRulesChanged][0], &rules)
+	if made.KeyID != caller.ID || made.Principal != admin || revoked.RevokeValue != "token-1" || revoked.Principal != admin ||
+		rules.Principal != admin || rules.Default != model.ApprovalAllow {
+		t.Fatalf("chained gateway events: %+v, %+v, %+v", made, revoked, rules)
 	}
 	for subject, evs := range events {
 		for _, ev := range evs {
