@@ -114,7 +114,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	// The audit stream is append-only for everyone; a role writes only its
 	// own chains, and only the writers of audited events write at all.
-	writers := []Role{Runner, Config, Credential, Chat}
+	writers := []Role{Runner, Config, Credential, Chat, Gateway}
 	for role, p := range perms {
 		for _, d := range []string{"$JS.API.STREAM.PURGE.MCP_AUDIT", "$JS.API.STREAM.MSG.DELETE.MCP_AUDIT", "$JS.API.STREAM.DELETE.MCP_AUDIT", "$JS.API.STREAM.UPDATE.MCP_AUDIT"} {
 			if !slices.Contains(p.DenyPublish, d) || slices.Contains(p.Publish, d) {

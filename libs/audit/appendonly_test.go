@@ -128,12 +128,16 @@ func TestAppendOnlyForEveryIdentity(t *testing.T) {
 		t.Fatalf("stream after the attempts: %d records, deny delete %v, deny purge %v", c.State.Msgs, c.Config.DenyDelete, c.Config.DenyPurge)
 	}
 	pub, _ := rkp.PublicKey()
-	var n int
-	v := NewVerifier(Keys{pub: {Name: "runner", Role: "runner"}}, VerifyOptions{FromStart: true})
-	if _, err := ReadStream(ctx, ojs, From{}, 5*time.Second, func(e Entry) { n++; v.Add(e) }); err != nil {
-		t.Fatal(err)
-	}
-	if rep := v.Report(); n != 3 || !rep.OK() {
-		t.Fatalf("operator read %d records: %+v", n, rep)
+	// The operator (audit verify) and the gateway (its verify endpoint) read it.
+	_, gjs, _ := conn("gateway")
+	for who, js := range map[string]jetstream.JetStream{"operator": ojs, "gateway": gjs} {
+		var n int
+		v := NewVerifier(Keys{pub: {Name: "runner", Role: "runner"}}, VerifyOptions{FromStart: true})
+		if _, err := ReadStream(ctx, js, From{}, 5*time.Second, func(e Entry) { n++; v.Add(e) }); err != nil {
+			t.Fatalf("%s: %v", who, err)
+		}
+		if rep := v.Report(); n != 3 || !rep.OK() {
+			t.Fatalf("%s read %d records: %+v", who, n, rep)
+		}
 	}
 }

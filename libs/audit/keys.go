@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/mcpbus/mcpbus/libs/access"
 )
 
 // Identity is who holds a public key: its name and role.
@@ -49,4 +53,36 @@ func ReadKeys(r io.Reader, roles []string) (Keys, error) {
 		keys[m[2]] = Identity{Name: name, Role: role}
 	}
 	return keys, sc.Err()
+}
+
+// SeedKeys are the public keys of the service identities whose seeds
+// (<name>.nk) are in dir, as mcpbus up keeps them (<data dir>/nats); agents
+// write no audit records and are left out. Each seed is wiped once its
+// public key is known.
+func SeedKeys(dir string) (Keys, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*"+access.SeedExt))
+	if err != nil {
+		return nil, err
+	}
+	keys := Keys{}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), access.SeedExt)
+		role, _, _ := strings.Cut(name, "-")
+		if _, err := access.RoleOf(role); err != nil {
+			continue
+		}
+		seed, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
+		clear(seed)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		pub, _ := kp.PublicKey()
+		kp.Wipe()
+		keys[pub] = Identity{Name: name, Role: role}
+	}
+	return keys, nil
 }

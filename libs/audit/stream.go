@@ -23,15 +23,41 @@ type From struct {
 // reading began at the first record the stream ever held (FromStart).
 // Each wait is bounded by idle.
 func ReadStream(ctx context.Context, js jetstream.JetStream, from From, idle time.Duration, fn func(Entry)) (fromStart bool, err error) {
+	p, err := ReadPage(ctx, js, from, 0, idle, fn)
+	return p.FromStart, err
+}
+
+// Page is what ReadPage read.
+type Page struct {
+	// FromStart: the page began at the first record the stream ever held.
+	FromStart bool `json:"from_start"`
+	// Read is how many records were passed on; Last the stream sequence of
+	// the last of them (0: none).
+	Read int    `json:"read"`
+	Last uint64 `json:"last"`
+	// End is the stream's last sequence when reading began: the page is
+	// complete when Last reached it (or the stream was empty).
+	End uint64 `json:"end"`
+}
+
+// Complete says whether the page reached the stream's end.
+func (p Page) Complete() bool { return p.Last >= p.End }
+
+// ReadPage is ReadStream that stops after max records (0: no limit), so a
+// caller can verify a long stream in bounded steps (from Last+1 on).
+func ReadPage(ctx context.Context, js jetstream.JetStream, from From, max int, idle time.Duration, fn func(Entry)) (Page, error) {
+	var page Page
 	st, err := js.Stream(ctx, bus.StreamAudit)
 	if err != nil {
-		return false, fmt.Errorf("audit stream: %w", err)
+		return page, fmt.Errorf("audit stream: %w", err)
 	}
 	info := st.CachedInfo()
-	fromStart = from.Seq <= 1 && from.Time.IsZero() && info.State.FirstSeq <= 1
+	page.FromStart = from.Seq <= 1 && from.Time.IsZero() && info.State.FirstSeq <= 1
 	last := info.State.LastSeq
+	page.End = last
 	if info.State.Msgs == 0 || (from.Seq > last) {
-		return fromStart, nil
+		page.End = 0
+		return page, nil
 	}
 	cfg := jetstream.OrderedConsumerConfig{}
 	switch {
@@ -43,36 +69,42 @@ func ReadStream(ctx context.Context, js jetstream.JetStream, from From, idle tim
 	}
 	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
-		return false, fmt.Errorf("audit stream: %w", err)
+		return page, fmt.Errorf("audit stream: %w", err)
 	}
 	for {
-		batch, err := cons.FetchNoWait(1000)
+		want := 1000
+		if max > 0 {
+			want = min(want, max-page.Read)
+		}
+		batch, err := cons.FetchNoWait(want)
 		if err != nil {
-			return false, fmt.Errorf("audit stream: %w", err)
+			return page, fmt.Errorf("audit stream: %w", err)
 		}
 		n := 0
 		for m := range batch.Messages() {
 			n++
 			md, err := m.Metadata()
 			if err != nil {
-				return false, fmt.Errorf("audit stream: %w", err)
+				return page, fmt.Errorf("audit stream: %w", err)
 			}
 			fn(Entry{StreamSeq: md.Sequence.Stream, Subject: m.Subject(), Data: m.Data()})
-			if md.Sequence.Stream >= last {
-				return fromStart, nil
+			page.Read++
+			page.Last = md.Sequence.Stream
+			if md.Sequence.Stream >= last || (max > 0 && page.Read >= max) {
+				return page, nil
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return false, fmt.Errorf("audit stream: %w", err)
+			return page, fmt.Errorf("audit stream: %w", err)
 		}
 		if n == 0 { // nothing pending yet: wait a little, bounded
 			select {
 			case <-ctx.Done():
-				return false, ctx.Err()
+				return page, ctx.Err()
 			case <-time.After(idle / 20):
 			}
 			if idle -= idle / 20; idle <= 0 {
-				return false, errors.New("audit stream: no record came within the wait")
+				return page, errors.New("audit stream: no record came within the wait")
 			}
 		}
 	}

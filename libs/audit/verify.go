@@ -44,6 +44,8 @@ type ChainSummary struct {
 	First    uint64 `json:"first"`
 	Last     uint64 `json:"last"`
 	Records  int    `json:"records"`
+	// LastStreamSeq is the stream sequence of its last record read.
+	LastStreamSeq uint64 `json:"last_stream_seq"`
 }
 
 // Report is the outcome of a verification; Problems are in stream order,
@@ -57,6 +59,16 @@ type Report struct {
 
 // OK says whether every chain and signature checked out.
 func (r Report) OK() bool { return len(r.Problems) == 0 }
+
+// FirstProblem is the first broken link of chain (stream order), if any.
+func (r Report) FirstProblem(chain string) (Problem, bool) {
+	for _, p := range r.Problems {
+		if p.Chain == chain {
+			return p, true
+		}
+	}
+	return Problem{}, false
+}
 
 // VerifyOptions say where verification starts.
 type VerifyOptions struct {
@@ -134,6 +146,7 @@ func (v *Verifier) Report() Report {
 		rep.Problems = append(rep.Problems, checkChain(name, links, v.opts)...)
 		for _, l := range links {
 			sum.Last = max(sum.Last, l.seq)
+			sum.LastStreamSeq = max(sum.LastStreamSeq, l.streamSeq)
 		}
 		rep.Chains = append(rep.Chains, sum)
 	}

@@ -150,3 +150,23 @@ type ToolsApproveRequest struct {
 	Hash   string `json:"hash"`
 	Reject bool   `json:"reject,omitempty"`
 }
+
+// Decisions of a review (ToolReviewedEvent.Decision).
+const (
+	PinApproved = "approved"
+	PinRejected = "rejected"
+)
+
+// ToolReviewedEvent is published on events.tool_reviewed.<server> when a
+// pending definition is approved (re-pinned) or rejected on tools.approve
+// (the CLI, REST, the console): who decided, and the pinned hash before
+// and the pending one decided on.
+type ToolReviewedEvent struct {
+	Server     string    `json:"server"`
+	Tool       string    `json:"tool"`
+	Decision   string    `json:"decision"`
+	Principal  string    `json:"principal"`
+	PinnedHash string    `json:"pinned_hash"`
+	NewHash    string    `json:"new_hash"`
+	At         time.Time `json:"at"`
+}

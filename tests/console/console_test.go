@@ -265,6 +265,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_DRIFT_SERVER="+driftServer,
 		"MCPBUS_DRIFT_BEFORE="+testmcp.DriftBefore,
 		"MCPBUS_DRIFT_AFTER="+testmcp.DriftAfter,
+		"MCPBUS_TAMPER_URL="+tamperer(t, up.NATSURL(), data).URL,
 	)
 	if err := runFlows(t, node, root, flows, env); err != nil {
 		t.Errorf("browser flows: %v (screenshots and traces in %s)", err, artifacts) // the cleanup shows the up's log

@@ -16,9 +16,9 @@ import (
 	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
-// TestAuditTrail: the config service and the runner of a real mcpbus up
-// append the config events of an import and a tool call's event to their
-// signed chains; audit verify checks the bus,
+// TestAuditTrail: the config service, the runner and the gateway of a real
+// mcpbus up append the config events of an import, a tool call's event and
+// an API key's creation to their signed chains; audit verify checks the bus,
 // audit export writes a bundle that verifies offline, and an altered bundle
 // names the altered record.
 func TestAuditTrail(t *testing.T) {
@@ -42,8 +42,12 @@ func TestAuditTrail(t *testing.T) {
 	if r := cli(t, bin, url, "call", "echo.echo", `{"message":"hi"}`); r.Code != 0 {
 		t.Fatalf("call: %s", r)
 	}
+	if r := cli(t, bin, url, "keys", "create", "audited", "--scope", "call"); r.Code != 0 {
+		t.Fatalf("keys create: %s", r)
+	}
 
-	// The config service's chain (the import) and the runner's (the call).
+	// The config service's chain (the import), the runner's (the call) and
+	// the gateway's (the key).
 	var rep audit.Report
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		r := cli(t, bin, url, "--json", "audit", "verify")
@@ -53,7 +57,7 @@ func TestAuditTrail(t *testing.T) {
 		for _, c := range rep.Chains {
 			roles[c.Identity] = c.First == 1
 		}
-		return r.Code == 0 && roles["config"] && roles["runner"], r.String()
+		return r.Code == 0 && roles["config"] && roles["runner"] && roles["gateway"], r.String()
 	})
 
 	bundle := filepath.Join(dir, "audit.json")

@@ -17,6 +17,7 @@ func TestSchemaCases(t *testing.T) {
 	const record = `{"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","name":"X","slug":"x","enabled":true,` +
 		`"source":{"type":"manual"},"package":{"type":"npm","identifier":"pkg"},"transport":{"type":"stdio"}`
 	const now = `"2026-01-02T03:04:05.123456789Z"`
+	hash64 := strings.Repeat("ab", 32)
 	// draft is a config.create body's config as libs/client sends it.
 	const draft = `{"id":"","name":"X","slug":"","enabled":false,"source":{"type":""},"package":{"type":"binary","identifier":"/usr/bin/x"},"transport":{"type":"stdio"}}`
 	// plan is the start of an install plan (without auth_type, ready, draft).
@@ -172,6 +173,8 @@ func TestSchemaCases(t *testing.T) {
 		{"cancel-request", false, `{}`},
 		{"cancel-request", false, `{"request_id":""}`},
 		{"control-request", true, `{"verb":"restart"}`},
+		{"control-request", true, `{"verb":"pins"}`},
+		{"control-request", true, `{"verb":"forget","principal":"key:k1"}`},
 		{"control-request", false, `{"verb":"explode"}`},
 		{"control-request", false, `{}`},
 
@@ -360,6 +363,25 @@ func TestSchemaCases(t *testing.T) {
 		{"oauth-callback-reply", true, `{"server":"remote"}`},
 		{"oauth-callback-reply", false, `{"server":"remote","access_token":"t"}`},
 		{"oauth-event", true, `{"type":"authorized","server":"remote","at":` + now + `}`},
+		{"tool-reviewed-event", true, `{"server":"fs","tool":"write","decision":"approved","principal":"key:k1","pinned_hash":"` + hash64 + `","new_hash":"` + hash64 + `","at":` + now + `}`},
+		{"tool-reviewed-event", true, `{"server":"fs","tool":"find","decision":"rejected","principal":"operator","pinned_hash":"","new_hash":"` + hash64 + `","at":` + now + `}`},
+		{"tool-reviewed-event", false, `{"server":"fs","tool":"write","decision":"maybe","principal":"key:k1","pinned_hash":"","new_hash":"` + hash64 + `","at":` + now + `}`},
+		{"tool-reviewed-event", false, `{"server":"fs","tool":"write","decision":"approved","principal":"key:k1","pinned_hash":"","new_hash":"","at":` + now + `}`},
+		{"gateway-audit-event", true, `{"action":"key_created","principal":"operator","key_id":"k1","key_name":"app","scopes":["call"],"at":` + now + `}`},
+		{"gateway-audit-event", true, `{"action":"tokens_revoked","principal":"key:k1","revoke_kind":"jti","revoke_value":"t-1","at":` + now + `}`},
+		{"gateway-audit-event", true, `{"action":"approval_decided","principal":"key:bob","held_id":"0123","server":"fs","tool":"fs__write","decision":"denied","at":` + now + `}`},
+		{"gateway-audit-event", true, `{"action":"approval_rules_changed","principal":"operator","rules":2,"default":"allow","at":` + now + `}`},
+		{"gateway-audit-event", false, `{"action":"key_created","principal":"operator","at":` + now + `}`},
+		{"gateway-audit-event", false, `{"action":"tokens_revoked","principal":"operator","revoke_kind":"jti","at":` + now + `}`},
+		{"gateway-audit-event", false, `{"action":"key_created","principal":"operator","key_id":"k1","key":"mcpbus_secret","at":` + now + `}`},
+		{"gateway-audit-event", false, `{"action":"logged_in","principal":"operator","at":` + now + `}`},
+		{"tools-approve-request", true, `{"server":"fs","tool":"write","hash":"` + hash64 + `"}`},
+		{"tools-approve-request", true, `{"server":"fs","tool":"write","hash":"` + hash64 + `","reject":true}`},
+		{"tools-approve-request", false, `{"server":"fs","tool":"write"}`},
+		{"tools-approve-request", false, `{"server":"fs","tool":"write","hash":"abc"}`},
+		{"tool-pin", true, `{"server":"fs","tool":"write","hash":"` + hash64 + `","definition":{"name":"write"},"pinned_at":` + now + `}`},
+		{"tool-pin", true, `{"server":"fs","tool":"find","hash":"","definition":null,"pinned_at":` + now + `,"pending":{"hash":"` + hash64 + `","definition":{"name":"find"},"seen_at":` + now + `}}`},
+		{"tool-pin", false, `{"server":"fs","tool":"find","hash":"","definition":null,"pinned_at":` + now + `,"pending":{"hash":"x","definition":{},"seen_at":` + now + `}}`},
 		{"oauth-event", true, `{"type":"failed","server":"remote","code":"NETWORK_ERROR","message":"Authorization timed out after 2 minutes.","at":` + now + `}`},
 		{"oauth-event", false, `{"type":"failed","server":"remote","at":` + now + `}`},
 		{"oauth-event", false, `{"type":"authorized","server":"remote","code":"UNAUTHORIZED","message":"x","at":` + now + `}`},

@@ -40,7 +40,7 @@ func TestSchemasCompile(t *testing.T) {
 		"task", "task-create-request", "task-request", "task-list-request", "task-list-reply", "task-run",
 		"approvals-list-request", "approval-rules-get-request",
 		"approval-rules", "held-call", "approvals-list-reply", "approval-decide-request",
-		"audit-record", "audit-bundle",
+		"audit-record", "audit-bundle", "tool-reviewed-event", "gateway-audit-event", "tools-approve-request", "tool-pin",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {

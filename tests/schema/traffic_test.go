@@ -353,6 +353,7 @@ func TestRealMessages(t *testing.T) {
 	driveOAuth(t, ctx, sys, sec)
 	driveRetry(t, ctx, sys, srv)
 	driveApprovals(t, ctx, sys, srv)
+	driveReview(t, ctx, sys, rec.nc, srv)
 
 	// Wait for the trailing messages: the call events (published after each
 	// reply), the reply of the cancelled call and of whatever the runner asked
@@ -476,6 +477,8 @@ func kindOf(subject string, s bus.Subjects) string {
 		return "tools.list"
 	case rest == "tools.search":
 		return "tools.search"
+	case rest == "tools.approve":
+		return "tools.approve"
 	case tok[0] == "call" && len(tok) == 3:
 		return "call"
 	case tok[0] == "rpc" && len(tok) == 2:
@@ -505,7 +508,7 @@ func kindOf(subject string, s bus.Subjects) string {
 
 // requestSchema is the body schema of each request kind.
 var requestSchema = map[string]string{
-	"tools.list": "tools-list-request", "tools.search": "tools-search-request", "call": "call-arguments", "rpc": "rpc-request", "cancel": "cancel-request",
+	"tools.list": "tools-list-request", "tools.search": "tools-search-request", "tools.approve": "tools-approve-request", "call": "call-arguments", "rpc": "rpc-request", "cancel": "cancel-request",
 	"control": "control-request", "runtime.start": "runtime-request", "runtime.stop": "runtime-request",
 	"runtime.restart": "runtime-request", "runtime.status": "runtime-request",
 
@@ -537,7 +540,7 @@ var requestSchema = map[string]string{
 // replySchema is the schema of the success reply of the request kinds that
 // have exactly one.
 var replySchema = map[string]string{
-	"call": "call-result", "control": "status", "runtime.start": "status", "runtime.stop": "status", "runtime.restart": "status",
+	"tools.approve": "tool-pin", "call": "call-result", "control": "status", "runtime.start": "status", "runtime.stop": "status", "runtime.restart": "status",
 
 	"config.create": "mcp-config", "config.get": "mcp-config", "config.update": "mcp-config", "config.enable": "mcp-config",
 	"config.disable": "mcp-config", "config.rollback": "mcp-config", "config.list": "config-list-reply",
@@ -566,7 +569,7 @@ var replySchema = map[string]string{
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
 // mcp.v1.events.chat.<conversation>).
 var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event", "cred": "cred-event", "chat": "chat-event", "oauth": "oauth-event",
-	"task": "task", chatAudit: "chat-audit-event"}
+	"task": "task", chatAudit: "chat-audit-event", "tool_reviewed": "tool-reviewed-event", "gateway": "gateway-audit-event"}
 
 // chatAudit is the kind of mcp.v1.events.chat.<conversation>.audit.
 const chatAudit = "chat-audit"

@@ -179,6 +179,7 @@ func (s *Store) Decide(ctx context.Context, req model.ApprovalDecideRequest, by 
 		}
 		return h, err
 	}
+	s.audit.Record(model.GatewayAuditEvent{Action: model.GatewayHeldDecided, Principal: by, HeldID: h.ID, Server: h.Server, Tool: h.Tool, Decision: h.Decision})
 	return h, nil
 }
 

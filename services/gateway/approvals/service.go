@@ -73,7 +73,7 @@ func (s *Store) AddEndpoints(svc micro.Service, prefix string, log *slog.Logger)
 			if err := bus.Decode(req.Data(), &in); err != nil {
 				return nil, err
 			}
-			out, err := s.PutRules(ctx, in)
+			out, err := s.PutRules(principal.With(ctx, p), in)
 			if err == nil {
 				log.Info("approval rules replaced", "rules", len(out.Rules), "default", out.Default, "by", p.ID)
 			}

@@ -34,6 +34,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/gwaudit"
 )
 
 // HeldTTL is how long a held call's record stays after its last write:
@@ -48,6 +49,8 @@ type Options struct {
 	// Replicas of the buckets (1 embedded, 3 on a cluster).
 	Replicas int
 	Logger   *slog.Logger
+	// Audit records decisions and rule changes (nil: not recorded).
+	Audit *gwaudit.Recorder
 	// Now is the clock of created_at, expires_at and decided_at.
 	Now func() time.Time
 }
@@ -60,6 +63,7 @@ type Store struct {
 	ready   chan struct{}
 	now     func() time.Time
 	log     *slog.Logger
+	audit   *gwaudit.Recorder
 }
 
 // Open creates (or opens) both buckets and follows the rules until ctx ends.
@@ -74,7 +78,7 @@ func Open(ctx, setup context.Context, nc *nats.Conn, opts Options) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{ready: make(chan struct{}), now: opts.Now, log: opts.Logger}
+	s := &Store{ready: make(chan struct{}), now: opts.Now, log: opts.Logger, audit: opts.Audit}
 	s.rules.Store(&model.ApprovalRules{})
 	replicas := max(opts.Replicas, 1)
 	if s.rulesKV, err = bus.EnsureKV(setup, js, jetstream.KeyValueConfig{
@@ -158,6 +162,7 @@ func (s *Store) PutRules(ctx context.Context, r model.ApprovalRules) (model.Appr
 		return r, apierr.Wrap(apierr.ServiceUnavailable, "storing the approval rules", err)
 	}
 	s.rules.Store(&r)
+	s.audit.Record(model.GatewayAuditEvent{Action: model.GatewayRulesChanged, Principal: gwaudit.Actor(ctx), Rules: len(r.Rules), Default: r.Default})
 	return r, nil
 }
 

@@ -265,7 +265,7 @@ func TestRevocationReachesOtherInstances(t *testing.T) {
 func TestKeysOverTheBus(t *testing.T) {
 	e := startNATS(t)
 	s := e.openStore(t)
-	svc, err := auth.AddKeysService(e.nc, s, "", nil)
+	svc, err := auth.AddKeysService(e.nc, s, "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/gwaudit"
 )
 
 // ServiceName is the micro service of the gateway (keys endpoints, discovery).
@@ -25,6 +26,8 @@ const Version = "0.1.0"
 type KeyAdmin struct {
 	Store *KeyStore
 	Log   *slog.Logger
+	// Audit records keys made and revoked (nil: not recorded).
+	Audit *gwaudit.Recorder
 }
 
 func (k KeyAdmin) log() *slog.Logger {
@@ -39,6 +42,7 @@ func (k KeyAdmin) Create(ctx context.Context, in model.KeyCreateRequest, by stri
 	out, err := k.Store.Create(ctx, in)
 	if err == nil {
 		k.log().Info("API key created", "key_id", out.ID, "name", out.Name, "scopes", out.Scopes, "by", by)
+		k.Audit.Record(model.GatewayAuditEvent{Action: model.GatewayKeyCreated, Principal: gwaudit.Actor(ctx), KeyID: out.ID, KeyName: out.Name, Scopes: out.Scopes})
 	}
 	return out, err
 }
@@ -59,6 +63,7 @@ func (k KeyAdmin) Revoke(ctx context.Context, in model.KeyRevokeRequest, by stri
 	out, err := k.Store.Revoke(ctx, in.ID)
 	if err == nil {
 		k.log().Info("API key revoked", "key_id", out.ID, "name", out.Name, "by", by)
+		k.Audit.Record(model.GatewayAuditEvent{Action: model.GatewayKeyRevoked, Principal: gwaudit.Actor(ctx), KeyID: out.ID, KeyName: out.Name, Scopes: out.Scopes})
 	}
 	return out, err
 }
@@ -67,11 +72,11 @@ func (k KeyAdmin) Revoke(ctx context.Context, in model.KeyRevokeRequest, by stri
 // mcp.v1.keys.{create,list,revoke} for the CLI. Gateway instances share one
 // queue group (any of them may answer: the keys live in the shared bucket).
 // Stop the returned service when done.
-func AddKeysService(nc *nats.Conn, store *KeyStore, prefix string, log *slog.Logger) (micro.Service, error) {
+func AddKeysService(nc *nats.Conn, store *KeyStore, prefix string, log *slog.Logger, rec *gwaudit.Recorder) (micro.Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	keys := KeyAdmin{Store: store, Log: log}
+	keys := KeyAdmin{Store: store, Log: log, Audit: rec}
 	subj := bus.NewSubjects(prefix)
 	handlers := map[string]bus.HandlerFunc{
 		"create": func(ctx context.Context, req micro.Request) (any, error) {

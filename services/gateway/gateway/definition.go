@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/access"
+	"github.com/mcpbus/mcpbus/libs/audit"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/libs/settings"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
@@ -46,6 +50,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Strings(&o.OAuth.ScopeMap, "oauth-scope-map", "", nil, "map a token scope to grants: '<scope>=<grant> [<grant>...]', grants admin, call, chat or tool:<glob> (repeat; mcpbus:<grant> scopes need no entry)")
 	s.Duration(&o.TokenRevocationTTL, "oauth-revocation-ttl", "", jwtauth.DefaultRevocationTTL, "how long a revoked access token (mcpbus tokens revoke) stays refused: at least the longest access-token lifetime of the issuers")
 	s.String(&o.JaegerURL, "gateway-jaeger-url", "", "", "base URL of the Jaeger UI, e.g. http://127.0.0.1:16686; the web console links each call's trace there (default: no links)")
+	s.String(&o.AuditKeysFile, "audit-keys", "MCPBUS_AUDIT_KEYS", "", "the audit writers' public keys as mcpbus identities prints them, for GET /api/v1/audit/verify (default: on mcpbus up, the seeds of <data dir>/nats; elsewhere none, and the endpoint is unavailable)")
 	s.String(&o.PublicURL, "gateway-public-url", "", "", "base URL browsers reach the gateway at, for the OAuth callback <url>/oauth/callback (default: http://<http-addr>)")
 }
 
@@ -133,7 +138,51 @@ func (o *Options) Build(ctx context.Context, env service.Env) (service.Service, 
 	if opts.DataDir == "" {
 		opts.DataDir = env.DataDir
 	}
-	return New(ctx, env.Conn, opts)
+	keys, err := auditKeys(opts.AuditKeysFile, env)
+	if err != nil {
+		return nil, err
+	}
+	if opts.AuditKeys == nil {
+		opts.AuditKeys = keys
+	}
+	if opts.Audit, err = env.AuditWriter(string(access.Gateway)); err != nil {
+		return nil, err
+	}
+	g, err := New(ctx, env.Conn, opts)
+	if err != nil {
+		opts.Audit.Close(0) // a second Close (after New's) does nothing
+		return nil, err
+	}
+	return g, nil
+}
+
+// auditKeys are the writers' public keys the verify endpoint trusts: the
+// file given, else on a shared host (mcpbus up) the seeds it keeps.
+func auditKeys(file string, env service.Env) (audit.Keys, error) {
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("--audit-keys: %w", err)
+		}
+		defer f.Close()
+		var roles []string
+		for _, r := range access.ServiceRoles() {
+			roles = append(roles, string(r))
+		}
+		keys, err := audit.ReadKeys(f, roles)
+		if err != nil {
+			return nil, fmt.Errorf("--audit-keys %s: %w", file, err)
+		}
+		return keys, nil
+	}
+	if !env.SharedHost || env.Identity == nil {
+		return nil, nil
+	}
+	keys, err := audit.SeedKeys(filepath.Join(env.DataDir, "nats"))
+	if err != nil {
+		return nil, fmt.Errorf("gateway: the audit writers' keys: %w", err)
+	}
+	return keys, nil
 }
 
 // Announce tells where the gateway is and where its admin key is.

@@ -24,11 +24,13 @@ import (
 	"github.com/rs/cors"
 	"go.opentelemetry.io/otel"
 
+	"github.com/mcpbus/mcpbus/libs/audit"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/services/gateway/approvals"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/auth/jwtauth"
 	"github.com/mcpbus/mcpbus/services/gateway/console"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/gwaudit"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpmetrics"
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
 	"github.com/mcpbus/mcpbus/services/gateway/oauthflow"
@@ -104,6 +106,16 @@ type Options struct {
 	// RemoteOAuth configures the authorization flows of remote servers (Prefix,
 	// Logger and CallbackURL are filled in).
 	RemoteOAuth oauthflow.Options
+	// Audit is the writer of the gateway's audit chain (Build makes it from
+	// the gateway's identity; nil: its events are published, not chained).
+	// New owns it: Close closes it.
+	Audit *audit.Writer
+	// AuditKeysFile holds the writers' public keys as mcpbus identities
+	// prints them, for GET /api/v1/audit/verify; AuditKeys are those keys
+	// (Build reads the file, or on a shared host the seeds of
+	// <data dir>/nats). None: the endpoint answers SERVICE_UNAVAILABLE.
+	AuditKeysFile string
+	AuditKeys     audit.Keys
 }
 
 // Gateway is a configured HTTP edge, listening once New returns.
@@ -122,6 +134,7 @@ type Gateway struct {
 	tokens    *jwtauth.Verifier
 	tokStop   context.CancelFunc
 	keysSvc   micro.Service
+	audit     *gwaudit.Recorder
 	proxies   auth.Proxies
 	limiter   *auth.Limiter
 	metrics   *httpmetrics.Metrics
@@ -185,7 +198,8 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, nc: nc, proxies: proxies, ready: make(chan struct{})}
+	g := &Gateway{opts: opts, log: opts.Logger, nc: nc, proxies: proxies, ready: make(chan struct{}),
+		audit: gwaudit.New(nc, opts.Prefix, opts.Audit, opts.Logger)}
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -205,11 +219,11 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	if g.keys, err = auth.OpenKeyStore(setup, js, auth.StoreOptions{Replicas: opts.Replicas, Logger: g.log}); err != nil {
 		return nil, err
 	}
-	if g.revoked, err = jwtauth.OpenRevocations(setup, js, jwtauth.RevocationOptions{Replicas: opts.Replicas, TTL: opts.TokenRevocationTTL, Logger: g.log}); err != nil {
+	if g.revoked, err = jwtauth.OpenRevocations(setup, js, jwtauth.RevocationOptions{Replicas: opts.Replicas, TTL: opts.TokenRevocationTTL, Logger: g.log, Audit: g.audit}); err != nil {
 		return nil, err
 	}
 	opts.OAuth.Revoked = g.revoked
-	if g.keysSvc, err = auth.AddKeysService(nc, g.keys, opts.Prefix, g.log); err != nil {
+	if g.keysSvc, err = auth.AddKeysService(nc, g.keys, opts.Prefix, g.log, g.audit); err != nil {
 		return nil, err
 	}
 	if err := jwtauth.AddRevokeEndpoint(g.keysSvc, g.revoked, opts.Prefix, g.log); err != nil {
@@ -224,7 +238,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	// the gateway, not the setup.
 	mctx, mstop := context.WithCancel(context.WithoutCancel(ctx))
 	g.mcpStop = mstop
-	if g.approvals, err = approvals.Open(mctx, setup, nc, approvals.Options{Replicas: opts.Replicas, Logger: g.log}); err != nil {
+	if g.approvals, err = approvals.Open(mctx, setup, nc, approvals.Options{Replicas: opts.Replicas, Logger: g.log, Audit: g.audit}); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if err := g.approvals.AddEndpoints(g.keysSvc, opts.Prefix, g.log); err != nil {
@@ -232,7 +246,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	}
 	if g.api, err = rest.New(setup, nc, rest.Options{Prefix: opts.Prefix, Logger: g.log,
 		CallTimeout: opts.CallTimeout, Heartbeat: opts.EventHeartbeat, JaegerURL: opts.JaegerURL,
-		Keys: g.keys, Approvals: g.approvals}); err != nil {
+		Keys: g.keys, Approvals: g.approvals, Audit: g.audit, AuditKeys: opts.AuditKeys}); err != nil {
 		return nil, err
 	}
 	g.oai = openai.New(nc, openai.Options{Prefix: opts.Prefix, Logger: g.log, TurnTimeout: opts.ChatTurnTimeout,
@@ -255,7 +269,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 		return nil, fmt.Errorf("gateway: listening on %s: %w", opts.Addr, err)
 	}
 	oo := opts.RemoteOAuth
-	oo.Prefix, oo.Logger, oo.Replicas = opts.Prefix, g.log, opts.Replicas
+	oo.Prefix, oo.Logger, oo.Replicas, oo.Audit = opts.Prefix, g.log, opts.Replicas, g.audit
 	oo.CallbackURL = strings.TrimRight(opts.PublicURL, "/") + oauthflow.CallbackPath
 	if opts.PublicURL == "" {
 		oo.CallbackURL = "http://" + g.ln.Addr().String() + oauthflow.CallbackPath
@@ -488,5 +502,7 @@ func (g *Gateway) Close() {
 		if g.revoked != nil {
 			g.revoked.Close()
 		}
+		// Last: what the parts above recorded while stopping is written.
+		g.audit.Close(2 * time.Second)
 	})
 }

@@ -151,6 +151,7 @@ func (f *Flows) publish(server, principal string, e *apierr.Error) {
 	if err != nil {
 		return
 	}
+	f.opts.Audit.Chain(f.subj.Event("oauth", server), data)
 	if err := f.nc.Publish(f.subj.Event("oauth", server), data); err != nil {
 		f.log.Warn("publishing the OAuth outcome failed", "server", server, "error", err)
 	}

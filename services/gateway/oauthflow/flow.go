@@ -34,6 +34,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/gwaudit"
 )
 
 // CallbackPath is the gateway's redirect URI path.
@@ -59,6 +60,8 @@ type Options struct {
 	HTTPClient *http.Client
 	// Replicas of the bucket of pending flows (1 embedded, 3 on a cluster).
 	Replicas int
+	// Audit records flows started and chains their outcomes (nil: not recorded).
+	Audit *gwaudit.Recorder
 }
 
 // Flows are the authorization flows under way in this gateway.
@@ -219,6 +222,7 @@ func (f *Flows) StartNotify(ctx context.Context, ref, principal string, done fun
 	f.flows[key] = fl
 	f.wg.Add(1)
 	f.mu.Unlock()
+	f.opts.Audit.Record(model.GatewayAuditEvent{Action: model.GatewayOAuthStarted, Principal: gwaudit.Actor(ctx), Server: cfg.Slug, For: principal})
 	ended := make(chan error, 1)
 	go func() {
 		defer f.wg.Done()

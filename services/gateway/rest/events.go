@@ -20,7 +20,7 @@ import (
 )
 
 // EventKinds are the event kinds /api/v1/events can stream.
-var EventKinds = []string{"status", "config", "call", "chat", "oauth", "tool_changed"}
+var EventKinds = []string{"status", "config", "call", "chat", "oauth", "tool_changed", "tool_reviewed", "gateway"}
 
 // defaultEventKinds are streamed when ?kinds= is absent.
 var defaultEventKinds = []string{"status", "call"}

@@ -22,12 +22,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/audit"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/gateway/approvals"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/gwaudit"
 )
 
 // Options configure the API.
@@ -54,6 +56,13 @@ type Options struct {
 	// /api/v1/approvals (nil: calls go through, those routes answer
 	// SERVICE_UNAVAILABLE).
 	Approvals *approvals.Store
+	// Audit records key changes made here (nil: not recorded).
+	Audit *gwaudit.Recorder
+	// AuditKeys are the audit writers' public keys GET /api/v1/audit/verify
+	// trusts (none: that route answers SERVICE_UNAVAILABLE).
+	AuditKeys audit.Keys
+	// AuditTimeout bounds one page of GET /api/v1/audit/verify (default 20s).
+	AuditTimeout time.Duration
 }
 
 // API serves the REST endpoints.
@@ -118,6 +127,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 15 * time.Second
 	}
+	if opts.AuditTimeout <= 0 {
+		opts.AuditTimeout = 20 * time.Second
+	}
 	if opts.AgentsTimeout <= 0 {
 		opts.AgentsTimeout = 10 * time.Second
 	}
@@ -137,7 +149,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 	a := &API{nc: nc, js: js, opts: opts, log: opts.Logger, subj: bus.NewSubjects(opts.Prefix),
 		client:  client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
 		creds:   credclient.New(nc, opts.Prefix),
-		keys:    auth.KeyAdmin{Store: opts.Keys, Log: opts.Logger},
+		keys:    auth.KeyAdmin{Store: opts.Keys, Log: opts.Logger, Audit: opts.Audit},
 		schemas: newSchemaCache(256), catalog: newCatalog(opts.Logger),
 		stop: stop, done: make(chan struct{}), streams: make(chan struct{}),
 		byKey: map[string]map[chan struct{}]struct{}{}}
@@ -221,6 +233,7 @@ func (a *API) Routes() []Route {
 		{"GET", "/api/v1/approvals/rules", a.getApprovalRules},
 		{"PUT", "/api/v1/approvals/rules", a.putApprovalRules},
 		{"GET", "/api/v1/events", a.events},
+		{"GET", "/api/v1/audit/verify", a.verifyAudit},
 		{"GET", "/api/v1/openapi.json", a.openAPI},
 		{"GET", "/api/v1/chat/conversations", a.listConversations},
 		{"POST", "/api/v1/chat/conversations", a.createConversation},

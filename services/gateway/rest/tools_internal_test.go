@@ -81,6 +81,9 @@ func TestEventKinds(t *testing.T) {
 	if k, err := eventKinds("tool_changed"); err != nil || len(k) != 1 || k[0] != "tool_changed" {
 		t.Fatalf("pinned tools' changes (the console's server page): %v %v", k, err)
 	}
+	if k, err := eventKinds("tool_reviewed,gateway"); err != nil || len(k) != 2 || k[0] != "tool_reviewed" || k[1] != "gateway" {
+		t.Fatalf("reviews and the gateway's audit events: %v %v", k, err)
+	}
 	if _, err := eventKinds("status,secrets"); apierr.Of(err) != apierr.Validation {
 		t.Fatalf("unknown kind: %v", err)
 	}

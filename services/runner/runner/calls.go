@@ -706,7 +706,7 @@ func (s *server) handleControl(req micro.Request) {
 		s.forgetPrincipal(in.Principal)
 	case "status":
 	default:
-		err = apierr.Invalid("verb", "verb must be start, stop, restart, forget or status")
+		err = apierr.Invalid("verb", "verb must be start, stop, restart, pins, forget or status")
 	}
 	defer bus.EndProcess(span, err)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
 // Tool pinning (model.PinPolicy): the first definition of each tool is
@@ -250,6 +251,10 @@ func (r *Runner) handleToolsApprove(ctx context.Context, req micro.Request) (any
 	if err := bus.Decode(req.Data(), &in); err != nil {
 		return nil, err
 	}
+	who, err := principal.FromHeader(nats.Header(req.Headers()))
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case in.Server == "":
 		return nil, apierr.Invalid("server", "server is required")
@@ -278,7 +283,10 @@ func (r *Runner) handleToolsApprove(ctx context.Context, req micro.Request) (any
 		return nil, &apierr.Error{Code: apierr.Conflict, Field: "hash",
 			Message: fmt.Sprintf("tool %s of server %s has no pending definition with that hash (review again: it may have changed)", in.Tool, cfg.Slug)}
 	}
+	ev := model.ToolReviewedEvent{Server: cfg.Slug, Tool: in.Tool, Decision: model.PinApproved, Principal: who.ID,
+		PinnedHash: pin.Hash, NewHash: pin.Pending.Hash, At: time.Now().UTC()}
 	if in.Reject {
+		ev.Decision = model.PinRejected
 		pin.Pending = nil
 	} else {
 		pin.Hash, pin.Definition, pin.PinnedAt, pin.Pending = pin.Pending.Hash, pin.Pending.Definition, time.Now().UTC(), nil
@@ -287,6 +295,7 @@ func (r *Runner) handleToolsApprove(ctx context.Context, req micro.Request) (any
 	if _, err := r.assets.Pins.Update(ctx, key, data, e.Revision()); err != nil {
 		return nil, bus.JetStreamErr("recording the review", err)
 	}
+	r.publishToolReviewed(ctx, ev)
 	// The owner checks its tools again (nobody owns it: the next start does).
 	msg := nats.NewMsg(r.subj.Control(cfg.Slug))
 	msg.Data, _ = json.Marshal(controlRequest{Verb: "pins"})
@@ -294,4 +303,18 @@ func (r *Runner) handleToolsApprove(ctx context.Context, req micro.Request) (any
 		r.log.Info("the server's owner did not check its tools again; its next start will", "server", cfg.Slug, "error", err)
 	}
 	return pin, nil
+}
+
+// publishToolReviewed announces a review on events.tool_reviewed.<server>
+// and appends it to the runner's audit chain.
+func (r *Runner) publishToolReviewed(ctx context.Context, ev model.ToolReviewedEvent) {
+	data, _ := json.Marshal(ev)
+	subject := r.subj.Event("tool_reviewed", ev.Server)
+	r.opts.Audit.Append(subject, data)
+	c, cancel := context.WithTimeout(ctx, r.publishTimeout())
+	defer cancel()
+	if _, err := r.js.Publish(c, subject, data); err != nil {
+		r.log.Warn("publishing a tool_reviewed event failed", "server", ev.Server, "tool", ev.Tool, "error", err)
+	}
+	r.log.Info("a tool's pending definition was reviewed", "server", ev.Server, "tool", ev.Tool, "decision", ev.Decision, "by", ev.Principal)
 }

@@ -122,6 +122,10 @@ func TestPinStrictWithholdsUntilApproved(t *testing.T) {
 	if len(review.Changes) != 1 || review.Changes[0].Tool != "echo" || review.Changes[0].Pending == nil || review.Changes[0].Pending.Hash != ev.NewHash {
 		t.Fatalf("review: %+v", review)
 	}
+	reviewed, err := e.NC.SubscribeSync("mcp.v1.events.tool_reviewed.alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out model.ToolPin
 	err = bus.RequestJSON(ctx, e.NC, "mcp.v1.tools.approve", model.ToolsApproveRequest{Server: "alpha", Tool: "echo", Hash: ev.PinnedHash}, &out, 0)
 	if ae := apierr.From(err); err == nil || ae.Code != apierr.Conflict || ae.Field != "hash" {
@@ -129,6 +133,19 @@ func TestPinStrictWithholdsUntilApproved(t *testing.T) {
 	}
 	if err := bus.RequestJSON(ctx, e.NC, "mcp.v1.tools.approve", model.ToolsApproveRequest{Server: "alpha", Tool: "echo", Hash: ev.NewHash}, &out, 0); err != nil {
 		t.Fatal(err)
+	}
+	// The review is announced once (the refused one is not): who, and both hashes.
+	m, err := reviewed.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal("no tool_reviewed event")
+	}
+	var rev model.ToolReviewedEvent
+	if err := json.Unmarshal(m.Data, &rev); err != nil || rev.Tool != "echo" || rev.Decision != model.PinApproved ||
+		rev.Principal != "operator" || rev.PinnedHash != ev.PinnedHash || rev.NewHash != ev.NewHash {
+		t.Fatalf("tool_reviewed event %s (%v)", m.Data, err)
+	}
+	if m, err := reviewed.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("a second tool_reviewed event: %s", m.Data)
 	}
 	waitEcho(t, e, func(tool model.Tool, ok bool) bool { return ok && tool.Description == "added at run time" }, "after the approval")
 	if res, err := call(t, e, "alpha", "echo", `{}`); err != nil || text(t, res) != "added tool" {

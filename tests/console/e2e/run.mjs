@@ -8,8 +8,8 @@
 // MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY, MCPBUS_CHAT_TIMEOUT_DURATION,
 // MCPBUS_CHAT_INPUT_PROMPT, MCPBUS_CHAT_INPUT_TOOL, MCPBUS_CHAT_INPUT_REPLY,
 // MCPBUS_OAUTH_SERVER, MCPBUS_OAUTH_NEW_SERVER, MCPBUS_PER_USER_SERVER,
-// MCPBUS_CALL_KEY, MCPBUS_DRIFT_SERVER, MCPBUS_DRIFT_BEFORE, MCPBUS_DRIFT_AFTER
-// (see the contract in the Go harness). Every page is also
+// MCPBUS_CALL_KEY, MCPBUS_DRIFT_SERVER, MCPBUS_DRIFT_BEFORE, MCPBUS_DRIFT_AFTER,
+// MCPBUS_TAMPER_URL (see the contract in the Go harness). Every page is also
 // checked with axe-core (WCAG 2.1 A and AA). Exit 0 when every step passed;
 // else 1, naming the step.
 import { createRequire } from 'node:module';
@@ -76,6 +76,7 @@ const CALL_KEY = env('MCPBUS_CALL_KEY');
 const DRIFT = env('MCPBUS_DRIFT_SERVER');
 const DRIFT_BEFORE = env('MCPBUS_DRIFT_BEFORE');
 const DRIFT_AFTER = env('MCPBUS_DRIFT_AFTER');
+const TAMPER_URL = env('MCPBUS_TAMPER_URL');
 mkdirSync(ARTIFACTS, { recursive: true });
 
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -948,6 +949,36 @@ try {
       await userCtx.close();
     }
   }, ["chat: a message runs the tool and streams the reply", "keys: create a key (shown once)"]);
+
+  await step('audit: every chain verifies, then a forged record is named', async () => {
+    await go(page, 'Audit');
+    const status = page.getByRole('status').filter({ hasText: /Every link and signature holds|Broken/ });
+    await status.waitFor({ timeout: T.start });
+    check(/Every link and signature holds/.test(await status.textContent()), `before tampering: ${await status.textContent()}`);
+    const rows = page.locator('table.audit-chains tbody tr');
+    for (const role of ['config', 'runner', 'gateway']) {
+      const row = rows.filter({ has: page.getByRole('cell', { name: role, exact: true }) }).first();
+      await row.getByText('Verified').waitFor();
+    }
+    await shot(page, 'audit');
+    await a11y(page, 'Audit');
+    // A non-admin key is refused the verification.
+    const refused = await fetch(BASE + '/api/v1/audit/verify', { headers: { Authorization: `Bearer ${CALL_KEY}` } });
+    check(refused.status === 403, `verify with a call key: ${refused.status}`);
+    // A record altered after it was signed, appended to the config chain.
+    const res = await fetch(TAMPER_URL, { method: 'POST' });
+    check(res.ok, `tampering: ${res.status} ${await res.clone().text()}`);
+    const forged = await res.json();
+    await page.getByRole('button', { name: 'Verify again' }).click();
+    await page.getByRole('status').filter({ hasText: /^Broken/ }).waitFor({ timeout: T.start });
+    const bad = page.locator(`table.audit-chains tbody tr[data-chain="${forged.chain}"]`);
+    const fault = norm(await bad.locator('td').last().textContent());
+    // altered, or bad signature once the config service linked a record to it.
+    check(/^(altered|bad signature) at sequence /.test(fault) && fault.includes(`at sequence ${forged.stream_seq} `), `the forged record's row says ${JSON.stringify(fault)}`);
+    check(await page.locator('table.audit-chains tbody tr[data-ok="false"]').count() === 1, 'another chain is reported broken');
+    await shot(page, 'audit-broken');
+    await a11y(page, 'Audit: broken');
+  }, ['login with the admin key']);
 
   await step('no console errors, no request off the origin', async () => {
     await page.waitForTimeout(500);

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/gwaudit"
 )
 
 // An access token is good until its exp; the revocation list refuses some
@@ -43,13 +44,16 @@ type RevocationOptions struct {
 	// TTL is how long an entry is kept (default DefaultRevocationTTL).
 	TTL    time.Duration
 	Logger *slog.Logger
+	// Audit records revocations (nil: not recorded).
+	Audit *gwaudit.Recorder
 }
 
 // Revocations is the revocation list as this gateway sees it.
 type Revocations struct {
-	kv  jetstream.KeyValue
-	ttl time.Duration
-	log *slog.Logger
+	kv    jetstream.KeyValue
+	ttl   time.Duration
+	log   *slog.Logger
+	audit *gwaudit.Recorder
 
 	mu   sync.RWMutex
 	jti  map[string]model.TokenRevocation // by value
@@ -79,7 +83,7 @@ func OpenRevocations(ctx context.Context, js jetstream.JetStream, opts Revocatio
 		return nil, fmt.Errorf("jwtauth: %w", err)
 	}
 	life, stop := context.WithCancel(context.Background())
-	r := &Revocations{kv: kv, ttl: opts.TTL, log: opts.Logger, jti: map[string]model.TokenRevocation{},
+	r := &Revocations{kv: kv, ttl: opts.TTL, log: opts.Logger, audit: opts.Audit, jti: map[string]model.TokenRevocation{},
 		subs: map[string]model.TokenRevocation{}, stop: stop, done: make(chan struct{})}
 	synced := make(chan struct{})
 	go func() {
@@ -180,6 +184,7 @@ func (r *Revocations) Revoke(ctx context.Context, req model.TokenRevokeRequest, 
 	}
 	r.set(rv)
 	r.log.Info("OAuth access tokens revoked", "kind", kind, "value", value, "by", by)
+	r.audit.Record(model.GatewayAuditEvent{Action: model.GatewayTokensRevoked, Principal: gwaudit.Actor(ctx), RevokeKind: kind, RevokeValue: value})
 	return rv, nil
 }
 

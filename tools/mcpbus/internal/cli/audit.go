@@ -7,11 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
 
 	"github.com/mcpbus/mcpbus/libs/access"
@@ -25,9 +23,10 @@ func newAuditCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Verify or export the tamper-evident audit trail (signed, hash-chained records)",
-		Long: `Every audited event (tool calls, tool_changed, config changes, credential resolves, chat
-audit events) is also appended to the chain of the service identity that wrote it, in the
-append-only stream MCP_AUDIT: each record carries the hash of its chain's previous record and
+		Long: `Every audited event (tool calls, tool_changed and tool_reviewed, config changes, credential
+resolves, chat audit events, the gateway's OAuth outcomes and its events.gateway.* of keys,
+token revocations and approvals) is also appended to the chain of the service identity that
+wrote it, in the append-only stream MCP_AUDIT: each record carries the hash of its chain's previous record and
 an ed25519 signature by the writer's nkey (docs/security.md, "Tamper-evident audit").
 
 The writers' public keys are those of the bus identities: by default read from the seeds of a
@@ -86,26 +85,9 @@ func (s *auditSource) trustedKeys() (audit.Keys, error) {
 		return keys, nil
 	}
 	dir := filepath.Join(cmp.Or(os.Getenv("MCPBUS_DATA_DIR"), service.DefaultDataDir), "nats")
-	files, _ := filepath.Glob(filepath.Join(dir, "*"+access.SeedExt))
-	keys := audit.Keys{}
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), access.SeedExt)
-		role, _, _ := strings.Cut(name, "-")
-		if _, err := access.RoleOf(role); err != nil {
-			continue // agents write no audit records
-		}
-		seed, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
-		clear(seed)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		pub, _ := kp.PublicKey()
-		kp.Wipe()
-		keys[pub] = audit.Identity{Name: name, Role: role}
+	keys, err := audit.SeedKeys(dir)
+	if err != nil {
+		return nil, err
 	}
 	if len(keys) == 0 {
 		return nil, apierr.New(apierr.Validation, "no public keys: give --keys (mcpbus identities prints them), or run where mcpbus up keeps "+dir).WithField("keys")

@@ -10,6 +10,7 @@ import { keysPage } from './keys';
 import { authorizationsPage } from './authorizations';
 import { approvalsPage } from './approvals';
 import { tasksPage } from './tasks';
+import { auditPage } from './audit';
 
 type Page = (main: HTMLElement) => (() => void) | void;
 
@@ -28,6 +29,7 @@ const routes: Route[] = [
   { path: 'tasks', label: 'Tasks', page: tasksPage, allowed: canCall },
   { path: 'approvals', label: 'Approvals', page: approvalsPage, allowed: () => !!store.me },
   { path: 'keys', label: 'Keys and agents', page: keysPage, allowed: isAdmin },
+  { path: 'audit', label: 'Audit', page: auditPage, allowed: isAdmin },
   { path: 'authorizations', label: 'My authorizations', page: authorizationsPage, allowed: () => true },
 ];
 
