@@ -15,12 +15,51 @@ import (
 // tools/call as a task.
 var tasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
 
-// withTasks adds the capability to an initialize result; others pass.
+// withTasks adds the capability to an initialize result and each tool's
+// taskSupport to a session's tools/list (absent means "forbidden" in
+// 2025-11-25, and clients then never ask for a task); others pass.
 func (a *Aggregator) withTasks(res mcp.Result) mcp.Result {
-	if r, ok := res.(*mcp.InitializeResult); ok && a.tasksServed() {
+	if !a.tasksServed() {
+		return res
+	}
+	switch r := res.(type) {
+	case *mcp.InitializeResult:
 		return tasksInit{r}
+	case legacyTools:
+		return tasksTools{r}
 	}
 	return res
+}
+
+// taskTool is a listed tool with its execution (2025-11-25): every tool of
+// a server may run as a task; search mode's own tools (without the
+// server's _meta) may not.
+type taskTool struct {
+	*mcp.Tool
+	Execution toolExecution `json:"execution"`
+}
+
+type toolExecution struct {
+	TaskSupport string `json:"taskSupport"`
+}
+
+type tasksTools struct{ legacyTools }
+
+func (r tasksTools) MarshalJSON() ([]byte, error) {
+	type plain mcp.ListToolsResult
+	tools := make([]taskTool, len(r.Tools))
+	for i, t := range r.Tools {
+		support := "forbidden"
+		if _, ok := t.Meta[MetaServer]; ok {
+			support = "optional"
+		}
+		tools[i] = taskTool{Tool: t, Execution: toolExecution{TaskSupport: support}}
+	}
+	return json.Marshal(struct {
+		*plain
+		cacheless
+		Tools []taskTool `json:"tools"`
+	}{plain: (*plain)(r.ListToolsResult), Tools: tools})
 }
 
 type tasksInit struct{ *mcp.InitializeResult }
