@@ -390,8 +390,31 @@ func TestMCPTasks(t *testing.T) {
 		am.rpc(t, "tools/call", "slow__nope", `"name":"slow__nope","arguments":{}`).refused(t, "unknown tool", -32602, apierr.NotFound)
 		a2.rpc(t, "tools/call", "", `"name":"slow__sleep","arguments":{"ms":"long"},"task":{}`).refused(t, "bad arguments", -32602, apierr.Validation)
 
+		// The approval rules apply before a task exists, on every front door.
+		if r := httpDo(t, http.MethodPut, e.url+"/api/v1/approvals/rules", e.admin, model.ApprovalRules{TimeoutSeconds: 60,
+			Rules: []model.GatewayApprovalRule{{Tool: "slow__echo", Decision: model.ApprovalDeny}}}); r.status != http.StatusOK {
+			t.Fatalf("PUT rules: %d %s", r.status, r.body)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			r := rawDo(t, http.MethodPost, e.url+"/api/v1/tasks", `{"name":"slow__echo","arguments":{"message":"x"}}`,
+				map[string]string{"Authorization": "Bearer " + alice, "Content-Type": "application/json"})
+			if r.status == http.StatusForbidden && strings.Contains(string(r.body), string(apierr.Unauthorized)) {
+				break
+			}
+			if r.status != http.StatusAccepted || time.Now().After(deadline) {
+				t.Fatalf("POST /api/v1/tasks of a denied tool: %d %s", r.status, r.body)
+			}
+		}
+		a2.rpc(t, "tools/call", "", `"name":"slow__echo","arguments":{"message":"x"},"task":{}`).refused(t, "denied session task", -32600, apierr.Unauthorized)
+		am.rpc(t, "tools/call", "slow__echo", `"name":"slow__echo","arguments":{"message":"x"}`).refused(t, "denied modern task", -32600, apierr.Unauthorized)
+		r := rawDo(t, http.MethodPost, e.url+"/mcp/invoke", `{"tool_name":"slow__echo","params":{"message":"x"}}`,
+			map[string]string{"Authorization": "Bearer " + alice, "Content-Type": "application/json", "Mcp-Task": "true"})
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), `"success":false`) || strings.Contains(string(r.body), `"state"`) {
+			t.Fatalf("/mcp/invoke of a denied tool with Mcp-Task: %d %s", r.status, r.body)
+		}
+
 		// Mcp-Task: true on /mcp/invoke: the handle, 202.
-		r := rawDo(t, http.MethodPost, e.url+"/mcp/invoke", `{"tool_name":"slow__sleep","params":{"ms":10}}`,
+		r = rawDo(t, http.MethodPost, e.url+"/mcp/invoke", `{"tool_name":"slow__sleep","params":{"ms":10}}`,
 			map[string]string{"Authorization": "Bearer " + alice, "Content-Type": "application/json", "Mcp-Task": "true"})
 		var task model.Task
 		if json.Unmarshal(r.body, &task) != nil || r.status != http.StatusAccepted || task.State != model.TaskWorking || r.header.Get("Location") != "/api/v1/tasks/"+task.ID {

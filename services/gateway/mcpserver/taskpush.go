@@ -33,8 +33,9 @@ type taskPushes struct {
 	byID map[string]*liveSession
 }
 
-// watch starts following task id for ls: its end is pushed to ls.
-func (p *taskPushes) watch(a *Aggregator, ls *liveSession, id string) {
+// watch starts following task id for ls: its end is pushed to ls. ctx is
+// the creating request's (its principal reads the task).
+func (p *taskPushes) watch(ctx context.Context, a *Aggregator, ls *liveSession, id string) {
 	p.mu.Lock()
 	if p.sub == nil {
 		sub, err := a.nc.Subscribe(a.client.Subjects().EventsOf("task"), func(m *nats.Msg) {
@@ -57,9 +58,9 @@ func (p *taskPushes) watch(a *Aggregator, ls *liveSession, id string) {
 	p.mu.Unlock()
 	// A task that ended before the subscription saw it: ask once.
 	go func() {
-		ctx, cancel := context.WithTimeout(ls.done, 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if t, err := a.client.Task(context.WithoutCancel(ctx), id); err == nil && model.TaskFinal(t.State) {
+		if t, err := a.client.Task(ctx, id); err == nil && model.TaskFinal(t.State) {
 			p.ended(t)
 		}
 	}()

@@ -215,7 +215,7 @@ func (a *Aggregator) createTask(ctx context.Context, v *view, ls *liveSession, m
 		return nil, a.taskFailure(err)
 	}
 	if ls != nil {
-		a.pushes.watch(a, ls, task.ID)
+		a.pushes.watch(ctx, a, ls, task.ID)
 	}
 	if modern {
 		out := toV2(task, "task")
