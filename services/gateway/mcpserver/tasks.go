@@ -119,13 +119,16 @@ func taskCall(params json.RawMessage, modern bool) (name string, args json.RawMe
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 		Task      json.RawMessage `json:"task"`
-		Meta      struct {
+		// A retry of a multi round-trip call (mrtr.go) is never a new task.
+		RequestState   json.RawMessage `json:"requestState"`
+		InputResponses json.RawMessage `json:"inputResponses"`
+		Meta           struct {
 			Caps struct {
 				Extensions map[string]json.RawMessage `json:"extensions"`
 			} `json:"io.modelcontextprotocol/clientCapabilities"`
 		} `json:"_meta"`
 	}
-	if json.Unmarshal(params, &p) != nil || p.Name == "" {
+	if json.Unmarshal(params, &p) != nil || p.Name == "" || p.RequestState != nil || p.InputResponses != nil {
 		return "", nil, false // go-sdk answers it
 	}
 	if modern {
