@@ -53,7 +53,7 @@ func (a *Aggregator) taskPath(w http.ResponseWriter, r *http.Request, v *view, l
 	}
 	if req.Method == "tools/call" {
 		name, args, asTask := taskCall(req.Params, modern)
-		if !asTask {
+		if !asTask || !taskEligible(r) {
 			return false
 		}
 		if modern && (r.Header.Get("Mcp-Method") != "tools/call" || r.Header.Get("Mcp-Name") != name) {
@@ -64,7 +64,7 @@ func (a *Aggregator) taskPath(w http.ResponseWriter, r *http.Request, v *view, l
 		})
 		return true
 	}
-	if !taskMethods[req.Method] {
+	if !taskMethods[req.Method] || !taskEligible(r) {
 		return false
 	}
 	var p struct {
@@ -105,6 +105,19 @@ func (a *Aggregator) taskPath(w http.ResponseWriter, r *http.Request, v *view, l
 	}
 	a.taskOp(w, r, ls, modern, req, p.TaskID, do)
 	return true
+}
+
+// taskEligible says whether the HTTP side of r is one go-sdk would serve
+// (fastcall.go's eligible; a missing protocol version is 2025-03-26's, as
+// go-sdk takes it): anything else goes to go-sdk, which refuses it as the
+// spec says (a foreign Host on a loopback listener among them).
+func taskEligible(r *http.Request) bool {
+	if r.Header.Get("Mcp-Protocol-Version") != "" {
+		return eligible(r)
+	}
+	r2 := r.Clone(r.Context())
+	r2.Header.Set("Mcp-Protocol-Version", "2025-03-26")
+	return eligible(r2)
 }
 
 // taskCall reads a tools/call that asks for a task: for 2025-11-25 a

@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -61,5 +62,10 @@ func TestSessionTasks(t *testing.T) {
 	}
 	if m := decodeMsg(t, raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":6,"method":"tasks/get","params":{}}`)); m.Error == nil || m.Error.Code != -32602 {
 		t.Fatalf("tasks/get without taskId: %+v", m)
+	}
+	// go-sdk's DNS-rebinding guard holds for tasks as for calls.
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"x"},"task":{}}}`
+	if r := rawWith(t, e.url, "", sid, call, map[string]string{"Host": "evil.example"}); r.status != http.StatusForbidden || strings.Contains(r.body, "taskId") {
+		t.Fatalf("a task from a foreign Host: %d %s", r.status, r.body)
 	}
 }
