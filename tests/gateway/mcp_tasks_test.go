@@ -387,7 +387,11 @@ func TestMCPTasks(t *testing.T) {
 			t.Fatalf("cancelled task: %v", got)
 		}
 		// Unknown tools and bad arguments are refused before any task exists.
-		am.rpc(t, "tools/call", "slow__nope", `"name":"slow__nope","arguments":{}`).refused(t, "unknown tool", -32602, apierr.NotFound)
+		am.rpc(t, "tools/call", "slow__nope", `"name":"slow__nope","arguments":{}`).refused(t, "unknown tool", -32602, "")
+		// A 2026-07-28 call whose arguments do not fit is answered inline, as a call is: a tool error.
+		if res := am.rpc(t, "tools/call", "slow__sleep", `"name":"slow__sleep","arguments":{"ms":"long"}`).ok(t, "mismatch"); str(t, res["resultType"]) != "complete" || string(res["isError"]) != "true" {
+			t.Fatalf("a 2026-07-28 call with bad arguments: %v", res)
+		}
 		a2.rpc(t, "tools/call", "", `"name":"slow__sleep","arguments":{"ms":"long"},"task":{}`).refused(t, "bad arguments", -32602, apierr.Validation)
 
 		// The approval rules apply before a task exists, on every front door.

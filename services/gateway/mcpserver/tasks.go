@@ -59,6 +59,12 @@ func (a *Aggregator) taskPath(w http.ResponseWriter, r *http.Request, v *view, l
 		if modern && (r.Header.Get("Mcp-Method") != "tools/call" || r.Header.Get("Mcp-Name") != name) {
 			return false // go-sdk answers the missing or mismatched headers
 		}
+		if modern && !a.taskReady(v, name, args) {
+			// The extension lets the server answer inline: what a call
+			// answers at once (an unknown tool, search mode's own tools,
+			// arguments that do not fit) is answered as for a call.
+			return false
+		}
 		a.taskOp(w, r, ls, modern, req, name, func(ctx context.Context) (any, *jsonrpc.Error) {
 			return a.createTask(ctx, v, ls, modern, name, args)
 		})
@@ -195,6 +201,17 @@ func (a *Aggregator) taskTool(v *view, name string) *toolEntry {
 		return a.tools[name]
 	}
 	return nil
+}
+
+// taskReady reports whether a call of name with args may become a task: a
+// server's tool of v, with arguments that fit its input schema.
+func (a *Aggregator) taskReady(v *view, name string, args json.RawMessage) bool {
+	e := a.taskTool(v, name)
+	if e == nil {
+		return false
+	}
+	_, bad, mismatch := checkArguments(e, args)
+	return bad == nil && mismatch == nil
 }
 
 // createTask checks a tools/call as a call is checked (the tool, its
