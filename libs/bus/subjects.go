@@ -83,6 +83,10 @@ const (
 	// whether it is a tool error (ToolResultOK, ToolResultError): a caller
 	// may pass the result on without decoding it. Absent: not checked.
 	HeaderToolResult = "Mcp-Tool-Result"
+	// HeaderTask, "true" on a tool call request, makes the call a durable
+	// task: the reply is the task's handle (model.Task, state working), as
+	// task.create would answer, and the call runs on the server's owner.
+	HeaderTask = "Mcp-Task"
 	// HeaderErrorCode and HeaderError are the NATS micro error headers.
 	HeaderErrorCode = "Nats-Service-Error-Code"
 	HeaderError     = "Nats-Service-Error"

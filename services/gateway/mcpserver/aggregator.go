@@ -135,6 +135,7 @@ type Aggregator struct {
 	held     heldCalls                // bus calls held across the rounds of 2026-07-28 clients (mrtr.go)
 	sealer   *stateSealer             // seals their requestState (mrtrstate.go)
 	retries  *nats.Subscription       // retries of held calls other instances pass on (mrtrforward.go)
+	pushes   taskPushes               // tasks of this instance's sessions, for their status pushes (taskpush.go)
 	tel      serverTelemetry
 	// authorizer starts a caller's own OAuth flow (authprompt.go).
 	authorizer Authorizer
@@ -232,4 +233,5 @@ func (a *Aggregator) Close() {
 	a.wg.Wait()
 	a.sessions.closeAll(views)
 	a.held.cancel(func(*heldCall) bool { return true })
+	a.pushes.close()
 }

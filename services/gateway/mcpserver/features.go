@@ -133,7 +133,7 @@ func (a *Aggregator) features(v *view) mcp.Middleware {
 			if err != nil {
 				return nil, err
 			}
-			return forEra(req, res), nil
+			return a.withTasks(forEra(req, res)), nil
 		}
 	}
 }

@@ -64,6 +64,9 @@ func (a *Aggregator) Handler() http.Handler {
 // session, the POST is the whole request), or any request with --stateless:
 // go-sdk's stateless handler, after the call fast path.
 func (a *Aggregator) serveModern(w http.ResponseWriter, r *http.Request, v *view, msg jsonrpc.Message) {
+	if msg != nil && a.taskPath(w, r, v, nil, modernRequest(r, msg), msg) {
+		return
+	}
 	if msg != nil && !a.opts.NoFastPath && a.fastPath(w, r, v, nil, msg) {
 		return
 	}
@@ -95,8 +98,17 @@ func (a *Aggregator) serveSession(w http.ResponseWriter, r *http.Request, v *vie
 	if ls != nil && req != nil && req.Method == "notifications/cancelled" {
 		a.cancelFast(ls, req) // go-sdk still gets it (and answers 202)
 	}
+	if ls != nil && msg != nil && a.taskPath(w, r, v, ls, false, msg) {
+		return
+	}
 	if msg != nil && !a.opts.NoFastPath && a.fastPath(w, r, v, ls, msg) {
 		return
+	}
+	if ls != nil && r.Method == http.MethodGet {
+		// The GET stream also carries the gateway's own notifications.
+		var detach func()
+		w, detach = ls.push.attach(w)
+		defer detach()
 	}
 	if ls != nil && req != nil && req.IsCall() {
 		var done func()
@@ -165,7 +177,7 @@ func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
 		return nil, !notJSON()
 	}
 	modern := r.Header.Get("Mcp-Protocol-Version") >= modernVersion
-	if req, ok := msg.(*jsonrpc.Request); ok && !modern && req.IsCall() && !serverMethods[req.Method] {
+	if req, ok := msg.(*jsonrpc.Request); ok && !modern && req.IsCall() && !serverMethods[req.Method] && !taskMethods[req.Method] {
 		writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("Method not found: %q", req.Method)})
 		return nil, false
 	}

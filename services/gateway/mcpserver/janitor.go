@@ -43,6 +43,7 @@ func (a *Aggregator) janitor(ctx context.Context) {
 			a.sessions.closeIdle(views, now.Add(-a.opts.SessionTimeout), now.Add(-a.opts.SessionTimeout/streamlessShare))
 		}
 		a.sweep(time.Now().Add(-viewIdle))
+		a.pushes.forget()
 	}
 }
 

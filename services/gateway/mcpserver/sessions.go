@@ -33,6 +33,8 @@ type liveSession struct {
 	// sdkCalls holds, by JSON-RPC id, whether the client cancelled a call
 	// go-sdk serves (*atomic.Bool; cancelled.go).
 	sdkCalls sync.Map
+	// push carries the gateway's own notifications to the session (taskpush.go).
+	push sessionPush
 }
 
 func (ls *liveSession) closed() bool { return ls.done.Err() != nil }

@@ -75,17 +75,21 @@ func (a *Aggregator) viewFor(p *auth.Principal, search bool) (*view, error) {
 	}
 	cp := *p
 	v := &view{key: key, principal: &cp, installed: map[string]*toolEntry{}, search: search}
+	caps := &mcp.ServerCapabilities{
+		Tools:       &mcp.ToolCapabilities{ListChanged: true},
+		Resources:   &mcp.ResourceCapabilities{},
+		Prompts:     &mcp.PromptCapabilities{},
+		Completions: &mcp.CompletionCapabilities{},
+	}
+	if a.tasksServed() {
+		caps.AddExtension(tasksExtension, nil) // taskcaps.go
+	}
 	v.server = mcp.NewServer(a.impl, &mcp.ServerOptions{
 		Instructions: "The tools, resources and prompts of every MCP server mcpbus runs. " +
 			"Tools and prompts are named <server>__<name>; resource URIs are mcpbus://<server>/<escaped original URI>. " +
 			"_meta of each names the server (" + MetaServer + ") and the original name.",
-		Logger: a.sdkLog,
-		Capabilities: &mcp.ServerCapabilities{
-			Tools:       &mcp.ToolCapabilities{ListChanged: true},
-			Resources:   &mcp.ResourceCapabilities{},
-			Prompts:     &mcp.PromptCapabilities{},
-			Completions: &mcp.CompletionCapabilities{},
-		},
+		Logger:       a.sdkLog,
+		Capabilities: caps,
 		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			return a.complete(ctx, v, req)
 		},

@@ -15,6 +15,8 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/gateway/approvals"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
 )
 
 // TaskListReply is the body of GET /api/v1/tasks.
@@ -34,10 +36,14 @@ func taskRef(w http.ResponseWriter, r *http.Request) (string, bool) {
 
 // createTask answers POST /api/v1/tasks (body: a tool call, by server and
 // tool or by namespaced name) with 202 and the task's handle; the runner
-// checks the caller's own tool filter, as for a call.
+// checks the caller's own tool filter, and the approval rules apply, as for
+// a call.
 func (a *API) createTask(w http.ResponseWriter, r *http.Request) {
 	var in model.TaskCreateRequest
 	if !decodeBody(w, r, &in) {
+		return
+	}
+	if refused := a.approveTask(w, r, in); refused {
 		return
 	}
 	var (
@@ -178,4 +184,37 @@ func taskFrame(m jetstream.Msg) (string, bool) {
 		seq = md.Sequence.Stream
 	}
 	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, t.State, buf.Bytes()), true
+}
+
+// approveTask applies the approval rules to a task's call before it is
+// made, as /mcp/invoke does to a call: a call they ask about waits for an
+// approver; a refused one is answered 403 with the refusal. It reports
+// whether it answered.
+func (a *API) approveTask(w http.ResponseWriter, r *http.Request, in model.TaskCreateRequest) bool {
+	if a.opts.Approvals == nil {
+		return false
+	}
+	name := in.Name
+	if name == "" {
+		name = model.NamespacedName(in.Server, in.Tool)
+	}
+	server, _, _ := strings.Cut(name, "__")
+	if in.Server != "" {
+		server = in.Server
+	}
+	args := in.Arguments
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	msg, err := a.opts.Approvals.Enforce(r.Context(), approvals.Call{Principal: auth.PrincipalFrom(r.Context()).Bus().ID,
+		Server: server, Tool: name, Arguments: args}, nil)
+	if err != nil {
+		writeError(w, err)
+		return true
+	}
+	if msg != "" {
+		auth.WriteError(w, http.StatusForbidden, apierr.New(apierr.Unauthorized, msg))
+		return true
+	}
+	return false
 }

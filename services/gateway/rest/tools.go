@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
 	"github.com/mcpbus/mcpbus/services/gateway/approvals"
@@ -168,6 +170,17 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, InvokeReply{Error: msg, ErrorType: ErrService, Details: apierr.New(apierr.Unauthorized, msg)})
 			return
 		}
+	}
+	if strings.EqualFold(r.Header.Get(bus.HeaderTask), "true") {
+		// A durable task instead of the call: its handle, as POST /api/v1/tasks answers.
+		task, err := a.client.CreateTask(r.Context(), tool.Server, tool.Tool, params)
+		if err != nil {
+			fail(apierr.From(err))
+			return
+		}
+		w.Header().Set("Location", "/api/v1/tasks/"+url.PathEscape(task.ID))
+		writeJSON(w, http.StatusAccepted, task)
+		return
 	}
 	got, err := a.client.CallResult(r.Context(), tool.Server, tool.Tool, params, nil)
 	if restarts.NoOwner(err) {

@@ -145,6 +145,11 @@ func (s *server) handleCall(req micro.Request) {
 	if subj := h.Get(bus.HeaderClientSubject); subj != "" {
 		ctx = withClientTarget(ctx, &clientTarget{subject: subj, requestID: h.Get(bus.HeaderRequestID)})
 	}
+	if strings.EqualFold(h.Get(bus.HeaderTask), "true") {
+		err := s.callAsTask(ctx, c, h, token, req)
+		bus.EndProcess(span, err)
+		return
+	}
 	res, tool, err := s.call(ctx, c, h, token, req.Data())
 	defer bus.EndProcess(span, err)
 	reqID := h.Get(bus.HeaderRequestID)

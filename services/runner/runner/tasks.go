@@ -98,23 +98,28 @@ func taskCaller(req micro.Request) (principal.Principal, error) {
 }
 
 func (r *Runner) handleTaskCreate(ctx context.Context, req micro.Request) (any, error) {
-	p, err := taskCaller(req)
-	if err != nil {
-		return nil, err
-	}
 	var in model.TaskCreateRequest
 	if err := bus.Decode(req.Data(), &in); err != nil {
 		return nil, err
 	}
+	return r.createTask(ctx, nats.Header(req.Headers()), in)
+}
+
+// createTask makes the task in asks for, for the principal of h, and queues its run.
+func (r *Runner) createTask(ctx context.Context, h nats.Header, in model.TaskCreateRequest) (model.Task, error) {
+	p, err := principal.FromHeader(h)
+	if err != nil {
+		return model.Task{}, apierr.Invalid("", "the principal header does not decode")
+	}
 	if err := checkArgs(in.Arguments, r.opts.MaxArgsBytes); err != nil {
-		return nil, err
+		return model.Task{}, err
 	}
 	tool, err := r.catalogTool(in)
 	if err != nil {
-		return nil, err
+		return model.Task{}, err
 	}
 	if !p.AllowsTool(tool.Name) { // the caller's own filter hides it: as unknown
-		return nil, apierr.Newf(apierr.NotFound, "server %s has no tool %q", tool.Server, tool.Tool)
+		return model.Task{}, apierr.Newf(apierr.NotFound, "server %s has no tool %q", tool.Server, tool.Tool)
 	}
 	now := time.Now().UTC()
 	task := model.Task{ID: uuid.NewString(), State: model.TaskWorking, Server: tool.Server, Tool: tool.Tool, Name: tool.Name,
@@ -123,19 +128,19 @@ func (r *Runner) handleTaskCreate(ctx context.Context, req micro.Request) (any, 
 	if len(trimJSONSpace(args)) == 0 {
 		args = emptyObject
 	}
-	rec := taskRecord{Task: task, Args: args, PrincipalHeader: nats.Header(req.Headers()).Get(principal.Header)}
+	rec := taskRecord{Task: task, Args: args, PrincipalHeader: h.Get(principal.Header)}
 	data, err := json.Marshal(rec)
 	if err != nil {
-		return nil, apierr.Wrap(apierr.Internal, "encoding the task", err)
+		return model.Task{}, apierr.Wrap(apierr.Internal, "encoding the task", err)
 	}
 	if _, err := r.tasks.kv.Create(ctx, task.ID, data); err != nil {
-		return nil, apierr.Wrap(apierr.ServiceUnavailable, "storing the task", err)
+		return model.Task{}, apierr.Wrap(apierr.ServiceUnavailable, "storing the task", err)
 	}
 	run, _ := json.Marshal(taskRunMsg{ID: task.ID})
 	// The message id makes a retried publish count once.
 	if _, err := r.js.Publish(ctx, r.subj.TaskRun(tool.Server), run, jetstream.WithMsgID(task.ID)); err != nil {
 		_ = r.tasks.kv.Delete(context.WithoutCancel(ctx), task.ID)
-		return nil, apierr.Wrap(apierr.ServiceUnavailable, "queueing the task", err)
+		return model.Task{}, apierr.Wrap(apierr.ServiceUnavailable, "queueing the task", err)
 	}
 	return task, nil
 }

@@ -1,0 +1,210 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+)
+
+// notifications/tasks/status (2025-11-25) to the session that made a task,
+// when the task ends. go-sdk v1.8.0 cannot send a notification it does not
+// know, so the gateway writes it on the session's GET stream itself, between
+// go-sdk's own events (each of which go-sdk writes whole, in one Write).
+// While no GET stream is open the notifications wait, a few per session, for
+// the next one. Final states come from the runners' task events
+// (events.task.<id>, one core subscription per gateway instance); the spec
+// makes these pushes optional for the client to rely on, and tasks/get
+// stays the truth.
+
+// maxPendingPushes bounds the notifications a session without a GET stream keeps.
+const maxPendingPushes = 64
+
+// taskPushes maps the tasks made by sessions of this instance to them.
+type taskPushes struct {
+	mu   sync.Mutex
+	sub  *nats.Subscription
+	byID map[string]*liveSession
+}
+
+// watch starts following task id for ls: its end is pushed to ls. ctx is
+// the creating request's (its principal reads the task).
+func (p *taskPushes) watch(ctx context.Context, a *Aggregator, ls *liveSession, id string) {
+	p.mu.Lock()
+	if p.sub == nil {
+		sub, err := a.nc.Subscribe(a.client.Subjects().EventsOf("task"), func(m *nats.Msg) {
+			var t model.Task
+			if json.Unmarshal(m.Data, &t) == nil && model.TaskFinal(t.State) {
+				p.ended(t)
+			}
+		})
+		if err != nil {
+			p.mu.Unlock()
+			a.log.Warn("task status pushes are off: subscribing to task events failed", "error", err)
+			return
+		}
+		p.sub = sub
+	}
+	if p.byID == nil {
+		p.byID = map[string]*liveSession{}
+	}
+	p.byID[id] = ls
+	p.mu.Unlock()
+	// A task that ended before the subscription saw it: ask once.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if t, err := a.client.Task(ctx, id); err == nil && model.TaskFinal(t.State) {
+			p.ended(t)
+		}
+	}()
+}
+
+// ended pushes t to the session that made it, once.
+func (p *taskPushes) ended(t model.Task) {
+	p.mu.Lock()
+	ls := p.byID[t.ID]
+	delete(p.byID, t.ID)
+	p.mu.Unlock()
+	if ls == nil || ls.closed() {
+		return
+	}
+	params, err := json.Marshal(toV1(t))
+	if err != nil {
+		return
+	}
+	data, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: "notifications/tasks/status", Params: params})
+	if err != nil {
+		return
+	}
+	ls.push.send(data)
+}
+
+// forget drops the tasks of sessions that have closed.
+func (p *taskPushes) forget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, ls := range p.byID {
+		if ls.closed() {
+			delete(p.byID, id)
+		}
+	}
+}
+
+func (p *taskPushes) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sub != nil {
+		_ = p.sub.Unsubscribe()
+		p.sub = nil
+	}
+}
+
+// sessionPush is a session's channel for the gateway's own notifications:
+// the GET stream go-sdk serves, when open, else a short queue.
+type sessionPush struct {
+	mu      sync.Mutex
+	stream  *pushWriter
+	pending [][]byte
+}
+
+// send writes one JSON-RPC message as an SSE event on the open stream, or
+// queues it for the next one.
+func (s *sessionPush) send(msg []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream != nil && s.stream.write(msg) {
+		return
+	}
+	if len(s.pending) < maxPendingPushes {
+		s.pending = append(s.pending, msg)
+	}
+}
+
+// attach wraps the ResponseWriter of the session's GET stream; the returned
+// func detaches it when go-sdk is done with it.
+func (s *sessionPush) attach(w http.ResponseWriter) (http.ResponseWriter, func()) {
+	pw := &pushWriter{ResponseWriter: w, owner: s}
+	s.mu.Lock()
+	s.stream = pw
+	s.mu.Unlock()
+	return pw, func() {
+		s.mu.Lock()
+		if s.stream == pw {
+			s.stream = nil
+		}
+		s.mu.Unlock()
+		pw.mu.Lock()
+		pw.gone = true
+		pw.mu.Unlock()
+	}
+}
+
+// pushWriter serializes go-sdk's writes on a GET stream with the gateway's
+// events. Nothing is written before go-sdk has sent the stream's headers.
+type pushWriter struct {
+	http.ResponseWriter
+	owner *sessionPush
+	mu    sync.Mutex
+	open  bool // go-sdk answered 200 with its event stream
+	gone  bool // go-sdk returned: the stream is over
+}
+
+func (p *pushWriter) WriteHeader(code int) {
+	p.mu.Lock()
+	p.ResponseWriter.WriteHeader(code)
+	p.open = code == http.StatusOK
+	p.mu.Unlock()
+	if p.open {
+		p.owner.drain(p)
+	}
+}
+
+func (p *pushWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ResponseWriter.Write(b)
+}
+
+func (p *pushWriter) Flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = http.NewResponseController(p.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (p *pushWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+// write puts one message on the stream as an SSE event; false when the
+// stream cannot take it (not open yet, or over).
+func (p *pushWriter) write(msg []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.open || p.gone {
+		return false
+	}
+	frame := make([]byte, 0, len(msg)+len("event: message\ndata: \n\n"))
+	frame = append(frame, "event: message\ndata: "...)
+	frame = append(frame, msg...)
+	frame = append(frame, "\n\n"...)
+	if _, err := p.ResponseWriter.Write(frame); err != nil {
+		return false
+	}
+	_ = http.NewResponseController(p.ResponseWriter).Flush()
+	return true
+}
+
+// drain writes what waited for a stream on p.
+func (s *sessionPush) drain(p *pushWriter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.pending) > 0 && s.stream == p && p.write(s.pending[0]) {
+		s.pending = s.pending[1:]
+	}
+}
