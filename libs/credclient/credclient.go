@@ -227,18 +227,48 @@ func (r *Resolver) OAuthClientSecret(ctx context.Context, serverID string) (stri
 // fetch sends req on mcp.v1.cred.<verb> and opens the sealed reply with the
 // resolver's key.
 func (r *Resolver) fetch(ctx context.Context, verb string, req any) (model.ResolvedCredentials, error) {
-	var reply model.SealedReply
-	if err := bus.RequestJSON(ctx, r.nc, r.subj.Service("cred", verb), req, &reply, Timeout); err != nil {
-		return model.ResolvedCredentials{}, unreachable(err)
-	}
-	plain, err := r.kp.Open(reply.Sealed, reply.SenderKey)
+	plain, err := r.open(ctx, verb, req)
 	if err != nil {
-		return model.ResolvedCredentials{}, apierr.Wrap(apierr.Internal, "the credential reply cannot be opened with this resolver's key", err)
+		return model.ResolvedCredentials{}, err
 	}
 	defer clear(plain)
 	var out model.ResolvedCredentials
 	if err := json.Unmarshal(plain, &out); err != nil {
 		return model.ResolvedCredentials{}, apierr.Wrap(apierr.Internal, "the credential reply is malformed", err)
+	}
+	return out, nil
+}
+
+// open sends req on mcp.v1.cred.<verb> and returns the sealed reply opened
+// with the resolver's key (the caller clears it).
+func (r *Resolver) open(ctx context.Context, verb string, req any) ([]byte, error) {
+	var reply model.SealedReply
+	if err := bus.RequestJSON(ctx, r.nc, r.subj.Service("cred", verb), req, &reply, Timeout); err != nil {
+		return nil, unreachable(err)
+	}
+	plain, err := r.kp.Open(reply.Sealed, reply.SenderKey)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.Internal, "the credential reply cannot be opened with this resolver's key", err)
+	}
+	return plain, nil
+}
+
+// VerbFingerprints is mcp.v1.cred.<VerbFingerprints>: the fingerprints of
+// every stored secret value, for runners alone.
+const VerbFingerprints = "fingerprints"
+
+// Fingerprints returns the credential service's fingerprint feed, sealed to
+// this resolver's key on the way: keyed fingerprints of every stored value,
+// never a value (model.FingerprintFeed).
+func (r *Resolver) Fingerprints(ctx context.Context) (model.FingerprintFeed, error) {
+	plain, err := r.open(ctx, VerbFingerprints, model.CredFingerprintsRequest{RecipientKey: r.pubKey, Runner: r.runner})
+	if err != nil {
+		return model.FingerprintFeed{}, err
+	}
+	defer clear(plain)
+	var out model.FingerprintFeed
+	if err := json.Unmarshal(plain, &out); err != nil {
+		return model.FingerprintFeed{}, apierr.Wrap(apierr.Internal, "the fingerprint feed is malformed", err)
 	}
 	return out, nil
 }

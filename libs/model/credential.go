@@ -211,24 +211,60 @@ func (r CredResolveRequest) ProofMessage() []byte {
 }
 
 // CredEvent is the audit event of one resolve (mcp.v1.events.cred.<server_id>):
-// who asked for which server's secrets, and the outcome; never a value.
+// who asked for which server's secrets, and the outcome; or of one change
+// of a record (Type changed); never a value.
 type CredEvent struct {
-	Type     string `json:"type"` // resolved or refused
+	Type     string `json:"type"` // resolved, refused or changed
 	ServerID string `json:"server_id"`
 	Runner   string `json:"runner,omitempty"`
 	// Principal is whose own record a per-principal resolve asked for.
 	Principal string `json:"principal,omitempty"`
-	// Via is the subject verb: resolve (runners), registry (the registry service), chatkey (the chat service) or oauthclient (the gateway).
+	// Via is the subject verb: resolve (runners), registry (the registry service), chatkey (the chat service) or oauthclient (the gateway);
+	// for a change set, delete or refresh (an OAuth token refreshed by the service).
 	Via  string    `json:"via"`
 	Code string    `json:"code,omitempty"`
 	At   time.Time `json:"at"`
 }
 
-// Types of CredEvent.
+// Types of CredEvent. CredChanged says a record was written or removed
+// (Via set, delete, or refresh for an OAuth token the service refreshed):
+// runners fetch the fingerprint feed again on it.
 const (
 	CredResolved = "resolved"
 	CredRefused  = "refused"
+	CredChanged  = "changed"
 )
+
+// CredFingerprintsRequest is the body of mcp.v1.cred.fingerprints, which
+// only runners may publish: the reply (SealedReply) is sealed to
+// RecipientKey and opens to the JSON of FingerprintFeed.
+type CredFingerprintsRequest struct {
+	RecipientKey string `json:"recipient_key"`
+	Runner       string `json:"runner,omitempty"`
+}
+
+// FingerprintFeed holds the keyed fingerprints of every stored secret value
+// (libs/secretscan/fingerprint: HMAC-SHA256 under Key, truncated to 16
+// bytes), never a value: runners block or redact them in tool calls.
+type FingerprintFeed struct {
+	// Key is the HMAC key, shared by the credential service's instances and
+	// the runners it answers; it changes with the service's curve key pair.
+	Key []byte `json:"key"`
+	// Sums are the fingerprints end to end, 16 bytes each.
+	Sums []byte `json:"sums"`
+	// Lengths are the distinct lengths of the fingerprinted texts.
+	Lengths []int `json:"lengths"`
+	// Records is how many stored records were read.
+	Records int `json:"records"`
+	// Truncated says the store held more than MaxFingerprints: the rest are
+	// left out.
+	Truncated bool      `json:"truncated,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// MaxFingerprints bounds a feed (16 bytes each: 256 KiB, ~350 KiB as
+// base64 before sealing), under NATS's default 1 MiB payload.
+const MaxFingerprints = 16384
 
 // SealedReply is the reply of mcp.v1.cred.resolve: Sealed opens, with the
 // runner's curve key and SenderKey, to the JSON of ResolvedCredentials.

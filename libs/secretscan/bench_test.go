@@ -20,6 +20,8 @@ func BenchmarkScan(b *testing.B) {
 		{"prose-1KiB", `{"message":"` + strings.Repeat("Rotate the API key and the access token; never share a password. ", 16) + `"}`},
 		{"result-64KiB", `{"content":[{"type":"text","text":"` + strings.Repeat("x", 65536) + `"}]}`},
 		{"result-1KiB", `{"content":[{"type":"text","text":"` + strings.Repeat("lorem ipsum dolor sit amet ", 38) + `"}]}`},
+		{"prose-64KiB", `{"content":[{"type":"text","text":"` + strings.Repeat("Rotate the API key and the access token; never share a password. ", 1024) + `"}]}`},
+		{"json-64KiB", `{"rows":[` + strings.Repeat(`{"id":12345,"name":"row","ok":true,"tags":["a","b"],"token":null},`, 1000) + `{}]}`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			p := []byte(c.payload)

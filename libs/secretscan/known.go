@@ -2,49 +2,69 @@ package secretscan
 
 import (
 	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/json"
-	"hash"
+	"fmt"
+
+	"github.com/mcpbus/mcpbus/libs/secretscan/fingerprint"
 )
 
 // MinKnownLen is the shortest known value worth looking for: shorter ones
 // (a port, "true") would match ordinary text.
-const MinKnownLen = 8
+const MinKnownLen = fingerprint.MinLen
 
 // maxKnownLen bounds the candidates hashed: a longer value (a PEM key) is
 // left to gitleaks' own rules.
-const maxKnownLen = 512
+const maxKnownLen = fingerprint.MaxLen
 
 // Known is a set of known secret values held as keyed fingerprints
-// (HMAC-SHA256 under key), never as the values: a set may be kept, logged
-// by accident or sent without giving a value away to whoever lacks the key.
+// (fingerprint: truncated HMAC-SHA256 under a key), never as the values: a
+// set may be kept, logged by accident or sent without giving a value away
+// to whoever lacks the key. A set may hold groups under several keys (a
+// runner's own values, the credential service's feed).
 type Known struct {
+	groups []*group
+	lens   [maxKnownLen + 1]bool // every group's lengths: a candidate of another length is not hashed
+}
+
+// group is the fingerprints made under one key.
+type group struct {
 	key  []byte
-	sums map[[sha256.Size]byte]struct{}
-	lens [maxKnownLen + 1]bool // lengths of the values: a candidate of another length is not hashed
+	sums map[fingerprint.Sum]struct{}
+	lens [maxKnownLen + 1]bool
 }
 
 // NewKnown fingerprints values under key; values shorter than MinKnownLen
 // are left out. A value is added as written and as JSON escapes it, since
 // payloads are scanned as JSON text.
 func NewKnown(key []byte, values []string) *Known {
-	k := &Known{key: key, sums: map[[sha256.Size]byte]struct{}{}}
-	m := hmac.New(sha256.New, key)
+	g := &group{key: key, sums: map[fingerprint.Sum]struct{}{}}
+	m := fingerprint.New(key)
 	for _, v := range values {
-		k.add(m, v)
-		if b, err := json.Marshal(v); err == nil && string(b[1:len(b)-1]) != v {
-			k.add(m, string(b[1:len(b)-1]))
+		for _, f := range fingerprint.Forms(v) {
+			g.sums[m.Of([]byte(f))] = struct{}{}
+			g.lens[len(f)] = true
 		}
 	}
-	return k
+	return &Known{groups: []*group{g}, lens: g.lens}
 }
 
-func (k *Known) add(m hash.Hash, v string) {
-	if len(v) < MinKnownLen || len(v) > maxKnownLen {
-		return
+// KnownFromSums is the set of fingerprints made elsewhere under key (the
+// credential service's feed): sums holds them end to end, lengths the
+// lengths of the texts they were made of.
+func KnownFromSums(key []byte, sums []byte, lengths []int) (*Known, error) {
+	if len(sums)%fingerprint.Size != 0 {
+		return nil, fmt.Errorf("secretscan: %d bytes of fingerprints is not a whole number of %d-byte sums", len(sums), fingerprint.Size)
 	}
-	k.sums[sum(m, []byte(v))] = struct{}{}
-	k.lens[len(v)] = true
+	g := &group{key: key, sums: make(map[fingerprint.Sum]struct{}, len(sums)/fingerprint.Size)}
+	for i := 0; i < len(sums); i += fingerprint.Size {
+		g.sums[fingerprint.Sum(sums[i:i+fingerprint.Size])] = struct{}{}
+	}
+	for _, n := range lengths {
+		if n < MinKnownLen || n > maxKnownLen {
+			return nil, fmt.Errorf("secretscan: a fingerprinted length of %d is outside [%d, %d]", n, MinKnownLen, maxKnownLen)
+		}
+		g.lens[n] = true
+	}
+	return &Known{groups: []*group{g}, lens: g.lens}, nil
 }
 
 // Len is the number of fingerprints.
@@ -52,15 +72,11 @@ func (k *Known) Len() int {
 	if k == nil {
 		return 0
 	}
-	return len(k.sums)
-}
-
-func sum(m hash.Hash, b []byte) [sha256.Size]byte {
-	m.Reset()
-	m.Write(b)
-	var out [sha256.Size]byte
-	m.Sum(out[:0])
-	return out
+	n := 0
+	for _, g := range k.groups {
+		n += len(g.sums)
+	}
+	return n
 }
 
 // scan finds known values among the candidate tokens of payload: each JSON
@@ -72,15 +88,23 @@ func (k *Known) scan(payload []byte) []Finding {
 		return nil
 	}
 	var out []Finding
-	m := hmac.New(sha256.New, k.key)
+	makers := make([]*fingerprint.Maker, len(k.groups)) // made when first needed
 	try := func(start, end int) bool {
 		n := end - start
 		if n < MinKnownLen || n > maxKnownLen || !k.lens[n] {
 			return false
 		}
-		if _, ok := k.sums[sum(m, payload[start:end])]; ok {
-			out = append(out, Finding{Rule: RuleKnown, Start: start, End: end})
-			return true
+		for i, g := range k.groups {
+			if !g.lens[n] {
+				continue
+			}
+			if makers[i] == nil {
+				makers[i] = fingerprint.New(g.key)
+			}
+			if _, ok := g.sums[makers[i].Of(payload[start:end])]; ok {
+				out = append(out, Finding{Rule: RuleKnown, Start: start, End: end})
+				return true
+			}
 		}
 		return false
 	}
@@ -151,19 +175,33 @@ var classes = func() (t [256]uint8) {
 	return t
 }()
 
-// Merge is the union of sets fingerprinted under key; sets under another
-// key are left out (their fingerprints would never match).
-func Merge(key []byte, sets ...*Known) *Known {
-	out := &Known{key: key, sums: map[[sha256.Size]byte]struct{}{}}
+// Merge is the union of sets: fingerprints under the same key go in one
+// group, those under another key in a group of their own.
+func Merge(sets ...*Known) *Known {
+	out := &Known{}
 	for _, k := range sets {
-		if k == nil || !hmac.Equal(k.key, key) {
+		if k == nil {
 			continue
 		}
-		for s := range k.sums {
-			out.sums[s] = struct{}{}
-		}
-		for n, ok := range k.lens {
-			out.lens[n] = out.lens[n] || ok
+		for _, g := range k.groups {
+			var into *group
+			for _, o := range out.groups {
+				if hmac.Equal(o.key, g.key) {
+					into = o
+					break
+				}
+			}
+			if into == nil {
+				into = &group{key: g.key, sums: make(map[fingerprint.Sum]struct{}, len(g.sums))}
+				out.groups = append(out.groups, into)
+			}
+			for s := range g.sums {
+				into.sums[s] = struct{}{}
+			}
+			for n, ok := range g.lens {
+				into.lens[n] = into.lens[n] || ok
+				out.lens[n] = out.lens[n] || ok
+			}
 		}
 	}
 	return out

@@ -7,12 +7,15 @@ package secretscan
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/viper"
 	"github.com/zricethezav/gitleaks/v8/config"
 	"github.com/zricethezav/gitleaks/v8/detect"
 	"github.com/zricethezav/gitleaks/v8/logging"
@@ -33,15 +36,25 @@ type Finding struct {
 }
 
 // Scanner scans payloads. Build it once (Default): gitleaks compiles some
-// 200 rules. Scan is safe for concurrent use: gitleaks' Detect only reads
-// the detector (its one counter is atomic), so one detector is shared.
+// 220 rules. Scan is safe for concurrent use.
 type Scanner struct {
-	det *detect.Detector
-	// keywords holds every rule's keywords (all rules have some): a payload
-	// with none skips gitleaks, whose per-call walk of its ~220 rules costs
-	// about 10 µs even when no rule applies.
+	// rules are gitleaks' rules (less Excluded) and this deployment's, and
+	// keywords finds those a payload may match (every rule has keywords;
+	// gitleaks runs a rule only when one is in the text).
+	rules    []config.Rule
 	keywords *prefilter
+	base     config.Config // the rules' shared settings (global allowlists)
+	// detectors are gitleaks detectors of a few rules each, by the set of
+	// rules a payload may match: a detector of every rule walks ~220 rules
+	// and an Aho-Corasick trie of all their keywords (2.7 MB) per call,
+	// where one of the rules a payload's keywords name walks a handful.
+	mu        sync.Mutex
+	detectors map[ruleSet]*detect.Detector
 }
+
+// maxDetectors bounds the detectors kept (each holds a small keyword trie;
+// the rules' compiled regexps are shared): past it, one is dropped.
+const maxDetectors = 256
 
 // Excluded are the gitleaks rules a Scanner leaves out (see New).
 var Excluded = []string{"generic-api-key"}
@@ -54,12 +67,10 @@ func New() (*Scanner, error) {
 	// gitleaks logs through a global zerolog logger, findings included at
 	// trace level: silence it so no value reaches a log.
 	logging.Logger = zerolog.Nop()
-	d, err := detect.NewDetectorDefaultConfig()
+	cfg, err := defaultConfig()
 	if err != nil {
 		return nil, err
 	}
-	cfg := d.Config
-	cfg.Rules = maps(cfg.Rules)
 	// Left out: generic-api-key, a heuristic for `key = "…"` assignments
 	// in source files. Its regexp costs ~1.5 ms per KiB of text holding a
 	// keyword as common as "key" or "token" (ten times a call on the bus),
@@ -68,52 +79,91 @@ func New() (*Scanner, error) {
 	for _, id := range Excluded {
 		delete(cfg.Rules, id)
 	}
-	cfg.OrderedRules = slices.DeleteFunc(slices.Clone(cfg.OrderedRules), func(id string) bool { return slices.Contains(Excluded, id) })
 	// jwt's keyword is "ey", in every "key" and "they": its regexp then ran
 	// on most prose. A JWT starts with the base64 of `{"`, "eyJ".
 	if r, ok := cfg.Rules["jwt"]; ok && slices.Equal(r.Keywords, []string{"ey"}) {
 		r.Keywords = []string{"eyj"}
 		cfg.Rules["jwt"] = r
 	}
-	cfg.Keywords = map[string]struct{}{}
-	for _, r := range cfg.Rules {
+	// An mcpbus API key: mcpbus_<16 hex id>_<43 base64url> (services/gateway/auth).
+	cfg.Rules[RuleAPIKey] = config.Rule{RuleID: RuleAPIKey, Description: "mcpbus API key",
+		Regex: regexp.MustCompile(`mcpbus_[0-9a-f]{16}_[A-Za-z0-9_-]{43}`), Keywords: []string{"mcpbus_"}}
+	s := &Scanner{base: config.Config{Allowlists: cfg.Allowlists}, detectors: map[ruleSet]*detect.Detector{}}
+	keywords := map[string]ruleSet{}
+	var always ruleSet
+	for _, id := range slices.Sorted(maps.Keys(cfg.Rules)) {
+		r := cfg.Rules[id]
+		// A rule on file names (pkcs12-file, or a regexp only for some files:
+		// hashicorp-tf-password, *.tf) never fires on a payload, which has
+		// no file name; gitleaks would still walk the payload for its
+		// keywords ("password": most prose).
+		if r.Regex == nil || r.Path != nil {
+			continue
+		}
+		if len(s.rules) == maxRules {
+			return nil, fmt.Errorf("secretscan: more than %d rules", maxRules)
+		}
+		i := len(s.rules)
+		s.rules = append(s.rules, r)
+		if len(r.Keywords) == 0 { // gitleaks runs such a rule on everything
+			always.add(i)
+		}
+		for _, k := range r.Keywords {
+			set := keywords[strings.ToLower(k)]
+			set.add(i)
+			keywords[strings.ToLower(k)] = set
+		}
+	}
+	s.keywords = newPrefilter(keywords)
+	s.keywords.always.or(&always)
+	return s, nil
+}
+
+// defaultConfig is gitleaks' default rule set, read with a viper of its
+// own: gitleaks' NewDetectorDefaultConfig reads it into viper's global
+// instance, which keeps the parsed file for the life of the process, and
+// builds a detector (a trie of every keyword) this package does not use.
+func defaultConfig() (config.Config, error) {
+	v := viper.New()
+	v.SetConfigType("toml")
+	if err := v.ReadConfig(strings.NewReader(config.DefaultConfig)); err != nil {
+		return config.Config{}, err
+	}
+	var vc config.ViperConfig
+	if err := v.Unmarshal(&vc); err != nil {
+		return config.Config{}, err
+	}
+	return vc.Translate()
+}
+
+// detector is the gitleaks detector of the rules in set, made on first use.
+func (s *Scanner) detector(set ruleSet) *detect.Detector {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d, ok := s.detectors[set]; ok {
+		return d
+	}
+	cfg := s.base
+	cfg.Rules, cfg.Keywords = map[string]config.Rule{}, map[string]struct{}{}
+	for i, r := range s.rules {
+		if !set.has(i) {
+			continue
+		}
+		cfg.Rules[r.RuleID] = r
+		cfg.OrderedRules = append(cfg.OrderedRules, r.RuleID)
 		for _, k := range r.Keywords {
 			cfg.Keywords[strings.ToLower(k)] = struct{}{}
 		}
 	}
-	// An mcpbus API key: mcpbus_<16 hex id>_<43 base64url> (services/gateway/auth).
-	add(&cfg, config.Rule{RuleID: RuleAPIKey, Description: "mcpbus API key",
-		Regex: regexp.MustCompile(`mcpbus_[0-9a-f]{16}_[A-Za-z0-9_-]{43}`), Keywords: []string{"mcpbus_"}})
-	words := make([]string, 0, len(cfg.Keywords))
-	for k := range cfg.Keywords {
-		words = append(words, k)
-	}
-	return &Scanner{det: detect.NewDetector(cfg), keywords: newPrefilter(words)}, nil
-}
-
-func maps(in map[string]config.Rule) map[string]config.Rule {
-	out := make(map[string]config.Rule, len(in)+2)
-	for k, v := range in {
-		out[k] = v
-	}
-	return out
-}
-
-func add(cfg *config.Config, r config.Rule) {
-	cfg.Rules[r.RuleID] = r
-	cfg.OrderedRules = append(cfg.OrderedRules, r.RuleID)
-	if cfg.Keywords == nil {
-		// jwt's keyword is "ey", in every "key" and "they": its regexp then ran
-		// on most prose. A JWT starts with the base64 of `{"`, "eyJ".
-		if r, ok := cfg.Rules["jwt"]; ok && slices.Equal(r.Keywords, []string{"ey"}) {
-			r.Keywords = []string{"eyj"}
-			cfg.Rules["jwt"] = r
+	if len(s.detectors) >= maxDetectors {
+		for k := range s.detectors { // any one: a payload that needs it again rebuilds it
+			delete(s.detectors, k)
+			break
 		}
-		cfg.Keywords = map[string]struct{}{}
 	}
-	for _, k := range r.Keywords {
-		cfg.Keywords[k] = struct{}{}
-	}
+	d := detect.NewDetector(cfg)
+	s.detectors[set] = d
+	return d
 }
 
 // Scan returns the secrets in payload (raw JSON text), those of known
@@ -145,13 +195,14 @@ func (s *Scanner) Scan(payload []byte, known *Known) []Finding {
 	return out
 }
 
-// gitleaks runs gitleaks' rules on payload if any of their keywords is in
-// it (gitleaks matches them lowercased).
+// gitleaks runs the gitleaks rules whose keywords are in payload (gitleaks
+// matches them lowercased), none when there are none.
 func (s *Scanner) gitleaks(payload []byte) []report.Finding {
-	if !s.keywords.mayMatch(payload) {
+	set := s.keywords.rules(payload)
+	if set.empty() {
 		return nil
 	}
-	return s.det.DetectBytes(payload)
+	return s.detector(set).DetectBytes(payload)
 }
 
 // Rules are the distinct rule ids of found, in order.

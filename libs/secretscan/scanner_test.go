@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mcpbus/mcpbus/libs/secretscan"
+	"github.com/mcpbus/mcpbus/libs/secretscan/fingerprint"
 )
 
 // Test values: shaped like real credentials, valid nowhere.
@@ -147,5 +148,43 @@ func TestScanJWTAndProse(t *testing.T) {
 	prose := `{"message":"Rotate the API key and the access token; never share a password."}`
 	if found := s.Scan([]byte(prose), nil); len(found) != 0 {
 		t.Fatalf("prose: %v", secretscan.Rules(found))
+	}
+}
+
+// A set made elsewhere (the credential service's feed: sums and lengths
+// under its key) merged with a runner's own set under another key: each
+// group's values are found, and malformed sums are refused.
+func TestKnownFromSumsMerged(t *testing.T) {
+	feedKey := []byte("feed key")
+	m := fingerprint.New(feedKey)
+	var sums []byte
+	var lengths []int
+	for _, v := range []string{"feed-only-value-77"} {
+		s := m.Of([]byte(v))
+		sums, lengths = append(sums, s[:]...), append(lengths, len(v))
+	}
+	feed, err := secretscan.KnownFromSums(feedKey, sums, lengths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := secretscan.NewKnown([]byte("runner key"), []string{stored})
+	both := secretscan.Merge(own, feed, nil)
+	if both.Len() != 2 {
+		t.Fatalf("%d fingerprints, want 2", both.Len())
+	}
+	s := scanner(t)
+	for _, v := range []string{stored, "feed-only-value-77"} {
+		if rules := secretscan.Rules(s.Scan([]byte(`{"m":"x `+v+` y"}`), both)); len(rules) != 1 || rules[0] != secretscan.RuleKnown {
+			t.Errorf("%s: rules %v", v, rules)
+		}
+	}
+	if found := s.Scan([]byte(`{"m":"feed-only-value-78"}`), both); len(found) != 0 {
+		t.Errorf("a value of the same length not in the set: %v", found)
+	}
+	if _, err := secretscan.KnownFromSums(feedKey, sums[:15], lengths); err == nil {
+		t.Error("15 bytes of sums were accepted")
+	}
+	if _, err := secretscan.KnownFromSums(feedKey, sums, []int{3}); err == nil {
+		t.Error("a length under the minimum was accepted")
 	}
 }

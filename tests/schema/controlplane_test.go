@@ -19,6 +19,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/credential/credential"
 	regsvc "github.com/mcpbus/mcpbus/services/registry/registry"
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
@@ -353,4 +354,37 @@ func driveControlPlane(t *testing.T, ctx context.Context, sys *stack.Stack, sec 
 	}
 	sort.Strings(labels)
 	t.Logf("secrets handed to mcpbus: %s", strings.Join(labels, ", "))
+}
+
+// driveFingerprints reads the fingerprint feed as a runner (the only
+// identity that may) and returns it opened (checked against
+// cred-fingerprints.json afterwards); it holds none of the stored values. A
+// request with no key to seal to is refused.
+func driveFingerprints(t *testing.T, ctx context.Context, sys *stack.Stack, sec secrets, bad deliberate) []byte {
+	t.Helper()
+	runnerNC, err := sys.ConnectAs("schema-runner", access.Runner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runnerNC.Close()
+	res, err := credclient.NewResolver(runnerNC, "", credclient.AsRunner("schema-runner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed, err := res.Fingerprints(ctx)
+	if err != nil || len(feed.Sums) == 0 || feed.Records == 0 {
+		t.Fatalf("cred.fingerprints: %v (%d bytes of sums, %d records)", err, len(feed.Sums), feed.Records)
+	}
+	plain, _ := json.Marshal(feed)
+	for label, v := range sec {
+		if strings.Contains(string(plain), v) {
+			t.Errorf("the fingerprint feed holds secret %s", label)
+		}
+	}
+	var reply model.SealedReply
+	noKey := model.CredFingerprintsRequest{Runner: "schema-runner"}
+	bad.add("cred.fingerprints", noKey)
+	err = bus.RequestJSON(ctx, runnerNC, "mcp.v1.cred."+credential.VerbFingerprints, noKey, &reply, 5*time.Second)
+	wantCode(t, "cred.fingerprints without a recipient key", err, apierr.Validation)
+	return plain
 }

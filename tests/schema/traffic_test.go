@@ -354,6 +354,7 @@ func TestRealMessages(t *testing.T) {
 	driveRetry(t, ctx, sys, srv)
 	driveApprovals(t, ctx, sys, srv)
 	driveReview(t, ctx, sys, rec.nc, srv)
+	feedPlain := driveFingerprints(t, ctx, sys, sec, bad)
 
 	// Wait for the trailing messages: the call events (published after each
 	// reply), the reply of the cancelled call and of whatever the runner asked
@@ -386,6 +387,7 @@ func TestRealMessages(t *testing.T) {
 	checkSecrets(t, reg, msgs, subj, sec, func(sealed []byte, sender string) (model.Credentials, error) {
 		return credSvc.Unseal(context.Background(), sealed, sender)
 	})
+	reg.check(t, "cred-fingerprints", "bus cred.fingerprints (opened)", feedPlain)
 	progressMu.Lock()
 	if len(progress) != 2 {
 		t.Errorf("the client got %d progress events, want 2: %+v", len(progress), progress)
@@ -452,7 +454,7 @@ type request struct {
 func controlVerbs() map[string][]string {
 	return map[string][]string{
 		"config":    config.Verbs,
-		"cred":      {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry, credential.VerbChatKey, credential.VerbOAuthClient},
+		"cred":      {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry, credential.VerbChatKey, credential.VerbOAuthClient, credential.VerbFingerprints},
 		"registry":  {"search", "get"},
 		"chat":      chatVerbs,
 		"oauth":     {"start"},
@@ -519,7 +521,7 @@ var requestSchema = map[string]string{
 
 	"cred.set": "cred-set-request", "cred.delete": "cred-delete-request", "cred.describe": "cred-describe-request",
 	"cred.resolve": "cred-resolve-request", "cred.key": "cred-key-request", "cred.registry": "cred-resolve-request",
-	"cred.chatkey": "cred-chatkey-request", "cred.oauthclient": "cred-oauthclient-request",
+	"cred.chatkey": "cred-chatkey-request", "cred.oauthclient": "cred-oauthclient-request", "cred.fingerprints": "cred-fingerprints-request",
 
 	"registry.search": "registry-search-request", "registry.get": "registry-get-request",
 
@@ -549,7 +551,7 @@ var replySchema = map[string]string{
 
 	"cred.set": "cred-description", "cred.delete": "cred-description", "cred.describe": "cred-description",
 	"cred.resolve": "sealed-reply", "cred.key": "cred-key-reply", "cred.registry": "sealed-reply",
-	"cred.chatkey": "cred-chatkey-reply", "cred.oauthclient": "sealed-reply",
+	"cred.chatkey": "cred-chatkey-reply", "cred.oauthclient": "sealed-reply", "cred.fingerprints": "sealed-reply",
 
 	"registry.search": "registry-search-reply", "registry.get": "install-plan",
 

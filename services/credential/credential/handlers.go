@@ -58,6 +58,7 @@ func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, erro
 	if err := s.write(ctx, r, rec); err != nil {
 		return id, nil, err
 	}
+	s.changed(r, VerbSet)
 	return id, s.describe(r, rec, s.opts.Now().UTC()), nil
 }
 
@@ -197,6 +198,7 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 				return id, nil, err
 			}
 		}
+		s.changed(r, VerbDelete)
 		return id, s.describe(r, model.Credentials{}, time.Time{}), nil
 	}
 	rec, err := s.get(ctx, r)
@@ -213,6 +215,7 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 	if err := s.write(ctx, r, rec); err != nil {
 		return id, nil, err
 	}
+	s.changed(r, VerbDelete)
 	var updated time.Time
 	if !rec.Empty() {
 		updated = s.opts.Now().UTC()

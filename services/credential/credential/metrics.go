@@ -103,3 +103,15 @@ func (m measuredStore) Delete(ctx context.Context, key string) error {
 	m.done("delete", start, err)
 	return err
 }
+
+// List lists the store's record keys, when it can (store.Lister).
+func (m measuredStore) List(ctx context.Context) ([]string, error) {
+	l, ok := m.Store.(store.Lister)
+	if !ok {
+		return nil, apierr.Newf(apierr.Internal, "the %s credential store cannot list its records", m.Name())
+	}
+	start := time.Now()
+	keys, err := l.List(ctx)
+	m.done("list", start, err)
+	return keys, err
+}

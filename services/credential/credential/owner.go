@@ -149,3 +149,17 @@ func (s *Service) audit(id, runner, principal, via string, err error) {
 		s.log.Warn("publishing the resolve audit event", "error", perr)
 	}
 }
+
+// changed publishes that r's record was written or removed (via set,
+// delete or refresh), never what it holds: runners fetch the fingerprint
+// feed again on it (feed.go). It joins the audit chain as a resolve does.
+func (s *Service) changed(r ref, via string) {
+	data, err := json.Marshal(model.CredEvent{Type: model.CredChanged, ServerID: r.id, Via: via, At: time.Now().UTC()})
+	if err != nil {
+		return
+	}
+	s.opts.Audit.Append(s.subj.Event("cred", r.id), data)
+	if perr := s.nc.Publish(s.subj.Event("cred", r.id), data); perr != nil {
+		s.log.Warn("publishing the change event", "error", perr)
+	}
+}

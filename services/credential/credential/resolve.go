@@ -278,6 +278,7 @@ func (s *Service) freshToken(ctx context.Context, r ref, rec model.Credentials) 
 		s.log.Error("storing the refreshed OAuth token failed", "server_id", id, "code", apierr.Of(err), "error", apierr.From(err).Message)
 	} else {
 		s.log.Info("OAuth token refreshed", "server_id", id, "expires_at", nt.ExpiresAt)
+		s.changed(r, verbRefresh)
 	}
 	return nt, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/credclient"
+	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/credential/store"
 	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
 )
@@ -43,6 +44,9 @@ const (
 	// VerbOAuthClient answers the gateway the client secret of a server's
 	// confidential OAuth client.
 	VerbOAuthClient = credclient.VerbOAuthClient
+	// verbRefresh names a change made by an OAuth refresh in a change event
+	// (no subject has it).
+	verbRefresh = "refresh"
 )
 
 // Options configure the service. Store, or Backend and what it needs, is required.
@@ -73,6 +77,9 @@ type Options struct {
 	// AnyResolver answers cred.resolve without checking that the runner
 	// owns the server: for tests of this service alone, never a setting.
 	AnyResolver bool
+	// MaxFingerprints bounds the fingerprint feed (default and at most
+	// model.MaxFingerprints; tests lower it).
+	MaxFingerprints int
 	// ProbeInterval is how often a backend that can be down (Vault) is asked
 	// whether it answers, for readiness (default 5 s).
 	ProbeInterval time.Duration
@@ -99,6 +106,9 @@ func (o *Options) defaults() {
 	}
 	if o.KeySettle <= 0 {
 		o.KeySettle = time.Second
+	}
+	if o.MaxFingerprints <= 0 || o.MaxFingerprints > model.MaxFingerprints {
+		o.MaxFingerprints = model.MaxFingerprints
 	}
 	if o.ProbeInterval <= 0 {
 		o.ProbeInterval = 5 * time.Second
@@ -165,7 +175,7 @@ func (s *Service) Run(ctx context.Context) error {
 	handlers := map[string]handler{
 		VerbSet: s.handleSet, VerbDelete: s.handleDelete, VerbDescribe: s.handleDescribe, VerbResolve: s.handleResolve,
 		VerbKey: s.handleKey, VerbRegistry: s.handleRegistryKey, VerbChatKey: s.handleChatKey,
-		VerbOAuthClient: s.handleOAuthClient,
+		VerbOAuthClient: s.handleOAuthClient, VerbFingerprints: s.handleFingerprints,
 	}
 	meta := map[string]string{"backend": s.store.Name()}
 	if s.health != nil {
@@ -187,7 +197,7 @@ func (s *Service) Run(ctx context.Context) error {
 	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version,
 		Description: "mcpbus credential service: secrets of MCP servers",
 		Metadata:    meta}
-	for _, verb := range []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve, VerbKey, VerbRegistry, VerbChatKey, VerbOAuthClient} {
+	for _, verb := range []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve, VerbKey, VerbRegistry, VerbChatKey, VerbOAuthClient, VerbFingerprints} {
 		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: verb, Subject: s.subj.Service("cred", verb),
 			Handler: bus.JSONHandler(s.log, s.logged(verb, handlers[verb]))})
 	}

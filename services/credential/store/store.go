@@ -59,3 +59,11 @@ func CheckKey(key string) error {
 	}
 	return CheckID(id)
 }
+
+// Lister is a store that lists its record keys (both backends do): the
+// runners' fingerprint feed reads every record.
+type Lister interface {
+	// List returns every record key ("<kind>/<id>", or a bare id of a record
+	// stored before kinds), in no particular order.
+	List(ctx context.Context) ([]string, error)
+}

@@ -127,6 +127,10 @@ type Options struct {
 	// (default 30s; keep it at most the credential service's refresh
 	// window, so that the service refreshes when asked).
 	OAuthEarlyRefresh time.Duration
+	// SecretFeedInterval is how often the runner fetches the credential
+	// service's fingerprint feed besides on every change event (default
+	// 2m; feed.go).
+	SecretFeedInterval time.Duration
 
 	// ChildSandbox is "auto" (default: Landlock where the kernel has it) or
 	// "off"; ChildUID and ChildGID (0: none) run stdio children as another
@@ -185,6 +189,7 @@ func (o *Options) defaults() {
 	setDefault(&o.HealthyAfter, 5*time.Minute)
 	setDefault(&o.TickInterval, time.Second)
 	setDefault(&o.OAuthEarlyRefresh, 30*time.Second)
+	setDefault(&o.SecretFeedInterval, 2*time.Minute)
 	setDefault(&o.LeaseTTL, DefaultLeaseTTL)
 	setDefault(&o.TaskRetention, DefaultTaskRetention)
 	setDefault(&o.TaskTimeout, DefaultTaskTimeout)
@@ -337,7 +342,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer stopWatch()
 	var wg sync.WaitGroup
 	catalogReady := make(chan struct{})
-	wg.Add(5)
+	wg.Add(6)
+	go func() { defer wg.Done(); r.followFeed(watchCtx) }()
 	go func() { defer wg.Done(); r.watchShared(watchCtx, catalogReady) }()
 	go func() { defer wg.Done(); r.forgetReplayedSubs(watchCtx) }()
 	go func() { defer wg.Done(); r.maintain(watchCtx) }()

@@ -14,16 +14,18 @@ import (
 )
 
 // secretGuard scans tool arguments and results for secrets (secretscan):
-// gitleaks' rules, mcpbus keys, nkey seeds, and the values every server of
-// this runner resolved. Those are kept as keyed fingerprints under a key
-// drawn per runner process, one set per server, so a secret of one server
-// is caught in the calls of all the others.
+// gitleaks' rules, mcpbus keys, nkey seeds, the values every server of
+// this runner resolved, and the credential service's fingerprints of every
+// stored value (feed.go). This runner's own are kept as keyed fingerprints
+// under a key drawn per runner process, one set per server, so a secret of
+// one server is caught in the calls of all the others.
 type secretGuard struct {
 	scan *secretscan.Scanner
 	key  []byte
 
 	mu    sync.Mutex
 	per   map[string]*secretscan.Known // by server slug
+	feed  *secretscan.Known            // the credential service's (nil until fetched)
 	known atomic.Pointer[secretscan.Known]
 }
 
@@ -54,12 +56,20 @@ func (g *secretGuard) forget(slug string) {
 	g.merge()
 }
 
+// setFeed replaces the credential service's fingerprints.
+func (g *secretGuard) setFeed(k *secretscan.Known) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.feed = k
+	g.merge()
+}
+
 func (g *secretGuard) merge() {
-	sets := make([]*secretscan.Known, 0, len(g.per))
+	sets := make([]*secretscan.Known, 0, len(g.per)+1)
 	for _, k := range g.per {
 		sets = append(sets, k)
 	}
-	g.known.Store(secretscan.Merge(g.key, sets...))
+	g.known.Store(secretscan.Merge(append(sets, g.feed)...))
 }
 
 // findings are a scan's rules as a call event carries them.

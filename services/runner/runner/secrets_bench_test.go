@@ -34,6 +34,8 @@ func BenchmarkCallSecrets(b *testing.B) {
 		{"prose-1KiB", "echo", `{"message":"` + strings.Repeat("Rotate the API key and the access token; never share a password. ", 16) + `"}`},
 		{"4KiB", "large", `{"bytes":4096}`},
 		{"64KiB", "large", `{"bytes":65536}`},
+		// The same prose, 64 KiB, in the arguments and echoed in the result.
+		{"prose-64KiB", "echo", `{"message":"` + strings.Repeat("Rotate the API key and the access token; never share a password. ", 1024) + `"}`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()

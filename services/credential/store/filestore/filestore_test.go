@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -295,5 +296,28 @@ func TestServerIDMustBeUUID(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, filestore.KeyFile)); err != nil {
 		t.Fatalf("the key is gone: %v", err)
+	}
+}
+
+// List names every record, bare and under its kind, and nothing else of
+// the directory (the key file).
+func TestList(t *testing.T) {
+	s, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bare, kinded := uuid.NewString(), store.Key(model.CredPrincipal, uuid.NewString())
+	for _, k := range []string{bare, kinded} {
+		if err := s.Put(ctx, k, model.Credentials{Env: map[string]string{"A": "b"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, err := s.List(ctx)
+	slices.Sort(keys)
+	want := []string{bare, kinded}
+	slices.Sort(want)
+	if err != nil || !slices.Equal(keys, want) {
+		t.Fatalf("List = %v, %v; want %v", keys, err, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -165,6 +166,10 @@ func TestRoundTripUnderPolicy(t *testing.T) {
 	}
 	if raw, err := v.root.KVv2("secret").Get(ctx, "mcpbus/chat_profile/"+id); err != nil || raw.Data["env"] == nil {
 		t.Fatalf("a kind's record in Vault: %v", err)
+	}
+	// Both are listed (the fingerprint feed reads every record), under the policy.
+	if keys, err := s.List(ctx); err != nil || !slices.Contains(keys, id) || !slices.Contains(keys, kindKey) {
+		t.Fatalf("List: %v %v", keys, err)
 	}
 	if err := s.Delete(ctx, kindKey); err != nil {
 		t.Fatal(err)
