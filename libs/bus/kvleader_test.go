@@ -1,0 +1,80 @@
+package bus_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/embednats"
+)
+
+// TestFollowKVAcrossLeaderLoss: the node leading the bucket's stream stops
+// while the follower stays connected to another node (no reconnect to
+// notice). FollowKV watches again once the stream has a new leader, so a
+// change made after the election arrives within seconds, not after the
+// 10–20 s nats.go takes to miss the watch's heartbeats.
+func TestFollowKVAcrossLeaderLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c, err := embednats.StartCluster(3, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	js0, _ := clusterJS(t, c, 0)
+	if _, err := js0.CreateKeyValue(withTimeout(t), jetstream.KeyValueConfig{Bucket: "lead", Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	leader := c.StreamLeader("KV_lead")
+	if leader < 0 {
+		t.Fatal("KV_lead has no leader")
+	}
+	other := (leader + 1) % 3
+	js, nc := clusterJS(t, c, other)
+	kv, err := js.KeyValue(withTimeout(t), "lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.PutString(withTimeout(t), "a", "a1"); err != nil {
+		t.Fatal(err)
+	}
+	f := newFollower()
+	runFollow(t, nc, kv, f, bus.KVFollowOptions{LeaderInterval: 100 * time.Millisecond})
+	select {
+	case <-f.ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first snapshot within 10s")
+	}
+
+	c.StopNode(leader)
+	start := time.Now()
+	if _, err := bus.RetryKV(kv).PutString(withTimeout(t), "b", "b1"); err != nil {
+		t.Fatalf("put after the leader stopped: %v", err)
+	}
+	written := time.Since(start)
+	waitUntil(t, "b after the leader stopped", 5*time.Second, func() bool { return f.stateIs(map[string]string{"a": "a1", "b": "b1"}) })
+	t.Logf("n%d (leader) stopped; b written %s later, seen %s later; %d snapshots; new leader n%d",
+		leader+1, written.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), f.snapshotCount(), c.StreamLeader("KV_lead")+1)
+	if nc.Stats().Reconnects != 0 {
+		t.Fatalf("the follower's connection reconnected (%d): the test meant it to stay", nc.Stats().Reconnects)
+	}
+}
+
+// clusterJS connects to node i alone.
+func clusterJS(t *testing.T, c *embednats.Cluster, i int) (jetstream.JetStream, *nats.Conn) {
+	t.Helper()
+	nc, err := nats.Connect(c.URL(i), nats.DontRandomize(), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, nc
+}
