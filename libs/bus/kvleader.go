@@ -18,8 +18,9 @@ const kvLeaderTimeout = time.Second
 // until nats.go misses two 5 s heartbeats, and its consumer's re-creation,
 // tried again only at the next miss, may take 10 s more. A new leader is the
 // sign to start over at once. Reads that fail (no leader yet, a slow reply)
-// are skipped; a bucket whose status carries no stream info (a test double)
-// is not checked.
+// are skipped. A bucket of one replica is not checked after the first read
+// (no other node can lead it: a restart of its own is a reconnect), nor one
+// whose status carries no stream info (a test double).
 func (f *kvFollower) watchLeader(ctx context.Context, changed chan<- string) {
 	t := time.NewTicker(f.opts.LeaderInterval)
 	defer t.Stop()
@@ -43,9 +44,8 @@ func (f *kvFollower) watchLeader(ctx context.Context, changed chan<- string) {
 	}
 }
 
-// leader reads the bucket's stream leader ("" for a server without a
-// cluster); ok is false when it could not be read, checkable false when the
-// bucket cannot tell.
+// leader reads the bucket's stream leader; ok is false when it could not be
+// read, checkable false when it cannot change or the bucket cannot tell.
 func (f *kvFollower) leader(ctx context.Context) (leader string, ok, checkable bool) {
 	ctx, cancel := context.WithTimeout(ctx, kvLeaderTimeout)
 	defer cancel()
@@ -54,14 +54,11 @@ func (f *kvFollower) leader(ctx context.Context) (leader string, ok, checkable b
 		return "", false, true
 	}
 	bs, isBucket := st.(*jetstream.KeyValueBucketStatus)
-	if !isBucket || bs.StreamInfo() == nil {
+	if !isBucket || bs.StreamInfo() == nil || bs.StreamInfo().Config.Replicas <= 1 {
 		return "", false, false
 	}
-	if c := bs.StreamInfo().Cluster; c != nil {
-		if c.Leader == "" {
-			return "", false, true
-		}
+	if c := bs.StreamInfo().Cluster; c != nil && c.Leader != "" {
 		return c.Leader, true, true
 	}
-	return "", true, true
+	return "", false, true
 }
