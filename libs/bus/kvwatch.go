@@ -40,12 +40,17 @@ type KVFollowOptions struct {
 	// The wait starts at 100ms, doubles with every attempt that brings no
 	// snapshot, and starts over after one that does.
 	MaxBackoff time.Duration
+	// LeaderInterval is how often the bucket's stream leader is read
+	// (default 2s; see kvleader.go): how late, at most, a new leader is
+	// noticed once it answers.
+	LeaderInterval time.Duration
 }
 
 const (
-	kvFollowCheck      = 250 * time.Millisecond
-	kvFollowMinBackoff = 100 * time.Millisecond
-	kvFollowMaxBackoff = 5 * time.Second
+	kvFollowCheck       = 250 * time.Millisecond
+	kvFollowMinBackoff  = 100 * time.Millisecond
+	kvFollowMaxBackoff  = 5 * time.Second
+	kvFollowLeaderCheck = 2 * time.Second
 	// kvDrainTimeout bounds the wait for an abandoned watcher to close.
 	kvDrainTimeout = 30 * time.Second
 )
@@ -58,7 +63,9 @@ const (
 // later) — or for good, when recreating the consumer fails and the watch's
 // channel just closes. FollowKV therefore starts the watch again, with a
 // fresh snapshot, whenever nc's reconnect count changes, the watch's channel
-// closes or watching fails; attempts that fail are spaced by a bounded
+// closes, watching fails, or the bucket's stream gets a new leader (its node
+// died, and the watch's consumer perhaps with it, while nc stayed connected
+// to another node: kvleader.go); attempts that fail are spaced by a bounded
 // backoff. A nil nc disables the reconnect check.
 func FollowKV(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, h KVHandler, opts KVFollowOptions) {
 	if opts.Logger == nil {
@@ -69,6 +76,9 @@ func FollowKV(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, h KVHan
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = kvFollowMaxBackoff
+	}
+	if opts.LeaderInterval <= 0 {
+		opts.LeaderInterval = kvFollowLeaderCheck
 	}
 	f := &kvFollower{nc: nc, kv: kv, h: h, opts: opts, log: opts.Logger.With("bucket", kv.Bucket())}
 	backoff := kvFollowMinBackoff
@@ -134,6 +144,8 @@ func (f *kvFollower) follow(ctx context.Context) (snapshot bool) {
 	}()
 	tick := time.NewTicker(f.opts.CheckInterval)
 	defer tick.Stop()
+	newLeader := make(chan string, 1)
+	go f.watchLeader(wctx, newLeader)
 	initial := map[string]jetstream.KeyValueEntry{} // nil once the snapshot is delivered
 	for {
 		select {
@@ -144,6 +156,9 @@ func (f *kvFollower) follow(ctx context.Context) (snapshot bool) {
 				f.log.Info("NATS reconnected: watching the bucket again")
 				return snapshot
 			}
+		case leader := <-newLeader:
+			f.log.Info("the bucket's stream has a new leader: watching it again", "leader", leader)
+			return snapshot
 		case e, ok := <-w.Updates():
 			switch {
 			case !ok:

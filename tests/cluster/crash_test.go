@@ -66,6 +66,11 @@ func (c *procCluster) urlsBut(skip int) string {
 	return strings.Join(out, ",")
 }
 
+// urlsFrom are the client URLs of every node, node first.
+func (c *procCluster) urlsFrom(first int) string {
+	return strings.Join(append([]string{c.urls[first]}, strings.Split(c.urlsBut(first), ",")...), ",")
+}
+
 // waitReplicated waits until an R3 bucket can be made and dropped.
 func waitReplicated(t *testing.T, js jetstream.JetStream, within time.Duration) {
 	t.Helper()

@@ -8,7 +8,10 @@
 // TestServicesStartTogether starts every service with a fresh cluster and
 // requires all of them up within 5s of its JetStream meta leader;
 // TestConfigWriteAfterNodeCrash runs three nats-server processes, SIGKILLs
-// the one leading the config buckets and writes a config at once.
+// the one leading the config buckets and writes a config at once;
+// TestHostCrashKeysAndStatus SIGKILLs a node and the runner beside it, then
+// makes an API key and reads `mcpbus status` until it shows every server on
+// the live runners.
 //
 //	go test ./cluster/
 //

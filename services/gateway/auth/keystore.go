@@ -41,6 +41,10 @@ const (
 	maxNameLen  = 64
 	maxGlobs    = 64
 	kvTimeout   = 5 * time.Second
+	// adminTimeout bounds a key's create, list or revoke (an operator
+	// waits; the caller's own deadline cuts it shorter): long enough to ride
+	// out a leader election of the bucket (4–9 s after a node dies).
+	adminTimeout = 20 * time.Second
 )
 
 var (
@@ -250,7 +254,7 @@ func (s *KeyStore) Create(ctx context.Context, req model.KeyCreateRequest) (mode
 	if err != nil {
 		return model.KeyCreateReply{}, apierr.Wrap(apierr.Internal, "encoding the key record", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	rev, err := s.kv.Create(ctx, id, data)
 	if err != nil {
@@ -310,7 +314,7 @@ func checkCreate(req *model.KeyCreateRequest) ([]string, error) {
 
 // List returns the keys by creation time, never their secrets or hashes.
 func (s *KeyStore) List(ctx context.Context, includeRevoked bool) ([]model.APIKey, error) {
-	ctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	lister, err := s.kv.ListKeys(ctx)
 	if err != nil {
@@ -345,7 +349,7 @@ func (s *KeyStore) Revoke(ctx context.Context, id string) (model.APIKey, error) 
 	if !validID(id) {
 		return model.APIKey{}, apierr.Invalid("id", "id must be the 16 hex characters of a key id (see keys list)")
 	}
-	ctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	for range 5 { // optimistic concurrency: retry a concurrent write
 		rec, rev, err := s.read(ctx, id)

@@ -80,6 +80,8 @@ func AddKeysService(nc *nats.Conn, store *KeyStore, prefix string, log *slog.Log
 	subj := bus.NewSubjects(prefix)
 	handlers := map[string]bus.HandlerFunc{
 		"create": func(ctx context.Context, req micro.Request) (any, error) {
+			ctx, cancel := callerBound(ctx, req)
+			defer cancel()
 			var in model.KeyCreateRequest
 			if err := bus.Decode(req.Data(), &in); err != nil {
 				return nil, err
@@ -87,6 +89,8 @@ func AddKeysService(nc *nats.Conn, store *KeyStore, prefix string, log *slog.Log
 			return keys.Create(ctx, in, "bus")
 		},
 		"list": func(ctx context.Context, req micro.Request) (any, error) {
+			ctx, cancel := callerBound(ctx, req)
+			defer cancel()
 			var in model.KeyListRequest
 			if err := bus.Decode(req.Data(), &in); err != nil {
 				return nil, err
@@ -94,6 +98,8 @@ func AddKeysService(nc *nats.Conn, store *KeyStore, prefix string, log *slog.Log
 			return keys.List(ctx, in)
 		},
 		"revoke": func(ctx context.Context, req micro.Request) (any, error) {
+			ctx, cancel := callerBound(ctx, req)
+			defer cancel()
 			var in model.KeyRevokeRequest
 			if err := bus.Decode(req.Data(), &in); err != nil {
 				return nil, err
@@ -107,4 +113,13 @@ func AddKeysService(nc *nats.Conn, store *KeyStore, prefix string, log *slog.Log
 			Subject: subj.Service("keys", verb), Handler: bus.JSONHandler(log, handlers[verb])})
 	}
 	return bus.StartService(nc, cfg)
+}
+
+// callerBound ends ctx when the caller stops waiting (its Mcp-Timeout-Ms),
+// so a write retried through a leader election gives up no later than that.
+func callerBound(ctx context.Context, req micro.Request) (context.Context, context.CancelFunc) {
+	if t := bus.CallerTimeout(nats.Header(req.Headers())); t > 0 {
+		return context.WithTimeout(ctx, t)
+	}
+	return context.WithCancel(ctx)
 }

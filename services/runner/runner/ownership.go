@@ -555,6 +555,7 @@ func (r *Runner) watchOwners(ctx context.Context) {
 	snapshot, update := h.Snapshot, h.Update
 	h.Snapshot = func(entries map[string]jetstream.KeyValueEntry) {
 		snapshot(entries)
+		r.ownersLoaded.Store(true)
 		r.kick()
 	}
 	h.Update = func(e jetstream.KeyValueEntry) {

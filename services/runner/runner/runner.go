@@ -261,7 +261,10 @@ type Runner struct {
 	// ownersMu guards owners; it is a leaf lock (nothing else is taken under it).
 	ownersMu sync.Mutex
 	owners   map[string]ownerEntry // KV mcp_owners: key → its runner (and a heartbeat's policy)
-	catalog  map[string]model.Catalog
+	// ownersLoaded tells that owners holds a snapshot (an empty cache at
+	// start would make every runner look gone, statusview.go).
+	ownersLoaded atomic.Bool
+	catalog      map[string]model.Catalog
 	// searchIndex ranks catalog for tools.search (search.go).
 	searchIndex *toolsearch.Index
 	status      map[string]model.Status
@@ -533,16 +536,6 @@ func (r *Runner) cachedCatalog(slug string) (model.Catalog, bool) {
 	defer r.mu.Unlock()
 	c, ok := r.catalog[slug]
 	return c, ok && len(c.Tools) > 0
-}
-
-func (r *Runner) allStatus() model.RuntimeStatusReply {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := model.RuntimeStatusReply{Servers: []model.Status{}}
-	for _, slug := range sortedKeys(r.status) {
-		out.Servers = append(out.Servers, r.status[slug])
-	}
-	return out
 }
 
 // configBySlug finds a config in the bucket (the source of truth, not this

@@ -35,7 +35,7 @@ func (g *globals) agentsRequest(cmd *cobra.Command, verb string, in, out any) er
 		return err
 	}
 	defer nc.Close()
-	return bus.RequestJSON(cmd.Context(), nc, bus.NewSubjects(g.bus.Prefix).Service("agents", verb), in, out, 10*time.Second)
+	return bus.RequestJSON(cmd.Context(), nc, bus.NewSubjects(g.bus.Prefix).Service("agents", verb), in, out, g.timeout)
 }
 
 func newAgentsCreateCmd(g *globals) *cobra.Command {

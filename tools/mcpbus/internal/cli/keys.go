@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,7 +26,7 @@ func (g *globals) keysRequest(cmd *cobra.Command, verb string, in, out any) erro
 		return err
 	}
 	defer nc.Close()
-	return bus.RequestJSON(cmd.Context(), nc, bus.NewSubjects(g.bus.Prefix).Service("keys", verb), in, out, 10*time.Second)
+	return bus.RequestJSON(cmd.Context(), nc, bus.NewSubjects(g.bus.Prefix).Service("keys", verb), in, out, g.timeout)
 }
 
 func newKeysCreateCmd(g *globals) *cobra.Command {
