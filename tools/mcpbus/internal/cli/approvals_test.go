@@ -12,10 +12,10 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	gwapprovals "github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
-	gwapprovals "github.com/mcpbus/mcpbus/services/gateway/approvals"
 )
 
 // TestApprovalsCommands: `mcpbus approvals` lists a held call, approves it
