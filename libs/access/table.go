@@ -159,7 +159,7 @@ const (
 	// The durable tasks (the runners'): runs waiting for an owner, records.
 	streamTasks = "MCP_TASKS"
 	bTasks      = "mcp_tasks"
-	// The gateway's approvals: its rules and the calls they hold.
+	// The approvals (gateway, chat, runners): the rules and the calls they hold.
 	bApprovalRules = "mcp_approval_rules"
 	bApprovals     = "mcp_approvals"
 	// The chat service's own assets.
@@ -227,13 +227,14 @@ func join(parts ...[]string) []string {
 // permissions.
 func Table() []Rule {
 	return []Rule{
-		{Role: Runner, Why: "serves calls, rpc, runtime, tools.list, tools.search, tools.review/approve and task.*; resolves credentials; publishes status, catalogs, leases, tool pins and call, tool_changed, tool_reviewed and task events; queues and consumes task runs (MCP_TASKS) and keeps task records (mcp_tasks); cancels a task's call on cancel.*; reads the fingerprints of every stored secret (cred.fingerprints, the only one that may) again when a record changes (events.cred.*); appends call, tool_changed and tool_reviewed events to its audit chains; sends progress to callers' inboxes",
+		{Role: Runner, Why: "serves calls, rpc, runtime, tools.list, tools.search, tools.review/approve and task.*; resolves credentials; publishes status, catalogs, leases, tool pins and call, tool_changed, tool_reviewed and task events; queues and consumes task runs (MCP_TASKS) and keeps task records (mcp_tasks); cancels a task's call on cancel.*; reads the fingerprints of every stored secret (cred.fingerprints, the only one that may) again when a record changes (events.cred.*); appends call, tool_changed and tool_reviewed events to its audit chains; sends progress to callers' inboxes; applies the approval rules to every call (reads mcp_approval_rules, holds and consumes calls in mcp_approvals)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.call.> " + serverQueues, "{p}.rpc.* " + serverQueues, "{p}.control.* " + serverQueues,
 				"{p}.agent.*.call.> " + serverQueues, "{p}.agent.*.rpc.* " + serverQueues, "{p}.cancel.*", "{p}.agent.*.cancel.*",
 				"{p}.tools.list " + runnerQueue, "{p}.agent.*.tools.list " + runnerQueue,
 				"{p}.tools.search " + runnerQueue, "{p}.agent.*.tools.search " + runnerQueue, "{p}.runtime.* " + runnerQueue,
 				"{p}.tools.review " + runnerQueue, "{p}.tools.approve " + runnerQueue, "{p}.task.* " + runnerQueue, "{p}.events.cred.*"}),
 			Publish: join(sharedAssets, ensure(streamTasks, "KV_"+bTasks), kvRead(bConfigs, bAgents), kvWrite(bStatus, bTools, bOwners, bPins, bTasks), consume(streamTasks), auditWrite(Runner),
+				ensure("KV_"+bApprovalRules, "KV_"+bApprovals), kvRead(bApprovalRules), kvWrite(bApprovals),
 				[]string{"{p}.events.status.>", "{p}.events.call.>", "{p}.events.tool_changed.>", "{p}.events.tool_reviewed.>", "{p}.events.task.>", "{p}.tasks.run.*", "{p}.cancel.*",
 					"{p}.control.*", "{p}.cred.resolve", "{p}.cred.fingerprints", InboxRoot + ".>"})},
 		{Role: Config, Why: "serves config.*; keeps configs and slugs (and drops a deleted server's status and catalog); stores secrets through the credential service; starts servers through runtime.*; appends config events to its audit chains",
@@ -252,10 +253,11 @@ func Table() []Rule {
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*", "{p}.task.*",
 					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.agents.*", "{p}.chat.*", "{p}.chat.profiles.*",
 					"{p}.cred.oauthclient", "{p}.oauth.callback.*", "{p}.events.oauth.>", "{p}.events.gateway.>", "{p}.gateway.retry.*", "$SRV.>"})},
-		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools (the long ones as durable tasks, task.*), reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; stores profile API keys through the credential service and reads them back on cred.chatkey (chat profiles' keys only, never cred.resolve); appends its chat audit events to its audit chains",
+		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools (the long ones as durable tasks, task.*), reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; holds the calls its profiles' rules ask about in mcp_approvals (reads mcp_approval_rules); stores profile API keys through the credential service and reads them back on cred.chatkey (chat profiles' keys only, never cred.resolve); appends its chat audit events to its audit chains",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.chat.*", "{p}.chat.profiles.*"}),
 			Publish: join(consume(streamEvents), ensure(streamChat, "KV_"+bChatProfiles, "KV_"+bChatApprovals, "KV_"+bChatTurns, "OBJ_"+oChatResults),
 				consume(streamChat), purge(streamChat), replies, auditWrite(Chat), []string{"{p}.chat.log.>"}, kvWrite(bChatProfiles, bChatApprovals, bChatTurns), objWrite(oChatResults),
+				ensure("KV_"+bApprovalRules, "KV_"+bApprovals), kvRead(bApprovalRules), kvWrite(bApprovals),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.task.*", "{p}.tools.list", "{p}.events.chat.>",
 					"{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.cred.chatkey"})},
 		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls and tasks, chat and its profiles, the gateway's approvals, event replay and the catalog (serve-stdio) and its search, reading the audit stream (audit verify, export), never cred.resolve",

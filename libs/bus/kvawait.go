@@ -15,7 +15,7 @@ var ErrKVWithdrawn = errors.New("the awaited key was withdrawn")
 // seen, for a compare-and-set after a deadline), the key is deleted
 // (ErrKVWithdrawn) or the watch fails. It is the one wait of the approvals
 // that are decided by compare-and-set on a KV key: the chat's
-// (services/chat/approvals) and the gateway's (services/gateway/approvals).
+// (services/chat/approvals) and the gateway's (libs/approvals).
 func AwaitKV(ctx context.Context, kv jetstream.KeyValue, key string, answered func([]byte) (bool, error)) ([]byte, uint64, error) {
 	w, err := kv.Watch(ctx, key)
 	if err != nil {

@@ -6,15 +6,18 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 )
 
-// Approvals of tool calls at the gateway, for any MCP client (issue 30):
+// Approvals of tool calls, for any MCP client and on the bus (issue 30):
 // rules say per tool and caller whether a call goes through, is refused or
-// waits for a person's approval (a HeldCall in KV).
+// waits for a person's approval (a HeldCall in KV). One engine
+// (libs/approvals) applies them at the gateway, in the chat (a profile's
+// rules, ApprovalPolicy.EngineRules) and in the runners.
 
 // DefaultApprovalTimeout is how long a held call waits when the rules set none.
 const DefaultApprovalTimeout = 2 * time.Minute
@@ -23,7 +26,7 @@ const DefaultApprovalTimeout = 2 * time.Minute
 // request must not outlive every proxy in front of the gateway).
 const MaxApprovalTimeout = 30 * time.Minute
 
-// ApprovalRules are the gateway's approval policy: the first rule whose tool
+// ApprovalRules are an approval policy: the first rule whose tool
 // and principal globs both match a call decides; none matching, Default
 // (empty: allow, so a deployment without rules behaves as before).
 type ApprovalRules struct {
@@ -83,11 +86,11 @@ func (r ApprovalRules) Validate() *apierr.Error {
 	}
 	for i, rule := range r.Rules {
 		field := fmt.Sprintf("rules.%d", i)
-		if rule.Tool == "" || len(rule.Tool) > 256 {
+		if rule.Tool == "" || len(rule.Tool) > 256 || !validGlob(rule.Tool) {
 			return apierr.Invalid(field+".tool", "tool must be a glob on <server>__<tool> of 1 to 256 bytes")
 		}
-		if len(rule.Principal) > 512 {
-			return apierr.Invalid(field+".principal", "principal must be at most 512 bytes")
+		if len(rule.Principal) > 512 || !validGlob(rule.Principal) {
+			return apierr.Invalid(field+".principal", "principal must be a glob of at most 512 bytes")
 		}
 		if !okDecision(rule.Decision) {
 			return apierr.Invalid(field+".decision", "decision must be allow, ask or deny")
@@ -96,7 +99,7 @@ func (r ApprovalRules) Validate() *apierr.Error {
 			return apierr.Invalid(field+".approvers", "at most 64 approvers")
 		}
 		for j, a := range rule.Approvers {
-			if a == "" || len(a) > 512 {
+			if a == "" || len(a) > 512 || !validGlob(a) {
 				return apierr.Invalid(fmt.Sprintf("%s.approvers.%d", field, j), "an approver is a principal id or glob of 1 to 512 bytes")
 			}
 		}
@@ -106,8 +109,15 @@ func (r ApprovalRules) Validate() *apierr.Error {
 
 // Glob reports whether s matches pattern, where '*' matches any run of
 // characters (slashes too: principal ids hold issuer URLs) and every other
-// character itself.
+// character itself. A pattern with '?', '[' or '\\' is a path.Match pattern
+// (where '*' stops at a slash), as the chat profiles' rules always were:
+// they are rules of this engine too (ApprovalPolicy.EngineRules), and tool names
+// have no slash, so '*' means the same in both.
 func Glob(pattern, s string) bool {
+	if strings.ContainsAny(pattern, pathMeta) {
+		ok, _ := path.Match(pattern, s)
+		return ok
+	}
 	parts := strings.Split(pattern, "*")
 	if len(parts) == 1 {
 		return pattern == s
@@ -125,6 +135,19 @@ func Glob(pattern, s string) bool {
 		s = s[i+len(p):]
 	}
 	return len(s) >= len(last) && strings.HasSuffix(s, last)
+}
+
+// pathMeta are the characters that make a glob a path.Match pattern.
+const pathMeta = "?[\\"
+
+// validGlob reports whether a path.Match pattern is well formed (a plain
+// '*' glob always is).
+func validGlob(pattern string) bool {
+	if !strings.ContainsAny(pattern, pathMeta) {
+		return true
+	}
+	_, err := path.Match(pattern, "")
+	return err == nil
 }
 
 // Decisions of a held call.

@@ -17,6 +17,10 @@ func TestGlob(t *testing.T) {
 		{"a*b*c", "acb", false},
 		{"exact", "exact", true},
 		{"exact", "exactly", false},
+		// '?' and '[' make it a path.Match pattern (the chat profiles' globs).
+		{"fs__rea?", "fs__read", true},
+		{"fs__[rw]*", "fs__write", true},
+		{"fs__[rw]*", "fs__delete", false},
 	} {
 		if got := Glob(c.pattern, c.s); got != c.want {
 			t.Errorf("Glob(%q, %q) = %v", c.pattern, c.s, got)
@@ -51,6 +55,22 @@ func TestApprovalRulesDecideAndValidate(t *testing.T) {
 		if e := bad.Validate(); e == nil || e.Field != field {
 			t.Errorf("%+v: %v, want field %s", bad, e, field)
 		}
+	}
+}
+
+// A chat profile's policy is a rule set of the engine: first match, then
+// the default, for any principal; a bad pattern is refused in engine rules.
+func TestProfilePolicyIsEngineRules(t *testing.T) {
+	p := ApprovalPolicy{Default: ApprovalAsk, Rules: []ApprovalRule{{Tool: "files__read_*", Decision: ApprovalAllow}, {Tool: "*__delete_?", Decision: ApprovalDeny}}}
+	r := p.EngineRules()
+	for tool, want := range map[string]string{"files__read_file": ApprovalAllow, "x__delete_a": ApprovalDeny, "x__delete_ab": ApprovalAsk, "files__write": ApprovalAsk} {
+		if d, _ := r.Decide(tool, "key:anyone"); d != want || p.Decide(tool) != want {
+			t.Errorf("%s: engine %s, profile %s, want %s", tool, d, p.Decide(tool), want)
+		}
+	}
+	bad := ApprovalRules{Rules: []GatewayApprovalRule{{Tool: "fs__[", Decision: ApprovalAsk}}}
+	if e := bad.Validate(); e == nil || e.Field != "rules.0.tool" {
+		t.Errorf("a bad pattern: %v", e)
 	}
 }
 

@@ -152,7 +152,7 @@ type ApprovalPolicy struct {
 	Rules   []ApprovalRule `json:"rules,omitempty"`
 }
 
-// ApprovalRule is one glob (path.Match on <server>__<tool>) and its decision.
+// ApprovalRule is one glob (on <server>__<tool>, as Glob reads it) and its decision.
 type ApprovalRule struct {
 	Tool     string `json:"tool"`
 	Decision string `json:"decision"`
@@ -161,17 +161,23 @@ type ApprovalRule struct {
 // IsZero reports whether the policy allows everything.
 func (p ApprovalPolicy) IsZero() bool { return p.Default == "" && len(p.Rules) == 0 }
 
-// Decide is allow, ask or deny for the namespaced tool name.
+// EngineRules are the policy as rules of the approval engine (ApprovalRules,
+// libs/approvals): the same globs in the same order and the same default,
+// for whoever sends the turn. A call they ask about is held in KV
+// mcp_approvals like any other held call.
+func (p ApprovalPolicy) EngineRules() ApprovalRules {
+	r := ApprovalRules{Default: p.Default, Rules: make([]GatewayApprovalRule, len(p.Rules))}
+	for i, x := range p.Rules {
+		r.Rules[i] = GatewayApprovalRule{Tool: x.Tool, Decision: x.Decision}
+	}
+	return r
+}
+
+// Decide is allow, ask or deny for the namespaced tool name (by the engine's
+// rules, EngineRules).
 func (p ApprovalPolicy) Decide(name string) string {
-	for _, r := range p.Rules {
-		if ok, _ := path.Match(r.Tool, name); ok {
-			return r.Decision
-		}
-	}
-	if p.Default == "" {
-		return ApprovalAllow
-	}
-	return p.Default
+	d, _ := p.EngineRules().Decide(name, "")
+	return d
 }
 
 // ChatPrices are the prices per million tokens (any one currency).

@@ -175,3 +175,13 @@ func Tag(ctx context.Context, p Principal) {
 		span.SetAttributes(EndUserKey.String(p.ID))
 	}
 }
+
+// Actor is who a request acts for: the principal its context carries (the
+// REST API's authenticated caller), else the operator (a bus request
+// without a principal header: only the operator sends those).
+func Actor(ctx context.Context) string {
+	if p, ok := From(ctx); ok {
+		return p.ID
+	}
+	return Operator().ID
+}

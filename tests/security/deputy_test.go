@@ -107,7 +107,7 @@ func TestNoConfusedDeputy(t *testing.T) {
 
 	t.Run("replies aimed at JetStream are dropped", func(t *testing.T) {
 		evil := []string{"$JS.API.STREAM.PURGE.MCP_EVENTS", "$JS.API.STREAM.DELETE.KV_mcp_configs",
-			"$KV.mcp_apikeys.evil", "$KV.mcp_configs.evil", "$KV.mcp_agents.narrow", "$KV.mcp_tools.evil", "$KV.mcp_status.evil", "mcp.v1.config.delete", "_I"}
+			"$KV.mcp_apikeys.evil", "$KV.mcp_configs.evil", "$KV.mcp_agents.narrow", "$KV.mcp_tools.evil", "$KV.mcp_status.evil", "$KV.mcp_approvals.evil", "mcp.v1.config.delete", "_I"}
 		requests := map[string]string{
 			"mcp.v1.agent.narrow.tools.list":       `{}`,
 			"mcp.v1.agent.narrow.tools.search":     `{"query":"echo"}`,
@@ -133,9 +133,9 @@ func TestNoConfusedDeputy(t *testing.T) {
 		if got := msgs("KV_mcp_configs"); got != configsBefore {
 			t.Errorf("the configs bucket went from %d to %d messages", configsBefore, got)
 		}
-		// The runner itself may write the catalog and status buckets: only the
-		// responders' own check keeps its reply out of them.
-		for bucket, js := range map[string]jetstream.JetStream{"mcp_apikeys": gatewayJS, "mcp_configs": configJS, "mcp_tools": runnerJS, "mcp_status": runnerJS} {
+		// The runner itself may write the catalog, status and held-call
+		// buckets: only the responders' own check keeps its reply out of them.
+		for bucket, js := range map[string]jetstream.JetStream{"mcp_apikeys": gatewayJS, "mcp_configs": configJS, "mcp_tools": runnerJS, "mcp_status": runnerJS, "mcp_approvals": runnerJS} {
 			kv, err := js.KeyValue(ctx, bucket)
 			if err != nil {
 				t.Fatalf("bucket %s: %v", bucket, err)

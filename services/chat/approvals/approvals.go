@@ -1,20 +1,24 @@
-// Package approvals is the KV-backed approver of chat tool calls (issue 14)
-// and, the same way, of the servers' requests for input (inputs.go):
-// a call the profile's policy says to ask for waits as a pending record in
-// the bucket bus.BucketChatApprovals until any client answers it
-// (mcp.v1.chat.approve → Decide), the turn ends or a timeout denies it.
+// Package approvals is the approver of chat tool calls (issue 14) and, the
+// same way, of the servers' requests for input (inputs.go). A call the
+// profile's rules (model.ApprovalPolicy.EngineRules: rules of the one
+// approval engine, libs/approvals) say to ask about is held like any other:
+// a record in KV mcp_approvals bound to the turn's sender, the tool and the
+// arguments' hash, which `mcpbus approvals`, the REST API and the console
+// decide too. The conversation keeps its own view of it in the bucket
+// bus.BucketChatApprovals, so its user answers by call id
+// (mcp.v1.chat.approve → Decide) and a client that joins lists what waits.
 //
 // Keys (KV keys allow [-/_=.a-zA-Z0-9], so call ids and tool names are
 // encoded):
 //
-//	<conversation>.pending.<base64url(call_id)>   a call awaiting an answer
+//	<conversation>.pending.<base64url(call_id)>   a call awaiting an answer (its held call's id)
 //	<conversation>.granted.<hex sha256(tool)[:32]> an approve_conversation grant
 //	<conversation>.input.<input id>              a server's request for input
 //
-// A decision is written on the pending key with compare-and-set on the
-// revision the decider read, so of two answers only one wins (the other
-// gets CONFLICT); the asker writes its timeout the same way, so a late
-// answer and the timeout cannot both win either.
+// A decision is written on the held call with compare-and-set on the
+// revision the decider read (libs/approvals), so of two answers only one
+// wins (the other gets CONFLICT), and a pending call past its expiry is
+// denied, whoever reads it.
 package approvals
 
 import (
@@ -27,14 +31,17 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	engine "github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
 // DefaultTimeout is how long Ask waits for an answer.
@@ -44,8 +51,8 @@ const DefaultTimeout = 5 * time.Minute
 type Options struct {
 	// Replicas of the bucket (1 embedded, 3 on a cluster).
 	Replicas int
-	// Timeout bounds the wait of one Ask (default DefaultTimeout); then the
-	// call is denied.
+	// Timeout bounds the wait of one Ask (default DefaultTimeout, at most
+	// model.MaxApprovalTimeout); then the call is denied.
 	Timeout time.Duration
 	// InputTimeout bounds the wait of one AskInput (default Timeout); then
 	// the input is cancelled.
@@ -61,6 +68,7 @@ type Options struct {
 // concurrent use, and any number of instances may share the bucket.
 type Approver struct {
 	kv           jetstream.KeyValue
+	held         *engine.Store // the held calls (KV mcp_approvals)
 	timeout      time.Duration
 	inputTimeout time.Duration
 	now          func() time.Time
@@ -77,6 +85,8 @@ type Record struct {
 	Decision  string    `json:"decision,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	DecidedAt time.Time `json:"decided_at,omitzero"`
+	// HeldID is the held call in KV mcp_approvals that decides it.
+	HeldID string `json:"held_id,omitempty"`
 }
 
 // grant is the value of a granted key.
@@ -112,9 +122,15 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Approver, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The calls are held by the one engine; an approved one the rules also
+	// hold on the bus is left for the runner, which consumes it.
+	held, err := engine.Open(ctx, ctx, nc, engine.Options{Replicas: opts.Replicas, Logger: opts.Logger, Now: opts.Now, LeaveForBus: true})
+	if err != nil {
+		return nil, err
+	}
 	// Approvals and answers are written while a turn waits: ride out a
 	// leader election (bus.RetryKV). The answer watch is not retried.
-	return &Approver{kv: bus.RetryKV(kv), timeout: opts.Timeout, inputTimeout: opts.InputTimeout, now: opts.Now}, nil
+	return &Approver{kv: bus.RetryKV(kv), held: held, timeout: opts.Timeout, inputTimeout: opts.InputTimeout, now: opts.Now}, nil
 }
 
 // PendingKey is the key of a call awaiting approval.
@@ -132,10 +148,12 @@ func GrantKey(conversation, tool string) string {
 var ErrTimedOut = errors.New("approval timed out")
 
 // Ask waits for the answer to call. A tool the conversation granted with
-// approve_conversation is approved at once. Else the call is written as
-// pending and watched until a decision arrives, ctx ends (ctx's error) or
-// the timeout passes (model.DecisionDeny with an error wrapping
-// ErrTimedOut). The pending key is deleted before Ask returns.
+// approve_conversation is approved at once. Else the call is held (a record
+// in KV mcp_approvals for the principal ctx carries, the turn's sender, else
+// the operator) and listed as pending in the conversation until a decision
+// arrives (the conversation's user, an admin, `mcpbus approvals`), ctx ends
+// (ctx's error) or the timeout passes (model.DecisionDeny with an error
+// wrapping ErrTimedOut). The pending key is deleted before Ask returns.
 func (a *Approver) Ask(ctx context.Context, conversation string, call model.ChatToolCall, asked func()) (string, error) {
 	if !model.ValidConversationID(conversation) {
 		return model.DecisionDeny, apierr.Invalid("conversation", "conversation must be a slug or a uuid")
@@ -143,43 +161,81 @@ func (a *Approver) Ask(ctx context.Context, conversation string, call model.Chat
 	if call.CallID == "" || call.Tool == "" {
 		return model.DecisionDeny, apierr.Invalid("call_id", "the call needs an id and a tool")
 	}
-	if _, err := a.kv.Get(ctx, GrantKey(conversation, call.Tool)); err == nil {
+	if granted, err := a.granted(ctx, conversation, call.Tool); err != nil || granted {
+		if err != nil {
+			return model.DecisionDeny, err
+		}
 		return model.DecisionApprove, nil
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+	}
+	who := principal.Operator().ID
+	if p, ok := principal.From(ctx); ok {
+		who = p.ID
+	}
+	server, _, _ := strings.Cut(call.Tool, "__")
+	h, err := a.held.Hold(ctx, engine.Call{Principal: who, Server: server, Tool: call.Tool, Arguments: call.Arguments, Timeout: a.timeout}, nil)
+	if err != nil {
 		return model.DecisionDeny, err
 	}
-
 	key := PendingKey(conversation, call.CallID)
-	rec := Record{Conversation: conversation, CallID: call.CallID, Tool: call.Tool, Arguments: call.Arguments, AskedAt: a.now().UTC()}
+	rec := Record{Conversation: conversation, CallID: call.CallID, Tool: call.Tool, Arguments: call.Arguments, AskedAt: a.now().UTC(), HeldID: h.ID}
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return model.DecisionDeny, err
 	}
-	// An existing key is the same call asked again (a resumed turn): wait on it.
+	// An existing key is the same call asked again (a resumed turn): it
+	// names the same held call, since the id binds the same three things.
 	if _, err := a.kv.Create(ctx, key, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return model.DecisionDeny, err
 	}
-	defer a.cleanup(key)
 	if asked != nil {
 		asked() // the call is listed as pending before anyone hears of it
 	}
-
-	val, rev, err := a.await(ctx, key, a.timeout, func(v []byte) (bool, error) {
-		var r Record
-		if err := json.Unmarshal(v, &r); err != nil {
-			return false, fmt.Errorf("pending approval: %w", err)
+	if h.State(a.now()) == model.HeldPending {
+		h, err = a.held.Await(ctx, h)
+	} else {
+		h, err = a.held.Take(ctx, h) // decided before this turn asked
+	}
+	if err != nil {
+		a.cleanup(key)
+		if ctx.Err() != nil {
+			return model.DecisionDeny, ctx.Err()
 		}
-		return r.Decision != "", nil
-	})
-	switch {
-	case errors.Is(err, errExpired):
-		return a.expire(key, rec, rev)
-	case err != nil:
 		return model.DecisionDeny, err
 	}
-	var r Record
-	_ = json.Unmarshal(val, &r)
-	return r.Decision, nil
+	decision := model.DecisionDeny
+	if h.Decision == model.HeldApproved {
+		decision = model.DecisionApprove
+		if g, _ := a.granted(context.WithoutCancel(ctx), conversation, call.Tool); g {
+			decision = model.DecisionApproveConversation
+		}
+	}
+	a.settle(key, rec, decision, h.Reason)
+	if h.Decision != model.HeldApproved && h.DecidedBy == "" {
+		return model.DecisionDeny, fmt.Errorf("%w: %s", ErrTimedOut, h.Reason)
+	}
+	return decision, nil
+}
+
+// granted reports whether the conversation granted tool (approve_conversation).
+func (a *Approver) granted(ctx context.Context, conversation, tool string) (bool, error) {
+	_, err := a.kv.Get(ctx, GrantKey(conversation, tool))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// settle records the decision on the pending key, then deletes it: the
+// decided value stays in the key's history, so a late answer is told
+// CONFLICT rather than NOT_FOUND.
+func (a *Approver) settle(key string, rec Record, decision, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec.Decision, rec.Reason, rec.DecidedAt = decision, reason, a.now().UTC()
+	if data, err := json.Marshal(rec); err == nil {
+		_, _ = a.kv.Put(ctx, key, data)
+	}
+	a.cleanup(key)
 }
 
 // errExpired is await's timeout.
@@ -203,27 +259,6 @@ func (a *Approver) await(ctx context.Context, key string, timeout time.Duration,
 	return val, rev, err
 }
 
-// expire writes the timeout's deny on the pending key, unless an answer
-// won the race (then that answer stands).
-func (a *Approver) expire(key string, rec Record, rev uint64) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	reason := fmt.Sprintf("nobody answered within %s, so the call was denied", a.timeout)
-	rec.Decision, rec.Reason, rec.DecidedAt = model.DecisionDeny, reason, a.now().UTC()
-	data, _ := json.Marshal(rec)
-	if rev != 0 {
-		if _, err := a.kv.Update(ctx, key, data, rev); err != nil {
-			if e, gerr := a.kv.Get(ctx, key); gerr == nil {
-				var r Record
-				if json.Unmarshal(e.Value(), &r) == nil && r.Decision != "" {
-					return r.Decision, nil
-				}
-			}
-		}
-	}
-	return model.DecisionDeny, fmt.Errorf("%w: %s", ErrTimedOut, reason)
-}
-
 // cleanup deletes the pending key, trying again when JetStream is slow to
 // answer (a left-over key would list a call nobody waits for).
 func (a *Approver) cleanup(key string) {
@@ -237,10 +272,12 @@ func (a *Approver) cleanup(key string) {
 	}
 }
 
-// Decide answers a pending call: VALIDATION_ERROR for a bad request,
-// NOT_FOUND when no such call waits, CONFLICT when it was answered already
-// (or another answer wins the race). approve_conversation also grants the
-// tool for the rest of the conversation.
+// Decide answers a pending call as the principal ctx carries (the
+// conversation's user, whom the chat service checked; the operator without
+// one): VALIDATION_ERROR for a bad request, NOT_FOUND when no such call
+// waits, CONFLICT when it was answered already (or another answer wins the
+// race, here or through `mcpbus approvals`). approve_conversation also
+// grants the tool for the rest of the conversation.
 func (a *Approver) Decide(ctx context.Context, req model.ChatApproveRequest) error {
 	if e := req.Validate(); e != nil {
 		return e
@@ -263,27 +300,31 @@ func (a *Approver) Decide(ctx context.Context, req model.ChatApproveRequest) err
 	if rec.Decision != "" {
 		return apierr.Newf(apierr.Conflict, "call %q was answered already (%s)", req.CallID, rec.Decision)
 	}
-	now := a.now().UTC()
+	if rec.HeldID == "" {
+		// Written before calls were held by the engine: nobody waits on it;
+		// the turn asks again when it resumes.
+		return apierr.Newf(apierr.NotFound, "no call %q awaits approval in conversation %q", req.CallID, req.Conversation)
+	}
 	if req.Decision == model.DecisionApproveConversation {
 		// The grant first: the asker may move on (and ask again) as soon as
 		// the decision is written.
-		g, _ := json.Marshal(grant{Tool: rec.Tool, CallID: rec.CallID, GrantedAt: now})
+		g, _ := json.Marshal(grant{Tool: rec.Tool, CallID: rec.CallID, GrantedAt: a.now().UTC()})
 		if _, err := a.kv.Put(ctx, GrantKey(req.Conversation, rec.Tool), g); err != nil {
 			return err
 		}
 	}
-	rec.Decision, rec.DecidedAt = req.Decision, now
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return err
+	by := principal.Operator()
+	if p, ok := principal.From(ctx); ok {
+		by = p
 	}
-	if _, err := a.kv.Update(ctx, key, data, e.Revision()); err != nil {
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
-			return apierr.Newf(apierr.Conflict, "call %q was answered meanwhile", req.CallID)
-		}
-		return err
+	d := model.ApprovalDecideRequest{ID: rec.HeldID, Decision: model.DecisionDeny, Reason: "denied in the conversation"}
+	if req.Decision != model.DecisionDeny {
+		d.Decision, d.Reason = model.DecisionApprove, "approved in the conversation"
 	}
-	return nil
+	// The chat checked that by may act in the conversation; the engine
+	// checks that it is the call's own principal (or an admin).
+	_, err = a.held.Decide(ctx, d, by.ID, by.Admin, true)
+	return err
 }
 
 // answered is the decision of a pending key the asker deleted already ("" if none).

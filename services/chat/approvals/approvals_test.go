@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/approvals"
 	"github.com/mcpbus/mcpbus/services/chat/loop"
@@ -262,5 +263,32 @@ func TestDoubleAnswer(t *testing.T) {
 	}
 	if a := wait(t, ch); won < 0 || a.decision != want {
 		t.Fatalf("won %d, asker got %+v", won, a)
+	}
+}
+
+// A held chat call is the sender's: another principal (not an admin) cannot
+// decide it, even where the chat's own check were passed; its sender can.
+func TestOnlyTheSenderDecides(t *testing.T) {
+	e := setup(t, 0)
+	alice := principal.With(ctxT(t), principal.Key("alice", false, model.ToolFilter{}))
+	bob := principal.With(ctxT(t), principal.Key("bob", false, model.ToolFilter{}))
+	ch := make(chan answer, 1)
+	go func() {
+		d, err := e.asker.Ask(alice, "conv8", call("a1", "fs__write"), nil)
+		ch <- answer{d, err}
+	}()
+	testkit.WaitFor(t, 5*time.Second, func() (bool, string) {
+		p, _ := e.decider.Pending(ctxT(t), "conv8")
+		return len(p) == 1, "not pending"
+	})
+	req := model.ChatApproveRequest{Conversation: "conv8", CallID: "a1", Decision: model.DecisionApprove}
+	if err := e.decider.Decide(bob, req); apierr.Of(err) != apierr.Unauthorized {
+		t.Fatalf("bob deciding alice's call: %v", err)
+	}
+	if err := e.decider.Decide(alice, req); err != nil {
+		t.Fatal(err)
+	}
+	if a := wait(t, ch); a.err != nil || a.decision != model.DecisionApprove {
+		t.Fatalf("got %+v", a)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/gwaudit"
 )
 
@@ -42,7 +43,7 @@ func (k KeyAdmin) Create(ctx context.Context, in model.KeyCreateRequest, by stri
 	out, err := k.Store.Create(ctx, in)
 	if err == nil {
 		k.log().Info("API key created", "key_id", out.ID, "name", out.Name, "scopes", out.Scopes, "by", by)
-		k.Audit.Record(model.GatewayAuditEvent{Action: model.GatewayKeyCreated, Principal: gwaudit.Actor(ctx), KeyID: out.ID, KeyName: out.Name, Scopes: out.Scopes})
+		k.Audit.Record(model.GatewayAuditEvent{Action: model.GatewayKeyCreated, Principal: principal.Actor(ctx), KeyID: out.ID, KeyName: out.Name, Scopes: out.Scopes})
 	}
 	return out, err
 }
@@ -63,7 +64,7 @@ func (k KeyAdmin) Revoke(ctx context.Context, in model.KeyRevokeRequest, by stri
 	out, err := k.Store.Revoke(ctx, in.ID)
 	if err == nil {
 		k.log().Info("API key revoked", "key_id", out.ID, "name", out.Name, "by", by)
-		k.Audit.Record(model.GatewayAuditEvent{Action: model.GatewayKeyRevoked, Principal: gwaudit.Actor(ctx), KeyID: out.ID, KeyName: out.Name, Scopes: out.Scopes})
+		k.Audit.Record(model.GatewayAuditEvent{Action: model.GatewayKeyRevoked, Principal: principal.Actor(ctx), KeyID: out.ID, KeyName: out.Name, Scopes: out.Scopes})
 	}
 	return out, err
 }

@@ -24,9 +24,9 @@ import (
 	"github.com/rs/cors"
 	"go.opentelemetry.io/otel"
 
+	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/audit"
 	"github.com/mcpbus/mcpbus/libs/bus"
-	"github.com/mcpbus/mcpbus/services/gateway/approvals"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/auth/jwtauth"
 	"github.com/mcpbus/mcpbus/services/gateway/console"
@@ -238,7 +238,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	// the gateway, not the setup.
 	mctx, mstop := context.WithCancel(context.WithoutCancel(ctx))
 	g.mcpStop = mstop
-	if g.approvals, err = approvals.Open(mctx, setup, nc, approvals.Options{Replicas: opts.Replicas, Logger: g.log, Audit: g.audit}); err != nil {
+	if g.approvals, err = approvals.Open(mctx, setup, nc, approvals.Options{Replicas: opts.Replicas, Logger: g.log, Audit: g.audit, LeaveForBus: true}); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if err := g.approvals.AddEndpoints(g.keysSvc, opts.Prefix, g.log); err != nil {

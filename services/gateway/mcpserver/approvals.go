@@ -11,11 +11,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/services/gateway/approvals"
 )
 
-// Approvals of tool calls (services/gateway/approvals) on /mcp. A call the
+// Approvals of tool calls (libs/approvals) on /mcp. A call the
 // rules ask about is put to the calling client when it declared it can
 // answer: a stateful session (2025-11-25) gets elicitation/create on the
 // call's stream while the call is held; a client of 2026-07-28 gets a multi

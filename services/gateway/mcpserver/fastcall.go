@@ -16,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
-	"github.com/mcpbus/mcpbus/services/gateway/approvals"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpguard"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )

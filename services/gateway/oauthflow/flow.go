@@ -34,6 +34,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/gwaudit"
 )
 
@@ -170,12 +171,12 @@ func (f *Flows) Prompt(ctx context.Context, server, principal string, done func(
 
 // StartNotify is Start that also calls done (when not nil) with the flow's
 // outcome (nil: authorized) once it ends, from the flow's goroutine.
-func (f *Flows) StartNotify(ctx context.Context, ref, principal string, done func(error)) (model.OAuthStartReply, error) {
+func (f *Flows) StartNotify(ctx context.Context, ref, forID string, done func(error)) (model.OAuthStartReply, error) {
 	if strings.TrimSpace(ref) == "" {
 		return model.OAuthStartReply{}, apierr.Invalid("server", "server is required")
 	}
-	if principal == model.PrincipalOperator {
-		principal = "" // the operator's is the server's own
+	if forID == model.PrincipalOperator {
+		forID = "" // the operator's is the server's own
 	}
 	cfg, err := f.client.GetConfig(ctx, ref)
 	if err != nil {
@@ -184,8 +185,8 @@ func (f *Flows) StartNotify(ctx context.Context, ref, principal string, done fun
 	if cfg.Transport.Type != model.TransportHTTP {
 		return model.OAuthStartReply{}, apierr.Invalid("transport.type", "OAuth authorization is for remote (http) servers; "+cfg.Slug+" runs over stdio")
 	}
-	if principal != "" && !cfg.Auth.PerPrincipal {
-		return model.OAuthStartReply{}, apierr.Invalid("auth.per_principal", cfg.Slug+" does not take per-principal credentials (auth.per_principal is off): an admin authorizes it for everyone")
+	if forID != "" && !cfg.Auth.PerPrincipal {
+		return model.OAuthStartReply{}, apierr.Invalid("auth.per_principal", cfg.Slug+" does not take per-forID credentials (auth.per_principal is off): an admin authorizes it for everyone")
 	}
 	secret, err := f.clientSecret(ctx, &cfg)
 	if err != nil {
@@ -197,11 +198,11 @@ func (f *Flows) StartNotify(ctx context.Context, ref, principal string, done fun
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
 	expires := time.Now().Add(f.opts.Timeout).UTC()
-	fl := &flow{server: cfg.Slug, principal: principal, cancel: cancel, outcome: make(chan error, 1)}
+	fl := &flow{server: cfg.Slug, principal: forID, cancel: cancel, outcome: make(chan error, 1)}
 	if done != nil {
 		fl.watchers = []func(error){done}
 	}
-	key := flowKey(cfg.Slug, principal)
+	key := flowKey(cfg.Slug, forID)
 	urls := make(chan string, 1)
 	h, err := f.handler(&cfg, secret, fl, urls)
 	if err != nil {
@@ -217,12 +218,12 @@ func (f *Flows) StartNotify(ctx context.Context, ref, principal string, done fun
 		return model.OAuthStartReply{}, apierr.New(apierr.ServiceUnavailable, "the gateway is stopping")
 	}
 	if prev := f.flows[key]; prev != nil {
-		prev.cancel() // one flow per server and principal: the newest wins
+		prev.cancel() // one flow per server and forID: the newest wins
 	}
 	f.flows[key] = fl
 	f.wg.Add(1)
 	f.mu.Unlock()
-	f.opts.Audit.Record(model.GatewayAuditEvent{Action: model.GatewayOAuthStarted, Principal: gwaudit.Actor(ctx), Server: cfg.Slug, For: principal})
+	f.opts.Audit.Record(model.GatewayAuditEvent{Action: model.GatewayOAuthStarted, Principal: principal.Actor(ctx), Server: cfg.Slug, For: forID})
 	ended := make(chan error, 1)
 	go func() {
 		defer f.wg.Done()
@@ -241,7 +242,7 @@ func (f *Flows) StartNotify(ctx context.Context, ref, principal string, done fun
 	}()
 	select {
 	case u := <-urls:
-		reply := model.OAuthStartReply{Server: cfg.Slug, Principal: principal, AuthorizationURL: u, ExpiresAt: expires}
+		reply := model.OAuthStartReply{Server: cfg.Slug, Principal: forID, AuthorizationURL: u, ExpiresAt: expires}
 		f.mu.Lock()
 		fl.reply = reply
 		f.mu.Unlock()

@@ -8,7 +8,7 @@ import (
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 )
 
-// The held calls of the approval rules (services/gateway/approvals):
+// The held calls of the approval rules (libs/approvals):
 // listed and decided by admins and by the approvers a rule names (any key
 // may ask; the store decides who sees and decides what), the rules
 // themselves read by anyone with a key and replaced by admins.

@@ -254,6 +254,10 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	if !s.callerMayCall(c, token) {
 		return callReply{}, "", apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
 	}
+	// Before any share or slot is taken: a held call waits for a person.
+	if err := s.approve(ctx, c, h, token, args); err != nil {
+		return callReply{}, "", err
+	}
 	release, err := s.takeShare(c)
 	if err != nil {
 		return callReply{}, "", err

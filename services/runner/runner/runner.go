@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/toolsearch"
@@ -237,6 +238,7 @@ type Runner struct {
 	pids       *pidfile.Dir     // nil without a data dir
 	sandbox    *sandbox.Sandbox // nil: --child-sandbox=off
 	tasks      *taskStore
+	approvals  *approvals.Store // the approval rules and held calls (approvals.go)
 
 	running atomic.Int64 // servers with a live session
 	metrics lifecycleMetrics
@@ -324,6 +326,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.statusW = newLatestWriter(assets.Status, r.holds, r.log)
 	r.toolsW = newLatestWriter(assets.Tools, r.holds, r.log)
 	if err := r.openTasks(ctx); err != nil {
+		return err
+	}
+	if err := r.openApprovals(ctx); err != nil {
 		return err
 	}
 	r.logSandbox()

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/gwaudit"
 )
 
@@ -184,7 +185,7 @@ func (r *Revocations) Revoke(ctx context.Context, req model.TokenRevokeRequest, 
 	}
 	r.set(rv)
 	r.log.Info("OAuth access tokens revoked", "kind", kind, "value", value, "by", by)
-	r.audit.Record(model.GatewayAuditEvent{Action: model.GatewayTokensRevoked, Principal: gwaudit.Actor(ctx), RevokeKind: kind, RevokeValue: value})
+	r.audit.Record(model.GatewayAuditEvent{Action: model.GatewayTokensRevoked, Principal: principal.Actor(ctx), RevokeKind: kind, RevokeValue: value})
 	return rv, nil
 }
 

@@ -6,7 +6,6 @@
 package gwaudit
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/mcpbus/mcpbus/libs/audit"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
 // Recorder publishes and chains the gateway's audited events. A nil
@@ -69,14 +67,4 @@ func (r *Recorder) Close(timeout time.Duration) {
 	if r != nil {
 		r.w.Close(timeout)
 	}
-}
-
-// Actor is who a request acts for: the principal its context carries (the
-// REST API's authenticated caller), else the operator (a bus request
-// without a principal header: only the operator sends those).
-func Actor(ctx context.Context) string {
-	if p, ok := principal.From(ctx); ok {
-		return p.ID
-	}
-	return principal.Operator().ID
 }

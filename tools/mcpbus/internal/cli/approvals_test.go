@@ -12,15 +12,18 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	engine "github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/libs/testkit"
-	gwapprovals "github.com/mcpbus/mcpbus/services/gateway/approvals"
+	chatapprovals "github.com/mcpbus/mcpbus/services/chat/approvals"
 )
 
 // TestApprovalsCommands: `mcpbus approvals` lists a held call, approves it
-// (as the operator), is told CONFLICT on a second answer, and replaces the
-// rules from a file, a bad one refused with the field named.
+// (as the operator), is told CONFLICT on a second answer, replaces the rules
+// from a file, a bad one refused with the field named, and approves a chat
+// call its profile's rules hold (the same records).
 func TestApprovalsCommands(t *testing.T) {
 	t.Setenv("MCPBUS_DATA_DIR", t.TempDir()) // no operator seed of a real mcpbus up
 	ns, err := embednats.Start(embednats.Options{Port: 0, StoreDir: t.TempDir()})
@@ -31,7 +34,7 @@ func TestApprovalsCommands(t *testing.T) {
 	nc := testkit.Connect(t, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := gwapprovals.Open(ctx, ctx, nc, gwapprovals.Options{})
+	st, err := engine.Open(ctx, ctx, nc, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +49,7 @@ func TestApprovalsCommands(t *testing.T) {
 	if _, err := st.PutRules(ctx, model.ApprovalRules{Rules: []model.GatewayApprovalRule{{Tool: "fs__write", Decision: model.ApprovalAsk}}}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := st.Hold(ctx, gwapprovals.Call{Principal: "key:k1", Server: "fs", Tool: "fs__write", Arguments: json.RawMessage(`{"path":"/etc/motd"}`)}, nil)
+	h, err := st.Hold(ctx, engine.Call{Principal: "key:k1", Server: "fs", Tool: "fs__write", Arguments: json.RawMessage(`{"path":"/etc/motd"}`)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,5 +81,40 @@ func TestApprovalsCommands(t *testing.T) {
 	_ = os.WriteFile(file, []byte(`{"rules":[{"tool":"x","decision":"maybe"}]}`), 0o600)
 	if code, _, errOut := run("approvals", "rules", "--file", file); code != 1 || !strings.Contains(errOut, "rules.0.decision") {
 		t.Fatalf("bad rules: %d %q", code, errOut)
+	}
+
+	// A chat turn's call held by its profile's rules, for the turn's sender.
+	chat, err := chatapprovals.Open(ctx, testkit.Connect(t, ns), chatapprovals.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan string, 1)
+	go func() {
+		sender := principal.With(ctx, principal.Key("k2", false, model.ToolFilter{}))
+		d, err := chat.Ask(sender, "conv1", model.ChatToolCall{CallID: "c1", Tool: "fs__write", Arguments: json.RawMessage(`{"path":"/chat"}`)}, nil)
+		if err != nil {
+			d = err.Error()
+		}
+		asked <- d
+	}()
+	var held model.HeldCall
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		list, _ := st.List(ctx, "operator", true)
+		for _, c := range list {
+			if strings.Contains(string(c.Arguments), "/chat") {
+				held = c
+				return true, ""
+			}
+		}
+		return false, "the chat's call was never held in mcp_approvals"
+	})
+	if held.Principal != "key:k2" {
+		t.Fatalf("held for %q, want the turn's sender", held.Principal)
+	}
+	if code, out, errOut := run("approvals", "approve", held.ID); code != 0 || !strings.Contains(out, "approved") {
+		t.Fatalf("approve the chat's call: %d %q %q", code, out, errOut)
+	}
+	if d := <-asked; d != model.DecisionApprove {
+		t.Fatalf("the chat's call after mcpbus approvals approve: %s", d)
 	}
 }

@@ -1,9 +1,10 @@
-// Package approvals holds tool calls for a person's approval at the gateway,
-// for any MCP client and every front door that calls tools (issue 30 item
-// 2). The rules (model.ApprovalRules) live in KV mcp_approval_rules, key
-// "policy", followed by every instance; a held call is a record in KV
-// mcp_approvals (held.<id>), so any gateway instance sees it, decides it
-// and releases its retry.
+// Package approvals is the one engine that holds tool calls for a person's
+// approval (issue 30 item 2), used by the gateway (/mcp, /mcp/invoke), the
+// chat service (a profile's rules) and the runners (every call on the bus:
+// Gate). The rules (model.ApprovalRules) live in KV mcp_approval_rules, key
+// "policy", followed by every user of the store; a held call is a record in
+// KV mcp_approvals (held.<id>), so any instance sees it, decides it and
+// releases its retry.
 //
 // A held call's id is derived from what it binds — the caller's principal,
 // the tool and the SHA-256 of the canonical arguments — so the same call
@@ -15,7 +16,9 @@
 // pending call past its expiry counts as denied wherever it is read (fail
 // closed), so no instance has to be alive to time it out. An approval releases one call: the waiter
 // deletes the record on the revision it read, so two callers cannot both
-// use it.
+// use it. A front door (Options.LeaveForBus) leaves an approved record the
+// rules also hold on the bus to the runner, which consumes it when the call
+// arrives: the call is not held twice, and still runs once.
 package approvals
 
 import (
@@ -34,12 +37,18 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/services/gateway/internal/gwaudit"
+	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
 // HeldTTL is how long a held call's record stays after its last write:
 // twice the longest timeout, so a decided call can still be retried a while.
 const HeldTTL = 2 * model.MaxApprovalTimeout
+
+// Auditor records the store's decisions and rule changes (the gateway's
+// audit chain); the store never waits on it.
+type Auditor interface {
+	Record(model.GatewayAuditEvent)
+}
 
 // rulesKey is the one key of the rules bucket.
 const rulesKey = "policy"
@@ -50,9 +59,14 @@ type Options struct {
 	Replicas int
 	Logger   *slog.Logger
 	// Audit records decisions and rule changes (nil: not recorded).
-	Audit *gwaudit.Recorder
+	Audit Auditor
 	// Now is the clock of created_at, expires_at and decided_at.
 	Now func() time.Time
+	// LeaveForBus is set by the front doors (gateway, chat), whose calls
+	// then reach a runner that applies the same rules (Gate): an approved
+	// call the rules ask about is left for the runner to consume, else the
+	// front door consumes it itself.
+	LeaveForBus bool
 }
 
 // Store is the rules and the held calls; safe for concurrent use.
@@ -63,7 +77,9 @@ type Store struct {
 	ready   chan struct{}
 	now     func() time.Time
 	log     *slog.Logger
-	audit   *gwaudit.Recorder
+	audit   Auditor
+	// leaveForBus: Options.LeaveForBus.
+	leaveForBus bool
 }
 
 // Open creates (or opens) both buckets and follows the rules until ctx ends.
@@ -78,12 +94,12 @@ func Open(ctx, setup context.Context, nc *nats.Conn, opts Options) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{ready: make(chan struct{}), now: opts.Now, log: opts.Logger, audit: opts.Audit}
+	s := &Store{ready: make(chan struct{}), now: opts.Now, log: opts.Logger, leaveForBus: opts.LeaveForBus, audit: opts.Audit}
 	s.rules.Store(&model.ApprovalRules{})
 	replicas := max(opts.Replicas, 1)
 	if s.rulesKV, err = bus.EnsureKV(setup, js, jetstream.KeyValueConfig{
 		Bucket:      bus.BucketApprovalRules,
-		Description: "the gateway's approval rules of tool calls (key policy: model.ApprovalRules)",
+		Description: "the approval rules of tool calls, applied by the gateway and the runners (key policy: model.ApprovalRules)",
 		History:     5,
 		Storage:     jetstream.FileStorage,
 	}, replicas, opts.Logger); err != nil {
@@ -91,7 +107,7 @@ func Open(ctx, setup context.Context, nc *nats.Conn, opts Options) (*Store, erro
 	}
 	if s.held, err = bus.EnsureKV(setup, js, jetstream.KeyValueConfig{
 		Bucket:      bus.BucketApprovals,
-		Description: "tool calls the gateway holds for approval (held.<id>: model.HeldCall)",
+		Description: "tool calls held for approval by the gateway, the chat and the runners (held.<id>: model.HeldCall)",
 		// The decided value survives the waiter's delete, so a late second
 		// answer is told CONFLICT rather than NOT_FOUND.
 		History: 3,
@@ -162,7 +178,9 @@ func (s *Store) PutRules(ctx context.Context, r model.ApprovalRules) (model.Appr
 		return r, apierr.Wrap(apierr.ServiceUnavailable, "storing the approval rules", err)
 	}
 	s.rules.Store(&r)
-	s.audit.Record(model.GatewayAuditEvent{Action: model.GatewayRulesChanged, Principal: gwaudit.Actor(ctx), Rules: len(r.Rules), Default: r.Default})
+	if s.audit != nil {
+		s.audit.Record(model.GatewayAuditEvent{Action: model.GatewayRulesChanged, Principal: principal.Actor(ctx), Rules: len(r.Rules), Default: r.Default})
+	}
 	return r, nil
 }
 

@@ -21,6 +21,8 @@ type Call struct {
 	Server    string
 	Tool      string // namespaced <server>__<tool>
 	Arguments json.RawMessage
+	// Timeout of a new record (0: the rules'), at most model.MaxApprovalTimeout.
+	Timeout time.Duration
 }
 
 // Hold finds or writes the pending record of c (timeout from the rules,
@@ -45,7 +47,7 @@ func (s *Store) Hold(ctx context.Context, c Call, rule *model.GatewayApprovalRul
 	now := s.now().UTC()
 	h := model.HeldCall{ID: id, Principal: c.Principal, Server: c.Server, Tool: c.Tool,
 		ArgsSHA256: hash, Arguments: canon, CreatedAt: now,
-		ExpiresAt: now.Add(s.Rules().Timeout()), Decision: model.HeldPending}
+		ExpiresAt: now.Add(holdTimeout(c.Timeout, s.Rules())), Decision: model.HeldPending}
 	if rule != nil {
 		h.Approvers = rule.Approvers
 	}
@@ -82,7 +84,7 @@ func (s *Store) Await(ctx context.Context, h model.HeldCall) (model.HeldCall, er
 	case err != nil:
 		return h, apierr.Wrap(apierr.ServiceUnavailable, "waiting for the decision of a held call", err)
 	}
-	if got.Decision == model.HeldApproved && s.consume(ctx, got, rev) != nil {
+	if got.Decision == model.HeldApproved && s.release(ctx, got, rev) != nil {
 		got.Decision, got.Reason = model.HeldDenied, "the approval was used by another identical call"
 	} else if got.Decision != model.HeldApproved {
 		_ = s.consume(ctx, got, rev)
@@ -103,8 +105,12 @@ func (s *Store) Take(ctx context.Context, h model.HeldCall) (model.HeldCall, err
 	if cur.Decision == model.HeldPending {
 		cur = s.expired(cur)
 	}
-	if err := s.consume(ctx, cur, rev); err != nil && cur.Decision == model.HeldApproved {
-		cur.Decision, cur.Reason = model.HeldDenied, "the approval was used by another identical call"
+	if cur.Decision == model.HeldApproved {
+		if s.release(ctx, cur, rev) != nil {
+			cur.Decision, cur.Reason = model.HeldDenied, "the approval was used by another identical call"
+		}
+	} else {
+		_ = s.consume(ctx, cur, rev)
 	}
 	return cur, nil
 }
@@ -116,7 +122,7 @@ func (s *Store) expired(h model.HeldCall) model.HeldCall {
 	if cur, rev, err := s.get(ctx, h.ID); err == nil {
 		if cur.Decision != model.HeldPending && cur.Decision != "" {
 			// A decision won the race with the timeout: it stands.
-			if cur.Decision == model.HeldApproved && s.consume(ctx, cur, rev) != nil {
+			if cur.Decision == model.HeldApproved && s.release(ctx, cur, rev) != nil {
 				cur.Decision, cur.Reason = model.HeldDenied, "the approval was used by another identical call"
 			}
 			return cur
@@ -126,6 +132,24 @@ func (s *Store) expired(h model.HeldCall) model.HeldCall {
 	h.Decision, h.DecidedAt = model.HeldDenied, s.now().UTC()
 	h.Reason = fmt.Sprintf("nobody approved the call by %s, so it was denied", h.ExpiresAt.Format(time.RFC3339))
 	return h
+}
+
+// release uses the approval of h: a front door leaves it when the rules hold
+// the same call on the bus too (the runner's Gate finds it approved and
+// consumes it there), else it is consumed here.
+func (s *Store) release(ctx context.Context, h model.HeldCall, rev uint64) error {
+	if s.leaveForBus && s.Check(h.Principal, h.Tool).Decision == model.ApprovalAsk {
+		return nil
+	}
+	return s.consume(ctx, h, rev)
+}
+
+// holdTimeout is the wait of a new held call: the caller's, else the rules'.
+func holdTimeout(d time.Duration, r model.ApprovalRules) time.Duration {
+	if d <= 0 {
+		return r.Timeout()
+	}
+	return min(d, model.MaxApprovalTimeout)
 }
 
 // consume deletes h's record on revision rev (0: whatever it is).
@@ -179,7 +203,9 @@ func (s *Store) Decide(ctx context.Context, req model.ApprovalDecideRequest, by 
 		}
 		return h, err
 	}
-	s.audit.Record(model.GatewayAuditEvent{Action: model.GatewayHeldDecided, Principal: by, HeldID: h.ID, Server: h.Server, Tool: h.Tool, Decision: h.Decision})
+	if s.audit != nil {
+		s.audit.Record(model.GatewayAuditEvent{Action: model.GatewayHeldDecided, Principal: by, HeldID: h.ID, Server: h.Server, Tool: h.Tool, Decision: h.Decision})
+	}
 	return h, nil
 }
 

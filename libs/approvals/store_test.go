@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
-	"github.com/mcpbus/mcpbus/services/gateway/approvals"
 )
 
 func ctxT(t *testing.T) context.Context {
