@@ -44,12 +44,13 @@ func (f *fakeTaskTools) CreateTask(_ context.Context, server, tool string, args 
 	f.mu.Lock()
 	f.tasks[ft.task.ID] = ft
 	f.created++
+	created := ft.task // the handle as made: the run below may finish it at once
 	f.mu.Unlock()
 	go func() {
 		raw, err := f.Call(ctx, server, tool, args)
-		f.finish(ft.task.ID, raw, err)
+		f.finish(created.ID, raw, err)
 	}()
-	return ft.task, nil
+	return created, nil
 }
 
 // put adds a task made elsewhere (by an instance that died).
