@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/access"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/libs/settings"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
@@ -132,6 +134,16 @@ func (o *Options) Build(ctx context.Context, env service.Env) (service.Service, 
 	opts.Prefix, opts.Logger, opts.Replicas = env.Prefix, env.Logger, env.Replicas
 	if opts.DataDir == "" {
 		opts.DataDir = env.DataDir
+	}
+	// Calls to a runner in this process skip NATS, still bound by what the
+	// bus lets the gateway's identity publish (none on a bus without them).
+	opts.MayPublish = func(string) bool { return true }
+	if env.Identity != nil {
+		perms, err := access.For(access.Gateway, bus.NewSubjects(env.Prefix).Prefix, env.Conn.Opts.InboxPrefix)
+		if err != nil {
+			return nil, err
+		}
+		opts.MayPublish = perms.MayPublish
 	}
 	return New(ctx, env.Conn, opts)
 }
