@@ -51,3 +51,10 @@ func (q *queue) pop() (item, bool) {
 	}
 	return it, true
 }
+
+// waiting is how many items wait.
+func (q *queue) waiting() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items) - q.head
+}

@@ -34,6 +34,11 @@ type WriterOptions struct {
 	Queue int
 	// Timeout bounds one JetStream write (default 2s).
 	Timeout time.Duration
+	// Linger is how long the writer waits after an event for others to
+	// share its record (default 5ms; negative: none). A record is one
+	// signature and one JetStream round trip: without it a lone caller's
+	// every call paid both.
+	Linger time.Duration
 	Logger  *slog.Logger
 }
 
@@ -94,6 +99,9 @@ func NewWriter(nc *nats.Conn, opts WriterOptions) (*Writer, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Second
 	}
+	if opts.Linger == 0 {
+		opts.Linger = DefaultLinger
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -150,8 +158,12 @@ const (
 	maxBatchBytes = 256 << 10
 )
 
+// DefaultLinger is WriterOptions.Linger's default.
+const DefaultLinger = 5 * time.Millisecond
+
 func (w *Writer) run(ctx context.Context) {
 	defer close(w.done)
+	var linger *time.Timer // one, reused
 	for {
 		it, ok := w.q.pop()
 		if !ok {
@@ -162,6 +174,18 @@ func (w *Writer) run(ctx context.Context) {
 				if it, ok = w.q.pop(); !ok { // what was queued before Close is written first
 					return
 				}
+			}
+		}
+		if w.opts.Linger > 0 && w.q.waiting() < maxBatch {
+			if linger == nil {
+				linger = time.NewTimer(w.opts.Linger)
+			} else {
+				linger.Reset(w.opts.Linger)
+			}
+			select {
+			case <-linger.C:
+			case <-w.closing: // Close writes what is queued at once
+				linger.Stop()
 			}
 		}
 		// What queued up while the last record was stored goes into one
