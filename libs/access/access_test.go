@@ -209,3 +209,23 @@ func TestRenderedConfigLoads(t *testing.T) {
 		}
 	}
 }
+
+// MayPublish decides as the server does: an allow matches, no deny does.
+// The gateway may call tools (the in-process hand-off asks it) but not
+// write audit chains or answer as a runner.
+func TestPermsMayPublish(t *testing.T) {
+	p, err := For(Gateway, "mcp.v1", "_I.gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for subject, want := range map[string]bool{
+		"mcp.v1.call.bench.echo":   true,
+		"mcp.v1.audit.runner.x.y":  false,
+		"mcp.v1.runtime.leases.x":  false,
+		"other.v1.call.bench.echo": false,
+	} {
+		if got := p.MayPublish(subject); got != want {
+			t.Errorf("gateway MayPublish(%s) = %v, want %v", subject, got, want)
+		}
+	}
+}

@@ -10,9 +10,12 @@ package access
 
 import (
 	"fmt"
-	"github.com/mcpbus/mcpbus/libs/bus"
 	"slices"
 	"strings"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
 )
 
 // Role is a kind of identity on the bus.
@@ -67,6 +70,15 @@ type Perms struct {
 	Subscribe []string
 	// DenyPublish wins over Publish (auditDeny: every identity's).
 	DenyPublish []string
+}
+
+// MayPublish reports whether p lets its identity publish subject, as the
+// NATS server decides it: some Publish subject matches and no DenyPublish one.
+func (p Perms) MayPublish(subject string) bool {
+	match := func(filters []string) bool {
+		return slices.ContainsFunc(filters, func(f string) bool { return server.SubjectMatchesFilter(subject, f) })
+	}
+	return match(p.Publish) && !match(p.DenyPublish)
 }
 
 // Rule is one row of the table: a role and what it may do, with subjects

@@ -329,13 +329,12 @@ func TestStreamRefusesPurgeAndDelete(t *testing.T) {
 
 // The call path's cost (Append) and the writer's per-event sealing cost.
 func BenchmarkAppend(b *testing.B) {
-	w := &Writer{q: make(chan item, 1<<16), log: slog.New(slog.DiscardHandler)}
+	w := &Writer{q: newQueue(1 << 16), log: slog.New(slog.DiscardHandler)}
 	ev := event(1)
 	for b.Loop() {
-		if len(w.q) == cap(w.q) { // empty the queue outside the timing: no drops
+		if len(w.q.items)-w.q.head == w.q.max { // empty the queue outside the timing: no drops
 			b.StopTimer()
-			for len(w.q) > 0 {
-				<-w.q
+			for _, ok := w.q.pop(); ok; _, ok = w.q.pop() {
 			}
 			b.StartTimer()
 		}

@@ -34,7 +34,12 @@ type WriterOptions struct {
 	Queue int
 	// Timeout bounds one JetStream write (default 2s).
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// Linger is how long the writer waits after an event for others to
+	// share its record (default 5ms; negative: none). A record is one
+	// signature and one JetStream round trip: without it a lone caller's
+	// every call paid both.
+	Linger time.Duration
+	Logger *slog.Logger
 }
 
 // Writer appends one writer's events to its chain. Append is what a call
@@ -51,7 +56,7 @@ type Writer struct {
 	subject string
 	log     *slog.Logger
 
-	q       chan item
+	q       *queue
 	dropped atomic.Uint64
 	closing chan struct{} // closed by Close: write what is queued, then stop
 	done    chan struct{}
@@ -94,13 +99,16 @@ func NewWriter(nc *nats.Conn, opts WriterOptions) (*Writer, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Second
 	}
+	if opts.Linger == 0 {
+		opts.Linger = DefaultLinger
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	chain := ChainOf(opts.Role, pub)
 	ctx, stop := context.WithCancel(context.Background())
 	w := &Writer{js: js, nc: nc, opts: opts, chain: chain, subject: bus.NewSubjects(opts.Prefix).Audit(chain),
-		log: opts.Logger.With("audit_chain", chain), q: make(chan item, opts.Queue), closing: make(chan struct{}), done: make(chan struct{}), stop: stop}
+		log: opts.Logger.With("audit_chain", chain), q: newQueue(opts.Queue), closing: make(chan struct{}), done: make(chan struct{}), stop: stop}
 	go w.run(ctx)
 	return w, nil
 }
@@ -119,9 +127,7 @@ func (w *Writer) Append(subject string, event []byte) {
 	if w == nil {
 		return
 	}
-	select {
-	case w.q <- item{subject, event}:
-	default:
+	if !w.q.push(item{subject, event}) {
 		if n := w.dropped.Add(1); n&(n-1) == 0 { // log at 1, 2, 4, 8 … drops
 			w.log.Error("audit queue full: events dropped", "dropped", n)
 		}
@@ -152,31 +158,45 @@ const (
 	maxBatchBytes = 256 << 10
 )
 
+// DefaultLinger is WriterOptions.Linger's default.
+const DefaultLinger = 5 * time.Millisecond
+
 func (w *Writer) run(ctx context.Context) {
 	defer close(w.done)
+	var linger *time.Timer // one, reused
 	for {
-		var it item
-		select {
-		case it = <-w.q:
-		case <-w.closing:
+		it, ok := w.q.pop()
+		if !ok {
 			select {
-			case it = <-w.q: // drain what was queued before Close
-			default:
-				return
+			case <-w.q.ready:
+				continue
+			case <-w.closing:
+				if it, ok = w.q.pop(); !ok { // what was queued before Close is written first
+					return
+				}
+			}
+		}
+		if w.opts.Linger > 0 && w.q.waiting() < maxBatch {
+			if linger == nil {
+				linger = time.NewTimer(w.opts.Linger)
+			} else {
+				linger.Reset(w.opts.Linger)
+			}
+			select {
+			case <-linger.C:
+			case <-w.closing: // Close writes what is queued at once
+				linger.Stop()
 			}
 		}
 		// What queued up while the last record was stored goes into one
 		// record: one signature and one round trip for all of it.
 		batch := w.event(nil, it)
 		size := len(it.event)
-	fill:
 		for len(batch) < maxBatch && size < maxBatchBytes {
-			select {
-			case it = <-w.q:
-				batch, size = w.event(batch, it), size+len(it.event)
-			default:
-				break fill
+			if it, ok = w.q.pop(); !ok {
+				break
 			}
+			batch, size = w.event(batch, it), size+len(it.event)
 		}
 		if len(batch) == 0 {
 			continue

@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,6 +19,9 @@ type Endpoint struct {
 	Handler micro.Handler
 	// Broadcast makes every instance hear the requests (no queue group).
 	Broadcast bool
+	// Local also serves the endpoint's requests from this process without
+	// NATS (RequestLocal), for subjects "<literal>.*"; Stop ends that first.
+	Local bool
 }
 
 // ServiceConfig is a micro service and its endpoints.
@@ -51,6 +55,7 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: micro service: %w", cfg.Name, err)
 	}
+	var unregister []func()
 	for _, e := range cfg.Endpoints {
 		opts := []micro.EndpointOpt{micro.WithEndpointSubject(e.Subject)}
 		if e.Broadcast {
@@ -60,16 +65,43 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 		if e.Broadcast {
 			group = ""
 		}
-		if err := svc.AddEndpoint(e.Name, withGroup(RefuseReply(cfg.Logger, e.Handler), group), opts...); err != nil {
+		h := withGroup(RefuseReply(cfg.Logger, e.Handler), group)
+		if err := svc.AddEndpoint(e.Name, h, opts...); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("%s: endpoint %s (%s): %w", cfg.Name, e.Name, e.Subject, err)
+		}
+		if e.Local {
+			unregister = append(unregister, serveLocal(nc, e.Subject, h))
 		}
 	}
 	if err := nc.FlushTimeout(flushTimeout); err != nil {
 		_ = svc.Stop()
+		for _, u := range unregister {
+			u()
+		}
 		return nil, fmt.Errorf("%s: flushing subscriptions: %w", cfg.Name, err)
 	}
-	return svc, nil
+	if len(unregister) == 0 {
+		return svc, nil
+	}
+	return &localService{Service: svc, unregister: unregister}, nil
+}
+
+// localService is a service with Local endpoints: Stop ends their in-process
+// hand-off before draining the subscriptions.
+type localService struct {
+	micro.Service
+	once       sync.Once
+	unregister []func()
+}
+
+func (s *localService) Stop() error {
+	s.once.Do(func() {
+		for _, u := range s.unregister {
+			u()
+		}
+	})
+	return s.Service.Stop()
 }
 
 // RefuseReply wraps h so that a request whose reply subject is not an inbox

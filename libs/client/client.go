@@ -32,6 +32,11 @@ type Options struct {
 	// requests (tools.list, call, rpc, cancel) go to its own subjects under
 	// <prefix>.agent.<name>, the only ones the bus lets it publish.
 	Agent string
+	// MayPublish, when set, turns on the in-process hand-off of tool calls
+	// (bus.RequestLocal): a call whose server is served by a runner in this
+	// process skips NATS. It must say what the connection's identity may
+	// publish, as the server enforces it on the bus.
+	MayPublish func(subject string) bool
 }
 
 // Client talks to mcpbus over one NATS connection.
@@ -41,6 +46,8 @@ type Client struct {
 	// tools builds the tool requests' subjects (subj, or the agent's own).
 	tools   bus.Subjects
 	timeout time.Duration
+	// mayPublish: see Options.MayPublish (nil: every call goes over NATS).
+	mayPublish func(string) bool
 	// seal seals secrets to the credential service (config writes).
 	sealOnce sync.Once
 	seal     *credclient.Sealer
@@ -56,7 +63,7 @@ func New(nc *nats.Conn, opts Options) *Client {
 	if opts.Agent != "" {
 		tools = subj.ForAgent(opts.Agent)
 	}
-	return &Client{nc: nc, subj: subj, tools: tools, timeout: opts.Timeout}
+	return &Client{nc: nc, subj: subj, tools: tools, timeout: opts.Timeout, mayPublish: opts.MayPublish}
 }
 
 // Subjects returns the subject builder in use.
@@ -145,7 +152,7 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 		}
 		defer stop()
 	}
-	reply, err := bus.Request(ctx, c.nc, msg, c.timeout)
+	reply, err := c.request(ctx, msg, opts)
 	if err != nil {
 		if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
 			// The cause stays: a caller that knows the tool (the gateway's
@@ -165,6 +172,18 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 		res.Checked, res.IsError = true, true
 	}
 	return res, nil
+}
+
+// request sends a tool call: to a runner in this process when one serves it
+// and the call needs no inbox of its own (progress, the server's requests),
+// else over NATS.
+func (c *Client) request(ctx context.Context, msg *nats.Msg, opts *CallOptions) (*nats.Msg, error) {
+	if c.mayPublish != nil && opts.OnProgress == nil && opts.OnClientRequest == nil {
+		if reply, ok, err := bus.RequestLocal(ctx, c.nc, msg, c.timeout, c.mayPublish); ok {
+			return reply, err
+		}
+	}
+	return bus.Request(ctx, c.nc, msg, c.timeout)
 }
 
 // followProgress subscribes an inbox for the call's progress notifications

@@ -379,8 +379,12 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 // rounds (p50/peer, rate/peer, p50/peer-session, rate/peer-session,
 // p50/peer-bus, rate/peer-bus): the floor is the peer with one in-process NATS
 // request/reply between its HTTP side and its stdio client, the hops of
-// mcpbus with nothing of mcpbus in them. Each of those reports the CPU per
-// call of the serving process (up-, peer-, peer-session-, peer-bus-cpu-µs/call;
+// mcpbus with nothing of mcpbus in them; peer-session-bus is the same floor
+// on the session peer (peerproxy -session -bus), so the rows say, against
+// the session peer in the same rounds, what remains with every part of ours
+// taken out, and what the hop (peer-session-bus ÷ peer-session) and the
+// session handling (peer ÷ peer-session) cost. Each of those reports the CPU per
+// call of the serving process (up-, peer-, peer-session-, peer-bus-, peer-session-bus-cpu-µs/call;
 // up only when the gateway runs in mcpbus up). mcp rows are /mcp with the
 // go-sdk client pinned to protocol 2026-07-28, mcp-legacy rows pinned to
 // 2025-11-25 (a session), the protocol the go-sdk client speaks with the peer. With reference, also the test
@@ -393,11 +397,12 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 // (up-rss-MiB).
 func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	peer, floor := startPeer(b), startPeer(b, "-bus")
-	peerSession := startPeer(b, "-session")
+	peerSession, floorSession := startPeer(b, "-session"), startPeer(b, "-session", "-bus")
 	rss := func(b *testing.B) {
 		reportRSS(b, "peer-rss-MiB", peer.pid)
 		reportRSS(b, "peer-session-rss-MiB", peerSession.pid)
 		reportRSS(b, "peer-bus-rss-MiB", floor.pid)
+		reportRSS(b, "peer-session-bus-rss-MiB", floorSession.pid)
 		if e.pid != 0 {
 			reportRSS(b, "up-rss-MiB", e.pid)
 		}
@@ -418,7 +423,8 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 				side{name: "direct", callers: same(direct(b), n)},
 				side{name: "peer", callers: same(peer.caller(b), n), pid: peer.pid},
 				side{name: "peer-session", callers: same(peerSession.caller(b), n), pid: peerSession.pid},
-				side{name: "peer-bus", callers: same(floor.caller(b), n), pid: floor.pid})
+				side{name: "peer-bus", callers: same(floor.caller(b), n), pid: floor.pid},
+				side{name: "peer-session-bus", callers: same(floorSession.caller(b), n), pid: floorSession.pid})
 			rss(b)
 		})
 	}
@@ -502,6 +508,10 @@ func startUp(b *testing.B) *gwEnv {
 	b.Helper()
 	dir := b.TempDir()
 	bin := buildMcpbus(b, dir)
+	// MCPBUS_BENCH_UP_BIN runs that mcpbus binary instead (an earlier build, to compare).
+	if path := os.Getenv("MCPBUS_BENCH_UP_BIN"); path != "" {
+		bin = path
+	}
 	cfg := filepath.Join(dir, "servers.json")
 	body := fmt.Sprintf(`{"servers":[{"name":"bench","enabled":true,"package":{"type":"binary","identifier":%q},"transport":{"type":"stdio"},"runtime":{"eager":true}}]}`, testServer)
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/audit"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/libs/settings"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
@@ -144,6 +145,16 @@ func (o *Options) Build(ctx context.Context, env service.Env) (service.Service, 
 	}
 	if opts.AuditKeys == nil {
 		opts.AuditKeys = keys
+	}
+	// Calls to a runner in this process skip NATS, still bound by what the
+	// bus lets the gateway's identity publish (none on a bus without them).
+	opts.MayPublish = func(string) bool { return true }
+	if env.Identity != nil {
+		perms, err := access.For(access.Gateway, bus.NewSubjects(env.Prefix).Prefix, env.Conn.Opts.InboxPrefix)
+		if err != nil {
+			return nil, err
+		}
+		opts.MayPublish = perms.MayPublish
 	}
 	if opts.Audit, err = env.AuditWriter(string(access.Gateway)); err != nil {
 		return nil, err

@@ -52,6 +52,9 @@ type Options struct {
 	Addr   string
 	Prefix string
 	Logger *slog.Logger
+	// MayPublish turns on the in-process hand-off of tool calls to a runner
+	// in this process (client.Options.MayPublish); Build sets it.
+	MayPublish func(subject string) bool
 	// DataDir holds admin.key (required unless NoAuth).
 	DataDir string
 	// NoAuth turns authentication off: every request is auth.Anonymous().
@@ -244,7 +247,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	if err := g.approvals.AddEndpoints(g.keysSvc, opts.Prefix, g.log); err != nil {
 		return nil, err
 	}
-	if g.api, err = rest.New(setup, nc, rest.Options{Prefix: opts.Prefix, Logger: g.log,
+	if g.api, err = rest.New(setup, nc, rest.Options{Prefix: opts.Prefix, Logger: g.log, MayPublish: opts.MayPublish,
 		CallTimeout: opts.CallTimeout, Heartbeat: opts.EventHeartbeat, JaegerURL: opts.JaegerURL,
 		Keys: g.keys, Approvals: g.approvals, Audit: g.audit, AuditKeys: opts.AuditKeys}); err != nil {
 		return nil, err
@@ -252,7 +255,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	g.oai = openai.New(nc, openai.Options{Prefix: opts.Prefix, Logger: g.log, TurnTimeout: opts.ChatTurnTimeout,
 		Heartbeat: opts.EventHeartbeat})
 	mo := opts.MCP
-	mo.Prefix, mo.Logger, mo.NoAuth, mo.Approvals = opts.Prefix, g.log, opts.NoAuth, g.approvals
+	mo.Prefix, mo.Logger, mo.NoAuth, mo.Approvals, mo.MayPublish = opts.Prefix, g.log, opts.NoAuth, g.approvals, opts.MayPublish
 	if g.mcp, err = mcpserver.New(mctx, nc, mo); err != nil {
 		return nil, err
 	}

@@ -36,6 +36,8 @@ import (
 type Options struct {
 	Prefix string
 	Logger *slog.Logger
+	// MayPublish: client.Options.MayPublish (the in-process hand-off).
+	MayPublish func(subject string) bool
 	// CallTimeout bounds one tool call (default 35s: a little over the
 	// runner's 30s, so its answer wins).
 	CallTimeout time.Duration
@@ -147,7 +149,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 	}
 	life, stop := context.WithCancel(context.Background())
 	a := &API{nc: nc, js: js, opts: opts, log: opts.Logger, subj: bus.NewSubjects(opts.Prefix),
-		client:  client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout}),
+		client:  client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout, MayPublish: opts.MayPublish}),
 		creds:   credclient.New(nc, opts.Prefix),
 		keys:    auth.KeyAdmin{Store: opts.Keys, Log: opts.Logger, Audit: opts.Audit},
 		schemas: newSchemaCache(256), catalog: newCatalog(opts.Logger),

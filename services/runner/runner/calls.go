@@ -42,7 +42,8 @@ func (s *server) serve() error {
 		QueueGroup:  bus.QueueGroup(s.slug),
 		Logger:      s.log,
 		Endpoints: []bus.Endpoint{
-			{Name: "call", Subject: s.r.subj.CallAll(s.slug), Handler: s.async(s.handleCall)},
+			// Local: the gateway in this process (mcpbus up) hands calls over without NATS.
+			{Name: "call", Subject: s.r.subj.CallAll(s.slug), Handler: s.async(s.handleCall), Local: true},
 			{Name: "rpc", Subject: s.r.subj.RPC(s.slug), Handler: s.async(s.handleRPC)},
 			{Name: "control", Subject: s.r.subj.Control(s.slug), Handler: s.async(s.handleControl)},
 			// Every replica hears a cancellation; the one running the request acts on it.

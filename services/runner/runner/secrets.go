@@ -19,9 +19,11 @@ import (
 // stored value (feed.go). This runner's own are kept as keyed fingerprints
 // under a key drawn per runner process, one set per server, so a secret of
 // one server is caught in the calls of all the others.
+//
+// The scanner (gitleaks' compiled rules, ~3 MB of heap) is built by the
+// first scan, so a runner whose servers all have scanning off never holds it.
 type secretGuard struct {
-	scan *secretscan.Scanner
-	key  []byte
+	key []byte
 
 	mu    sync.Mutex
 	per   map[string]*secretscan.Known // by server slug
@@ -30,13 +32,20 @@ type secretGuard struct {
 }
 
 func newSecretGuard() (*secretGuard, error) {
-	sc, err := secretscan.Default()
-	if err != nil {
-		return nil, fmt.Errorf("secret scanner: %w", err)
-	}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // never fails (crypto/rand)
-	return &secretGuard{scan: sc, key: key, per: map[string]*secretscan.Known{}}, nil
+	return &secretGuard{key: key, per: map[string]*secretscan.Known{}}, nil
+}
+
+// scan scans payload under policy. A scanner that cannot be built fails
+// closed: the payload is refused or withheld (policy block) under a rule
+// naming why.
+func (g *secretGuard) scan(payload []byte, policy string) ([]secretscan.Finding, string) {
+	sc, err := secretscan.Default()
+	if err != nil {
+		return []secretscan.Finding{{Rule: "mcpbus-scanner-unavailable"}}, model.SecretsBlock
+	}
+	return sc.Scan(payload, g.known.Load()), policy
 }
 
 // set records the secrets a server's start resolved (they replace the
@@ -89,7 +98,7 @@ func (g *secretGuard) checkArguments(cfg *model.McpConfig, args []byte) ([]byte,
 	if policy == model.SecretsOff {
 		return args, nil, nil
 	}
-	found := g.scan.Scan(args, g.known.Load())
+	found, policy := g.scan(args, policy)
 	if len(found) == 0 {
 		return args, nil, nil
 	}
@@ -111,7 +120,7 @@ func (g *secretGuard) checkResult(cfg *model.McpConfig, res *callReply) {
 	if policy == model.SecretsOff || len(res.data) == 0 {
 		return
 	}
-	found := g.scan.Scan(res.data, g.known.Load())
+	found, policy := g.scan(res.data, policy)
 	if len(found) == 0 {
 		return
 	}
