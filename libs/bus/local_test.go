@@ -149,6 +149,12 @@ func TestRequestLocalFallsBackWhenTheServiceStops(t *testing.T) {
 	if err := svc.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	// The stop's unsubscribe reaches the server asynchronously: until it is
+	// processed the server may still route a bus request to the stopped
+	// service. A flush (a ping answered after it) closes that window.
+	if err := mine.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	msg := nats.NewMsg("svc.echo.tool")
 	if _, ok, _ := bus.RequestLocal(context.Background(), caller, msg, time.Second, allowAll); ok {
 		t.Fatal("a stopped service still answered in process")
