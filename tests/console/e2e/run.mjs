@@ -747,7 +747,11 @@ try {
       return body.id;
     };
     const admin = (path) => fetch(BASE + path, { headers: { Authorization: `Bearer ${ADMIN_KEY}` } }).then((r) => r.json());
-    // Failed: the server exits mid-call (its crash tool); then it is back.
+    // Failed: the server exits mid-call (its crash tool); then it is back:
+    // running again with a new start time (the task may fail before the
+    // runner has noticed the exit, while the status still says running).
+    const statusOf = async () => (await admin('/api/v1/status')).servers?.find((x) => x.server === srv);
+    const startedBefore = (await statusOf())?.started_at;
     const crash = await fetch(BASE + '/api/v1/tasks', { method: 'POST', headers: { Authorization: `Bearer ${ADMIN_KEY}`, 'Content-Type': 'application/json' },
       body: JSON.stringify({ name: srv + '__crash', arguments: {} }) });
     const bad = (await crash.json()).id;
@@ -761,7 +765,10 @@ try {
       throw new Error(`timed out waiting for ${what}`);
     };
     await until('the crashed task to fail', async () => (await admin(`/api/v1/tasks/${bad}`)).state === 'failed');
-    await until(`${srv} to be back`, async () => ['running', 'idle'].includes((await admin('/api/v1/status')).servers?.find((x) => x.server === srv)?.state));
+    await until(`${srv} to be back`, async () => {
+      const st = await statusOf();
+      return st?.state === 'running' && st.started_at !== startedBefore;
+    });
     const done = await create(ADMIN_KEY, 200);
     const long = await create(ADMIN_KEY, 120000);
     const theirs = await create(CALL_KEY, 100);
