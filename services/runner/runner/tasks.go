@@ -54,7 +54,7 @@ type taskRunMsg struct {
 }
 
 // catalogTool finds the tool a create names in the catalog.
-func (r *Runner) catalogTool(in model.TaskCreateRequest) (model.Tool, error) {
+func (r *Runner) catalogTool(ctx context.Context, in model.TaskCreateRequest) (model.Tool, error) {
 	server, tool := in.Server, in.Tool
 	if in.Name != "" {
 		s, _, ok := strings.Cut(in.Name, "__")
@@ -70,13 +70,33 @@ func (r *Runner) catalogTool(in model.TaskCreateRequest) (model.Tool, error) {
 		return model.Tool{}, apierr.Invalid("tool", "tool is required")
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, t := range r.catalog[server].Tools {
-		if (in.Name != "" && t.Name == in.Name) || (in.Name == "" && t.Tool == tool) {
-			return t, nil
+	t, ok := findTool(r.catalog[server].Tools, in)
+	r.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	// This runner's copy follows KV mcp_tools through a watch: a server that
+	// another runner has just started may not be in it yet, so the stored
+	// catalog decides before the tool is called unknown.
+	if e, err := r.assets.Tools.Get(ctx, server); err == nil {
+		var cat model.Catalog
+		if json.Unmarshal(e.Value(), &cat) == nil {
+			if t, ok := findTool(cat.Tools, in); ok {
+				return t, nil
+			}
 		}
 	}
 	return model.Tool{}, apierr.Newf(apierr.NotFound, "server %s has no tool %q", server, in.Name+tool)
+}
+
+// findTool is the tool of tools a create names (namespaced, or by its name).
+func findTool(tools []model.Tool, in model.TaskCreateRequest) (model.Tool, bool) {
+	for _, t := range tools {
+		if (in.Name != "" && t.Name == in.Name) || (in.Name == "" && t.Tool == in.Tool) {
+			return t, true
+		}
+	}
+	return model.Tool{}, false
 }
 
 // idempotent reads a tool's idempotentHint.
@@ -114,7 +134,7 @@ func (r *Runner) createTask(ctx context.Context, h nats.Header, in model.TaskCre
 	if err := checkArgs(in.Arguments, r.opts.MaxArgsBytes); err != nil {
 		return model.Task{}, err
 	}
-	tool, err := r.catalogTool(in)
+	tool, err := r.catalogTool(ctx, in)
 	if err != nil {
 		return model.Task{}, err
 	}
