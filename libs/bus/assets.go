@@ -84,7 +84,7 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 				MaxBytes:    opts.EventsMaxBytes,
 				Discard:     jetstream.DiscardOld,
 				Replicas:    keepReplicas(ctx, js, StreamEvents, opts.Replicas),
-			})
+			}, opts.Logger)
 			return err
 		})
 	}
@@ -96,7 +96,11 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 			// Created, never updated: no identity may update it (the table).
 			a.Audit, err = CreateAsset(ctx, js, StreamAudit,
 				func(ctx context.Context) (jetstream.Stream, error) {
-					st, err := js.CreateStream(ctx, cfg)
+					create := func(ctx context.Context, maxBytes int64) (jetstream.Stream, error) {
+						cfg.MaxBytes = maxBytes
+						return js.CreateStream(ctx, cfg)
+					}
+					st, err := FitMaxBytes(ctx, opts.Logger, "stream "+StreamAudit, cfg.MaxBytes, create, StreamExists(js, StreamAudit))
 					if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 						return js.Stream(ctx, StreamAudit)
 					}
@@ -160,17 +164,23 @@ func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, replicas int, log *slog.Logger) (st jetstream.Stream, err error) {
 	err = Setup(ctx, log, "stream "+cfg.Name, func(ctx context.Context) error {
 		cfg.Replicas = keepReplicas(ctx, js, cfg.Name, replicas)
-		st, err = ensureStream(ctx, js, cfg)
+		st, err = ensureStream(ctx, js, cfg, log)
 		return err
 	})
 	return st, err
 }
 
 // ensureStream creates or updates a stream; one another service created with
-// other settings is used as it is.
-func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+// other settings is used as it is. A new stream's MaxBytes is fitted to the
+// storage the server has left (FitMaxBytes).
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, log *slog.Logger) (jetstream.Stream, error) {
 	return CreateAsset(ctx, js, cfg.Name,
-		func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) },
+		func(ctx context.Context) (jetstream.Stream, error) {
+			if cfg.MaxBytes <= 0 {
+				return js.CreateOrUpdateStream(ctx, cfg)
+			}
+			return FitStream(ctx, js, cfg, log)
+		},
 		func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, cfg.Name) })
 }
 
@@ -199,6 +209,27 @@ func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 	return CreateAsset(ctx, js, "KV_"+cfg.Bucket,
 		func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, cfg) },
 		func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, cfg.Bucket) })
+}
+
+// FitStream creates or updates a stream, a new one with its MaxBytes fitted
+// to the storage the server has left (FitMaxBytes).
+func FitStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, log *slog.Logger) (jetstream.Stream, error) {
+	return FitMaxBytes(ctx, log, "stream "+cfg.Name, cfg.MaxBytes,
+		func(ctx context.Context, maxBytes int64) (jetstream.Stream, error) {
+			cfg.MaxBytes = maxBytes
+			return js.CreateOrUpdateStream(ctx, cfg)
+		}, StreamExists(js, cfg.Name))
+}
+
+// StreamExists is a bounded lookup of a stream (FitMaxBytes's exists): an
+// unanswered one counts as existing, so nothing is fitted on a guess.
+func StreamExists(js jetstream.JetStream, name string) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		ctx, cancel := context.WithTimeout(ctx, createLookup)
+		defer cancel()
+		_, err := js.Stream(ctx, name)
+		return !errors.Is(err, jetstream.ErrStreamNotFound)
+	}
 }
 
 // AgentsKV is the configuration of the agents' bucket (the host that makes

@@ -85,7 +85,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Log, erro
 	err := bus.Setup(ctx, opts.Logger, "stream "+bus.StreamChat, func(ctx context.Context) (err error) {
 		// One made by another instance with other settings is used as it is.
 		l.stream, err = bus.CreateAsset(ctx, js, cfg.Name,
-			func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) },
+			func(ctx context.Context) (jetstream.Stream, error) { return bus.FitStream(ctx, js, cfg, opts.Logger) },
 			func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, cfg.Name) })
 		return err
 	})

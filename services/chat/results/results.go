@@ -79,7 +79,11 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 		var err error
 		s.obs, err = bus.CreateAsset(ctx, js, "OBJ_"+cfg.Bucket,
 			func(ctx context.Context) (jetstream.ObjectStore, error) {
-				return js.CreateOrUpdateObjectStore(ctx, cfg)
+				return bus.FitMaxBytes(ctx, opts.Logger, "object store "+cfg.Bucket, cfg.MaxBytes,
+					func(ctx context.Context, maxBytes int64) (jetstream.ObjectStore, error) {
+						cfg.MaxBytes = maxBytes
+						return js.CreateOrUpdateObjectStore(ctx, cfg)
+					}, bus.StreamExists(js, "OBJ_"+cfg.Bucket))
 			},
 			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.ObjectStore(ctx, cfg.Bucket) })
 		return err
