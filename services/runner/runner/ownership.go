@@ -135,7 +135,9 @@ func (r *Runner) expireLeases() {
 // or one that could not be renewed for a whole TTL (NATS unreachable), is
 // given up: the server stops here, so two owners never run together for
 // longer than the lease.
-// It reports whether NATS answered every renewal.
+// It reports whether NATS answered: every renewal, or at least one of them
+// (a loaded JetStream answers some renewals late; a runner that took no
+// lease while any one failed kept servers unowned long after an election).
 func (r *Runner) renewLeases(ctx context.Context) bool {
 	r.mu.Lock()
 	held := make(map[string]lease, len(r.leases))
@@ -146,18 +148,18 @@ func (r *Runner) renewLeases(ctx context.Context) bool {
 	// In parallel: with NATS away every renewal waits out its timeout, and
 	// one after another they would keep servers here past the lease.
 	var wg sync.WaitGroup
-	var unreachable atomic.Bool
+	var answered atomic.Int32
 	for slug, l := range held {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !r.renewLease(ctx, slug, l) {
-				unreachable.Store(true)
+			if r.renewLease(ctx, slug, l) {
+				answered.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	return !unreachable.Load()
+	return len(held) == 0 || answered.Load() > 0
 }
 
 // renewLease renews one lease; false means NATS did not answer.

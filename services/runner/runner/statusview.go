@@ -10,8 +10,10 @@ import (
 // allStatus answers runtime.status for every server from the status cache
 // (KV mcp_status, as every runner sees it). A status is the last one its
 // runner wrote: when that runner died (a host crash), it says "running"
-// until another runner takes the lease over and writes its own. So each
-// status whose runner has no heartbeat in mcp_owners is marked as such.
+// until another runner takes the lease over and writes its own; a runner
+// that lost a lease while NATS was slow stops the server without writing
+// (the next owner does). So each status whose runner has no heartbeat, or
+// no longer holds the server's lease, in mcp_owners is marked as such.
 func (r *Runner) allStatus() model.RuntimeStatusReply {
 	r.mu.Lock()
 	out := model.RuntimeStatusReply{Servers: make([]model.Status, 0, len(r.status))}
@@ -30,25 +32,48 @@ func (r *Runner) allStatus() model.RuntimeStatusReply {
 	return out
 }
 
-// goneNote starts the message of a status whose runner is gone.
-const goneNote = "runner %s is gone (no heartbeat)"
+// goneNote and leftNote start the message of a status whose runner is gone,
+// or alive without the server's lease.
+const (
+	goneNote = "runner %s is gone (no heartbeat)"
+	leftNote = "runner %s no longer holds its lease"
+)
 
 // markGone notes in st's message that its runner is gone, when owners (KV
-// mcp_owners) has no heartbeat of it, and who holds its lease now, if
-// anyone. self is the answering runner, alive by definition.
+// mcp_owners) has no heartbeat of it, or that the runner no longer holds
+// the server's lease; and who holds the lease now, if anyone. self is the
+// answering runner, whose own statuses are current.
 func markGone(st *model.Status, self string, owners map[string]ownerEntry) {
 	switch {
 	case st.Runner == "" || st.Runner == self || st.State == model.StateStopped || st.State == model.StateDisabled:
 		return
 	}
-	if _, alive := owners[beatPrefix+st.Runner]; alive {
+	holder := leaseHolder(st.Server, st.Runner, owners)
+	note := ""
+	if _, alive := owners[beatPrefix+st.Runner]; !alive {
+		note = fmt.Sprintf(goneNote, st.Runner)
+	} else if holder != st.Runner {
+		note = fmt.Sprintf(leftNote, st.Runner)
+	} else {
 		return
 	}
-	note := fmt.Sprintf(goneNote, st.Runner)
-	if o, ok := owners[leaseKey(st.Server, 0)]; ok && o.Runner != st.Runner {
-		note += fmt.Sprintf("; runner %s holds its lease now", o.Runner)
+	if holder != "" && holder != st.Runner {
+		note += fmt.Sprintf("; runner %s holds its lease now", holder)
 	} else {
 		note += "; no runner holds its lease yet"
 	}
 	st.Message = strings.TrimSuffix(note+"; "+st.Message, "; ")
+}
+
+// leaseHolder is the runner holding a lease of server: runner itself when it
+// holds any of the server's replica leases, else the holder of replica 0's,
+// else "".
+func leaseHolder(server, runner string, owners map[string]ownerEntry) string {
+	prefix := leasePrefix + server + "."
+	for key, o := range owners {
+		if o.Runner == runner && strings.HasPrefix(key, prefix) {
+			return runner
+		}
+	}
+	return owners[leaseKey(server, 0)].Runner
 }
