@@ -35,13 +35,16 @@ type Finding struct {
 	Start, End int
 }
 
-// Scanner scans payloads. Build it once (Default): gitleaks compiles some
-// 220 rules. Scan is safe for concurrent use.
+// Scanner scans payloads. Build it once (Default): gitleaks reads and
+// checks some 220 rules. Scan is safe for concurrent use.
 type Scanner struct {
 	// rules are gitleaks' rules (less Excluded) and this deployment's, and
 	// keywords finds those a payload may match (every rule has keywords;
-	// gitleaks runs a rule only when one is in the text).
+	// gitleaks runs a rule only when one is in the text). A rule's Regex
+	// is compiled when a payload first names it (sources holds its text):
+	// the ~220 compiled regexps held 2.5 MB, most never used.
 	rules    []config.Rule
+	sources  []string
 	keywords *prefilter
 	base     config.Config // the rules' shared settings (global allowlists)
 	// detectors are gitleaks detectors of a few rules each, by the set of
@@ -104,6 +107,9 @@ func New() (*Scanner, error) {
 			return nil, fmt.Errorf("secretscan: more than %d rules", maxRules)
 		}
 		i := len(s.rules)
+		// Compiled once above (a bad rule fails New), dropped until used.
+		s.sources = append(s.sources, r.Regex.String())
+		r.Regex = nil
 		s.rules = append(s.rules, r)
 		if len(r.Keywords) == 0 { // gitleaks runs such a rule on everything
 			always.add(i)
@@ -145,10 +151,14 @@ func (s *Scanner) detector(set ruleSet) *detect.Detector {
 	}
 	cfg := s.base
 	cfg.Rules, cfg.Keywords = map[string]config.Rule{}, map[string]struct{}{}
-	for i, r := range s.rules {
+	for i := range s.rules {
 		if !set.has(i) {
 			continue
 		}
+		if s.rules[i].Regex == nil {
+			s.rules[i].Regex = regexp.MustCompile(s.sources[i]) // it compiled in New
+		}
+		r := s.rules[i]
 		cfg.Rules[r.RuleID] = r
 		cfg.OrderedRules = append(cfg.OrderedRules, r.RuleID)
 		for _, k := range r.Keywords {

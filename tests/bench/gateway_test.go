@@ -41,10 +41,15 @@ const gwTool = "bench__echo"
 
 // gwEnv is a running gateway with the test server as "bench".
 type gwEnv struct {
-	st  *stack.Stack // nil when the gateway runs in a process of its own
-	pid int          // the mcpbus up process, when the gateway runs in one
-	url string       // http://<addr>
-	key string       // a call-scoped API key
+	st   *stack.Stack // nil when the gateway runs in a process of its own
+	pid  int          // the mcpbus up process, when the gateway runs in one
+	url  string       // http://<addr>
+	key  string       // a call-scoped API key
+	nats string       // mcpbus up's NATS URL, when the gateway runs in it
+	data string       // mcpbus up's data dir (its operator identity)
+	// heapDir, with pprof (up's --pprof-addr): where each row's heap
+	// profile of mcpbus up is written, right after its RSS is read.
+	heapDir, pprof string
 }
 
 // startGateway starts the stack with a gateway (auth on, rate limit out of
@@ -392,9 +397,12 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 // (floor-http) and two minimal go-sdk proxies in this process, straight to
 // stdio (proxy-stdio) and through the bus (proxy-bus). The baseline, and the
 // peer next to a subject, have as many callers on one session as the
-// subject has, 8 for 64 clients. Every row reports the peers' RSS after it
-// (peer-rss-MiB, peer-session-rss-MiB) and, when the gateway runs in mcpbus up, up's
-// (up-rss-MiB).
+// subject has, 8 for 64 clients. When the gateway runs in mcpbus up, the
+// rows are also paired with a plain nats.go request to the same up's runner
+// (nats): over-nats-µs is then the gateway's own cost over the NATS path
+// (the subject's p50 minus that request's, per round). Every row reports the
+// peers' RSS after it (peer-rss-MiB, peer-session-rss-MiB) and, when the
+// gateway runs in mcpbus up, up's (up-rss-MiB).
 func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	peer, floor := startPeer(b), startPeer(b, "-bus")
 	peerSession, floorSession := startPeer(b, "-session"), startPeer(b, "-session", "-bus")
@@ -405,6 +413,7 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 		reportRSS(b, "peer-session-bus-rss-MiB", floorSession.pid)
 		if e.pid != 0 {
 			reportRSS(b, "up-rss-MiB", e.pid)
+			e.saveHeap(b)
 		}
 	}
 	vs := func(name string, subject func(b *testing.B) []caller) {
@@ -419,12 +428,17 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 		b.Run(name, func(b *testing.B) {
 			ws := subject(b)
 			n := min(len(ws), 8)
-			pairedVs(b, side{name: "up", callers: ws, pid: e.pid},
-				side{name: "direct", callers: same(direct(b), n)},
-				side{name: "peer", callers: same(peer.caller(b), n), pid: peer.pid},
-				side{name: "peer-session", callers: same(peerSession.caller(b), n), pid: peerSession.pid},
-				side{name: "peer-bus", callers: same(floor.caller(b), n), pid: floor.pid},
-				side{name: "peer-session-bus", callers: same(floorSession.caller(b), n), pid: floorSession.pid})
+			sides := []side{{name: "direct", callers: same(direct(b), n)},
+				{name: "peer", callers: same(peer.caller(b), n), pid: peer.pid},
+				{name: "peer-session", callers: same(peerSession.caller(b), n), pid: peerSession.pid},
+				{name: "peer-bus", callers: same(floor.caller(b), n), pid: floor.pid},
+				{name: "peer-session-bus", callers: same(floorSession.caller(b), n), pid: floorSession.pid}}
+			if e.nats != "" {
+				// The NATS path of the same mcpbus up: the gateway's own cost
+				// is over-nats-µs (its CPU, up-cpu − nats-cpu).
+				sides = append(sides, side{name: "nats", callers: same(e.natsCaller(b), n), pid: e.pid, over: true})
+			}
+			pairedVs(b, side{name: "up", callers: ws, pid: e.pid}, sides...)
 			rss(b)
 		})
 	}
@@ -507,10 +521,11 @@ func BenchmarkGatewayUp(b *testing.B) {
 func startUp(b *testing.B) *gwEnv {
 	b.Helper()
 	dir := b.TempDir()
-	bin := buildMcpbus(b, dir)
-	// MCPBUS_BENCH_UP_BIN runs that mcpbus binary instead (an earlier build, to compare).
-	if path := os.Getenv("MCPBUS_BENCH_UP_BIN"); path != "" {
-		bin = path
+	// MCPBUS_BENCH_UP_BIN runs that mcpbus binary instead of this tree's (an
+	// earlier build, to compare).
+	bin := os.Getenv("MCPBUS_BENCH_UP_BIN")
+	if bin == "" {
+		bin = buildMcpbus(b, dir)
 	}
 	cfg := filepath.Join(dir, "servers.json")
 	body := fmt.Sprintf(`{"servers":[{"name":"bench","enabled":true,"package":{"type":"binary","identifier":%q},"transport":{"type":"stdio"},"runtime":{"eager":true}}]}`, testServer)
@@ -525,6 +540,12 @@ func startUp(b *testing.B) *gwEnv {
 		"--log-level", "warn", "--http-addr", addr, "--rate-rps", "1e9", "--rate-burst", "1000000000")
 	// MCPBUS_BENCH_UP_ARGS adds flags to it (--pprof-addr 127.0.0.1:6061 …).
 	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("MCPBUS_BENCH_UP_ARGS"))...)
+	// MCPBUS_BENCH_UP_HEAP=<dir>: a heap profile of it after every row, in dir.
+	heapDir, pprofAddr := os.Getenv("MCPBUS_BENCH_UP_HEAP"), ""
+	if heapDir != "" {
+		pprofAddr = fmt.Sprintf("127.0.0.1:%d", ports.Next())
+		cmd.Args = append(cmd.Args, "--pprof-addr", pprofAddr)
+	}
 	// MCPBUS_BENCH_UP_ENV adds variables to the up process (GOMAXPROCS=1 GOGC=100 …).
 	cmd.Env = append(os.Environ(), strings.Fields(os.Getenv("MCPBUS_BENCH_UP_ENV"))...)
 	// A benchmark stopped by a signal must not leave it running.
@@ -569,7 +590,8 @@ func startUp(b *testing.B) *gwEnv {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	e := &gwEnv{pid: cmd.Process.Pid, url: "http://" + addr, key: key.Key}
+	e := &gwEnv{pid: cmd.Process.Pid, url: "http://" + addr, key: key.Key,
+		nats: fmt.Sprintf("nats://127.0.0.1:%d", natsPort), data: data, heapDir: heapDir, pprof: pprofAddr}
 	await(b, "/mcp/invoke", e.invoker(b))
 	sess := e.mcpSession(b)
 	await(b, "/mcp", mcpCaller(sess))

@@ -148,11 +148,15 @@ const pairedRounds = 6
 // side is the subject of pairedVs or a baseline it is measured against, by
 // name: a baseline's ratios are reported as p50/<name> and rate/<name>. With
 // pid set (the process serving the side's calls), <name>-cpu-µs/call is the
-// CPU per call of that process and its children.
+// CPU per call of that process and its children. With over set, the median
+// of the per-round p50 differences (subject − side) is reported too, as
+// over-<name>-µs, with the side's own <name>-p50-µs: what the subject adds
+// to that path in the same rounds.
 type side struct {
 	name    string
 	callers []caller
 	pid     int
+	over    bool
 }
 
 // paired makes b.N timed calls through subject in pairedRounds rounds, each
@@ -183,8 +187,9 @@ func pairedVs(b *testing.B, subj side, sides ...side) stats {
 	var all stats
 	p50r := make([][]float64, len(sides))
 	rater := make([][]float64, len(sides))
-	var over, baseP50 []float64
-	var lat []time.Duration // the subject's round p50s, for its overall figures
+	diffs := make([][]float64, len(sides))   // subject p50 − side p50
+	sideP50 := make([][]float64, len(sides)) // the side's p50, µs
+	var lat []time.Duration                  // the subject's round p50s, for its overall figures
 	b.ResetTimer()
 	for r := 0; r < pairedRounds; r++ {
 		b.StopTimer()
@@ -212,11 +217,9 @@ func pairedVs(b *testing.B, subj side, sides ...side) stats {
 				continue
 			}
 			p50r[i] = append(p50r[i], float64(ss.p50)/float64(s.p50))
+			diffs[i] = append(diffs[i], float64((ss.p50 - s.p50).Microseconds()))
+			sideP50[i] = append(sideP50[i], float64(s.p50.Microseconds()))
 			rater[i] = append(rater[i], ss.rate/s.rate)
-			if i == 0 {
-				over = append(over, float64((ss.p50 - s.p50).Microseconds()))
-				baseP50 = append(baseP50, float64(s.p50.Microseconds()))
-			}
 		}
 	}
 	b.StopTimer()
@@ -232,9 +235,13 @@ func pairedVs(b *testing.B, subj side, sides ...side) stats {
 		}
 		b.ReportMetric(median(p50r[i]), "p50/"+sd.name)
 		b.ReportMetric(median(rater[i]), "rate/"+sd.name)
-		if i == 0 {
-			b.ReportMetric(median(over), "overhead-µs")
-			b.ReportMetric(median(baseP50), sd.name+"-p50-µs")
+		switch {
+		case i == 0:
+			b.ReportMetric(median(diffs[i]), "overhead-µs")
+			b.ReportMetric(median(sideP50[i]), sd.name+"-p50-µs")
+		case sd.over:
+			b.ReportMetric(median(diffs[i]), "over-"+sd.name+"-µs")
+			b.ReportMetric(median(sideP50[i]), sd.name+"-p50-µs")
 		}
 	}
 	return all

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
@@ -111,4 +112,31 @@ func operatorOf(dataDir string) []nats.Option {
 		return []nats.Option{nats.Token("not yet")} // refused: the caller tries again
 	}
 	return []nats.Option{opt, nats.CustomInboxPrefix("_I.operator")}
+}
+
+// natsCaller is a plain nats.go caller of e's mcpbus up over TCP, as the
+// operator (no libs/client): the echo arguments as the request on the
+// tool's subject, the runner's reply undecoded but for its error headers.
+// It is the NATS path the gateway's own cost is measured over.
+func (e *gwEnv) natsCaller(b *testing.B) caller {
+	b.Helper()
+	nc, err := nats.Connect(e.nats, operatorOf(e.data)...)
+	if err != nil {
+		b.Fatalf("connecting to mcpbus up's NATS: %v", err)
+	}
+	b.Cleanup(nc.Close)
+	subject := bus.NewSubjects("").Call("bench", "echo")
+	return func(ctx context.Context) error {
+		reply, err := nc.RequestWithContext(ctx, subject, echoArgs)
+		if err != nil {
+			return err
+		}
+		if code := reply.Header.Get(bus.HeaderErrorCode); code != "" {
+			return fmt.Errorf("error %s: %s", code, reply.Header.Get(bus.HeaderError))
+		}
+		if reply.Header.Get(bus.HeaderToolResult) != bus.ToolResultOK {
+			return fmt.Errorf("not a successful tool result: %q", reply.Data)
+		}
+		return nil
+	}
 }

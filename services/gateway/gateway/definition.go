@@ -154,7 +154,7 @@ func (o *Options) Build(ctx context.Context, env service.Env) (service.Service, 
 		if err != nil {
 			return nil, err
 		}
-		opts.MayPublish = perms.MayPublish
+		opts.MayPublish = perms.Publisher()
 	}
 	if opts.Audit, err = env.AuditWriter(string(access.Gateway)); err != nil {
 		return nil, err

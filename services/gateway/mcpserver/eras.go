@@ -42,6 +42,12 @@ func modernRequest(r *http.Request, msg jsonrpc.Message) bool {
 	if req.Method == "server/discover" {
 		return true
 	}
+	// Without the key's text and without an escape (JSON may spell the key
+	// with \/ or \u), its params cannot hold it: no decode (a call of a
+	// session would decode them twice, here and on the fast path).
+	if !bytes.Contains(req.Params, []byte(mcp.MetaKeyProtocolVersion)) && !bytes.Contains(req.Params, []byte{'\\'}) {
+		return false
+	}
 	var p struct {
 		Meta map[string]json.RawMessage `json:"_meta"`
 	}
