@@ -388,7 +388,9 @@ func needs(re *regexp.Regexp, keywords []string) [][]string {
 			} else {
 				break
 			}
-			if !allHold(run, keywords) && !slices.ContainsFunc(run, func(x string) bool { return len(x) < 2 }) {
+			// Texts starting with whitespace are found everywhere in
+			// prose: looking for them costs more than the rule they skip.
+			if !allHold(run, keywords) && !slices.ContainsFunc(run, func(x string) bool { return len(x) < 2 || classes[x[0]] == space }) {
 				out = append(out, run)
 				break
 			}
