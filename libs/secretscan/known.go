@@ -179,7 +179,7 @@ func closingQuote(p []byte, start int) int {
 // unknowns remembers candidates a scan hashed and found in no group, by
 // their place in the payload (no copy of them is made): text repeats (the
 // words of prose, field names) and a candidate's fingerprints, an HMAC per
-// group, cost some 20 times this lookup. A slot per hash, the last
+// group, cost several times this lookup (a hash of the text and a compare). A slot per hash, the last
 // candidate kept.
 type unknowns struct {
 	seed  maphash.Seed

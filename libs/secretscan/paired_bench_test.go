@@ -171,8 +171,8 @@ func BenchmarkWindowsPaired(b *testing.B) {
 // BenchmarkPasses is the CPU time per byte (this thread's, not wall: the
 // machine is shared) of each pass of a scan over 64 KiB of keyword-dense
 // prose: the keyword walk, gitleaks' rules, the nkey seed search, and the
-// known-value check with 64 values of lengths 8 to 64 (every candidate of
-// 8 to 64 bytes is a candidate).
+// known-value check with 64 values of lengths 8 to 64 (every token of 8 to
+// 64 bytes is fingerprinted, once per distinct text).
 func BenchmarkPasses(b *testing.B) {
 	s, err := New()
 	if err != nil {
