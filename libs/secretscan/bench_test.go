@@ -2,7 +2,9 @@ package secretscan_test
 
 import (
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mcpbus/mcpbus/libs/secretscan"
 )
@@ -22,13 +24,45 @@ func BenchmarkScan(b *testing.B) {
 		{"result-1KiB", `{"content":[{"type":"text","text":"` + strings.Repeat("lorem ipsum dolor sit amet ", 38) + `"}]}`},
 		{"prose-64KiB", `{"content":[{"type":"text","text":"` + strings.Repeat("Rotate the API key and the access token; never share a password. ", 1024) + `"}]}`},
 		{"json-64KiB", `{"rows":[` + strings.Repeat(`{"id":12345,"name":"row","ok":true,"tags":["a","b"],"token":null},`, 1000) + `{}]}`},
+		// Distinct 20-byte tokens, a length of the known values: each is
+		// fingerprinted (the known-value check's worst case).
+		{"ids-64KiB", `{"ids":["` + strings.Join(ids(2800, 20), `","`) + `"]}`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			p := []byte(c.payload)
 			b.SetBytes(int64(len(p)))
+			start := processCPU()
 			for b.Loop() {
 				s.Scan(p, known)
 			}
+			// CPU time, not wall: on a shared machine the wall time of a
+			// run is mostly waiting for a core.
+			b.ReportMetric(float64(processCPU()-start)/float64(b.N)/float64(len(p)), "cpu-ns/B")
 		})
 	}
+}
+
+// processCPU is this process's user and system CPU time.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ids are n distinct pseudo-random texts of length l.
+func ids(n, l int) []string {
+	const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	out := make([]string, n)
+	x := uint64(88172645463325252)
+	for i := range out {
+		b := make([]byte, l)
+		for j := range b {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			b[j] = alnum[x%uint64(len(alnum))]
+		}
+		out[i] = string(b)
+	}
+	return out
 }

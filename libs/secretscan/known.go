@@ -1,8 +1,11 @@
 package secretscan
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"fmt"
+	"hash/maphash"
+	"sync"
 
 	"github.com/mcpbus/mcpbus/libs/secretscan/fingerprint"
 )
@@ -30,6 +33,16 @@ type group struct {
 	key  []byte
 	sums map[fingerprint.Sum]struct{}
 	lens [maxKnownLen + 1]bool
+	// makers are HMACs under key between scans (making one hashes the key
+	// and allocates: ~1 µs, the cost of a small call's whole scan).
+	makers sync.Pool
+}
+
+func (g *group) maker() *fingerprint.Maker {
+	if m, ok := g.makers.Get().(*fingerprint.Maker); ok {
+		return m
+	}
+	return fingerprint.New(g.key)
 }
 
 // NewKnown fingerprints values under key; values shorter than MinKnownLen
@@ -88,10 +101,24 @@ func (k *Known) scan(payload []byte) []Finding {
 		return nil
 	}
 	var out []Finding
-	makers := make([]*fingerprint.Maker, len(k.groups)) // made when first needed
+	makers := make([]*fingerprint.Maker, len(k.groups)) // taken when first needed
+	defer func() {
+		for i, m := range makers {
+			if m != nil {
+				m.Reset() // no candidate's bytes kept past the scan
+				k.groups[i].makers.Put(m)
+			}
+		}
+	}()
+	// unknown: made once a few candidates were hashed
+	var unknown *unknowns
+	hashed := 0
 	try := func(start, end int) bool {
 		n := end - start
 		if n < MinKnownLen || n > maxKnownLen || !k.lens[n] {
+			return false
+		}
+		if unknown.has(payload, start, end) {
 			return false
 		}
 		for i, g := range k.groups {
@@ -99,28 +126,28 @@ func (k *Known) scan(payload []byte) []Finding {
 				continue
 			}
 			if makers[i] == nil {
-				makers[i] = fingerprint.New(g.key)
+				makers[i] = g.maker()
 			}
 			if _, ok := g.sums[makers[i].Of(payload[start:end])]; ok {
 				out = append(out, Finding{Rule: RuleKnown, Start: start, End: end})
 				return true
 			}
 		}
+		if hashed++; hashed == 8 {
+			unknown = &unknowns{seed: maphash.MakeSeed()}
+		}
+		unknown.add(payload, start, end)
 		return false
 	}
 	for i := 0; i < len(payload); i++ {
-		if payload[i] != '"' {
-			continue
+		q := bytes.IndexByte(payload[i:], '"')
+		if q < 0 {
+			break
 		}
-		// A JSON string: find its closing quote.
-		start, end := i+1, i+1
-		for end < len(payload) && payload[end] != '"' {
-			if payload[end] == '\\' {
-				end++
-			}
-			end++
-		}
-		end = min(end, len(payload))
+		// A JSON string: its closing quote is the next one not escaped (after
+		// an even number of backslashes).
+		start := i + q + 1
+		end := closingQuote(payload, start)
 		i = end
 		if try(start, end) {
 			continue
@@ -128,6 +155,56 @@ func (k *Known) scan(payload []byte) []Finding {
 		k.tokens(payload, start, end, try)
 	}
 	return out
+}
+
+// closingQuote is the index of the quote that closes the JSON string
+// starting at start, or len(p).
+func closingQuote(p []byte, start int) int {
+	for at := start; ; {
+		q := bytes.IndexByte(p[at:], '"')
+		if q < 0 {
+			return len(p)
+		}
+		end, slashes := at+q, 0
+		for j := end - 1; j >= start && p[j] == '\\'; j-- {
+			slashes++
+		}
+		if slashes%2 == 0 {
+			return end
+		}
+		at = end + 1
+	}
+}
+
+// unknowns remembers candidates a scan hashed and found in no group, by
+// their place in the payload (no copy of them is made): text repeats (the
+// words of prose, field names) and a candidate's fingerprints, an HMAC per
+// group, cost several times this lookup (a hash of the text and a compare). A slot per hash, the last
+// candidate kept.
+type unknowns struct {
+	seed  maphash.Seed
+	slots [256]struct {
+		h          uint64
+		start, end int
+	}
+}
+
+func (u *unknowns) has(p []byte, start, end int) bool {
+	if u == nil {
+		return false
+	}
+	h := maphash.Bytes(u.seed, p[start:end])
+	s := &u.slots[h%uint64(len(u.slots))]
+	return s.end != 0 && s.h == h && bytes.Equal(p[s.start:s.end], p[start:end])
+}
+
+func (u *unknowns) add(p []byte, start, end int) {
+	if u == nil {
+		return
+	}
+	h := maphash.Bytes(u.seed, p[start:end])
+	s := &u.slots[h%uint64(len(u.slots))]
+	s.h, s.start, s.end = h, start, end
 }
 
 // tokens tries, in one pass over payload[start:end], each word (between

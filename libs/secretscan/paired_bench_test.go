@@ -1,9 +1,15 @@
 package secretscan
 
 import (
+	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zricethezav/gitleaks/v8/report"
 )
 
 // BenchmarkGitleaksPaired compares, call by call in one run (the machine
@@ -31,7 +37,7 @@ func BenchmarkGitleaksPaired(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				one := func() {
 					t := time.Now()
-					if set := s.keywords.rules(p); !set.empty() {
+					if set := s.keywords.rules(p, nil); !set.empty() {
 						full.DetectBytes(p)
 					}
 					whole += time.Since(t)
@@ -88,7 +94,7 @@ func BenchmarkPrefilterPaired(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			text := []byte(c.payload)
-			if pairsOnly(text) != p.rules(text) {
+			if pairsOnly(text) != p.rules(text, nil) {
 				b.Fatal("the two walks find different rules")
 			}
 			var before, after time.Duration
@@ -97,10 +103,10 @@ func BenchmarkPrefilterPaired(b *testing.B) {
 				if i%2 == 0 {
 					pairsOnly(text)
 					t1 := time.Now()
-					p.rules(text)
+					p.rules(text, nil)
 					before, after = before+t1.Sub(t0), after+time.Since(t1)
 				} else {
-					p.rules(text)
+					p.rules(text, nil)
 					t1 := time.Now()
 					pairsOnly(text)
 					after, before = after+t1.Sub(t0), before+time.Since(t1)
@@ -111,4 +117,104 @@ func BenchmarkPrefilterPaired(b *testing.B) {
 			b.ReportMetric(float64(after)/float64(before), "ratio")
 		})
 	}
+}
+
+// BenchmarkWindowsPaired compares in one run, call by call, order
+// alternating, gitleaks run on the whole payload for every rule whose
+// keyword it holds (the previous path) with Scanner.gitleaks (windowed
+// rules on the windows around their keywords).
+func BenchmarkWindowsPaired(b *testing.B) {
+	s, err := New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for _, c := range []struct{ name, payload string }{
+		{"words-64KiB", `{"message":"` + prose(rnd, 65536) + `"}`},
+		{"aws-key-64KiB", `{"message":"` + strings.Repeat("lorem ipsum dolor sit amet ", 2427) + ` AKIAZ3MQXP7R2HKW5Y4N"}`},
+		{"aws-key-1KiB", `{"message":"` + strings.Repeat("lorem ipsum dolor sit amet ", 36) + ` AKIAZ3MQXP7R2HKW5Y4N"}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			p := []byte(c.payload)
+			whole := func() []report.Finding {
+				set := s.keywords.rules(p, nil)
+				if set.empty() {
+					return nil
+				}
+				return s.detector(set).DetectBytes(p)
+			}
+			if got, want := pairs(s.gitleaks(p)), pairs(whole()); !slices.Equal(got, want) {
+				b.Fatalf("windows found %q, the whole payload %q", got, want)
+			}
+			var before, after time.Duration
+			for i := 0; b.Loop(); i++ {
+				t0 := time.Now()
+				if i%2 == 0 {
+					whole()
+					t1 := time.Now()
+					s.gitleaks(p)
+					before, after = before+t1.Sub(t0), after+time.Since(t1)
+				} else {
+					s.gitleaks(p)
+					t1 := time.Now()
+					whole()
+					after, before = after+t1.Sub(t0), before+time.Since(t1)
+				}
+			}
+			b.ReportMetric(float64(before.Nanoseconds())/float64(b.N), "whole-ns/op")
+			b.ReportMetric(float64(after.Nanoseconds())/float64(b.N), "windows-ns/op")
+			b.ReportMetric(float64(after)/float64(before), "ratio")
+		})
+	}
+}
+
+// BenchmarkPasses is the CPU time per byte (this thread's, not wall: the
+// machine is shared) of each pass of a scan over 64 KiB of keyword-dense
+// prose: the keyword walk, gitleaks' rules, the nkey seed search, and the
+// known-value check with 64 values of lengths 8 to 64 (every token of 8 to
+// 64 bytes is fingerprinted, once per distinct text).
+func BenchmarkPasses(b *testing.B) {
+	s, err := New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var values []string
+	for i := range 64 {
+		values = append(values, strings.Repeat("k", 8+i*56/63))
+	}
+	known := NewKnown([]byte("k"), values)
+	rnd := rand.New(rand.NewPCG(9, 10))
+	for _, c := range []struct{ name, payload string }{
+		{"prose-64KiB", `{"message":"` + strings.Repeat("Rotate the API key and the access token; never share a password. ", 1024) + `"}`},
+		{"words-64KiB", `{"message":"` + prose(rnd, 65536) + `"}`},
+	} {
+		p := []byte(c.payload)
+		for _, pass := range []struct {
+			name string
+			run  func()
+		}{
+			{"keywords", func() { s.keywords.rules(p, nil) }},
+			{"gitleaks", func() { s.gitleaks(p) }},
+			{"seeds", func() { seeds(p) }},
+			{"known", func() { known.scan(p) }},
+			{"all", func() { s.Scan(p, known) }},
+		} {
+			b.Run(c.name+"/"+pass.name, func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				start := threadCPU()
+				for b.Loop() {
+					pass.run()
+				}
+				b.ReportMetric(float64(threadCPU()-start)/float64(b.N)/float64(len(p)), "cpu-ns/B")
+			})
+		}
+	}
+}
+
+// threadCPU is the calling thread's user and system CPU time.
+func threadCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

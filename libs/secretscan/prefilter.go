@@ -9,6 +9,17 @@ func (s *ruleSet) or(o *ruleSet) {
 		s[i] |= o[i]
 	}
 }
+func (s *ruleSet) and(o *ruleSet) {
+	for i := range s {
+		s[i] &= o[i]
+	}
+}
+func (s *ruleSet) andNot(o *ruleSet) {
+	for i := range s {
+		s[i] &^= o[i]
+	}
+}
+func (s *ruleSet) remove(i int)   { s[i/64] &^= 1 << (i % 64) }
 func (s *ruleSet) has(i int) bool { return s[i/64]&(1<<(i%64)) != 0 }
 func (s *ruleSet) empty() bool    { return *s == ruleSet{} }
 
@@ -72,8 +83,15 @@ func tri(a, b, c byte) uint32 {
 	return (uint32(a)<<16 | uint32(b)<<8 | uint32(c)) * 2654435761 >> (32 - triBits)
 }
 
-// rules returns the rules whose keywords are in b.
-func (p *prefilter) rules(b []byte) ruleSet {
+// hit is an occurrence of a keyword at pos.
+type hit struct {
+	pos int
+	k   *keyword
+}
+
+// rules returns the rules whose keywords are in b, and appends to hits
+// (unless nil) every occurrence of a keyword.
+func (p *prefilter) rules(b []byte, hits *[]hit) ruleSet {
 	out := p.always
 	for i := 0; i+1 < len(b); i++ {
 		pr := pair(b[i], b[i+1])
@@ -93,6 +111,9 @@ func (p *prefilter) rules(b []byte) ruleSet {
 		for j := range p.words[w] {
 			if k := &p.words[w][j]; hasLowerPrefix(b[i:], k.word) {
 				out.or(&k.rules)
+				if hits != nil {
+					*hits = append(*hits, hit{i, k})
+				}
 			}
 		}
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/zricethezav/gitleaks/v8/config"
 	"github.com/zricethezav/gitleaks/v8/detect"
 	"github.com/zricethezav/gitleaks/v8/logging"
-	"github.com/zricethezav/gitleaks/v8/report"
 )
 
 // Rule ids of this package's own detectors.
@@ -47,6 +46,14 @@ type Scanner struct {
 	sources  []string
 	keywords *prefilter
 	base     config.Config // the rules' shared settings (global allowlists)
+	// span is, by rule, the longest match of a rule run on windows around
+	// its keywords (window.go), 0 for one run on the whole payload;
+	// windowed is the set of the former, all every rule.
+	span     []int
+	anchors  []*regexp.Regexp // by rule, for those whose matches start with a keyword (span.go)
+	needs    [][][]string     // by rule, texts a match needs besides its keywords (span.go)
+	windowed ruleSet
+	all      ruleSet
 	// detectors are gitleaks detectors of a few rules each, by the set of
 	// rules a payload may match: a detector of every rule walks ~220 rules
 	// and an Aho-Corasick trie of all their keywords (2.7 MB) per call,
@@ -103,22 +110,37 @@ func New() (*Scanner, error) {
 		if r.Regex == nil || r.Path != nil {
 			continue
 		}
-		if len(s.rules) == maxRules {
-			return nil, fmt.Errorf("secretscan: more than %d rules", maxRules)
+		if len(s.rules) == foldBit {
+			return nil, fmt.Errorf("secretscan: more than %d rules", foldBit)
 		}
 		i := len(s.rules)
 		// Compiled once above (a bad rule fails New), dropped until used.
 		s.sources = append(s.sources, r.Regex.String())
 		r.Regex = nil
 		s.rules = append(s.rules, r)
+		s.all.add(i)
 		if len(r.Keywords) == 0 { // gitleaks runs such a rule on everything
 			always.add(i)
+		}
+		s.needs = append(s.needs, needs(r.Regex, r.Keywords))
+		if n := span(r.Regex, r.Keywords); n > 0 && windowable(r) && !slices.ContainsFunc(cfg.Allowlists, onLine) {
+			s.windowed.add(i)
+			s.span = append(s.span, n)
+			s.anchors = append(s.anchors, anchor(r.Regex, r.Keywords))
+		} else {
+			s.span = append(s.span, 0)
+			s.anchors = append(s.anchors, nil)
 		}
 		for _, k := range r.Keywords {
 			set := keywords[strings.ToLower(k)]
 			set.add(i)
 			keywords[strings.ToLower(k)] = set
 		}
+	}
+	var fold ruleSet
+	fold.add(foldBit)
+	for _, r := range foldRunes {
+		keywords[r] = fold
 	}
 	s.keywords = newPrefilter(keywords)
 	s.keywords.always.or(&always)
@@ -142,13 +164,8 @@ func defaultConfig() (config.Config, error) {
 	return vc.Translate()
 }
 
-// detector is the gitleaks detector of the rules in set, made on first use.
-func (s *Scanner) detector(set ruleSet) *detect.Detector {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if d, ok := s.detectors[set]; ok {
-		return d
-	}
+// configOf is the gitleaks config of the rules in set.
+func (s *Scanner) configOf(set ruleSet) config.Config {
 	cfg := s.base
 	cfg.Rules, cfg.Keywords = map[string]config.Rule{}, map[string]struct{}{}
 	for i := range s.rules {
@@ -165,6 +182,17 @@ func (s *Scanner) detector(set ruleSet) *detect.Detector {
 			cfg.Keywords[strings.ToLower(k)] = struct{}{}
 		}
 	}
+	return cfg
+}
+
+// detector is the gitleaks detector of the rules in set, made on first use.
+func (s *Scanner) detector(set ruleSet) *detect.Detector {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d, ok := s.detectors[set]; ok {
+		return d
+	}
+	cfg := s.configOf(set)
 	if len(s.detectors) >= maxDetectors {
 		for k := range s.detectors { // any one: a payload that needs it again rebuilds it
 			delete(s.detectors, k)
@@ -172,6 +200,11 @@ func (s *Scanner) detector(set ruleSet) *detect.Detector {
 		}
 	}
 	d := detect.NewDetector(cfg)
+	// A "gitleaks:allow" anywhere on a finding's line (a JSON payload is
+	// mostly one line) would exempt it: a payload must not be able to
+	// switch its own scan off. Lines also differ between a window and the
+	// whole payload.
+	d.IgnoreGitleaksAllow = true
 	s.detectors[set] = d
 	return d
 }
@@ -205,15 +238,23 @@ func (s *Scanner) Scan(payload []byte, known *Known) []Finding {
 	return out
 }
 
-// gitleaks runs the gitleaks rules whose keywords are in payload (gitleaks
-// matches them lowercased), none when there are none.
-func (s *Scanner) gitleaks(payload []byte) []report.Finding {
-	set := s.keywords.rules(payload)
-	if set.empty() {
-		return nil
+// windowable reports whether r's findings depend only on its matches (not
+// on its line, other rules' findings, or a file): then its regexp may run
+// on windows (window.go).
+func windowable(r config.Rule) bool {
+	if len(r.RequiredRules) > 0 || r.SkipReport || strings.Contains(strings.ToLower(r.RuleID), "generic") {
+		return false // composite rules; gitleaks drops a generic finding that another rule's holds
 	}
-	return s.detector(set).DetectBytes(payload)
+	for _, k := range r.Keywords {
+		if len(k) < 2 { // not an occurrence the keyword walk records
+			return false
+		}
+	}
+	return !slices.ContainsFunc(r.Allowlists, onLine)
 }
+
+// onLine reports whether a allows findings by their line.
+func onLine(a *config.Allowlist) bool { return a.RegexTarget == "line" }
 
 // Rules are the distinct rule ids of found, in order.
 func Rules(found []Finding) []string {

@@ -45,6 +45,10 @@ func (k *Maker) Of(b []byte) Sum {
 	return out
 }
 
+// Reset leaves no byte of the last text fingerprinted in k's hash state
+// (k may then be kept for later texts).
+func (k *Maker) Reset() { k.m.Reset() }
+
 // Forms are the texts value appears as in a JSON payload (as written, and
 // JSON-escaped when that differs) whose length is in [MinLen, MaxLen].
 func Forms(value string) []string {

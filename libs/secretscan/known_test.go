@@ -1,0 +1,54 @@
+package secretscan_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mcpbus/mcpbus/libs/secretscan"
+)
+
+// A known value is found at each of its places among many repeated and
+// distinct candidates of its length (the scan remembers the candidates it
+// found unknown, not the known ones), and a candidate remembered as
+// unknown is not taken for the known value that shares its slot.
+func TestKnownAmongRepeatedCandidates(t *testing.T) {
+	const value = "kv-0123456789-secret" // 20 bytes
+	known := secretscan.NewKnown([]byte("k"), []string{value})
+	var words []string
+	for i := range 600 {
+		words = append(words, fmt.Sprintf("word-%010d-abcd", i%300)) // 20 bytes, each twice
+		if i%97 == 0 {
+			words = append(words, value)
+		}
+	}
+	payload := []byte(`{"text":"` + strings.Join(words, " ") + `"}`)
+	found := scanner(t).Scan(payload, known)
+	want := strings.Count(string(payload), value)
+	if len(found) != want {
+		t.Fatalf("found %d, want %d", len(found), want)
+	}
+	for _, f := range found {
+		if string(payload[f.Start:f.End]) != value || f.Rule != secretscan.RuleKnown {
+			t.Fatalf("finding %+v is %q", f, payload[f.Start:f.End])
+		}
+	}
+}
+
+// JSON strings are told apart by their unescaped quotes: a string ending in
+// an escaped backslash closes at its quote, an escaped quote does not close
+// one, and an unterminated last string is still read.
+func TestKnownStringBounds(t *testing.T) {
+	const value = "kv-0123456789-secret"
+	known := secretscan.NewKnown([]byte("k"), []string{value})
+	for _, p := range []string{
+		`{"a":"p\\","b":"` + value + `"}`,
+		`{"a":"say \"hi\" then","b":"` + value + `"}`,
+		`{"a":"x\\\"y","b":"` + value + `"}`,
+		`{"a":"x","b":"` + value,
+	} {
+		if found := scanner(t).Scan([]byte(p), known); len(found) != 1 || p[found[0].Start:found[0].End] != value {
+			t.Errorf("%s: found %v", p, found)
+		}
+	}
+}

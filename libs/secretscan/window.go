@@ -1,0 +1,150 @@
+package secretscan
+
+import (
+	"slices"
+	"unicode/utf8"
+
+	"github.com/zricethezav/gitleaks/v8/report"
+)
+
+// Windows: a rule whose every match holds one of its keywords and is at
+// most span bytes long (span.go) matches only within span bytes of a
+// keyword's occurrence, so its regexp runs on those windows, merged where
+// they meet, instead of the whole payload (gitleaks runs it on all of it
+// once a keyword is anywhere). Each window reaches windowMargin bytes past
+// where such a match could be: no match can touch its edges, so the
+// regexp's assertions (\b, ^, $) and the rune it starts in read there as in
+// the whole payload, and the matches found, window by window, are those
+// of the whole payload (leftmost-first, none straddles two windows).
+
+// windowMargin is a UTF-8 rune's longest encoding.
+const windowMargin = utf8.UTFMax
+
+// window is a byte range of a payload.
+type window struct{ start, end int }
+
+// windows are rule i's windows in payload, given every keyword occurrence
+// in it (hits), merged and in order. For a
+// rule whose matches start with a keyword (anchors), a merged window none
+// of whose occurrences may start a match is left out: it holds no match of
+// the whole payload (windows are merged over every occurrence all the
+// same, so those kept are exact as above).
+func (s *Scanner) windows(i int, payload []byte, hits []hit) []window {
+	type marked struct {
+		window
+		may bool // a match may start at its occurrence
+	}
+	n, l, a := len(payload), s.span[i], s.anchors[i]
+	var all []marked
+	for _, h := range hits {
+		if !h.k.rules.has(i) {
+			continue
+		}
+		may := true
+		if a != nil {
+			_, w := utf8.DecodeLastRune(payload[:h.pos])
+			may = a.Match(payload[h.pos-w : min(n, h.pos+l+windowMargin)])
+		}
+		all = append(all, marked{window{max(0, h.pos+len(h.k.word)-l-windowMargin), min(n, h.pos+l+windowMargin)}, may})
+	}
+	slices.SortFunc(all, func(a, b marked) int { return a.start - b.start })
+	out := all[:0]
+	for _, w := range all {
+		if k := len(out) - 1; k >= 0 && w.start <= out[k].end {
+			out[k].end = max(out[k].end, w.end)
+			out[k].may = out[k].may || w.may
+			continue
+		}
+		out = append(out, w)
+	}
+	var ws []window
+	for _, w := range out {
+		if w.may {
+			ws = append(ws, w.window)
+		}
+	}
+	return ws
+}
+
+// gitleaks runs the gitleaks rules whose keywords are in payload (gitleaks
+// matches them lowercased), none when there are none: each windowed rule on
+// its windows while they cover less than half the payload, the others on
+// all of it.
+func (s *Scanner) gitleaks(payload []byte) []report.Finding {
+	var hits []hit
+	set := s.keywords.rules(payload, &hits)
+	if set.has(foldBit) {
+		// Text gitleaks lowercases into a keyword the ASCII walk does not
+		// see, or a (?i) rule matches beyond its keyword's ASCII letters:
+		// gitleaks' own walk decides, over all of it.
+		return s.detector(s.all).DetectBytes(payload)
+	}
+	for i := range s.rules {
+		if set.has(i) && !s.holdsNeeds(i, payload) {
+			set.remove(i)
+		}
+	}
+	if set.empty() {
+		return nil
+	}
+	whole, windowed := set, set
+	windowed.and(&s.windowed)
+	whole.andNot(&s.windowed)
+	type run struct {
+		rule int
+		ws   []window
+	}
+	var runs []run
+	for i := range s.rules {
+		if !windowed.has(i) {
+			continue
+		}
+		// Only where a match may be (for a rule whose matches start with a
+		// keyword) or anywhere near a keyword.
+		ws := s.windows(i, payload, hits)
+		covered := 0
+		for _, w := range ws {
+			covered += w.end - w.start
+		}
+		switch {
+		case len(ws) == 0: // no match can start anywhere
+		case 2*covered >= len(payload):
+			whole.add(i)
+		default:
+			runs = append(runs, run{i, ws})
+		}
+	}
+	var out []report.Finding
+	if !whole.empty() {
+		out = s.detector(whole).DetectBytes(payload)
+	}
+	for _, r := range runs {
+		var one ruleSet
+		one.add(r.rule)
+		d := s.detector(one)
+		for _, w := range r.ws {
+			out = append(out, d.DetectBytes(payload[w.start:w.end])...)
+		}
+	}
+	return out
+}
+
+// holdsNeeds reports whether payload holds a text of each of rule i's needs.
+func (s *Scanner) holdsNeeds(i int, payload []byte) bool {
+	for _, texts := range s.needs[i] {
+		if !slices.ContainsFunc(texts, func(t string) bool { return containsFold(payload, t) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// foldRunes are the runes outside ASCII that lowercase (strings.ToLower,
+// as gitleaks matches keywords) or fold (as (?i) matches) to text holding
+// ASCII (TestFoldRunes checks the list): a payload holding one is left to
+// gitleaks' own keyword walk. The keyword walk flags them as keywords of
+// the rule foldBit.
+var foldRunes = []string{"\u0130", "\u017f", "\u212a"} // İ, ſ, K (Kelvin)
+
+// foldBit is the rule index the keyword walk gives foldRunes.
+const foldBit = maxRules - 1
