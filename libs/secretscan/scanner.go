@@ -50,8 +50,8 @@ type Scanner struct {
 	// its keywords (window.go), 0 for one run on the whole payload;
 	// windowed is the set of the former, all every rule.
 	span     []int
-	anchors  []*regexp.Regexp // by rule, for those whose matches start with a keyword (span.go)
-	needs    [][][]string     // by rule, texts a match needs besides its keywords (span.go)
+	anchors  []func() *regexp.Regexp // by rule, for those whose matches start with a keyword (span.go), compiled on first use
+	needs    [][][]string            // by rule, texts a match needs besides its keywords (span.go)
 	windowed ruleSet
 	all      ruleSet
 	// detectors are gitleaks detectors of a few rules each, by the set of
@@ -114,23 +114,25 @@ func New() (*Scanner, error) {
 			return nil, fmt.Errorf("secretscan: more than %d rules", foldBit)
 		}
 		i := len(s.rules)
-		// Compiled once above (a bad rule fails New), dropped until used.
-		s.sources = append(s.sources, r.Regex.String())
-		r.Regex = nil
-		s.rules = append(s.rules, r)
 		s.all.add(i)
 		if len(r.Keywords) == 0 { // gitleaks runs such a rule on everything
 			always.add(i)
 		}
+		// What the windows and the needed texts are derived from the
+		// compiled regexp, before it is dropped.
 		s.needs = append(s.needs, needs(r.Regex, r.Keywords))
 		if n := span(r.Regex, r.Keywords); n > 0 && windowable(r) && !slices.ContainsFunc(cfg.Allowlists, onLine) {
 			s.windowed.add(i)
 			s.span = append(s.span, n)
-			s.anchors = append(s.anchors, anchor(r.Regex, r.Keywords))
+			s.anchors = append(s.anchors, lazyRegexp(anchor(r.Regex, r.Keywords)))
 		} else {
 			s.span = append(s.span, 0)
 			s.anchors = append(s.anchors, nil)
 		}
+		// Compiled once above (a bad rule fails New), dropped until used.
+		s.sources = append(s.sources, r.Regex.String())
+		r.Regex = nil
+		s.rules = append(s.rules, r)
 		for _, k := range r.Keywords {
 			set := keywords[strings.ToLower(k)]
 			set.add(i)

@@ -6,6 +6,7 @@ import (
 	"regexp/syntax"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -419,4 +420,15 @@ func containsFold(p []byte, s string) bool {
 		}
 	}
 	return false
+}
+
+// lazyRegexp is re compiled again on first use, from its source (nil for
+// nil): a scanner keeps about a hundred anchors, and a payload names few
+// of their rules, so holding them all compiled cost heap for nothing.
+func lazyRegexp(re *regexp.Regexp) func() *regexp.Regexp {
+	if re == nil {
+		return nil
+	}
+	src := re.String()
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(src) })
 }

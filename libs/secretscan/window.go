@@ -1,6 +1,7 @@
 package secretscan
 
 import (
+	"regexp"
 	"slices"
 	"unicode/utf8"
 
@@ -34,7 +35,11 @@ func (s *Scanner) windows(i int, payload []byte, hits []hit) []window {
 		window
 		may bool // a match may start at its occurrence
 	}
-	n, l, a := len(payload), s.span[i], s.anchors[i]
+	n, l := len(payload), s.span[i]
+	var a *regexp.Regexp
+	if compiled := s.anchors[i]; compiled != nil {
+		a = compiled()
+	}
 	var all []marked
 	for _, h := range hits {
 		if !h.k.rules.has(i) {
