@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -43,10 +44,38 @@ type Task struct {
 	UpdatedAt time.Time `json:"updated_at"`
 	// TTLMs is the retention: the record is gone this long after its last change.
 	TTLMs int64 `json:"ttl_ms"`
+	// Progress is the last progress the server reported for the task's call
+	// (notifications/progress), recorded at most every TaskProgressEvery
+	// while it works; a final task keeps the last one its run noted.
+	Progress *TaskProgress `json:"progress,omitempty"`
 	// Result is the CallToolResult of a completed task (isError included).
 	Result json.RawMessage `json:"result,omitempty"`
 	// Error is why a failed or cancelled task has no result.
 	Error *apierr.Error `json:"error,omitempty"`
+}
+
+// TaskProgressEvery bounds how often a task's progress is recorded (one
+// write of the record and one event): the newest notification of each
+// interval is written at its end, none is written after the task ended.
+const TaskProgressEvery = 500 * time.Millisecond
+
+// TaskProgress is a progress notification of a task's call, as recorded.
+type TaskProgress struct {
+	Progress float64 `json:"progress"`
+	Total    float64 `json:"total,omitempty"`
+	Message  string  `json:"message,omitempty"`
+}
+
+// String is the progress for people: "step 3 (3/10)", "3/10", "40".
+func (p TaskProgress) String() string {
+	n := strconv.FormatFloat(p.Progress, 'f', -1, 64)
+	if p.Total > 0 {
+		n += "/" + strconv.FormatFloat(p.Total, 'f', -1, 64)
+	}
+	if p.Message == "" {
+		return n
+	}
+	return p.Message + " (" + n + ")"
 }
 
 // Summary is the task without its result (what get, list and create answer).

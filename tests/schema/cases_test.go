@@ -122,6 +122,8 @@ func TestSchemaCases(t *testing.T) {
 		{"task", true, `{"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","state":"failed","message":"m","server":"s","tool":"t","name":"s__t","principal":"operator","attempts":1,"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z","ttl_ms":1,"error":{"code":"SERVICE_UNAVAILABLE","message":"m"}}`},
 		{"task", false, `{"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","state":"done","server":"s","tool":"t","name":"s__t","principal":"operator","attempts":1,"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z","ttl_ms":1}`},
 		{"task", false, `{"id":"x","state":"working"}`},
+		{"task", true, `{"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","state":"working","server":"s","tool":"t","name":"s__t","principal":"operator","attempts":1,"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:06Z","ttl_ms":1,"progress":{"progress":3,"total":10,"message":"step 3"}}`},
+		{"task", false, `{"id":"0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e","state":"working","server":"s","tool":"t","name":"s__t","principal":"operator","attempts":1,"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:06Z","ttl_ms":1,"progress":{"total":10}}`},
 		{"task-create-request", true, `{"server":"slow","tool":"sleep","arguments":{"ms":30000}}`},
 		{"task-create-request", true, `{"name":"slow__sleep"}`},
 		{"task-create-request", false, `{"server":"slow"}`},

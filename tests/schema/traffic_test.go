@@ -289,7 +289,7 @@ func TestRealMessages(t *testing.T) {
 	}
 	_, err = cl.Call(ctx, srv, "no_such_tool", json.RawMessage(`{}`), nil)
 	wantCode(t, "unknown tool", err, apierr.NotFound)
-	// Tasks: one run to its result, one cancelled, one refused.
+	// Tasks: one run to its result, one reporting progress, one cancelled, one refused.
 	task, err := cl.CreateTask(ctx, srv, "echo", json.RawMessage(`{"message":"as a task"}`))
 	if err != nil {
 		t.Fatalf("task.create: %v", err)
@@ -299,6 +299,14 @@ func TestRealMessages(t *testing.T) {
 	}
 	if _, err := cl.Task(ctx, task.ID); err != nil {
 		t.Fatalf("task.get: %v", err)
+	}
+	// One that reports progress: its working events carry it.
+	prog, err := cl.CreateTask(ctx, srv, "progress", json.RawMessage(`{"steps":3,"ms":400}`))
+	if err != nil {
+		t.Fatalf("task.create: %v", err)
+	}
+	if done, err := cl.TaskResult(ctx, prog.ID, 20*time.Second); err != nil || done.State != model.TaskCompleted || done.Progress == nil {
+		t.Fatalf("task.result of the progress task: %+v, %v", done, err)
 	}
 	if list, err := cl.Tasks(ctx, "", false); err != nil || len(list) == 0 {
 		t.Fatalf("task.list: %v, %v", list, err)

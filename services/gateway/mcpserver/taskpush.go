@@ -21,7 +21,8 @@ import (
 // the next one. Final states come from the runners' task events
 // (events.task.<id>, one core subscription per gateway instance); the spec
 // makes these pushes optional for the client to rely on, and tasks/get
-// stays the truth.
+// stays the truth. The same events carry a working task's progress, sent
+// as notifications/progress (taskprogress.go).
 
 // maxPendingPushes bounds the notifications a session without a GET stream keeps.
 const maxPendingPushes = 64
@@ -30,18 +31,32 @@ const maxPendingPushes = 64
 type taskPushes struct {
 	mu   sync.Mutex
 	sub  *nats.Subscription
-	byID map[string]*liveSession
+	byID map[string]*taskWatch
 }
 
-// watch starts following task id for ls: its end is pushed to ls. ctx is
-// the creating request's (its principal reads the task).
-func (p *taskPushes) watch(ctx context.Context, a *Aggregator, ls *liveSession, id string) {
+// taskWatch is a task a session made, and its progress sent so far.
+type taskWatch struct {
+	ls    *liveSession
+	token json.RawMessage // the call's progressToken; nil: no progress wanted
+	sent  bool            // a progress notification went out
+	last  float64         // the progress it carried
+}
+
+// watch starts following task id for ls: its end is pushed to ls, and its
+// progress when token (the call's progressToken) is set. ctx is the
+// creating request's (its principal reads the task).
+func (p *taskPushes) watch(ctx context.Context, a *Aggregator, ls *liveSession, id string, token json.RawMessage) {
 	p.mu.Lock()
 	if p.sub == nil {
 		sub, err := a.nc.Subscribe(a.client.Subjects().EventsOf("task"), func(m *nats.Msg) {
 			var t model.Task
-			if json.Unmarshal(m.Data, &t) == nil && model.TaskFinal(t.State) {
+			if json.Unmarshal(m.Data, &t) != nil {
+				return
+			}
+			if model.TaskFinal(t.State) {
 				p.ended(t)
+			} else if t.Progress != nil {
+				p.progressed(t)
 			}
 		})
 		if err != nil {
@@ -52,9 +67,9 @@ func (p *taskPushes) watch(ctx context.Context, a *Aggregator, ls *liveSession, 
 		p.sub = sub
 	}
 	if p.byID == nil {
-		p.byID = map[string]*liveSession{}
+		p.byID = map[string]*taskWatch{}
 	}
-	p.byID[id] = ls
+	p.byID[id] = &taskWatch{ls: ls, token: token}
 	p.mu.Unlock()
 	// A task that ended before the subscription saw it: ask once.
 	go func() {
@@ -66,15 +81,16 @@ func (p *taskPushes) watch(ctx context.Context, a *Aggregator, ls *liveSession, 
 	}()
 }
 
-// ended pushes t to the session that made it, once.
+// ended pushes t to the session that made it, once; no progress follows.
 func (p *taskPushes) ended(t model.Task) {
 	p.mu.Lock()
-	ls := p.byID[t.ID]
+	w := p.byID[t.ID]
 	delete(p.byID, t.ID)
 	p.mu.Unlock()
-	if ls == nil || ls.closed() {
+	if w == nil || w.ls.closed() {
 		return
 	}
+	ls := w.ls
 	params, err := json.Marshal(toV1(t))
 	if err != nil {
 		return
@@ -90,8 +106,8 @@ func (p *taskPushes) ended(t model.Task) {
 func (p *taskPushes) forget() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for id, ls := range p.byID {
-		if ls.closed() {
+	for id, w := range p.byID {
+		if w.ls.closed() {
 			delete(p.byID, id)
 		}
 	}
@@ -124,6 +140,16 @@ func (s *sessionPush) send(msg []byte) {
 	}
 	if len(s.pending) < maxPendingPushes {
 		s.pending = append(s.pending, msg)
+	}
+}
+
+// sendLive writes one JSON-RPC message on the open stream only: without
+// one it is dropped (progress, of which only the newest matters).
+func (s *sessionPush) sendLive(msg []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream != nil {
+		s.stream.write(msg)
 	}
 }
 

@@ -23,7 +23,9 @@ import (
 //   - a session of 2025-11-25 sends tools/call with a "task" param and gets
 //     the CreateTaskResult at once; tasks/get, tasks/result (waits for the
 //     end), tasks/list and tasks/cancel; notifications/tasks/status reaches
-//     the session that made the task when it ends (taskpush.go);
+//     the session that made the task when it ends (taskpush.go), and
+//     notifications/progress while it works when its call carried a
+//     progressToken (taskprogress.go);
 //   - a client of 2026-07-28 that offers the Tasks extension in the
 //     request's client capabilities gets every tools/call answered with a
 //     task (resultType "task"); tasks/get (a final task carries its result
@@ -65,8 +67,12 @@ func (a *Aggregator) taskPath(w http.ResponseWriter, r *http.Request, v *view, l
 			// arguments that do not fit) is answered as for a call.
 			return false
 		}
+		var token json.RawMessage
+		if !modern {
+			token = callProgressToken(req.Params)
+		}
 		a.taskOp(w, r, ls, modern, req, name, func(ctx context.Context) (any, *jsonrpc.Error) {
-			return a.createTask(ctx, v, ls, modern, name, args)
+			return a.createTask(ctx, v, ls, modern, name, args, token)
 		})
 		return true
 	}
@@ -216,7 +222,9 @@ func (a *Aggregator) taskReady(v *view, name string, args json.RawMessage) bool 
 
 // createTask checks a tools/call as a call is checked (the tool, its
 // arguments, the approval rules, a restart under way) and makes it a task.
-func (a *Aggregator) createTask(ctx context.Context, v *view, ls *liveSession, modern bool, name string, rawArgs json.RawMessage) (any, *jsonrpc.Error) {
+// token is the call's progressToken (2025-11-25; nil without one): the
+// session gets the task's progress for it.
+func (a *Aggregator) createTask(ctx context.Context, v *view, ls *liveSession, modern bool, name string, rawArgs json.RawMessage, token json.RawMessage) (any, *jsonrpc.Error) {
 	e := a.taskTool(v, name)
 	if e == nil {
 		return nil, rpcError(jsonrpc.CodeInvalidParams, apierr.Newf(apierr.NotFound, "unknown tool %q", name).WithField("name"))
@@ -248,7 +256,7 @@ func (a *Aggregator) createTask(ctx context.Context, v *view, ls *liveSession, m
 		return nil, a.taskFailure(err)
 	}
 	if ls != nil {
-		a.pushes.watch(ctx, a, ls, task.ID)
+		a.pushes.watch(ctx, a, ls, task.ID, token)
 	}
 	if modern {
 		out := toV2(task, "task")

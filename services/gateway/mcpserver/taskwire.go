@@ -39,8 +39,18 @@ type taskV1 struct {
 	PollInterval  int64  `json:"pollInterval,omitempty"`
 }
 
+// statusMessage is a task's statusMessage in both eras: while it works, its
+// recorded progress ("step 3 (3/10)"; SEP-2663 names progress descriptions
+// of a working task as its use); once failed or cancelled, why.
+func statusMessage(t model.Task) string {
+	if t.State == model.TaskWorking && t.Progress != nil {
+		return t.Progress.String()
+	}
+	return t.Message
+}
+
 func toV1(t model.Task) taskV1 {
-	v := taskV1{TaskID: t.ID, Status: t.State, StatusMessage: t.Message,
+	v := taskV1{TaskID: t.ID, Status: t.State, StatusMessage: statusMessage(t),
 		CreatedAt: isoTime(t.CreatedAt), LastUpdatedAt: isoTime(t.UpdatedAt), TTL: t.TTLMs}
 	if !model.TaskFinal(t.State) {
 		v.PollInterval = taskPollMs
@@ -76,7 +86,7 @@ type taskV2 struct {
 }
 
 func toV2(t model.Task, resultType string) taskV2 {
-	v := taskV2{TaskID: t.ID, Status: t.State, StatusMessage: t.Message,
+	v := taskV2{TaskID: t.ID, Status: t.State, StatusMessage: statusMessage(t),
 		CreatedAt: isoTime(t.CreatedAt), LastUpdatedAt: isoTime(t.UpdatedAt), TTLMs: t.TTLMs, ResultType: resultType}
 	if !model.TaskFinal(t.State) {
 		v.PollIntervalMs = taskPollMs

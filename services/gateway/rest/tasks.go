@@ -147,10 +147,11 @@ func (a *API) cancelTask(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, task)
 }
 
-// taskEvents streams a task's events (events.task.<id>: its final state,
-// without the result) as Server-Sent Events, from the first one retained,
-// with the conventions of /api/v1/events. Another principal's task is
-// NOT_FOUND before anything is streamed.
+// taskEvents streams a task's events (events.task.<id>, without the
+// result: each recorded progress while it works, event "working", then its
+// final state) as Server-Sent Events, from the first one retained, with the
+// conventions of /api/v1/events. Another principal's task is NOT_FOUND
+// before anything is streamed.
 func (a *API) taskEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := taskRef(w, r)
 	if !ok {

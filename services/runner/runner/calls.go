@@ -219,15 +219,21 @@ func principalOf(ctx context.Context, c caller, h nats.Header) string {
 // server's known secrets are redacted first, then the message is made one
 // line and cut to model.CallEventErrorMax characters.
 func (s *server) eventError(err error) string {
+	return s.eventText(apierr.From(err).Message, model.CallEventErrorMax)
+}
+
+// eventText is a server's text made fit for events: redacted, one line, at
+// most limit characters.
+func (s *server) eventText(text string, limit int) string {
 	msg := strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return ' '
 		}
 		return r
-	}, s.redact(apierr.From(err).Message))
+	}, s.redact(text))
 	msg = strings.Join(strings.Fields(msg), " ")
-	if utf8.RuneCountInString(msg) > model.CallEventErrorMax {
-		msg = string([]rune(msg)[:model.CallEventErrorMax-1]) + "…"
+	if utf8.RuneCountInString(msg) > limit {
+		msg = string([]rune(msg)[:limit-1]) + "…"
 	}
 	return msg
 }
@@ -324,13 +330,16 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		defer s.inflight.Delete(key)
 	}
 	progressSubj := h.Get(bus.HeaderProgressSubject)
+	// A task's run records its call's progress (taskprogress.go).
+	record, _ := ctx.Value(taskProgressKey{}).(func(model.ProgressEvent))
+	progress := (progressSubj != "" || record != nil) && reqID != ""
 	// A call whose server requests are relayed goes through go-sdk, which
 	// fulfils multi round-trip input requests (the raw path would hand them back).
 	target, relays := ctx.Value(clientTargetKey{}).(*clientTarget)
 	if relays {
 		defer s.clients.add(target)()
 	}
-	if s.useRaw(sess, tool, (progressSubj != "" && reqID != "") || relays) {
+	if s.useRaw(sess, tool, progress || relays) {
 		// A multi round-trip result is asked again through go-sdk: the first
 		// round only asked for input, which go-sdk gathers and sends back.
 		// So is a call to an HTTP session the server no longer knows (go-sdk
@@ -343,9 +352,9 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		}
 	}
 	params := &mcp.CallToolParams{Name: tool.Name, Arguments: json.RawMessage(args)}
-	if progressSubj != "" && reqID != "" {
+	if progress {
 		params.Meta = mcp.Meta{"progressToken": reqID}
-		target := &progressTarget{subject: progressSubj, requestID: reqID}
+		target := &progressTarget{subject: progressSubj, requestID: reqID, record: record}
 		s.progress.Store(reqID, target)
 		defer s.progress.Delete(reqID)
 		// go-sdk hands notifications to a queue of their own while the response
@@ -468,9 +477,11 @@ func callError(ctx context.Context, server, tool string, timeout time.Duration, 
 	return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("tool %s failed: %v", tool, err), err)
 }
 
-// progressTarget is where one call's progress goes.
+// progressTarget is where one call's progress goes: the caller's subject,
+// or a task's record (record set).
 type progressTarget struct {
 	subject, requestID string
+	record             func(model.ProgressEvent)
 	last               atomic.Int64 // unix nanos of the last forwarded notification
 }
 
@@ -507,11 +518,16 @@ func (s *server) onProgress(_ context.Context, req *mcp.ProgressNotificationClie
 		return
 	}
 	t := v.(*progressTarget)
-	data, _ := json.Marshal(model.ProgressEvent{
+	ev := model.ProgressEvent{
 		RequestID: t.requestID, Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message,
-	})
-	msg := &nats.Msg{Subject: t.subject, Data: data, Header: nats.Header{bus.HeaderRequestID: []string{t.requestID}}}
-	_ = s.r.nc.PublishMsg(msg)
+	}
+	if t.record != nil {
+		t.record(ev)
+	} else {
+		data, _ := json.Marshal(ev)
+		msg := &nats.Msg{Subject: t.subject, Data: data, Header: nats.Header{bus.HeaderRequestID: []string{t.requestID}}}
+		_ = s.r.nc.PublishMsg(msg)
+	}
 	t.last.Store(time.Now().UnixNano())
 }
 

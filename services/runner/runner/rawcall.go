@@ -31,7 +31,8 @@ const sep2575Version = "2026-07-28"
 // connection (launch.RawConn: the child's stdio pipes, or one POST on the
 // Streamable HTTP session): the result is passed on as the server wrote it,
 // never decoded and encoded again. go-sdk keeps the calls that need its
-// session: progress (its notifications are routed by go-sdk), recorded tool
+// session: progress (its notifications are routed by go-sdk; every task's
+// call, whose progress is recorded), recorded tool
 // content (the span gets the decoded content), and, over HTTP under protocol
 // 2026-07-28, tools whose arguments go in headers (x-mcp-header), which
 // go-sdk sets (see docs/design.md §8).

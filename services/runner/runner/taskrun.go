@@ -122,11 +122,16 @@ func (s *server) runTask(msg jetstream.Msg) {
 	defer stop()
 	done := make(chan struct{})
 	go s.keepTask(tctx, stop, msg, rec.ID, done)
+	prog := newTaskProgress(model.TaskProgressEvery, s.writeTaskProgress(rec.ID))
+	pctx, pstop := context.WithCancel(tctx)
+	go prog.run(pctx)
 	h := nats.Header{bus.HeaderRequestID: []string{rec.ID}}
 	if rec.PrincipalHeader != "" {
 		h.Set(principal.Header, rec.PrincipalHeader)
 	}
-	res, _, callErr := s.call(tctx, caller{}, h, model.ToolToken(rec.Tool), rec.Args)
+	record := func(ev model.ProgressEvent) { prog.note(s.taskProgressOf(ev)) }
+	res, _, callErr := s.call(context.WithValue(tctx, taskProgressKey{}, record), caller{}, h, model.ToolToken(rec.Tool), rec.Args)
+	prog.stop(pstop) // no progress write after this: the outcome is the last
 	close(done)
 	var full inflightFull
 	if errors.As(callErr, &full) {
@@ -150,7 +155,7 @@ func (s *server) runTask(msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	s.finishTask(msg, rec.ID, res, callErr)
+	s.finishTask(msg, rec.ID, res, callErr, prog.last())
 }
 
 // full reports whether the server runs as many calls as it may at once.
@@ -161,13 +166,17 @@ func (s *server) full() bool {
 	return cfg != nil && s.active.Load() >= int64(maxInflight(cfg, s.r.opts.MaxInflight))
 }
 
-// finishTask writes a run's outcome, unless the task is final already
-// (cancelled meanwhile), announces it and acks the run.
-func (s *server) finishTask(msg jetstream.Msg, id string, res callReply, callErr error) {
+// finishTask writes a run's outcome, with the last progress the run noted
+// (nil: none), unless the task is final already (cancelled meanwhile),
+// announces it and acks the run.
+func (s *server) finishTask(msg jetstream.Msg, id string, res callReply, callErr error, progress *model.TaskProgress) {
 	r := s.r
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	outcome := func(t *taskRecord) {
+		if progress != nil {
+			t.Progress = progress
+		}
 		switch {
 		case callErr == nil:
 			t.State, t.Result = model.TaskCompleted, res.data

@@ -734,9 +734,9 @@ try {
 
   // Issue 31: the Tasks page. Tasks of the test server made over REST: one
   // done (sleep), one failed (its crash tool: the server exits mid-call), one
-  // running (cancelled here), one ending while the page shows it (pushed
-  // by its event stream), and a call key's own, which only "Every
-  // principal's tasks" shows the admin.
+  // running (cancelled here), one reporting progress and ending while the
+  // page shows it (pushed by its event stream), and a call key's own, which
+  // only "Every principal's tasks" shows the admin.
   await step('tasks: done, failed and running tasks; filter, result, cancel, live end', async () => {
     const srv = INPUT_TOOL.replace(/\.ask$/, '');
     const create = async (key, ms) => {
@@ -803,9 +803,14 @@ try {
       await result.getByText('slept 200ms', { exact: true }).waitFor();
       await a11y(page, 'Tasks with a result');
 
-      // Ends while shown: its row turns completed through its event stream.
-      const soon = await create(ADMIN_KEY, 8000);
+      // Reports progress, then ends, while shown: its row shows the
+      // progress, then turns completed, through its event stream.
+      const prog = await fetch(BASE + '/api/v1/tasks', { method: 'POST', headers: { Authorization: `Bearer ${ADMIN_KEY}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ name: srv + '__progress', arguments: { steps: 8, ms: 1000 } }) });
+      const soon = (await prog.json()).id;
+      check(prog.status === 202 && soon, `POST /api/v1/tasks (progress): ${prog.status}`);
       await rowOf(soon, 'working').waitFor({ timeout: T.short });
+      await rowOf(soon, 'working').locator('.task-progress').getByText(/^step [1-8] \([1-8]\/8\)$/).waitFor({ timeout: T.short });
       await rowOf(soon, 'completed').waitFor({ timeout: T.short });
       check(streamed.has(soon), "the page did not follow the working task's event stream");
 

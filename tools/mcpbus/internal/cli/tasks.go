@@ -136,7 +136,7 @@ func newTasksListCmd(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATE\tTOOL\tCREATED\tMESSAGE")
 			for _, t := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.State, t.Name, t.CreatedAt.Local().Format(time.DateTime), oneLine(t.Message, 50))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.State, t.Name, t.CreatedAt.Local().Format(time.DateTime), oneLine(taskMessage(t), 50))
 			}
 			return tw.Flush()
 		},
@@ -150,7 +150,7 @@ func newTasksGetCmd(g *globals) *cobra.Command {
 	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "get <id>",
-		Short: "Show a task; a final one with its result (--wait: wait that long for it to end)",
+		Short: "Show a task (a working one with its progress); a final one with its result (--wait: wait that long for it to end)",
 		Example: `  mcpbus tasks get 0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e
   mcpbus tasks get 0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e --wait 30s --json`,
 		Args: cobra.ExactArgs(1),
@@ -172,11 +172,23 @@ func newTasksGetCmd(g *globals) *cobra.Command {
 			}
 			_, err = fmt.Fprintf(g.stdout, "%s %s (attempt %d on runner %s, since %s)\n", task.ID, task.State, task.Attempts, task.Runner,
 				task.CreatedAt.Local().Format(time.DateTime))
+			if err == nil && task.Progress != nil {
+				_, err = fmt.Fprintf(g.stdout, "progress: %s\n", task.Progress)
+			}
 			return err
 		},
 	}
 	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long (at most 60s) for the task to end")
 	return cmd
+}
+
+// taskMessage is the MESSAGE of a listed task: a working one's progress,
+// else why it failed or was cancelled.
+func taskMessage(t model.Task) string {
+	if t.State == model.TaskWorking && t.Progress != nil {
+		return t.Progress.String()
+	}
+	return t.Message
 }
 
 func newTasksCancelCmd(g *globals) *cobra.Command {

@@ -1,6 +1,7 @@
 // Tasks: the key's durable tool calls (/api/v1/tasks; an admin may list
 // every principal's), filtered by state, with cancel and the result of a
-// final one. A working task's end is pushed by its event stream
+// final one. A working task's progress (as its server reports it, recorded
+// at most twice a second) and its end are pushed by its event stream
 // (/api/v1/tasks/{id}/events); the list itself is reloaded every 5 s for
 // tasks started elsewhere. Only a few streams are held at once: a browser
 // has six connections per origin over HTTP/1.1, and the API needs some.
@@ -17,8 +18,31 @@ export interface Task {
   attempts: number;
   created_at: string;
   updated_at: string;
+  progress?: TaskProgress;
   result?: CallToolResult;
   error?: { code: string; message: string };
+}
+
+// TaskProgress is the last progress a task's server reported.
+export interface TaskProgress {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+// progressText is a progress as the CLI shows it: "step 3 (3/10)", "3/10".
+export function progressText(p: TaskProgress): string {
+  const n = p.total ? `${p.progress}/${p.total}` : `${p.progress}`;
+  return p.message ? `${p.message} (${n})` : n;
+}
+
+// progressCell shows a working task's progress: a bar when the total is
+// known, and the text.
+function progressCell(p: TaskProgress): HTMLElement {
+  const text = progressText(p);
+  return h('div', { class: 'task-progress' },
+    p.total ? h('progress', { max: String(p.total), value: String(Math.min(p.progress, p.total)), 'aria-label': `Progress: ${text}` }) : null,
+    h('span', null, text));
 }
 
 interface CallToolResult {
@@ -99,7 +123,7 @@ export function tasksPage(main: HTMLElement): () => void {
       h('td', null, stateBadge(t.state)),
       h('td', null, fmtTime(t.created_at)),
       h('td', null, fmtTime(t.updated_at)),
-      h('td', null, t.message ?? ''),
+      h('td', null, t.state === 'working' && t.progress ? progressCell(t.progress) : (t.message ?? '')),
       isAdmin() ? h('td', { class: 'mono' }, t.principal) : null,
       h('td', null, h('div', { class: 'actions' }, acts)));
   };
