@@ -46,8 +46,18 @@ jaegerdev:
 
 ## test: vet, then every test of every module under the race detector (installs the pinned
 ## npm MCP servers first, and builds the console so the binaries the tests build embed it)
-test: npm-deps console vet
-	$(GO) test -race -count=1 -timeout 30m $(MODULES)
+# The npm install (network and disk) runs beside vet (CPU); vet comes after the console build,
+# whose dist/ it reads (go:embed). The suites mostly wait (stacks starting, servers answering,
+# bounds running out) and a running test binary holds one of go test's -p slots, as a compile
+# does: -p $(TEST_P) keeps compiles and other suites going beside the slow ones on 2 cores, and
+# as go test starts test binaries in the order it is given the packages, the slowest come
+# first. -parallel 4: the t.Parallel tests of a package (go's default is GOMAXPROCS).
+# -vet=off: vet ran go vet on every package already (go test's own vet is a subset of it).
+SLOW_TESTS := ./tests/gateway ./tests/console ./tests/cluster ./tests/e2e ./tests/security ./tests/split ./services/runner/runner
+TEST_P     ?= 4
+test: console
+	$(MAKE) --no-print-directory -j2 npm-deps vet
+	$(GO) test -race -count=1 -timeout 30m -p $(TEST_P) -parallel 4 -vet=off $(SLOW_TESTS) $(MODULES)
 
 ## vet: gofmt, go vet, staticcheck (pinned) and tidy go.mod files (our modules; not the Vault and
 ## Jaeger wrappers, whose vet would compile those projects)

@@ -1,8 +1,10 @@
 package testkit
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/mcpbus/mcpbus/libs/testmcp"
@@ -24,9 +26,9 @@ type mainBuild struct {
 	fn   BuildFunc
 }
 
-// WithBinary makes Main also run fn, after building the test server and
-// before any test, and store the binary's path in *path. Main removes it once
-// the tests have run.
+// WithBinary makes Main also run fn, beside the test server's build (the
+// builds run at once) and before any test, and store the binary's path in
+// *path. Main removes it once the tests have run.
 func WithBinary(path *string, fn BuildFunc) MainOption {
 	return func(s *mainSetup) { s.builds = append(s.builds, mainBuild{path: path, fn: fn}) }
 }
@@ -50,16 +52,39 @@ func runMain(m *testing.M, testServer *string, opts []MainOption) int {
 	for _, o := range opts {
 		o(&s)
 	}
-	for _, b := range s.builds {
-		path, cleanup, err := b.fn()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer cleanup()
-		*b.path = path
+	cleanup, err := buildAll(s.builds)
+	defer cleanup()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	return m.Run()
+}
+
+// buildAll runs the builds at once (each is mostly a link, one core's work,
+// and a package's tests wait for all of them) and stores each path. The
+// cleanup removes every build that succeeded; err joins the failures.
+func buildAll(builds []mainBuild) (cleanup func(), err error) {
+	cleanups := make([]func(), len(builds))
+	errs := make([]error, len(builds))
+	var wg sync.WaitGroup
+	for i, b := range builds {
+		wg.Go(func() {
+			var path string
+			path, cleanups[i], errs[i] = b.fn()
+			if errs[i] == nil {
+				*b.path = path
+			}
+		})
+	}
+	wg.Wait()
+	return func() {
+		for _, c := range cleanups {
+			if c != nil {
+				c()
+			}
+		}
+	}, errors.Join(errs...)
 }
 
 // BuildTestServer builds the go-sdk test server (libs/testmcp) into a new

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,7 +40,10 @@ const (
 	chatKey     = "sk-console-e2e-6b1f0a"
 	smitheryKey = "smk-console-e2e-key"
 	everything  = "@modelcontextprotocol/server-everything"
-	flowTimeout = 3 * time.Minute
+	// flowTimeout only stops a hung walk (each step has its own bound, T
+	// in run.mjs): the walk runs beside other suites in make test (-p), and
+	// took over 3 minutes on a loaded 2-core machine.
+	flowTimeout = 6 * time.Minute
 
 	// The Smithery entry the harness adds: an HTTP connection whose config
 	// schema gives the Configure step two required inputs and an optional one
@@ -139,7 +141,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("%s is not installed in tests/npm (its tarball must be in the npm cache for npx): run make npm-deps", everything)
 	}
 
-	bin := clitest.Build(t)
+	bin := mcpbusBin
 	off := officialWithEntry(t, root, version)
 	smi := smitheryWithEntry(t)
 	llm := scriptedModel(t)
@@ -148,8 +150,6 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	natsPort, httpPort := testkit.FreePort(t), testkit.FreePort(t)
-	baseURL := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	upEnv := clitest.Env(
 		"SMITHERY_API_KEY="+smitheryKey,
 		// The runner passes npm_config_* to npx: the pinned package comes
@@ -159,8 +159,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		// Tracing on, so calls carry trace ids the Activity page shows.
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
 		"OTEL_SDK_DISABLED=false", "OTEL_TRACES_EXPORTER=otlp")
-	upArgs := []string{"--nats-port", strconv.Itoa(natsPort), "--data-dir", data,
-		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
+	// No ports: up binds free ones and StartUp reads them from its log (a
+	// port picked here could be taken by another package before up binds it).
+	upArgs := []string{"--data-dir", data,
 		"--official-registry-url", off.URL, "--smithery-registry-url", smi.URL,
 		// Links only (the flows never follow them): Activity links trace ids here.
 		"--gateway-jaeger-url", otlp.URL + "/jaeger",
@@ -168,6 +169,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"--chat-call-timeout", chatCallTimeout.String()}
 	// SIGTERM first at the end: mcpbus up stops its servers (npx and node) itself.
 	up := clitest.StartUp(t, bin, clitest.UpOptions{Dir: dir, Env: upEnv, Args: upArgs, StopGrace: 15 * time.Second})
+	baseURL := up.HTTPURL()
 	waitReady(t, up, baseURL)
 	key, err := os.ReadFile(filepath.Join(data, "admin.key"))
 	if err != nil {
@@ -207,11 +209,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// The go-sdk test server, whose ask tool asks the user for input.
-	testServer, cleanup, err := testkit.BuildTestServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
 	if r := up.CLI().Run(t, "servers", "add", inputServer, "--binary", testServer, "--enabled"); r.Code != 0 {
 		t.Fatalf("servers add %s: %s", inputServer, r)
 	}

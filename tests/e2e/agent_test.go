@@ -21,6 +21,7 @@ import (
 // TestTypeScriptAgent runs docs/examples/agent.mjs (the `nats` npm package, no
 // mcpbus code) with node against a running system and checks what it prints.
 func TestTypeScriptAgent(t *testing.T) {
+	t.Parallel()
 	runAgentScript(t, everythingURL(t), "mcp.v1", "nosuch: no responders")
 }
 
@@ -85,6 +86,7 @@ func agentScript(t *testing.T, modules string) (dir, script string) {
 // TypeScript (strict, the nats and node types pinned in tests/npm), with the
 // command its header gives.
 func TestAgentExampleTypeChecks(t *testing.T) {
+	t.Parallel()
 	modules := npmModules(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -104,6 +106,7 @@ func TestAgentExampleTypeChecks(t *testing.T) {
 // TestAgentsDocMatchesProtocol keeps docs/agents.md in step with the bus: it
 // must name every header and subject an agent uses, and point at the example.
 func TestAgentsDocMatchesProtocol(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join(clitest.RepoRoot(t), "docs", "agents.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +128,7 @@ func TestAgentsDocMatchesProtocol(t *testing.T) {
 // authenticated bus as an agent identity (`mcpbus agents create`): its nkey
 // seed file and its own inbox prefix, as docs/agents.md shows.
 func TestTypeScriptAgentWithIdentity(t *testing.T) {
+	t.Parallel()
 	logs := &testkit.LogBuffer{}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,12 +21,8 @@ import (
 // audit export writes a bundle that verifies offline, and an altered bundle
 // names the altered record.
 func TestAuditTrail(t *testing.T) {
-	bin := clitest.Build(t)
-	testServer, cleanup, err := testkit.BuildTestServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
+	t.Parallel()
+	bin := mcpbusBin
 	dir := t.TempDir()
 	servers := filepath.Join(dir, "servers.yaml")
 	yaml := fmt.Sprintf("servers:\n  - name: echo\n    enabled: true\n    package: {type: binary, identifier: %q}\n    transport: {type: stdio}\n", testServer) +
@@ -35,9 +30,7 @@ func TestAuditTrail(t *testing.T) {
 	if err := os.WriteFile(servers, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := testkit.FreePort(t)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"), "--config", servers)
+	url := startUp(t, bin, dir, clitest.Env(), "--data-dir", filepath.Join(dir, "data"), "--config", servers).NATSURL()
 	waitCLIState(t, bin, url, "echo", model.StateRunning, 30*time.Second)
 	if r := cli(t, bin, url, "call", "echo.echo", `{"message":"hi"}`); r.Code != 0 {
 		t.Fatalf("call: %s", r)

@@ -30,6 +30,7 @@ var convLine = regexp.MustCompile(`conversation ([0-9a-f-]{36})`)
 // conversation commands, the interactive chat in a pseudo-terminal, and a
 // server's request for input (elicitation) answered field by field there.
 func TestCLIChat(t *testing.T) {
+	t.Parallel()
 	s := startChatStack(t, true)
 	s.addProfile(t, "p", "--ask", "everything__get-sum")
 	var conv string
@@ -234,12 +235,7 @@ func TestCLIChat(t *testing.T) {
 	})
 
 	t.Run("a server's form answered in a terminal", func(t *testing.T) {
-		bin, cleanup, err := testkit.BuildTestServer()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cleanup)
-		s.must(t, "", "servers", "add", "tm", "--binary", bin, "--enabled")
+		s.must(t, "", "servers", "add", "tm", "--binary", testServer, "--enabled")
 		waitCLIState(t, s.bin, s.url, "tm", model.StateRunning, 30*time.Second)
 		term := startTerminal(t, s, "chat", "--profile", "p")
 		term.expect(t, "> ")

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,11 +20,10 @@ import (
 // own process: the agent connects with the seed file and inbox prefix it was
 // given, may list tools, may not touch configs, and is cut off when revoked.
 func TestCLIAgents(t *testing.T) {
-	bin := clitest.Build(t)
+	t.Parallel()
+	bin := mcpbusBin
 	dir := t.TempDir()
-	port := testkit.FreePort(t)
-	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"))
+	url := startUp(t, bin, dir, clitest.Env(), "--data-dir", filepath.Join(dir, "data")).NATSURL()
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		r := cli(t, bin, url, "status")
 		return r.Code == 0, r.String()

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,14 +29,13 @@ import (
 // whose secret `mcpbus cred set --oauth-client-secret` reads from stdin; a
 // server without a client id refuses one.
 func TestCLIServersAuth(t *testing.T) {
+	t.Parallel()
 	const clientID, clientSecret = "cli-confidential", "cli-client-secret"
 	as := oauthtest.Start(t, oauthtest.Options{Clients: map[string]string{clientID: clientSecret}})
 	remote := testmcp.ServeProtected(t, "remote", as)
-	bin := clitest.Build(t)
+	bin := mcpbusBin
 	dir := t.TempDir()
-	port := testkit.FreePort(t)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"))
+	url := startUp(t, bin, dir, clitest.Env(), "--data-dir", filepath.Join(dir, "data")).NATSURL()
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		r := cli(t, bin, url, "servers", "list")
 		return r.Code == 0, r.String()

@@ -3,11 +3,9 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +25,7 @@ import (
 // --principal` refuses the key's calls again. A server without
 // per_principal takes no principal's record.
 func TestCLIPerPrincipalSecrets(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var seen []string // X-User-Key of every upstream request in a session
 	remote := testmcp.ServeHTTP(t, "remote", nil, func(h http.Handler) http.Handler {
@@ -39,12 +38,10 @@ func TestCLIPerPrincipalSecrets(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	})
-	bin := clitest.Build(t)
+	bin := mcpbusBin
 	dir := t.TempDir()
-	port := testkit.FreePort(t)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	gw := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
-	startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"), "--http-addr", gw)
+	up := startUp(t, bin, dir, clitest.Env(), "--data-dir", filepath.Join(dir, "data"))
+	url, gw := up.NATSURL(), strings.TrimPrefix(up.HTTPURL(), "http://")
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		r := cli(t, bin, url, "servers", "list")
 		return r.Code == 0, r.String()

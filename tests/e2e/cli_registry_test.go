@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,16 +18,15 @@ import (
 // shows source badges, and add --from-registry turns an entry into a working
 // config whose secret went to the credential store.
 func TestCLISearchAndAddFromRegistry(t *testing.T) {
+	t.Parallel()
 	off := registrytest.SampleOfficial(t)
 	const smitheryKey = "smk-e2e-registry-key"
 	smi := registrytest.SampleSmithery(t, smitheryKey)
 
-	bin := clitest.Build(t)
+	bin := mcpbusBin
 	dir := t.TempDir()
-	port := testkit.FreePort(t)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"),
-		"--official-registry-url", off.URL, "--smithery-registry-url", smi.URL)
+	url := startUp(t, bin, dir, clitest.Env(), "--data-dir", filepath.Join(dir, "data"),
+		"--official-registry-url", off.URL, "--smithery-registry-url", smi.URL).NATSURL()
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		r := cli(t, bin, url, "servers", "list")
 		return r.Code == 0, r.String()

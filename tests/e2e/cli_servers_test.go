@@ -27,12 +27,12 @@ func cliIn(t *testing.T, bin, natsURL, stdin string, env []string, args ...strin
 // `mcpbus cred` against a real `mcpbus up`: the secret is read from stdin,
 // never shown, reaches nothing but the credential store and the child.
 func TestCLIServersAndSecrets(t *testing.T) {
+	t.Parallel()
 	everything := npmBin(t, "mcp-server-everything")
-	bin := clitest.Build(t)
+	bin := mcpbusBin
 	dir := t.TempDir()
-	port := testkit.FreePort(t)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	up := startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"))
+	up := startUp(t, bin, dir, clitest.Env(), "--data-dir", filepath.Join(dir, "data"))
+	url := up.NATSURL()
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		r := cli(t, bin, url, "servers", "list")
 		return r.Code == 0, r.String()

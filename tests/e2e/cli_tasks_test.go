@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +19,8 @@ import (
 // ends it cancelled with notifications/cancelled at the server, run --wait
 // prints the result, and a bad tool name is a clear error.
 func TestCLITasks(t *testing.T) {
-	bin := clitest.Build(t)
-	testServer, cleanup, err := testkit.BuildTestServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
+	t.Parallel()
+	bin := mcpbusBin
 	dir := t.TempDir()
 	// The server records its runs and cancels here: a dir of its own, which
 	// the sandbox lets it write (--child-allow) and which holds no data dir.
@@ -37,10 +32,8 @@ func TestCLITasks(t *testing.T) {
 	if err := os.WriteFile(servers, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := testkit.FreePort(t)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"), "--config", servers,
-		"--child-allow", trace)
+	url := startUp(t, bin, dir, clitest.Env(), "--data-dir", filepath.Join(dir, "data"), "--config", servers,
+		"--child-allow", trace).NATSURL()
 	waitCLIState(t, bin, url, "slow", model.StateRunning, 30*time.Second)
 	runCount := func() int {
 		data, _ := os.ReadFile(runs)

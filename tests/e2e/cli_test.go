@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,22 +21,25 @@ import (
 )
 
 // dataDirs maps the NATS URL of each mcpbus up a test started to its data
-// dir, where the CLI finds the operator identity (tests run one at a time).
-var dataDirs = map[string]string{}
+// dir, where the CLI finds the operator identity (tests run side by side).
+var dataDirs sync.Map
 
 // startUp runs `mcpbus up` in dir with env and args (clitest.StartUp) and
 // records its data dir for the commands cli runs against it.
 func startUp(t *testing.T, bin, dir string, env []string, args ...string) *clitest.Up {
 	t.Helper()
 	up := clitest.StartUp(t, bin, clitest.UpOptions{Dir: dir, Env: env, Args: args})
-	dataDirs[up.NATSURL()] = up.DataDir()
+	dataDirs.Store(up.NATSURL(), up.DataDir())
+	t.Cleanup(func() { dataDirs.Delete(up.NATSURL()) })
 	return up
 }
 
 // cliFor runs mcpbus client commands against natsURL, as the operator of the
 // mcpbus up there when a test started one.
 func cliFor(bin, natsURL string) clitest.CLI {
-	return clitest.CLI{Bin: bin, NATS: natsURL, DataDir: dataDirs[natsURL]}
+	dir, _ := dataDirs.Load(natsURL)
+	s, _ := dir.(string)
+	return clitest.CLI{Bin: bin, NATS: natsURL, DataDir: s}
 }
 
 // cli runs one mcpbus client command against natsURL.
@@ -75,14 +79,14 @@ func waitCLIState(t *testing.T, bin, natsURL, server, state string, within time.
 
 // TestCLI drives a real `mcpbus up` subprocess with the mcpbus client commands.
 func TestCLI(t *testing.T) {
-	bin := clitest.Build(t)
+	t.Parallel()
+	bin := mcpbusBin
 
 	t.Run("up", func(t *testing.T) {
 		dir := t.TempDir()
 		servers := everythingServersFile(t, dir)
-		port := testkit.FreePort(t)
-		url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-		up := startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"), "--config", servers)
+		up := startUp(t, bin, dir, clitest.Env(), "--data-dir", filepath.Join(dir, "data"), "--config", servers)
+		url := up.NATSURL()
 
 		st := waitCLIState(t, bin, url, "everything", model.StateRunning, 30*time.Second)
 		if !alive(st.PID) {
@@ -180,7 +184,7 @@ func TestCLI(t *testing.T) {
 	t.Run("env", func(t *testing.T) {
 		cwd := t.TempDir()
 		data := filepath.Join(t.TempDir(), "data")
-		port := testkit.FreePort(t)
+		port := testkit.FreePort(t) // what this subtest checks: MCPBUS_NATS_PORT is the port
 		url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 		up := startUp(t, bin, cwd, clitest.Env("MCPBUS_NATS_PORT="+strconv.Itoa(port), "MCPBUS_DATA_DIR="+data))
 		testkit.WaitFor(t, 20*time.Second, func() (bool, string) {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,8 +20,9 @@ import (
 // --deny-tool adds, export says what a client format drops, history and
 // rollback count per server, and a YAML mistake names its line.
 func TestCLIUsability(t *testing.T) {
+	t.Parallel()
 	everything := npmBin(t, "mcp-server-everything")
-	bin := clitest.Build(t)
+	bin := mcpbusBin
 	dir := t.TempDir()
 
 	// A YAML mistake on line 3 is reported on line 3, by `up --config` too.
@@ -37,9 +37,7 @@ func TestCLIUsability(t *testing.T) {
 		t.Fatalf("up --config with a mistake on line 3:\n%s", badUp.Output())
 	}
 
-	port := testkit.FreePort(t)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"))
+	url := startUp(t, bin, dir, clitest.Env(), "--data-dir", filepath.Join(dir, "data")).NATSURL()
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		r := cli(t, bin, url, "servers", "list")
 		return r.Code == 0, r.String()

@@ -18,6 +18,7 @@ import (
 // once by the path of its installed binary and once through npx, and drives
 // it with the Go client: catalog, calls, other MCP methods, progress, stop.
 func TestEverything(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		cfg     func(t *testing.T) model.McpConfig

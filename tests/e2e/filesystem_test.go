@@ -17,6 +17,7 @@ import (
 // its argument: it lists and reads a file inside the root and refuses a path
 // outside it.
 func TestFilesystem(t *testing.T) {
+	t.Parallel()
 	bin := npmBin(t, "mcp-server-filesystem")
 	root := t.TempDir()
 	const content = "hello from mcpbus e2e\n"

@@ -42,17 +42,16 @@ func logRecord(up *clitest.Up, msg string) (map[string]any, bool) {
 // memory: once ready it has dropped the executable's start-up pages (its
 // file-backed RSS stays well below what start-up had mapped), and after a
 // load, once quiet for --idle-release, it returns the load's free heap (its
-// anonymous RSS falls) and goes on answering.
+// anonymous RSS falls) and goes on answering. Not parallel: it runs alone,
+// before the package's parallel tests, so their load does not blur its readings.
 func TestUpReleasesMemory(t *testing.T) {
-	bin := clitest.Build(t)
+	bin := mcpbusBin
 	dir := t.TempDir()
 	servers := everythingServersFile(t, dir)
-	ports := testkit.NewPorts(t)
-	gw := fmt.Sprintf("http://127.0.0.1:%d", ports.Next())
 	data := filepath.Join(dir, "data")
-	up := startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(ports.Next()), "--data-dir", data, "--config", servers,
-		"--http-addr", strings.TrimPrefix(gw, "http://"), "--log-level", "debug", "--idle-release", "2s",
+	up := startUp(t, bin, dir, clitest.Env(), "--data-dir", data, "--config", servers, "--log-level", "debug", "--idle-release", "2s",
 		"--rate-rps", "1e9", "--rate-burst", "1000000000")
+	gw := up.HTTPURL()
 	pid := up.PID()
 
 	var startup map[string]any

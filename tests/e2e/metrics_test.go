@@ -110,20 +110,17 @@ func httpDo(t *testing.T, method, url, key, body string, header ...string) (int,
 // server, manual and crash restarts), the registry cache's hits and misses,
 // the gateway's request durations by route pattern and its refusals.
 func TestMetricsAndHealth(t *testing.T) {
+	t.Parallel()
 	off := registrytest.SampleOfficial(t)
 
-	bin := clitest.Build(t)
+	bin := mcpbusBin
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	servers := everythingServersFile(t, dir)
-	ports := testkit.NewPorts(t)
-	natsPort := ports.Next()
-	nats := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	gw := fmt.Sprintf("http://127.0.0.1:%d", ports.Next())
-	opsURL := fmt.Sprintf("http://127.0.0.1:%d", ports.Next())
-	up := startUp(t, bin, dir, clitest.Env(), "--nats-port", strconv.Itoa(natsPort), "--data-dir", data, "--config", servers,
-		"--http-addr", strings.TrimPrefix(gw, "http://"), "--metrics-addr", strings.TrimPrefix(opsURL, "http://"),
-		"--official-registry-url", off.URL)
+	opsURL := fmt.Sprintf("http://127.0.0.1:%d", testkit.FreePort(t))
+	up := startUp(t, bin, dir, clitest.Env(), "--data-dir", data, "--config", servers,
+		"--metrics-addr", strings.TrimPrefix(opsURL, "http://"), "--official-registry-url", off.URL)
+	nats, gw := up.NATSURL(), up.HTTPURL()
 
 	// Ready once every service is: `mcpbus health` is the probe.
 	testkit.WaitFor(t, 60*time.Second, func() (bool, string) {

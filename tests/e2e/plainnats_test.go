@@ -18,6 +18,7 @@ import (
 // mcp.v1.call.<server>.<tool> with the arguments as the body returns the
 // MCP CallToolResult; an unknown server answers "no responders" at once.
 func TestPlainNATSCall(t *testing.T) {
+	t.Parallel()
 	url := everythingURL(t)
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -60,6 +61,7 @@ func TestPlainNATSCall(t *testing.T) {
 // protocol docs/agents.md teaches: tools.list, error headers and body,
 // progress to an inbox, Mcp-Timeout-Ms and cancellation.
 func TestPlainNATSProtocol(t *testing.T) {
+	t.Parallel()
 	url := everythingURL(t)
 	nc, err := nats.Connect(url)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,15 +28,14 @@ type chatStack struct {
 
 func startChatStack(t *testing.T, servers bool) *chatStack {
 	t.Helper()
-	s := &chatStack{bin: clitest.Build(t), llm: llmtest.Start(t, chatKey)}
+	s := &chatStack{bin: mcpbusBin, llm: llmtest.Start(t, chatKey)}
 	dir := t.TempDir()
-	port := testkit.FreePort(t)
-	s.url = fmt.Sprintf("nats://127.0.0.1:%d", port)
-	args := []string{"--nats-port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data")}
+	args := []string{"--data-dir", filepath.Join(dir, "data")}
 	if servers {
 		args = append(args, "--config", everythingServersFile(t, dir))
 	}
 	s.up = startUp(t, s.bin, dir, clitest.Env(), args...)
+	s.url = s.up.NATSURL()
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		r := cli(t, s.bin, s.url, "profiles", "list")
 		return r.Code == 0, r.String()
@@ -90,6 +88,7 @@ func (s *chatStack) profile(t *testing.T, name string) model.Profile {
 // goes in on stdin or from the environment, is sealed, never shown; edit
 // keeps what it is not told to change; bad input comes back as field errors.
 func TestCLIProfiles(t *testing.T) {
+	t.Parallel()
 	s := startChatStack(t, false)
 
 	r := s.must(t, chatKey+"\n", "profiles", "add", "work", "--provider", "openai", "--model", "scripted",
@@ -217,7 +216,8 @@ func TestCLIProfiles(t *testing.T) {
 // TestCLIChatServiceAbsent: without a chat service the commands fail at
 // once with a clear error, they do not hang.
 func TestCLIChatServiceAbsent(t *testing.T) {
-	bin := clitest.Build(t)
+	t.Parallel()
+	bin := mcpbusBin
 	url := startBus(t).NS.ClientURL() // a bus with a runner and nothing else
 	for _, args := range [][]string{
 		{"profiles", "list"},

@@ -16,7 +16,9 @@ import (
 // TestEverythingNpxSandboxed runs the published server-everything through
 // npx with the children's sandbox on and a data dir under /tmp (so /tmp is
 // never granted, only the child's private temp dir): npx, node and the npm
-// cache still work, and the runner says which protection is active.
+// cache still work, and the runner says which protection is active. Not
+// parallel: it runs before the parallel tests, so no other npx of the package
+// (TestEverything's) installs into the npm cache beside it.
 func TestEverythingNpxSandboxed(t *testing.T) {
 	t.Run("landlock", func(t *testing.T) { everythingNpxSandboxed(t, 0) })
 	// As another user, npx fills that user's own npm cache (from the

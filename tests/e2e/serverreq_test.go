@@ -14,6 +14,7 @@ import (
 // its own) asks during a call, and a plain NATS caller that named its inbox
 // in Mcp-Client-Subject answers; the answers reach the tool's result.
 func TestPlainNATSServerRequests(t *testing.T) {
+	t.Parallel()
 	url := everythingURL(t)
 	nc, err := nats.Connect(url)
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 // denies; and a held call survives its gateway instance (the record is in
 // KV): another instance lists it, approves it and releases the retried call.
 func TestApprovalsForAnyClient(t *testing.T) {
+	t.Parallel()
 	e := startMCP(t, gateway.Options{})
 	slug := e.enable(t, testServerConfig("guarded"))
 	echo, fail := slug+"__echo", slug+"__fail"

@@ -99,6 +99,7 @@ func chainedEvents(t *testing.T, js jetstream.JetStream, dataDir string) (audit.
 // every chain OK to an admin, refuses a non-admin, pages, and names a
 // forged record in the gateway's chain as its first fault.
 func TestAuditOfReviewsAndGatewayEvents(t *testing.T) {
+	t.Parallel()
 	e, su, dir := startAudited(t)
 	js, err := jetstream.New(su)
 	if err != nil {

@@ -34,6 +34,7 @@ import (
 // the runner; serve-stdio's calls are held; and a chat turn's call, held by
 // its profile's rules in the same records, is approved by the CLI's subject.
 func TestApprovalsOnTheBus(t *testing.T) {
+	t.Parallel()
 	c := startChat(t)
 	e := c.mcpEnv
 	echo := "tm__echo"

@@ -23,6 +23,7 @@ import (
 // from a second HTTP client, a server's request for input answered from
 // it, a cancel and a delete.
 func TestChatREST(t *testing.T) {
+	t.Parallel()
 	c := startChat(t)
 	base := c.url + "/api/v1/chat"
 

@@ -30,6 +30,7 @@ func oaiClient(c *chatEnv, key string) openai.Client {
 // and /v1/models: each completion runs a real tool call inside mcpbus
 // between two model steps, and the client sees only the answer.
 func TestOpenAICompatible(t *testing.T) {
+	t.Parallel()
 	c := startChat(t)
 	c.putProfile(t, "assistant", nil)
 	client := oaiClient(c, c.chat)

@@ -34,6 +34,7 @@ import (
 // A's own approval runs the call; an admin key lists both and may delete
 // B's, and the audit events say who did it.
 func TestChatPrincipals(t *testing.T) {
+	t.Parallel()
 	c := startChat(t)
 	base := c.url + "/api/v1/chat"
 	c.putProfile(t, "careful", func(b *rest.ProfilePutBody) { b.Approval = model.ApprovalPolicy{Default: model.ApprovalAsk} })
@@ -218,6 +219,7 @@ func TestChatPrincipals(t *testing.T) {
 // chat key (its models list, a completion naming it, a send), usable by
 // its owner.
 func TestChatProfileOwned(t *testing.T) {
+	t.Parallel()
 	c := startChat(t)
 	keyA := c.createKey(t, model.KeyCreateRequest{Name: "user a", Scopes: []string{model.KeyScopeChat}})
 	keyB := c.createKey(t, model.KeyCreateRequest{Name: "user b", Scopes: []string{model.KeyScopeChat}})
@@ -253,6 +255,7 @@ func TestChatProfileOwned(t *testing.T) {
 // tool filter allows nothing cannot run tm__echo through either chat front
 // door: the model is offered no tool, and its call is refused unrun.
 func TestChatToolFilterIntersection(t *testing.T) {
+	t.Parallel()
 	c := startChat(t)
 	c.putProfile(t, "helper", nil) // the profile allows every tool
 	none := c.createKey(t, model.KeyCreateRequest{Name: "no tools", Scopes: []string{model.KeyScopeChat},

@@ -26,7 +26,8 @@ import (
 // the --stdio entry, spawned as the client would from elsewhere, serves the
 // tools over stdio.
 func TestConnectClients(t *testing.T) {
-	bin := clitest.Build(t)
+	t.Parallel()
+	bin := mcpbusBin
 	up := startUpGateway(t, bin, "alpha")
 	dir := t.TempDir()
 

@@ -71,6 +71,7 @@ func rawDo(t *testing.T, method, url, body string, hdr map[string]string) reply 
 }
 
 func TestConsoleMe(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	r := e.do("GET", "/api/v1/me", nil)
 	var me rest.MeReply
@@ -90,6 +91,7 @@ func TestConsoleMe(t *testing.T) {
 }
 
 func TestConsoleKeys(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	// Create: the secret is in this reply only.
 	r := e.do("POST", "/api/v1/keys", model.KeyCreateRequest{Name: "console call", Scopes: []string{"call"}})
@@ -210,6 +212,7 @@ func TestConsoleKeys(t *testing.T) {
 }
 
 func TestConsoleServersRestartHistoryRollback(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	// A server and its secret in one call, as the console's Add page saves it.
 	const token = "tok-console-0123456789"
@@ -296,6 +299,7 @@ func TestConsoleServersRestartHistoryRollback(t *testing.T) {
 }
 
 func TestConsoleRegistryPlan(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	const name = "io.github.domdomegg/airtable-mcp-server"
 	r := e.do("POST", "/api/v1/registry/plan", model.RegistryGetRequest{Name: name, Registry: model.SourceOfficial})
@@ -343,6 +347,7 @@ func TestConsoleRegistryPlan(t *testing.T) {
 }
 
 func TestConsoleAgents(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	r := e.do("GET", "/api/v1/agents", nil)
 	if r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != `{"agents":[]}` {
@@ -387,6 +392,7 @@ func TestConsoleAgents(t *testing.T) {
 
 // A failed call's event carries the error's message next to its code.
 func TestConsoleCallEventError(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	cfg := testServerConfig("boom")
 	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: cfg}); r.status != http.StatusCreated {
@@ -438,6 +444,7 @@ func TestConsoleCallEventError(t *testing.T) {
 // The console's own origin may write without any --cors-origin; other
 // origins, sibling ports and same-site pages still may not.
 func TestConsoleSameOriginWrites(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	port := e.url[strings.LastIndex(e.url, ":")+1:]
 	body := `{"revision": 1}`
@@ -475,6 +482,7 @@ func TestConsoleSameOriginWrites(t *testing.T) {
 // Without the agents service (a bus `mcpbus up` does not host) the agents
 // routes say so with 503; with auth off, /api/v1/me is the anonymous principal.
 func TestConsoleNoAgentsServiceAndNoAuth(t *testing.T) {
+	t.Parallel()
 	logs := &testkit.LogBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -30,10 +30,14 @@ import (
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
 
-var testServer string
+// The go-sdk test server and the mcpbus command (for the tests that run
+// `mcpbus up`), each built once for all the tests. The tests run in
+// parallel (they mostly wait): each has its own stack, on an in-process NATS
+// or free ports, and its own temp dirs.
+var testServer, mcpbusBin string
 
 func TestMain(m *testing.M) {
-	testkit.Main(m, &testServer)
+	testkit.Main(m, &testServer, testkit.WithBinary(&mcpbusBin, testkit.BuildCommand("mcpbus", "./tools/mcpbus")))
 }
 
 // env is the stack plus a gateway in front of it.
@@ -199,6 +203,7 @@ func (e *env) waitState(slug, state string) model.Status {
 }
 
 func TestReadyWithEveryService(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	r := e.do("GET", "/readyz", nil)
 	var body struct {
@@ -212,6 +217,7 @@ func TestReadyWithEveryService(t *testing.T) {
 }
 
 func TestAdminAPIServersEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	cfg := model.McpConfig{Name: "Alpha Tools", Enabled: false,
 		Package:   model.Package{Type: model.PackageBinary, Identifier: testServer},
@@ -357,6 +363,7 @@ func waitTools(t *testing.T, e *env, ok func([]string) bool) {
 }
 
 func TestCredentialsAreWriteOnly(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	const secret = "ghp_gatewaySecretValue0123456789"
 	const oauthSecret = "oauth-access-token-not-for-eyes"
@@ -444,6 +451,7 @@ func TestCredentialsAreWriteOnly(t *testing.T) {
 }
 
 func TestRegistrySearch(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	r := e.do("GET", "/api/v1/registry/search?q=airtable&registry=official&page_size=5", nil)
 	var res model.RegistrySearchReply

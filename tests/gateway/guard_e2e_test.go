@@ -15,6 +15,7 @@ import (
 // auth and with --no-auth; so is a JSON request from a foreign Origin. The
 // same request, properly typed and from no browser, creates the server.
 func TestCrossSiteServerCreateRefused(t *testing.T) {
+	t.Parallel()
 	for _, noAuth := range []bool{false, true} {
 		e := startMCP(t, gateway.Options{NoAuth: noAuth})
 		key := e.admin

@@ -18,6 +18,7 @@ import (
 // the bus. Both give the same replies and the same call events, and once
 // the runner no longer serves the server the hand-off gives way to the bus.
 func TestInProcessHandOff(t *testing.T) {
+	t.Parallel()
 	e := start(t) // its gateway: every call over NATS
 	perms, err := access.For(access.Gateway, bus.NewSubjects("").Prefix, "_I.test-gateway-local")
 	if err != nil {

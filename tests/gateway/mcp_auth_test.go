@@ -40,6 +40,7 @@ func wantRefused(t *testing.T, what string, s *mcpSession, err error, challenge 
 // open), a key's tool filter is all it sees and calls, and a key's own rate
 // limit answers 429 with Retry-After.
 func TestMCPAuth(t *testing.T) {
+	t.Parallel()
 	// Bad and revoked keys are tried on purpose, more than the throttle of
 	// failed authentications allows one address.
 	e := startMCP(t, gateway.Options{AuthFailures: 1000})

@@ -53,14 +53,21 @@ func startUpGatewayEnv(t *testing.T, bin string, env func(httpURL string) []stri
 	if err := os.WriteFile(cfg, []byte(yaml.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	natsPort, httpPort := testkit.FreePort(t), testkit.FreePort(t)
-	p := &upProc{httpURL: fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
+	args := []string{"--data-dir", filepath.Join(dir, "data"), "--config", cfg, "--log-level", "debug"}
+	p := &upProc{}
 	var extra []string
 	if env != nil {
+		// The settings name the gateway's URL before it runs: pick the
+		// ports here (without env, up binds free ones and says which).
+		natsPort, httpPort := testkit.FreePort(t), testkit.FreePort(t)
+		p.httpURL = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 		extra = env(p.httpURL)
+		args = append(args, "--nats-port", strconv.Itoa(natsPort), "--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort))
 	}
-	p.Up = clitest.StartUp(t, bin, clitest.UpOptions{Dir: dir, Env: clitest.Env(extra...), Args: []string{"--nats-port", strconv.Itoa(natsPort),
-		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "--data-dir", filepath.Join(dir, "data"), "--config", cfg, "--log-level", "debug"}})
+	p.Up = clitest.StartUp(t, bin, clitest.UpOptions{Dir: dir, Env: clitest.Env(extra...), Args: args})
+	if p.httpURL == "" {
+		p.httpURL = p.HTTPURL()
+	}
 
 	// The gateway answers, then every server runs (the runner's status in KV).
 	deadline := time.Now().Add(90 * time.Second)
@@ -132,7 +139,8 @@ func (p *upProc) runCLI(t *testing.T, args ...string) clitest.Result {
 // never shows a secret, and `keys revoke` shuts the key out at once, an open
 // MCP session included.
 func TestMCPKeysCLI(t *testing.T) {
-	bin := clitest.Build(t)
+	t.Parallel()
+	bin := mcpbusBin
 	up := startUpGateway(t, bin, "alpha", "beta")
 	admin := connectMCP(t, up.httpURL, up.adminKey(t))
 	waitList(t, admin.ClientSession, 30*time.Second, "held both echos", func(m map[string]*mcp.Tool) bool {
@@ -209,7 +217,8 @@ func TestMCPKeysCLI(t *testing.T) {
 // CommandTransport against a running `mcpbus up`: it lists the aggregate,
 // calls a tool, relays progress, and honours --allow-tool.
 func TestMCPServeStdio(t *testing.T) {
-	bin := clitest.Build(t)
+	t.Parallel()
+	bin := mcpbusBin
 	up := startUpGateway(t, bin, "alpha", "beta")
 
 	stdio := func(t *testing.T, args ...string) (*mcpSession, *testkit.LogBuffer, *exec.Cmd) {

@@ -25,6 +25,7 @@ import (
 // client against the published npm servers everything and filesystem,
 // enabled through the config service while a client is connected.
 func TestMCPPublishedServers(t *testing.T) {
+	t.Parallel()
 	everything := npmBin(t, "mcp-server-everything")
 	filesystem := npmBin(t, "mcp-server-filesystem")
 	root := t.TempDir()
@@ -306,6 +307,7 @@ func TestMCPPublishedServers(t *testing.T) {
 // sleep writes TESTMCP_CANCEL_FILE when its context ends), through gateway,
 // bus and runner.
 func TestMCPCancelReachesServer(t *testing.T) {
+	t.Parallel()
 	e := startMCP(t, gateway.Options{})
 	mark := filepath.Join(t.TempDir(), "cancelled")
 	cfg := testServerConfig("sleeper")
@@ -357,6 +359,7 @@ func TestMCPCancelReachesServer(t *testing.T) {
 // names (server "clash" with tool "x__echo" against server "clash__x" with
 // tool "echo") gets two stable hashed names; every call reaches its own server.
 func TestMCPNameClash(t *testing.T) {
+	t.Parallel()
 	e := startMCP(t, gateway.Options{})
 	s := connectMCP(t, e.url, e.admin)
 	for _, name := range []string{"alpha", "beta"} {
@@ -427,6 +430,7 @@ func metaString(tool *mcp.Tool) string {
 // are listed under valid names with the original in _meta, and calling them
 // by those names works.
 func TestMCPSanitizedNames(t *testing.T) {
+	t.Parallel()
 	gse := goBuild(t, filepath.Join(clitest.RepoRoot(t), "tests"), "github.com/modelcontextprotocol/go-sdk/examples/server/everything", "gosdk-everything")
 	e := startMCP(t, gateway.Options{})
 	s := connectMCP(t, e.url, e.admin)
@@ -515,6 +519,8 @@ func truncate(b []byte, n int) string {
 // mcp_tools (some names long, some with spaces and dots) and lists them
 // through the gateway with the go-sdk client over HTTP: all 1,000, with
 // unique valid names, each mapping back to its catalog entry, within bounds.
+// Not parallel: the bounds are wall-clock, and the package's parallel tests
+// wait until it is done.
 func TestMCPThousandTools(t *testing.T) {
 	e := startMCP(t, gateway.Options{})
 	s := connectMCP(t, e.url, e.admin)

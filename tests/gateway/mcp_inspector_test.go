@@ -23,8 +23,9 @@ import (
 // gateway's message; it reads a resource and gets a prompt (in modern mode
 // their results must carry resultType).
 func TestMCPInspectorCLI(t *testing.T) {
+	t.Parallel()
 	inspector := npmBin(t, "mcp-inspector")
-	bin := clitest.Build(t)
+	bin := mcpbusBin
 	up := startUpGateway(t, bin, "alpha")
 	key := up.adminKey(t)
 	home := t.TempDir()
@@ -152,12 +153,13 @@ await client.close();
 // not answer the cancelled id (the spec's receiver SHOULD NOT), which the
 // TypeScript SDK reports as "Received a response for an unknown message ID".
 func TestTypeScriptSDKCancel(t *testing.T) {
+	t.Parallel()
 	npmBin(t, "mcp-inspector") // the pinned packages are installed
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node is not installed: %v", err)
 	}
-	bin := clitest.Build(t)
+	bin := mcpbusBin
 	up := startUpGateway(t, bin, "alpha")
 	key := up.adminKey(t)
 	dir := t.TempDir()

@@ -22,6 +22,7 @@ import (
 // gateway instance is passed over the bus, with the gateway identity's
 // permissions, to the instance holding the call.
 func TestMCPMultiRoundTrip(t *testing.T) {
+	t.Parallel()
 	e := startMCP(t, gateway.Options{})
 	slug := e.enable(t, testServerConfig("asker"))
 	tool := slug + "__ask"

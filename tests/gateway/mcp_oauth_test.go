@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/mcpbus/mcpbus/libs/jwtissuer"
-	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
 // TestMCPOAuthUp: `mcpbus up` configured by env (MCPBUS_OAUTH_*) is an OAuth
@@ -20,12 +19,13 @@ import (
 // metadata; a token of that issuer then opens an MCP session that sees and
 // calls only the tools its mapped scope grants.
 func TestMCPOAuthUp(t *testing.T) {
+	t.Parallel()
 	iss, err := jwtissuer.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(iss.Close)
-	bin := clitest.Build(t)
+	bin := mcpbusBin
 	var resource string
 	up := startUpGatewayEnv(t, bin, func(httpURL string) []string {
 		resource = httpURL + "/mcp"

@@ -219,6 +219,7 @@ func createdV1(t *testing.T, c *taskClient, ms int) string {
 // verb see only the key's own tasks; cancel reaches the server; the status
 // notification reaches the session; the TypeScript SDK's tasks API works.
 func TestMCPTasks(t *testing.T) {
+	t.Parallel()
 	e := startMCP(t, gateway.Options{})
 	mark := filepath.Join(t.TempDir(), "cancelled")
 	cfg := testServerConfig("slow")

@@ -98,6 +98,7 @@ func wantAuthFailed(t *testing.T, what string, r reply) {
 // before they expire; a refused refresh puts the server in error with the
 // message, and authorizing again brings it back.
 func TestOAuthRemoteServer(t *testing.T) {
+	t.Parallel()
 	as := oauthtest.Start(t, oauthtest.Options{TokenTTL: 4 * time.Second, Scopes: []string{testmcp.Scope, "offline_access"}})
 	url := testmcp.ServeProtected(t, "remote", as)
 	e := startWith(t, func(o *stack.Options) {
@@ -216,6 +217,7 @@ func TestOAuthRemoteServer(t *testing.T) {
 
 // TestOAuthFailures: the flow's bad inputs and its ends other than success.
 func TestOAuthFailures(t *testing.T) {
+	t.Parallel()
 	as := oauthtest.Start(t, oauthtest.Options{})
 	url := testmcp.ServeProtected(t, "remote", as)
 	e := startWith(t, nil, gateway.Options{RemoteOAuth: oauthflow.Options{Timeout: 2 * time.Second}})
@@ -300,6 +302,7 @@ func TestOAuthFailures(t *testing.T) {
 // carries the code in clear), A exchanges it, the tokens are stored and the
 // server connects; the state then works nowhere again.
 func TestOAuthTwoGateways(t *testing.T) {
+	t.Parallel()
 	as := oauthtest.Start(t, oauthtest.Options{})
 	url := testmcp.ServeProtected(t, "remote", as)
 	a := startWith(t, nil, gateway.Options{})
@@ -414,6 +417,7 @@ func queryOf(t *testing.T, raw, name string) string {
 // for the credential service's refreshes. A wrong secret fails with a
 // message naming the client; a secret never shows in describe or logs.
 func TestOAuthConfidentialClient(t *testing.T) {
+	t.Parallel()
 	const clientID, secret = "mcpbus-confidential", "right-client-secret"
 	as := oauthtest.Start(t, oauthtest.Options{NoRegistration: true, TokenTTL: 4 * time.Second,
 		Clients: map[string]string{clientID: secret}, AuthMethods: []string{"client_secret_post"}})

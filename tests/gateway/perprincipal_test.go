@@ -135,6 +135,7 @@ func (e *env) authorizeAs(t *testing.T, key, user string) {
 // is UNAUTHORIZED with how to authorize, never served with another's;
 // revoking one leaves the other working; no token crosses the bus in clear.
 func TestPerPrincipalOAuth(t *testing.T) {
+	t.Parallel()
 	as := oauthtest.Start(t, oauthtest.Options{TokenTTL: 4 * time.Second, Scopes: []string{testmcp.Scope, "offline_access"}})
 	url := testmcp.ServeProtected(t, "remote", as)
 	e := startWith(t, func(o *stack.Options) {
@@ -320,6 +321,7 @@ func TestPerPrincipalOAuth(t *testing.T) {
 // per user): each caller's calls carry their own header on their own
 // upstream session; without one a caller is refused.
 func TestPerPrincipalStaticSecrets(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	seen := map[string]map[string]bool{} // upstream session id → user keys seen on it
 	url := testmcp.ServeHTTP(t, "remote", nil, func(h http.Handler) http.Handler {

@@ -145,6 +145,7 @@ func toolChanged(t *testing.T, s *sseStream, within time.Duration) (model.ToolCh
 // is announced with a diff and listed over REST, where only an admin may
 // approve the exact definition reviewed, after which it shows everywhere.
 func TestPinnedToolDefinitions(t *testing.T) {
+	t.Parallel()
 	c := startChat(t)
 	events := openSSE(t, c.url+"/api/v1/events?kinds=tool_changed", c.admin)
 	driftCfg := remoteConfig("drift", testmcp.ServeServerHTTP(t, testmcp.NewDriftServer("drift"), nil, nil))
@@ -277,6 +278,7 @@ func TestPinnedToolDefinitions(t *testing.T) {
 // announced (not withheld, nothing to review); off pins nothing and says
 // nothing. Both as docs/security.md says.
 func TestPinPolicies(t *testing.T) {
+	t.Parallel()
 	e := startMCP(t, gateway.Options{EventHeartbeat: 500 * time.Millisecond})
 	events := openSSE(t, e.url+"/api/v1/events?kinds=tool_changed", e.admin)
 	modern := connectMCP(t, e.url, e.admin)

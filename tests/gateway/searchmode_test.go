@@ -43,12 +43,13 @@ await client.close();
 // the same on plain /mcp with a key made --tools-mode search (its pinned
 // tool listed too) and from serve-stdio --tools search.
 func TestSearchModeClients(t *testing.T) {
+	t.Parallel()
 	inspector := npmBin(t, "mcp-inspector")
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node is not installed: %v", err)
 	}
-	bin := clitest.Build(t)
+	bin := mcpbusBin
 	up := startUpGateway(t, bin, "alpha")
 	key := up.adminKey(t)
 	url := up.httpURL + "/mcp?tools=search"

@@ -17,6 +17,7 @@ import (
 // restarts it (as `mcpbus cred set` does), says so in Mcpbus-Restarted, and
 // ?restart=false leaves it running with the old value.
 func TestSecretChangeRestartsServer(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	cfg := model.McpConfig{Name: "keyed", Enabled: true,
 		Package:   model.Package{Type: model.PackageBinary, Identifier: testServer},

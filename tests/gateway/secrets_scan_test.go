@@ -20,6 +20,7 @@ import (
 // stored secret of another server; a result carrying one is redacted. The
 // answer names the rule; no value is in the stack's log.
 func TestSecretsBlockedThroughTheGateway(t *testing.T) {
+	t.Parallel()
 	const (
 		awsKey      = "AKIAZ3MQXP7R2HKW5Y4N"
 		githubToken = "ghp_R7dK2mQx9LpV4sTz8NwB3yHc6JfG1aEu5XoP"

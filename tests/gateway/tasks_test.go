@@ -21,6 +21,7 @@ import (
 // and its server sees the call cancelled; another key's principal sees
 // none of it.
 func TestTasksREST(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	mark := filepath.Join(t.TempDir(), "cancelled")
 	cfg := model.McpConfig{Name: "slow", Enabled: true,

@@ -63,8 +63,11 @@ type UpOptions struct {
 	Dir string
 	// Env is the whole environment; nil gives Env().
 	Env []string
-	// Args follow `up`. Without --http-addr, 127.0.0.1:0 is added: tests
-	// run side by side, so no fixed port.
+	// Args follow `up`. Without --http-addr, 127.0.0.1:0 is added, and
+	// without --nats-port (or MCPBUS_NATS_PORT in Env), --nats-port 0: up
+	// binds free ports itself (a port a test picked could be taken by another
+	// package before up binds it) and StartUp reads from its log where it
+	// listens (NATSURL, HTTPURL).
 	Args []string
 	// StopGrace is how long the test's cleanup waits after SIGTERM before
 	// SIGKILL, for an up still running then (up stops its servers itself on
@@ -80,13 +83,16 @@ type Up struct {
 	done    chan struct{}
 	err     error // of Wait, set before done is closed
 	natsURL string
+	httpURL string // set when StartUp read it from the log
 	dataDir string
 }
 
 // StartUp runs bin (the built mcpbus) as `mcpbus up`. It ends with the test:
 // stopped by the test's cleanup if it still runs then (see
 // UpOptions.StopGrace), and by the kernel should the test process die
-// first. Its log is shown when the test fails.
+// first. Its log is shown when the test fails. When StartUp chose the NATS
+// port (UpOptions.Args), it returns once up has said where it listens,
+// failing the test if up exits first or says nothing within AddrWait.
 func StartUp(t testing.TB, bin string, opts UpOptions) *Up {
 	t.Helper()
 	args := slices.Clone(opts.Args)
@@ -96,6 +102,12 @@ func StartUp(t testing.TB, bin string, opts UpOptions) *Up {
 	env := opts.Env
 	if env == nil {
 		env = Env()
+	}
+	freePorts := !slices.Contains(args, "--nats-port") && !slices.ContainsFunc(env, func(kv string) bool {
+		return strings.HasPrefix(kv, "MCPBUS_NATS_PORT=")
+	})
+	if freePorts {
+		args = append(args, "--nats-port", "0")
 	}
 	u := &Up{bin: bin, logs: &testkit.LogBuffer{}, done: make(chan struct{})}
 	u.natsURL, u.dataDir = where(opts.Dir, env, args)
@@ -119,6 +131,9 @@ func StartUp(t testing.TB, bin string, opts UpOptions) *Up {
 			t.Logf("mcpbus up log (tail):\n%s", u.Tail(12000))
 		}
 	})
+	if freePorts {
+		u.waitAddrs(t, AddrWait)
+	}
 	return u
 }
 
@@ -165,6 +180,10 @@ func where(dir string, env, args []string) (natsURL, dataDir string) {
 
 // NATSURL is the URL of the up's NATS server.
 func (u *Up) NATSURL() string { return u.natsURL }
+
+// HTTPURL is the gateway's base URL (http://host:port) when StartUp chose
+// the ports, "" otherwise.
+func (u *Up) HTTPURL() string { return u.httpURL }
 
 // DataDir is the up's data dir, where the CLI finds the operator identity.
 func (u *Up) DataDir() string { return u.dataDir }

@@ -34,3 +34,22 @@ func TestEnv(t *testing.T) {
 		t.Errorf("Env: %v", env)
 	}
 }
+
+// TestUpAddrs reads the addresses as up prints them (the JSON log lines
+// around them name other URLs, which must not match).
+func TestUpAddrs(t *testing.T) {
+	log := `{"level":"INFO","msg":"gateway listening","addr":"127.0.0.1:39001"}
+mcpbus is up: NATS at nats://127.0.0.1:38123, data in /tmp/d, secrets in file. Try: mcpbus servers list; mcpbus tools
+bus identities (nkeys, 0600) in /tmp/d/nats; the CLI uses operator.nk from there
+`
+	if n, h := upAddrs(log); n != "nats://127.0.0.1:38123" || h != "" {
+		t.Errorf("before the gateway's line: %q %q", n, h)
+	}
+	log += "gateway: MCP endpoint http://127.0.0.1:39001/mcp, REST API http://127.0.0.1:39001/api/v1 (OpenAPI at /api/v1/openapi.json)\n"
+	if n, h := upAddrs(log); n != "nats://127.0.0.1:38123" || h != "http://127.0.0.1:39001" {
+		t.Errorf("after it: %q %q", n, h)
+	}
+	if n, h := upAddrs(`{"msg":"mcpbus up","nats":"nats://127.0.0.1:1"}`); n != "" || h != "" {
+		t.Errorf("a log line only: %q %q", n, h)
+	}
+}

@@ -54,7 +54,7 @@ already there with the same slug are updated, ${VAR} references come from the en
 	}
 	s := settings.New(cmd.Flags())
 	s.String(&o.natsHost, "nats-host", "", "127.0.0.1", "address the embedded NATS listens on")
-	s.Int(&o.natsPort, "nats-port", "", 4222, "port of the embedded NATS")
+	s.Int(&o.natsPort, "nats-port", "", 4222, "port of the embedded NATS (0: a free port, named in the start-up message)")
 	s.String(&o.configFile, "config", "", "", "servers file to import at start")
 	s.Bool(&o.insecure, "insecure-bus", "", false, "run NATS WITHOUT authentication: anyone who reaches its port may do anything on the bus")
 	service.RegisterDataDir(s, &o.dataDir)
