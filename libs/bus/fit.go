@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -13,7 +14,10 @@ import (
 // storage left than the bound asks for. A server's default storage is a
 // share of the free disk, so a bound that fits one machine is refused on a
 // fuller one.
-const errCodeInsufficientResources jetstream.ErrorCode = 10047
+const (
+	errCodeInsufficientResources jetstream.ErrorCode = 10047
+	errCodeNoPeers               jetstream.ErrorCode = 10005
+)
 
 // minFitBytes is the smallest bound FitMaxBytes offers before it gives up.
 const minFitBytes = 16 << 20
@@ -61,8 +65,13 @@ func FitMaxBytes[T any](ctx context.Context, log *slog.Logger, what string, maxB
 const fitShare = 4
 
 // InsufficientStorage reports whether err is JetStream refusing a stream's
-// storage reservation.
+// storage reservation: on one server JSInsufficientResources, on a cluster
+// the placement error when no peer has the storage left.
 func InsufficientStorage(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInsufficientResources
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == errCodeInsufficientResources ||
+		apiErr.ErrorCode == errCodeNoPeers && strings.Contains(apiErr.Description, "insufficient storage")
 }

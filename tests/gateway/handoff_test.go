@@ -17,8 +17,10 @@ import (
 // builds it) hands calls to the runner without NATS; one without goes over
 // the bus. Both give the same replies and the same call events, and once
 // the runner no longer serves the server the hand-off gives way to the bus.
+//
+// Not parallel: it counts hand-offs with bus.LocalRequests, a count of the
+// whole process, which other tests' stacks would move.
 func TestInProcessHandOff(t *testing.T) {
-	t.Parallel()
 	e := start(t) // its gateway: every call over NATS
 	perms, err := access.For(access.Gateway, bus.NewSubjects("").Prefix, "_I.test-gateway-local")
 	if err != nil {

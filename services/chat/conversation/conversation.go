@@ -32,7 +32,7 @@ type Options struct {
 	Replicas int
 	// MaxAge drops conversations' entries older than this (0: kept until deleted).
 	MaxAge time.Duration
-	// MaxBytes bounds the stream (default 10 GiB); when full, appends are refused.
+	// MaxBytes bounds the stream (default 2 GiB); when full, appends are refused.
 	MaxBytes int64
 	// Logger hears what start-up waits for.
 	Logger *slog.Logger
@@ -60,7 +60,9 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Log, erro
 		opts.Replicas = 1
 	}
 	if opts.MaxBytes == 0 {
-		opts.MaxBytes = 10 << 30
+		// Reserved at creation: with the other streams' bounds it stays
+		// well under what a server offers on a half-full disk (5 GiB in all).
+		opts.MaxBytes = 2 << 30
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -29,7 +29,7 @@ import (
 
 // DefaultMaxBytes bounds the store's size: when full, puts are refused
 // (the loop then keeps a shorter copy in the log entry).
-const DefaultMaxBytes = 4 << 30
+const DefaultMaxBytes = 1 << 30
 
 // Options configure a Store; zero values take the defaults.
 type Options struct {
