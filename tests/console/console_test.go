@@ -65,9 +65,11 @@ const (
 	slowTool          = "trigger-long-running-operation"
 	chatTimeoutReply  = "The long operation did not finish in time."
 	// Long enough for the browser to answer a form within a call (the wait
-	// for input is bounded by the call's timeout), short enough for the
-	// long operation of slowDuration seconds to time out.
-	chatCallTimeout = 12 * time.Second
+	// for input is bounded by the call's timeout; the form's step also runs
+	// an accessibility check and a screenshot, and at 12 s a loaded run lost
+	// the form mid-step), short enough for the long operation of
+	// slowDuration seconds to time out.
+	chatCallTimeout = 25 * time.Second
 	slowDuration    = 30
 
 	// The fourth: the model calls the go-sdk test server's ask tool, whose
