@@ -52,3 +52,22 @@ func TestKnownStringBounds(t *testing.T) {
 		}
 	}
 }
+
+// A known value quoted inside a JSON string (a tool's text quoting a
+// command, `run \"VALUE\"`) is found: the escaped quotes around it are
+// delimiters like the backslashes.
+func TestKnownInsideEscapedQuotes(t *testing.T) {
+	const value = "kv-0123456789-secret"
+	known := secretscan.NewKnown([]byte("k"), []string{value})
+	for _, p := range []string{
+		`{"text":"run \"` + value + `\" now"}`,
+		`{"text":"token=\"` + value + `\""}`,
+		`{"text":"\"` + value + `\""}`,
+		`{"cmd":"export T=\"` + value + `\";echo"}`,
+	} {
+		found := scanner(t).Scan([]byte(p), known)
+		if len(found) != 1 || p[found[0].Start:found[0].End] != value || found[0].Rule != secretscan.RuleKnown {
+			t.Errorf("%s: found %v", p, found)
+		}
+	}
+}

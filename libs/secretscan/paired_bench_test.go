@@ -5,11 +5,12 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zricethezav/gitleaks/v8/report"
+
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // BenchmarkGitleaksPaired compares, call by call in one run (the machine
@@ -202,19 +203,89 @@ func BenchmarkPasses(b *testing.B) {
 			b.Run(c.name+"/"+pass.name, func(b *testing.B) {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
-				start := threadCPU()
+				start := testkit.ThreadCPU()
 				for b.Loop() {
 					pass.run()
 				}
-				b.ReportMetric(float64(threadCPU()-start)/float64(b.N)/float64(len(p)), "cpu-ns/B")
+				b.ReportMetric(float64(testkit.ThreadCPU()-start)/float64(b.N)/float64(len(p)), "cpu-ns/B")
 			})
 		}
 	}
 }
 
-// threadCPU is the calling thread's user and system CPU time.
-func threadCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+// pairedPerByte times before and after alternately, call by call, on this
+// thread's CPU clock, and reports each one's CPU ns per byte of an n-byte
+// input and their ratio.
+func pairedPerByte(b *testing.B, n int, before, after func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var tb, ta time.Duration
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			t0 := testkit.ThreadCPU()
+			before()
+			t1 := testkit.ThreadCPU()
+			after()
+			tb, ta = tb+t1-t0, ta+testkit.ThreadCPU()-t1
+		} else {
+			t0 := testkit.ThreadCPU()
+			after()
+			t1 := testkit.ThreadCPU()
+			before()
+			ta, tb = ta+t1-t0, tb+testkit.ThreadCPU()-t1
+		}
+	}
+	b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N)/float64(n), "before-ns/B")
+	b.ReportMetric(float64(ta.Nanoseconds())/float64(b.N)/float64(n), "after-ns/B")
+	b.ReportMetric(float64(ta)/float64(tb), "ratio")
+}
+
+// BenchmarkTokensPaired compares in one run the known-value check's token
+// walk (Known.tokens: a tight loop over bytes of no class) with the
+// previous one (every byte through the class switch), both handing the
+// same candidates to a try that only counts them.
+func BenchmarkTokensPaired(b *testing.B) {
+	previous := func(payload []byte, start, end int, try func(int, int) bool) {
+		word, tok := start, start
+		for i := start; i <= end; i++ {
+			c := byte(' ')
+			if i < end {
+				c = payload[i]
+			}
+			class := classes[c]
+			if class == 0 {
+				continue
+			}
+			if i-tok >= MinKnownLen {
+				try(tok, i)
+			}
+			if class == space && tok != word && i-word >= MinKnownLen {
+				try(word, i)
+			}
+			tok = i + 1
+			if class == space {
+				word = i + 1
+			}
+		}
+	}
+	k := &Known{}
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for _, c := range []struct{ name, payload string }{
+		{"prose-64KiB", strings.Repeat("Rotate the API key and the access token; never share a password. ", 1024)},
+		{"words-64KiB", prose(rnd, 65536)},
+		{"x-64KiB", strings.Repeat("x", 65536)},
+		{"ids-64KiB", strings.Repeat("id=AbCdEfGhIjKlMnOpQrSt&", 2850)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			text := []byte(c.payload)
+			var nb, na int
+			previous(text, 0, len(text), func(s, e int) bool { nb += e - s; return false })
+			k.tokens(text, 0, len(text), func(s, e int) bool { na += e - s; return false })
+			if nb != na {
+				b.Fatalf("the two walks try different candidates: %d bytes, %d bytes", nb, na)
+			}
+			pairedPerByte(b, len(text), func() { previous(text, 0, len(text), func(int, int) bool { return false }) },
+				func() { k.tokens(text, 0, len(text), func(int, int) bool { return false }) })
+		})
+	}
 }

@@ -7,12 +7,12 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/secretscan"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
@@ -129,19 +129,12 @@ func benchSecrets(b *testing.B, e *runnertest.Env, known *secretscan.Known, tool
 func scanCPU(sc *secretscan.Scanner, known *secretscan.Known, args, result []byte, n int) time.Duration {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	start := threadCPU()
+	start := testkit.ThreadCPU()
 	for range n {
 		sc.Scan(args, known)
 		sc.Scan(result, known)
 	}
-	return threadCPU() - start
-}
-
-// threadCPU is the user and system CPU time of the calling thread.
-func threadCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return testkit.ThreadCPU() - start
 }
 
 // waitFeed waits until the runner blocks a value of the feed.
