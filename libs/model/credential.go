@@ -247,8 +247,12 @@ type CredFingerprintsRequest struct {
 // (libs/secretscan/fingerprint: HMAC-SHA256 under Key, truncated to 16
 // bytes), never a value: runners block or redact them in tool calls.
 type FingerprintFeed struct {
-	// Key is the HMAC key, shared by the credential service's instances and
-	// the runners it answers; it changes with the service's curve key pair.
+	// Alg is how the fingerprints are made (libs/secretscan/fingerprint.Alg):
+	// a runner refuses a feed made another way.
+	Alg string `json:"alg"`
+	// Key is the fingerprint key, shared by the credential service's
+	// instances and the runners it answers; it changes with the service's
+	// curve key pair.
 	Key []byte `json:"key"`
 	// Sums are the fingerprints end to end, 16 bytes each.
 	Sums []byte `json:"sums"`

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"fmt"
 	"hash/maphash"
-	"sync"
 
 	"github.com/mcpbus/mcpbus/libs/secretscan/fingerprint"
 )
@@ -19,7 +18,7 @@ const MinKnownLen = fingerprint.MinLen
 const maxKnownLen = fingerprint.MaxLen
 
 // Known is a set of known secret values held as keyed fingerprints
-// (fingerprint: truncated HMAC-SHA256 under a key), never as the values: a
+// (fingerprint: SipHash-2-4-128 under a key), never as the values: a
 // set may be kept, logged by accident or sent without giving a value away
 // to whoever lacks the key. A set may hold groups under several keys (a
 // runner's own values, the credential service's feed).
@@ -31,29 +30,19 @@ type Known struct {
 // group is the fingerprints made under one key.
 type group struct {
 	key  []byte
+	of   fingerprint.Maker
 	sums map[fingerprint.Sum]struct{}
 	lens [maxKnownLen + 1]bool
-	// makers are HMACs under key between scans (making one hashes the key
-	// and allocates: ~1 µs, the cost of a small call's whole scan).
-	makers sync.Pool
-}
-
-func (g *group) maker() *fingerprint.Maker {
-	if m, ok := g.makers.Get().(*fingerprint.Maker); ok {
-		return m
-	}
-	return fingerprint.New(g.key)
 }
 
 // NewKnown fingerprints values under key; values shorter than MinKnownLen
 // are left out. A value is added as written and as JSON escapes it, since
 // payloads are scanned as JSON text.
 func NewKnown(key []byte, values []string) *Known {
-	g := &group{key: key, sums: map[fingerprint.Sum]struct{}{}}
-	m := fingerprint.New(key)
+	g := &group{key: key, of: fingerprint.New(key), sums: map[fingerprint.Sum]struct{}{}}
 	for _, v := range values {
 		for _, f := range fingerprint.Forms(v) {
-			g.sums[m.Of([]byte(f))] = struct{}{}
+			g.sums[g.of.Of([]byte(f))] = struct{}{}
 			g.lens[len(f)] = true
 		}
 	}
@@ -61,13 +50,17 @@ func NewKnown(key []byte, values []string) *Known {
 }
 
 // KnownFromSums is the set of fingerprints made elsewhere under key (the
-// credential service's feed): sums holds them end to end, lengths the
-// lengths of the texts they were made of.
-func KnownFromSums(key []byte, sums []byte, lengths []int) (*Known, error) {
+// credential service's feed) with alg: sums holds them end to end, lengths
+// the lengths of the texts they were made of. Sums made another way than
+// fingerprint.Alg are refused: they would match nothing.
+func KnownFromSums(alg string, key []byte, sums []byte, lengths []int) (*Known, error) {
+	if alg != fingerprint.Alg {
+		return nil, fmt.Errorf("secretscan: fingerprints made with %q, this build reads %q (the credential service and the runners are of different versions)", alg, fingerprint.Alg)
+	}
 	if len(sums)%fingerprint.Size != 0 {
 		return nil, fmt.Errorf("secretscan: %d bytes of fingerprints is not a whole number of %d-byte sums", len(sums), fingerprint.Size)
 	}
-	g := &group{key: key, sums: make(map[fingerprint.Sum]struct{}, len(sums)/fingerprint.Size)}
+	g := &group{key: key, of: fingerprint.New(key), sums: make(map[fingerprint.Sum]struct{}, len(sums)/fingerprint.Size)}
 	for i := 0; i < len(sums); i += fingerprint.Size {
 		g.sums[fingerprint.Sum(sums[i:i+fingerprint.Size])] = struct{}{}
 	}
@@ -101,15 +94,6 @@ func (k *Known) scan(payload []byte) []Finding {
 		return nil
 	}
 	var out []Finding
-	makers := make([]*fingerprint.Maker, len(k.groups)) // taken when first needed
-	defer func() {
-		for i, m := range makers {
-			if m != nil {
-				m.Reset() // no candidate's bytes kept past the scan
-				k.groups[i].makers.Put(m)
-			}
-		}
-	}()
 	// unknown: made once a few candidates were hashed
 	var unknown *unknowns
 	hashed := 0
@@ -121,14 +105,11 @@ func (k *Known) scan(payload []byte) []Finding {
 		if unknown.has(payload, start, end) {
 			return false
 		}
-		for i, g := range k.groups {
+		for _, g := range k.groups {
 			if !g.lens[n] {
 				continue
 			}
-			if makers[i] == nil {
-				makers[i] = g.maker()
-			}
-			if _, ok := g.sums[makers[i].Of(payload[start:end])]; ok {
+			if _, ok := g.sums[g.of.Of(payload[start:end])]; ok {
 				out = append(out, Finding{Rule: RuleKnown, Start: start, End: end})
 				return true
 			}
@@ -178,9 +159,9 @@ func closingQuote(p []byte, start int) int {
 
 // unknowns remembers candidates a scan hashed and found in no group, by
 // their place in the payload (no copy of them is made): text repeats (the
-// words of prose, field names) and a candidate's fingerprints, an HMAC per
-// group, cost several times this lookup (a hash of the text and a compare). A slot per hash, the last
-// candidate kept.
+// words of prose, field names), and a lookup here (an unkeyed hash of the
+// text and a compare) costs less than a fingerprint per group and a map
+// lookup each. A slot per hash, the last candidate kept.
 type unknowns struct {
 	seed  maphash.Seed
 	slots [256]struct {
@@ -276,7 +257,7 @@ func Merge(sets ...*Known) *Known {
 				}
 			}
 			if into == nil {
-				into = &group{key: g.key, sums: make(map[fingerprint.Sum]struct{}, len(g.sums))}
+				into = &group{key: g.key, of: g.of, sums: make(map[fingerprint.Sum]struct{}, len(g.sums))}
 				out.groups = append(out.groups, into)
 			}
 			for s := range g.sums {

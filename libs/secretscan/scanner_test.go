@@ -163,7 +163,7 @@ func TestKnownFromSumsMerged(t *testing.T) {
 		s := m.Of([]byte(v))
 		sums, lengths = append(sums, s[:]...), append(lengths, len(v))
 	}
-	feed, err := secretscan.KnownFromSums(feedKey, sums, lengths)
+	feed, err := secretscan.KnownFromSums(fingerprint.Alg, feedKey, sums, lengths)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,10 +181,13 @@ func TestKnownFromSumsMerged(t *testing.T) {
 	if found := s.Scan([]byte(`{"m":"feed-only-value-78"}`), both); len(found) != 0 {
 		t.Errorf("a value of the same length not in the set: %v", found)
 	}
-	if _, err := secretscan.KnownFromSums(feedKey, sums[:15], lengths); err == nil {
+	if _, err := secretscan.KnownFromSums(fingerprint.Alg, feedKey, sums[:15], lengths); err == nil {
 		t.Error("15 bytes of sums were accepted")
 	}
-	if _, err := secretscan.KnownFromSums(feedKey, sums, []int{3}); err == nil {
+	if _, err := secretscan.KnownFromSums(fingerprint.Alg, feedKey, sums, []int{3}); err == nil {
 		t.Error("a length under the minimum was accepted")
+	}
+	if _, err := secretscan.KnownFromSums("hmac-sha256-128", feedKey, sums, lengths); err == nil {
+		t.Error("sums made with another algorithm were accepted")
 	}
 }

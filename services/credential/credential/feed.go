@@ -21,7 +21,7 @@ import (
 // secret of a server it does not run (docs/security.md).
 const VerbFingerprints = credclient.VerbFingerprints
 
-// feedKeyLabel derives the feed's HMAC key from the service's curve seed:
+// feedKeyLabel derives the feed's fingerprint key from the service's curve seed:
 // every instance holds the same pair, so all make the same fingerprints,
 // and no key is stored besides it.
 const feedKeyLabel = "mcpbus secret fingerprints v1"
@@ -88,7 +88,7 @@ func (s *Service) feed(ctx context.Context, key []byte) (model.FingerprintFeed, 
 	m := fingerprint.New(key)
 	seen := map[fingerprint.Sum]struct{}{}
 	lens := map[int]struct{}{}
-	out := model.FingerprintFeed{Key: key, At: s.opts.Now().UTC()}
+	out := model.FingerprintFeed{Alg: fingerprint.Alg, Key: key, At: s.opts.Now().UTC()}
 	add := func(v string) {
 		for _, f := range fingerprint.Forms(v) {
 			sum := m.Of([]byte(f))

@@ -95,9 +95,11 @@ func (r *Runner) fetchFeed(ctx context.Context, src FingerprintSource) error {
 	if err != nil {
 		return err
 	}
-	known, err := secretscan.KnownFromSums(feed.Key, feed.Sums, feed.Lengths)
+	known, err := secretscan.KnownFromSums(feed.Alg, feed.Key, feed.Sums, feed.Lengths)
 	if err != nil {
-		return apierr.Wrap(apierr.Internal, "the fingerprint feed is malformed", err)
+		// Malformed, or made with another alg (a credential service of
+		// another version): the last feed read stays in use.
+		return apierr.Wrap(apierr.Internal, "the fingerprint feed cannot be used: "+err.Error(), err)
 	}
 	r.secrets.setFeed(known)
 	if feed.Truncated {

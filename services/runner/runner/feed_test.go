@@ -31,7 +31,7 @@ func (f *feedResolver) set(values ...string) {
 func (f *feedResolver) Fingerprints(context.Context) (model.FingerprintFeed, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	feed := model.FingerprintFeed{Key: []byte("feed key of the test"), At: time.Now()}
+	feed := model.FingerprintFeed{Alg: fingerprint.Alg, Key: []byte("feed key of the test"), At: time.Now()}
 	m := fingerprint.New(feed.Key)
 	for _, v := range f.values {
 		for _, form := range fingerprint.Forms(v) {

@@ -160,7 +160,7 @@ func feedKnown(b *testing.B, feed *feedResolver) *secretscan.Known {
 	if err != nil {
 		b.Fatal(err)
 	}
-	k, err := secretscan.KnownFromSums(f.Key, f.Sums, f.Lengths)
+	k, err := secretscan.KnownFromSums(f.Alg, f.Key, f.Sums, f.Lengths)
 	if err != nil {
 		b.Fatal(err)
 	}
