@@ -9,6 +9,8 @@
 // runner's own still reaches go-sdk's decoder, which rejects it.
 package jsonscan
 
+import "bytes"
+
 // Members calls fn with the raw key (between its quotes, escapes left as
 // they are) and the raw value of each top-level member of the object in b,
 // until fn returns false. It reports false when b is not an object or ends early.
@@ -58,6 +60,42 @@ func Members(b []byte, fn func(key, val []byte) bool) bool {
 	return false
 }
 
+// Elements calls fn with the raw value of each element of the array in b,
+// until fn returns false. It reports false when b is not an array or ends
+// early.
+func Elements(b []byte, fn func(val []byte) bool) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return true
+	}
+	for i < len(b) {
+		end := skipValue(b, i)
+		if end < 0 {
+			return false
+		}
+		if !fn(b[i:end]) {
+			return true
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 func skipSpace(b []byte, i int) int {
 	for i < len(b) {
 		switch b[i] {
@@ -71,14 +109,23 @@ func skipSpace(b []byte, i int) int {
 }
 
 // skipString returns the index just past the string starting at b[i] ('"'), or -1.
+// It jumps from quote to quote (bytes.IndexByte): a result's base64 image
+// is one string of hundreds of KiB. A quote closes the string when an even
+// number of backslashes precedes it.
 func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
+	for j := i + 1; j < len(b); {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return -1
 		}
+		end, slashes := j+q, 0
+		for k := end - 1; k > i && b[k] == '\\'; k-- {
+			slashes++
+		}
+		if slashes%2 == 0 {
+			return end + 1
+		}
+		j = end + 1
 	}
 	return -1
 }

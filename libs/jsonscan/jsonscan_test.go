@@ -74,3 +74,36 @@ func FuzzMembers(f *testing.F) {
 		checkMembers(t, d, want)
 	})
 }
+
+// Elements agrees with encoding/json on the elements of valid arrays.
+func TestElements(t *testing.T) {
+	for _, d := range []string{
+		`[]`, ` [ ] `,
+		`[{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"},{"type":"text","text":"]\"["}]`,
+		"[1, -2.5e3 ,\"a\\\"]\",[[]],{\"k\":[1]},null,true,false]",
+	} {
+		var want []json.RawMessage
+		if err := json.Unmarshal([]byte(d), &want); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		var got []json.RawMessage
+		if !Elements([]byte(d), func(v []byte) bool { got = append(got, json.RawMessage(v)); return true }) {
+			t.Fatalf("%s: not scanned", d)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d elements, want %d", d, len(got), len(want))
+		}
+		for i := range want {
+			w, _ := json.Marshal(want[i])
+			g, _ := json.Marshal(got[i])
+			if !bytes.Equal(w, g) {
+				t.Errorf("%s: element %d = %s, want %s", d, i, got[i], want[i])
+			}
+		}
+	}
+	for _, bad := range []string{``, `{}`, `"x"`, `[`, `[1`, `[1,`, `[1 2]`, `["x]`, `[{]`} {
+		if Elements([]byte(bad), func([]byte) bool { return true }) {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

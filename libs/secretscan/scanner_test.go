@@ -191,3 +191,33 @@ func TestKnownFromSumsMerged(t *testing.T) {
 		t.Error("sums made with another algorithm were accepted")
 	}
 }
+
+// ScanSkipping finds what Scan finds outside the skipped values, at their
+// places in the whole payload, and nothing inside them.
+func TestScanSkipping(t *testing.T) {
+	const aws = "AKIAZ3MQXP7R2HKW5Y4N"
+	known := secretscan.NewKnown([]byte("k"), []string{stored})
+	skipped := `"` + aws + `"`
+	p := `{"a":"key ` + aws + ` here","data":` + skipped + `,"b":"x ` + stored + ` y","c":` + skipped + `}`
+	i := strings.Index(p, skipped)
+	j := strings.LastIndex(p, skipped)
+	skip := []secretscan.Span{{Start: i, End: i + len(skipped)}, {Start: j, End: j + len(skipped)}}
+	s := scanner(t)
+	got := s.ScanSkipping([]byte(p), known, skip)
+	if len(got) != 2 {
+		t.Fatalf("found %v, want the key in a and the stored value in b", got)
+	}
+	if p[got[0].Start:got[0].End] != aws || got[0].Start != strings.Index(p, aws) {
+		t.Errorf("first finding %+v is %q", got[0], p[got[0].Start:got[0].End])
+	}
+	if p[got[1].Start:got[1].End] != stored || got[1].Rule != secretscan.RuleKnown {
+		t.Errorf("second finding %+v is %q", got[1], p[got[1].Start:got[1].End])
+	}
+	spans := map[int]bool{}
+	for _, f := range s.ScanSkipping([]byte(p), known, nil) {
+		spans[f.Start] = true
+	}
+	if len(spans) != 4 {
+		t.Errorf("nothing skipped: %d places found, want 4", len(spans))
+	}
+}

@@ -37,15 +37,15 @@ func newSecretGuard() (*secretGuard, error) {
 	return &secretGuard{key: key, per: map[string]*secretscan.Known{}}, nil
 }
 
-// scan scans payload under policy. A scanner that cannot be built fails
-// closed: the payload is refused or withheld (policy block) under a rule
-// naming why.
-func (g *secretGuard) scan(payload []byte, policy string) ([]secretscan.Finding, string) {
+// scan scans payload, less the values of skip, under policy. A scanner
+// that cannot be built fails closed: the payload is refused or withheld
+// (policy block) under a rule naming why.
+func (g *secretGuard) scan(payload []byte, skip []secretscan.Span, policy string) ([]secretscan.Finding, string) {
 	sc, err := secretscan.Default()
 	if err != nil {
 		return []secretscan.Finding{{Rule: "mcpbus-scanner-unavailable"}}, model.SecretsBlock
 	}
-	return sc.Scan(payload, g.known.Load()), policy
+	return sc.ScanSkipping(payload, g.known.Load(), skip), policy
 }
 
 // set records the secrets a server's start resolved (they replace the
@@ -98,7 +98,7 @@ func (g *secretGuard) checkArguments(cfg *model.McpConfig, args []byte) ([]byte,
 	if policy == model.SecretsOff {
 		return args, nil, nil
 	}
-	found, policy := g.scan(args, policy)
+	found, policy := g.scan(args, nil, policy)
 	if len(found) == 0 {
 		return args, nil, nil
 	}
@@ -120,7 +120,7 @@ func (g *secretGuard) checkResult(cfg *model.McpConfig, res *callReply) {
 	if policy == model.SecretsOff || len(res.data) == 0 {
 		return
 	}
-	found, policy := g.scan(res.data, policy)
+	found, policy := g.scan(res.data, binaryData(res.data), policy)
 	if len(found) == 0 {
 		return
 	}
