@@ -163,27 +163,31 @@ func (s *Store) consume(ctx context.Context, h model.HeldCall, rev uint64) error
 }
 
 // Decide approves or denies held call req.ID as principal id by: NOT_FOUND
-// when no such call is held, CONFLICT when it was decided or expired (or
-// another answer wins the race), UNAUTHORIZED when by is neither an admin
-// nor an approver the holding rule names. asCaller says the calling client
-// itself answers (its user approves their own call, which the client
-// declared it can ask about).
+// when no such call is held or by may not decide it (neither an admin nor
+// an approver the holding rule names, nor the caller answering its own
+// call), CONFLICT when it was decided or expired (or another answer wins
+// the race). asCaller says the calling client itself answers (its user
+// approves their own call, which the client declared it can ask about).
+// The id derives from principal, tool and arguments, so anyone may compute
+// it for a guessed call: who may not decide a call learns nothing of it,
+// not even whether it is held or how it was decided.
 func (s *Store) Decide(ctx context.Context, req model.ApprovalDecideRequest, by string, admin, asCaller bool) (model.HeldCall, error) {
 	if e := req.Validate(); e != nil {
 		return model.HeldCall{}, e
 	}
+	may := func(h model.HeldCall) bool { return (asCaller && by == h.Principal) || h.MayDecide(by, admin) }
 	h, rev, err := s.get(ctx, req.ID)
 	if apierr.Of(err) == apierr.NotFound {
-		if prev := s.decidedBefore(ctx, req.ID); prev != "" {
-			return model.HeldCall{}, apierr.Newf(apierr.Conflict, "call %q was decided already (%s)", req.ID, prev)
+		if prev, ok := s.decidedBefore(ctx, req.ID); ok && may(prev) {
+			return model.HeldCall{}, apierr.Newf(apierr.Conflict, "call %q was decided already (%s)", req.ID, prev.Decision)
 		}
 		return model.HeldCall{}, err
 	}
 	if err != nil {
 		return model.HeldCall{}, err
 	}
-	if !(asCaller && by == h.Principal) && !h.MayDecide(by, admin) {
-		return model.HeldCall{}, apierr.Newf(apierr.Unauthorized, "only an admin or an approver the rule names may decide call %q", req.ID)
+	if !may(h) {
+		return model.HeldCall{}, notHeld(req.ID)
 	}
 	if st := h.State(s.now()); st != model.HeldPending {
 		return model.HeldCall{}, apierr.Newf(apierr.Conflict, "call %q was decided already (%s)", req.ID, st)
@@ -209,11 +213,12 @@ func (s *Store) Decide(ctx context.Context, req model.ApprovalDecideRequest, by 
 	return h, nil
 }
 
-// decidedBefore is the decision of a record its waiter deleted already ("" none).
-func (s *Store) decidedBefore(ctx context.Context, id string) string {
+// decidedBefore is the last record, decided, of a call its waiter deleted
+// already (false: none).
+func (s *Store) decidedBefore(ctx context.Context, id string) (model.HeldCall, bool) {
 	hist, err := s.held.History(ctx, heldKey(id))
 	if err != nil {
-		return ""
+		return model.HeldCall{}, false
 	}
 	for i := len(hist) - 1; i >= 0; i-- {
 		if hist[i].Operation() != jetstream.KeyValuePut {
@@ -221,11 +226,11 @@ func (s *Store) decidedBefore(ctx context.Context, id string) string {
 		}
 		var h model.HeldCall
 		if json.Unmarshal(hist[i].Value(), &h) == nil && h.Decision != model.HeldPending {
-			return h.Decision
+			return h, true
 		}
-		return ""
+		return model.HeldCall{}, false
 	}
-	return ""
+	return model.HeldCall{}, false
 }
 
 // List is the calls that wait for a decision, oldest first; those a

@@ -193,11 +193,16 @@ func HeldID(principal, tool, argsHash string) string {
 
 func heldKey(id string) string { return "held." + id }
 
+// notHeld is the answer for a call that is not held, or not the asker's to know of.
+func notHeld(id string) error {
+	return apierr.Newf(apierr.NotFound, "no call %q is held for approval", id).WithField("id")
+}
+
 // get reads a held call and its revision (NOT_FOUND when none).
 func (s *Store) get(ctx context.Context, id string) (model.HeldCall, uint64, error) {
 	e, err := s.held.Get(ctx, heldKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return model.HeldCall{}, 0, apierr.Newf(apierr.NotFound, "no call %q is held for approval", id).WithField("id")
+		return model.HeldCall{}, 0, notHeld(id)
 	}
 	if err != nil {
 		return model.HeldCall{}, 0, err

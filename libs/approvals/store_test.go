@@ -3,6 +3,7 @@ package approvals_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,9 +96,12 @@ func TestHeldCallAcrossInstances(t *testing.T) {
 	if l, _ := b.List(ctx, "key:eve", false); len(l) != 0 {
 		t.Fatalf("a non-approver lists %v", l)
 	}
+	// Eve may not decide it, and is not told it exists: the same NOT_FOUND
+	// as for a call never held (the id is computable from a guess).
 	_, err := b.Decide(ctx, model.ApprovalDecideRequest{ID: held.ID, Decision: model.DecisionApprove}, "key:eve", false, false)
-	if apierr.Of(err) != apierr.Unauthorized {
-		t.Fatalf("eve's approval = %v, want UNAUTHORIZED", err)
+	_, none := b.Decide(ctx, model.ApprovalDecideRequest{ID: approvals.HeldID("key:x", "fs__write", "0"), Decision: model.DecisionApprove}, "key:eve", false, false)
+	if apierr.Of(err) != apierr.NotFound || apierr.From(err).Message != strings.ReplaceAll(apierr.From(none).Message, approvals.HeldID("key:x", "fs__write", "0"), held.ID) {
+		t.Fatalf("eve's approval = %v, want NOT_FOUND worded as for no call (%v)", err, none)
 	}
 	if _, err := b.Decide(ctx, model.ApprovalDecideRequest{ID: held.ID, Decision: model.DecisionApprove}, "key:bob", false, false); err != nil {
 		t.Fatalf("bob (a named approver) approving: %v", err)
@@ -108,6 +112,11 @@ func TestHeldCallAcrossInstances(t *testing.T) {
 	_, err = b.Decide(ctx, model.ApprovalDecideRequest{ID: held.ID, Decision: model.DecisionDeny}, "operator", true, false)
 	if apierr.Of(err) != apierr.Conflict {
 		t.Fatalf("a second answer = %v, want CONFLICT", err)
+	}
+	// How it was decided is not eve's to learn either.
+	_, err = b.Decide(ctx, model.ApprovalDecideRequest{ID: held.ID, Decision: model.DecisionDeny}, "key:eve", false, false)
+	if apierr.Of(err) != apierr.NotFound || strings.Contains(err.Error(), model.HeldApproved) {
+		t.Fatalf("eve's answer after the decision = %v, want NOT_FOUND", err)
 	}
 	// The approval was used: the same call again is held anew.
 	h, err := a.Hold(ctx, call(`{"path":"/a","data":1}`), nil)

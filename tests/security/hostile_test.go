@@ -148,6 +148,18 @@ func TestHostileClients(t *testing.T) {
 		"forge an OAuth callback to a gateway":              "mcp.v1.oauth.callback.0a1b",
 		"revoke OAuth access tokens":                        "mcp.v1.tokens.revoke",
 		"write the pending OAuth flows":                     "$KV.mcp_oauth_flows.x",
+		"rpc to a server it may not call":                   "mcp.v1.agent.intruder.rpc.other",
+		"cancel another server's calls":                     "mcp.v1.agent.intruder.cancel.other",
+		"talk to the chat service":                          "mcp.v1.chat.send",
+		"run a durable task":                                "mcp.v1.task.create",
+		"decide a held call":                                "mcp.v1.approvals.decide",
+		"approve a changed tool definition":                 "mcp.v1.tools.approve",
+		"change a config":                                   "mcp.v1.config.update",
+		"read an API key record":                            "$JS.API.DIRECT.GET.KV_mcp_apikeys.$KV.mcp_apikeys.x",
+		"read a config record":                              "$JS.API.STREAM.MSG.GET.KV_mcp_configs",
+		"replay the event stream":                           "$JS.API.CONSUMER.CREATE.MCP_EVENTS",
+		"read the audit stream":                             "$JS.API.CONSUMER.CREATE.MCP_AUDIT",
+		"rewrite the approval rules":                        "$KV.mcp_approval_rules.policy",
 	}
 	for what, subject := range deniedPublish {
 		t.Run("agent: "+what, func(t *testing.T) {

@@ -282,7 +282,7 @@ func TestOnlyTheSenderDecides(t *testing.T) {
 		return len(p) == 1, "not pending"
 	})
 	req := model.ChatApproveRequest{Conversation: "conv8", CallID: "a1", Decision: model.DecisionApprove}
-	if err := e.decider.Decide(bob, req); apierr.Of(err) != apierr.Unauthorized {
+	if err := e.decider.Decide(bob, req); apierr.Of(err) != apierr.NotFound { // not his to know of
 		t.Fatalf("bob deciding alice's call: %v", err)
 	}
 	if err := e.decider.Decide(alice, req); err != nil {

@@ -161,3 +161,28 @@ func TestStoreFailureKeepsResultInEntry(t *testing.T) {
 		t.Fatalf("read_result %q", clipped(rs[1].Content))
 	}
 }
+
+// A model in one conversation cannot read another conversation's stored
+// result through read_result, even knowing its call id: the id is looked up
+// in its own conversation only.
+func TestReadResultOnlyOwnConversation(t *testing.T) {
+	h := setup(t, model.ChatProviderOpenAI, nil)
+	withStore(t, h, nil)
+	secret := numbered(40 << 10)
+	h.fake.handlers["fake__big"] = func(context.Context, json.RawMessage) (json.RawMessage, error) { return textResult(secret), nil }
+	h.srv.Enqueue(llmtest.ToolCalls(llmtest.ToolCall{ID: "a1", Name: "fake__big", Arguments: `{}`}), llmtest.Text("stored"))
+	if done, err := h.eng.RunTurn(ctxT(t), "alice", h.prof, "go"); err != nil || done.Reason != model.TurnFinal {
+		t.Fatalf("%+v %v", done, err)
+	}
+	if rs := h.results(t, "alice"); len(rs) != 1 || !rs[0].Stored {
+		t.Fatalf("alice's result was not stored: %+v", rs)
+	}
+	h.srv.Enqueue(llmtest.ToolCalls(llmtest.Call(loop.ReadResultTool, `{"call_id":"a1"}`)), llmtest.Text("tried"))
+	if done, err := h.eng.RunTurn(ctxT(t), "mallory", h.prof, "read a1"); err != nil || done.Reason != model.TurnFinal {
+		t.Fatalf("%+v %v", done, err)
+	}
+	rs := h.results(t, "mallory")
+	if len(rs) != 1 || !rs[0].IsError || !strings.Contains(rs[0].Content, "no tool result") || strings.Contains(rs[0].Content, "line 0") {
+		t.Fatalf("mallory's read_result of alice's call: %+v", rs)
+	}
+}

@@ -183,7 +183,13 @@ func (s *server) handleCall(req micro.Request) {
 		default:
 			hdr[bus.HeaderToolResult] = toolResultOK
 		}
-		_ = req.Respond(res.data, micro.WithHeaders(hdr))
+		if rerr := req.Respond(res.data, micro.WithHeaders(hdr)); rerr != nil {
+			err = s.r.unsent(rerr, "the result of "+s.slug+"."+token, len(res.data))
+			delete(hdr, bus.HeaderToolResult)
+			_ = bus.RespondError(req, err, micro.WithHeaders(hdr))
+			outcome, errText = "error", s.eventError(err)
+			s.errs.Add(1)
+		}
 	}
 	s.calls.Add(1)
 	if tool == "" {
@@ -572,7 +578,10 @@ func (s *server) handleRPC(req micro.Request) {
 		_ = bus.RespondError(req, err)
 		return
 	}
-	_ = req.RespondJSON(out)
+	if rerr := req.RespondJSON(out); rerr != nil {
+		data, _ := json.Marshal(out)
+		_ = bus.RespondError(req, s.r.unsent(rerr, "the answer of server "+s.slug, len(data)))
+	}
 }
 
 func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) (any, error) {

@@ -2,9 +2,12 @@ package runner_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +20,22 @@ import (
 
 // sandboxSecrets are the files a hostile server goes after: a seed in an
 // identities dir outside the data dir, a file in the data dir, another
-// server's keyfile. All 0600, the runner's own.
+// server's keyfile (all 0600, the runner's own), and the runner's own
+// environment (whatever tokens it was started with): /proc/<runner>/environ,
+// and that of each of its threads, among them the one that forked the
+// server and shares its Landlock domain.
 type sandboxSecrets struct {
-	dataDir, seed, dataFile, keyfile string
+	dataDir, seed, dataFile, keyfile, environ, threads string
 }
+
+// files are the runner's files the probe tries; all adds its environment.
+func (s sandboxSecrets) files() []string { return []string{s.seed, s.dataFile, s.keyfile} }
+func (s sandboxSecrets) all() []string   { return append(s.files(), s.environ, s.threads) }
 
 func makeSecrets(t *testing.T) sandboxSecrets {
 	t.Helper()
-	s := sandboxSecrets{dataDir: t.TempDir()}
+	pid := os.Getpid() // the runner runs in this process
+	s := sandboxSecrets{dataDir: t.TempDir(), environ: fmt.Sprintf("/proc/%d/environ", pid), threads: fmt.Sprintf("/proc/%d/task/*/environ", pid)}
 	ids, keys := t.TempDir(), t.TempDir()
 	s.seed = filepath.Join(ids, "runner.nk")
 	s.dataFile = filepath.Join(s.dataDir, "admin.key")
@@ -91,9 +102,12 @@ func probeSecrets(t *testing.T, opts runner.Options, server string, s sandboxSec
 	probe := runnertest.Binary("probe", server)
 	// The leading comma hides the paths from the runner, as a server that
 	// guesses them would: a config that names them is refused (below).
-	probe.EnvVars = map[string]model.EnvVar{"TESTMCP_TRY_READ": {Value: "," + strings.Join([]string{s.seed, s.dataFile, s.keyfile}, ",")}}
+	probe.EnvVars = map[string]model.EnvVar{"TESTMCP_TRY_READ": {Value: "," + strings.Join(s.all(), ",")}}
 	e.Put(t, probe)
-	e.WaitState(t, "probe", model.StateRunning, 15*time.Second)
+	st := e.WaitState(t, "probe", model.StateRunning, 15*time.Second)
+	if fds := inheritedFDs(t, st.PID); len(fds) > 0 {
+		t.Errorf("the server holds descriptors of the runner: %v", fds)
+	}
 	res, err := call(t, e, "probe", "start_reads", `{}`)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +117,7 @@ func probeSecrets(t *testing.T, opts runner.Options, server string, s sandboxSec
 		t.Fatal(err)
 	}
 	// The runner itself is not confined: it still reads all of them.
-	for _, f := range []string{s.seed, s.dataFile, s.keyfile} {
+	for _, f := range s.files() {
 		if _, err := os.ReadFile(f); err != nil {
 			t.Fatalf("the runner lost access to %s: %v", f, err)
 		}
@@ -111,16 +125,64 @@ func probeSecrets(t *testing.T, opts runner.Options, server string, s sandboxSec
 	return got
 }
 
-func wantNothingRead(t *testing.T, got startReads, s sandboxSecrets) {
+// inheritedFDs lists the descriptors past stdio of process pid (a server)
+// that lead to a socket or a file: what it would hold had it inherited the
+// runner's (the bus connection, JetStream's files, a seed read).
+func inheritedFDs(t *testing.T, pid int) []string {
 	t.Helper()
-	for _, f := range []string{s.seed, s.dataFile, s.keyfile} {
-		r, ok := got.Reads[f]
-		if !ok {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("the server's descriptors: %v", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err != nil || n <= 2 {
+			continue
+		}
+		target, err := os.Readlink(filepath.Join(dir, e.Name()))
+		// Its own: /dev, and the cgroup limits Go's runtime keeps open.
+		if err == nil && (strings.HasPrefix(target, "socket:") || strings.HasPrefix(target, "/") && !strings.HasPrefix(target, "/dev/") && !strings.HasPrefix(target, "/sys/fs/cgroup/")) {
+			out = append(out, e.Name()+" -> "+target)
+		}
+	}
+	return out
+}
+
+// wantNothingRead checks the server read none of the runner's files and,
+// with environ, nothing of its environment (a child running as root reads
+// it whatever the runner does: only --child-uid keeps a root runner's).
+func wantNothingRead(t *testing.T, got startReads, s sandboxSecrets, environ bool) {
+	t.Helper()
+	if !environ {
+		for f := range got.Reads {
+			if !slices.Contains(s.files(), f) {
+				delete(got.Reads, f)
+			}
+		}
+		t.Log("a root child: the runner's environment is not checked")
+	}
+	threads := 0
+	for f := range got.Reads {
+		if ok, _ := filepath.Match(s.threads, f); ok {
+			threads++
+		}
+	}
+	if threads == 0 && environ {
+		t.Fatalf("the server found no thread of the runner to try: %+v", got)
+	}
+	for _, f := range s.files() {
+		if _, ok := got.Reads[f]; !ok {
 			t.Fatalf("the server did not try %s: %+v", f, got)
 		}
-		if strings.HasPrefix(r, "read ") {
+	}
+	for f, r := range got.Reads { // every path and every thread's environment
+		thread, _ := filepath.Match(s.threads, f)
+		switch {
+		case strings.HasPrefix(r, "read "):
 			t.Errorf("the server read %s: %s", f, r)
-		} else if !strings.Contains(r, "permission denied") {
+		case strings.Contains(r, "permission denied"), thread && strings.Contains(r, "no such file"): // a thread that ended meanwhile
+		default:
 			t.Errorf("reading %s failed, but not as denied: %s", f, r)
 		}
 	}
@@ -140,7 +202,7 @@ func TestSandboxChildReadsNoSecrets(t *testing.T) {
 		opts := quickOpts()
 		opts.ChildSandbox = "off"
 		got := probeSecrets(t, opts, testServer, s)
-		for _, f := range []string{s.seed, s.dataFile, s.keyfile} {
+		for _, f := range s.files() {
 			if !strings.HasPrefix(got.Reads[f], "read ") {
 				t.Errorf("with the sandbox off the server should read %s: %s", f, got.Reads[f])
 			}
@@ -152,7 +214,7 @@ func TestSandboxChildReadsNoSecrets(t *testing.T) {
 		}
 		s := makeSecrets(t)
 		got := probeSecrets(t, quickOpts(), testServer, s)
-		wantNothingRead(t, got, s)
+		wantNothingRead(t, got, s, !root)
 		if got.UID != os.Getuid() {
 			t.Errorf("uid %d, want the runner's %d", got.UID, os.Getuid())
 		}
@@ -166,7 +228,7 @@ func TestSandboxChildReadsNoSecrets(t *testing.T) {
 		opts.ChildUID = 65534
 		runner.WithoutLandlock(&opts)
 		got := probeSecrets(t, opts, worldReadableServer(t), s)
-		wantNothingRead(t, got, s)
+		wantNothingRead(t, got, s, true)
 		if got.UID != 65534 {
 			t.Errorf("uid %d, want 65534", got.UID)
 		}
@@ -179,7 +241,7 @@ func TestSandboxChildReadsNoSecrets(t *testing.T) {
 		opts := quickOpts()
 		opts.ChildUID = 65534
 		got := probeSecrets(t, opts, worldReadableServer(t), s)
-		wantNothingRead(t, got, s)
+		wantNothingRead(t, got, s, true)
 		if got.UID != 65534 {
 			t.Errorf("uid %d, want 65534", got.UID)
 		}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -51,7 +52,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "testserver env %s=%s (printed at start)\n", n, os.Getenv(n))
 		}
 	}
-	// TESTMCP_TRY_READ=A,B: first try to read each path (a hostile server
+	// TESTMCP_TRY_READ=A,B: first try to read each path or glob (a hostile server
 	// after the runner's secrets); the start_reads tool reports what came of it.
 	probe := tryReads(os.Getenv("TESTMCP_TRY_READ"))
 	if v := os.Getenv("TESTMCP_FAIL_START"); v != "" {
@@ -114,13 +115,19 @@ func tryReads(list string) StartReads {
 	r := StartReads{UID: os.Getuid(), Reads: map[string]string{}}
 	if list != "" {
 		for _, p := range strings.Split(list, ",") {
-			if p == "" {
-				continue
+			paths := []string{p}
+			if strings.Contains(p, "*") { // a glob: every match (/proc/<pid>/task/*/environ)
+				paths, _ = filepath.Glob(p)
 			}
-			if b, err := os.ReadFile(p); err != nil {
-				r.Reads[p] = err.Error()
-			} else {
-				r.Reads[p] = fmt.Sprintf("read %d bytes", len(b))
+			for _, p := range paths {
+				if p == "" {
+					continue
+				}
+				if b, err := os.ReadFile(p); err != nil {
+					r.Reads[p] = err.Error()
+				} else {
+					r.Reads[p] = fmt.Sprintf("read %d bytes", len(b))
+				}
 			}
 		}
 	}

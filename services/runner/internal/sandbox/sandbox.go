@@ -205,6 +205,10 @@ func (c *Child) Start() error {
 		}
 		return nil
 	}
+	if err := notDumpable(); err != nil { // no way into the runner through /proc (ptrace.go)
+		c.removeTemp()
+		return err
+	}
 	plan := c.plan
 	plan.Grants = append(append([]Grant(nil), plan.Grants...), Grant{Path: tmp, Write: true})
 	fd, err := ruleset(c.s.abi, plan)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,40 @@ func TestStartConfinesChildOnly(t *testing.T) {
 		if b, err := os.ReadFile(secret); err != nil || string(b) != "SUAFAKE" {
 			t.Fatalf("the starting process lost access: %q %v", b, err)
 		}
+	}
+}
+
+// A confined child of the same (non-root) uid reads nothing of the process
+// that started it through /proc: not its environment, from any of its
+// threads, the one that forked the child (in the child's Landlock domain)
+// included. A root child reads it regardless (a root runner needs a uid
+// switch), so this runs as another user: go test -c, then run the binary
+// as that user.
+func TestChildReadsNoRunnerEnviron(t *testing.T) {
+	if LandlockABI() == 0 {
+		t.Skip("the kernel has no Landlock")
+	}
+	if os.Geteuid() == 0 {
+		t.Skip("as root the child is root too, and reads it regardless: run the test binary as another user")
+	}
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `for f in /proc/$1/environ /proc/$1/task/*/environ; do cat "$f" >/dev/null 2>&1 && echo "read $f"; done; echo tried`, "sh", strconv.Itoa(os.Getpid()))
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	child, err := s.Prepare(cmd, Spec{Command: cmd.Path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	child.Exited()
+	if got := out.String(); !strings.Contains(got, "tried") || strings.Contains(got, "read ") {
+		t.Fatalf("the child read the runner's environment: %q", got)
 	}
 }

@@ -311,7 +311,7 @@ func shortID(id string) string {
 }
 
 func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = printable(strings.Join(strings.Fields(s), " "))
 	if len(s) > max {
 		return s[:max-1] + "…"
 	}

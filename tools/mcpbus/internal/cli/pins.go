@@ -43,10 +43,10 @@ it is approved with "mcpbus tools approve <server> <tool> <hash>".`,
 				return nil
 			}
 			for _, p := range changes {
-				fmt.Fprintf(g.stdout, "%s.%s changed (%s); seen %s\n", p.Server, p.Tool,
+				fmt.Fprintf(g.stdout, "%s.%s changed (%s); seen %s\n", p.Server, printable(p.Tool),
 					strings.Join(model.ChangedFields(p.Definition, p.Pending.Definition), ", "), p.Pending.SeenAt.Format("2006-01-02 15:04:05Z07:00"))
 				printDefinitionDiff(g, p.Definition, p.Pending.Definition)
-				fmt.Fprintf(g.stdout, "  approve: mcpbus tools approve %s %s %s\n\n", p.Server, p.Tool, p.Pending.Hash)
+				fmt.Fprintf(g.stdout, "  approve: mcpbus tools approve %s %s %s\n\n", p.Server, printable(p.Tool), p.Pending.Hash)
 			}
 			return nil
 		},
