@@ -25,7 +25,7 @@ import (
 // beside it SIGKILLed) `mcpbus status` may take to show every server running
 // on a live runner: the R3 groups the node led elect new leaders (4–9 s),
 // the dead runner's leases lapse (leaseTTL) and its servers start elsewhere.
-// With four CPU hogs beside the test it took 8.5 s and 11.2 s. It once passed 45 s under
+// With four CPU hogs beside the test it took 7.2–11.2 s (3 runs). It once passed 45 s under
 // load: a runner's watch of the owners bucket missed the leadership that
 // moved to n3 and, after the crash, back to n2 (same leader name), so its
 // consumer, dead with n3, stayed silent and the runner never saw the dead
