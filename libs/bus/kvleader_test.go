@@ -1,6 +1,8 @@
 package bus_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -90,4 +92,62 @@ func clusterJS(t *testing.T, c *embednats.Cluster, i int) (jetstream.JetStream, 
 		t.Fatal(err)
 	}
 	return js, nc
+}
+
+// TestFollowKVLeadershipBackAndForth: the bucket's leadership moves to
+// another node and back between two reads of the leader. The name read is
+// the same, but the leadership is new (a consumer that lived with the
+// interim leader may be gone with it): FollowKV watches again.
+func TestFollowKVLeadershipBackAndForth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c, err := embednats.StartCluster(3, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	js0, nc0 := clusterJS(t, c, 0)
+	if _, err := js0.CreateKeyValue(withTimeout(t), jetstream.KeyValueConfig{Bucket: "aba", Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	leader := -1
+	waitUntil(t, "a settled leader of KV_aba", 10*time.Second, func() bool {
+		st, err := js0.Stream(withTimeout(t), "KV_aba")
+		if err != nil || st.CachedInfo().Cluster == nil {
+			return false
+		}
+		leader = c.NodeOf(st.CachedInfo().Cluster.Leader)
+		return leader >= 0 && c.StreamLeader("KV_aba") == leader
+	})
+	js, nc := clusterJS(t, c, (leader+1)%3)
+	kv, err := js.KeyValue(withTimeout(t), "aba")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFollower()
+	// Reads far enough apart for two moves to fit between them.
+	runFollow(t, nc, kv, f, bus.KVFollowOptions{LeaderInterval: 5 * time.Second})
+	select {
+	case <-f.ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first snapshot within 10s")
+	}
+	time.Sleep(500 * time.Millisecond) // FollowKV has read the leader
+	begin := time.Now()
+	moveTo := func(i int) {
+		waitUntil(t, fmt.Sprintf("n%d leading KV_aba", i+1), 10*time.Second, func() bool {
+			if c.StreamLeader("KV_aba") == i {
+				return true
+			}
+			body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": fmt.Sprintf("n%d", i+1)}})
+			_, _ = nc0.Request("$JS.API.STREAM.LEADER.STEPDOWN.KV_aba", body, 2*time.Second)
+			time.Sleep(100 * time.Millisecond)
+			return false
+		})
+	}
+	moveTo((leader + 2) % 3)
+	moveTo(leader)
+	t.Logf("n%d → n%d → n%d in %s", leader+1, (leader+2)%3+1, leader+1, time.Since(begin).Round(time.Millisecond))
+	waitUntil(t, "a snapshot after the leadership came back", 10*time.Second, func() bool { return f.snapshotCount() >= 2 })
 }

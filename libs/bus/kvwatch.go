@@ -122,6 +122,7 @@ func (f *kvFollower) reconnects() uint64 {
 // reports whether it delivered a snapshot.
 func (f *kvFollower) follow(ctx context.Context) (snapshot bool) {
 	epoch := f.reconnects()
+	began := time.Now()
 	// A watch's own context: nats.go unsubscribes the watch when it ends, and
 	// holds a goroutine until then.
 	wctx, cancel := context.WithCancel(ctx)
@@ -145,7 +146,7 @@ func (f *kvFollower) follow(ctx context.Context) (snapshot bool) {
 	tick := time.NewTicker(f.opts.CheckInterval)
 	defer tick.Stop()
 	newLeader := make(chan string, 1)
-	go f.watchLeader(wctx, newLeader)
+	go f.watchLeader(wctx, began, newLeader)
 	initial := map[string]jetstream.KeyValueEntry{} // nil once the snapshot is delivered
 	for {
 		select {

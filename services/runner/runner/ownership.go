@@ -3,13 +3,11 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -88,8 +86,13 @@ func (r *Runner) kick() {
 	}
 }
 
-// own renews, acquires and rebalances leases until ctx ends.
+// own renews leases (renew.go) and acquires and rebalances them until ctx
+// ends. Renewals keep their own loop: a slow acquisition or heartbeat (a
+// stream electing a leader, a starved CPU) must not hold them past the lease.
 func (r *Runner) own(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { r.renewLoop(ctx) })
+	defer wg.Wait()
 	t := time.NewTicker(r.opts.LeaseTTL / 3)
 	defer t.Stop()
 	for {
@@ -104,93 +107,21 @@ func (r *Runner) own(ctx context.Context) {
 }
 
 func (r *Runner) ownPass(ctx context.Context) {
-	if !r.renewLeases(ctx) {
-		return // NATS is away: taking more would only wait out more timeouts
+	if r.natsAway.Load() {
+		return // renewals got no answer: taking more would only wait out more timeouts
 	}
-	r.heartbeat(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.heartbeat(ctx) }) // beside the takeover, not before it
 	r.handOverRefused(ctx)
 	r.acquire(ctx)
 	r.rebalance(ctx)
-}
-
-// expireLeases gives up every lease not renewed for a whole TTL, whatever the
-// ownership loop is waiting for; the maintenance tick calls it.
-func (r *Runner) expireLeases() {
-	r.mu.Lock()
-	var stale []string
-	for slug, l := range r.leases {
-		if time.Since(l.renewed) >= r.opts.LeaseTTL {
-			stale = append(stale, slug)
-		}
-	}
-	r.mu.Unlock()
-	for _, slug := range stale {
-		r.log.Warn("lease expired unrenewed: stopping the server here", "server", slug)
-		r.awayStops.Store(true)
-		r.loseServer(slug)
-	}
-}
-
-// renewLeases refreshes every held lease. A lease another runner holds now,
-// or one that could not be renewed for a whole TTL (NATS unreachable), is
-// given up: the server stops here, so two owners never run together for
-// longer than the lease.
-// It reports whether NATS answered: every renewal, or at least one of them
-// (a loaded JetStream answers some renewals late; a runner that took no
-// lease while any one failed kept servers unowned long after an election).
-func (r *Runner) renewLeases(ctx context.Context) bool {
-	r.mu.Lock()
-	held := make(map[string]lease, len(r.leases))
-	for slug, l := range r.leases {
-		held[slug] = *l
-	}
-	r.mu.Unlock()
-	// In parallel: with NATS away every renewal waits out its timeout, and
-	// one after another they would keep servers here past the lease.
-	var wg sync.WaitGroup
-	var answered atomic.Int32
-	for slug, l := range held {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if r.renewLease(ctx, slug, l) {
-				answered.Add(1)
-			}
-		}()
-	}
 	wg.Wait()
-	return len(held) == 0 || answered.Load() > 0
 }
 
-// renewLease renews one lease; false means NATS did not answer.
-func (r *Runner) renewLease(ctx context.Context, slug string, l lease) bool {
-	val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Key: r.opts.IdentityKey, Server: slug, Replica: l.replica, Since: l.since})
-	c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
-	rev, err := r.assets.Owners.Update(c, l.key, val, l.rev)
-	cancel()
-	switch {
-	case err == nil:
-		r.mu.Lock()
-		if cur, ok := r.leases[slug]; ok && cur.key == l.key {
-			cur.rev, cur.renewed = rev, time.Now()
-		}
-		r.mu.Unlock()
-		return true
-	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound),
-		errors.Is(err, jetstream.ErrKeyDeleted):
-		r.log.Warn("lease lost: handing the server over", "server", slug, "error", err)
-		r.loseServer(slug)
-		return true
-	case time.Since(l.renewed) >= r.opts.LeaseTTL:
-		r.log.Warn("lease expired unrenewed: stopping the server here", "server", slug, "error", err)
-		r.awayStops.Store(true)
-		r.loseServer(slug)
-		return false
-	default:
-		r.log.Warn("lease renewal failed; keeping the server until the lease runs out", "server", slug, "error", err)
-		return false
-	}
-}
+// ownersKV is the owners bucket with its writes retried through a leader
+// election (bus.RetryKV), each within the deadline its caller gives: the
+// lease's own end for a renewal, a lease period for a take or a heartbeat.
+func (r *Runner) ownersKV() jetstream.KeyValue { return bus.RetryKV(r.assets.Owners) }
 
 // heartbeat announces this runner and its load.
 func (r *Runner) heartbeat(ctx context.Context) {
@@ -199,9 +130,9 @@ func (r *Runner) heartbeat(ctx context.Context) {
 	beat := runnerBeat{Runner: r.opts.ID, Leases: len(r.leases), Running: r.running.Load(), At: time.Now().UTC(), Policy: &policy}
 	r.mu.Unlock()
 	val, _ := json.Marshal(beat)
-	c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
+	c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL)
 	defer cancel()
-	if _, err := r.assets.Owners.Put(c, beatPrefix+r.opts.ID, val); err != nil {
+	if _, err := r.ownersKV().Put(c, beatPrefix+r.opts.ID, val); err != nil {
 		r.log.Warn("heartbeat failed", "error", err)
 	}
 }
@@ -342,13 +273,21 @@ func (r *Runner) acquire(ctx context.Context) {
 			if taken {
 				continue
 			}
+			// The lease counts from before the request: the bucket's TTL
+			// starts when the stream stores it, which is no earlier.
 			now := time.Now()
 			val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Key: r.opts.IdentityKey, Server: slug, Replica: replica, Since: now.UTC()})
-			c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
-			rev, err := r.assets.Owners.Create(c, key, val)
+			c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL)
+			rev, err := r.ownersKV().Create(c, key, val)
 			cancel()
+			if bus.Transient(err) {
+				// Unanswered for a whole lease period: the next pass tries
+				// again rather than each free lease waiting out its own.
+				r.log.Warn("taking a lease unanswered; trying again at the next pass", "server", slug, "error", err)
+				return
+			}
 			if err != nil {
-				continue // someone else was faster, or NATS is away: next pass
+				continue // someone else was faster: next pass
 			}
 			r.mu.Lock()
 			r.leases[slug] = &lease{key: key, replica: replica, rev: rev, since: now.UTC(), renewed: now}
@@ -516,7 +455,7 @@ func (r *Runner) releaseServer(ctx context.Context, slug, final string, keep boo
 	}
 	if l != nil {
 		c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL)
-		_ = r.assets.Owners.Delete(c, l.key, jetstream.LastRevision(l.rev))
+		_ = r.ownersKV().Delete(c, l.key, jetstream.LastRevision(l.rev))
 		cancel()
 	}
 }

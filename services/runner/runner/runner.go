@@ -244,6 +244,8 @@ type Runner struct {
 	metrics lifecycleMetrics
 
 	kickCh chan struct{} // asks for an ownership pass
+	// natsAway: the last round of lease renewals got no answer (renew.go).
+	natsAway atomic.Bool
 	// stranded is when a missing replica was first seen that no other runner
 	// could take (acquire's, on the ownership loop only).
 	stranded map[string]time.Time
@@ -320,9 +322,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	r.assets = assets
 	// Status and catalogs ride out a leader election in the background while
-	// this runner still holds the server. Leases are not retried: a renewal
-	// is timed against the lease (LeaseTTL/3 a try) and the next one follows
-	// on its own; a retry must not run past the lease's deadline.
+	// this runner still holds the server. Lease writes are retried too, but
+	// only within the lease they renew or take (renew.go, ownership.go).
 	r.statusW = newLatestWriter(assets.Status, r.holds, r.log)
 	r.toolsW = newLatestWriter(assets.Tools, r.holds, r.log)
 	if err := r.openTasks(ctx); err != nil {
