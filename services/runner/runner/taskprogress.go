@@ -107,7 +107,10 @@ func (s *server) taskProgressOf(ev model.ProgressEvent) model.TaskProgress {
 // ended (cancelled meanwhile), and announces it.
 func (s *server) writeTaskProgress(id string) func(context.Context, model.TaskProgress) {
 	return func(ctx context.Context, p model.TaskProgress) {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// A write under way when the run ends (stop) completes: cancelled
+		// mid-request, the store may still apply it, and the record would
+		// then hold a progress no event announced.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		changed := false
 		out, err := s.r.tasks.updateRecord(ctx, id, func(t *taskRecord) bool {
