@@ -366,17 +366,15 @@ func needs(re *regexp.Regexp, keywords []string) [][]string {
 	if err != nil {
 		return nil
 	}
-	for t.Op == syntax.OpCapture {
-		t = t.Sub[0]
-	}
-	if t.Op != syntax.OpConcat {
+	parts := concatParts(t)
+	if len(parts) < 2 {
 		return nil
 	}
 	var out [][]string
-	for j := range t.Sub {
+	for j := range parts {
 		// The texts of the parts from j on, while they are few.
 		var run []string
-		for _, c := range t.Sub[j:] {
+		for _, c := range parts[j:] {
 			s, ok := exact(c)
 			if !ok {
 				break
@@ -398,6 +396,28 @@ func needs(re *regexp.Regexp, keywords []string) [][]string {
 		}
 	}
 	return out
+}
+
+// concatParts are the parts of t's top concatenation, with a group's
+// concatenation spliced into its place: a group changes no match, and
+// gitleaks writes most rules as \b(…)(?:…|$), whose needed texts are
+// inside the group (jwt's ".ey").
+func concatParts(t *syntax.Regexp) []*syntax.Regexp {
+	switch t.Op {
+	case syntax.OpCapture:
+		return concatParts(t.Sub[0])
+	case syntax.OpConcat:
+		var out []*syntax.Regexp
+		for _, s := range t.Sub {
+			if s.Op == syntax.OpCapture || s.Op == syntax.OpConcat {
+				out = append(out, concatParts(s)...)
+				continue
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	return []*syntax.Regexp{t}
 }
 
 // containsFold reports whether p holds s (lowercase) ASCII

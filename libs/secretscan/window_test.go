@@ -312,3 +312,40 @@ func TestNeeds(t *testing.T) {
 		t.Fatalf("gitleaks found %d secrets in the curl commands", found)
 	}
 }
+
+// Needed texts are exact: every text generated from any rule's regexp
+// that the regexp matches holds a text of each of its needs, so a rule is
+// never skipped where it would match. jwt needs ".ey" (inside its group).
+func TestNeedsHoldInEveryMatch(t *testing.T) {
+	s := testScanner(t)
+	rnd := rand.New(rand.NewPCG(7, 8))
+	withNeeds, checked := 0, 0
+	for i, r := range s.rules {
+		if len(s.needs[i]) > 0 {
+			withNeeds++
+		}
+		re := regexp.MustCompile(s.sources[i])
+		tree, err := syntax.Parse(s.sources[i], syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			g := generate(rnd, tree)
+			if !re.MatchString(g) {
+				continue
+			}
+			checked++
+			if !s.holdsNeeds(i, []byte(g)) {
+				t.Errorf("rule %s: %q matches but lacks a needed text of %q", r.RuleID, g, s.needs[i])
+			}
+		}
+	}
+	j := slices.IndexFunc(s.rules, func(r config.Rule) bool { return r.RuleID == "jwt" })
+	if j < 0 || !slices.ContainsFunc(s.needs[j], func(set []string) bool { return slices.Contains(set, ".ey") }) {
+		t.Errorf("jwt needs %q, want \".ey\" among them", s.needs[max(j, 0)])
+	}
+	t.Logf("%d rules with needed texts; %d generated matches checked", withNeeds, checked)
+	if checked < len(s.rules)*5 {
+		t.Fatalf("only %d generated texts matched their rule", checked)
+	}
+}
