@@ -398,9 +398,16 @@ func TestCrashedServerKeepsTools(t *testing.T) {
 				t.Fatal("crashy__echo left the MCP tool list while the server restarts")
 			}
 		}
-		_, err := sessions[h].CallTool(t.Context(), &mcp.CallToolParams{Name: "crashy__echo", Arguments: map[string]any{"message": "hi"}})
-		if err == nil || !strings.Contains(err.Error(), "restarting after a crash; retry after") {
-			t.Fatalf("MCP call while restarting: %v", err)
+		// The same watches: a view that listed the tool before it saw the
+		// catalog go may lose it until it sees the restart's status.
+		for wait := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			_, err := sessions[h].CallTool(t.Context(), &mcp.CallToolParams{Name: "crashy__echo", Arguments: map[string]any{"message": "hi"}})
+			if err != nil && strings.Contains(err.Error(), "restarting after a crash; retry after") {
+				break
+			}
+			if time.Now().After(wait) || err == nil || !strings.Contains(err.Error(), "unknown tool") {
+				t.Fatalf("MCP call while restarting: %v", err)
+			}
 		}
 	}
 	// After the restart, calls work again.

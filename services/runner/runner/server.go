@@ -394,13 +394,16 @@ func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
 		s.r.running.Add(-1)
 		s.kill(proc)
 		s.forgetPid()
-		s.deleteCatalog()
 		if time.Since(startedAt) >= s.r.opts.HealthyAfter {
 			s.attempts, s.failedFirst = 0, false // it had been healthy long enough: a fresh series of retries
 		}
 		s.setState(model.StateError, apierr.New(apierr.ServiceUnavailable, "server process exited unexpectedly"))
 		s.log.Warn("server exited unexpectedly")
 		s.scheduleRestart()
+		// The catalog goes last: a gateway that sees it gone already knows
+		// a restart is coming (error with retry_at) and keeps the tools
+		// listed; gone first, they left the lists until the status came.
+		s.deleteCatalog()
 	})
 }
 
