@@ -53,8 +53,8 @@ jaegerdev:
 # as go test starts test binaries in the order it is given the packages, the slowest come
 # first. -parallel 4: the t.Parallel tests of a package (go's default is GOMAXPROCS).
 # -vet=off: vet ran go vet on every package already (go test's own vet is a subset of it).
-# tests/cluster runs alone afterwards: it times fail-overs of 3-node clusters (leader elections,
-# lease takeovers), which a CPU shared with four -race suites stretched past its bounds.
+# tests/cluster runs alone afterwards: its 3-node clusters (three nats-servers, runner processes)
+# beside four -race suites loaded the 2 cores enough to make the others' timed steps flaky.
 SLOW_TESTS := ./tests/gateway ./tests/console ./tests/e2e ./tests/security ./tests/split ./services/runner/runner
 TEST_P     ?= 4
 test: console
