@@ -64,6 +64,21 @@ func TestOwnerKilledMidTask(t *testing.T) {
 		for {
 			task, err := e.Client.TaskResult(ctx, id, 10*time.Second)
 			if err != nil {
+				// What the store and the status say, for the log.
+				c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				for _, other := range []string{idem.ID, plain.ID} {
+					rec, rerr := e.Client.Task(c, other)
+					t.Logf("task %s now: %+v (%v)", other, rec, rerr)
+				}
+				t.Logf("status now: %+v; runs: %q", e.Status("slow"), read(runs))
+				if keys, kerr := e.Assets.Owners.Keys(c); kerr == nil {
+					for _, k := range keys {
+						if v, gerr := e.Assets.Owners.Get(c, k); gerr == nil {
+							t.Logf("owners %s = %s", k, v.Value())
+						}
+					}
+				}
 				t.Fatalf("task %s: %v", id, err)
 			}
 			if model.TaskFinal(task.State) {

@@ -418,15 +418,18 @@ func (s *server) credentialsRefused(sess *mcp.ClientSession, e *apierr.Error) {
 	if !current {
 		return
 	}
-	s.stop(model.StateError, true) // its tools stay listed; calls get e
-	s.setState(model.StateError, e)
+	s.stopWith(model.StateError, e, true) // its tools stay listed; calls get e
 	s.log.Warn("server's upstream refused its credentials", "code", e.Code, "error", e.Message)
 }
 
 // stop ends the session and the process group; status becomes final. With
 // keep, the tool catalog stays (an idle server, or one a stopping runner hands
 // over): its tools stay listed and callable, the next call starts it.
-func (s *server) stop(final string, keep bool) {
+func (s *server) stop(final string, keep bool) { s.stopWith(final, nil, keep) }
+
+// stopWith is stop whose final status carries e, in one write: a status
+// first written without e would show watchers an error with no reason.
+func (s *server) stopWith(final string, e *apierr.Error, keep bool) {
 	s.cancelRetry()
 	s.mu.Lock()
 	sess, proc := s.sess, s.proc
@@ -445,7 +448,7 @@ func (s *server) stop(final string, keep bool) {
 	if !keep {
 		s.deleteCatalog()
 	}
-	s.setState(final, nil)
+	s.setState(final, e)
 }
 
 func (s *server) stopSession(sess *mcp.ClientSession, proc *launch.Process) {

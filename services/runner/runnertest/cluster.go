@@ -146,7 +146,7 @@ func (e *ClusterEnv) StartRunner(t testing.TB, bin, id string, node int, extraAr
 	// it shows the shutdown too.
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("runner %s (pid %d) log, last 50 lines of %s:\n%s", id, p.PID(), logPath, p.Tail(50))
+			t.Logf("runner %s (pid %d) log, last 60 lines of %s but its setup steps:\n%s", id, p.PID(), logPath, p.TailWithout(60, `"setup step done"`))
 		}
 	})
 	t.Cleanup(func() {
@@ -273,8 +273,15 @@ func (p *RunnerProc) Logs() string {
 }
 
 // Tail is the last n lines of the runner's output.
-func (p *RunnerProc) Tail(n int) string {
+func (p *RunnerProc) Tail(n int) string { return p.TailWithout(n, "") }
+
+// TailWithout is Tail of the lines that do not hold skip (none skipped when
+// empty): a failure's log shows what the runner did, not its routine steps.
+func (p *RunnerProc) TailWithout(n int, skip string) string {
 	lines := bytes.Split(bytes.TrimRight([]byte(p.Logs()), "\n"), []byte("\n"))
+	if skip != "" {
+		lines = slices.DeleteFunc(lines, func(l []byte) bool { return bytes.Contains(l, []byte(skip)) })
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
