@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
 	gwopenai "github.com/mcpbus/mcpbus/services/gateway/openai"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 )
 
 // oaiClient is the official OpenAI Go SDK pointed at the gateway.
@@ -167,6 +171,58 @@ func TestOpenAICompatible(t *testing.T) {
 		}
 	})
 
+	// The official JavaScript SDK (the openai npm package, pinned in
+	// tests/npm): the models, a completion and a stream with usage, each
+	// running the tool, and a wrong key as its AuthenticationError.
+	t.Run("the openai npm SDK", func(t *testing.T) {
+		node, err := exec.LookPath("node")
+		if err != nil {
+			t.Fatalf("node is not installed: %v", err)
+		}
+		dir := t.TempDir()
+		if err := os.Symlink(filepath.Join(clitest.RepoRoot(t), "tests", "npm", "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+			t.Fatal(err)
+		}
+		script := filepath.Join(dir, "openai.mjs")
+		if err := os.WriteFile(script, []byte(openaiNodeScript), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("tm__echo", `{"message":"from openai-node"}`)), llmtest.Text("The echo said: from openai-node"),
+			llmtest.ToolCalls(llmtest.Call("tm__echo", `{"message":"node stream"}`)), llmtest.Text("The echo said: node stream, in pieces"))
+		out, err := exec.CommandContext(ctxT(t, 2*time.Minute), node, script, c.url+"/v1", c.chat).CombinedOutput()
+		if err != nil {
+			t.Fatalf("node openai.mjs: %v\n%s", err, out)
+		}
+		var got struct {
+			Models       []string
+			Done, Finish string
+			Text         string
+			Chunks       int
+			Usage        *struct {
+				TotalTokens int `json:"total_tokens"`
+			}
+			StreamFinish string
+			BadStatus    int
+			BadName      string
+		}
+		if err := json.Unmarshal(bytes.TrimSpace(out), &got); err != nil {
+			t.Fatalf("the script's output: %v\n%s", err, out)
+		}
+		if len(got.Models) != 1 || got.Models[0] != "assistant" || got.Done != "The echo said: from openai-node" || got.Finish != "stop" {
+			t.Fatalf("models and completion: %s", out)
+		}
+		if got.Text != "The echo said: node stream, in pieces" || got.StreamFinish != "stop" || got.Chunks < 4 || got.Usage == nil || got.Usage.TotalTokens == 0 {
+			t.Fatalf("stream: %s", out)
+		}
+		if got.BadStatus != http.StatusUnauthorized || got.BadName != "AuthenticationError" {
+			t.Fatalf("a wrong key: %s", out)
+		}
+		reqs := c.llm.Requests()
+		if !bytes.Contains(reqs[len(reqs)-1].Body, []byte(`"role":"tool"`)) || !bytes.Contains(reqs[len(reqs)-1].Body, []byte("node stream")) {
+			t.Fatal("the stream's tool result did not reach the model")
+		}
+	})
+
 	t.Run("provider error", func(t *testing.T) {
 		c.llm.Enqueue(llmtest.Error(http.StatusBadRequest))
 		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "assistant",
@@ -245,3 +301,33 @@ func oaiError(err error, status int, typ, code string) bool {
 	var apiErr *openai.Error
 	return errors.As(err, &apiErr) && apiErr.StatusCode == status && apiErr.Type == typ && apiErr.Code == code && apiErr.Message != ""
 }
+
+// openaiNodeScript drives /v1 with the openai npm package: it prints one
+// JSON object of what it saw.
+const openaiNodeScript = `
+import OpenAI from "openai";
+const [baseURL, apiKey] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 });
+const models = [];
+for await (const m of client.models.list()) models.push(m.id);
+const done = await client.chat.completions.create({ model: "assistant", messages: [{ role: "user", content: "Echo: from openai-node" }] });
+const stream = await client.chat.completions.create({ model: "assistant", stream: true, stream_options: { include_usage: true },
+  messages: [{ role: "user", content: "Echo: node stream" }] });
+let text = "", chunks = 0, usage = null, streamFinish = "";
+for await (const chunk of stream) {
+  chunks++;
+  if (chunk.usage) usage = chunk.usage;
+  for (const c of chunk.choices) {
+    text += c.delta?.content ?? "";
+    if (c.finish_reason) streamFinish = c.finish_reason;
+  }
+}
+let badStatus = 0, badName = "";
+try {
+  await new OpenAI({ baseURL, apiKey: "mcpbus_nope_nope", maxRetries: 0 }).models.list();
+} catch (e) {
+  badStatus = e.status;
+  badName = e.constructor.name;
+}
+console.log(JSON.stringify({ models, done: done.choices[0].message.content, finish: done.choices[0].finish_reason, text, chunks, usage, streamFinish, badStatus, badName }));
+`
