@@ -38,6 +38,10 @@ func TestPlanRejectsUntrustedRegistryData(t *testing.T) {
 		{"multi-line argument", Package{RegistryType: "npm", Identifier: "x", PackageArguments: []Argument{
 			{Type: "positional", Input: Input{Value: "a\nb"}}}}, nil, "single line"},
 		{"http package transport", Package{RegistryType: "npm", Identifier: "x", Transport: Remote{Type: "streamable-http"}}, nil, "only stdio"},
+		// Names the runner would refuse at spawn: the plan says so up front.
+		{"LD_PRELOAD", Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{{Name: "LD_PRELOAD", Input: Input{Value: "/tmp/x.so"}}}}, nil, "LD_PRELOAD is not allowed"},
+		{"NODE_OPTIONS", Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{{Name: "node_options", Input: Input{Value: "--require /tmp/x"}}}}, nil, "node_options is not allowed"},
+		{"PATH", Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{{Name: "PATH", Input: Input{Value: "/tmp"}}}}, nil, "PATH is not allowed"},
 	}
 	for _, c := range cases {
 		a := officialPackage(c.pkg, 0, anyHost, c.vars)
@@ -65,11 +69,36 @@ func TestPlanRejectsUntrustedRegistryData(t *testing.T) {
 		{Remote{Type: "sse", URL: "https://example.com/sse"}, "Streamable HTTP"},
 		{Remote{Type: "streamable-http", URL: "https://example.com/mcp", Headers: []KeyValueInput{{Name: "Bad Header"}}}, "header name"},
 	}
+	// A registry may not point mcpbus at the host's own or its network's
+	// services (cloud metadata, the NATS port, loopback admin ports).
+	for _, u := range []string{
+		"https://169.254.169.254/latest/meta-data/", "https://[fd00:ec2::254]/latest", "https://localhost:4222/", "https://LOCALHOST./mcp",
+		"https://api.localhost/mcp", "https://127.0.0.1:8080/mcp", "https://[::1]/mcp", "https://[::ffff:127.0.0.1]/mcp",
+		"https://10.1.2.3/mcp", "https://192.168.0.1/mcp", "https://172.16.0.1/mcp", "https://100.64.0.1/mcp", "https://0.0.0.0/mcp",
+		"https://metadata.google.internal/computeMetadata/v1/", "https://printer.local/mcp", "https://2130706433/mcp", "https://0x7f.1/mcp",
+	} {
+		remotes = append(remotes, struct {
+			r      Remote
+			reason string
+		}{Remote{Type: "streamable-http", URL: u}, "public"})
+	}
+	remotes = append(remotes, struct {
+		r      Remote
+		reason string
+	}{Remote{Type: "streamable-http", URL: "https://{host}/mcp", Variables: map[string]Input{"host": {Default: "169.254.169.254"}}}, "public"})
 	for _, c := range remotes {
 		a := officialRemote(c.r, 0, nil)
 		if a.opt.Usable || !strings.Contains(a.opt.Reason, c.reason) {
 			t.Errorf("%s: usable %v, reason %q (want %q)", c.r.URL, a.opt.Usable, a.opt.Reason, c.reason)
 		}
+	}
+	for _, ok := range []string{"https://mcp.example.com/mcp", "https://93.184.215.14/mcp", "https://[2606:4700::1111]/mcp"} {
+		if a := officialRemote(Remote{Type: "streamable-http", URL: ok}, 0, nil); !a.opt.Usable {
+			t.Errorf("%s: refused: %s", ok, a.opt.Reason)
+		}
+	}
+	if a := smitheryConnection(SmitheryConnection{Type: "http", DeploymentURL: "https://169.254.169.254/mcp"}, 0, nil); a.opt.Usable || !strings.Contains(a.opt.Reason, "public") {
+		t.Errorf("smithery metadata URL: usable %v, reason %q", a.opt.Usable, a.opt.Reason)
 	}
 	// An env var whose name looks secret is treated as one even when the
 	// registry forgot isSecret: its value never lands in the config.

@@ -222,6 +222,11 @@ func (a *attempt) envVars(list []KeyValueInput) {
 			a.unusable("environment variable name %q is not valid", clean(ev.Name, 64))
 			continue
 		}
+		if model.EnvNameDenied(ev.Name) {
+			// The runner refuses it at spawn (model.ExecPolicy): say so now.
+			a.unusable("environment variable %s is not allowed: it changes what the runtime loads or runs", ev.Name)
+			continue
+		}
 		a.names = append(a.names, ev.Name)
 		if a.env == nil {
 			a.env = map[string]model.EnvVar{}
