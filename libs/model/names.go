@@ -76,6 +76,22 @@ func NamespacedName(server, tool string) string {
 	return s + "_" + h
 }
 
+// ClashName is the name of a tool whose namespaced name another tool has too
+// (server "a" with tool "b__c" and server "a__b" with tool "c" are both
+// "a__b__c"): the name shortened, plus a hash of the tool's own identity, so
+// it is stable whatever the other tools are and whichever arrived first.
+// Every front door that lists the whole catalog (the gateway's /mcp, the
+// chat) names clashing tools so, never serving one under the other's name.
+func ClashName(base, server, tool string) string {
+	sum := sha256.Sum256([]byte(server + "\x00" + tool))
+	h := hex.EncodeToString(sum[:4])
+	b := sanitize(base)
+	if max := MaxNameLen - len(h) - 1; len(b) > max {
+		b = b[:max]
+	}
+	return b + "_" + h
+}
+
 func sanitize(s string) string {
 	b := []byte(s)
 	for i, c := range b {

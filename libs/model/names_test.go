@@ -181,6 +181,17 @@ func checkNamespaced(t *testing.T, server, tool string) string {
 	return got
 }
 
+func TestClashNameStable(t *testing.T) {
+	a, b := model.ClashName("a__b__c", "a", "b__c"), model.ClashName("a__b__c", "a__b", "c")
+	if a == b || a != model.ClashName("a__b__c", "a", "b__c") || !namespacedRE.MatchString(a) || !namespacedRE.MatchString(b) {
+		t.Fatalf("clash names %q %q", a, b)
+	}
+	long := model.ClashName("s__"+string(make([]byte, 100)), "s", "x")
+	if len(long) != model.MaxNameLen || !namespacedRE.MatchString(long) {
+		t.Fatalf("long clash name %q (%d)", long, len(long))
+	}
+}
+
 func TestNamespacedName(t *testing.T) {
 	if got := checkNamespaced(t, "github", "search_repos"); got != "github__search_repos" {
 		t.Errorf("plain = %q", got)

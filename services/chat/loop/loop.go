@@ -564,7 +564,8 @@ func (t *turn) step(ctx context.Context, s *state) error {
 }
 
 // catalog is the live catalog filtered by the profile and by the sender's
-// own filter (both must allow a tool), by namespaced name. A call of a tool
+// own filter (both must allow a tool), by namespaced name (tools of two
+// servers that share one get names of their own: distinctNames). A call of a tool
 // not in it is refused as unknown (runCall), so the sender's filter holds
 // for the calls too. Above the tool budget it also indexes the catalog for
 // search_tools.
@@ -573,6 +574,7 @@ func (t *turn) catalog(ctx context.Context) ([]model.Tool, map[string]model.Tool
 	if err != nil {
 		t.e.d.Logger.Warn("chat: listing tools failed; offering none this step", "conversation", t.conv, "err", err)
 	}
+	all = distinctNames(all)
 	var out []model.Tool
 	byName := map[string]model.Tool{}
 	for _, tl := range all {

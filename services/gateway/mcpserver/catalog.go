@@ -2,8 +2,6 @@ package mcpserver
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,24 +105,6 @@ func buildTool(name string, t model.Tool) (*mcp.Tool, error) {
 	return out, nil
 }
 
-// clashName is the name of a tool whose namespaced name another tool has too:
-// the name shortened, plus a hash of the tool's own identity, so it is stable
-// whatever the other tools are and whichever arrived first.
-func clashName(base, server, tool string) string {
-	sum := sha256.Sum256([]byte(server + "\x00" + tool))
-	h := hex.EncodeToString(sum[:4])
-	b := []byte(base)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			b[i] = '_'
-		}
-	}
-	if max := model.MaxNameLen - len(h) - 1; len(b) > max {
-		b = b[:max]
-	}
-	return string(b) + "_" + h
-}
-
 // deriveTools computes the aggregate's tool set from the catalogs, reusing
 // the entries of prev that did not change. Entries that cannot be served are
 // reported through skip.
@@ -156,7 +136,7 @@ func deriveTools(catalogs map[string]model.Catalog, prev map[string]*toolEntry, 
 	for _, c := range all {
 		name := c.base
 		if count[name] > 1 {
-			name = clashName(c.base, c.t.Server, c.t.Tool)
+			name = model.ClashName(c.base, c.t.Server, c.t.Tool)
 		}
 		if _, dup := out[name]; dup { // the same tool twice in one catalog
 			skip(c.t, errors.New("duplicate tool"))

@@ -41,17 +41,6 @@ func TestResourceURIsRoundTrip(t *testing.T) {
 	}
 }
 
-func TestClashNameStable(t *testing.T) {
-	a, b := clashName("a__b__c", "a", "b__c"), clashName("a__b__c", "a__b", "c")
-	if a == b || a != clashName("a__b__c", "a", "b__c") || !exposedName.MatchString(a) || !exposedName.MatchString(b) {
-		t.Fatalf("clash names %q %q", a, b)
-	}
-	long := clashName("s__"+string(make([]byte, 100)), "s", "x")
-	if len(long) != 64 || !exposedName.MatchString(long) {
-		t.Fatalf("long clash name %q (%d)", long, len(long))
-	}
-}
-
 // The server of a principal without sessions is dropped once idle; one with
 // a live session stays.
 func TestSweepKeepsBusyServers(t *testing.T) {

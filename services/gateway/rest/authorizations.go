@@ -113,7 +113,8 @@ func (a *API) startAuthorization(w http.ResponseWriter, r *http.Request) {
 }
 
 // setAuthorization stores the caller's own static secrets for the server
-// (headers: an API key per user), replacing what they had.
+// (headers: an API key per user), replacing what they had; never an OAuth
+// token (see below).
 func (a *API) setAuthorization(w http.ResponseWriter, r *http.Request) {
 	who, ok := callerID(w, r)
 	if !ok {
@@ -125,6 +126,14 @@ func (a *API) setAuthorization(w http.ResponseWriter, r *http.Request) {
 	}
 	var creds model.Credentials
 	if !decodeBody(w, r, &creds) {
+		return
+	}
+	if creds.OAuth != nil {
+		// Its token_url is where the credential service sends refresh
+		// requests: from a caller, any address (cloud metadata, an internal
+		// port). A principal's token comes only from the flow, whose
+		// endpoints are the authorization server's checked metadata.
+		writeError(w, apierr.Invalid("oauth", "an OAuth token of your own comes only from the authorization flow (POST /api/v1/me/authorizations/"+cfg.Slug+"); PUT takes headers"))
 		return
 	}
 	if e := model.CheckPrincipalCredentials(creds); e != nil {

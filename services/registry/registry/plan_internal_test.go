@@ -27,6 +27,9 @@ func TestPlanRejectsUntrustedRegistryData(t *testing.T) {
 		{"privileged", oci(named("--privileged", "", nil)), nil, "not allowed"},
 		{"cap-add", oci(named("--cap-add", "SYS_ADMIN", nil)), nil, "not allowed"},
 		{"image reference with a flag", Package{RegistryType: "oci", Identifier: "--privileged", Transport: Remote{Type: "stdio"}}, nil, "image reference"},
+		{"image on a loopback registry", Package{RegistryType: "oci", Identifier: "localhost:4222/evil:1", Transport: Remote{Type: "stdio"}}, nil, "public registry host"},
+		{"image on the metadata address", Package{RegistryType: "oci", Identifier: "169.254.169.254/latest:1", Transport: Remote{Type: "stdio"}}, nil, "public registry host"},
+		{"image on a private registry address", Package{RegistryType: "oci", Identifier: "10.0.0.7:5000/tool:1", Transport: Remote{Type: "stdio"}}, nil, "public registry host"},
 		{"image reference with upper case", Package{RegistryType: "oci", Identifier: "Acme/Tool", Transport: Remote{Type: "stdio"}}, nil, "image reference"},
 		{"npm name with shell text", Package{RegistryType: "npm", Identifier: "x; rm -rf /", Version: "1.0.0"}, nil, "npm package name"},
 		{"npm version range", Package{RegistryType: "npm", Identifier: "x", Version: "^1.0.0"}, nil, "version"},
@@ -38,6 +41,10 @@ func TestPlanRejectsUntrustedRegistryData(t *testing.T) {
 		{"multi-line argument", Package{RegistryType: "npm", Identifier: "x", PackageArguments: []Argument{
 			{Type: "positional", Input: Input{Value: "a\nb"}}}}, nil, "single line"},
 		{"http package transport", Package{RegistryType: "npm", Identifier: "x", Transport: Remote{Type: "streamable-http"}}, nil, "only stdio"},
+		// Names the runner would refuse at spawn: the plan says so up front.
+		{"LD_PRELOAD", Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{{Name: "LD_PRELOAD", Input: Input{Value: "/tmp/x.so"}}}}, nil, "LD_PRELOAD is not allowed"},
+		{"NODE_OPTIONS", Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{{Name: "node_options", Input: Input{Value: "--require /tmp/x"}}}}, nil, "node_options is not allowed"},
+		{"PATH", Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{{Name: "PATH", Input: Input{Value: "/tmp"}}}}, nil, "PATH is not allowed"},
 	}
 	for _, c := range cases {
 		a := officialPackage(c.pkg, 0, anyHost, c.vars)
@@ -65,11 +72,36 @@ func TestPlanRejectsUntrustedRegistryData(t *testing.T) {
 		{Remote{Type: "sse", URL: "https://example.com/sse"}, "Streamable HTTP"},
 		{Remote{Type: "streamable-http", URL: "https://example.com/mcp", Headers: []KeyValueInput{{Name: "Bad Header"}}}, "header name"},
 	}
+	// A registry may not point mcpbus at the host's own or its network's
+	// services (cloud metadata, the NATS port, loopback admin ports).
+	for _, u := range []string{
+		"https://169.254.169.254/latest/meta-data/", "https://[fd00:ec2::254]/latest", "https://localhost:4222/", "https://LOCALHOST./mcp",
+		"https://api.localhost/mcp", "https://127.0.0.1:8080/mcp", "https://[::1]/mcp", "https://[::ffff:127.0.0.1]/mcp",
+		"https://10.1.2.3/mcp", "https://192.168.0.1/mcp", "https://172.16.0.1/mcp", "https://100.64.0.1/mcp", "https://0.0.0.0/mcp",
+		"https://metadata.google.internal/computeMetadata/v1/", "https://printer.local/mcp", "https://2130706433/mcp", "https://0x7f.1/mcp",
+	} {
+		remotes = append(remotes, struct {
+			r      Remote
+			reason string
+		}{Remote{Type: "streamable-http", URL: u}, "public"})
+	}
+	remotes = append(remotes, struct {
+		r      Remote
+		reason string
+	}{Remote{Type: "streamable-http", URL: "https://{host}/mcp", Variables: map[string]Input{"host": {Default: "169.254.169.254"}}}, "public"})
 	for _, c := range remotes {
 		a := officialRemote(c.r, 0, nil)
 		if a.opt.Usable || !strings.Contains(a.opt.Reason, c.reason) {
 			t.Errorf("%s: usable %v, reason %q (want %q)", c.r.URL, a.opt.Usable, a.opt.Reason, c.reason)
 		}
+	}
+	for _, ok := range []string{"https://mcp.example.com/mcp", "https://93.184.215.14/mcp", "https://[2606:4700::1111]/mcp"} {
+		if a := officialRemote(Remote{Type: "streamable-http", URL: ok}, 0, nil); !a.opt.Usable {
+			t.Errorf("%s: refused: %s", ok, a.opt.Reason)
+		}
+	}
+	if a := smitheryConnection(SmitheryConnection{Type: "http", DeploymentURL: "https://169.254.169.254/mcp"}, 0, nil); a.opt.Usable || !strings.Contains(a.opt.Reason, "public") {
+		t.Errorf("smithery metadata URL: usable %v, reason %q", a.opt.Usable, a.opt.Reason)
 	}
 	// An env var whose name looks secret is treated as one even when the
 	// registry forgot isSecret: its value never lands in the config.

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -104,6 +105,11 @@ func (a *attempt) oci(p Package, h host) {
 	ref, err := reference.ParseNormalizedNamed(ident)
 	if err != nil || strings.HasPrefix(ident, "-") {
 		a.unusable("%q is not a valid image reference", clean(ident, 100))
+		return
+	}
+	if u, err := url.Parse("//" + reference.Domain(ref)); err != nil || internalHost(u.Hostname()) {
+		// docker would pull from it, over plain HTTP for a loopback one.
+		a.unusable("image %q is not on a public registry host (loopback, private, link-local or a local name)", clean(ident, 100))
 		return
 	}
 	_, tagged := ref.(reference.Tagged)
@@ -220,6 +226,11 @@ func (a *attempt) envVars(list []KeyValueInput) {
 	for _, ev := range list {
 		if !envNamePattern.MatchString(ev.Name) {
 			a.unusable("environment variable name %q is not valid", clean(ev.Name, 64))
+			continue
+		}
+		if model.EnvNameDenied(ev.Name) {
+			// The runner refuses it at spawn (model.ExecPolicy): say so now.
+			a.unusable("environment variable %s is not allowed: it changes what the runtime loads or runs", ev.Name)
 			continue
 		}
 		a.names = append(a.names, ev.Name)

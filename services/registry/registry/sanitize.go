@@ -86,11 +86,14 @@ func (a *attempt) userMount(arg Argument, value string) bool {
 	return true
 }
 
-// checkRemoteURL accepts https URLs with a host and no credentials.
+// checkRemoteURL accepts https URLs with a public host and no credentials.
 func checkRemoteURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" || u.User != nil || strings.ContainsAny(raw, " \x00\r\n") {
 		return fmt.Errorf("%q is not an https URL mcpbus would connect to", clean(raw, 200))
+	}
+	if internalHost(u.Hostname()) {
+		return fmt.Errorf("%q is not on a public host (loopback, private, link-local or a local name): a registry entry may not point mcpbus there; add such a server by hand", clean(raw, 200))
 	}
 	return nil
 }
