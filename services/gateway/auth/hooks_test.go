@@ -39,3 +39,23 @@ func TestRefusalHooks(t *testing.T) {
 		t.Errorf("throttle hook called %d times (%v), want 1", len(throttle), throttle)
 	}
 }
+
+// TestRateBucketPerIssuer: tokens of two issuers naming the same subject are
+// two principals, each with its own bucket.
+func TestRateBucketPerIssuer(t *testing.T) {
+	limited := auth.NewLimiter(auth.LimiterOptions{RPS: 0.01, Burst: 1}).Middleware(whoami)
+	tok := func(iss string) *auth.Principal {
+		return &auth.Principal{KeyID: auth.OAuthKeyIDPrefix + "alice", Scopes: []string{"call"}, Issuer: iss}
+	}
+	for i, c := range []struct {
+		p    *auth.Principal
+		want int
+	}{{tok("https://a.example"), http.StatusOK}, {tok("https://b.example"), http.StatusOK}, {tok("https://a.example"), http.StatusTooManyRequests}} {
+		r := httptest.NewRequest("GET", "/mcp/tools", nil)
+		w := httptest.NewRecorder()
+		limited.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), c.p)))
+		if w.Code != c.want {
+			t.Fatalf("request %d (%s): %d, want %d", i, c.p.Issuer, w.Code, c.want)
+		}
+	}
+}

@@ -187,9 +187,14 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		}
 		// A key's bucket is its id (hex); with auth off each client address
 		// (which has dots or colons) gets its own. Neither is built per request.
+		// An OAuth token's key id is only its subject, which two issuers may
+		// both use: its bucket also names the issuer.
 		key := p.KeyID
-		if key == anonymousID {
+		switch {
+		case key == anonymousID:
 			key = ClientAddr(r)
+		case p.Issuer != "":
+			key = p.Issuer + "#" + key
 		}
 		ok, wait := l.Allow(key, p.Rate)
 		if !ok {

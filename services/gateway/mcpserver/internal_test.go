@@ -95,3 +95,43 @@ func TestSweepKeepsBusyServers(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Tokens of two issuers naming the same subject are two principals: each gets
+// its own server (and so its own sessions, and calls checked as itself).
+func TestViewPerIssuer(t *testing.T) {
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Stop()
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	a, err := New(context.Background(), nc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	tok := func(iss string) *auth.Principal {
+		return &auth.Principal{KeyID: auth.OAuthKeyIDPrefix + "alice", Scopes: []string{auth.ScopeCall}, Issuer: iss}
+	}
+	va, err := a.viewFor(tok("https://a.example"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb, err := a.viewFor(tok("https://b.example"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if va == vb {
+		t.Fatal("alice of two issuers share one server")
+	}
+	if got, want := vb.principal.Bus().ID, "oauth:https://b.example#alice"; got != want {
+		t.Fatalf("the second issuer's server acts as %q, want %q", got, want)
+	}
+	if again, _ := a.viewFor(tok("https://a.example"), false); again != va {
+		t.Fatal("the same issuer and subject got a new server")
+	}
+}

@@ -46,9 +46,10 @@ func (v *view) newSessionID() string { return v.key + "-" + rand.Text() }
 // owns reports whether session id sid was opened through v.
 func (v *view) owns(sid string) bool { return strings.HasPrefix(sid, v.key+"-") }
 
-// viewKey identifies a principal's server: its key, its filter, the mode
-// and its pins, so a changed filter gets a fresh server (and the old
-// sessions end) and a session of one mode is unknown to the other.
+// viewKey identifies a principal's server: its key, its issuer (an OAuth
+// token's key id is only its subject, which two issuers may both use), its
+// filter, the mode and its pins, so a changed filter gets a fresh server (and
+// the old sessions end) and a session of one mode is unknown to the other.
 func viewKey(p *auth.Principal, search bool) string {
 	f, _ := json.Marshal(p.Tools)
 	mode := ""
@@ -56,7 +57,7 @@ func viewKey(p *auth.Principal, search bool) string {
 		pins, _ := json.Marshal(p.PinnedTools)
 		mode = "\x00search" + string(pins)
 	}
-	sum := sha256.Sum256([]byte(p.KeyID + "\x00" + string(f) + mode))
+	sum := sha256.Sum256([]byte(p.KeyID + "\x00" + p.Issuer + "\x00" + string(f) + mode))
 	return hex.EncodeToString(sum[:8])
 }
 
