@@ -153,6 +153,9 @@ type Options struct {
 	TaskRetention time.Duration
 	TaskTimeout   time.Duration
 	TaskAckWait   time.Duration
+	// TaskMaxPerPrincipal bounds the tasks one principal has kept
+	// (default DefaultTaskMaxPerPrincipal; taskquota.go).
+	TaskMaxPerPrincipal int
 }
 
 func (o *Options) defaults() {
@@ -195,6 +198,9 @@ func (o *Options) defaults() {
 	setDefault(&o.TaskRetention, DefaultTaskRetention)
 	setDefault(&o.TaskTimeout, DefaultTaskTimeout)
 	setDefault(&o.TaskAckWait, DefaultTaskAckWait)
+	if o.TaskMaxPerPrincipal <= 0 {
+		o.TaskMaxPerPrincipal = DefaultTaskMaxPerPrincipal
+	}
 	if o.HealthFailures <= 0 {
 		o.HealthFailures = 3
 	}

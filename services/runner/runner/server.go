@@ -67,6 +67,8 @@ type server struct {
 	shares     sync.Map // agent name → *atomic.Int64: its calls in flight (takeShare)
 	calls      atomic.Uint64
 	errs       atomic.Uint64
+	// toolsRefresh bounds the re-reads list_changed asks for (toolsrefresh.go).
+	toolsRefresh toolsRefresh
 
 	// Lifecycle bookkeeping (see lifecycle.go). attempts and retry belong to
 	// the server's goroutine; the atomics are read by calls and the maintenance loop.
@@ -108,8 +110,10 @@ func newServer(r *Runner, cfg *model.McpConfig) *server {
 		callPrefix: r.subj.Call(cfg.Slug, ""),
 	}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "mcpbus-runner", Version: Version}, &mcp.ClientOptions{
-		Capabilities:                  clientCapabilities(),
-		ToolListChangedHandler:        func(context.Context, *mcp.ToolListChangedRequest) { s.post(s.refreshTools) },
+		Capabilities: clientCapabilities(),
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			s.toolsRefresh.notify(func() { s.post(s.refreshTools) })
+		},
 		ProgressNotificationHandler:   s.onProgress,
 		ElicitationHandler:            s.onElicit,
 		CreateMessageWithToolsHandler: s.onCreateMessage,
@@ -353,6 +357,7 @@ func listTools(ctx context.Context, sess *mcp.ClientSession) (map[string]*mcp.To
 
 // refreshTools re-reads the tool list after notifications/tools/list_changed.
 func (s *server) refreshTools() {
+	s.toolsRefresh.started()
 	s.mu.RLock()
 	sess := s.sess
 	s.mu.RUnlock()

@@ -153,13 +153,22 @@ func (r *Runner) createTask(ctx context.Context, h nats.Header, in model.TaskCre
 	if err != nil {
 		return model.Task{}, apierr.Wrap(apierr.Internal, "encoding the task", err)
 	}
+	if err := r.tasks.checkQuota(ctx, p.ID, r.opts.TaskMaxPerPrincipal); err != nil {
+		return model.Task{}, err
+	}
+	owner := ownerKeys(p.ID) + task.ID
+	if _, err := r.tasks.kv.Create(ctx, owner, []byte("1")); err != nil {
+		return model.Task{}, apierr.Wrap(apierr.ServiceUnavailable, "storing the task", err)
+	}
 	if _, err := r.tasks.kv.Create(ctx, task.ID, data); err != nil {
+		_ = r.tasks.kv.Delete(context.WithoutCancel(ctx), owner)
 		return model.Task{}, apierr.Wrap(apierr.ServiceUnavailable, "storing the task", err)
 	}
 	run, _ := json.Marshal(taskRunMsg{ID: task.ID})
 	// The message id makes a retried publish count once.
 	if _, err := r.js.Publish(ctx, r.subj.TaskRun(tool.Server), run, jetstream.WithMsgID(task.ID)); err != nil {
 		_ = r.tasks.kv.Delete(context.WithoutCancel(ctx), task.ID)
+		_ = r.tasks.kv.Delete(context.WithoutCancel(ctx), owner)
 		return model.Task{}, apierr.Wrap(apierr.ServiceUnavailable, "queueing the task", err)
 	}
 	return task, nil
@@ -304,6 +313,9 @@ func (r *Runner) handleTaskList(ctx context.Context, req micro.Request) (any, er
 	}
 	out := model.TaskListReply{Tasks: []model.Task{}}
 	for id := range keys.Keys() {
+		if isOwnerKey(id) {
+			continue
+		}
 		rec, _, err := r.tasks.getRecord(ctx, id)
 		if err != nil {
 			continue // expired between the listing and the read

@@ -298,3 +298,34 @@ func TestTasksWaitForRoom(t *testing.T) {
 		t.Fatalf("%d runs, want 3", n)
 	}
 }
+
+// One principal's tasks are bounded: past TaskMaxPerPrincipal its creates
+// are RATE_LIMITED, while another principal still makes tasks, and the
+// bookkeeping of the bound never shows as a task.
+func TestTasksBoundedPerPrincipal(t *testing.T) {
+	o := taskOpts("r1")
+	o.TaskMaxPerPrincipal = 2
+	e := runnertest.Start(t, o)
+	cfg, _ := taskServer(t, "slow")
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+	alice := principal.With(context.Background(), principal.Key("alice", false, model.ToolFilter{}))
+	bob := principal.With(context.Background(), principal.Key("bob", false, model.ToolFilter{}))
+	for range 2 {
+		if _, err := e.Client.CreateTaskNamed(alice, "slow__echo", json.RawMessage(`{"message":"hi"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.Client.CreateTaskNamed(alice, "slow__echo", json.RawMessage(`{"message":"hi"}`)); apierr.Of(err) != apierr.RateLimited {
+		t.Fatalf("alice's third task: %v, want RATE_LIMITED", err)
+	}
+	if _, err := e.Client.CreateTaskNamed(bob, "slow__echo", json.RawMessage(`{"message":"hi"}`)); err != nil {
+		t.Fatalf("bob's first task: %v", err)
+	}
+	if list, err := e.Client.Tasks(alice, "", false); err != nil || len(list) != 2 {
+		t.Fatalf("alice lists %+v, %v; want her 2 tasks", list, err)
+	}
+	if list, err := e.Client.Tasks(context.Background(), "", true); err != nil || len(list) != 3 {
+		t.Fatalf("the admin lists %+v, %v; want the 3 tasks", list, err)
+	}
+}

@@ -185,17 +185,21 @@ missing, reordered, bad signature or unknown key. Exit status 1 when a link is b
 	return cmd
 }
 
+// printAuditReport prints rep; chain names, identities and subjects come
+// from the records (or a bundle's keys), which whoever tampered with them
+// wrote: an escape sequence could erase the BROKEN line and print "every
+// link and signature holds" over it, so they go through printable.
 func printAuditReport(g *globals, rep audit.Report) {
 	for _, c := range rep.Chains {
-		fmt.Fprintf(g.stdout, "chain %s (%s): records %d to %d\n", c.Chain, cmp.Or(c.Identity, "unknown identity"), c.First, c.Last)
+		fmt.Fprintf(g.stdout, "chain %s (%s): records %d to %d\n", printable(c.Chain), printable(cmp.Or(c.Identity, "unknown identity")), c.First, c.Last)
 	}
 	if rep.OK() {
 		fmt.Fprintf(g.stdout, "verified %d events in %d records of %d chains: every link and signature holds\n", rep.Events, rep.Records, len(rep.Chains))
 		return
 	}
-	fmt.Fprintf(g.stdout, "BROKEN: first broken link at %s\n", rep.Problems[0])
+	fmt.Fprintf(g.stdout, "BROKEN: first broken link at %s\n", printable(rep.Problems[0].String()))
 	for _, p := range rep.Problems[1:min(len(rep.Problems), 20)] {
-		fmt.Fprintf(g.stdout, "  also: %s\n", p)
+		fmt.Fprintf(g.stdout, "  also: %s\n", printable(p.String()))
 	}
 	if len(rep.Problems) > 20 {
 		fmt.Fprintf(g.stdout, "  … %d problems in all\n", len(rep.Problems))
