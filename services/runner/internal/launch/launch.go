@@ -220,7 +220,7 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 			envPaths[k] = v.Value
 		}
 	}
-	child, err := opts.Sandbox.Prepare(cmd, sandbox.Spec{Command: cmd.Path, Tools: tools, Args: cfgArgs, EnvPaths: envPaths,
+	child, err := opts.Sandbox.Prepare(cmd, sandbox.Spec{Name: cfg.Slug, Owner: cfg.ID, Command: cmd.Path, Tools: tools, Args: cfgArgs, EnvPaths: envPaths,
 		Npm: pkg.Type == model.PackageNPM, Docker: pkg.Type == model.PackageDocker}, opts.Protected)
 	if err != nil {
 		abort()

@@ -27,8 +27,12 @@ import (
 //     its resolved file lives in); the runner's working directory, the
 //     child's too; ~/.npmrc;
 //   - read and write: /dev (files only: /dev/null, ttys); the child's
-//     private temp dir (its TMPDIR); the npm cache ($npm_config_cache or
-//     ~/.npm); ~/.docker for the docker client; the paths a config's
+//     private temp dir (its TMPDIR); its own npm cache (_mcpbus/<slug>/npm
+//     under $npm_config_cache or ~/.npm: servers share no cache, whose
+//     _npx installs another's npx would run); ~/.docker for the docker
+//     client; with a uid switch, its own HOME (_mcpbus/<slug>/home under
+//     the uid's npm cache, the one place its children may write); the
+//     paths a config's
 //     arguments and plain environment values name (a filesystem server's
 //     allowed directories; the config author chose them); --child-allow.
 //
@@ -66,9 +70,18 @@ type Spec struct {
 	EnvPaths map[string]string
 	// Dir is the child's working directory (the runner's when empty).
 	Dir string
-	// Home is the child's HOME; NpmCache its npm cache (default Home/.npm).
+	// Name keys what the child may write that outlives it: its own npm
+	// cache (and, with a uid switch, its own HOME), so no MCP server writes
+	// where another one's npx installs or reads (the server's slug; empty:
+	// the cache and HOME are shared). Owner is the config's id: a place
+	// made for another owner of the name (a server deleted, then made again
+	// under its slug) is emptied before this one gets it.
+	Name, Owner string
+	// Home is the child's HOME; NpmCache its npm cache (default Home/.npm);
+	// NpmRC the npm user config it reads (default Home/.npmrc).
 	Home     string
 	NpmCache string
+	NpmRC    string
 	// OwnHome: Home belongs to the child (a uid switch), so all of it is
 	// granted read and write.
 	OwnHome bool
@@ -146,6 +159,9 @@ func Compute(spec Spec, protected []Protected) (Plan, error) {
 	}
 	if spec.Home != "" && spec.OwnHome {
 		c.add(spec.Home, true, false)
+	}
+	if spec.NpmRC != "" {
+		c.add(spec.NpmRC, false, false)
 	}
 	if spec.Home != "" {
 		c.add(filepath.Join(spec.Home, ".npmrc"), false, false)
@@ -408,7 +424,9 @@ func toolRoots(prog string) []string {
 		}
 		dir := filepath.Dir(p)
 		out = append(out, dir)
-		if filepath.Base(dir) == "bin" || filepath.Base(dir) == ".bin" {
+		// The install root of …/bin/x, but never the filesystem's root
+		// (/bin/sh): that would grant reading everything not protected.
+		if b := filepath.Base(dir); (b == "bin" || b == ".bin") && filepath.Dir(dir) != string(filepath.Separator) {
 			out = append(out, filepath.Dir(dir))
 		}
 		if i := strings.Index(p, string(filepath.Separator)+"node_modules"+string(filepath.Separator)); i >= 0 {

@@ -131,20 +131,40 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd, spec Spec, extra []Protected) (*Child, 
 	if s == nil {
 		return &Child{cmd: cmd}, nil
 	}
+	if err := checkName(spec.Name); err != nil {
+		return nil, err
+	}
 	if s.uid != 0 {
 		home, err := s.home()
 		if err != nil {
 			return nil, err
 		}
 		spec.Home, spec.NpmCache, spec.OwnHome = home, filepath.Join(home, ".npm"), true
+		docker := ""
+		if spec.Name != "" {
+			// Every child of the uid shares its home: a named child gets a
+			// HOME of its own (all of it granted) in its own place, reads
+			// the shared home's npm config, its docker client the shared
+			// docker config, and nothing else of the shared home.
+			root := ownRoot(spec.NpmCache, spec.Name)
+			if err := s.ownDir(root, spec.Owner, "home"); err != nil {
+				return nil, fmt.Errorf("child home %s: %w", root, err)
+			}
+			spec.Home, spec.NpmRC = filepath.Join(root, "home"), filepath.Join(home, ".npmrc")
+			if spec.Docker {
+				docker = filepath.Join(home, ".docker")
+				spec.DockerConfig = docker
+			}
+		}
 		// The runner's working directory is often closed to the child's uid
 		// (npm's spawns fail there): the child starts in its HOME.
 		if cmd.Dir == "" {
-			cmd.Dir = home
+			cmd.Dir = spec.Home
 		}
-		for k, v := range map[string]string{"HOME": home, "npm_config_cache": spec.NpmCache, "NPM_CONFIG_CACHE": "",
+		for k, v := range map[string]string{"HOME": spec.Home, "npm_config_cache": spec.NpmCache, "NPM_CONFIG_CACHE": "",
+			"npm_config_userconfig": spec.NpmRC, "NPM_CONFIG_USERCONFIG": "",
 			"XDG_CONFIG_HOME": "", "XDG_CACHE_HOME": "", "XDG_DATA_HOME": "", "XDG_STATE_HOME": "", "XDG_RUNTIME_DIR": "",
-			"DOCKER_CONFIG": ""} {
+			"DOCKER_CONFIG": docker} {
 			cmd.Env = setEnv(cmd.Env, k, v)
 		}
 		if cmd.SysProcAttr == nil {
@@ -158,12 +178,29 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd, spec Spec, extra []Protected) (*Child, 
 		if spec.NpmCache == "" {
 			spec.NpmCache = getEnv(cmd.Env, "NPM_CONFIG_CACHE")
 		}
+		if spec.NpmCache == "" && spec.Home != "" {
+			spec.NpmCache = filepath.Join(spec.Home, ".npm")
+		}
 		spec.DockerConfig = getEnv(cmd.Env, "DOCKER_CONFIG")
 	}
 	if spec.Dir == "" {
 		spec.Dir = cmd.Dir
 	}
 	spec.Allow = append(spec.Allow, s.allow...)
+	if spec.Name != "" && spec.NpmCache != "" {
+		// Its own npm cache in its own place under the shared one: one
+		// server's writes there (a planted _npx install) never reach
+		// another's npx. (The place is made for npx children only; for
+		// the others the grant names nothing, and Landlock skips it.)
+		root := ownRoot(spec.NpmCache, spec.Name)
+		spec.NpmCache = filepath.Join(root, "npm")
+		cmd.Env = setEnv(setEnv(cmd.Env, "NPM_CONFIG_CACHE", ""), "npm_config_cache", spec.NpmCache)
+		if spec.Npm {
+			if err := s.ownDir(root, spec.Owner, "npm"); err != nil {
+				return nil, fmt.Errorf("npm cache %s: %w", spec.NpmCache, err)
+			}
+		}
+	}
 	if spec.Npm && spec.Home != "" {
 		cache := spec.NpmCache
 		if cache == "" {
@@ -292,6 +329,51 @@ func (s *Sandbox) home() (string, error) {
 		return "", fmt.Errorf("child home %s is not a directory owned by uid %d", dir, s.uid)
 	}
 	return dir, nil
+}
+
+// ownerFile names the owner (a config id) of a child's own directory.
+const ownerFile = ".mcpbus-owner"
+
+// ownRoot is a named child's own place under the shared npm cache: inside
+// the cache, since that is where the uid's children may write at all (the
+// compose runner's children have a read-only home but for its .npm volume).
+func ownRoot(cache, name string) string { return filepath.Join(cache, "_mcpbus", name) }
+
+// ownDir makes dir and its subdirectories subs (as the child) for owner: a
+// dir made for another owner is emptied first, so a server made again under
+// a deleted one's slug inherits nothing the deleted one left there. No
+// owner: the dirs are only made.
+func (s *Sandbox) ownDir(dir, owner string, subs ...string) error {
+	return s.asChild(func() error {
+		marker := filepath.Join(dir, ownerFile)
+		if owner != "" {
+			if b, err := os.ReadFile(marker); err == nil && string(b) != owner || err != nil && !errors.Is(err, os.ErrNotExist) {
+				if err := os.RemoveAll(dir); err != nil {
+					return err
+				}
+			}
+		}
+		for _, sub := range append([]string{""}, subs...) {
+			if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+				return err
+			}
+		}
+		if owner == "" {
+			return nil
+		}
+		if b, err := os.ReadFile(marker); err == nil && string(b) == owner {
+			return nil
+		}
+		return os.WriteFile(marker, []byte(owner), 0o600)
+	})
+}
+
+// checkName refuses a Spec.Name that is not one plain path element.
+func checkName(name string) error {
+	if name != "" && (name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00")) {
+		return fmt.Errorf("child name %q is not a plain path element", name)
+	}
+	return nil
 }
 
 // ownedDir reports whether path is a directory (not a symlink) owned by uid.

@@ -1,0 +1,88 @@
+package sandbox
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Two servers' children never share a place both may write: each npx child
+// gets an npm cache of its own under the shared one, so a malicious server
+// cannot plant code (an _npx install) that another server's npx then runs,
+// and cannot write the shared cache of the runner's user either; a server
+// made again under a deleted one's slug inherits nothing from it.
+func TestChildrenShareNoNpmCache(t *testing.T) {
+	if LandlockABI() == 0 {
+		t.Skip("the kernel has no Landlock")
+	}
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	shared := filepath.Join(home, ".npm")
+	run := func(name, owner, script string) (string, []string) {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		child, err := s.Prepare(cmd, Spec{Name: name, Owner: owner, Command: cmd.Path, Npm: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		child.Exited()
+		return out.String(), cmd.Env
+	}
+	// a writes its own cache, then tries b's and the shared one.
+	bCache := filepath.Join(shared, "_mcpbus", "b", "npm")
+	if err := os.MkdirAll(bCache, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, env := run("a", "id-a", `echo planted > "$npm_config_cache/own" && echo own-ok
+echo planted > "`+bCache+`/index.js" 2>/dev/null && echo other-written
+echo planted > "`+shared+`/index.js" 2>/dev/null && echo shared-written
+true`)
+	if got := getEnv(env, "npm_config_cache"); got != filepath.Join(shared, "_mcpbus", "a", "npm") {
+		t.Fatalf("a's npm cache is %q", got)
+	}
+	if !strings.Contains(out, "own-ok") {
+		t.Fatalf("a cannot write its own npm cache: %q", out)
+	}
+	if strings.Contains(out, "other-written") || strings.Contains(out, "shared-written") {
+		t.Fatalf("a wrote outside its own cache: %q", out)
+	}
+	for _, p := range []string{filepath.Join(bCache, "index.js"), filepath.Join(shared, "index.js")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Fatalf("%s exists", p)
+		}
+	}
+	// b sees its own (empty) cache, not a's.
+	out, _ = run("b", "id-b", `ls "$npm_config_cache"; cat "`+filepath.Join(shared, "_mcpbus", "a", "npm", "own")+`" 2>&1`)
+	if strings.Contains(out, "planted") {
+		t.Fatalf("b read what a planted: %q", out)
+	}
+	// The same name for another owner (a deleted server made again under
+	// its slug) starts from an empty cache; the same owner keeps its own.
+	out, _ = run("a", "id-a", `cat "$npm_config_cache/own"`)
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("a's own cache did not last: %q", out)
+	}
+	out, _ = run("a", "id-a2", `cat "$npm_config_cache/own" 2>&1`)
+	if strings.Contains(out, "planted") {
+		t.Fatalf("a new owner of the name found the old one's cache: %q", out)
+	}
+	// A name that is not one path element is refused.
+	for _, bad := range []string{"..", "a/b", "."} {
+		if _, err := s.Prepare(exec.Command("/bin/true"), Spec{Name: bad, Command: "/bin/true"}, nil); err == nil {
+			t.Fatalf("name %q accepted", bad)
+		}
+	}
+}
