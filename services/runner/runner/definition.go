@@ -45,6 +45,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Duration(&o.LeaseTTL, "lease-ttl", "", DefaultLeaseTTL, "ownership lease: a runner that dies loses its servers to others after this long")
 	s.Duration(&o.TaskRetention, "task-retention", "", DefaultTaskRetention, "how long a durable task and its result are kept after its last change (every runner the same: it is the bucket's TTL)")
 	s.Duration(&o.TaskTimeout, "task-timeout", "", DefaultTaskTimeout, "how long a durable task's call may run (in place of the call timeout)")
+	s.Int(&o.TaskMaxPerPrincipal, "task-max-per-principal", "", DefaultTaskMaxPerPrincipal, "durable tasks one principal may keep (within --task-retention); past it task.create is RATE_LIMITED")
 	s.Strings(&o.ExecTypes, "exec-types", "", model.ExecTypes,
 		"package types this runner spawns or connects: npm, docker, binary, http (a deployment sets npm,docker,http)")
 	s.Strings(&o.ExecBinaryPrefixes, "exec-binary-prefixes", "", nil,
@@ -76,6 +77,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--task-retention %s: at least 1s", o.TaskRetention)
 	case o.TaskTimeout < 0:
 		return fmt.Errorf("--task-timeout %s must not be negative", o.TaskTimeout)
+	case o.TaskMaxPerPrincipal < 0:
+		return fmt.Errorf("--task-max-per-principal %d must not be negative", o.TaskMaxPerPrincipal)
 	case o.LeaseTTL < 0 || (o.LeaseTTL > 0 && o.LeaseTTL < time.Second):
 		return fmt.Errorf("--lease-ttl %s: at least 1s", o.LeaseTTL)
 	case o.ChildSandbox != "" && o.ChildSandbox != sandbox.ModeAuto && o.ChildSandbox != sandbox.ModeOff:
