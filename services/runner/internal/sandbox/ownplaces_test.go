@@ -86,3 +86,34 @@ true`)
 		}
 	}
 }
+
+// A runner started in its home (or above it) does not grant its children
+// that directory: they would read ~/.ssh and every credential file there.
+func TestComputeLeavesOutHomeAsWorkingDir(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	granted := func(dir string) bool {
+		plan, err := Compute(Spec{Command: "/bin/true"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range plan.Grants {
+			if g.Path == dir {
+				return true
+			}
+		}
+		return false
+	}
+	t.Chdir(home)
+	if granted(home) {
+		t.Fatal("the runner's home, its working directory, is granted")
+	}
+	work := filepath.Join(home, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(work)
+	if !granted(work) || granted(home) {
+		t.Fatal("a working directory below the home is not granted alone")
+	}
+}

@@ -24,8 +24,8 @@ import (
 // Allowed (Landlock is an allow-list, so everything else is denied):
 //   - read and execute: SystemRoots; the install root of the server's
 //     command and of node/npx (…/bin/x → …, and the outermost node_modules
-//     its resolved file lives in); the runner's working directory, the
-//     child's too; ~/.npmrc;
+//     its resolved file lives in); the runner's working directory (not
+//     when it is the runner's home or holds it), the child's too; ~/.npmrc;
 //   - read and write: /dev (files only: /dev/null, ttys); the child's
 //     private temp dir (its TMPDIR); its own npm cache (_mcpbus/<slug>/npm
 //     under $npm_config_cache or ~/.npm: servers share no cache, whose
@@ -151,7 +151,7 @@ func Compute(spec Spec, protected []Protected) (Plan, error) {
 			c.add(r, false, false)
 		}
 	}
-	if wd, err := os.Getwd(); err == nil {
+	if wd, err := os.Getwd(); err == nil && !holdsHome(wd) {
 		c.add(wd, false, false)
 	}
 	if spec.Dir != "" {
@@ -413,6 +413,18 @@ func shebang(prog string) string {
 // toolRoots are the directories a program needs: for …/bin/prog the
 // install root …, and the same for where its symlinks lead; a script
 // inside node_modules needs the outermost node_modules (its dependencies).
+// holdsHome reports whether dir is the runner's home or holds it: a runner
+// started from there (mcpbus up with a --data-dir elsewhere) would grant
+// every child the home's ~/.ssh and cloud credentials to read. npm and node
+// start in a directory they cannot read.
+func holdsHome(dir string) bool {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return false
+	}
+	return within(filepath.Clean(home), filepath.Clean(dir))
+}
+
 func toolRoots(prog string) []string {
 	if prog == "" || !filepath.IsAbs(prog) {
 		return nil
