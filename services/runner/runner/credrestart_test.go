@@ -26,7 +26,9 @@ func (r *changingResolver) Resolve(context.Context, string) (model.ResolvedCrede
 // start, and the server comes up again with the new value.
 func TestRestartDuringStartTakesTheNewSecret(t *testing.T) {
 	slow := filepath.Join(t.TempDir(), "slow")
-	if err := os.WriteFile(slow, []byte("#!/bin/sh\nsleep 1\nexec "+testServer+" \"$@\"\n"), 0o755); err != nil {
+	// The server's path is an argument, which the sandbox grants (as a
+	// deployment would need to), not text inside the script.
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nsleep 1\nexec \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	res := &changingResolver{}
@@ -35,7 +37,7 @@ func TestRestartDuringStartTakesTheNewSecret(t *testing.T) {
 	opts := quickOpts()
 	opts.Resolver = res
 	e := runnertest.Start(t, opts)
-	cfg := runnertest.Binary("slow", slow)
+	cfg := runnertest.Binary("slow", slow, testServer)
 	cfg.ID = uuid.NewString()
 	cfg.AuthType = model.AuthAPIKey
 	cfg.Runtime.Eager = true

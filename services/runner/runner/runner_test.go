@@ -505,14 +505,15 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 	script := filepath.Join(dir, "stubborn.sh")
 	// Handshakes through the real test server, but the wrapper shell ignores SIGTERM
 	// and keeps the group alive after the server exits.
-	body := fmt.Sprintf("#!/bin/sh\ntrap '' TERM\n%s\nsleep 300\n", testServer)
+	// (The server's path is an argument, which the sandbox grants.)
+	body := "#!/bin/sh\ntrap '' TERM\n\"$1\"\nsleep 300\n"
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	opts := quickOpts()
 	opts.StopTimeout = 500 * time.Millisecond
 	e := runnertest.Start(t, opts)
-	e.Put(t, runnertest.Binary("stubborn", script))
+	e.Put(t, runnertest.Binary("stubborn", script, testServer))
 	st := e.WaitState(t, "stubborn", model.StateRunning, 10*time.Second)
 	start := time.Now()
 	if _, err := e.Client.Runtime(context.Background(), "stop", "stubborn"); err != nil {
