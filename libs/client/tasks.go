@@ -33,9 +33,19 @@ func (c *Client) Task(ctx context.Context, id string) (model.Task, error) {
 
 // TaskResult reads a task with its result, waiting up to wait (at most
 // model.TaskMaxWait) for it to end; a task still working is returned so.
+// The request waits no longer than wait and the client's timeout, even
+// under a longer ctx: a request handed to a runner as it died is never
+// answered, and a caller polling a task must get NETWORK_ERROR and ask
+// again (a runner that lives will answer), not wait out its whole ctx.
 func (c *Client) TaskResult(ctx context.Context, id string, wait time.Duration) (model.Task, error) {
+	timeout := c.timeout
+	if timeout <= 0 {
+		timeout = bus.DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait+timeout)
+	defer cancel()
 	var out model.Task
-	err := bus.RequestJSON(ctx, c.nc, c.subj.Task("result"), model.TaskRequest{ID: id, WaitMs: wait.Milliseconds()}, &out, wait+c.timeout)
+	err := bus.RequestJSON(ctx, c.nc, c.subj.Task("result"), model.TaskRequest{ID: id, WaitMs: wait.Milliseconds()}, &out, wait+timeout)
 	return out, err
 }
 

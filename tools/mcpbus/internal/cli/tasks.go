@@ -80,8 +80,16 @@ func newTasksRunCmd(g *globals) *cobra.Command {
 
 // waitTask asks for a task's result until it is final, then prints it.
 func waitTask(ctx context.Context, g *globals, c *client.Client, id string) error {
-	for {
+	for lost := 0; ; {
 		task, err := c.TaskResult(ctx, id, model.TaskMaxWait/2)
+		if apierr.Of(err) == apierr.Network && ctx.Err() == nil && lost < 3 {
+			// No reply: a runner that went away as it was asked (another
+			// answers the next ask). Three in a row: the bus is gone.
+			lost++
+			time.Sleep(time.Second)
+			continue
+		}
+		lost = 0
 		if err != nil {
 			return err
 		}
