@@ -25,7 +25,7 @@ func TestEverything(t *testing.T) {
 		startIn time.Duration
 	}{
 		{"binary", func(t *testing.T) model.McpConfig { return everythingBin(t) }, 30 * time.Second},
-		{"npx", func(t *testing.T) model.McpConfig { npmModules(t); return everythingNpx() }, 60 * time.Second},
+		{"npx", func(t *testing.T) model.McpConfig { npmModules(t); return everythingNpxSeeded(t) }, 60 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

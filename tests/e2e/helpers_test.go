@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
@@ -250,4 +252,46 @@ func waitGroupGone(t *testing.T, pgid int, within time.Duration) {
 		left := groupMembers(pgid)
 		return len(left) == 0 && !alive(pgid), fmt.Sprintf("process group %d still has %v", pgid, left)
 	})
+}
+
+// everythingNpxSeeded is everythingNpx with an id, whose own npm cache (the
+// runner gives every server one, under $npm_config_cache or ~/.npm) is
+// seeded with hard links to the shared cache `make npm-deps` filled: npx
+// then installs offline, as it did from the shared cache before servers got
+// caches of their own, instead of downloading 54 MB in every run. For a
+// runner of this process's uid only (a uid switch gets its own cache).
+func everythingNpxSeeded(t *testing.T) model.McpConfig {
+	t.Helper()
+	cfg := everythingNpx()
+	cfg.ID = uuid.NewString()
+	base := os.Getenv("npm_config_cache")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		base = filepath.Join(home, ".npm")
+	}
+	place := filepath.Join(base, "_mcpbus", model.Slugify(cfg.Name))
+	if err := os.RemoveAll(place); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(base, "_cacache")
+	err := filepath.WalkDir(shared, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(place, "npm", "_cacache", strings.TrimPrefix(path, shared))
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o700)
+		}
+		return os.Link(path, to)
+	})
+	if err != nil {
+		t.Fatalf("seeding the server's npm cache from %s: %v", shared, err)
+	}
+	if err := os.WriteFile(filepath.Join(place, ".mcpbus-owner"), []byte(cfg.ID), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
