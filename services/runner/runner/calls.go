@@ -366,7 +366,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		// go-sdk hands notifications to a queue of their own while the response
 		// returns at once: let the queue catch up so that every progress
 		// notification is published before the reply (NATS keeps that order).
-		defer target.settle()
+		defer target.settle(s.progressCaughtUp(sess))
 	}
 	ctx, op := s.startOp(ctx, sess.ClientSession, cfg, "tools/call", tool.Name, conv.GenAIToolName.String(tool.Name), conv.OperationExecuteTool)
 	injectMeta(ctx, params)
@@ -491,22 +491,48 @@ type progressTarget struct {
 	last               atomic.Int64 // unix nanos of the last forwarded notification
 }
 
-// Progress notifications are forwarded within microseconds of arriving; a
-// call's reply waits until none came for progressQuiet, at most progressSettleMax.
+// A call's reply waits until every progress notification go-sdk read
+// before its response has gone to the handler (caughtUp), at most
+// progressSettleMax. Where the connection does not count them, it waits
+// until none came for progressQuiet instead, at most progressQuietMax.
 const (
+	progressSettleMax = 2 * time.Second
 	progressQuiet     = 2 * time.Millisecond
-	progressSettleMax = 25 * time.Millisecond
+	progressQuietMax  = 25 * time.Millisecond
 )
 
-func (p *progressTarget) settle() {
+// progressCaughtUp reports, for a call whose response go-sdk has read from
+// conn, whether this server's handler has seen every progress notification
+// read before it; nil when conn does not count them.
+func (s *server) progressCaughtUp(sess liveSession) func() bool {
+	if sess.raw == nil || sess.ClientSession == nil {
+		return nil
+	}
+	seen := s.progressCounter(sess.ClientSession)
+	return func() bool { return seen.Load() >= sess.raw.ProgressRead() }
+}
+
+// progressCounter is sess's count of progress notifications handled.
+func (s *server) progressCounter(sess *mcp.ClientSession) *atomic.Uint64 {
+	v, _ := s.progressSeen.LoadOrStore(sess, new(atomic.Uint64))
+	return v.(*atomic.Uint64)
+}
+
+func (p *progressTarget) settle(caughtUp func() bool) {
 	start := time.Now()
+	if caughtUp != nil {
+		for !caughtUp() && time.Since(start) < progressSettleMax {
+			time.Sleep(100 * time.Microsecond)
+		}
+		return
+	}
 	for {
 		quietSince := start
 		if last := time.Unix(0, p.last.Load()); last.After(quietSince) {
 			quietSince = last
 		}
 		wait := progressQuiet - time.Since(quietSince)
-		if wait <= 0 || time.Since(start) >= progressSettleMax {
+		if wait <= 0 || time.Since(start) >= progressQuietMax {
 			return
 		}
 		time.Sleep(wait)
@@ -515,6 +541,11 @@ func (p *progressTarget) settle() {
 
 // onProgress forwards a progress notification to the caller that asked for it.
 func (s *server) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	// Counted once forwarded (or dropped): settle compares it with the
+	// connection's count of those read.
+	if req.Session != nil {
+		defer s.progressCounter(req.Session).Add(1)
+	}
 	token, ok := req.Params.ProgressToken.(string)
 	if !ok {
 		return

@@ -98,6 +98,10 @@ type server struct {
 	// lost is set when another runner may own the server now (its lease is
 	// gone): the status is no longer this runner's to write.
 	lost atomic.Bool
+	// progressSeen counts, per session, the progress notifications go-sdk
+	// handed to onProgress (*mcp.ClientSession → *atomic.Uint64; calls.go:
+	// progressCaughtUp).
+	progressSeen sync.Map
 }
 
 func newServer(r *Runner, cfg *model.McpConfig) *server {
@@ -446,6 +450,7 @@ func (s *server) stopWith(final string, e *apierr.Error, keep bool) {
 	s.mu.Unlock()
 	if sess != nil {
 		s.r.running.Add(-1)
+		s.progressSeen.Delete(sess)
 		s.stopSession(sess, proc)
 		s.forgetPid()
 	}

@@ -80,6 +80,7 @@ type HTTPConn struct {
 	injected  chan msgOrErr // from raw calls' streams
 	closed    chan struct{}
 	closeOnce sync.Once
+	progress  progressCount
 
 	nextID  atomic.Uint64
 	version *atomic.Pointer[string] // shared with the HTTP client's headerTransport
@@ -130,8 +131,10 @@ func (c *HTTPConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case v := <-c.incoming:
+		c.progress.note(v.msg)
 		return v.msg, v.err
 	case v := <-c.injected:
+		c.progress.note(v.msg)
 		return v.msg, v.err
 	case <-c.closed:
 		return nil, io.EOF

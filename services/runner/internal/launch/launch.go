@@ -65,6 +65,8 @@ type Launched struct {
 type RawConn interface {
 	CallTool(ctx context.Context, name string, args json.RawMessage, meta []byte) (json.RawMessage, RawID, error)
 	HasRequestMeta() bool
+	// ProgressRead counts the progress notifications go-sdk has read.
+	ProgressRead() uint64
 }
 
 // Connected completes the connection under sess, the session go-sdk made

@@ -96,8 +96,9 @@ type StdioConn struct {
 	pending map[uint64]chan rawReply // raw calls waiting, by id number
 	failed  error                    // set once the connection is unusable: why
 
-	nextID  atomic.Uint64
-	reqMeta requestMeta
+	nextID   atomic.Uint64
+	reqMeta  requestMeta
+	progress progressCount
 }
 
 type msgOrErr struct {
@@ -119,6 +120,7 @@ func (c *StdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case v := <-c.incoming:
+		c.progress.note(v.msg)
 		return v.msg, v.err
 	case <-c.closed:
 		return nil, io.EOF
