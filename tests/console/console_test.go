@@ -66,11 +66,11 @@ const (
 	chatTimeoutReply  = "The long operation did not finish in time."
 	// Long enough for the browser to answer a form within a call (the wait
 	// for input is bounded by the call's timeout; the form's step also runs
-	// an accessibility check and a screenshot, and at 12 s a loaded run lost
-	// the form mid-step), short enough for the long operation of
-	// slowDuration seconds to time out.
-	chatCallTimeout = 25 * time.Second
-	slowDuration    = 30
+	// an accessibility check and a screenshot: at 12 s, and again at 25 s, a
+	// loaded CI run lost the form mid-step when the call timed out), short
+	// enough for the long operation of slowDuration seconds to time out.
+	chatCallTimeout = 40 * time.Second
+	slowDuration    = 45
 
 	// The fourth: the model calls the go-sdk test server's ask tool, whose
 	// server asks the user for input (a form elicitation); the flow answers
@@ -167,8 +167,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		"--official-registry-url", off.URL, "--smithery-registry-url", smi.URL,
 		// Links only (the flows never follow them): Activity links trace ids here.
 		"--gateway-jaeger-url", otlp.URL + "/jaeger",
-		// Short, so a chat tool call can time out within the test.
-		"--chat-call-timeout", chatCallTimeout.String()}
+		// Short, so a chat tool call can time out within the test; the
+		// runner's own default (30 s) above it, so the chat's is the one.
+		"--chat-call-timeout", chatCallTimeout.String(), "--call-timeout", "90s"}
 	// SIGTERM first at the end: mcpbus up stops its servers (npx and node) itself.
 	up := clitest.StartUp(t, bin, clitest.UpOptions{Dir: dir, Env: upEnv, Args: upArgs, StopGrace: 15 * time.Second})
 	baseURL := up.HTTPURL()
