@@ -183,6 +183,8 @@ func TestValidateRules(t *testing.T) {
 		{"dotted slug", func(c *model.McpConfig) { c.Slug = "a.b" }, "slug", "Slug must match [a-z0-9_-]{1,64}"},
 		{"wildcard slug", func(c *model.McpConfig) { c.Slug = "*" }, "slug", "Slug must match [a-z0-9_-]{1,64}"},
 		{"long slug", func(c *model.McpConfig) { c.Slug = strings.Repeat("a", 65) }, "slug", "Slug must match [a-z0-9_-]{1,64}"},
+		{"slug with the separator", func(c *model.McpConfig) { c.Slug = "a__b" }, "slug", `Slug must not contain "__" nor end in "_": "__" separates the server from the tool in <server>__<tool>`},
+		{"slug ending in _", func(c *model.McpConfig) { c.Slug = "a_" }, "slug", `Slug must not contain "__" nor end in "_": "__" separates the server from the tool in <server>__<tool>`},
 		{"option identifier", func(c *model.McpConfig) { c.Package.Identifier = "--eval=evil" }, "package.identifier", "Package identifier is not valid"},
 		{"newline identifier", func(c *model.McpConfig) { c.Package.Identifier = "pkg\nrm" }, "package.identifier", "Package identifier is not valid"},
 		{"NUL identifier", func(c *model.McpConfig) { c.Package.Identifier = "pkg\x00" }, "package.identifier", "Package identifier is not valid"},

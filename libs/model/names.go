@@ -21,14 +21,29 @@ var (
 // ValidSlug reports whether s may name a server on the bus.
 func ValidSlug(s string) bool { return slugPattern.MatchString(s) }
 
+// SeparableSlug reports whether s, a valid slug, keeps <s>__<tool> split at
+// its first "__": s holds no "__" and does not end in "_" (server "a_" with
+// tool "_b" and server "a" with tool "__b" would both be "a____b"). A new
+// server's slug must be one; every reader of a namespaced name (approval
+// rules, key tool filters, the chat's hold, tasks, /mcp/invoke) cuts there.
+func SeparableSlug(s string) bool {
+	return !strings.Contains(s, "__") && !strings.HasSuffix(s, "_")
+}
+
 // Slugify derives a server slug from a display name: lower case, runs of other
-// characters become one '-', at most 48 characters.
+// characters become one '-', runs of '_' one '_', at most 48 characters, and
+// separable (SeparableSlug).
 func Slugify(name string) string {
 	var b strings.Builder
 	dash := false
 	for _, r := range strings.ToLower(strings.TrimSpace(name)) {
 		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '_':
+		case r == '_':
+			if s := b.String(); !strings.HasSuffix(s, "_") {
+				b.WriteRune(r)
+			}
+			dash = false
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
 			b.WriteRune(r)
 			dash = false
 		default:
@@ -40,9 +55,9 @@ func Slugify(name string) string {
 	}
 	s := strings.Trim(b.String(), "-")
 	if len(s) > 48 {
-		s = strings.TrimRight(s[:48], "-")
+		s = s[:48]
 	}
-	return s
+	return strings.TrimRight(s, "-_")
 }
 
 // shortHash is a stable 8-hex-digit suffix for names that had to change.

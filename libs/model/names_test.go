@@ -34,7 +34,12 @@ func TestSlugify(t *testing.T) {
 		"   ":                           "",
 		"---":                           "",
 		"!!!":                           "",
-		"_":                             "_",
+		"_":                             "",
+		"a__b":                          "a_b",
+		"a___b_":                        "a_b",
+		"a _ _b":                        "a-_-_b",
+		"_lead":                         "_lead",
+		"x" + strings.Repeat("_", 60):   "x",
 		"x\x00y\tz\n":                   "x-y-z",
 		"Filesystem (read-only) v2.1.0": "filesystem-read-only-v2-1-0",
 	}
@@ -45,6 +50,9 @@ func TestSlugify(t *testing.T) {
 		}
 		if got != "" && !model.ValidSlug(got) {
 			t.Errorf("Slugify(%q) = %q is not a valid slug", in, got)
+		}
+		if got != "" && !model.SeparableSlug(got) {
+			t.Errorf("Slugify(%q) = %q is not separable", in, got)
 		}
 	}
 	long := strings.Repeat("abcdefghij ", 20)
@@ -241,4 +249,25 @@ func FuzzNamespacedName(f *testing.F) {
 			}
 		}
 	})
+}
+
+// With a separable slug, a namespaced name's first "__" ends its server,
+// whatever the tool's name: so every reader that cuts there finds it.
+func TestSeparableSlugSplitsAtFirstSeparator(t *testing.T) {
+	for _, slug := range []string{"a", "a_b", "a-", "-a", "_a", "a-_b", "a_-"} {
+		if !model.SeparableSlug(slug) {
+			t.Errorf("SeparableSlug(%q) = false", slug)
+		}
+		for _, tool := range []string{"b", "_b", "__b", "b__c", "-b", "_"} {
+			server, _, ok := strings.Cut(slug+"__"+tool, "__")
+			if !ok || server != slug {
+				t.Errorf("%s__%s cuts to server %q", slug, tool, server)
+			}
+		}
+	}
+	for _, slug := range []string{"a__b", "a_", "__", "a___", "a__"} {
+		if model.SeparableSlug(slug) {
+			t.Errorf("SeparableSlug(%q) = true", slug)
+		}
+	}
 }

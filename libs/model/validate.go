@@ -40,6 +40,9 @@ func (c *McpConfig) Validate() *apierr.Error {
 	if !ValidSlug(c.Slug) {
 		return apierr.Invalid("slug", "Slug must match [a-z0-9_-]{1,64}")
 	}
+	if !SeparableSlug(c.Slug) {
+		return apierr.Invalid("slug", `Slug must not contain "__" nor end in "_": "__" separates the server from the tool in <server>__<tool>`)
+	}
 	if strings.TrimSpace(c.Package.Identifier) == "" {
 		return apierr.Invalid("package.identifier", "Package identifier required")
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/access"
+	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -355,9 +356,8 @@ func TestMCPCancelReachesServer(t *testing.T) {
 }
 
 // TestMCPNameClash runs several copies of the go-sdk test server: the same
-// tool names get distinct namespaced names, and a real clash of namespaced
-// names (server "clash" with tool "x__echo" against server "clash__x" with
-// tool "echo") gets two stable hashed names; every call reaches its own server.
+// tool names get distinct namespaced names, every call reaches its own server,
+// and slugs that would make namespaced names clash are refused.
 func TestMCPNameClash(t *testing.T) {
 	t.Parallel()
 	e := startMCP(t, gateway.Options{})
@@ -380,43 +380,39 @@ func TestMCPNameClash(t *testing.T) {
 		}
 	}
 
-	// A clash of the namespaced names themselves.
+	// A clash of the namespaced names themselves (server "clash" with tool
+	// "x__echo" against server "clash__x" with tool "echo") can no longer be
+	// made: a slug holding "__" or ending in "_" is refused, so a name's first
+	// "__" always ends its server. A name that would give one is slugged
+	// without it.
+	for _, slug := range []string{"clash__x", "clash_"} {
+		cfg := testServerConfig("refused")
+		cfg.Slug = slug
+		_, err := e.st.Client.CreateConfig(ctxT(t, 30*time.Second), cfg, nil)
+		if ae := apierr.From(err); err == nil || ae.Code != apierr.Validation || ae.Field != "slug" {
+			t.Errorf("creating a server with slug %q: %v, want a VALIDATION error at slug", slug, err)
+		}
+	}
+	if slug := e.enable(t, testServerConfig("clash__x")); slug != "clash_x" {
+		t.Errorf("the name clash__x was slugged %q, want clash_x", slug)
+	}
 	e.enable(t, testServerConfig("clash"))
-	e.enable(t, testServerConfig("clash__x"))
-	waitList(t, s.ClientSession, 30*time.Second, "held clash__x__echo", func(m map[string]*mcp.Tool) bool { return m["clash__x__echo"] != nil })
+	waitList(t, s.ClientSession, 30*time.Second, "held clash__echo", func(m map[string]*mcp.Tool) bool { return m["clash__echo"] != nil })
 	s.drainListChanged()
 	if got := callText(t, s.ClientSession, "clash__add_tool", map[string]any{"message": "x__echo"}); got != "added x__echo" {
 		t.Fatalf("clash__add_tool returned %q", got)
 	}
-	var a, b *mcp.Tool
-	tools = waitListChanged(t, s, 30*time.Second, "held both clashing tools", func(m map[string]*mcp.Tool) bool {
-		a, b = byOrigin(m, "clash", "x__echo"), byOrigin(m, "clash__x", "echo")
-		return a != nil && b != nil
+	tools = waitListChanged(t, s, 30*time.Second, "held clash__x__echo", func(m map[string]*mcp.Tool) bool {
+		return m["clash__x__echo"] != nil
 	})
-	t.Logf("clashing tools listed as %s (clash/x__echo) and %s (clash__x/echo)", a.Name, b.Name)
-	if a.Name == b.Name || !validName.MatchString(a.Name) || !validName.MatchString(b.Name) {
-		t.Fatalf("clashing tools listed as %q and %q: want two distinct valid names", a.Name, b.Name)
+	if srv, orig := metaOf(tools["clash__x__echo"]); srv != "clash" || orig != "x__echo" {
+		t.Errorf("clash__x__echo: _meta %s/%s, want clash/x__echo", srv, orig)
 	}
-	if tools["clash__x__echo"] != nil {
-		t.Errorf("the clashing name clash__x__echo is still listed as is (%v): DESIGN.md gives both a hash suffix", metaString(tools["clash__x__echo"]))
+	if got := callText(t, s.ClientSession, "clash__x__echo", map[string]any{}); got != "added tool" {
+		t.Errorf("clash__x__echo returned %q, want the added tool's answer", got)
 	}
-	for _, tool := range []*mcp.Tool{a, b} {
-		if !strings.HasPrefix(tool.Name, "clash__x__echo_") {
-			t.Errorf("clashing tool %s: want the shared name plus a hash suffix", tool.Name)
-		}
-	}
-	if got := callText(t, s.ClientSession, a.Name, map[string]any{}); got != "added tool" {
-		t.Errorf("%s (clash's x__echo) returned %q, want the added tool's answer", a.Name, got)
-	}
-	if got := callText(t, s.ClientSession, b.Name, map[string]any{"message": "to clash__x"}); got != "to clash__x" {
-		t.Errorf("%s (clash__x's echo) returned %q", b.Name, got)
-	}
-	// The names are stable: a new session of another key lists the same ones.
-	other := e.createKey(t, model.KeyCreateRequest{Name: "clash-reader"})
-	s2 := connectMCP(t, e.url, other.Key)
-	tools2 := listTools(t, s2.ClientSession)
-	if tools2[a.Name] == nil || tools2[b.Name] == nil {
-		t.Errorf("another session lists %v, want %s and %s", sortedNames(tools2), a.Name, b.Name)
+	if got := callText(t, s.ClientSession, "clash_x__echo", map[string]any{"message": "to clash_x"}); got != "to clash_x" {
+		t.Errorf("clash_x__echo returned %q", got)
 	}
 }
 
