@@ -245,7 +245,12 @@ func (c *Client) cancel(server, reqID string) {
 func (c *Client) CallNamed(ctx context.Context, name string, args json.RawMessage, opts *CallOptions) (json.RawMessage, error) {
 	server, _, ok := strings.Cut(name, "__")
 	if !ok || !model.ValidSlug(server) {
-		return nil, apierr.Invalid("name", "a namespaced tool name looks like <server>__<tool>")
+		if !model.ValidName(name) {
+			return nil, apierr.Invalid("name", "a namespaced tool name looks like <server>__<tool>")
+		}
+		// A name shortened to 64 characters (a long slug) may have lost its
+		// "__" to the hash suffix: look in the whole catalog.
+		server = ""
 	}
 	tools, err := c.ListTools(ctx, server)
 	if err != nil {

@@ -21,6 +21,9 @@ var (
 // ValidSlug reports whether s may name a server on the bus.
 func ValidSlug(s string) bool { return slugPattern.MatchString(s) }
 
+// ValidName reports whether s may be a namespaced tool name.
+func ValidName(s string) bool { return namePattern.MatchString(s) }
+
 // SeparableSlug reports whether s, a valid slug, keeps <s>__<tool> split at
 // its first "__": s holds no "__" and does not end in "_" (server "a_" with
 // tool "_b" and server "a" with tool "__b" would both be "a____b"). A new
