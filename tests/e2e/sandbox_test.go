@@ -39,18 +39,18 @@ func everythingNpxSandboxed(t *testing.T, uid int) {
 			t.Logf("runner log:\n%s", logs.Tail(8000))
 		}
 	})
+	// As root the server's own npm cache is seeded from the shared one; as
+	// another user npx downloads the package (54 MB) into its own, which
+	// took over 60 s on a loaded CI: its start may take 150 s there.
+	cfg, start, wait := everythingNpx(), 150*time.Second, 160*time.Second
+	if uid == 0 {
+		cfg, start, wait = everythingNpxSeeded(t), 60*time.Second, 60*time.Second
+	}
 	e := runnertest.Start(t, runner.Options{
-		StopGrace: 100 * time.Millisecond, StopTimeout: 3 * time.Second, StartTimeout: 60 * time.Second,
+		StopGrace: 100 * time.Millisecond, StopTimeout: 3 * time.Second, StartTimeout: start,
 		DataDir: t.TempDir(), ChildUID: uid,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
-	// As root the server's own npm cache is seeded from the shared one; as
-	// another user npx downloads the package into its own (2 minutes at most
-	// on a loaded CI).
-	cfg, wait := everythingNpx(), 2*time.Minute
-	if uid == 0 {
-		cfg, wait = everythingNpxSeeded(t), 60*time.Second
-	}
 	cfg = e.Put(t, cfg)
 	e.WaitState(t, cfg.Slug, model.StateRunning, wait)
 	if got := call(t, e, cfg.Slug, "echo", `{"message":"sandboxed"}`); !strings.Contains(got, "sandboxed") {
