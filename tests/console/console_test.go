@@ -25,6 +25,7 @@ import (
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
 	"github.com/mcpbus/mcpbus/tests/internal/clitest"
+	"github.com/mcpbus/mcpbus/tests/internal/npmseed"
 )
 
 // What the stand-ins serve and the browser flows look for.
@@ -142,6 +143,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(npmDir, filepath.FromSlash(everything), "package.json")); err != nil {
 		t.Fatalf("%s is not installed in tests/npm (its tarball must be in the npm cache for npx): run make npm-deps", everything)
 	}
+
+	// The runner gives the server an npm cache of its own: seeded from the
+	// shared one, npx installs offline (it downloaded 54 MB otherwise, 50 s
+	// of the enable step on a loaded CI).
+	npmseed.Place(t, serverSlug, "")
 
 	bin := mcpbusBin
 	off := officialWithEntry(t, root, version)

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 	"github.com/mcpbus/mcpbus/tests/internal/clitest"
+	"github.com/mcpbus/mcpbus/tests/internal/npmseed"
 )
 
 // everythingNPM is the npm package npx runs; the version is the one pinned in
@@ -264,34 +265,6 @@ func everythingNpxSeeded(t *testing.T) model.McpConfig {
 	t.Helper()
 	cfg := everythingNpx()
 	cfg.ID = uuid.NewString()
-	base := os.Getenv("npm_config_cache")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		base = filepath.Join(home, ".npm")
-	}
-	place := filepath.Join(base, "_mcpbus", model.Slugify(cfg.Name))
-	if err := os.RemoveAll(place); err != nil {
-		t.Fatal(err)
-	}
-	shared := filepath.Join(base, "_cacache")
-	err := filepath.WalkDir(shared, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(place, "npm", "_cacache", strings.TrimPrefix(path, shared))
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o700)
-		}
-		return os.Link(path, to)
-	})
-	if err != nil {
-		t.Fatalf("seeding the server's npm cache from %s: %v", shared, err)
-	}
-	if err := os.WriteFile(filepath.Join(place, ".mcpbus-owner"), []byte(cfg.ID), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	npmseed.Place(t, model.Slugify(cfg.Name), cfg.ID)
 	return cfg
 }
