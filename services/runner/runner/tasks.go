@@ -59,6 +59,11 @@ func (r *Runner) catalogTool(ctx context.Context, in model.TaskCreateRequest) (m
 	if in.Name != "" {
 		s, _, ok := strings.Cut(in.Name, "__")
 		if !ok || !model.ValidSlug(s) {
+			// A name shortened to 64 characters (a long slug) may have lost
+			// its "__" to the hash suffix: such a name is one if listed.
+			if t, found := r.listedTool(in.Name); found {
+				return t, nil
+			}
 			return model.Tool{}, apierr.Invalid("name", "a namespaced tool name looks like <server>__<tool>")
 		}
 		server = s
@@ -87,6 +92,23 @@ func (r *Runner) catalogTool(ctx context.Context, in model.TaskCreateRequest) (m
 		}
 	}
 	return model.Tool{}, apierr.Newf(apierr.NotFound, "server %s has no tool %q", server, in.Name+tool)
+}
+
+// listedTool is the tool of this runner's catalog listed under name.
+func (r *Runner) listedTool(name string) (model.Tool, bool) {
+	if !model.ValidName(name) {
+		return model.Tool{}, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.catalog {
+		for _, t := range c.Tools {
+			if t.Name == name {
+				return t, true
+			}
+		}
+	}
+	return model.Tool{}, false
 }
 
 // findTool is the tool of tools a create names (namespaced, or by its name).

@@ -163,6 +163,34 @@ func TestTaskBelongsToItsPrincipal(t *testing.T) {
 	}
 }
 
+// A server whose slug is so long that its tools' namespaced names are
+// shortened to 64 characters (the hash suffix takes the place of "__"):
+// task.create by the listed name runs the tool, as a call by it does, and
+// a name of no tool without "__" is still refused as malformed.
+func TestTaskByShortenedName(t *testing.T) {
+	e := runnertest.Start(t, taskOpts("r1"))
+	slug := strings.Repeat("l", 60)
+	cfg, _ := taskServer(t, slug)
+	cfg.Slug = slug
+	e.Put(t, cfg)
+	e.WaitState(t, slug, model.StateRunning, 10*time.Second)
+	name := model.NamespacedName(slug, "echo")
+	if strings.Contains(name, "__") || len(name) != model.MaxNameLen {
+		t.Fatalf("the test wants a shortened name without __, got %q", name)
+	}
+	ctx := context.Background()
+	task, err := e.Client.CreateTaskNamed(ctx, name, json.RawMessage(`{"message":"long"}`))
+	if err != nil {
+		t.Fatalf("create by %s: %v", name, err)
+	}
+	if done := taskResult(t, e.Client, ctx, task.ID, 10*time.Second); done.State != model.TaskCompleted || text(t, done.Result) != "long" {
+		t.Fatalf("result: %+v", done)
+	}
+	if _, err := e.Client.CreateTaskNamed(ctx, strings.Repeat("m", 64), nil); apierr.Of(err) != apierr.Validation {
+		t.Fatalf("a name of no tool without __: %v, want VALIDATION_ERROR", err)
+	}
+}
+
 // Cancelling a task ends it cancelled at once and reaches the server: the
 // tool sees its call cancelled (notifications/cancelled).
 func TestTaskCancelReachesServer(t *testing.T) {
