@@ -200,6 +200,9 @@ func (a *API) approveTask(w http.ResponseWriter, r *http.Request, in model.TaskC
 		name = model.NamespacedName(in.Server, in.Tool)
 	}
 	server, _, _ := strings.Cut(name, "__")
+	if t, ok := a.catalog.tool(name); ok {
+		server = t.Server // a name shortened to 64 characters may have lost its __
+	}
 	if in.Server != "" {
 		server = in.Server
 	}
