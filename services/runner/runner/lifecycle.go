@@ -133,18 +133,27 @@ func (s *server) scheduleRestart() {
 	s.attempts++
 	s.restarts.Add(1)
 	s.countRestart(restartCrash)
+	// The previous timer goes first: cancelRetry also clears retry_at, which
+	// every later write of the status (the call counters' refresh) must
+	// carry until the restart, or gateways stop serving the kept tools.
+	s.cancelRetry()
 	s.mu.Lock()
 	s.retryAt = time.Now().Add(delay).UTC()
 	st := s.statusLocked()
 	s.mu.Unlock()
 	s.r.publishStatus(st) // the error stays as it was; retry_at tells when the next try comes
 	s.log.Warn("server will restart", "in", delay, "attempt", s.attempts, "of", max)
-	s.cancelRetry()
 	s.retry = time.AfterFunc(delay, func() {
 		s.post(func() {
 			if s.status().State != model.StateError {
 				return // stopped, restarted or removed meanwhile
 			}
+			// The restart is under way: a start refused before it writes
+			// "starting" (exec policy, server limit) must not leave a
+			// retry_at in the past behind.
+			s.mu.Lock()
+			s.retryAt = time.Time{}
+			s.mu.Unlock()
 			_ = s.start(context.Background())
 		})
 	})
@@ -227,7 +236,14 @@ func (s *server) tick(now time.Time) {
 	if n := s.calls.Load(); n != s.publishedCalls.Load() && now.Sub(time.Unix(0, s.publishedAt.Load())) >= statusRefresh {
 		s.publishedCalls.Store(n)
 		s.publishedAt.Store(now.UnixNano())
-		go s.r.publishStatus(s.status())
+		// On the server's goroutine, like every other status write: a
+		// status read here and written later could land after a newer one
+		// (a crash's error with retry_at) and undo it.
+		s.post(func() {
+			if !s.lost.Load() {
+				s.r.publishStatus(s.status())
+			}
+		})
 	}
 	s.mu.RLock()
 	running, sess, cfg := s.state == model.StateRunning, s.sess, s.cfg

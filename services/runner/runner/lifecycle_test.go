@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -132,6 +134,70 @@ func TestCrashRestartsAutomatically(t *testing.T) {
 	}
 	if res, err := call(t, e, "alpha", "echo", `{"message":"back"}`); err != nil || text(t, res) != "back" {
 		t.Fatalf("after restart: %v", err)
+	}
+}
+
+// Every write of a crashed server's status until its restart carries
+// retry_at, the call counters' refresh during the backoff too: it wrote the
+// error without retry_at (scheduleRestart cleared it after publishing), and
+// gateways then stopped serving the crashed server's kept tools for the rest
+// of the backoff (TestCrashedServerKeepsTools: "unknown tool").
+func TestRetryAtStaysUntilRestart(t *testing.T) {
+	opts := lifecycleOpts()
+	opts.RestartBackoff = 3 * time.Second
+	opts.RestartBackoffMax = 3 * time.Second
+	e := runnertest.Start(t, opts)
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	// The first call's counters are written at the next tick; the next
+	// write of them waits 2 s (statusRefresh), within the 3 s backoff.
+	if _, err := call(t, e, "alpha", "echo", `{"message":"hi"}`); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); e.Status("alpha").Calls < 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call counter was not written")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	w, err := e.Assets.Status.Watch(ctx, "alpha", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	_, err = call(t, e, "alpha", "crash", `{}`)
+	wantCode(t, err, apierr.ServiceUnavailable)
+	var retryAt time.Time
+	later := 0 // error writes after the one that set retry_at
+	for {
+		var en jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no restart seen (retry_at %s, %d later writes)", retryAt, later)
+		case en = <-w.Updates():
+		}
+		if en == nil || en.Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		var st model.Status
+		if err := json.Unmarshal(en.Value(), &st); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case st.State == model.StateError && retryAt.IsZero():
+			retryAt = st.RetryAt // zero in the bare error written first
+		case st.State == model.StateError:
+			later++
+			if !st.RetryAt.Equal(retryAt) {
+				t.Fatalf("a status written during the backoff lost retry_at %s: %+v", retryAt, st)
+			}
+		case st.State == model.StateStarting:
+			if retryAt.IsZero() || later == 0 || st.Calls < 2 {
+				t.Fatalf("want error with retry_at, the counters' refresh, then starting; got retry_at %s, %d later writes, %+v", retryAt, later, st)
+			}
+			return
+		}
 	}
 }
 

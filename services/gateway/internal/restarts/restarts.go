@@ -4,8 +4,9 @@
 // On a crash the runner writes the server's status: error, then error
 // with retry_at (the automatic restart); then it deletes the server's
 // catalog from KV mcp_tools; then starting, and finally the new catalog
-// and running. The gateway follows the two buckets on watches of their
-// own, so it may still see them in the other order. Without
+// and running. Every status written in between (the call counters'
+// refresh) keeps retry_at. The gateway follows the two buckets on watches
+// of their own, so it may still see them in the other order. Without
 // help, the gateway would drop the tools for the whole backoff and answer
 // calls with "no such tool", and MCP clients would forget them. Catalogs
 // keeps the last catalog of a server whose catalog went away and serves it
