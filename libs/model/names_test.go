@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -268,6 +269,14 @@ func TestSeparableSlugSplitsAtFirstSeparator(t *testing.T) {
 	for _, slug := range []string{"a__b", "a_", "__", "a___", "a__"} {
 		if model.SeparableSlug(slug) {
 			t.Errorf("SeparableSlug(%q) = true", slug)
+		}
+	}
+}
+
+func TestRetryAfterSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]int{0: 1, time.Millisecond: 1, time.Second: 1, 1500 * time.Millisecond: 2, 10 * time.Second: 10} {
+		if got := model.RetryAfterSeconds(d); got != want {
+			t.Errorf("RetryAfterSeconds(%s) = %d, want %d", d, got, want)
 		}
 	}
 }

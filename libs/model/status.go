@@ -151,3 +151,13 @@ const (
 	MethodElicit        = "elicitation/create"
 	MethodCreateMessage = "sampling/createMessage"
 )
+
+// RetryAfterSeconds is d in whole seconds, rounded up, at least 1: the
+// value of a Retry-After header, and the seconds a "retry after" names.
+func RetryAfterSeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return s
+}

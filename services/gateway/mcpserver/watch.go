@@ -17,7 +17,6 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
 // The aggregate's view of the bus: KV mcp_tools (the catalogs) and
@@ -142,5 +141,5 @@ func (a *Aggregator) restartError(e *toolEntry) *jsonrpc.Error {
 		return nil
 	}
 	return rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.ServiceUnavailable,
-		"server %s is restarting after a crash; retry after %d s", e.cat.Server, restarts.RetryAfterSeconds(wait)))
+		"server %s is restarting after a crash; retry after %d s", e.cat.Server, model.RetryAfterSeconds(wait)))
 }

@@ -156,7 +156,7 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wait, ok := a.catalog.restarting(tool.Server); ok {
-		secs := restarts.RetryAfterSeconds(wait)
+		secs := model.RetryAfterSeconds(wait)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		fail(apierr.Newf(apierr.ServiceUnavailable,
 			"server %s is restarting after a crash; retry after %d s", tool.Server, secs))
@@ -189,7 +189,7 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	got, err := a.client.CallResult(r.Context(), tool.Server, tool.Tool, params, nil)
 	if restarts.NoOwner(err) {
 		// Listed but unserved: a failover under way, not an unknown tool.
-		w.Header().Set("Retry-After", strconv.Itoa(restarts.RetryAfterSeconds(restarts.FailoverRetry)))
+		w.Header().Set("Retry-After", strconv.Itoa(model.RetryAfterSeconds(restarts.FailoverRetry)))
 		fail(restarts.Unavailable(name, tool.Server))
 		return
 	}

@@ -101,6 +101,11 @@ func (s *server) live(token string) (liveSession, *mcp.Tool, *model.McpConfig, e
 			return none, nil, s.cfg, errIdle
 		case s.state == model.StateError && s.lastErr != nil && s.lastErr.Code == apierr.Unauthorized:
 			return none, nil, nil, s.lastErr // "Authentication failed. Check your API key."
+		case s.state == model.StateError && s.lastErr != nil && !s.retryAt.IsZero():
+			// A call that reached the runner before the gateway saw the
+			// crash: the same advice the gateway gives (restarts.Restarting).
+			return none, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is restarting after a crash (%s); retry after %d s",
+				s.slug, s.lastErr.Message, model.RetryAfterSeconds(time.Until(s.retryAt)))
 		case s.state == model.StateError && s.lastErr != nil:
 			return none, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is in error: %s", s.slug, s.lastErr.Message)
 		case s.state == model.StateStarting:

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -187,6 +188,14 @@ func TestRetryAtStaysUntilRestart(t *testing.T) {
 		switch {
 		case st.State == model.StateError && retryAt.IsZero():
 			retryAt = st.RetryAt // zero in the bare error written first
+			if !retryAt.IsZero() {
+				// A call during the backoff is told when to retry.
+				_, err := call(t, e, "alpha", "echo", `{"message":"hi"}`)
+				wantCode(t, err, apierr.ServiceUnavailable)
+				if msg := apierr.From(err).Message; !strings.Contains(msg, "restarting after a crash") || !strings.Contains(msg, "retry after") {
+					t.Fatalf("a call during the backoff: %q, want it told to retry after the restart", msg)
+				}
+			}
 		case st.State == model.StateError:
 			later++
 			if !st.RetryAt.Equal(retryAt) {

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // FailoverRetry is the retry hint of a call nobody answered: a runner's
@@ -21,9 +22,9 @@ const FailoverRetry = 5 * time.Second
 func NoOwner(err error) bool { return errors.Is(err, nats.ErrNoResponders) }
 
 // Unavailable is the error of such a call: SERVICE_UNAVAILABLE, saying to
-// retry after RetryAfterSeconds(FailoverRetry).
+// retry after model.RetryAfterSeconds(FailoverRetry) s.
 func Unavailable(tool, server string) *apierr.Error {
 	return apierr.Newf(apierr.ServiceUnavailable,
 		"tool %s is temporarily unavailable: no runner is serving server %s right now (its runner is gone and no other has taken it over yet); retry after %d s",
-		tool, server, RetryAfterSeconds(FailoverRetry))
+		tool, server, model.RetryAfterSeconds(FailoverRetry))
 }

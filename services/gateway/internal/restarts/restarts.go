@@ -140,13 +140,3 @@ func (c *Catalogs) Restarting(server string, now time.Time) (time.Duration, bool
 	}
 	return d, true
 }
-
-// RetryAfterSeconds is d in whole seconds, rounded up, at least 1: the
-// value of a Retry-After header.
-func RetryAfterSeconds(d time.Duration) int {
-	s := int((d + time.Second - 1) / time.Second)
-	if s < 1 {
-		s = 1
-	}
-	return s
-}

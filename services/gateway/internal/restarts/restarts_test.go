@@ -78,11 +78,3 @@ func TestForgetsStoppedServers(t *testing.T) {
 		}
 	}
 }
-
-func TestRetryAfterSeconds(t *testing.T) {
-	for d, want := range map[time.Duration]int{0: 1, time.Millisecond: 1, time.Second: 1, 1500 * time.Millisecond: 2, 10 * time.Second: 10} {
-		if got := RetryAfterSeconds(d); got != want {
-			t.Errorf("RetryAfterSeconds(%s) = %d, want %d", d, got, want)
-		}
-	}
-}
