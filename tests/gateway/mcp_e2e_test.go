@@ -416,11 +416,6 @@ func TestMCPNameClash(t *testing.T) {
 	}
 }
 
-func metaString(tool *mcp.Tool) string {
-	s, o := metaOf(tool)
-	return s + "/" + o
-}
-
 // TestMCPSanitizedNames: tool names with spaces, parentheses and dots (the
 // go-sdk everything example server; a test server tool added at run time)
 // are listed under valid names with the original in _meta, and calling them
