@@ -408,20 +408,29 @@ func TestCrashedServerKeepsTools(t *testing.T) {
 		// should the view only catch up once the server runs again, the
 		// call succeeds, which is logged.
 		for wait := time.Now().Add(3 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			_, err := sessions[h].CallTool(t.Context(), &mcp.CallToolParams{Name: "crashy__echo", Arguments: map[string]any{"message": "hi"}})
-			// The gateway's answer, or the runner's for a call let through
-			// before the gateway saw the crash: both say when to retry.
+			res, err := sessions[h].CallTool(t.Context(), &mcp.CallToolParams{Name: "crashy__echo", Arguments: map[string]any{"message": "hi"}})
+			// The gateway's answer is a tool error saying when to retry (as
+			// an outage's is); a call let through before the gateway saw the
+			// crash gets the runner's, a JSON-RPC error saying the same.
+			if err == nil && res.IsError && len(res.Content) == 1 {
+				text := res.Content[0].(*mcp.TextContent).Text
+				if !strings.Contains(text, "restarting after a crash; retry after") {
+					t.Fatalf("MCP call while restarting: tool error %q", text)
+				}
+				break
+			}
 			if err != nil && strings.Contains(err.Error(), "restarting after a crash") && strings.Contains(err.Error(), "retry after") {
 				break
 			}
-			if err == nil && e.Status("crashy").State == model.StateRunning {
+			if err == nil && !res.IsError && e.Status("crashy").State == model.StateRunning {
 				t.Logf("the MCP view saw the restart only once the server ran again")
 				break
 			}
 			if time.Now().After(wait) || err == nil || !strings.Contains(err.Error(), "unknown tool") {
-				t.Fatalf("MCP call while restarting: %v (status in KV: %+v)", err, e.Status("crashy"))
+				t.Fatalf("MCP call while restarting: %v %+v (status in KV: %+v)", err, res, e.Status("crashy"))
 			}
 		}
+
 	}
 	// After the restart, calls work again.
 	e.WaitState(t, "crashy", model.StateRunning, 20*time.Second)

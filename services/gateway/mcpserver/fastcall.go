@@ -241,9 +241,8 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 			return toolError(refused(msg))
 		}
 	}
-	if rerr := a.restartError(e); rerr != nil {
-		fail(rerr)
-		return "", rerr
+	if res := a.restartResult(e); res != nil {
+		return toolError(res)
 	}
 	ctx, cancelTimeout := context.WithTimeout(ctx, a.opts.CallTimeout)
 	defer cancelTimeout()

@@ -38,8 +38,8 @@ func (a *Aggregator) toolHandler(v *view, e *toolEntry) mcp.ToolHandler {
 		if retrying(req) && modernEra(req) {
 			return a.resumeCall(ctx, v, e, req)
 		}
-		if rerr := a.restartError(e); rerr != nil {
-			return nil, rerr
+		if res := a.restartResult(e); res != nil {
+			return res, nil
 		}
 		if modernAsks(req) {
 			return a.holdCall(ctx, v, e, req, args)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -131,15 +132,34 @@ func (a *Aggregator) applyStatus(status map[string]model.Status) {
 	}
 }
 
-// restartError is the error of a call to a tool whose server is being
+// restartWait is the error of a call to a tool whose server is being
 // restarted after a crash (nil when it is not): retry after the restart.
-func (a *Aggregator) restartError(e *toolEntry) *jsonrpc.Error {
+func (a *Aggregator) restartWait(e *toolEntry) *apierr.Error {
 	a.mu.Lock()
 	wait, ok := a.restarts.Restarting(e.cat.Server, time.Now())
 	a.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	return rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.ServiceUnavailable,
-		"server %s is restarting after a crash; retry after %d s", e.cat.Server, model.RetryAfterSeconds(wait)))
+	return apierr.Newf(apierr.ServiceUnavailable,
+		"server %s is restarting after a crash; retry after %d s", e.cat.Server, model.RetryAfterSeconds(wait))
+}
+
+// restartResult answers a call during such a restart as a tool error, as
+// an outage is (outageResult): the model reads when to retry, where a
+// JSON-RPC error would read to many clients as a broken connection.
+func (a *Aggregator) restartResult(e *toolEntry) *mcp.CallToolResult {
+	if ae := a.restartWait(e); ae != nil {
+		return toolError(ae.Message)
+	}
+	return nil
+}
+
+// restartError is restartWait as a JSON-RPC error, for a task's creation,
+// which has no tool result to give.
+func (a *Aggregator) restartError(e *toolEntry) *jsonrpc.Error {
+	if ae := a.restartWait(e); ae != nil {
+		return rpcError(jsonrpc.CodeInternalError, ae)
+	}
+	return nil
 }
