@@ -243,10 +243,12 @@ func (c *Client) cancel(server, reqID string) {
 // CallNamed calls a tool by its namespaced name (<server>__<tool>), looking it
 // up in the catalog so shortened or sanitised names resolve.
 func (c *Client) CallNamed(ctx context.Context, name string, args json.RawMessage, opts *CallOptions) (json.RawMessage, error) {
+	malformed := func() error { return apierr.Invalid("name", "a namespaced tool name looks like <server>__<tool>") }
 	server, _, ok := strings.Cut(name, "__")
-	if !ok || !model.ValidSlug(server) {
+	separated := ok && model.ValidSlug(server)
+	if !separated {
 		if !model.ValidName(name) {
-			return nil, apierr.Invalid("name", "a namespaced tool name looks like <server>__<tool>")
+			return nil, malformed()
 		}
 		// A name shortened to 64 characters (a long slug) may have lost its
 		// "__" to the hash suffix: look in the whole catalog.
@@ -260,6 +262,9 @@ func (c *Client) CallNamed(ctx context.Context, name string, args json.RawMessag
 		if t.Name == name {
 			return c.Call(ctx, t.Server, t.Tool, args, opts)
 		}
+	}
+	if !separated {
+		return nil, malformed() // no listed name, and not of the form either
 	}
 	return nil, apierr.Newf(apierr.NotFound, "tool %s not found", name).WithField("name")
 }
