@@ -81,7 +81,9 @@ func (a *API) putApprovalRules(w http.ResponseWriter, r *http.Request) {
 	}
 	id, admin := caller(r)
 	if !admin {
-		writeError(w, apierr.New(apierr.Unauthorized, "only an admin may change the approval rules"))
+		// Known but not allowed: 403, as for a missing scope (the code stays
+		// UNAUTHORIZED: the contract has no FORBIDDEN).
+		auth.WriteError(w, http.StatusForbidden, apierr.New(apierr.Unauthorized, "only an admin may change the approval rules"))
 		return
 	}
 	var in model.ApprovalRules

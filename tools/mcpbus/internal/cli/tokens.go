@@ -53,6 +53,6 @@ func newTokensRevokeCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&req.JTI, "jti", "", "the jti claim of the access token to refuse")
-	cmd.Flags().StringVar(&req.Sub, "sub", "", "the subject (sub, else client_id) whose tokens issued up to now are refused")
+	cmd.Flags().StringVar(&req.Sub, "sub", "", "the subject (sub, else client_id, else azp; of any issuer) whose tokens issued up to now are refused")
 	return cmd
 }
