@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 )
 
@@ -44,21 +45,7 @@ func TestResourceURIsRoundTrip(t *testing.T) {
 // The server of a principal without sessions is dropped once idle; one with
 // a live session stays.
 func TestSweepKeepsBusyServers(t *testing.T) {
-	ns, err := embednats.Start(embednats.Options{InProcessOnly: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Stop()
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	a, err := New(context.Background(), nc, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := newAggregator(t)
 	idle := &auth.Principal{KeyID: "idle", Scopes: []string{auth.ScopeCall}}
 	busy := &auth.Principal{KeyID: "busy", Scopes: []string{auth.ScopeCall}}
 	if _, err := a.viewFor(idle, false); err != nil {
@@ -99,21 +86,7 @@ func TestSweepKeepsBusyServers(t *testing.T) {
 // Tokens of two issuers naming the same subject are two principals: each gets
 // its own server (and so its own sessions, and calls checked as itself).
 func TestViewPerIssuer(t *testing.T) {
-	ns, err := embednats.Start(embednats.Options{InProcessOnly: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Stop()
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	a, err := New(context.Background(), nc, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := newAggregator(t)
 	tok := func(iss string) *auth.Principal {
 		return &auth.Principal{KeyID: auth.OAuthKeyIDPrefix + "alice", Scopes: []string{auth.ScopeCall}, Issuer: iss}
 	}
@@ -134,4 +107,20 @@ func TestViewPerIssuer(t *testing.T) {
 	if again, _ := a.viewFor(tok("https://a.example"), false); again != va {
 		t.Fatal("the same issuer and subject got a new server")
 	}
+}
+
+// newAggregator is an aggregate on an in-process bus of its own, no runner.
+func newAggregator(t *testing.T) *Aggregator {
+	t.Helper()
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	a, err := New(context.Background(), testkit.Connect(t, ns), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
 }
