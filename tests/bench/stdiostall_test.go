@@ -4,20 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // TestStdioStallStress hunts the go-sdk stdio stall (docs/benchmarks.md, "A
@@ -33,22 +31,8 @@ import (
 // the last 4 MiB written to and read from the server, the bytes waiting in
 // each pipe, and the server's goroutines (SIGQUIT, to server.stderr); then fails.
 func TestStdioStallStress(t *testing.T) {
-	d, err := time.ParseDuration(os.Getenv("MCPBUS_STALL_STRESS"))
-	if err != nil {
-		t.Skip("set MCPBUS_STALL_STRESS to a duration (e.g. 4m) to run the stdio stall stress")
-	}
-	dir := os.Getenv("MCPBUS_STALL_DIR")
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	workers := envInt("MCPBUS_STALL_WORKERS", 16)
-	short := envInt("MCPBUS_STALL_SHORT_US", 0)
-	after, err := time.ParseDuration(os.Getenv("MCPBUS_STALL_AFTER"))
-	if err != nil {
-		after = 3 * time.Second
-	}
-
-	stderr, err := os.Create(filepath.Join(dir, "server.stderr"))
+	st := testkit.StallStressFromEnv(t)
+	stderr, err := os.Create(filepath.Join(st.Dir, "server.stderr"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,46 +63,16 @@ func TestStdioStallStress(t *testing.T) {
 		_ = cmd.Wait()
 	}()
 
-	var calls, timedOut atomic.Int64
-	var stalled atomic.Bool
-	sem := make(chan struct{}, workers)
-	var wg sync.WaitGroup
-	for i, end := 0, time.Now().Add(d); time.Now().Before(end) && !stalled.Load(); i++ {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			deadline := 10 * time.Second
-			if short > 0 && i%2 == 1 {
-				deadline = time.Duration(1+rand.IntN(short)) * time.Microsecond
-			}
-			cctx, cancel := context.WithTimeout(ctx, deadline)
-			defer cancel()
-			msg := fmt.Sprintf("stall-probe-%d", i)
-			watch := time.AfterFunc(after, func() {
-				if stalled.CompareAndSwap(false, true) {
-					postMortem(t, dir, cmd.Process.Pid, msg, written, read)
-				}
-			})
-			res, err := sess.CallTool(cctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": msg}})
-			watch.Stop()
-			calls.Add(1)
-			switch {
-			case err != nil && cctx.Err() != nil:
-				timedOut.Add(1)
-			case err != nil:
-				t.Errorf("call %s: %v", msg, err)
-			case !echoed(res, msg):
-				t.Errorf("call %s: wrong result %+v", msg, res.Content)
-			}
-		}()
-	}
-	wg.Wait()
-	t.Logf("%d calls (%d ended by their deadline), stalled: %v", calls.Load(), timedOut.Load(), stalled.Load())
-	if stalled.Load() {
-		t.Fatalf("a call stalled; post-mortem in %s", dir)
-	}
+	st.Run(t, func(ctx context.Context, msg string) error {
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": msg}})
+		switch {
+		case err != nil:
+			return err
+		case !echoed(res, msg):
+			return fmt.Errorf("wrong result %+v", res.Content)
+		}
+		return nil
+	}, func(msg string) { postMortem(t, st.Dir, cmd.Process.Pid, msg, written, read) })
 }
 
 // postMortem records a stalled call msg: see TestStdioStallStress.
@@ -181,14 +135,6 @@ func (x tapWriter) Write(p []byte) (int, error) {
 }
 
 func (x tapWriter) Close() error { return x.w.Close() }
-
-// envInt is the integer in environment variable k, or def.
-func envInt(k string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(k)); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
 
 // echoed reports whether res is echo's answer to msg.
 func echoed(res *mcp.CallToolResult, msg string) bool {

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,18 +27,8 @@ func TestChildrenShareNoNpmCache(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command("/bin/sh", "-c", script)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		child, err := s.Prepare(cmd, Spec{Name: name, Owner: owner, Command: cmd.Path, Npm: true}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := child.Start(); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-		child.Exited()
-		return out.String(), cmd.Env
+		_, out := runConfined(t, s, cmd, Spec{Name: name, Owner: owner, Command: cmd.Path, Npm: true})
+		return out, cmd.Env
 	}
 	// a writes its own cache, then tries b's and the shared one.
 	bCache := filepath.Join(shared, "_mcpbus", "b", "npm")

@@ -28,18 +28,7 @@ func TestStartConfinesChildOnly(t *testing.T) {
 	for i := range 3 { // several starts: no restricted thread is reused
 		cmd := exec.Command("/bin/sh", "-c", `cat "$1" 2>&1; echo; cat /etc/hostname >/dev/null && echo etc-ok; echo x > "$TMPDIR/f" && echo tmp-ok`, "sh", secret)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
-		var out bytes.Buffer
-		cmd.Stdout = &out
-		child, err := s.Prepare(cmd, Spec{Command: cmd.Path}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := child.Start(); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-		child.Exited()
-		got := out.String()
+		child, got := runConfined(t, s, cmd, Spec{Command: cmd.Path})
 		if strings.Contains(got, "SUAFAKE") || !strings.Contains(got, "Permission denied") {
 			t.Fatalf("start %d: the child read the protected file or failed otherwise: %q", i, got)
 		}
@@ -78,9 +67,18 @@ func TestChildReadsNoRunnerEnviron(t *testing.T) {
 	}
 	cmd := exec.Command("/bin/sh", "-c", `for f in /proc/$1/environ /proc/$1/task/*/environ; do cat "$f" >/dev/null 2>&1 && echo "read $f"; done; echo tried`, "sh", strconv.Itoa(os.Getpid()))
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
+	if _, got := runConfined(t, s, cmd, Spec{Command: cmd.Path}); !strings.Contains(got, "tried") || strings.Contains(got, "read ") {
+		t.Fatalf("the child read the runner's environment: %q", got)
+	}
+}
+
+// runConfined prepares cmd (Path, Args and Env set) with spec, runs it to its
+// end and returns the child and what it wrote to stdout and stderr.
+func runConfined(t *testing.T, s *Sandbox, cmd *exec.Cmd, spec Spec) (*Child, string) {
+	t.Helper()
 	var out bytes.Buffer
-	cmd.Stdout = &out
-	child, err := s.Prepare(cmd, Spec{Command: cmd.Path}, nil)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	child, err := s.Prepare(cmd, spec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +87,5 @@ func TestChildReadsNoRunnerEnviron(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	child.Exited()
-	if got := out.String(); !strings.Contains(got, "tried") || strings.Contains(got, "read ") {
-		t.Fatalf("the child read the runner's environment: %q", got)
-	}
+	return child, out.String()
 }
