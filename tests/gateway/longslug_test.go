@@ -49,8 +49,17 @@ func TestLongSlugToolsAreCallableByListedName(t *testing.T) {
 		t.Errorf("CallNamed %s: %s, %v", name, got, err)
 	}
 
-	r = e.do("POST", "/mcp/invoke", rest.InvokeRequest{ToolName: strings.Repeat("m", 64), Params: json.RawMessage(`{}`)})
-	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "namespaced name") {
-		t.Errorf("a name of no tool without __: %d %s, want 400 naming the form", r.status, r.body)
+	none := e.do("POST", "/mcp/invoke", rest.InvokeRequest{ToolName: strings.Repeat("m", 64), Params: json.RawMessage(`{}`)})
+	if none.status != http.StatusBadRequest || !strings.Contains(string(none.body), "namespaced name") {
+		t.Errorf("a name of no tool without __: %d %s, want 400 naming the form", none.status, none.body)
+	}
+	// A key whose filter leaves the tool out gets what a name of no tool
+	// gets: the listed name tells it nothing.
+	var other model.KeyCreateReply
+	e.do("POST", "/api/v1/keys", model.KeyCreateRequest{Name: "other", Scopes: []string{model.KeyScopeCall},
+		Tools: model.ToolFilter{Allow: []string{"elsewhere__*"}}}).decode(t, &other)
+	r = e.doKey(other.Key, "POST", "/mcp/invoke", rest.InvokeRequest{ToolName: name, Params: json.RawMessage(`{"message":"x"}`)})
+	if r.status != none.status || strings.Contains(string(r.body), `"x"`) {
+		t.Errorf("another key's call of %s: %d %s, want %d as for no tool", name, r.status, r.body, none.status)
 	}
 }
