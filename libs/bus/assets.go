@@ -206,9 +206,13 @@ func keepReplicas(ctx context.Context, js jetstream.JetStream, stream string, wa
 // ensureKV creates or updates a bucket; one another service made with other
 // settings (history, replicas) is used as it is.
 func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	return CreateAsset(ctx, js, "KV_"+cfg.Bucket,
+	kv, err := CreateAsset(ctx, js, "KV_"+cfg.Bucket,
 		func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, cfg) },
 		func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, cfg.Bucket) })
+	if err != nil {
+		return nil, err
+	}
+	return WholeKeys(js, kv), nil
 }
 
 // FitStream creates or updates a stream, a new one with its MaxBytes fitted

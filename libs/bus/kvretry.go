@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -130,12 +131,23 @@ func (r retryKV) ListKeys(ctx context.Context, opts ...jetstream.WatchOpt) (jets
 	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
 		return nil, err
 	}
-	ch := make(chan string, len(keys))
-	for _, k := range keys {
-		ch <- k
+	return listed(keys), nil
+}
+
+// ListKeysFiltered reads the keys under filters (retried) before it returns
+// them.
+func (r retryKV) ListKeysFiltered(ctx context.Context, filters ...string) (jetstream.KeyLister, error) {
+	keys, err := RetryValue(ctx, func(ctx context.Context, _ int) ([]string, error) {
+		lister, err := r.KeyValue.ListKeysFiltered(ctx, slices.Clone(filters)...) // nats.go writes into them
+		if err != nil {
+			return nil, err
+		}
+		return drain(lister), cut(ctx, nil)
+	})
+	if err != nil {
+		return nil, err
 	}
-	close(ch)
-	return keyList(ch), nil
+	return listed(keys), nil
 }
 
 func (r retryKV) Status(ctx context.Context) (jetstream.KeyValueStatus, error) {
@@ -152,7 +164,7 @@ func cut(ctx context.Context, err error) error {
 	return err
 }
 
-// keyList is a KeyLister over keys already read.
+// keyList is a KeyLister over keys already read (listed).
 type keyList chan string
 
 func (k keyList) Keys() <-chan string { return k }

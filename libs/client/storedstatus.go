@@ -32,7 +32,7 @@ func (c *Client) StoredStatus(ctx context.Context, server string) ([]model.Statu
 	if err != nil {
 		return nil, apierr.Wrap(apierr.Internal, "jetstream", err)
 	}
-	kv, err := js.KeyValue(ctx, bus.BucketStatus)
+	kv, err := bus.BindKV(ctx, js, bus.BucketStatus)
 	if err != nil {
 		return nil, bus.JetStreamErr("the status bucket", err)
 	}

@@ -120,11 +120,11 @@ func (o *ownerCheck) buckets(ctx context.Context) (jetstream.KeyValue, jetstream
 	if err != nil {
 		return nil, nil, apierr.Wrap(apierr.Internal, "jetstream", err)
 	}
-	c, err := js.KeyValue(ctx, bus.BucketConfigs)
+	c, err := bus.BindKV(ctx, js, bus.BucketConfigs)
 	if err != nil {
 		return nil, nil, apierr.Wrap(apierr.ServiceUnavailable, "the config bucket is not there yet", err)
 	}
-	w, err := js.KeyValue(ctx, bus.BucketOwners)
+	w, err := bus.BindKV(ctx, js, bus.BucketOwners)
 	if err != nil {
 		return nil, nil, apierr.Wrap(apierr.ServiceUnavailable, "the lease bucket is not there yet", err)
 	}

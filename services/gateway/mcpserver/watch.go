@@ -27,9 +27,9 @@ import (
 // buckets opens KV mcp_tools and mcp_status, creating the shared assets when
 // the gateway is the first service up.
 func buckets(ctx context.Context, js jetstream.JetStream, prefix string) (tools, status jetstream.KeyValue, err error) {
-	tools, err = js.KeyValue(ctx, bus.BucketTools)
+	tools, err = bus.BindKV(ctx, js, bus.BucketTools)
 	if err == nil {
-		status, err = js.KeyValue(ctx, bus.BucketStatus)
+		status, err = bus.BindKV(ctx, js, bus.BucketStatus)
 	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		var assets *bus.Assets

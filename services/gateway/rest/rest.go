@@ -139,11 +139,11 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rest: jetstream: %w", err)
 	}
-	kv, err := js.KeyValue(ctx, bus.BucketTools)
+	kv, err := bus.BindKV(ctx, js, bus.BucketTools)
 	if err != nil {
 		return nil, fmt.Errorf("rest: the tool catalog bucket %s: %w", bus.BucketTools, err)
 	}
-	statusKV, err := js.KeyValue(ctx, bus.BucketStatus)
+	statusKV, err := bus.BindKV(ctx, js, bus.BucketStatus)
 	if err != nil {
 		return nil, fmt.Errorf("rest: the status bucket %s: %w", bus.BucketStatus, err)
 	}

@@ -1,0 +1,150 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// WholeKeys wraps kv so that its key listings (Keys, ListKeys,
+// ListKeysFiltered) miss no key that exists throughout the listing.
+//
+// nats.go lists keys with a watcher that stops once it has had as many
+// messages as were pending when it began. In a bucket that keeps one value
+// per key, a key rewritten meanwhile loses the message the watcher was to
+// read, and its new one comes after the stop: the key is not listed
+// (TestKeysListsAKeyRewrittenMeanwhile). A status rewritten each second, a
+// task running, a config being saved all vanished from lists that way.
+//
+// The stream's subjects, read in one request after the watcher, hold every
+// key that has a message; those the watcher did not give are read one by
+// one, and listed unless deleted.
+func WholeKeys(js jetstream.JetStream, kv jetstream.KeyValue) jetstream.KeyValue {
+	if _, ok := kv.(wholeKeys); ok {
+		return kv
+	}
+	return wholeKeys{KeyValue: kv, js: js}
+}
+
+// BindKV looks up an existing bucket, its listings whole (WholeKeys).
+func BindKV(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return WholeKeys(js, kv), nil
+}
+
+type wholeKeys struct {
+	jetstream.KeyValue
+	js jetstream.JetStream
+}
+
+func (w wholeKeys) Keys(ctx context.Context, opts ...jetstream.WatchOpt) ([]string, error) {
+	keys, err := w.list(ctx, []string{">"}, opts)
+	if err == nil && len(keys) == 0 {
+		return nil, jetstream.ErrNoKeysFound
+	}
+	return keys, err
+}
+
+func (w wholeKeys) ListKeys(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyLister, error) {
+	keys, err := w.list(ctx, []string{">"}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return listed(keys), nil
+}
+
+func (w wholeKeys) ListKeysFiltered(ctx context.Context, filters ...string) (jetstream.KeyLister, error) {
+	if len(filters) == 0 {
+		filters = []string{">"}
+	}
+	keys, err := w.list(ctx, filters, nil)
+	if err != nil {
+		return nil, err
+	}
+	return listed(keys), nil
+}
+
+// list is the watcher's keys under filters, then those of the stream's
+// subjects it missed that are not deleted.
+func (w wholeKeys) list(ctx context.Context, filters []string, opts []jetstream.WatchOpt) ([]string, error) {
+	watched, err := w.watched(ctx, filters, opts)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(watched))
+	for _, k := range watched {
+		seen[k] = true
+	}
+	stream, err := w.js.Stream(ctx, "KV_"+w.Bucket())
+	if err != nil {
+		return nil, fmt.Errorf("looking up bucket %s: %w", w.Bucket(), err)
+	}
+	prefix := "$KV." + w.Bucket() + "."
+	for _, f := range filters {
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+f))
+		if err != nil {
+			return nil, fmt.Errorf("reading the keys of bucket %s: %w", w.Bucket(), err)
+		}
+		for subject := range info.State.Subjects {
+			key := strings.TrimPrefix(subject, prefix)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			_, err := w.Get(ctx, key)
+			switch {
+			case err == nil:
+				watched = append(watched, key)
+			case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+			default:
+				return nil, fmt.Errorf("reading key %s of bucket %s: %w", key, w.Bucket(), err)
+			}
+		}
+	}
+	return watched, nil
+}
+
+// watched is what nats.go's watcher lists.
+func (w wholeKeys) watched(ctx context.Context, filters []string, opts []jetstream.WatchOpt) ([]string, error) {
+	if len(filters) == 1 && filters[0] == ">" {
+		keys, err := w.KeyValue.Keys(ctx, opts...)
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil, nil
+		}
+		return keys, err
+	}
+	// nats.go writes the subjects into the filters it is given.
+	lister, err := w.KeyValue.ListKeysFiltered(ctx, slices.Clone(filters)...)
+	if err != nil {
+		return nil, err
+	}
+	// The lister's channel closes on its context's end as on its last key.
+	return drain(lister), ctx.Err()
+}
+
+// drain reads a lister to its end and stops it.
+func drain(lister jetstream.KeyLister) []string {
+	defer func() { _ = lister.Stop() }()
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// listed is a KeyLister over keys already read.
+func listed(keys []string) jetstream.KeyLister {
+	ch := make(chan string, len(keys))
+	for _, k := range keys {
+		ch <- k
+	}
+	close(ch)
+	return keyList(ch)
+}
