@@ -191,6 +191,9 @@ func TestApprovalsForAnyClient(t *testing.T) {
 		if r := httpDo(t, http.MethodPut, e.url+"/api/v1/approvals/rules", bob.Key, model.ApprovalRules{}); r.status != http.StatusForbidden || !strings.Contains(string(r.body), "UNAUTHORIZED") {
 			t.Fatalf("bob replacing the rules: %d %s, want 403 UNAUTHORIZED", r.status, r.body)
 		}
+		if r := httpDo(t, http.MethodGet, e.url+"/api/v1/approvals/rules", bob.Key, nil); r.status != http.StatusForbidden || strings.Contains(string(r.body), "approvers") {
+			t.Fatalf("bob reading the rules (they name principals): %d %s, want 403", r.status, r.body)
+		}
 		if r := httpDo(t, http.MethodPost, e.url+"/api/v1/approvals/"+h.ID+"/approve", bob.Key, nil); r.status != http.StatusOK {
 			t.Fatalf("bob approving: %d %s", r.status, r.body)
 		}

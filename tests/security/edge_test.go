@@ -180,7 +180,7 @@ func TestSecondUserAtTheEdge(t *testing.T) {
 			{"PUT", "/api/v1/servers/safe", map[string]any{"config": cfg}}, {"GET", "/api/v1/servers/safe/pins", nil},
 			{"POST", "/api/v1/servers/safe/pins/approve", map[string]any{"tool": "echo", "hash": "x"}},
 			{"POST", "/api/v1/agents", map[string]any{"name": "mine", "allow_tools": []string{"*"}}},
-			{"PUT", "/api/v1/approvals/rules", model.ApprovalRules{Default: model.ApprovalAllow}},
+			{"GET", "/api/v1/approvals/rules", nil}, {"PUT", "/api/v1/approvals/rules", model.ApprovalRules{Default: model.ApprovalAllow}},
 			{"GET", "/api/v1/chat/profiles", nil},
 			// Paths that clean into an admin route, or a route of another scope.
 			{"GET", "/api/v1/tasks/..%2F..%2Fkeys", nil}, {"GET", "/api/v1/me/authorizations/../../keys", nil},

@@ -68,24 +68,30 @@ func (a *API) decideApproval(decision string) http.HandlerFunc {
 	}
 }
 
+// The rules name principals (approvers, whom a rule holds): an admin's to
+// read, as to change.
 func (a *API) getApprovalRules(w http.ResponseWriter, r *http.Request) {
-	if !a.approvalsReady(w) {
+	if !a.approvalsReady(w) || !rulesAdmin(w, r, "read") {
 		return
 	}
 	writeJSON(w, http.StatusOK, a.opts.Approvals.Rules())
 }
 
+// rulesAdmin answers a caller who is not an admin 403, as a missing scope
+// is answered (the code stays UNAUTHORIZED: the contract has no FORBIDDEN).
+func rulesAdmin(w http.ResponseWriter, r *http.Request, verb string) bool {
+	if _, admin := caller(r); !admin {
+		auth.WriteError(w, http.StatusForbidden, apierr.New(apierr.Unauthorized, "only an admin may "+verb+" the approval rules"))
+		return false
+	}
+	return true
+}
+
 func (a *API) putApprovalRules(w http.ResponseWriter, r *http.Request) {
-	if !a.approvalsReady(w) {
+	if !a.approvalsReady(w) || !rulesAdmin(w, r, "change") {
 		return
 	}
-	id, admin := caller(r)
-	if !admin {
-		// Known but not allowed: 403, as for a missing scope (the code stays
-		// UNAUTHORIZED: the contract has no FORBIDDEN).
-		auth.WriteError(w, http.StatusForbidden, apierr.New(apierr.Unauthorized, "only an admin may change the approval rules"))
-		return
-	}
+	id, _ := caller(r)
 	var in model.ApprovalRules
 	if !decodeBody(w, r, &in) {
 		return
