@@ -26,9 +26,11 @@ type GatewayAuditEvent struct {
 	KeyID   string   `json:"key_id,omitempty"`
 	KeyName string   `json:"key_name,omitempty"`
 	Scopes  []string `json:"scopes,omitempty"`
-	// tokens_revoked: jti or sub, and the value named.
-	RevokeKind  string `json:"revoke_kind,omitempty"`
-	RevokeValue string `json:"revoke_value,omitempty"`
+	// tokens_revoked: jti or sub, the value named, and a sub's issuer
+	// (none: every issuer).
+	RevokeKind   string `json:"revoke_kind,omitempty"`
+	RevokeValue  string `json:"revoke_value,omitempty"`
+	RevokeIssuer string `json:"revoke_issuer,omitempty"`
 	// oauth_started: the server and whose credentials the flow is for
 	// ("" for the server's own).
 	Server string `json:"server,omitempty"`

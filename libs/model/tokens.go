@@ -6,11 +6,14 @@ import "time"
 // (mcp.v1.tokens.revoke, served by the gateway; POST /api/v1/tokens/revoke).
 
 // TokenRevokeRequest revokes the access token with this jti, or every
-// access token of this subject (sub, else client_id) issued up to now.
-// Exactly one is set.
+// access token of this subject (sub, else client_id, else azp) issued up to
+// now: of the issuer Iss, or of every issuer when Iss is empty (two
+// issuers may each have a user of one subject). JTI or Sub is set, not
+// both; Iss only with Sub.
 type TokenRevokeRequest struct {
 	JTI string `json:"jti,omitempty"`
 	Sub string `json:"sub,omitempty"`
+	Iss string `json:"iss,omitempty"`
 }
 
 // Kinds of TokenRevocation.
@@ -26,6 +29,7 @@ const (
 type TokenRevocation struct {
 	Kind      string    `json:"kind"`
 	Value     string    `json:"value"`
+	Issuer    string    `json:"issuer,omitempty"` // a sub revocation's issuer; empty: every issuer
 	RevokedAt time.Time `json:"revoked_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 	By        string    `json:"by,omitempty"`

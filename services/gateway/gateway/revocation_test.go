@@ -69,7 +69,7 @@ func TestOAuthTokenRevocation(t *testing.T) {
 	}
 
 	// Bad requests change nothing; a call key may not revoke.
-	for _, body := range []map[string]string{{}, {"jti": "x", "sub": "alice"}, {"sub": " alice"}} {
+	for _, body := range []map[string]string{{}, {"jti": "x", "sub": "alice"}, {"sub": " alice"}, {"iss": iss.URL()}, {"jti": "x", "iss": iss.URL()}, {"sub": "alice", "iss": "x\ty"}} {
 		if r := a.do("POST", "/api/v1/tokens/revoke", a.admin, body); r.status != http.StatusBadRequest || r.contract(t).Code != apierr.Validation {
 			t.Fatalf("revoke %v: %d %s", body, r.status, r.body)
 		}
@@ -111,6 +111,21 @@ func TestOAuthTokenRevocation(t *testing.T) {
 	fresh.IssuedAt = jwt.NewNumericDate(time.Now())
 	for _, h := range []*gw{a, b} {
 		works(h, "alice's new token", issue(t, iss, fresh))
+	}
+	// A subject of one issuer: another issuer's bob is not this one.
+	for _, other := range []string{"https://other.example.com", iss.URL()} {
+		r = a.do("POST", "/api/v1/tokens/revoke", a.admin, model.TokenRevokeRequest{Sub: "bob", Iss: other})
+		if r.decode(t, &rv); r.status != http.StatusOK || rv.Kind != model.RevokeSub || rv.Issuer != other {
+			t.Fatalf("revoke bob of %s: %d %s", other, r.status, r.body)
+		}
+		if other != iss.URL() {
+			time.Sleep(200 * time.Millisecond) // b's watch has had its chance
+			works(a, "bob, after another issuer's bob was revoked", bob)
+			works(b, "bob, after another issuer's bob was revoked", bob)
+		}
+	}
+	for _, h := range []*gw{a, b} {
+		refused(h, "bob, revoked for his issuer", bob, "the tokens of bob issued up to")
 	}
 	// A gateway started later loads the list.
 	c := startGateway(t, e, opts)

@@ -57,7 +57,7 @@ type Options struct {
 // RevocationCheck says whether a verified token was revoked since:
 // UNAUTHORIZED with the reason, or nil.
 type RevocationCheck interface {
-	Check(jti, subject string, iat time.Time) error
+	Check(jti, issuer, subject string, iat time.Time) error
 }
 
 // Enabled reports whether any issuer is configured.

@@ -96,7 +96,7 @@ func OpenRevocations(ctx context.Context, js jetstream.JetStream, opts Revocatio
 					if rv, ok := r.decode(e); ok && rv.Kind == model.RevokeJTI {
 						jti[rv.Value] = rv
 					} else if ok {
-						subs[rv.Value] = rv
+						subs[subKey(rv.Issuer, rv.Value)] = rv
 					}
 				}
 				r.mu.Lock()
@@ -148,8 +148,18 @@ func (r *Revocations) set(rv model.TokenRevocation) {
 	if rv.Kind == model.RevokeJTI {
 		r.jti[rv.Value] = rv
 	} else {
-		r.subs[rv.Value] = rv
+		r.subs[subKey(rv.Issuer, rv.Value)] = rv
 	}
+}
+
+// subKey is the key of a subject's revocation in subs: the subject alone
+// for every issuer's, else the issuer with it (neither holds a control
+// character).
+func subKey(issuer, subject string) string {
+	if issuer == "" {
+		return subject
+	}
+	return issuer + "\n" + subject
 }
 
 // revocationKey is the bucket key of a revocation.
@@ -170,37 +180,44 @@ func (r *Revocations) Revoke(ctx context.Context, req model.TokenRevokeRequest, 
 		kind, value = model.RevokeSub, req.Sub
 	case req.JTI == "":
 		return model.TokenRevocation{}, apierr.Invalid("jti", "give the jti of one access token or the sub whose tokens to revoke")
+	case req.Iss != "" && req.Sub == "":
+		return model.TokenRevocation{}, apierr.Invalid("iss", "iss names the issuer of a sub: give it with sub")
 	}
-	if strings.TrimSpace(value) != value || len(value) > maxRevokeValue || strings.ContainsFunc(value, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
-		return model.TokenRevocation{}, apierr.Invalid(kind, fmt.Sprintf("%s must be at most %d characters, without control characters or surrounding spaces", kind, maxRevokeValue))
+	for field, v := range map[string]string{kind: value, "iss": req.Iss} {
+		if strings.TrimSpace(v) != v || len(v) > maxRevokeValue || strings.ContainsFunc(v, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
+			return model.TokenRevocation{}, apierr.Invalid(field, fmt.Sprintf("%s must be at most %d characters, without control characters or surrounding spaces", field, maxRevokeValue))
+		}
 	}
 	now := time.Now().UTC()
-	rv := model.TokenRevocation{Kind: kind, Value: value, RevokedAt: now, ExpiresAt: now.Add(r.ttl), By: by}
+	rv := model.TokenRevocation{Kind: kind, Value: value, Issuer: req.Iss, RevokedAt: now, ExpiresAt: now.Add(r.ttl), By: by}
 	data, err := json.Marshal(rv)
 	if err != nil {
 		return model.TokenRevocation{}, apierr.Wrap(apierr.Internal, "encoding the revocation", err)
 	}
-	if _, err := r.kv.Put(ctx, revocationKey(kind, value), data); err != nil {
+	if _, err := r.kv.Put(ctx, revocationKey(kind, subKey(req.Iss, value)), data); err != nil {
 		return model.TokenRevocation{}, bus.JetStreamErr("storing the revocation", err)
 	}
 	r.set(rv)
-	r.log.Info("OAuth access tokens revoked", "kind", kind, "value", value, "by", by)
-	r.audit.Record(model.GatewayAuditEvent{Action: model.GatewayTokensRevoked, Principal: principal.Actor(ctx), RevokeKind: kind, RevokeValue: value})
+	r.log.Info("OAuth access tokens revoked", "kind", kind, "value", value, "issuer", req.Iss, "by", by)
+	r.audit.Record(model.GatewayAuditEvent{Action: model.GatewayTokensRevoked, Principal: principal.Actor(ctx), RevokeKind: kind, RevokeValue: value, RevokeIssuer: req.Iss})
 	return rv, nil
 }
 
-// Check refuses a token that is revoked: its jti, or its subject with a
-// revocation made at or after the token's iat (a token without iat counts
-// as issued before). UNAUTHORIZED, with the reason.
-func (r *Revocations) Check(jti, subject string, iat time.Time) error {
+// Check refuses a token that is revoked: its jti, or its subject (of any
+// issuer, or of the token's) with a revocation made at or after the
+// token's iat (a token without iat counts as issued before). UNAUTHORIZED,
+// with the reason.
+func (r *Revocations) Check(jti, issuer, subject string, iat time.Time) error {
 	now := time.Now()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if rv, ok := r.jti[jti]; ok && jti != "" && now.Before(rv.ExpiresAt) {
 		return apierr.Newf(apierr.Unauthorized, "invalid access token: it was revoked at %s", rv.RevokedAt.Format(time.RFC3339))
 	}
-	if rv, ok := r.subs[subject]; ok && now.Before(rv.ExpiresAt) && (iat.IsZero() || !iat.After(rv.RevokedAt)) {
-		return apierr.Newf(apierr.Unauthorized, "invalid access token: the tokens of %s issued up to %s were revoked; get a new one", subject, rv.RevokedAt.Format(time.RFC3339))
+	for _, key := range []string{subject, subKey(issuer, subject)} {
+		if rv, ok := r.subs[key]; ok && now.Before(rv.ExpiresAt) && (iat.IsZero() || !iat.After(rv.RevokedAt)) {
+			return apierr.Newf(apierr.Unauthorized, "invalid access token: the tokens of %s issued up to %s were revoked; get a new one", subject, rv.RevokedAt.Format(time.RFC3339))
+		}
 	}
 	return nil
 }

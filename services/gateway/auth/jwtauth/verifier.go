@@ -166,7 +166,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*auth.Principal, e
 		if c.IssuedAt != nil {
 			iat = c.IssuedAt.Time
 		}
-		if err := v.opts.Revoked.Check(c.ID, subject, iat); err != nil {
+		if err := v.opts.Revoked.Check(c.ID, c.Issuer, subject, iat); err != nil {
 			return nil, err
 		}
 	}
