@@ -143,11 +143,15 @@ func (s *server) scheduleRestart() {
 	s.mu.Unlock()
 	s.r.publishStatus(st) // the error stays as it was; retry_at tells when the next try comes
 	s.log.Warn("server will restart", "in", delay, "attempt", s.attempts, "of", max)
-	s.retry = time.AfterFunc(delay, func() {
+	var timer *time.Timer
+	timer = time.AfterFunc(delay, func() {
 		s.post(func() {
-			if s.status().State != model.StateError {
+			// A timer stopped after it fired still has this queued: only
+			// the pending one may restart (a later crash has its own).
+			if s.retry != timer || s.status().State != model.StateError {
 				return // stopped, restarted or removed meanwhile
 			}
+			s.retry = nil
 			// The restart is under way: a start refused before it writes
 			// "starting" (exec policy, server limit) must not leave a
 			// retry_at in the past behind.
@@ -157,6 +161,7 @@ func (s *server) scheduleRestart() {
 			_ = s.start(context.Background())
 		})
 	})
+	s.retry = timer
 }
 
 // cancelRetry drops a pending automatic restart.
