@@ -363,8 +363,8 @@ func TestCrashedServerKeepsTools(t *testing.T) {
 		// Polled slowly enough to stay within the key's burst (40) on a
 		// loaded machine, where the gateway may see the status late: until
 		// then the call reaches the runner, whose own 503 ("server crashy
-		// is restarting after a crash (…); retry after N s", without a
-		// Retry-After header) is not the gateway's answer looked for.
+		// is restarting after a crash (…); retry after N s") gets its
+		// Retry-After only once the gateway knows of the restart.
 		deadline := time.Now().Add(4 * time.Second)
 		for {
 			r = h.do("POST", "/mcp/invoke", "", map[string]any{"tool_name": "crashy__echo", "params": map[string]any{"message": "hi"}})

@@ -20,7 +20,6 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpguard"
-	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
 // The call fast path. A tools/call is most of an agent's traffic, and
@@ -260,11 +259,8 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		if r.Context().Err() != nil {
 			return "", err // the client hung up: nobody to answer
 		}
-		var res *mcp.CallToolResult
-		switch {
-		case restarts.NoOwner(err):
-			res = outageResult(e)
-		default:
+		res := a.unservedResult(e, err)
+		if res == nil {
 			// The fast path serves no client with elicitation: a prompt is a tool error.
 			if res, _, _ = a.authorizationPrompt(ctx, nil, nil, e, err); res == nil {
 				fail(a.callError(ctx, e, err))

@@ -19,7 +19,6 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
 )
 
 // Server-to-client requests for clients of protocol 2026-07-28 (multi
@@ -262,8 +261,8 @@ func (a *Aggregator) nextRound(ctx context.Context, hc *heldCall, e *toolEntry) 
 // finish ends a held call with the bus call's outcome.
 func (a *Aggregator) finish(hc *heldCall, e *toolEntry, out callOutcome) (*mcp.CallToolResult, error) {
 	defer hc.cancel()
-	if restarts.NoOwner(out.err) {
-		return outageResult(e), nil
+	if res := a.unservedResult(e, out.err); res != nil {
+		return res, nil
 	}
 	if res, perr, ok := a.authorizationPrompt(hc.ctx, hc.caps, nil, e, out.err); ok {
 		return res, perr

@@ -57,8 +57,8 @@ func (a *Aggregator) toolHandler(v *view, e *toolEntry) mcp.ToolHandler {
 		}
 		opts.OnClientRequest = clientRequests(req.Session) // elicitation, sampling
 		raw, err := a.client.Call(ctx, e.cat.Server, e.cat.Tool, args, opts)
-		if restarts.NoOwner(err) {
-			return outageResult(e), nil
+		if res := a.unservedResult(e, err); res != nil {
+			return res, nil
 		}
 		if res, perr, ok := a.authorizationPrompt(ctx, req.Session.InitializeParams().Capabilities, req.Session, e, err); ok {
 			return res, perr
@@ -118,6 +118,21 @@ func checkArguments(e *toolEntry, raw json.RawMessage) (args json.RawMessage, ba
 // clients surface other JSON-RPC errors as failures of the connection).
 func outageResult(e *toolEntry) *mcp.CallToolResult {
 	return toolError(restarts.Unavailable(e.name, e.cat.Server).Message)
+}
+
+// unservedResult is the tool error of a call its server could not take:
+// no runner serves it (outageResult), or the runner said it restarts after
+// a crash, which this gateway has seen by now too (restartResult's answer,
+// in the runner's words: the call got there first). Nil for any other
+// outcome.
+func (a *Aggregator) unservedResult(e *toolEntry, err error) *mcp.CallToolResult {
+	if restarts.NoOwner(err) {
+		return outageResult(e)
+	}
+	if ae := apierr.From(err); err != nil && ae.Code == apierr.ServiceUnavailable && a.restartWait(e) != nil {
+		return toolError(ae.Message)
+	}
+	return nil
 }
 
 // mismatchResult is the tool result of arguments that fail the input schema.

@@ -35,7 +35,8 @@ import (
 //	                         server's upstream refused its credentials: details say
 //	                         UNAUTHORIZED "Authentication failed. Check your API key.")
 //	SERVICE_UNAVAILABLE 503  no runner answered, the server is starting or in error
-//	                         (restarting after a crash: with Retry-After, the seconds until its restart;
+//	                         (restarting after a crash: with Retry-After, the seconds until its restart,
+//	                         once this gateway has seen the crash;
 //	                         a listed tool whose server no runner serves, a failover under way:
 //	                         Retry-After 5, a lease's time)
 //	INTERNAL_ERROR      500  anything else
@@ -195,6 +196,10 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		e := apierr.From(err)
+		if wait, ok := a.catalog.restarting(tool.Server); ok && e.Code == apierr.ServiceUnavailable {
+			// The runner saw the crash before this gateway did.
+			w.Header().Set("Retry-After", strconv.Itoa(model.RetryAfterSeconds(wait)))
+		}
 		if model.NotAuthorized(err) {
 			e = a.withAuthorizationURL(r.Context(), tool.Server, e)
 		}
