@@ -47,7 +47,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Duration(&o.TaskTimeout, "task-timeout", "", DefaultTaskTimeout, "how long a durable task's call may run (in place of the call timeout)")
 	s.Int(&o.TaskMaxPerPrincipal, "task-max-per-principal", "", DefaultTaskMaxPerPrincipal, "durable tasks one principal may keep (within --task-retention); past it task.create is RATE_LIMITED")
 	s.Strings(&o.ExecTypes, "exec-types", "", model.ExecTypes,
-		"package types this runner spawns or connects: npm, docker, binary, http (a deployment sets npm,docker,http)")
+		"package types this runner spawns or connects: npm, docker, binary, http (the compose deployment sets npm,http; docker is added with deploy/compose.docker-servers.yml)")
 	s.Strings(&o.ExecBinaryPrefixes, "exec-binary-prefixes", "", nil,
 		"absolute paths a binary package must be under, after cleaning and resolving it (empty: any path, when binary is allowed)")
 	s.String(&o.ChildSandbox, "child-sandbox", "", sandbox.ModeAuto,
