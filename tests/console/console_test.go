@@ -330,7 +330,7 @@ func otlpSink(t *testing.T) *httptest.Server {
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		w.WriteHeader(http.StatusOK)
 	}))
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { closeNow(srv) })
 	return srv
 }
 
@@ -482,8 +482,15 @@ func scriptedModel(t *testing.T) *httptest.Server {
 		p.FlushInterval = -1 // stream the SSE events as they come
 		p.ServeHTTP(w, r)
 	}))
-	t.Cleanup(front.Close)
+	t.Cleanup(func() { closeNow(front) })
 	return front
+}
+
+// closeNow closes a stand-in with its connections: a request still under
+// way at the end (an export, a streamed answer) would hold Close 5 s.
+func closeNow(srv *httptest.Server) {
+	srv.CloseClientConnections()
+	srv.Close()
 }
 
 // lastUserText is the text of the last user message of an OpenAI chat
