@@ -127,7 +127,17 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 	}
 	// The assets are independent: made at once, start-up waits for the
 	// slowest instead of the sum (each R3 create is one group election).
-	steps := []func(context.Context) error{events, audit}
+	// The two streams are the exception: on a server with too little
+	// storage each is fitted to what is left (FitMaxBytes), and two fitted
+	// at once both saw the same room and together reserved more than the
+	// server had (TestAssetsFitASmallServer failed one run in six).
+	streams := func(ctx context.Context) error {
+		if err := events(ctx); err != nil {
+			return err
+		}
+		return audit(ctx)
+	}
+	steps := []func(context.Context) error{streams}
 	for _, b := range buckets {
 		b.cfg.Storage = jetstream.FileStorage
 		steps = append(steps, func(ctx context.Context) (err error) {
