@@ -12,13 +12,12 @@ import (
 // DefaultTaskMaxPerPrincipal bounds the tasks one principal has in KV
 // mcp_tasks (Options.TaskMaxPerPrincipal): without it one key with the call
 // scope filled the bucket (a record of up to 4 MiB each, kept for the
-// retention) and made every task.list, which reads each record, slow for
-// everyone.
+// retention).
 const DefaultTaskMaxPerPrincipal = 1000
 
 // ownerPrefix marks a task's owner entry in KV mcp_tasks,
-// own.<principal hash>.<task id>: written with the task, never rewritten,
-// so it expires a retention after the task was made; counting a
+// own.<principal hash>.<task id>: written with the task and again when it
+// ends (taskstore.go), so it expires with the record; counting a
 // principal's entries is cheap where counting its records would read every
 // task. The principal id is hashed: it may hold what a key may not.
 const ownerPrefix = "own."

@@ -107,6 +107,12 @@ func (t *taskStore) updateRecord(ctx context.Context, id string, change func(*ta
 		}
 		_, err = t.kv.Update(ctx, id, data, rev)
 		if err == nil {
+			if model.TaskFinal(rec.State) {
+				// The owner entry lives as long as the record from here: a
+				// principal's list (task.list) reads its tasks by their
+				// owner entries, written with the task.
+				_, _ = t.kv.Put(ctx, ownerKeys(rec.Principal)+id, []byte("1"))
+			}
 			return rec, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
