@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,8 +22,8 @@ import (
 // task running, a config being saved all vanished from lists that way.
 //
 // The stream's subjects, read in one request after the watcher, hold every
-// key that has a message; those the watcher did not give are read one by
-// one, and listed unless deleted.
+// key that has a message; those the watcher did not see at all are read
+// one by one, and listed unless deleted.
 func WholeKeys(js jetstream.JetStream, kv jetstream.KeyValue) jetstream.KeyValue {
 	if _, ok := kv.(wholeKeys); ok {
 		return kv
@@ -72,15 +73,17 @@ func (w wholeKeys) ListKeysFiltered(ctx context.Context, filters ...string) (jet
 }
 
 // list is the watcher's keys under filters, then those of the stream's
-// subjects it missed that are not deleted.
+// subjects it did not see that are not deleted.
 func (w wholeKeys) list(ctx context.Context, filters []string, opts []jetstream.WatchOpt) ([]string, error) {
-	watched, err := w.watched(ctx, filters, opts)
+	seen, err := w.watched(ctx, filters, opts)
 	if err != nil {
 		return nil, err
 	}
-	seen := make(map[string]bool, len(watched))
-	for _, k := range watched {
-		seen[k] = true
+	var keys []string
+	for k, live := range seen {
+		if live {
+			keys = append(keys, k)
+		}
 	}
 	stream, err := w.js.Stream(ctx, "KV_"+w.Bucket())
 	if err != nil {
@@ -94,39 +97,43 @@ func (w wholeKeys) list(ctx context.Context, filters []string, opts []jetstream.
 		}
 		for subject := range info.State.Subjects {
 			key := strings.TrimPrefix(subject, prefix)
-			if seen[key] {
+			if _, ok := seen[key]; ok {
 				continue
 			}
 			seen[key] = true
 			_, err := w.Get(ctx, key)
 			switch {
 			case err == nil:
-				watched = append(watched, key)
+				keys = append(keys, key)
 			case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 			default:
 				return nil, fmt.Errorf("reading key %s of bucket %s: %w", key, w.Bucket(), err)
 			}
 		}
 	}
-	return watched, nil
+	return keys, nil
 }
 
-// watched is what nats.go's watcher lists.
-func (w wholeKeys) watched(ctx context.Context, filters []string, opts []jetstream.WatchOpt) ([]string, error) {
-	if len(filters) == 1 && filters[0] == ">" {
-		keys, err := w.KeyValue.Keys(ctx, opts...)
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return nil, nil
-		}
-		return keys, err
-	}
+// watched is what a watcher of filters sees until it has had the values
+// pending when it began: each key, true if its last operation seen is a
+// put. Deleted keys are kept (false), so their markers, which stay in the
+// stream, are not read again one by one.
+func (w wholeKeys) watched(ctx context.Context, filters []string, opts []jetstream.WatchOpt) (map[string]bool, error) {
 	// nats.go writes the subjects into the filters it is given.
-	lister, err := w.KeyValue.ListKeysFiltered(ctx, slices.Clone(filters)...)
+	watcher, err := w.KeyValue.WatchFiltered(ctx, slices.Clone(filters), append(slices.Clone(opts), jetstream.MetaOnly())...)
 	if err != nil {
 		return nil, err
 	}
-	// The lister's channel closes on its context's end as on its last key.
-	return drain(lister), ctx.Err()
+	defer func() { _ = watcher.Stop() }()
+	seen := map[string]bool{}
+	for e := range watcher.Updates() {
+		if e == nil {
+			return seen, nil
+		}
+		seen[e.Key()] = e.Operation() == jetstream.KeyValuePut
+	}
+	// Closed before the initial values ended: ctx did.
+	return nil, cmp.Or(ctx.Err(), errors.New("the key watcher stopped"))
 }
 
 // drain reads a lister to its end and stops it.
