@@ -77,3 +77,32 @@ func TestKeysListsAKeyRewrittenMeanwhile(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKeys compares in one run nats.go's listing (bare) with the whole
+// one (its watcher plus one stream info) on a quiet bucket of 200 keys.
+func BenchmarkKeys(b *testing.B) {
+	nc := testkit.Connect(b, testkit.NATS(b))
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "bench", History: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 200 {
+		if _, err := kv.PutString(ctx, fmt.Sprintf("k%03d", i), "v"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		kv   jetstream.KeyValue
+	}{{"bare", kv}, {"whole", bus.WholeKeys(js, kv)}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if keys, err := c.kv.Keys(ctx); err != nil || len(keys) != 200 {
+					b.Fatalf("%d keys, %v", len(keys), err)
+				}
+			}
+		})
+	}
+}
