@@ -81,20 +81,23 @@ func (p *prefilter) walk(b []byte, hits *[]hit, known *Known) (ruleSet, []Findin
 // read) and m, whitespace among the bytes before it (bit 0 the last). A
 // leaf, its state in registers.
 func (p *prefilter) straight(b []byte, i int, m uint64, blanks, stops uint8) (int, uint64) {
-	for ; i < len(b)-3; i++ {
-		x := uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24
+	grams, pairs := &p.grams, &p.pairs
+	rest := b[i:] // indexed from 0: no bounds checks in the loop
+	j := 0
+	for ; j < len(rest)-3; j++ {
+		x := uint32(rest[j]) | uint32(rest[j+1])<<8 | uint32(rest[j+2])<<16 | uint32(rest[j+3])<<24
 		h := gramHash(x)
-		if p.grams[h/64]&(1<<(h%64)) != 0 {
+		if grams[h/64]&(1<<(h%64)) != 0 {
 			break
 		}
-		f := p.pairs[uint16(x)]
+		f := pairs[uint16(x)]
 		next := m<<1 | uint64(f&blanks)
 		if next&0x1ff == blank || f&stops != 0 {
 			break
 		}
 		m = next
 	}
-	return i, m
+	return i + j, m
 }
 
 // keywords compares the keywords that start with b[i:i+2] there.
