@@ -25,6 +25,21 @@ const maxKnownLen = fingerprint.MaxLen
 type Known struct {
 	groups []*group
 	lens   [maxKnownLen + 1]bool // every group's lengths: a candidate of another length is not hashed
+	// shortest is the shortest of lens: a word shorter holds no candidate
+	// (the walk does not stop at its end).
+	shortest int
+}
+
+// withLens is k with lens set and shortest derived from them.
+func (k *Known) withLens(lens [maxKnownLen + 1]bool) *Known {
+	k.lens, k.shortest = lens, maxKnownLen+1
+	for n, ok := range lens {
+		if ok {
+			k.shortest = n
+			break
+		}
+	}
+	return k
 }
 
 // group is the fingerprints made under one key.
@@ -46,7 +61,7 @@ func NewKnown(key []byte, values []string) *Known {
 			g.lens[len(f)] = true
 		}
 	}
-	return &Known{groups: []*group{g}, lens: g.lens}
+	return (&Known{groups: []*group{g}}).withLens(g.lens)
 }
 
 // KnownFromSums is the set of fingerprints made elsewhere under key (the
@@ -70,7 +85,7 @@ func KnownFromSums(alg string, key []byte, sums []byte, lengths []int) (*Known, 
 		}
 		g.lens[n] = true
 	}
-	return &Known{groups: []*group{g}, lens: g.lens}, nil
+	return (&Known{groups: []*group{g}}).withLens(g.lens), nil
 }
 
 // Len is the number of fingerprints.
@@ -201,5 +216,5 @@ func Merge(sets ...*Known) *Known {
 			}
 		}
 	}
-	return out
+	return out.withLens(out.lens)
 }

@@ -248,13 +248,22 @@ func pairedPerByte(b *testing.B, n int, before, after func()) {
 // BenchmarkWalkPaired compares in one run, call by call, order alternating,
 // on this thread's CPU clock, the walk (keywords and known values in one
 // loop over the bytes) with the two separate passes it replaced, with the
-// 64 known values of BenchmarkPasses.
+// 64 known values of BenchmarkPasses (every length from 8 to 64), and on
+// the prose also with 3 values of 24 to 40 bytes.
 func BenchmarkWalkPaired(b *testing.B) {
 	s, known, payloads := pairedSetup(b)
 	old := newPairPrefilter(s.keywords)
+	// A deployment's set: a few values of a few lengths, none as short as
+	// most words.
+	few := NewKnown([]byte("k"), []string{strings.Repeat("a", 24), strings.Repeat("b", 32), strings.Repeat("c", 40)})
+	payloads = append(payloads, struct{ name, payload string }{"prose-64KiB-3-values", payloads[0].payload})
 	for _, c := range payloads {
 		b.Run(c.name, func(b *testing.B) {
 			p := []byte(c.payload)
+			known := known
+			if strings.HasSuffix(c.name, "-3-values") {
+				known = few
+			}
 			pairedPerByte(b, len(p), func() {
 				var hits []hit
 				old.rules(p, &hits)

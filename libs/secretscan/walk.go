@@ -36,18 +36,23 @@ type walker struct {
 func (p *prefilter) walk(b []byte, hits *[]hit, known *Known) (ruleSet, []Finding) {
 	w := walker{p: p, b: b, hits: hits, set: p.always}
 	n := len(b)
-	// Every candidate lies in a word at least MinKnownLen long: the loop
-	// stops at whitespace after eight bytes of none (and at quotes), and
-	// the word's tokens are walked then. Without known values only
-	// keywords stop it.
+	// Every candidate lies in a word at least as long as the shortest
+	// known value: the loop stops at whitespace ending such a word (and at
+	// quotes), and the word's tokens are walked then. Without known values
+	// only keywords stop it.
 	var blanks, stops uint8 = 0, short
+	// long tells, over the whitespace among the bytes before i and at i,
+	// whitespace ending a word as long as the shortest known value (63
+	// bytes at most: the mask's bits).
+	var long uint64
 	if known.Len() > 0 {
 		w.try = &tryer{k: known, payload: b}
 		blanks, stops = blank, short|quote
+		long = 1<<(min(known.shortest, 63)+1) - 1
 	}
 	var m uint64 // whitespace among the bytes before i, the last at bit 0
 	for i := 0; i < n; i++ {
-		i, m = p.straight(b, i, m, blanks, stops)
+		i, m = p.straight(b, i, m, long, blanks, stops)
 		if i == n {
 			break
 		}
@@ -61,7 +66,7 @@ func (p *prefilter) walk(b []byte, hits *[]hit, known *Known) (ruleSet, []Findin
 			w.keywords(i)
 		}
 		m = m<<1 | uint64(f&blanks)
-		if m&0x1ff == blank || f&stops&quote != 0 {
+		if m&long == blank || f&stops&quote != 0 {
 			w.stop(i)
 		}
 	}
@@ -76,11 +81,11 @@ func (p *prefilter) walk(b []byte, hits *[]hit, known *Known) (ruleSet, []Findin
 
 // straight walks b from i while no position needs more than a look: one
 // that may start a keyword, or with known values (blanks and stops set) a
-// quote or whitespace after eight bytes of none. It returns where it
+// quote or whitespace ending a long word (long, over m). It returns where it
 // stopped (len(b)-3 at most: the last positions have no four bytes to
 // read) and m, whitespace among the bytes before it (bit 0 the last). A
 // leaf, its state in registers.
-func (p *prefilter) straight(b []byte, i int, m uint64, blanks, stops uint8) (int, uint64) {
+func (p *prefilter) straight(b []byte, i int, m, long uint64, blanks, stops uint8) (int, uint64) {
 	grams, pairs := &p.grams, &p.pairs
 	rest := b[i:] // indexed from 0: no bounds checks in the loop
 	j := 0
@@ -92,7 +97,7 @@ func (p *prefilter) straight(b []byte, i int, m uint64, blanks, stops uint8) (in
 		}
 		f := pairs[uint16(x)]
 		next := m<<1 | uint64(f&blanks)
-		if next&0x1ff == blank || f&stops != 0 {
+		if next&long == blank || f&stops != 0 {
 			break
 		}
 		m = next
@@ -146,7 +151,7 @@ func (w *walker) wordStart(i int) int {
 // words tries the tokens of the word b[start:end] and, if it has
 // delimiters inside, the word itself; it reports whether it had none.
 func (w *walker) words(start, end int) bool {
-	if end-start < MinKnownLen {
+	if end-start < w.try.k.shortest {
 		return true
 	}
 	b, tok := w.b, start

@@ -11,10 +11,19 @@ import (
 // walkValues are known values shaped to meet the walk's edge cases: a
 // plain token, tokens with delimiters inside (found as words), one a token
 // of another (both found), one with whitespace (only a whole string), one
-// with a quote (found JSON-escaped), one of the shortest length.
+// with a quote (found JSON-escaped), one of the shortest length, one longer
+// than the walk's mask of the last bytes (63).
 var walkValues = []string{
 	"kv-0123456789-secret", "tok:en=with/delims", "x=SECRET12value", "SECRET12value",
 	"two words here ok", `ab"cdefgh12`, "Zq7Kp2Lm", "ſecret-ünicode-9",
+	"https://user:0123456789abcdef0123456789abcdef@db.example.com/name?ssl=true",
+}
+
+// walkSets are sets of walkValues: all, those of 20 bytes or more, the one
+// longer than 63 (the walk stops only at words as long as a set's shortest).
+func walkSets() []*Known {
+	return []*Known{NewKnown([]byte("k"), walkValues),
+		NewKnown([]byte("k"), []string{walkValues[0], walkValues[8]}), NewKnown([]byte("k"), walkValues[8:])}
 }
 
 // walkPieces are the texts random payloads are made of: JSON structure,
@@ -55,6 +64,9 @@ func walkPayload(rnd *rand.Rand, keywords []string) string {
 			if rnd.IntN(6) == 0 {
 				v = v[:rnd.IntN(len(v)+1)]
 			}
+			if rnd.IntN(2) == 0 { // a word of its own
+				v = " " + v + " "
+			}
 			b.WriteString(v)
 		case r < 6:
 			b.WriteByte(byte(rnd.IntN(256)))
@@ -87,7 +99,7 @@ var walkCases = []string{
 func TestWalkMatchesSeparatePasses(t *testing.T) {
 	s := testScanner(t)
 	old := newPairPrefilter(s.keywords)
-	known := NewKnown([]byte("k"), walkValues)
+	sets := walkSets()
 	var keywords []string
 	for _, words := range s.keywords.words {
 		for _, k := range words {
@@ -99,15 +111,15 @@ func TestWalkMatchesSeparatePasses(t *testing.T) {
 	for range 20000 {
 		payloads = append(payloads, walkPayload(rnd, keywords))
 	}
-	var hits, found int
-	for _, p := range payloads {
-		h, f := compareWalk(t, s, old, known, []byte(p))
-		hits, found = hits+h, found+f
+	hits, found := 0, make([]int, len(sets))
+	for i, p := range payloads {
+		h, f := compareWalk(t, s, old, sets[i%len(sets)], []byte(p))
+		hits, found[i%len(sets)] = hits+h, found[i%len(sets)]+f
 	}
-	// The payloads must have exercised both halves.
-	t.Logf("%d payloads: %d keyword occurrences, %d known values", len(payloads), hits, found)
-	if hits < len(payloads) || found < len(payloads)/10 {
-		t.Fatalf("%d payloads held only %d keyword occurrences and %d known values", len(payloads), hits, found)
+	// The payloads must have exercised both halves, each set of values.
+	t.Logf("%d payloads: %d keyword occurrences, known values by set %v", len(payloads), hits, found)
+	if hits < len(payloads) || slices.Min(found) < 50 {
+		t.Fatalf("%d payloads held only %d keyword occurrences and known values by set %v", len(payloads), hits, found)
 	}
 }
 
@@ -189,6 +201,10 @@ func FuzzWalk(f *testing.F) {
 		f.Fatal(err)
 	}
 	old := newPairPrefilter(s.keywords)
-	known := NewKnown([]byte("k"), walkValues)
-	f.Fuzz(func(t *testing.T, b []byte) { compareWalk(t, s, old, known, b) })
+	sets := walkSets()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, known := range sets {
+			compareWalk(t, s, old, known, b)
+		}
+	})
 }
