@@ -249,14 +249,16 @@ func pairedPerByte(b *testing.B, n int, before, after func()) {
 // on this thread's CPU clock, the walk (keywords and known values in one
 // loop over the bytes) with the two separate passes it replaced, with the
 // 64 known values of BenchmarkPasses (every length from 8 to 64), and on
-// the prose also with 3 values of 24 to 40 bytes.
+// the prose also with 3 values of 24 to 40 bytes; words-64KiB is
+// BenchmarkPasses' text of distinct words (a long word every few).
 func BenchmarkWalkPaired(b *testing.B) {
 	s, known, payloads := pairedSetup(b)
 	old := newPairPrefilter(s.keywords)
 	// A deployment's set: a few values of a few lengths, none as short as
 	// most words.
 	few := NewKnown([]byte("k"), []string{strings.Repeat("a", 24), strings.Repeat("b", 32), strings.Repeat("c", 40)})
-	payloads = append(payloads, struct{ name, payload string }{"prose-64KiB-3-values", payloads[0].payload})
+	payloads = append(payloads, struct{ name, payload string }{"prose-64KiB-3-values", payloads[0].payload},
+		struct{ name, payload string }{"words-64KiB", `{"message":"` + prose(rand.New(rand.NewPCG(9, 10)), 65536) + `"}`})
 	for _, c := range payloads {
 		b.Run(c.name, func(b *testing.B) {
 			p := []byte(c.payload)

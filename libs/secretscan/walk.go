@@ -1,5 +1,10 @@
 package secretscan
 
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
 // The scan's per-byte work is one loop over the payload (walk): at each
 // position its four bytes looked up in the keyword bitset (prefilter.grams)
 // and its first two in one table (prefilter.pairs) that gives both a
@@ -58,8 +63,12 @@ func (p *prefilter) walk(b []byte, hits *[]hit, known *Known) (ruleSet, []Findin
 		}
 		// The four bytes from i, zeros past the end.
 		var x uint32
-		for j := min(n, i+4) - 1; j >= i; j-- {
-			x = x<<8 | uint32(b[j])
+		if i+4 <= n {
+			x = binary.LittleEndian.Uint32(b[i:])
+		} else {
+			for j := n - 1; j >= i; j-- {
+				x = x<<8 | uint32(b[j])
+			}
 		}
 		f := p.pairs[uint16(x)]
 		if h := gramHash(x); p.grams[h/64]&(1<<(h%64)) != 0 || f&short != 0 {
@@ -67,14 +76,14 @@ func (p *prefilter) walk(b []byte, hits *[]hit, known *Known) (ruleSet, []Findin
 		}
 		m = m<<1 | uint64(f&blanks)
 		if m&long == blank || f&stops&quote != 0 {
-			w.stop(i)
+			w.stop(i, m)
 		}
 	}
 	if w.try == nil {
 		return w.set, nil
 	}
 	if w.inString { // an unterminated last string ends with the payload
-		w.end(n)
+		w.end(n, m<<1)
 	}
 	return w.set, w.try.found
 }
@@ -123,25 +132,32 @@ func (w *walker) keywords(i int) {
 	}
 }
 
-// stop handles b[i], a quote or whitespace that may end a long word.
-func (w *walker) stop(i int) {
+// stop handles b[i], a quote or whitespace that may end a long word; m is
+// whitespace among the bytes up to i, i at bit 0.
+func (w *walker) stop(i int, m uint64) {
 	if w.b[i] == '"' {
 		switch {
 		case !w.inString:
 			w.inString, w.str, w.mark = true, i+1, len(w.try.found)
 		case !escaped(w.b, w.str, i):
-			w.end(i)
+			w.end(i, m)
 			w.inString = false
 		}
 		return // an escaped quote: a delimiter inside a word
 	}
-	if w.inString {
-		w.words(w.wordStart(i), i)
+	if !w.inString {
+		return
 	}
+	w.words(w.wordStart(i, m), i)
 }
 
-// wordStart is where the word of the string ending before i starts.
-func (w *walker) wordStart(i int) int {
+// wordStart is where the word of the string ending before i starts: after
+// the last whitespace before i, in m (whitespace among the bytes up to i,
+// i at bit 0) unless it is further back.
+func (w *walker) wordStart(i int, m uint64) int {
+	if before := m >> 1; before != 0 {
+		return max(w.str, i-bits.TrailingZeros64(before))
+	}
 	for i > w.str && classes[w.b[i-1]] != space {
 		i--
 	}
@@ -173,10 +189,10 @@ func (w *walker) words(start, end int) bool {
 	return false
 }
 
-// end closes the string ending at i. A string whose whole content is
-// known is one finding, none of its parts.
-func (w *walker) end(i int) {
-	word := w.wordStart(i)
+// end closes the string ending at i (m as for wordStart). A string whose
+// whole content is known is one finding, none of its parts.
+func (w *walker) end(i int, m uint64) {
+	word := w.wordStart(i, m)
 	if w.words(word, i) && word == w.str {
 		return // the whole was its only token, just tried
 	}
