@@ -143,7 +143,8 @@ func (w *walker) stop(i int, m uint64) {
 			w.end(i, m)
 			w.inString = false
 		}
-		return // an escaped quote: a delimiter inside a word
+		// Else an escaped quote, a delimiter inside a word.
+		return
 	}
 	if !w.inString {
 		return
@@ -165,7 +166,8 @@ func (w *walker) wordStart(i int, m uint64) int {
 }
 
 // words tries the tokens of the word b[start:end] and, if it has
-// delimiters inside, the word itself; it reports whether it had none.
+// delimiters inside, the word itself; it reports whether it had none (or
+// was too short for any known value, when none was tried).
 func (w *walker) words(start, end int) bool {
 	if end-start < w.try.k.shortest {
 		return true
