@@ -25,6 +25,21 @@ const maxKnownLen = fingerprint.MaxLen
 type Known struct {
 	groups []*group
 	lens   [maxKnownLen + 1]bool // every group's lengths: a candidate of another length is not hashed
+	// shortest is the shortest of lens: a word shorter holds no candidate
+	// (the walk does not stop at its end).
+	shortest int
+}
+
+// withLens is k with lens set and shortest derived from them.
+func (k *Known) withLens(lens [maxKnownLen + 1]bool) *Known {
+	k.lens, k.shortest = lens, maxKnownLen+1
+	for n, ok := range lens {
+		if ok {
+			k.shortest = n
+			break
+		}
+	}
+	return k
 }
 
 // group is the fingerprints made under one key.
@@ -46,7 +61,7 @@ func NewKnown(key []byte, values []string) *Known {
 			g.lens[len(f)] = true
 		}
 	}
-	return &Known{groups: []*group{g}, lens: g.lens}
+	return (&Known{groups: []*group{g}}).withLens(g.lens)
 }
 
 // KnownFromSums is the set of fingerprints made elsewhere under key (the
@@ -70,7 +85,7 @@ func KnownFromSums(alg string, key []byte, sums []byte, lengths []int) (*Known, 
 		}
 		g.lens[n] = true
 	}
-	return &Known{groups: []*group{g}, lens: g.lens}, nil
+	return (&Known{groups: []*group{g}}).withLens(g.lens), nil
 }
 
 // Len is the number of fingerprints.
@@ -85,76 +100,40 @@ func (k *Known) Len() int {
 	return n
 }
 
-// scan finds known values among the candidate tokens of payload: each JSON
-// string's whole content, its words (split on whitespace) and its tokens
-// (split on characters a secret rarely holds). Only candidates of a known
-// length are hashed, so the cost grows with the payload, not the set.
-func (k *Known) scan(payload []byte) []Finding {
-	if k.Len() == 0 {
-		return nil
-	}
-	var out []Finding
-	// unknown: made once a few candidates were hashed
-	var unknown *unknowns
-	hashed := 0
-	try := func(start, end int) bool {
-		n := end - start
-		if n < MinKnownLen || n > maxKnownLen || !k.lens[n] {
-			return false
-		}
-		if unknown.has(payload, start, end) {
-			return false
-		}
-		for _, g := range k.groups {
-			if !g.lens[n] {
-				continue
-			}
-			if _, ok := g.sums[g.of.Of(payload[start:end])]; ok {
-				out = append(out, Finding{Rule: RuleKnown, Start: start, End: end})
-				return true
-			}
-		}
-		if hashed++; hashed == 8 {
-			unknown = &unknowns{seed: maphash.MakeSeed()}
-		}
-		unknown.add(payload, start, end)
-		return false
-	}
-	for i := 0; i < len(payload); i++ {
-		q := bytes.IndexByte(payload[i:], '"')
-		if q < 0 {
-			break
-		}
-		// A JSON string: its closing quote is the next one not escaped (after
-		// an even number of backslashes).
-		start := i + q + 1
-		end := closingQuote(payload, start)
-		i = end
-		if try(start, end) {
-			continue
-		}
-		k.tokens(payload, start, end, try)
-	}
-	return out
+// tryer hashes one payload's candidates (walk.go finds them): only those
+// of a known length, so the cost grows with the payload, not the set.
+type tryer struct {
+	k       *Known
+	payload []byte
+	found   []Finding
+	unknown *unknowns // made once a few candidates were hashed
+	hashed  int
 }
 
-// closingQuote is the index of the quote that closes the JSON string
-// starting at start, or len(p).
-func closingQuote(p []byte, start int) int {
-	for at := start; ; {
-		q := bytes.IndexByte(p[at:], '"')
-		if q < 0 {
-			return len(p)
-		}
-		end, slashes := at+q, 0
-		for j := end - 1; j >= start && p[j] == '\\'; j-- {
-			slashes++
-		}
-		if slashes%2 == 0 {
-			return end
-		}
-		at = end + 1
+// try reports whether payload[start:end] is a known value, adding it to
+// found if so.
+func (t *tryer) try(start, end int) bool {
+	n := end - start
+	if n < MinKnownLen || n > maxKnownLen || !t.k.lens[n] {
+		return false
 	}
+	if t.unknown.has(t.payload, start, end) {
+		return false
+	}
+	for _, g := range t.k.groups {
+		if !g.lens[n] {
+			continue
+		}
+		if _, ok := g.sums[g.of.Of(t.payload[start:end])]; ok {
+			t.found = append(t.found, Finding{Rule: RuleKnown, Start: start, End: end})
+			return true
+		}
+	}
+	if t.hashed++; t.hashed == 8 {
+		t.unknown = &unknowns{seed: maphash.MakeSeed()}
+	}
+	t.unknown.add(t.payload, start, end)
+	return false
 }
 
 // unknowns remembers candidates a scan hashed and found in no group, by
@@ -186,38 +165,6 @@ func (u *unknowns) add(p []byte, start, end int) {
 	h := maphash.Bytes(u.seed, p[start:end])
 	s := &u.slots[h%uint64(len(u.slots))]
 	s.h, s.start, s.end = h, start, end
-}
-
-// tokens tries, in one pass over payload[start:end], each word (between
-// whitespace) and each token (between delimiters) long enough to be known.
-func (k *Known) tokens(payload []byte, start, end int, try func(int, int) bool) {
-	p := payload[:end]
-	word, tok := start, start
-	for i := start; ; i++ {
-		// Most bytes are of no class: a tight loop skips them (a long
-		// token at a third of the previous walk's cost).
-		for i < len(p) && classes[p[i]] == 0 {
-			i++
-		}
-		class := uint8(space) // the string's end ends a word
-		if i < len(p) {
-			class = classes[p[i]]
-		}
-		if i-tok >= MinKnownLen {
-			try(tok, i)
-		}
-		// A word with delimiters inside is a candidate of its own.
-		if class == space && tok != word && i-word >= MinKnownLen {
-			try(word, i)
-		}
-		if i == len(p) {
-			return
-		}
-		tok = i + 1
-		if class == space {
-			word = i + 1
-		}
-	}
 }
 
 // Byte classes of tokens: whitespace ends words and tokens; delimiters, the
@@ -269,5 +216,5 @@ func Merge(sets ...*Known) *Known {
 			}
 		}
 	}
-	return out
+	return out.withLens(out.lens)
 }

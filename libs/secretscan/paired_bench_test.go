@@ -63,10 +63,10 @@ func BenchmarkGitleaksPaired(b *testing.B) {
 	}
 }
 
-// BenchmarkPrefilterPaired compares in one run the keyword walk that tests
-// each position's first three bytes in a bitset before comparing keywords
-// (prefilter.rules) with the walk comparing the keywords of every pair that
-// starts one (the previous one).
+// BenchmarkPrefilterPaired compares in one run the keyword walk (the walk
+// without known values: each position's four bytes tested in a bitset
+// before keywords are compared) with the walk comparing the keywords of
+// every pair that starts one (before the bitsets).
 func BenchmarkPrefilterPaired(b *testing.B) {
 	s, err := New()
 	if err != nil {
@@ -114,7 +114,7 @@ func BenchmarkPrefilterPaired(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(before.Nanoseconds())/float64(b.N)/float64(len(text)), "pairs-ns/B")
-			b.ReportMetric(float64(after.Nanoseconds())/float64(b.N)/float64(len(text)), "trigram-ns/B")
+			b.ReportMetric(float64(after.Nanoseconds())/float64(b.N)/float64(len(text)), "bitset-ns/B")
 			b.ReportMetric(float64(after)/float64(before), "ratio")
 		})
 	}
@@ -171,9 +171,10 @@ func BenchmarkWindowsPaired(b *testing.B) {
 
 // BenchmarkPasses is the CPU time per byte (this thread's, not wall: the
 // machine is shared) of each pass of a scan over 64 KiB of keyword-dense
-// prose: the keyword walk, gitleaks' rules, the nkey seed search, and the
-// known-value check with 64 values of lengths 8 to 64 (every token of 8 to
-// 64 bytes is fingerprinted, once per distinct text).
+// prose: the keyword walk alone, the walk with the known-value check (64
+// values of lengths 8 to 64: every token of 8 to 64 bytes is fingerprinted,
+// once per distinct text), gitleaks' rules (a keyword walk of their own
+// included), the nkey seed search, and the whole scan.
 func BenchmarkPasses(b *testing.B) {
 	s, err := New()
 	if err != nil {
@@ -195,9 +196,9 @@ func BenchmarkPasses(b *testing.B) {
 			run  func()
 		}{
 			{"keywords", func() { s.keywords.rules(p, nil) }},
+			{"walk", func() { var hits []hit; s.keywords.walk(p, &hits, known) }},
 			{"gitleaks", func() { s.gitleaks(p) }},
 			{"seeds", func() { seeds(p) }},
-			{"known", func() { known.scan(p) }},
 			{"all", func() { s.Scan(p, known) }},
 		} {
 			b.Run(c.name+"/"+pass.name, func(b *testing.B) {
@@ -215,77 +216,101 @@ func BenchmarkPasses(b *testing.B) {
 
 // pairedPerByte times before and after alternately, call by call, on this
 // thread's CPU clock, and reports each one's CPU ns per byte of an n-byte
-// input and their ratio.
+// input and their ratio. A call on a small input is timed in a batch of
+// calls of ~64 KiB in all: the clock's own cost would swamp it.
 func pairedPerByte(b *testing.B, n int, before, after func()) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	batch := max(1, 65536/max(n, 1))
+	timed := func(f func()) time.Duration {
+		t0 := testkit.ThreadCPU()
+		for range batch {
+			f()
+		}
+		return testkit.ThreadCPU() - t0
+	}
 	var tb, ta time.Duration
 	for i := 0; b.Loop(); i++ {
 		if i%2 == 0 {
-			t0 := testkit.ThreadCPU()
-			before()
-			t1 := testkit.ThreadCPU()
-			after()
-			tb, ta = tb+t1-t0, ta+testkit.ThreadCPU()-t1
+			tb += timed(before)
+			ta += timed(after)
 		} else {
-			t0 := testkit.ThreadCPU()
-			after()
-			t1 := testkit.ThreadCPU()
-			before()
-			ta, tb = ta+t1-t0, tb+testkit.ThreadCPU()-t1
+			ta += timed(after)
+			tb += timed(before)
 		}
 	}
-	b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N)/float64(n), "before-ns/B")
-	b.ReportMetric(float64(ta.Nanoseconds())/float64(b.N)/float64(n), "after-ns/B")
+	calls := float64(b.N * batch)
+	b.ReportMetric(float64(tb.Nanoseconds())/calls/float64(n), "before-ns/B")
+	b.ReportMetric(float64(ta.Nanoseconds())/calls/float64(n), "after-ns/B")
 	b.ReportMetric(float64(ta)/float64(tb), "ratio")
 }
 
-// BenchmarkTokensPaired compares in one run the known-value check's token
-// walk (Known.tokens: a tight loop over bytes of no class) with the
-// previous one (every byte through the class switch), both handing the
-// same candidates to a try that only counts them.
-func BenchmarkTokensPaired(b *testing.B) {
-	previous := func(payload []byte, start, end int, try func(int, int) bool) {
-		word, tok := start, start
-		for i := start; i <= end; i++ {
-			c := byte(' ')
-			if i < end {
-				c = payload[i]
-			}
-			class := classes[c]
-			if class == 0 {
-				continue
-			}
-			if i-tok >= MinKnownLen {
-				try(tok, i)
-			}
-			if class == space && tok != word && i-word >= MinKnownLen {
-				try(word, i)
-			}
-			tok = i + 1
-			if class == space {
-				word = i + 1
-			}
-		}
-	}
-	k := &Known{}
-	rnd := rand.New(rand.NewPCG(5, 6))
-	for _, c := range []struct{ name, payload string }{
-		{"prose-64KiB", strings.Repeat("Rotate the API key and the access token; never share a password. ", 1024)},
-		{"words-64KiB", prose(rnd, 65536)},
-		{"x-64KiB", strings.Repeat("x", 65536)},
-		{"ids-64KiB", strings.Repeat("id=AbCdEfGhIjKlMnOpQrSt&", 2850)},
-	} {
+// BenchmarkWalkPaired compares in one run, call by call, order alternating,
+// on this thread's CPU clock, the walk (keywords and known values in one
+// loop over the bytes) with the two separate passes it replaced, with the
+// 64 known values of BenchmarkPasses (every length from 8 to 64), and on
+// the prose also with 3 values of 24 to 40 bytes; words-64KiB is
+// BenchmarkPasses' text of distinct words (a long word every few).
+func BenchmarkWalkPaired(b *testing.B) {
+	s, known, payloads := pairedSetup(b)
+	old := newPairPrefilter(s.keywords)
+	// A deployment's set: a few values of a few lengths, none as short as
+	// most words.
+	few := NewKnown([]byte("k"), []string{strings.Repeat("a", 24), strings.Repeat("b", 32), strings.Repeat("c", 40)})
+	payloads = append(payloads, struct{ name, payload string }{"prose-64KiB-3-values", payloads[0].payload},
+		struct{ name, payload string }{"words-64KiB", `{"message":"` + prose(rand.New(rand.NewPCG(9, 10)), 65536) + `"}`})
+	for _, c := range payloads {
 		b.Run(c.name, func(b *testing.B) {
-			text := []byte(c.payload)
-			var nb, na int
-			previous(text, 0, len(text), func(s, e int) bool { nb += e - s; return false })
-			k.tokens(text, 0, len(text), func(s, e int) bool { na += e - s; return false })
-			if nb != na {
-				b.Fatalf("the two walks try different candidates: %d bytes, %d bytes", nb, na)
+			p := []byte(c.payload)
+			known := known
+			if strings.HasSuffix(c.name, "-3-values") {
+				known = few
 			}
-			pairedPerByte(b, len(text), func() { previous(text, 0, len(text), func(int, int) bool { return false }) },
-				func() { k.tokens(text, 0, len(text), func(int, int) bool { return false }) })
+			pairedPerByte(b, len(p), func() {
+				var hits []hit
+				old.rules(p, &hits)
+				separateKnown(known, p)
+			}, func() {
+				var hits []hit
+				s.keywords.walk(p, &hits, known)
+			})
 		})
+	}
+}
+
+// BenchmarkScanPaired compares in one run, as BenchmarkWalkPaired, the
+// whole Scan with Scan as it was, its passes separate.
+func BenchmarkScanPaired(b *testing.B) {
+	s, known, payloads := pairedSetup(b)
+	old := newPairPrefilter(s.keywords)
+	for _, c := range payloads {
+		b.Run(c.name, func(b *testing.B) {
+			p := []byte(c.payload)
+			if !slices.Equal(s.Scan(p, known), separateScan(s, old, p, known)) {
+				b.Fatal("the walk and the separate passes find different secrets")
+			}
+			pairedPerByte(b, len(p), func() { separateScan(s, old, p, known) }, func() { s.Scan(p, known) })
+		})
+	}
+}
+
+// pairedSetup is a scanner, BenchmarkPasses' 64 known values, and the
+// paired benchmarks' payloads: prose of 64 KiB and 1 KiB, a short message,
+// and a message holding an AWS key.
+func pairedSetup(b *testing.B) (*Scanner, *Known, []struct{ name, payload string }) {
+	s, err := New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var values []string
+	for i := range 64 {
+		values = append(values, strings.Repeat("k", 8+i*56/63))
+	}
+	const sentence = "Rotate the API key and the access token; never share a password. "
+	return s, NewKnown([]byte("k"), values), []struct{ name, payload string }{
+		{"prose-64KiB", `{"message":"` + strings.Repeat(sentence, 1024) + `"}`},
+		{"prose-1KiB", `{"message":"` + strings.Repeat(sentence, 16) + `"}`},
+		{"message-20B", `{"city":"Paris, FR"}`},
+		{"aws-key-1KiB", `{"message":"` + strings.Repeat("lorem ipsum dolor sit amet ", 36) + ` AKIAZ3MQXP7R2HKW5Y4N"}`},
 	}
 }

@@ -30,19 +30,30 @@ const maxRules = len(ruleSet{}) * 64
 // a keyword in it (every rule has some, and gitleaks runs a rule only when
 // one is in the text), as gitleaks' own prefilter does but without its
 // lowercased copy and Aho-Corasick walk (4–8 ns a byte: 0.5 ms for a 64 KiB
-// result). Each pair of bytes, lowercased, indexes the keywords that start
-// with it, which are then compared in place.
+// result). The walk (walk.go) looks each position's four bytes up in a
+// bitset and its two in a table; where a keyword may start, the keywords
+// starting with its pair of bytes, lowercased, are compared in place.
 type prefilter struct {
-	// tri has a bit per (hashed) first three bytes of a keyword, short a
-	// bit per pair that is a whole keyword: prose is full of pairs that
-	// start some keyword ("pa", "ke", "to"), and the three-byte test skips
-	// most of them before their keyword lists are compared.
-	tri    [1 << triBits / 64]uint64
-	short  [1 << 16 / 64]uint64
-	starts [1 << 16]uint16 // 1 + index in words, or 0
+	// grams has a bit per (hashed) first four bytes of a keyword in every
+	// case (the walk reads bytes as they are, no lowercasing in its loop),
+	// a three-byte keyword's followed by any byte. Prose is full of three
+	// bytes that start a keyword ("api", "sha", "acc"): four skip most.
+	grams [1 << gramBits / 64]uint64
+	// pairs are, by two bytes as read (the first in the low byte), the
+	// walk's flags: whether the first is whitespace or a quote, and
+	// whether the two, in any case, are a two-byte keyword.
+	pairs  [1 << 16]uint8
+	starts [1 << 16]uint16 // by lowercased pair: 1 + index in words, or 0
 	words  [][]keyword
 	always ruleSet // rules with a one-byte keyword: every payload may match them
 }
+
+// Flags in prefilter.pairs.
+const (
+	blank = 1 << iota // the first byte ends a word (whitespace)
+	quote             // the first byte opens or closes a JSON string, unless escaped
+	short             // the two bytes are a two-byte keyword
+)
 
 // keyword is one keyword and the rules that have it.
 type keyword struct {
@@ -52,18 +63,44 @@ type keyword struct {
 
 func newPrefilter(keywords map[string]ruleSet) *prefilter {
 	p := &prefilter{words: [][]keyword{nil}}
+	for i := range p.pairs {
+		switch c := byte(i); {
+		case classes[c] == space:
+			p.pairs[i] = blank
+		case c == '"':
+			p.pairs[i] = quote
+		}
+	}
 	for k, rules := range keywords {
 		if len(k) < 2 {
 			p.always.or(&rules)
 			continue
 		}
-		i := pair(k[0], k[1])
-		if len(k) == 2 {
-			p.short[i/64] |= 1 << (i % 64)
-		} else {
-			t := tri(lower[k[0]], lower[k[1]], lower[k[2]])
-			p.tri[t/64] |= 1 << (t % 64)
+		// The bytes that lowercase to each of the keyword's first four
+		// (any byte after a three-byte keyword).
+		var cases [4][]byte
+		for j := range cases {
+			for c := range 256 {
+				if j >= len(k) || lower[c] == k[j] {
+					cases[j] = append(cases[j], byte(c))
+				}
+			}
 		}
+		for _, a := range cases[0] {
+			for _, b := range cases[1] {
+				if len(k) == 2 {
+					p.pairs[uint16(a)|uint16(b)<<8] |= short
+					continue
+				}
+				for _, c := range cases[2] {
+					for _, d := range cases[3] {
+						h := gramHash(uint32(a) | uint32(b)<<8 | uint32(c)<<16 | uint32(d)<<24)
+						p.grams[h/64] |= 1 << (h % 64)
+					}
+				}
+			}
+		}
+		i := pair(k[0], k[1])
 		if p.starts[i] == 0 {
 			p.starts[i] = uint16(len(p.words))
 			p.words = append(p.words, nil)
@@ -75,13 +112,12 @@ func newPrefilter(keywords map[string]ruleSet) *prefilter {
 
 func pair(a, b byte) uint16 { return uint16(lower[a])<<8 | uint16(lower[b]) }
 
-// triBits sizes tri: 2^18 bits (32 KiB) for a few hundred keywords.
-const triBits = 18
+// gramBits sizes grams: 2^20 bits (128 KiB) for some 10,000 keyword
+// starts in their cases (the three-byte keywords' most), ~1 % of them set.
+const gramBits = 20
 
-// tri hashes three lowercased bytes to a bit of tri.
-func tri(a, b, c byte) uint32 {
-	return (uint32(a)<<16 | uint32(b)<<8 | uint32(c)) * 2654435761 >> (32 - triBits)
-}
+// gramHash hashes four bytes (the first in the low byte) to a bit of grams.
+func gramHash(x uint32) uint32 { return x * 2654435761 >> (32 - gramBits) }
 
 // hit is an occurrence of a keyword at pos.
 type hit struct {
@@ -92,32 +128,8 @@ type hit struct {
 // rules returns the rules whose keywords are in b, and appends to hits
 // (unless nil) every occurrence of a keyword.
 func (p *prefilter) rules(b []byte, hits *[]hit) ruleSet {
-	out := p.always
-	for i := 0; i+1 < len(b); i++ {
-		pr := pair(b[i], b[i+1])
-		w := p.starts[pr]
-		if w == 0 {
-			continue
-		}
-		if p.short[pr/64]&(1<<(pr%64)) == 0 {
-			if i+2 == len(b) {
-				continue
-			}
-			t := tri(lower[b[i]], lower[b[i+1]], lower[b[i+2]])
-			if p.tri[t/64]&(1<<(t%64)) == 0 {
-				continue
-			}
-		}
-		for j := range p.words[w] {
-			if k := &p.words[w][j]; hasLowerPrefix(b[i:], k.word) {
-				out.or(&k.rules)
-				if hits != nil {
-					*hits = append(*hits, hit{i, k})
-				}
-			}
-		}
-	}
-	return out
+	set, _ := p.walk(b, hits, nil)
+	return set
 }
 
 // hasLowerPrefix reports whether b, lowercased, starts with k.

@@ -214,8 +214,23 @@ func (s *Scanner) detector(set ruleSet) *detect.Detector {
 // Scan returns the secrets in payload (raw JSON text), those of known
 // included (known may be nil), in order of their start.
 func (s *Scanner) Scan(payload []byte, known *Known) []Finding {
+	// One walk over the bytes finds both the keywords and the known values.
+	var hits []hit
+	set, knownFound := s.keywords.walk(payload, &hits, known)
+	out := s.ruleFindings(payload, set, hits)
+	out = append(out, seeds(payload)...)
+	out = append(out, knownFound...)
+	slices.SortFunc(out, func(a, b Finding) int { return a.Start - b.Start })
+	return out
+}
+
+// ruleFindings are the findings of gitleaks' rules in payload given the
+// keyword walk's rules and hits: every occurrence of each value found
+// (gitleaks reports lines and columns, the value is what redaction needs
+// to find).
+func (s *Scanner) ruleFindings(payload []byte, set ruleSet, hits []hit) []Finding {
 	var out []Finding
-	for _, f := range s.gitleaks(payload) {
+	for _, f := range s.detect(payload, set, hits) {
 		v := f.Secret
 		if v == "" {
 			v = f.Match
@@ -223,8 +238,6 @@ func (s *Scanner) Scan(payload []byte, known *Known) []Finding {
 		if v == "" {
 			continue
 		}
-		// Every occurrence: gitleaks reports lines and columns, the value
-		// is what redaction needs to find.
 		for off := 0; ; {
 			i := bytes.Index(payload[off:], []byte(v))
 			if i < 0 {
@@ -234,9 +247,6 @@ func (s *Scanner) Scan(payload []byte, known *Known) []Finding {
 			off += i + len(v)
 		}
 	}
-	out = append(out, seeds(payload)...)
-	out = append(out, known.scan(payload)...)
-	slices.SortFunc(out, func(a, b Finding) int { return a.Start - b.Start })
 	return out
 }
 

@@ -78,6 +78,12 @@ func (s *Scanner) windows(i int, payload []byte, hits []hit) []window {
 func (s *Scanner) gitleaks(payload []byte) []report.Finding {
 	var hits []hit
 	set := s.keywords.rules(payload, &hits)
+	return s.detect(payload, set, hits)
+}
+
+// detect is gitleaks given the rules whose keywords are in payload and
+// every keyword occurrence (hits), as the keyword walk found them.
+func (s *Scanner) detect(payload []byte, set ruleSet, hits []hit) []report.Finding {
 	if set.has(foldBit) {
 		// Text gitleaks lowercases into a keyword the ASCII walk does not
 		// see, or a (?i) rule matches beyond its keyword's ASCII letters:

@@ -1,0 +1,215 @@
+package secretscan
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// The scan's per-byte work is one loop over the payload (walk): at each
+// position its four bytes looked up in the keyword bitset (prefilter.grams)
+// and its first two in one table (prefilter.pairs) that gives both a
+// two-byte keyword and the byte's flags for the known-value check. It
+// replaced two walks, the keyword one (over byte pairs and trigrams) and
+// the token one (over byte classes), whose branches on pairs that start
+// some keyword and on every word's end were mispredicted every few bytes.
+// Here the common byte takes no branch: the loop (straight) leaves its
+// path only where a keyword may start, at a JSON quote, or at whitespace
+// ending a word long enough to hold a known value, whose tokens are then
+// walked.
+
+// walker is one walk's state outside its loop.
+type walker struct {
+	p    *prefilter
+	b    []byte
+	hits *[]hit
+	set  ruleSet
+	// The known-value check (nil without known values): the JSON string
+	// the walk is in, from its first byte str; its candidates' findings
+	// start at found[mark].
+	try      *tryer
+	inString bool
+	str      int
+	mark     int
+}
+
+// walk returns the rules whose keywords are in b, appending to hits
+// (unless nil) every occurrence of a keyword, and the known values among
+// the candidate tokens of b's JSON strings (none when known is nil): each
+// string's whole content, its words (between whitespace) and its tokens
+// (between delimiters, classes), only those of a known length hashed.
+// A string whose whole content is known is one finding.
+func (p *prefilter) walk(b []byte, hits *[]hit, known *Known) (ruleSet, []Finding) {
+	w := walker{p: p, b: b, hits: hits, set: p.always}
+	n := len(b)
+	// Every candidate lies in a word at least as long as the shortest
+	// known value: the loop stops at whitespace ending such a word (and at
+	// quotes), and the word's tokens are walked then. Without known values
+	// only keywords stop it.
+	var blanks, stops uint8 = 0, short
+	// long tells, over the whitespace among the bytes before i and at i,
+	// whitespace ending a word as long as the shortest known value (63
+	// bytes at most: the mask's bits).
+	var long uint64
+	if known.Len() > 0 {
+		w.try = &tryer{k: known, payload: b}
+		blanks, stops = blank, short|quote
+		long = 1<<(min(known.shortest, 63)+1) - 1
+	}
+	var m uint64 // whitespace among the bytes before i, the last at bit 0
+	for i := 0; i < n; i++ {
+		i, m = p.straight(b, i, m, long, blanks, stops)
+		if i == n {
+			break
+		}
+		// The four bytes from i, zeros past the end.
+		var x uint32
+		if i+4 <= n {
+			x = binary.LittleEndian.Uint32(b[i:])
+		} else {
+			for j := n - 1; j >= i; j-- {
+				x = x<<8 | uint32(b[j])
+			}
+		}
+		f := p.pairs[uint16(x)]
+		if h := gramHash(x); p.grams[h/64]&(1<<(h%64)) != 0 || f&short != 0 {
+			w.keywords(i)
+		}
+		m = m<<1 | uint64(f&blanks)
+		if m&long == blank || f&stops&quote != 0 {
+			w.stop(i, m)
+		}
+	}
+	if w.try == nil {
+		return w.set, nil
+	}
+	if w.inString { // an unterminated last string ends with the payload
+		w.end(n, m<<1)
+	}
+	return w.set, w.try.found
+}
+
+// straight walks b from i while no position needs more than a look: one
+// that may start a keyword, or with known values (blanks and stops set) a
+// quote or whitespace ending a long word (long, over m). It returns where it
+// stopped (len(b)-3 at most: the last positions have no four bytes to
+// read) and m, whitespace among the bytes before it (bit 0 the last). A
+// leaf, its state in registers.
+func (p *prefilter) straight(b []byte, i int, m, long uint64, blanks, stops uint8) (int, uint64) {
+	grams, pairs := &p.grams, &p.pairs
+	rest := b[i:] // indexed from 0: no bounds checks in the loop
+	j := 0
+	for ; j < len(rest)-3; j++ {
+		x := uint32(rest[j]) | uint32(rest[j+1])<<8 | uint32(rest[j+2])<<16 | uint32(rest[j+3])<<24
+		h := gramHash(x)
+		if grams[h/64]&(1<<(h%64)) != 0 {
+			break
+		}
+		f := pairs[uint16(x)]
+		next := m<<1 | uint64(f&blanks)
+		if next&long == blank || f&stops != 0 {
+			break
+		}
+		m = next
+	}
+	return i + j, m
+}
+
+// keywords compares the keywords that start with b[i:i+2] there.
+func (w *walker) keywords(i int) {
+	b := w.b
+	if i+1 >= len(b) {
+		return
+	}
+	p := w.p
+	words := p.words[p.starts[pair(b[i], b[i+1])]]
+	for j := range words {
+		if k := &words[j]; hasLowerPrefix(b[i:], k.word) {
+			w.set.or(&k.rules)
+			if w.hits != nil {
+				*w.hits = append(*w.hits, hit{i, k})
+			}
+		}
+	}
+}
+
+// stop handles b[i], a quote or whitespace that may end a long word; m is
+// whitespace among the bytes up to i, i at bit 0.
+func (w *walker) stop(i int, m uint64) {
+	if w.b[i] == '"' {
+		switch {
+		case !w.inString:
+			w.inString, w.str, w.mark = true, i+1, len(w.try.found)
+		case !escaped(w.b, w.str, i):
+			w.end(i, m)
+			w.inString = false
+		}
+		// Else an escaped quote, a delimiter inside a word.
+		return
+	}
+	if !w.inString {
+		return
+	}
+	w.words(w.wordStart(i, m), i)
+}
+
+// wordStart is where the word of the string ending before i starts: after
+// the last whitespace before i, in m (whitespace among the bytes up to i,
+// i at bit 0) unless it is further back.
+func (w *walker) wordStart(i int, m uint64) int {
+	if before := m >> 1; before != 0 {
+		return max(w.str, i-bits.TrailingZeros64(before))
+	}
+	for i > w.str && classes[w.b[i-1]] != space {
+		i--
+	}
+	return i
+}
+
+// words tries the tokens of the word b[start:end] and, if it has
+// delimiters inside, the word itself; it reports whether it had none (or
+// was too short for any known value, when none was tried).
+func (w *walker) words(start, end int) bool {
+	if end-start < w.try.k.shortest {
+		return true
+	}
+	b, tok := w.b, start
+	for j := start; j < end; j++ {
+		if classes[b[j]] != 0 {
+			if j-tok >= MinKnownLen {
+				w.try.try(tok, j)
+			}
+			tok = j + 1
+		}
+	}
+	if end-tok >= MinKnownLen {
+		w.try.try(tok, end)
+	}
+	if tok == start {
+		return true
+	}
+	w.try.try(start, end)
+	return false
+}
+
+// end closes the string ending at i (m as for wordStart). A string whose
+// whole content is known is one finding, none of its parts.
+func (w *walker) end(i int, m uint64) {
+	word := w.wordStart(i, m)
+	if w.words(word, i) && word == w.str {
+		return // the whole was its only token, just tried
+	}
+	t := w.try
+	if t.try(w.str, i) {
+		t.found = append(t.found[:w.mark], t.found[len(t.found)-1])
+	}
+}
+
+// escaped reports whether the quote at q, in the string starting at start,
+// is escaped: after an odd number of backslashes.
+func escaped(b []byte, start, q int) bool {
+	n := 0
+	for j := q - 1; j >= start && b[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
+}
