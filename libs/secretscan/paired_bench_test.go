@@ -258,7 +258,8 @@ func BenchmarkWalkPaired(b *testing.B) {
 	// most words.
 	few := NewKnown([]byte("k"), []string{strings.Repeat("a", 24), strings.Repeat("b", 32), strings.Repeat("c", 40)})
 	payloads = append(payloads, struct{ name, payload string }{"prose-64KiB-3-values", payloads[0].payload},
-		struct{ name, payload string }{"words-64KiB", `{"message":"` + prose(rand.New(rand.NewPCG(9, 10)), 65536) + `"}`})
+		struct{ name, payload string }{"words-64KiB", `{"message":"` + prose(rand.New(rand.NewPCG(9, 10)), 65536) + `"}`},
+		struct{ name, payload string }{"one-word-64KiB", `{"content":[{"type":"text","text":"` + strings.Repeat("x", 65536) + `"}]}`})
 	for _, c := range payloads {
 		b.Run(c.name, func(b *testing.B) {
 			p := []byte(c.payload)

@@ -159,7 +159,17 @@ func (w *walker) wordStart(i int, m uint64) int {
 	if before := m >> 1; before != 0 {
 		return max(w.str, i-bits.TrailingZeros64(before))
 	}
-	for i > w.str && classes[w.b[i-1]] != space {
+	// Eight bytes at a time while none is under 0x21 (every whitespace
+	// byte is): a 64 KiB token (a blob, minified code) was read back byte
+	// by byte.
+	b := w.b
+	for i-8 >= w.str {
+		if x := binary.LittleEndian.Uint64(b[i-8 : i]); (x-0x2121212121212121)&^x&0x8080808080808080 != 0 {
+			break
+		}
+		i -= 8
+	}
+	for i > w.str && classes[b[i-1]] != space {
 		i--
 	}
 	return i
@@ -172,14 +182,16 @@ func (w *walker) words(start, end int) bool {
 	if end-start < w.try.k.shortest {
 		return true
 	}
-	b, tok := w.b, start
-	for j := start; j < end; j++ {
-		if classes[b[j]] != 0 {
-			if j-tok >= MinKnownLen {
-				w.try.try(tok, j)
-			}
-			tok = j + 1
+	tok := start
+	for k, c := range w.b[start:end] { // ranged: no bounds check a byte
+		if classes[c] == 0 {
+			continue
 		}
+		j := start + k
+		if j-tok >= MinKnownLen {
+			w.try.try(tok, j)
+		}
+		tok = j + 1
 	}
 	if end-tok >= MinKnownLen {
 		w.try.try(tok, end)

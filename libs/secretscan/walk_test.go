@@ -92,6 +92,12 @@ var walkCases = []string{
 	`{"a":"two words here ok "}`, `{"a":"p\\","b":"Zq7Kp2Lm"}`, `{"a":"p\\\"Zq7Kp2Lm\\"}`,
 	`{"a":"ab\"cdefgh12"}`, `{"a":"ab\"cdefgh12 ab\"cdefgh12"}`, "{\"a\":\"\u017fecret-\u00fcnicode-9\"}",
 	`{"a":"Zq7Kp2Lm\nZq7Kp2Lm\tZq7Kp2Lm"}`, `Zq7Kp2Lm "Zq7Kp2Lm" Zq7Kp2Lm`, "{\"a\":\"x \u212a\"}",
+	// Words longer than the walk's whitespace mask (63 bytes), whose start
+	// is looked for further back: after a space, a tab, the string's quote,
+	// with a control byte (under 0x21, not whitespace) on the way.
+	`{"a":"pre Zq7Kp2Lm/` + strings.Repeat("y", 150) + `"}`, "{\"a\":\"pre\tZq7Kp2Lm/" + strings.Repeat("y", 150) + `"}`,
+	`{"a":"Zq7Kp2Lm/` + strings.Repeat("y", 150) + `"}`, `{"a":"pre Zq7Kp2Lm/` + strings.Repeat("y", 70) + "\x01" + strings.Repeat("y", 70) + `"}`,
+	`{"a":"pre ` + strings.Repeat("y", 150) + `/Zq7Kp2Lm"}`, `{"a":"p ` + strings.Repeat("y", 7) + `/Zq7Kp2Lm` + strings.Repeat("z", 61) + `"}`,
 }
 
 // The walk finds what the two passes it replaced found: the same rules,
