@@ -176,18 +176,10 @@ func BenchmarkWindowsPaired(b *testing.B) {
 // once per distinct text), gitleaks' rules (a keyword walk of their own
 // included), the nkey seed search, and the whole scan.
 func BenchmarkPasses(b *testing.B) {
-	s, err := New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var values []string
-	for i := range 64 {
-		values = append(values, strings.Repeat("k", 8+i*56/63))
-	}
-	known := NewKnown([]byte("k"), values)
+	s, known, payloads := pairedSetup(b)
 	rnd := rand.New(rand.NewPCG(9, 10))
 	for _, c := range []struct{ name, payload string }{
-		{"prose-64KiB", `{"message":"` + strings.Repeat("Rotate the API key and the access token; never share a password. ", 1024) + `"}`},
+		payloads[0], // the 64 KiB prose
 		{"words-64KiB", `{"message":"` + prose(rnd, 65536) + `"}`},
 	} {
 		p := []byte(c.payload)
