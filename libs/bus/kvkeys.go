@@ -72,8 +72,8 @@ func (w wholeKeys) ListKeysFiltered(ctx context.Context, filters ...string) (jet
 	return listed(keys), nil
 }
 
-// list is the watcher's keys under filters, then those of the stream's
-// subjects it did not see that are not deleted.
+// list is the watcher's keys under filters and those of the stream's
+// subjects it did not see that are not deleted, sorted.
 func (w wholeKeys) list(ctx context.Context, filters []string, opts []jetstream.WatchOpt) ([]string, error) {
 	seen, err := w.watched(ctx, filters, opts)
 	if err != nil {
@@ -111,6 +111,7 @@ func (w wholeKeys) list(ctx context.Context, filters []string, opts []jetstream.
 			}
 		}
 	}
+	slices.Sort(keys) // in a stable order, where the watcher gave them by revision
 	return keys, nil
 }
 
