@@ -38,7 +38,7 @@ func TestSchemasCompile(t *testing.T) {
 		"oauth-start-request", "oauth-start-reply", "oauth-event", "oauth-callback-request", "oauth-callback-reply",
 		"gateway-retry-request", "gateway-retry-reply",
 		"task", "task-create-request", "task-request", "task-list-request", "task-list-reply", "task-run",
-		"approvals-list-request", "approval-rules-get-request",
+		"approvals-list-request", "approval-rules-get-request", "token-revoke-request", "token-revocation",
 		"approval-rules", "held-call", "approvals-list-reply", "approval-decide-request",
 		"audit-record", "audit-bundle", "tool-reviewed-event", "gateway-audit-event", "tools-approve-request", "tool-pin",
 	}
@@ -222,6 +222,8 @@ func TestAsyncAPI(t *testing.T) {
 		// Durable tasks (issue 31).
 		s.Task("create"), s.Task("get"), s.Task("result"), s.Task("cancel"), s.Task("list"), s.TaskRun("srv"),
 		s.Event("task", "0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"),
+		// OAuth access tokens revoked at the gateways.
+		s.Service("tokens", "revoke"),
 	} {
 		if r.channelFor(subject) == "" {
 			t.Errorf("no channel of %s matches subject %s", asyncAPIFile, subject)

@@ -30,6 +30,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/config/config"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
+	"github.com/mcpbus/mcpbus/services/gateway/auth/jwtauth"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	regsvc "github.com/mcpbus/mcpbus/services/registry/registry"
 	"github.com/mcpbus/mcpbus/services/registry/registrytest"
@@ -362,6 +363,7 @@ func TestRealMessages(t *testing.T) {
 	driveRetry(t, ctx, sys, srv)
 	driveApprovals(t, ctx, sys, srv)
 	driveReview(t, ctx, sys, rec.nc, srv)
+	driveTokens(t, ctx, sys, subj, bad)
 	feedPlain := driveFingerprints(t, ctx, sys, sec, bad)
 
 	// Wait for the trailing messages: the call events (published after each
@@ -468,6 +470,7 @@ func controlVerbs() map[string][]string {
 		"oauth":     {"start"},
 		"task":      {"create", "get", "result", "cancel", "list"},
 		"approvals": {approvals.VerbList, approvals.VerbDecide, approvals.VerbRulesGet, approvals.VerbRulesPut},
+		"tokens":    {"revoke"},
 	}
 }
 
@@ -545,6 +548,8 @@ var requestSchema = map[string]string{
 
 	"approvals.list": "approvals-list-request", "approvals.decide": "approval-decide-request",
 	"approvals.rules-get": "approval-rules-get-request", "approvals.rules-put": "approval-rules",
+
+	"tokens.revoke": "token-revoke-request",
 }
 
 // replySchema is the schema of the success reply of the request kinds that
@@ -574,6 +579,8 @@ var replySchema = map[string]string{
 
 	"approvals.list": "approvals-list-reply", "approvals.decide": "held-call",
 	"approvals.rules-get": "approval-rules", "approvals.rules-put": "approval-rules",
+
+	"tokens.revoke": "token-revocation",
 }
 
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
@@ -927,10 +934,11 @@ var kvRules = map[string]kvRule{
 // leases and pending approvals (read through mcp.v1.chat.pending), and the
 // gateways' pending OAuth flows, and the runners' task records (the task
 // with its run's arguments; read through mcp.v1.task.*), and the gateways'
-// approval rules and held calls (read through mcp.v1.approvals.*).
+// approval rules and held calls (read through mcp.v1.approvals.*) and
+// token revocations (written through mcp.v1.tokens.revoke).
 var internalBuckets = map[string]bool{bus.BucketOwners: true, bus.BucketPins: true, regsvc.BucketCache: true,
 	bus.BucketChatTurns: true, bus.BucketChatApprovals: true, bus.BucketOAuthFlows: true, bus.BucketTasks: true,
-	bus.BucketApprovalRules: true, bus.BucketApprovals: true}
+	bus.BucketApprovalRules: true, bus.BucketApprovals: true, jwtauth.BucketRevocations: true}
 
 // kvValue is the document a KV value is validated as.
 func kvValue(t *testing.T, rule kvRule, value []byte) []byte {
