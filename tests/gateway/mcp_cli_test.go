@@ -264,10 +264,19 @@ func TestMCPServeStdio(t *testing.T) {
 	if err != nil || textOf(res) != "done 3 steps" {
 		t.Fatalf("alpha__progress: %v %+v", err, res)
 	}
+	// serve-stdio writes them before the result, but go-sdk's client hands
+	// notifications to their handler on a goroutine of its own: the last
+	// may reach it just after CallTool returned.
 	var relayed int
-	for _, p := range s.progressSeen() {
-		if p.ProgressToken == "stdio-progress" {
-			relayed++
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		relayed = 0
+		for _, p := range s.progressSeen() {
+			if p.ProgressToken == "stdio-progress" {
+				relayed++
+			}
+		}
+		if relayed >= 3 || time.Now().After(deadline) {
+			break
 		}
 	}
 	if relayed != 3 {
