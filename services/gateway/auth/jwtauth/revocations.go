@@ -183,7 +183,9 @@ func (r *Revocations) Revoke(ctx context.Context, req model.TokenRevokeRequest, 
 	case req.Iss != "" && req.Sub == "":
 		return model.TokenRevocation{}, apierr.Invalid("iss", "iss names the issuer of a sub: give it with sub")
 	}
-	for field, v := range map[string]string{kind: value, "iss": req.Iss} {
+	// In order: with both bad, the field named is always the same one.
+	for _, f := range [][2]string{{kind, value}, {"iss", req.Iss}} {
+		field, v := f[0], f[1]
 		if strings.TrimSpace(v) != v || len(v) > maxRevokeValue || strings.ContainsFunc(v, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
 			return model.TokenRevocation{}, apierr.Invalid(field, fmt.Sprintf("%s must be at most %d characters, without control characters or surrounding spaces", field, maxRevokeValue))
 		}
