@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/deadline"
 	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
@@ -64,8 +65,8 @@ func PrepareHeaders(ctx context.Context, msg *nats.Msg) {
 	if msg.Header.Get(HeaderRequestID) == "" {
 		msg.Header.Set(HeaderRequestID, uuid.NewString())
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		if ms := time.Until(dl).Milliseconds(); ms > 0 {
+	if left, ok := deadline.Left(ctx); ok {
+		if ms := left.Milliseconds(); ms > 0 {
 			msg.Header.Set(HeaderTimeout, strconv.FormatInt(ms, 10))
 		}
 	}
@@ -160,9 +161,10 @@ func awaitAnswer(ctx context.Context, nc *nats.Conn, sub *nats.Subscription, msg
 }
 
 // bounded is ctx, or ctx bounded by timeout (DefaultTimeout when zero) when
-// it has no deadline of its own.
+// it has no deadline of its own, nor a limit that a person's answer pauses
+// (libs/deadline).
 func bounded(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
+	if _, ok := deadline.Left(ctx); ok {
 		return ctx, func() {}
 	}
 	if timeout <= 0 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/deadline"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -30,6 +31,11 @@ func (c *Client) answerClientRequests(ctx context.Context, msg *nats.Msg, fn fun
 			if err := json.Unmarshal(m.Data, &req); err != nil || req.Method == "" {
 				_ = m.RespondMsg(bus.ErrorMsg(apierr.Invalid("method", "not a client request")))
 				return
+			}
+			if req.Method == model.MethodElicit {
+				// A person answers: the call's limit (libs/deadline) stops
+				// meanwhile, as the runner's does.
+				defer deadline.Pause(ctx)()
 			}
 			res, err := fn(ctx, req)
 			if err == nil {

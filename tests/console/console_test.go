@@ -65,13 +65,11 @@ const (
 	chatTimeoutPrompt = "run the long operation"
 	slowTool          = "trigger-long-running-operation"
 	chatTimeoutReply  = "The long operation did not finish in time."
-	// Long enough for the browser to answer a form within a call (the wait
-	// for input is bounded by the call's timeout; the form's step also runs
-	// an accessibility check and a screenshot: at 12 s, and again at 25 s, a
-	// loaded CI run lost the form mid-step when the call timed out), short
-	// enough for the long operation of slowDuration seconds to time out.
-	chatCallTimeout = 40 * time.Second
-	slowDuration    = 45
+	// The form step takes as long as it takes: the wait for the user's
+	// answer does not count against the call's timeout (libs/deadline; at
+	// 12, 25 and 40 s, when it did, loaded CI runs lost the form mid-step).
+	chatCallTimeout = 10 * time.Second
+	slowDuration    = 14
 
 	// The fourth: the model calls the go-sdk test server's ask tool, whose
 	// server asks the user for input (a form elicitation); the flow answers
@@ -261,6 +259,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_CHAT_TIMEOUT_TOOL="+slowTool,
 		"MCPBUS_CHAT_TIMEOUT_REPLY="+chatTimeoutReply,
 		fmt.Sprintf("MCPBUS_CHAT_TIMEOUT_DURATION=%d", slowDuration),
+		fmt.Sprintf("MCPBUS_CHAT_CALL_TIMEOUT_MS=%d", chatCallTimeout.Milliseconds()),
 		"MCPBUS_CHAT_INPUT_PROMPT="+chatInputPrompt,
 		"MCPBUS_CHAT_INPUT_TOOL="+inputServer+".ask",
 		"MCPBUS_CHAT_INPUT_REPLY="+chatInputReply,

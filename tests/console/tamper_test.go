@@ -43,7 +43,7 @@ func tamperer(t *testing.T, natsURL, dataDir string) *httptest.Server {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(f)
 	}))
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { closeNow(srv) }) // run.mjs keeps its connection alive
 	return srv
 }
 

@@ -27,7 +27,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Duration(&o.TaskTimeout, "chat-task-timeout", "", loop.DefaultTaskTimeout, "how long a chat turn waits for a tool call run as a task (then it is cancelled)")
 	s.Int(&o.ResultBudget, "chat-result-budget", "", loop.DefaultResultBudget, "bytes of a tool result the model sees; larger ones are cut head+tail and readable through read_result")
 	s.Duration(&o.ApprovalTimeout, "chat-approval-timeout", "", approvals.DefaultTimeout, "how long a tool call waits for an approval before it is denied")
-	s.Duration(&o.InputTimeout, "chat-input-timeout", "", approvals.DefaultTimeout, "how long a server's request for input (elicitation) waits for the user's answer before it is cancelled (the tool call's own timeouts bound it too)")
+	s.Duration(&o.InputTimeout, "chat-input-timeout", "", approvals.DefaultTimeout, "how long a server's request for input (elicitation) waits for the user's answer before it is cancelled (the tool call's timeouts stop meanwhile; keep it below the runner's --input-timeout)")
 	s.Duration(&o.LeaseTTL, "chat-lease-ttl", "", DefaultLeaseTTL, "how long a turn whose instance died waits before another instance resumes it")
 	s.Duration(&o.LogMaxAge, "chat-log-max-age", "", 0, "drop conversation entries older than this (0: keep until deleted)")
 }

@@ -181,6 +181,24 @@ func TestElicitationDuringATurn(t *testing.T) {
 		}
 	})
 
+	// The user's time on the form does not count against the call's
+	// timeout, neither the chat's nor the runner's (given the chat's as
+	// Mcp-Timeout-Ms): an answer after 2.5 s completes a call of 1 s.
+	t.Run("answer after the call timeout", func(t *testing.T) {
+		eng := loop.New(loop.Deps{Log: l, Tools: loop.ClientTools{C: e.Client}, Model: newModel, Publish: ev.publish,
+			Inputs: ap, CallTimeout: time.Second})
+		body := turn(t, "slow", eng, false, func(in model.ChatInput) {
+			time.Sleep(2500 * time.Millisecond)
+			if err := ap.Answer(ctx, model.ChatAnswerRequest{Conversation: "slow", InputID: in.InputID, Action: model.InputAccept,
+				Content: map[string]any{"name": "Ada"}}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if !strings.Contains(body, "hello Ada") {
+			t.Fatalf("a late answer did not reach the server's result: %s", body)
+		}
+	})
+
 	t.Run("no user channel declines", func(t *testing.T) {
 		body := turn(t, "oai-none", eng, true, nil)
 		if !strings.Contains(body, "the user chose decline") {

@@ -106,6 +106,8 @@ func (t *turn) elicit(ctx context.Context, c StepCall, req model.ClientRequest) 
 		schema = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
 	in.RequestedSchema = schema
+	// The call's time limit stops while the user reads and answers (libs/client
+	// pauses it): the input timeout bounds that wait.
 	got, content, err := t.e.d.Inputs.AskInput(ctx, t.conv, in, func(asked model.ChatInput) {
 		t.publish(model.ChatEvent{Kind: model.ChatEventInputRequested, Input: &asked})
 	})

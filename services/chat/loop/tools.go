@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/deadline"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/chat/guard"
 	"github.com/mcpbus/mcpbus/services/chat/provider"
@@ -210,7 +211,8 @@ func (t *turn) runCall(ctx context.Context, s *state, tools resolver, c StepCall
 		}
 		return t.outcome(ctx, c, r, raw, timedOut, t.e.d.TaskTimeout, err, time.Since(start), &et)
 	}
-	cctx, cancel := context.WithTimeout(withServerRequests(ctx, func(ctx context.Context, req model.ClientRequest) (any, error) {
+	// The user's time on a server's form does not count (libs/client pauses it).
+	cctx, cancel := deadline.WithTimeout(withServerRequests(ctx, func(ctx context.Context, req model.ClientRequest) (any, error) {
 		return t.answerServer(ctx, c, req)
 	}), t.e.d.CallTimeout)
 	raw, err := t.e.d.Tools.Call(cctx, tool.Server, tool.Tool, args)
@@ -395,6 +397,6 @@ const deadlineSlack = 100 * time.Millisecond
 // atDeadline reports whether err is the runner's answer to the call's own
 // deadline rather than another network failure.
 func atDeadline(ctx context.Context, err error) bool {
-	d, ok := ctx.Deadline()
-	return ok && apierr.Of(err) == apierr.Network && time.Until(d) <= deadlineSlack
+	left, ok := deadline.Left(ctx)
+	return ok && apierr.Of(err) == apierr.Network && left <= deadlineSlack
 }

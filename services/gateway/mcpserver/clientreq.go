@@ -5,6 +5,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -41,6 +42,10 @@ func clientRequests(ss *mcp.ServerSession) func(context.Context, model.ClientReq
 		}
 		switch p := in.(type) {
 		case *mcp.ElicitParams:
+			// A person answers: the call's time limit stops meanwhile
+			// (libs/client pauses it), and inputWait bounds the wait instead.
+			ctx, cancel := context.WithTimeout(ctx, inputWait)
+			defer cancel()
 			return ss.Elicit(ctx, p)
 		case *mcp.CreateMessageWithToolsParams:
 			return ss.CreateMessageWithTools(ctx, p)
@@ -48,6 +53,13 @@ func clientRequests(ss *mcp.ServerSession) func(context.Context, model.ClientReq
 		return nil, apierr.Newf(apierr.Internal, "unexpected input request %T", in)
 	}
 }
+
+// inputWait bounds the wait for a session client's person to answer a
+// server's request for input, as the runner's --input-timeout does by
+// default; the call's own timeout stops meanwhile. A 2026-07-28 client
+// answers within the call's time (mrtr.go): a client that never retries
+// cannot be told from a person still reading.
+const inputWait = 10 * time.Minute
 
 // inputRequest decodes a relayed request into the MCP params of its method,
 // if the client declared the capability it needs: *mcp.ElicitParams or

@@ -67,3 +67,53 @@ func TestServerRequestsRelayedToTheMCPClient(t *testing.T) {
 		t.Fatalf("ask from a client without elicitation: err = %v, want a clear failure", err)
 	}
 }
+
+// A session client's person may take longer than the call timeout to answer
+// a server's form: the wait does not count against it (the gateway's nor the
+// runner's, which gets the gateway's as Mcp-Timeout-Ms). Sampling counts.
+func TestSessionInputWaitDoesNotCountAgainstTheCallTimeout(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true, CallTimeout: time.Second}, nil)
+	e.addServer(t, "alpha", nil)
+	slow := func(ctx context.Context) error {
+		select {
+		case <-time.After(2500 * time.Millisecond): // a person reading the form
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "slow-person", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if err := slow(ctx); err != nil {
+				return nil, err
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Grace"}}, nil
+		},
+		CreateMessageHandler: func(ctx context.Context, _ *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			if err := slow(ctx); err != nil {
+				return nil, err
+			}
+			return &mcp.CreateMessageResult{Model: "local", Role: "assistant", Content: &mcp.TextContent{Text: "blue"}}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url, MaxRetries: -1, HTTPClient: http.DefaultClient},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__ask", Arguments: map[string]any{"message": "Your name?"}})
+	if err != nil || res.IsError || textOf(t, res) != "hello Grace" {
+		t.Fatalf("an answer after the call timeout: %v %+v", err, res)
+	}
+	start := time.Now()
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__sample", Arguments: map[string]any{"message": "sky colour?"}})
+	if err == nil && !res.IsError {
+		t.Fatalf("a sampling answer after the call timeout succeeded: %+v", res)
+	}
+	if took := time.Since(start); took > 2400*time.Millisecond {
+		t.Fatalf("the sampling call took %s, want about its 1s timeout", took)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/deadline"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
@@ -44,7 +45,9 @@ func (a *Aggregator) toolHandler(v *view, e *toolEntry) mcp.ToolHandler {
 		if modernAsks(req) {
 			return a.holdCall(ctx, v, e, req, args)
 		}
-		ctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
+		// The time the client's person takes on a server's request for
+		// input does not count (libs/client pauses it).
+		ctx, cancel := deadline.WithTimeout(ctx, a.opts.CallTimeout)
 		defer cancel()
 		opts := &client.CallOptions{}
 		if token := req.Params.GetProgressToken(); token != nil {

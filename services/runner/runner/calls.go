@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/deadline"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
@@ -308,7 +309,9 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	if ct := bus.CallerTimeout(h); ct > 0 && ct < timeout {
 		timeout = ct
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	// The time the caller's person takes to answer the server's request for
+	// input does not count (relay pauses it).
+	ctx, cancel := deadline.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	if len(trimJSONSpace(args)) == 0 {
@@ -348,6 +351,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	// fulfils multi round-trip input requests (the raw path would hand them back).
 	target, relays := ctx.Value(clientTargetKey{}).(*clientTarget)
 	if relays {
+		target.limit = ctx // before the target is shared: a request may come on the session's context
 		defer s.clients.add(target)()
 	}
 	if s.useRaw(sess, tool, progress || relays) {

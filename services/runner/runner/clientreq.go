@@ -3,10 +3,10 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/deadline"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -22,6 +23,9 @@ import (
 type clientTarget struct {
 	subject   string
 	requestID string
+	// limit is the call's context: its time limit stops while the caller
+	// answers a request for input.
+	limit context.Context
 }
 
 type clientTargetKey struct{}
@@ -82,8 +86,10 @@ func (s *server) targetFor(ctx context.Context, method string) (*clientTarget, e
 }
 
 // relay sends one server-to-client request to the caller as a NATS request
-// and decodes its answer into out. It waits no longer than the call: ctx is
-// the call's (multi round-trip) or the connection's bounded by clientWait.
+// and decodes its answer into out. ctx is the call's (multi round-trip) or
+// the session's (an older protocol's request). A request for input waits
+// for a person, up to --input-timeout, and the call's time limit stops
+// meanwhile; any other waits no longer than the call.
 func (s *server) relay(ctx context.Context, method string, params any, out any) error {
 	t, err := s.targetFor(ctx, method)
 	if err != nil {
@@ -103,8 +109,11 @@ func (s *server) relay(ctx context.Context, method string, params any, out any) 
 		msg.Header.Set(bus.HeaderRequestID, t.requestID)
 	}
 	wait := s.r.opts.CallTimeout
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
-		wait = time.Until(d)
+	if method == model.MethodElicit && t.limit != nil {
+		defer deadline.Pause(t.limit)()
+		wait = s.r.opts.InputTimeout
+	} else if left, ok := deadline.Left(cmp.Or(t.limit, ctx)); ok && left < wait {
+		wait = left
 	}
 	// Answered into a subject of its own: an agent may write there, and
 	// nowhere else of the runner's inbox.

@@ -74,6 +74,46 @@ func TestClientRequestsRelayedToTheCaller(t *testing.T) {
 	}
 }
 
+// The call's timeout (runtime.call_timeout here) stops while the caller's
+// person answers a request for input: an answer that comes after the
+// timeout still completes the call. Sampling is machine work and counts.
+func TestInputWaitDoesNotCountAgainstTheCallTimeout(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.Runtime.CallTimeout = model.Duration(time.Second)
+	e.Put(t, cfg)
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	slowly := func(res any) *client.CallOptions {
+		return &client.CallOptions{OnClientRequest: func(ctx context.Context, _ model.ClientRequest) (any, error) {
+			select {
+			case <-time.After(2500 * time.Millisecond): // a person reading the form
+				return res, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}}
+	}
+	res, err := e.Client.Call(ctx, "alpha", "ask", json.RawMessage(`{"message":"Who are you?"}`),
+		slowly(&mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}))
+	if err != nil {
+		t.Fatalf("an answer given after the call timeout: %v", err)
+	}
+	if got := text(t, res); got != "hello Ada" {
+		t.Fatalf("ask = %q", got)
+	}
+	start := time.Now()
+	_, err = e.Client.Call(ctx, "alpha", "sample", json.RawMessage(`{"message":"6*7?"}`),
+		slowly(&mcp.CreateMessageResult{Model: "m1", Role: "assistant", Content: &mcp.TextContent{Text: "42"}}))
+	if err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("a slow sampling answer: err = %v, want the call's timeout", err)
+	}
+	if took := time.Since(start); took > 2400*time.Millisecond {
+		t.Fatalf("the sampling call took %s, want about its 1s timeout", took)
+	}
+}
+
 // A call without a client subject, an answer that is an error and a caller
 // that never answers all end the call cleanly, within its time.
 func TestClientRequestsRefusedAndUnanswered(t *testing.T) {

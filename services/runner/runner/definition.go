@@ -21,6 +21,7 @@ import (
 // Defaults of the runner settings.
 const (
 	DefaultCallTimeout  = 30 * time.Second
+	DefaultInputTimeout = 10 * time.Minute
 	DefaultStartTimeout = 60 * time.Second
 	DefaultIdleTimeout  = 30 * time.Minute
 	DefaultLeaseTTL     = 5 * time.Second
@@ -38,6 +39,7 @@ func Definition() service.Definition {
 func (o *Options) Register(s *settings.Set) {
 	s.String(&o.ID, "runner-id", "", "", "this runner's id (default: a new uuid each start)")
 	s.Duration(&o.CallTimeout, "call-timeout", "", DefaultCallTimeout, "default tool call timeout (a server's runtime.call_timeout overrides it)")
+	s.Duration(&o.InputTimeout, "input-timeout", "", DefaultInputTimeout, "how long a server's request for input (elicitation) waits for the caller's answer; the call's timeout does not count that wait")
 	s.Duration(&o.StartTimeout, "server-start-timeout", "", DefaultStartTimeout, "how long a server may take to spawn, handshake and list its tools")
 	s.Duration(&o.IdleTimeout, "idle-timeout", "", DefaultIdleTimeout, "stop a server after this long without calls (negative: never)")
 	s.Int(&o.MaxServers, "max-servers", "", DefaultMaxServers, "servers running at once on this runner at most")
@@ -69,6 +71,8 @@ func (o *Options) Validate() error {
 	switch {
 	case o.CallTimeout < 0:
 		return fmt.Errorf("--call-timeout %s must not be negative", o.CallTimeout)
+	case o.InputTimeout < 0:
+		return fmt.Errorf("--input-timeout %s must not be negative", o.InputTimeout)
 	case o.StartTimeout < 0:
 		return fmt.Errorf("--server-start-timeout %s must not be negative", o.StartTimeout)
 	case o.MaxServers < 0:

@@ -55,6 +55,9 @@ type Options struct {
 	Logger *slog.Logger
 	// CallTimeout bounds a tool call (default 30s; a config's runtime.call_timeout overrides).
 	CallTimeout time.Duration
+	// InputTimeout bounds the wait for a caller's answer to a server's
+	// request for input (default 10m); the call's timeout stops meanwhile.
+	InputTimeout time.Duration
 	// StartTimeout bounds spawn + handshake + tools/list (default 60s).
 	StartTimeout time.Duration
 	// StopGrace is how long a child gets after stdin is closed before SIGTERM
@@ -170,6 +173,9 @@ func (o *Options) defaults() {
 	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.InputTimeout <= 0 {
+		o.InputTimeout = DefaultInputTimeout
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = DefaultStartTimeout

@@ -6,7 +6,7 @@
 // MCPBUS_SMITHERY_SEARCH, MCPBUS_SMITHERY_ENTRY, MCPBUS_CHAT_FAIL_PROMPT,
 // MCPBUS_CHAT_FAIL_TOOL, MCPBUS_CHAT_FAIL_REPLY, MCPBUS_CHAT_TIMEOUT_PROMPT,
 // MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY, MCPBUS_CHAT_TIMEOUT_DURATION,
-// MCPBUS_CHAT_INPUT_PROMPT, MCPBUS_CHAT_INPUT_TOOL, MCPBUS_CHAT_INPUT_REPLY,
+// MCPBUS_CHAT_INPUT_PROMPT, MCPBUS_CHAT_INPUT_TOOL, MCPBUS_CHAT_INPUT_REPLY, MCPBUS_CHAT_CALL_TIMEOUT_MS,
 // MCPBUS_OAUTH_SERVER, MCPBUS_OAUTH_NEW_SERVER, MCPBUS_PER_USER_SERVER,
 // MCPBUS_CALL_KEY, MCPBUS_DRIFT_SERVER, MCPBUS_DRIFT_BEFORE, MCPBUS_DRIFT_AFTER,
 // MCPBUS_TAMPER_URL (see the contract in the Go harness). Every page is also
@@ -69,6 +69,7 @@ const TIMEOUT_DURATION = env('MCPBUS_CHAT_TIMEOUT_DURATION');
 const INPUT_PROMPT = env('MCPBUS_CHAT_INPUT_PROMPT');
 const INPUT_TOOL = env('MCPBUS_CHAT_INPUT_TOOL');
 const INPUT_REPLY = env('MCPBUS_CHAT_INPUT_REPLY');
+const CALL_TIMEOUT_MS = Number(env('MCPBUS_CHAT_CALL_TIMEOUT_MS'));
 const OAUTH_SERVER = env('MCPBUS_OAUTH_SERVER');
 const OAUTH_NEW = env('MCPBUS_OAUTH_NEW_SERVER');
 const PER_USER = env('MCPBUS_PER_USER_SERVER');
@@ -143,7 +144,7 @@ async function step(name, fn, needs = []) {
     failures.push(name);
     // Playwright's call logs are long: their first lines say enough. An
     // axe report is printed whole.
-    console.error(`FAIL ${name}: ${e.message.split('\n').slice(0, e.whole ? undefined : 6).join('\n     ')}`);
+    console.error(`FAIL ${name}: ${e.message.split('\n').slice(0, e.whole ? undefined : 12).join('\n     ')}`);
     await page.screenshot({ path: join(ARTIFACTS, `FAILED-${name.replace(/\W+/g, '-')}.png`), fullPage: true }).catch(() => {});
   } finally {
     allowStatus = new Set();
@@ -392,13 +393,15 @@ try {
   // A tool call's server asks the user for input (a form elicitation): the
   // form is built from its schema (labels, required marks), the chat
   // service's field error for an age out of bounds shows at the Age field,
-  // then the corrected answer is accepted and the turn goes on.
+  // then the corrected answer, given after the chat's call timeout (the
+  // user's time does not count against it), is accepted and the turn goes on.
   await step("chat: a server's form answered inline", async () => {
     const log = page.getByRole('log', { name: 'Messages' });
     await page.getByRole('textbox', { name: 'Message' }).fill(INPUT_PROMPT);
     await page.getByRole('button', { name: 'Send' }).click();
     const form = log.getByRole('form', { name: `${INPUT_TOOL} asks: Who are you?` });
     await form.waitFor({ timeout: T.chat });
+    const shown = Date.now();
     const name = form.getByLabel('name *', { exact: true });
     check((await name.getAttribute('aria-required')) === 'true', 'the required field is not aria-required');
     const age = form.getByLabel('Age', { exact: true });
@@ -417,6 +420,8 @@ try {
     allowStatus = new Set();
     await age.fill('36');
     await form.getByLabel('Favourite colour', { exact: true }).selectOption('green');
+    const pastTimeout = CALL_TIMEOUT_MS + 1000 - (Date.now() - shown);
+    if (pastTimeout > 0) await page.waitForTimeout(pastTimeout);
     await form.getByRole('button', { name: 'Accept' }).click();
     await log.locator('.tc-input').getByText('Answered.').waitFor({ timeout: T.short });
     await log.getByText(INPUT_REPLY).waitFor({ timeout: T.chat });
