@@ -37,7 +37,17 @@ type Options struct {
 	// process skips NATS. It must say what the connection's identity may
 	// publish, as the server enforces it on the bus.
 	MayPublish func(subject string) bool
+	// Tie, when set, ties each tool call sent over NATS to the runner
+	// serving its server: it returns the call's context, ended with an error
+	// wrapping ErrRunnerGone should that runner die during the call (which
+	// NATS cannot tell: the call would wait out its timeout), and its
+	// release. The gateway's runnerwatch is one.
+	Tie func(ctx context.Context, server string) (context.Context, context.CancelFunc)
 }
+
+// ErrRunnerGone is wrapped by the error of a call whose runner died during
+// it (Options.Tie): the call may or may not have run.
+var ErrRunnerGone = errors.New("the runner serving the call is gone")
 
 // Client talks to mcpbus over one NATS connection.
 type Client struct {
@@ -48,6 +58,7 @@ type Client struct {
 	timeout time.Duration
 	// mayPublish: see Options.MayPublish (nil: every call goes over NATS).
 	mayPublish func(string) bool
+	tie        func(context.Context, string) (context.Context, context.CancelFunc)
 	// seal seals secrets to the credential service (config writes).
 	sealOnce sync.Once
 	seal     *credclient.Sealer
@@ -63,7 +74,7 @@ func New(nc *nats.Conn, opts Options) *Client {
 	if opts.Agent != "" {
 		tools = subj.ForAgent(opts.Agent)
 	}
-	return &Client{nc: nc, subj: subj, tools: tools, timeout: opts.Timeout, mayPublish: opts.MayPublish}
+	return &Client{nc: nc, subj: subj, tools: tools, timeout: opts.Timeout, mayPublish: opts.MayPublish, tie: opts.Tie}
 }
 
 // Subjects returns the subject builder in use.
@@ -152,7 +163,7 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 		}
 		defer stop()
 	}
-	reply, err := c.request(ctx, msg, opts)
+	reply, err := c.request(ctx, server, msg, opts)
 	if err != nil {
 		if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
 			// The cause stays: a caller that knows the tool (the gateway's
@@ -177,13 +188,24 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 // request sends a tool call: to a runner in this process when one serves it
 // and the call needs no inbox of its own (progress, the server's requests),
 // else over NATS.
-func (c *Client) request(ctx context.Context, msg *nats.Msg, opts *CallOptions) (*nats.Msg, error) {
+func (c *Client) request(ctx context.Context, server string, msg *nats.Msg, opts *CallOptions) (*nats.Msg, error) {
 	if c.mayPublish != nil && opts.OnProgress == nil && opts.OnClientRequest == nil {
 		if reply, ok, err := bus.RequestLocal(ctx, c.nc, msg, c.timeout, c.mayPublish); ok {
-			return reply, err
+			return reply, err // a runner in this process dies with it
 		}
 	}
-	return bus.Request(ctx, c.nc, msg, c.timeout)
+	if c.tie == nil {
+		return bus.Request(ctx, c.nc, msg, c.timeout)
+	}
+	tctx, release := c.tie(ctx, server)
+	defer release()
+	reply, err := bus.Request(tctx, c.nc, msg, c.timeout)
+	if err != nil && ctx.Err() == nil {
+		if cause := context.Cause(tctx); errors.Is(cause, ErrRunnerGone) {
+			return nil, cause
+		}
+	}
+	return reply, err
 }
 
 // followProgress subscribes an inbox for the call's progress notifications

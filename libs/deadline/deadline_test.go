@@ -10,6 +10,8 @@ import (
 	"github.com/mcpbus/mcpbus/libs/deadline"
 )
 
+type valueKey struct{}
+
 func ended(ctx context.Context, within time.Duration) bool {
 	select {
 	case <-ctx.Done():
@@ -22,7 +24,7 @@ func ended(ctx context.Context, within time.Duration) bool {
 func TestLimitEndsWithDeadlineExceeded(t *testing.T) {
 	ctx, cancel := deadline.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	child, cancelChild := context.WithCancel(context.WithValue(ctx, struct{}{}, 1))
+	child, cancelChild := context.WithCancel(context.WithValue(ctx, valueKey{}, 1))
 	defer cancelChild()
 	if !ended(child, 2*time.Second) {
 		t.Fatal("the limit did not end its child")

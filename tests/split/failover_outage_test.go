@@ -21,8 +21,10 @@ import (
 // lease stays until it expires, no other runner is up). Meanwhile the gateway
 // still lists the tool and answers its calls as an outage, never as an
 // unknown tool: /mcp/invoke 503 SERVICE_UNAVAILABLE with Retry-After, /mcp a
-// tool error saying it is temporarily unavailable. A runner started then
-// takes the server over and the calls work again.
+// tool error saying it is temporarily unavailable. A call in flight at the
+// kill ends once the runner's heartbeat expires (runnerwatch), not at the
+// gateway's call timeout. A runner started then takes the server over and
+// the calls work again.
 func TestRunnerKilledIsAnOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a nats-server and seven mcpbus processes")
@@ -38,14 +40,18 @@ func TestRunnerKilledIsAnOutage(t *testing.T) {
 	}
 	d.waitState(t, model.StateRunning, 30*time.Second)
 	key := d.adminKey(t)
+	var postTool func(timeout time.Duration, tool, params string) (int, string, map[string]any, error)
 	s := d.connectMCP(t, key)
 	tool := serverName + "__echo"
 	waitMCPTools(t, s, 20*time.Second, "listed "+tool, func(names []string) bool { return len(names) > 0 })
 	post := func(timeout time.Duration) (int, string, map[string]any, error) {
+		return postTool(timeout, tool, `{"message":"hi"}`)
+	}
+	postTool = func(timeout time.Duration, tool, params string) (int, string, map[string]any, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), timeout)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.httpURL+"/mcp/invoke",
-			strings.NewReader(`{"tool_name":"`+tool+`","params":{"message":"hi"}}`))
+			strings.NewReader(`{"tool_name":"`+tool+`","params":`+params+`}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+key)
 		resp, err := (&http.Client{Transport: d.http}).Do(req)
@@ -74,6 +80,21 @@ func TestRunnerKilledIsAnOutage(t *testing.T) {
 			runner = p
 		}
 	}
+	// A call of 30 s, in flight at the kill.
+	type answer struct {
+		status int
+		retry  string
+		out    map[string]any
+		err    error
+		at     time.Time
+	}
+	inFlight := make(chan answer, 1)
+	go func() {
+		status, retry, out, err := postTool(50*time.Second, serverName+"__progress", `{"steps":60,"ms":500}`)
+		inFlight <- answer{status, retry, out, err, time.Now()}
+	}()
+	time.Sleep(time.Second)
+	killed := time.Now()
 	runner.Kill(t)
 
 	// A call sent before nats-server has seen the killed runner's connection
@@ -98,6 +119,20 @@ func TestRunnerKilledIsAnOutage(t *testing.T) {
 		out["error_type"] != "SERVICE_UNAVAILABLE" || !strings.Contains(msg, "temporarily unavailable") {
 		t.Fatalf("/mcp/invoke after the kill: %d Retry-After %q %v, want 503 SERVICE_UNAVAILABLE with Retry-After 5", status, retry, out)
 	}
+	a := <-inFlight
+	if a.err != nil {
+		t.Fatalf("the call in flight at the kill: %v", a.err)
+	}
+	if msg, _ := a.out["error"].(string); a.status != http.StatusServiceUnavailable || a.retry != "5" ||
+		!strings.Contains(msg, "stopped during the call") || !strings.Contains(msg, "may or may not have run") {
+		t.Fatalf("the call in flight at the kill: %d Retry-After %q %v, want 503 saying its runner stopped during it", a.status, a.retry, a.out)
+	}
+	// The lease TTL is 5 s: the heartbeat expires within it, far from the
+	// gateway's 60 s call timeout.
+	if took := a.at.Sub(killed); took > 15*time.Second {
+		t.Fatalf("the call in flight at the kill was answered %s after it, want about the lease TTL", took)
+	}
+	t.Logf("the call in flight at the kill was answered %s after it", a.at.Sub(killed).Round(100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"message": "hi"}})

@@ -32,6 +32,7 @@ import (
 	"github.com/mcpbus/mcpbus/services/gateway/console"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/gwaudit"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpmetrics"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/runnerwatch"
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
 	"github.com/mcpbus/mcpbus/services/gateway/oauthflow"
 	"github.com/mcpbus/mcpbus/services/gateway/openai"
@@ -153,6 +154,7 @@ type Gateway struct {
 	ready     chan struct{}
 
 	closeOnce sync.Once
+	bg        sync.WaitGroup // loops that end with mcpStop
 }
 
 // Route is one endpoint the gateway serves.
@@ -216,7 +218,8 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	// Setup waits for JetStream as long as ctx allows (a fresh cluster
 	// elects its leaders first).
 	setup := ctx
-	if _, err := bus.EnsureAssets(setup, js, bus.NewSubjects(opts.Prefix), bus.AssetOptions{Replicas: opts.Replicas, Logger: g.log}); err != nil {
+	assets, err := bus.EnsureAssets(setup, js, bus.NewSubjects(opts.Prefix), bus.AssetOptions{Replicas: opts.Replicas, Logger: g.log})
+	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if g.keys, err = auth.OpenKeyStore(setup, js, auth.StoreOptions{Replicas: opts.Replicas, Logger: g.log}); err != nil {
@@ -241,13 +244,17 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	// the gateway, not the setup.
 	mctx, mstop := context.WithCancel(context.WithoutCancel(ctx))
 	g.mcpStop = mstop
+	// A call whose runner dies ends when its heartbeat goes, not at the
+	// call's timeout.
+	runners := runnerwatch.New()
+	g.bg.Go(func() { runners.Follow(mctx, nc, assets.Owners, g.log) })
 	if g.approvals, err = approvals.Open(mctx, setup, nc, approvals.Options{Replicas: opts.Replicas, Logger: g.log, Audit: g.audit, LeaveForBus: true}); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if err := g.approvals.AddEndpoints(g.keysSvc, opts.Prefix, g.log); err != nil {
 		return nil, err
 	}
-	if g.api, err = rest.New(setup, nc, rest.Options{Prefix: opts.Prefix, Logger: g.log, MayPublish: opts.MayPublish,
+	if g.api, err = rest.New(setup, nc, rest.Options{Prefix: opts.Prefix, Logger: g.log, MayPublish: opts.MayPublish, Tie: runners.Tie,
 		CallTimeout: opts.CallTimeout, Heartbeat: opts.EventHeartbeat, JaegerURL: opts.JaegerURL,
 		Keys: g.keys, Approvals: g.approvals, Audit: g.audit, AuditKeys: opts.AuditKeys}); err != nil {
 		return nil, err
@@ -255,7 +262,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	g.oai = openai.New(nc, openai.Options{Prefix: opts.Prefix, Logger: g.log, TurnTimeout: opts.ChatTurnTimeout,
 		Heartbeat: opts.EventHeartbeat})
 	mo := opts.MCP
-	mo.Prefix, mo.Logger, mo.NoAuth, mo.Approvals, mo.MayPublish = opts.Prefix, g.log, opts.NoAuth, g.approvals, opts.MayPublish
+	mo.Prefix, mo.Logger, mo.NoAuth, mo.Approvals, mo.MayPublish, mo.Tie = opts.Prefix, g.log, opts.NoAuth, g.approvals, opts.MayPublish, runners.Tie
 	if g.mcp, err = mcpserver.New(mctx, nc, mo); err != nil {
 		return nil, err
 	}
@@ -490,6 +497,7 @@ func (g *Gateway) Close() {
 		if g.mcpStop != nil {
 			g.mcpStop()
 		}
+		g.bg.Wait()
 		if g.tokStop != nil {
 			g.tokStop()
 		}

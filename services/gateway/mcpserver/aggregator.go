@@ -41,6 +41,8 @@ type Options struct {
 	Logger *slog.Logger
 	// MayPublish: client.Options.MayPublish (the in-process hand-off).
 	MayPublish func(subject string) bool
+	// Tie: client.Options.Tie (a call whose runner dies ends then).
+	Tie func(ctx context.Context, server string) (context.Context, context.CancelFunc)
 	// CallTimeout bounds one tool call (default 60s); the runner applies the
 	// smaller of it and the server's own call timeout.
 	CallTimeout time.Duration
@@ -161,7 +163,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 	}
 	a := &Aggregator{
 		opts: opts, log: opts.Logger, sdkLog: sdkLogger(opts.Logger),
-		client: client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout, Agent: opts.Agent, MayPublish: opts.MayPublish}), nc: nc,
+		client: client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout, Agent: opts.Agent, MayPublish: opts.MayPublish, Tie: opts.Tie}), nc: nc,
 		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, restarts: restarts.New(),
 		tools: map[string]*toolEntry{}, search: toolsearch.New(), views: map[string]*view{}, tel: newServerTelemetry(),
 	}

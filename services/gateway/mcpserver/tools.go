@@ -132,6 +132,9 @@ func (a *Aggregator) unservedResult(e *toolEntry, err error) *mcp.CallToolResult
 	if restarts.NoOwner(err) {
 		return outageResult(e)
 	}
+	if errors.Is(err, client.ErrRunnerGone) { // its runner died during the call (runnerwatch)
+		return toolError(apierr.From(err).Message)
+	}
 	if ae := apierr.From(err); err != nil && ae.Code == apierr.ServiceUnavailable && a.restartWait(e) != nil {
 		return toolError(ae.Message)
 	}

@@ -38,6 +38,8 @@ type Options struct {
 	Logger *slog.Logger
 	// MayPublish: client.Options.MayPublish (the in-process hand-off).
 	MayPublish func(subject string) bool
+	// Tie: client.Options.Tie (a call whose runner dies ends then).
+	Tie func(ctx context.Context, server string) (context.Context, context.CancelFunc)
 	// CallTimeout bounds one tool call (default 35s: a little over the
 	// runner's 30s, so its answer wins).
 	CallTimeout time.Duration
@@ -149,7 +151,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 	}
 	life, stop := context.WithCancel(context.Background())
 	a := &API{nc: nc, js: js, opts: opts, log: opts.Logger, subj: bus.NewSubjects(opts.Prefix),
-		client:  client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout, MayPublish: opts.MayPublish}),
+		client:  client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout, MayPublish: opts.MayPublish, Tie: opts.Tie}),
 		creds:   credclient.New(nc, opts.Prefix),
 		keys:    auth.KeyAdmin{Store: opts.Keys, Log: opts.Logger, Audit: opts.Audit},
 		schemas: newSchemaCache(256), catalog: newCatalog(opts.Logger),

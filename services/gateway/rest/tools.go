@@ -16,10 +16,12 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
+	"github.com/mcpbus/mcpbus/services/gateway/internal/runnerwatch"
 )
 
 // Error types of POST /mcp/invoke, with their HTTP status:
@@ -38,7 +40,8 @@ import (
 //	                         (restarting after a crash: with Retry-After, the seconds until its restart,
 //	                         once this gateway has seen the crash;
 //	                         a listed tool whose server no runner serves, a failover under way:
-//	                         Retry-After 5, a lease's time)
+//	                         Retry-After 5, a lease's time; the runner serving the call died
+//	                         during it, seen when its heartbeat expired: Retry-After 5)
 //	INTERNAL_ERROR      500  anything else
 //
 // A tool's own error (isError) is a result, not a failure of the gateway, so
@@ -192,6 +195,13 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		// Listed but unserved: a failover under way, not an unknown tool.
 		w.Header().Set("Retry-After", strconv.Itoa(model.RetryAfterSeconds(restarts.FailoverRetry)))
 		fail(restarts.Unavailable(name, tool.Server))
+		return
+	}
+	if errors.Is(err, client.ErrRunnerGone) {
+		// Its runner died during the call (runnerwatch): another takes the
+		// server over within a lease's time.
+		w.Header().Set("Retry-After", strconv.Itoa(model.RetryAfterSeconds(runnerwatch.Retry)))
+		fail(apierr.From(err))
 		return
 	}
 	if err != nil {
