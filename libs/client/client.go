@@ -170,7 +170,8 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 			// catalog) reports an outage instead.
 			return Result{}, apierr.Wrap(apierr.NotFound, "server "+server+" not found or not running", err).WithField("server")
 		}
-		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrRunnerGone) {
+			// A runner thought gone may still be running the call.
 			c.cancel(server, reqID)
 		}
 		return Result{}, err

@@ -59,16 +59,18 @@ func Pause(ctx context.Context) (resume func()) {
 	}
 }
 
-// Left is how much of ctx's tightest limit remains (its own deadline's, or
-// one made by WithTimeout's, not counting pauses); ok is false when ctx has
-// neither.
+// Left is how much of ctx's tightest running limit remains: its own
+// deadline's, or one made by WithTimeout's. A paused limit bounds nothing
+// while paused, so it is left out: a request made meanwhile (the wait for a
+// person's answer itself) needs its own bound. ok is false when ctx has no
+// deadline and no running limit.
 func Left(ctx context.Context) (left time.Duration, ok bool) {
 	if dl, has := ctx.Deadline(); has {
 		left, ok = time.Until(dl), true
 	}
 	ch, _ := ctx.Value(chainKey{}).(*chain)
 	for ; ch != nil; ch = ch.next {
-		if l := ch.l.remaining(); !ok || l < left {
+		if l, running := ch.l.remaining(); running && (!ok || l < left) {
 			left, ok = l, true
 		}
 	}
@@ -197,13 +199,17 @@ func (c *limitCtx) resume() {
 	c.timer.Reset(max(c.left, 0))
 }
 
-func (c *limitCtx) remaining() time.Duration {
+// remaining is what is left of c's limit, and whether it is counting.
+func (c *limitCtx) remaining() (time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.paused > 0 {
-		return c.left
+	if c.err != nil {
+		return 0, true
 	}
-	return c.left - time.Since(c.since)
+	if c.paused > 0 {
+		return c.left, false
+	}
+	return c.left - time.Since(c.since), true
 }
 
 // String names the context as the standard library's do, for logs.

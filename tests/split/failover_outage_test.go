@@ -124,7 +124,7 @@ func TestRunnerKilledIsAnOutage(t *testing.T) {
 		t.Fatalf("the call in flight at the kill: %v", a.err)
 	}
 	if msg, _ := a.out["error"].(string); a.status != http.StatusServiceUnavailable || a.retry != "5" ||
-		!strings.Contains(msg, "stopped during the call") || !strings.Contains(msg, "may or may not have run") {
+		!strings.Contains(msg, "stopped serving it during the call") || !strings.Contains(msg, "may or may not have run") {
 		t.Fatalf("the call in flight at the kill: %d Retry-After %q %v, want 503 saying its runner stopped during it", a.status, a.retry, a.out)
 	}
 	// The lease TTL is 5 s: the heartbeat expires within it, far from the

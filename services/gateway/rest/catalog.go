@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 // call to them is told when to retry.
 type catalog struct {
 	log *slog.Logger
+	kv  jetstream.KeyValue // the bucket followed, read by fresh
 
 	mu      sync.RWMutex
 	servers map[string]model.Catalog // live, as in the bucket
@@ -38,8 +40,8 @@ type catalog struct {
 	search *toolsearch.Index
 }
 
-func newCatalog(log *slog.Logger) *catalog {
-	return &catalog{log: log, servers: map[string]model.Catalog{}, keep: restarts.New(),
+func newCatalog(log *slog.Logger, kv jetstream.KeyValue) *catalog {
+	return &catalog{log: log, kv: kv, servers: map[string]model.Catalog{}, keep: restarts.New(),
 		status: map[string]model.Status{}, byName: map[string]model.Tool{}, search: toolsearch.New()}
 }
 
@@ -69,6 +71,35 @@ func (c *catalog) tool(name string) (model.Tool, bool) {
 	defer c.mu.RUnlock()
 	t, ok := c.byName[name]
 	return t, ok
+}
+
+// freshWait bounds fresh's read of the bucket.
+const freshWait = 2 * time.Second
+
+// fresh finds a tool the copy does not hold yet in the bucket itself. A
+// server just enabled answers its start (POST …/enable waits for it) before
+// this gateway's watch may have brought its catalog in: a call right after
+// must not be told the tool does not exist. Only a well-formed
+// <server>__<tool> name is looked up, one key read.
+func (c *catalog) fresh(ctx context.Context, name string) (model.Tool, bool) {
+	server, _, ok := strings.Cut(name, "__")
+	if !ok || !model.ValidSlug(server) || c.kv == nil {
+		return model.Tool{}, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, freshWait)
+	defer cancel()
+	e, err := c.kv.Get(ctx, server)
+	if err != nil {
+		return model.Tool{}, false
+	}
+	if cat := c.decode(e); cat != nil {
+		for _, t := range cat.Tools {
+			if t.Name == name {
+				return t, true
+			}
+		}
+	}
+	return model.Tool{}, false
 }
 
 // replace installs a complete state (after a watch (re)started).

@@ -154,7 +154,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 		client:  client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout, MayPublish: opts.MayPublish, Tie: opts.Tie}),
 		creds:   credclient.New(nc, opts.Prefix),
 		keys:    auth.KeyAdmin{Store: opts.Keys, Log: opts.Logger, Audit: opts.Audit},
-		schemas: newSchemaCache(256), catalog: newCatalog(opts.Logger),
+		schemas: newSchemaCache(256), catalog: newCatalog(opts.Logger, kv),
 		stop: stop, done: make(chan struct{}), streams: make(chan struct{}),
 		byKey: map[string]map[chan struct{}]struct{}{}}
 	a.stopStreams = sync.OnceFunc(func() { close(a.streams) })

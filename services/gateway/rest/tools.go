@@ -151,6 +151,9 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	}
 	tool, ok := a.catalog.tool(name)
 	if !ok {
+		tool, ok = a.catalog.fresh(r.Context(), name)
+	}
+	if !ok {
 		fail(notFound())
 		return
 	}

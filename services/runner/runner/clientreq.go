@@ -115,6 +115,13 @@ func (s *server) relay(ctx context.Context, method string, params any, out any) 
 	} else if left, ok := deadline.Left(cmp.Or(t.limit, ctx)); ok && left < wait {
 		wait = left
 	}
+	// Bounded by wait whatever ctx is, and ended with the call: an older
+	// session's request comes on the session's context, not the call's.
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if t.limit != nil {
+		defer context.AfterFunc(t.limit, cancel)()
+	}
 	// Answered into a subject of its own: an agent may write there, and
 	// nowhere else of the runner's inbox.
 	reply, err := bus.RequestAnswer(ctx, s.r.nc, msg, wait)

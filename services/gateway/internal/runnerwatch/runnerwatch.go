@@ -1,16 +1,18 @@
 // Package runnerwatch ends the calls of a runner that died.
 //
 // NATS cannot tell a caller that the runner its request reached is gone:
-// the request just waits out its timeout (the gateway's is 60 s). Runners
-// keep a heartbeat key (runner.<id>) and a lease per server replica
-// (server.<slug>.<replica>, naming its runner) in KV mcp_owners, whose TTL
-// (the lease TTL, 5 s by default) ends them when their runner stops
-// renewing, with a marker that watchers see. Watch follows the bucket: a
-// call of a server that one runner holds is tied to that runner, and ended
-// with a SERVICE_UNAVAILABLE that wraps client.ErrRunnerGone once the
-// runner's heartbeat goes. A server with several replicas shares its calls
-// among them through a queue group, so which one took a call is unknown:
-// its calls are not tied.
+// the request just waits out its timeout (the gateway's is 60 s). A runner
+// holds a lease per server replica (server.<slug>.<replica>, naming the
+// runner and when it took it) in KV mcp_owners, renewed every third of the
+// lease TTL by a loop of its own; the bucket's TTL (5 s by default) ends
+// the lease of a runner that stopped renewing, with a marker that watchers
+// see. Watch follows the bucket: a call of a server that one lease holds is
+// tied to that lease, and ended with a SERVICE_UNAVAILABLE that wraps
+// client.ErrRunnerGone once the lease ends or another takes it (a runner
+// that restarted under the same id takes it anew). A runner giving a server
+// up deletes its lease only after its calls were answered. A server with
+// several replicas shares its calls among them through a queue group, so
+// which one took a call is unknown: its calls are not tied.
 package runnerwatch
 
 import (
@@ -31,27 +33,26 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-// The key prefixes of KV mcp_owners (services/runner/runner/ownership.go).
-const (
-	leasePrefix = "server."
-	beatPrefix  = "runner."
-)
+// leasePrefix starts the lease keys of KV mcp_owners
+// (services/runner/runner/ownership.go).
+const leasePrefix = "server."
 
 // Retry is the retry hint of a call whose runner died: another runner takes
 // the server over once the dead one's lease has expired, which it has by
-// the time its heartbeat is seen gone.
+// the time the call is ended.
 const Retry = 5 * time.Second
 
-// Watch knows which runner holds each server and which runners are alive.
+// Watch knows which lease holds each server.
 type Watch struct {
 	mu      sync.Mutex
 	leases  map[string]lease              // lease key → what it says
-	holders map[string]map[string]int     // server → runner → leases it holds
-	alive   map[string]bool               // runners with a heartbeat key
-	calls   map[string]map[*tied]struct{} // runner → calls tied to it
+	holders map[string]map[string]bool    // server → its lease keys
+	calls   map[string]map[*tied]struct{} // lease key → calls tied to it
 }
 
-type lease struct{ server, runner string }
+// lease is what a lease key says: who holds it since when (a runner that
+// takes it anew, even under the same id, writes a new since).
+type lease struct{ server, runner, since string }
 
 type tied struct {
 	server string
@@ -61,8 +62,7 @@ type tied struct {
 // New returns an empty Watch: until Follow brings the bucket in, no call is
 // tied.
 func New() *Watch {
-	return &Watch{leases: map[string]lease{}, holders: map[string]map[string]int{}, alive: map[string]bool{},
-		calls: map[string]map[*tied]struct{}{}}
+	return &Watch{leases: map[string]lease{}, holders: map[string]map[string]bool{}, calls: map[string]map[*tied]struct{}{}}
 }
 
 // Follow keeps w in step with kv (KV mcp_owners) until ctx ends.
@@ -71,50 +71,47 @@ func (w *Watch) Follow(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue
 }
 
 // Tie returns a context of ctx that ends with Gone's error when the one
-// runner holding server dies; release frees it and must be called when the
-// call is over. A server held by no runner or by several is not tied.
+// lease holding server ends or changes hands; release frees it and must be
+// called when the call is over. A server held by no lease or by several is
+// not tied.
 func (w *Watch) Tie(ctx context.Context, server string) (context.Context, context.CancelFunc) {
 	w.mu.Lock()
-	runner := w.onlyHolderLocked(server)
-	if runner == "" {
+	key := w.onlyLeaseLocked(server)
+	if key == "" {
 		w.mu.Unlock()
 		return ctx, func() {}
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	t := &tied{server: server, cancel: cancel}
-	set := w.calls[runner]
+	set := w.calls[key]
 	if set == nil {
 		set = map[*tied]struct{}{}
-		w.calls[runner] = set
+		w.calls[key] = set
 	}
 	set[t] = struct{}{}
 	w.mu.Unlock()
 	return cctx, func() {
 		w.mu.Lock()
-		delete(w.calls[runner], t)
-		if len(w.calls[runner]) == 0 {
-			delete(w.calls, runner)
+		delete(w.calls[key], t)
+		if len(w.calls[key]) == 0 {
+			delete(w.calls, key)
 		}
 		w.mu.Unlock()
 		cancel(context.Canceled)
 	}
 }
 
-// Gone is the error of a call of server whose runner died during it.
+// Gone is the error of a call of server whose runner lost it during the call.
 func Gone(server, runner string) error {
 	return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf(
-		"the runner serving server %s stopped during the call (runner %s: its heartbeat expired), so the call may or may not have run; another runner takes the server over: retry after %d s",
+		"the runner serving server %s stopped serving it during the call (runner %s: its lease expired or was taken over), so the call may or may not have run; another runner takes the server over: retry after %d s",
 		server, runner, model.RetryAfterSeconds(Retry)), client.ErrRunnerGone)
 }
 
-func (w *Watch) onlyHolderLocked(server string) string {
-	h := w.holders[server]
-	if len(h) != 1 {
-		return ""
-	}
-	for runner := range h {
-		if w.alive[runner] {
-			return runner
+func (w *Watch) onlyLeaseLocked(server string) string {
+	if keys := w.holders[server]; len(keys) == 1 {
+		for key := range keys {
+			return key
 		}
 	}
 	return ""
@@ -123,16 +120,17 @@ func (w *Watch) onlyHolderLocked(server string) string {
 func (w *Watch) snapshot(entries map[string]jetstream.KeyValueEntry) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	clear(w.leases)
+	was := w.leases
+	w.leases = map[string]lease{}
 	clear(w.holders)
-	was := w.alive
-	w.alive = map[string]bool{}
-	for _, e := range entries {
-		w.putLocked(e)
+	for key, e := range entries {
+		if l, ok := decode(key, e); ok {
+			w.setLocked(key, l)
+		}
 	}
-	for runner := range was {
-		if !w.alive[runner] {
-			w.goneLocked(runner)
+	for key := range w.calls {
+		if now, ok := w.leases[key]; !ok || now != was[key] {
+			w.endLocked(key, was[key])
 		}
 	}
 }
@@ -140,65 +138,55 @@ func (w *Watch) snapshot(entries map[string]jetstream.KeyValueEntry) {
 func (w *Watch) update(e jetstream.KeyValueEntry) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if e.Operation() == jetstream.KeyValuePut {
-		w.putLocked(e)
-		return
-	}
 	key := e.Key()
-	if runner, ok := strings.CutPrefix(key, beatPrefix); ok {
-		delete(w.alive, runner)
-		w.goneLocked(runner)
-		return
+	old, had := w.leases[key]
+	l, ok := decode(key, e)
+	if ok && had && l == old {
+		return // a renewal
 	}
-	if l, ok := w.leases[key]; ok {
+	if had {
+		w.endLocked(key, old)
 		delete(w.leases, key)
-		w.dropLocked(l)
+		delete(w.holders[old.server], key)
+		if len(w.holders[old.server]) == 0 {
+			delete(w.holders, old.server)
+		}
+	}
+	if ok {
+		w.setLocked(key, l)
 	}
 }
 
-// dropLocked forgets one lease of l.runner on l.server.
-func (w *Watch) dropLocked(l lease) {
-	if w.holders[l.server][l.runner]--; w.holders[l.server][l.runner] <= 0 {
-		delete(w.holders[l.server], l.runner)
-	}
-	if len(w.holders[l.server]) == 0 {
-		delete(w.holders, l.server)
-	}
-}
-
-func (w *Watch) putLocked(e jetstream.KeyValueEntry) {
-	key := e.Key()
-	if runner, ok := strings.CutPrefix(key, beatPrefix); ok {
-		w.alive[runner] = true
-		return
-	}
-	if !strings.HasPrefix(key, leasePrefix) {
-		return
+// decode reads a lease entry; ok is false for a delete, a heartbeat or a
+// value that is not a lease.
+func decode(key string, e jetstream.KeyValueEntry) (lease, bool) {
+	if e.Operation() != jetstream.KeyValuePut || !strings.HasPrefix(key, leasePrefix) {
+		return lease{}, false
 	}
 	var v struct {
-		Runner string `json:"runner"`
-		Server string `json:"server"`
+		Runner string          `json:"runner"`
+		Server string          `json:"server"`
+		Since  json.RawMessage `json:"since"`
 	}
 	if json.Unmarshal(e.Value(), &v) != nil || v.Runner == "" || v.Server == "" {
-		return
+		return lease{}, false
 	}
-	if old, ok := w.leases[key]; ok {
-		if old == (lease{v.Server, v.Runner}) {
-			return // a renewal
-		}
-		w.dropLocked(old)
-	}
-	w.leases[key] = lease{v.Server, v.Runner}
-	if w.holders[v.Server] == nil {
-		w.holders[v.Server] = map[string]int{}
-	}
-	w.holders[v.Server][v.Runner]++
+	return lease{server: v.Server, runner: v.Runner, since: string(v.Since)}, true
 }
 
-// goneLocked ends the calls tied to runner, which died.
-func (w *Watch) goneLocked(runner string) {
-	for t := range w.calls[runner] {
-		t.cancel(Gone(t.server, runner))
+func (w *Watch) setLocked(key string, l lease) {
+	w.leases[key] = l
+	if w.holders[l.server] == nil {
+		w.holders[l.server] = map[string]bool{}
 	}
-	delete(w.calls, runner)
+	w.holders[l.server][key] = true
+}
+
+// endLocked ends the calls tied to the lease key, which old held and no
+// longer does.
+func (w *Watch) endLocked(key string, old lease) {
+	for t := range w.calls[key] {
+		t.cancel(Gone(t.server, old.runner))
+	}
+	delete(w.calls, key)
 }

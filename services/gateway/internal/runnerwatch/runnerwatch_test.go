@@ -77,24 +77,25 @@ func endedBy(t *testing.T, ctx context.Context, within time.Duration, server str
 	select {
 	case <-ctx.Done():
 	case <-time.After(within):
-		t.Fatalf("the call of %s did not end within %s of its runner's end", server, within)
+		t.Fatalf("the call of %s did not end within %s of its lease's end", server, within)
 	}
 	cause := context.Cause(ctx)
 	if !errors.Is(cause, client.ErrRunnerGone) || apierr.Of(cause) != apierr.ServiceUnavailable ||
-		!strings.Contains(cause.Error(), "server "+server) || !strings.Contains(cause.Error(), "may or may not have run") {
+		!strings.Contains(cause.Error(), "server "+server+" stopped serving it during the call") || !strings.Contains(cause.Error(), "may or may not have run") {
 		t.Fatalf("cause = %v, want SERVICE_UNAVAILABLE wrapping ErrRunnerGone naming %s", cause, server)
 	}
 }
 
-// A runner's deleted heartbeat ends the calls tied to it, and only those.
-func TestHeartbeatGoneEndsTheRunnersCalls(t *testing.T) {
+// A lease that ends (deleted, purged) or changes hands (a takeover, or a
+// runner taking it anew under the same id) ends the calls tied to it, and
+// only those; a renewal does not.
+func TestLeaseEndEndsItsCalls(t *testing.T) {
 	kv, w := owners(t, time.Minute)
-	put(t, kv, "runner.r1", `{"runner":"r1"}`)
-	put(t, kv, "runner.r2", `{"runner":"r2"}`)
-	put(t, kv, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0}`)
-	put(t, kv, "server.beta.0", `{"runner":"r2","server":"beta","replica":0}`)
-	put(t, kv, "server.multi.0", `{"runner":"r1","server":"multi","replica":0}`)
-	put(t, kv, "server.multi.1", `{"runner":"r2","server":"multi","replica":1}`)
+	put(t, kv, "runner.r1", `{"runner":"r1"}`) // heartbeats play no part
+	put(t, kv, "server.multi.0", `{"runner":"r1","server":"multi","replica":0,"since":"t1"}`)
+	put(t, kv, "server.multi.1", `{"runner":"r2","server":"multi","replica":1,"since":"t1"}`)
+	put(t, kv, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0,"since":"t1"}`)
+	put(t, kv, "server.beta.0", `{"runner":"r2","server":"beta","replica":0,"since":"t1"}`) // seen last: the watch keeps the bucket's order
 
 	alpha, releaseAlpha := tieWhenFollowed(t, w, "alpha")
 	defer releaseAlpha()
@@ -103,17 +104,26 @@ func TestHeartbeatGoneEndsTheRunnersCalls(t *testing.T) {
 	// Several replicas: which one took the call is unknown, so it is not tied.
 	if multi, release := w.Tie(t.Context(), "multi"); multi != t.Context() {
 		release()
-		t.Fatal("a call of a server with two holders was tied")
+		t.Fatal("a call of a server with two leases was tied")
 	}
 	if none, release := w.Tie(t.Context(), "nobody-holds-it"); none != t.Context() {
 		release()
 		t.Fatal("a call of a server nobody holds was tied")
 	}
-	// A released call is no longer ended by its runner's end.
+	// A released call is no longer ended by its lease's end.
 	released, release := tieWhenFollowed(t, w, "alpha")
 	release()
-
+	// A renewal (the same value again) and a heartbeat's end change nothing.
+	put(t, kv, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0,"since":"t1"}`)
 	if err := kv.Delete(t.Context(), "runner.r1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if alpha.Err() != nil {
+		t.Fatalf("a renewal ended the call: %v", context.Cause(alpha))
+	}
+
+	if err := kv.Delete(t.Context(), "server.alpha.0"); err != nil {
 		t.Fatal(err)
 	}
 	endedBy(t, alpha, 5*time.Second, "alpha")
@@ -122,31 +132,37 @@ func TestHeartbeatGoneEndsTheRunnersCalls(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	if beta.Err() != nil {
-		t.Fatalf("another runner's call ended: %v", context.Cause(beta))
+		t.Fatalf("another server's call ended: %v", context.Cause(beta))
 	}
-	// The lease moves to r2 (a takeover): the server's calls go with it.
-	put(t, kv, "server.alpha.0", `{"runner":"r2","server":"alpha","replica":0}`)
+	// r2 takes alpha: new calls are tied to its lease.
+	put(t, kv, "server.alpha.0", `{"runner":"r2","server":"alpha","replica":0,"since":"t2"}`)
 	moved, releaseMoved := tieWhenFollowed(t, w, "alpha")
 	defer releaseMoved()
-	if err := kv.Purge(t.Context(), "runner.r2"); err != nil {
+	// r2 restarts under the same id and takes its leases anew.
+	put(t, kv, "server.alpha.0", `{"runner":"r2","server":"alpha","replica":0,"since":"t3"}`)
+	endedBy(t, moved, 5*time.Second, "alpha")
+	// A takeover of beta by r3.
+	put(t, kv, "server.beta.0", `{"runner":"r3","server":"beta","replica":0,"since":"t2"}`)
+	endedBy(t, beta, 5*time.Second, "beta")
+	again, releaseAgain := tieWhenFollowed(t, w, "beta")
+	defer releaseAgain()
+	if err := kv.Purge(t.Context(), "server.beta.0"); err != nil {
 		t.Fatal(err)
 	}
-	endedBy(t, beta, 5*time.Second, "beta")
-	endedBy(t, moved, 5*time.Second, "alpha")
+	endedBy(t, again, 5*time.Second, "beta")
 }
 
-// A runner that stops renewing (killed) loses its heartbeat to the bucket's
+// A runner that stops renewing (killed) loses its lease to the bucket's
 // TTL: the marker the server writes then ends its calls within about a
 // lease's time.
-func TestHeartbeatExpiryEndsTheRunnersCalls(t *testing.T) {
+func TestLeaseExpiryEndsItsCalls(t *testing.T) {
 	kv, w := owners(t, time.Second)
-	put(t, kv, "runner.r1", `{"runner":"r1"}`)
-	put(t, kv, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0}`)
+	put(t, kv, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0,"since":"t1"}`)
 	start := time.Now()
 	call, release := tieWhenFollowed(t, w, "alpha")
 	defer release()
 	endedBy(t, call, 10*time.Second, "alpha")
 	if took := time.Since(start); took < 900*time.Millisecond {
-		t.Fatalf("the call ended after %s, before the heartbeat's TTL of 1s", took)
+		t.Fatalf("the call ended after %s, before the lease's TTL of 1s", took)
 	}
 }
