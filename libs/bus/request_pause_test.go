@@ -10,23 +10,14 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/deadline"
-	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // A request made while the call's limit is paused (the wait for a person's
 // answer) is bounded by its own timeout, not left unbounded, and tells the
 // other side that timeout, not what the paused limit had left.
 func TestRequestWhileTheLimitIsPaused(t *testing.T) {
-	srv, err := embednats.Start(embednats.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := testkit.Connect(t, testkit.NATS(t))
 	heard := make(chan string, 1)
 	if _, err := nc.Subscribe("person", func(m *nats.Msg) { heard <- m.Header.Get(bus.HeaderTimeout) }); err != nil { // never answers
 		t.Fatal(err)
@@ -35,7 +26,7 @@ func TestRequestWhileTheLimitIsPaused(t *testing.T) {
 	defer cancel()
 	defer deadline.Pause(call)()
 	start := time.Now()
-	_, err = bus.RequestAnswer(call, nc, nats.NewMsg("person"), 300*time.Millisecond)
+	_, err := bus.RequestAnswer(call, nc, nats.NewMsg("person"), 300*time.Millisecond)
 	if err == nil {
 		t.Fatal("an unanswered request succeeded")
 	}

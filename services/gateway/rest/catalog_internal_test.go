@@ -11,24 +11,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
-	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // A tool the copy has not seen yet (its watch lags a server just enabled)
 // is found in the bucket itself; a name that is not <server>__<tool>, or a
 // tool the bucket does not hold, is not.
 func TestFreshReadsTheBucketOnAMiss(t *testing.T) {
-	ns, err := embednats.Start(embednats.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := testkit.Connect(t, testkit.NATS(t))
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

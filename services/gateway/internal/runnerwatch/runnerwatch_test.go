@@ -14,7 +14,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
-	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/runnerwatch"
 )
 
@@ -22,16 +22,7 @@ import (
 // make it, with a lease TTL of ttl, and a Watch following it.
 func owners(t *testing.T, ttl time.Duration) (jetstream.KeyValue, *runnerwatch.Watch) {
 	t.Helper()
-	ns, err := embednats.Start(embednats.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := testkit.Connect(t, testkit.NATS(t))
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
