@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -108,12 +109,16 @@ func (s *server) relay(ctx context.Context, method string, params any, out any) 
 	if t.requestID != "" {
 		msg.Header.Set(bus.HeaderRequestID, t.requestID)
 	}
+	// Any other request waits within the call: the call's own end ends it
+	// (so the call is told it timed out); wait, a second past that end, is
+	// a bound of last resort.
 	wait := s.r.opts.CallTimeout
+	if left, ok := deadline.Left(cmp.Or(t.limit, ctx)); ok {
+		wait = left + time.Second
+	}
 	if method == model.MethodElicit && t.limit != nil {
 		defer deadline.Pause(t.limit)()
 		wait = s.r.opts.InputTimeout
-	} else if left, ok := deadline.Left(cmp.Or(t.limit, ctx)); ok && left < wait {
-		wait = left
 	}
 	// Bounded by wait whatever ctx is, and ended with the call: an older
 	// session's request comes on the session's context, not the call's.
