@@ -152,8 +152,11 @@ func TestHTTPRawCallHeadersAndRefusal(t *testing.T) {
 // A session the server has forgotten (404 on its id) behaves on the raw path
 // as on go-sdk's: the call fails alike, the runner starts a new session and
 // the next call succeeds.
+// The session lives 1 s idle: with 300 ms, a loaded CI run's reconnect
+// (initialize, then tools/list) lost its new session between the two, three
+// times over, and the server was given up.
 func TestHTTPRawCallExpiredSession(t *testing.T) {
-	url := testmcp.ServeHTTP(t, "expiring", &mcp.StreamableHTTPOptions{SessionTimeout: 300 * time.Millisecond}, nil)
+	url := testmcp.ServeHTTP(t, "expiring", &mcp.StreamableHTTPOptions{SessionTimeout: time.Second}, nil)
 	e := runnertest.Start(t, lifecycleOpts())
 	e.Put(t, httpConfig("expiring", url, nil))
 	defer runner.SetRawCalls(true)
@@ -161,7 +164,7 @@ func TestHTTPRawCallExpiredSession(t *testing.T) {
 	for _, raw := range []bool{true, false} {
 		runner.SetRawCalls(raw)
 		e.WaitState(t, "expiring", model.StateRunning, 10*time.Second)
-		time.Sleep(time.Second) // idle past the session timeout
+		time.Sleep(2500 * time.Millisecond) // idle past the session timeout
 		_, err := call(t, e, "expiring", "echo", `{"message":"late"}`)
 		ae := wantCode(t, err, apierr.ServiceUnavailable)
 		errs = append(errs, string(ae.Code))
