@@ -58,7 +58,7 @@ func (o *ownerCheck) check(ctx context.Context, in model.CredResolveRequest) err
 	if err := json.Unmarshal(e.Value(), &cfg); err != nil || cfg.Slug == "" {
 		return apierr.Newf(apierr.Internal, "the config of %s is unreadable", id)
 	}
-	keys, err := owners.ListKeysFiltered(ctx, "server."+cfg.Slug+".*")
+	keys, err := owners.ListKeysFiltered(ctx, model.LeaseKeyPrefix+cfg.Slug+".*")
 	if err != nil {
 		return apierr.Wrap(apierr.ServiceUnavailable, "reading the server's leases", err)
 	}
@@ -68,10 +68,7 @@ func (o *ownerCheck) check(ctx context.Context, in model.CredResolveRequest) err
 		if err != nil {
 			continue
 		}
-		var lease struct {
-			Runner string `json:"runner"`
-			Key    string `json:"key"`
-		}
+		var lease model.Lease
 		if json.Unmarshal(l.Value(), &lease) != nil || lease.Runner != runner {
 			continue
 		}

@@ -24,7 +24,7 @@ import (
 // runner.<id>, so that each can take its fair share and no more.
 
 const (
-	leasePrefix = "server."
+	leasePrefix = model.LeaseKeyPrefix
 	beatPrefix  = "runner."
 )
 
@@ -35,18 +35,6 @@ type lease struct {
 	rev     uint64
 	since   time.Time // when it was taken
 	renewed time.Time
-}
-
-// leaseValue is the value of a lease key.
-type leaseValue struct {
-	Runner string `json:"runner"`
-	// Key is the holder's bus identity (nkey public key): the credential
-	// service answers cred.resolve for the server only to a request signed
-	// with it.
-	Key     string    `json:"key,omitempty"`
-	Server  string    `json:"server"`
-	Replica int       `json:"replica"`
-	Since   time.Time `json:"since"`
 }
 
 // runnerBeat is the value of a runner's heartbeat key. Policy is the
@@ -276,7 +264,7 @@ func (r *Runner) acquire(ctx context.Context) {
 			// The lease counts from before the request: the bucket's TTL
 			// starts when the stream stores it, which is no earlier.
 			now := time.Now()
-			val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Key: r.opts.IdentityKey, Server: slug, Replica: replica, Since: now.UTC()})
+			val, _ := json.Marshal(model.Lease{Runner: r.opts.ID, Key: r.opts.IdentityKey, Server: slug, Replica: replica, Since: now.UTC()})
 			c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL)
 			rev, err := r.ownersKV().Create(c, key, val)
 			cancel()

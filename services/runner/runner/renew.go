@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // renewLoop renews every held lease each LeaseTTL/3 until ctx ends, and
@@ -82,7 +84,7 @@ func (r *Runner) renewLeases(ctx context.Context) bool {
 // is retried through a leader election (ownersKV) until the lease would end
 // anyway, and the renewed lease counts from before the request.
 func (r *Runner) renewLease(ctx context.Context, slug string, l lease) bool {
-	val, _ := json.Marshal(leaseValue{Runner: r.opts.ID, Key: r.opts.IdentityKey, Server: slug, Replica: l.replica, Since: l.since})
+	val, _ := json.Marshal(model.Lease{Runner: r.opts.ID, Key: r.opts.IdentityKey, Server: slug, Replica: l.replica, Since: l.since})
 	sent := time.Now()
 	c, cancel := context.WithDeadline(ctx, l.renewed.Add(r.opts.LeaseTTL))
 	rev, err := r.ownersKV().Update(c, l.key, val, l.rev)

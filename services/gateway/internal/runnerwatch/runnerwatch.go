@@ -33,10 +33,6 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
-// leasePrefix starts the lease keys of KV mcp_owners
-// (services/runner/runner/ownership.go).
-const leasePrefix = "server."
-
 // Retry is the retry hint of a call whose runner died: another runner takes
 // the server over once the dead one's lease has expired, which it has by
 // the time the call is ended.
@@ -51,8 +47,11 @@ type Watch struct {
 }
 
 // lease is what a lease key says: who holds it since when (a runner that
-// takes it anew, even under the same id, writes a new since).
-type lease struct{ server, runner, since string }
+// takes it anew, even under the same id, writes a new since, in ns).
+type lease struct {
+	server, runner string
+	since          int64
+}
 
 type tied struct {
 	server string
@@ -160,18 +159,14 @@ func (w *Watch) update(e jetstream.KeyValueEntry) {
 // decode reads a lease entry; ok is false for a delete, a heartbeat or a
 // value that is not a lease.
 func decode(key string, e jetstream.KeyValueEntry) (lease, bool) {
-	if e.Operation() != jetstream.KeyValuePut || !strings.HasPrefix(key, leasePrefix) {
+	if e.Operation() != jetstream.KeyValuePut || !strings.HasPrefix(key, model.LeaseKeyPrefix) {
 		return lease{}, false
 	}
-	var v struct {
-		Runner string          `json:"runner"`
-		Server string          `json:"server"`
-		Since  json.RawMessage `json:"since"`
-	}
+	var v model.Lease
 	if json.Unmarshal(e.Value(), &v) != nil || v.Runner == "" || v.Server == "" {
 		return lease{}, false
 	}
-	return lease{server: v.Server, runner: v.Runner, since: string(v.Since)}, true
+	return lease{server: v.Server, runner: v.Runner, since: v.Since.UnixNano()}, true
 }
 
 func (w *Watch) setLocked(key string, l lease) {

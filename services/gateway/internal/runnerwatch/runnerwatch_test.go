@@ -83,10 +83,10 @@ func endedBy(t *testing.T, ctx context.Context, within time.Duration, server str
 func TestLeaseEndEndsItsCalls(t *testing.T) {
 	kv, w := owners(t, time.Minute)
 	put(t, kv, "runner.r1", `{"runner":"r1"}`) // heartbeats play no part
-	put(t, kv, "server.multi.0", `{"runner":"r1","server":"multi","replica":0,"since":"t1"}`)
-	put(t, kv, "server.multi.1", `{"runner":"r2","server":"multi","replica":1,"since":"t1"}`)
-	put(t, kv, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0,"since":"t1"}`)
-	put(t, kv, "server.beta.0", `{"runner":"r2","server":"beta","replica":0,"since":"t1"}`) // seen last: the watch keeps the bucket's order
+	put(t, kv, "server.multi.0", `{"runner":"r1","server":"multi","replica":0,"since":"2026-11-28T00:00:01Z"}`)
+	put(t, kv, "server.multi.1", `{"runner":"r2","server":"multi","replica":1,"since":"2026-11-28T00:00:01Z"}`)
+	put(t, kv, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0,"since":"2026-11-28T00:00:01Z"}`)
+	put(t, kv, "server.beta.0", `{"runner":"r2","server":"beta","replica":0,"since":"2026-11-28T00:00:01Z"}`) // seen last: the watch keeps the bucket's order
 
 	alpha, releaseAlpha := tieWhenFollowed(t, w, "alpha")
 	defer releaseAlpha()
@@ -105,7 +105,7 @@ func TestLeaseEndEndsItsCalls(t *testing.T) {
 	released, release := tieWhenFollowed(t, w, "alpha")
 	release()
 	// A renewal (the same value again) and a heartbeat's end change nothing.
-	put(t, kv, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0,"since":"t1"}`)
+	put(t, kv, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0,"since":"2026-11-28T00:00:01Z"}`)
 	if err := kv.Delete(t.Context(), "runner.r1"); err != nil {
 		t.Fatal(err)
 	}
@@ -126,14 +126,14 @@ func TestLeaseEndEndsItsCalls(t *testing.T) {
 		t.Fatalf("another server's call ended: %v", context.Cause(beta))
 	}
 	// r2 takes alpha: new calls are tied to its lease.
-	put(t, kv, "server.alpha.0", `{"runner":"r2","server":"alpha","replica":0,"since":"t2"}`)
+	put(t, kv, "server.alpha.0", `{"runner":"r2","server":"alpha","replica":0,"since":"2026-11-28T00:00:02Z"}`)
 	moved, releaseMoved := tieWhenFollowed(t, w, "alpha")
 	defer releaseMoved()
 	// r2 restarts under the same id and takes its leases anew.
-	put(t, kv, "server.alpha.0", `{"runner":"r2","server":"alpha","replica":0,"since":"t3"}`)
+	put(t, kv, "server.alpha.0", `{"runner":"r2","server":"alpha","replica":0,"since":"2026-11-28T00:00:03Z"}`)
 	endedBy(t, moved, 5*time.Second, "alpha")
 	// A takeover of beta by r3.
-	put(t, kv, "server.beta.0", `{"runner":"r3","server":"beta","replica":0,"since":"t2"}`)
+	put(t, kv, "server.beta.0", `{"runner":"r3","server":"beta","replica":0,"since":"2026-11-28T00:00:02Z"}`)
 	endedBy(t, beta, 5*time.Second, "beta")
 	again, releaseAgain := tieWhenFollowed(t, w, "beta")
 	defer releaseAgain()
@@ -148,7 +148,7 @@ func TestLeaseEndEndsItsCalls(t *testing.T) {
 // lease's time.
 func TestLeaseExpiryEndsItsCalls(t *testing.T) {
 	kv, w := owners(t, time.Second)
-	put(t, kv, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0,"since":"t1"}`)
+	put(t, kv, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0,"since":"2026-11-28T00:00:01Z"}`)
 	start := time.Now()
 	call, release := tieWhenFollowed(t, w, "alpha")
 	defer release()
