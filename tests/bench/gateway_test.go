@@ -388,8 +388,14 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 // on the session peer (peerproxy -session -bus), so the rows say, against
 // the session peer in the same rounds, what remains with every part of ours
 // taken out, and what the hop (peer-session-bus ÷ peer-session) and the
-// session handling (peer ÷ peer-session) cost. Each of those reports the CPU per
-// call of the serving process (up-, peer-, peer-session-, peer-bus-, peer-session-bus-cpu-µs/call;
+// session handling (peer ÷ peer-session) cost. The relay side is the floor
+// of any proxy (cmd/relayfloor: go-sdk's handlers for the handshake, each
+// tools/call relayed as bytes to the test server's stdio, nothing else), its
+// client on the row's protocol era; p50-relay/peer-session and
+// rate-relay/peer-session say where that floor stands against the session
+// peer in the same rounds, so p50/relay is what mcpbus adds over the least a
+// proxy can do. Each of those reports the CPU per
+// call of the serving process (up-, peer-, peer-session-, peer-bus-, peer-session-bus-, relay-cpu-µs/call;
 // up only when the gateway runs in mcpbus up). mcp rows are /mcp with the
 // go-sdk client pinned to protocol 2026-07-28, mcp-legacy rows pinned to
 // 2025-11-25 (a session), the protocol the go-sdk client speaks with the peer. With reference, also the test
@@ -406,11 +412,13 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	peer, floor := startPeer(b), startPeer(b, "-bus")
 	peerSession, floorSession := startPeer(b, "-session"), startPeer(b, "-session", "-bus")
+	relay := startRelay(b)
 	rss := func(b *testing.B) {
 		reportRSS(b, "peer-rss-MiB", peer.pid)
 		reportRSS(b, "peer-session-rss-MiB", peerSession.pid)
 		reportRSS(b, "peer-bus-rss-MiB", floor.pid)
 		reportRSS(b, "peer-session-bus-rss-MiB", floorSession.pid)
+		reportRSS(b, "relay-rss-MiB", relay.pid)
 		if e.pid != 0 {
 			reportRSS(b, "up-rss-MiB", e.pid)
 			e.saveHeap(b)
@@ -423,8 +431,9 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 			rss(b)
 		})
 	}
-	// vsPeer is vs with the peer as a second baseline.
-	vsPeer := func(name string, subject func(b *testing.B) []caller) {
+	// vsPeer is vs with the peer as a second baseline, and the relay floor
+	// with its client on protocol era.
+	vsPeer := func(name, era string, subject func(b *testing.B) []caller) {
 		b.Run(name, func(b *testing.B) {
 			ws := subject(b)
 			n := min(len(ws), 8)
@@ -432,7 +441,8 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 				{name: "peer", callers: same(peer.caller(b), n), pid: peer.pid},
 				{name: "peer-session", callers: same(peerSession.caller(b), n), pid: peerSession.pid},
 				{name: "peer-bus", callers: same(floor.caller(b), n), pid: floor.pid},
-				{name: "peer-session-bus", callers: same(floorSession.caller(b), n), pid: floorSession.pid}}
+				{name: "peer-session-bus", callers: same(floorSession.caller(b), n), pid: floorSession.pid},
+				{name: "relay", callers: same(relay.callerOf(b, era), n), pid: relay.pid, against: "peer-session"}}
 			if e.nats != "" {
 				// The NATS path of the same mcpbus up: the gateway's own cost
 				// is over-nats-µs (its CPU, up-cpu − nats-cpu).
@@ -467,20 +477,21 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 		vs(fmt.Sprintf("proxy-bus/callers=%d", n), shared(func(b *testing.B) caller { return proxyBus(b, e) }, n))
 	}
 
-	vsPeer("mcp/callers=1", shared(mcpSession, 1))
-	vsPeer("mcp-legacy/callers=1", shared(mcpLegacy, 1))
-	vsPeer("invoke/clients=1", own(e.invoker, 1))
+	const modern, legacy = "2026-07-28", "2025-11-25"
+	vsPeer("mcp/callers=1", modern, shared(mcpSession, 1))
+	vsPeer("mcp-legacy/callers=1", legacy, shared(mcpLegacy, 1))
+	vsPeer("invoke/clients=1", legacy, own(e.invoker, 1))
 	vs("peer/callers=1", shared(peer.caller, 1))
 	vs("peer-session/callers=1", shared(peerSession.caller, 1))
 	references(1)
-	vsPeer("mcp/callers=8", shared(mcpSession, 8))
-	vsPeer("mcp/sessions=8", own(mcpSession, 8))
-	vsPeer("mcp-legacy/sessions=8", own(mcpLegacy, 8))
+	vsPeer("mcp/callers=8", modern, shared(mcpSession, 8))
+	vsPeer("mcp/sessions=8", modern, own(mcpSession, 8))
+	vsPeer("mcp-legacy/sessions=8", legacy, own(mcpLegacy, 8))
 	vs("peer/callers=8", shared(peer.caller, 8))
 	vs("peer-session/callers=8", shared(peerSession.caller, 8))
 	references(8)
-	vsPeer("invoke/clients=8", own(e.invoker, 8))
-	vsPeer("invoke/clients=64", own(e.invoker, 64))
+	vsPeer("invoke/clients=8", legacy, own(e.invoker, 8))
+	vsPeer("invoke/clients=64", legacy, own(e.invoker, 64))
 	// quiet: the RSS once every process has been idle past up's
 	// --idle-release (the other rows read it right after their last call).
 	// MCPBUS_BENCH_QUIET waits longer (to take up's heap profile then).

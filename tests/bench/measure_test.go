@@ -157,6 +157,10 @@ type side struct {
 	callers []caller
 	pid     int
 	over    bool
+	// against names an earlier side: the medians of this side's per-round
+	// p50 and rate over that side's are reported too
+	// (p50-<name>/<against>, rate-<name>/<against>), as for a floor.
+	against string
 }
 
 // paired makes b.N timed calls through subject in pairedRounds rounds, each
@@ -189,6 +193,8 @@ func pairedVs(b *testing.B, subj side, sides ...side) stats {
 	rater := make([][]float64, len(sides))
 	diffs := make([][]float64, len(sides))   // subject p50 − side p50
 	sideP50 := make([][]float64, len(sides)) // the side's p50, µs
+	floorP50 := make([][]float64, len(sides)) // against: this side's p50 ÷ that side's
+	floorRate := make([][]float64, len(sides))
 	var lat []time.Duration                  // the subject's round p50s, for its overall figures
 	b.ResetTimer()
 	for r := 0; r < pairedRounds; r++ {
@@ -220,6 +226,10 @@ func pairedVs(b *testing.B, subj side, sides ...side) stats {
 			diffs[i] = append(diffs[i], float64((ss.p50 - s.p50).Microseconds()))
 			sideP50[i] = append(sideP50[i], float64(s.p50.Microseconds()))
 			rater[i] = append(rater[i], ss.rate/s.rate)
+			if j := sideIndex(sides, sides[i].against); j >= 0 && bs[j].p50 > 0 && bs[j].rate > 0 {
+				floorP50[i] = append(floorP50[i], float64(s.p50)/float64(bs[j].p50))
+				floorRate[i] = append(floorRate[i], s.rate/bs[j].rate)
+			}
 		}
 	}
 	b.StopTimer()
@@ -235,6 +245,10 @@ func pairedVs(b *testing.B, subj side, sides ...side) stats {
 		}
 		b.ReportMetric(median(p50r[i]), "p50/"+sd.name)
 		b.ReportMetric(median(rater[i]), "rate/"+sd.name)
+		if len(floorP50[i]) > 0 {
+			b.ReportMetric(median(floorP50[i]), "p50-"+sd.name+"/"+sd.against)
+			b.ReportMetric(median(floorRate[i]), "rate-"+sd.name+"/"+sd.against)
+		}
 		switch {
 		case i == 0:
 			b.ReportMetric(median(diffs[i]), "overhead-µs")
@@ -245,6 +259,19 @@ func pairedVs(b *testing.B, subj side, sides ...side) stats {
 		}
 	}
 	return all
+}
+
+// sideIndex is the index of the side named name, or -1.
+func sideIndex(sides []side, name string) int {
+	if name == "" {
+		return -1
+	}
+	for i, sd := range sides {
+		if sd.name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 func median(v []float64) float64 {

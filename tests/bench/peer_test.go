@@ -40,7 +40,32 @@ type peerEnv struct {
 // stdio); it stops when b ends.
 func startPeer(b *testing.B, flags ...string) *peerEnv {
 	b.Helper()
-	bin, cleanup, err := testkit.BuildCommand("peerproxy", "./tests/bench/cmd/peerproxy")()
+	p := startProxy(b, "peerproxy", flags...)
+	p.session = slices.Contains(flags, "-session")
+	if strings.HasPrefix(p.url, "nats://") {
+		await(b, "the peer's bus floor", p.natsCaller(b))
+	} else {
+		await(b, "the peer proxy", p.caller(b))
+	}
+	return p
+}
+
+// startRelay builds cmd/relayfloor and runs it in front of a new test
+// server: the floor of a proxy's call path (see its doc). Its callers are
+// pinned to an era (relay.callerOf).
+func startRelay(b *testing.B) *peerEnv {
+	b.Helper()
+	p := startProxy(b, "relayfloor")
+	await(b, "the relay floor", p.callerOf(b, "2025-11-25"))
+	await(b, "the relay floor", p.callerOf(b, "2026-07-28"))
+	return p
+}
+
+// startProxy builds ./tests/bench/cmd/<name> and runs it with flags in
+// front of a new test server (which it spawns over stdio), until b ends.
+func startProxy(b *testing.B, name string, flags ...string) *peerEnv {
+	b.Helper()
+	bin, cleanup, err := testkit.BuildCommand(name, "./tests/bench/cmd/"+name)()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,15 +88,9 @@ func startPeer(b *testing.B, flags ...string) *peerEnv {
 	})
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		b.Fatalf("the peer proxy printed no URL: %v", err)
+		b.Fatalf("%s printed no URL: %v", name, err)
 	}
-	p := &peerEnv{url: strings.TrimSpace(line), pid: cmd.Process.Pid, session: slices.Contains(flags, "-session")}
-	if strings.HasPrefix(p.url, "nats://") {
-		await(b, "the peer's bus floor", p.natsCaller(b))
-	} else {
-		await(b, "the peer proxy", p.caller(b))
-	}
-	return p
+	return &peerEnv{url: strings.TrimSpace(line), pid: cmd.Process.Pid}
 }
 
 // natsCaller is a plain nats.go caller over TCP of a peer started with
@@ -104,27 +123,51 @@ func (p *peerEnv) natsCaller(b *testing.B) caller {
 // session peer the client is pinned to 2025-11-25, the era with sessions.
 func (p *peerEnv) caller(b *testing.B) caller {
 	b.Helper()
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 32
-	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	// mcp-go v1.2.1 also speaks 2026-07-28 (no session), go-sdk's first
 	// choice: a session needs the client on 2025-11-25.
-	var opts *mcp.ClientSessionOptions
+	version := ""
 	if p.session {
-		opts = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+		version = "2025-11-25"
 	}
-	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: &http.Client{Transport: t}}, opts)
-	if err != nil {
-		b.Fatalf("connecting to the peer proxy: %v", err)
-	}
-	b.Cleanup(func() { _ = sess.Close(); t.CloseIdleConnections() })
+	sess := p.connect(b, version)
 	// The two modes must differ on the wire, or the rows compare nothing.
 	if (sess.ID() != "") != p.session {
 		b.Fatalf("peer proxy (session mode %v) gave the client session id %q", p.session, sess.ID())
 	}
 	return toolCaller(sess, "echo")
+}
+
+// callerOf is caller with the client pinned to protocol version (a session
+// on 2025-11-25, none on 2026-07-28), for the relay floor.
+func (p *peerEnv) callerOf(b *testing.B, version string) caller {
+	b.Helper()
+	sess := p.connect(b, version)
+	if (sess.ID() != "") != (version < "2026-07-28") {
+		b.Fatalf("%s on protocol %s gave the client session id %q", p.url, version, sess.ID())
+	}
+	return toolCaller(sess, "echo")
+}
+
+// connect is a go-sdk client session on p (Streamable HTTP, go-sdk's
+// defaults, its own connection pool, as the /mcp rows connect), pinned to
+// version unless it is empty.
+func (p *peerEnv) connect(b *testing.B, version string) *mcp.ClientSession {
+	b.Helper()
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 32
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var opts *mcp.ClientSessionOptions
+	if version != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: &http.Client{Transport: t}}, opts)
+	if err != nil {
+		b.Fatalf("connecting to %s: %v", p.url, err)
+	}
+	b.Cleanup(func() { _ = sess.Close(); t.CloseIdleConnections() })
+	return sess
 }
 
 // reportRSS reports the resident set size of process pid, in MiB, as metric
