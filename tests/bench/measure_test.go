@@ -191,11 +191,11 @@ func pairedVs(b *testing.B, subj side, sides ...side) stats {
 	var all stats
 	p50r := make([][]float64, len(sides))
 	rater := make([][]float64, len(sides))
-	diffs := make([][]float64, len(sides))   // subject p50 − side p50
-	sideP50 := make([][]float64, len(sides)) // the side's p50, µs
+	diffs := make([][]float64, len(sides))    // subject p50 − side p50
+	sideP50 := make([][]float64, len(sides))  // the side's p50, µs
 	floorP50 := make([][]float64, len(sides)) // against: this side's p50 ÷ that side's
 	floorRate := make([][]float64, len(sides))
-	var lat []time.Duration                  // the subject's round p50s, for its overall figures
+	var lat []time.Duration // the subject's round p50s, for its overall figures
 	b.ResetTimer()
 	for r := 0; r < pairedRounds; r++ {
 		b.StopTimer()
