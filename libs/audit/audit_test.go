@@ -345,17 +345,68 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// The writer's signer signs as the nkey does, byte for byte, and a key
+// without its seed still signs through nkeys.
+func TestSignerSignsAsTheNkey(t *testing.T) {
+	kp, _ := nkeys.CreateUser()
+	s := signerOf(kp)
+	if _, ok := s.(seedSigner); !ok {
+		t.Fatalf("signer of a seeded key is %T, want the derived key", s)
+	}
+	for _, msg := range [][]byte{nil, []byte("x"), []byte(strings.Repeat("digest", 11))} {
+		want, err := kp.Sign(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Sign(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("signature of %q differs from the nkey's", msg)
+		}
+		if err := kp.Verify(msg, got); err != nil {
+			t.Fatalf("the nkey does not verify the signer's signature: %v", err)
+		}
+	}
+	pubOnly, err := nkeys.FromPublicKey(mustPublic(t, kp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := signerOf(pubOnly).(nkeys.KeyPair); !ok {
+		t.Fatal("a key without its seed got a derived signer")
+	}
+}
+
+func mustPublic(t *testing.T, kp nkeys.KeyPair) string {
+	t.Helper()
+	pub, err := kp.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}
+
+// BenchmarkSeal is one record of one event, sealed as the writer seals it
+// (signerOf) and through nkeys' own Sign, which derives the key each time.
 func BenchmarkSeal(b *testing.B) {
 	kp, _ := nkeys.CreateUser()
 	ev := event(1)
-	for b.Loop() {
-		r := Record{V: Version, Chain: "runner.UABC", Seq: 1, Prev: "00", Time: time.Now(), Events: []Event{{Subject: prefix + ".events.call.echo", Event: ev}}}
-		if err := r.seal(kp); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := json.Marshal(r); err != nil {
-			b.Fatal(err)
-		}
+	for _, s := range []struct {
+		name string
+		sign signer
+	}{{"writer", signerOf(kp)}, {"nkeys", kp}} {
+		b.Run(s.name, func(b *testing.B) {
+			for b.Loop() {
+				r := Record{V: Version, Chain: "runner.UABC", Seq: 1, Prev: "00", Time: time.Now(), Events: []Event{{Subject: prefix + ".events.call.echo", Event: ev}}}
+				if err := r.seal(s.sign); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := json.Marshal(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -368,7 +419,7 @@ func BenchmarkSeal64(b *testing.B) {
 	}
 	for b.Loop() {
 		r := Record{V: Version, Chain: "runner.UABC", Seq: 1, Prev: "00", Time: time.Now(), Events: events}
-		if err := r.seal(kp); err != nil {
+		if err := r.seal(signerOf(kp)); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := json.Marshal(r); err != nil {

@@ -54,6 +54,7 @@ type Writer struct {
 	opts    WriterOptions
 	chain   string
 	subject string
+	sign    signer // opts.Key's
 	log     *slog.Logger
 
 	q       *queue
@@ -107,7 +108,7 @@ func NewWriter(nc *nats.Conn, opts WriterOptions) (*Writer, error) {
 	}
 	chain := ChainOf(opts.Role, pub)
 	ctx, stop := context.WithCancel(context.Background())
-	w := &Writer{js: js, nc: nc, opts: opts, chain: chain, subject: bus.NewSubjects(opts.Prefix).Audit(chain),
+	w := &Writer{js: js, nc: nc, opts: opts, chain: chain, subject: bus.NewSubjects(opts.Prefix).Audit(chain), sign: signerOf(opts.Key),
 		log: opts.Logger.With("audit_chain", chain), q: newQueue(opts.Queue), closing: make(chan struct{}), done: make(chan struct{}), stop: stop}
 	go w.run(ctx)
 	return w, nil
@@ -261,7 +262,7 @@ func (w *Writer) WriteEvents(ctx context.Context, events []Event) error {
 		}
 		if p := w.pending; p == nil || p.Seq != w.seq+1 || p.Prev != w.prev {
 			rec := &Record{V: Version, Chain: w.chain, Seq: w.seq + 1, Prev: w.prev, Time: time.Now().UTC(), Events: events}
-			if err := rec.seal(w.opts.Key); err != nil {
+			if err := rec.seal(w.sign); err != nil {
 				return err
 			}
 			w.pending = rec
