@@ -394,7 +394,10 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 // client on the row's protocol era; p50-relay/peer-session and
 // rate-relay/peer-session say where that floor stands against the session
 // peer in the same rounds, so p50/relay is what mcpbus adds over the least a
-// proxy can do. Each of those reports the CPU per
+// proxy can do. In the rows of 8 callers or more, relay-js is the same relay
+// keeping a durable record of each call in two JetStream file streams, as
+// mcpbus keeps its call events and audit records: the memory floor of that
+// design (relay-js-rss-MiB). Each of those reports the CPU per
 // call of the serving process (up-, peer-, peer-session-, peer-bus-, peer-session-bus-, relay-cpu-µs/call;
 // up only when the gateway runs in mcpbus up). mcp rows are /mcp with the
 // go-sdk client pinned to protocol 2026-07-28, mcp-legacy rows pinned to
@@ -412,13 +415,14 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	peer, floor := startPeer(b), startPeer(b, "-bus")
 	peerSession, floorSession := startPeer(b, "-session"), startPeer(b, "-session", "-bus")
-	relay := startRelay(b)
+	relay, relayJS := startRelay(b), startRelay(b, "-js", b.TempDir())
 	rss := func(b *testing.B) {
 		reportRSS(b, "peer-rss-MiB", peer.pid)
 		reportRSS(b, "peer-session-rss-MiB", peerSession.pid)
 		reportRSS(b, "peer-bus-rss-MiB", floor.pid)
 		reportRSS(b, "peer-session-bus-rss-MiB", floorSession.pid)
 		reportRSS(b, "relay-rss-MiB", relay.pid)
+		reportRSS(b, "relay-js-rss-MiB", relayJS.pid)
 		if e.pid != 0 {
 			reportRSS(b, "up-rss-MiB", e.pid)
 			e.saveHeap(b)
@@ -443,6 +447,11 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 				{name: "peer-bus", callers: same(floor.caller(b), n), pid: floor.pid},
 				{name: "peer-session-bus", callers: same(floorSession.caller(b), n), pid: floorSession.pid},
 				{name: "relay", callers: same(relay.callerOf(b, era), n), pid: relay.pid, against: "peer-session"}}
+			if n >= 8 {
+				// The memory floor of the 8-caller rows: the relay keeping a
+				// durable record of each call, as mcpbus does.
+				sides = append(sides, side{name: "relay-js", callers: same(relayJS.callerOf(b, era), n), pid: relayJS.pid, against: "peer-session"})
+			}
 			if e.nats != "" {
 				// The NATS path of the same mcpbus up: the gateway's own cost
 				// is over-nats-µs (its CPU, up-cpu − nats-cpu).

@@ -50,12 +50,13 @@ func startPeer(b *testing.B, flags ...string) *peerEnv {
 	return p
 }
 
-// startRelay builds cmd/relayfloor and runs it in front of a new test
-// server: the floor of a proxy's call path (see its doc). Its callers are
-// pinned to an era (relay.callerOf).
-func startRelay(b *testing.B) *peerEnv {
+// startRelay builds cmd/relayfloor and runs it with flags (-js dir: a
+// durable record of each call) in front of a new test server: the floor of
+// a proxy's call path (see its doc). Its callers are pinned to an era
+// (relay.callerOf).
+func startRelay(b *testing.B, flags ...string) *peerEnv {
 	b.Helper()
-	p := startProxy(b, "relayfloor")
+	p := startProxy(b, "relayfloor", flags...)
 	await(b, "the relay floor", p.callerOf(b, "2025-11-25"))
 	await(b, "the relay floor", p.callerOf(b, "2026-07-28"))
 	return p

@@ -12,7 +12,12 @@
 // result bytes answered as the POST's application/json body, never decoded
 // (a 2026-07-28 client gets resultType "complete", as go-sdk's server adds it).
 //
-//	relayfloor [-listen 127.0.0.1:0] <server command> [args...]
+// With -js dir, each call also leaves a durable record, as mcpbus's call
+// events and audit records do: one message in each of two JetStream file
+// streams (1 GiB each) of an embedded nats-server storing in dir. It is the
+// memory floor of a design that keeps such records.
+//
+//	relayfloor [-listen 127.0.0.1:0] [-js dir] <server command> [args...]
 //
 // It prints its endpoint URL (http://<addr>/mcp) on stdout once it serves,
 // and stops on SIGINT or SIGTERM.
@@ -43,6 +48,7 @@ const modern = "2026-07-28"
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to serve Streamable HTTP on")
+	jsDir := flag.String("js", "", "keep a record of each call in two JetStream file streams stored in this directory")
 	flag.Parse()
 	if flag.NArg() < 1 {
 		fmt.Fprintln(os.Stderr, "usage: relayfloor [-listen addr] <server command> [args...]")
@@ -50,17 +56,24 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *listen, flag.Arg(0), flag.Args()[1:]); err != nil {
+	if err := run(ctx, *listen, *jsDir, flag.Arg(0), flag.Args()[1:]); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, listen, command string, args []string) error {
+func run(ctx context.Context, listen, jsDir, command string, args []string) error {
 	up, err := startPipe(ctx, command, args)
 	if err != nil {
 		return err
 	}
 	defer up.close()
+	var rec *records
+	if jsDir != "" {
+		if rec, err = startRecords(ctx, jsDir); err != nil {
+			return err
+		}
+		defer rec.close()
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := up.call(startCtx, "initialize", &mcp.InitializeParams{ProtocolVersion: "2025-11-25",
@@ -113,7 +126,7 @@ func run(ctx context.Context, listen, command string, args []string) error {
 		msg, err := jsonrpc.DecodeMessage(body)
 		req, ok := msg.(*jsonrpc.Request)
 		if err == nil && ok && req.Method == "tools/call" && (isModern || r.Header.Get("Mcp-Session-Id") != "") {
-			relay(w, r, up, req, isModern)
+			relay(w, r, up, rec, req, isModern)
 			return
 		}
 		if err == nil && ok && req.Method == "server/discover" {
@@ -150,8 +163,10 @@ type callParams struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
-// relay answers one tools/call through the server's stdio.
-func relay(w http.ResponseWriter, r *http.Request, up *pipe, req *jsonrpc.Request, isModern bool) {
+// relay answers one tools/call through the server's stdio, and records it
+// when rec is set.
+func relay(w http.ResponseWriter, r *http.Request, up *pipe, rec *records, req *jsonrpc.Request, isModern bool) {
+	start := time.Now()
 	var p callParams
 	if err := json.Unmarshal(req.Params, &p); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -160,7 +175,10 @@ func relay(w http.ResponseWriter, r *http.Request, up *pipe, req *jsonrpc.Reques
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	resp := &jsonrpc.Response{ID: req.ID}
-	raw, err := up.call(ctx, "tools/call", p)
+	raw, id, err := up.callID(ctx, "tools/call", p)
+	if rec != nil {
+		rec.record(p.Name, id, start, err)
+	}
 	var we *jsonrpc.Error
 	switch {
 	case errors.As(err, &we):

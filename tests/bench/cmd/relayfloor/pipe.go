@@ -104,11 +104,22 @@ func (p *pipe) notify(method string, params any) error {
 // call sends one request and returns its result's bytes, or its error (a
 // *jsonrpc.Error when the server answered one).
 func (p *pipe) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	res, _, err := p.callID(ctx, method, params)
+	return res, err
+}
+
+// callID is call, with the request's id.
+func (p *pipe) callID(ctx context.Context, method string, params any) (res json.RawMessage, n int64, err error) {
+	n = p.next.Add(1)
+	res, err = p.send(ctx, n, method, params)
+	return res, n, err
+}
+
+func (p *pipe) send(ctx context.Context, n int64, method string, params any) (json.RawMessage, error) {
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return nil, err
 	}
-	n := p.next.Add(1)
 	id, err := jsonrpc.MakeID(float64(n))
 	if err != nil {
 		return nil, err
