@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/chat/llmtest"
 )
 
 // TestRunnerKilledIsAnOutage: the runner owning a server is SIGKILLed (its
@@ -23,8 +24,9 @@ import (
 // unknown tool: /mcp/invoke 503 SERVICE_UNAVAILABLE with Retry-After, /mcp a
 // tool error saying it is temporarily unavailable. A call in flight at the
 // kill ends once the runner's heartbeat expires (runnerwatch), not at the
-// gateway's call timeout. A runner started then takes the server over and
-// the calls work again.
+// gateway's call timeout, and so does a chat turn's tool call (not at the
+// chat's call timeout). A runner started then takes the server over and the
+// calls work again.
 func TestRunnerKilledIsAnOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a nats-server and seven mcpbus processes")
@@ -93,6 +95,20 @@ func TestRunnerKilledIsAnOutage(t *testing.T) {
 		status, retry, out, err := postTool(50*time.Second, serverName+"__progress", `{"steps":60,"ms":500}`)
 		inFlight <- answer{status, retry, out, err, time.Now()}
 	}()
+	// A chat turn's call of the same 30 s tool, in flight at the kill too
+	// (the chat's call timeout is 30 s).
+	llm := llmtest.Start(t, "")
+	llm.Enqueue(llmtest.ToolCalls(llmtest.Call(serverName+"__progress", `{"steps":60,"ms":500}`)), llmtest.Text("the tool failed"))
+	nc := operatorConn(t, d)
+	var profile model.Profile
+	request(t, nc, "mcp.v1.chat.profiles.put", model.ChatProfilePutRequest{Profile: model.Profile{
+		Name: "outage", Provider: model.ChatProviderOpenAI, Model: "test-model", BaseURL: llm.OpenAIBaseURL()}}, &profile)
+	const conv = "runner-killed"
+	var sent model.ChatSendReply
+	request(t, nc, "mcp.v1.chat.send", model.ChatSendRequest{Conversation: conv, Profile: "outage", Message: "call the slow tool"}, &sent)
+	testkit.WaitFor(t, 20*time.Second, func() (bool, string) {
+		return countKind(history(t, nc, conv), model.EntryModelStep) == 1, "the model has not asked for the tool yet"
+	})
 	time.Sleep(time.Second)
 	killed := time.Now()
 	runner.Kill(t)
@@ -133,6 +149,21 @@ func TestRunnerKilledIsAnOutage(t *testing.T) {
 		t.Fatalf("the call in flight at the kill was answered %s after it, want about the lease TTL", took)
 	}
 	t.Logf("the call in flight at the kill was answered %s after it", a.at.Sub(killed).Round(100*time.Millisecond))
+	// The chat's call ends as the gateway's does, at the lease's end.
+	var result model.ChatEntry
+	testkit.WaitFor(t, 40*time.Second, func() (bool, string) {
+		for _, e := range history(t, nc, conv) {
+			if e.Kind == model.EntryToolResult {
+				result = e
+				return true, ""
+			}
+		}
+		return false, "no tool result in the chat's log yet"
+	})
+	if took := result.At.Sub(killed); took > 15*time.Second || !strings.Contains(string(result.Payload), "stopped serving it during the call") {
+		t.Fatalf("the chat's call in flight at the kill ended %s after it with %s, want within about the lease TTL, saying its runner stopped", took, result.Payload)
+	}
+	t.Logf("the chat's call in flight at the kill ended %s after it", result.At.Sub(killed).Round(100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"message": "hi"}})

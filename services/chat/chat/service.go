@@ -24,6 +24,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
+	"github.com/mcpbus/mcpbus/libs/runnerwatch"
 	"github.com/mcpbus/mcpbus/services/chat/approvals"
 	"github.com/mcpbus/mcpbus/services/chat/conversation"
 	"github.com/mcpbus/mcpbus/services/chat/events"
@@ -200,9 +201,14 @@ func (s *Service) open(ctx context.Context) error {
 		return fmt.Errorf("chat: %w", err)
 	}
 	s.events = events.New(s.nc, events.Options{Prefix: s.opts.Prefix, Logger: s.log})
+	// A tool call whose runner dies ends when the runner's lease does, not
+	// at the call's timeout.
+	runners := runnerwatch.New()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); runners.FollowWhenThere(ctx, s.nc, s.log) }()
 	s.engine = loop.New(loop.Deps{
 		Log:          s.convs,
-		Tools:        loop.ClientTools{C: client.New(s.nc, client.Options{Prefix: s.opts.Prefix})},
+		Tools:        loop.ClientTools{C: client.New(s.nc, client.Options{Prefix: s.opts.Prefix, Tie: runners.Tie})},
 		Model:        s.model,
 		Publish:      s.events.Publish,
 		Approver:     s.approvals,

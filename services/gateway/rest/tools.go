@@ -18,10 +18,10 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/runnerwatch"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
-	"github.com/mcpbus/mcpbus/services/gateway/internal/runnerwatch"
 )
 
 // Error types of POST /mcp/invoke, with their HTTP status:

@@ -14,8 +14,8 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/runnerwatch"
 	"github.com/mcpbus/mcpbus/libs/testkit"
-	"github.com/mcpbus/mcpbus/services/gateway/internal/runnerwatch"
 )
 
 // owners starts an embedded server and returns KV mcp_owners as the runners
@@ -156,4 +156,37 @@ func TestLeaseExpiryEndsItsCalls(t *testing.T) {
 	if took := time.Since(start); took < 900*time.Millisecond {
 		t.Fatalf("the call ended after %s, before the lease's TTL of 1s", took)
 	}
+}
+
+// A service that does not create the bucket (the chat service) follows it
+// once it is there: calls are untied until then, and tied after.
+func TestFollowWhenThereWaitsForTheBucket(t *testing.T) {
+	nc := testkit.Connect(t, testkit.NATS(t))
+	w := runnerwatch.New()
+	fctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.FollowWhenThere(fctx, nc, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	time.Sleep(300 * time.Millisecond) // its first bind found no bucket
+	if ctx, release := w.Tie(t.Context(), "alpha"); ctx != t.Context() {
+		release()
+		t.Fatal("a call was tied before the bucket existed")
+	}
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	assets, err := bus.EnsureAssets(ctx, js, bus.NewSubjects(""), bus.AssetOptions{LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, assets.Owners, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0,"since":"2026-11-28T00:00:01Z"}`)
+	call, release := tieWhenFollowed(t, w, "alpha")
+	defer release()
+	if err := assets.Owners.Delete(t.Context(), "server.alpha.0"); err != nil {
+		t.Fatal(err)
+	}
+	endedBy(t, call, 5*time.Second, "alpha")
 }

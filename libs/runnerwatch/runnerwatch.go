@@ -1,7 +1,8 @@
 // Package runnerwatch ends the calls of a runner that died.
 //
 // NATS cannot tell a caller that the runner its request reached is gone:
-// the request just waits out its timeout (the gateway's is 60 s). A runner
+// the request just waits out its timeout (the gateway's is 60 s, the chat
+// service's 30 s). The gateway and the chat service tie their calls here. A runner
 // holds a lease per server replica (server.<slug>.<replica>, naming the
 // runner and when it took it) in KV mcp_owners, renewed every third of the
 // lease TTL by a loop of its own; the bucket's TTL (5 s by default) ends
@@ -68,6 +69,36 @@ func New() *Watch {
 func (w *Watch) Follow(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, log *slog.Logger) {
 	bus.FollowKV(ctx, nc, kv, bus.KVHandler{Snapshot: w.snapshot, Update: w.update}, bus.KVFollowOptions{Logger: log})
 }
+
+// FollowWhenThere is Follow for a service that does not create KV
+// mcp_owners (the runners and the gateway do; the chat service does not):
+// it binds the bucket once it exists, asking again every bindRetry, then
+// follows it until ctx ends. Until then no call is tied.
+func (w *Watch) FollowWhenThere(ctx context.Context, nc *nats.Conn, log *slog.Logger) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		log.Warn("runner leases: no JetStream context; calls are not tied to their runner", "error", err)
+		return
+	}
+	for {
+		bctx, cancel := context.WithTimeout(ctx, bindRetry)
+		kv, err := bus.BindKV(bctx, js, bus.BucketOwners)
+		cancel()
+		if err == nil {
+			w.Follow(ctx, nc, kv, log)
+			return
+		}
+		log.Debug("runner leases: the bucket is not there yet", "bucket", bus.BucketOwners, "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(bindRetry):
+		}
+	}
+}
+
+// bindRetry is how long FollowWhenThere waits between two binds of the bucket.
+const bindRetry = 2 * time.Second
 
 // Tie returns a context of ctx that ends with Gone's error when the one
 // lease holding server ends or changes hands; release frees it and must be
