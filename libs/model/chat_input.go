@@ -15,6 +15,11 @@ const (
 	InputCancel  = "cancel"
 )
 
+// DefaultInputTimeout is how long a server's request for input waits for a
+// person by default: the runner's --input-timeout, and the gateway's bound
+// on a session client's answer. The call's own timeout stops meanwhile.
+const DefaultInputTimeout = 10 * time.Minute
+
 // ChatInput is a tool call's server asking the conversation's user for
 // input during a turn (an MCP form elicitation): the member of the
 // input_requested and input_answered events and of ChatPendingReply.Inputs.

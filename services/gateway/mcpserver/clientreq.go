@@ -5,7 +5,6 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -59,7 +58,7 @@ func clientRequests(ss *mcp.ServerSession) func(context.Context, model.ClientReq
 // default; the call's own timeout stops meanwhile. A 2026-07-28 client
 // answers within the call's time (mrtr.go): a client that never retries
 // cannot be told from a person still reading.
-const inputWait = 10 * time.Minute
+const inputWait = model.DefaultInputTimeout
 
 // inputRequest decodes a relayed request into the MCP params of its method,
 // if the client declared the capability it needs: *mcp.ElicitParams or

@@ -21,7 +21,7 @@ import (
 // Defaults of the runner settings.
 const (
 	DefaultCallTimeout  = 30 * time.Second
-	DefaultInputTimeout = 10 * time.Minute
+	DefaultInputTimeout = model.DefaultInputTimeout
 	DefaultStartTimeout = 60 * time.Second
 	DefaultIdleTimeout  = 30 * time.Minute
 	DefaultLeaseTTL     = 5 * time.Second
