@@ -424,6 +424,21 @@ func TestTaskCallSurvivesInstance(t *testing.T) {
 		return strings.Count(string(data), "\n")
 	}
 	testkit.WaitFor(t, 10*time.Second, func() (bool, string) { return runCount() == 1, "the tool has not started" })
+	// The task's id is in the log (startTask): stopped before that, the
+	// instance cancels the task it could not record and the next one calls
+	// the tool again, by design. The tool may start before the entry lands.
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		var h model.ChatHistoryReply
+		if err := e.req(t, "history", model.ChatHistoryRequest{Conversation: "tasked"}, &h); err != nil {
+			return false, err.Error()
+		}
+		for _, en := range h.Entries {
+			if en.Kind == model.EntryToolCall {
+				return true, ""
+			}
+		}
+		return false, "the task is not in the log yet"
+	})
 	stop := stopB
 	if a.drives("tasked") {
 		stop = stopA
