@@ -19,15 +19,7 @@ import (
 // 2026-07-28 (stateless), and POST /mcp/invoke.
 func BenchmarkGatewayEdge(b *testing.B) {
 	e := startGateway(b)
-	rows := []struct {
-		name string
-		mk   func(*testing.B) caller
-	}{
-		{"mcp-session", func(b *testing.B) caller { return mcpCaller(e.mcpLegacySession(b)) }},
-		{"mcp-2026-07-28", func(b *testing.B) caller { return mcpCaller(e.mcpSession(b)) }},
-		{"invoke", e.invoker},
-	}
-	for _, row := range rows {
+	for _, row := range edgeRows(e) {
 		b.Run(row.name, func(b *testing.B) {
 			call := row.mk(b)
 			for range 200 { // warm-up: connections, caches, the runner's session
@@ -47,5 +39,22 @@ func edgeCall(b *testing.B, call caller) {
 	defer cancel()
 	if err := call(ctx); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// edgeRow is one path of a single caller through the in-process gateway.
+type edgeRow struct {
+	name string
+	mk   func(*testing.B) caller
+}
+
+// edgeRows are the rows of BenchmarkGatewayEdge and BenchmarkGatewayStages:
+// /mcp with the go-sdk client pinned to 2025-11-25 (a session) and to
+// 2026-07-28 (stateless), and POST /mcp/invoke.
+func edgeRows(e *gwEnv) []edgeRow {
+	return []edgeRow{
+		{"mcp-session", func(b *testing.B) caller { return mcpCaller(e.mcpLegacySession(b)) }},
+		{"mcp-2026-07-28", func(b *testing.B) caller { return mcpCaller(e.mcpSession(b)) }},
+		{"invoke", e.invoker},
 	}
 }

@@ -50,15 +50,7 @@ func BenchmarkGatewayStages(b *testing.B) {
 		_ = tp.Shutdown(context.Background())
 	})
 	e := startGateway(b)
-	rows := []struct {
-		name string
-		mk   func(*testing.B) caller
-	}{
-		{"mcp-session", func(b *testing.B) caller { return mcpCaller(e.mcpLegacySession(b)) }},
-		{"mcp-2026-07-28", func(b *testing.B) caller { return mcpCaller(e.mcpSession(b)) }},
-		{"invoke", e.invoker},
-	}
-	for _, row := range rows {
+	for _, row := range edgeRows(e) {
 		b.Run(row.name, func(b *testing.B) {
 			call := row.mk(b)
 			for range 200 {

@@ -27,12 +27,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -41,6 +39,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpbus/mcpbus/tests/bench/internal/httpserve"
 )
 
 func main() {
@@ -102,20 +102,5 @@ func run(ctx context.Context, listen string, viaBus, session bool, natsListen, c
 		return err
 	}
 	// WithStateLess(false) leaves mcp-go's default session manager in place.
-	hs := &http.Server{Handler: server.NewStreamableHTTPServer(srv, server.WithStateLess(!session)), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("http://%s/mcp\n", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	// Open event streams (GET) never go idle: close what is left after a moment.
-	shutCtx, cancel2 := context.WithTimeout(context.Background(), time.Second)
-	defer cancel2()
-	if err := hs.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		_ = hs.Close()
-	}
-	return nil
+	return httpserve.Until(ctx, ln, server.NewStreamableHTTPServer(srv, server.WithStateLess(!session)))
 }

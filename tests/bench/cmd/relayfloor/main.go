@@ -41,6 +41,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpbus/mcpbus/tests/bench/internal/httpserve"
 )
 
 // modern is the first protocol version without sessions.
@@ -140,21 +142,7 @@ func run(ctx context.Context, listen, jsDir, command string, args []string) erro
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("http://%s/mcp\n", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutCtx, cancel2 := context.WithTimeout(context.Background(), time.Second)
-	defer cancel2()
-	if err := hs.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		_ = hs.Close()
-	}
-	return nil
+	return httpserve.Until(ctx, ln, handler)
 }
 
 // callParams is what the relay sends the server of a client's tools/call.
