@@ -2,8 +2,8 @@
 //
 // NATS cannot tell a caller that the runner its request reached is gone:
 // the request just waits out its timeout (the gateway's is 60 s, the chat
-// service's 30 s). The gateway and the chat service tie their calls here. A runner
-// holds a lease per server replica (server.<slug>.<replica>, naming the
+// service's 30 s); the gateway and the chat service tie their calls here.
+// A runner holds a lease per server replica (server.<slug>.<replica>, naming the
 // runner and when it took it) in KV mcp_owners, renewed every third of the
 // lease TTL by a loop of its own; the bucket's TTL (5 s by default) ends
 // the lease of a runner that stopped renewing, with a marker that watchers
