@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,12 +64,12 @@ func (s *server) serve() error {
 	return nil
 }
 
-// async runs h on its own goroutine, so calls never queue behind each other
-// in the subscription, and turns a panic into an INTERNAL_ERROR reply instead
-// of a dead runner.
+// async runs h on a goroutine of the runner's pool, so calls never queue
+// behind each other in the subscription, and turns a panic into an
+// INTERNAL_ERROR reply instead of a dead runner.
 func (s *server) async(h func(micro.Request)) micro.HandlerFunc {
 	return func(req micro.Request) {
-		go func() {
+		run := func() {
 			defer func() {
 				if p := recover(); p != nil {
 					s.log.Error("handler panic", "subject", req.Subject(), "panic", fmt.Sprint(p))
@@ -76,7 +77,10 @@ func (s *server) async(h func(micro.Request)) micro.HandlerFunc {
 				}
 			}()
 			h(req)
-		}()
+		}
+		if s.r.workers.Submit(run) != nil { // the pool is released: the runner is stopping
+			go run()
+		}
 	}
 }
 
@@ -152,6 +156,9 @@ func (s *server) handleCall(req micro.Request) {
 	if subj := h.Get(bus.HeaderClientSubject); subj != "" {
 		ctx = withClientTarget(ctx, &clientTarget{subject: subj, requestID: h.Get(bus.HeaderRequestID)})
 	}
+	if d, ok := bus.Vouched(req); ok {
+		ctx = context.WithValue(ctx, vouchedKey{}, &d)
+	}
 	if strings.EqualFold(h.Get(bus.HeaderTask), "true") {
 		err := s.callAsTask(ctx, c, h, token, req)
 		bus.EndProcess(span, err)
@@ -211,6 +218,10 @@ func (s *server) handleCall(req micro.Request) {
 		s.log.Warn("secret found in a call", "tool", tool, "where", f.Where, "rule", f.Rule, "action", f.Action, "request_id", reqID)
 	}
 }
+
+// vouchedKey carries the schema digest a gateway in this process vouched
+// for a call's arguments with (bus.Vouched).
+type vouchedKey struct{}
 
 // principalOf is the id of the principal a call is made for: the agent its
 // subject names, else the one the gateway or the chat service put in its
@@ -323,7 +334,8 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	if why != "" {
 		return callReply{data: toolargs.Result(apierr.New(apierr.Validation, why)), isError: true}, tool.Name, nil
 	}
-	if bad := s.schemas.check(tool, args); bad != nil {
+	vouched, _ := ctx.Value(vouchedKey{}).(*[sha256.Size]byte)
+	if bad := s.schemas.check(tool, args, vouched); bad != nil {
 		return callReply{data: toolargs.Result(bad), isError: true}, tool.Name, nil
 	}
 	// Secrets in the arguments are blocked (or redacted) before the server

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/mcpbus/mcpbus/libs/audit"
+	"github.com/panjf2000/ants/v2"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -246,11 +247,14 @@ type Runner struct {
 	svc        micro.Service
 	telemetry  callTelemetry
 	callEvents *bus.Batcher
-	secrets    *secretGuard     // secrets in tool arguments and results (secrets.go)
-	pids       *pidfile.Dir     // nil without a data dir
-	sandbox    *sandbox.Sandbox // nil: --child-sandbox=off
-	tasks      *taskStore
-	approvals  *approvals.Store // the approval rules and held calls (approvals.go)
+	// workers run the servers' requests (calls.go async): a reused goroutine
+	// keeps the stack a call grew, which a fresh one grows again per call.
+	workers   *ants.Pool
+	secrets   *secretGuard     // secrets in tool arguments and results (secrets.go)
+	pids      *pidfile.Dir     // nil without a data dir
+	sandbox   *sandbox.Sandbox // nil: --child-sandbox=off
+	tasks     *taskStore
+	approvals *approvals.Store // the approval rules and held calls (approvals.go)
 
 	running atomic.Int64 // servers with a live session
 	metrics lifecycleMetrics
@@ -307,7 +311,11 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
-	return &Runner{sandbox: sb, secrets: guard,
+	workers, err := ants.NewPool(-1, ants.WithExpiryDuration(workerIdle), ants.WithLogger(discardLogger{}))
+	if err != nil {
+		return nil, fmt.Errorf("runner: worker pool: %w", err)
+	}
+	return &Runner{sandbox: sb, secrets: guard, workers: workers,
 		nc: nc, js: js, subj: bus.NewSubjects(opts.Prefix), opts: opts,
 		callEvents: bus.NewBatcher(nc, callEventDelay, callEventBatch),
 		log:        opts.Logger.With("runner", opts.ID),
@@ -402,6 +410,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.shutdownAll()
 	r.callEvents.Flush()
 	r.opts.Audit.Close(r.publishTimeout())
+	r.workers.Release() // idle workers end; a request still running finishes on its own
 	return nil
 }
 
@@ -595,3 +604,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	sortStrings(keys)
 	return keys
 }
+
+// workerIdle is how long an idle worker of the pool lives on: long enough to
+// span the gaps of a steady caller, short enough to give back a burst's.
+const workerIdle = 10 * time.Second
+
+// discardLogger silences the worker pool, which logs only what the runner
+// reports itself (a panic is recovered in the request's own handler).
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}
