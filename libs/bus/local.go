@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -124,6 +125,7 @@ func requestLocal(ctx context.Context, nc *nats.Conn, h micro.Handler, msg *nats
 	// cancelled): it gets copies the caller can reuse.
 	req := &localRequest{subject: msg.Subject, reply: nc.NewRespInbox(), data: slices.Clone(msg.Data),
 		headers: micro.Headers(maps.Clone(msg.Header)), out: make(chan *nats.Msg, 1)}
+	req.vouched, req.hasVouch = ctx.Value(vouchKey{}).([sha256.Size]byte)
 	h.Handle(req)
 	select {
 	case reply := <-req.out:
@@ -148,6 +150,34 @@ type localRequest struct {
 	headers        micro.Headers
 	once           sync.Once
 	out            chan *nats.Msg
+	// vouched is the schema digest of VouchArguments, when hasVouch.
+	vouched  [sha256.Size]byte
+	hasVouch bool
+}
+
+// vouchKey carries VouchArguments' digest in a requester's context.
+type vouchKey struct{}
+
+// VouchArguments says, to a service in this process, that the arguments of
+// the request made with ctx were checked against the input schema whose
+// SHA-256 is digest (its JSON as the tool's catalog entry holds it), so the
+// service need not check them against that same schema again. Only
+// RequestLocal carries it: a context does not cross the bus, and nothing a
+// message says can claim it.
+func VouchArguments(ctx context.Context, digest [sha256.Size]byte) context.Context {
+	return context.WithValue(ctx, vouchKey{}, digest)
+}
+
+// Vouched is the digest a requester in this process gave VouchArguments
+// for req; ok is false for every request that came over the bus.
+func Vouched(req micro.Request) (digest [sha256.Size]byte, ok bool) {
+	if g, wrapped := req.(groupRequest); wrapped {
+		req = g.Request
+	}
+	if l, local := req.(*localRequest); local {
+		return l.vouched, l.hasVouch
+	}
+	return digest, false
 }
 
 var _ micro.Request = (*localRequest)(nil)

@@ -2,7 +2,9 @@ package bus_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -175,5 +177,48 @@ func TestRequestLocalFallsBackWhenTheServiceStops(t *testing.T) {
 	echoService(t, testkit.Connect(t, srv2), "elsewhere", true, &servedElsewhere)
 	if bus.HasLocal(caller, "svc.echo.tool") {
 		t.Fatal("a responder of another server is offered for this one")
+	}
+}
+
+// A vouch for a call's arguments reaches the service only in process: the
+// same request over the bus, from the same context, carries none, and no
+// header can claim one.
+func TestVouchOnlyInProcess(t *testing.T) {
+	ns := testkit.NATS(t)
+	caller, responder := testkit.Connect(t, ns), testkit.Connect(t, ns)
+	type seen struct {
+		digest [sha256.Size]byte
+		ok     bool
+	}
+	got := make(chan seen, 1)
+	svc, err := bus.StartService(responder, bus.ServiceConfig{Name: "vouch", Version: "1.0.0",
+		Endpoints: []bus.Endpoint{{Name: "call", Subject: "svc.vouch.*", Local: true, Handler: micro.HandlerFunc(func(req micro.Request) {
+			d, ok := bus.Vouched(req)
+			got <- seen{d, ok}
+			_ = req.Respond([]byte("ok"))
+		})}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	digest := sha256.Sum256([]byte(`{"type":"object"}`))
+	ctx, cancel := context.WithTimeout(bus.VouchArguments(context.Background(), digest), 5*time.Second)
+	defer cancel()
+
+	msg := nats.NewMsg("svc.vouch.tool")
+	if _, ok, err := bus.RequestLocal(ctx, caller, msg, time.Second, allowAll); !ok || err != nil {
+		t.Fatalf("local request: ok %v, %v", ok, err)
+	}
+	if s := <-got; !s.ok || s.digest != digest {
+		t.Fatalf("in process: vouched %v, digest %x; want %x", s.ok, s.digest, digest)
+	}
+
+	msg = nats.NewMsg("svc.vouch.tool")
+	msg.Header.Set("Vouched", fmt.Sprintf("%x", digest))
+	if _, err := bus.Request(ctx, caller, msg, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-got; s.ok {
+		t.Fatalf("over the bus: vouched %x", s.digest)
 	}
 }

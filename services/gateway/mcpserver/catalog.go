@@ -2,6 +2,8 @@ package mcpserver
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/pattern"
 )
@@ -39,6 +42,7 @@ type toolEntry struct {
 
 	schemaOnce sync.Once
 	schema     *jsonschema.Resolved // nil: the schema cannot be compiled, the server validates
+	digest     [sha256.Size]byte    // of the schema's JSON, for bus.VouchArguments
 }
 
 // resolved compiles the input schema on first use: a catalog of thousands of
@@ -51,10 +55,21 @@ func (e *toolEntry) resolved() *jsonschema.Resolved {
 			return
 		}
 		if r, err := s.Resolve(nil); err == nil {
-			e.schema = r
+			e.schema, e.digest = r, sha256.Sum256(raw)
 		}
 	})
 	return e.schema
+}
+
+// vouch tells a runner in this process that a call's arguments, which
+// checkArguments let through, fit e's input schema: it need not check them
+// against the same schema again (its own check stays for every other
+// caller, and for a schema that differs from the one checked here).
+func (e *toolEntry) vouch(ctx context.Context) context.Context {
+	if e.resolved() == nil {
+		return ctx
+	}
+	return bus.VouchArguments(ctx, e.digest)
 }
 
 // paramHeaders reports whether the tool's input schema binds arguments to

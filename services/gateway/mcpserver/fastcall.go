@@ -246,7 +246,7 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 	ctx, cancelTimeout := context.WithTimeout(ctx, a.opts.CallTimeout)
 	defer cancelTimeout()
 
-	got, err := a.client.CallResult(ctx, e.cat.Server, e.cat.Tool, args, &client.CallOptions{})
+	got, err := a.client.CallResult(e.vouch(ctx), e.cat.Server, e.cat.Tool, args, &client.CallOptions{})
 	raw := got.Data
 	if errors.Is(context.Cause(ctx), errCancelledByClient) {
 		// The spec: the receiver of a cancellation SHOULD NOT answer the

@@ -59,7 +59,7 @@ func (a *Aggregator) toolHandler(v *view, e *toolEntry) mcp.ToolHandler {
 			}
 		}
 		opts.OnClientRequest = clientRequests(req.Session) // elicitation, sampling
-		raw, err := a.client.Call(ctx, e.cat.Server, e.cat.Tool, args, opts)
+		raw, err := a.client.Call(e.vouch(ctx), e.cat.Server, e.cat.Tool, args, opts)
 		if res := a.unservedResult(e, err); res != nil {
 			return res, nil
 		}

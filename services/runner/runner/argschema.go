@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"sync"
 
@@ -31,6 +32,10 @@ type toolSchema struct {
 	// headers: the schema binds arguments to HTTP headers (x-mcp-header,
 	// SEP-2243), which only go-sdk's requests send.
 	headers bool
+	// digest is the SHA-256 of the schema's JSON, as the tool's catalog
+	// entry carries it (publish.go): what a gateway in this process
+	// vouches with (bus.VouchArguments).
+	digest [sha256.Size]byte
 }
 
 const schemaCacheMax = 4096
@@ -51,6 +56,7 @@ func (c *schemaCache) entry(t *mcp.Tool) toolSchema {
 	}
 	if raw, err := json.Marshal(t.InputSchema); err == nil {
 		e.headers = bytes.Contains(raw, []byte(`"x-mcp-header"`))
+		e.digest = sha256.Sum256(raw)
 		var s jsonschema.Schema
 		if json.Unmarshal(raw, &s) == nil {
 			e.rs, _ = s.Resolve(nil)
@@ -66,12 +72,16 @@ func (c *schemaCache) entry(t *mcp.Tool) toolSchema {
 }
 
 // check returns the refusal of args (a JSON object, checked by checkArgs)
-// for t, nil when they fit its schema or it cannot be checked.
-func (c *schemaCache) check(t *mcp.Tool, args []byte) *apierr.Error {
-	rs := c.resolved(t)
-	if rs == nil {
+// for t, nil when they fit its schema or it cannot be checked. vouched is
+// the digest of the schema a requester in this process checked them
+// against already (nil: none); when it is t's, the same check with the same
+// validator is not made twice.
+func (c *schemaCache) check(t *mcp.Tool, args []byte, vouched *[sha256.Size]byte) *apierr.Error {
+	e := c.entry(t)
+	if e.rs == nil || vouched != nil && *vouched == e.digest {
 		return nil
 	}
+	rs := e.rs
 	var v any
 	if json.Unmarshal(args, &v) != nil {
 		return nil // checkArgs refused it already
