@@ -47,8 +47,8 @@ func (a *Aggregator) followAgent(ctx context.Context, ready chan<- struct{}) {
 				catalogs[t.Server] = c
 				status[t.Server] = model.Status{Server: t.Server, State: model.StateRunning}
 			}
-			a.applyStatus(status)
-			a.applyCatalogs(catalogs)
+			a.applyStatus(status, 0)
+			a.applyCatalogs(catalogs, 0) // no bucket: nothing to catch up with (catchup.go)
 			readyOnce()
 			for slug := range catalogs {
 				if subs[slug] != nil {

@@ -143,6 +143,16 @@ type Aggregator struct {
 	tel      serverTelemetry
 	// authorizer starts a caller's own OAuth flow (authprompt.go).
 	authorizer Authorizer
+
+	// toolsKV is KV mcp_tools (nil for an agent's aggregate), read on a
+	// miss; catalogRev is the revision of it the watch has installed, and
+	// catalogMoved is closed when it moves (under mu; catchup.go).
+	toolsKV      jetstream.KeyValue
+	catalogRev   uint64
+	catalogMoved chan struct{}
+	// watchGate is held (read) while a catalog update is installed; tests
+	// hold it to stand for a watch that lags (export_test.go).
+	watchGate sync.RWMutex
 }
 
 // New starts the catalog watch (ctx bounds it) and returns once the stored
@@ -166,6 +176,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 		client: client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout, Agent: opts.Agent, MayPublish: opts.MayPublish, Tie: opts.Tie}), nc: nc,
 		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, restarts: restarts.New(),
 		tools: map[string]*toolEntry{}, search: toolsearch.New(), views: map[string]*view{}, tel: newServerTelemetry(),
+		toolsKV: tools, catalogMoved: make(chan struct{}),
 	}
 	if a.sealer, err = newStateSealer(); err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)

@@ -37,3 +37,10 @@ func HeldGoroutines() int {
 	}
 	return count
 }
+
+// HoldCatalogs stands for a catalog watch that lags: no update of KV
+// mcp_tools is installed until release.
+func (a *Aggregator) HoldCatalogs() (release func()) {
+	a.watchGate.Lock()
+	return a.watchGate.Unlock
+}

@@ -108,9 +108,7 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 			}
 		}
 	}
-	a.mu.Lock()
-	e := v.installed[name]
-	a.mu.Unlock()
+	e := a.awaitTool(r.Context(), name, v.tool)
 	if e == nil {
 		return false // go-sdk answers unknown tools
 	}

@@ -70,6 +70,7 @@ func (a *Aggregator) serveModern(w http.ResponseWriter, r *http.Request, v *view
 	if msg != nil && !a.opts.NoFastPath && a.fastPath(w, r, v, nil, msg) {
 		return
 	}
+	a.awaitCalled(r.Context(), v, msg)
 	a.stateless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewCtxKey{}, v)))
 }
 
@@ -115,6 +116,7 @@ func (a *Aggregator) serveSession(w http.ResponseWriter, r *http.Request, v *vie
 		w, done = ls.watchCancel(w, req)
 		defer done()
 	}
+	a.awaitCalled(r.Context(), v, msg)
 	a.http.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewCtxKey{}, v)))
 }
 

@@ -61,7 +61,7 @@ func (a *Aggregator) taskPath(w http.ResponseWriter, r *http.Request, v *view, l
 		if modern && (r.Header.Get("Mcp-Method") != "tools/call" || r.Header.Get("Mcp-Name") != name) {
 			return false // go-sdk answers the missing or mismatched headers
 		}
-		if modern && !a.taskReady(v, name, args) {
+		if modern && !a.taskReady(r.Context(), v, name, args) {
 			// The extension lets the server answer inline: what a call
 			// answers at once (an unknown tool, search mode's own tools,
 			// arguments that do not fit) is answered as for a call.
@@ -197,22 +197,22 @@ func (a *Aggregator) taskOp(w http.ResponseWriter, r *http.Request, ls *liveSess
 
 // taskTool is the tool a task of v names: one it lists, or in search mode
 // any it may call.
-func (a *Aggregator) taskTool(v *view, name string) *toolEntry {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if e := v.installed[name]; e != nil && e.cat.Server != "" {
-		return e
-	}
-	if v.search && v.principal.AllowsTool(name) {
-		return a.tools[name]
-	}
-	return nil
+func (a *Aggregator) taskTool(ctx context.Context, v *view, name string) *toolEntry {
+	return a.awaitTool(ctx, name, func(name string) *toolEntry { // a.mu is held
+		if e := v.installed[name]; e != nil && e.cat.Server != "" {
+			return e
+		}
+		if v.search && v.principal.AllowsTool(name) {
+			return a.tools[name]
+		}
+		return nil
+	})
 }
 
 // taskReady reports whether a call of name with args may become a task: a
 // server's tool of v, with arguments that fit its input schema.
-func (a *Aggregator) taskReady(v *view, name string, args json.RawMessage) bool {
-	e := a.taskTool(v, name)
+func (a *Aggregator) taskReady(ctx context.Context, v *view, name string, args json.RawMessage) bool {
+	e := a.taskTool(ctx, v, name)
 	if e == nil {
 		return false
 	}
@@ -225,7 +225,7 @@ func (a *Aggregator) taskReady(v *view, name string, args json.RawMessage) bool 
 // token is the call's progressToken (2025-11-25; nil without one): the
 // session gets the task's progress for it.
 func (a *Aggregator) createTask(ctx context.Context, v *view, ls *liveSession, modern bool, name string, rawArgs json.RawMessage, token json.RawMessage) (any, *jsonrpc.Error) {
-	e := a.taskTool(v, name)
+	e := a.taskTool(ctx, v, name)
 	if e == nil {
 		return nil, rpcError(jsonrpc.CodeInvalidParams, apierr.Newf(apierr.NotFound, "unknown tool %q", name).WithField("name"))
 	}

@@ -37,6 +37,9 @@ func (v *view) lists(name string) bool {
 	return v.principal.AllowsTool(name) && (!v.search || slices.Contains(v.principal.PinnedTools, name))
 }
 
+// tool is the tool v lists (or installs) as name; a.mu is held.
+func (v *view) tool(name string) *toolEntry { return v.installed[name] }
+
 func (v *view) touch() { v.lastUsed.Store(time.Now().UnixNano()) }
 
 // newSessionID starts the session id with the view's key, so that owns can

@@ -50,11 +50,12 @@ func decodeJSON[T any](data []byte) (T, error) {
 }
 
 // watchKV follows every key of kv and calls apply with the full state (a
-// copy the callee may keep) after each snapshot and after each change.
+// copy the callee may keep) and the highest revision it holds after each
+// snapshot and after each change.
 // bus.FollowKV starts the watch over, with a complete state, after a NATS
 // restart or when it breaks, so deletes missed meanwhile are not kept. ready
 // is closed after the first complete state, or when ctx ends.
-func watchKV[T any](ctx context.Context, log *slog.Logger, nc *nats.Conn, kv jetstream.KeyValue, decode func([]byte) (T, error), apply func(map[string]T), ready chan<- struct{}) {
+func watchKV[T any](ctx context.Context, log *slog.Logger, nc *nats.Conn, kv jetstream.KeyValue, decode func([]byte) (T, error), apply func(map[string]T, uint64), ready chan<- struct{}) {
 	readyOnce := sync.OnceFunc(func() { close(ready) })
 	defer readyOnce()
 	state := map[string]T{} // only FollowKV's goroutine touches it
@@ -74,14 +75,16 @@ func watchKV[T any](ctx context.Context, log *slog.Logger, nc *nats.Conn, kv jet
 	bus.FollowKV(ctx, nc, kv, bus.KVHandler{
 		Snapshot: func(entries map[string]jetstream.KeyValueEntry) {
 			clear(state)
+			var rev uint64
 			for _, e := range entries {
 				set(e)
+				rev = max(rev, e.Revision())
 			}
-			apply(maps.Clone(state))
+			apply(maps.Clone(state), rev)
 		},
 		Update: func(e jetstream.KeyValueEntry) {
 			set(e)
-			apply(maps.Clone(state))
+			apply(maps.Clone(state), e.Revision())
 		},
 		Ready: readyOnce,
 	}, bus.KVFollowOptions{Logger: log})
@@ -89,10 +92,13 @@ func watchKV[T any](ctx context.Context, log *slog.Logger, nc *nats.Conn, kv jet
 
 // applyCatalogs installs a new state of KV mcp_tools, with the kept catalogs
 // of servers being restarted after a crash (restarts.Catalogs).
-func (a *Aggregator) applyCatalogs(catalogs map[string]model.Catalog) {
+func (a *Aggregator) applyCatalogs(catalogs map[string]model.Catalog, rev uint64) {
+	a.watchGate.RLock()
+	defer a.watchGate.RUnlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.installCatalogs(a.restarts.SetLive(catalogs))
+	a.caughtUp(rev)
 }
 
 // installCatalogs serves catalogs: the tool set is derived again and every
@@ -119,7 +125,7 @@ func (a *Aggregator) installCatalogs(catalogs map[string]model.Catalog) {
 // applyStatus installs a new state of KV mcp_status: lists ask only the
 // running servers, so a list never starts every idle one; a server being
 // restarted after a crash keeps its tools (restarts.Catalogs).
-func (a *Aggregator) applyStatus(status map[string]model.Status) {
+func (a *Aggregator) applyStatus(status map[string]model.Status, _ uint64) {
 	running := make(map[string]bool, len(status))
 	for slug, st := range status {
 		running[slug] = st.State == model.StateRunning
