@@ -37,12 +37,13 @@ func (a *Aggregator) caughtUp(rev uint64) {
 // awaitTool is find(name) (called with a.mu held), waiting for the watch to
 // bring in the catalog of name's server when the bucket already holds it;
 // nil when there is no such tool (not in the bucket, not the caller's, or
-// the wait ran out).
-func (a *Aggregator) awaitTool(ctx context.Context, name string, find func(string) *toolEntry) *toolEntry {
+// the wait ran out). Only a name v's principal may call is looked up: how
+// long an answer takes says nothing of servers the caller cannot see.
+func (a *Aggregator) awaitTool(ctx context.Context, v *view, name string, find func(string) *toolEntry) *toolEntry {
 	a.mu.Lock()
 	e := find(name)
 	a.mu.Unlock()
-	if e != nil || a.toolsKV == nil {
+	if e != nil || a.toolsKV == nil || !v.principal.AllowsTool(name) {
 		return e
 	}
 	server, _, ok := strings.Cut(name, "__")
@@ -84,5 +85,5 @@ func (a *Aggregator) awaitCalled(ctx context.Context, v *view, msg jsonrpc.Messa
 	if json.Unmarshal(req.Params, &params) != nil || params.Name == "" {
 		return // go-sdk answers it
 	}
-	a.awaitTool(ctx, params.Name, v.tool)
+	a.awaitTool(ctx, v, params.Name, v.tool)
 }

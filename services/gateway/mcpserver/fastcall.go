@@ -108,7 +108,7 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 			}
 		}
 	}
-	e := a.awaitTool(r.Context(), name, v.tool)
+	e := a.awaitTool(r.Context(), v, name, v.tool)
 	if e == nil {
 		return false // go-sdk answers unknown tools
 	}

@@ -198,7 +198,7 @@ func (a *Aggregator) taskOp(w http.ResponseWriter, r *http.Request, ls *liveSess
 // taskTool is the tool a task of v names: one it lists, or in search mode
 // any it may call.
 func (a *Aggregator) taskTool(ctx context.Context, v *view, name string) *toolEntry {
-	return a.awaitTool(ctx, name, func(name string) *toolEntry { // a.mu is held
+	return a.awaitTool(ctx, v, name, func(name string) *toolEntry { // a.mu is held
 		if e := v.installed[name]; e != nil && e.cat.Server != "" {
 			return e
 		}
