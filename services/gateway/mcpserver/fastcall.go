@@ -18,6 +18,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/jsonscan"
 	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/httpguard"
 )
@@ -44,8 +45,44 @@ import (
 // callParams picks name, arguments and _meta out of tools/call params by
 // their exact keys, as go-sdk's decoder does (encoding/json would also take
 // "Name" for "name"). A multi round-trip retry (inputResponses,
-// requestState) is not for the fast path: not ok.
+// requestState) is not for the fast path: not ok. The params were decoded
+// once already (the message is valid JSON), so their members are walked
+// without decoding them into a map; a key written with escapes goes to the
+// map decode, whose keys are unescaped.
 func callParams(raw json.RawMessage) (name string, args json.RawMessage, meta map[string]json.RawMessage, ok bool) {
+	var rawName, rawMeta json.RawMessage
+	escaped, retry := false, false
+	if !jsonscan.Members(raw, func(key, val []byte) bool {
+		switch string(key) {
+		case "name":
+			rawName = val
+		case "arguments":
+			args = val
+		case "_meta":
+			rawMeta = val
+		case "inputResponses", "requestState":
+			retry = true
+			return false
+		default:
+			escaped = bytes.IndexByte(key, '\\') >= 0
+			return !escaped
+		}
+		return true
+	}) || escaped {
+		return callParamsDecoded(raw)
+	}
+	if retry || json.Unmarshal(rawName, &name) != nil || name == "" {
+		return "", nil, nil, false
+	}
+	if rawMeta != nil && json.Unmarshal(rawMeta, &meta) != nil {
+		return "", nil, nil, false
+	}
+	return name, args, meta, true
+}
+
+// callParamsDecoded is callParams through a map of the members, for params
+// whose keys hold escapes.
+func callParamsDecoded(raw json.RawMessage) (name string, args json.RawMessage, meta map[string]json.RawMessage, ok bool) {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(raw, &fields) != nil {
 		return "", nil, nil, false

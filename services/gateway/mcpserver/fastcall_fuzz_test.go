@@ -1,7 +1,9 @@
 package mcpserver
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -21,6 +23,9 @@ func FuzzFastPathDecode(f *testing.F) {
 		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
 		`{"content":[{"type":"text","text":"x"}]}`,
 		`{"content":null}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a__echo","na\u006de":"b__echo","arguments":{"x":1},"arguments":null}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"_meta":null,"name":"a__echo","requestState":"s"}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":7}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -34,8 +39,14 @@ func FuzzFastPathDecode(f *testing.F) {
 		if !ok {
 			return
 		}
-		if name, _, _, ok := callParams(req.Params); ok && name == "" {
+		name, args, meta, ok := callParams(req.Params)
+		if ok && name == "" {
 			t.Fatalf("callParams accepted %s without a name", req.Params)
+		}
+		// The member walk reads what a map of the members reads.
+		dName, dArgs, dMeta, dOK := callParamsDecoded(req.Params)
+		if ok != dOK || name != dName || !bytes.Equal(args, dArgs) || !reflect.DeepEqual(meta, dMeta) {
+			t.Fatalf("params %s: walk %q %s %v %v, map %q %s %v %v", req.Params, name, args, meta, ok, dName, dArgs, dMeta, dOK)
 		}
 		var p cancelledParams
 		if json.Unmarshal(req.Params, &p) == nil && p.RequestID != nil {

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -123,4 +124,23 @@ func newAggregator(t *testing.T) *Aggregator {
 	}
 	t.Cleanup(a.Close)
 	return a
+}
+
+// BenchmarkCallParams: the fast path's read of a tools/call's params, by
+// walking the members (callParams) and through a map (callParamsDecoded).
+func BenchmarkCallParams(b *testing.B) {
+	params := json.RawMessage(`{"name":"bench__echo","arguments":{"message":"hello from the benchmark, sixty bytes long"},"_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}`)
+	for _, c := range []struct {
+		name string
+		read func(json.RawMessage) (string, json.RawMessage, map[string]json.RawMessage, bool)
+	}{{"walk", callParams}, {"map", callParamsDecoded}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, _, ok := c.read(params); !ok {
+					b.Fatal("not read")
+				}
+			}
+		})
+	}
 }
