@@ -123,7 +123,7 @@ func requestLocal(ctx context.Context, nc *nats.Conn, h micro.Handler, msg *nats
 	localRequests.Add(1)
 	// The handler may outlive this call (a timed-out request runs on until
 	// cancelled): it gets copies the caller can reuse.
-	req := &localRequest{subject: msg.Subject, reply: nc.NewRespInbox(), data: slices.Clone(msg.Data),
+	req := &localRequest{ctx: ctx, subject: msg.Subject, reply: nc.NewRespInbox(), data: slices.Clone(msg.Data),
 		headers: micro.Headers(maps.Clone(msg.Header)), out: make(chan *nats.Msg, 1)}
 	req.vouched, req.hasVouch = ctx.Value(vouchKey{}).([sha256.Size]byte)
 	h.Handle(req)
@@ -145,6 +145,8 @@ func requestLocal(ctx context.Context, nc *nats.Conn, h micro.Handler, msg *nats
 // is the reply (a second is dropped, as the bus drops one to a reply inbox
 // whose request already has its answer).
 type localRequest struct {
+	// ctx is the requester's: done when it gives up (RequesterContext).
+	ctx            context.Context
 	subject, reply string
 	data           []byte
 	headers        micro.Headers
@@ -178,6 +180,22 @@ func Vouched(req micro.Request) (digest [sha256.Size]byte, ok bool) {
 		return l.vouched, l.hasVouch
 	}
 	return digest, false
+}
+
+// RequesterContext is, for a request RequestLocal handed over, the
+// requester's context (done when the requester gives up, at its deadline or
+// cancelled); ok is false for every request that came over the bus. A
+// handler may run such a request on the requester's goroutine (it waits for
+// the reply anyway) as long as it ends when this context does: the
+// requester cannot return before the handler does then.
+func RequesterContext(req micro.Request) (ctx context.Context, ok bool) {
+	if g, wrapped := req.(groupRequest); wrapped {
+		req = g.Request
+	}
+	if l, local := req.(*localRequest); local {
+		return l.ctx, true
+	}
+	return nil, false
 }
 
 var _ micro.Request = (*localRequest)(nil)

@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,4 +137,66 @@ func equalJSON(t *testing.T, x, y any) bool {
 		t.Fatal(err)
 	}
 	return string(a) == string(b)
+}
+
+// A call handed over in process runs on its requester's goroutine (the
+// runner's async): when the requester gives up, here a client that hangs up,
+// the call still ends at once, cancelled at the server, as a bus caller's
+// cancel message ends it, and the runner serves the next call.
+func TestInProcessCallEndsWithItsRequester(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	perms, err := access.For(access.Gateway, bus.NewSubjects("").Prefix, "_I.test-gateway-giveup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := runGateway(t, e.st, "test-gateway-giveup", e.dir, e.logs, gateway.Options{MayPublish: perms.MayPublish})
+	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: testServerConfig("giveup")}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if r := e.do("POST", "/api/v1/servers/giveup/enable", nil); r.status != http.StatusOK {
+		t.Fatalf("enable: %d %s", r.status, r.body)
+	}
+	e.waitState("giveup", model.StateRunning)
+	waitTools(t, local, func(names []string) bool { return contains(names, "giveup__sleep") })
+	events, err := e.st.Conn.SubscribeSync(bus.NewSubjects("").Event("call", "giveup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	body, _ := json.Marshal(rest.InvokeRequest{ToolName: "giveup__sleep", Params: json.RawMessage(`{"ms":60000}`)})
+	req, err := http.NewRequestWithContext(ctx, "POST", local.url+"/mcp/invoke", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.admin)
+	req.Header.Set("Content-Type", "application/json")
+	before := bus.LocalRequests()
+	started := time.Now()
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a 60 s sleep answered %d within the client's 300 ms", resp.StatusCode)
+	}
+	m, err := events.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("no call event 10 s after the client hung up: the handed-over call runs on: %v", err)
+	}
+	var ev model.CallEvent
+	if err := json.Unmarshal(m.Data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Tool != "sleep" || ev.Outcome != "cancelled" || time.Since(started) > 10*time.Second {
+		t.Fatalf("the hung-up call's event: %+v after %s", ev, time.Since(started))
+	}
+	if bus.LocalRequests() == before {
+		t.Fatal("the call went over NATS, not in process")
+	}
+	r := local.do("POST", "/mcp/invoke", rest.InvokeRequest{ToolName: "giveup__echo", Params: json.RawMessage(`{"message":"after"}`)})
+	var out rest.InvokeReply
+	r.decode(t, &out)
+	if !out.Success || !strings.Contains(string(out.Result), "after") {
+		t.Fatalf("the next call: %d %s", r.status, r.body)
+	}
 }

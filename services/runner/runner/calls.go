@@ -66,7 +66,11 @@ func (s *server) serve() error {
 
 // async runs h on a goroutine of the runner's pool, so calls never queue
 // behind each other in the subscription, and turns a panic into an
-// INTERNAL_ERROR reply instead of a dead runner.
+// INTERNAL_ERROR reply instead of a dead runner. A request handed over in
+// process (bus.RequestLocal) runs on its requester's goroutine instead,
+// which only waits for the reply: two goroutine wake-ups less a call. Its
+// handler ends with the requester's context (handleCall), so the requester
+// still returns at its deadline.
 func (s *server) async(h func(micro.Request)) micro.HandlerFunc {
 	return func(req micro.Request) {
 		run := func() {
@@ -78,9 +82,22 @@ func (s *server) async(h func(micro.Request)) micro.HandlerFunc {
 			}()
 			h(req)
 		}
+		if _, local := bus.RequesterContext(req); local {
+			run()
+			return
+		}
 		if s.r.workers.Submit(run) != nil { // the pool is released: the runner is stopping
 			go run()
 		}
+	}
+}
+
+// afterReply runs f, work of a request whose reply is sent: at once, or on
+// the pool for a request running on its in-process requester's goroutine
+// (async), which the handler would otherwise hold until f is done.
+func (s *server) afterReply(req micro.Request, f func()) {
+	if _, local := bus.RequesterContext(req); !local || s.r.workers.Submit(f) != nil {
+		f()
 	}
 }
 
@@ -164,6 +181,14 @@ func (s *server) handleCall(req micro.Request) {
 		bus.EndProcess(span, err)
 		return
 	}
+	if rc, local := bus.RequesterContext(req); local {
+		// The requester in this process gives up: the call ends with it, as
+		// the cancel message of a bus caller ends it.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		stop := context.AfterFunc(rc, func() { cancel(context.Cause(rc)) })
+		defer func() { stop(); cancel(nil) }()
+	}
 	res, tool, err := s.call(ctx, c, h, token, req.Data())
 	defer bus.EndProcess(span, err)
 	reqID := h.Get(bus.HeaderRequestID)
@@ -208,12 +233,13 @@ func (s *server) handleCall(req micro.Request) {
 	if tool == "" {
 		tool = token
 	}
-	s.r.publishCall(ctx, model.CallEvent{
+	ev := model.CallEvent{
 		Server: s.slug, Tool: tool, RequestID: reqID, TraceID: traceID(span),
 		Outcome: outcome, Code: string(apierr.Of(err)), Error: errText, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
 		At: start.UTC(), Runner: s.r.opts.ID, Caller: c.label(), Principal: principalOf(ctx, c, h),
 		Secrets: res.secrets,
-	})
+	}
+	s.afterReply(req, func() { s.r.publishCall(ctx, ev) })
 	for _, f := range res.secrets { // the rule and the place, never the value
 		s.log.Warn("secret found in a call", "tool", tool, "where", f.Where, "rule", f.Rule, "action", f.Action, "request_id", reqID)
 	}
