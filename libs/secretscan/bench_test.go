@@ -1,6 +1,7 @@
 package secretscan_test
 
 import (
+	"math/rand/v2"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +28,9 @@ func BenchmarkScan(b *testing.B) {
 		// Distinct 20-byte tokens, a length of the known values: each is
 		// fingerprinted (the known-value check's worst case).
 		{"ids-64KiB", `{"ids":["` + strings.Join(ids(2800, 20), `","`) + `"]}`},
+		// Varied sentences whose words send rules to their regexps ("s."
+		// ends many words, "sk" in "ask", curl, auth): the costliest text.
+		{"words-64KiB", `{"message":"` + keywordProse(65536) + `"}`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			p := []byte(c.payload)
@@ -65,4 +69,24 @@ func ids(n, l int) []string {
 		out[i] = string(b)
 	}
 	return out
+}
+
+// keywordProse is n bytes of sentences drawn from words that hold rule
+// keywords and words that do not (the runner's BenchmarkCallSecrets row).
+func keywordProse(n int) string {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	vocab := strings.Fields(`the a to of and in rotate API key access token never share password secrets ` +
+		`credentials configuration ask task tasks risk desk curl auth authorization header bearer deploys ` +
+		`runs servers users requests logs services values settings 2026 42 v1.4 https://example.com/docs`)
+	var sb strings.Builder
+	for sb.Len() < n {
+		for w := range 4 + rnd.IntN(12) {
+			if w > 0 {
+				sb.WriteByte(' ')
+			}
+			sb.WriteString(vocab[rnd.IntN(len(vocab))])
+		}
+		sb.WriteString(". ")
+	}
+	return sb.String()[:n]
 }

@@ -60,6 +60,7 @@ type Scanner struct {
 	// where one of the rules a payload's keywords name walks a handful.
 	mu        sync.Mutex
 	detectors map[ruleSet]*detect.Detector
+	scratch   sync.Pool // *scratch
 }
 
 // maxDetectors bounds the detectors kept (each holds a small keyword trie;
@@ -215,9 +216,10 @@ func (s *Scanner) detector(set ruleSet) *detect.Detector {
 // included (known may be nil), in order of their start.
 func (s *Scanner) Scan(payload []byte, known *Known) []Finding {
 	// One walk over the bytes finds both the keywords and the known values.
-	var hits []hit
-	set, knownFound := s.keywords.walk(payload, &hits, known)
-	out := s.ruleFindings(payload, set, hits)
+	sc := s.getScratch()
+	defer s.putScratch(sc)
+	set, knownFound := s.keywords.walk(payload, &sc.hits, known)
+	out := s.ruleFindings(payload, set, sc.hits, sc)
 	out = append(out, seeds(payload)...)
 	out = append(out, knownFound...)
 	slices.SortFunc(out, func(a, b Finding) int { return a.Start - b.Start })
@@ -228,9 +230,9 @@ func (s *Scanner) Scan(payload []byte, known *Known) []Finding {
 // keyword walk's rules and hits: every occurrence of each value found
 // (gitleaks reports lines and columns, the value is what redaction needs
 // to find).
-func (s *Scanner) ruleFindings(payload []byte, set ruleSet, hits []hit) []Finding {
+func (s *Scanner) ruleFindings(payload []byte, set ruleSet, hits []hit, sc *scratch) []Finding {
 	var out []Finding
-	for _, f := range s.detect(payload, set, hits) {
+	for _, f := range s.detect(payload, set, hits, sc) {
 		v := f.Secret
 		if v == "" {
 			v = f.Match

@@ -30,17 +30,18 @@ type window struct{ start, end int }
 // of whose occurrences may start a match is left out: it holds no match of
 // the whole payload (windows are merged over every occurrence all the
 // same, so those kept are exact as above).
-func (s *Scanner) windows(i int, payload []byte, hits []hit) []window {
-	type marked struct {
-		window
-		may bool // a match may start at its occurrence
+// sc, when not nil, lends the buffers: the windows returned stay valid
+// until sc goes back to the pool.
+func (s *Scanner) windows(i int, payload []byte, hits []hit, sc *scratch) []window {
+	if sc == nil {
+		sc = new(scratch)
 	}
 	n, l := len(payload), s.span[i]
 	var a *regexp.Regexp
 	if compiled := s.anchors[i]; compiled != nil {
 		a = compiled()
 	}
-	var all []marked
+	all := sc.marks[:0]
 	for _, h := range hits {
 		if !h.k.rules.has(i) {
 			continue
@@ -62,13 +63,50 @@ func (s *Scanner) windows(i int, payload []byte, hits []hit) []window {
 		}
 		out = append(out, w)
 	}
-	var ws []window
+	sc.marks = all[:0]
+	from := len(sc.ws)
 	for _, w := range out {
 		if w.may {
-			ws = append(ws, w.window)
+			sc.ws = append(sc.ws, w.window)
 		}
 	}
-	return ws
+	// Capped: a later rule's windows, appended after these, cannot
+	// overwrite them (a grown buffer leaves these in the old array).
+	return sc.ws[from:len(sc.ws):len(sc.ws)]
+}
+
+// marked is a window around one keyword occurrence, and whether a match
+// may start at that occurrence.
+type marked struct {
+	window
+	may bool
+}
+
+// scratch is a scan's working memory, pooled in its Scanner: the keyword
+// occurrences and the windows of a 64 KiB text took ~200 KB a scan.
+type scratch struct {
+	hits  []hit
+	marks []marked
+	ws    []window
+}
+
+// maxPooledHits bounds the scratch a pool keeps: one huge payload's
+// buffers are left to the collector.
+const maxPooledHits = 1 << 14
+
+func (s *Scanner) getScratch() *scratch {
+	if sc, ok := s.scratch.Get().(*scratch); ok {
+		return sc
+	}
+	return new(scratch)
+}
+
+func (s *Scanner) putScratch(sc *scratch) {
+	if cap(sc.hits) > maxPooledHits || cap(sc.marks) > maxPooledHits || cap(sc.ws) > maxPooledHits {
+		return
+	}
+	sc.hits, sc.marks, sc.ws = sc.hits[:0], sc.marks[:0], sc.ws[:0]
+	s.scratch.Put(sc)
 }
 
 // gitleaks runs the gitleaks rules whose keywords are in payload (gitleaks
@@ -76,14 +114,16 @@ func (s *Scanner) windows(i int, payload []byte, hits []hit) []window {
 // its windows while they cover less than half the payload, the others on
 // all of it.
 func (s *Scanner) gitleaks(payload []byte) []report.Finding {
-	var hits []hit
-	set := s.keywords.rules(payload, &hits)
-	return s.detect(payload, set, hits)
+	sc := s.getScratch()
+	defer s.putScratch(sc)
+	set := s.keywords.rules(payload, &sc.hits)
+	return s.detect(payload, set, sc.hits, sc)
 }
 
 // detect is gitleaks given the rules whose keywords are in payload and
 // every keyword occurrence (hits), as the keyword walk found them.
-func (s *Scanner) detect(payload []byte, set ruleSet, hits []hit) []report.Finding {
+// sc (nil for none) lends the windows' buffers.
+func (s *Scanner) detect(payload []byte, set ruleSet, hits []hit, sc *scratch) []report.Finding {
 	if set.has(foldBit) {
 		// Text gitleaks lowercases into a keyword the ASCII walk does not
 		// see, or a (?i) rule matches beyond its keyword's ASCII letters:
@@ -112,7 +152,7 @@ func (s *Scanner) detect(payload []byte, set ruleSet, hits []hit) []report.Findi
 		}
 		// Only where a match may be (for a rule whose matches start with a
 		// keyword) or anywhere near a keyword.
-		ws := s.windows(i, payload, hits)
+		ws := s.windows(i, payload, hits, sc)
 		covered := 0
 		for _, w := range ws {
 			covered += w.end - w.start

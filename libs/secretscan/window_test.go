@@ -136,7 +136,7 @@ func TestWindowsMatchGitleaks(t *testing.T) {
 				var hits []hit
 				s.keywords.rules([]byte(p), &hits)
 				covered := 0
-				for _, w := range s.windows(i, []byte(p), hits) {
+				for _, w := range s.windows(i, []byte(p), hits, nil) {
 					covered += w.end - w.start
 				}
 				if 2*covered < len(p) {
