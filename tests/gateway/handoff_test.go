@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -25,39 +27,13 @@ import (
 // whole process, which other tests' stacks would move.
 func TestInProcessHandOff(t *testing.T) {
 	e := start(t) // its gateway: every call over NATS
-	perms, err := access.For(access.Gateway, bus.NewSubjects("").Prefix, "_I.test-gateway-local")
-	if err != nil {
-		t.Fatal(err)
-	}
-	local := runGateway(t, e.st, "test-gateway-local", e.dir, e.logs, // the same admin key: the same principal
-		gateway.Options{MayPublish: perms.MayPublish})
-
-	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: testServerConfig("hand")}); r.status != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.status, r.body)
-	}
-	if r := e.do("POST", "/api/v1/servers/hand/enable", nil); r.status != http.StatusOK {
-		t.Fatalf("enable: %d %s", r.status, r.body)
-	}
-	e.waitState("hand", model.StateRunning)
-	waitTools(t, e, func(names []string) bool { return contains(names, "hand__echo") })
-	waitTools(t, local, func(names []string) bool { return contains(names, "hand__echo") })
+	local := handOffGateway(t, e, "test-gateway-local", "hand")
 
 	events, err := e.st.Conn.SubscribeSync(bus.NewSubjects("").Event("call", "hand"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	nextEvent := func() model.CallEvent {
-		t.Helper()
-		m, err := events.NextMsg(10 * time.Second)
-		if err != nil {
-			t.Fatalf("no call event: %v", err)
-		}
-		var ev model.CallEvent
-		if err := json.Unmarshal(m.Data, &ev); err != nil {
-			t.Fatal(err)
-		}
-		return ev
-	}
+	nextEvent := func() model.CallEvent { return nextCallEvent(t, events) }
 	invoke := func(g *env, tool, params string) (int, rest.InvokeReply) {
 		r := g.do("POST", "/mcp/invoke", rest.InvokeRequest{ToolName: tool, Params: json.RawMessage(params)})
 		var out rest.InvokeReply
@@ -126,6 +102,46 @@ func TestInProcessHandOff(t *testing.T) {
 	}
 }
 
+// handOffGateway runs, beside e's gateway, one named name that hands calls
+// to the runner in process (MayPublish set, as `mcpbus up` builds it; the
+// same admin key, so the same principal), starts the test server named
+// server, and waits until both gateways list its tools.
+func handOffGateway(t *testing.T, e *env, name, server string) *env {
+	t.Helper()
+	perms, err := access.For(access.Gateway, bus.NewSubjects("").Prefix, "_I."+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := runGateway(t, e.st, name, e.dir, e.logs, gateway.Options{MayPublish: perms.MayPublish})
+	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: testServerConfig(server)}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if r := e.do("POST", "/api/v1/servers/"+server+"/enable", nil); r.status != http.StatusOK {
+		t.Fatalf("enable: %d %s", r.status, r.body)
+	}
+	e.waitState(server, model.StateRunning)
+	for _, g := range []*env{e, local} {
+		waitTools(t, g, func(names []string) bool {
+			return contains(names, server+"__echo") && contains(names, server+"__sleep")
+		})
+	}
+	return local
+}
+
+// nextCallEvent is the next call event on events, within 10 s.
+func nextCallEvent(t *testing.T, events *nats.Subscription) model.CallEvent {
+	t.Helper()
+	m, err := events.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("no call event within 10 s: %v", err)
+	}
+	var ev model.CallEvent
+	if err := json.Unmarshal(m.Data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
 func equalJSON(t *testing.T, x, y any) bool {
 	t.Helper()
 	a, err := json.Marshal(x)
@@ -146,19 +162,7 @@ func equalJSON(t *testing.T, x, y any) bool {
 func TestInProcessCallEndsWithItsRequester(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	perms, err := access.For(access.Gateway, bus.NewSubjects("").Prefix, "_I.test-gateway-giveup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	local := runGateway(t, e.st, "test-gateway-giveup", e.dir, e.logs, gateway.Options{MayPublish: perms.MayPublish})
-	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: testServerConfig("giveup")}); r.status != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.status, r.body)
-	}
-	if r := e.do("POST", "/api/v1/servers/giveup/enable", nil); r.status != http.StatusOK {
-		t.Fatalf("enable: %d %s", r.status, r.body)
-	}
-	e.waitState("giveup", model.StateRunning)
-	waitTools(t, local, func(names []string) bool { return contains(names, "giveup__sleep") })
+	local := handOffGateway(t, e, "test-gateway-giveup", "giveup")
 	events, err := e.st.Conn.SubscribeSync(bus.NewSubjects("").Event("call", "giveup"))
 	if err != nil {
 		t.Fatal(err)
@@ -179,14 +183,7 @@ func TestInProcessCallEndsWithItsRequester(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("a 60 s sleep answered %d within the client's 300 ms", resp.StatusCode)
 	}
-	m, err := events.NextMsg(10 * time.Second)
-	if err != nil {
-		t.Fatalf("no call event 10 s after the client hung up: the handed-over call runs on: %v", err)
-	}
-	var ev model.CallEvent
-	if err := json.Unmarshal(m.Data, &ev); err != nil {
-		t.Fatal(err)
-	}
+	ev := nextCallEvent(t, events) // none: the handed-over call runs on
 	if ev.Tool != "sleep" || ev.Outcome != "cancelled" || time.Since(started) > 10*time.Second {
 		t.Fatalf("the hung-up call's event: %+v after %s", ev, time.Since(started))
 	}
