@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/telemetry"
 	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 )
 
@@ -55,7 +56,7 @@ type instruments struct {
 	tp       trace.TracerProvider
 	mp       metric.MeterProvider
 	tracer   trace.Tracer
-	duration metric.Float64Histogram
+	duration telemetry.Histogram
 	off      bool // tp is otel's default: every span is a no-op one
 }
 
@@ -87,8 +88,9 @@ func current() *instruments {
 	}
 	in := &instruments{tp: tp, mp: mp, tracer: tp.Tracer(instrumentation),
 		off: defaultProvider != nil && reflect.TypeOf(tp) == defaultProvider}
-	in.duration, _ = mp.Meter(instrumentation).Float64Histogram("messaging.client.operation.duration",
+	d, _ := mp.Meter(instrumentation).Float64Histogram("messaging.client.operation.duration",
 		metric.WithUnit("s"), metric.WithDescription("Duration of a request on the bus, until its reply"))
+	in.duration = telemetry.NewHistogram(d)
 	cached.Store(in)
 	return in
 }
@@ -120,7 +122,7 @@ func endSend(ctx context.Context, in *instruments, span trace.Span, tmpl string,
 			span.SetStatus(codes.Error, err.Error())
 		}
 	}
-	in.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attrs...))
+	in.duration.Record(ctx, time.Since(start).Seconds(), attrs)
 	span.End()
 }
 
@@ -160,11 +162,11 @@ func ProcessSpan(ctx context.Context, req micro.Request) (context.Context, trace
 }
 
 // EndProcess records err on the consumer span (error.type is the contract's
-// code) and ends it.
-func EndProcess(span trace.Span, err error) {
+// code) and ends it (at the time opts give, when it ends after the reply).
+func EndProcess(span trace.Span, err error, opts ...trace.SpanEndOption) {
 	if err != nil && span.IsRecording() {
 		span.SetAttributes(conv.ErrorType.String(string(apierr.Of(err))))
 		span.SetStatus(codes.Error, err.Error())
 	}
-	span.End()
+	span.End(opts...)
 }

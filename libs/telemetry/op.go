@@ -6,7 +6,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
@@ -17,7 +16,7 @@ import (
 // mcp.server.operation.duration are recorded this way).
 type Op struct {
 	span     trace.Span
-	duration metric.Float64Histogram
+	duration Histogram
 	start    time.Time
 	attrs    []attribute.KeyValue
 }
@@ -27,7 +26,7 @@ var noSpan = trace.SpanFromContext(context.Background())
 
 // StartOp starts the span name of kind with attrs; the span's parent is the
 // span of ctx unless opts say otherwise.
-func StartOp(ctx context.Context, tracer trace.Tracer, duration metric.Float64Histogram, name string, kind trace.SpanKind,
+func StartOp(ctx context.Context, tracer trace.Tracer, duration Histogram, name string, kind trace.SpanKind,
 	attrs []attribute.KeyValue, opts ...trace.SpanStartOption) (context.Context, *Op) {
 	if tracingOff() && !trace.SpanContextFromContext(ctx).IsValid() {
 		// The span would be a no-op one: skip making it (~5 allocations).
@@ -59,6 +58,6 @@ func (o *Op) End(ctx context.Context, errType string, err error) {
 			o.span.SetStatus(codes.Error, msg)
 		}
 	}
-	o.duration.Record(ctx, time.Since(o.start).Seconds(), metric.WithAttributes(attrs...))
+	o.duration.Record(ctx, time.Since(o.start).Seconds(), attrs)
 	o.span.End()
 }

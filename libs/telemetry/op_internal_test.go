@@ -19,7 +19,8 @@ func TestStartOpWithoutProvider(t *testing.T) {
 	if !tracingOff() {
 		t.Fatal("a tracer provider is installed in this test process: the case under test is absent")
 	}
-	hist, _ := noop.NewMeterProvider().Meter("t").Float64Histogram("d")
+	h, _ := noop.NewMeterProvider().Meter("t").Float64Histogram("d")
+	hist := NewHistogram(h)
 	ctx := context.Background()
 	got, op := StartOp(ctx, otel.Tracer("t"), hist, "op", trace.SpanKindServer, nil)
 	if got != ctx || op.Span() != noSpan {

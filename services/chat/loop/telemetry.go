@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -28,7 +27,7 @@ const instrumentation = "github.com/mcpbus/mcpbus/services/chat"
 // of the model steps.
 type instruments struct {
 	tracer   trace.Tracer
-	duration metric.Float64Histogram
+	duration telemetry.Histogram
 	tokens   metric.Int64Histogram
 	// turns counts the drives of turns by how they ended.
 	turns metric.Int64Counter
@@ -39,7 +38,7 @@ type instruments struct {
 
 // noDuration is the histogram of the ops measured by spans only: a turn's
 // length says little, and the runner measures the tool calls themselves.
-var noDuration metric.Float64Histogram = noop.Float64Histogram{}
+var noDuration telemetry.Histogram
 
 // tokenBuckets are the conventions' advised bounds of gen_ai.client.token.usage.
 var tokenBuckets = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
@@ -52,7 +51,7 @@ func newInstruments() instruments {
 		metric.WithDescription("Tokens used by the model steps of chat turns"), metric.WithExplicitBucketBoundaries(tokenBuckets...))
 	turns, _ := m.Int64Counter("mcpbus.chat.turns", metric.WithUnit("{turn}"),
 		metric.WithDescription("Drives of chat turns by how they ended (mcpbus.chat.end_reason: final, max_steps, budget, cancelled, repeated_call, error, handed_off), provider and model"))
-	return instruments{tracer: otel.Tracer(instrumentation), duration: d, tokens: tk, turns: turns, content: os.Getenv(conv.CaptureContentEnv) == "true"}
+	return instruments{tracer: otel.Tracer(instrumentation), duration: telemetry.NewHistogram(d), tokens: tk, turns: turns, content: os.Getenv(conv.CaptureContentEnv) == "true"}
 }
 
 // modelAttrs are the low-cardinality attributes of a profile's model.

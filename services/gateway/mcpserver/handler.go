@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -195,17 +196,23 @@ func writeRPCError(w http.ResponseWriter, id jsonrpc.ID, e *jsonrpc.Error) {
 func writeError(w http.ResponseWriter, e *apierr.Error) { auth.WriteError(w, 0, e) }
 
 // writeRPC writes one JSON-RPC response as the POST's application/json body
-// with the given HTTP status.
+// with the given HTTP status, and sends it at once: the client has its
+// answer while the handler and the middleware end their spans and record
+// their metrics (with its length given, the flush does not make the body
+// chunked).
 func writeRPC(w http.ResponseWriter, status int, resp *jsonrpc.Response) {
 	data, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
 		http.Error(w, "encoding the response: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
+	_ = http.NewResponseController(w).Flush()
 }
 
 // searchMode reads ?tools= of /mcp: "search" serves search_tools and

@@ -29,13 +29,13 @@ const instrumentation = "github.com/mcpbus/mcpbus/services/gateway/mcpserver"
 // per MCP request it answers and the mcp.server.operation.duration histogram.
 type serverTelemetry struct {
 	tracer   trace.Tracer
-	duration metric.Float64Histogram
+	duration telemetry.Histogram
 }
 
 func newServerTelemetry() serverTelemetry {
 	d, _ := otel.Meter(instrumentation).Float64Histogram("mcp.server.operation.duration",
 		metric.WithUnit("s"), metric.WithDescription("Duration of an MCP request the gateway answered"))
-	return serverTelemetry{tracer: otel.Tracer(instrumentation), duration: d}
+	return serverTelemetry{tracer: otel.Tracer(instrumentation), duration: telemetry.NewHistogram(d)}
 }
 
 // opRequest is what the span of one MCP request is made of.

@@ -266,7 +266,8 @@ var (
 )
 
 // writeInvokeResult answers a successful /mcp/invoke with raw, a CallToolResult
-// the runner checked, copied once into the response.
+// the runner checked, copied once into the response, and sends it at once
+// (as /mcp's answers: the spans and metrics end after the client has it).
 func writeInvokeResult(w http.ResponseWriter, raw []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -276,6 +277,7 @@ func writeInvokeResult(w http.ResponseWriter, raw []byte) {
 	_, _ = w.Write(invokeOK)
 	_, _ = w.Write(raw)
 	_, _ = w.Write(invokeEnd)
+	_ = http.NewResponseController(w).Flush()
 }
 
 // invokeFailure maps a bus error to the HTTP status and error type of /mcp/invoke.

@@ -190,7 +190,6 @@ func (s *server) handleCall(req micro.Request) {
 		defer func() { stop(); cancel(nil) }()
 	}
 	res, tool, err := s.call(ctx, c, h, token, req.Data())
-	defer bus.EndProcess(span, err)
 	reqID := h.Get(bus.HeaderRequestID)
 	hdr := micro.Headers{}
 	if reqID != "" {
@@ -233,16 +232,22 @@ func (s *server) handleCall(req micro.Request) {
 	if tool == "" {
 		tool = token
 	}
-	ev := model.CallEvent{
-		Server: s.slug, Tool: tool, RequestID: reqID, TraceID: traceID(span),
-		Outcome: outcome, Code: string(apierr.Of(err)), Error: errText, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
-		At: start.UTC(), Runner: s.r.opts.ID, Caller: c.label(), Principal: principalOf(ctx, c, h),
-		Secrets: res.secrets,
-	}
-	s.afterReply(req, func() { s.r.publishCall(ctx, ev) })
-	for _, f := range res.secrets { // the rule and the place, never the value
-		s.log.Warn("secret found in a call", "tool", tool, "where", f.Where, "rule", f.Rule, "action", f.Action, "request_id", reqID)
-	}
+	// The rest is bookkeeping the caller need not wait for: on the in-process
+	// hand-off it runs after the reply, in the pool.
+	end := time.Now()
+	s.afterReply(req, func() {
+		ev := model.CallEvent{
+			Server: s.slug, Tool: tool, RequestID: reqID, TraceID: traceID(span),
+			Outcome: outcome, Code: string(apierr.Of(err)), Error: errText, DurationMS: float64(end.Sub(start).Microseconds()) / 1000,
+			At: start.UTC(), Runner: s.r.opts.ID, Caller: c.label(), Principal: principalOf(ctx, c, h),
+			Secrets: res.secrets,
+		}
+		bus.EndProcess(span, err, trace.WithTimestamp(end))
+		s.r.publishCall(ctx, ev)
+		for _, f := range res.secrets { // the rule and the place, never the value
+			s.log.Warn("secret found in a call", "tool", tool, "where", f.Where, "rule", f.Rule, "action", f.Action, "request_id", reqID)
+		}
+	})
 }
 
 // vouchedKey carries the schema digest a gateway in this process vouched

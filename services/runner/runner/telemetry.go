@@ -28,7 +28,7 @@ import (
 // request to an MCP server and the mcp.client.operation.duration histogram.
 type callTelemetry struct {
 	tracer   trace.Tracer
-	duration metric.Float64Histogram
+	duration telemetry.Histogram
 	// content records tool arguments and results on spans (operator opt-in).
 	content bool
 }
@@ -36,7 +36,7 @@ type callTelemetry struct {
 func newCallTelemetry() callTelemetry {
 	d, _ := otel.Meter(tracerName).Float64Histogram("mcp.client.operation.duration",
 		metric.WithUnit("s"), metric.WithDescription("Duration of an MCP request the runner sent to an MCP server"))
-	return callTelemetry{tracer: otel.Tracer(tracerName), duration: d, content: os.Getenv(conv.CaptureContentEnv) == "true"}
+	return callTelemetry{tracer: otel.Tracer(tracerName), duration: telemetry.NewHistogram(d), content: os.Getenv(conv.CaptureContentEnv) == "true"}
 }
 
 // startOp starts the CLIENT span "{method} {target}" of a request to the MCP

@@ -1,0 +1,128 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// Every sample lands in the series of its own attributes, whether its set
+// was cached or made anew, and lists that would read alike once joined
+// ("a"+"bc" and "ab"+"c", a string "1" and an int 1) stay apart.
+func TestHistogramSeries(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	h, err := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t").Float64Histogram("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist := NewHistogram(h)
+	lists := [][]attribute.KeyValue{
+		{attribute.String("a", "bc")},
+		{attribute.String("ab", "c")},
+		{attribute.String("a", "1")},
+		{attribute.Int("a", 1)},
+		{attribute.Bool("a", true)},
+		{attribute.Float64("a", 1)},
+		{attribute.StringSlice("a", []string{"x", "y"})},
+		{attribute.StringSlice("a", []string{"x y"})},
+		{attribute.String("m", "tools/call"), attribute.String("s", "x\x00y")},
+		{attribute.String("s", "x\x00y"), attribute.String("m", "tools/call")}, // the same set in another order
+	}
+	ctx := context.Background()
+	for range 3 { // the first round makes the sets, the others reuse them
+		for i, l := range lists {
+			hist.Record(ctx, float64(i+1), l)
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	points := rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Histogram[float64]).DataPoints
+	if len(points) != len(lists)-1 {
+		var got []string
+		for _, p := range points {
+			got = append(got, fmt.Sprint(p.Attributes.ToSlice()))
+		}
+		t.Fatalf("%d series, want %d: %v", len(points), len(lists)-1, got)
+	}
+	for i, l := range lists[:len(lists)-1] {
+		set := attribute.NewSet(l...)
+		var p *metricdata.HistogramDataPoint[float64]
+		for j := range points {
+			if points[j].Attributes.Equals(&set) {
+				p = &points[j]
+			}
+		}
+		want := uint64(3)
+		if i == len(lists)-2 {
+			want = 6 // with the last list, in another order
+		}
+		if p == nil || p.Count != want {
+			t.Errorf("series %v: %+v, want %d samples", l, p, want)
+		}
+	}
+}
+
+// Past maxSets distinct lists a sample still records, with a set made for it.
+func TestHistogramSetsBounded(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	h, _ := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t").Float64Histogram("d")
+	hist := NewHistogram(h)
+	for i := range maxSets + 10 {
+		hist.Record(context.Background(), 1, []attribute.KeyValue{attribute.Int("i", i)})
+	}
+	if n := len(hist.sets.m); n != maxSets {
+		t.Fatalf("%d sets kept, want %d", n, maxSets)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	// The SDK folds series past its own limit into an overflow series: count
+	// the samples.
+	var n uint64
+	for _, p := range rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Histogram[float64]).DataPoints {
+		n += p.Count
+	}
+	if n != maxSets+10 {
+		t.Fatalf("%d samples recorded, want %d", n, maxSets+10)
+	}
+}
+
+// The zero Histogram records nothing and does not fail.
+func TestZeroHistogram(t *testing.T) {
+	Histogram{}.Record(context.Background(), 1, []attribute.KeyValue{attribute.String("a", "b")})
+}
+
+// BenchmarkHistogramRecord is a sample of an operation's six attributes,
+// through Histogram and through metric.WithAttributes (the way before).
+func BenchmarkHistogramRecord(b *testing.B) {
+	h, _ := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())).Meter("t").Float64Histogram("d")
+	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call"), attribute.String("mcpbus.server", "bench"),
+		attribute.String("network.transport", "pipe"), attribute.String("mcp.protocol.version", "2025-11-25"),
+		attribute.String("gen_ai.tool.name", "echo"), attribute.String("gen_ai.operation.name", "execute_tool")}
+	ctx := context.Background()
+	hist := NewHistogram(h)
+	b.Run("cached-set", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			hist.Record(ctx, 0.001, attrs)
+		}
+	})
+	b.Run("with-attributes", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			h.Record(ctx, 0.001, metricWithAttributes(attrs))
+		}
+	})
+}
+
+func metricWithAttributes(attrs []attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributes(attrs...)
+}
