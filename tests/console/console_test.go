@@ -272,6 +272,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_DRIFT_AFTER="+testmcp.DriftAfter,
 		"MCPBUS_TAMPER_URL="+tamperer(t, up.NATSURL(), data).URL,
 	)
+	// The stand-ins above close after the up, not before it: it holds
+	// connections to them.
+	up.EndBefore(t, 15*time.Second)
 	if err := runFlows(t, node, root, flows, env); err != nil {
 		t.Errorf("browser flows: %v (screenshots and traces in %s)", err, artifacts) // the cleanup shows the up's log
 		return

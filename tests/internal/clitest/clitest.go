@@ -137,6 +137,19 @@ func StartUp(t testing.TB, bin string, opts UpOptions) *Up {
 	return u
 }
 
+// EndBefore makes the up end (SIGTERM and up to grace, then SIGKILL) at
+// this point of t's cleanups, which run last-registered first, instead of
+// after every cleanup registered since StartUp: an httptest.Server the up
+// holds a connection to (a stream it keeps open) waits in Close until that
+// connection ends, which took ~150 s of the console test.
+func (u *Up) EndBefore(t testing.TB, grace time.Duration) {
+	t.Cleanup(func() {
+		if !u.Exited() {
+			u.end(grace)
+		}
+	})
+}
+
 // end stops the process: SIGTERM and up to grace for it to exit, then SIGKILL.
 func (u *Up) end(grace time.Duration) {
 	if grace > 0 {
