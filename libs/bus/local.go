@@ -173,13 +173,20 @@ func VouchArguments(ctx context.Context, digest [sha256.Size]byte) context.Conte
 // Vouched is the digest a requester in this process gave VouchArguments
 // for req; ok is false for every request that came over the bus.
 func Vouched(req micro.Request) (digest [sha256.Size]byte, ok bool) {
-	if g, wrapped := req.(groupRequest); wrapped {
-		req = g.Request
-	}
-	if l, local := req.(*localRequest); local {
+	if l := localOf(req); l != nil {
 		return l.vouched, l.hasVouch
 	}
 	return digest, false
+}
+
+// localOf is the request RequestLocal handed over under req (the endpoint's
+// queue-group wrapper taken off), or nil for a request from the bus.
+func localOf(req micro.Request) *localRequest {
+	if g, wrapped := req.(groupRequest); wrapped {
+		req = g.Request
+	}
+	l, _ := req.(*localRequest)
+	return l
 }
 
 // RequesterContext is, for a request RequestLocal handed over, the
@@ -189,10 +196,7 @@ func Vouched(req micro.Request) (digest [sha256.Size]byte, ok bool) {
 // the reply anyway) as long as it ends when this context does: the
 // requester cannot return before the handler does then.
 func RequesterContext(req micro.Request) (ctx context.Context, ok bool) {
-	if g, wrapped := req.(groupRequest); wrapped {
-		req = g.Request
-	}
-	if l, local := req.(*localRequest); local {
+	if l := localOf(req); l != nil {
 		return l.ctx, true
 	}
 	return nil, false
