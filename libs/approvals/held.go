@@ -47,7 +47,7 @@ func (s *Store) Hold(ctx context.Context, c Call, rule *model.GatewayApprovalRul
 	now := s.now().UTC()
 	h := model.HeldCall{ID: id, Principal: c.Principal, Server: c.Server, Tool: c.Tool,
 		ArgsSHA256: hash, Arguments: canon, CreatedAt: now,
-		ExpiresAt: now.Add(holdTimeout(c.Timeout, s.Rules())), Decision: model.HeldPending}
+		ExpiresAt: now.Add(holdTimeout(c.Timeout, s.storedRules(ctx))), Decision: model.HeldPending}
 	if rule != nil {
 		h.Approvers = rule.Approvers
 	}

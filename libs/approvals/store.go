@@ -165,6 +165,26 @@ func (s *Store) setRules(data []byte) {
 // Rules are the rules in force.
 func (s *Store) Rules() model.ApprovalRules { return *s.rules.Load() }
 
+// storedRules are the rules as stored now, read through rather than from the
+// watch: a held call's timeout is the one an admin set the moment before,
+// whichever instance holds it (the watch may lag a rules change by a few
+// milliseconds). Holding is rare and waits seconds, so the read costs
+// nothing that matters; an unreadable bucket leaves the watched rules.
+func (s *Store) storedRules(ctx context.Context) model.ApprovalRules {
+	e, err := s.rulesKV.Get(ctx, rulesKey)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return model.ApprovalRules{}
+		}
+		return s.Rules()
+	}
+	var r model.ApprovalRules
+	if json.Unmarshal(e.Value(), &r) != nil {
+		return s.Rules()
+	}
+	return r
+}
+
 // PutRules validates and stores the rules; this instance applies them at once.
 func (s *Store) PutRules(ctx context.Context, r model.ApprovalRules) (model.ApprovalRules, error) {
 	if e := r.Validate(); e != nil {

@@ -169,3 +169,39 @@ func mustHash(t *testing.T, s string) (json.RawMessage, string) {
 	}
 	return c, h
 }
+
+// A held call takes its timeout from the rules as stored, not from an
+// instance's watch of them, which may lag a change: here the second
+// instance no longer follows the rules at all.
+func TestHoldTakesTheStoredTimeout(t *testing.T) {
+	ns := testkit.NATS(t)
+	ctx := ctxT(t)
+	a, err := approvals.Open(ctx, ctx, testkit.Connect(t, ns), approvals.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := askWrites
+	long.TimeoutSeconds = 600
+	if _, err := a.PutRules(ctx, long); err != nil {
+		t.Fatal(err)
+	}
+	follow, stop := context.WithCancel(ctx)
+	b, err := approvals.Open(follow, ctx, testkit.Connect(t, ns), approvals.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop() // b keeps the 600 s rules it read
+	if _, err := a.PutRules(ctx, askWrites); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Rules().TimeoutSeconds; got != 600 {
+		t.Fatalf("b's watched rules say %d s; the test needs them stale", got)
+	}
+	h, err := b.Hold(ctx, call(`{"n":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := h.ExpiresAt.Sub(h.CreatedAt); d != 2*time.Second {
+		t.Fatalf("held for %s, want the stored rules' 2 s", d)
+	}
+}
