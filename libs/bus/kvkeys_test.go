@@ -64,7 +64,7 @@ func TestKeysListsAKeyRewrittenMeanwhile(t *testing.T) {
 			"ListKeysFiltered": func() ([]string, error) { return collect(c.kv.ListKeysFiltered(withTimeout(t), "a.*")) },
 		}
 		for name, list := range lists {
-			for round := range 100 {
+			for round := range 30 {
 				keys, err := list()
 				if err != nil {
 					t.Fatalf("%s %s: %v", c.name, name, err)
