@@ -51,12 +51,11 @@ jaegerdev:
 # bounds running out) and a running test binary holds one of go test's -p slots, as a compile
 # does: -p $(TEST_P) keeps compiles and other suites going beside the slow ones on 2 cores, and
 # as go test starts test binaries in the order it is given the packages, the slowest come
-# first (the runner's, ~150 s of mostly waiting alone, at the head: started after the others it
-# ran on alone at the end; 655 → 594 s on this machine). -parallel 4: the t.Parallel tests of a package (go's default is GOMAXPROCS).
+# first. -parallel 4: the t.Parallel tests of a package (go's default is GOMAXPROCS).
 # -vet=off: vet ran go vet on every package already (go test's own vet is a subset of it).
 # tests/cluster runs alone afterwards: its 3-node clusters (three nats-servers, runner processes)
 # beside four -race suites loaded the 2 cores enough to make the others' timed steps flaky.
-SLOW_TESTS := ./services/runner/runner ./tests/gateway ./tests/console ./tests/e2e ./tests/security ./tests/split
+SLOW_TESTS := ./tests/gateway ./tests/console ./tests/e2e ./tests/security ./tests/split ./services/runner/runner
 TEST_P     ?= 4
 test: console
 	$(MAKE) --no-print-directory -j2 npm-deps vet
