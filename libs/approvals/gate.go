@@ -39,6 +39,9 @@ func (s *Store) Enforce(ctx context.Context, c Call, ask Asker) (string, error) 
 	default:
 		return DenyRuleMessage(c.Tool), nil
 	}
+	if !c.Deferred {
+		ctx = context.WithValue(ctx, sweepKey{}, true)
+	}
 	h, err := s.Hold(ctx, c, v.Rule)
 	if err != nil {
 		return "", err

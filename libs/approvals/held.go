@@ -23,6 +23,11 @@ type Call struct {
 	Arguments json.RawMessage
 	// Timeout of a new record (0: the rules'), at most model.MaxApprovalTimeout.
 	Timeout time.Duration
+	// Deferred: the call runs after the request that enforces it has ended
+	// (a task). An approval left for the bus then stays until the runner
+	// consumes it; otherwise it is consumed when the request ends, if the
+	// runner did not (sweepLeft).
+	Deferred bool
 }
 
 // Hold finds or writes the pending record of c (timeout from the rules,
@@ -139,10 +144,22 @@ func (s *Store) expired(h model.HeldCall) model.HeldCall {
 // consumes it there), else it is consumed here.
 func (s *Store) release(ctx context.Context, h model.HeldCall, rev uint64) error {
 	if s.leaveForBus && s.Check(h.Principal, h.Tool).Decision == model.ApprovalAsk {
+		if sweeps, _ := ctx.Value(sweepKey{}).(bool); sweeps && rev != 0 {
+			// The runner consumes it when the call arrives, unless its own
+			// watch of the rules has not yet seen them ask: then the
+			// approval would release the next identical call too. When the
+			// request ends the call has reached the runner or never will,
+			// so what is left at this revision is consumed then.
+			context.AfterFunc(ctx, func() { _ = s.consume(ctx, h, rev) })
+		}
 		return nil
 	}
 	return s.consume(ctx, h, rev)
 }
+
+// sweepKey marks the context of a request whose approval left for the bus
+// is consumed when the request ends (Call.Deferred unset).
+type sweepKey struct{}
 
 // holdTimeout is the wait of a new held call: the caller's, else the rules'.
 func holdTimeout(d time.Duration, r model.ApprovalRules) time.Duration {

@@ -3,6 +3,7 @@ package approvals_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -203,5 +204,69 @@ func TestHoldTakesTheStoredTimeout(t *testing.T) {
 	}
 	if d := h.ExpiresAt.Sub(h.CreatedAt); d != 2*time.Second {
 		t.Fatalf("held for %s, want the stored rules' 2 s", d)
+	}
+}
+
+// A front door leaves an approval the bus also asks for to the runner;
+// when the request ends, what the runner did not consume (its watch of the
+// rules behind: it let the call run without looking) is consumed, so one
+// approval never releases two calls. A task's request ends before its call
+// runs: its approval stays for the runner.
+func TestApprovalLeftForTheBusIsSweptWhenTheRequestEnds(t *testing.T) {
+	ns := testkit.NATS(t)
+	ctx := ctxT(t)
+	front, err := approvals.Open(ctx, ctx, testkit.Connect(t, ns), approvals.Options{LeaveForBus: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := front.PutRules(ctx, askWrites); err != nil {
+		t.Fatal(err)
+	}
+	for _, deferred := range []bool{false, true} {
+		args := fmt.Sprintf(`{"deferred":%v}`, deferred)
+		c := call(args)
+		c.Deferred = deferred
+		reqCtx, endRequest := context.WithCancel(ctx)
+		done := make(chan string, 1)
+		go func() {
+			msg, err := front.Enforce(reqCtx, c, nil)
+			if err != nil {
+				msg = err.Error()
+			}
+			done <- msg
+		}()
+		var h model.HeldCall
+		testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+			l, _ := front.List(ctx, "operator", true)
+			for _, x := range l {
+				if string(x.Arguments) == args && x.Decision == model.HeldPending {
+					h = x
+					return true, ""
+				}
+			}
+			return false, "the call is not held"
+		})
+		if _, err := front.Decide(ctx, model.ApprovalDecideRequest{ID: h.ID, Decision: model.DecisionApprove}, "operator", true, false); err != nil {
+			t.Fatal(err)
+		}
+		if msg := <-done; msg != "" {
+			t.Fatalf("deferred %v: approved call refused: %s", deferred, msg)
+		}
+		// Left for the runner while the request lasts.
+		if got, err := front.Hold(ctx, c, nil); err != nil || got.Decision != model.HeldApproved {
+			t.Fatalf("deferred %v: during the request the record is %+v, %v; want it approved, left for the runner", deferred, got, err)
+		}
+		endRequest()
+		if deferred {
+			time.Sleep(300 * time.Millisecond)
+			if got, _ := front.Hold(ctx, c, nil); got.Decision != model.HeldApproved {
+				t.Fatalf("a task's approval was consumed when its request ended: %+v", got)
+			}
+			continue
+		}
+		testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+			got, err := front.Hold(ctx, c, nil) // once consumed, the same call is held anew
+			return err == nil && got.Decision == model.HeldPending, fmt.Sprintf("record %+v, %v", got, err)
+		})
 	}
 }

@@ -211,7 +211,7 @@ func (a *API) approveTask(w http.ResponseWriter, r *http.Request, in model.TaskC
 		args = json.RawMessage("{}")
 	}
 	msg, err := a.opts.Approvals.Enforce(r.Context(), approvals.Call{Principal: auth.PrincipalFrom(r.Context()).Bus().ID,
-		Server: server, Tool: name, Arguments: args}, nil)
+		Server: server, Tool: name, Arguments: args, Deferred: true}, nil)
 	if err != nil {
 		writeError(w, err)
 		return true
