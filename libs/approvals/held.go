@@ -26,7 +26,7 @@ type Call struct {
 	// Deferred: the call runs after the request that enforces it has ended
 	// (a task). An approval left for the bus then stays until the runner
 	// consumes it; otherwise it is consumed when the request ends, if the
-	// runner did not (sweepLeft).
+	// runner did not (release).
 	Deferred bool
 }
 
@@ -52,7 +52,7 @@ func (s *Store) Hold(ctx context.Context, c Call, rule *model.GatewayApprovalRul
 	now := s.now().UTC()
 	h := model.HeldCall{ID: id, Principal: c.Principal, Server: c.Server, Tool: c.Tool,
 		ArgsSHA256: hash, Arguments: canon, CreatedAt: now,
-		ExpiresAt: now.Add(holdTimeout(c.Timeout, s.storedRules(ctx))), Decision: model.HeldPending}
+		ExpiresAt: now.Add(s.holdTimeout(ctx, c.Timeout)), Decision: model.HeldPending}
 	if rule != nil {
 		h.Approvers = rule.Approvers
 	}
@@ -161,10 +161,11 @@ func (s *Store) release(ctx context.Context, h model.HeldCall, rev uint64) error
 // is consumed when the request ends (Call.Deferred unset).
 type sweepKey struct{}
 
-// holdTimeout is the wait of a new held call: the caller's, else the rules'.
-func holdTimeout(d time.Duration, r model.ApprovalRules) time.Duration {
+// holdTimeout is the wait of a new held call: the caller's, else the stored
+// rules' (read only then).
+func (s *Store) holdTimeout(ctx context.Context, d time.Duration) time.Duration {
 	if d <= 0 {
-		return r.Timeout()
+		return s.storedRules(ctx).Timeout()
 	}
 	return min(d, model.MaxApprovalTimeout)
 }
