@@ -51,6 +51,7 @@ type Scanner struct {
 	// windowed is the set of the former, all every rule.
 	span     []int
 	anchors  []func() *regexp.Regexp // by rule, for those whose matches start with a keyword (span.go), compiled on first use
+	heads    [][]head                // by rule, the bytes those matches start with (head.go)
 	needs    [][][]string            // by rule, texts a match needs besides its keywords (span.go)
 	windowed ruleSet
 	all      ruleSet
@@ -125,10 +126,17 @@ func New() (*Scanner, error) {
 		if n := span(r.Regex, r.Keywords); n > 0 && windowable(r) && !slices.ContainsFunc(cfg.Allowlists, onLine) {
 			s.windowed.add(i)
 			s.span = append(s.span, n)
-			s.anchors = append(s.anchors, lazyRegexp(anchor(r.Regex, r.Keywords)))
+			a := anchor(r.Regex, r.Keywords)
+			s.anchors = append(s.anchors, lazyRegexp(a))
+			var hs []head
+			if a != nil {
+				hs = headsOf(r.Regex)
+			}
+			s.heads = append(s.heads, hs)
 		} else {
 			s.span = append(s.span, 0)
 			s.anchors = append(s.anchors, nil)
+			s.heads = append(s.heads, nil)
 		}
 		// Compiled once above (a bad rule fails New), dropped until used.
 		s.sources = append(s.sources, r.Regex.String())

@@ -48,8 +48,11 @@ func (s *Scanner) windows(i int, payload []byte, hits []hit, sc *scratch) []wind
 		}
 		may := true
 		if a != nil {
-			_, w := utf8.DecodeLastRune(payload[:h.pos])
-			may = a.Match(payload[h.pos-w : min(n, h.pos+l+windowMargin)])
+			// The bytes first (a few loads), the regexp only where they fit.
+			if may = startsAny(s.heads[i], payload[h.pos:]); may {
+				_, w := utf8.DecodeLastRune(payload[:h.pos])
+				may = a.Match(payload[h.pos-w : min(n, h.pos+l+windowMargin)])
+			}
 		}
 		all = append(all, marked{window{max(0, h.pos+len(h.k.word)-l-windowMargin), min(n, h.pos+l+windowMargin)}, may})
 	}
