@@ -40,7 +40,7 @@ func (s *Store) Enforce(ctx context.Context, c Call, ask Asker) (string, error) 
 		return DenyRuleMessage(c.Tool), nil
 	}
 	if !c.Deferred {
-		ctx = context.WithValue(ctx, sweepKey{}, true)
+		ctx = Sweeping(ctx)
 	}
 	h, err := s.Hold(ctx, c, v.Rule)
 	if err != nil {

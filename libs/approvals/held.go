@@ -144,7 +144,7 @@ func (s *Store) expired(h model.HeldCall) model.HeldCall {
 // consumes it there), else it is consumed here.
 func (s *Store) release(ctx context.Context, h model.HeldCall, rev uint64) error {
 	if s.leaveForBus && s.Check(h.Principal, h.Tool).Decision == model.ApprovalAsk {
-		if sweeps, _ := ctx.Value(sweepKey{}).(bool); sweeps && rev != 0 {
+		if Sweeps(ctx) && rev != 0 {
 			// The runner consumes it when the call arrives, unless its own
 			// watch of the rules has not yet seen them ask: then the
 			// approval would release the next identical call too. When the
@@ -160,6 +160,20 @@ func (s *Store) release(ctx context.Context, h model.HeldCall, rev uint64) error
 // sweepKey marks the context of a request whose approval left for the bus
 // is consumed when the request ends (Call.Deferred unset).
 type sweepKey struct{}
+
+// Sweeping marks ctx, the context of a request that makes its call before
+// it ends: an approval Take or Await leaves for the bus under it is
+// consumed when ctx ends, if the runner has not (Enforce does this unless
+// Call.Deferred). Not for a call that runs after ctx ends (a task).
+func Sweeping(ctx context.Context) context.Context {
+	return context.WithValue(ctx, sweepKey{}, true)
+}
+
+// Sweeps reports whether ctx is marked by Sweeping.
+func Sweeps(ctx context.Context) bool {
+	sweeps, _ := ctx.Value(sweepKey{}).(bool)
+	return sweeps
+}
 
 // holdTimeout is the wait of a new held call: the caller's, else the stored
 // rules' (read only then).

@@ -270,3 +270,69 @@ func TestApprovalLeftForTheBusIsSweptWhenTheRequestEnds(t *testing.T) {
 		})
 	}
 }
+
+// The approval round of a 2026-07-28 client and the chat take or await a
+// held call themselves, under a context marked Sweeping: what they leave for
+// the runner is consumed when that context ends, as Enforce's is.
+func TestTakeAndAwaitSweepWhenMarked(t *testing.T) {
+	ns := testkit.NATS(t)
+	ctx := ctxT(t)
+	front, err := approvals.Open(ctx, ctx, testkit.Connect(t, ns), approvals.Options{LeaveForBus: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := front.PutRules(ctx, askWrites); err != nil {
+		t.Fatal(err)
+	}
+	for _, way := range []string{"take", "await", "take unmarked"} {
+		c := call(fmt.Sprintf(`{"way":%q}`, way))
+		h, err := front.Hold(ctx, c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqCtx, endRequest := context.WithCancel(ctx)
+		if way != "take unmarked" {
+			reqCtx = approvals.Sweeping(reqCtx)
+		}
+		got := make(chan model.HeldCall, 1)
+		go func() {
+			if way == "await" {
+				h, err := front.Await(reqCtx, h)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- h
+			}
+		}()
+		if way == "await" {
+			time.Sleep(100 * time.Millisecond) // awaiting before the decision
+		}
+		if _, err := front.Decide(ctx, model.ApprovalDecideRequest{ID: h.ID, Decision: model.DecisionApprove}, "operator", true, false); err != nil {
+			t.Fatal(err)
+		}
+		var final model.HeldCall
+		if way == "await" {
+			final = <-got
+		} else if final, err = front.Take(reqCtx, h); err != nil {
+			t.Fatal(err)
+		}
+		if final.Decision != model.HeldApproved {
+			t.Fatalf("%s: %+v, want approved", way, final)
+		}
+		if again, err := front.Hold(ctx, c, nil); err != nil || again.Decision != model.HeldApproved {
+			t.Fatalf("%s: during the request the record is %+v, %v; want it approved, left for the runner", way, again, err)
+		}
+		endRequest()
+		if way == "take unmarked" {
+			time.Sleep(300 * time.Millisecond)
+			if again, _ := front.Hold(ctx, c, nil); again.Decision != model.HeldApproved {
+				t.Fatalf("an unmarked request's approval was consumed when it ended: %+v", again)
+			}
+			continue
+		}
+		testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+			again, err := front.Hold(ctx, c, nil) // once consumed, the same call is held anew
+			return err == nil && again.Decision == model.HeldPending, fmt.Sprintf("%s: record %+v, %v", way, again, err)
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/conversation"
@@ -726,11 +727,13 @@ func TestRealTools(t *testing.T) {
 type approver struct {
 	decision string
 	asked    []model.ChatToolCall
+	ctx      context.Context // the last Ask's
 }
 
-func (a *approver) Ask(_ context.Context, _ string, call model.ChatToolCall, asked func()) (string, error) {
+func (a *approver) Ask(ctx context.Context, _ string, call model.ChatToolCall, asked func()) (string, error) {
 	asked()
 	a.asked = append(a.asked, call)
+	a.ctx = ctx
 	return a.decision, nil
 }
 
@@ -738,9 +741,21 @@ func TestApproverHook(t *testing.T) {
 	ap := &approver{decision: model.DecisionApprove}
 	h := setup(t, model.ChatProviderOpenAI, func(d *loop.Deps) { d.Approver = ap })
 	h.prof.Approval = model.ApprovalPolicy{Default: model.ApprovalAsk}
+	// The approval is asked under a context that lasts while the call
+	// runs and ends with it, marked so an approval left for the runner is
+	// consumed then (libs/approvals, Sweeping).
+	echo := h.fake.handlers["fake__echo"]
+	var liveDuringCall bool
+	h.fake.handlers["fake__echo"] = func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+		liveDuringCall = ap.ctx != nil && ap.ctx.Err() == nil
+		return echo(ctx, args)
+	}
 	h.srv.Enqueue(llmtest.ToolCalls(llmtest.ToolCall{ID: "q1", Name: "fake__echo", Arguments: `{"message":"ok?"}`}), llmtest.Text("ok"))
 	if done, err := h.eng.RunTurn(ctxT(t), "ask", h.prof, "go"); err != nil || done.Reason != model.TurnFinal {
 		t.Fatalf("%+v %v", done, err)
+	}
+	if !liveDuringCall || ap.ctx.Err() == nil || !approvals.Sweeps(ap.ctx) {
+		t.Fatalf("the approval's context: live during the call %v, ended after it %v, sweeps %v; want true, true, true", liveDuringCall, ap.ctx.Err() != nil, approvals.Sweeps(ap.ctx))
 	}
 	if len(ap.asked) != 1 || ap.asked[0].CallID != "q1" || h.fake.count("fake__echo") != 1 {
 		t.Fatalf("asked %+v, calls %d", ap.asked, h.fake.count("fake__echo"))

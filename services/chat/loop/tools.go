@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/deadline"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -176,7 +177,18 @@ func (t *turn) runCall(ctx context.Context, s *state, tools resolver, c StepCall
 				return fail(errDenied, fmt.Sprintf("The call of %s needs approval, but no approver is available, so it was denied and not run.", c.Name))
 			}
 			waiting := model.ChatToolCall{CallID: c.ID, Tool: c.Name, State: model.ToolCallAwaitingApproval, Arguments: args}
-			d, err := t.e.d.Approver.Ask(ctx, t.conv, waiting, func() {
+			actx := ctx
+			if t.taskRunner(c.Name) == nil {
+				// The call is made below, before this function returns: an
+				// approval left for the runner is consumed then if the
+				// runner has not (its rules not yet asking). A task's call
+				// runs later, so its approval stays for the runner.
+				var callDone context.CancelFunc
+				actx, callDone = context.WithCancel(ctx)
+				defer callDone()
+				actx = approvals.Sweeping(actx)
+			}
+			d, err := t.e.d.Approver.Ask(actx, t.conv, waiting, func() {
 				t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: &waiting})
 			})
 			if ctx.Err() != nil {

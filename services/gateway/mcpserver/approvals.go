@@ -44,6 +44,9 @@ func (a *Aggregator) approve(ctx context.Context, v *view, e *toolEntry, req *mc
 		return nil, false, nil
 	}
 	call := approvals.Call{Principal: v.principal.Bus().ID, Server: e.cat.Server, Tool: e.name, Arguments: args}
+	// The call goes to the runner within this request (an approval round's
+	// retry included): an approval left for it is consumed when it ends.
+	ctx = approvals.Sweeping(ctx)
 	modern := modernEra(req)
 	if modern && retrying(req) {
 		id, ok := strings.CutPrefix(req.Params.RequestState, approvalStatePrefix)
