@@ -28,7 +28,7 @@ func (s *Store) Enforcing() bool {
 // same arguments. Nothing the message says about itself counts: the record
 // is found by the caller's principal, the tool and the arguments' hash.
 func (s *Store) Gate(ctx context.Context, c Call, wait time.Duration) error {
-	v := s.Check(c.Principal, c.Tool)
+	v := s.Check(c.Principal, c.Names()...)
 	switch v.Decision {
 	case model.ApprovalAllow:
 		return nil

@@ -15,9 +15,10 @@ type Verdict struct {
 	Rule     *model.GatewayApprovalRule
 }
 
-// Check is the rules' decision for a call of tool by principal id.
-func (s *Store) Check(principal, tool string) Verdict {
-	d, r := s.Rules().Decide(tool, principal)
+// Check is the rules' decision for a call by principal id of the tool
+// known by names (Call.Names: the name clients see first).
+func (s *Store) Check(principal string, names ...string) Verdict {
+	d, r := s.Rules().DecideNames(names, principal)
 	return Verdict{Decision: d, Rule: r}
 }
 
@@ -31,7 +32,7 @@ type Asker func(ctx context.Context, h model.HeldCall) (approve bool, err error)
 // the calling client meanwhile, and its answer decides as the caller's own.
 // An error (the bucket unreachable) refuses the call too: fail closed.
 func (s *Store) Enforce(ctx context.Context, c Call, ask Asker) (string, error) {
-	v := s.Check(c.Principal, c.Tool)
+	v := s.Check(c.Principal, c.Names()...)
 	switch v.Decision {
 	case model.ApprovalAllow:
 		return "", nil

@@ -19,8 +19,11 @@ import (
 type Call struct {
 	Principal string // principal id
 	Server    string
-	Tool      string // namespaced <server>__<tool>
-	Arguments json.RawMessage
+	Tool      string // namespaced <server>__<tool>, as clients see it
+	// ServerTool is the tool's name as its server gives it (empty: Tool
+	// without its server part): rules naming <server>__<it> match too.
+	ServerTool string
+	Arguments  json.RawMessage
 	// Timeout of a new record (0: the rules'), at most model.MaxApprovalTimeout.
 	Timeout time.Duration
 	// Deferred: the call runs after the request that enforces it has ended
@@ -28,6 +31,17 @@ type Call struct {
 	// consumes it; otherwise it is consumed when the request ends, if the
 	// runner did not (release).
 	Deferred bool
+}
+
+// Names are the names the rules match c's tool by (model.ToolNames).
+func (c Call) Names() []string { return model.ToolNames(c.Tool, c.Server, c.serverTool()) }
+
+// serverTool is ServerTool when it names the tool otherwise than Tool does.
+func (c Call) serverTool() string {
+	if c.ServerTool == "" || c.Server+"__"+c.ServerTool == c.Tool {
+		return ""
+	}
+	return c.ServerTool
 }
 
 // Hold finds or writes the pending record of c (timeout from the rules,
@@ -50,7 +64,7 @@ func (s *Store) Hold(ctx context.Context, c Call, rule *model.GatewayApprovalRul
 		return model.HeldCall{}, err
 	}
 	now := s.now().UTC()
-	h := model.HeldCall{ID: id, Principal: c.Principal, Server: c.Server, Tool: c.Tool,
+	h := model.HeldCall{ID: id, Principal: c.Principal, Server: c.Server, Tool: c.Tool, ServerTool: c.serverTool(),
 		ArgsSHA256: hash, Arguments: canon, CreatedAt: now,
 		ExpiresAt: now.Add(s.holdTimeout(ctx, c.Timeout)), Decision: model.HeldPending}
 	if rule != nil {
@@ -143,7 +157,7 @@ func (s *Store) expired(h model.HeldCall) model.HeldCall {
 // the same call on the bus too (the runner's Gate finds it approved and
 // consumes it there), else it is consumed here.
 func (s *Store) release(ctx context.Context, h model.HeldCall, rev uint64) error {
-	if s.leaveForBus && s.Check(h.Principal, h.Tool).Decision == model.ApprovalAsk {
+	if s.leaveForBus && s.Check(h.Principal, h.ToolNames()...).Decision == model.ApprovalAsk {
 		if Sweeps(ctx) && rev != 0 {
 			// The runner consumes it when the call arrives, unless its own
 			// watch of the rules has not yet seen them ask: then the

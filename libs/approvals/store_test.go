@@ -336,3 +336,43 @@ func TestTakeAndAwaitSweepWhenMarked(t *testing.T) {
 		})
 	}
 }
+
+// A rule may name a tool as its server does (fs__files.remove) where
+// clients see it sanitised (fs__files_remove_<hash>): the call is held, its
+// record keeps the server's name, and a front door checking the record
+// again (release) sees the same rule, so it leaves the approval for the
+// runner as it would under the listed name.
+func TestRulesMatchTheServersToolName(t *testing.T) {
+	ns := testkit.NATS(t)
+	ctx := ctxT(t)
+	front, err := approvals.Open(ctx, ctx, testkit.Connect(t, ns), approvals.Options{LeaveForBus: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := front.PutRules(ctx, model.ApprovalRules{TimeoutSeconds: 5, Rules: []model.GatewayApprovalRule{
+		{Tool: "fs__files.*", Decision: model.ApprovalAsk}}}); err != nil {
+		t.Fatal(err)
+	}
+	c := approvals.Call{Principal: "key:x", Server: "fs", Tool: model.NamespacedName("fs", "files.remove"), ServerTool: "files.remove",
+		Arguments: json.RawMessage(`{}`)}
+	if v := front.Check(c.Principal, c.Tool); v.Decision != model.ApprovalAllow {
+		t.Fatalf("the listed name alone: %s", v.Decision)
+	}
+	if v := front.Check(c.Principal, c.Names()...); v.Decision != model.ApprovalAsk {
+		t.Fatalf("with the server's name: %s, want ask", v.Decision)
+	}
+	h, err := front.Hold(ctx, c, nil)
+	if err != nil || h.ServerTool != "files.remove" {
+		t.Fatalf("held %+v, %v; want the server's name kept", h, err)
+	}
+	if _, err := front.Decide(ctx, model.ApprovalDecideRequest{ID: h.ID, Decision: model.DecisionApprove}, "operator", true, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := front.Take(ctx, h); err != nil || got.Decision != model.HeldApproved {
+		t.Fatalf("take: %+v, %v", got, err)
+	}
+	// Left for the runner: the rules ask for the record's names too.
+	if again, err := front.Hold(ctx, c, nil); err != nil || again.Decision != model.HeldApproved {
+		t.Fatalf("after the take the record is %+v, %v; want it approved, left for the runner", again, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,9 +61,15 @@ func (r ApprovalRules) Timeout() time.Duration {
 // Decide is the decision for a call of tool (namespaced) by principal id,
 // and the rule that made it (nil: the default).
 func (r ApprovalRules) Decide(tool, principal string) (string, *GatewayApprovalRule) {
+	return r.DecideNames([]string{tool}, principal)
+}
+
+// DecideNames is Decide for a tool known by several names (ToolNames): the
+// first rule whose tool glob matches any of them decides.
+func (r ApprovalRules) DecideNames(names []string, principal string) (string, *GatewayApprovalRule) {
 	for i := range r.Rules {
 		rule := &r.Rules[i]
-		if Glob(rule.Tool, tool) && (rule.Principal == "" || Glob(rule.Principal, principal)) {
+		if slices.ContainsFunc(names, func(n string) bool { return Glob(rule.Tool, n) }) && (rule.Principal == "" || Glob(rule.Principal, principal)) {
 			return rule.Decision, rule
 		}
 	}
@@ -161,10 +168,13 @@ const (
 // binds the caller, the tool and the hash of the canonical arguments, so an
 // approval releases exactly this call.
 type HeldCall struct {
-	ID         string          `json:"id"`
-	Principal  string          `json:"principal"`
-	Server     string          `json:"server"`
-	Tool       string          `json:"tool"`
+	ID        string `json:"id"`
+	Principal string `json:"principal"`
+	Server    string `json:"server"`
+	Tool      string `json:"tool"`
+	// ServerTool is the tool's name as its server gives it, when the
+	// namespaced name differs from <server>__<it> (ToolNames).
+	ServerTool string          `json:"server_tool,omitempty"`
 	ArgsSHA256 string          `json:"args_sha256"`
 	Arguments  json.RawMessage `json:"arguments,omitempty"`
 	Approvers  []string        `json:"approvers,omitempty"`
@@ -175,6 +185,9 @@ type HeldCall struct {
 	DecidedAt  time.Time       `json:"decided_at,omitzero"`
 	Reason     string          `json:"reason,omitempty"`
 }
+
+// ToolNames are the names the rules match h's tool by (ToolNames).
+func (h HeldCall) ToolNames() []string { return ToolNames(h.Tool, h.Server, h.ServerTool) }
 
 // State is the call's decision, a pending call past its expiry being denied.
 func (h HeldCall) State(now time.Time) string {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -86,5 +87,46 @@ func TestCanonicalArgs(t *testing.T) {
 	}
 	if _, _, err := CanonicalArgs(json.RawMessage(`{`)); err == nil {
 		t.Error("bad JSON accepted")
+	}
+}
+
+// A tool whose namespaced name differs from <server>__<tool> (a dot
+// sanitised, a long name shortened) is matched by rules naming either.
+func TestDecideNamesMatchesTheServersName(t *testing.T) {
+	dotted := NamespacedName("fs", "files.remove")
+	if dotted == "fs__files.remove" {
+		t.Fatalf("NamespacedName kept the dot: %s", dotted)
+	}
+	names := ToolNames(dotted, "fs", "files.remove")
+	if len(names) != 2 || names[0] != dotted || names[1] != "fs__files.remove" {
+		t.Fatalf("ToolNames: %q", names)
+	}
+	if got := ToolNames("fs__read", "fs", "read"); len(got) != 1 {
+		t.Fatalf("a name that is <server>__<tool> is one name: %q", got)
+	}
+	if got := ToolNames("fs__read", "fs", ""); len(got) != 1 {
+		t.Fatalf("no server tool name, one name: %q", got)
+	}
+	r := ApprovalRules{Rules: []GatewayApprovalRule{
+		{Tool: "fs__files.*", Decision: ApprovalDeny},
+		{Tool: dotted, Decision: ApprovalAsk},
+	}}
+	if d, rule := r.DecideNames(names, "key:x"); d != ApprovalDeny || rule != &r.Rules[0] {
+		t.Errorf("the server's name: %s, want the first rule's deny", d)
+	}
+	if d, _ := r.Decide(dotted, "key:x"); d != ApprovalAsk {
+		t.Errorf("the listed name alone: %s, want ask", d)
+	}
+	long := strings.Repeat("x", 80)
+	short := NamespacedName("fs", long)
+	if d, _ := r.DecideNames(ToolNames(short, "fs", long), "key:x"); d != ApprovalAllow {
+		t.Errorf("no rule names it: %s", d)
+	}
+	r.Rules = append(r.Rules, GatewayApprovalRule{Tool: "fs__" + long, Decision: ApprovalDeny})
+	if d, _ := r.DecideNames(ToolNames(short, "fs", long), "key:x"); d != ApprovalDeny {
+		t.Errorf("a rule naming the long name whole: %s, want deny", d)
+	}
+	if (HeldCall{Tool: dotted, Server: "fs", ServerTool: "files.remove"}).ToolNames()[1] != "fs__files.remove" {
+		t.Error("a held call's names lack the server's")
 	}
 }

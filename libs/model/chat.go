@@ -173,10 +173,10 @@ func (p ApprovalPolicy) EngineRules() ApprovalRules {
 	return r
 }
 
-// Decide is allow, ask or deny for the namespaced tool name (by the engine's
-// rules, EngineRules).
-func (p ApprovalPolicy) Decide(name string) string {
-	d, _ := p.EngineRules().Decide(name, "")
+// Decide is allow, ask or deny for a tool known by names (ToolNames: the
+// namespaced name first), by the engine's rules (EngineRules).
+func (p ApprovalPolicy) Decide(names ...string) string {
+	d, _ := p.EngineRules().DecideNames(names, "")
 	return d
 }
 

@@ -94,6 +94,21 @@ func NamespacedName(server, tool string) string {
 	return s + "_" + h
 }
 
+// ToolNames are the names approval rules match a tool by: name, the one
+// clients see, and <server>__<tool> as the server names the tool when that
+// differs (NamespacedName shortened or sanitised it, or ClashName renamed
+// it), so a rule written either way holds, denies or allows the same calls.
+// An empty tool (a record stored before it was kept) gives name alone.
+func ToolNames(name, server, tool string) []string {
+	if tool == "" {
+		return []string{name}
+	}
+	if full := server + "__" + tool; full != name {
+		return []string{name, full}
+	}
+	return []string{name}
+}
+
 // ClashName is the name of a tool whose namespaced name another tool has too
 // (server "a" with tool "b__c" and server "a__b" with tool "c" are both
 // "a__b__c"): the name shortened, plus a hash of the tool's own identity, so

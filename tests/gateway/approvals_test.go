@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 )
 
@@ -200,6 +201,44 @@ func TestApprovalsForAnyClient(t *testing.T) {
 		if got := <-done; got != "for bob" {
 			t.Fatalf("released call: %s", got)
 		}
+	})
+
+	t.Run("a rule may name a tool as its server does", func(t *testing.T) {
+		// "files.remove" is listed as <slug>__files_remove_<hash> (a dot is
+		// not allowed in a namespaced name): a deny rule written with the
+		// server's own name denies it all the same, at the gateway and on
+		// the bus, where a rule naming neither name would not.
+		if res, err := callTool(t, plain.ClientSession, slug+"__add_tool", map[string]any{"message": "files.remove"}); err != nil || res.IsError {
+			t.Fatalf("add_tool: %v %v", textOf(res), err)
+		}
+		var listed *mcp.Tool
+		waitList(t, plain.ClientSession, 30*time.Second, "files.remove listed", func(m map[string]*mcp.Tool) bool {
+			listed = byOrigin(m, slug, "files.remove")
+			return listed != nil
+		})
+		if listed.Name == slug+"__files.remove" {
+			t.Fatalf("listed as %s: the test needs a name that differs from the server's", listed.Name)
+		}
+		// Before: no rule names it, it runs.
+		if res, err := callTool(t, plain.ClientSession, listed.Name, map[string]any{}); err != nil || res.IsError {
+			t.Fatalf("%s before the rule: %s %v", listed.Name, textOf(res), err)
+		}
+		r := httpDo(t, http.MethodPut, e.url+"/api/v1/approvals/rules", e.admin, model.ApprovalRules{TimeoutSeconds: 60,
+			Rules: []model.GatewayApprovalRule{{Tool: slug + "__files.*", Decision: model.ApprovalDeny}, {Tool: echo, Decision: model.ApprovalAsk}}})
+		if r.status != http.StatusOK {
+			t.Fatalf("PUT rules: %d %s", r.status, r.body)
+		}
+		defer setRules(60)
+		res, err := callTool(t, plain.ClientSession, listed.Name, map[string]any{})
+		if err != nil || !res.IsError || !strings.Contains(textOf(res), "deny") {
+			t.Fatalf("%s under a deny rule on its server's name, over /mcp: %s %v", listed.Name, textOf(res), err)
+		}
+		// The runner's check (an operator's call on the bus) reads the rules
+		// from its KV watch: wait until it has them.
+		testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+			_, err := e.st.Client.Call(ctxT(t, 10*time.Second), slug, "files.remove", json.RawMessage(`{}`), nil)
+			return err != nil && strings.Contains(err.Error(), "deny"), fmt.Sprintf("over the bus: %v", err)
+		})
 	})
 
 	t.Run("timeout denies", func(t *testing.T) {

@@ -167,7 +167,7 @@ func (t *turn) runCall(ctx context.Context, s *state, tools resolver, c StepCall
 	if s.breaker.Open(tool.Server) {
 		return fail(errBreakerOpen, fmt.Sprintf("Not called: server %s is failing (%d consecutive errors in this turn). Do not call its tools again in this turn; use another way or tell the user.", tool.Server, t.e.d.BreakerLimit))
 	}
-	switch t.profile.Approval.Decide(c.Name) {
+	switch t.profile.Approval.Decide(model.ToolNames(c.Name, tool.Server, tool.Tool)...) {
 	case model.ApprovalDeny:
 		return fail(errDenied, fmt.Sprintf("The call of %s was denied by policy (the profile's approval rules); it was not run.", c.Name))
 	case model.ApprovalAsk:

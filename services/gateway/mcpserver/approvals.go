@@ -43,7 +43,7 @@ func (a *Aggregator) approve(ctx context.Context, v *view, e *toolEntry, req *mc
 	if st == nil {
 		return nil, false, nil
 	}
-	call := approvals.Call{Principal: v.principal.Bus().ID, Server: e.cat.Server, Tool: e.name, Arguments: args}
+	call := approvals.Call{Principal: v.principal.Bus().ID, Server: e.cat.Server, Tool: e.name, ServerTool: e.cat.Tool, Arguments: args}
 	// The call goes to the runner within this request (an approval round's
 	// retry included): an approval left for it is consumed when it ends.
 	ctx = approvals.Sweeping(ctx)
@@ -55,7 +55,7 @@ func (a *Aggregator) approve(ctx context.Context, v *view, e *toolEntry, req *mc
 		}
 		return a.resumeApproval(ctx, call, id, req)
 	}
-	verdict := st.Check(call.Principal, call.Tool)
+	verdict := st.Check(call.Principal, call.Names()...)
 	switch verdict.Decision {
 	case model.ApprovalAllow:
 		return nil, false, nil

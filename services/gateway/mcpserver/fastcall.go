@@ -266,7 +266,7 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 	if a.opts.Approvals != nil {
 		// A client that cannot be asked: a held call waits for an approver.
 		msg, err := a.opts.Approvals.Enforce(ctx, approvals.Call{Principal: v.principal.Bus().ID,
-			Server: e.cat.Server, Tool: e.name, Arguments: args}, nil)
+			Server: e.cat.Server, Tool: e.name, ServerTool: e.cat.Tool, Arguments: args}, nil)
 		if err != nil {
 			fail(approvalError(err))
 			return "", err

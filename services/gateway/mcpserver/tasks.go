@@ -240,7 +240,7 @@ func (a *Aggregator) createTask(ctx context.Context, v *view, ls *liveSession, m
 		// Held calls wait for an approver (CLI, REST, console): the handle
 		// comes once the call is approved.
 		msg, err := a.opts.Approvals.Enforce(ctx, approvals.Call{Principal: v.principal.Bus().ID,
-			Server: e.cat.Server, Tool: e.name, Arguments: args, Deferred: true}, nil)
+			Server: e.cat.Server, Tool: e.name, ServerTool: e.cat.Tool, Arguments: args, Deferred: true}, nil)
 		if err != nil {
 			return nil, approvalError(err)
 		}

@@ -200,8 +200,10 @@ func (a *API) approveTask(w http.ResponseWriter, r *http.Request, in model.TaskC
 		name = model.NamespacedName(in.Server, in.Tool)
 	}
 	server, _, _ := strings.Cut(name, "__")
+	serverTool := in.Tool
 	if t, ok := a.catalog.tool(name); ok {
 		server = t.Server // a name shortened to 64 characters may have lost its __
+		serverTool = t.Tool
 	}
 	if in.Server != "" {
 		server = in.Server
@@ -211,7 +213,7 @@ func (a *API) approveTask(w http.ResponseWriter, r *http.Request, in model.TaskC
 		args = json.RawMessage("{}")
 	}
 	msg, err := a.opts.Approvals.Enforce(r.Context(), approvals.Call{Principal: auth.PrincipalFrom(r.Context()).Bus().ID,
-		Server: server, Tool: name, Arguments: args, Deferred: true}, nil)
+		Server: server, Tool: name, ServerTool: serverTool, Arguments: args, Deferred: true}, nil)
 	if err != nil {
 		writeError(w, err)
 		return true

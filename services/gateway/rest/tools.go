@@ -172,7 +172,7 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Approvals != nil {
 		// The caller cannot be asked: a held call waits for an approver.
 		msg, err := a.opts.Approvals.Enforce(r.Context(), approvals.Call{Principal: auth.PrincipalFrom(r.Context()).Bus().ID,
-			Server: tool.Server, Tool: name, Arguments: params,
+			Server: tool.Server, Tool: name, ServerTool: tool.Tool, Arguments: params,
 			Deferred: strings.EqualFold(r.Header.Get(bus.HeaderTask), "true")}, nil) // a task runs after this request
 		if err != nil {
 			fail(apierr.From(err))

@@ -53,7 +53,8 @@ func (s *server) approve(ctx context.Context, c caller, h nats.Header, token str
 		who = principal.KindOperator
 	}
 	start := time.Now()
-	err = st.Gate(ctx, approvals.Call{Principal: who, Server: s.slug, Tool: s.namespaced(token), Arguments: args}, s.approvalWait(ctx, h))
+	name, serverTool := s.namespaced(token)
+	err = st.Gate(ctx, approvals.Call{Principal: who, Server: s.slug, Tool: name, ServerTool: serverTool, Arguments: args}, s.approvalWait(ctx, h))
 	if ct := bus.CallerTimeout(h); ct > 0 {
 		left := max(ct-time.Since(start), time.Millisecond)
 		h.Set(bus.HeaderTimeout, strconv.FormatInt(left.Milliseconds(), 10))
@@ -62,15 +63,16 @@ func (s *server) approve(ctx context.Context, c caller, h nats.Header, token str
 }
 
 // namespaced is the <server>__<tool> name of token, as the gateway's
-// catalog names it (so both find the same held call).
-func (s *server) namespaced(token string) string {
+// catalog names it (so both find the same held call), and the tool's own
+// name (rules may name either; model.ToolNames).
+func (s *server) namespaced(token string) (name, tool string) {
 	s.mu.RLock()
 	t, ok := s.tools[token]
 	s.mu.RUnlock()
 	if ok {
-		return model.NamespacedName(s.slug, t.Name)
+		return model.NamespacedName(s.slug, t.Name), t.Name
 	}
-	return model.NamespacedName(s.slug, token)
+	return model.NamespacedName(s.slug, token), token
 }
 
 // approvalWait is how long a held call may wait here: until shortly before

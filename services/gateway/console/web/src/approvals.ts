@@ -9,6 +9,8 @@ interface HeldCall {
   id: string;
   principal: string;
   tool: string;
+  server?: string;
+  server_tool?: string; // the server's own name of the tool, when the listed one differs
   arguments?: unknown;
   created_at: string;
   expires_at: string;
@@ -39,7 +41,7 @@ export function approvalsPage(main: HTMLElement): () => void {
     yes.addEventListener('click', () => void decide(c, 'approve'));
     no.addEventListener('click', () => void decide(c, 'deny'));
     return h('tr', { 'data-id': c.id },
-      h('td', null, toolLabel(c.tool)),
+      h('td', null, toolLabel(c.tool), c.server_tool ? h('div', { class: 'muted' }, `${c.server ?? ''} calls it ${c.server_tool}`) : null),
       h('td', { class: 'mono' }, c.principal),
       h('td', { class: 'mono' }, JSON.stringify(c.arguments ?? {}).slice(0, 300)),
       h('td', null, fmtTime(c.created_at)),
