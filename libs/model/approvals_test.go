@@ -130,3 +130,33 @@ func TestDecideNamesMatchesTheServersName(t *testing.T) {
 		t.Error("a held call's names lack the server's")
 	}
 }
+
+// Filters on namespaced names (a key's, a chat profile's) take a tool by any
+// of its names: one allowed is enough, one denied is too many.
+func TestFiltersMatchTheServersName(t *testing.T) {
+	dotted := NamespacedName("fs", "files.remove")
+	names := ToolNames(dotted, "fs", "files.remove")
+	for _, c := range []struct {
+		f    ToolFilter
+		want bool
+	}{
+		{ToolFilter{}, true},
+		{ToolFilter{Deny: []string{"fs__files.*"}}, false},
+		{ToolFilter{Deny: []string{dotted}}, false},
+		{ToolFilter{Allow: []string{"fs__files.*"}}, true},
+		{ToolFilter{Allow: []string{"fs__files_*"}}, true},
+		{ToolFilter{Allow: []string{"git__*"}}, false},
+		{ToolFilter{Allow: []string{"fs__*"}, Deny: []string{"fs__files.remove"}}, false},
+	} {
+		if got := c.f.AllowsNames(names...); got != c.want {
+			t.Errorf("%+v: %v, want %v", c.f, got, c.want)
+		}
+		chat := ChatToolFilter{Include: c.f.Allow, Exclude: c.f.Deny}
+		if got := chat.Allows(names...); got != c.want {
+			t.Errorf("chat %+v: %v, want %v", chat, got, c.want)
+		}
+	}
+	if (ToolFilter{Deny: []string{"fs__files.*"}}).AllowsNames(dotted) != true {
+		t.Error("by the listed name alone the deny does not apply")
+	}
+}

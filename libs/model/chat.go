@@ -130,13 +130,9 @@ type ChatToolFilter struct {
 // IsZero reports whether the filter offers every tool.
 func (f ChatToolFilter) IsZero() bool { return len(f.Include) == 0 && len(f.Exclude) == 0 }
 
-// Allows reports whether the namespaced tool name is offered.
-func (f ChatToolFilter) Allows(name string) bool {
-	if len(f.Include) > 0 && !matchAny(f.Include, name) {
-		return false
-	}
-	return !matchAny(f.Exclude, name)
-}
+// Allows reports whether a tool known by names (ToolNames: the namespaced
+// name first) is offered: one of them included, none excluded.
+func (f ChatToolFilter) Allows(names ...string) bool { return allows(f.Include, f.Exclude, names) }
 
 // Approval decisions of a policy.
 const (

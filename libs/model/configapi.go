@@ -15,11 +15,22 @@ type ToolFilter struct {
 }
 
 // Allows reports whether the filter keeps tool.
-func (f ToolFilter) Allows(tool string) bool {
-	if len(f.Allow) > 0 && !matchAny(f.Allow, tool) {
-		return false
+func (f ToolFilter) Allows(tool string) bool { return f.AllowsNames(tool) }
+
+// AllowsNames reports whether the filter keeps a tool known by several
+// names (ToolNames): one of them allowed, none denied.
+func (f ToolFilter) AllowsNames(names ...string) bool { return allows(f.Allow, f.Deny, names) }
+
+// allows: with allow set one of names matches it, and none matches deny.
+func allows(allow, deny, names []string) bool {
+	kept := len(allow) == 0
+	for _, n := range names {
+		if matchAny(deny, n) {
+			return false
+		}
+		kept = kept || matchAny(allow, n)
 	}
-	return !matchAny(f.Deny, tool)
+	return kept
 }
 
 // IsZero reports whether the filter keeps every tool.

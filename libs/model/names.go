@@ -100,13 +100,11 @@ func NamespacedName(server, tool string) string {
 // it), so a rule written either way holds, denies or allows the same calls.
 // An empty tool (a record stored before it was kept) gives name alone.
 func ToolNames(name, server, tool string) []string {
-	if tool == "" {
+	if tool == "" || len(name) == len(server)+2+len(tool) && strings.HasPrefix(name, server) &&
+		strings.HasPrefix(name[len(server):], "__") && strings.HasSuffix(name, tool) {
 		return []string{name}
 	}
-	if full := server + "__" + tool; full != name {
-		return []string{name, full}
-	}
-	return []string{name}
+	return []string{name, server + "__" + tool}
 }
 
 // ClashName is the name of a tool whose namespaced name another tool has too

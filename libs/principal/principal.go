@@ -76,8 +76,11 @@ func withTools(p Principal, tools model.ToolFilter) Principal {
 	return p
 }
 
-// AllowsTool reports whether the caller's own filter keeps a namespaced tool.
-func (p Principal) AllowsTool(name string) bool { return p.Tools == nil || p.Tools.Allows(name) }
+// AllowsTool reports whether the caller's own filter keeps a tool known by
+// names (model.ToolNames: the namespaced name first).
+func (p Principal) AllowsTool(names ...string) bool {
+	return p.Tools == nil || p.Tools.AllowsNames(names...)
+}
 
 type ctxKey struct{}
 

@@ -263,4 +263,39 @@ func TestMCPAuth(t *testing.T) {
 			t.Errorf("invoke after Retry-After: %d %s", r.status, r.body)
 		}
 	})
+
+	t.Run("a filter may name a tool as its server does", func(t *testing.T) {
+		// "files.remove" is listed as alpha__files_remove_<hash>: a key whose
+		// filter denies alpha__files.* neither sees nor calls it, on /mcp or
+		// /mcp/invoke; one that allows only alpha__files.* sees it alone.
+		callText(t, admin.ClientSession, "alpha__add_tool", map[string]any{"message": "files.remove"})
+		var dotted *mcp.Tool
+		waitList(t, admin.ClientSession, 30*time.Second, "files.remove listed", func(m map[string]*mcp.Tool) bool {
+			dotted = byOrigin(m, "alpha", "files.remove")
+			return dotted != nil
+		})
+		denied := e.createKey(t, model.KeyCreateRequest{Name: "no files", Tools: model.ToolFilter{Deny: []string{"alpha__files.*"}}})
+		s := connectMCP(t, e.url, denied.Key)
+		listed := listTools(t, s.ClientSession)
+		if listed[dotted.Name] != nil || listed["alpha__echo"] == nil {
+			t.Errorf("the key denying alpha__files.* lists %v", sortedNames(listed))
+		}
+		if _, err := callTool(t, s.ClientSession, dotted.Name, map[string]any{}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+			t.Errorf("the key denying alpha__files.* called %s: %v, want unknown tool", dotted.Name, err)
+		}
+		if r := httpDo(t, "POST", e.url+"/mcp/invoke", denied.Key, rest.InvokeRequest{ToolName: dotted.Name, Params: json.RawMessage(`{}`)}); r.status != http.StatusNotFound {
+			t.Errorf("POST /mcp/invoke %s with the key denying alpha__files.*: %d %s, want 404", dotted.Name, r.status, r.body)
+		}
+		only := e.createKey(t, model.KeyCreateRequest{Name: "files only", Tools: model.ToolFilter{Allow: []string{"alpha__files.*"}}})
+		s2 := connectMCP(t, e.url, only.Key)
+		if names := sortedNames(listTools(t, s2.ClientSession)); !slices.Equal(names, []string{dotted.Name}) {
+			t.Errorf("the key allowing alpha__files.* lists %v, want [%s]", names, dotted.Name)
+		}
+		if got := callText(t, s2.ClientSession, dotted.Name, map[string]any{}); got != "added tool" {
+			t.Errorf("%s with the key allowing alpha__files.*: %q", dotted.Name, got)
+		}
+		if r := httpDo(t, "POST", e.url+"/mcp/invoke", only.Key, rest.InvokeRequest{ToolName: dotted.Name, Params: json.RawMessage(`{}`)}); r.status != http.StatusOK {
+			t.Errorf("POST /mcp/invoke %s with the key allowing alpha__files.*: %d %s", dotted.Name, r.status, r.body)
+		}
+	})
 }

@@ -578,7 +578,8 @@ func (t *turn) catalog(ctx context.Context) ([]model.Tool, map[string]model.Tool
 	var out []model.Tool
 	byName := map[string]model.Tool{}
 	for _, tl := range all {
-		if tl.Name == "" || !t.profile.ToolFilter.Allows(tl.Name) || (t.sender != nil && !t.sender.AllowsTool(tl.Name)) {
+		names := model.ToolNames(tl.Name, tl.Server, tl.Tool)
+		if tl.Name == "" || !t.profile.ToolFilter.Allows(names...) || (t.sender != nil && !t.sender.AllowsTool(names...)) {
 			continue
 		}
 		if _, dup := byName[tl.Name]; dup {

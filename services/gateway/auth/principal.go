@@ -52,9 +52,11 @@ func (p *Principal) Can(scope string) bool {
 // SearchMode reports whether the principal's MCP views are search mode.
 func (p *Principal) SearchMode() bool { return p != nil && p.ToolsMode == model.KeyToolsModeSearch }
 
-// AllowsTool reports whether the principal may see and call a namespaced tool.
-func (p *Principal) AllowsTool(namespaced string) bool {
-	return p != nil && p.Tools.Allows(namespaced)
+// AllowsTool reports whether the principal may see and call a tool known by
+// names (model.ToolNames: the namespaced name first; a filter naming the
+// tool as its server does holds too).
+func (p *Principal) AllowsTool(names ...string) bool {
+	return p != nil && p.Tools.AllowsNames(names...)
 }
 
 const anonymousID = "anonymous"

@@ -33,7 +33,7 @@ var exposedName = pattern.MustCompile(`^[a-zA-Z0-9_-]+$`, 1, 64)
 // toolEntry is one tool of the aggregate: built once per catalog version and
 // shared, read-only, by the MCP server of every principal that may see it.
 type toolEntry struct {
-	name string // the name clients see
+	name string // the name clients see (names: and the server's)
 	cat  model.Tool
 	tool *mcp.Tool
 	raw  []byte // the catalog entry as stored, to spot changes cheaply
@@ -44,6 +44,10 @@ type toolEntry struct {
 	schema     *jsonschema.Resolved // nil: the schema cannot be compiled, the server validates
 	digest     [sha256.Size]byte    // of the schema's JSON, for bus.VouchArguments
 }
+
+// names are the names filters and rules match e by: the one clients see,
+// and <server>__<tool> as the server names it when that differs.
+func (e *toolEntry) names() []string { return model.ToolNames(e.name, e.cat.Server, e.cat.Tool) }
 
 // resolved compiles the input schema on first use: a catalog of thousands of
 // tools costs nothing until they are called.

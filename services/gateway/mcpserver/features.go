@@ -100,8 +100,8 @@ func (a *Aggregator) mayReach(v *view, server string) bool {
 	if v.search { // its tools are all it may call, found by search_tools
 		tools = a.tools
 	}
-	for name, e := range tools {
-		if e.cat.Server == server && (!v.search || v.principal.AllowsTool(name)) {
+	for _, e := range tools {
+		if e.cat.Server == server && (!v.search || v.principal.AllowsTool(e.names()...)) {
 			return true
 		}
 	}

@@ -109,7 +109,7 @@ func (a *Aggregator) searchToolsHandler(v *view) mcp.ToolHandler {
 		a.mu.Lock()
 		hits := a.search.Search(q.Query, q.Limit, func(t *model.Tool) bool {
 			e := a.tools[t.Name]
-			return e != nil && !e.unservable && v.principal.AllowsTool(t.Name)
+			return e != nil && !e.unservable && v.principal.AllowsTool(e.names()...)
 		})
 		out := struct {
 			Tools []foundTool `json:"tools"`
@@ -142,7 +142,7 @@ func (a *Aggregator) callToolHandler(v *view) mcp.ToolHandler {
 		a.mu.Lock()
 		e := a.tools[in.Name]
 		a.mu.Unlock()
-		if e == nil || e.unservable || !v.principal.AllowsTool(in.Name) {
+		if e == nil || e.unservable || !v.principal.AllowsTool(e.names()...) {
 			return nil, rpcError(jsonrpc.CodeInvalidParams, apierr.Invalid("name", fmt.Sprintf("unknown tool %q (search_tools lists the tools you may call)", in.Name)))
 		}
 		inner := *req.Params

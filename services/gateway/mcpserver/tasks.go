@@ -202,8 +202,8 @@ func (a *Aggregator) taskTool(ctx context.Context, v *view, name string) *toolEn
 		if e := v.installed[name]; e != nil && e.cat.Server != "" {
 			return e
 		}
-		if v.search && v.principal.AllowsTool(name) {
-			return a.tools[name]
+		if e := a.tools[name]; v.search && e != nil && v.principal.AllowsTool(e.names()...) {
+			return e
 		}
 		return nil
 	})

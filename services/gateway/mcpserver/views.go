@@ -31,10 +31,10 @@ type view struct {
 	lastUsed atomic.Int64
 }
 
-// lists reports whether the view lists the tool named name: every tool its
-// principal may call, or in search mode only those it pins.
-func (v *view) lists(name string) bool {
-	return v.principal.AllowsTool(name) && (!v.search || slices.Contains(v.principal.PinnedTools, name))
+// lists reports whether the view lists e: every tool its principal may
+// call, or in search mode only those it pins.
+func (v *view) lists(e *toolEntry) bool {
+	return v.principal.AllowsTool(e.names()...) && (!v.search || slices.Contains(v.principal.PinnedTools, e.name))
 }
 
 // tool is the tool v lists (or installs) as name; a.mu is held.
@@ -119,7 +119,7 @@ func (a *Aggregator) viewFor(p *auth.Principal, search bool) (*view, error) {
 func (a *Aggregator) syncView(v *view) {
 	var gone []string
 	for name := range v.installed {
-		if _, ok := a.tools[name]; !ok || !v.lists(name) {
+		if e, ok := a.tools[name]; !ok || !v.lists(e) {
 			gone = append(gone, name)
 			delete(v.installed, name)
 		}
@@ -128,7 +128,7 @@ func (a *Aggregator) syncView(v *view) {
 		v.server.RemoveTools(gone...)
 	}
 	for name, e := range a.tools {
-		if v.installed[name] == e || !v.lists(name) {
+		if v.installed[name] == e || !v.lists(e) {
 			continue
 		}
 		if a.addTool(v, e) {

@@ -44,7 +44,7 @@ func (a *API) searchTools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := auth.PrincipalFrom(r.Context())
-	hits := a.catalog.search.Search(in.Query, in.Limit, func(t *model.Tool) bool { return p.AllowsTool(t.Name) })
+	hits := a.catalog.search.Search(in.Query, in.Limit, func(t *model.Tool) bool { return p.AllowsTool(model.ToolNames(t.Name, t.Server, t.Tool)...) })
 	out := ToolsSearchReply{Tools: make([]ToolMatch, 0, len(hits))}
 	for _, h := range hits {
 		params := h.Tool.InputSchema

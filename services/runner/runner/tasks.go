@@ -160,7 +160,7 @@ func (r *Runner) createTask(ctx context.Context, h nats.Header, in model.TaskCre
 	if err != nil {
 		return model.Task{}, err
 	}
-	if !p.AllowsTool(tool.Name) { // the caller's own filter hides it: as unknown
+	if !p.AllowsTool(model.ToolNames(tool.Name, tool.Server, tool.Tool)...) { // the caller's own filter hides it: as unknown
 		return model.Task{}, apierr.Newf(apierr.NotFound, "server %s has no tool %q", tool.Server, tool.Tool)
 	}
 	now := time.Now().UTC()
