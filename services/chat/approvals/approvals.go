@@ -154,7 +154,10 @@ var ErrTimedOut = errors.New("approval timed out")
 // arrives (the conversation's user, an admin, `mcpbus approvals`), ctx ends
 // (ctx's error) or the timeout passes (model.DecisionDeny with an error
 // wrapping ErrTimedOut). The pending key is deleted before Ask returns.
-func (a *Approver) Ask(ctx context.Context, conversation string, call model.ChatToolCall, asked func()) (string, error) {
+// tool is the called tool as listed (zero: its server is taken from
+// call.Tool): the held call keeps the server's own name of it, which rules
+// may name (model.ToolNames).
+func (a *Approver) Ask(ctx context.Context, conversation string, call model.ChatToolCall, tool model.Tool, asked func()) (string, error) {
 	if !model.ValidConversationID(conversation) {
 		return model.DecisionDeny, apierr.Invalid("conversation", "conversation must be a slug or a uuid")
 	}
@@ -171,8 +174,12 @@ func (a *Approver) Ask(ctx context.Context, conversation string, call model.Chat
 	if p, ok := principal.From(ctx); ok {
 		who = p.ID
 	}
-	server, _, _ := strings.Cut(call.Tool, "__")
-	h, err := a.held.Hold(ctx, engine.Call{Principal: who, Server: server, Tool: call.Tool, Arguments: call.Arguments, Timeout: a.timeout}, nil)
+	server := tool.Server
+	if server == "" {
+		server, _, _ = strings.Cut(call.Tool, "__")
+	}
+	h, err := a.held.Hold(ctx, engine.Call{Principal: who, Server: server, Tool: call.Tool, ServerTool: tool.Tool,
+		Arguments: call.Arguments, Timeout: a.timeout}, nil)
 	if err != nil {
 		return model.DecisionDeny, err
 	}

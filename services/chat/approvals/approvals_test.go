@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	engine "github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/libs/testkit"
@@ -70,7 +71,7 @@ func ask(t *testing.T, e env, conv string, c model.ChatToolCall) <-chan answer {
 		listed <- fmt.Sprintf("asked ran before the call was listed as pending (%+v, %v)", p, err)
 	}
 	go func() {
-		d, err := e.asker.Ask(ctxT(t), conv, c, asked)
+		d, err := e.asker.Ask(ctxT(t), conv, c, model.Tool{}, asked)
 		ch <- answer{d, err}
 	}()
 	select {
@@ -126,7 +127,7 @@ func TestApproveConversation(t *testing.T) {
 		t.Fatalf("got %+v", a)
 	}
 	// The same tool again: approved at once, nothing pending.
-	d, err := e.asker.Ask(ctxT(t), "conv2", call("c2", "fs__delete"), nil)
+	d, err := e.asker.Ask(ctxT(t), "conv2", call("c2", "fs__delete"), model.Tool{}, nil)
 	if err != nil || d != model.DecisionApprove {
 		t.Fatalf("second ask %q %v", d, err)
 	}
@@ -156,7 +157,7 @@ func TestApproveConversation(t *testing.T) {
 func TestTimeoutDenies(t *testing.T) {
 	e := setup(t, 300*time.Millisecond)
 	start := time.Now()
-	d, err := e.asker.Ask(ctxT(t), "conv4", call("slow", "fs__write"), nil)
+	d, err := e.asker.Ask(ctxT(t), "conv4", call("slow", "fs__write"), model.Tool{}, nil)
 	if d != model.DecisionDeny || !errors.Is(err, approvals.ErrTimedOut) {
 		t.Fatalf("got %q %v", d, err)
 	}
@@ -178,7 +179,7 @@ func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxT(t))
 	ch := make(chan answer, 1)
 	go func() {
-		d, err := e.asker.Ask(ctx, "conv5", call("x", "t"), nil)
+		d, err := e.asker.Ask(ctx, "conv5", call("x", "t"), model.Tool{}, nil)
 		ch <- answer{d, err}
 	}()
 	testkit.WaitFor(t, 5*time.Second, func() (bool, string) {
@@ -274,7 +275,7 @@ func TestOnlyTheSenderDecides(t *testing.T) {
 	bob := principal.With(ctxT(t), principal.Key("bob", false, model.ToolFilter{}))
 	ch := make(chan answer, 1)
 	go func() {
-		d, err := e.asker.Ask(alice, "conv8", call("a1", "fs__write"), nil)
+		d, err := e.asker.Ask(alice, "conv8", call("a1", "fs__write"), model.Tool{}, nil)
 		ch <- answer{d, err}
 	}()
 	testkit.WaitFor(t, 5*time.Second, func() (bool, string) {
@@ -290,5 +291,35 @@ func TestOnlyTheSenderDecides(t *testing.T) {
 	}
 	if a := wait(t, ch); a.err != nil || a.decision != model.DecisionApprove {
 		t.Fatalf("got %+v", a)
+	}
+}
+
+// A chat's held call keeps the server's own name of its tool (a dotted name
+// is listed sanitised): the engine's rules naming it match the record as
+// they match the call at the runner.
+func TestHeldCallKeepsTheServersToolName(t *testing.T) {
+	ns := testkit.NATS(t)
+	ctx := ctxT(t)
+	a, err := approvals.Open(ctx, testkit.Connect(t, ns), approvals.Options{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := engine.Open(ctx, ctx, testkit.Connect(t, ns), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := model.NamespacedName("fs", "files.remove")
+	var got model.HeldCall
+	var gerr error
+	_, _ = a.Ask(ctx, "conv9", call("f1", name), model.Tool{Name: name, Server: "fs", Tool: "files.remove"}, func() {
+		_, hash, err := model.CanonicalArgs(call("f1", name).Arguments)
+		if err != nil {
+			gerr = err
+			return
+		}
+		got, gerr = held.Get(ctx, engine.HeldID(principal.Operator().ID, name, hash))
+	})
+	if gerr != nil || got.Server != "fs" || got.ServerTool != "files.remove" || got.Tool != name {
+		t.Fatalf("held %+v, %v; want server fs, server_tool files.remove", got, gerr)
 	}
 }

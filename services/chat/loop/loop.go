@@ -47,14 +47,14 @@ type ToolCaller interface {
 }
 
 // Approver answers the tool calls a profile's approval policy says to ask
-// for: model.DecisionApprove, DecisionApproveConversation or DecisionDeny.
-//
-// TODO(issue 14): the KV-backed approver (pending state in KV, the
-// awaiting_approval event, mcp.v1.chat.approve from any client, a timeout).
+// for: model.DecisionApprove, DecisionApproveConversation or DecisionDeny
+// (services/chat/approvals.Approver, on KV).
 type Approver interface {
 	// Ask calls asked once the call is recorded as pending (not when it
 	// is decided at once), so the awaiting_approval event follows the record.
-	Ask(ctx context.Context, conversation string, call model.ChatToolCall, asked func()) (decision string, err error)
+	// tool is the called tool as the catalog lists it (its server and its
+	// own name).
+	Ask(ctx context.Context, conversation string, call model.ChatToolCall, tool model.Tool, asked func()) (decision string, err error)
 }
 
 // InputAsker puts a tool call's server's request for input to the

@@ -730,7 +730,7 @@ type approver struct {
 	ctx      context.Context // the last Ask's
 }
 
-func (a *approver) Ask(ctx context.Context, _ string, call model.ChatToolCall, asked func()) (string, error) {
+func (a *approver) Ask(ctx context.Context, _ string, call model.ChatToolCall, _ model.Tool, asked func()) (string, error) {
 	asked()
 	a.asked = append(a.asked, call)
 	a.ctx = ctx

@@ -188,7 +188,7 @@ func (t *turn) runCall(ctx context.Context, s *state, tools resolver, c StepCall
 				defer callDone()
 				actx = approvals.Sweeping(actx)
 			}
-			d, err := t.e.d.Approver.Ask(actx, t.conv, waiting, func() {
+			d, err := t.e.d.Approver.Ask(actx, t.conv, waiting, tool, func() {
 				t.publish(model.ChatEvent{Kind: model.ChatEventToolCall, ToolCall: &waiting})
 			})
 			if ctx.Err() != nil {
