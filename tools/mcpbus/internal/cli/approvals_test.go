@@ -91,7 +91,7 @@ func TestApprovalsCommands(t *testing.T) {
 	asked := make(chan string, 1)
 	go func() {
 		sender := principal.With(ctx, principal.Key("k2", false, model.ToolFilter{}))
-		d, err := chat.Ask(sender, "conv1", model.ChatToolCall{CallID: "c1", Tool: "fs__write", Arguments: json.RawMessage(`{"path":"/chat"}`)}, nil)
+		d, err := chat.Ask(sender, "conv1", model.ChatToolCall{CallID: "c1", Tool: "fs__write", Arguments: json.RawMessage(`{"path":"/chat"}`)}, model.Tool{}, nil)
 		if err != nil {
 			d = err.Error()
 		}
