@@ -213,15 +213,8 @@ func TestHoldTakesTheStoredTimeout(t *testing.T) {
 // approval never releases two calls. A task's request ends before its call
 // runs: its approval stays for the runner.
 func TestApprovalLeftForTheBusIsSweptWhenTheRequestEnds(t *testing.T) {
-	ns := testkit.NATS(t)
 	ctx := ctxT(t)
-	front, err := approvals.Open(ctx, ctx, testkit.Connect(t, ns), approvals.Options{LeaveForBus: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := front.PutRules(ctx, askWrites); err != nil {
-		t.Fatal(err)
-	}
+	front := frontDoor(t, askWrites)
 	for _, deferred := range []bool{false, true} {
 		args := fmt.Sprintf(`{"deferred":%v}`, deferred)
 		c := call(args)
@@ -275,15 +268,8 @@ func TestApprovalLeftForTheBusIsSweptWhenTheRequestEnds(t *testing.T) {
 // held call themselves, under a context marked Sweeping: what they leave for
 // the runner is consumed when that context ends, as Enforce's is.
 func TestTakeAndAwaitSweepWhenMarked(t *testing.T) {
-	ns := testkit.NATS(t)
 	ctx := ctxT(t)
-	front, err := approvals.Open(ctx, ctx, testkit.Connect(t, ns), approvals.Options{LeaveForBus: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := front.PutRules(ctx, askWrites); err != nil {
-		t.Fatal(err)
-	}
+	front := frontDoor(t, askWrites)
 	for _, way := range []string{"take", "await", "take unmarked"} {
 		c := call(fmt.Sprintf(`{"way":%q}`, way))
 		h, err := front.Hold(ctx, c, nil)
@@ -343,16 +329,9 @@ func TestTakeAndAwaitSweepWhenMarked(t *testing.T) {
 // again (release) sees the same rule, so it leaves the approval for the
 // runner as it would under the listed name.
 func TestRulesMatchTheServersToolName(t *testing.T) {
-	ns := testkit.NATS(t)
 	ctx := ctxT(t)
-	front, err := approvals.Open(ctx, ctx, testkit.Connect(t, ns), approvals.Options{LeaveForBus: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := front.PutRules(ctx, model.ApprovalRules{TimeoutSeconds: 5, Rules: []model.GatewayApprovalRule{
-		{Tool: "fs__files.*", Decision: model.ApprovalAsk}}}); err != nil {
-		t.Fatal(err)
-	}
+	front := frontDoor(t, model.ApprovalRules{TimeoutSeconds: 5, Rules: []model.GatewayApprovalRule{
+		{Tool: "fs__files.*", Decision: model.ApprovalAsk}}})
 	c := approvals.Call{Principal: "key:x", Server: "fs", Tool: model.NamespacedName("fs", "files.remove"), ServerTool: "files.remove",
 		Arguments: json.RawMessage(`{}`)}
 	if v := front.Check(c.Principal, c.Tool); v.Decision != model.ApprovalAllow {
@@ -375,4 +354,19 @@ func TestRulesMatchTheServersToolName(t *testing.T) {
 	if again, err := front.Hold(ctx, c, nil); err != nil || again.Decision != model.HeldApproved {
 		t.Fatalf("after the take the record is %+v, %v; want it approved, left for the runner", again, err)
 	}
+}
+
+// frontDoor is a store as the gateway opens it (LeaveForBus) on a server of
+// its own, with rules.
+func frontDoor(t *testing.T, rules model.ApprovalRules) *approvals.Store {
+	t.Helper()
+	ctx := ctxT(t)
+	front, err := approvals.Open(ctx, ctx, testkit.Connect(t, testkit.NATS(t)), approvals.Options{LeaveForBus: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := front.PutRules(ctx, rules); err != nil {
+		t.Fatal(err)
+	}
+	return front
 }

@@ -3,7 +3,6 @@ package secretscan
 import (
 	"math/rand/v2"
 	"regexp"
-	"regexp/syntax"
 	"slices"
 	"strings"
 	"testing"
@@ -71,11 +70,7 @@ func TestHeadsHoldInEveryMatch(t *testing.T) {
 			continue
 		}
 		withHeads++
-		re := regexp.MustCompile(s.sources[i])
-		tree, err := syntax.Parse(s.sources[i], syntax.Perl)
-		if err != nil {
-			t.Fatal(err)
-		}
+		re, tree := parsed(t, s.sources[i])
 		for range 20 {
 			p := prose(rnd, 20) + " " + generate(rnd, tree) + " " + prose(rnd, 20)
 			// The text as generated, then mutants: a letter's case

@@ -216,6 +216,16 @@ func prose(rnd *rand.Rand, n int) string {
 	return b.String()
 }
 
+// parsed is a rule's regexp compiled and parsed (for generate).
+func parsed(t *testing.T, src string) (*regexp.Regexp, *syntax.Regexp) {
+	t.Helper()
+	tree, err := syntax.Parse(src, syntax.Perl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return regexp.MustCompile(src), tree
+}
+
 // generate is a text t matches (most of the time: assertions are not
 // checked), repetitions kept short.
 func generate(rnd *rand.Rand, t *syntax.Regexp) string {
@@ -324,11 +334,7 @@ func TestNeedsHoldInEveryMatch(t *testing.T) {
 		if len(s.needs[i]) > 0 {
 			withNeeds++
 		}
-		re := regexp.MustCompile(s.sources[i])
-		tree, err := syntax.Parse(s.sources[i], syntax.Perl)
-		if err != nil {
-			t.Fatal(err)
-		}
+		re, tree := parsed(t, s.sources[i])
 		for range 20 {
 			g := generate(rnd, tree)
 			if !re.MatchString(g) {
