@@ -294,8 +294,14 @@ func TestMCPAuth(t *testing.T) {
 		if got := callText(t, s2.ClientSession, dotted.Name, map[string]any{}); got != "added tool" {
 			t.Errorf("%s with the key allowing alpha__files.*: %q", dotted.Name, got)
 		}
-		if r := httpDo(t, "POST", e.url+"/mcp/invoke", only.Key, rest.InvokeRequest{ToolName: dotted.Name, Params: json.RawMessage(`{}`)}); r.status != http.StatusOK {
-			t.Errorf("POST /mcp/invoke %s with the key allowing alpha__files.*: %d %s", dotted.Name, r.status, r.body)
+		// /mcp/invoke takes the tool by either name.
+		for _, name := range []string{dotted.Name, "alpha__files.remove"} {
+			if r := httpDo(t, "POST", e.url+"/mcp/invoke", only.Key, rest.InvokeRequest{ToolName: name, Params: json.RawMessage(`{}`)}); r.status != http.StatusOK {
+				t.Errorf("POST /mcp/invoke %s with the key allowing alpha__files.*: %d %s", name, r.status, r.body)
+			}
+			if r := httpDo(t, "POST", e.url+"/mcp/invoke", denied.Key, rest.InvokeRequest{ToolName: name, Params: json.RawMessage(`{}`)}); r.status != http.StatusNotFound {
+				t.Errorf("POST /mcp/invoke %s with the key denying alpha__files.*: %d %s, want 404", name, r.status, r.body)
+			}
 		}
 	})
 }

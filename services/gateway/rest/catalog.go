@@ -36,6 +36,10 @@ type catalog struct {
 	keep    *restarts.Catalogs
 	status  map[string]model.Status
 	byName  map[string]model.Tool
+	// byServerName: tools by <server>__<tool> as their server names them,
+	// where that is not their listed name (a dotted or long name) and names
+	// one tool only.
+	byServerName map[string]model.Tool
 	// search ranks the same tools as byName; re-indexed per changed server.
 	search *toolsearch.Index
 }
@@ -65,11 +69,15 @@ func (c *catalog) tools() []model.Tool {
 	return out
 }
 
-// tool finds a tool by its namespaced name.
+// tool finds a tool by its namespaced name, or by <server>__<tool> as its
+// server names it.
 func (c *catalog) tool(name string) (model.Tool, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	t, ok := c.byName[name]
+	if t, ok := c.byName[name]; ok {
+		return t, true
+	}
+	t, ok := c.byServerName[name]
 	return t, ok
 }
 
@@ -94,7 +102,10 @@ func (c *catalog) fresh(ctx context.Context, name string) (model.Tool, bool) {
 	}
 	if cat := c.decode(e); cat != nil {
 		for _, t := range cat.Tools {
-			if t.Name == name {
+			if t.Server == "" {
+				t.Server = server
+			}
+			if t.Name == name || t.Tool != "" && server+"__"+t.Tool == name {
 				return t, true
 			}
 		}
@@ -157,6 +168,8 @@ func (c *catalog) reindex() { c.index(c.keep.SetLive(maps.Clone(c.servers))) }
 func (c *catalog) index(served map[string]model.Catalog) {
 	c.search.Sync(served)
 	c.byName = map[string]model.Tool{}
+	c.byServerName = map[string]model.Tool{}
+	twice := map[string]bool{}
 	for slug, cat := range served {
 		for _, t := range cat.Tools {
 			if t.Server == "" {
@@ -166,6 +179,16 @@ func (c *catalog) index(served map[string]model.Catalog) {
 				continue
 			}
 			c.byName[t.Name] = t
+			if own := t.Server + "__" + t.Tool; own != t.Name {
+				_, seen := c.byServerName[own]
+				twice[own] = twice[own] || seen
+				c.byServerName[own] = t
+			}
+		}
+	}
+	for own := range c.byServerName {
+		if _, listed := c.byName[own]; listed || twice[own] {
+			delete(c.byServerName, own) // a listed name wins; two tools' name is neither's
 		}
 	}
 }

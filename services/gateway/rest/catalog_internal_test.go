@@ -46,3 +46,33 @@ func TestFreshReadsTheBucketOnAMiss(t *testing.T) {
 		}
 	}
 }
+
+// A tool is found by its listed name and by <server>__<tool> as its server
+// names it, unless that name is another tool's listed name or two tools'.
+func TestToolByTheServersName(t *testing.T) {
+	c := newCatalog(slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	dotted := model.NamespacedName("fs", "files.remove")
+	clashA, clashB := model.ClashName("a__b__c", "a", "b__c"), model.ClashName("a__b__c", "a__b", "c")
+	c.replace(map[string]model.Catalog{
+		"fs": {Server: "fs", Tools: []model.Tool{
+			{Name: dotted, Server: "fs", Tool: "files.remove"},
+			{Name: "fs__read", Server: "fs", Tool: "read"},
+			// Its own name is another tool's listed one: that tool wins.
+			{Name: "fs__read_1a2b3c4d", Server: "fs", Tool: "read", Description: "renamed"},
+		}},
+		"a":    {Server: "a", Tools: []model.Tool{{Name: clashA, Server: "a", Tool: "b__c"}}},
+		"a__b": {Server: "a__b", Tools: []model.Tool{{Name: clashB, Server: "a__b", Tool: "c"}}},
+	})
+	for name, want := range map[string]string{
+		dotted:             dotted,
+		"fs__files.remove": dotted,
+		"fs__read":         "fs__read",
+		"a__b__c":          "", // two tools' own name: neither
+		clashA:             clashA,
+	} {
+		got, ok := c.tool(name)
+		if want == "" && ok || want != "" && (!ok || got.Name != want || got.Description == "renamed") {
+			t.Errorf("tool(%q) = %q, %v; want %q", name, got.Name, ok, want)
+		}
+	}
+}

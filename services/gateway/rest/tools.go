@@ -152,10 +152,11 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		tool, ok = a.catalog.fresh(r.Context(), name)
 	}
 	// A key without a filter (most) skips making the tool's names.
-	if !ok || !(p != nil && p.Tools.IsZero()) && !p.AllowsTool(model.ToolNames(name, tool.Server, tool.Tool)...) {
+	if !ok || !(p != nil && p.Tools.IsZero()) && !p.AllowsTool(model.ToolNames(tool.Name, tool.Server, tool.Tool)...) {
 		fail(notFound())
 		return
 	}
+	name = tool.Name // as listed, when the call named it as its server does
 	if err := a.schemas.validate(tool.InputSchema, args); err != nil {
 		// The message /mcp gives (as an isError result); the field is this body's.
 		fail(toolargs.Mismatch(name, err).WithField("params"))
