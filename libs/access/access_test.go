@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
+
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 var update = flag.Bool("update", false, "rewrite deploy/nats/auth.conf from the table")
@@ -154,6 +156,14 @@ func TestLeastPrivilege(t *testing.T) {
 	if !slices.Equal(ap.Subscribe, []string{"_I.agent-a1.>", "mcp.v1.events.status.github", "mcp.v1.events.call.github",
 		"mcp.v1.events.status.everything", "mcp.v1.events.call.everything", "mcp.v1.events.status.*", "mcp.v1.events.call.*"}) {
 		t.Errorf("agent subscribes %v", ap.Subscribe)
+	}
+	// A tool named as its server does is granted on its subject token.
+	dotted, err := AgentPerms("mcp.v1", "a2", []string{"fs__files.remove"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "mcp.v1.agent.a2.call.fs." + model.ToolToken("files.remove"); !slices.Contains(dotted.Publish, want) || want == "mcp.v1.agent.a2.call.fs.files.remove" {
+		t.Errorf("a dotted tool's grant publishes %v, want %s", dotted.Publish, want)
 	}
 	for _, s := range append(ap.Subscribe, ap.Publish...) {
 		if strings.Contains(s, "events.chat") || strings.Contains(s, "events.>") || strings.HasPrefix(s, "$JS") || strings.HasPrefix(s, "_I.>") {

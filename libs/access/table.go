@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // Role is a kind of identity on the bus.
@@ -350,7 +351,9 @@ func AgentPerms(prefix, name string, allow []string) (Perms, error) {
 			add(&pub, own+".call."+server+".*", own+".rpc."+server, own+".cancel."+server)
 			add(&sub, prefix+".events.status."+server, prefix+".events.call."+server)
 		default:
-			add(&pub, own+".call."+server+"."+tool, own+".rpc."+server, own+".cancel."+server)
+			// A tool named as its server does ("files.remove") is called on
+			// its subject token (files_remove_<hash>).
+			add(&pub, own+".call."+server+"."+model.ToolToken(tool), own+".rpc."+server, own+".cancel."+server)
 			add(&sub, prefix+".events.status."+server, prefix+".events.call."+server)
 		}
 	}

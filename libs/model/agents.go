@@ -70,9 +70,17 @@ type AgentRecord struct {
 	MaxInflight int `json:"max_inflight,omitempty"`
 }
 
-// Allows reports whether the agent may call the tool shown to it as
-// namespaced (<server>__<tool>): a path.Match glob of Allow matches it.
-func (a AgentRecord) Allows(namespaced string) bool { return matchAny(a.Allow, namespaced) }
+// Allows reports whether the agent may call the tool known by names
+// (ToolNames: as shown to it, <server>__<tool>, first): a path.Match glob of
+// Allow matches one of them.
+func (a AgentRecord) Allows(names ...string) bool {
+	for _, n := range names {
+		if matchAny(a.Allow, n) {
+			return true
+		}
+	}
+	return false
+}
 
 // AllowsServer reports whether some glob of Allow could match a tool of
 // server (its rpc, cancel and events).

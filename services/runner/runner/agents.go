@@ -49,7 +49,7 @@ func (c caller) label() string {
 
 // allows reports whether c may call tool of server.
 func (c caller) allows(server string, tool *mcp.Tool) bool {
-	return c.agent == "" || c.record.Allows(model.NamespacedName(server, tool.Name))
+	return c.agent == "" || c.record.Allows(model.ToolNames(model.NamespacedName(server, tool.Name), server, tool.Name)...)
 }
 
 // allowsServer reports whether c may reach server at all (rpc, cancel).
@@ -75,7 +75,7 @@ func (r *Runner) visibleTools(c caller, list []model.Tool) []model.Tool {
 	own := r.subj.ForAgent(c.agent).Prefix + "."
 	var out []model.Tool
 	for _, t := range list {
-		if !c.record.Allows(t.Name) {
+		if !c.record.Allows(model.ToolNames(t.Name, t.Server, t.Tool)...) {
 			continue
 		}
 		t.Subject = own + strings.TrimPrefix(t.Subject, r.subj.Prefix+".")

@@ -33,7 +33,9 @@ func (r *Runner) handleToolsSearch(ctx context.Context, req micro.Request) (any,
 	cats := maps.Clone(r.catalog)
 	r.mu.Unlock()
 	r.searchIndex.Sync(cats)
-	hits := r.searchIndex.Search(in.Query, in.Limit, func(t *model.Tool) bool { return c.agent == "" || c.record.Allows(t.Name) })
+	hits := r.searchIndex.Search(in.Query, in.Limit, func(t *model.Tool) bool {
+		return c.agent == "" || c.record.Allows(model.ToolNames(t.Name, t.Server, t.Tool)...)
+	})
 	out := model.ToolsSearchReply{Tools: make([]model.Tool, 0, len(hits)), Scores: make([]float64, 0, len(hits))}
 	own := r.subj.ForAgent(c.agent).Prefix + "."
 	for _, h := range hits {
