@@ -26,21 +26,7 @@ func TestAgentGrantByTheServersToolName(t *testing.T) {
 	if _, err := e.st.Client.Call(ctxT(t, 10*time.Second), "tm", "add_tool", json.RawMessage(`{"message":"files.remove"}`), nil); err != nil {
 		t.Fatal(err)
 	}
-	r := httpDo(t, http.MethodPost, e.url+"/api/v1/agents", e.admin, model.AgentCreateRequest{Name: "dots", Allow: []string{"tm__files.remove"}})
-	var ag model.Agent
-	r.decode(t, &ag)
-	if r.status != http.StatusCreated {
-		t.Fatalf("creating the agent: %d %s", r.status, r.body)
-	}
-	seed, err := nats.NkeyOptionFromSeed(ag.SeedFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	anc, err := e.st.NATS.Connect(seed, nats.CustomInboxPrefix(ag.InboxPrefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(anc.Close)
+	anc := connectAgent(t, e, model.AgentCreateRequest{Name: "dots", Allow: []string{"tm__files.remove"}})
 	own := "mcp.v1.agent.dots."
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		reply, err := anc.Request(own+"call.tm."+model.ToolToken("files.remove"), []byte(`{}`), 5*time.Second)
@@ -73,4 +59,26 @@ func TestAgentGrantByTheServersToolName(t *testing.T) {
 	} else {
 		t.Logf("tm.echo refused: %v", fmt.Sprint(err, bus.ReplyError(reply)))
 	}
+}
+
+// connectAgent creates an agent over REST and connects as it (its seed and
+// its inbox prefix).
+func connectAgent(t *testing.T, e *mcpEnv, req model.AgentCreateRequest) *nats.Conn {
+	t.Helper()
+	r := httpDo(t, http.MethodPost, e.url+"/api/v1/agents", e.admin, req)
+	var ag model.Agent
+	r.decode(t, &ag)
+	if r.status != http.StatusCreated {
+		t.Fatalf("creating agent %s: %d %s", req.Name, r.status, r.body)
+	}
+	seed, err := nats.NkeyOptionFromSeed(ag.SeedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := e.st.NATS.Connect(seed, nats.CustomInboxPrefix(ag.InboxPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }

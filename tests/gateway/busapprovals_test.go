@@ -48,21 +48,7 @@ func TestApprovalsOnTheBus(t *testing.T) {
 	}
 	setRules(60)
 
-	r := httpDo(t, http.MethodPost, e.url+"/api/v1/agents", e.admin, model.AgentCreateRequest{Name: "bot", Allow: []string{"tm__*"}})
-	var ag model.Agent
-	r.decode(t, &ag)
-	if r.status != http.StatusCreated {
-		t.Fatalf("creating the agent: %d %s", r.status, r.body)
-	}
-	seed, err := nats.NkeyOptionFromSeed(ag.SeedFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	anc, err := e.st.NATS.Connect(seed, nats.CustomInboxPrefix(ag.InboxPrefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(anc.Close)
+	anc := connectAgent(t, e, model.AgentCreateRequest{Name: "bot", Allow: []string{"tm__*"}})
 	// busCall calls tm.<tool> on nc's subject with a deadline the runner is
 	// told of (Mcp-Timeout-Ms), and returns the result's text or the error.
 	busCall := func(nc *nats.Conn, subject, args string, deadline time.Duration, extra nats.Header) (string, *apierr.Error) {
