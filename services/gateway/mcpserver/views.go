@@ -34,7 +34,11 @@ type view struct {
 // lists reports whether the view lists e: every tool its principal may
 // call, or in search mode only those it pins.
 func (v *view) lists(e *toolEntry) bool {
-	return v.principal.AllowsTool(e.names()...) && (!v.search || slices.Contains(v.principal.PinnedTools, e.name))
+	p := v.principal
+	if p == nil || !p.Tools.IsZero() && !p.AllowsTool(e.names()...) { // no filter (most keys): no names made
+		return false
+	}
+	return !v.search || slices.Contains(p.PinnedTools, e.name)
 }
 
 // tool is the tool v lists (or installs) as name; a.mu is held.
