@@ -38,21 +38,23 @@ func TestAgentGrantByTheServersToolName(t *testing.T) {
 		}
 		return string(reply.Data) != "", ""
 	})
-	reply, err := anc.Request(own+"tools.list", nil, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var list model.ToolsListReply
-	if err := json.Unmarshal(reply.Data, &list); err != nil {
-		t.Fatalf("tools.list: %s", reply.Data)
-	}
-	var names []string
-	for _, tl := range list.Tools {
-		names = append(names, tl.Name)
-	}
-	if len(list.Tools) != 1 || list.Tools[0].Tool != "files.remove" {
-		t.Fatalf("the agent lists %v, want the one tool files.remove", names)
-	}
+	// The catalog the list answers from follows the server's list_changed
+	// a moment after the call could reach the tool.
+	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
+		reply, err := anc.Request(own+"tools.list", nil, 10*time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		var list model.ToolsListReply
+		if err := json.Unmarshal(reply.Data, &list); err != nil {
+			return false, fmt.Sprintf("tools.list: %s", reply.Data)
+		}
+		var names []string
+		for _, tl := range list.Tools {
+			names = append(names, tl.Name)
+		}
+		return len(list.Tools) == 1 && list.Tools[0].Tool == "files.remove", fmt.Sprintf("the agent lists %v, want the one tool files.remove", names)
+	})
 	// Another tool of tm: refused by the bus (no permission) or the runner.
 	if reply, err := anc.Request(own+"call.tm.echo", []byte(`{"message":"x"}`), 2*time.Second); err == nil && bus.ReplyError(reply) == nil {
 		t.Fatalf("the agent called tm.echo: %s", reply.Data)
