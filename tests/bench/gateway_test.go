@@ -561,8 +561,9 @@ func startUp(b *testing.B) *gwEnv {
 	// MCPBUS_BENCH_UP_ARGS adds flags to it (--pprof-addr 127.0.0.1:6061 …).
 	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("MCPBUS_BENCH_UP_ARGS"))...)
 	// MCPBUS_BENCH_UP_HEAP=<dir>: a heap profile of it after every row, in dir.
-	heapDir, pprofAddr := os.Getenv("MCPBUS_BENCH_UP_HEAP"), ""
-	if heapDir != "" {
+	// MCPBUS_BENCH_UP_CPU=<dir>: its CPU profiles over the whole run, in dir.
+	heapDir, cpuDir, pprofAddr := os.Getenv("MCPBUS_BENCH_UP_HEAP"), os.Getenv("MCPBUS_BENCH_UP_CPU"), ""
+	if heapDir != "" || cpuDir != "" {
 		pprofAddr = fmt.Sprintf("127.0.0.1:%d", ports.Next())
 		cmd.Args = append(cmd.Args, "--pprof-addr", pprofAddr)
 	}
@@ -613,6 +614,9 @@ func startUp(b *testing.B) *gwEnv {
 	e := &gwEnv{pid: cmd.Process.Pid, url: "http://" + addr, key: key.Key,
 		nats: fmt.Sprintf("nats://127.0.0.1:%d", natsPort), data: data, heapDir: heapDir, pprof: pprofAddr}
 	await(b, "/mcp/invoke", e.invoker(b))
+	if cpuDir != "" {
+		e.profileCPU(b, cpuDir)
+	}
 	sess := e.mcpSession(b)
 	await(b, "/mcp", mcpCaller(sess))
 	return e
