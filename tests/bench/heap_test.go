@@ -2,13 +2,9 @@ package bench
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // saveHeap writes mcpbus up's heap profile (its /debug/pprof/heap, no forced
@@ -21,27 +17,8 @@ func (e *gwEnv) saveHeap(b *testing.B) {
 	if e.heapDir == "" || e.pprof == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.pprof+"/debug/pprof/heap", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		b.Fatalf("mcpbus up's heap profile: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b.Fatalf("mcpbus up's heap profile: %s", resp.Status)
-	}
 	name := strings.NewReplacer("/", "_", "=", "-").Replace(b.Name()) + ".pb.gz"
-	f, err := os.Create(filepath.Join(e.heapDir, name))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		b.Fatal(err)
+	if err := saveProfile(context.Background(), "http://"+e.pprof+"/debug/pprof/heap", filepath.Join(e.heapDir, name)); err != nil {
+		b.Fatalf("mcpbus up's heap profile: %v", err)
 	}
 }
