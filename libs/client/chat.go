@@ -43,9 +43,12 @@ func (c *Client) ChatHistory(ctx context.Context, conversation string) (model.Ch
 }
 
 // ChatWatch asks whether the caller may follow a conversation's events
-// (NOT_FOUND: another's); one nobody has yet becomes the caller's.
-func (c *Client) ChatWatch(ctx context.Context, conversation string) error {
-	return c.chat(ctx, "watch", model.ChatWatchRequest{Conversation: conversation}, nil)
+// (NOT_FOUND: another's); one nobody has yet becomes the caller's. The
+// caller's events are those after the sequence it returns.
+func (c *Client) ChatWatch(ctx context.Context, conversation string) (uint64, error) {
+	var out model.ChatWatchReply
+	err := c.chat(ctx, "watch", model.ChatWatchRequest{Conversation: conversation}, &out)
+	return out.After, err
 }
 
 // ChatList lists the conversations, most recent first.

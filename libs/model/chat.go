@@ -409,6 +409,15 @@ type ChatHistoryRequest = ChatConversationRef
 // the caller (its events will be theirs); another's is NOT_FOUND.
 type ChatWatchRequest = ChatConversationRef
 
+// ChatWatchReply says the caller may follow the conversation's events from
+// the one after After (an MCP_EVENTS sequence; 0: all): those up to it are
+// of an earlier conversation with the same id, deleted since, and not the
+// caller's.
+type ChatWatchReply struct {
+	Conversation string `json:"conversation"`
+	After        uint64 `json:"after,omitempty"`
+}
+
 // ChatAuditEvent records who did what to a conversation, on
 // <prefix>.events.chat.<conversation>.audit (never message text).
 type ChatAuditEvent struct {

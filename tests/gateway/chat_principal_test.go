@@ -92,7 +92,7 @@ func TestChatPrincipals(t *testing.T) {
 	for what, err := range map[string]error{
 		"history": func() error { _, err := cl.ChatHistory(busB, convA); return err }(),
 		"pending": func() error { _, err := cl.ChatPending(busB, convA); return err }(),
-		"watch":   cl.ChatWatch(busB, convA),
+		"watch":   func() error { _, err := cl.ChatWatch(busB, convA); return err }(),
 		"send": func() error {
 			_, err := cl.ChatSend(busB, model.ChatSendRequest{Conversation: convA, Message: "injected by B"})
 			return err
@@ -347,6 +347,49 @@ func replayEvents(t *testing.T, c *chatEnv, subject string) []json.RawMessage {
 			return out
 		case <-ctx.Done():
 			return out
+		}
+	}
+}
+
+// TestDeletedConversationEventsStayBehind: once A deletes a conversation,
+// B may take its id, but B's event stream starts at B's claim: neither
+// ?replay=true nor ?since=0 replays A's events (they stay in MCP_EVENTS until
+// they age out).
+func TestDeletedConversationEventsStayBehind(t *testing.T) {
+	t.Parallel()
+	c := startChat(t)
+	base := c.url + "/api/v1/chat"
+	c.putProfile(t, "helper", nil)
+	keyA := c.createKey(t, model.KeyCreateRequest{Name: "user a", Scopes: []string{model.KeyScopeChat}})
+	keyB := c.createKey(t, model.KeyCreateRequest{Name: "user b", Scopes: []string{model.KeyScopeChat}})
+
+	conv := uuid.NewString()
+	evA := openSSE(t, base+"/conversations/"+conv+"/events", keyA.Key)
+	c.llm.Enqueue(llmtest.Text("A's secret is hunter2"))
+	if r := httpDo(t, "POST", base+"/conversations", keyA.Key, model.ChatSendRequest{Conversation: conv, Profile: "helper", Message: "remember hunter2"}); r.status != http.StatusAccepted {
+		t.Fatalf("A's POST: %d %s", r.status, r.body)
+	}
+	evA.until(t, time.Minute, isDone)
+	if r := httpDo(t, "DELETE", base+"/conversations/"+conv, keyA.Key, nil); r.status != http.StatusOK {
+		t.Fatalf("A's delete: %d %s", r.status, r.body)
+	}
+
+	// B takes the id with a replaying stream, then runs a turn of its own.
+	replay := openSSE(t, base+"/conversations/"+conv+"/events?replay=true", keyB.Key)
+	c.llm.Enqueue(llmtest.Text("B's answer"))
+	if r := httpDo(t, "POST", base+"/conversations", keyB.Key, model.ChatSendRequest{Conversation: conv, Profile: "helper", Message: "hello"}); r.status != http.StatusAccepted {
+		t.Fatalf("B's POST: %d %s", r.status, r.body)
+	}
+	since := openSSE(t, base+"/conversations/"+conv+"/events?since=0", keyB.Key)
+	for name, s := range map[string]*sseStream{"replay=true": replay, "since=0": since} {
+		evs := s.until(t, time.Minute, isDone)
+		var text strings.Builder
+		for _, ev := range evs {
+			data, _ := json.Marshal(ev)
+			text.Write(data)
+		}
+		if strings.Contains(text.String(), "hunter2") || !strings.Contains(text.String(), "B's answer") {
+			t.Fatalf("B's stream (%s) of the reused id: %s", name, text.String())
 		}
 	}
 }

@@ -210,8 +210,8 @@ func driveChat(t *testing.T, ctx context.Context, sys *stack.Stack, sec secrets,
 		t.Fatalf("chat.cancel with no turn running: %v %+v", err, c)
 	}
 
-	if err := cl.ChatWatch(ctx, conv); err != nil {
-		t.Fatalf("chat.watch: %v", err)
+	if after, err := cl.ChatWatch(ctx, conv); err != nil || after != 0 {
+		t.Fatalf("chat.watch: %v, after %d (no earlier conversation had this id)", err, after)
 	}
 	hist, err := cl.ChatHistory(ctx, conv)
 	if err != nil || hist.Conversation != conv {

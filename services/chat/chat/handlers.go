@@ -75,8 +75,9 @@ func (s *Service) unclaimed(ctx context.Context, conv string) bool {
 }
 
 // Watch says whether the caller may follow conv's events (the gateway asks
-// before it streams them): a conversation nobody has yet is claimed for the
-// caller, so its first events are already theirs.
+// before it streams them), and from which one: a conversation nobody has
+// yet is claimed for the caller, so its first events are already theirs,
+// and the events of a conversation deleted before the claim are not.
 func (s *Service) Watch(ctx context.Context, req model.ChatWatchRequest) (any, error) {
 	if _, _, err := s.access(ctx, req.Conversation, useRead); err != nil {
 		if !s.unclaimed(ctx, req.Conversation) {
@@ -86,7 +87,11 @@ func (s *Service) Watch(ctx context.Context, req model.ChatWatchRequest) (any, e
 			return nil, err
 		}
 	}
-	return req, nil
+	owner, _, err := s.ownerRecord(ctx, req.Conversation)
+	if err != nil {
+		return nil, err
+	}
+	return model.ChatWatchReply{Conversation: req.Conversation, After: owner.After}, nil
 }
 
 // History is the conversation's log.

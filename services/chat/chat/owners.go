@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
 )
@@ -29,6 +30,11 @@ func ownerKey(conv string) string { return ownerPrefix + conv }
 type ownerValue struct {
 	Principal string    `json:"principal"`
 	Since     time.Time `json:"since"`
+	// After is the last MCP_EVENTS sequence on the conversation's events
+	// subject when it was claimed: those up to it are an earlier owner's,
+	// of a conversation deleted since, and stay theirs (the gateway streams
+	// only later ones).
+	After uint64 `json:"after,omitempty"`
 }
 
 // What a caller wants of a conversation.
@@ -57,18 +63,44 @@ func notFound(conv string) error {
 
 // ownerOf reads a conversation's owner ("" and false: none).
 func (s *Service) ownerOf(ctx context.Context, conv string) (string, bool, error) {
+	v, found, err := s.ownerRecord(ctx, conv)
+	return v.Principal, found, err
+}
+
+// ownerRecord is conv's owner record (found false: nobody's).
+func (s *Service) ownerRecord(ctx context.Context, conv string) (ownerValue, bool, error) {
 	e, err := s.turns.Get(ctx, ownerKey(conv))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return "", false, nil
+		return ownerValue{}, false, nil
 	}
 	if err != nil {
-		return "", false, apierr.Wrap(apierr.ServiceUnavailable, "reading the owner of conversation "+conv, err)
+		return ownerValue{}, false, apierr.Wrap(apierr.ServiceUnavailable, "reading the owner of conversation "+conv, err)
 	}
 	var v ownerValue
 	if json.Unmarshal(e.Value(), &v) != nil || v.Principal == "" {
-		return "", false, apierr.Newf(apierr.Internal, "the owner record of conversation %s is unreadable", conv)
+		return ownerValue{}, false, apierr.Newf(apierr.Internal, "the owner record of conversation %s is unreadable", conv)
 	}
-	return v.Principal, true, nil
+	return v, true, nil
+}
+
+// lastEvent is the MCP_EVENTS sequence of conv's newest retained event (0:
+// none, or no events stream yet).
+func (s *Service) lastEvent(ctx context.Context, conv string) (uint64, error) {
+	stream, err := s.js.Stream(ctx, bus.StreamEvents)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, apierr.Wrap(apierr.ServiceUnavailable, "reading the events stream", err)
+	}
+	m, err := stream.GetLastMsgForSubject(ctx, s.subj.Event("chat", conv))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, apierr.Wrap(apierr.ServiceUnavailable, "reading the last event of conversation "+conv, err)
+	}
+	return m.Sequence, nil
 }
 
 // access refuses (NOT_FOUND) a use of conv its caller may not make, and
@@ -119,7 +151,11 @@ func (s *Service) claim(ctx context.Context, conv string) (string, error) {
 			}
 			return "", notFound(conv)
 		}
-		val, _ := json.Marshal(ownerValue{Principal: p.ID, Since: time.Now().UTC()})
+		after, err := s.lastEvent(ctx, conv)
+		if err != nil {
+			return "", err
+		}
+		val, _ := json.Marshal(ownerValue{Principal: p.ID, Since: time.Now().UTC(), After: after})
 		if _, err := s.turns.Create(ctx, ownerKey(conv), val); err == nil {
 			return p.ID, nil
 		} else if !errors.Is(err, jetstream.ErrKeyExists) {

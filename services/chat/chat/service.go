@@ -111,6 +111,7 @@ type Service struct {
 	ready chan struct{}
 
 	// Set up by Run.
+	js        jetstream.JetStream
 	convs     *conversation.Log
 	profiles  *profiles.Store
 	approvals *approvals.Approver
@@ -178,6 +179,7 @@ func (s *Service) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("chat: jetstream: %w", err)
 	}
+	s.js = js
 	if s.convs, err = conversation.Open(ctx, js, conversation.Options{Prefix: s.opts.Prefix, Replicas: s.opts.Replicas,
 		MaxAge: s.opts.LogMaxAge, Logger: s.log}); err != nil {
 		return fmt.Errorf("chat: %w", err)

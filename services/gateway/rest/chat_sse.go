@@ -18,13 +18,16 @@ import (
 // the conversation's oldest retained event instead of now. The stream stays
 // open across turns until the client goes. The chat service says first
 // whether the caller may follow them: another's conversation is NOT_FOUND,
-// and one nobody has yet becomes the caller's.
+// and one nobody has yet becomes the caller's. No start goes before the
+// first event of the caller's conversation: the events of an earlier one
+// with the same id, deleted since, are not the caller's.
 func (a *API) conversationEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := conversationRef(w, r)
 	if !ok {
 		return
 	}
-	if err := a.client.ChatWatch(r.Context(), id); err != nil {
+	after, err := a.client.ChatWatch(r.Context(), id)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -41,6 +44,10 @@ func (a *API) conversationEvents(w http.ResponseWriter, r *http.Request) {
 	if err := resume(r, &cfg); err != nil {
 		writeError(w, err)
 		return
+	}
+	if after > 0 && (cfg.DeliverPolicy == jetstream.DeliverAllPolicy ||
+		cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy && cfg.OptStartSeq <= after) {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
 	a.stream(w, r, cfg, chatFrame)
 }
