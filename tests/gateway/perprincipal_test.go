@@ -375,6 +375,26 @@ func TestPerPrincipalStaticSecrets(t *testing.T) {
 			t.Fatalf("call with own secret: %d %s", r.status, r.body)
 		}
 	}
+	// A key whose tool filter allows nothing of the server sees no
+	// authorization of it and may not store one.
+	var other model.KeyCreateReply
+	e.do("POST", "/api/v1/keys", model.KeyCreateRequest{Name: "elsewhere", Scopes: []string{model.KeyScopeCall},
+		Tools: model.ToolFilter{Allow: []string{"github__*"}}}).decode(t, &other)
+	var list rest.AuthorizationsReply
+	r = e.doKey(other.Key, "GET", "/api/v1/me/authorizations", nil)
+	if r.decode(t, &list); r.status != http.StatusOK || len(list.Authorizations) != 0 {
+		t.Fatalf("a filtered key's authorizations: %d %s", r.status, r.body)
+	}
+	for _, method := range []string{"PUT", "POST", "DELETE"} {
+		if r = e.doKey(other.Key, method, "/api/v1/me/authorizations/remote", model.Credentials{Headers: map[string]string{"X-User-Key": "x"}}); r.status != http.StatusNotFound {
+			t.Fatalf("%s by a key that may call no tool of remote: %d %s", method, r.status, r.body)
+		}
+	}
+	r = e.doKey(keyA.Key, "GET", "/api/v1/me/authorizations", nil)
+	if r.decode(t, &list); len(list.Authorizations) != 1 {
+		t.Fatalf("an unfiltered key's authorizations: %d %s", r.status, r.body)
+	}
+
 	// Every upstream session carried exactly one user's key.
 	mu.Lock()
 	defer mu.Unlock()

@@ -39,10 +39,15 @@ func callerID(w http.ResponseWriter, r *http.Request) (string, bool) {
 }
 
 // perPrincipalConfig resolves the URL's server, which must take
-// per-principal credentials.
+// per-principal credentials and have a tool the caller may call (another
+// is NOT_FOUND, as a server that does not exist).
 func (a *API) perPrincipalConfig(w http.ResponseWriter, r *http.Request) (model.McpConfig, bool) {
 	cfg, ok := a.serverConfig(w, r)
 	if !ok {
+		return cfg, false
+	}
+	if !a.mayReach(auth.PrincipalFrom(r.Context()), cfg.Slug) {
+		writeError(w, apierr.Newf(apierr.NotFound, "server %s not found", r.PathValue("id")).WithField("server"))
 		return cfg, false
 	}
 	if _, _, e := model.PrincipalRecord(&cfg, ""); e != nil {
@@ -63,8 +68,9 @@ func (a *API) listAuthorizations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := AuthorizationsReply{Authorizations: []Authorization{}}
+	p := auth.PrincipalFrom(r.Context())
 	for _, cfg := range cfgs {
-		if !cfg.Auth.PerPrincipal {
+		if !cfg.Auth.PerPrincipal || !a.mayReach(p, cfg.Slug) {
 			continue
 		}
 		d, err := a.describeOwn(r.Context(), cfg, who)
@@ -75,6 +81,20 @@ func (a *API) listAuthorizations(w http.ResponseWriter, r *http.Request) {
 		out.Authorizations = append(out.Authorizations, authorization(cfg, who, d))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// mayReach reports whether p may call a tool of server: a key with a tool
+// filter has no business with the credentials of a server it cannot call.
+func (a *API) mayReach(p *auth.Principal, server string) bool {
+	if p == nil || p.Tools.IsZero() {
+		return p != nil
+	}
+	for _, t := range a.catalog.tools() {
+		if t.Server == server && p.AllowsTool(model.ToolNames(t.Name, t.Server, t.Tool)...) {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *API) describeOwn(ctx context.Context, cfg model.McpConfig, who string) (model.CredDescription, error) {

@@ -395,8 +395,12 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	target, relays := ctx.Value(clientTargetKey{}).(*clientTarget)
 	if relays {
 		target.limit = ctx // before the target is shared: a request may come on the session's context
-		defer s.clients.add(target)()
 	}
+	// Every call counts, relayed or not: a request of the server's on an
+	// older session goes to a caller only when its call is the session's
+	// only one in flight (targetFor).
+	s.clients.enter(sess.ClientSession, target)
+	defer s.clients.leave(sess.ClientSession, target)
 	if s.useRaw(sess, tool, progress || relays) {
 		// A multi round-trip result is asked again through go-sdk: the first
 		// round only asked for input, which go-sdk gathers and sends back.
@@ -694,6 +698,10 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// An rpc names no client subject, but counts as one operation in
+	// flight of the session (targetFor).
+	s.clients.enter(sess.ClientSession, nil)
+	defer s.clients.leave(sess.ClientSession, nil)
 	target, extra := rpcTarget(in)
 	ctx, op := s.startOp(ctx, sess.ClientSession, cfg, in.Method, target, extra...)
 	var out any

@@ -35,51 +35,83 @@ func withClientTarget(ctx context.Context, t *clientTarget) context.Context {
 	return context.WithValue(ctx, clientTargetKey{}, t)
 }
 
-// clientTargets are the calls of one server in flight that named a client
-// subject, for servers whose requests arrive without the call's context.
+// clientTargets are the operations (calls, rpcs) of one server in flight,
+// by session, with the client subject each named (nil: none), for servers
+// whose requests arrive without the operation's context.
 type clientTargets struct {
-	mu    sync.Mutex
-	calls map[*clientTarget]struct{}
+	mu        sync.Mutex
+	bySession map[*mcp.ClientSession]*sessionOps
 }
 
-func (c *clientTargets) add(t *clientTarget) (remove func()) {
-	c.mu.Lock()
-	if c.calls == nil {
-		c.calls = map[*clientTarget]struct{}{}
-	}
-	c.calls[t] = struct{}{}
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		delete(c.calls, t)
-		c.mu.Unlock()
-	}
+// sessionOps are one session's operations in flight.
+type sessionOps struct {
+	n       int
+	targets map[*clientTarget]struct{}
 }
 
-// only is the one call in flight, or nil when there are none or several.
-func (c *clientTargets) only() *clientTarget {
+// enter records an operation in flight on sess (t nil: it named no client
+// subject); leave, with the same arguments, ends it.
+func (c *clientTargets) enter(sess *mcp.ClientSession, t *clientTarget) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.calls) != 1 {
+	if c.bySession == nil {
+		c.bySession = map[*mcp.ClientSession]*sessionOps{}
+	}
+	ops := c.bySession[sess]
+	if ops == nil {
+		ops = &sessionOps{}
+		c.bySession[sess] = ops
+	}
+	ops.n++
+	if t != nil {
+		if ops.targets == nil {
+			ops.targets = map[*clientTarget]struct{}{}
+		}
+		ops.targets[t] = struct{}{}
+	}
+}
+
+func (c *clientTargets) leave(sess *mcp.ClientSession, t *clientTarget) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ops := c.bySession[sess]
+	if ops == nil {
+		return
+	}
+	delete(ops.targets, t)
+	if ops.n--; ops.n <= 0 {
+		delete(c.bySession, sess)
+	}
+}
+
+// only is the client subject of the one operation in flight on sess, or nil
+// when there are none or several, or it named none.
+func (c *clientTargets) only(sess *mcp.ClientSession) *clientTarget {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ops := c.bySession[sess]
+	if ops == nil || ops.n != 1 {
 		return nil
 	}
-	for t := range c.calls {
+	for t := range ops.targets {
 		return t
 	}
 	return nil
 }
 
-// targetFor picks the caller a server's request goes to. go-sdk fulfils the
-// input requests of a multi round-trip result (protocol 2026-07-28) under
-// the call's own context, which names its caller. A request sent on an older
-// session carries nothing that says which call it serves: it goes to the
-// only call in flight that named a client subject, and to nobody when there
-// are several, since one caller must never see another's request.
-func (s *server) targetFor(ctx context.Context, method string) (*clientTarget, error) {
+// targetFor picks the caller a server's request on sess goes to. go-sdk
+// fulfils the input requests of a multi round-trip result (protocol
+// 2026-07-28) under the call's own context, which names its caller. A
+// request sent on an older session carries nothing that says which
+// operation it serves: it goes to the caller of the only operation in
+// flight on that session, when that one named a client subject, and to
+// nobody otherwise. With several in flight (a shared session serves every
+// caller), one caller must never see, or answer, another's request.
+func (s *server) targetFor(ctx context.Context, sess *mcp.ClientSession, method string) (*clientTarget, error) {
 	if t, ok := ctx.Value(clientTargetKey{}).(*clientTarget); ok {
 		return t, nil
 	}
-	if t := s.clients.only(); t != nil {
+	if t := s.clients.only(sess); t != nil {
 		return t, nil
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
@@ -91,8 +123,8 @@ func (s *server) targetFor(ctx context.Context, method string) (*clientTarget, e
 // the session's (an older protocol's request). A request for input waits
 // for a person, up to --input-timeout, and the call's time limit stops
 // meanwhile; any other waits no longer than the call.
-func (s *server) relay(ctx context.Context, method string, params any, out any) error {
-	t, err := s.targetFor(ctx, method)
+func (s *server) relay(ctx context.Context, sess *mcp.ClientSession, method string, params any, out any) error {
+	t, err := s.targetFor(ctx, sess, method)
 	if err != nil {
 		return err
 	}
@@ -141,7 +173,7 @@ func (s *server) relay(ctx context.Context, method string, params any, out any) 
 
 func (s *server) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	var res mcp.ElicitResult
-	if err := s.relay(ctx, model.MethodElicit, req.Params, &res); err != nil {
+	if err := s.relay(ctx, req.Session, model.MethodElicit, req.Params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -149,7 +181,7 @@ func (s *server) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 
 func (s *server) onCreateMessage(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
 	var res mcp.CreateMessageWithToolsResult
-	if err := s.relay(ctx, model.MethodCreateMessage, req.Params, &res); err != nil {
+	if err := s.relay(ctx, req.Session, model.MethodCreateMessage, req.Params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil

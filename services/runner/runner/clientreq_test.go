@@ -161,6 +161,60 @@ func TestClientRequestsRefusedAndUnanswered(t *testing.T) {
 	}
 }
 
+// A server of an older protocol says nothing of which call its request
+// serves: while B's call (with a client subject) is in flight, A's call
+// (without one) on the same session makes the request ambiguous, and it
+// reaches nobody rather than B.
+func TestOlderServersRequestNeverReachesAnotherCaller(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("old", testServer, "-protocols", "2025-11-25"))
+	e.WaitState(t, "old", model.StateRunning, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	var asked atomic.Int32
+	first, release := make(chan struct{}), make(chan struct{})
+	bDone := make(chan error, 1)
+	go func() {
+		res, err := e.Client.Call(ctx, "old", "ask", json.RawMessage(`{"message":"B, who are you?"}`), &client.CallOptions{
+			OnClientRequest: func(ctx context.Context, req model.ClientRequest) (any, error) {
+				if asked.Add(1) == 1 {
+					close(first)
+				}
+				if !strings.Contains(string(req.Params), "B, who are you?") {
+					return nil, apierr.Newf(apierr.Unauthorized, "B was asked another's question: %s", req.Params)
+				}
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Bea"}}, nil
+			}})
+		if err == nil && text(t, res) != "hello Bea" {
+			err = apierr.Newf(apierr.Internal, "B's ask = %q", text(t, res))
+		}
+		bDone <- err
+	}()
+	select {
+	case <-first: // B's request is with B, B's call in flight
+	case <-ctx.Done():
+		t.Fatal("B was never asked")
+	}
+
+	_, err := call(t, e, "old", "ask", `{"message":"A, what is your password?"}`)
+	if err == nil || !strings.Contains(err.Error(), "no caller to relay elicitation/create") {
+		t.Fatalf("A's ask while B's call is in flight: err = %v, want the request refused", err)
+	}
+	close(release)
+	if err := <-bDone; err != nil {
+		t.Fatalf("B's call: %v", err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("B was asked %d times, want once (its own question)", n)
+	}
+}
+
 // A client subject outside the caller's reply prefix is refused before the
 // server is called: a caller cannot aim the runner at someone else's inbox.
 func TestClientSubjectMustBeTheCallersInbox(t *testing.T) {
