@@ -248,7 +248,7 @@ func Table() []Rule {
 				"{p}.tools.review " + runnerQueue, "{p}.tools.approve " + runnerQueue, "{p}.task.* " + runnerQueue, "{p}.events.cred.*"}),
 			Publish: join(sharedAssets, ensure(streamTasks, "KV_"+bTasks), kvRead(bConfigs, bAgents), kvWrite(bStatus, bTools, bOwners, bPins, bTasks), consume(streamTasks), auditWrite(Runner),
 				ensure("KV_"+bApprovalRules, "KV_"+bApprovals), kvRead(bApprovalRules), kvWrite(bApprovals),
-				[]string{"{p}.events.status.>", "{p}.events.call.>", "{p}.events.tool_changed.>", "{p}.events.tool_reviewed.>", "{p}.events.task.>", "{p}.tasks.run.*", "{p}.cancel.*",
+				[]string{"{p}.events.status.>", "{p}.events.call.>", "{p}.agent.*.events.call.*", "{p}.events.tool_changed.>", "{p}.events.tool_reviewed.>", "{p}.events.task.>", "{p}.tasks.run.*", "{p}.cancel.*",
 					"{p}.control.*", "{p}.cred.resolve", "{p}.cred.fingerprints", InboxRoot + ".>"})},
 		{Role: Config, Why: "serves config.*; keeps configs and slugs (and drops a deleted server's status and catalog); stores secrets through the credential service; starts servers through runtime.*; appends config events to its audit chains",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.config.*"}),
@@ -281,7 +281,7 @@ func Table() []Rule {
 		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; keeps the agents' records (KV mcp_agents) the runners check calls against",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.agents.*"}),
 			Publish:   join(replies, ensure("KV_"+bAgents), kvWrite(bAgents))},
-		{Role: Agent, Why: "an agent: requests only under its own {p}.agent.<name> (AgentPerms: calls, rpc and cancels of the servers its globs name, tools.list, tools.search), so the subject names the caller; follows the live status and call events of those servers; no JetStream, no replies",
+		{Role: Agent, Why: "an agent: requests only under its own {p}.agent.<name> (AgentPerms: calls, rpc and cancels of the servers its globs name, tools.list, tools.search), so the subject names the caller; follows the live status events of those servers and the call events of its own calls ({p}.agent.<name>.events.call.<server>); no JetStream, no replies",
 			Subscribe: ownInbox},
 	}
 }
@@ -319,8 +319,10 @@ func For(role Role, prefix, inbox string, extraPublish ...string) (Perms, error)
 // allow (globs on <server>__<tool>): its row of the table, and requests
 // under its own prefix <prefix>.agent.<name> only. A glob with an exact
 // server part gives that server's subjects (all of its tools for
-// "<server>__*", one tool otherwise) and its live status and call events;
-// any other glob, every server's. The runner checks each call against the
+// "<server>__*", one tool otherwise) and its live status events; any other
+// glob, every server's. It follows the events of its own calls only, under
+// its own prefix (<prefix>.agent.<name>.events.call.<server>): a server's
+// call events name every caller and carry their error texts. The runner checks each call against the
 // globs themselves (KV mcp_agents), so a glob like "everything__ech*" means
 // exactly the tools it matches.
 func AgentPerms(prefix, name string, allow []string) (Perms, error) {
@@ -333,7 +335,7 @@ func AgentPerms(prefix, name string, allow []string) (Perms, error) {
 	// sampling) go to the runner's answers inbox (bus.RequestAnswer), the
 	// only part of another identity's inbox it may write to.
 	pub := []string{own + ".tools.list", own + ".tools.search", InboxRoot + ".*." + bus.AnswersToken + ".>"}
-	var sub []string
+	sub := []string{own + ".events.call.*"}
 	add := func(list *[]string, s ...string) {
 		for _, v := range s {
 			if !slices.Contains(*list, v) {
@@ -346,15 +348,15 @@ func AgentPerms(prefix, name string, allow []string) (Perms, error) {
 		switch {
 		case !ok || strings.ContainsAny(server, "*?[") || server == "":
 			add(&pub, own+".call.>", own+".rpc.*", own+".cancel.*")
-			add(&sub, prefix+".events.status.*", prefix+".events.call.*")
+			add(&sub, prefix+".events.status.*")
 		case tool == "*" || strings.ContainsAny(tool, "*?["):
 			add(&pub, own+".call."+server+".*", own+".rpc."+server, own+".cancel."+server)
-			add(&sub, prefix+".events.status."+server, prefix+".events.call."+server)
+			add(&sub, prefix+".events.status."+server)
 		default:
 			// A tool named as its server does ("files.remove") is called on
 			// its subject token (files_remove_<hash>).
 			add(&pub, own+".call."+server+"."+model.ToolToken(tool), own+".rpc."+server, own+".cancel."+server)
-			add(&sub, prefix+".events.status."+server, prefix+".events.call."+server)
+			add(&sub, prefix+".events.status."+server)
 		}
 	}
 	p.Publish = append(p.Publish, pub...)

@@ -219,6 +219,7 @@ func TestAsyncAPI(t *testing.T) {
 		s.Audit("runner.UABC"),
 		// An agent's own subjects (issue 26).
 		s.ForAgent("a1").ToolsList(), s.ForAgent("a1").Call("srv", "tool"), s.ForAgent("a1").RPC("srv"), s.ForAgent("a1").Cancel("srv"),
+		s.ForAgent("a1").Event("call", "srv"),
 		// Durable tasks (issue 31).
 		s.Task("create"), s.Task("get"), s.Task("result"), s.Task("cancel"), s.Task("list"), s.TaskRun("srv"),
 		s.Event("task", "0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"),

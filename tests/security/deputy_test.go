@@ -209,8 +209,11 @@ func TestNoConfusedDeputy(t *testing.T) {
 		}
 	})
 
-	t.Run("events only of its servers, never chat", func(t *testing.T) {
-		for _, subject := range []string{"mcp.v1.events.call.other", "mcp.v1.events.chat.*", "mcp.v1.events.config.*"} {
+	t.Run("events of its own calls only, never chat", func(t *testing.T) {
+		// A server's call events name every caller and carry their error
+		// texts: not an agent's to read, even on its own server.
+		for _, subject := range []string{"mcp.v1.events.call.other", "mcp.v1.events.call.safe", "mcp.v1.events.chat.*", "mcp.v1.events.config.*",
+			"mcp.v1.agent.calm.events.call.safe"} {
 			sub, err := narrow.Subscribe(subject, func(*nats.Msg) {})
 			if err == nil {
 				defer func() { _ = sub.Unsubscribe() }()
@@ -220,29 +223,37 @@ func TestNoConfusedDeputy(t *testing.T) {
 			}
 		}
 		got := make(chan *nats.Msg, 4)
-		sub, err := narrow.ChanSubscribe("mcp.v1.events.call.safe", got)
+		sub, err := narrow.ChanSubscribe("mcp.v1.agent.narrow.events.call.*", got)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = sub.Unsubscribe() }()
+		if err := narrow.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		// Another agent's call on the same server reaches it not; its own does.
+		if _, err := call(calm, "mcp.v1.agent.calm.call.safe.echo", `{"message":"calm's"}`); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := call(narrow, "mcp.v1.agent.narrow.call.safe.echo", `{"message":"seen"}`); err != nil {
 			t.Fatal(err)
 		}
 		select {
 		case m := <-got:
 			var ev model.CallEvent
-			if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Caller != "agent:narrow" {
+			if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Caller != "agent:narrow" || ev.Server != "safe" {
 				t.Errorf("call event %s: %v", m.Data, err)
 			}
-			// An event's JetStream reply subject is a runner's inbox: the agent may not answer it (a forged ack).
 			if m.Reply != "" {
-				_ = narrow.Publish(m.Reply, []byte("+ACK"))
-				if !nv.wait(m.Reply) {
-					t.Errorf("the agent answered the event's reply %s", m.Reply)
-				}
+				t.Errorf("the agent's call event has a reply subject %s", m.Reply)
 			}
 		case <-time.After(5 * time.Second):
-			t.Error("no call event of its own server")
+			t.Error("no call event of its own call")
+		}
+		select {
+		case m := <-got:
+			t.Errorf("a second call event reached the narrow agent: %s", m.Data)
+		case <-time.After(300 * time.Millisecond):
 		}
 	})
 

@@ -181,6 +181,7 @@ func TestHostileClients(t *testing.T) {
 		"read chat conversations":                   "mcp.v1.events.chat.*",
 		"read every event":                          "mcp.v1.events.>",
 		"read another server's calls":               "mcp.v1.events.call.other",
+		"read every caller's calls of its server":   "mcp.v1.events.call.safe",
 	}
 	for what, subject := range deniedSubscribe {
 		t.Run("agent: "+what, func(t *testing.T) {

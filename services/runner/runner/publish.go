@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -61,6 +62,13 @@ func (r *Runner) publishCall(ctx context.Context, ev model.CallEvent) {
 	bus.InjectTrace(ctx, msg.Header)
 	r.callEvents.Publish(msg)
 	r.opts.Audit.Append(msg.Subject, data) // sealed and stored off the call's path
+	// An agent follows the events of its own calls, under its own prefix:
+	// events.call.<server> carries every caller's (their principals and
+	// error texts), which are not the agent's to see.
+	if agent, ok := strings.CutPrefix(ev.Caller, "agent:"); ok {
+		own := &nats.Msg{Subject: r.subj.ForAgent(agent).Event("call", ev.Server), Data: data, Header: msg.Header}
+		r.callEvents.Publish(own)
+	}
 }
 
 // publishCatalog stores the server's tools in KV mcp_tools.
