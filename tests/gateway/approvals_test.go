@@ -365,3 +365,57 @@ func secondGateway(t *testing.T, e *mcpEnv) string {
 	})
 	return "http://" + g2.Addr()
 }
+
+// TestTaskToolCheckedBeforeTheRules: POST /api/v1/tasks looks the tool up
+// as /mcp/invoke does before any approval rule: a tool the key's filter
+// hides (or that does not exist) is NOT_FOUND, without telling the rules or
+// holding a call for an approver, and the catalog, not the body's "server",
+// says whose tool it is.
+func TestTaskToolCheckedBeforeTheRules(t *testing.T) {
+	t.Parallel()
+	e := startMCP(t, gateway.Options{})
+	slug := e.enable(t, testServerConfig("guarded"))
+	echo := slug + "__echo"
+	alice := e.createKey(t, model.KeyCreateRequest{Name: "alice", Scopes: []string{"call"}})
+	bob := e.createKey(t, model.KeyCreateRequest{Name: "bob", Scopes: []string{"call"}, Tools: model.ToolFilter{Allow: []string{"other__*"}}})
+	put := func(rules model.ApprovalRules) {
+		t.Helper()
+		if r := httpDo(t, http.MethodPut, e.url+"/api/v1/approvals/rules", e.admin, rules); r.status != http.StatusOK {
+			t.Fatalf("PUT rules: %d %s", r.status, r.body)
+		}
+	}
+	task := func(key string, body map[string]any) reply {
+		return httpDo(t, http.MethodPost, e.url+"/api/v1/tasks", key, body)
+	}
+	args := map[string]any{"message": "x"}
+
+	// A deny rule on a tool bob's filter hides: NOT_FOUND, as on /mcp/invoke.
+	put(model.ApprovalRules{TimeoutSeconds: 60, Rules: []model.GatewayApprovalRule{{Tool: echo, Decision: model.ApprovalDeny}}})
+	for _, body := range []map[string]any{{"name": echo, "arguments": args}, {"server": slug, "tool": "echo", "arguments": args}} {
+		if r := task(bob.Key, body); r.status != http.StatusNotFound || strings.Contains(string(r.body), "approval") {
+			t.Fatalf("bob's task %v of a tool his filter hides: %d %s, want 404", body, r.status, r.body)
+		}
+	}
+
+	// An ask rule for everything: bob's task of a tool that does not exist
+	// holds nothing for alice to decide.
+	put(model.ApprovalRules{TimeoutSeconds: 60, Rules: []model.GatewayApprovalRule{{Tool: "*", Decision: model.ApprovalAsk, Approvers: []string{"key:" + alice.ID}}}})
+	if r := task(bob.Key, map[string]any{"name": "prod__drop_everything", "arguments": map[string]any{"message": "please approve"}}); r.status != http.StatusNotFound {
+		t.Fatalf("bob's task of a tool that does not exist: %d %s, want 404", r.status, r.body)
+	}
+	if r := httpDo(t, http.MethodGet, e.url+"/api/v1/approvals", alice.Key, nil); r.status != http.StatusOK || strings.Contains(string(r.body), "please approve") {
+		t.Fatalf("alice's held calls: %d %s", r.status, r.body)
+	}
+
+	// The body's server does not pick another server's rule.
+	put(model.ApprovalRules{TimeoutSeconds: 60, Rules: []model.GatewayApprovalRule{
+		{Tool: "sandbox__*", Decision: model.ApprovalAllow}, {Tool: echo, Decision: model.ApprovalDeny}}})
+	for _, body := range []map[string]any{{"name": echo, "arguments": args}, {"name": echo, "server": "sandbox", "arguments": args}} {
+		if r := task(alice.Key, body); r.status != http.StatusForbidden || !strings.Contains(string(r.body), "deny") {
+			t.Fatalf("alice's task %v of a denied tool: %d %s, want 403", body, r.status, r.body)
+		}
+	}
+	if r := task(alice.Key, map[string]any{"arguments": args}); r.status != http.StatusBadRequest {
+		t.Fatalf("a task naming no tool: %d %s, want 400", r.status, r.body)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 )
 
@@ -129,5 +130,51 @@ func TestTasksREST(t *testing.T) {
 	}
 	if r := other.do("GET", "/api/v1/tasks/not-a-uuid", nil); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "uuid") {
 		t.Fatalf("bad id: %d %s", r.status, r.body)
+	}
+}
+
+// TestRevokedKeysTasksCancelled: a task still working when its key is
+// revoked is cancelled (it would otherwise run on, or run again after its
+// runner died, in the revoked key's name); another key's task goes on.
+func TestRevokedKeysTasksCancelled(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	cfg := model.McpConfig{Name: "slow", Enabled: true,
+		Package:   model.Package{Type: model.PackageBinary, Identifier: testServer},
+		Transport: model.Transport{Type: model.TransportStdio}}
+	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: cfg}); r.status != http.StatusCreated {
+		t.Fatalf("create server: %d %s", r.status, r.body)
+	}
+	e.waitState("slow", model.StateRunning)
+	waitTools(t, e, func(names []string) bool { return contains(names, "slow__sleep") })
+	var gone, kept model.KeyCreateReply
+	e.do("POST", "/api/v1/keys", model.KeyCreateRequest{Name: "leaving", Scopes: []string{model.KeyScopeCall}}).decode(t, &gone)
+	e.do("POST", "/api/v1/keys", model.KeyCreateRequest{Name: "staying", Scopes: []string{model.KeyScopeCall}}).decode(t, &kept)
+	start := func(key string) model.Task {
+		var task model.Task
+		r := e.doKey(key, "POST", "/api/v1/tasks", map[string]any{"name": "slow__sleep", "arguments": map[string]any{"ms": 60000}})
+		if r.status != http.StatusAccepted {
+			t.Fatalf("POST task: %d %s", r.status, r.body)
+		}
+		if r.decode(t, &task); task.ID == "" {
+			t.Fatalf("POST task: %d %s", r.status, r.body)
+		}
+		return task
+	}
+	goneTask, keptTask := start(gone.Key), start(kept.Key)
+	if r := e.do("DELETE", "/api/v1/keys/"+gone.ID, nil); r.status != http.StatusOK {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	testkit.WaitFor(t, 15*time.Second, func() (bool, string) {
+		time.Sleep(200 * time.Millisecond) // within the admin key's rate
+		var task model.Task
+		r := e.do("GET", "/api/v1/tasks/"+goneTask.ID, nil)
+		r.decode(t, &task)
+		return task.State == model.TaskCancelled, "the revoked key's task: " + string(r.body)
+	})
+	var task model.Task
+	r := e.doKey(kept.Key, "GET", "/api/v1/tasks/"+keptTask.ID, nil)
+	if r.decode(t, &task); task.State != model.TaskWorking {
+		t.Fatalf("the other key's task: %d %s", r.status, r.body)
 	}
 }

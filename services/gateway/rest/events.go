@@ -204,8 +204,10 @@ func (a *API) track(keyID string) (gone <-chan struct{}, untrack func()) {
 	}
 }
 
-// DropKey ends every event stream opened with keyID: called when the key is
-// revoked (auth.KeyStore.OnRevoke), so a revoked key keeps nothing open.
+// DropKey ends every event stream opened with keyID and cancels the key's
+// tasks still working: called when the key is revoked
+// (auth.KeyStore.OnRevoke), so a revoked key keeps nothing open and nothing
+// runs in its name later.
 func (a *API) DropKey(keyID string) {
 	a.keyMu.Lock()
 	set := a.byKey[keyID]
@@ -214,6 +216,7 @@ func (a *API) DropKey(keyID string) {
 	for ch := range set {
 		close(ch)
 	}
+	go a.cancelTasks(keyID)
 }
 
 // frame renders one bus message as an SSE frame.

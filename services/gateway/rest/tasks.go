@@ -2,6 +2,7 @@ package rest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 )
 
@@ -35,15 +37,19 @@ func taskRef(w http.ResponseWriter, r *http.Request) (string, bool) {
 }
 
 // createTask answers POST /api/v1/tasks (body: a tool call, by server and
-// tool or by namespaced name) with 202 and the task's handle; the runner
-// checks the caller's own tool filter, and the approval rules apply, as for
-// a call.
+// tool or by namespaced name) with 202 and the task's handle. As for a call,
+// a tool the caller's filter hides does not exist for it (checked here
+// first, and again by the runner), and the approval rules apply.
 func (a *API) createTask(w http.ResponseWriter, r *http.Request) {
 	var in model.TaskCreateRequest
 	if !decodeBody(w, r, &in) {
 		return
 	}
-	if refused := a.approveTask(w, r, in); refused {
+	tool, ok := a.taskTool(w, r, in)
+	if !ok {
+		return
+	}
+	if refused := a.approveTask(w, r, tool, in.Arguments); refused {
 		return
 	}
 	var (
@@ -61,6 +67,31 @@ func (a *API) createTask(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/api/v1/tasks/"+url.PathEscape(task.ID))
 	writeJSON(w, http.StatusAccepted, task)
+}
+
+// taskTool is the catalog's entry of the task's tool: named by name, or by
+// server and tool (the name wins when both are given, and the catalog, not
+// the body, says whose it is). One the caller's filter hides is NOT_FOUND,
+// as on /mcp/invoke, before any rule is looked at.
+func (a *API) taskTool(w http.ResponseWriter, r *http.Request, in model.TaskCreateRequest) (model.Tool, bool) {
+	name, field := strings.TrimSpace(in.Name), "name"
+	if name == "" {
+		if in.Server == "" || in.Tool == "" {
+			writeError(w, apierr.Invalid("name", "name, or server and tool, is required"))
+			return model.Tool{}, false
+		}
+		name, field = model.NamespacedName(in.Server, in.Tool), "tool"
+	}
+	p := auth.PrincipalFrom(r.Context())
+	tool, ok := a.catalog.tool(name)
+	if !ok && p.AllowsTool(name) {
+		tool, ok = a.catalog.fresh(r.Context(), name)
+	}
+	if !ok || !(p != nil && p.Tools.IsZero()) && !p.AllowsTool(model.ToolNames(tool.Name, tool.Server, tool.Tool)...) {
+		writeError(w, apierr.Newf(apierr.NotFound, "tool %s not found", name).WithField(field))
+		return model.Tool{}, false
+	}
+	return tool, true
 }
 
 // listTasks answers GET /api/v1/tasks?state=&all=.
@@ -187,33 +218,19 @@ func taskFrame(m jetstream.Msg) (string, bool) {
 	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, t.State, buf.Bytes()), true
 }
 
-// approveTask applies the approval rules to a task's call before it is
-// made, as /mcp/invoke does to a call: a call they ask about waits for an
-// approver; a refused one is answered 403 with the refusal. It reports
+// approveTask applies the approval rules to a task's call of tool before
+// it is made, as /mcp/invoke does to a call: a call they ask about waits for
+// an approver; a refused one is answered 403 with the refusal. It reports
 // whether it answered.
-func (a *API) approveTask(w http.ResponseWriter, r *http.Request, in model.TaskCreateRequest) bool {
+func (a *API) approveTask(w http.ResponseWriter, r *http.Request, tool model.Tool, args json.RawMessage) bool {
 	if a.opts.Approvals == nil {
 		return false
 	}
-	name := in.Name
-	if name == "" {
-		name = model.NamespacedName(in.Server, in.Tool)
-	}
-	server, _, _ := strings.Cut(name, "__")
-	serverTool := in.Tool
-	if t, ok := a.catalog.tool(name); ok {
-		server = t.Server // a name shortened to 64 characters may have lost its __
-		serverTool = t.Tool
-	}
-	if in.Server != "" {
-		server = in.Server
-	}
-	args := in.Arguments
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
 	msg, err := a.opts.Approvals.Enforce(r.Context(), approvals.Call{Principal: auth.PrincipalFrom(r.Context()).Bus().ID,
-		Server: server, Tool: name, ServerTool: serverTool, Arguments: args, Deferred: true}, nil)
+		Server: tool.Server, Tool: tool.Name, ServerTool: tool.Tool, Arguments: args, Deferred: true}, nil)
 	if err != nil {
 		writeError(w, err)
 		return true
@@ -223,4 +240,28 @@ func (a *API) approveTask(w http.ResponseWriter, r *http.Request, in model.TaskC
 		return true
 	}
 	return false
+}
+
+// revokedTasksWait bounds cancelling a revoked key's tasks.
+const revokedTasksWait = 30 * time.Second
+
+// cancelTasks cancels the tasks of key keyID still working (a task queued,
+// waiting for room or an approval, or run again after its runner died would
+// otherwise run in the revoked key's name). Every gateway instance is told
+// of a revocation and does it: a cancel of a task already ended changes
+// nothing.
+func (a *API) cancelTasks(keyID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), revokedTasksWait)
+	defer cancel()
+	ctx = principal.With(ctx, principal.Key(keyID, false, model.ToolFilter{}))
+	tasks, err := a.client.Tasks(ctx, model.TaskWorking, false)
+	if err != nil {
+		a.log.Warn("listing the tasks of a revoked key failed: they may still run", "key_id", keyID, "err", err)
+		return
+	}
+	for _, t := range tasks {
+		if _, err := a.client.CancelTask(ctx, t.ID); err != nil && apierr.Of(err) != apierr.NotFound {
+			a.log.Warn("cancelling a task of a revoked key failed", "key_id", keyID, "task", t.ID, "err", err)
+		}
+	}
 }
