@@ -2,12 +2,13 @@ package bus
 
 import (
 	"cmp"
+	"crypto/rand"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -121,12 +122,19 @@ const AnswersToken = "answers"
 
 // RequestAnswer is Request with the reply awaited on a subject of its own,
 // `<nc's inbox prefix>.answers.<id>`, for requests answered by identities
-// that may publish nothing else into nc's inbox.
+// that may publish nothing else into nc's inbox. Those may publish to any
+// identity's answers subjects, so the id is 128 random bits: a nuid (a
+// fixed prefix and a counter) would let one agent guess, and answer,
+// another caller's elicitation.
 func RequestAnswer(ctx context.Context, nc *nats.Conn, msg *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
 	ctx, cancel := bounded(ctx, timeout)
 	defer cancel()
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, apierr.Wrap(apierr.Internal, "no randomness for an answer subject", err)
+	}
 	prefix := cmp.Or(nc.Opts.InboxPrefix, nats.InboxPrefix[:len(nats.InboxPrefix)-1])
-	inbox := prefix + "." + AnswersToken + "." + strings.TrimPrefix(nc.NewInbox(), prefix+".")
+	inbox := prefix + "." + AnswersToken + "." + hex.EncodeToString(id[:])
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
 		return nil, apierr.Wrap(apierr.Network, "subscribing for the answer", err)

@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,5 +36,35 @@ func TestRequestWhileTheLimitIsPaused(t *testing.T) {
 	}
 	if ms, _ := strconv.Atoi(<-heard); ms < 250 || ms > 300 {
 		t.Fatalf("Mcp-Timeout-Ms = %d, want about 300", ms)
+	}
+}
+
+// The answers subjects of RequestAnswer cannot be guessed from earlier
+// ones: any agent may publish to answers subjects, so one it could predict
+// would let it answer another caller's elicitation.
+func TestAnswerSubjectsUnguessable(t *testing.T) {
+	nc := testkit.Connect(t, testkit.NATS(t))
+	if _, err := nc.Subscribe("asker", func(m *nats.Msg) { _ = m.Respond([]byte(m.Reply)) }); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 2 {
+		reply, err := bus.RequestAnswer(context.Background(), nc, nats.NewMsg("asker"), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subject := string(reply.Data)
+		prefix := nc.Opts.InboxPrefix
+		if prefix == "" {
+			prefix = "_INBOX"
+		}
+		id, ok := strings.CutPrefix(subject, prefix+"."+bus.AnswersToken+".")
+		if !ok || len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+			t.Fatalf("answers subject %s, want %s.%s.<128 random bits in hex>", subject, prefix, bus.AnswersToken)
+		}
+		ids = append(ids, id)
+	}
+	if ids[0][:12] == ids[1][:12] {
+		t.Fatalf("two answers subjects share their first 12 characters: %v", ids)
 	}
 }
