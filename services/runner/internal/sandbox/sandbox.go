@@ -23,6 +23,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,7 +72,7 @@ func New(cfg Config) (*Sandbox, error) {
 	default:
 		return nil, fmt.Errorf("--child-sandbox %q: use auto or off", cfg.Mode)
 	}
-	s := &Sandbox{uid: cfg.UID, gid: cfg.GID, protected: cfg.Protected, allow: cfg.Allow}
+	s := &Sandbox{uid: cfg.UID, gid: cfg.GID, protected: runnerRelative(cfg.Protected), allow: cfg.Allow}
 	if !cfg.NoLandlock {
 		s.abi = LandlockABI()
 	}
@@ -89,6 +90,22 @@ func New(cfg Config) (*Sandbox, error) {
 	return s, nil
 }
 
+// runnerRelative makes relative protected paths absolute against the
+// runner's working directory: a child may start elsewhere (its own HOME,
+// with --child-uid), and mcpbus up's default data dir, ".mcpbus", is the
+// runner's, not the child's.
+func runnerRelative(ps []Protected) []Protected {
+	out := slices.Clone(ps)
+	for i, p := range out {
+		if p.Path != "" && !filepath.IsAbs(p.Path) {
+			if abs, err := filepath.Abs(p.Path); err == nil {
+				out[i].Path = abs
+			}
+		}
+	}
+	return out
+}
+
 // Summary says which protection children get, and whether it is weak (to
 // log as a warning).
 func (s *Sandbox) Summary() (string, bool) {
@@ -98,7 +115,9 @@ func (s *Sandbox) Summary() (string, bool) {
 	case s.uid != 0 && s.abi > 0:
 		return fmt.Sprintf("children sandboxed: uid %d + landlock ABI %d", s.uid, s.abi), false
 	case s.uid != 0:
-		return fmt.Sprintf("children sandboxed: uid %d (kernel has no landlock)", s.uid), false
+		// Weak: every child runs as that one uid and is dumpable, so each
+		// reads the others' /proc/<pid>/environ (their secrets) and files.
+		return fmt.Sprintf("children sandboxed: uid %d only (kernel has no landlock): MCP servers share that uid and can read each other's environment (their secrets) and files", s.uid), true
 	case s.abi > 0:
 		return fmt.Sprintf("children sandboxed: landlock ABI %d", s.abi), false
 	}
@@ -134,6 +153,7 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd, spec Spec, extra []Protected) (*Child, 
 	if err := checkName(spec.Name); err != nil {
 		return nil, err
 	}
+	extra = runnerRelative(extra)
 	if s.uid != 0 {
 		home, err := s.home()
 		if err != nil {

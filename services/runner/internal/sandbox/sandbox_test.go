@@ -89,3 +89,35 @@ func runConfined(t *testing.T, s *Sandbox, cmd *exec.Cmd, spec Spec) (*Child, st
 	child.Exited()
 	return child, out.String()
 }
+
+// A relative protected path (mcpbus up's default data dir, ".mcpbus") is
+// the runner's, whatever directory the child starts in: with --child-uid it
+// starts in its own HOME, and the runner's working directory, which holds
+// the data dir, must not be granted to it.
+func TestRelativeProtectedPathIsTheRunners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching users needs root")
+	}
+	wd := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(wd, ".mcpbus", "nats"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(wd)
+	for _, uid := range []int{0, 65534} {
+		s, err := New(Config{UID: uid, Protected: []Protected{{".mcpbus", "the runner's data dir"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/true")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
+		child, err := s.Prepare(cmd, Spec{Command: cmd.Path, Name: "x", Owner: "x"}, []Protected{{"keyfile", "a relative keyfile"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range child.Plan().Grants {
+			if g.Path == wd || within(filepath.Join(wd, ".mcpbus"), g.Path) || within(filepath.Join(wd, "keyfile"), g.Path) {
+				t.Errorf("uid %d: the plan grants %s (write %v), which holds %s's protected paths", uid, g.Path, g.Write, wd)
+			}
+		}
+	}
+}
