@@ -30,6 +30,10 @@ type attempt struct {
 	names    []string // env, header and config names, for auth detection
 	secretN  []string
 	userErr  *apierr.Error
+	// hostRun: the package runs on this host (npm), so a path in its
+	// arguments or environment is granted to it by the runner's sandbox and
+	// must come from the user, never from the registry entry.
+	hostRun bool
 }
 
 func newAttempt(vars map[string]string, kind, typ, identifier string, order int) *attempt {

@@ -27,7 +27,7 @@ func (a *attempt) record(kind, name string, in Input, value string) {
 		Name: name, Kind: kind, Description: clean(in.Description, 500), Required: in.IsRequired,
 		Format: in.Format, Choices: in.Choices, Value: value,
 	}
-	if in.Format != "filepath" {
+	if in.Format != "filepath" && !(a.hostRun && len(model.HostPaths(in.Default)) > 0) {
 		pi.Default = in.Default
 	}
 	a.inputAt[name] = len(a.inputs)
@@ -65,23 +65,32 @@ func (a *attempt) userValue(name string, in Input) (string, bool) {
 // resolve gives an input its value: a fixed registry value (its {vars}
 // substituted), else the caller's variable, else the registry's default
 // (never for file paths: a host path must come from the user). A required
-// input without a value is listed as missing.
+// input without a value is listed as missing. A package run on this host
+// whose fixed value names a host path of the registry's choosing (its text
+// outside the {vars}) is not usable: the sandbox would grant that path to it.
 func (a *attempt) resolve(kind, name string, in Input, urlPart bool) (string, bool) {
 	if in.Value != "" {
+		if a.hostRun && !urlPart {
+			if paths := model.HostPaths(placeholderExpr.ReplaceAllString(in.Value, "v")); len(paths) > 0 {
+				a.unusable("the registry entry names the host path %q in %s %s: a path on this host must come from you", clean(paths[0], 100), kind, clean(name, 64))
+			}
+		}
 		return a.substitute(in.Value, in.Variables, urlPart)
 	}
 	v, ok := a.userValue(name, in)
+	registryPath := a.hostRun && len(model.HostPaths(in.Default)) > 0
 	switch {
 	case ok && urlPart && !urlSafeValue.MatchString(v):
 		a.userError("variables."+name, "%s is part of a URL: use letters, digits and . _ ~ - only", name)
-	case !ok && in.Default != "" && in.Format != "filepath":
+	case !ok && in.Default != "" && in.Format != "filepath" && !registryPath:
 		v, ok = in.Default, true
 		if urlPart && !urlSafeValue.MatchString(v) {
 			a.unusable("the default of URL variable %s is not a plain word", clean(name, 64))
 		}
 	}
 	a.record(kind, name, in, v)
-	if !ok && in.IsRequired {
+	// A path the registry meant as a default is the user's to name.
+	if !ok && (in.IsRequired || registryPath) {
 		a.addMissing(name)
 	}
 	return v, ok

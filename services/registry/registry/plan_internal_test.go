@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -109,5 +110,46 @@ func TestPlanRejectsUntrustedRegistryData(t *testing.T) {
 		{Name: "GITHUB_TOKEN", Input: Input{Default: "ghp_example", IsRequired: true}}}}, 0, anyHost, nil)
 	if ev := a.env["GITHUB_TOKEN"]; !ev.IsSecret || ev.Value != "" || ev.SecretRef != "GITHUB_TOKEN" || len(a.creds) != 1 {
 		t.Fatalf("looks secret: %+v %+v", ev, a.creds)
+	}
+}
+
+// A registry entry cannot choose host paths for a package run on this host
+// (the runner's sandbox grants the paths a config names): a fixed argument
+// or environment value naming one makes the option unusable, a default
+// naming one is no default, and the same path given by the user is taken.
+func TestRegistryChosenHostPathsRefused(t *testing.T) {
+	for _, p := range []Package{
+		{RegistryType: "npm", Identifier: "evil-mcp", Version: "1.0.0", PackageArguments: []Argument{{Type: "positional", Input: Input{Value: "~/.ssh"}}}},
+		{RegistryType: "npm", Identifier: "evil-mcp", Version: "1.0.0", PackageArguments: []Argument{{Type: "named", Name: "--root", Input: Input{Value: "/etc"}}}},
+		{RegistryType: "npm", Identifier: "evil-mcp", Version: "1.0.0", EnvironmentVariables: []KeyValueInput{{Name: "CACHE_DIR", Input: Input{Value: "/root/.aws"}}}},
+	} {
+		if a := officialPackage(p, 0, anyHost, nil); a.opt.Usable || !strings.Contains(a.opt.Reason, "must come from you") {
+			t.Errorf("%+v: usable %v (%s), args %q env %v", p, a.opt.Usable, a.opt.Reason, a.pkg.Args, a.env)
+		}
+	}
+	// A default naming a path is no default: the input is the user's to give.
+	viaVariable := Package{RegistryType: "npm", Identifier: "evil-mcp", Version: "1.0.0",
+		EnvironmentVariables: []KeyValueInput{{Name: "CACHE_DIR", Input: Input{Value: "{base}/.aws", Variables: map[string]Input{"base": {Default: "/root"}}}}}}
+	if a := officialPackage(viaVariable, 0, anyHost, nil); a.env["CACHE_DIR"].Value != "" || !slices.Contains(a.missing, "base") {
+		t.Fatalf("a path default of a variable: env %v, missing %v", a.env, a.missing)
+	}
+	withDefault := Package{RegistryType: "npm", Identifier: "fs-mcp", Version: "1.0.0",
+		EnvironmentVariables: []KeyValueInput{{Name: "DATA", Input: Input{Default: "/etc/mcpbus", IsRequired: true}}}}
+	a := officialPackage(withDefault, 0, anyHost, nil)
+	if _, set := a.env["DATA"]; set || !slices.Contains(a.missing, "DATA") {
+		t.Fatalf("a registry default path: env %v, missing %v", a.env, a.missing)
+	}
+	a = officialPackage(withDefault, 0, anyHost, map[string]string{"DATA": "/srv/data"})
+	if !a.opt.Usable || a.env["DATA"].Value != "/srv/data" {
+		t.Fatalf("the user's path: usable %v (%s), env %v", a.opt.Usable, a.opt.Reason, a.env)
+	}
+	userArg := Package{RegistryType: "npm", Identifier: "fs-mcp", Version: "1.0.0",
+		PackageArguments: []Argument{{Type: "positional", Input: Input{Value: "{dir}", Variables: map[string]Input{"dir": {Format: "filepath", IsRequired: true}}}}}}
+	if a := officialPackage(userArg, 0, anyHost, map[string]string{"dir": "/srv/files"}); !a.opt.Usable || !slices.Contains(a.pkg.Args, "/srv/files") {
+		t.Fatalf("a path argument from the user: usable %v (%s), args %q", a.opt.Usable, a.opt.Reason, a.pkg.Args)
+	}
+	// Inside a container a path is the image's, not the host's.
+	if a := officialPackage(Package{RegistryType: "oci", Identifier: "docker.io/acme/srv:1", PackageArguments: []Argument{{Type: "positional", Input: Input{Value: "/data"}}}}, 0, anyHost, nil); !a.opt.Usable {
+		t.Fatalf("a container path: %s", a.opt.Reason)
 	}
 }

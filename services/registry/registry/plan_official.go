@@ -91,6 +91,7 @@ func (a *attempt) npm(p Package, h host) {
 		ident += "@" + p.Version
 	}
 	a.pkg = model.PlanPackage{Type: model.PackageNPM, RegistryType: "npm", Identifier: ident, Version: p.Version, RuntimeHint: "npx"}
+	a.hostRun = true
 	a.pkg.Args = a.args(p.PackageArguments, "", nil)
 	a.pkg.RuntimeArgs = a.args(p.RuntimeArguments, "npx", npxFlags)
 	a.envVars(p.EnvironmentVariables)

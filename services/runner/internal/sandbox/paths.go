@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // This file is the one place that says what a child may touch.
@@ -119,7 +121,7 @@ type Plan struct {
 func Compute(spec Spec, protected []Protected) (Plan, error) {
 	c := planner{protected: resolveProtected(protected, spec.Dir)}
 	for _, arg := range spec.Args {
-		if err := c.arg(arg, spec.Dir, pathPieces(arg)); err != nil {
+		if err := c.arg(arg, spec.Dir, model.HostPaths(arg)); err != nil {
 			return Plan{}, err
 		}
 	}
@@ -361,19 +363,6 @@ func (e *ProtectedError) Field() string {
 		return "env_vars." + e.Env
 	}
 	return "package.args"
-}
-
-// pathPieces are the path-like parts of an argument: pieces of "--x=/a"
-// and "/a:/b" (docker -v) count; only absolute, ./, ../ and ~ paths are paths.
-func pathPieces(arg string) []string {
-	var out []string
-	for _, part := range strings.FieldsFunc(arg, func(r rune) bool { return r == '=' || r == ':' || r == ',' }) {
-		if strings.HasPrefix(part, "/") || strings.HasPrefix(part, "./") || strings.HasPrefix(part, "../") ||
-			part == "." || part == ".." || part == "~" || strings.HasPrefix(part, "~/") {
-			out = append(out, part)
-		}
-	}
-	return out
 }
 
 // shebang is the interpreter a script names in its #! line (for
