@@ -2,8 +2,8 @@ package bus
 
 import (
 	"cmp"
-	"crypto/rand"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
