@@ -82,6 +82,23 @@ func (a AgentRecord) Allows(names ...string) bool {
 	return false
 }
 
+// AllowsWholeServer reports whether some glob of Allow names every tool of
+// server ("*", or "<server pattern>__*"): what its resources, prompts and
+// completions need, which belong to no one tool.
+func (a AgentRecord) AllowsWholeServer(server string) bool {
+	for _, g := range a.Allow {
+		if g == "*" {
+			return true
+		}
+		if s, tool, ok := strings.Cut(g, "__"); ok && tool == "*" {
+			if m, _ := path.Match(s, server); m {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // AllowsServer reports whether some glob of Allow could match a tool of
 // server (its rpc, cancel and events).
 func (a AgentRecord) AllowsServer(server string) bool {

@@ -207,6 +207,18 @@ func TestNoConfusedDeputy(t *testing.T) {
 		if err := json.Unmarshal(m.Data, &rl); err != nil || len(rl.Tools) != 1 || rl.Tools[0].Name != "echo" {
 			t.Errorf("the narrow agent's rpc tools/list: %s %v", m.Data, err)
 		}
+		// Resources, prompts and completions are no one tool's: a grant of
+		// some tools does not reach them, one of all the server's does.
+		for _, req := range []string{`{"method":"resources/list"}`, `{"method":"resources/read","params":{"uri":"test://greeting"}}`,
+			`{"method":"prompts/get","params":{"name":"greet","arguments":{"who":"x"}}}`} {
+			m, err := call(narrow, "mcp.v1.agent.narrow.rpc.safe", req)
+			if err != nil || m.Header.Get("Nats-Service-Error-Code") != "401" || strings.Contains(string(m.Data), "Hello") {
+				t.Errorf("the narrow agent's rpc %s: %v %v %s", req, err, m.Header, m.Data)
+			}
+			if m, err := call(calm, "mcp.v1.agent.calm.rpc.safe", req); err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+				t.Errorf("the calm agent's (safe__*) rpc %s: %v %s", req, err, m.Data)
+			}
+		}
 	})
 
 	t.Run("events of its own calls only, never chat", func(t *testing.T) {

@@ -683,6 +683,12 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 		return nil, apierr.Invalid("method", "unsupported method "+in.Method+
 			" (ping, tools/list, resources/list, resources/read, resources/templates/list, prompts/list, prompts/get, completion/complete)")
 	}
+	// An agent granted some tools of the server gets those (tools/list
+	// shows them alone); its resources, prompts and completions are no
+	// tool's, so they need a grant of all its tools.
+	if c.agent != "" && in.Method != "ping" && in.Method != "tools/list" && !c.record.AllowsWholeServer(s.slug) {
+		return nil, apierr.Newf(apierr.Unauthorized, "agent %s may use %s of server %s only with a grant of all its tools (%s__*)", c.agent, in.Method, s.slug, s.slug).WithField("method")
+	}
 	sess, _, cfg, err := s.liveOrStart(ctx, h, "")
 	if err != nil {
 		return nil, err
