@@ -99,7 +99,7 @@ func ChangedFields(old, cur json.RawMessage) []string {
 	var a, b map[string]json.RawMessage
 	_ = json.Unmarshal(old, &a)
 	_ = json.Unmarshal(cur, &b)
-	var out []string
+	out := []string{} // never null in an event: a pin whose hash alone differs (damaged) changed nothing named
 	for k, v := range a {
 		if !bytes.Equal(v, b[k]) {
 			out = append(out, k)

@@ -395,6 +395,75 @@ func TestSchemaCases(t *testing.T) {
 		{"tool-pin", true, `{"server":"fs","tool":"write","hash":"` + hash64 + `","definition":{"name":"write"},"pinned_at":` + now + `}`},
 		{"tool-pin", true, `{"server":"fs","tool":"find","hash":"","definition":null,"pinned_at":` + now + `,"pending":{"hash":"` + hash64 + `","definition":{"name":"find"},"seen_at":` + now + `}}`},
 		{"tool-pin", false, `{"server":"fs","tool":"find","hash":"","definition":null,"pinned_at":` + now + `,"pending":{"hash":"x","definition":{},"seen_at":` + now + `}}`},
+		{"tools-review-request", true, `{}`},
+		{"tools-review-request", true, `{"server":"fs"}`},
+		{"tools-review-request", false, `{"server":"Not A Slug"}`},
+		{"tools-review-request", false, `{"server":"fs","tool":"write"}`},
+		{"tools-review-reply", true, `{"changes":[]}`},
+		{"tools-review-reply", true, `{"changes":[{"server":"fs","tool":"find","hash":"","definition":null,"pinned_at":` + now + `,"pending":{"hash":"` + hash64 + `","definition":{"name":"find"},"seen_at":` + now + `}}]}`},
+		{"tools-review-reply", false, `{"changes":[{"server":"fs","tool":"write","hash":"` + hash64 + `","definition":{"name":"write"},"pinned_at":` + now + `}]}`}, // nothing pending
+		{"tools-review-reply", false, `{"changes":null}`},
+		{"tools-review-reply", false, `{}`},
+		{"tool-changed-event", true, `{"server":"fs","tool":"write","policy":"strict","pinned_hash":"` + hash64 + `","new_hash":"` + strings.Repeat("cd", 32) + `",` +
+			`"changed":["description","inputSchema"],"withheld":true,"pinned":{"name":"write"},"pending":{"name":"write","description":"now reads ~/.ssh"},"at":` + now + `}`},
+		{"tool-changed-event", true, `{"server":"fs","tool":"find","policy":"warn","pinned_hash":"","new_hash":"` + hash64 + `",` +
+			`"changed":["name"],"withheld":false,"pinned":null,"pending":{"name":"find"},"at":` + now + `}`},
+		{"tool-changed-event", false, `{"server":"fs","tool":"find","policy":"off","pinned_hash":"","new_hash":"` + hash64 + `",` +
+			`"changed":["name"],"withheld":false,"pinned":null,"pending":{"name":"find"},"at":` + now + `}`},
+		{"tool-changed-event", false, `{"server":"fs","tool":"find","policy":"warn","pinned_hash":"","new_hash":"` + hash64 + `",` +
+			`"changed":["name"],"withheld":true,"pinned":null,"pending":{"name":"find"},"at":` + now + `}`}, // warn never withholds
+		{"tool-changed-event", false, `{"server":"fs","tool":"find","policy":"strict","pinned_hash":"","new_hash":"` + hash64 + `",` +
+			`"changed":["name"],"withheld":false,"pinned":null,"pending":{"name":"find"},"at":` + now + `}`}, // strict always does
+		{"tool-changed-event", false, `{"server":"fs","tool":"find","policy":"warn","pinned_hash":"","new_hash":"` + hash64 + `",` +
+			`"changed":["secret"],"withheld":false,"pinned":null,"pending":{"name":"find"},"at":` + now + `}`},
+		{"tool-changed-event", false, `{"server":"fs","tool":"find","policy":"warn","pinned_hash":"","new_hash":"","changed":["name"],"withheld":false,"pinned":null,"pending":{"name":"find"},"at":` + now + `}`},
+		{"tool-changed-event", false, `{"server":"fs","tool":"find","policy":"warn","pinned_hash":"","new_hash":"` + hash64 + `",` +
+			`"changed":["name"],"withheld":"no","pinned":null,"pending":{"name":"find"},"at":` + now + `}`},
+		{"tool-changed-event", false, `{"server":"fs","tool":"find","policy":"warn","pinned_hash":"","new_hash":"` + hash64 + `",` +
+			`"changed":["name"],"withheld":false,"pinned":null,"at":` + now + `}`},
+		{"key-create-request", true, `{"name":"ci bot"}`},
+		{"key-create-request", true, `{"name":"console","scopes":["admin","call","chat"],"tools":{"allow":["github__*"],"deny":["*__delete_*"]},` +
+			`"tools_mode":"search","pinned_tools":["github__list_repos"],"rate":{"rps":2.5,"burst":10}}`},
+		{"key-create-request", false, `{"scopes":["call"]}`},
+		{"key-create-request", false, `{"name":"   "}`},
+		{"key-create-request", false, `{"name":"a\u0007b"}`},
+		{"key-create-request", false, `{"name":"` + strings.Repeat("n", 65) + `"}`},
+		{"key-create-request", false, `{"name":"x","scopes":["root"]}`},
+		{"key-create-request", false, `{"name":"x","scopes":"call"}`},
+		{"key-create-request", false, `{"name":"x","tools_mode":"all"}`},
+		{"key-create-request", false, `{"name":"x","pinned_tools":["github__list_repos"]}`}, // search mode only
+		{"key-create-request", false, `{"name":"x","tools_mode":"search","pinned_tools":["github list"]}`},
+		{"key-create-request", false, `{"name":"x","tools":{"allow":[" "]}}`},
+		{"key-create-request", false, `{"name":"x","rate":{"rps":0,"burst":1}}`},
+		{"key-create-request", false, `{"name":"x","rate":{"rps":1}}`},
+		{"key-create-request", false, `{"name":"x","key":"mcpbus_0123456789abcdef_` + strings.Repeat("A", 43) + `"}`},
+		{"key-create-reply", true, `{"key":"mcpbus_0123456789abcdef_` + strings.Repeat("Ab-_", 10) + `xyz","id":"0123456789abcdef","name":"ci","scopes":["call"],"created_at":` + now + `}`},
+		{"key-create-reply", true, `{"key":"mcpbus_0123456789abcdef_` + strings.Repeat("A", 43) + `","id":"0123456789abcdef","name":"ci","scopes":["admin"],` +
+			`"tools":{"allow":["fs__*"]},"tools_mode":"search","pinned_tools":["fs__read"],"rate":{"rps":1,"burst":1},"created_at":` + now + `}`},
+		{"key-create-reply", false, `{"id":"0123456789abcdef","name":"ci","scopes":["call"],"created_at":` + now + `}`}, // no key
+		{"key-create-reply", false, `{"key":"mcpbus_0123456789abcdef_short","id":"0123456789abcdef","name":"ci","scopes":["call"],"created_at":` + now + `}`},
+		{"key-create-reply", false, `{"key":"sk_0123456789abcdef_` + strings.Repeat("A", 43) + `","id":"0123456789abcdef","name":"ci","scopes":["call"],"created_at":` + now + `}`},
+		{"key-create-reply", false, `{"key":"mcpbus_0123456789abcdef_` + strings.Repeat("A", 43) + `","id":"0123456789abcdef","name":"ci","scopes":[],"created_at":` + now + `}`},
+		{"key-create-reply", false, `{"key":"mcpbus_0123456789abcdef_` + strings.Repeat("A", 43) + `","id":"0123456789abcdef","name":"ci","scopes":["call"],"created_at":` + now + `,"revoked_at":` + now + `}`},
+		{"key-list-request", true, `{}`},
+		{"key-list-request", true, `{"include_revoked":true}`},
+		{"key-list-request", false, `{"include_revoked":"yes"}`},
+		{"key-list-request", false, `{"name":"ci"}`},
+		{"key-list-reply", true, `{"keys":[]}`},
+		{"key-list-reply", true, `{"keys":[{"id":"0123456789abcdef","name":"ci","scopes":["call","chat"],"created_at":` + now + `,"revoked_at":` + now + `}]}`},
+		{"key-list-reply", false, `{"keys":null}`},
+		{"key-list-reply", false, `{"keys":[{"id":"0123456789abcdef","name":"ci","scopes":["call"],"created_at":` + now + `,"hash":"` + hash64 + `"}]}`}, // never the hash
+		{"key-list-reply", false, `{"keys":[{"key":"mcpbus_0123456789abcdef_` + strings.Repeat("A", 43) + `","id":"0123456789abcdef","name":"ci","scopes":["call"],"created_at":` + now + `}]}`},
+		{"key-revoke-request", true, `{"id":"0123456789abcdef"}`},
+		{"key-revoke-request", false, `{}`},
+		{"key-revoke-request", false, `{"id":"0123456789ABCDEF"}`},
+		{"key-revoke-request", false, `{"id":"0123456789abcdef0"}`},
+		{"key-revoke-request", false, `{"id":42}`},
+		{"api-key", true, `{"id":"0123456789abcdef","name":"ci","scopes":["call"],"tools":{},"created_at":` + now + `,"revoked_at":` + now + `}`},
+		{"api-key", false, `{"id":"0123456789abcdef","name":"ci","scopes":["call","call"],"created_at":` + now + `}`},
+		{"api-key", false, `{"id":"0123456789abcdef","name":"ci","scopes":["call"],"created_at":"yesterday"}`},
+		{"api-key", false, `{"id":"0123456789abcdef","name":"ci","scopes":["call"],"rate":{"rps":1,"burst":0},"created_at":` + now + `}`},
+		{"api-key", false, `{"id":"0123456789abcdef","scopes":["call"],"created_at":` + now + `}`},
 		{"oauth-event", true, `{"type":"failed","server":"remote","code":"NETWORK_ERROR","message":"Authorization timed out after 2 minutes.","at":` + now + `}`},
 		{"oauth-event", false, `{"type":"failed","server":"remote","at":` + now + `}`},
 		{"oauth-event", false, `{"type":"authorized","server":"remote","code":"UNAUTHORIZED","message":"x","at":` + now + `}`},

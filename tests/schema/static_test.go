@@ -10,6 +10,12 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/chat/chat"
+	"github.com/mcpbus/mcpbus/services/config/config"
+	"github.com/mcpbus/mcpbus/services/credential/credential"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
+	regsvc "github.com/mcpbus/mcpbus/services/registry/registry"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
 )
 
 // testServer is the go-sdk test MCP server, built once in TestMain.
@@ -41,6 +47,8 @@ func TestSchemasCompile(t *testing.T) {
 		"approvals-list-request", "approval-rules-get-request", "token-revoke-request", "token-revocation",
 		"approval-rules", "held-call", "approvals-list-reply", "approval-decide-request",
 		"audit-record", "audit-bundle", "tool-reviewed-event", "gateway-audit-event", "tools-approve-request", "tool-pin",
+		"tools-review-request", "tools-review-reply", "tool-changed-event",
+		"key-create-request", "key-create-reply", "key-list-request", "key-list-reply", "key-revoke-request", "api-key",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {
@@ -83,6 +91,14 @@ func TestAsyncAPI(t *testing.T) {
 	}
 	if s, _ := lookup(doc, "info", "version").(string); s == "" {
 		t.Error("info.version is missing")
+	}
+	// The description names every micro service of the bus.
+	desc, _ := lookup(doc, "info", "description").(string)
+	for _, name := range []string{runner.ServiceName, runner.ServerServiceName, config.ServiceName, credential.ServiceName,
+		regsvc.ServiceName, chat.ServiceName, auth.ServiceName} {
+		if !strings.Contains(desc, "`"+name+"`") {
+			t.Errorf("info.description does not name the micro service %s", name)
+		}
 	}
 
 	// Every $ref resolves; external ones name schema files beside the document.
@@ -225,6 +241,10 @@ func TestAsyncAPI(t *testing.T) {
 		s.Event("task", "0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"),
 		// OAuth access tokens revoked at the gateways.
 		s.Service("tokens", "revoke"),
+		// Tool pinning: review, approval and their events.
+		s.ToolsReview(), s.ToolsApprove(), s.Event("tool_changed", "srv"), s.Event("tool_reviewed", "srv"),
+		// The gateway's API keys (micro service mcpbus-gateway).
+		s.Service("keys", "create"), s.Service("keys", "list"), s.Service("keys", "revoke"),
 	} {
 		if r.channelFor(subject) == "" {
 			t.Errorf("no channel of %s matches subject %s", asyncAPIFile, subject)

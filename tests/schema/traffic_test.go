@@ -30,6 +30,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/config/config"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/auth/jwtauth"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	regsvc "github.com/mcpbus/mcpbus/services/registry/registry"
@@ -199,7 +200,7 @@ func waitState(t *testing.T, cl *client.Client, server, state string, within tim
 // TestRealMessages runs the whole system (tools/mcpbus/stack) with the go-sdk
 // test server, fake registries and a scripted local model, drives real
 // traffic through every service (runner, config, credential, registry, chat,
-// the gateway's approvals)
+// the gateway's approvals, token revocations and API keys; tool pin review)
 // with their Go clients, records every message of the bus and checks each
 // body (requests, replies, errors, progress, events, stream contents, KV
 // values) against its schema, the headers against the
@@ -362,8 +363,9 @@ func TestRealMessages(t *testing.T) {
 	driveOAuth(t, ctx, sys, sec)
 	driveRetry(t, ctx, sys, srv)
 	driveApprovals(t, ctx, sys, srv)
-	driveReview(t, ctx, sys, rec.nc, srv)
+	driveReview(t, ctx, sys, rec, subj, srv)
 	driveTokens(t, ctx, sys, subj, bad)
+	apiKey := driveKeys(t, ctx, sys, subj, bad)
 	feedPlain := driveFingerprints(t, ctx, sys, sec, bad)
 
 	// Wait for the trailing messages: the call events (published after each
@@ -393,6 +395,7 @@ func TestRealMessages(t *testing.T) {
 	msgs := rec.all()
 	tally := checkBus(t, reg, msgs, subj, bad)
 	checkVerbs(t, tally)
+	checkKeyOnce(t, reg, msgs, apiKey)
 	credSvc := sys.Services["credential"].(*credential.Service)
 	checkSecrets(t, reg, msgs, subj, sec, func(sealed []byte, sender string) (model.Credentials, error) {
 		return credSvc.Unseal(context.Background(), sealed, sender)
@@ -471,6 +474,7 @@ func controlVerbs() map[string][]string {
 		"task":      {"create", "get", "result", "cancel", "list"},
 		"approvals": {approvals.VerbList, approvals.VerbDecide, approvals.VerbRulesGet, approvals.VerbRulesPut},
 		"tokens":    {"revoke"},
+		"keys":      {"create", "list", "revoke"},
 	}
 }
 
@@ -490,6 +494,8 @@ func kindOf(subject string, s bus.Subjects) string {
 		return "tools.list"
 	case rest == "tools.search":
 		return "tools.search"
+	case rest == "tools.review":
+		return "tools.review"
 	case rest == "tools.approve":
 		return "tools.approve"
 	case tok[0] == "call" && len(tok) == 3:
@@ -521,7 +527,7 @@ func kindOf(subject string, s bus.Subjects) string {
 
 // requestSchema is the body schema of each request kind.
 var requestSchema = map[string]string{
-	"tools.list": "tools-list-request", "tools.search": "tools-search-request", "tools.approve": "tools-approve-request", "call": "call-arguments", "rpc": "rpc-request", "cancel": "cancel-request",
+	"tools.list": "tools-list-request", "tools.search": "tools-search-request", "tools.review": "tools-review-request", "tools.approve": "tools-approve-request", "call": "call-arguments", "rpc": "rpc-request", "cancel": "cancel-request",
 	"control": "control-request", "runtime.start": "runtime-request", "runtime.stop": "runtime-request",
 	"runtime.restart": "runtime-request", "runtime.status": "runtime-request",
 
@@ -550,12 +556,14 @@ var requestSchema = map[string]string{
 	"approvals.rules-get": "approval-rules-get-request", "approvals.rules-put": "approval-rules",
 
 	"tokens.revoke": "token-revoke-request",
+
+	"keys.create": "key-create-request", "keys.list": "key-list-request", "keys.revoke": "key-revoke-request",
 }
 
 // replySchema is the schema of the success reply of the request kinds that
 // have exactly one.
 var replySchema = map[string]string{
-	"tools.approve": "tool-pin", "call": "call-result", "control": "status", "runtime.start": "status", "runtime.stop": "status", "runtime.restart": "status",
+	"tools.review": "tools-review-reply", "tools.approve": "tool-pin", "call": "call-result", "control": "status", "runtime.start": "status", "runtime.stop": "status", "runtime.restart": "status",
 
 	"config.create": "mcp-config", "config.get": "mcp-config", "config.update": "mcp-config", "config.enable": "mcp-config",
 	"config.disable": "mcp-config", "config.rollback": "mcp-config", "config.list": "config-list-reply",
@@ -581,12 +589,14 @@ var replySchema = map[string]string{
 	"approvals.rules-get": "approval-rules", "approvals.rules-put": "approval-rules",
 
 	"tokens.revoke": "token-revocation",
+
+	"keys.create": "key-create-reply", "keys.list": "key-list-reply", "keys.revoke": "api-key",
 }
 
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
 // mcp.v1.events.chat.<conversation>).
 var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event", "cred": "cred-event", "chat": "chat-event", "oauth": "oauth-event",
-	"task": "task", chatAudit: "chat-audit-event", "tool_reviewed": "tool-reviewed-event", "gateway": "gateway-audit-event"}
+	"task": "task", chatAudit: "chat-audit-event", "tool_changed": "tool-changed-event", "tool_reviewed": "tool-reviewed-event", "gateway": "gateway-audit-event"}
 
 // chatAudit is the kind of mcp.v1.events.chat.<conversation>.audit.
 const chatAudit = "chat-audit"
@@ -935,10 +945,12 @@ var kvRules = map[string]kvRule{
 // gateways' pending OAuth flows, and the runners' task records (the task
 // with its run's arguments; read through mcp.v1.task.*), and the gateways'
 // approval rules and held calls (read through mcp.v1.approvals.*) and
-// token revocations (written through mcp.v1.tokens.revoke).
+// token revocations (written through mcp.v1.tokens.revoke), and the
+// gateways' API keys (with the hash of their secret; read through
+// mcp.v1.keys.*).
 var internalBuckets = map[string]bool{bus.BucketOwners: true, bus.BucketPins: true, regsvc.BucketCache: true,
 	bus.BucketChatTurns: true, bus.BucketChatApprovals: true, bus.BucketOAuthFlows: true, bus.BucketTasks: true,
-	bus.BucketApprovalRules: true, bus.BucketApprovals: true, jwtauth.BucketRevocations: true}
+	bus.BucketApprovalRules: true, bus.BucketApprovals: true, jwtauth.BucketRevocations: true, auth.BucketAPIKeys: true}
 
 // kvValue is the document a KV value is validated as.
 func kvValue(t *testing.T, rule kvRule, value []byte) []byte {
