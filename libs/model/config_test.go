@@ -210,6 +210,23 @@ func TestValidateRules(t *testing.T) {
 		{"negative start timeout", func(c *model.McpConfig) { c.Runtime.StartTimeout = -1 }, "runtime", "Timeouts must not be negative"},
 		{"bad secret_scan arguments", func(c *model.McpConfig) { c.SecretScan.Arguments = "warn" }, "secret_scan.arguments", "secret_scan.arguments must be block, redact or off"},
 		{"bad secret_scan results", func(c *model.McpConfig) { c.SecretScan.Results = "Block" }, "secret_scan.results", "secret_scan.results must be block, redact or off"},
+		// Input the runner or the CLI would trip on later, refused at save.
+		{"name with an escape", func(c *model.McpConfig) { c.Name = "A\x1b[31m" }, "name", "Name must not contain control characters"},
+		{"name with NUL", func(c *model.McpConfig) { c.Name = "A\x00" }, "name", "Name must not contain control characters"},
+		{"unknown source", func(c *model.McpConfig) { c.Source.Type = "bogus" }, "source.type", "source.type must be manual, official or smithery"},
+		{"http with an unknown package type", func(c *model.McpConfig) {
+			c.Transport = model.Transport{Type: model.TransportHTTP, URL: "https://mcp.example.com/mcp"}
+			c.Package.Type = "bogus"
+		}, "package.type", "package.type must be npm, docker, binary or http"},
+		{"header value with a line break", func(c *model.McpConfig) {
+			c.Transport = model.Transport{Type: model.TransportHTTP, URL: "https://mcp.example.com/mcp", Headers: map[string]string{"X-A": "b\r\nEvil: 1"}}
+		}, "transport.headers.X-A", "the header value is not valid: no line breaks or control characters"},
+		{"header name with a space", func(c *model.McpConfig) {
+			c.Transport = model.Transport{Type: model.TransportHTTP, URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Bad Name": "x"}}
+		}, "transport.headers.Bad Name", `"Bad Name" is not a valid HTTP header name`},
+		{"secret header name with a space", func(c *model.McpConfig) {
+			c.Transport = model.Transport{Type: model.TransportHTTP, URL: "https://mcp.example.com/mcp", SecretHeaders: []string{"Bad Header"}}
+		}, "transport.secret_headers.0", `"Bad Header" is not a valid HTTP header name`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

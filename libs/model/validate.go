@@ -2,10 +2,12 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"path"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 )
@@ -36,6 +38,14 @@ func (c *McpConfig) Normalize() {
 func (c *McpConfig) Validate() *apierr.Error {
 	if strings.TrimSpace(c.Name) == "" {
 		return apierr.Invalid("name", "Name is required")
+	}
+	if strings.ContainsFunc(c.Name, unicode.IsControl) {
+		return apierr.Invalid("name", "Name must not contain control characters")
+	}
+	switch c.Source.Type {
+	case "", SourceManual, SourceOfficial, SourceSmithery:
+	default:
+		return apierr.Invalid("source.type", "source.type must be manual, official or smithery")
 	}
 	if !ValidSlug(c.Slug) {
 		return apierr.Invalid("slug", "Slug must match [a-z0-9_-]{1,64}")
@@ -72,6 +82,16 @@ func (c *McpConfig) Validate() *apierr.Error {
 			return apierr.Invalid("transport.url", "An http transport needs an http(s) URL")
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(c.Transport.Headers)) {
+		if e := CheckHeader("transport.headers."+name, name, c.Transport.Headers[name]); e != nil {
+			return e
+		}
+	}
+	for i, name := range c.Transport.SecretHeaders {
+		if e := CheckHeader(fmt.Sprintf("transport.secret_headers.%d", i), name, ""); e != nil {
+			return e
+		}
+	}
 	if c.Auth.PerPrincipal && c.Transport.Type != TransportHTTP {
 		return apierr.Invalid("auth.per_principal", "auth.per_principal is for remote (http) servers: a stdio server is one process, shared by every caller")
 	}
@@ -82,6 +102,11 @@ func (c *McpConfig) Validate() *apierr.Error {
 	case TransportStdio, TransportHTTP:
 	default:
 		return apierr.Invalid("transport.type", "Transport type must be stdio or http")
+	}
+	switch c.Package.Type {
+	case "", PackageNPM, PackageDocker, PackageBinary, PackageHTTP:
+	default:
+		return apierr.Invalid("package.type", "package.type must be npm, docker, binary or http")
 	}
 	switch c.AuthType {
 	case "", AuthNone, AuthAPIKey, AuthKeyfile, AuthOAuth:

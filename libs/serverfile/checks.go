@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/net/http/httpguts"
-
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
@@ -17,11 +15,8 @@ import (
 
 // checkHeader refuses what the runner's HTTP client could not send.
 func checkHeader(field, name, val string) error {
-	if !httpguts.ValidHeaderFieldName(name) {
-		return apierr.Invalid(field, fmt.Sprintf("%q is not a valid HTTP header name", name))
-	}
-	if !httpguts.ValidHeaderFieldValue(val) {
-		return apierr.Invalid(field, "the header value is not valid: no line breaks or control characters")
+	if e := model.CheckHeader(field, name, val); e != nil {
+		return e
 	}
 	return nil
 }
