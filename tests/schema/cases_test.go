@@ -463,6 +463,45 @@ func TestSchemaCases(t *testing.T) {
 		{"api-key", false, `{"id":"0123456789abcdef","name":"ci","scopes":["call","call"],"created_at":` + now + `}`},
 		{"api-key", false, `{"id":"0123456789abcdef","name":"ci","scopes":["call"],"created_at":"yesterday"}`},
 		{"api-key", false, `{"id":"0123456789abcdef","name":"ci","scopes":["call"],"rate":{"rps":1,"burst":0},"created_at":` + now + `}`},
+
+		// mcpbus up's agent identities (mcp.v1.agents.*) and the runners' record of them (KV mcp_agents).
+		{"agent-create-request", true, `{"name":"ci"}`},
+		{"agent-create-request", true, `{"name":"ci-bot_1","allow":["github__*","everything__echo"],"max_inflight":3}`},
+		{"agent-create-request", false, `{}`},
+		{"agent-create-request", false, `{"name":"CI"}`},
+		{"agent-create-request", false, `{"name":"ci bot"}`},
+		{"agent-create-request", false, `{"name":"` + strings.Repeat("a", 51) + `"}`},
+		{"agent-create-request", false, `{"name":"ci","max_inflight":-1}`},
+		{"agent-create-request", false, `{"name":"ci","allow":"*"}`},
+		{"agent-create-request", false, `{"name":"ci","seed":"SU` + strings.Repeat("A", 56) + `"}`},
+		{"agent", true, `{"name":"ci","allow":["*"],"created":` + now + `,"seed_file":"/data/identities/agent-ci.nk","inbox_prefix":"_INBOX.agent-ci",` +
+			`"subject_prefix":"mcp.v1.agent.ci","subjects":["mcp.v1.agent.ci.tools.list","mcp.v1.agent.ci.call.>"]}`},
+		{"agent", true, `{"name":"ci","allow":["github__*"],"created":` + now + `,"seed_file":"/x.nk","inbox_prefix":"_INBOX.agent-ci","max_inflight":2,` +
+			`"subject_prefix":"acme.mcp.agent.ci","subjects":[]}`},
+		{"agent", false, `{"name":"ci","allow":[],"created":` + now + `,"seed_file":"/x.nk","inbox_prefix":"_INBOX.agent-ci","subject_prefix":"mcp.v1.agent.ci","subjects":[]}`},
+		{"agent", false, `{"name":"ci","allow":["*"],"created":` + now + `,"inbox_prefix":"_INBOX.agent-ci","subject_prefix":"mcp.v1.agent.ci","subjects":[]}`}, // no seed file
+		{"agent", false, `{"name":"ci","allow":["*"],"created":` + now + `,"seed_file":"/x.nk","seed":"SU` + strings.Repeat("A", 56) + `",` +
+			`"inbox_prefix":"_INBOX.agent-ci","subject_prefix":"mcp.v1.agent.ci","subjects":[]}`}, // never the seed
+		{"agent", false, `{"name":"ci","allow":["*"],"created":` + now + `,"seed_file":"/x.nk","inbox_prefix":"_INBOX.>","subject_prefix":"mcp.v1.agent.ci","subjects":[]}`},
+		{"agent", false, `{"name":"ci","allow":["*"],"created":` + now + `,"seed_file":"/x.nk","inbox_prefix":"_INBOX.agent-ci","subject_prefix":"mcp.v1.agents.ci","subjects":[]}`},
+		{"agent", false, `{"name":"ci","allow":["*"],"created":"today","seed_file":"/x.nk","inbox_prefix":"_INBOX.agent-ci","subject_prefix":"mcp.v1.agent.ci","subjects":[]}`},
+		{"agent-list-request", true, `{}`},
+		{"agent-list-request", false, `{"name":"ci"}`},
+		{"agent-list-reply", true, `{"agents":[]}`},
+		{"agent-list-reply", true, `{"agents":null}`},
+		{"agent-list-reply", false, `{}`},
+		{"agent-list-reply", false, `{"agents":[{"name":"ci"}]}`},
+		{"agent-ref", true, `{"name":"ci"}`},
+		{"agent-ref", false, `{}`},
+		{"agent-ref", false, `{"name":""}`},
+		{"agent-ref", false, `{"name":"ci","allow":["*"]}`},
+		{"agent-record", true, `{"name":"ci","allow":["*"]}`},
+		{"agent-record", true, `{"name":"ci","allow":["github__*"],"max_inflight":4}`},
+		{"agent-record", false, `{"name":"ci"}`},
+		{"agent-record", false, `{"name":"ci","allow":null}`},
+		{"agent-record", false, `{"name":"ci","allow":["*"],"max_inflight":1.5}`},
+		{"runtime-request", true, `{"server":"x","principal":"key:0123456789abcdef"}`}, // runtime.forget
+		{"runtime-request", false, `{"server":"x","principal":""}`},
 		{"api-key", false, `{"id":"0123456789abcdef","scopes":["call"],"created_at":` + now + `}`},
 		{"oauth-event", true, `{"type":"failed","server":"remote","code":"NETWORK_ERROR","message":"Authorization timed out after 2 minutes.","at":` + now + `}`},
 		{"oauth-event", false, `{"type":"failed","server":"remote","at":` + now + `}`},

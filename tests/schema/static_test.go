@@ -49,6 +49,7 @@ func TestSchemasCompile(t *testing.T) {
 		"audit-record", "audit-bundle", "tool-reviewed-event", "gateway-audit-event", "tools-approve-request", "tool-pin",
 		"tools-review-request", "tools-review-reply", "tool-changed-event",
 		"key-create-request", "key-create-reply", "key-list-request", "key-list-reply", "key-revoke-request", "api-key",
+		"agent-create-request", "agent", "agent-list-request", "agent-list-reply", "agent-ref", "agent-record",
 	}
 	for _, name := range want {
 		if _, ok := r.schemas[name]; !ok {
@@ -95,7 +96,7 @@ func TestAsyncAPI(t *testing.T) {
 	// The description names every micro service of the bus.
 	desc, _ := lookup(doc, "info", "description").(string)
 	for _, name := range []string{runner.ServiceName, runner.ServerServiceName, config.ServiceName, credential.ServiceName,
-		regsvc.ServiceName, chat.ServiceName, auth.ServiceName} {
+		regsvc.ServiceName, chat.ServiceName, auth.ServiceName, agentsService} {
 		if !strings.Contains(desc, "`"+name+"`") {
 			t.Errorf("info.description does not name the micro service %s", name)
 		}
@@ -217,7 +218,7 @@ func TestAsyncAPI(t *testing.T) {
 	s := bus.NewSubjects("")
 	for _, subject := range []string{
 		s.ToolsList(), s.Call("srv", "tool"), s.RPC("srv"), s.Cancel("srv"), s.Control("srv"),
-		s.Runtime("start"), s.Runtime("stop"), s.Runtime("restart"), s.Runtime("status"),
+		s.Runtime("start"), s.Runtime("stop"), s.Runtime("restart"), s.Runtime("status"), s.Runtime("forget"),
 		s.Event("status", "srv"), s.Event("call", "srv"), s.Event("config", "srv"),
 		"$KV." + bus.BucketConfigs + ".id", "$KV." + bus.BucketStatus + ".srv", "$KV." + bus.BucketTools + ".srv",
 		"$KV." + bus.BucketSlugs + ".srv",
@@ -245,6 +246,9 @@ func TestAsyncAPI(t *testing.T) {
 		s.ToolsReview(), s.ToolsApprove(), s.Event("tool_changed", "srv"), s.Event("tool_reviewed", "srv"),
 		// The gateway's API keys (micro service mcpbus-gateway).
 		s.Service("keys", "create"), s.Service("keys", "list"), s.Service("keys", "revoke"),
+		// mcpbus up's agent identities (micro service mcpbus-agents) and the runners' record of them.
+		s.Service("agents", "create"), s.Service("agents", "list"), s.Service("agents", "revoke"),
+		"$KV." + bus.BucketAgents + ".a1",
 	} {
 		if r.channelFor(subject) == "" {
 			t.Errorf("no channel of %s matches subject %s", asyncAPIFile, subject)

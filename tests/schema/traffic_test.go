@@ -200,7 +200,8 @@ func waitState(t *testing.T, cl *client.Client, server, state string, within tim
 // TestRealMessages runs the whole system (tools/mcpbus/stack) with the go-sdk
 // test server, fake registries and a scripted local model, drives real
 // traffic through every service (runner, config, credential, registry, chat,
-// the gateway's approvals, token revocations and API keys; tool pin review)
+// the gateway's approvals, token revocations and API keys; mcpbus up's
+// agent identities; tool pin review)
 // with their Go clients, records every message of the bus and checks each
 // body (requests, replies, errors, progress, events, stream contents, KV
 // values) against its schema, the headers against the
@@ -347,6 +348,13 @@ func TestRealMessages(t *testing.T) {
 	if st, err := cl.Runtime(ctx, "start", srv); err != nil || st.State != model.StateRunning {
 		t.Fatalf("runtime.start: %v %+v", err, st)
 	}
+	// runtime.forget: a principal's per-principal session closed (as after
+	// their own credentials changed), and one without the principal refused.
+	if err := cl.ApplyPrincipalSecrets(ctx, srv, "key:0123456789abcdef"); err != nil {
+		t.Fatalf("runtime.forget: %v", err)
+	}
+	wantCode(t, "runtime.forget without a principal",
+		bus.RequestJSON(ctx, sys.Conn, subj.Runtime("forget"), model.RuntimeRequest{Server: srv}, &model.Status{}, 10*time.Second), apierr.Validation)
 	// A call the caller gives up on: the client publishes a cancellation.
 	const cancelID = "schema-cancel"
 	cctx, ccancel := context.WithCancel(ctx)
@@ -366,6 +374,10 @@ func TestRealMessages(t *testing.T) {
 	driveReview(t, ctx, sys, rec, subj, srv)
 	driveTokens(t, ctx, sys, subj, bad)
 	apiKey := driveKeys(t, ctx, sys, subj, bad)
+	agentSeed := driveAgents(t, ctx, sys, subj, bad)
+	if _, err := sys.Conn.Request("$SRV.PING."+agentsService, nil, 5*time.Second); err != nil { // the operator may discover services
+		t.Errorf("no micro service %s answers: %v", agentsService, err)
+	}
 	feedPlain := driveFingerprints(t, ctx, sys, sec, bad)
 
 	// Wait for the trailing messages: the call events (published after each
@@ -396,6 +408,7 @@ func TestRealMessages(t *testing.T) {
 	tally := checkBus(t, reg, msgs, subj, bad)
 	checkVerbs(t, tally)
 	checkKeyOnce(t, reg, msgs, apiKey)
+	checkSeedNever(t, msgs, agentSeed)
 	credSvc := sys.Services["credential"].(*credential.Service)
 	checkSecrets(t, reg, msgs, subj, sec, func(sealed []byte, sender string) (model.Credentials, error) {
 		return credSvc.Unseal(context.Background(), sealed, sender)
@@ -475,6 +488,7 @@ func controlVerbs() map[string][]string {
 		"approvals": {approvals.VerbList, approvals.VerbDecide, approvals.VerbRulesGet, approvals.VerbRulesPut},
 		"tokens":    {"revoke"},
 		"keys":      {"create", "list", "revoke"},
+		"agents":    {"create", "list", "revoke"},
 	}
 }
 
@@ -512,7 +526,7 @@ func kindOf(subject string, s bus.Subjects) string {
 		return "oauth.callback"
 	case tok[0] == "runtime" && len(tok) == 2:
 		switch tok[1] {
-		case "start", "stop", "restart", "status":
+		case "start", "stop", "restart", "status", "forget":
 			return "runtime." + tok[1]
 		}
 	default:
@@ -529,7 +543,7 @@ func kindOf(subject string, s bus.Subjects) string {
 var requestSchema = map[string]string{
 	"tools.list": "tools-list-request", "tools.search": "tools-search-request", "tools.review": "tools-review-request", "tools.approve": "tools-approve-request", "call": "call-arguments", "rpc": "rpc-request", "cancel": "cancel-request",
 	"control": "control-request", "runtime.start": "runtime-request", "runtime.stop": "runtime-request",
-	"runtime.restart": "runtime-request", "runtime.status": "runtime-request",
+	"runtime.restart": "runtime-request", "runtime.status": "runtime-request", "runtime.forget": "runtime-request",
 
 	"config.create": "config-create-request", "config.get": "config-ref", "config.list": "config-list-request",
 	"config.update": "config-update-request", "config.delete": "config-ref", "config.enable": "config-ref",
@@ -558,12 +572,14 @@ var requestSchema = map[string]string{
 	"tokens.revoke": "token-revoke-request",
 
 	"keys.create": "key-create-request", "keys.list": "key-list-request", "keys.revoke": "key-revoke-request",
+
+	"agents.create": "agent-create-request", "agents.list": "agent-list-request", "agents.revoke": "agent-ref",
 }
 
 // replySchema is the schema of the success reply of the request kinds that
 // have exactly one.
 var replySchema = map[string]string{
-	"tools.review": "tools-review-reply", "tools.approve": "tool-pin", "call": "call-result", "control": "status", "runtime.start": "status", "runtime.stop": "status", "runtime.restart": "status",
+	"tools.review": "tools-review-reply", "tools.approve": "tool-pin", "call": "call-result", "control": "status", "runtime.start": "status", "runtime.stop": "status", "runtime.restart": "status", "runtime.forget": "status",
 
 	"config.create": "mcp-config", "config.get": "mcp-config", "config.update": "mcp-config", "config.enable": "mcp-config",
 	"config.disable": "mcp-config", "config.rollback": "mcp-config", "config.list": "config-list-reply",
@@ -591,6 +607,8 @@ var replySchema = map[string]string{
 	"tokens.revoke": "token-revocation",
 
 	"keys.create": "key-create-reply", "keys.list": "key-list-reply", "keys.revoke": "api-key",
+
+	"agents.create": "agent", "agents.list": "agent-list-reply", "agents.revoke": "agent-ref",
 }
 
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
@@ -936,6 +954,7 @@ var kvRules = map[string]kvRule{
 	bus.BucketTools:        {schema: "catalog"},
 	bus.BucketSlugs:        {schema: "slug-reservation", plain: true},
 	bus.BucketChatProfiles: {schema: "chat-profile", history: true},
+	bus.BucketAgents:       {schema: "agent-record"},
 }
 
 // internalBuckets belong to one service and are not part of the contract:
