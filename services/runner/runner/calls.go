@@ -821,7 +821,7 @@ func (s *server) handleControl(req micro.Request) {
 	case "stop":
 		err = s.do(func() error { s.stop(model.StateStopped, false); return nil })
 	case "restart":
-		err = s.do(func() error { s.stop(model.StateStopped, false); s.resetRetries(); return s.start(ctx) })
+		err = s.do(func() error { s.stop(model.StateStopped, false); s.resetRetries(restartManual); return s.start(ctx) })
 	case "pins": // a tool's review was recorded: check the tools again
 		err = s.do(func() error {
 			switch s.status().State {

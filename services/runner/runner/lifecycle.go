@@ -194,9 +194,10 @@ func (s *server) backingOff() *apierr.Error {
 	return apierr.New(code, msg).WithField(st.Field)
 }
 
-// resetRetries starts a fresh series of automatic restarts (a manual restart).
-func (s *server) resetRetries() {
-	s.countRestart(restartManual)
+// resetRetries starts a fresh series of automatic restarts (a manual
+// restart, or a changed config after a failure), counted as reason.
+func (s *server) resetRetries(reason string) {
+	s.countRestart(reason)
 	s.cancelRetry()
 	s.attempts, s.failedFirst = 0, false
 }

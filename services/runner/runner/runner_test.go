@@ -939,3 +939,19 @@ func TestStartRacesTakeover(t *testing.T) {
 		}
 	}
 }
+
+// A server in error after a start that is not retried (its binary does not
+// exist) starts again once its config is fixed, without a manual restart.
+func TestFixedConfigLeavesError(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	cfg := runnertest.Binary("alpha", "/nonexistent/mcp-server")
+	cfg.Runtime.Eager = true
+	cfg = e.Put(t, cfg)
+	e.WaitState(t, "alpha", model.StateError, 10*time.Second)
+	cfg.Package.Identifier = testServer
+	e.Put(t, cfg)
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	if _, err := call(t, e, "alpha", "echo", `{"message":"fixed"}`); err != nil {
+		t.Fatalf("a call after the fix: %v", err)
+	}
+}

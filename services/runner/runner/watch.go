@@ -193,6 +193,13 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 					s.stop(model.StateStopped, false)
 					_ = s.start(context.Background())
 				}
+			case model.StateError:
+				// A failed start (a wrong package, a bad argument) whose
+				// config was fixed: the fix gets a fresh series of starts,
+				// as a manual restart would.
+				s.stop(model.StateStopped, false)
+				s.resetRetries(restartConfig)
+				_ = s.start(context.Background())
 			}
 		})
 	case filterChanged:
