@@ -520,7 +520,10 @@ func trimJSONSpace(b []byte) []byte { return bytes.Trim(b, " \t\r\n") }
 // callError maps a failed MCP request to the contract's runtime errors.
 func callError(ctx context.Context, server, tool string, timeout time.Duration, err error) error {
 	var wire *jsonrpc.Error
+	var limited *apierr.Error
 	switch {
+	case errors.As(err, &limited) && limited.Code == apierr.RateLimited:
+		return limited // the upstream's 429 (launch.HTTPConn)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return apierr.Wrap(apierr.Network, fmt.Sprintf("Tool call timed out after %s", timeout), err)
 	case errors.Is(ctx.Err(), context.Canceled):

@@ -298,3 +298,35 @@ func TestHTTPToolListChanged(t *testing.T) {
 		}
 	}
 }
+
+// An upstream's 429 is the caller's RATE_LIMITED, with its Retry-After, not
+// a failure of the server: the server stays running and the next call,
+// once the upstream lets it, succeeds.
+func TestHTTPRawCallRateLimited(t *testing.T) {
+	var limit atomic.Bool
+	url := testmcp.ServeHTTP(t, "limited", nil, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if limit.Load() && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") != "" {
+				w.Header().Set("Retry-After", "7")
+				http.Error(w, "slow down", http.StatusTooManyRequests)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	e := runnertest.Start(t, lifecycleOpts())
+	e.Put(t, httpConfig("limited", url, nil))
+	e.WaitState(t, "limited", model.StateRunning, 10*time.Second)
+	limit.Store(true)
+	_, err := call(t, e, "limited", "echo", `{"message":"too many"}`)
+	if ae := wantCode(t, err, apierr.RateLimited); !strings.Contains(ae.Message, "retry in 7 s") {
+		t.Fatalf("a rate-limited call: %v", ae)
+	}
+	limit.Store(false)
+	if res, err := call(t, e, "limited", "echo", `{"message":"later"}`); err != nil || text(t, res) != "later" {
+		t.Fatalf("the call after the limit: %s %v", res, err)
+	}
+	if st := e.Status("limited"); st.State != model.StateRunning {
+		t.Fatalf("status after a 429: %+v", st)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/oauth2"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
 )
 
 // HTTPTransport is go-sdk's Streamable HTTP client transport with raw tool
@@ -273,6 +277,8 @@ func (c *HTTPConn) checkStatus(ctx context.Context, req *http.Request, resp *htt
 		return ErrUseSession // authorized again: go-sdk's session makes the call
 	case code == http.StatusNotFound && c.SessionID() != "":
 		return ErrUseSession
+	case code == http.StatusTooManyRequests:
+		return upstreamRateLimited(resp.Header.Get("Retry-After"))
 	default:
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		if msg, err := jsonrpc.DecodeMessage(data); err == nil {
@@ -282,6 +288,17 @@ func (c *HTTPConn) checkStatus(ctx context.Context, req *http.Request, resp *htt
 		}
 		return fmt.Errorf("calling \"tools/call\": %s", http.StatusText(code))
 	}
+}
+
+// upstreamRateLimited is the call's error when the upstream answers 429:
+// RATE_LIMITED (the caller may retry later), with its Retry-After in
+// seconds when it gave one, not a failure of the server.
+func upstreamRateLimited(retryAfter string) error {
+	msg := "the server's upstream is rate limiting calls (HTTP 429)"
+	if secs, err := strconv.Atoi(strings.TrimSpace(retryAfter)); err == nil && secs >= 0 {
+		msg += fmt.Sprintf("; retry in %d s", secs)
+	}
+	return apierr.New(apierr.RateLimited, msg)
 }
 
 // readJSON reads a response of one JSON-RPC message, which must answer raw call n.
