@@ -285,11 +285,12 @@ func TestNormalize(t *testing.T) {
 	}
 	s := model.McpConfig{Name: "日本語", Transport: model.Transport{Type: model.TransportStdio}}
 	s.Normalize()
-	if s.Package.Type != "" || s.Slug != "" {
+	// A name of no ASCII letter gets a slug of its hash (TestNormalizeNonASCIIName).
+	if s.Package.Type != "" || !strings.HasPrefix(s.Slug, "server-") {
 		t.Fatalf("stdio normalize: %+v", s)
 	}
-	if err := s.Validate(); err == nil || err.Field != "slug" {
-		t.Fatalf("a name without a slug must fail on the slug: %v", err)
+	if err := s.Validate(); err == nil || err.Field != "package.identifier" {
+		t.Fatalf("a stdio config without a package must fail on it: %v", err)
 	}
 	// A missing name is rejected after Normalize too.
 	n := model.McpConfig{Package: model.Package{Type: "npm", Identifier: "p"}, Transport: model.Transport{Type: "stdio"}}

@@ -280,3 +280,20 @@ func TestRetryAfterSeconds(t *testing.T) {
 		}
 	}
 }
+
+// A name with no ASCII letter or digit gets a slug from its hash, stable and
+// valid, instead of a refusal about a slug the user never set.
+func TestNormalizeNonASCIIName(t *testing.T) {
+	for _, name := range []string{"Почта", "日本語", "!!!"} {
+		a := model.McpConfig{Name: name}
+		a.Normalize()
+		b := model.McpConfig{Name: name}
+		b.Normalize()
+		if !model.ValidSlug(a.Slug) || !model.SeparableSlug(a.Slug) || !strings.HasPrefix(a.Slug, "server-") || a.Slug != b.Slug {
+			t.Errorf("%q: slug %q (again %q)", name, a.Slug, b.Slug)
+		}
+	}
+	if a, b := (model.McpConfig{Name: "Почта"}), (model.McpConfig{Name: "日本語"}); func() bool { a.Normalize(); b.Normalize(); return a.Slug == b.Slug }() {
+		t.Errorf("two names, one slug %q", a.Slug)
+	}
+}

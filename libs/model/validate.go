@@ -18,6 +18,11 @@ func (c *McpConfig) Normalize() {
 	c.Name = strings.TrimSpace(c.Name)
 	if c.Slug == "" {
 		c.Slug = Slugify(c.Name)
+		if c.Slug == "" && c.Name != "" {
+			// A name of no ASCII letter or digit ("Почта", "日本語") still
+			// makes a server: its slug is derived from a hash of it.
+			c.Slug = "server-" + shortHash(c.Name)
+		}
 	}
 	if c.Source.Type == "" {
 		c.Source.Type = SourceManual
