@@ -193,7 +193,7 @@ func TestCreateID(t *testing.T) {
 	}
 	cfg = stdio("Two")
 	cfg.ID = id
-	wantErr(t, e.call("create", model.ConfigCreateRequest{Config: cfg}, nil), apierr.Validation, "id", "id "+id+" is already in use")
+	wantErr(t, e.call("create", model.ConfigCreateRequest{Config: cfg}, nil), apierr.Conflict, "id", "config id "+id+" is already in use")
 	cfg.ID = "not-a-uuid"
 	wantErr(t, e.call("create", model.ConfigCreateRequest{Config: cfg}, nil), apierr.Validation, "id", "")
 	if _, err := e.get("two"); apierr.Of(err) != apierr.NotFound {

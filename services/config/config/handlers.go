@@ -42,7 +42,7 @@ func (s *Service) handleCreate(ctx context.Context, req micro.Request) (any, err
 			return nil, err
 		}
 		if used {
-			return nil, apierr.Invalid("id", "id "+cfg.ID+" is already in use")
+			return nil, apierr.Newf(apierr.Conflict, "config id %s is already in use", cfg.ID).WithField("id")
 		}
 	}
 	now := time.Now().UTC()

@@ -172,7 +172,7 @@ func (s *Service) importID(ctx context.Context, cfg *model.McpConfig, seen map[s
 		return err
 	}
 	if used || seen[cfg.ID] {
-		return apierr.Invalid("id", "id "+cfg.ID+" is already in use")
+		return apierr.Newf(apierr.Conflict, "config id %s is already in use", cfg.ID).WithField("id")
 	}
 	return nil
 }
