@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -29,10 +28,7 @@ func TestAgentsModelMatchesSchemas(t *testing.T) {
 	every := model.Agent{Name: "all", Allow: []string{"*"}, Created: at, SeedFile: "/tmp/agent-all.nk",
 		InboxPrefix: access.Inbox(access.AgentIdentity("all")), SubjectPrefix: bus.NewSubjects(prefix).ForAgent("all").Prefix,
 		Subjects: access.AgentSubjects(prefix, "all", []string{"*"})}
-	docs := []struct {
-		schema string
-		v      any
-	}{
+	docs := []modelDoc{
 		{"agent-create-request", model.AgentCreateRequest{Name: "ci"}},
 		{"agent-create-request", model.AgentCreateRequest{Name: "ci-bot_1", Allow: allow, MaxInflight: 3}},
 		{"agent", full},
@@ -44,20 +40,7 @@ func TestAgentsModelMatchesSchemas(t *testing.T) {
 		{"agent-record", model.AgentRecord{Name: "ci-bot_1", Allow: allow, MaxInflight: 3}},
 		{"agent-record", model.AgentRecord{Name: "all", Allow: []string{"*"}}},
 	}
-	for _, d := range docs {
-		data := mustJSON(t, d.v)
-		if err := r.validate(d.schema, data); err != nil {
-			t.Errorf("%s does not accept %s: %v", d.schema, data, err)
-		}
-		var obj map[string]any
-		if err := json.Unmarshal(data, &obj); err != nil {
-			t.Fatal(err)
-		}
-		obj["x_unknown_member"] = true
-		if r.validate(d.schema, mustJSON(t, obj)) == nil {
-			t.Errorf("%s accepts an unknown member", d.schema)
-		}
-	}
+	checkModelDocs(t, r, docs)
 	// The name rule of the schemas is the Go one (model.ValidateAgentName).
 	for _, name := range []string{"a", "ci-bot_1", "UPPER", "with space", "a.b", "", "é",
 		"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwx", "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxy"} {

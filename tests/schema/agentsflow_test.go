@@ -6,11 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -28,14 +26,7 @@ import (
 // the bus (checkSeedNever).
 func driveAgents(t *testing.T, ctx context.Context, sys *stack.Stack, subj bus.Subjects, bad deliberate) string {
 	t.Helper()
-	nc, err := sys.ConnectAs("schema-operator", access.Operator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	req := func(verb string, in, out any) error {
-		return bus.RequestJSON(ctx, nc, subj.Service("agents", verb), in, out, 10*time.Second)
-	}
+	req := operatorRequests(t, ctx, sys, subj, "agents")
 	var made model.Agent
 	in := model.AgentCreateRequest{Name: "schema-agent", Allow: []string{"schema__echo", "schema__prog*"}, MaxInflight: 2}
 	if err := req("create", in, &made); err != nil || made.Name != in.Name || made.MaxInflight != 2 || len(made.Subjects) == 0 {

@@ -21,10 +21,7 @@ func TestApprovalsModelMatchesSchemas(t *testing.T) {
 	held := model.HeldCall{ID: "0123456789abcdef0123456789abcdef", Principal: "key:k1", Server: "fs", Tool: "fs__write",
 		ArgsSHA256: hash, Arguments: canon, Approvers: []string{"key:bob"}, CreatedAt: at, ExpiresAt: at.Add(2 * time.Minute),
 		Decision: model.HeldApproved, DecidedBy: "operator", DecidedAt: at.Add(time.Minute), Reason: "ok"}
-	docs := []struct {
-		schema string
-		v      any
-	}{
+	docs := []modelDoc{
 		{"approval-rules", model.ApprovalRules{Default: model.ApprovalAllow, TimeoutSeconds: 60, Rules: []model.GatewayApprovalRule{
 			{Tool: "fs__write", Principal: "key:*", Decision: model.ApprovalAsk, Approvers: []string{"key:bob"}}}}},
 		{"approval-rules", model.ApprovalRules{}},
@@ -35,20 +32,7 @@ func TestApprovalsModelMatchesSchemas(t *testing.T) {
 		{"approvals-list-reply", model.ApprovalsListReply{Calls: []model.HeldCall{}}},
 		{"approval-decide-request", model.ApprovalDecideRequest{ID: held.ID, Decision: model.DecisionDeny, Reason: "no"}},
 	}
-	for _, d := range docs {
-		data := mustJSON(t, d.v)
-		if err := r.validate(d.schema, data); err != nil {
-			t.Errorf("%s does not accept %s: %v", d.schema, data, err)
-		}
-		var obj map[string]any
-		if err := json.Unmarshal(data, &obj); err != nil {
-			t.Fatal(err)
-		}
-		obj["x_unknown_member"] = true
-		if r.validate(d.schema, mustJSON(t, obj)) == nil {
-			t.Errorf("%s accepts an unknown member", d.schema)
-		}
-	}
+	checkModelDocs(t, r, docs)
 	for _, bad := range []struct{ schema, doc string }{
 		{"approval-rules", `{"rules":[{"tool":"x","decision":"maybe"}]}`},
 		{"approval-rules", `{"timeout_seconds":99999}`},

@@ -44,10 +44,7 @@ func TestChatModelMatchesSchemas(t *testing.T) {
 	answered.Action, answered.Reason = model.InputCancel, "nobody answered within 5m0s, so the input was cancelled"
 	approve := model.ChatApproveRequest{Conversation: "c1", CallID: "call_1", Decision: model.DecisionDeny}
 	sealed := sealedKey(t)
-	docs := []struct {
-		schema string
-		v      any
-	}{
+	docs := []modelDoc{
 		{"chat-profile", profile},
 		{"chat-profile", minimal},
 		{"chat-send-request", model.ChatSendRequest{Profile: "work", Message: "hi"}},
@@ -91,26 +88,7 @@ func TestChatModelMatchesSchemas(t *testing.T) {
 		{"chat-event", model.ChatEvent{Kind: model.ChatEventError, Conversation: "c1", Turn: "t1", At: at, Error: apierr.New(apierr.RateLimited, "Rate limited. Try again in 4 seconds.")}},
 		{"chat-event", model.ChatEvent{Kind: model.ChatEventDone, Conversation: "c1", Turn: "t1", At: at, Done: &model.ChatDone{Reason: model.TurnMaxSteps, Message: "Stopped after 20 steps.", Steps: 20}}},
 	}
-	seen := map[string]bool{}
-	for _, d := range docs {
-		data, err := json.Marshal(d.v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.validate(d.schema, data); err != nil {
-			t.Errorf("%s does not accept %s: %v", d.schema, data, err)
-		}
-		seen[d.schema] = true
-		// Closed, as the schemas of real messages are (checkClosed).
-		var obj map[string]any
-		if err := json.Unmarshal(data, &obj); err != nil {
-			t.Fatal(err)
-		}
-		obj["x_unknown_member"] = true
-		if r.validate(d.schema, mustJSON(t, obj)) == nil {
-			t.Errorf("%s.json accepts an unknown member", d.schema)
-		}
-	}
+	seen := checkModelDocs(t, r, docs)
 	for _, name := range r.files {
 		if strings.HasPrefix(name, "chat-") && !seen[name] {
 			t.Errorf("no Go value checked against schemas/%s.json", name)

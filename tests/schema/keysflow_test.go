@@ -17,6 +17,20 @@ import (
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
 
+// operatorRequests returns a requester of service's verbs with the
+// operator's identity, as the CLI makes them (its connection closes with t).
+func operatorRequests(t *testing.T, ctx context.Context, sys *stack.Stack, subj bus.Subjects, service string) func(verb string, in, out any) error {
+	t.Helper()
+	nc, err := sys.ConnectAs("schema-operator", access.Operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return func(verb string, in, out any) error {
+		return bus.RequestJSON(ctx, nc, subj.Service(service, verb), in, out, 10*time.Second)
+	}
+}
+
 // driveKeys drives mcp.v1.keys.{create,list,revoke} as the CLI does (the
 // operator's identity): a key with every member made, listed, revoked and
 // listed again with the revoked ones; a key without a name refused
@@ -24,14 +38,7 @@ import (
 // whose secret only the keys.create reply may carry (checkKeyOnce).
 func driveKeys(t *testing.T, ctx context.Context, sys *stack.Stack, subj bus.Subjects, bad deliberate) string {
 	t.Helper()
-	nc, err := sys.ConnectAs("schema-operator", access.Operator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	req := func(verb string, in, out any) error {
-		return bus.RequestJSON(ctx, nc, subj.Service("keys", verb), in, out, 10*time.Second)
-	}
+	req := operatorRequests(t, ctx, sys, subj, "keys")
 	in := model.KeyCreateRequest{Name: "schema agent", Scopes: []string{model.KeyScopeCall, model.KeyScopeChat, model.KeyScopeCall},
 		Tools: model.ToolFilter{Allow: []string{"schema__*"}, Deny: []string{"*__fail"}}, ToolsMode: model.KeyToolsModeSearch,
 		PinnedTools: []string{"schema__echo"}, Rate: &model.KeyRate{RPS: 5, Burst: 10}}

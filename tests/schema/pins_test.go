@@ -34,10 +34,7 @@ func TestPinsModelMatchesSchemas(t *testing.T) {
 	pending := model.ToolPin{Server: "fs", Tool: "write", Hash: oldHash, Definition: oldDef, PinnedAt: at,
 		Pending: &model.PinnedChange{Hash: newHash, Definition: newDef, SeenAt: at}}
 	fromNothing := model.ToolPin{Server: "fs", Tool: "write", PinnedAt: at, Pending: pending.Pending}
-	docs := []struct {
-		schema string
-		v      any
-	}{
+	docs := []modelDoc{
 		{"tool-changed-event", strict},
 		{"tool-changed-event", appeared},
 		{"tools-review-request", model.ToolsReviewRequest{}},
@@ -45,20 +42,7 @@ func TestPinsModelMatchesSchemas(t *testing.T) {
 		{"tools-review-reply", model.ToolsReviewReply{Changes: []model.ToolPin{pending, fromNothing}}},
 		{"tools-review-reply", model.ToolsReviewReply{Changes: []model.ToolPin{}}},
 	}
-	for _, d := range docs {
-		data := mustJSON(t, d.v)
-		if err := r.validate(d.schema, data); err != nil {
-			t.Errorf("%s does not accept %s: %v", d.schema, data, err)
-		}
-		var obj map[string]any
-		if err := json.Unmarshal(data, &obj); err != nil {
-			t.Fatal(err)
-		}
-		obj["x_unknown_member"] = true
-		if r.validate(d.schema, mustJSON(t, obj)) == nil {
-			t.Errorf("%s accepts an unknown member", d.schema)
-		}
-	}
+	checkModelDocs(t, r, docs)
 	if len(strict.Changed) != 5 {
 		t.Errorf("changed members %v, want every member but name", strict.Changed)
 	}

@@ -338,6 +338,37 @@ func (r *registry) channelFor(subject string) string {
 	return ""
 }
 
+// modelDoc is a Go value and the schema it must match.
+type modelDoc struct {
+	schema string
+	v      any
+}
+
+// checkModelDocs checks each Go value, as it marshals, against its schema,
+// and that the schema rejects it with an unknown member added (closed, as
+// the schemas of real messages are: checkClosed). It returns the schemas
+// it checked.
+func checkModelDocs(t *testing.T, r *registry, docs []modelDoc) map[string]bool {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, d := range docs {
+		data := mustJSON(t, d.v)
+		if err := r.validate(d.schema, data); err != nil {
+			t.Errorf("%s does not accept %s: %v", d.schema, data, err)
+		}
+		seen[d.schema] = true
+		var obj map[string]any
+		if err := json.Unmarshal(data, &obj); err != nil {
+			t.Fatal(err)
+		}
+		obj["x_unknown_member"] = true
+		if r.validate(d.schema, mustJSON(t, obj)) == nil {
+			t.Errorf("%s accepts an unknown member", d.schema)
+		}
+	}
+	return seen
+}
+
 // mustJSON marshals v or fails.
 func mustJSON(t testing.TB, v any) []byte {
 	t.Helper()
