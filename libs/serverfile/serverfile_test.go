@@ -655,7 +655,6 @@ func TestTransportRules(t *testing.T) {
 		{"env on http", `{"mcpServers": {"a": {"url": "https://h.example", "env": {"A": "b"}}}}`, "mcpServers.a.env", "only to a server started from a command"},
 		{"bad url", `{"mcpServers": {"a": {"url": "ftp://h.example/x"}}}`, "mcpServers.a.url", "An http transport needs an http(s) URL"},
 		{"yaml bad url", "servers:\n  a:\n    transport: {type: http, url: 'h.example'}\n", "servers.a.transport.url", "An http transport needs an http(s) URL"},
-		{"name without slug", `{"mcpServers": {"!!!": {"command": "x"}}}`, "mcpServers.!!!", "Slug must match"},
 		{"command is a flag", `{"mcpServers": {"a": {"command": "-x"}}}`, "mcpServers.a.command", "Package identifier is not valid"},
 		{"bad env name", `{"mcpServers": {"a": {"command": "x", "env": {"A=B": "c"}}}}`, "mcpServers.a.env", "contain no '='"},
 		{"bad header name", `{"mcpServers": {"a": {"url": "https://h.example", "headers": {"X Bad": "v"}}}}`, "mcpServers.a.headers.X Bad", "not a valid HTTP header name"},
