@@ -40,7 +40,7 @@ func withClientTarget(ctx context.Context, t *clientTarget) context.Context {
 // whose requests arrive without the operation's context.
 type clientTargets struct {
 	mu        sync.Mutex
-	bySession map[*mcp.ClientSession]*sessionOps
+	bySession map[*mcp.ClientSession]sessionOps // by value: a call allocates nothing here
 }
 
 // sessionOps are one session's operations in flight.
@@ -55,13 +55,9 @@ func (c *clientTargets) enter(sess *mcp.ClientSession, t *clientTarget) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.bySession == nil {
-		c.bySession = map[*mcp.ClientSession]*sessionOps{}
+		c.bySession = map[*mcp.ClientSession]sessionOps{}
 	}
 	ops := c.bySession[sess]
-	if ops == nil {
-		ops = &sessionOps{}
-		c.bySession[sess] = ops
-	}
 	ops.n++
 	if t != nil {
 		if ops.targets == nil {
@@ -69,19 +65,22 @@ func (c *clientTargets) enter(sess *mcp.ClientSession, t *clientTarget) {
 		}
 		ops.targets[t] = struct{}{}
 	}
+	c.bySession[sess] = ops
 }
 
 func (c *clientTargets) leave(sess *mcp.ClientSession, t *clientTarget) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ops := c.bySession[sess]
-	if ops == nil {
+	ops, ok := c.bySession[sess]
+	if !ok {
 		return
 	}
 	delete(ops.targets, t)
 	if ops.n--; ops.n <= 0 {
 		delete(c.bySession, sess)
+		return
 	}
+	c.bySession[sess] = ops
 }
 
 // only is the client subject of the one operation in flight on sess, or nil
@@ -90,7 +89,7 @@ func (c *clientTargets) only(sess *mcp.ClientSession) *clientTarget {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ops := c.bySession[sess]
-	if ops == nil || ops.n != 1 {
+	if ops.n != 1 {
 		return nil
 	}
 	for t := range ops.targets {
