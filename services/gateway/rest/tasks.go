@@ -82,16 +82,11 @@ func (a *API) taskTool(w http.ResponseWriter, r *http.Request, in model.TaskCrea
 		}
 		name, field = model.NamespacedName(in.Server, in.Tool), "tool"
 	}
-	p := auth.PrincipalFrom(r.Context())
-	tool, ok := a.catalog.tool(name)
-	if !ok && p.AllowsTool(name) {
-		tool, ok = a.catalog.fresh(r.Context(), name)
-	}
-	if !ok || !(p != nil && p.Tools.IsZero()) && !p.AllowsTool(model.ToolNames(tool.Name, tool.Server, tool.Tool)...) {
+	tool, ok := a.visibleTool(r, name)
+	if !ok {
 		writeError(w, apierr.Newf(apierr.NotFound, "tool %s not found", name).WithField(field))
-		return model.Tool{}, false
 	}
-	return tool, true
+	return tool, ok
 }
 
 // listTasks answers GET /api/v1/tasks?state=&all=.

@@ -144,15 +144,8 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 	notFound := func() *apierr.Error {
 		return apierr.Newf(apierr.NotFound, "tool %s not found", name).WithField("tool_name")
 	}
-	// A tool the key may not use does not exist for it: one this gateway
-	// has not listed is looked up on the bus only if its name is allowed.
-	p := auth.PrincipalFrom(r.Context())
-	tool, ok := a.catalog.tool(name)
-	if !ok && p.AllowsTool(name) {
-		tool, ok = a.catalog.fresh(r.Context(), name)
-	}
-	// A key without a filter (most) skips making the tool's names.
-	if !ok || !(p != nil && p.Tools.IsZero()) && !p.AllowsTool(model.ToolNames(tool.Name, tool.Server, tool.Tool)...) {
+	tool, ok := a.visibleTool(r, name)
+	if !ok {
 		fail(notFound())
 		return
 	}
@@ -370,4 +363,21 @@ func (c *schemaCache) resolve(raw json.RawMessage) (*jsonschema.Resolved, error)
 		return nil, errNoCheck
 	}
 	return rs, nil
+}
+
+// visibleTool is the catalog's entry of the tool name names, as the
+// request's caller may see it: a tool the key may not use does not exist for
+// it, and one this gateway has not listed is looked up on the bus only if
+// its name is allowed (/mcp/invoke, POST /api/v1/tasks).
+func (a *API) visibleTool(r *http.Request, name string) (model.Tool, bool) {
+	p := auth.PrincipalFrom(r.Context())
+	tool, ok := a.catalog.tool(name)
+	if !ok && p.AllowsTool(name) {
+		tool, ok = a.catalog.fresh(r.Context(), name)
+	}
+	// A key without a filter (most) skips making the tool's names.
+	if !ok || !(p != nil && p.Tools.IsZero()) && !p.AllowsTool(model.ToolNames(tool.Name, tool.Server, tool.Tool)...) {
+		return model.Tool{}, false
+	}
+	return tool, true
 }
