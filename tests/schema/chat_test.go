@@ -53,6 +53,8 @@ func TestChatModelMatchesSchemas(t *testing.T) {
 			{Role: model.ChatRoleSystem, Content: "Be terse."}, {Role: model.ChatRoleUser, Content: "Hello?"}, {Role: model.ChatRoleAssistant, Content: ""}}}},
 		{"chat-send-reply", model.ChatSendReply{Conversation: "c1", Turn: "t1", Events: s.Event("chat", "c1")}},
 		{"chat-conversation-ref", model.ChatConversationRef{Conversation: "c1"}},
+		{"chat-watch-reply", model.ChatWatchReply{Conversation: "c1"}},
+		{"chat-watch-reply", model.ChatWatchReply{Conversation: "c1", After: 42}},
 		{"chat-cancel-request", model.ChatCancelRequest{Conversation: "c1"}},
 		{"chat-cancel-reply", model.ChatCancelReply{Conversation: "c1"}},
 		{"chat-cancel-reply", model.ChatCancelReply{Conversation: "c1", Turn: "t1", Done: &model.ChatDone{Reason: model.TurnCancelled, Message: "Cancelled.", Steps: 1}}},

@@ -594,7 +594,7 @@ var replySchema = map[string]string{
 
 	"chat.send": "chat-send-reply", "chat.history": "chat-history-reply", "chat.list": "chat-list-reply",
 	"chat.delete": "chat-conversation-ref", "chat.cancel": "chat-cancel-reply", "chat.approve": "chat-approve-request",
-	"chat.answer": "chat-answer-request", "chat.pending": "chat-pending-reply", "chat.watch": "chat-conversation-ref", "chat.profiles.put": "chat-profile", "chat.profiles.get": "chat-profile",
+	"chat.answer": "chat-answer-request", "chat.pending": "chat-pending-reply", "chat.watch": "chat-watch-reply", "chat.profiles.put": "chat-profile", "chat.profiles.get": "chat-profile",
 	"chat.profiles.list": "chat-profile-list-reply", "chat.profiles.delete": "chat-profile-ref",
 
 	"oauth.start": "oauth-start-reply", "oauth.callback": "oauth-callback-reply", "gateway.retry": "gateway-retry-reply",
