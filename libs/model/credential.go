@@ -21,6 +21,13 @@ type Credentials struct {
 	Keyfiles map[string]string `json:"keyfiles,omitempty"`
 	// OAuth is an OAuth token, refreshed by the credential service when expired.
 	OAuth *OAuthToken `json:"oauth,omitempty"`
+	// Owner is, in a principal's own record (kind principal), the config id
+	// of the server it is for. The credential service sets it from the
+	// writer's request (CredSetRequest.For) or the resolve that names both,
+	// and keeps it in the store only: no reply carries it. It lets the
+	// server's delete find its principals' records (CredDeleteRequest.Principals),
+	// whose ids are hashes.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Empty reports whether c holds nothing.
@@ -71,6 +78,16 @@ type CredSetRequest struct {
 	// DryRun opens and checks everything and writes nothing (the reply
 	// describes the record as it would be).
 	DryRun bool `json:"dry_run,omitempty"`
+	// For names, on a principal's own record (kind principal), the server
+	// and the principal it is for; ServerID must be their
+	// PrincipalCredentialID. The record then goes with the server's delete.
+	For *PrincipalOf `json:"for,omitempty"`
+}
+
+// PrincipalOf is whose principal record a CredSetRequest writes.
+type PrincipalOf struct {
+	ServerID  string `json:"server_id"`
+	Principal string `json:"principal"`
 }
 
 // CredKeyRequest is the body of mcp.v1.cred.key ({}).
@@ -130,6 +147,10 @@ type CredDeleteRequest struct {
 	ServerID string         `json:"server_id"`
 	Kind     CredentialKind `json:"kind,omitempty"`
 	Names    []string       `json:"names,omitempty"`
+	// Principals, on a server's whole record (kind server, no names), also
+	// removes every principal's own record for that server (the config
+	// service's delete of a server sets it).
+	Principals bool `json:"principals,omitempty"`
 }
 
 // CredDescribeRequest is the body of mcp.v1.cred.describe.

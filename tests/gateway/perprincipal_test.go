@@ -17,8 +17,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/oauthtest"
+	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/libs/testmcp"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
@@ -393,6 +395,28 @@ func TestPerPrincipalStaticSecrets(t *testing.T) {
 	r = e.doKey(keyA.Key, "GET", "/api/v1/me/authorizations", nil)
 	if r.decode(t, &list); len(list.Authorizations) != 1 {
 		t.Fatalf("an unfiltered key's authorizations: %d %s", r.status, r.body)
+	}
+
+	// Deleting the server removes every principal's own record of it (their
+	// ids are hashes of the server and the principal), not only the
+	// server's.
+	var stored model.McpConfig
+	e.do("GET", "/api/v1/servers/remote", nil).decode(t, &stored)
+	creds := credclient.New(e.st.Conn, "")
+	for _, k := range []model.KeyCreateReply{keyA, keyB} {
+		d, err := creds.Describe(ctxT(t, 10*time.Second), model.CredDescribeRequest{ServerID: model.PrincipalCredentialID(stored.ID, principal.Key(k.ID, false, model.ToolFilter{}).ID), Kind: model.CredPrincipal})
+		if err != nil || len(d.Headers) != 1 {
+			t.Fatalf("%s's record before the delete: %+v, %v", k.ID, d, err)
+		}
+	}
+	if r = e.do("DELETE", "/api/v1/servers/remote", nil); r.status != http.StatusOK && r.status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	for _, k := range []model.KeyCreateReply{keyA, keyB} {
+		d, err := creds.Describe(ctxT(t, 10*time.Second), model.CredDescribeRequest{ServerID: model.PrincipalCredentialID(stored.ID, principal.Key(k.ID, false, model.ToolFilter{}).ID), Kind: model.CredPrincipal})
+		if err != nil || len(d.Headers) != 0 || !d.UpdatedAt.IsZero() {
+			t.Fatalf("%s's record after the server's delete: %+v, %v", k.ID, d, err)
+		}
 	}
 
 	// Every upstream session carried exactly one user's key.

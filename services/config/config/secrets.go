@@ -214,11 +214,12 @@ func sealedField(err error) error {
 	return err
 }
 
-// credDelete removes the named secrets of id, or all of them with no names.
-// A server with no stored secrets is not an error.
+// credDelete removes the named secrets of id, or all of them with no names:
+// then, the server being deleted, its principals' own records too. A server
+// with no stored secrets is not an error.
 func (s *Service) credDelete(ctx context.Context, id string, names []string) error {
 	err := bus.RequestJSON(ctx, s.nc, s.subj.Service("cred", "delete"),
-		model.CredDeleteRequest{ServerID: id, Names: names}, nil, s.opts.RequestTimeout)
+		model.CredDeleteRequest{ServerID: id, Names: names, Principals: len(names) == 0}, nil, s.opts.RequestTimeout)
 	if err != nil && apierr.Of(err) != apierr.NotFound {
 		return credErr("delete", err)
 	}

@@ -27,6 +27,9 @@ func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, erro
 		return "", nil, err
 	}
 	id := in.ServerID
+	if err := checkFor(r, in.For); err != nil {
+		return id, nil, err
+	}
 	given, err := s.unseal(ctx, &in)
 	if err != nil {
 		return id, nil, err
@@ -49,6 +52,9 @@ func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, erro
 		}
 	}
 	rec = merge(rec, given)
+	if in.For != nil {
+		rec.Owner = in.For.ServerID
+	}
 	if e := checkRecord(rec); e != nil {
 		return id, nil, e
 	}
@@ -60,6 +66,27 @@ func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, erro
 	}
 	s.changed(r, VerbSet)
 	return id, s.describe(r, rec, s.opts.Now().UTC()), nil
+}
+
+// checkFor checks a set request's for: only on a principal's record, and
+// naming the server and principal whose record r is.
+func checkFor(r ref, f *model.PrincipalOf) error {
+	if f == nil {
+		return nil
+	}
+	if r.kind != model.CredPrincipal {
+		return apierr.Invalid("for", "for names the server and principal of a principal's record (kind principal)")
+	}
+	if err := checkID(f.ServerID); err != nil {
+		return apierr.From(err).WithField("for.server_id")
+	}
+	if err := checkPrincipal(f.Principal); err != nil || f.Principal == "" {
+		return apierr.Invalid("for.principal", "for.principal must be a principal id (at most 512 printable characters)")
+	}
+	if model.PrincipalCredentialID(f.ServerID, f.Principal) != r.id {
+		return apierr.Invalid("for", "server_id is not the record of for's server and principal (model.PrincipalCredentialID)")
+	}
+	return nil
 }
 
 // unseal opens the secrets of a set request. Secrets in clear are refused:
@@ -135,6 +162,7 @@ func (s *Service) handleKey(ctx context.Context, data []byte) (string, any, erro
 func merge(rec, add model.Credentials) model.Credentials {
 	out := model.Credentials{
 		Env: maps.Clone(rec.Env), Headers: maps.Clone(rec.Headers), Keyfiles: maps.Clone(rec.Keyfiles), OAuth: rec.OAuth,
+		Owner: rec.Owner,
 	}
 	put := func(m *map[string]string, k, v string) {
 		if *m == nil {
@@ -182,6 +210,9 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 			return id, nil, apierr.Invalid(fmt.Sprintf("names[%d]", i), "a name is empty")
 		}
 	}
+	if in.Principals && (r.kind != model.CredServer || len(in.Names) > 0) {
+		return id, nil, apierr.Invalid("principals", "principals goes with the delete of a server's whole record (kind server, no names)")
+	}
 	unlock, err := s.locks.lock(ctx, r.key())
 	if err != nil {
 		return id, nil, err
@@ -195,6 +226,11 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 		// (this is how the config service deletes a server's secrets).
 		if r.kind == model.CredServer {
 			if err := s.removeOther(ctx, ref{kind: model.CredOAuthClient, id: model.OAuthClientCredentialID(id)}); err != nil {
+				return id, nil, err
+			}
+		}
+		if in.Principals {
+			if err := s.removePrincipals(ctx, id); err != nil {
 				return id, nil, err
 			}
 		}
@@ -226,7 +262,7 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 // remove drops the named env vars, headers (case-insensitively), keyfiles and
 // "oauth"; it reports the names that matched nothing.
 func remove(rec model.Credentials, names []string) (model.Credentials, []string) {
-	out := model.Credentials{Env: maps.Clone(rec.Env), Headers: maps.Clone(rec.Headers), Keyfiles: maps.Clone(rec.Keyfiles), OAuth: rec.OAuth}
+	out := model.Credentials{Env: maps.Clone(rec.Env), Headers: maps.Clone(rec.Headers), Keyfiles: maps.Clone(rec.Keyfiles), OAuth: rec.OAuth, Owner: rec.Owner}
 	var missing []string
 	for _, n := range names {
 		found := false

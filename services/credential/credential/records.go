@@ -3,6 +3,7 @@ package credential
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -16,6 +17,10 @@ import (
 type ref struct {
 	kind model.CredentialKind
 	id   string
+	// owner is, for a principal's record named by a resolve, the server it
+	// is for: a record that does not keep it yet is given it (see
+	// model.Credentials.Owner).
+	owner string
 }
 
 // key is the record's key in the store ("<kind>/<id>").
@@ -114,4 +119,57 @@ func (s *Service) removeOther(ctx context.Context, r ref) error {
 	}
 	defer unlock()
 	return s.remove(ctx, r)
+}
+
+// removePrincipals deletes every principal's own record for the server
+// serverID: their ids are hashes of the server and the principal, so the
+// records are found by the owner each keeps (model.Credentials.Owner). A
+// record written before owners were kept, and never resolved since, names
+// none and stays.
+func (s *Service) removePrincipals(ctx context.Context, serverID string) error {
+	lister, ok := s.store.(store.Lister)
+	if !ok {
+		return apierr.Newf(apierr.Internal, "the %s credential store cannot list its records", s.store.Name())
+	}
+	keys, err := lister.List(ctx)
+	if err != nil {
+		return err
+	}
+	prefix := store.Key(model.CredPrincipal, "")
+	removed := 0
+	for _, k := range keys {
+		id, ok := strings.CutPrefix(k, prefix)
+		if !ok {
+			continue
+		}
+		gone, err := s.removeOwned(ctx, ref{kind: model.CredPrincipal, id: id}, serverID)
+		if err != nil {
+			return err
+		}
+		if gone {
+			removed++
+			s.changed(ref{kind: model.CredPrincipal, id: id}, VerbDelete)
+		}
+	}
+	if removed > 0 {
+		s.log.Info("principals' credentials removed with their server", "server_id", serverID, "records", removed)
+	}
+	return nil
+}
+
+// removeOwned deletes r's record under its own lock when it is owner's.
+func (s *Service) removeOwned(ctx context.Context, r ref, owner string) (bool, error) {
+	unlock, err := s.locks.lock(ctx, r.key())
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	rec, _, err := s.store.Get(ctx, r.key())
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Owner != owner) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, s.remove(ctx, r)
 }

@@ -64,7 +64,7 @@ func (s *Service) resolve(ctx context.Context, data []byte, via string) (id stri
 		}
 		// Derived here from the server the runner proved it owns: no other
 		// server's or principal's record can be named.
-		r = ref{kind: model.CredPrincipal, id: model.PrincipalCredentialID(id, in.Principal)}
+		r = ref{kind: model.CredPrincipal, id: model.PrincipalCredentialID(id, in.Principal), owner: id}
 	}
 	reply, err := s.sealRecord(ctx, r, in.RecipientKey, resolvedAll)
 	if err != nil {
@@ -165,6 +165,14 @@ func (s *Service) sealRecord(ctx context.Context, r ref, recipient string, pick 
 	rec, err := s.get(ctx, r)
 	if err != nil {
 		return model.SealedReply{}, err
+	}
+	if r.owner != "" && rec.Owner == "" && !rec.Empty() {
+		// Written before records kept their server: bind it now, so the
+		// server's delete finds it.
+		rec.Owner = r.owner
+		if err := s.store.Put(ctx, r.key(), rec); err != nil {
+			s.log.Warn("keeping the server of a principal's credentials", "code", apierr.Of(err), "error", apierr.From(err).Message)
+		}
 	}
 	if rec.OAuth != nil {
 		tok, err := s.freshToken(ctx, r, rec)

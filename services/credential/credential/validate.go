@@ -110,6 +110,9 @@ func pathErr(err error) error {
 // validateCredentials checks what a set request brings. Names are checked in
 // sorted order so the same bad input always reports the same field.
 func validateCredentials(c model.Credentials) *apierr.Error {
+	if c.Owner != "" {
+		return apierr.Invalid("credentials.owner", "owner is the credential service's own (give for on a principal's record)")
+	}
 	for _, name := range sortedKeys(c.Env) {
 		f := fieldOf("credentials.env", name)
 		if e := validateEnvName(f, name); e != nil {

@@ -132,7 +132,8 @@ func (f *Flows) store(cfg *model.McpConfig, fl *flow) error {
 // and every other principal are left as they are.
 func (f *Flows) storeForPrincipal(ctx context.Context, cfg *model.McpConfig, principal string, tok *model.OAuthToken) error {
 	if _, err := f.secrets.Set(ctx, model.CredSetRequest{ServerID: model.PrincipalCredentialID(cfg.ID, principal),
-		Kind: model.CredPrincipal, Credentials: model.Credentials{OAuth: tok}}); err != nil {
+		Kind: model.CredPrincipal, Credentials: model.Credentials{OAuth: tok},
+		For: &model.PrincipalOf{ServerID: cfg.ID, Principal: principal}}); err != nil {
 		return err
 	}
 	if err := f.client.ApplyPrincipalSecrets(ctx, cfg.Slug, principal); err != nil {

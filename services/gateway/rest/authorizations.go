@@ -161,7 +161,7 @@ func (a *API) setAuthorization(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := a.creds.Set(r.Context(), model.CredSetRequest{ServerID: model.PrincipalCredentialID(cfg.ID, who), Kind: model.CredPrincipal,
-		Credentials: creds, Replace: true})
+		Credentials: creds, Replace: true, For: &model.PrincipalOf{ServerID: cfg.ID, Principal: who}})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -185,7 +185,11 @@ func newCredSetCmd(g *globals) *cobra.Command {
 			} else if e := cfg.CheckCredentialsUsed(creds); e != nil {
 				return e
 			}
-			desc, err := credclient.New(nc, g.bus.Prefix).Set(cmd.Context(), model.CredSetRequest{ServerID: id, Kind: kind, Credentials: creds})
+			req := model.CredSetRequest{ServerID: id, Kind: kind, Credentials: creds}
+			if kind == model.CredPrincipal { // the record goes with the server's delete
+				req.For = &model.PrincipalOf{ServerID: cfg.ID, Principal: principal}
+			}
+			desc, err := credclient.New(nc, g.bus.Prefix).Set(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
