@@ -102,6 +102,12 @@ type Profile struct {
 	// Sampling lets the MCP servers called in this profile's turns ask its
 	// model for a completion (MCP sampling): "allow", or "deny" (the default).
 	Sampling string `json:"sampling,omitempty"`
+	// TextToolCalls runs the tool calls a model writes as text in its
+	// answer (a <tool_call> tag, a fenced JSON block, or an answer that is
+	// only {"name":…,"arguments":…}), as local models without native tool
+	// calling do. Off by default: with it, a model that quotes such JSON
+	// (from a tool's result, a web page) runs it.
+	TextToolCalls bool `json:"text_tool_calls,omitempty"`
 	// Owner, when set, is the one principal (libs/principal id, e.g.
 	// key:<key id>) who may see and use the profile besides admins; ""
 	// shares it with every chat caller.

@@ -69,10 +69,11 @@ func inputContent(req provider.Request) []attribute.KeyValue {
 	return out
 }
 
-// outputContent is the output message of a reply.
-func outputContent(reply provider.Step) attribute.KeyValue {
+// outputContent is the output message of a reply (with the calls written
+// as text when the profile runs them).
+func outputContent(reply provider.Step, textCalls bool) attribute.KeyValue {
 	calls := reply.ToolCalls
-	if len(calls) == 0 {
+	if len(calls) == 0 && textCalls {
 		calls = provider.TextToolCalls(reply.Text)
 	}
 	return conv.GenAIOutputMessages.String(jsonText([]otelMessage{{Role: string(provider.Assistant),

@@ -538,7 +538,7 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	ms := ModelStep{Step: n, Text: reply.Text, StopReason: string(reply.StopReason),
 		Usage: StepUsage{InputTokens: reply.Usage.InputTokens, OutputTokens: reply.Usage.OutputTokens}}
 	calls := reply.ToolCalls
-	if len(calls) == 0 {
+	if len(calls) == 0 && t.profile.TextToolCalls {
 		if tc := provider.TextToolCalls(reply.Text); len(tc) > 0 {
 			calls, ms.FromText = tc, true
 		}

@@ -132,7 +132,7 @@ func (t *turn) endChat(ctx context.Context, op *telemetry.Op, reply provider.Ste
 				span.SetAttributes(conv.GenAIResponseFinishReasons.StringSlice([]string{string(reply.StopReason)}))
 			}
 			if in.content {
-				span.SetAttributes(outputContent(reply))
+				span.SetAttributes(outputContent(reply, t.profile.TextToolCalls))
 			}
 		}
 	}

@@ -39,6 +39,7 @@ type profileFlags struct {
 	include, exclude               []string
 	approvalDefault                string
 	sampling                       string
+	textToolCalls                  bool
 	owner                          string
 	rules                          []model.ApprovalRule
 	priceIn, priceOut              float64
@@ -81,6 +82,7 @@ func (f *profileFlags) register(cmd *cobra.Command, edit bool) {
 	fl.Var(ruleFlag{model.ApprovalAsk, &f.rules}, "ask", "ask before running tool calls matching this glob (repeat)")
 	fl.Var(ruleFlag{model.ApprovalDeny, &f.rules}, "deny", "refuse tool calls matching this glob (repeat)")
 	fl.StringVar(&f.sampling, "sampling", "", "allow or deny (default) MCP servers to ask this profile's model for completions during its tool calls")
+	fl.BoolVar(&f.textToolCalls, "text-tool-calls", false, "run the tool calls the model writes as text (<tool_call> tags, fenced JSON), as local models do; a model quoting such JSON from a tool's result would run it")
 	fl.StringVar(&f.owner, "owner", "", "the one principal (key:<key id>, oauth:<issuer>#<subject>) who may see and use the profile besides admins; \"\" shares it (default)")
 	fl.Float64Var(&f.priceIn, "price-in", 0, "price per million input tokens")
 	fl.Float64Var(&f.priceOut, "price-out", 0, "price per million output tokens")
@@ -143,6 +145,9 @@ func (f *profileFlags) apply(cmd *cobra.Command, p *model.Profile) error {
 	}
 	if changed("sampling") {
 		p.Sampling = f.sampling
+	}
+	if changed("text-tool-calls") {
+		p.TextToolCalls = f.textToolCalls
 	}
 	if changed("owner") {
 		p.Owner = f.owner
@@ -352,6 +357,9 @@ func printProfile(g *globals, p model.Profile) {
 		row(fmt.Sprintf("  rule %d", i+1), r.Decision+" "+r.Tool)
 	}
 	row("sampling", cmp.Or(p.Sampling, model.SamplingDeny)+" (servers asking this model during tool calls)")
+	if p.TextToolCalls {
+		row("text calls", "run (tool calls the model writes as text)")
+	}
 	row("owner", cmp.Or(p.Owner, "shared (every chat caller)"))
 	if pr := p.Prices; pr != nil {
 		row("prices", fmt.Sprintf("%g in / %g out per Mtok %s", pr.InputPerMTok, pr.OutputPerMTok, pr.Currency))
