@@ -579,6 +579,10 @@ const (
 	ChatEventUsage     = "usage"
 	ChatEventError     = "error"
 	ChatEventDone      = "done"
+	// ChatEventDeleted: the conversation was deleted, its last event (no
+	// turn). A stream following it ends there: the id may be another
+	// principal's next.
+	ChatEventDeleted = "deleted"
 	// ChatEventInputRequested: a tool call's server asks the user for input
 	// (Input, answered with mcp.v1.chat.answer).
 	ChatEventInputRequested = "input_requested"
@@ -611,7 +615,7 @@ const (
 type ChatEvent struct {
 	Kind         string        `json:"kind"`
 	Conversation string        `json:"conversation"`
-	Turn         string        `json:"turn"`
+	Turn         string        `json:"turn,omitempty"` // every kind but deleted
 	Text         string        `json:"text,omitempty"`
 	ToolCall     *ChatToolCall `json:"tool_call,omitempty"`
 	Usage        *ChatUsage    `json:"usage,omitempty"`

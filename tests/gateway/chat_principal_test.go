@@ -392,4 +392,22 @@ func TestDeletedConversationEventsStayBehind(t *testing.T) {
 			t.Fatalf("B's stream (%s) of the reused id: %s", name, text.String())
 		}
 	}
+	// A's stream, open across its delete, ended with the delete: none of
+	// B's events reached it.
+	var rest []string
+	for deadline := time.After(20 * time.Second); ; {
+		select {
+		case f, ok := <-evA.frames:
+			if ok {
+				rest = append(rest, f.event+" "+f.data)
+				continue
+			}
+		case <-deadline:
+			t.Fatalf("A's stream is still open after A deleted the conversation; it got %v", rest)
+		}
+		break
+	}
+	if len(rest) == 0 || !strings.HasPrefix(rest[len(rest)-1], model.ChatEventDeleted+" ") || strings.Contains(strings.Join(rest, "\n"), "B's answer") {
+		t.Fatalf("A's stream after its delete: %v", rest)
+	}
 }

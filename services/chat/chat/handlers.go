@@ -3,8 +3,11 @@ package chat
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -141,6 +144,9 @@ func (s *Service) Delete(ctx context.Context, conv string) error {
 	if _, err := s.cancel(ctx, model.ChatCancelRequest{Conversation: conv}); err != nil && !claimOnly(err) {
 		return err
 	}
+	if err := s.publishDeleted(ctx, conv); err != nil {
+		return err
+	}
 	if err := s.convs.Delete(ctx, conv); err != nil && !claimOnly(err) {
 		return err
 	}
@@ -151,6 +157,23 @@ func (s *Service) Delete(ctx context.Context, conv string) error {
 	}
 	if err := s.results.DeleteConversation(ctx, conv); err != nil {
 		s.log.Warn("chat: deleting the stored tool results of a deleted conversation failed", "conversation", conv, "err", err)
+	}
+	return nil
+}
+
+// publishDeleted stores the conversation's last event, deleted, in the
+// events stream before anything is removed: every stream still following
+// the id ends there (the gateway's SSE), before the id is free for another
+// principal, whose events come after it. Without the stream there is nothing
+// to follow.
+func (s *Service) publishDeleted(ctx context.Context, conv string) error {
+	data, err := json.Marshal(model.ChatEvent{Kind: model.ChatEventDeleted, Conversation: conv, At: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	_, err = s.js.Publish(ctx, s.subj.Event("chat", conv), data)
+	if err != nil && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return apierr.Wrap(apierr.ServiceUnavailable, "ending the conversation's event streams failed", err)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // conversationEvents streams one conversation's model.ChatEvents as
@@ -54,20 +56,23 @@ func (a *API) conversationEvents(w http.ResponseWriter, r *http.Request) {
 
 // chatFrame renders one chat event as an SSE frame. The kind becomes the
 // event name only when it is a plain token: a newline would forge frames.
-func chatFrame(m jetstream.Msg) (string, bool) {
+// The conversation's deletion is the stream's last frame: whoever takes the
+// id next is another principal, whose events this stream must not carry.
+func chatFrame(m jetstream.Msg) (string, bool, bool) {
 	var head struct {
 		Kind string `json:"kind"`
 	}
 	if err := json.Unmarshal(m.Data(), &head); err != nil || head.Kind == "" || strings.ContainsAny(head.Kind, "\r\n:") {
-		return "", false
+		return "", false, false
 	}
+	last := head.Kind == model.ChatEventDeleted
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, m.Data()); err != nil {
-		return "", false
+		return "", false, last
 	}
 	var seq uint64
 	if md, err := m.Metadata(); err == nil {
 		seq = md.Sequence.Stream
 	}
-	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, head.Kind, buf.Bytes()), true
+	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, head.Kind, buf.Bytes()), true, last
 }

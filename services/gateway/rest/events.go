@@ -84,10 +84,15 @@ func resume(r *http.Request, cfg *jetstream.OrderedConsumerConfig) error {
 	return nil
 }
 
+// framer renders one message of the events stream as an SSE frame (ok:
+// the message is one a client can read); last ends the stream after it.
+type framer func(jetstream.Msg) (frame string, ok, last bool)
+
 // stream serves the messages of the events stream that cfg selects as
 // Server-Sent Events (frame renders one) until the client, the key or the
-// gateway goes, with heartbeats; the conventions of /api/v1/events.
-func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.OrderedConsumerConfig, frame func(jetstream.Msg) (string, bool)) {
+// gateway goes, or a frame is the last, with heartbeats; the conventions of
+// /api/v1/events.
+func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.OrderedConsumerConfig, frame framer) {
 	select {
 	case <-a.streams:
 		writeError(w, apierr.New(apierr.ServiceUnavailable, "the gateway is shutting down"))
@@ -172,8 +177,8 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 				return
 			}
 		case m := <-ch:
-			f, ok := frame(m)
-			if ok && !write(f) {
+			f, ok, last := frame(m)
+			if ok && !write(f) || last {
 				return
 			}
 		}
@@ -220,12 +225,12 @@ func (a *API) DropKey(keyID string) {
 }
 
 // frame renders one bus message as an SSE frame.
-func (a *API) frame(m jetstream.Msg) (string, bool) {
+func (a *API) frame(m jetstream.Msg) (string, bool, bool) {
 	rel := strings.TrimPrefix(m.Subject(), a.subj.Prefix+".")
 	ev := Event{Kind: bus.TokenAt(rel, 1), Name: bus.TokenAt(rel, 2), Subject: m.Subject()}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, m.Data()); err != nil {
-		return "", false // not JSON: nothing a client could read
+		return "", false, false // not JSON: nothing a client could read
 	}
 	ev.Data = buf.Bytes()
 	var seq uint64
@@ -234,9 +239,9 @@ func (a *API) frame(m jetstream.Msg) (string, bool) {
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {
-		return "", false
+		return "", false, false
 	}
-	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, ev.Kind, data), true
+	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, ev.Kind, data), true, false
 }
 
 // eventKinds parses ?kinds= (comma separated).

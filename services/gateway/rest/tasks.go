@@ -197,20 +197,20 @@ func (a *API) taskEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // taskFrame renders one task event: event: the state, data: the task.
-func taskFrame(m jetstream.Msg) (string, bool) {
+func taskFrame(m jetstream.Msg) (string, bool, bool) {
 	var t model.Task
 	if err := json.Unmarshal(m.Data(), &t); err != nil || t.State == "" || strings.ContainsAny(t.State, "\r\n:") {
-		return "", false
+		return "", false, false
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, m.Data()); err != nil {
-		return "", false
+		return "", false, false
 	}
 	var seq uint64
 	if md, err := m.Metadata(); err == nil {
 		seq = md.Sequence.Stream
 	}
-	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, t.State, buf.Bytes()), true
+	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, t.State, buf.Bytes()), true, false
 }
 
 // approveTask applies the approval rules to a task's call of tool before

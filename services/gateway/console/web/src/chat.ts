@@ -18,7 +18,7 @@ interface ToolCall {
 interface ChatEvent {
   kind: string;
   conversation: string;
-  turn: string;
+  turn: string; // absent on deleted
   text?: string;
   tool_call?: ToolCall;
   error?: { code: string; message: string };
@@ -229,6 +229,15 @@ export function chatPage(main: HTMLElement): () => void {
         setRunning(false);
         bubbles.delete(ev.turn);
         if (ev.done && ev.done.reason !== 'final') addNote(`Turn ended: ${ev.done.reason.replace(/_/g, ' ')}${ev.done.message ? ' — ' + ev.done.message : ''}`, ev.done.reason === 'cancelled' ? 'note' : 'msg-error');
+        void loadList();
+        break;
+      case 'deleted':
+        // The id may be someone else's next: follow it no more (following
+        // again would claim it).
+        stream?.abort();
+        stream = null;
+        setRunning(false);
+        addNote('This conversation was deleted.');
         void loadList();
         break;
     }
