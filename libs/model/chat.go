@@ -645,6 +645,9 @@ type ChatUsage struct {
 	OutputTokens int64    `json:"output_tokens"`
 	Cost         *float64 `json:"cost,omitempty"`
 	Currency     string   `json:"currency,omitempty"`
+	// Sampling: the tokens of a server's sampling request answered during
+	// the step's tool calls (sampling: allow), not of the step itself.
+	Sampling bool `json:"sampling,omitempty"`
 }
 
 // ChatDone ends a turn.

@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -208,6 +209,11 @@ type turn struct {
 	// offered is the catalog (by name) the last model step was offered,
 	// for runCalls to resolve that step's calls without listing it again.
 	offered map[string]model.Tool
+	// sampling admits one server sampling request of the turn at a time;
+	// sampled are the tokens they used (counted against the budget, not
+	// logged: a turn resumed elsewhere starts them from zero).
+	sampling gate
+	sampled  atomic.Int64
 }
 
 // Turn is a turn begun by Begin, to be driven to its end by Drive.
@@ -401,10 +407,10 @@ func (t *turn) run(parent context.Context) (model.ChatDone, error) {
 			return t.end(parent, model.ChatDone{Reason: model.TurnRepeated, Steps: s.steps, Message: fmt.Sprintf(
 				"Stopped: the model called %s with the same arguments %d times in this turn, which looks like a loop. Rephrase the request or change the approach.",
 				s.repeated.Name, t.e.d.RepeatLimit)})
-		case t.profile.MaxTokensPerTurn > 0 && s.tokens >= t.profile.MaxTokensPerTurn:
+		case t.profile.MaxTokensPerTurn > 0 && s.tokens+t.sampled.Load() >= t.profile.MaxTokensPerTurn:
 			return t.end(parent, model.ChatDone{Reason: model.TurnBudget, Steps: s.steps, Message: fmt.Sprintf(
 				"Stopped: this turn used %d tokens, the profile's budget is %d tokens per turn. Send another message to continue.",
-				s.tokens, t.profile.MaxTokensPerTurn)})
+				s.tokens+t.sampled.Load(), t.profile.MaxTokensPerTurn)})
 		case len(s.pending) > 0:
 			if err := t.runCalls(ctx, s); err != nil {
 				if !isLogError(err) && (parent.Err() != nil || ctx.Err() != nil) {

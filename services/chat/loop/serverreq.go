@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,7 +46,39 @@ func (t *turn) answerServer(ctx context.Context, c StepCall, req model.ClientReq
 		if err := json.Unmarshal(req.Params, &p); err != nil {
 			return nil, apierr.Invalid("params", "sampling params: "+err.Error())
 		}
-		preq := provider.Request{System: p.SystemPrompt, MaxTokens: int(p.MaxTokens)}
+		return t.sample(ctx, p)
+	}
+	return nil, apierr.Newf(apierr.Validation, "the chat does not answer %s", req.Method)
+}
+
+// SamplingMaxTokens bounds the tokens a server's sampling request may ask
+// the model for (a larger or absent maxTokens gets this).
+const SamplingMaxTokens = 4096
+
+// sample answers a server's sampling request with the profile's model:
+// one request of the turn at a time, its output bounded (SamplingMaxTokens
+// and what is left of the turn's token budget), its usage counted against
+// that budget and published as a usage event, so a server can neither fan
+// out requests on the profile's key nor spend past its budget unseen.
+func (t *turn) sample(ctx context.Context, p mcp.CreateMessageParams) (any, error) {
+	if err := t.sampling.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer t.sampling.leave()
+	limit := int64(SamplingMaxTokens)
+	if p.MaxTokens > 0 {
+		limit = min(limit, p.MaxTokens)
+	}
+	steps := t.state()
+	if budget := t.profile.MaxTokensPerTurn; budget > 0 {
+		left := budget - steps.tokens - t.sampled.Load()
+		if left <= 0 {
+			return nil, apierr.Newf(apierr.RateLimited, "this turn has spent its token budget (%d tokens, chat profile %s): no sampling", budget, t.profile.Name)
+		}
+		limit = min(limit, left)
+	}
+	{
+		preq := provider.Request{System: p.SystemPrompt, MaxTokens: int(limit)}
 		for _, m := range p.Messages {
 			text, ok := m.Content.(*mcp.TextContent)
 			if !ok {
@@ -61,6 +94,13 @@ func (t *turn) answerServer(ctx context.Context, c StepCall, req model.ClientReq
 		if err != nil {
 			return nil, err
 		}
+		u := &model.ChatUsage{Step: steps.steps, InputTokens: step.Usage.InputTokens, OutputTokens: step.Usage.OutputTokens, Sampling: true}
+		t.sampled.Add(u.InputTokens + u.OutputTokens)
+		if pr := t.profile.Prices; pr != nil {
+			c := pr.Cost(u.InputTokens, u.OutputTokens)
+			u.Cost, u.Currency = &c, pr.Currency
+		}
+		t.publish(model.ChatEvent{Kind: model.ChatEventUsage, Usage: u})
 		stop := "endTurn"
 		if step.StopReason == provider.StopMaxTokens {
 			stop = "maxTokens"
@@ -68,8 +108,25 @@ func (t *turn) answerServer(ctx context.Context, c StepCall, req model.ClientReq
 		return &mcp.CreateMessageResult{Model: t.profile.Model, Role: "assistant",
 			Content: &mcp.TextContent{Text: strings.TrimSpace(step.Text)}, StopReason: stop}, nil
 	}
-	return nil, apierr.Newf(apierr.Validation, "the chat does not answer %s", req.Method)
 }
+
+// gate admits one holder at a time; a waiter gives up with its context.
+type gate struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (g *gate) enter(ctx context.Context) error {
+	g.once.Do(func() { g.ch = make(chan struct{}, 1) })
+	select {
+	case g.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gate) leave() { <-g.ch }
 
 // elicit puts a server's form to the conversation's user: an
 // input_requested event, a pending input (Deps.Inputs) and the user's
