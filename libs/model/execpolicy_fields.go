@@ -251,28 +251,23 @@ func checkVolume(p ExecPolicy, v string) string {
 // prefix; no volume driver options (the local driver binds any host path
 // with o=bind,device=/).
 func checkMount(p ExecPolicy, v string) string {
-	typ, src := "volume", ""
-	for _, kv := range strings.Split(v, ",") {
-		k, val, _ := strings.Cut(kv, "=")
-		switch strings.ToLower(strings.TrimSpace(k)) {
-		case "type":
-			typ = val
-		case "source", "src":
-			src = val
-		case "volume-driver", "volume-opt":
-			return "volume driver options are not allowed"
-		}
+	m, problem := ParseMount(v)
+	switch {
+	case problem != "":
+		return problem
+	case m.VolumeDriver:
+		return "volume driver options are not allowed"
 	}
-	switch typ {
+	switch m.Type {
 	case "bind":
-		return p.checkBindSource(src)
+		return p.checkBindSource(m.Source)
 	case "volume", "tmpfs":
-		if hostPath(src) {
-			return p.checkBindSource(src)
+		if hostPath(m.Source) {
+			return p.checkBindSource(m.Source)
 		}
 		return ""
 	default:
-		return fmt.Sprintf("mount type %q is not allowed", clip(typ))
+		return fmt.Sprintf("mount type %q is not allowed", clip(m.Type))
 	}
 }
 

@@ -70,6 +70,12 @@ func TestDockerRunOptions(t *testing.T) {
 		{[]string{"--mount", "type=bind,source=/,target=/host"}, false},
 		{[]string{"--mount", "type=volume,dst=/x,volume-opt=o=bind,volume-opt=device=/"}, false},
 		{[]string{"--mount", "type=image,src=x,dst=/x"}, false},
+		// The docker CLI reads --mount as CSV: quoted fields are its
+		// fields too ("source=/" binds the host's root).
+		{[]string{"--mount", `"type=bind","source=/",target=/host`}, false},
+		{[]string{"--mount", `type=volume,"volume-opt=device=/",dst=/x`}, false},
+		{[]string{"--mount", "type=BIND,source=/,target=/host"}, false},
+		{[]string{"--mount", "TYPE=bind,SRC=/,target=/host"}, false},
 		{[]string{"--env-file", "/etc/shadow"}, false},
 		{[]string{"--volumes-from", "other"}, false},
 		{[]string{"-it"}, false},

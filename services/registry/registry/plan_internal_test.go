@@ -25,6 +25,7 @@ func TestPlanRejectsUntrustedRegistryData(t *testing.T) {
 		{"host root bind mount", oci(named("-v", "/:/host", nil)), nil, "mount"},
 		{"mount source from a registry default",
 			oci(named("--mount", "type=bind,src={src},dst=/data", map[string]Input{"src": {Default: "/etc"}})), nil, "mount"},
+		{"quoted mount fields (docker reads them as CSV)", oci(named("--mount", `"type=bind","source=/",target=/host`, nil)), nil, "quotes"},
 		{"privileged", oci(named("--privileged", "", nil)), nil, "not allowed"},
 		{"cap-add", oci(named("--cap-add", "SYS_ADMIN", nil)), nil, "not allowed"},
 		{"image reference with a flag", Package{RegistryType: "oci", Identifier: "--privileged", Transport: Remote{Type: "stdio"}}, nil, "image reference"},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/pattern"
 )
 
@@ -58,16 +59,15 @@ func (a *attempt) userMount(arg Argument, value string) bool {
 	tmpl := arg.Value
 	var src, srcTmpl string
 	if arg.Name == "--mount" {
-		for _, kv := range strings.Split(value, ",") {
-			if k, v, ok := strings.Cut(kv, "="); ok && (k == "src" || k == "source") {
-				src = v
-			}
+		m, problem := model.ParseMount(value)
+		if problem != "" {
+			a.unusable("%s: %s", arg.Name, problem)
+			return false
 		}
-		for _, kv := range strings.Split(tmpl, ",") {
-			if k, v, ok := strings.Cut(kv, "="); ok && (k == "src" || k == "source") {
-				srcTmpl = v
-			}
-		}
+		src = m.Source
+		// The template's source, as written (quotes refused above, in the value).
+		t, _ := model.ParseMount(tmpl)
+		srcTmpl = t.Source
 	} else {
 		src, _, _ = strings.Cut(value, ":")
 		srcTmpl, _, _ = strings.Cut(tmpl, ":")
