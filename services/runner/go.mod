@@ -3,6 +3,7 @@ module github.com/mcpbus/mcpbus/services/runner
 go 1.26.8
 
 require (
+	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/google/jsonschema-go v0.4.3
 	github.com/google/uuid v1.6.0
 	github.com/mcpbus/mcpbus/libs v0.0.0

@@ -110,6 +110,9 @@ type Grant struct {
 // Plan is the allow-list of one child.
 type Plan struct {
 	Grants []Grant
+	// UnixSockets: the child may open unix sockets (the docker client,
+	// which talks to its daemon through one); else socketFilter applies.
+	UnixSockets bool
 	// Left are the roots left out because they hold or lie inside a
 	// protected path (for tests and diagnosis).
 	Left []string

@@ -11,7 +11,9 @@
 //     with its own HOME and npm cache, so file modes protect the runner's
 //     files (0600 seeds, the 0700 data dir) as well.
 //
-// Network access is not restricted.
+// Every child but the docker client also opens no unix socket (seccomp,
+// sockets.go): Landlock confines files, not sockets. IP network access is
+// not restricted.
 package sandbox
 
 import (
@@ -235,6 +237,7 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd, spec Spec, extra []Protected) (*Child, 
 	if err != nil {
 		return nil, err
 	}
+	plan.UnixSockets = spec.Docker
 	return &Child{s: s, cmd: cmd, plan: plan, exited: make(chan struct{})}, nil
 }
 
@@ -255,33 +258,45 @@ func (c *Child) Start() error {
 	}
 	c.tmp = tmp
 	c.cmd.Env = setEnv(c.cmd.Env, "TMPDIR", tmp)
-	if c.s.abi == 0 {
+	if c.s.abi == 0 && c.plan.UnixSockets {
 		if err := c.cmd.Start(); err != nil {
 			c.removeTemp()
 			return err
 		}
 		return nil
 	}
-	if err := notDumpable(); err != nil { // no way into the runner through /proc (ptrace.go)
-		c.removeTemp()
-		return err
+	fd := -1
+	if c.s.abi > 0 {
+		if err := notDumpable(); err != nil { // no way into the runner through /proc (ptrace.go)
+			c.removeTemp()
+			return err
+		}
+		plan := c.plan
+		plan.Grants = append(append([]Grant(nil), plan.Grants...), Grant{Path: tmp, Write: true})
+		var err error
+		if fd, err = ruleset(c.s.abi, plan); err != nil {
+			c.removeTemp()
+			return err
+		}
+		defer unix.Close(fd)
 	}
-	plan := c.plan
-	plan.Grants = append(append([]Grant(nil), plan.Grants...), Grant{Path: tmp, Write: true})
-	fd, err := ruleset(c.s.abi, plan)
-	if err != nil {
-		c.removeTemp()
-		return err
-	}
-	defer unix.Close(fd)
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		// Never unlocked: the thread carries the child's Landlock domain, and
-		// Go ends a thread whose goroutine exits locked, instead of reusing it.
-		if err := restrictThread(fd); err != nil {
-			errc <- err
-			return
+		// Never unlocked: the thread carries the child's Landlock domain and
+		// seccomp filter, and Go ends a thread whose goroutine exits locked,
+		// instead of reusing it.
+		if fd >= 0 {
+			if err := restrictThread(fd); err != nil {
+				errc <- err
+				return
+			}
+		}
+		if !c.plan.UnixSockets {
+			if err := restrictSockets(); err != nil {
+				errc <- err
+				return
+			}
 		}
 		if err := c.cmd.Start(); err != nil {
 			errc <- err
