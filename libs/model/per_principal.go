@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/google/uuid"
@@ -55,9 +56,15 @@ func CheckPrincipalCredentials(c Credentials) *apierr.Error {
 		return apierr.Invalid("headers", "a principal's own credentials are headers (--header) or an OAuth token: a remote server has no environment")
 	case len(c.Headers) == 0 && c.OAuth == nil:
 		return apierr.Invalid("headers", "give the headers to send as this principal (e.g. {\"headers\":{\"X-Api-Key\":\"…\"}}), or authorize with OAuth")
+	case len(c.Headers) > MaxPrincipalHeaders:
+		return apierr.Invalid("headers", fmt.Sprintf("at most %d headers of your own per server", MaxPrincipalHeaders))
 	}
 	return nil
 }
+
+// MaxPrincipalHeaders bounds the headers one principal keeps for a server
+// (any key may write its own).
+const MaxPrincipalHeaders = 16
 
 // PrincipalRecord is the credential record of principal's own credentials
 // for cfg, or the error when cfg does not take them.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -367,6 +368,14 @@ func TestPerPrincipalStaticSecrets(t *testing.T) {
 		if r.status != http.StatusOK || strings.Contains(string(r.body), val) {
 			t.Fatalf("PUT own secret: %d %s", r.status, r.body)
 		}
+	}
+	// Any key writes its own record: a bounded one.
+	many := map[string]string{}
+	for i := range model.MaxPrincipalHeaders + 1 {
+		many[fmt.Sprintf("X-H%d", i)] = "value-long-enough"
+	}
+	if r = e.doKey(keyA.Key, "PUT", "/api/v1/me/authorizations/remote", model.Credentials{Headers: many}); r.status != http.StatusBadRequest {
+		t.Fatalf("PUT %d headers: %d %s", len(many), r.status, r.body)
 	}
 	// Environment variables mean nothing to a remote server: refused.
 	if r = e.doKey(keyA.Key, "PUT", "/api/v1/me/authorizations/remote", model.Credentials{Env: map[string]string{"X": "y"}}); r.status != http.StatusBadRequest {

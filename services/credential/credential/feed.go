@@ -104,8 +104,18 @@ func (s *Service) feed(ctx context.Context, key []byte) (model.FingerprintFeed, 
 			out.Sums = append(out.Sums, sum[:]...)
 		}
 	}
+	principals := store.Key(model.CredPrincipal, "")
 	for _, k := range keys {
 		if strings.HasSuffix(k, KeyRecordID) { // the service's own key pair
+			continue
+		}
+		// A principal's own record is what any key may write, any values
+		// (PUT /api/v1/me/authorizations): in the feed they would block
+		// every other caller's arguments that hold them ("function") and
+		// crowd the servers' values out past MaxFingerprints. Those
+		// credentials travel only on their principal's own upstream
+		// session, never another's.
+		if strings.HasPrefix(k, principals) {
 			continue
 		}
 		rec, _, err := s.store.Get(ctx, k)
