@@ -204,6 +204,8 @@ export interface OAuthStartReply {
 export interface OAuthEvent {
   type: 'authorized' | 'failed';
   server: string;
+  /** set when a principal's own flow ended, not the server's */
+  principal?: string;
   code?: string;
   message?: string;
   at: string;

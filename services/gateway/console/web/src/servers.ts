@@ -251,7 +251,9 @@ class Row {
           return;
         }
         const o = ev.data;
-        if (!o || o.server !== slug) return;
+        // The server's own flow only: a user's own flow of the same server
+        // (principal set) says nothing of this one.
+        if (!o || o.server !== slug || o.principal) return;
         if (o.type === 'authorized') {
           this.refused = false;
           this.hasTokens = true;
