@@ -58,8 +58,10 @@ func TestFailureThrottleBuckets(t *testing.T) {
 	if c := contract(t, w); c.Code != apierr.RateLimited || w.Header().Get("Retry-After") == "" {
 		t.Fatalf("throttled: %+v Retry-After %q", c, w.Header().Get("Retry-After"))
 	}
-	// The same valid key waits there too: the bucket is the key's.
-	want("a itself from there", from("192.0.2.1", a.Key), http.StatusTooManyRequests, "RATE_LIMITED")
+	// The valid key itself still passes there: only failures meet the
+	// throttle, so whoever knows a's id cannot lock a out.
+	want("a itself from there", from("192.0.2.1", a.Key), http.StatusOK, a.ID)
+	want("a wrong secret for a once more", from("192.0.2.1", wrongA), http.StatusTooManyRequests, "with this key from this address")
 	// Not another key from the same address, nor key a from another address,
 	// nor the address's own bucket (a key-less request still gets its 401).
 	want("b from the same address", from("192.0.2.1", b.Key), http.StatusOK, b.ID)
