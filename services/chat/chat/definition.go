@@ -30,7 +30,12 @@ func (o *Options) Register(s *settings.Set) {
 	s.Duration(&o.InputTimeout, "chat-input-timeout", "", approvals.DefaultTimeout, "how long a server's request for input (elicitation) waits for the user's answer before it is cancelled (the tool call's timeouts stop meanwhile; keep it below the runner's --input-timeout)")
 	s.Duration(&o.LeaseTTL, "chat-lease-ttl", "", DefaultLeaseTTL, "how long a turn whose instance died waits before another instance resumes it")
 	s.Duration(&o.LogMaxAge, "chat-log-max-age", "", 0, "drop conversation entries older than this (0: keep until deleted)")
+	s.Int(&o.PrincipalQuotaMiB, "chat-principal-quota", "", DefaultPrincipalQuotaMiB, "MiB of the shared conversation log one user's conversations may hold; past it their sends are refused until they delete some (0: no bound)")
 }
+
+// DefaultPrincipalQuotaMiB is --chat-principal-quota's default: a few users
+// at it leave the log (2 GiB) room for everyone else.
+const DefaultPrincipalQuotaMiB = 256
 
 // Validate checks the settings.
 func (o *Options) Validate() error {
@@ -51,6 +56,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ResultBudget < 0 {
 		return fmt.Errorf("--chat-result-budget %d must not be negative", o.ResultBudget)
+	}
+	if o.PrincipalQuotaMiB < 0 {
+		return fmt.Errorf("--chat-principal-quota %d must not be negative", o.PrincipalQuotaMiB)
 	}
 	return nil
 }

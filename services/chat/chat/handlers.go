@@ -48,6 +48,10 @@ func (s *Service) Send(ctx context.Context, req model.ChatSendRequest) (model.Ch
 	if !p.HasAPIKey && p.BaseURL == "" {
 		return model.ChatSendReply{}, noKey(p.Name)
 	}
+	sender := caller(ctx)
+	if err := s.overQuota(ctx, sender, sendSize(req)); err != nil {
+		return model.ChatSendReply{}, err
+	}
 	owner, err := s.claim(ctx, conv)
 	if err != nil {
 		return model.ChatSendReply{}, err
@@ -56,7 +60,10 @@ func (s *Service) Send(ctx context.Context, req model.ChatSendRequest) (model.Ch
 	if err != nil {
 		return model.ChatSendReply{}, err
 	}
-	sender := caller(ctx)
+	if err := s.charge(ctx, conv, logSize(entries), sendSize(req)); err != nil {
+		s.release(h)
+		return model.ChatSendReply{}, err
+	}
 	t, err := s.engine.Begin(ctx, conv, p, req.Message, loop.BeginOptions{Context: req.Context, NoInput: req.NoInput, Sender: &sender})
 	if err != nil {
 		s.release(h)
@@ -147,6 +154,7 @@ func (s *Service) Delete(ctx context.Context, conv string) error {
 	if err := s.publishDeleted(ctx, conv); err != nil {
 		return err
 	}
+	s.refund(ctx, conv)
 	if err := s.convs.Delete(ctx, conv); err != nil && !claimOnly(err) {
 		return err
 	}

@@ -35,6 +35,9 @@ type ownerValue struct {
 	// of a conversation deleted since, and stay theirs (the gateway streams
 	// only later ones).
 	After uint64 `json:"after,omitempty"`
+	// Charged is what the owner is charged for the conversation's log
+	// (quota.go).
+	Charged int64 `json:"charged,omitempty"`
 }
 
 // What a caller wants of a conversation.

@@ -77,6 +77,9 @@ type Options struct {
 	LeaseTTL time.Duration
 	// LogMaxAge drops conversation entries older than this (0: kept).
 	LogMaxAge time.Duration
+	// PrincipalQuotaMiB bounds what one principal's conversations hold of
+	// the shared log (0: no bound; quota.go).
+	PrincipalQuotaMiB int
 	// HTTPClient reaches the model providers (default a plain client).
 	HTTPClient *http.Client
 }

@@ -138,6 +138,7 @@ func (s *Service) start(d *drive, turn string, run func(context.Context) (model.
 			return
 		}
 		s.log.Debug("chat: turn ended", "conversation", d.conv, "turn", turn, "reason", done.Reason)
+		s.chargeTurn(d.conv)
 		s.clearCancel(d)
 		s.release(d)
 	}()
