@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	mcpgotransport "github.com/mark3labs/mcp-go/client/transport"
 	mcpgomcp "github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 )
 
@@ -72,17 +74,21 @@ func TestMCPGoClient(t *testing.T) {
 			})
 			ctx := ctxT(t, 60*time.Second)
 
-			tools, err := c.ListTools(ctx, mcpgomcp.ListToolsRequest{})
-			if err != nil {
-				t.Fatalf("tools/list: %v", err)
-			}
+			// The gateway's catalog follows the tools' KV record, written
+			// after the server reports running: on a loaded machine it may
+			// lag the state by a moment.
 			names := map[string]bool{}
-			for _, tl := range tools.Tools {
-				names[tl.Name] = true
-			}
-			if !names["alpha__echo"] || !names["alpha__fail"] {
-				t.Fatalf("tools: %v", names)
-			}
+			testkit.WaitFor(t, 20*time.Second, func() (bool, string) {
+				tools, err := c.ListTools(ctx, mcpgomcp.ListToolsRequest{})
+				if err != nil {
+					t.Fatalf("tools/list: %v", err)
+				}
+				clear(names)
+				for _, tl := range tools.Tools {
+					names[tl.Name] = true
+				}
+				return names["alpha__echo"] && names["alpha__fail"], fmt.Sprintf("tools: %v", names)
+			})
 
 			call := func(name string, args map[string]any) *mcpgomcp.CallToolResult {
 				t.Helper()
@@ -138,7 +144,7 @@ func TestMCPGoClient(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			tools, err = c.ListTools(ctx, mcpgomcp.ListToolsRequest{})
+			tools, err := c.ListTools(ctx, mcpgomcp.ListToolsRequest{})
 			if err != nil {
 				t.Fatalf("tools/list after the change: %v", err)
 			}
