@@ -85,7 +85,10 @@ unseal() {
   [ "$(status)" = sealed ] || return 0
   [ -s "$KEYS_DIR/unseal-key" ] || { log "Vault is sealed and $KEYS_DIR/unseal-key is missing: unseal it by hand"; return 1; }
   log "unsealing Vault"
-  vault operator unseal "$(cat "$KEYS_DIR/unseal-key")" > /dev/null
+  # The key goes through a pipe, never an argument: every user of the host
+  # reads a process's command line in /proc (and the key alone yields a
+  # root token through generate-root).
+  tr -d '\r\n' < "$KEYS_DIR/unseal-key" | vault write sys/unseal key=- > /dev/null
 }
 
 configure() {

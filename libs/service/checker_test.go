@@ -46,7 +46,7 @@ func TestRunAloneServiceChecks(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- service.RunAlone(ctx, def, service.Bus{NATS: natsconn.Options{URLs: ns.ClientURL()}},
-			service.Host{LogLevel: "info", DataDir: t.TempDir(), Replicas: 1, MetricsAddr: addr}, def.Options(), io.Discard)
+			service.Host{LogLevel: "info", DataDir: t.TempDir(), Replicas: 1, MetricsAddr: addr, InsecureBus: true}, def.Options(), io.Discard)
 	}()
 	defer func() {
 		cancel()

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
 
 	"github.com/mcpbus/mcpbus/libs/natsconn"
@@ -50,6 +51,10 @@ type Host struct {
 	PprofAddr string
 	// Memory is what the process does about its own memory.
 	Memory procmem.Options
+	// InsecureBus runs the service on a NATS server that requires no
+	// authentication; without it such a server is refused (fail closed: a
+	// server left open would let anyone who reaches it act as any service).
+	InsecureBus bool
 }
 
 // RegisterLogLevel adds --log-level (mcpbus up has it too).
@@ -70,6 +75,7 @@ func (h *Host) Register(s *settings.Set) {
 	RegisterMetricsAddr(s, &h.MetricsAddr)
 	RegisterPprofAddr(s, &h.PprofAddr)
 	h.Memory.Register(s)
+	s.Bool(&h.InsecureBus, "insecure-bus", "", false, "run on a NATS server that requires no authentication (anyone who reaches it may act as any service); without it such a server is refused")
 }
 
 // Logger is the JSON logger at the chosen level; records logged with a
@@ -155,6 +161,9 @@ func RunAlone(ctx context.Context, def Definition, b Bus, h Host, opts Options, 
 			return nil // stopped while waiting: a clean stop
 		}
 	}
+	if err := checkAuthRequired(nc, h.InsecureBus, log); err != nil {
+		return err
+	}
 	id, err := b.NATS.Identity()
 	if err != nil {
 		return err
@@ -227,4 +236,18 @@ func Main(def Definition, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// checkAuthRequired refuses a NATS server that asks no identity, unless
+// the operator said so (--insecure-bus): every permission of the bus
+// (libs/access) holds only when the server authenticates its clients.
+func checkAuthRequired(nc *nats.Conn, insecure bool, log *slog.Logger) error {
+	if nc.AuthRequired() {
+		return nil
+	}
+	if insecure {
+		log.Warn("the NATS server requires no authentication (--insecure-bus): anyone who reaches it may act as any service", "server", nc.ConnectedUrlRedacted())
+		return nil
+	}
+	return fmt.Errorf("the NATS server at %s requires no authentication: anyone who reaches it could act as this service (read every call, resolve every secret); give it the users of deploy/nats/auth.conf (docs/operating.md), or pass --insecure-bus to run on it anyway", nc.ConnectedUrlRedacted())
 }

@@ -53,7 +53,7 @@ func TestRunAloneMetricsAddr(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- service.RunAlone(ctx, def, service.Bus{NATS: natsconn.Options{URLs: ns.ClientURL()}},
-			service.Host{LogLevel: "info", DataDir: t.TempDir(), Replicas: 1, MetricsAddr: addr}, def.Options(), io.Discard)
+			service.Host{LogLevel: "info", DataDir: t.TempDir(), Replicas: 1, MetricsAddr: addr, InsecureBus: true}, def.Options(), io.Discard)
 	}()
 
 	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
@@ -91,5 +91,20 @@ func TestMetricsAddrValidated(t *testing.T) {
 	h := service.Host{LogLevel: "info", DataDir: t.TempDir(), Replicas: 1, MetricsAddr: "9464"}
 	if err := h.Validate(); err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
 		t.Errorf("Validate: %v, want an error naming --metrics-addr", err)
+	}
+}
+
+// TestRunAloneRefusesAnOpenBus: a service run alone refuses a NATS server
+// that asks no identity (anyone reaching it could act as the service),
+// unless --insecure-bus says to run on it anyway.
+func TestRunAloneRefusesAnOpenBus(t *testing.T) {
+	ns := testkit.NATS(t)
+	def := service.Definition{Name: "fake", Version: "0.0.1", Options: func() service.Options { return &fakeOptions{&fake{ready: make(chan struct{})}} }}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := service.RunAlone(ctx, def, service.Bus{NATS: natsconn.Options{URLs: ns.ClientURL()}},
+		service.Host{LogLevel: "info", DataDir: t.TempDir(), Replicas: 1}, def.Options(), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "requires no authentication") || !strings.Contains(err.Error(), "--insecure-bus") {
+		t.Fatalf("RunAlone on an open bus: %v", err)
 	}
 }

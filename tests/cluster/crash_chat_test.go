@@ -36,7 +36,7 @@ func TestChatProfileWriteAfterNodeCrash(t *testing.T) {
 
 	dir := t.TempDir()
 	svc := testkit.StartProc(t, testkit.ProcOptions{Name: "chat", Bin: mcpbusBin, Dir: dir, Args: []string{
-		"serve", "chat", "--nats", c.urlsBut(victim), "--replicas", "3", "--data-dir", dir, "--log-level", "debug"}})
+		"serve", "chat", "--nats", c.urlsBut(victim), "--insecure-bus", "--replicas", "3", "--data-dir", dir, "--log-level", "debug"}})
 	svc.WaitLog(t, `"msg":"service ready"`, 60*time.Second)
 	t.Cleanup(func() {
 		if t.Failed() {

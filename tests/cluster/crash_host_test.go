@@ -76,7 +76,7 @@ func TestHostCrashKeysAndStatus(t *testing.T) {
 	})
 	serve := func(label, service string, args ...string) *testkit.Proc {
 		dir := t.TempDir()
-		args = append([]string{"serve", service, "--replicas", "3", "--data-dir", dir, "--log-level", "debug"}, args...)
+		args = append([]string{"serve", service, "--insecure-bus", "--replicas", "3", "--data-dir", dir, "--log-level", "debug"}, args...)
 		p := testkit.StartProc(t, testkit.ProcOptions{Name: label, Bin: mcpbusBin, Args: args, Dir: dir})
 		procs = append(procs, p)
 		return p

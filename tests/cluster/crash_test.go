@@ -134,7 +134,7 @@ func TestConfigWriteAfterNodeCrash(t *testing.T) {
 	// the buckets' election, not its reconnect.
 	dir := t.TempDir()
 	svc := testkit.StartProc(t, testkit.ProcOptions{Name: "config", Bin: mcpbusBin, Dir: dir, Args: []string{
-		"serve", "config", "--nats", c.urlsBut(victim), "--replicas", "3", "--data-dir", dir, "--log-level", "debug"}})
+		"serve", "config", "--nats", c.urlsBut(victim), "--insecure-bus", "--replicas", "3", "--data-dir", dir, "--log-level", "debug"}})
 	svc.WaitLog(t, `"msg":"service ready"`, 30*time.Second)
 	t.Cleanup(func() {
 		if t.Failed() {

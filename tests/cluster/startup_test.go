@@ -66,7 +66,7 @@ func startTogether(t *testing.T) {
 	})
 	for i, s := range services {
 		dir := t.TempDir()
-		args := []string{"serve", s.name, "--nats", c.URLsFrom(i % 3), "--replicas", "3",
+		args := []string{"serve", s.name, "--nats", c.URLsFrom(i % 3), "--insecure-bus", "--replicas", "3",
 			"--data-dir", dir, "--log-level", "debug"}
 		args = append(args, strings.Fields(s.args)...)
 		procs = append(procs, testkit.StartProc(t, testkit.ProcOptions{Name: s.name + " " + s.args, Bin: mcpbusBin, Args: args, Dir: dir}))

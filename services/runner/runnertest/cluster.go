@@ -124,7 +124,8 @@ func (e *ClusterEnv) StartRunner(t testing.TB, bin, id string, node int, extraAr
 	}
 	args := append([]string{
 		// Runner i is pinned to node i, listed first.
-		"--nats", e.Cluster.URLsFrom(node), "--nats-keep-order", "--runner-id", id, "--log-level", "debug",
+		// The test cluster authenticates nobody: the runner is told so.
+		"--nats", e.Cluster.URLsFrom(node), "--nats-keep-order", "--insecure-bus", "--runner-id", id, "--log-level", "debug",
 		"--replicas", strconv.Itoa(e.Replicas), "--data-dir", t.TempDir(),
 	}, extraArgs...)
 	cmd := exec.Command(bin, args...)

@@ -40,7 +40,7 @@ func TestBinary(t *testing.T) {
 	defer ns.Stop()
 	dataDir := filepath.Join(dir, "data")
 	var stderr strings.Builder
-	cmd := exec.Command(bin, "--nats", ns.ClientURL(), "--prefix", "test.v1", "--cred-backend", "file", "--data-dir", dataDir)
+	cmd := exec.Command(bin, "--nats", ns.ClientURL(), "--insecure-bus", "--prefix", "test.v1", "--cred-backend", "file", "--data-dir", dataDir)
 	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=")
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

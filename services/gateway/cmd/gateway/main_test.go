@@ -92,7 +92,7 @@ func TestBinary(t *testing.T) {
 
 	t.Run("auth", func(t *testing.T) {
 		addr, data := freeAddr(t), filepath.Join(t.TempDir(), "data")
-		out := run(t, bin, []string{"MCPBUS_HTTP_ADDR=" + addr}, "--nats", ns.ClientURL(), "--data-dir", data, "--prefix", "bin.v1")
+		out := run(t, bin, []string{"MCPBUS_HTTP_ADDR=" + addr}, "--nats", ns.ClientURL(), "--insecure-bus", "--data-dir", data, "--prefix", "bin.v1")
 		base := "http://" + addr
 		waitServing(t, base)
 		keyFile := filepath.Join(data, "admin.key")
@@ -120,7 +120,7 @@ func TestBinary(t *testing.T) {
 
 	t.Run("no-auth", func(t *testing.T) {
 		addr := freeAddr(t)
-		out := run(t, bin, []string{"MCPBUS_NO_AUTH=true"}, "--nats", ns.ClientURL(), "--http-addr", addr, "--prefix", "bin.v1",
+		out := run(t, bin, []string{"MCPBUS_NO_AUTH=true"}, "--nats", ns.ClientURL(), "--insecure-bus", "--http-addr", addr, "--prefix", "bin.v1",
 			"--data-dir", t.TempDir())
 		base := "http://" + addr
 		waitServing(t, base)

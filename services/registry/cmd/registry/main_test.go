@@ -48,7 +48,7 @@ func TestBinary(t *testing.T) {
 	}
 	t.Cleanup(smi.Close)
 
-	cmd := exec.Command(bin, "--nats", ns.ClientURL(), "--prefix", "bin.v1", "--official-registry-url", off.URL)
+	cmd := exec.Command(bin, "--nats", ns.ClientURL(), "--insecure-bus", "--prefix", "bin.v1", "--official-registry-url", off.URL)
 	cmd.Env = append(os.Environ(), "MCPBUS_SMITHERY_REGISTRY_URL="+smi.URL, "SMITHERY_API_KEY="+key)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
