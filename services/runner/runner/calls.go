@@ -106,6 +106,9 @@ func (s *server) afterReply(req micro.Request, f func()) {
 type liveSession struct {
 	*mcp.ClientSession
 	raw launch.RawConn
+	// secrets are the values of a principal's own session (their headers
+	// and token), redacted from what its server's errors say.
+	secrets launch.Redactor
 }
 
 // live returns the session and the tool for a call, or the error to answer;
@@ -135,7 +138,7 @@ func (s *server) live(token string) (liveSession, *mcp.Tool, *model.McpConfig, e
 		}
 		return none, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is %s", s.slug, s.state)
 	}
-	sess := liveSession{s.sess, s.raw}
+	sess := liveSession{ClientSession: s.sess, raw: s.raw}
 	if token == "" {
 		return sess, nil, s.cfg, nil
 	}
@@ -438,7 +441,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 			op.End(ctx, errType(e), e)
 			return callReply{}, tool.Name, e
 		}
-		err = callError(ctx, s.slug, tool.Name, timeout, err)
+		err = s.scrubError(callError(ctx, s.slug, tool.Name, timeout, err), sess.secrets)
 		op.End(ctx, errType(err), err)
 		return callReply{}, tool.Name, err
 	}
@@ -454,7 +457,9 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	}
 	if s.r.telemetry.content && op.Span().IsRecording() {
 		if b, merr := json.Marshal(res.Content); merr == nil {
-			op.Span().SetAttributes(conv.GenAIToolCallResult.String(s.redact(string(b))))
+			// Recorded as the caller will get it: the scan redacts what it
+			// finds (the result's own policy may withhold it instead).
+			op.Span().SetAttributes(conv.GenAIToolCallResult.String(s.r.secrets.scrubText(s.redact(string(b)))))
 		}
 	}
 	op.End(ctx, outcome, nil)
@@ -744,7 +749,7 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	}
 	if err != nil {
 		if _, ok := err.(*apierr.Error); !ok {
-			err = callError(ctx, s.slug, in.Method, timeout, err)
+			err = s.scrubError(callError(ctx, s.slug, in.Method, timeout, err), sess.secrets)
 		}
 		op.End(ctx, errType(err), err)
 		return nil, err

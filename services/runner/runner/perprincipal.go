@@ -262,14 +262,15 @@ func (s *server) connectPrincipal(ctx context.Context, cfg *model.McpConfig, who
 	if err != nil {
 		return liveSession{}, err
 	}
+	secrets := launch.NewRedactor(principalValues(creds))
 	sess, err := s.client.Connect(ctx, tracedTransport{l.Transport}, nil)
 	if err != nil {
 		if e := refusedCredentials(err); e != nil {
 			return liveSession{}, e
 		}
-		return liveSession{}, apierr.Wrap(apierr.Network, fmt.Sprintf("could not connect to %s with your credentials: %v", cfg.Slug, err), err)
+		return liveSession{}, s.scrubError(apierr.Wrap(apierr.Network, fmt.Sprintf("could not connect to %s with your credentials: %v", cfg.Slug, err), err), secrets)
 	}
-	return liveSession{sess, l.Connected(sess)}, nil
+	return liveSession{sess, l.Connected(sess), secrets}, nil
 }
 
 // notAuthorized is the answer to a caller without their own credentials.
@@ -285,6 +286,23 @@ func withoutHeader(h map[string]string, name string) map[string]string {
 		if !strings.EqualFold(k, name) {
 			out[k] = v
 		}
+	}
+	return out
+}
+
+// principalValues are the secret values of a principal's own session: what
+// its server's errors must not quote back (to the event's readers, the
+// logs, the spans).
+func principalValues(c model.ResolvedCredentials) []string {
+	var out []string
+	for _, v := range c.Headers {
+		out = append(out, v)
+		if _, token, ok := strings.Cut(v, " "); ok {
+			out = append(out, strings.TrimSpace(token))
+		}
+	}
+	if c.OAuth != nil {
+		out = append(out, c.OAuth.AccessToken)
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/secretscan"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
+	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
 )
 
 // secretGuard scans tool arguments and results for secrets (secretscan):
@@ -136,4 +138,42 @@ func (g *secretGuard) checkResult(cfg *model.McpConfig, res *callReply) {
 		"the result carried a secret (rule %s): it was withheld (policy secret_scan.results)", strings.Join(secretscan.Rules(found), ", "))))
 	res.isError, res.checked = true, true
 	res.secrets = append(res.secrets, findings("result", model.SecretsBlock, found)...)
+}
+
+// scrubText redacts in a server's text what its results would have had
+// redacted (the known values, gitleaks' rules), scanning it as a JSON
+// string, as results are. A text that cannot be redacted in place is
+// withheld.
+func (g *secretGuard) scrubText(text string) string {
+	payload, err := json.Marshal(text)
+	if err != nil {
+		return text
+	}
+	found, _ := g.scan(payload, nil, model.SecretsRedact)
+	if len(found) == 0 {
+		return text
+	}
+	out, err := secretscan.Redact(payload, found)
+	var clean string
+	if err != nil || json.Unmarshal(out, &clean) != nil {
+		return "(the server's message was withheld: it held a secret, rule " + strings.Join(secretscan.Rules(found), ", ") + ")"
+	}
+	return clean
+}
+
+// scrubError is err with its message redacted as the server's results are:
+// its own secrets and the principal's (extra), the known values, gitleaks'
+// rules. A server's error text (a JSON-RPC error, an upstream's answer at
+// start) reaches more than results do: the caller, the status, events,
+// logs and spans. A changed message drops the cause, which holds the text.
+func (s *server) scrubError(err error, extra launch.Redactor) error {
+	if err == nil {
+		return nil
+	}
+	e := apierr.From(err)
+	clean := s.r.secrets.scrubText(extra.Redact(s.redact(e.Message)))
+	if clean == e.Message {
+		return err
+	}
+	return &apierr.Error{Code: e.Code, Message: clean, Field: e.Field}
 }

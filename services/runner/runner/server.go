@@ -309,7 +309,7 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	sess, err := s.client.Connect(ctx, tracedTransport{l.Transport}, nil)
 	if err != nil {
 		s.kill(l.Process)
-		return nil, nil, nil, nil, startError(ctx, err, l.Process)
+		return nil, nil, nil, nil, s.scrubError(startError(ctx, err, l.Process), launch.Redactor{})
 	}
 	// For an npm package the time from spawned to here is mostly npx
 	// installing it (a cold cache) and node loading it.
@@ -319,7 +319,7 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	tools, err := listTools(ctx, sess)
 	if err != nil {
 		s.stopSession(sess, l.Process)
-		return nil, nil, nil, nil, startError(ctx, err, l.Process)
+		return nil, nil, nil, nil, s.scrubError(startError(ctx, err, l.Process), launch.Redactor{})
 	}
 	span.AddEvent("tools listed", trace.WithAttributes(attribute.Int("mcpbus.tools", len(tools))))
 	return sess, l.Connected(sess), l.Process, tools, nil // the deferred stopKill runs before cancel
