@@ -190,3 +190,23 @@ func TestOpenAINonJSONErrorBody(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestErrorBodyHidesTheKey: an error answer that echoes the request's
+// Authorization (a proxy's page) is quoted to the turn's user without the
+// profile's API key.
+func TestErrorBodyHidesTheKey(t *testing.T) {
+	const key = "sk-profile-key-0123456789abcdef"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "<html>bad upstream for "+r.Header.Get("Authorization")+"</html>", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	m, err := provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: srv.URL + "/v1", APIKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Step(context.Background(), hello, nil)
+	e := apierr.From(err)
+	if e.Code != apierr.Unauthorized || strings.Contains(e.Message, key) || !strings.Contains(e.Message, "bad upstream for Bearer [REDACTED]") {
+		t.Fatalf("err %v", err)
+	}
+}

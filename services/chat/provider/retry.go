@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,6 +40,11 @@ func retry(ctx context.Context, cfg Config, name string, attempt func() (streame
 		he, ok := classify(err)
 		if !ok {
 			return classifyOther(name, cfg, err)
+		}
+		if cfg.APIKey != "" {
+			// An error answer's body is quoted to the turn's user: a proxy
+			// that echoes the request must not show them the profile's key.
+			he.message = strings.ReplaceAll(he.message, cfg.APIKey, "[REDACTED]")
 		}
 		if !retryable(he.status) {
 			return statusError(name, he, err)

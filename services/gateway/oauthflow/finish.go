@@ -52,13 +52,19 @@ func (f *Flows) run(ctx context.Context, h *auth.AuthorizationCodeHandler, cfg *
 
 // causeAttrs describes why a flow failed for the log: the token endpoint's
 // status and OAuth error code only (its body may echo what was sent), else
-// the error's text, which go-sdk builds from metadata and URLs, not tokens.
+// the error's text up to the first response body it quotes: go-sdk builds
+// it from metadata and URLs, but quotes a registration response it cannot
+// decode whole, client secret included.
 func causeAttrs(err error) []any {
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
 		return []any{"status", re.Response.StatusCode, "oauth_error", re.ErrorCode}
 	}
-	return []any{"cause", err.Error()}
+	cause := err.Error()
+	if i := strings.IndexByte(cause, '{'); i >= 0 {
+		cause = cause[:i] + "… (a response body, left out)"
+	}
+	return []any{"cause", cause}
 }
 
 // MsgClientRefused is the failure of a token endpoint that refused the
