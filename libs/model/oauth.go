@@ -62,10 +62,30 @@ type OAuthStartRequest struct {
 
 // OAuthStartReply is the reply of mcp.v1.oauth.start and of
 // POST /api/v1/servers/{id}/auth: the URL to open in a browser, and when
-// the flow gives up. The outcome comes as an OAuthEvent.
+// the flow gives up. The outcome comes as an OAuthEvent. A per-principal
+// flow's URL is the console's page that continues it (its Flow), not the
+// provider's: the browser must first prove it is the principal's
+// (OAuthContinueReply).
 type OAuthStartReply struct {
 	Server           string    `json:"server"`
 	Principal        string    `json:"principal,omitempty"`
+	AuthorizationURL string    `json:"authorization_url"`
+	Flow             string    `json:"flow,omitempty"`
+	ExpiresAt        time.Time `json:"expires_at"`
+}
+
+// OAuthContinueRequest is the body of
+// POST /api/v1/me/authorizations/{id}/continue: the flow (OAuthStartReply.Flow)
+// the signed-in principal continues in this browser.
+type OAuthContinueRequest struct {
+	Flow string `json:"flow"`
+}
+
+// OAuthContinueReply is its answer: the provider's authorization URL, to
+// open in the browser that got the reply's cookie (the callback requires
+// it).
+type OAuthContinueReply struct {
+	Server           string    `json:"server"`
 	AuthorizationURL string    `json:"authorization_url"`
 	ExpiresAt        time.Time `json:"expires_at"`
 }
@@ -117,18 +137,28 @@ type OAuthCallbackRequest struct {
 }
 
 // OAuthCallback is the plain text of OAuthCallbackRequest.Sealed: what the
-// authorization server sent back to the redirect URI.
+// authorization server sent back to the redirect URI, with the browser's
+// binding cookie (a per-principal flow's callback must carry the one its
+// continue set). With Continue, it is instead a signed-in principal
+// continuing the flow (Principal) in a browser given the cookie whose
+// SHA-256 is Binding; State is then empty.
 type OAuthCallback struct {
-	Code  string `json:"code,omitempty"`
-	State string `json:"state"`
-	Iss   string `json:"iss,omitempty"`
-	Error string `json:"error,omitempty"`
+	Code      string `json:"code,omitempty"`
+	State     string `json:"state,omitempty"`
+	Iss       string `json:"iss,omitempty"`
+	Error     string `json:"error,omitempty"`
+	Cookie    string `json:"cookie,omitempty"`
+	Continue  bool   `json:"continue,omitempty"`
+	Principal string `json:"principal,omitempty"`
+	Binding   string `json:"binding,omitempty"`
 }
 
 // OAuthCallbackReply is the success reply of mcp.v1.oauth.callback.<flow>:
-// the server is authorized (its tokens are stored).
+// the server is authorized (its tokens are stored); to a continue, the
+// provider's authorization URL.
 type OAuthCallbackReply struct {
-	Server string `json:"server"`
+	Server           string `json:"server"`
+	AuthorizationURL string `json:"authorization_url,omitempty"`
 }
 
 // RefuseServerID refuses a server id that is not a random (version 4) uuid.

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/libs/testmcp"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
+	"github.com/mcpbus/mcpbus/services/gateway/oauthflow"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
 	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
@@ -127,7 +128,7 @@ func (e *env) authorizeAs(t *testing.T, key, user string) {
 	if r.status != http.StatusOK || out.AuthorizationURL == "" || out.Principal == "" {
 		t.Fatalf("POST /api/v1/me/authorizations/remote: %d %s", r.status, r.body)
 	}
-	if code, page := browse(t, out.AuthorizationURL+"&"+oauthtest.UserParam+"="+user); code != http.StatusOK || !strings.Contains(page, "authorized") {
+	if code, page := authorizeLink(t, out.AuthorizationURL, key, user); code != http.StatusOK || !strings.Contains(page, "authorized") {
 		t.Fatalf("callback page: %d %q", code, page)
 	}
 }
@@ -185,7 +186,7 @@ func TestPerPrincipalOAuth(t *testing.T) {
 	}
 	_, r := e.whoami(t, keyB.Key)
 	wantNotAuthorized(t, "B while only A is authorized", r)
-	if !strings.Contains(string(r.body), "Open "+as.URL) {
+	if !strings.Contains(string(r.body), "Open "+e.url+oauthflow.ContinuePath+"remote/") {
 		t.Fatalf("B's refusal over REST has no authorization URL: %s", r.body)
 	}
 
@@ -209,10 +210,10 @@ func TestPerPrincipalOAuth(t *testing.T) {
 		Elicitations []mcp.ElicitParams `json:"elicitations"`
 	}
 	if json.Unmarshal(rpcErr.Data, &data) != nil || len(data.Elicitations) != 1 || data.Elicitations[0].Mode != "url" ||
-		!strings.HasPrefix(data.Elicitations[0].URL, as.URL) || data.Elicitations[0].ElicitationID == "" {
+		!continueLink.MatchString(data.Elicitations[0].URL) || data.Elicitations[0].ElicitationID == "" {
 		t.Fatalf("elicitation data %s", rpcErr.Data)
 	}
-	if code, page := browse(t, data.Elicitations[0].URL+"&"+oauthtest.UserParam+"=bob"); code != http.StatusOK {
+	if code, page := authorizeLink(t, data.Elicitations[0].URL, keyB.Key, "bob"); code != http.StatusOK {
 		t.Fatalf("callback: %d %q", code, page)
 	}
 	select {
@@ -277,7 +278,7 @@ func TestPerPrincipalOAuth(t *testing.T) {
 	if err != nil || !strings.Contains(textOf(again), link[1]) {
 		t.Fatalf("modern call again before authorizing: %v %+v, want the same URL %s", err, again, link[1])
 	}
-	if code, page := browse(t, link[1]+"&"+oauthtest.UserParam+"=alice"); code != http.StatusOK {
+	if code, page := authorizeLink(t, link[1], keyA.Key, "alice"); code != http.StatusOK {
 		t.Fatalf("callback: %d %q", code, page)
 	}
 	if res, err = modern.CallTool(ctxT(t, 30*time.Second), &mcp.CallToolParams{Name: "remote__whoami", Arguments: map[string]any{}}); err != nil || res.IsError || textOf(res) != "alice" {
@@ -289,6 +290,9 @@ func TestPerPrincipalOAuth(t *testing.T) {
 	out, wait, err := e.st.Client.AuthorizeServerFor(ctxT(t, 30*time.Second), "remote", "key:"+keyA.ID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if out.Flow != "" || !strings.HasPrefix(out.AuthorizationURL, as.URL) {
+		t.Fatalf("the operator's flow for A: %+v, want the provider's URL (bound by state: the operator hands it over)", out)
 	}
 	if code, page := browse(t, out.AuthorizationURL+"&"+oauthtest.UserParam+"=alice-via-operator"); code != http.StatusOK {
 		t.Fatalf("callback: %d %q", code, page)
@@ -443,4 +447,75 @@ func TestPerPrincipalStaticSecrets(t *testing.T) {
 	if !users["secret-of-a-123"] || !users["secret-of-b-456"] {
 		t.Fatalf("upstream sessions saw %v, want each user's key", users)
 	}
+}
+
+// TestPerPrincipalFlowBoundToStarter: a per-principal flow completes only
+// in the browser of the principal who started it. B hands A the link: A,
+// signed in as themselves, cannot continue it; B hands A the provider's
+// URL after continuing: A's approval comes back without B's cookie and is
+// refused, so A's upstream account never becomes B's. B's own browser
+// then completes it.
+func TestPerPrincipalFlowBoundToStarter(t *testing.T) {
+	t.Parallel()
+	as := oauthtest.Start(t, oauthtest.Options{Scopes: []string{testmcp.Scope, "offline_access"}})
+	url := testmcp.ServeProtected(t, "remote", as)
+	e := startWith(t, nil, gateway.Options{})
+	cfg := remoteConfig("remote", url)
+	cfg.Auth.PerPrincipal = true
+	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: cfg}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	e.authorize(t, "remote")
+	if r := e.do("POST", "/api/v1/servers/remote/enable", nil); r.status != http.StatusOK {
+		t.Fatalf("enable: %d %s", r.status, r.body)
+	}
+	e.waitState("remote", model.StateRunning)
+	var keyA, keyB model.KeyCreateReply
+	for _, k := range []*model.KeyCreateReply{&keyA, &keyB} {
+		r := e.do("POST", "/api/v1/keys", model.KeyCreateRequest{Name: "user", Scopes: []string{model.KeyScopeCall}})
+		if r.decode(t, k); r.status != http.StatusCreated || k.Key == "" {
+			t.Fatalf("create key: %d %s", r.status, r.body)
+		}
+	}
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		_, r := e.whoami(t, keyB.Key)
+		return r.status != http.StatusNotFound, "whoami is unknown to the gateway"
+	})
+
+	r := e.doKey(keyB.Key, "POST", "/api/v1/me/authorizations/remote", nil)
+	var out model.OAuthStartReply
+	if r.decode(t, &out); r.status != http.StatusOK || out.Flow == "" || !continueLink.MatchString(out.AuthorizationURL) ||
+		strings.Contains(string(r.body), as.URL) {
+		t.Fatalf("B's start: %d %s, want the console's link and not the provider's", r.status, r.body)
+	}
+
+	// A opens B's link signed in as A.
+	victim := newBrowser(t)
+	if u, code, body := victim.continueFlow(out.AuthorizationURL, keyA.Key); u != "" || code != http.StatusUnauthorized || !strings.Contains(body, "started by another user") {
+		t.Fatalf("A continuing B's flow: %d %s %q", code, body, u)
+	}
+	// B continues, and hands A the provider's URL.
+	attacker := newBrowser(t)
+	authURL, code, body := attacker.continueFlow(out.AuthorizationURL, keyB.Key)
+	if authURL == "" || !strings.HasPrefix(authURL, as.URL) {
+		t.Fatalf("B continuing their own flow: %d %s", code, body)
+	}
+	if code, page := victim.approve(authURL, "alice"); code != http.StatusBadRequest || !strings.Contains(page, "did not continue") {
+		t.Fatalf("A approving B's provider URL: %d %q, want 400", code, page)
+	}
+	if code, page := browse(t, authURL+"&"+oauthtest.UserParam+"=alice"); code != http.StatusBadRequest || !strings.Contains(page, "did not continue") {
+		t.Fatalf("a browser without cookies: %d %q, want 400", code, page)
+	}
+	_, r = e.whoami(t, keyB.Key)
+	wantNotAuthorized(t, "B after A approved B's URL", r)
+
+	// B's own browser completes the same flow.
+	if code, page := attacker.approve(authURL, "bob"); code != http.StatusOK || !strings.Contains(page, "authorized") {
+		t.Fatalf("B approving in their own browser: %d %q", code, page)
+	}
+	if who, r := e.whoami(t, keyB.Key); who != "bob" {
+		t.Fatalf("B after authorizing: %q %d %s", who, r.status, r.body)
+	}
+	_, r = e.whoami(t, keyA.Key)
+	wantNotAuthorized(t, "A, who authorized nothing", r)
 }

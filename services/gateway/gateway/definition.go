@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,6 +80,10 @@ func (o *Options) Validate() error {
 	}
 	if o.NoAuth && o.OAuth.Enabled() {
 		return fmt.Errorf("--oauth-issuer needs authentication on (it is off with --no-auth)")
+	}
+	if o.NoAuth && slices.Contains(o.CORSOrigins, "*") {
+		// Every web page the user opens could call every tool and add servers.
+		return fmt.Errorf("--cors-origin '*' needs authentication on (it is off with --no-auth): name the origins of your browser clients")
 	}
 	if err := validPublicURL(o.PublicURL); err != nil {
 		return err

@@ -369,7 +369,7 @@ func (g *Gateway) buildHandler() http.Handler {
 		}).Handler(h)
 	}
 	h = g.resourceMetadata(h)
-	h = hostGuard(h)
+	h = hostGuard(g.opts.NoAuth, g.opts.PublicURL, h)
 	h = openai.Errors(h) // every refusal of /v1 as an OpenAI error object
 	h = recoverer(g.log, h)
 	return traceHTTP(g.metrics.Middleware(mux, g.proxies.Middleware(accessLog(g.log, h))))

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -234,15 +235,38 @@ func contractErrors(mux *http.ServeMux) http.Handler {
 // listener with a Host that is not the local machine (DNS rebinding: a page
 // of another site whose name now resolves to 127.0.0.1). The rule is the
 // one go-sdk applies to /mcp and the fast path mirrors (httpguard).
-func hostGuard(next http.Handler) http.Handler {
+//
+// With --no-auth a request is the caller's only credential, and the
+// listener need not be loopback to be reached from the user's machine (a
+// container's port published on the host's 127.0.0.1, a VM's forwarded
+// port): then any listener answers only a loopback Host or the host of
+// --gateway-public-url (publicURL).
+func hostGuard(noAuth bool, publicURL string, next http.Handler) http.Handler {
+	public := ""
+	if u, err := url.Parse(publicURL); err == nil && publicURL != "" {
+		public = u.Hostname()
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if httpguard.ForeignHost(r) {
 			auth.WriteError(w, http.StatusForbidden, apierr.Newf(apierr.Unauthorized,
 				"Host %q is refused: the gateway listens on a loopback address and answers only localhost, 127.0.0.1 or [::1] (DNS rebinding protection)", r.Host))
 			return
 		}
+		if noAuth && !httpguard.IsLoopback(r.Host) && (public == "" || !strings.EqualFold(hostname(r.Host), public)) {
+			auth.WriteError(w, http.StatusForbidden, apierr.Newf(apierr.Unauthorized,
+				"Host %q is refused: with --no-auth the gateway answers only localhost, 127.0.0.1, [::1] or the host of --gateway-public-url (DNS rebinding protection)", r.Host))
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// hostname is a Host header without its port.
+func hostname(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return strings.Trim(h, "[]")
+	}
+	return hostport
 }
 
 // stateChanging reports whether a request may change something: every
@@ -286,7 +310,8 @@ func writeGuard(corsOrigins []string, next http.Handler) http.Handler {
 			continue
 		}
 		// An origin CORS accepts that is not a plain scheme://host[:port]
-		// (a wildcard pattern) is left to CORS alone.
+		// (a wildcard pattern) may read through CORS but not write: only
+		// exact origins are trusted here.
 		_ = cop.AddTrustedOrigin(o)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

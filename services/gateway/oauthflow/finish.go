@@ -169,10 +169,12 @@ func (f *Flows) publish(server, principal string, e *apierr.Error) {
 const callbackWait = 30 * time.Second
 
 // Callback serves GET /oauth/callback, where the authorization server sends
-// the browser back. It needs no API key: the state binds it to one flow
-// started by an admin, it works once, and not past the flow's deadline.
-// The flow may be held by another gateway instance: the callback goes to
-// it over the bus, sealed (relay.go), even when it is this one.
+// the browser back. It needs no API key: the state binds it to one flow,
+// it works once, and not past the flow's deadline; a per-principal flow's
+// also needs the cookie its continue set in the starter's browser
+// (binding.go). The flow may be held by another gateway instance: the
+// callback goes to it over the bus, sealed (relay.go), even when it is
+// this one.
 func (f *Flows) Callback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -183,7 +185,11 @@ func (f *Flows) Callback(w http.ResponseWriter, r *http.Request) {
 	}
 	srv, err := "", error(errUnknown)
 	if cb.State != "" {
+		cb.Cookie = f.bindingCookie(r, cb.State)
 		srv, err = f.relay(r.Context(), cb)
+		if err == nil && cb.Cookie != "" {
+			http.SetCookie(w, f.cookie(flowID(cb.State), "", time.Time{}))
+		}
 	}
 	if r.Context().Err() != nil {
 		return
@@ -209,7 +215,7 @@ func (f *Flows) AddEndpoint(svc micro.Service, log *slog.Logger) error {
 		if err := bus.Decode(req.Data(), &in); err != nil {
 			return nil, err
 		}
-		return f.Start(ctx, in.Server, in.Principal)
+		return f.StartFor(ctx, in.Server, in.Principal)
 	})
 	if err := svc.AddEndpoint("oauth-start", h, micro.WithEndpointSubject(f.subj.Service("oauth", "start"))); err != nil {
 		return fmt.Errorf("gateway: oauth.start endpoint: %w", err)

@@ -86,6 +86,7 @@ type Flows struct {
 type flow struct {
 	server    string
 	principal string // "": the server's own authorization
+	bind      bool   // completes only in the browser the principal continued it in (binding.go)
 	cancel    context.CancelFunc
 	outcome   chan error // the flow's end, once (the callback page waits for it)
 	// What the token exchange gave (go-sdk's NewTokenSource hook).
@@ -95,6 +96,11 @@ type flow struct {
 	// the outcome.
 	reply    model.OAuthStartReply
 	watchers []func(error)
+	// Under mu: the provider's URL, and a per-principal flow's binding
+	// (the SHA-256 of its latest continue's cookie; binding.go).
+	mu      sync.Mutex
+	authURL string
+	binding []byte
 }
 
 // New prepares the flows of a gateway whose callback is opts.CallbackURL,
@@ -134,14 +140,23 @@ func (f *Flows) Close() {
 }
 
 // Start begins authorizing server (slug or id) — for principal alone when
-// not "" (a server with auth.per_principal), else the server's own
-// authorization: it checks that the server is remote and asks for
-// authorization, then runs the flow in the background and returns the URL
-// for the user's browser as soon as go-sdk has built it. The outcome is
-// published as an OAuthEvent on events.oauth.<server>. Starting again
+// not "" (a server with auth.per_principal; the principal's own request,
+// so the flow completes only in their browser: binding.go), else the
+// server's own authorization: it checks that the server is remote and asks
+// for authorization, then runs the flow in the background and returns the
+// URL for the user's browser as soon as go-sdk has built it. The outcome
+// is published as an OAuthEvent on events.oauth.<server>. Starting again
 // cancels the same server's and principal's earlier flow.
 func (f *Flows) Start(ctx context.Context, ref, principal string) (model.OAuthStartReply, error) {
 	return f.StartNotify(ctx, ref, principal, nil)
+}
+
+// StartFor is Start by the operator (mcp.v1.oauth.start: `mcpbus servers
+// auth --principal`) for principal, who may have no browser session to
+// prove (an agent): the provider's URL, bound by state alone, which the
+// operator hands to whoever is to approve.
+func (f *Flows) StartFor(ctx context.Context, ref, principal string) (model.OAuthStartReply, error) {
+	return f.start(ctx, ref, principal, false, nil)
 }
 
 // promptMargin is how long before its expiry a pending flow's URL is still
@@ -172,6 +187,12 @@ func (f *Flows) Prompt(ctx context.Context, server, principal string, done func(
 // StartNotify is Start that also calls done (when not nil) with the flow's
 // outcome (nil: authorized) once it ends, from the flow's goroutine.
 func (f *Flows) StartNotify(ctx context.Context, ref, forID string, done func(error)) (model.OAuthStartReply, error) {
+	return f.start(ctx, ref, forID, true, done)
+}
+
+// start is Start; bind: a per-principal flow completes only in the browser
+// that continued it signed in as the principal.
+func (f *Flows) start(ctx context.Context, ref, forID string, bind bool, done func(error)) (model.OAuthStartReply, error) {
 	if strings.TrimSpace(ref) == "" {
 		return model.OAuthStartReply{}, apierr.Invalid("server", "server is required")
 	}
@@ -198,7 +219,7 @@ func (f *Flows) StartNotify(ctx context.Context, ref, forID string, done func(er
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
 	expires := time.Now().Add(f.opts.Timeout).UTC()
-	fl := &flow{server: cfg.Slug, principal: forID, cancel: cancel, outcome: make(chan error, 1)}
+	fl := &flow{server: cfg.Slug, principal: forID, bind: bind && forID != "", cancel: cancel, outcome: make(chan error, 1)}
 	if done != nil {
 		fl.watchers = []func(error){done}
 	}
@@ -243,6 +264,10 @@ func (f *Flows) StartNotify(ctx context.Context, ref, forID string, done func(er
 	select {
 	case u := <-urls:
 		reply := model.OAuthStartReply{Server: cfg.Slug, Principal: forID, AuthorizationURL: u, ExpiresAt: expires}
+		if fl.bind { // the provider's URL only to the starter's own browser (binding.go)
+			reply.Flow = flowID(stateOf(u))
+			reply.AuthorizationURL = f.continueURL(cfg.Slug, reply.Flow)
+		}
 		f.mu.Lock()
 		fl.reply = reply
 		f.mu.Unlock()
@@ -355,11 +380,13 @@ func (f *Flows) handler(cfg *model.McpConfig, secret string, fl *flow, urls chan
 // hands the URL on and waits for the callback with that state (or the
 // flow's end).
 func (f *Flows) await(ctx context.Context, fl *flow, authURL string, urls chan<- string) (*auth.AuthorizationResult, error) {
-	u, err := url.Parse(authURL)
-	if err != nil || u.Query().Get("state") == "" {
+	state := stateOf(authURL)
+	if state == "" {
 		return nil, errors.New("authorization URL without a state")
 	}
-	state := u.Query().Get("state")
+	fl.mu.Lock()
+	fl.authURL = authURL
+	fl.mu.Unlock()
 	deadline, _ := ctx.Deadline()
 	got := make(chan model.OAuthCallback, 1)
 	stop, err := f.listen(ctx, fl, state, deadline, got)
@@ -380,3 +407,12 @@ func (f *Flows) await(ctx context.Context, fl *flow, authURL string, urls chan<-
 }
 
 var errDenied = errors.New("the authorization server answered the callback with an error")
+
+// stateOf is the state of a provider's authorization URL ("" if none).
+func stateOf(authURL string) string {
+	u, err := url.Parse(authURL)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("state")
+}

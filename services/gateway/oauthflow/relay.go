@@ -90,13 +90,19 @@ func (f *Flows) listen(ctx context.Context, fl *flow, state string, expires time
 		switch {
 		case err != nil:
 			err = apierr.Wrap(apierr.Validation, "the callback could not be opened with the flow's key", err)
+		case cb.Continue:
+			u, cerr := fl.continued(cb)
+			f.reply(m, model.OAuthCallbackReply{Server: fl.server, AuthorizationURL: u}, cerr)
+			return
+		case !fl.bound(cb.Cookie):
+			err = errUnbound // not the flow's end: its starter may still come back
 		case !used.CompareAndSwap(false, true):
 			err = errUnknown
 		default:
 			got <- cb // buffered for the one callback that gets here
 			err = f.outcome(fl)
 		}
-		f.reply(m, fl.server, err)
+		f.reply(m, model.OAuthCallbackReply{Server: fl.server}, err)
 	})
 	if err != nil {
 		kp.Wipe()
@@ -135,16 +141,16 @@ func (f *Flows) outcome(fl *flow) error {
 	}
 }
 
-func (f *Flows) reply(m *nats.Msg, server string, err error) {
+func (f *Flows) reply(m *nats.Msg, out model.OAuthCallbackReply, err error) {
 	var rerr error
 	if err != nil {
 		rerr = m.RespondMsg(bus.ErrorMsg(err))
 	} else {
-		data, _ := json.Marshal(model.OAuthCallbackReply{Server: server})
+		data, _ := json.Marshal(out)
 		rerr = m.Respond(data)
 	}
 	if rerr != nil {
-		f.log.Warn("answering an OAuth callback relayed from another gateway", "server", server, "error", rerr)
+		f.log.Warn("answering an OAuth callback relayed from another gateway", "server", out.Server, "error", rerr)
 	}
 }
 
@@ -164,7 +170,7 @@ func openCallback(kp nkeys.KeyPair, data []byte, state string) (model.OAuthCallb
 	}
 	defer clear(plain)
 	var cb model.OAuthCallback
-	if err := json.Unmarshal(plain, &cb); err != nil || cb.State != state {
+	if err := json.Unmarshal(plain, &cb); err != nil || (cb.State != state && !(cb.Continue && cb.State == "")) {
 		return model.OAuthCallback{}, errors.New("the sealed callback is not for this flow")
 	}
 	return cb, nil
@@ -173,38 +179,44 @@ func openCallback(kp nkeys.KeyPair, data []byte, state string) (model.OAuthCallb
 // relay passes a callback to the instance holding its flow and returns
 // the server authorized, or why not.
 func (f *Flows) relay(ctx context.Context, cb model.OAuthCallback) (string, error) {
-	id := flowID(cb.State)
+	out, _, err := f.relayTo(ctx, flowID(cb.State), "", cb)
+	return out.Server, err
+}
+
+// relayTo sends cb, sealed, to the instance holding flow id (of server,
+// when not ""), and returns its answer and the flow's entry.
+func (f *Flows) relayTo(ctx context.Context, id, server string, cb model.OAuthCallback) (model.OAuthCallbackReply, model.OAuthFlow, error) {
+	var out model.OAuthCallbackReply
+	var fl model.OAuthFlow
 	gctx, cancel := context.WithTimeout(ctx, relayTimeout)
 	e, err := f.kv.Get(gctx, id)
 	cancel()
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return "", errUnknown
+		return out, fl, errUnknown
 	}
 	if err != nil {
-		return "", bus.JetStreamErr("reading the OAuth flow", err)
+		return out, fl, bus.JetStreamErr("reading the OAuth flow", err)
 	}
-	var fl model.OAuthFlow
 	if err := json.Unmarshal(e.Value(), &fl); err != nil || time.Now().After(fl.ExpiresAt) {
-		return "", errUnknown
+		return out, fl, errUnknown
+	}
+	if server != "" && fl.Server != server {
+		return out, fl, apierr.Invalid("flow", "this authorization is for "+fl.Server+", not "+server)
 	}
 	plain, err := json.Marshal(cb)
 	if err != nil {
-		return "", apierr.Wrap(apierr.Internal, "encoding the callback", err)
+		return out, fl, apierr.Wrap(apierr.Internal, "encoding the callback", err)
 	}
 	defer clear(plain)
 	sealed, sender, err := credclient.SealBytes(plain, fl.Key)
 	if err != nil {
-		return "", err
+		return out, fl, err
 	}
-	var out model.OAuthCallbackReply
 	rctx, cancel := context.WithTimeout(ctx, callbackWait+relayTimeout)
 	defer cancel()
 	err = bus.RequestJSON(rctx, f.nc, f.subj.OAuthCallback(id), model.OAuthCallbackRequest{Sealed: sealed, SenderKey: sender}, &out, 0)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return "", errUnknown // the flow ended (or its gateway stopped) since
+		return out, fl, errUnknown // the flow ended (or its gateway stopped) since
 	}
-	if err != nil {
-		return "", err
-	}
-	return out.Server, nil
+	return out, fl, err
 }

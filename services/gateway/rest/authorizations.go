@@ -132,6 +132,38 @@ func (a *API) startAuthorization(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// continueAuthorization continues the caller's own OAuth flow (the link
+// its start handed out opens the console's page, which calls this signed
+// in): only the principal who started it may, and the answer sets the
+// cookie the flow's callback requires in this browser.
+func (a *API) continueAuthorization(w http.ResponseWriter, r *http.Request) {
+	who, ok := callerID(w, r)
+	if !ok {
+		return
+	}
+	cfg, ok := a.perPrincipalConfig(w, r)
+	if !ok {
+		return
+	}
+	c, ok := a.oauth.(OAuthContinuer)
+	if !ok {
+		writeError(w, apierr.New(apierr.ServiceUnavailable, "OAuth authorization is not set up on this gateway"))
+		return
+	}
+	var in model.OAuthContinueRequest
+	if !decodeBody(w, r, &in) {
+		return
+	}
+	out, cookie, err := c.Continue(r.Context(), cfg.Slug, in.Flow, who)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.SetCookie(w, cookie)
+	writeJSON(w, http.StatusOK, out)
+}
+
 // setAuthorization stores the caller's own static secrets for the server
 // (headers: an API key per user), replacing what they had; never an OAuth
 // token (see below).

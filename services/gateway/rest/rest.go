@@ -102,6 +102,13 @@ type OAuthStarter interface {
 	Start(ctx context.Context, server, principal string) (model.OAuthStartReply, error)
 }
 
+// OAuthContinuer continues a principal's own OAuth flow in the browser
+// that asks (oauthflow.Flows.Continue): the provider's URL and the cookie
+// its callback requires.
+type OAuthContinuer interface {
+	Continue(ctx context.Context, server, flow, principal string) (model.OAuthContinueReply, *http.Cookie, error)
+}
+
 // SetOAuth installs the gateway's OAuth flows (before serving).
 func (a *API) SetOAuth(o OAuthStarter) { a.oauth = o }
 
@@ -222,6 +229,7 @@ func (a *API) Routes() []Route {
 		{"GET", "/api/v1/me", a.me},
 		{"GET", "/api/v1/me/authorizations", a.listAuthorizations},
 		{"POST", "/api/v1/me/authorizations/{id}", a.startAuthorization},
+		{"POST", "/api/v1/me/authorizations/{id}/continue", a.continueAuthorization},
 		{"PUT", "/api/v1/me/authorizations/{id}", a.setAuthorization},
 		{"DELETE", "/api/v1/me/authorizations/{id}", a.revokeAuthorization},
 		{"GET", "/api/v1/keys", a.listKeys},

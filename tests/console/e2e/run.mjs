@@ -711,6 +711,22 @@ try {
     await card.getByRole('button', { name: 'Revoke ' + PER_USER }).click();
     await p3.getByRole('dialog', { name: `Revoke your authorization of ${PER_USER}?` }).getByRole('button', { name: 'Revoke' }).click();
     await card.getByText('Not authorized').waitFor();
+    // The link an MCP client or the CLI shows (the start's authorization_url)
+    // is the console's: opened in a fresh tab and signed in with the key that
+    // started it, it goes on to the provider and back to the callback.
+    const keyed = { Authorization: `Bearer ${CALL_KEY}` };
+    const started = await fetch(BASE + `/api/v1/me/authorizations/${PER_USER}`, { method: 'POST', headers: keyed }).then((r) => r.json());
+    check(typeof started.flow === 'string' && String(started.authorization_url).includes('/#/authorizations/continue/'), `the start's link: ${JSON.stringify(started).slice(0, 300)}`);
+    const p4 = await userCtx.newPage();
+    await p4.goto(started.authorization_url);
+    await p4.getByLabel('API key').fill(CALL_KEY);
+    await p4.getByRole('button', { name: 'Sign in' }).click();
+    await p4.getByText('mcpbus is authorized with ' + PER_USER).waitFor({ timeout: T.start });
+    await p4.close();
+    const mine = await fetch(BASE + '/api/v1/me/authorizations', { headers: keyed }).then((r) => r.json());
+    check(mine.authorizations?.find((a) => a.server === PER_USER)?.authorized === true, `after the link: ${JSON.stringify(mine).slice(0, 300)}`);
+    const del = await fetch(BASE + `/api/v1/me/authorizations/${PER_USER}`, { method: 'DELETE', headers: keyed });
+    check(del.ok, `revoking after the link: ${del.status}`);
   }, ['login with the admin key']);
 
   await step('approvals: a held call of a client that cannot ask is approved here', async () => {

@@ -34,14 +34,17 @@ async function toError(res: Response): Promise<ApiError> {
   return new ApiError(res.status, body.code || 'HTTP_' + res.status, body.message || `${res.status} ${res.statusText}`, body.field || undefined);
 }
 
-export async function api<T>(method: string, path: string, body?: unknown, opts: { signal?: AbortSignal; noLogout?: boolean } = {}): Promise<T> {
+// credentials: 'omit' on every call (the key is the credential), except
+// withCookies: an authorization's continue, whose answer sets the cookie the
+// OAuth callback requires in this browser.
+export async function api<T>(method: string, path: string, body?: unknown, opts: { signal?: AbortSignal; noLogout?: boolean; withCookies?: boolean } = {}): Promise<T> {
   const key = getKey();
   const headers: Record<string, string> = { Accept: 'application/json' };
   if (key) headers.Authorization = 'Bearer ' + key;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   let res: Response;
   try {
-    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: opts.signal, credentials: 'omit', cache: 'no-store' });
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: opts.signal, credentials: opts.withCookies ? 'same-origin' : 'omit', cache: 'no-store' });
   } catch (e) {
     if ((e as Error).name === 'AbortError') throw e;
     throw new ApiError(0, 'NETWORK_ERROR', 'Network unavailable. Check connection.');
@@ -197,6 +200,14 @@ export interface Status {
   retry_at?: string;
 }
 export interface OAuthStartReply {
+  server: string;
+  principal?: string;
+  authorization_url: string;
+  flow?: string;
+  expires_at: string;
+}
+// The provider's page of a per-principal flow, once this browser continued it.
+export interface OAuthContinueReply {
   server: string;
   authorization_url: string;
   expires_at: string;

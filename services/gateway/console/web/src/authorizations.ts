@@ -3,7 +3,11 @@
 // token (Authorize opens the provider's page) or header secrets (Save) —
 // revocable here. Every call such a server gets from this key carries
 // these, and no one else's (GET/POST/PUT/DELETE /api/v1/me/authorizations).
-import { api, ApiError, enc, type OAuthStartReply } from './api';
+// The link an MCP client or the CLI shows for an authorization opens
+// #/authorizations/continue/<server>/<flow>: signed in, this page continues
+// it, which proves the key is the starter's and gives this browser the
+// cookie the callback requires, then goes to the provider.
+import { api, ApiError, enc, type OAuthContinueReply, type OAuthStartReply } from './api';
 import { clear, confirmDialog, field, fmtTime, formError, h, pageHeading, showError, toast } from './dom';
 
 interface Authorization {
@@ -18,8 +22,31 @@ interface Authorization {
 const pollEvery = 2000;
 const pollFor = 130_000;
 
+// continueFlow continues the caller's own flow in this browser and returns
+// the provider's URL (only http(s): it becomes a navigation).
+async function continueFlow(server: string, flow: string, signal?: AbortSignal): Promise<string> {
+  const out = await api<OAuthContinueReply>('POST', `/api/v1/me/authorizations/${enc(server)}/continue`, { flow }, { signal, withCookies: true });
+  if (!/^https?:\/\//i.test(out.authorization_url)) throw new Error('The authorization server gave an address that is not a web page.');
+  return out.authorization_url;
+}
+
+const continueRoute = /^#\/authorizations\/continue\/([^/]+)\/([0-9a-f]{64})$/;
+
 export function authorizationsPage(main: HTMLElement): () => void {
   const ctl = new AbortController();
+  const cont = continueRoute.exec(location.hash);
+  if (cont) {
+    let server = cont[1];
+    try { server = decodeURIComponent(server); } catch { /* shown as given */ }
+    const msg = h('p', { role: 'status' }, `Continuing your authorization of ${server}…`);
+    main.append(pageHeading('My authorizations'), msg);
+    continueFlow(server, cont[2], ctl.signal).then((u) => { location.assign(u); }).catch((e) => {
+      if ((e as Error).name === 'AbortError') return;
+      clear(msg, (e as Error).message + ' ', h('a', { href: '#/authorizations' }, 'Back to my authorizations'));
+      msg.className = 'form-error';
+    });
+    return () => ctl.abort();
+  }
   const list = h('div', { class: 'auth-list' });
   const status = h('p', { role: 'status', class: 'muted' });
   main.append(pageHeading('My authorizations'),
@@ -55,8 +82,9 @@ export function authorizationsPage(main: HTMLElement): () => void {
       authorize.disabled = true;
       try {
         const out = await api<OAuthStartReply>('POST', `/api/v1/me/authorizations/${enc(a.server)}`);
-        window.open(out.authorization_url, '_blank', 'noopener');
-        clear(note, 'Approve in the page that opened (', h('a', { href: out.authorization_url, target: '_blank', rel: 'noopener noreferrer' }, 'open it again'), ')…');
+        const u = out.flow ? await continueFlow(a.server, out.flow, ctl.signal) : out.authorization_url;
+        window.open(u, '_blank', 'noopener');
+        clear(note, 'Approve in the page that opened (', h('a', { href: u, target: '_blank', rel: 'noopener noreferrer' }, 'open it again'), ')…');
         note.hidden = false;
         const end = Date.now() + pollFor;
         while (Date.now() < end && !ctl.signal.aborted) {
