@@ -178,6 +178,7 @@ const callbackWait = 30 * time.Second
 func (f *Flows) Callback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")
 	cb := model.OAuthCallback{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"), Error: q.Get("error")}
 	if cb.Error == "" && cb.Code == "" {

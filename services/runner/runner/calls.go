@@ -108,7 +108,7 @@ type liveSession struct {
 	raw launch.RawConn
 	// secrets are the values of a principal's own session (their headers
 	// and token), redacted from what its server's errors say.
-	secrets launch.Redactor
+	secrets *principalSecrets
 }
 
 // live returns the session and the tool for a call, or the error to answer;
@@ -441,7 +441,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 			op.End(ctx, errType(e), e)
 			return callReply{}, tool.Name, e
 		}
-		err = s.scrubError(callError(ctx, s.slug, tool.Name, timeout, err), sess.secrets)
+		err = s.scrubError(callError(ctx, s.slug, tool.Name, timeout, err), sess.secrets.redactor())
 		op.End(ctx, errType(err), err)
 		return callReply{}, tool.Name, err
 	}
@@ -749,7 +749,7 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	}
 	if err != nil {
 		if _, ok := err.(*apierr.Error); !ok {
-			err = s.scrubError(callError(ctx, s.slug, in.Method, timeout, err), sess.secrets)
+			err = s.scrubError(callError(ctx, s.slug, in.Method, timeout, err), sess.secrets.redactor())
 		}
 		op.End(ctx, errType(err), err)
 		return nil, err

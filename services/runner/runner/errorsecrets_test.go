@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -153,6 +154,63 @@ func TestServerErrorsKeepSecrets(t *testing.T) {
 		}
 		clean(t, userTok, map[string]string{"alice's reply": reply, "events": strings.Join(seen(), "\n")})
 	})
+
+	t.Run("a principal's refreshed token", func(t *testing.T) {
+		opts := lifecycleOpts()
+		cfg := remote(quoting(t, false), true)
+		res := &refreshingResolver{server: "server-own-token-0123456789"}
+		opts.Resolver = res
+		e := runnertest.Start(t, opts)
+		e.Put(t, cfg)
+		e.WaitState(t, "remote", model.StateRunning, 10*time.Second)
+		seen := events(t, e.NC)
+		var replies []string
+		for range 3 { // each token lives 1 s: later calls go with refreshed ones
+			msg := nats.NewMsg(bus.NewSubjects("").Call("remote", "lookup"))
+			msg.Data = []byte(`{}`)
+			msg.Header.Set(bus.HeaderRequestID, uuid.NewString())
+			principal.Set(msg.Header, principal.Principal{ID: "key:alice", Kind: principal.KindKey})
+			rep, err := e.NC.RequestMsg(msg, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			replies = append(replies, string(rep.Data)+" "+rep.Header.Get(bus.HeaderError))
+			time.Sleep(1100 * time.Millisecond)
+		}
+		issued := res.issued()
+		if len(issued) < 2 {
+			t.Fatalf("tokens issued %v: the session never refreshed", issued)
+		}
+		for _, tok := range issued {
+			clean(t, tok, map[string]string{"alice's replies": strings.Join(replies, "\n"), "events": strings.Join(seen(), "\n")})
+		}
+	})
+}
+
+// refreshingResolver gives the server its own header and every principal a
+// new OAuth token, good for 1 s, at each resolve.
+type refreshingResolver struct {
+	server string
+	mu     sync.Mutex
+	tokens []string
+}
+
+func (r *refreshingResolver) Resolve(context.Context, string) (model.ResolvedCredentials, error) {
+	return model.ResolvedCredentials{Headers: map[string]string{"Authorization": "Bearer " + r.server}}, nil
+}
+
+func (r *refreshingResolver) ResolveFor(context.Context, string, string) (model.ResolvedCredentials, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tok := fmt.Sprintf("alice-oauth-token-%d-0123456789", len(r.tokens))
+	r.tokens = append(r.tokens, tok)
+	return model.ResolvedCredentials{OAuth: &model.ResolvedOAuth{AccessToken: tok, TokenType: "Bearer", ExpiresAt: time.Now().Add(time.Second)}}, nil
+}
+
+func (r *refreshingResolver) issued() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.tokens...)
 }
 
 func errText(err error) string {

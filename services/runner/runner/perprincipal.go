@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -250,9 +251,10 @@ func (s *server) connectPrincipal(ctx context.Context, cfg *model.McpConfig, who
 	}
 	c := *cfg
 	c.Transport.Headers = mergeMaps(cfg.Transport.Headers, creds.Headers)
+	secrets := newPrincipalSecrets(principalValues(creds))
 	var up upstreamAuth
 	if o := creds.OAuth; o != nil && o.AccessToken != "" {
-		src := credTokenSource{r: s.r, id: cfg.ID, principal: who, timeout: s.r.opts.StartTimeout}
+		src := credTokenSource{r: s.r, id: cfg.ID, principal: who, timeout: s.r.opts.StartTimeout, fetched: secrets.add}
 		up = upstreamAuth{ts: oauth2.ReuseTokenSourceWithExpiry(oauthToken(o), src, s.r.opts.OAuthEarlyRefresh)}
 		c.Transport.Headers = withoutHeader(c.Transport.Headers, model.OAuthHeader)
 	}
@@ -262,13 +264,12 @@ func (s *server) connectPrincipal(ctx context.Context, cfg *model.McpConfig, who
 	if err != nil {
 		return liveSession{}, err
 	}
-	secrets := launch.NewRedactor(principalValues(creds))
 	sess, err := s.client.Connect(ctx, tracedTransport{l.Transport}, nil)
 	if err != nil {
 		if e := refusedCredentials(err); e != nil {
 			return liveSession{}, e
 		}
-		return liveSession{}, s.scrubError(apierr.Wrap(apierr.Network, fmt.Sprintf("could not connect to %s with your credentials: %v", cfg.Slug, err), err), secrets)
+		return liveSession{}, s.scrubError(apierr.Wrap(apierr.Network, fmt.Sprintf("could not connect to %s with your credentials: %v", cfg.Slug, err), err), secrets.redactor())
 	}
 	return liveSession{sess, l.Connected(sess), secrets}, nil
 }
@@ -288,6 +289,47 @@ func withoutHeader(h map[string]string, name string) map[string]string {
 		}
 	}
 	return out
+}
+
+// principalSecrets are the secret values of a principal's own session:
+// their headers and OAuth token, to which each token a refresh brings is
+// added (the last maxRefreshed of them: an older one has expired).
+type principalSecrets struct {
+	mu        sync.Mutex
+	base      []string
+	refreshed []string
+	red       launch.Redactor
+}
+
+// maxRefreshed bounds the refreshed tokens a session's redactor keeps.
+const maxRefreshed = 8
+
+func newPrincipalSecrets(values []string) *principalSecrets {
+	return &principalSecrets{base: values, red: launch.NewRedactor(values)}
+}
+
+// add keeps a token the session's token source fetched.
+func (p *principalSecrets) add(token string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if slices.Contains(p.base, token) || slices.Contains(p.refreshed, token) {
+		return
+	}
+	if len(p.refreshed) == maxRefreshed {
+		p.refreshed = p.refreshed[1:]
+	}
+	p.refreshed = append(p.refreshed, token)
+	p.red = launch.NewRedactor(append(slices.Clone(p.base), p.refreshed...))
+}
+
+// redactor hides the session's values (none for a session of the server's own).
+func (p *principalSecrets) redactor() launch.Redactor {
+	if p == nil {
+		return launch.Redactor{}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.red
 }
 
 // principalValues are the secret values of a principal's own session: what

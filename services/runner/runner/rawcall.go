@@ -83,7 +83,7 @@ func (s *server) callRaw(ctx context.Context, sess liveSession, cfg *model.McpCo
 		isError, content, err = launch.CheckToolResult(res)
 	}
 	if err != nil {
-		err = s.scrubError(callError(ctx, s.slug, tool, timeout, err), sess.secrets)
+		err = s.scrubError(callError(ctx, s.slug, tool, timeout, err), sess.secrets.redactor())
 		op.End(ctx, errType(err), err)
 		return callReply{}, tool, err
 	}

@@ -59,6 +59,7 @@ type credTokenSource struct {
 	id        string
 	principal string // "": the server's own token
 	timeout   time.Duration
+	fetched   func(token string) // when not nil: told each token fetched (a session's redactor)
 }
 
 func (c credTokenSource) Token() (*oauth2.Token, error) {
@@ -79,6 +80,9 @@ func (c credTokenSource) Token() (*oauth2.Token, error) {
 	}
 	if creds.OAuth == nil || creds.OAuth.AccessToken == "" {
 		return nil, authFailed(errors.New("no OAuth token is stored any more"))
+	}
+	if c.fetched != nil {
+		c.fetched(creds.OAuth.AccessToken)
 	}
 	return oauthToken(creds.OAuth), nil
 }
