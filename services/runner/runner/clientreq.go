@@ -6,7 +6,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -27,7 +29,19 @@ type clientTarget struct {
 	// limit is the call's context: its time limit stops while the caller
 	// answers a request for input.
 	limit context.Context
+	// inFlight and made count the server's requests of this call (relay):
+	// each holds goroutines, a subscription and, for input, a person's
+	// attention, so a server may have only so many.
+	inFlight, made atomic.Int32
 }
+
+// A call's server-to-client requests: at most maxClientRequestsInFlight at
+// once, maxClientRequests in all; past them a request is refused (a JSON-RPC
+// error to the server), the call goes on.
+const (
+	maxClientRequestsInFlight = 4
+	maxClientRequests         = 256
+)
 
 type clientTargetKey struct{}
 
@@ -127,6 +141,14 @@ func (s *server) relay(ctx context.Context, sess *mcp.ClientSession, method stri
 	if err != nil {
 		return err
 	}
+	if t.made.Add(1) > maxClientRequests {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("mcpbus: this call has made %d requests of its client already; no more are relayed", maxClientRequests)}
+	}
+	if t.inFlight.Add(1) > maxClientRequestsInFlight {
+		t.inFlight.Add(-1)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("mcpbus: %d requests of this call to its client are in flight already; wait for their answers", maxClientRequestsInFlight)}
+	}
+	defer t.inFlight.Add(-1)
 	body, err := json.Marshal(params)
 	if err != nil {
 		return apierr.Wrap(apierr.Internal, "encoding "+method, err)
@@ -151,13 +173,15 @@ func (s *server) relay(ctx context.Context, sess *mcp.ClientSession, method stri
 		defer deadline.Pause(t.limit)()
 		wait = s.r.opts.InputTimeout
 	}
-	// Bounded by wait whatever ctx is, and ended with the call: an older
-	// session's request comes on the session's context, not the call's.
+	// Bounded by wait whatever ctx is, and ended with the call (an older
+	// session's request comes on the session's context, not the call's) or
+	// the session's stop.
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if t.limit != nil {
 		defer context.AfterFunc(t.limit, cancel)()
 	}
+	defer context.AfterFunc(s.relays.of(sess), cancel)()
 	// Answered into a subject of its own: an agent may write there, and
 	// nowhere else of the runner's inbox.
 	reply, err := bus.RequestAnswer(ctx, s.r.nc, msg, wait)
@@ -168,6 +192,43 @@ func (s *server) relay(ctx context.Context, sess *mcp.ClientSession, method stri
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpbus: the caller's answer to " + method + " is not a result: " + err.Error()}
 	}
 	return nil
+}
+
+// relayGroups end the relays of a session that stops (stopSession).
+type relayGroups struct {
+	mu     sync.Mutex
+	bySess map[*mcp.ClientSession]relayGroup
+}
+
+type relayGroup struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// of is the context that ends with sess's stop.
+func (g *relayGroups) of(sess *mcp.ClientSession) context.Context {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r, ok := g.bySess[sess]; ok {
+		return r.ctx
+	}
+	if g.bySess == nil {
+		g.bySess = map[*mcp.ClientSession]relayGroup{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.bySess[sess] = relayGroup{ctx, cancel}
+	return ctx
+}
+
+// end ends sess's relays in flight.
+func (g *relayGroups) end(sess *mcp.ClientSession) {
+	g.mu.Lock()
+	r, ok := g.bySess[sess]
+	delete(g.bySess, sess)
+	g.mu.Unlock()
+	if ok {
+		r.cancel()
+	}
 }
 
 func (s *server) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {

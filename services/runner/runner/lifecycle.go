@@ -258,7 +258,7 @@ func (s *server) tick(now time.Time) {
 		return
 	}
 	if cfg.Auth.PerPrincipal {
-		s.principals.evictIdle(s.idleTimeout(cfg))
+		s.evictIdle(s.idleTimeout(cfg))
 	}
 	if idle := s.idleTimeout(cfg); idle > 0 && s.active.Load() == 0 &&
 		now.Sub(time.Unix(0, s.lastUse.Load())) >= idle {

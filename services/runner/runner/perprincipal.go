@@ -103,7 +103,7 @@ func (s *server) principalSession(ctx context.Context, cfg *model.McpConfig, who
 		ps.byID[who] = e
 		evicted := ps.evictLocked(s.idleTimeout(cfg))
 		ps.mu.Unlock()
-		closeAll(evicted)
+		s.closeAll(evicted)
 		e.sess, e.err = s.connectPrincipal(ctx, cfg, who)
 		ps.mu.Lock()
 		if e.err != nil && ps.byID[who] == e {
@@ -143,13 +143,14 @@ func (ps *principalSessions) use(e *principalSession) (liveSession, func(), erro
 	}, nil
 }
 
-// evictIdle closes the sessions unused for idle (0: never); the runner's
-// tick calls it.
-func (ps *principalSessions) evictIdle(idle time.Duration) {
+// evictIdle closes the principal sessions unused for idle (0: never); the
+// runner's tick calls it.
+func (s *server) evictIdle(idle time.Duration) {
+	ps := &s.principals
 	ps.mu.Lock()
 	evicted := ps.evictLocked(idle)
 	ps.mu.Unlock()
-	closeAll(evicted)
+	s.closeAll(evicted)
 }
 
 // evictLocked removes the sessions idle longer than idle (0: never), and the least
@@ -190,9 +191,10 @@ func isReady(e *principalSession) bool {
 	}
 }
 
-func closeAll(sessions []liveSession) {
+func (s *server) closeAll(sessions []liveSession) {
 	for _, l := range sessions {
 		if l.ClientSession != nil {
+			s.relays.end(l.ClientSession) // as stopSession
 			_ = l.Close()
 		}
 	}
@@ -214,7 +216,7 @@ func (s *server) forgetPrincipal(who string) int {
 		delete(ps.byID, id)
 	}
 	ps.mu.Unlock()
-	closeAll(out)
+	s.closeAll(out)
 	return len(out)
 }
 
@@ -222,6 +224,7 @@ func (s *server) forgetPrincipal(who string) int {
 // upstream closed it, or it refused the credentials on a refresh).
 func (s *server) watchPrincipal(who string, e *principalSession) {
 	_ = e.sess.Wait()
+	s.relays.end(e.sess.ClientSession)
 	s.principals.mu.Lock()
 	if s.principals.byID[who] == e {
 		delete(s.principals.byID, who)

@@ -2,8 +2,10 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os/exec"
 	"reflect"
@@ -57,6 +59,7 @@ type server struct {
 
 	progress sync.Map // progress token → subject of the caller
 	clients  clientTargets
+	relays   relayGroups
 	// client is the go-sdk client of every session of this server: its
 	// handlers relay server-to-client requests, and it holds the roots.
 	client *mcp.Client
@@ -318,8 +321,11 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	}
 	tools, err := listTools(ctx, sess)
 	if err != nil {
-		s.stopSession(sess, l.Process)
-		return nil, nil, nil, nil, s.scrubError(startError(ctx, err, l.Process), launch.Redactor{})
+		s.stopSession(sess, nil, l.Process)
+		if apierr.Of(err) != apierr.Validation { // over listTools' bounds: said as is
+			err = startError(ctx, err, l.Process)
+		}
+		return nil, nil, nil, nil, s.scrubError(err, launch.Redactor{})
 	}
 	span.AddEvent("tools listed", trace.WithAttributes(attribute.Int("mcpbus.tools", len(tools))))
 	return sess, l.Connected(sess), l.Process, tools, nil // the deferred stopKill runs before cancel
@@ -345,18 +351,44 @@ func startError(ctx context.Context, err error, proc *launch.Process) error {
 	return apierr.Wrap(apierr.Network, "could not connect: "+err.Error(), err)
 }
 
+// Bounds of one server's tool list: a server could otherwise page forever,
+// or list more than any catalog holds, each re-list (list_changed) again.
+const (
+	maxToolPages = 100
+	maxTools     = 5000
+	maxToolBytes = 16 << 20 // the tools' JSON, all pages together
+)
+
 func listTools(ctx context.Context, sess *mcp.ClientSession) (map[string]*mcp.Tool, error) {
 	tools := map[string]*mcp.Tool{}
 	if sess.InitializeResult() != nil && sess.InitializeResult().Capabilities != nil && sess.InitializeResult().Capabilities.Tools == nil {
 		return tools, nil // a server without tools (resources or prompts only)
 	}
-	for t, err := range sess.Tools(ctx, nil) {
+	var params mcp.ListToolsParams
+	size := 0
+	for page := 1; ; page++ {
+		res, err := sess.ListTools(ctx, &params)
 		if err != nil {
 			return nil, err
 		}
-		tools[model.ToolToken(t.Name)] = t
+		for _, t := range res.Tools {
+			if t == nil {
+				continue
+			}
+			b, _ := json.Marshal(t)
+			if size += len(b); size > maxToolBytes || len(tools) >= maxTools {
+				return nil, apierr.Newf(apierr.Validation, "the server lists more tools than mcpbus takes (at most %d tools, %d MiB of definitions)", maxTools, maxToolBytes>>20)
+			}
+			tools[model.ToolToken(t.Name)] = t
+		}
+		if res.NextCursor == "" {
+			return tools, nil
+		}
+		if page == maxToolPages {
+			return nil, apierr.Newf(apierr.Validation, "the server's tool list goes on past %d pages", maxToolPages)
+		}
+		params.Cursor = res.NextCursor
 	}
-	return tools, nil
 }
 
 // refreshTools re-reads the tool list after notifications/tools/list_changed.
@@ -441,7 +473,7 @@ func (s *server) stop(final string, keep bool) { s.stopWith(final, nil, keep) }
 func (s *server) stopWith(final string, e *apierr.Error, keep bool) {
 	s.cancelRetry()
 	s.mu.Lock()
-	sess, proc := s.sess, s.proc
+	sess, raw, proc := s.sess, s.raw, s.proc
 	s.sess, s.raw, s.proc = nil, nil, nil
 	if !keep {
 		s.tools = nil
@@ -451,7 +483,7 @@ func (s *server) stopWith(final string, e *apierr.Error, keep bool) {
 	if sess != nil {
 		s.r.running.Add(-1)
 		s.progressSeen.Delete(sess)
-		s.stopSession(sess, proc)
+		s.stopSession(sess, raw, proc)
 		s.forgetPid()
 	}
 	s.forgetPrincipal("")
@@ -461,12 +493,36 @@ func (s *server) stopWith(final string, e *apierr.Error, keep bool) {
 	s.setState(final, e)
 }
 
-func (s *server) stopSession(sess *mcp.ClientSession, proc *launch.Process) {
-	if proc == nil {
-		_ = sess.Close()
+// stopSession ends a session and its process. go-sdk's Close waits for
+// the requests in flight both ways: a relayed elicitation would hold the
+// stop (and every control request behind it) until a person answered, so
+// the relays end first; an HTTP server that does not answer its calls
+// would hold it until their timeouts, so after StopTimeout its connection
+// is closed under them (they fail), as a child's is killed.
+func (s *server) stopSession(sess *mcp.ClientSession, raw launch.RawConn, proc *launch.Process) {
+	s.relays.end(sess)
+	if proc != nil {
+		proc.Stop(sess.Close, s.r.opts.StopGrace, s.r.opts.StopTimeout)
 		return
 	}
-	proc.Stop(sess.Close, s.r.opts.StopGrace, s.r.opts.StopTimeout)
+	closed := make(chan struct{})
+	go func() {
+		_ = sess.Close()
+		close(closed)
+	}()
+	for i := range 2 {
+		select {
+		case <-closed:
+			return
+		case <-time.After(s.r.opts.StopTimeout):
+		}
+		if c, ok := raw.(io.Closer); ok && i == 0 {
+			go c.Close() // its DELETE of the session may wait too
+			continue
+		}
+		s.log.Warn("the upstream session did not close in time; left to its calls' timeouts", "server", s.slug)
+		return
+	}
 }
 
 func (s *server) forgetPid() {

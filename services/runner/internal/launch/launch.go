@@ -10,6 +10,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"os"
 	"os/exec"
@@ -151,7 +154,8 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 			MaxRetries:   2,
 			OAuthHandler: opts.Auth,
 		}}
-		ht.HTTPClient = &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, version: &ht.version, base: http.DefaultTransport}}
+		ht.HTTPClient = &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, version: &ht.version, base: http.DefaultTransport,
+			maxBody: mcp.DefaultMaxEventSize}}
 		return &Launched{Transport: ht, http: ht}, nil
 	}
 	var name string
@@ -252,11 +256,15 @@ func checkDocker(ctx context.Context, docker string) error {
 }
 
 // headerTransport adds the configured headers (bearer tokens, API keys) to
-// every request, and the agreed protocol version to those without one.
+// every request, and the agreed protocol version to those without one. It
+// holds every answer but an event stream (whose events go-sdk bounds one
+// by one) to maxBody bytes: go-sdk reads a JSON answer or an error body
+// whole, so an upstream could otherwise fill the runner's memory.
 type headerTransport struct {
 	headers map[string]string
 	version *atomic.Pointer[string] // nil or empty before the handshake
 	base    http.RoundTripper
+	maxBody int64 // 0: no limit
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -273,8 +281,37 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header["Mcp-Protocol-Version"] = []string{*version}
 		}
 	}
-	return t.base.RoundTrip(r)
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || t.maxBody <= 0 {
+		return resp, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		resp.Body = &cappedBody{ReadCloser: resp.Body, left: t.maxBody + 1}
+	}
+	return resp, nil
 }
+
+// cappedBody ends a response body that goes past its limit with an error
+// (a reader that must see the limit crossed gets limit+1 bytes first).
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errBodyTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// errBodyTooLarge ends an upstream's answer over the limit.
+var errBodyTooLarge = fmt.Errorf("the upstream's answer is over the limit of %d bytes", mcp.DefaultMaxEventSize)
 
 // Process is a launched child and its process group.
 type Process struct {
