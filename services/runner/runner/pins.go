@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"golang.org/x/time/rate"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -27,6 +28,18 @@ import (
 // tools.approve. Under warn it is re-pinned and announced. Every change
 // publishes events.tool_changed.<server> once per new definition.
 
+// defaultPinBudget is a server's pin budget (Options.PinBudget,
+// server.pinBudget): a full tool list (maxTools) twice over at once,
+// refilled at that much a day. Past it, a new or changed tool is neither
+// pinned nor announced: under strict it is withheld, under warn it is
+// served unpinned.
+const defaultPinBudget = 2 * maxTools
+
+// newPinBudget is a budget of n a day, n at once.
+func newPinBudget(n int) *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(float64(n)/(24*60*60)), n)
+}
+
 // applyPins checks the server's current tools against their pins and sets
 // which are withheld. It runs on the server's goroutine after each list of
 // the tools, before the catalog is published.
@@ -38,18 +51,42 @@ func (s *server) applyPins(ctx context.Context) {
 	withheld := map[string]string{}
 	if policy := cfg.PinPolicy(); policy != model.PinOff && cfg.ID != "" {
 		reviewed := s.hasPins(ctx, cfg)
+		listed := make(map[string]bool, len(tools))
 		for token, t := range tools {
 			if !cfg.Tools.Allows(t.Name) {
 				continue
 			}
-			if why := s.checkPin(ctx, cfg, policy, catalogTool(s.r, s.slug, token, t), reviewed); why != "" {
+			ct := catalogTool(s.r, s.slug, token, t)
+			listed[model.PinKey(cfg.ID, ct.Tool)] = true
+			if why := s.checkPin(ctx, cfg, policy, ct, reviewed); why != "" {
 				withheld[token] = why
 			}
 		}
+		// Only listed tools are looked up there: what a server renamed away
+		// from would otherwise stay for the server's lifetime.
+		s.accepted.Range(func(k, _ any) bool {
+			if !listed[k.(string)] {
+				s.accepted.Delete(k)
+			}
+			return true
+		})
 	}
 	s.mu.Lock()
 	s.withheld = withheld
 	s.mu.Unlock()
+}
+
+// overBudget tells whether a pin write (and its event) is past the
+// server's budget, logging the first refusal of a while.
+func (s *server) overBudget(tool string) bool {
+	if s.pinBudget.Allow() {
+		return false
+	}
+	if s.pinBudgetWarned.CompareAndSwap(false, true) {
+		s.log.Warn("the server changes its tools faster than mcpbus pins them: new and changed tools are left unpinned (withheld under strict) until its budget refills", "tool", tool, "per_day", s.pinBudget.Burst())
+		time.AfterFunc(time.Hour, func() { s.pinBudgetWarned.Store(false) })
+	}
+	return true
 }
 
 // hasPins tells whether the server's tools were pinned before: then a tool
@@ -89,6 +126,9 @@ func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy stri
 	var rev uint64 // 0: no entry yet
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound) && !reviewed:
+		if s.overBudget(t.Tool) {
+			return s.unpinned(policy, t.Tool)
+		}
 		pin = model.ToolPin{Server: s.slug, Tool: t.Tool, Hash: hash, Definition: def, PinnedAt: now}
 		s.writePin(c, key, pin, 0)
 		s.accepted.Store(key, hash)
@@ -119,6 +159,9 @@ func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy stri
 		return ""
 	}
 	fresh := pin.Pending == nil || pin.Pending.Hash != hash
+	if fresh && s.overBudget(t.Tool) {
+		return s.unpinned(policy, t.Tool)
+	}
 	old := pin
 	if policy == model.PinWarn {
 		pin.Server, pin.Tool, pin.Hash, pin.Definition, pin.PinnedAt, pin.Pending = s.slug, t.Tool, hash, def, now, nil
@@ -142,6 +185,15 @@ func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy stri
 	}
 	return fmt.Sprintf("tool %s of server %s changed since it was reviewed (%s) and is withheld until an operator approves it: mcpbus tools review %s",
 		t.Tool, s.slug, joinFields(model.ChangedFields(old.Definition, def)), s.slug)
+}
+
+// unpinned is checkPin's answer for a tool past the server's pin budget.
+func (s *server) unpinned(policy, tool string) string {
+	if policy == model.PinWarn {
+		return ""
+	}
+	return fmt.Sprintf("tool %s of server %s is new or changed, and the server changes its tools faster than mcpbus records them (at most %d a day): it is withheld; review the server (mcpbus tools review %s)",
+		tool, s.slug, s.pinBudget.Burst(), s.slug)
 }
 
 func joinFields(fields []string) string {

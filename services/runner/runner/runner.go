@@ -132,6 +132,10 @@ type Options struct {
 	// (default 30s; keep it at most the credential service's refresh
 	// window, so that the service refreshes when asked).
 	OAuthEarlyRefresh time.Duration
+	// PinBudget is how many new or changed tool definitions one server may
+	// pin (and announce as tool_changed) a day, in a burst of as many
+	// (default 10,000: twice the largest tool list; pins.go).
+	PinBudget int
 	// SecretFeedInterval is how often the runner fetches the credential
 	// service's fingerprint feed besides on every change event (default
 	// 2m; feed.go).
@@ -200,6 +204,9 @@ func (o *Options) defaults() {
 	setDefault(&o.HealthyAfter, 5*time.Minute)
 	setDefault(&o.TickInterval, time.Second)
 	setDefault(&o.OAuthEarlyRefresh, 30*time.Second)
+	if o.PinBudget <= 0 {
+		o.PinBudget = defaultPinBudget
+	}
 	setDefault(&o.SecretFeedInterval, 2*time.Minute)
 	setDefault(&o.LeaseTTL, DefaultLeaseTTL)
 	setDefault(&o.TaskRetention, DefaultTaskRetention)

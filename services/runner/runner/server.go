@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -85,6 +86,12 @@ type server struct {
 	// (pins.go); accepted is the definition hash last accepted per pin key.
 	withheld map[string]string
 	accepted sync.Map
+	// pinBudget bounds the pins the server's tools may write and the
+	// tool_changed events they may publish (pins.go): a server renaming
+	// its tools in a loop would otherwise fill the pin bucket and push
+	// real records out of the event and audit streams.
+	pinBudget       *rate.Limiter
+	pinBudgetWarned atomic.Bool
 	// lastStart is the span of the last start that ran and when it ended,
 	// so a call or control request that waited behind it can link to it.
 	lastStart lastStart
@@ -115,6 +122,7 @@ func newServer(r *Runner, cfg *model.McpConfig) *server {
 		ctx: ctx, cancel: cancel,
 		ops: make(chan func(), 16), done: make(chan struct{}),
 		callPrefix: r.subj.Call(cfg.Slug, ""),
+		pinBudget:  newPinBudget(r.opts.PinBudget),
 	}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "mcpbus-runner", Version: Version}, &mcp.ClientOptions{
 		Capabilities: clientCapabilities(),
