@@ -65,6 +65,11 @@ type Options struct {
 	// SessionTimeout closes stateful sessions idle that long (default 30m;
 	// negative: never).
 	SessionTimeout time.Duration
+	// MaxSessions bounds one principal's stateful sessions (per view: key,
+	// filter, mode; default 100): opening another closes their least
+	// recently used one, so a key cannot hold the gateway's memory with
+	// sessions it never closes.
+	MaxSessions int
 	// NoFastPath sends every tools/call through go-sdk's session machinery
 	// (see fastcall.go); for comparison in tests and benchmarks.
 	NoFastPath bool
@@ -102,6 +107,9 @@ func (o *Options) defaults() {
 		o.SessionTimeout = 30 * time.Minute
 	case o.SessionTimeout < 0:
 		o.SessionTimeout = 0 // never
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 100
 	}
 	if o.Version == "" {
 		o.Version = "dev"

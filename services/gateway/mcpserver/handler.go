@@ -90,7 +90,9 @@ func (a *Aggregator) serveSession(w http.ResponseWriter, r *http.Request, v *vie
 		var done func()
 		ls, done = a.sessions.enter(v, sid, r.Method)
 		defer done()
-	} else if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !sessionless[req.Method] {
+	} else if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "initialize" {
+		a.sessions.makeRoom(v, a.opts.MaxSessions)
+	} else if ok && req.IsCall() && !sessionless[req.Method] {
 		// go-sdk would open a session for it and answer error code 0.
 		writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("Bad Request: %s before initialize: send initialize first and then the Mcp-Session-Id it returns", req.Method)})

@@ -1,8 +1,10 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,6 +168,24 @@ func (t *sessionTable) enter(v *view, sid, method string) (*liveSession, func())
 		t.forget(sid)
 	}
 	return ls, func() {}
+}
+
+// makeRoom closes v's least recently used sessions so that one more fits
+// within max.
+func (t *sessionTable) makeRoom(v *view, max int) {
+	var open []*liveSession
+	for ss := range v.server.Sessions() {
+		if ls := t.track(ss); ls != nil && !ls.closed() {
+			open = append(open, ls)
+		}
+	}
+	if len(open) < max {
+		return
+	}
+	slices.SortFunc(open, func(a, b *liveSession) int { return cmp.Compare(a.lastUsed.Load(), b.lastUsed.Load()) })
+	for _, ls := range open[:len(open)-max+1] {
+		t.close(ls.ss)
+	}
 }
 
 // closeAll closes every session of views.

@@ -63,3 +63,25 @@ func TestCatalogChangeLogsNoWarnPerSession(t *testing.T) {
 		}
 	}
 }
+
+// One principal's sessions are bounded: opening one more closes their
+// least recently used one (the others go on).
+func TestSessionsPerPrincipalBounded(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true, MaxSessions: 3}, nil)
+	e.addServer(t, "alpha", nil)
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"x"}}}`
+	var sids []string
+	for range 3 {
+		sids = append(sids, rawSession(t, e.url))
+		time.Sleep(10 * time.Millisecond) // distinct last uses
+	}
+	if st, _, body := rawPost(t, e.url, sids[0], call, nil); st != http.StatusOK { // sids[1] is now the least recently used
+		t.Fatalf("a session within the bound: %d %s", st, body)
+	}
+	sids = append(sids, rawSession(t, e.url))
+	for i, want := range []int{http.StatusOK, http.StatusNotFound, http.StatusOK, http.StatusOK} {
+		if st, _, body := rawPost(t, e.url, sids[i], call, nil); st != want {
+			t.Fatalf("session %d after the fourth opened: %d %s, want %d", i, st, body, want)
+		}
+	}
+}
