@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
@@ -539,4 +541,27 @@ func TestUnknownRoutesUseTheContract(t *testing.T) {
 	if r := h.do("GET", "/api/v1/nothing", "", nil); r.status != http.StatusUnauthorized {
 		t.Fatalf("unknown path without key: %d", r.status)
 	}
+}
+
+// One key holds at most MaxEventStreams event streams at once (each is a
+// JetStream consumer); closing one makes room.
+func TestEventStreamsPerKeyBounded(t *testing.T) {
+	e := runnertest.Start(t, quietRunner())
+	h := startGateway(t, e, gateway.Options{MaxEventStreams: 2})
+	first := openEvents(t, h, "")
+	openEvents(t, h, "")
+	if r := h.do("GET", "/api/v1/events", h.admin, nil); r.status != http.StatusTooManyRequests || r.contract(t).Code != apierr.RateLimited {
+		t.Fatalf("a third stream: %d %s, want 429 RATE_LIMITED", r.status, r.body)
+	}
+	_ = first.resp.Body.Close()
+	testkit.WaitFor(t, 5*time.Second, func() (bool, string) {
+		req, _ := http.NewRequest("GET", h.url+"/api/v1/events", nil)
+		req.Header.Set("Authorization", "Bearer "+h.admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("status %d after one stream closed", resp.StatusCode)
+	})
 }

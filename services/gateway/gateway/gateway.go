@@ -80,6 +80,8 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// EventHeartbeat is the keep-alive interval of /api/v1/events (default 15s).
 	EventHeartbeat time.Duration
+	// MaxEventStreams bounds the event streams one key holds open (default 64).
+	MaxEventStreams int
 	// ChatTurnTimeout bounds one turn of POST /v1/chat/completions
 	// (default 10m); the turn is cancelled past it.
 	ChatTurnTimeout time.Duration
@@ -255,7 +257,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 		return nil, err
 	}
 	if g.api, err = rest.New(setup, nc, rest.Options{Prefix: opts.Prefix, Logger: g.log, MayPublish: opts.MayPublish, Tie: runners.Tie,
-		CallTimeout: opts.CallTimeout, Heartbeat: opts.EventHeartbeat, JaegerURL: opts.JaegerURL,
+		CallTimeout: opts.CallTimeout, Heartbeat: opts.EventHeartbeat, MaxStreams: opts.MaxEventStreams, JaegerURL: opts.JaegerURL,
 		Keys: g.keys, Approvals: g.approvals, Audit: g.audit, AuditKeys: opts.AuditKeys}); err != nil {
 		return nil, err
 	}

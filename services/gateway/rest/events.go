@@ -103,7 +103,11 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 	var revoked <-chan struct{}
 	if p := auth.PrincipalFrom(ctx); p != nil {
 		var untrack func()
-		revoked, untrack = a.track(p.KeyID)
+		var ok bool
+		if revoked, untrack, ok = a.track(p.KeyID); !ok {
+			writeError(w, apierr.Newf(apierr.RateLimited, "this key has %d event streams open already; close one first", a.opts.MaxStreams))
+			return
+		}
 		defer untrack()
 	}
 	epoch := a.nc.Stats().Reconnects
@@ -186,14 +190,19 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 }
 
 // track registers an event stream of keyID: gone closes when DropKey(keyID)
-// is called; untrack forgets it when the stream ends.
-func (a *API) track(keyID string) (gone <-chan struct{}, untrack func()) {
+// is called; untrack forgets it when the stream ends. ok is false, and
+// nothing registered, when the key has MaxStreams open already.
+func (a *API) track(keyID string) (gone <-chan struct{}, untrack func(), ok bool) {
 	ch := make(chan struct{})
 	a.keyMu.Lock()
 	set := a.byKey[keyID]
 	if set == nil {
 		set = map[chan struct{}]struct{}{}
 		a.byKey[keyID] = set
+	}
+	if len(set) >= a.opts.MaxStreams {
+		a.keyMu.Unlock()
+		return nil, nil, false
 	}
 	set[ch] = struct{}{}
 	a.keyMu.Unlock()
@@ -206,7 +215,7 @@ func (a *API) track(keyID string) (gone <-chan struct{}, untrack func()) {
 				delete(a.byKey, keyID)
 			}
 		}
-	}
+	}, true
 }
 
 // DropKey ends every event stream opened with keyID and cancels the key's

@@ -48,6 +48,10 @@ type Options struct {
 	// Heartbeat is the interval of the comment lines that keep an event
 	// stream open through proxies (default 15s).
 	Heartbeat time.Duration
+	// MaxStreams bounds the event streams (/api/v1/events, a conversation's
+	// events) one key holds open at once (default 64): each is a JetStream
+	// consumer.
+	MaxStreams int
 	// Keys is the gateway's API key store, which /api/v1/keys manages in
 	// process (nil: those routes answer SERVICE_UNAVAILABLE).
 	Keys *auth.KeyStore
@@ -137,6 +141,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 15 * time.Second
+	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = 64
 	}
 	if opts.AuditTimeout <= 0 {
 		opts.AuditTimeout = 20 * time.Second
