@@ -1,6 +1,9 @@
 package testmcp
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -49,4 +52,28 @@ func ServeServerHTTP(t testing.TB, s *mcp.Server, opts *mcp.StreamableHTTPOption
 		srv.Close()
 	})
 	return srv.URL + "/mcp"
+}
+
+// AnswerMethod is a wrap for ServeHTTP: POSTs of JSON-RPC method are answered
+// by answer (with the request's id, as JSON), everything else by the server.
+func AnswerMethod(method string, answer func(w http.ResponseWriter, r *http.Request, id json.RawMessage)) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost {
+				h.ServeHTTP(w, r)
+				return
+			}
+			body, _ := io.ReadAll(r.Body)
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal(body, &m) != nil || m.Method != method {
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				h.ServeHTTP(w, r)
+				return
+			}
+			answer(w, r, m.ID)
+		})
+	}
 }

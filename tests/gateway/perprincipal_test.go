@@ -133,6 +133,29 @@ func (e *env) authorizeAs(t *testing.T, key, user string) {
 	}
 }
 
+// perPrincipalRemote adds "remote" at url with auth.per_principal, the
+// operator's own authorization serving its start, and makes two call keys.
+func (e *env) perPrincipalRemote(t *testing.T, url string) (keyA, keyB model.KeyCreateReply) {
+	t.Helper()
+	cfg := remoteConfig("remote", url)
+	cfg.Auth.PerPrincipal = true
+	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: cfg}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	e.authorize(t, "remote")
+	if r := e.do("POST", "/api/v1/servers/remote/enable", nil); r.status != http.StatusOK {
+		t.Fatalf("enable: %d %s", r.status, r.body)
+	}
+	e.waitState("remote", model.StateRunning)
+	for _, k := range []*model.KeyCreateReply{&keyA, &keyB} {
+		r := e.do("POST", "/api/v1/keys", model.KeyCreateRequest{Name: "user", Scopes: []string{model.KeyScopeCall}})
+		if r.decode(t, k); r.status != http.StatusCreated || k.Key == "" {
+			t.Fatalf("create key: %d %s", r.status, r.body)
+		}
+	}
+	return keyA, keyB
+}
+
 // TestPerPrincipalOAuth: a remote server with auth.per_principal. Each key
 // authorizes on its own; each call carries the caller's own token (the
 // upstream names the user), refreshed per principal; a caller without one
@@ -149,26 +172,7 @@ func TestPerPrincipalOAuth(t *testing.T) {
 	}, gateway.Options{})
 	tap := tapBus(t, e)
 
-	cfg := remoteConfig("remote", url)
-	cfg.Auth.PerPrincipal = true
-	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: cfg}); r.status != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.status, r.body)
-	}
-	// The server's own authorization (the operator's) serves its start.
-	e.authorize(t, "remote")
-	if r := e.do("POST", "/api/v1/servers/remote/enable", nil); r.status != http.StatusOK {
-		t.Fatalf("enable: %d %s", r.status, r.body)
-	}
-	e.waitState("remote", model.StateRunning)
-
-	var keyA, keyB model.KeyCreateReply
-	for _, k := range []*model.KeyCreateReply{&keyA, &keyB} {
-		r := e.do("POST", "/api/v1/keys", model.KeyCreateRequest{Name: "user", Scopes: []string{model.KeyScopeCall}})
-		r.decode(t, k)
-		if r.status != http.StatusCreated || k.Key == "" {
-			t.Fatalf("create key: %d %s", r.status, r.body)
-		}
-	}
+	keyA, keyB := e.perPrincipalRemote(t, url)
 	// Nobody but the operator is authorized: every key is refused, the
 	// admin's too, and none gets the operator's token.
 	for name, key := range map[string]string{"A": keyA.Key, "B": keyB.Key, "admin": e.admin} {
@@ -460,23 +464,7 @@ func TestPerPrincipalFlowBoundToStarter(t *testing.T) {
 	as := oauthtest.Start(t, oauthtest.Options{Scopes: []string{testmcp.Scope, "offline_access"}})
 	url := testmcp.ServeProtected(t, "remote", as)
 	e := startWith(t, nil, gateway.Options{})
-	cfg := remoteConfig("remote", url)
-	cfg.Auth.PerPrincipal = true
-	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: cfg}); r.status != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.status, r.body)
-	}
-	e.authorize(t, "remote")
-	if r := e.do("POST", "/api/v1/servers/remote/enable", nil); r.status != http.StatusOK {
-		t.Fatalf("enable: %d %s", r.status, r.body)
-	}
-	e.waitState("remote", model.StateRunning)
-	var keyA, keyB model.KeyCreateReply
-	for _, k := range []*model.KeyCreateReply{&keyA, &keyB} {
-		r := e.do("POST", "/api/v1/keys", model.KeyCreateRequest{Name: "user", Scopes: []string{model.KeyScopeCall}})
-		if r.decode(t, k); r.status != http.StatusCreated || k.Key == "" {
-			t.Fatalf("create key: %d %s", r.status, r.body)
-		}
-	}
+	keyA, keyB := e.perPrincipalRemote(t, url)
 	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
 		_, r := e.whoami(t, keyB.Key)
 		return r.status != http.StatusNotFound, "whoami is unknown to the gateway"

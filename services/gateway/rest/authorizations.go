@@ -57,6 +57,20 @@ func (a *API) perPrincipalConfig(w http.ResponseWriter, r *http.Request) (model.
 	return cfg, true
 }
 
+// ownServer is the caller and the URL's per-principal server, for a route
+// on the caller's own credentials (an error answered when not ok).
+func (a *API) ownServer(w http.ResponseWriter, r *http.Request) (string, model.McpConfig, bool) {
+	who, ok := callerID(w, r)
+	if !ok {
+		return "", model.McpConfig{}, false
+	}
+	cfg, ok := a.perPrincipalConfig(w, r)
+	return who, cfg, ok
+}
+
+// errNoOAuth answers an OAuth route of a gateway without flows.
+var errNoOAuth = apierr.New(apierr.ServiceUnavailable, "OAuth authorization is not set up on this gateway")
+
 func (a *API) listAuthorizations(w http.ResponseWriter, r *http.Request) {
 	who, ok := callerID(w, r)
 	if !ok {
@@ -112,16 +126,12 @@ func authorization(cfg model.McpConfig, who string, d model.CredDescription) Aut
 
 // startAuthorization starts the caller's own OAuth flow with the server.
 func (a *API) startAuthorization(w http.ResponseWriter, r *http.Request) {
-	who, ok := callerID(w, r)
-	if !ok {
-		return
-	}
-	cfg, ok := a.perPrincipalConfig(w, r)
+	who, cfg, ok := a.ownServer(w, r)
 	if !ok {
 		return
 	}
 	if a.oauth == nil {
-		writeError(w, apierr.New(apierr.ServiceUnavailable, "OAuth authorization is not set up on this gateway"))
+		writeError(w, errNoOAuth)
 		return
 	}
 	out, err := a.oauth.Start(r.Context(), cfg.ID, who)
@@ -137,17 +147,13 @@ func (a *API) startAuthorization(w http.ResponseWriter, r *http.Request) {
 // in): only the principal who started it may, and the answer sets the
 // cookie the flow's callback requires in this browser.
 func (a *API) continueAuthorization(w http.ResponseWriter, r *http.Request) {
-	who, ok := callerID(w, r)
-	if !ok {
-		return
-	}
-	cfg, ok := a.perPrincipalConfig(w, r)
+	who, cfg, ok := a.ownServer(w, r)
 	if !ok {
 		return
 	}
 	c, ok := a.oauth.(OAuthContinuer)
 	if !ok {
-		writeError(w, apierr.New(apierr.ServiceUnavailable, "OAuth authorization is not set up on this gateway"))
+		writeError(w, errNoOAuth)
 		return
 	}
 	var in model.OAuthContinueRequest
@@ -168,11 +174,7 @@ func (a *API) continueAuthorization(w http.ResponseWriter, r *http.Request) {
 // (headers: an API key per user), replacing what they had; never an OAuth
 // token (see below).
 func (a *API) setAuthorization(w http.ResponseWriter, r *http.Request) {
-	who, ok := callerID(w, r)
-	if !ok {
-		return
-	}
-	cfg, ok := a.perPrincipalConfig(w, r)
+	who, cfg, ok := a.ownServer(w, r)
 	if !ok {
 		return
 	}
@@ -208,11 +210,7 @@ func (a *API) setAuthorization(w http.ResponseWriter, r *http.Request) {
 // revokeAuthorization removes the caller's own credentials for the server
 // and closes their upstream session.
 func (a *API) revokeAuthorization(w http.ResponseWriter, r *http.Request) {
-	who, ok := callerID(w, r)
-	if !ok {
-		return
-	}
-	cfg, ok := a.perPrincipalConfig(w, r)
+	who, cfg, ok := a.ownServer(w, r)
 	if !ok {
 		return
 	}

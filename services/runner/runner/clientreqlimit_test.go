@@ -56,15 +56,22 @@ func flooding(t *testing.T) string {
 	return testmcp.ServeServerHTTP(t, s, nil, nil)
 }
 
-// A server may not flood its caller with requests during one call: at most
-// 4 in flight, 256 in all; past them the server is refused and the call
-// goes on.
-func TestClientRequestsOfACallBounded(t *testing.T) {
+// startFlooding runs flooding as the server "flood".
+func startFlooding(t *testing.T) *runnertest.Env {
+	t.Helper()
 	e := runnertest.Start(t, quickOpts())
 	url := flooding(t)
 	e.Put(t, model.McpConfig{Name: "flood", Enabled: true, Package: model.Package{Type: model.PackageHTTP, Identifier: url},
 		Transport: model.Transport{Type: model.TransportHTTP, URL: url}, Runtime: model.Runtime{Eager: true}})
 	e.WaitState(t, "flood", model.StateRunning, 10*time.Second)
+	return e
+}
+
+// A server may not flood its caller with requests during one call: at most
+// 4 in flight, 256 in all; past them the server is refused and the call
+// goes on.
+func TestClientRequestsOfACallBounded(t *testing.T) {
+	e := startFlooding(t)
 	var inFlight, peak atomic.Int32
 	answer := &client.CallOptions{OnClientRequest: func(ctx context.Context, req model.ClientRequest) (any, error) {
 		n := inFlight.Add(1)
@@ -102,11 +109,7 @@ func TestClientRequestsOfACallBounded(t *testing.T) {
 // elicitation does not wait for the person: the relay ends with the
 // session, and the stop takes no longer than a stop does.
 func TestStopDoesNotWaitForAPerson(t *testing.T) {
-	e := runnertest.Start(t, quickOpts())
-	url := flooding(t)
-	e.Put(t, model.McpConfig{Name: "flood", Enabled: true, Package: model.Package{Type: model.PackageHTTP, Identifier: url},
-		Transport: model.Transport{Type: model.TransportHTTP, URL: url}, Runtime: model.Runtime{Eager: true}})
-	e.WaitState(t, "flood", model.StateRunning, 10*time.Second)
+	e := startFlooding(t)
 	asked := make(chan struct{}, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

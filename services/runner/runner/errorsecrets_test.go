@@ -140,15 +140,7 @@ func TestServerErrorsKeepSecrets(t *testing.T) {
 		e.Put(t, cfg)
 		e.WaitState(t, "remote", model.StateRunning, 10*time.Second)
 		seen := events(t, e.NC)
-		msg := nats.NewMsg(bus.NewSubjects("").Call("remote", "lookup"))
-		msg.Data = []byte(`{}`)
-		msg.Header.Set(bus.HeaderRequestID, uuid.NewString())
-		principal.Set(msg.Header, principal.Principal{ID: "key:alice", Kind: principal.KindKey})
-		rep, err := e.NC.RequestMsg(msg, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reply := string(rep.Data) + " " + rep.Header.Get(bus.HeaderError)
+		reply := lookupAsAlice(t, e.NC)
 		if !strings.Contains(reply, "upstream refused credentials") {
 			t.Fatalf("alice's reply %q: want the server's words, redacted", reply)
 		}
@@ -166,15 +158,7 @@ func TestServerErrorsKeepSecrets(t *testing.T) {
 		seen := events(t, e.NC)
 		var replies []string
 		for range 3 { // each token lives 1 s: later calls go with refreshed ones
-			msg := nats.NewMsg(bus.NewSubjects("").Call("remote", "lookup"))
-			msg.Data = []byte(`{}`)
-			msg.Header.Set(bus.HeaderRequestID, uuid.NewString())
-			principal.Set(msg.Header, principal.Principal{ID: "key:alice", Kind: principal.KindKey})
-			rep, err := e.NC.RequestMsg(msg, 10*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			replies = append(replies, string(rep.Data)+" "+rep.Header.Get(bus.HeaderError))
+			replies = append(replies, lookupAsAlice(t, e.NC))
 			time.Sleep(1100 * time.Millisecond)
 		}
 		issued := res.issued()
@@ -211,6 +195,21 @@ func (r *refreshingResolver) issued() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.tokens...)
+}
+
+// lookupAsAlice calls remote's lookup as the principal key:alice and
+// returns the reply's body and error header.
+func lookupAsAlice(t *testing.T, nc *nats.Conn) string {
+	t.Helper()
+	msg := nats.NewMsg(bus.NewSubjects("").Call("remote", "lookup"))
+	msg.Data = []byte(`{}`)
+	msg.Header.Set(bus.HeaderRequestID, uuid.NewString())
+	principal.Set(msg.Header, principal.Principal{ID: "key:alice", Kind: principal.KindKey})
+	rep, err := nc.RequestMsg(msg, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(rep.Data) + " " + rep.Header.Get(bus.HeaderError)
 }
 
 func errText(err error) string {

@@ -1,11 +1,9 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -21,29 +19,16 @@ import (
 // endlessTools serves the test server, except that tools/list answers
 // perPage tools of descLen-byte descriptions and always a next cursor.
 func endlessTools(t *testing.T, perPage, descLen int) string {
-	return testmcp.ServeHTTP(t, "endless", &mcp.StreamableHTTPOptions{JSONResponse: true}, func(h http.Handler) http.Handler {
-		var pages atomic.Int32
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, _ := io.ReadAll(r.Body)
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			_ = json.Unmarshal(body, &m)
-			if m.Method != "tools/list" {
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				h.ServeHTTP(w, r)
-				return
-			}
-			page := pages.Add(1)
-			var tools []string
-			for i := range perPage {
-				tools = append(tools, fmt.Sprintf(`{"name":"t%d_%d","description":%q,"inputSchema":{"type":"object"}}`, page, i, strings.Repeat("d", descLen)))
-			}
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[%s],"nextCursor":"p%d"}}`, m.ID, strings.Join(tools, ","), page)
-		})
-	})
+	var pages atomic.Int32
+	return testmcp.ServeHTTP(t, "endless", &mcp.StreamableHTTPOptions{JSONResponse: true}, testmcp.AnswerMethod("tools/list", func(w http.ResponseWriter, _ *http.Request, id json.RawMessage) {
+		page := pages.Add(1)
+		var tools []string
+		for i := range perPage {
+			tools = append(tools, fmt.Sprintf(`{"name":"t%d_%d","description":%q,"inputSchema":{"type":"object"}}`, page, i, strings.Repeat("d", descLen)))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[%s],"nextCursor":"p%d"}}`, id, strings.Join(tools, ","), page)
+	}))
 }
 
 // A server whose tool list never ends, in small pages or large ones, is

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"runtime"
 	"sync/atomic"
@@ -21,35 +20,18 @@ import (
 func TestUpstreamAnswerHeldToTheLimit(t *testing.T) {
 	const pad = 256 << 20 // 256 MiB of JSON whitespace before the response
 	var served atomic.Int64
-	url := testmcp.ServeHTTP(t, "web", nil, func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost {
-				h.ServeHTTP(w, r)
+	url := testmcp.ServeHTTP(t, "web", nil, testmcp.AnswerMethod("tools/list", func(w http.ResponseWriter, r *http.Request, id json.RawMessage) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Mcp-Session-Id", r.Header.Get("Mcp-Session-Id"))
+		chunk := bytes.Repeat([]byte(" "), 1<<20)
+		for i := 0; i < pad>>20; i++ {
+			if _, err := w.Write(chunk); err != nil {
 				return
 			}
-			body, _ := io.ReadAll(r.Body)
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			_ = json.Unmarshal(body, &m)
-			if m.Method != "tools/list" {
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				h.ServeHTTP(w, r)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Mcp-Session-Id", r.Header.Get("Mcp-Session-Id"))
-			chunk := bytes.Repeat([]byte(" "), 1<<20)
-			for i := 0; i < pad>>20; i++ {
-				if _, err := w.Write(chunk); err != nil {
-					return
-				}
-				served.Add(int64(len(chunk)))
-			}
-			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"tools":[]}}`))
-		})
-	})
+			served.Add(int64(len(chunk)))
+		}
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"tools":[]}}`))
+	}))
 	sess, _ := connectHTTP(t, url, Options{}, func(ht *HTTPTransport) { ht.DisableStandaloneSSE = true })
 	var peak atomic.Uint64
 	stop := make(chan struct{})
