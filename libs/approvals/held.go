@@ -64,6 +64,9 @@ func (s *Store) Hold(ctx context.Context, c Call, rule *model.GatewayApprovalRul
 		return model.HeldCall{}, err
 	}
 	now := s.now().UTC()
+	if !s.quotas.allow(c.Principal, now) {
+		return model.HeldCall{}, apierr.Newf(apierr.RateLimited, "%d of your calls were held for approval within the hour already; wait for their decisions", heldPerHour)
+	}
 	h := model.HeldCall{ID: id, Principal: c.Principal, Server: c.Server, Tool: c.Tool, ServerTool: c.serverTool(),
 		ArgsSHA256: hash, Arguments: canon, CreatedAt: now,
 		ExpiresAt: now.Add(s.holdTimeout(ctx, c.Timeout)), Decision: model.HeldPending}

@@ -80,6 +80,7 @@ type Store struct {
 	audit   Auditor
 	// leaveForBus: Options.LeaveForBus.
 	leaveForBus bool
+	quotas      holdQuotas
 }
 
 // Open creates (or opens) both buckets and follows the rules until ctx ends.

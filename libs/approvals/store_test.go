@@ -370,3 +370,27 @@ func frontDoor(t *testing.T, rules model.ApprovalRules) *approvals.Store {
 	}
 	return front
 }
+
+// One principal holds at most 100 calls anew an hour (each a record of up
+// to 1 MiB that approvers read): the 101st is RATE_LIMITED; a retry of a
+// held one is not new, and another principal is not held back.
+func TestHeldCallsPerPrincipalBounded(t *testing.T) {
+	a, _ := two(t, askWrites)
+	ctx := ctxT(t)
+	for i := range 100 {
+		if _, err := a.Hold(ctx, call(fmt.Sprintf(`{"n":%d}`, i)), nil); err != nil {
+			t.Fatalf("hold %d: %v", i, err)
+		}
+	}
+	if _, err := a.Hold(ctx, call(`{"n":100}`), nil); apierr.Of(err) != apierr.RateLimited {
+		t.Fatalf("the 101st: %v, want RATE_LIMITED", err)
+	}
+	if _, err := a.Hold(ctx, call(`{"n":7}`), nil); err != nil {
+		t.Fatalf("a retry of a held call: %v", err)
+	}
+	other := call(`{"n":100}`)
+	other.Principal = "key:y"
+	if _, err := a.Hold(ctx, other, nil); err != nil {
+		t.Fatalf("another principal: %v", err)
+	}
+}
