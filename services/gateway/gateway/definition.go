@@ -81,9 +81,10 @@ func (o *Options) Validate() error {
 	if o.NoAuth && o.OAuth.Enabled() {
 		return fmt.Errorf("--oauth-issuer needs authentication on (it is off with --no-auth)")
 	}
-	if o.NoAuth && slices.Contains(o.CORSOrigins, "*") {
-		// Every web page the user opens could call every tool and add servers.
-		return fmt.Errorf("--cors-origin '*' needs authentication on (it is off with --no-auth): name the origins of your browser clients")
+	if o.NoAuth && slices.ContainsFunc(o.CORSOrigins, func(s string) bool { return strings.Contains(s, "*") }) {
+		// Every web page the user opens could read every answer (a pattern
+		// such as https://* matches any origin).
+		return fmt.Errorf("--cors-origin with '*' needs authentication on (it is off with --no-auth): name the exact origins of your browser clients")
 	}
 	if err := validPublicURL(o.PublicURL); err != nil {
 		return err

@@ -38,6 +38,12 @@ func TestNoAuthRefusesForeignHostOnAnyListener(t *testing.T) {
 			t.Errorf("--no-auth, Host %s: %d, want it served", host, code)
 		}
 	}
+	v6 := hostGuard(true, "http://[2001:db8::1]", ok)
+	for _, host := range []string{"[2001:db8::1]", "[2001:db8::1]:80"} {
+		if code := send(v6, host); code != http.StatusNoContent {
+			t.Errorf("--no-auth, IPv6 public URL, Host %s: %d, want it served", host, code)
+		}
+	}
 	if code := send(hostGuard(true, "", ok), "attacker.example"); code != http.StatusForbidden {
 		t.Errorf("--no-auth without a public URL, foreign Host: %d, want 403", code)
 	}
@@ -50,10 +56,13 @@ func TestNoAuthRefusesForeignHostOnAnyListener(t *testing.T) {
 // --cors-origin '*' switches the Origin check of writes off: with
 // --no-auth every page the user opens could call every tool.
 func TestNoAuthRefusesAnyOrigin(t *testing.T) {
-	o := Options{NoAuth: true, CORSOrigins: []string{"http://localhost:6274", "*"}}
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--cors-origin") {
-		t.Fatalf("--no-auth with --cors-origin '*': %v, want refused", err)
+	for _, pat := range []string{"*", "https://*", "http*"} {
+		o := Options{NoAuth: true, CORSOrigins: []string{"http://localhost:6274", pat}}
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--cors-origin") {
+			t.Fatalf("--no-auth with --cors-origin %q: %v, want refused", pat, err)
+		}
 	}
+	o := Options{NoAuth: true}
 	o.CORSOrigins = []string{"http://localhost:6274"}
 	if err := o.Validate(); err != nil {
 		t.Fatalf("--no-auth with a named origin: %v", err)

@@ -261,12 +261,13 @@ func hostGuard(noAuth bool, publicURL string, next http.Handler) http.Handler {
 	})
 }
 
-// hostname is a Host header without its port.
+// hostname is a Host header without its port (and an IPv6 address
+// without its brackets), as url.URL.Hostname gives it.
 func hostname(hostport string) string {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		return strings.Trim(h, "[]")
+		return h
 	}
-	return hostport
+	return strings.Trim(hostport, "[]")
 }
 
 // stateChanging reports whether a request may change something: every

@@ -67,8 +67,8 @@ type Options struct {
 	SessionTimeout time.Duration
 	// MaxSessions bounds one principal's stateful sessions (per view: key,
 	// filter, mode; default 100): opening another closes their least
-	// recently used one, so a key cannot hold the gateway's memory with
-	// sessions it never closes.
+	// recently used one without a request in flight (none: 429), so a key
+	// cannot hold the gateway's memory with sessions it never closes.
 	MaxSessions int
 	// NoFastPath sends every tools/call through go-sdk's session machinery
 	// (see fastcall.go); for comparison in tests and benchmarks.

@@ -91,7 +91,10 @@ func (a *Aggregator) serveSession(w http.ResponseWriter, r *http.Request, v *vie
 		ls, done = a.sessions.enter(v, sid, r.Method)
 		defer done()
 	} else if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "initialize" {
-		a.sessions.makeRoom(v, a.opts.MaxSessions)
+		if !a.sessions.makeRoom(v, a.opts.MaxSessions) {
+			writeError(w, apierr.Newf(apierr.RateLimited, "%d sessions of this key are open and busy; close one (DELETE) or wait", a.opts.MaxSessions))
+			return
+		}
 	} else if ok && req.IsCall() && !sessionless[req.Method] {
 		// go-sdk would open a session for it and answer error code 0.
 		writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,

@@ -170,22 +170,30 @@ func (t *sessionTable) enter(v *view, sid, method string) (*liveSession, func())
 	return ls, func() {}
 }
 
-// makeRoom closes v's least recently used sessions so that one more fits
-// within max.
-func (t *sessionTable) makeRoom(v *view, max int) {
-	var open []*liveSession
+// makeRoom closes v's least recently used sessions without a request in
+// flight so that one more fits within max; false when too many are busy.
+func (t *sessionTable) makeRoom(v *view, max int) bool {
+	var open, idle []*liveSession
 	for ss := range v.server.Sessions() {
 		if ls := t.track(ss); ls != nil && !ls.closed() {
 			open = append(open, ls)
+			if ls.posts.Load() == 0 {
+				idle = append(idle, ls)
+			}
 		}
 	}
-	if len(open) < max {
-		return
+	over := len(open) - max + 1
+	if over <= 0 {
+		return true
 	}
-	slices.SortFunc(open, func(a, b *liveSession) int { return cmp.Compare(a.lastUsed.Load(), b.lastUsed.Load()) })
-	for _, ls := range open[:len(open)-max+1] {
+	if len(idle) < over {
+		return false
+	}
+	slices.SortFunc(idle, func(a, b *liveSession) int { return cmp.Compare(a.lastUsed.Load(), b.lastUsed.Load()) })
+	for _, ls := range idle[:over] {
 		t.close(ls.ss)
 	}
+	return true
 }
 
 // closeAll closes every session of views.

@@ -104,8 +104,8 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 	if p := auth.PrincipalFrom(ctx); p != nil {
 		var untrack func()
 		var ok bool
-		if revoked, untrack, ok = a.track(p.KeyID); !ok {
-			writeError(w, apierr.Newf(apierr.RateLimited, "this key has %d event streams open already; close one first", a.opts.MaxStreams))
+		if revoked, untrack, ok = a.track(p.KeyID, p.Bus().ID); !ok {
+			writeError(w, apierr.Newf(apierr.RateLimited, "you have %d event streams open already; close one first", a.opts.MaxStreams))
 			return
 		}
 		defer untrack()
@@ -189,26 +189,31 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 	}
 }
 
-// track registers an event stream of keyID: gone closes when DropKey(keyID)
-// is called; untrack forgets it when the stream ends. ok is false, and
-// nothing registered, when the key has MaxStreams open already.
-func (a *API) track(keyID string) (gone <-chan struct{}, untrack func(), ok bool) {
+// track registers an event stream of keyID, the key of principal who:
+// gone closes when DropKey(keyID) is called; untrack forgets it when the
+// stream ends. ok is false, and nothing registered, when the principal
+// has MaxStreams open already.
+func (a *API) track(keyID, who string) (gone <-chan struct{}, untrack func(), ok bool) {
 	ch := make(chan struct{})
 	a.keyMu.Lock()
+	if a.perWho[who] >= a.opts.MaxStreams {
+		a.keyMu.Unlock()
+		return nil, nil, false
+	}
+	a.perWho[who]++
 	set := a.byKey[keyID]
 	if set == nil {
 		set = map[chan struct{}]struct{}{}
 		a.byKey[keyID] = set
-	}
-	if len(set) >= a.opts.MaxStreams {
-		a.keyMu.Unlock()
-		return nil, nil, false
 	}
 	set[ch] = struct{}{}
 	a.keyMu.Unlock()
 	return ch, func() {
 		a.keyMu.Lock()
 		defer a.keyMu.Unlock()
+		if a.perWho[who]--; a.perWho[who] <= 0 {
+			delete(a.perWho, who)
+		}
 		if set, ok := a.byKey[keyID]; ok {
 			delete(set, ch)
 			if len(set) == 0 {

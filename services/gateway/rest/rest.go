@@ -94,6 +94,9 @@ type API struct {
 	// streams (DropKey closes them).
 	keyMu sync.Mutex
 	byKey map[string]map[chan struct{}]struct{}
+	// perWho counts the open event streams per principal id (an OAuth
+	// user's names its issuer, which its key id does not), for MaxStreams.
+	perWho map[string]int
 	// oauth starts authorization flows (nil: the route answers SERVICE_UNAVAILABLE).
 	oauth OAuthStarter
 	// revoker revokes OAuth access tokens (nil: the route answers SERVICE_UNAVAILABLE).
@@ -170,7 +173,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*API, error) {
 		keys:    auth.KeyAdmin{Store: opts.Keys, Log: opts.Logger, Audit: opts.Audit},
 		schemas: newSchemaCache(256), catalog: newCatalog(opts.Logger, kv),
 		stop: stop, done: make(chan struct{}), streams: make(chan struct{}),
-		byKey: map[string]map[chan struct{}]struct{}{}}
+		byKey: map[string]map[chan struct{}]struct{}{}, perWho: map[string]int{}}
 	a.stopStreams = sync.OnceFunc(func() { close(a.streams) })
 	ready, statusReady := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup

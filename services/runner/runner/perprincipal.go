@@ -192,12 +192,13 @@ func isReady(e *principalSession) bool {
 }
 
 func (s *server) closeAll(sessions []liveSession) {
+	var wg sync.WaitGroup
 	for _, l := range sessions {
 		if l.ClientSession != nil {
-			s.relays.end(l.ClientSession) // as stopSession
-			_ = l.Close()
+			wg.Go(func() { s.closeRemote(l.ClientSession, l.raw) }) // bounded, as the shared session's
 		}
 	}
+	wg.Wait()
 }
 
 // forget closes who's session ("" every principal's): its record changed

@@ -31,8 +31,9 @@ import (
 // defaultPinBudget is a server's pin budget (Options.PinBudget,
 // server.pinBudget): a full tool list (maxTools) twice over at once,
 // refilled at that much a day. Past it, a new or changed tool is neither
-// pinned nor announced: under strict it is withheld, under warn it is
-// served unpinned.
+// pinned nor announced, and is withheld whatever the policy (under warn a
+// server that spent its budget could otherwise change a tool unseen)
+// until the budget lets it be recorded.
 const defaultPinBudget = 2 * maxTools
 
 // newPinBudget is a budget of n a day, n at once.
@@ -127,7 +128,7 @@ func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy stri
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound) && !reviewed:
 		if s.overBudget(t.Tool) {
-			return s.unpinned(policy, t.Tool)
+			return s.unpinned(t.Tool)
 		}
 		pin = model.ToolPin{Server: s.slug, Tool: t.Tool, Hash: hash, Definition: def, PinnedAt: now}
 		s.writePin(c, key, pin, 0)
@@ -160,7 +161,7 @@ func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy stri
 	}
 	fresh := pin.Pending == nil || pin.Pending.Hash != hash
 	if fresh && s.overBudget(t.Tool) {
-		return s.unpinned(policy, t.Tool)
+		return s.unpinned(t.Tool)
 	}
 	old := pin
 	if policy == model.PinWarn {
@@ -188,12 +189,9 @@ func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy stri
 }
 
 // unpinned is checkPin's answer for a tool past the server's pin budget.
-func (s *server) unpinned(policy, tool string) string {
-	if policy == model.PinWarn {
-		return ""
-	}
-	return fmt.Sprintf("tool %s of server %s is new or changed, and the server changes its tools faster than mcpbus records them (at most %d a day): it is withheld; review the server (mcpbus tools review %s)",
-		tool, s.slug, s.pinBudget.Burst(), s.slug)
+func (s *server) unpinned(tool string) string {
+	return fmt.Sprintf("tool %s of server %s is new or changed, and the server changes its tools faster than mcpbus records them (at most %d a day): it is withheld until it can be recorded for review",
+		tool, s.slug, s.pinBudget.Burst())
 }
 
 func joinFields(fields []string) string {

@@ -362,7 +362,7 @@ func startError(ctx context.Context, err error, proc *launch.Process) error {
 // Bounds of one server's tool list: a server could otherwise page forever,
 // or list more than any catalog holds, each re-list (list_changed) again.
 const (
-	maxToolPages = 100
+	maxToolPages = 1000
 	maxTools     = 5000
 	maxToolBytes = 16 << 20 // the tools' JSON, all pages together
 )
@@ -430,6 +430,7 @@ func (s *server) refreshTools() {
 // watch notices a session that ends without being asked to (a crash).
 func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
 	_ = sess.Wait()
+	s.relays.end(sess)
 	s.post(func() {
 		s.mu.Lock()
 		if s.gen != gen || s.sess != sess {
@@ -508,11 +509,18 @@ func (s *server) stopWith(final string, e *apierr.Error, keep bool) {
 // would hold it until their timeouts, so after StopTimeout its connection
 // is closed under them (they fail), as a child's is killed.
 func (s *server) stopSession(sess *mcp.ClientSession, raw launch.RawConn, proc *launch.Process) {
-	s.relays.end(sess)
 	if proc != nil {
+		s.relays.end(sess)
 		proc.Stop(sess.Close, s.r.opts.StopGrace, s.r.opts.StopTimeout)
 		return
 	}
+	s.closeRemote(sess, raw)
+}
+
+// closeRemote closes a session of an HTTP server (the shared one or a
+// principal's) within twice the stop timeout, as stopSession says.
+func (s *server) closeRemote(sess *mcp.ClientSession, raw launch.RawConn) {
+	s.relays.end(sess)
 	closed := make(chan struct{})
 	go func() {
 		_ = sess.Close()

@@ -40,7 +40,7 @@ func TestToolListBounded(t *testing.T) {
 		perPage, descLen int
 		want             string
 	}{
-		{"empty pages", 0, 0, "past 100 pages"},
+		{"empty pages", 0, 0, "past 1000 pages"},
 		{"many tools", 1000, 10, "at most 5000 tools"},
 		{"large tools", 10, 1 << 20, "MiB of definitions"},
 	} {

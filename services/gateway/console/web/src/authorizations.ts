@@ -82,7 +82,11 @@ export function authorizationsPage(main: HTMLElement): () => void {
       authorize.disabled = true;
       try {
         const out = await api<OAuthStartReply>('POST', `/api/v1/me/authorizations/${enc(a.server)}`);
-        const u = out.flow ? await continueFlow(a.server, out.flow, ctl.signal) : out.authorization_url;
+        // The callback requires the cookie on the gateway's public origin:
+        // continued here only when this page is on it, else its link (where
+        // the user signs in) continues it.
+        const here = out.flow && new URL(out.authorization_url).origin === location.origin;
+        const u = here ? await continueFlow(a.server, out.flow!, ctl.signal) : out.authorization_url;
         window.open(u, '_blank', 'noopener');
         clear(note, 'Approve in the page that opened (', h('a', { href: u, target: '_blank', rel: 'noopener noreferrer' }, 'open it again'), ')…');
         note.hidden = false;
