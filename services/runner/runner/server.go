@@ -327,7 +327,7 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	if ir := sess.InitializeResult(); ir != nil {
 		span.AddEvent("initialized", trace.WithAttributes(conv.MCPProtocolVersion.String(ir.ProtocolVersion)))
 	}
-	tools, err := listTools(ctx, sess)
+	tools, err := listTools(ctx, sess, s.catalogLimit())
 	if err != nil {
 		s.stopSession(sess, nil, l.Process)
 		if apierr.Of(err) != apierr.Validation { // over listTools' bounds: said as is
@@ -365,9 +365,22 @@ const (
 	maxToolPages = 1000
 	maxTools     = 5000
 	maxToolBytes = 16 << 20 // the tools' JSON, all pages together
+	// catalogEntryOverhead is what a catalog entry adds to a tool's own
+	// JSON besides its namespaced name and subject (counted per tool).
+	catalogEntryOverhead = 64
 )
 
-func listTools(ctx context.Context, sess *mcp.ClientSession) (map[string]*mcp.Tool, error) {
+// catalogLimit is the most tool JSON the server's catalog may carry: one
+// bus message (KV mcp_tools), which would otherwise fail to write and
+// leave the previous catalog listed.
+func (s *server) catalogLimit() int {
+	limit := int(s.r.nc.MaxPayload()) - replyHeadroom
+	return min(limit, maxToolBytes)
+}
+
+// listTools reads every page of the server's tools, refusing lists past
+// the bounds above or whose catalog would be over maxBytes.
+func listTools(ctx context.Context, sess *mcp.ClientSession, maxBytes int) (map[string]*mcp.Tool, error) {
 	tools := map[string]*mcp.Tool{}
 	if sess.InitializeResult() != nil && sess.InitializeResult().Capabilities != nil && sess.InitializeResult().Capabilities.Tools == nil {
 		return tools, nil // a server without tools (resources or prompts only)
@@ -384,8 +397,8 @@ func listTools(ctx context.Context, sess *mcp.ClientSession) (map[string]*mcp.To
 				continue
 			}
 			b, _ := json.Marshal(t)
-			if size += len(b); size > maxToolBytes || len(tools) >= maxTools {
-				return nil, apierr.Newf(apierr.Validation, "the server lists more tools than mcpbus takes (at most %d tools, %d MiB of definitions)", maxTools, maxToolBytes>>20)
+			if size += len(b) + 2*len(t.Name) + catalogEntryOverhead; size > maxBytes || len(tools) >= maxTools {
+				return nil, apierr.Newf(apierr.Validation, "the server lists more tools than mcpbus takes (at most %d tools, and a catalog of at most %d KiB: one bus message)", maxTools, maxBytes>>10)
 			}
 			tools[model.ToolToken(t.Name)] = t
 		}
@@ -410,7 +423,7 @@ func (s *server) refreshTools() {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.r.opts.CallTimeout)
 	defer cancel()
-	tools, err := listTools(ctx, sess)
+	tools, err := listTools(ctx, sess, s.catalogLimit())
 	if err != nil {
 		s.log.Warn("refreshing tools failed", "error", err)
 		return

@@ -42,7 +42,7 @@ func TestToolListBounded(t *testing.T) {
 	}{
 		{"empty pages", 0, 0, "past 1000 pages"},
 		{"many tools", 1000, 10, "at most 5000 tools"},
-		{"large tools", 10, 1 << 20, "MiB of definitions"},
+		{"large tools", 10, 1 << 20, "a catalog of at most 8188 KiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url := endlessTools(t, tc.perPage, tc.descLen)
@@ -54,7 +54,7 @@ func TestToolListBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer sess.Close()
-			_, err = listTools(ctx, sess)
+			_, err = listTools(ctx, sess, 8<<20-4<<10) // the embedded bus's limit less the headroom
 			if apierr.Of(err) != apierr.Validation || !strings.Contains(apierr.From(err).Message, tc.want) {
 				t.Fatalf("listTools: %v, want VALIDATION_ERROR saying %q", err, tc.want)
 			}
