@@ -46,6 +46,8 @@ type Options struct {
 	AuthMethods []string
 	// Scopes are the scopes the server supports.
 	Scopes []string
+	// Meta edits the metadata served (a test aims an endpoint elsewhere).
+	Meta func(*oauthex.AuthServerMeta)
 }
 
 // Server is a running authorization server.
@@ -115,6 +117,9 @@ func Start(t testing.TB, opts Options) *Server {
 		}
 		if !opts.NoRegistration {
 			meta.RegistrationEndpoint = s.URL + "/register"
+		}
+		if opts.Meta != nil {
+			opts.Meta(&meta)
 		}
 		writeJSON(w, http.StatusOK, meta)
 	})

@@ -435,6 +435,23 @@ func TestOAuthRefreshFailure(t *testing.T) {
 		t.Fatalf("unreachable token endpoint: %v", err)
 	}
 
+	// A token endpoint that redirects is not followed: the refresh token
+	// and the client's secret would go wherever it points.
+	var followed atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { followed.Add(1) }))
+	t.Cleanup(elsewhere.Close)
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/token", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirecting.Close)
+	tok.TokenURL = redirecting.URL + "/token"
+	if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &tok}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.Resolve(ctx, id); apierr.Of(err) != apierr.Unauthorized || followed.Load() != 0 {
+		t.Fatalf("redirecting token endpoint: %v, %d requests reached its target", err, followed.Load())
+	}
+
 	// A token that expires in 30 s but cannot be refreshed right now is
 	// still handed out: it works for a while.
 	tok.ExpiresAt = time.Now().Add(30 * time.Second)

@@ -65,7 +65,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for OAuth expiry (default time.Now; tests move it).
 	Now func() time.Time
-	// HTTPClient talks to OAuth token endpoints (default: 15 s timeout).
+	// HTTPClient talks to OAuth token endpoints (default: 15 s timeout, no
+	// redirects followed).
 	HTTPClient *http.Client
 	// RequestTimeout bounds the work on one request (default 20 s).
 	RequestTimeout time.Duration
@@ -96,7 +97,11 @@ func (o *Options) defaults() {
 		o.Now = time.Now
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 15 * time.Second}
+		// A token endpoint answers; it has no reason to redirect, and a
+		// redirect would carry the refresh token wherever it points.
+		o.HTTPClient = &http.Client{Timeout: 15 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}}
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 20 * time.Second

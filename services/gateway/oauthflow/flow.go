@@ -34,6 +34,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/netguard"
 	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/gwaudit"
 )
@@ -55,10 +56,13 @@ type Options struct {
 	// Timeout bounds a whole flow, the user's approval included (default
 	// 2 min; tests shorten it).
 	Timeout time.Duration
-	// HTTPClient makes the discovery, registration and token requests
-	// (default: go-sdk's, which refuses private and link-local addresses
-	// for discovery).
+	// HTTPClient makes the probe, discovery, registration and token
+	// requests (default: Go's). For a server outside the operator's network
+	// (Guard.Inside), it is guarded: its authorization server, named by the
+	// server's own metadata, must be outside too.
 	HTTPClient *http.Client
+	// Guard tells internal addresses (tests name their own).
+	Guard netguard.Guard
 	// Replicas of the bucket of pending flows (1 embedded, 3 on a cluster).
 	Replicas int
 	// Audit records flows started and chains their outcomes (nil: not recorded).
@@ -213,7 +217,19 @@ func (f *Flows) start(ctx context.Context, ref, forID string, bind bool, done fu
 	if err != nil {
 		return model.OAuthStartReply{}, err
 	}
-	req, resp, err := f.probe(ctx, &cfg)
+	hc := f.opts.HTTPClient
+	if !f.opts.Guard.Inside(ctx, cfg.Transport.URL) {
+		// A public server's metadata must not aim the gateway's requests
+		// (a registration, a token exchange: POSTs) at the host or its
+		// network.
+		hc = f.opts.Guard.Client(hc)
+	} else if hc == nil {
+		// A server inside the operator's network may have its authorization
+		// server there too: a transport of our own opts out of go-sdk's
+		// refusal of private addresses for discovery.
+		hc = &http.Client{Transport: http.DefaultTransport}
+	}
+	req, resp, err := f.probe(ctx, &cfg, hc)
 	if err != nil {
 		return model.OAuthStartReply{}, err
 	}
@@ -225,7 +241,7 @@ func (f *Flows) start(ctx context.Context, ref, forID string, bind bool, done fu
 	}
 	key := flowKey(cfg.Slug, forID)
 	urls := make(chan string, 1)
-	h, err := f.handler(&cfg, secret, fl, urls)
+	h, err := f.handler(&cfg, secret, hc, fl, urls)
 	if err != nil {
 		cancel()
 		_ = resp.Body.Close()
@@ -289,7 +305,7 @@ func flowKey(server, principal string) string { return server + "\n" + principal
 // probe sends the upstream an MCP initialize without credentials: a server
 // that wants OAuth answers 401 with a WWW-Authenticate challenge, which
 // go-sdk's handler starts from.
-func (f *Flows) probe(ctx context.Context, cfg *model.McpConfig) (*http.Request, *http.Response, error) {
+func (f *Flows) probe(ctx context.Context, cfg *model.McpConfig, hc *http.Client) (*http.Request, *http.Response, error) {
 	const body = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcpbus","version":"1"}}}`
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -302,7 +318,6 @@ func (f *Flows) probe(ctx context.Context, cfg *model.McpConfig) (*http.Request,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	hc := f.opts.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
 	}
@@ -342,7 +357,7 @@ func (f *Flows) clientSecret(ctx context.Context, cfg *model.McpConfig) (string,
 // confidential: go-sdk sends the secret to the token endpoint with the
 // method the authorization server's metadata lists first among
 // client_secret_post and client_secret_basic.
-func (f *Flows) handler(cfg *model.McpConfig, secret string, fl *flow, urls chan<- string) (*auth.AuthorizationCodeHandler, error) {
+func (f *Flows) handler(cfg *model.McpConfig, secret string, client *http.Client, fl *flow, urls chan<- string) (*auth.AuthorizationCodeHandler, error) {
 	hc := &auth.AuthorizationCodeHandlerConfig{
 		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
 			RedirectURIs: []string{f.opts.CallbackURL}, ClientName: "mcpbus",
@@ -353,7 +368,7 @@ func (f *Flows) handler(cfg *model.McpConfig, secret string, fl *flow, urls chan
 		}},
 		RedirectURL:         f.opts.CallbackURL,
 		RequestRefreshToken: true,
-		Client:              f.opts.HTTPClient,
+		Client:              client,
 		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
 			return f.await(ctx, fl, args.URL, urls)
 		},

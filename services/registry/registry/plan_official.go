@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/netguard"
 )
 
 // officialPlanner turns an Official Registry entry into an install plan:
@@ -108,7 +109,7 @@ func (a *attempt) oci(p Package, h host) {
 		a.unusable("%q is not a valid image reference", clean(ident, 100))
 		return
 	}
-	if u, err := url.Parse("//" + reference.Domain(ref)); err != nil || internalHost(u.Hostname()) {
+	if u, err := url.Parse("//" + reference.Domain(ref)); err != nil || netguard.InternalHost(u.Hostname()) {
 		// docker would pull from it, over plain HTTP for a loopback one.
 		a.unusable("image %q is not on a public registry host (loopback, private, link-local or a local name)", clean(ident, 100))
 		return

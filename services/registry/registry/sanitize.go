@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/netguard"
 	"github.com/mcpbus/mcpbus/libs/pattern"
 )
 
@@ -92,7 +93,7 @@ func checkRemoteURL(raw string) error {
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" || u.User != nil || strings.ContainsAny(raw, " \x00\r\n") {
 		return fmt.Errorf("%q is not an https URL mcpbus would connect to", clean(raw, 200))
 	}
-	if internalHost(u.Hostname()) {
+	if netguard.InternalHost(u.Hostname()) {
 		return fmt.Errorf("%q is not on a public host (loopback, private, link-local or a local name): a registry entry may not point mcpbus there; add such a server by hand", clean(raw, 200))
 	}
 	return nil

@@ -1,0 +1,210 @@
+// Package netguard keeps requests that someone else's text aims (a registry
+// entry's URL, an OAuth authorization server's metadata) off the host's own
+// addresses and its network's: cloud metadata (169.254.169.254), the NATS
+// port on localhost, an admin port on the LAN.
+package netguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// cgnat is 100.64.0.0/10 (RFC 6598), which netip does not count as private.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// internalSuffixes are names that never leave the host or the site.
+var internalSuffixes = []string{".localhost", ".local", ".internal", ".home.arpa", ".lan"}
+
+// InternalAddr reports whether ip is a loopback, private, link-local,
+// shared (CGNAT), multicast or unspecified address: one that is not on the
+// public internet.
+func InternalAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return !ip.IsValid() || !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() || cgnat.Contains(ip)
+}
+
+// InternalHost reports whether host (a URL's Hostname), as written, names
+// an internal address or a name of the host or the site; a numeric host
+// that is not a plain address (2130706433, 0x7f.1: resolvers read them as
+// IPv4) counts too. What a public name resolves to is Guard's to check.
+func InternalHost(host string) bool { return Guard{}.literal(host) }
+
+// Guard refuses connections to internal addresses.
+type Guard struct {
+	// Internal tells the addresses to refuse (default InternalAddr; tests
+	// name loopback addresses of their own).
+	Internal func(netip.Addr) bool
+}
+
+func (g Guard) internal(ip netip.Addr) bool {
+	if g.Internal != nil {
+		return g.Internal(ip.Unmap())
+	}
+	return InternalAddr(ip)
+}
+
+// literal is InternalHost under g's idea of an internal address.
+func (g Guard) literal(host string) bool {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	if ip, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+		return g.internal(ip)
+	}
+	if h == "" || h == "localhost" {
+		return true
+	}
+	for _, s := range internalSuffixes {
+		if strings.HasSuffix(h, s) {
+			return true
+		}
+	}
+	// No top-level domain is numeric: such a host is an address in a form
+	// netip does not parse (decimal, octal, hex or short IPv4).
+	last := h[strings.LastIndexByte(h, '.')+1:]
+	return strings.HasPrefix(last, "0x") || strings.Trim(last, "0123456789") == ""
+}
+
+// Inside reports whether rawURL's host is internal as written or resolves
+// (within 5 s) to an internal address: a server the operator runs inside
+// their network, whose own authorization server may be there too. A host
+// that does not resolve is not inside.
+func (g Guard) Inside(ctx context.Context, rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if g.literal(host) {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return false
+	}
+	for _, ip := range ips {
+		if g.internal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrInternal is the error of a request refused for its address.
+var ErrInternal = errors.New("refused: an internal address")
+
+// maxRedirects bounds the redirects a guarded client follows.
+const maxRedirects = 5
+
+// Client is base (nil: a default client) made to reach public addresses
+// only: the address every connection dials is checked after resolution
+// (a public name that resolves inside is refused too), a URL or redirect
+// naming an internal host is refused before any dial, and a redirect from
+// https to http is refused. Through a proxy from the environment only the
+// URL's host can be checked (the proxy resolves it). A base whose
+// transport is not an *http.Transport keeps its transport and gets the URL
+// and redirect checks only.
+func (g Guard) Client(base *http.Client) *http.Client {
+	if base == nil {
+		base = &http.Client{}
+	}
+	c := *base
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	if t, ok := rt.(*http.Transport); ok {
+		rt = g.transport(t)
+	}
+	c.Transport = urlCheck{g: g, next: rt}
+	prev := base.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		if last := via[len(via)-1]; last.URL.Scheme == "https" && req.URL.Scheme != "https" {
+			return fmt.Errorf("refused: a redirect from https to %s", req.URL.Scheme)
+		}
+		if g.literal(req.URL.Hostname()) {
+			return fmt.Errorf("%w: redirect to %s", ErrInternal, req.URL.Host)
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		return nil
+	}
+	return &c
+}
+
+// transport is t dialing public addresses only, proxies from t's
+// environment aside.
+func (g Guard) transport(t *http.Transport) *http.Transport {
+	out := t.Clone()
+	proxies := map[string]bool{}
+	if t.Proxy != nil {
+		for _, scheme := range []string{"http", "https"} {
+			req := &http.Request{URL: &url.URL{Scheme: scheme, Host: "example.com"}}
+			if p, err := t.Proxy(req); err == nil && p != nil {
+				proxies[hostPort(p)] = true
+			}
+		}
+	}
+	guarded := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
+		Control: func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				host = address
+			}
+			ip, err := netip.ParseAddr(host)
+			if err != nil || g.internal(ip) {
+				return fmt.Errorf("%w: %s", ErrInternal, address)
+			}
+			return nil
+		}}
+	plain := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	out.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if proxies[addr] {
+			return plain.DialContext(ctx, network, addr)
+		}
+		return guarded.DialContext(ctx, network, addr)
+	}
+	out.DialTLSContext = nil
+	return out
+}
+
+// hostPort is a proxy URL's address with its scheme's port.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// urlCheck refuses a request whose URL names an internal host before it is
+// sent (through a proxy, the only check there is).
+type urlCheck struct {
+	g    Guard
+	next http.RoundTripper
+}
+
+func (u urlCheck) RoundTrip(req *http.Request) (*http.Response, error) {
+	if u.g.literal(req.URL.Hostname()) {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, fmt.Errorf("%w: %s", ErrInternal, req.URL.Host)
+	}
+	return u.next.RoundTrip(req)
+}

@@ -1,0 +1,80 @@
+package netguard
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+)
+
+func TestInternalHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"127.0.0.1": true, "10.1.2.3": true, "169.254.169.254": true, "100.64.0.1": true, "::1": true,
+		"fe80::1": true, "0.0.0.0": true, "::ffff:10.0.0.1": true, "localhost": true, "LOCALHOST.": true,
+		"db.internal": true, "printer.local": true, "2130706433": true, "0x7f.1": true, "": true,
+		"example.com": false, "8.8.8.8": false, "2001:4860:4860::8888": false, "mcp.notion.com": false,
+	} {
+		if got := InternalHost(host); got != want {
+			t.Errorf("InternalHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+// TestDialsAfterResolution: the guarded transport checks the address it
+// dials, whatever name led there (a public name resolving inside).
+func TestDialsAfterResolution(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	g := Guard{Internal: func(ip netip.Addr) bool { return ip.IsLoopback() }}
+	dial := g.transport(&http.Transport{}).DialContext
+	if c, err := dial(context.Background(), "tcp", net.JoinHostPort("127.0.0.1", port)); !errors.Is(err, ErrInternal) {
+		if c != nil {
+			_ = c.Close()
+		}
+		t.Fatalf("dial to a loopback address: %v, want refused", err)
+	}
+	// "localhost" resolves to loopback: the name is not what is checked.
+	if _, err := dial(context.Background(), "tcp", net.JoinHostPort("localhost", port)); !errors.Is(err, ErrInternal) {
+		t.Fatalf("dial by a name resolving inside: %v, want refused", err)
+	}
+	open := Guard{Internal: func(netip.Addr) bool { return false }}
+	c, err := open.transport(&http.Transport{}).DialContext(context.Background(), "tcp", net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		t.Fatalf("dial allowed by the guard: %v", err)
+	}
+	_ = c.Close()
+}
+
+// TestClientRefusesInternalURLs: a URL or a redirect naming an internal
+// host is refused before any connection, and https never redirects to
+// http.
+func TestClientRefusesInternalURLs(t *testing.T) {
+	var hits int
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits++ }))
+	defer target.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	// 127.0.0.1 counts as public here, so the test's servers are reachable.
+	g := Guard{Internal: func(ip netip.Addr) bool { return !ip.IsLoopback() && InternalAddr(ip) }}
+	c := g.Client(nil)
+	if resp, err := c.Get(target.URL); err != nil || hits != 1 {
+		t.Fatalf("public URL: %v, %d hits", err, hits)
+	} else {
+		_ = resp.Body.Close()
+	}
+	if _, err := c.Get("http://10.0.0.1:1/"); !errors.Is(err, ErrInternal) {
+		t.Fatalf("internal URL: %v", err)
+	}
+	if _, err := c.Post(redirect.URL, "application/json", nil); !errors.Is(err, ErrInternal) {
+		t.Fatalf("redirect inside: %v", err)
+	}
+	if (Guard{}).Inside(context.Background(), target.URL) != true {
+		t.Fatal("a loopback URL is not inside")
+	}
+}

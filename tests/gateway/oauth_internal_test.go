@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/netguard"
+	"github.com/mcpbus/mcpbus/libs/oauthtest"
+	"github.com/mcpbus/mcpbus/libs/testmcp"
+	"github.com/mcpbus/mcpbus/services/gateway/gateway"
+	"github.com/mcpbus/mcpbus/services/gateway/oauthflow"
+)
+
+// TestOAuthEndpointsOfAPublicServerStayOutside: the metadata of a server
+// outside the operator's network cannot aim the gateway's registration or
+// token request (POSTs it sends on the server's word) at the host or its
+// network, directly or by a redirect. The test calls 127.0.0.2 internal
+// and 127.0.0.1, where the servers listen, public.
+func TestOAuthEndpointsOfAPublicServerStayOutside(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no second loopback address: %v", err)
+	}
+	var reached atomic.Int32
+	inner := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reached.Add(1)
+		http.Error(w, "an internal service", http.StatusTeapot)
+	}))
+	_ = inner.Listener.Close()
+	inner.Listener = ln
+	inner.Start()
+	t.Cleanup(inner.Close)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, inner.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirect.Close)
+
+	guard := netguard.Guard{Internal: func(ip netip.Addr) bool { return ip == netip.MustParseAddr("127.0.0.2") }}
+	e := startWith(t, nil, gateway.Options{RemoteOAuth: oauthflow.Options{Timeout: 10 * time.Second, Guard: guard}})
+
+	for _, c := range []struct {
+		name string
+		meta func(*oauthex.AuthServerMeta)
+	}{
+		{"registration inside", func(m *oauthex.AuthServerMeta) { m.RegistrationEndpoint = inner.URL + "/register" }},
+		{"registration redirected inside", func(m *oauthex.AuthServerMeta) { m.RegistrationEndpoint = redirect.URL + "/register" }},
+		{"token inside", func(m *oauthex.AuthServerMeta) { m.TokenEndpoint = inner.URL + "/token" }},
+		{"token redirected inside", func(m *oauthex.AuthServerMeta) { m.TokenEndpoint = redirect.URL + "/token" }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			as := oauthtest.Start(t, oauthtest.Options{Meta: c.meta})
+			slug := strings.ReplaceAll(c.name, " ", "-")
+			if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: remoteConfig(slug, testmcp.ServeProtected(t, slug, as))}); r.status != http.StatusCreated {
+				t.Fatalf("create: %d %s", r.status, r.body)
+			}
+			before := reached.Load()
+			r := e.do("POST", "/api/v1/servers/"+slug+"/auth", nil)
+			if r.status == http.StatusOK {
+				// Registered outside: the token exchange comes after the
+				// user's approval, and must fail then.
+				var out model.OAuthStartReply
+				r.decode(t, &out)
+				if code, page := browse(t, out.AuthorizationURL); code != http.StatusBadRequest || !strings.Contains(page, model.MsgAuthorizeFailed) {
+					t.Fatalf("callback page: %d %q", code, page)
+				}
+			} else if r.contract(t).Code != apierr.Unauthorized {
+				t.Fatalf("start: %d %s", r.status, r.body)
+			}
+			if n := reached.Load() - before; n != 0 {
+				t.Fatalf("the internal address got %d requests", n)
+			}
+		})
+	}
+}
