@@ -3,6 +3,8 @@ package audit
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -439,5 +441,66 @@ func BenchmarkVerifyRecord(b *testing.B) {
 	v := NewVerifier(Keys{pub: {Role: "runner"}}, VerifyOptions{})
 	for b.Loop() {
 		v.Add(Entry{StreamSeq: 1, Subject: prefix + ".audit." + r.Chain, Data: data})
+	}
+}
+
+// TestLargeEventsKeepTheChainGoing: an event too large for one message (a
+// tool_changed event quotes two definitions of up to a catalog each) is
+// kept as its digest with its small fields, and a large event never pushes
+// a record past the bus's max_payload: the chain goes on, in order, where
+// the writer retried the same refused record forever before.
+func TestLargeEventsKeepTheChainGoing(t *testing.T) {
+	nc, js := bed(t)
+	kp, pub := newKey(t)
+	w := writer(t, nc, "runner", kp)
+	limit := int(nc.MaxPayload())
+	field := func(c string, n int) string { return strings.Repeat(c, n) }
+	huge := []byte(`{"server":"evil","tool":"t","pinned":"` + field("a", limit/2+1) + `","pending":"` + field("b", limit/2+1) + `"}`)
+	mid := []byte(`{"server":"s","x":"` + field("m", maxBatchBytes-1000) + `"}`)
+	big := []byte(`{"server":"s","x":"` + field("z", limit-recordHeadroom-1000) + `"}`)
+	w.Append(prefix+".events.tool_changed.evil", huge)
+	w.Append(prefix+".events.tool_changed.s", mid)
+	w.Append(prefix+".events.tool_changed.s", big)
+	for i := range 5 {
+		w.Append(prefix+".events.call.echo", event(i))
+	}
+	w.Close(30 * time.Second)
+	rep, entries := read(t, js, Keys{pub: {Name: "runner", Role: "runner"}}, From{})
+	if !rep.OK() || rep.Events != 8 {
+		t.Fatalf("report: %d events in %d records, problems %v", rep.Events, rep.Records, first(rep.Problems, 3))
+	}
+	var events []Event
+	for _, e := range entries {
+		if len(e.Data) > limit {
+			t.Fatalf("a record of %d bytes, over max_payload %d", len(e.Data), limit)
+		}
+		var r Record
+		if err := json.Unmarshal(e.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, r.Events...)
+	}
+	var stand struct {
+		Server, Tool string
+		Pinned       *string
+		Oversized    struct {
+			Bytes  int
+			SHA256 string
+		} `json:"audit_oversized"`
+	}
+	if err := json.Unmarshal(events[0].Event, &stand); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(huge)
+	if stand.Server != "evil" || stand.Tool != "t" || stand.Pinned != nil || stand.Oversized.Bytes != len(huge) || stand.Oversized.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("the oversized event's stand-in: %s", events[0].Event)
+	}
+	if !bytes.Equal(events[1].Event, mid) || !bytes.Equal(events[2].Event, big) {
+		t.Fatal("the large events that fit a message were not kept whole, in order")
+	}
+	for i, e := range events[3:] {
+		if !bytes.Equal(e.Event, event(i)) {
+			t.Fatalf("event %d: %s", i, e.Event)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package audit
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -153,7 +155,8 @@ func (w *Writer) Close(timeout time.Duration) {
 }
 
 // A record holds at most maxBatch events and about maxBatchBytes of them
-// (NATS's default max_payload is 1 MiB).
+// (NATS's default max_payload is 1 MiB), or one event of up to the bus's
+// max_payload.
 const (
 	maxBatch      = 256
 	maxBatchBytes = 256 << 10
@@ -165,16 +168,22 @@ const DefaultLinger = 5 * time.Millisecond
 func (w *Writer) run(ctx context.Context) {
 	defer close(w.done)
 	var linger *time.Timer // one, reused
+	var carry []Event      // an event that did not fit the last record: the next one's first
 	for {
-		it, ok := w.q.pop()
-		if !ok {
-			select {
-			case <-w.q.ready:
-				continue
-			case <-w.closing:
-				if it, ok = w.q.pop(); !ok { // what was queued before Close is written first
-					return
+		if len(carry) == 0 {
+			it, ok := w.q.pop()
+			if !ok {
+				select {
+				case <-w.q.ready:
+					continue
+				case <-w.closing:
+					if it, ok = w.q.pop(); !ok { // what was queued before Close is written first
+						return
+					}
 				}
+			}
+			if carry = w.event(nil, it); len(carry) == 0 {
+				continue
 			}
 		}
 		if w.opts.Linger > 0 && w.q.waiting() < maxBatch {
@@ -190,35 +199,66 @@ func (w *Writer) run(ctx context.Context) {
 			}
 		}
 		// What queued up while the last record was stored goes into one
-		// record: one signature and one round trip for all of it.
-		batch := w.event(nil, it)
-		size := len(it.event)
-		for len(batch) < maxBatch && size < maxBatchBytes {
-			if it, ok = w.q.pop(); !ok {
+		// record: one signature and one round trip for all of it, within
+		// maxBatchBytes (an event that would pass it opens the next record).
+		batch, size := carry, entrySize(carry[0])
+		carry = nil
+		limit := min(maxBatchBytes, int(w.nc.MaxPayload()-recordHeadroom))
+		for len(batch) < maxBatch {
+			it, ok := w.q.pop()
+			if !ok {
 				break
 			}
-			batch, size = w.event(batch, it), size+len(it.event)
-		}
-		if len(batch) == 0 {
-			continue
-		}
-		for attempt := 0; ; attempt++ {
-			err := w.WriteEvents(ctx, batch)
-			if err == nil || ctx.Err() != nil {
+			next := w.event(nil, it)
+			if len(next) == 0 {
+				continue
+			}
+			if size+entrySize(next[0]) > limit {
+				carry = next
 				break
 			}
-			if attempt == 0 || attempt%30 == 0 {
-				w.log.Warn("audit write failed; retrying", "error", err, "attempt", attempt+1)
+			batch, size = append(batch, next[0]), size+entrySize(next[0])
+		}
+		w.store(ctx, batch)
+	}
+}
+
+// store writes batch as one record, retrying until it is stored or the
+// writer stops: the chain keeps its events in order, so nothing after them
+// is written before. A record the bus refuses for its size is split, and a
+// lone event too large for it stands in by its digest (oversized).
+func (w *Writer) store(ctx context.Context, batch []Event) {
+	for attempt := 0; ; attempt++ {
+		err := w.WriteEvents(ctx, batch)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, nats.ErrMaxPayload) {
+			if len(batch) > 1 {
+				w.store(ctx, batch[:len(batch)/2])
+				w.store(ctx, batch[len(batch)/2:])
+				return
 			}
-			select { // retry the same events: the chain keeps them in order
-			case <-ctx.Done():
-			case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second)):
+			if o := oversized(batch[0], 0); !bytes.Equal(o.Event, batch[0].Event) {
+				batch = []Event{o}
+				continue
 			}
+		}
+		if attempt == 0 || attempt%30 == 0 {
+			w.log.Warn("audit write failed; retrying", "error", err, "attempt", attempt+1)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second)):
 		}
 	}
 }
 
-// event appends it to batch, compacted; an event that is not JSON is
+// entrySize is about what e adds to a record's JSON.
+func entrySize(e Event) int { return len(e.Subject) + len(e.Event) + 32 }
+
+// event appends it to batch, compacted, or in its stead its digest when it
+// could not fit one record (oversized); an event that is not JSON is
 // dropped and logged.
 func (w *Writer) event(batch []Event, it item) []Event {
 	var compact bytes.Buffer
@@ -226,7 +266,43 @@ func (w *Writer) event(batch []Event, it item) []Event {
 		w.log.Error("audit: an event that is not JSON was dropped", "subject", it.subject)
 		return batch
 	}
-	return append(batch, Event{Subject: it.subject, Event: compact.Bytes()})
+	e := Event{Subject: it.subject, Event: compact.Bytes()}
+	if limit := w.nc.MaxPayload() - recordHeadroom; int64(entrySize(e)) > limit {
+		e = oversized(e, limit)
+		w.log.Warn("audit: an event too large for one record is kept as its digest", "subject", it.subject, "bytes", compact.Len())
+	}
+	return append(batch, e)
+}
+
+// recordHeadroom is what a record needs besides its events' entries: its
+// other fields and the message's headers.
+const recordHeadroom = 16 << 10
+
+// fieldKept is the largest top-level field an oversized event keeps.
+const fieldKept = 1 << 10
+
+// oversized stands in for e, an event too large for one record (a
+// tool_changed event quotes two tool definitions, each up to a catalog's
+// size): its top-level fields of up to fieldKept bytes (what names the
+// server, the tool, the principal) and, under "audit_oversized", the
+// original's size and SHA-256, so that a copy kept elsewhere can be
+// matched to it. limit ≤ 0: keep no field.
+func oversized(e Event, limit int64) Event {
+	sum := sha256.Sum256(e.Event)
+	kept := map[string]json.RawMessage{}
+	var fields map[string]json.RawMessage
+	if limit > 0 && json.Unmarshal(e.Event, &fields) == nil {
+		size := int64(0)
+		for k, v := range fields {
+			if len(v) <= fieldKept && size+int64(len(k)+len(v)) < limit/2 {
+				kept[k], size = v, size+int64(len(k)+len(v)+4)
+			}
+		}
+	}
+	note, _ := json.Marshal(map[string]any{"bytes": len(e.Event), "sha256": hex.EncodeToString(sum[:])})
+	kept["audit_oversized"] = note
+	out, _ := json.Marshal(kept)
+	return Event{Subject: e.Subject, Event: out}
 }
 
 // Write appends one event at once and returns when it is stored (tests

@@ -397,6 +397,9 @@ func listTools(ctx context.Context, sess *mcp.ClientSession, maxBytes int) (map[
 				continue
 			}
 			b, _ := json.Marshal(t)
+			if len(b) > maxBytes/2 { // a pin under review (and its tool_changed event) holds two definitions in one message
+				return nil, apierr.Newf(apierr.Validation, "the server's tool %q is %d KiB: mcpbus takes tools of at most %d KiB", t.Name, len(b)>>10, maxBytes>>11)
+			}
 			if size += len(b) + 2*len(t.Name) + catalogEntryOverhead; size > maxBytes || len(tools) >= maxTools {
 				return nil, apierr.Newf(apierr.Validation, "the server lists more tools than mcpbus takes (at most %d tools, and a catalog of at most %d KiB: one bus message)", maxTools, maxBytes>>10)
 			}

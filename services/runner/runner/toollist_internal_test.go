@@ -43,6 +43,7 @@ func TestToolListBounded(t *testing.T) {
 		{"empty pages", 0, 0, "past 1000 pages"},
 		{"many tools", 1000, 10, "at most 5000 tools"},
 		{"large tools", 10, 1 << 20, "a catalog of at most 8188 KiB"},
+		{"one tool over half a message", 1, 5 << 20, "tools of at most 4094 KiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url := endlessTools(t, tc.perPage, tc.descLen)
