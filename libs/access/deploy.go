@@ -24,11 +24,16 @@ import (
 //	<dir>/nats/routes.conf   the cluster's route credentials and routes, for
 //	                         the cluster block to include (0600), with --routes
 //	<dir>/nats/route.password  the route password, made once (0600)
+//	<dir>/{gateway,operator}/audit-keys.env  every identity's public key
+//	                         (KeysEnv), for those who verify the audit
+//	                         chains: the gateway's endpoint, the operator's
+//	                         CLI (0644)
 const (
 	NATSDir           = "nats"
 	AuthConfFile      = "auth.conf"
 	RoutesConfFile    = "routes.conf"
 	RoutePasswordFile = "route.password"
+	AuditKeysFile     = "audit-keys.env"
 	// RouteUser is the user cluster nodes authenticate their routes with.
 	RouteUser = "mcpbus-route"
 )
@@ -83,6 +88,11 @@ func ProvisionDeployment(dir, prefix string, routes []string, runners int) ([]Id
 	if err := writeAtomic(filepath.Join(natsDir, AuthConfFile), []byte(auth), 0o644); err != nil {
 		return nil, err
 	}
+	for _, role := range []Role{Gateway, Operator} {
+		if err := writeAtomic(filepath.Join(RoleDir(dir, role), AuditKeysFile), []byte(KeysEnv(ids)), 0o644); err != nil {
+			return nil, err
+		}
+	}
 	if len(routes) > 0 {
 		conf, err := renderRoutes(natsDir, routes)
 		if err != nil {
@@ -93,6 +103,18 @@ func ProvisionDeployment(dir, prefix string, routes []string, runners int) ([]Id
 		}
 	}
 	return ids, nil
+}
+
+// KeysEnv is ids' public keys as `mcpbus identities` prints them, one
+// MCPBUS_<NAME>_NKEY=<key> line each (runner-1 as MCPBUS_RUNNER_1_NKEY):
+// the environment nats-server's auth.conf reads, and the keys the audit
+// verifiers trust.
+func KeysEnv(ids []Identity) string {
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "MCPBUS_%s_NKEY=%s\n", strings.ToUpper(strings.ReplaceAll(id.Name, "-", "_")), id.Public)
+	}
+	return b.String()
 }
 
 // renderRoutes renders the body of a cluster block's include: the route

@@ -56,6 +56,18 @@ func TestProvisionDeployment(t *testing.T) {
 		if id.Role == Runner { // one identity per runner instance
 			want = []string{"runner-1.nk", "runner-2.nk", "runner-3.nk"}
 		}
+		if id.Role == Gateway || id.Role == Operator { // those who verify the audit chains
+			want = []string{AuditKeysFile, string(id.Role) + SeedExt}
+			keys, err := os.ReadFile(filepath.Join(rd, AuditKeysFile))
+			if err != nil || string(keys) != KeysEnv(first) || mode(filepath.Join(rd, AuditKeysFile)) != 0o644 {
+				t.Errorf("%s/%s: %q, %v", rd, AuditKeysFile, keys, err)
+			}
+			for _, other := range first {
+				if !strings.Contains(string(keys), "="+other.Public+"\n") {
+					t.Errorf("%s/%s lacks %s's key", rd, AuditKeysFile, other.Name)
+				}
+			}
+		}
 		if !slices.Equal(names, want) {
 			t.Errorf("%s holds %v, want only %v", rd, names, want)
 		}

@@ -270,6 +270,20 @@ func checkMounts(t *testing.T, p *types.Project) {
 			t.Errorf("%s: MCPBUS_NATS_NKEY %q, want %s in its identity mount", name, seed, want)
 		}
 	}
+	// The gateway (the Audit page) and the cli (audit verify) trust the
+	// public keys the identities job writes beside their seeds.
+	for _, name := range []string{"gateway", "cli"} {
+		s := service(t, p, name)
+		var target string
+		for _, m := range s.Volumes {
+			if m.Source == identitiesVol {
+				target = m.Target
+			}
+		}
+		if got := env(s)["MCPBUS_AUDIT_KEYS"]; target == "" || got != target+"/"+access.AuditKeysFile {
+			t.Errorf("%s: MCPBUS_AUDIT_KEYS %q, want %s/%s in its identity mount", name, got, target, access.AuditKeysFile)
+		}
+	}
 	s := service(t, p, "credential")
 	var approleTarget string
 	for _, m := range s.Volumes {

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -29,8 +30,8 @@ func (a *API) searchTools(w http.ResponseWriter, r *http.Request) {
 	in := model.ToolsSearchRequest{Query: r.URL.Query().Get("q")}
 	if l := r.URL.Query().Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n == 0 {
-			writeError(w, apierr.Invalid("limit", "limit must be a number between 1 and 100"))
+		if err != nil || n < 1 || n > model.ToolsSearchMaxLimit { // 0, the bus's "default", is no value here
+			writeError(w, apierr.Invalid("limit", fmt.Sprintf("limit must be a number between 1 and %d", model.ToolsSearchMaxLimit)))
 			return
 		}
 		in.Limit = n

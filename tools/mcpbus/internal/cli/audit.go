@@ -45,8 +45,12 @@ type auditSource struct {
 
 func (s *auditSource) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.from, "from", "", "start at this stream sequence (a number) or time (RFC 3339); a chain's first record read is then its anchor")
-	cmd.Flags().StringVar(&s.keys, "keys", "", "the writers' public keys, as mcpbus identities prints them (default: the seeds of a local mcpbus up)")
+	cmd.Flags().StringVar(&s.keys, "keys", "", "the writers' public keys, as mcpbus identities prints them (env MCPBUS_AUDIT_KEYS; default: the seeds of a local mcpbus up)")
 }
+
+// keyFile is --keys, else MCPBUS_AUDIT_KEYS (the gateway's variable for
+// the same file; compose sets it for the cli service).
+func (s *auditSource) keyFile() string { return cmp.Or(s.keys, os.Getenv("MCPBUS_AUDIT_KEYS")) }
 
 func (s *auditSource) start() (audit.From, error) {
 	if s.from == "" {
@@ -72,8 +76,8 @@ func roleNames() []string {
 
 // trustedKeys are the writers' public keys: --keys, else the local seeds.
 func (s *auditSource) trustedKeys() (audit.Keys, error) {
-	if s.keys != "" {
-		f, err := os.Open(s.keys)
+	if file := s.keyFile(); file != "" {
+		f, err := os.Open(file)
 		if err != nil {
 			return nil, apierr.Wrap(apierr.Validation, "--keys", err).WithField("keys")
 		}
@@ -147,7 +151,7 @@ missing, reordered, bad signature or unknown key. Exit status 1 when a link is b
 				if err != nil {
 					return apierr.Wrap(apierr.Validation, "--bundle", err).WithField("bundle")
 				}
-				if src.keys != "" { // keys held apart from the bundle, which could swap its own
+				if src.keyFile() != "" { // keys held apart from the bundle, which could swap its own
 					if b.Keys, err = src.trustedKeys(); err != nil {
 						return err
 					}

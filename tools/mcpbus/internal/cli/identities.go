@@ -64,11 +64,7 @@ node requires of the others, and the routes carrying it.`,
 					ids = append(ids, id)
 				}
 			}
-			for _, id := range ids {
-				// Runner instances (runner-1 …) print as MCPBUS_RUNNER_1_NKEY.
-				name := strings.ToUpper(strings.ReplaceAll(id.Name, "-", "_"))
-				fmt.Fprintf(g.stdout, "MCPBUS_%s_NKEY=%s\n", name, id.Public)
-			}
+			fmt.Fprint(g.stdout, access.KeysEnv(ids))
 			if perRole {
 				files := []string{access.AuthConfFile}
 				if len(routes) > 0 {
