@@ -141,7 +141,11 @@ func (s *Store) Take(ctx context.Context, h model.HeldCall) (model.HeldCall, err
 func (s *Store) expired(h model.HeldCall) model.HeldCall {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if cur, rev, err := s.get(ctx, h.ID); err == nil {
+	for range 3 {
+		cur, rev, err := s.get(ctx, h.ID)
+		if err != nil {
+			break
+		}
 		if cur.Decision != model.HeldPending && cur.Decision != "" {
 			// A decision won the race with the timeout: it stands.
 			if cur.Decision == model.HeldApproved && s.release(ctx, cur, rev) != nil {
@@ -149,7 +153,15 @@ func (s *Store) expired(h model.HeldCall) model.HeldCall {
 			}
 			return cur
 		}
-		_ = s.consume(ctx, cur, rev)
+		if s.beforeExpire != nil {
+			s.beforeExpire()
+		}
+		if s.consume(ctx, cur, rev) == nil {
+			break
+		}
+		// The record moved since it was read: a decision landed meanwhile
+		// (denying the call then would leave an approval for the next
+		// identical one, and tell its approver it was used). Read again.
 	}
 	h.Decision, h.DecidedAt = model.HeldDenied, s.now().UTC()
 	h.Reason = fmt.Sprintf("nobody approved the call by %s, so it was denied", h.ExpiresAt.Format(time.RFC3339))

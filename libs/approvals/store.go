@@ -81,6 +81,9 @@ type Store struct {
 	// leaveForBus: Options.LeaveForBus.
 	leaveForBus bool
 	quotas      holdQuotas
+	// beforeExpire runs between a timed-out call's read and its removal
+	// (tests race a decision there).
+	beforeExpire func()
 }
 
 // Open creates (or opens) both buckets and follows the rules until ctx ends.
