@@ -115,7 +115,11 @@ func (a *Aggregator) serveRetry(ctx context.Context, m *nats.Msg) {
 			_ = m.RespondMsg(bus.ErrorMsg(apierr.Wrap(apierr.Internal, "encoding the answer", merr)))
 			return
 		}
-		_ = m.Respond(data)
+		if err := m.Respond(data); err != nil {
+			// Too large for the bus once wrapped (a result near max_payload):
+			// say so rather than leave the asking instance to time out.
+			_ = m.RespondMsg(bus.ErrorMsg(apierr.Wrap(apierr.Internal, "the held call's answer could not be passed back over the bus: "+err.Error(), err)))
+		}
 	}
 	var fr forwardedRetry
 	if err := json.Unmarshal(m.Data, &fr); err != nil || fr.Owner == "" {
