@@ -27,8 +27,8 @@ type nopCloser struct{ io.Writer }
 func (nopCloser) Close() error { return nil }
 
 // Serve serves the aggregate to one client over any go-sdk transport (a
-// request before initialize gets -32600, see initGate); in search mode
-// when p's ToolsMode is search.
+// request before initialize, or a second initialize, gets -32600, see
+// initGate); in search mode when p's ToolsMode is search.
 func (a *Aggregator) Serve(ctx context.Context, p *auth.Principal, t mcp.Transport) error {
 	if p == nil {
 		p = auth.Anonymous()

@@ -189,3 +189,37 @@ func TestStdioBadLinesKeepTheSession(t *testing.T) {
 		t.Fatal("Serve did not return after the client hung up")
 	}
 }
+
+// Over stdio as on /mcp: a second initialize is -32600 (go-sdk says code 0),
+// logging/setLevel -32601 (no logging capability: the gateway relays no
+// server's log messages), a list cursor the gateway did not issue -32602.
+func TestStdioRefusals(t *testing.T) {
+	e := start(t, mcpserver.Options{}, nil)
+	p := serveLines(t, e)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	a := p.ask(init)
+	var res struct {
+		Capabilities map[string]json.RawMessage `json:"capabilities"`
+	}
+	if a.code() != 0 || json.Unmarshal(a.Result, &res) != nil {
+		t.Fatalf("initialize: code %d", a.code())
+	}
+	if _, ok := res.Capabilities["logging"]; ok {
+		t.Fatalf("the gateway declares logging: %s", a.Result)
+	}
+	p.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for _, c := range []struct {
+		line string
+		code int64
+	}{
+		{init, -32600},
+		{`{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`, -32601},
+		{`{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"loud"}}`, -32601},
+		{`{"jsonrpc":"2.0","id":4,"method":"resources/list","params":{"cursor":"bogus"}}`, -32602},
+		{`{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{}}`, 0},
+	} {
+		if a := p.ask(c.line); a.code() != c.code {
+			t.Errorf("%s: code %d (%+v), want %d", c.line, a.code(), a.Error, c.code)
+		}
+	}
+}
