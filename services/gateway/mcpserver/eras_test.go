@@ -371,3 +371,58 @@ func TestSessionProposingANewerVersion(t *testing.T) {
 		}
 	}
 }
+
+// On a session, a well-formed request the gateway does not serve is a
+// JSON-RPC error in a 200 answer (HTTP 400 is a transport error to clients:
+// the TypeScript SDK's StreamableHTTPError, not McpError): -32601 for a
+// method it does not serve (logging/setLevel among them: no logging
+// capability, no server's log messages relayed), -32602 for a list cursor it
+// did not issue. A second initialize is HTTP 400 with -32600, not go-sdk's
+// code 0, as a request before initialize is.
+func TestSessionRefusals(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	c := connect(t, e.url, "", nil)
+	if caps, _ := json.Marshal(c.InitializeResult().Capabilities); strings.Contains(string(caps), `"logging"`) {
+		t.Fatalf("the gateway declares logging: %s", caps)
+	}
+	sid := c.ID()
+	for i, m := range []string{"foo/bar", "roots/list", "sampling/createMessage", "elicitation/create", "logging/setLevel"} {
+		r := raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, i+1, m))
+		if r.status != http.StatusOK || r.rpcCode(t) != jsonrpc.CodeMethodNotFound || !strings.Contains(r.message(t), fmt.Sprintf(`"id":%d`, i+1)) {
+			t.Errorf("%s on a session: %d %s", m, r.status, r.body)
+		}
+	}
+	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":6,"method":"logging/setLevel","params":{"level":"loud"}}`); r.status != http.StatusOK || r.rpcCode(t) != jsonrpc.CodeMethodNotFound {
+		t.Errorf("logging/setLevel loud: %d %s", r.status, r.body)
+	}
+	for _, m := range []string{"tools/list", "resources/list", "resources/templates/list", "prompts/list"} {
+		if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":7,"method":"`+m+`","params":{"cursor":"bogus"}}`); r.status != http.StatusOK || r.rpcCode(t) != jsonrpc.CodeInvalidParams {
+			t.Errorf("%s with a cursor the gateway did not issue: %d %s", m, r.status, r.body)
+		}
+		if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":8,"method":"`+m+`","params":{}}`); r.status != http.StatusOK || r.rpcCode(t) != 0 {
+			t.Errorf("%s: %d %s", m, r.status, r.body)
+		}
+	}
+	init := `{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	if r := raw(t, e.url, "", sid, init); r.status != http.StatusBadRequest || r.rpcCode(t) != jsonrpc.CodeInvalidRequest {
+		t.Errorf("initialize again on the session: %d %s", r.status, r.body)
+	}
+	// Without a session an unknown method is a request before initialize;
+	// with a session of another key, a session not found.
+	if r := raw(t, e.url, "", "", `{"jsonrpc":"2.0","id":10,"method":"foo/bar"}`); r.status != http.StatusBadRequest || r.rpcCode(t) != jsonrpc.CodeInvalidRequest {
+		t.Errorf("foo/bar without a session: %d %s", r.status, r.body)
+	}
+	if r := raw(t, e.url, "", "nosuch", `{"jsonrpc":"2.0","id":11,"method":"foo/bar"}`); r.status != http.StatusNotFound {
+		t.Errorf("foo/bar on an unknown session: %d %s", r.status, r.body)
+	}
+	// The session still works.
+	if _, err := c.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// An older client of a --stateless gateway.
+	sl := start(t, mcpserver.Options{NoAuth: true, Stateless: true}, nil)
+	if r := raw(t, sl.url, "", "", `{"jsonrpc":"2.0","id":1,"method":"foo/bar"}`); r.status != http.StatusOK || r.rpcCode(t) != jsonrpc.CodeMethodNotFound {
+		t.Errorf("foo/bar of an older client, --stateless: %d %s", r.status, r.body)
+	}
+}

@@ -139,10 +139,19 @@ func (a *Aggregator) features(v *view) mcp.Middleware {
 }
 
 func (a *Aggregator) feature(ctx context.Context, v *view, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
+	if method == "logging/setLevel" { // over stdio; /mcp answers it before go-sdk (methodNotFound)
+		return nil, methodNotFound(method)
+	}
 	switch p := req.GetParams().(type) {
 	case *mcp.ListResourcesParams:
+		if p != nil && p.Cursor != "" {
+			return nil, foreignCursor(method)
+		}
 		return a.listResources(ctx, v)
 	case *mcp.ListResourceTemplatesParams:
+		if p != nil && p.Cursor != "" {
+			return nil, foreignCursor(method)
+		}
 		return a.listTemplates(ctx, v)
 	case *mcp.ReadResourceParams:
 		if p == nil {
@@ -150,6 +159,9 @@ func (a *Aggregator) feature(ctx context.Context, v *view, next mcp.MethodHandle
 		}
 		return a.readResource(ctx, v, p)
 	case *mcp.ListPromptsParams:
+		if p != nil && p.Cursor != "" {
+			return nil, foreignCursor(method)
+		}
 		return a.listPrompts(ctx, v)
 	case *mcp.GetPromptParams:
 		if p == nil {
@@ -158,6 +170,14 @@ func (a *Aggregator) feature(ctx context.Context, v *view, next mcp.MethodHandle
 		return a.getPrompt(ctx, v, p)
 	}
 	return next(ctx, method, req)
+}
+
+// foreignCursor refuses a cursor in the request of a resource, template or
+// prompt list: the gateway answers those in one page and issues no cursor,
+// so any cursor is one it did not issue, -32602 as go-sdk answers a bad
+// tools/list cursor.
+func foreignCursor(method string) error {
+	return rpcError(jsonrpc.CodeInvalidParams, apierr.Invalid("cursor", method+" returns every item in one page: the gateway issued no cursor"))
 }
 
 // maxPages bounds how many pages of one server's list are followed.

@@ -65,6 +65,12 @@ func (a *Aggregator) Handler() http.Handler {
 // session, the POST is the whole request), or any request with --stateless:
 // go-sdk's stateless handler, after the call fast path.
 func (a *Aggregator) serveModern(w http.ResponseWriter, r *http.Request, v *view, msg jsonrpc.Message) {
+	if req := unknownMethod(r, msg); req != nil && !modernRequest(r, msg) {
+		// An older client on a --stateless gateway: go-sdk would refuse it
+		// in plain text.
+		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: methodNotFound(req.Method)})
+		return
+	}
 	if msg != nil && a.taskPath(w, r, v, nil, modernRequest(r, msg), msg) {
 		return
 	}
@@ -102,6 +108,20 @@ func (a *Aggregator) serveSession(w http.ResponseWriter, r *http.Request, v *vie
 		return
 	}
 	req, _ := msg.(*jsonrpc.Request)
+	if ls != nil && req != nil && req.IsCall() && req.Method == "initialize" {
+		// go-sdk would answer error code 0 ("duplicate initialize").
+		writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "Bad Request: initialize on a session that is initialized already: send initialize without Mcp-Session-Id to open another"})
+		return
+	}
+	if ls != nil && unknownMethod(r, msg) != nil {
+		// A well-formed request for a method the gateway does not serve: a
+		// JSON-RPC error in a 200 answer, as for any other failed request
+		// (HTTP 400 would be a transport error to clients). Without a live
+		// session, the checks above and go-sdk's 404 come first.
+		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: methodNotFound(req.Method)})
+		return
+	}
 	if ls != nil && req != nil && req.Method == "notifications/cancelled" {
 		a.cancelFast(ls, req) // go-sdk still gets it (and answers 202)
 	}
@@ -139,22 +159,43 @@ func (a *Aggregator) getServer(r *http.Request) *mcp.Server {
 	return nil
 }
 
-// serverMethods are the requests an MCP server receives (go-sdk v1.8.0).
+// serverMethods are the requests an MCP server receives (go-sdk v1.8.0),
+// less logging/setLevel: the gateway relays no server's log messages, so it
+// declares no logging capability and has no level to set (methodNotFound).
 var serverMethods = map[string]bool{
 	"initialize": true, "ping": true, "server/discover": true, "subscriptions/listen": true,
 	"tools/list": true, "tools/call": true, "prompts/list": true, "prompts/get": true,
 	"resources/list": true, "resources/templates/list": true, "resources/read": true,
 	"resources/subscribe": true, "resources/unsubscribe": true,
-	"completion/complete": true, "logging/setLevel": true,
+	"completion/complete": true,
 }
 
-// precheck answers the bad POSTs that go-sdk refuses in plain text with the
-// JSON-RPC error of the spec instead, still with HTTP 400 (Streamable HTTP
-// lets the body of a refused POST be a JSON-RPC error): a body that is not
-// JSON (-32700, no id) and a request for a method no MCP server has (-32601).
-// Requests of protocol 2026-07-28 get -32601 from go-sdk itself (with HTTP
-// 404, as SEP-2575 says); bodies over its size limit are left for it to
-// refuse.
+// unknownMethod is msg when it is a request of the initialize era (by its
+// MCP-Protocol-Version header) for a method the gateway does not serve, which
+// go-sdk would refuse in plain text with HTTP 400. Requests of protocol
+// 2026-07-28 get -32601 from go-sdk itself, with HTTP 404 as SEP-2575 says.
+func unknownMethod(r *http.Request, msg jsonrpc.Message) *jsonrpc.Request {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.IsCall() || serverMethods[req.Method] || taskMethods[req.Method] || r.Header.Get("Mcp-Protocol-Version") >= modernVersion {
+		return nil
+	}
+	return req
+}
+
+// methodNotFound is the error for a request of a method the gateway does
+// not serve, on every transport.
+func methodNotFound(method string) *jsonrpc.Error {
+	msg := fmt.Sprintf("Method not found: %q", method)
+	if method == "logging/setLevel" {
+		msg += ": the gateway relays no server's log messages (it has no logging capability)"
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: msg}
+}
+
+// precheck answers a body that is not JSON, which go-sdk refuses in plain
+// text, with the JSON-RPC error of the spec instead (-32700, no id), still
+// with HTTP 400 (Streamable HTTP lets the body of a refused POST be a
+// JSON-RPC error); bodies over its size limit are left for it to refuse.
 //
 // It returns the decoded message (nil when the body is not one JSON-RPC
 // message) for the choice of protocol and the call fast path, with the body
@@ -183,11 +224,6 @@ func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
 	msg, err := decodeMessage(body)
 	if err != nil {
 		return nil, !notJSON()
-	}
-	modern := r.Header.Get("Mcp-Protocol-Version") >= modernVersion
-	if req, ok := msg.(*jsonrpc.Request); ok && !modern && req.IsCall() && !serverMethods[req.Method] && !taskMethods[req.Method] {
-		writeRPCError(w, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("Method not found: %q", req.Method)})
-		return nil, false
 	}
 	return msg, true
 }

@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -11,14 +13,22 @@ import (
 )
 
 // ServeStdio serves the aggregate to one client over stdin/stdout until the
-// client hangs up or ctx ends. A nil p sees everything (a local command).
+// client hangs up or ctx ends, a line that is not a JSON-RPC message
+// answered with its error (NewLineTransport). A nil p sees everything (a
+// local command).
 func (a *Aggregator) ServeStdio(ctx context.Context, p *auth.Principal) error {
-	return a.Serve(ctx, p, &mcp.StdioTransport{})
+	return a.Serve(ctx, p, NewLineTransport(os.Stdin, nopCloser{os.Stdout}))
 }
 
+// nopCloser leaves stdout open when the session ends, as go-sdk's
+// StdioTransport does.
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
 // Serve serves the aggregate to one client over any go-sdk transport (a
-// request before initialize gets -32600, see initGate); in search mode
-// when p's ToolsMode is search.
+// request before initialize, or a second initialize, gets -32600, see
+// initGate); in search mode when p's ToolsMode is search.
 func (a *Aggregator) Serve(ctx context.Context, p *auth.Principal, t mcp.Transport) error {
 	if p == nil {
 		p = auth.Anonymous()
