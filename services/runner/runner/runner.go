@@ -349,10 +349,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	r.assets = assets
 	// Status and catalogs ride out a leader election in the background while
-	// this runner still holds the server. Lease writes are retried too, but
-	// only within the lease they renew or take (renew.go, ownership.go).
-	r.statusW = newLatestWriter(assets.Status, r.holds, r.log)
-	r.toolsW = newLatestWriter(assets.Tools, r.holds, r.log)
+	// they are this runner's to write (mayWrite). Lease writes are retried
+	// too, but only within the lease they renew or take (renew.go, ownership.go).
+	r.statusW = newLatestWriter(assets.Status, r.mayWrite, r.log)
+	r.toolsW = newLatestWriter(assets.Tools, r.mayWrite, r.log)
 	if err := r.openTasks(ctx); err != nil {
 		return err
 	}
