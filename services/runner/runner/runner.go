@@ -263,7 +263,7 @@ type Runner struct {
 	tasks     *taskStore
 	approvals *approvals.Store // the approval rules and held calls (approvals.go)
 
-	running atomic.Int64 // servers with a live session
+	running atomic.Int64 // servers with a live session or starting (takeSlot)
 	metrics lifecycleMetrics
 
 	kickCh chan struct{} // asks for an ownership pass
