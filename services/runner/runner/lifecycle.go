@@ -60,7 +60,7 @@ func toolsFromCatalog(cat model.Catalog) map[string]*mcp.Tool {
 func (s *server) ensureRunning(ctx context.Context) error {
 	select {
 	case <-s.done:
-		return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
+		return s.gone()
 	default:
 	}
 	res := make(chan error, 1)
@@ -69,7 +69,7 @@ func (s *server) ensureRunning(ctx context.Context) error {
 	select {
 	case s.ops <- op:
 	case <-s.done:
-		return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
+		return s.gone()
 	case <-ctx.Done():
 		return apierr.Newf(apierr.Network, "server %s did not start before the call's deadline", s.slug)
 	}
@@ -77,6 +77,8 @@ func (s *server) ensureRunning(ctx context.Context) error {
 	case err := <-res:
 		s.lastStart.linkIfWaited(ctx, waited)
 		return err
+	case <-s.done: // closed with the start still queued: it never runs
+		return s.gone()
 	case <-ctx.Done():
 		return apierr.Newf(apierr.Network, "server %s did not start before the call's deadline", s.slug)
 	}

@@ -144,8 +144,16 @@ func newServer(r *Runner, cfg *model.McpConfig) *server {
 	return s
 }
 
+// loop runs the server's lifecycle operations until close's stop, the
+// last: done is checked first, so nothing queued behind it runs (a start
+// would spawn a child nobody stops).
 func (s *server) loop() {
 	for {
+		select {
+		case <-s.done:
+			return
+		default:
+		}
 		select {
 		case op := <-s.ops:
 			op()
@@ -161,14 +169,19 @@ func (s *server) do(op func() error) error {
 	select {
 	case s.ops <- func() { res <- op() }:
 	case <-s.done:
-		return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
+		return s.gone()
 	}
 	select {
 	case err := <-res:
 		return err
 	case <-s.done:
-		return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
+		return s.gone()
 	}
+}
+
+// gone is the error of a request to a server closed here.
+func (s *server) gone() *apierr.Error {
+	return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
 }
 
 // post queues op without waiting (used from go-sdk callbacks).
@@ -216,6 +229,9 @@ func (s *server) start(cause context.Context) (err error) {
 	s.mu.RUnlock()
 	if state == model.StateRunning {
 		return nil
+	}
+	if s.ctx.Err() != nil {
+		return s.gone() // queued before close's stop: the server is going away
 	}
 	if !cfg.Enabled {
 		return apierr.Newf(apierr.Conflict, "server %s is disabled", s.slug)
@@ -589,8 +605,9 @@ func (s *server) close(final string, keep bool) {
 		}
 		_ = s.svc.Stop()
 	}
-	_ = s.do(func() error { s.stop(final, keep); return nil })
-	close(s.done)
+	// The stop is the last operation: done closes on the server's
+	// goroutine, before it takes another.
+	_ = s.do(func() error { s.stop(final, keep); close(s.done); return nil })
 }
 
 func (s *server) setState(state string, e *apierr.Error) {
