@@ -126,6 +126,10 @@ func (s *server) live(token string) (liveSession, *mcp.Tool, *model.McpConfig, e
 			return none, nil, s.cfg, errIdle
 		case s.state == model.StateError && s.lastErr != nil && s.lastErr.Code == apierr.Unauthorized:
 			return none, nil, nil, s.lastErr // "Authentication failed. Check your API key."
+		case s.state == model.StateError && s.lastErr != nil && errors.Is(s.lastErr, errAtLimit):
+			// Refused at the runner's server limit: the call tries to
+			// start it again, there may be room now.
+			return none, nil, s.cfg, errIdle
 		case s.state == model.StateError && s.lastErr != nil && !s.retryAt.IsZero():
 			// A call that reached the runner before the gateway saw the
 			// crash: the same advice the gateway gives (restarts.Restarting).

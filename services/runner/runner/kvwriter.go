@@ -19,8 +19,9 @@ import (
 // a background retry (bus.Retry within retryWindow). Writes of one key are
 // kept in order: while a key has a write in the background, later writes of
 // it queue there too, and only its latest value is written. keep tells
-// whether a key is still this writer's to write (the runner still owns the
-// server): a stale background write must not overwrite a new owner's.
+// whether a key is still this writer's to write (Runner.mayWrite), asked
+// before every try: a stale background write must not overwrite a new
+// owner's.
 type latestWriter struct {
 	kv     jetstream.KeyValue
 	log    *slog.Logger
@@ -101,18 +102,25 @@ func (w *latestWriter) drain(key string) {
 			return
 		}
 		w.mu.Unlock()
-		if !w.keep(key) {
-			w.log.Warn("kv write dropped: the key is no longer this runner's to write", "bucket", w.kv.Bucket(), "key", key)
-			continue
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), w.window)
-		err := bus.Retry(ctx, func(ctx context.Context, _ int) error { return w.apply(ctx, key, p) })
+		err := bus.Retry(ctx, func(ctx context.Context, _ int) error {
+			if !w.keep(key) { // another runner may have taken the key over during the backoff
+				return errNotOurs
+			}
+			return w.apply(ctx, key, p)
+		})
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, errNotOurs):
+			w.log.Warn("kv write dropped: the key is no longer this runner's to write", "bucket", w.kv.Bucket(), "key", key)
+		case err != nil:
 			w.log.Warn("kv write given up", "bucket", w.kv.Bucket(), "key", key, "error", err)
 		}
 	}
 }
+
+// errNotOurs ends the background retry of a key no longer this writer's.
+var errNotOurs = errors.New("the key is no longer this runner's to write")
 
 func (w *latestWriter) apply(ctx context.Context, key string, p pendingWrite) error {
 	if p.delete {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
@@ -103,5 +104,56 @@ func TestLatestWriterDropsWhatIsNoLongerItsOwn(t *testing.T) {
 	}
 	if _, ok := kv.value("s"); ok {
 		t.Fatal("a dropped write was stored")
+	}
+}
+
+// TestReleasedServerLastWritesLand: the writes that follow a server this
+// runner let go (its catalog and status deleted, or its final status) are
+// retried like any other while the server is no longer wanted and no other
+// runner holds it. remove and releaseServer drop the lease before the
+// server stops, and the retry only wrote keys whose lease the runner held:
+// after one unanswered try, a deleted server's catalog stayed listed and its
+// status said running. A server handed over, or taken by another runner
+// meanwhile, is the new owner's to write.
+func TestReleasedServerLastWritesLand(t *testing.T) {
+	r := &Runner{opts: Options{ID: "me"}, leases: map[string]*lease{},
+		desired: map[string]*model.McpConfig{"handed": {Slug: "handed"}},
+		owners:  map[string]ownerEntry{"server.gone.0": {Runner: "me"}}}
+	kv := &flakyKV{fail: 1, stored: map[string]string{"gone": "running", "handed": "running", "retaken": "running"}}
+	w := newLatestWriter(kv, r.mayWrite, quiet)
+
+	// Deleted: no longer wanted, the lease given back (still in the owners
+	// cache until the watch sees the delete).
+	w.Delete("gone", 50*time.Millisecond)
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		v, ok := kv.value("gone")
+		return !ok, "the deleted server's entry is still there: " + v
+	})
+
+	// Handed over: still wanted, so the new owner writes its status.
+	kv.mu.Lock()
+	kv.fail, kv.tries = 1, 0
+	kv.mu.Unlock()
+	w.Put("handed", []byte("stopped"), 50*time.Millisecond)
+	// Deleted here, but another runner holds it already (enabled again).
+	r.ownersMu.Lock()
+	r.owners["server.retaken.0"] = ownerEntry{Runner: "other"}
+	r.ownersMu.Unlock()
+	kv.mu.Lock()
+	kv.fail = 1 << 30
+	kv.mu.Unlock()
+	w.Delete("retaken", 50*time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
+	kv.mu.Lock()
+	tries := kv.tries
+	kv.mu.Unlock()
+	if tries != 2 {
+		t.Fatalf("%d tries; want only the first of each write, their retries dropped", tries)
+	}
+	if v, _ := kv.value("handed"); v != "running" {
+		t.Fatalf("the handed over server's status is %q: a stale retry overwrote its new owner's", v)
+	}
+	if _, ok := kv.value("retaken"); !ok {
+		t.Fatal("a stale retry deleted the entry of a server another runner holds")
 	}
 }

@@ -54,12 +54,13 @@ func toolsFromCatalog(cat model.Catalog) map[string]*mcp.Tool {
 	return tools
 }
 
-// ensureRunning starts an idle (or starting) server for a call, waiting at
-// most until ctx ends; the start goes on without the caller if it gives up.
+// ensureRunning starts an idle (or starting) server for a call, or one
+// waiting for room, waiting at most until ctx ends; the start goes on
+// without the caller if it gives up.
 func (s *server) ensureRunning(ctx context.Context) error {
 	select {
 	case <-s.done:
-		return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
+		return s.gone()
 	default:
 	}
 	res := make(chan error, 1)
@@ -68,7 +69,7 @@ func (s *server) ensureRunning(ctx context.Context) error {
 	select {
 	case s.ops <- op:
 	case <-s.done:
-		return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
+		return s.gone()
 	case <-ctx.Done():
 		return apierr.Newf(apierr.Network, "server %s did not start before the call's deadline", s.slug)
 	}
@@ -76,6 +77,8 @@ func (s *server) ensureRunning(ctx context.Context) error {
 	case err := <-res:
 		s.lastStart.linkIfWaited(ctx, waited)
 		return err
+	case <-s.done: // closed with the start still queued: it never runs
+		return s.gone()
 	case <-ctx.Done():
 		return apierr.Newf(apierr.Network, "server %s did not start before the call's deadline", s.slug)
 	}
@@ -126,42 +129,59 @@ func (s *server) scheduleRestart() {
 		s.log.Error("server keeps failing: automatic restarts exhausted", "attempts", s.attempts)
 		return
 	}
-	delay := s.r.opts.RestartBackoff << s.attempts
-	if delay > s.r.opts.RestartBackoffMax || delay <= 0 {
-		delay = s.r.opts.RestartBackoffMax
-	}
+	delay := s.backoff(s.attempts)
 	s.attempts++
 	s.restarts.Add(1)
 	s.countRestart(restartCrash)
-	// The previous timer goes first: cancelRetry also clears retry_at, which
-	// every later write of the status (the call counters' refresh) must
-	// carry until the restart, or gateways stop serving the kept tools.
+	s.retryIn(delay)
+	s.r.publishStatus(s.status()) // the error stays as it was; retry_at tells when the next try comes
+	s.log.Warn("server will restart", "in", delay, "attempt", s.attempts, "of", max)
+}
+
+// backoff is the delay before the automatic try after n in a row: 1, 2, 4 …
+// (RestartBackoff doubled) up to RestartBackoffMax.
+func (s *server) backoff(n int) time.Duration {
+	delay := s.r.opts.RestartBackoff << n
+	if delay > s.r.opts.RestartBackoffMax || delay <= 0 {
+		delay = s.r.opts.RestartBackoffMax
+	}
+	return delay
+}
+
+// retryIn arms the automatic start after delay and sets its retry_at; the
+// caller writes the status. The previous timer goes first: cancelRetry also
+// clears retry_at, which every later write of the status (the call
+// counters' refresh) must carry until the restart, or gateways stop serving
+// the kept tools.
+func (s *server) retryIn(delay time.Duration) {
 	s.cancelRetry()
 	s.mu.Lock()
 	s.retryAt = time.Now().Add(delay).UTC()
-	st := s.statusLocked()
 	s.mu.Unlock()
-	s.r.publishStatus(st) // the error stays as it was; retry_at tells when the next try comes
-	s.log.Warn("server will restart", "in", delay, "attempt", s.attempts, "of", max)
 	var timer *time.Timer
 	timer = time.AfterFunc(delay, func() {
 		s.post(func() {
 			// A timer stopped after it fired still has this queued: only
 			// the pending one may restart (a later crash has its own).
-			if s.retry != timer || s.status().State != model.StateError {
-				return // stopped, restarted or removed meanwhile
+			if s.retry == timer {
+				s.retryNow()
 			}
-			s.retry = nil
-			// The restart is under way: a start refused before it writes
-			// "starting" (exec policy, server limit) must not leave a
-			// retry_at in the past behind.
-			s.mu.Lock()
-			s.retryAt = time.Time{}
-			s.mu.Unlock()
-			_ = s.start(context.Background())
 		})
 	})
 	s.retry = timer
+}
+
+// retryNow runs the pending automatic start: its time came, or a slot freed
+// for a server waiting for room. Runs on the server's goroutine.
+func (s *server) retryNow() {
+	// The restart is under way: a start refused before it writes
+	// "starting" (exec policy, server limit) must not leave a retry_at in
+	// the past behind.
+	s.cancelRetry()
+	if s.status().State != model.StateError {
+		return // stopped, restarted or removed meanwhile
+	}
+	_ = s.start(context.Background())
 }
 
 // cancelRetry drops a pending automatic restart.
@@ -170,17 +190,73 @@ func (s *server) cancelRetry() {
 		s.retry.Stop()
 		s.retry = nil
 	}
+	s.waitingRoom.Store(false)
 	s.mu.Lock()
 	s.retryAt = time.Time{}
 	s.mu.Unlock()
 }
 
+// waitForRoom leaves a server whose start met the runner's server limit in
+// error until a slot frees (slotFreed) or, at the latest, its retry_at
+// (the backoff of the restarts). The limit is the runner's, not the
+// server's: these tries never count against MaxRestarts, nor ever give up.
+// Runs on the server's goroutine.
+func (s *server) waitForRoom(e *apierr.Error) {
+	if s.waitingRoom.Load() {
+		return // a call's try while it waits: its status stands
+	}
+	if s.retry == nil { // else a restart is pending already (a crash's)
+		s.retryIn(s.backoff(s.roomWaits))
+		s.roomWaits++
+		s.waitingRoom.Store(true)
+	}
+	s.setState(model.StateError, e)
+	s.log.Warn("server waits for room: the runner is at its server limit", "max_servers", s.r.opts.MaxServers)
+}
+
+// takeSlot reserves one of the runner's MaxServers for a start, or reports
+// how many run when none is left. Reserved before the spawn: two servers
+// starting at once could both take the last one otherwise.
+func (r *Runner) takeSlot() (int64, bool) {
+	for {
+		n := r.running.Load()
+		if n >= int64(r.opts.MaxServers) {
+			return n, false
+		}
+		if r.running.CompareAndSwap(n, n+1) {
+			return n, true
+		}
+	}
+}
+
+// slotFreed gives a slot back: the servers waiting for room try at once.
+func (r *Runner) slotFreed() {
+	r.running.Add(-1)
+	r.mu.Lock()
+	var waiting []*server
+	for _, s := range r.servers {
+		if s.waitingRoom.Load() {
+			waiting = append(waiting, s)
+		}
+	}
+	r.mu.Unlock()
+	for _, s := range waiting {
+		s.post(func() {
+			if s.waitingRoom.Load() {
+				s.retryNow()
+			}
+		})
+	}
+}
+
 // backingOff is the error to answer a start with while a series of automatic
 // restarts after a crash is under way or has given up: a start (enable, a
 // lazy call) waits for the backoff; only a restart begins a fresh series.
+// A server waiting for room (its restart met the server limit) is tried at
+// once: there may be room now.
 func (s *server) backingOff() *apierr.Error {
 	st := s.status()
-	if st.State != model.StateError || s.attempts == 0 {
+	if st.State != model.StateError || s.attempts == 0 || s.waitingRoom.Load() {
 		return nil
 	}
 	code := apierr.Code(st.Code)
@@ -199,7 +275,7 @@ func (s *server) backingOff() *apierr.Error {
 func (s *server) resetRetries(reason string) {
 	s.countRestart(reason)
 	s.cancelRetry()
-	s.attempts, s.failedFirst = 0, false
+	s.attempts, s.failedFirst, s.roomWaits = 0, false, 0
 }
 
 // maintain runs the idle stop and the health ping of every server.

@@ -342,8 +342,8 @@ func TestMaxServersPerRunner(t *testing.T) {
 	cfg.Runtime.Eager = true
 	e.Put(t, cfg)
 	st := e.WaitState(t, "c", model.StateError, 5*time.Second)
-	if st.Code != string(apierr.ServiceUnavailable) || !st.RetryAt.IsZero() {
-		t.Fatalf("over the limit: %+v", st)
+	if st.Code != string(apierr.ServiceUnavailable) || st.RetryAt.IsZero() {
+		t.Fatalf("over the limit: %+v, want it waiting for room (retry_at)", st)
 	}
 	// Freeing a slot lets it start.
 	if _, err := e.Client.Runtime(context.Background(), "stop", "a"); err != nil {
@@ -351,5 +351,81 @@ func TestMaxServersPerRunner(t *testing.T) {
 	}
 	if st, err := e.Client.Runtime(context.Background(), "start", "c"); err != nil || st.State != model.StateRunning {
 		t.Fatalf("start after a slot freed: %+v %v", st, err)
+	}
+}
+
+// A server refused at the runner's server limit (a lazy one starting to
+// learn its tools) waits for room: error with retry_at, and it starts on its
+// own once a slot frees. A call meanwhile is told the limit, and does not
+// keep it from starting later. It stayed in error with no retry for good.
+func TestAtLimitStartWaitsForRoom(t *testing.T) {
+	opts := lifecycleOpts()
+	opts.MaxServers = 1
+	e := runnertest.Start(t, opts)
+	a := runnertest.Binary("alpha", testServer)
+	a.Runtime.Eager = true
+	e.Put(t, a)
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	e.Put(t, runnertest.Binary("beta", testServer)) // lazy, never seen: starts once to learn its tools
+	st := e.WaitState(t, "beta", model.StateError, 5*time.Second)
+	if st.Code != string(apierr.ServiceUnavailable) || !strings.Contains(st.Message, "limit") || st.RetryAt.IsZero() {
+		t.Fatalf("at the limit: %+v, want SERVICE_UNAVAILABLE naming the limit, with retry_at", st)
+	}
+	_, err := call(t, e, "beta", "echo", `{"message":"x"}`)
+	if ae := wantCode(t, err, apierr.ServiceUnavailable); !strings.Contains(ae.Message, "limit") {
+		t.Fatalf("a call at the limit: %q, want it told the limit", ae.Message)
+	}
+	if _, err := e.Client.Runtime(context.Background(), "stop", "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitState(t, "beta", model.StateRunning, 5*time.Second)
+	if res, err := call(t, e, "beta", "echo", `{"message":"room"}`); err != nil || text(t, res) != "room" {
+		t.Fatalf("a call once room was back: %s %v", res, err)
+	}
+}
+
+// An automatic restart after a crash that meets the server limit waits for
+// room the same way, and a start asked for once there is room starts it. The
+// restart ended in error with no retry, and runtime.start (config.enable)
+// was refused with the old limit message however much room there was.
+func TestAtLimitRestartWaitsForRoom(t *testing.T) {
+	opts := lifecycleOpts()
+	opts.MaxServers = 1
+	opts.RestartBackoff = 2 * time.Second // beta takes the slot before alpha's restart
+	opts.RestartBackoffMax = 30 * time.Second
+	e := runnertest.Start(t, opts)
+	for _, name := range []string{"alpha", "beta"} {
+		cfg := runnertest.Binary(name, testServer)
+		cfg.Runtime.Eager = true
+		e.Put(t, cfg)
+		e.WaitState(t, name, map[string]string{"alpha": model.StateRunning, "beta": model.StateError}[name], 10*time.Second)
+	}
+	_, err := call(t, e, "alpha", "crash", `{}`)
+	wantCode(t, err, apierr.ServiceUnavailable)
+	e.WaitState(t, "alpha", model.StateError, 2*time.Second) // its slot is free
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Started by the freed slot, or by this request.
+	if st, err := e.Client.Runtime(ctx, "start", "beta"); err != nil || st.State != model.StateRunning {
+		t.Fatalf("start beta once alpha crashed: %+v %v", st, err)
+	}
+	var st model.Status
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st = e.Status("alpha")
+		if st.State == model.StateError && strings.Contains(st.Message, "limit") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alpha's restart did not meet the limit: %+v", st)
+		}
+	}
+	if st.Code != string(apierr.ServiceUnavailable) || st.RetryAt.IsZero() {
+		t.Fatalf("a restart at the limit: %+v, want SERVICE_UNAVAILABLE with retry_at", st)
+	}
+	if _, err := e.Client.Runtime(ctx, "stop", "beta"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := e.Client.Runtime(ctx, "start", "alpha"); err != nil || st.State != model.StateRunning {
+		t.Fatalf("start alpha once room was back: %+v %v", st, err)
 	}
 }

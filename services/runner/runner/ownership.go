@@ -510,10 +510,30 @@ func (r *Runner) replicasHeld(slug string) int {
 	return n
 }
 
-// holds reports whether this runner holds slug's lease.
-func (r *Runner) holds(slug string) bool {
+// mayWrite reports whether slug's status and catalog are still this
+// runner's to write (a background retry asks before each try): while it
+// holds the server; and, once it let go of a server no longer wanted
+// (disabled, deleted, renamed), until another runner holds it, so that the
+// last writes of a removed server (its catalog and status deleted, or its
+// final status) land after a slow first try. A server handed over (still
+// wanted) is its new owner's to write from the moment it is let go.
+func (r *Runner) mayWrite(slug string) bool {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.leases[slug]
-	return ok
+	_, held := r.leases[slug]
+	_, wanted := r.desired[slug]
+	r.mu.Unlock()
+	return held || !wanted && !r.heldElsewhere(slug)
+}
+
+// heldElsewhere reports whether another runner holds a lease of slug.
+func (r *Runner) heldElsewhere(slug string) bool {
+	r.ownersMu.Lock()
+	defer r.ownersMu.Unlock()
+	prefix := leasePrefix + slug + "."
+	for key, e := range r.owners {
+		if strings.HasPrefix(key, prefix) && e.Runner != r.opts.ID {
+			return true
+		}
+	}
+	return false
 }

@@ -263,7 +263,7 @@ type Runner struct {
 	tasks     *taskStore
 	approvals *approvals.Store // the approval rules and held calls (approvals.go)
 
-	running atomic.Int64 // servers with a live session
+	running atomic.Int64 // servers with a live session or starting (takeSlot)
 	metrics lifecycleMetrics
 
 	kickCh chan struct{} // asks for an ownership pass
@@ -349,10 +349,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	r.assets = assets
 	// Status and catalogs ride out a leader election in the background while
-	// this runner still holds the server. Lease writes are retried too, but
-	// only within the lease they renew or take (renew.go, ownership.go).
-	r.statusW = newLatestWriter(assets.Status, r.holds, r.log)
-	r.toolsW = newLatestWriter(assets.Tools, r.holds, r.log)
+	// they are this runner's to write (mayWrite). Lease writes are retried
+	// too, but only within the lease they renew or take (renew.go, ownership.go).
+	r.statusW = newLatestWriter(assets.Status, r.mayWrite, r.log)
+	r.toolsW = newLatestWriter(assets.Tools, r.mayWrite, r.log)
 	if err := r.openTasks(ctx); err != nil {
 		return err
 	}

@@ -77,10 +77,16 @@ type server struct {
 	// Lifecycle bookkeeping (see lifecycle.go). attempts and retry belong to
 	// the server's goroutine; the atomics are read by calls and the maintenance loop.
 	attempts int // consecutive automatic restarts
+	// roomWaits counts the starts in a row refused at the runner's server
+	// limit (waitForRoom), for their backoff.
+	roomWaits int
 	// failedFirst: the series began with a start that failed (not a crash
 	// of a server that ran), so that spawn counts as one of MaxRestarts.
 	failedFirst bool
 	retry       *time.Timer // pending automatic restart
+	// waitingRoom: retry is a try for room (waitForRoom), which a slot
+	// freed on the runner runs at once (slotFreed).
+	waitingRoom atomic.Bool
 	// withheld are the tools (by token) whose definition changed since it
 	// was pinned and which strict pinning keeps from callers, with why
 	// (pins.go); accepted is the definition hash last accepted per pin key.
@@ -138,8 +144,16 @@ func newServer(r *Runner, cfg *model.McpConfig) *server {
 	return s
 }
 
+// loop runs the server's lifecycle operations until close's stop, the
+// last: done is checked first, so nothing queued behind it runs (a start
+// would spawn a child nobody stops).
 func (s *server) loop() {
 	for {
+		select {
+		case <-s.done:
+			return
+		default:
+		}
 		select {
 		case op := <-s.ops:
 			op()
@@ -155,14 +169,19 @@ func (s *server) do(op func() error) error {
 	select {
 	case s.ops <- func() { res <- op() }:
 	case <-s.done:
-		return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
+		return s.gone()
 	}
 	select {
 	case err := <-res:
 		return err
 	case <-s.done:
-		return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
+		return s.gone()
 	}
+}
+
+// gone is the error of a request to a server closed here.
+func (s *server) gone() *apierr.Error {
+	return apierr.Newf(apierr.ServiceUnavailable, "server %s is no longer managed here", s.slug)
 }
 
 // post queues op without waiting (used from go-sdk callbacks).
@@ -211,6 +230,9 @@ func (s *server) start(cause context.Context) (err error) {
 	if state == model.StateRunning {
 		return nil
 	}
+	if s.ctx.Err() != nil {
+		return s.gone() // queued before close's stop: the server is going away
+	}
 	if !cfg.Enabled {
 		return apierr.Newf(apierr.Conflict, "server %s is disabled", s.slug)
 	}
@@ -225,16 +247,21 @@ func (s *server) start(cause context.Context) (err error) {
 		s.log.Warn("server not started: refused by this runner's exec policy", "code", refused.Code, "error", refused.Message)
 		return refused
 	}
-	if n := s.r.running.Load(); n >= int64(s.r.opts.MaxServers) {
+	n, ok := s.r.takeSlot()
+	if !ok {
 		e := apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("runner %s already runs %d servers, its limit (max servers); try again when one goes idle", s.r.opts.ID, n), errAtLimit)
-		if state != model.StateIdle {
-			s.setState(model.StateError, e)
+		if state != model.StateIdle { // an idle server stays idle: its next call tries again
+			s.waitForRoom(e)
 		}
 		return e
 	}
+	// Under way: a pending automatic start is moot (a failure arms its own).
+	s.cancelRetry()
+	s.roomWaits = 0
 	s.setState(model.StateStarting, nil)
 	sess, raw, proc, tools, err := s.connect(ctx, launchCfg)
 	if err != nil {
+		s.r.slotFreed()
 		e := apierr.From(err)
 		s.setState(model.StateError, e)
 		s.log.Warn("server failed to start", "code", e.Code, "error", e.Message)
@@ -246,7 +273,6 @@ func (s *server) start(cause context.Context) (err error) {
 		}
 		return e
 	}
-	s.r.running.Add(1)
 	if s.r.pids != nil && proc != nil {
 		if err := s.r.pids.Record(s.slug, proc.PID()); err != nil {
 			s.log.Warn("recording the pid failed", "error", err)
@@ -457,7 +483,7 @@ func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
 		s.sess, s.raw, s.proc, s.tools = nil, nil, nil, nil
 		s.gen++
 		s.mu.Unlock()
-		s.r.running.Add(-1)
+		s.r.slotFreed()
 		s.kill(proc)
 		s.forgetPid()
 		if time.Since(startedAt) >= s.r.opts.HealthyAfter {
@@ -506,7 +532,7 @@ func (s *server) stopWith(final string, e *apierr.Error, keep bool) {
 	s.gen++
 	s.mu.Unlock()
 	if sess != nil {
-		s.r.running.Add(-1)
+		s.r.slotFreed()
 		s.progressSeen.Delete(sess)
 		s.stopSession(sess, raw, proc)
 		s.forgetPid()
@@ -579,8 +605,9 @@ func (s *server) close(final string, keep bool) {
 		}
 		_ = s.svc.Stop()
 	}
-	_ = s.do(func() error { s.stop(final, keep); return nil })
-	close(s.done)
+	// The stop is the last operation: done closes on the server's
+	// goroutine, before it takes another.
+	_ = s.do(func() error { s.stop(final, keep); close(s.done); return nil })
 }
 
 func (s *server) setState(state string, e *apierr.Error) {
