@@ -41,6 +41,11 @@ type Status struct {
 	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 
+// StatusFieldMaxServers is the Field of a server in error because its
+// runner is at its server limit (--max-servers): it waits for room, which
+// the runner gives it as soon as a slot frees, so a call may try at once.
+const StatusFieldMaxServers = "max_servers"
+
 // Tool is one catalog entry: a tool of one server, with its bus names.
 type Tool struct {
 	// Name is the namespaced name shown to LLMs and MCP clients: <server>__<tool>.

@@ -249,7 +249,7 @@ func (s *server) start(cause context.Context) (err error) {
 	}
 	n, ok := s.r.takeSlot()
 	if !ok {
-		e := apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("runner %s already runs %d servers, its limit (max servers); try again when one goes idle", s.r.opts.ID, n), errAtLimit)
+		e := apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("runner %s already runs %d servers, its limit (max servers); try again when one goes idle", s.r.opts.ID, n), errAtLimit).WithField(model.StatusFieldMaxServers)
 		if state != model.StateIdle { // an idle server stays idle: its next call tries again
 			s.waitForRoom(e)
 		}

@@ -128,6 +128,9 @@ func (c *Catalogs) Restarting(server string, now time.Time) (time.Duration, bool
 	if !restarting(st, ok) {
 		return 0, false
 	}
+	if st.State == model.StateError && st.Field == model.StatusFieldMaxServers {
+		return 0, false // waiting for room: the runner tries a call's start at once
+	}
 	if st.State == model.StateStarting {
 		if _, live := c.live[server]; live {
 			return 0, false

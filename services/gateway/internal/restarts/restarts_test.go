@@ -78,3 +78,21 @@ func TestForgetsStoppedServers(t *testing.T) {
 		}
 	}
 }
+
+// A server waiting for room on its runner (at --max-servers) keeps its
+// tools listed, but calls are not held back until retry_at: the runner
+// tries a call's start at once, and starts it as soon as a slot frees.
+func TestWaitingForRoomIsNotHeldBack(t *testing.T) {
+	now := time.Now()
+	c := New()
+	c.SetStatus(map[string]model.Status{"a": {State: model.StateRunning}})
+	c.SetLive(map[string]model.Catalog{"a": cat("a")})
+	c.SetLive(map[string]model.Catalog{})
+	got, _ := c.SetStatus(map[string]model.Status{"a": {State: model.StateError, Field: model.StatusFieldMaxServers, RetryAt: now.Add(30 * time.Second)}})
+	if _, ok := got["a"]; !ok {
+		t.Fatal("a's tools are not served while it waits for room")
+	}
+	if d, ok := c.Restarting("a", now); ok {
+		t.Fatalf("a call to a server waiting for room is held back %s", d)
+	}
+}
