@@ -820,7 +820,8 @@ func TestResourcesAndPrompts(t *testing.T) {
 	}
 	e := start(t, mcpserver.Options{}, keys(principals))
 	e.addServer(t, "alpha", nil)
-	e.addServer(t, "beta", nil)
+	// beta answers an unknown resource with -32002, as go-sdk did before v1.7.
+	e.addServer(t, "beta", map[string]model.EnvVar{"MCPGODEBUG": {Value: "customresnotfounderrcode=1"}})
 	c := connect(t, e.url, "all", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -857,6 +858,15 @@ func TestResourcesAndPrompts(t *testing.T) {
 	_, err = c.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://greeting"})
 	if err == nil {
 		t.Fatal("reading an URI without namespace succeeded")
+	}
+	// A server's "no such resource" (-32602 from go-sdk v1.7 on, -32002
+	// before) is the gateway's own: -32602 on this protocol.
+	for s, code := range map[string]int64{"alpha": jsonrpc.CodeInvalidParams, "beta": jsonrpc.CodeInvalidParams} {
+		_, err := c.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mcpbus://" + s + "/test:%2F%2Fnope"})
+		var wire *jsonrpc.Error
+		if !errors.As(err, &wire) || wire.Code != code || strings.Contains(wire.Message, "tool") {
+			t.Errorf("%s: reading an unknown resource: %v, want code %d", s, err, code)
+		}
 	}
 
 	pl, err := c.ListPrompts(ctx, nil)

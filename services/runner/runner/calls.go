@@ -551,6 +551,27 @@ func callError(ctx context.Context, server, tool string, timeout time.Duration, 
 	return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("tool %s failed: %v", tool, err), err)
 }
 
+// codeResourceNotFound is MCP's JSON-RPC error for a resource that does not
+// exist (resources/read of an unknown uri).
+const codeResourceNotFound = -32002
+
+// rpcError maps a failed rpc (an MCP method other than tools/call) as
+// callError does, but for the server's own JSON-RPC error: its answer, not
+// an outage or a tool's failure, with its code.
+func rpcError(ctx context.Context, server, method string, timeout time.Duration, err error) error {
+	var wire *jsonrpc.Error
+	if ctx.Err() != nil || !errors.As(err, &wire) || wire.Code == jsonrpc.CodeMethodNotFound {
+		return callError(ctx, server, method, timeout, err)
+	}
+	switch wire.Code {
+	case jsonrpc.CodeInvalidParams:
+		return apierr.Wrap(apierr.Validation, wire.Message, err).WithField("params")
+	case codeResourceNotFound:
+		return apierr.Wrap(apierr.NotFound, wire.Message, err).WithField("uri")
+	}
+	return apierr.Wrap(apierr.Internal, fmt.Sprintf("server %s answered %s with an error (%d): %s", server, method, wire.Code, wire.Message), err)
+}
+
 // progressTarget is where one call's progress goes: the caller's subject,
 // or a task's record (record set).
 type progressTarget struct {
@@ -753,7 +774,7 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	}
 	if err != nil {
 		if _, ok := err.(*apierr.Error); !ok {
-			err = s.scrubError(callError(ctx, s.slug, in.Method, timeout, err), sess.secrets.redactor())
+			err = s.scrubError(rpcError(ctx, s.slug, in.Method, timeout, err), sess.secrets.redactor())
 		}
 		op.End(ctx, errType(err), err)
 		return nil, err

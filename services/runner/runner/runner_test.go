@@ -884,6 +884,25 @@ func TestRPC(t *testing.T) {
 	wantCode(t, e.Client.RPC(ctx, "alpha", "sampling/createMessage", nil, nil), apierr.Validation)
 	wantCode(t, e.Client.RPC(ctx, "alpha", "prompts/get", "not an object", nil), apierr.Validation)
 	wantCode(t, e.Client.RPC(ctx, "nosuch", "ping", nil, nil), apierr.NotFound)
+	// The server's own errors keep what they say: no such resource (MCP's
+	// -32002) is NOT_FOUND on its uri, no such prompt (-32602) a bad
+	// parameter, neither a tool's failure nor an outage.
+	err := e.Client.RPC(ctx, "alpha", "resources/read", map[string]string{"uri": "test://nope"}, nil)
+	if ae := apierr.From(err); ae.Code != apierr.Validation || ae.Field != "params" || strings.Contains(ae.Message, "tool") {
+		t.Errorf("resources/read of an unknown uri, -32602 (go-sdk since v1.7): %v", err)
+	}
+	legacy := runnertest.Binary("legacy", testServer) // -32002 for it, as before 2025-11-25
+	legacy.EnvVars = map[string]model.EnvVar{"MCPGODEBUG": {Value: "customresnotfounderrcode=1"}}
+	e.Put(t, legacy)
+	e.WaitState(t, "legacy", model.StateRunning, 10*time.Second)
+	err = e.Client.RPC(ctx, "legacy", "resources/read", map[string]string{"uri": "test://nope"}, nil)
+	if ae := apierr.From(err); ae.Code != apierr.NotFound || ae.Field != "uri" || strings.Contains(ae.Message, "tool") {
+		t.Errorf("resources/read of an unknown uri, -32002: %v", err)
+	}
+	err = e.Client.RPC(ctx, "alpha", "prompts/get", map[string]any{"name": "nope"}, nil)
+	if ae := apierr.From(err); ae.Code != apierr.Validation || ae.Field != "params" {
+		t.Errorf("prompts/get of an unknown prompt: %v", err)
+	}
 }
 
 // runtime.start racing the takeover of a just-enabled server (what
