@@ -269,7 +269,11 @@ type credStub struct {
 	store  map[string]model.Credentials
 	calls  []credCall
 	setErr func(model.CredSetRequest) error // an error is answered to set instead of storing
-	subs   []*nats.Subscription
+	// hook, when set, sees each request once it is applied, before its
+	// answer: it may block (a slow store) or return false to leave the
+	// request unanswered (a reply lost, or a store that hangs).
+	hook func(verb string, data []byte) bool
+	subs []*nats.Subscription
 }
 
 func startCredStub(t *testing.T, nc *nats.Conn, subj bus.Subjects) *credStub {
@@ -282,12 +286,25 @@ func startCredStub(t *testing.T, nc *nats.Conn, subj bus.Subjects) *credStub {
 	for _, verb := range []string{"set", "delete", "describe", "key"} {
 		sub, err := nc.QueueSubscribe(subj.Service("cred", verb), "cred", func(m *nats.Msg) {
 			out, err := c.handle(verb, m.Data)
-			if err != nil {
-				_ = m.RespondMsg(bus.ErrorMsg(err))
+			c.mu.Lock()
+			hook := c.hook
+			c.mu.Unlock()
+			answer := func() {
+				if hook != nil && !hook(verb, m.Data) {
+					return
+				}
+				if err != nil {
+					_ = m.RespondMsg(bus.ErrorMsg(err))
+					return
+				}
+				data, _ := json.Marshal(out)
+				_ = m.Respond(data)
+			}
+			if hook == nil {
+				answer()
 				return
 			}
-			data, _ := json.Marshal(out)
-			_ = m.Respond(data)
+			go answer() // a hook holding one answer holds no other request
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -441,6 +458,19 @@ func (c *credStub) callsOf(verb string) []json.RawMessage {
 		}
 	}
 	return out
+}
+
+// onRequest sets the hook every request passes (see credStub.hook).
+func (c *credStub) onRequest(hook func(verb string, data []byte) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hook = hook
+}
+
+// isWrite reports whether a cred.set request stores (not a dry run).
+func isWrite(data []byte) bool {
+	var in model.CredSetRequest
+	return json.Unmarshal(data, &in) == nil && !in.DryRun
 }
 
 // failSet makes every cred.set answer err (nil: succeed again).

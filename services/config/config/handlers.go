@@ -23,7 +23,7 @@ func (s *Service) handleCreate(ctx context.Context, req micro.Request) (any, err
 	if err := bus.Decode(req.Data(), &in); err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.opCtx(ctx)
+	ctx, end, cancel := s.writeCtx(ctx)
 	defer cancel()
 	cfg := in.Config
 	if cfg.ID == "" {
@@ -51,13 +51,13 @@ func (s *Service) handleCreate(ctx context.Context, req micro.Request) (any, err
 	if err != nil {
 		return nil, err
 	}
-	_, finish, err := s.commit(ctx, p)
+	finish, err := s.commitOne(ctx, end, p)
 	if err != nil {
 		return nil, err
 	}
 	finish(ctx)
 	s.log.Info("config created", "server", p.cfg.Slug, "id", p.cfg.ID, "revision", p.cfg.Revision, "request_id", requestID(req))
-	s.publish(ctx, model.ConfigCreated, &p.cfg, requestID(req))
+	s.publish(model.ConfigCreated, &p.cfg, requestID(req))
 	return p.cfg, nil
 }
 
@@ -93,7 +93,7 @@ func (s *Service) handleUpdate(ctx context.Context, req micro.Request) (any, err
 	if err := bus.Decode(req.Data(), &in); err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.opCtx(ctx)
+	ctx, end, cancel := s.writeCtx(ctx)
 	defer cancel()
 	cfg := in.Config
 	var prev *model.McpConfig
@@ -127,13 +127,13 @@ func (s *Service) handleUpdate(ctx context.Context, req micro.Request) (any, err
 		return nil, err
 	}
 	p.prev, p.lastRev = prev, prev.Revision
-	_, finish, err := s.commit(ctx, p)
+	finish, err := s.commitOne(ctx, end, p)
 	if err != nil {
 		return nil, err
 	}
 	finish(ctx)
 	s.log.Info("config updated", "server", p.cfg.Slug, "id", p.cfg.ID, "revision", p.cfg.Revision, "request_id", requestID(req))
-	s.publish(ctx, model.ConfigUpdated, &p.cfg, requestID(req))
+	s.publish(model.ConfigUpdated, &p.cfg, requestID(req))
 	return p.cfg, nil
 }
 
@@ -144,18 +144,9 @@ func (s *Service) handleDelete(ctx context.Context, req micro.Request) (any, err
 	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	cfg, err := s.find(ctx, in.Server)
+	cfg, err := s.deleteConfig(ctx, in.Server)
 	if err != nil {
 		return nil, err
-	}
-	// Secrets first: with the credential service away the delete is refused
-	// and nothing changes, rather than leaving secrets of a config that is gone.
-	if err := s.credDelete(ctx, cfg.ID, nil); err != nil {
-		return nil, err
-	}
-	// Delete, not purge: the history stays for rollback. The runner stops the server.
-	if err := s.assets.Configs.Delete(ctx, cfg.ID); err != nil {
-		return nil, kvErr("deleting config "+cfg.Slug, err)
 	}
 	for _, kv := range []jetstream.KeyValue{s.assets.Status, s.assets.Tools} {
 		if err := kv.Delete(ctx, cfg.Slug); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -166,8 +157,41 @@ func (s *Service) handleDelete(ctx context.Context, req micro.Request) (any, err
 	s.log.Info("config deleted", "server", cfg.Slug, "id", cfg.ID, "request_id", requestID(req))
 	ev := *cfg
 	ev.Enabled, ev.Revision, ev.Version = false, 0, 0
-	s.publish(ctx, model.ConfigDeleted, &ev, requestID(req))
+	s.publish(model.ConfigDeleted, &ev, requestID(req))
 	return model.ConfigDeleteReply{ID: cfg.ID, Server: cfg.Slug}, nil
+}
+
+// deleteConfig deletes the config ref names and its secrets, and returns it
+// as it was deleted. The delete is at the revision read: a write in between
+// (a rename, new secrets) is read again and deleted in turn, so the cleanup
+// after it (runtime state, slug, event) is of what was deleted.
+func (s *Service) deleteConfig(ctx context.Context, ref string) (*model.McpConfig, error) {
+	for range 5 {
+		cfg, err := s.find(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		// Secrets first: with the credential service away the delete is
+		// refused and nothing changes, rather than leaving secrets of a
+		// config that is gone.
+		if err := s.credDelete(ctx, cfg.ID, nil); err != nil {
+			return nil, err
+		}
+		// Delete, not purge: the history stays for rollback. The runner stops the server.
+		err = s.assets.Configs.Delete(ctx, cfg.ID, jetstream.LastRevision(cfg.Revision))
+		if err == nil {
+			return cfg, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			// The secrets cannot be put back (this service never reads
+			// them): the server cannot start until the delete is done.
+			e := apierr.From(kvErr("deleting config "+cfg.Slug, err))
+			return nil, apierr.Wrap(e.Code, "the secrets of server "+cfg.Slug+" were removed but its config was not deleted ("+
+				e.Message+"); retry the delete", err)
+		}
+		ref = cfg.ID // changed since it was read: read it again (a rename keeps its id)
+	}
+	return nil, apierr.Newf(apierr.Conflict, "server %s is being changed by other requests; retry the delete", ref)
 }
 
 // setEnabled persists the enabled flag with compare-and-set, retrying when
@@ -207,7 +231,7 @@ func (s *Service) handleDisable(ctx context.Context, req micro.Request) (any, er
 	}
 	if wrote {
 		s.log.Info("server disabled", "server", cfg.Slug, "id", cfg.ID, "request_id", requestID(req))
-		s.publish(ctx, model.ConfigDisabled, cfg, requestID(req))
+		s.publish(model.ConfigDisabled, cfg, requestID(req))
 	}
 	return cfg, nil
 }
@@ -226,7 +250,7 @@ func (s *Service) handleEnable(ctx context.Context, req micro.Request) (any, err
 		return nil, err
 	}
 	if wrote {
-		s.publish(ctx, model.ConfigEnabled, cfg, requestID(req))
+		s.publish(model.ConfigEnabled, cfg, requestID(req))
 	}
 	timeout := s.opts.StartTimeout
 	if cfg.Runtime.StartTimeout > 0 {
@@ -336,7 +360,7 @@ func (s *Service) revertEnable(ctx context.Context, cfg *model.McpConfig, reqID 
 		s.log.Warn("not reverting enabled: the config changed since or the store failed", "server", cfg.Slug, "error", err)
 		return
 	}
-	s.publish(ctx, model.ConfigDisabled, &back, reqID)
+	s.publish(model.ConfigDisabled, &back, reqID)
 }
 
 func (s *Service) handleHistory(ctx context.Context, req micro.Request) (any, error) {
@@ -423,7 +447,7 @@ func (s *Service) handleRollback(ctx context.Context, req micro.Request) (any, e
 	case in.Revision != 0:
 		field, want = "revision", in.Revision
 	}
-	ctx, cancel := s.opCtx(ctx)
+	ctx, end, cancel := s.writeCtx(ctx)
 	defer cancel()
 	id, entries, err := s.history(ctx, in.Server)
 	if err != nil {
@@ -464,12 +488,12 @@ func (s *Service) handleRollback(ctx context.Context, req micro.Request) (any, e
 		return nil, err
 	}
 	p.prev, p.lastRev = prev, latest.Revision()
-	_, finish, err := s.commit(ctx, p)
+	finish, err := s.commitOne(ctx, end, p)
 	if err != nil {
 		return nil, err
 	}
 	finish(ctx)
 	s.log.Info("config rolled back", "server", p.cfg.Slug, "id", id, "to_version", targetVersion, "version", p.cfg.Version, "revision", p.cfg.Revision, "request_id", requestID(req))
-	s.publish(ctx, model.ConfigRolledBack, &p.cfg, requestID(req))
+	s.publish(model.ConfigRolledBack, &p.cfg, requestID(req))
 	return p.cfg, nil
 }

@@ -182,13 +182,21 @@ func credErr(verb string, err error) error {
 	return err
 }
 
+// credRequest asks the credential service within RequestTimeout (bus.Request
+// applies its timeout only to a context without a deadline, and a request's
+// has one: a silent credential service took all of OpTimeout).
+func (s *Service) credRequest(ctx context.Context, verb string, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
+	defer cancel()
+	return bus.RequestJSON(ctx, s.nc, s.subj.Service("cred", verb), in, out, 0)
+}
+
 // credSet hands the sealed secrets of id to the credential service as they
 // came (the config service cannot open them); dryRun only checks them.
 func (s *Service) credSet(ctx context.Context, id string, sealed model.SealedSecrets, dryRun bool) error {
 	var out model.CredDescription
-	err := bus.RequestJSON(ctx, s.nc, s.subj.Service("cred", "set"),
-		model.CredSetRequest{ServerID: id, Sealed: sealed.Sealed, SenderKey: sealed.SenderKey, Names: sealed.Names, DryRun: dryRun},
-		&out, s.opts.RequestTimeout)
+	err := s.credRequest(ctx, "set",
+		model.CredSetRequest{ServerID: id, Sealed: sealed.Sealed, SenderKey: sealed.SenderKey, Names: sealed.Names, DryRun: dryRun}, &out)
 	if err != nil {
 		return sealedField(credErr("set", err))
 	}
@@ -218,8 +226,7 @@ func sealedField(err error) error {
 // then, the server being deleted, its principals' own records too. A server
 // with no stored secrets is not an error.
 func (s *Service) credDelete(ctx context.Context, id string, names []string) error {
-	err := bus.RequestJSON(ctx, s.nc, s.subj.Service("cred", "delete"),
-		model.CredDeleteRequest{ServerID: id, Names: names, Principals: len(names) == 0}, nil, s.opts.RequestTimeout)
+	err := s.credRequest(ctx, "delete", model.CredDeleteRequest{ServerID: id, Names: names, Principals: len(names) == 0}, nil)
 	if err != nil && apierr.Of(err) != apierr.NotFound {
 		return credErr("delete", err)
 	}
@@ -229,8 +236,7 @@ func (s *Service) credDelete(ctx context.Context, id string, names []string) err
 // credDescribe says which secrets id has (an empty description when none).
 func (s *Service) credDescribe(ctx context.Context, id string) (*model.CredDescription, error) {
 	var out model.CredDescription
-	err := bus.RequestJSON(ctx, s.nc, s.subj.Service("cred", "describe"),
-		model.CredDescribeRequest{ServerID: id}, &out, s.opts.RequestTimeout)
+	err := s.credRequest(ctx, "describe", model.CredDescribeRequest{ServerID: id}, &out)
 	if apierr.Of(err) == apierr.NotFound {
 		return &model.CredDescription{ServerID: id}, nil
 	}

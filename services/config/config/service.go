@@ -94,6 +94,9 @@ type Service struct {
 
 	// policies caches the runners' exec policies briefly (policy.go).
 	policies policyCache
+
+	// events are the config events waiting for MCP_EVENTS (publishEvents).
+	events chan *event
 }
 
 // New prepares the service on nc. Run starts it.
@@ -108,6 +111,7 @@ func New(nc *nats.Conn, opts Options) (*Service, error) {
 		nc: nc, js: js, subj: bus.NewSubjects(opts.Prefix), opts: opts,
 		log:   opts.Logger,
 		ready: make(chan struct{}), life: life, stopLife: stop,
+		events: make(chan *event, eventQueue),
 	}, nil
 }
 
@@ -125,6 +129,18 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	// Every write is a caller's request: ride out a leader election within its deadline.
 	s.assets = assets.Retrying()
+	// Events go out after the requests that made them have stopped (below),
+	// each within its deadline, then within eventDrain.
+	evCtx, evCancel := context.WithCancel(context.Background())
+	defer evCancel()
+	evStop, evFinished := make(chan struct{}), make(chan struct{})
+	go s.publishEvents(evCtx, evStop, evFinished)
+	defer func() {
+		close(evStop)
+		t := time.AfterFunc(eventDrain, evCancel)
+		defer t.Stop()
+		<-evFinished
+	}()
 	handlers := map[string]bus.HandlerFunc{
 		"create": s.handleCreate, "get": s.handleGet, "list": s.handleList, "update": s.handleUpdate,
 		"delete": s.handleDelete, "enable": s.handleEnable, "disable": s.handleDisable,
@@ -175,32 +191,111 @@ func (s *Service) opCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, s.opts.OpTimeout)
 }
 
-// eventTimeout bounds the publish of one config event, retries included.
-const eventTimeout = 15 * time.Second
+const (
+	// eventTimeout bounds the publish of one config event, retries included.
+	eventTimeout = 15 * time.Second
+	// eventWait is how long a write's answer waits for its event to be
+	// stored: a fraction of the callers' config timeout (libs/client: 15 s),
+	// so that an events stream missing or electing a leader does not make a
+	// write that was made look failed. The event goes on after the answer.
+	eventWait = 2 * time.Second
+	// eventDrain is what the events still queued get when Run stops.
+	eventDrain = 2 * time.Second
+	// eventQueue is how many events may wait for the stream; more are dropped.
+	eventQueue = 1024
+)
 
-// publish emits a config event into MCP_EVENTS, retried through a leader
-// election (bus.Retry) and acknowledged by the stream. The message id lets
-// the stream drop the copy of a retried try whose first try was stored
-// unanswered. The change is already made, so a failure is logged, not
-// returned.
-func (s *Service) publish(ctx context.Context, typ string, cfg *model.McpConfig, requestID string) {
+// event is one config event queued for MCP_EVENTS; done is closed once it
+// is stored or given up.
+type event struct {
+	subject, msgID string
+	data           []byte
+	slug, typ      string
+	until          time.Time
+	done           chan struct{}
+}
+
+// publish emits a config event (emit) and waits for it briefly (awaitEvent).
+// The change is already made, so a failure is logged, not returned.
+func (s *Service) publish(typ string, cfg *model.McpConfig, requestID string) {
+	s.awaitEvent(s.emit(typ, cfg, requestID))
+}
+
+// emit queues a config event for MCP_EVENTS (and appends it to the audit
+// chain). One queue per instance, published in order by publishEvents: a
+// late event never lets a later one of this instance overtake it. The
+// returned channel is closed once the event is stored or given up.
+func (s *Service) emit(typ string, cfg *model.McpConfig, requestID string) <-chan struct{} {
 	ev := model.ConfigEvent{Type: typ, Server: cfg.Slug, ID: cfg.ID, Revision: cfg.Revision, Version: cfg.Version,
 		Enabled: cfg.Enabled, RequestID: requestID, At: time.Now().UTC()}
+	done := make(chan struct{})
 	data, err := json.Marshal(ev)
 	if err != nil {
 		s.log.Error("encoding config event", "error", err)
+		close(done)
+		return done
+	}
+	subject := s.subj.Event("config", cfg.Slug)
+	s.opts.Audit.Append(subject, data)
+	q := &event{subject: subject, data: data, slug: cfg.Slug, typ: typ, done: done,
+		msgID: fmt.Sprintf("config.%s.%s.%d.%d", typ, cfg.ID, cfg.Revision, ev.At.UnixNano()),
+		until: time.Now().Add(eventTimeout)}
+	select {
+	case s.events <- q:
+	default:
+		s.log.Warn("config event dropped: too many wait for the events stream", "server", cfg.Slug, "type", typ)
+		close(done)
+	}
+	return done
+}
+
+// awaitEvent waits for an emitted event eventWait at most.
+func (s *Service) awaitEvent(done <-chan struct{}) {
+	if done == nil {
 		return
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventTimeout)
-	defer cancel()
-	s.opts.Audit.Append(s.subj.Event("config", cfg.Slug), data)
-	msgID := fmt.Sprintf("config.%s.%s.%d.%d", typ, cfg.ID, cfg.Revision, ev.At.UnixNano())
-	err = bus.Retry(pctx, func(ctx context.Context, _ int) error {
-		_, err := s.js.Publish(ctx, s.subj.Event("config", cfg.Slug), data, jetstream.WithMsgID(msgID))
-		return err
-	})
-	if err != nil {
-		s.log.Warn("publishing config event failed", "server", cfg.Slug, "type", typ, "error", err)
+	t := time.NewTimer(eventWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// publishEvents publishes the queued events one after another, each retried
+// through a leader election (bus.Retry) until its own deadline (eventTimeout
+// after it was emitted) and acknowledged by the stream. The message id lets
+// the stream drop the copy of a retried try whose first try was stored
+// unanswered. Once stop is closed it publishes what is queued within ctx
+// (which ends eventDrain later) and returns.
+func (s *Service) publishEvents(ctx context.Context, stop <-chan struct{}, finished chan<- struct{}) {
+	defer close(finished)
+	send := func(ev *event) {
+		defer close(ev.done)
+		pctx, cancel := context.WithDeadline(ctx, ev.until)
+		defer cancel()
+		err := bus.Retry(pctx, func(ctx context.Context, _ int) error {
+			_, err := s.js.Publish(ctx, ev.subject, ev.data, jetstream.WithMsgID(ev.msgID))
+			return err
+		})
+		if err != nil {
+			s.log.Warn("publishing config event failed", "server", ev.slug, "type", ev.typ, "error", err)
+		}
+	}
+	for {
+		select {
+		case ev := <-s.events:
+			send(ev)
+		case <-stop:
+			for {
+				select {
+				case ev := <-s.events:
+					send(ev)
+				default:
+					return
+				}
+			}
+		}
 	}
 }
 

@@ -215,8 +215,9 @@ func slugConflict(slug, holder string) *apierr.Error {
 
 // reserveSlug points slug at id in mcp_slugs, so that no other config (on any
 // instance) can take it. It returns how to undo the reservation if this call
-// made it (a no-op when id already held it).
-func (s *Service) reserveSlug(ctx context.Context, slug, id string) (func(context.Context), error) {
+// made it (a no-op when id already held it). inUse says the config as read
+// has slug already.
+func (s *Service) reserveSlug(ctx context.Context, slug, id string, inUse bool) (func(context.Context), error) {
 	noop := func(context.Context) {}
 	for range 5 {
 		rev, err := s.assets.Slugs.Create(ctx, slug, []byte(id))
@@ -234,7 +235,22 @@ func (s *Service) reserveSlug(ctx context.Context, slug, id string) (func(contex
 			return nil, kvErr("reading slug "+slug, err)
 		}
 		holder := string(e.Value())
+		if holder == id && inUse {
+			return noop, nil
+		}
 		if holder == id {
+			// Another write of this config (the same rename) may have made
+			// it, and would undo it (a delete at the revision it made) if it
+			// lost to this one: move the revision on so that undo leaves it.
+			// Should both fail, the reservation is a leftover that
+			// staleReservation lets go after ReservationGrace.
+			_, err := s.assets.Slugs.Update(ctx, slug, []byte(id), e.Revision())
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+				continue
+			}
+			if err != nil {
+				return nil, kvErr("reserving slug "+slug, err)
+			}
 			return noop, nil
 		}
 		stale, err := s.staleReservation(ctx, slug, holder, e.Created())

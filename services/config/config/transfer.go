@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,7 +28,7 @@ func (s *Service) handleImport(ctx context.Context, req micro.Request) (any, err
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.opCtx(ctx)
+	ctx, end, cancel := s.writeCtx(ctx)
 	defer cancel()
 	existing, err := s.all(ctx)
 	if err != nil {
@@ -83,35 +84,57 @@ func (s *Service) handleImport(ctx context.Context, req micro.Request) (any, err
 		plans = append(plans, p)
 	}
 
-	undos := make([]func(context.Context), 0, len(plans))
+	undos := make([]*undo, 0, len(plans))
 	finishes := make([]func(context.Context), 0, len(plans))
 	for i, p := range plans {
-		undo, finish, err := s.commit(ctx, p)
+		u, finish, err := s.commit(ctx, p)
+		undos = append(undos, u)
 		if err != nil {
-			uctx, ucancel := detached(ctx)
-			for j := len(undos) - 1; j >= 0; j-- {
-				undos[j](uctx)
+			stayed := s.undoWrites(ctx, end, undos)
+			s.log.Info("import failed and was undone", "server", p.cfg.Slug, "written_before", i, "stayed", stayed, "error", err, "request_id", requestID(req))
+			if len(stayed) > 0 {
+				err = s.stayedWritten(err, stayed, plans[:i], requestID(req))
 			}
-			ucancel()
-			s.log.Info("import failed and was undone", "server", p.cfg.Slug, "written_before", i, "error", err, "request_id", requestID(req))
 			return nil, prefixed(err, fmt.Sprintf("servers[%d]", i))
 		}
-		undos, finishes = append(undos, undo), append(finishes, finish)
+		finishes = append(finishes, finish)
 	}
 	out := model.ConfigImportReply{Created: []model.McpConfig{}, Updated: []model.McpConfig{}}
+	var published <-chan struct{}
 	for i, p := range plans {
 		finishes[i](ctx)
-		typ := model.ConfigCreated
 		if p.prev != nil {
-			typ = model.ConfigUpdated
 			out.Updated = append(out.Updated, p.cfg)
 		} else {
 			out.Created = append(out.Created, p.cfg)
 		}
-		s.publish(ctx, typ, &p.cfg, requestID(req))
+		published = s.emit(writeEvent(p), &p.cfg, requestID(req))
 	}
+	s.awaitEvent(published) // in order: the last one stored, all are
 	s.log.Info("configs imported", "created", len(out.Created), "updated", len(out.Updated), "request_id", requestID(req))
 	return out, nil
+}
+
+// writeEvent is the event type of a committed plan.
+func writeEvent(p *plan) string {
+	if p.prev != nil {
+		return model.ConfigUpdated
+	}
+	return model.ConfigCreated
+}
+
+// stayedWritten is the error of an import whose undo left servers written
+// (the KV failed): the caller learns which, and their events are published,
+// since their writes stand.
+func (s *Service) stayedWritten(err error, stayed []string, written []*plan, reqID string) error {
+	for _, p := range written {
+		if slices.Contains(stayed, p.cfg.Slug) {
+			s.publish(writeEvent(p), &p.cfg, reqID)
+		}
+	}
+	e := apierr.From(err)
+	return apierr.Wrap(e.Code, e.Message+"; undoing the servers written before failed, these stay written: "+
+		strings.Join(stayed, ", "), err).WithField(e.Field)
 }
 
 // importEntry is one server of an import: its config and its secrets,

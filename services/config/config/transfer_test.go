@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/configstore"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/config/config"
 )
 
 const claudeDesktop = `{
@@ -246,5 +250,47 @@ func TestExport(t *testing.T) {
 		if c.Slug == "secretive" && (creds.Env["API_KEY"] != "sk-new" || c.EnvVars["MODE"].Value != "fast") {
 			t.Fatalf("re-imported secretive: %+v %+v", c.EnvVars, creds)
 		}
+	}
+}
+
+// A credential service that stops answering during the sixth write of an
+// import: the five before are undone all the same. Each undo has its own
+// budget, and the service's own records (configs, slug reservations) are put
+// back before it asks the credential service to remove the secrets, so a
+// silent credential service can neither leave a server written nor hold the
+// answer past the callers' timeout (it cost one request timeout per undo).
+func TestImportUndoneWhenCredentialsHang(t *testing.T) {
+	e := newEnv(t, func(o *config.Options) { o.RequestTimeout = 3 * time.Second })
+	var mu sync.Mutex
+	writes := 0
+	e.cred.onRequest(func(verb string, data []byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if verb == "set" && isWrite(data) {
+			writes++
+		}
+		return writes < 6 || (verb != "set" && verb != "delete")
+	})
+	var servers []string
+	for i := range 6 {
+		servers = append(servers, fmt.Sprintf(`{"name": "S%d", "package": {"type": "npm", "identifier": "s%d"},
+		  "transport": {"type": "stdio"}, "env_vars": {"S_API_KEY": {"value": "secret-%d", "is_secret": true}}}`, i, i, i))
+	}
+	start := time.Now()
+	err := e.call("import", model.ConfigImportRequest{Content: `{"servers": [` + strings.Join(servers, ",") + `]}`}, nil)
+	took := time.Since(start)
+	wantErr(t, err, apierr.ServiceUnavailable, "", "credential service did not answer (set)")
+	// The hung set (3 s) and a short wait for the secrets' removal.
+	if took > 8*time.Second {
+		t.Errorf("the failed import answered after %s", took)
+	}
+	if got := slugsOf(e.list()); len(got) != 0 {
+		t.Fatalf("servers left written by a failed import: %v", got)
+	}
+	if k := e.keys(bus.BucketSlugs); len(k) != 0 {
+		t.Fatalf("slug reservations left by a failed import: %v", k)
+	}
+	if evs := e.events(); len(evs) != 0 {
+		t.Fatalf("events of a failed import: %v", eventTypes(evs))
 	}
 }
