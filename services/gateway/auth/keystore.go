@@ -162,9 +162,22 @@ func (s *KeyStore) watch(ctx context.Context, synced chan struct{}) {
 			}
 			s.epoch.Store(s.reconnects())
 			s.mu.Lock()
+			old := s.cache
 			s.cache = cache
+			listeners := s.onRevoke
 			s.mu.Unlock()
 			s.live.Store(true)
+			// A key revoked or deleted while the watch was down (a
+			// reconnect, a leader change) comes only as a snapshot without
+			// it: what it holds open is ended as for an update.
+			for id, was := range old {
+				if now, ok := cache[id]; was.rec.Revoked() || (ok && !now.rec.Revoked()) {
+					continue
+				}
+				for _, fn := range listeners {
+					fn(id)
+				}
+			}
 		},
 		Update: s.apply,
 		Ready:  once,
