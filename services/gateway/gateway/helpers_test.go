@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
@@ -53,6 +55,25 @@ func startGateway(t *testing.T, e *runnertest.Env, opts gateway.Options) *gw {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	return startGatewayOn(t, e, nc, opts)
+}
+
+// startGatewayCut runs a gateway on e's bus through a connection the test
+// can cut (its NATS connection drops and comes back).
+func startGatewayCut(t *testing.T, e *runnertest.Env, opts gateway.Options) (*gw, *testkit.Cut) {
+	t.Helper()
+	cut := testkit.NewCut(t, e.NS.ClientURL())
+	nc, err := nats.Connect(cut.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return startGatewayOn(t, e, nc, opts), cut
+}
+
+// startGatewayOn runs a gateway on nc until the test ends.
+func startGatewayOn(t *testing.T, e *runnertest.Env, nc *nats.Conn, opts gateway.Options) *gw {
+	t.Helper()
 	logs := &testkit.LogBuffer{}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

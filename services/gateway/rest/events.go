@@ -111,6 +111,21 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 		defer untrack()
 	}
 	epoch := a.nc.Stats().Reconnects
+	// A stream of new events starts after the stream's last one, which the
+	// first frame names (an id-only event sets the client's last event id):
+	// a client that gets no event before a drop resumes from there, and
+	// misses nothing published meanwhile.
+	connected := "retry: 2000\n: connected\n\n"
+	if cfg.DeliverPolicy == jetstream.DeliverNewPolicy {
+		st, err := a.js.Stream(ctx, bus.StreamEvents)
+		if err != nil {
+			writeError(w, apierr.Wrap(apierr.ServiceUnavailable, "following events: "+err.Error(), err))
+			return
+		}
+		last := st.CachedInfo().State.LastSeq
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
+		connected = fmt.Sprintf("retry: 2000\nid: %d\n: connected\n\n", last)
+	}
 	cons, err := a.js.OrderedConsumer(ctx, bus.StreamEvents, cfg)
 	if err != nil {
 		writeError(w, apierr.Wrap(apierr.ServiceUnavailable, "following events: "+err.Error(), err))
@@ -154,7 +169,7 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 		}
 		return rc.Flush() == nil
 	}
-	if !write("retry: 2000\n: connected\n\n") {
+	if !write(connected) {
 		return
 	}
 	beat := time.NewTicker(a.opts.Heartbeat)
@@ -174,7 +189,8 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 		case <-beat.C:
 			if a.nc.Stats().Reconnects != epoch {
 				// The consumer may not have survived (a restarted server):
-				// the client reconnects with Last-Event-ID and misses nothing.
+				// the client reconnects with Last-Event-ID (the first
+				// frame's, if no event came) and misses nothing.
 				return
 			}
 			if !write(": ping\n\n") {

@@ -121,8 +121,10 @@ export function follow(path: string, onEvent: (e: SSEEvent) => void, signal: Abo
             const line = buf.slice(0, nl);
             buf = buf.slice(nl + (buf[nl] === '\r' && buf[nl + 1] === '\n' ? 2 : 1));
             if (line === '') {
+              // An id without data (the stream's first frame) still moves
+              // the resume point, as EventSource does.
+              if (ev.id) lastId = ev.id;
               if (hasData) {
-                if (ev.id) lastId = ev.id;
                 try {
                   onEvent(ev);
                 } catch (e) {
