@@ -135,3 +135,72 @@ func TestCallAcrossADrop(t *testing.T) {
 		t.Fatalf("a call across a drop of the gateway's connection: %d after %s, Retry-After %q: %s", a.r.status, a.took.Round(time.Millisecond), a.r.header.Get("Retry-After"), a.r.body)
 	}
 }
+
+// mcpPost sends one JSON-RPC message to /mcp with the session's headers.
+func (h *gw) mcpPost(t *testing.T, sid, body string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(body))
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Authorization": "Bearer " + h.admin} {
+		req.Header.Set(k, v)
+	}
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	_, _ = bufio.NewReader(resp.Body).WriteTo(&b)
+	return resp, b.String()
+}
+
+// TestTaskEndPushedAcrossADrop: a 2025-11-25 session's task that ends
+// while the gateway's NATS connection is down (its event reaches no one)
+// still gets its notifications/tasks/status once the connection is back.
+func TestTaskEndPushedAcrossADrop(t *testing.T) {
+	e := runnertest.Start(t, quietRunner())
+	h, cut := startGatewayCut(t, e, gateway.Options{})
+	runServer(t, e, "alpha", nil)
+	h.waitTool(h.admin, "alpha__sleep")
+	resp, _ := h.mcpPost(t, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %d", resp.StatusCode)
+	}
+	h.mcpPost(t, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, h.url+"/mcp", nil)
+	for k, v := range map[string]string{"Accept": "text/event-stream", "Authorization": "Bearer " + h.admin, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"} {
+		req.Header.Set(k, v)
+	}
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %v %v", stream, err)
+	}
+	defer stream.Body.Close()
+	lines := sseLines(bufio.NewReader(stream.Body))
+	_, body := h.mcpPost(t, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":1000},"task":{}}}`)
+	_, rest, ok := strings.Cut(body, `"taskId":"`)
+	id, _, _ := strings.Cut(rest, `"`)
+	if !ok || id == "" {
+		t.Fatalf("the call made no task: %s", body)
+	}
+	cut.Down()
+	time.Sleep(2 * time.Second) // the task ends meanwhile
+	cut.Up()
+	for end := time.After(15 * time.Second); ; {
+		select {
+		case l := <-lines:
+			if l.err != nil {
+				t.Fatalf("the session's stream ended: %v", l.err)
+			}
+			if strings.Contains(l.s, "notifications/tasks/status") && strings.Contains(l.s, id) {
+				return
+			}
+		case <-end:
+			t.Fatal("no notifications/tasks/status for a task that ended while the gateway was cut off")
+		}
+	}
+}

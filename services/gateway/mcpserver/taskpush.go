@@ -29,14 +29,17 @@ const maxPendingPushes = 64
 
 // taskPushes maps the tasks made by sessions of this instance to them.
 type taskPushes struct {
-	mu   sync.Mutex
-	sub  *nats.Subscription
-	byID map[string]*taskWatch
+	mu     sync.Mutex
+	sub    *nats.Subscription
+	nc     *nats.Conn
+	status chan nats.Status // the connection coming back (recheck)
+	byID   map[string]*taskWatch
 }
 
 // taskWatch is a task a session made, and its progress sent so far.
 type taskWatch struct {
 	ls    *liveSession
+	ctx   context.Context // the creating request's values (its principal), for asking again
 	token json.RawMessage // the call's progressToken; nil: no progress wanted
 	sent  bool            // a progress notification went out
 	last  float64         // the progress it carried
@@ -65,20 +68,45 @@ func (p *taskPushes) watch(ctx context.Context, a *Aggregator, ls *liveSession, 
 			return
 		}
 		p.sub = sub
+		// A task that ended while the connection was down sent its event
+		// to no one: ask again for every task followed once it is back.
+		p.nc, p.status = a.nc, a.nc.StatusChanged(nats.CONNECTED)
+		go func(back chan nats.Status) {
+			for range back { // closed by close()
+				p.recheck(a)
+			}
+		}(p.status)
 	}
 	if p.byID == nil {
 		p.byID = map[string]*taskWatch{}
 	}
-	p.byID[id] = &taskWatch{ls: ls, token: token}
+	p.byID[id] = &taskWatch{ls: ls, token: token, ctx: context.WithoutCancel(ctx)}
 	p.mu.Unlock()
 	// A task that ended before the subscription saw it: ask once.
-	go func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if t, err := a.client.Task(ctx, id); err == nil && model.TaskFinal(t.State) {
-			p.ended(t)
-		}
-	}()
+	go p.ask(ctx, a, id)
+}
+
+// ask pushes task id's end if it has ended (as a principal allowed to read
+// it: ctx's).
+func (p *taskPushes) ask(ctx context.Context, a *Aggregator, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if t, err := a.client.Task(ctx, id); err == nil && model.TaskFinal(t.State) {
+		p.ended(t)
+	}
+}
+
+// recheck asks for every task followed (the connection came back).
+func (p *taskPushes) recheck(a *Aggregator) {
+	p.mu.Lock()
+	watched := make(map[string]context.Context, len(p.byID))
+	for id, w := range p.byID {
+		watched[id] = w.ctx
+	}
+	p.mu.Unlock()
+	for id, ctx := range watched {
+		go p.ask(ctx, a, id)
+	}
 }
 
 // ended pushes t to the session that made it, once; no progress follows.
@@ -119,6 +147,10 @@ func (p *taskPushes) close() {
 	if p.sub != nil {
 		_ = p.sub.Unsubscribe()
 		p.sub = nil
+	}
+	if p.status != nil {
+		p.nc.RemoveStatusListener(p.status)
+		p.status = nil
 	}
 }
 
