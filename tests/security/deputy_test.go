@@ -157,6 +157,40 @@ func TestNoConfusedDeputy(t *testing.T) {
 		}
 	})
 
+	t.Run("replies aimed at another agent's inbox are dropped", func(t *testing.T) {
+		// NATS lets a publisher name any reply subject, and the runner may
+		// publish into every inbox: the reply, the progress and a server's
+		// requests of one agent's call must not reach another agent.
+		theirs, err := echoes.SubscribeSync("_I.agent-echoes.>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = theirs.Unsubscribe() }()
+		if err := echoes.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for subject, body := range map[string]string{
+			"mcp.v1.agent.narrow.tools.list":     `{}`,
+			"mcp.v1.agent.narrow.tools.search":   `{"query":"echo"}`,
+			"mcp.v1.agent.narrow.call.safe.echo": `{"message":"x"}`,
+			"mcp.v1.agent.narrow.rpc.safe":       `{"method":"ping"}`,
+		} {
+			m := nats.NewMsg(subject)
+			m.Reply, m.Data = "_I.agent-echoes.stolen", []byte(body)
+			m.Header.Set("Mcp-Request-Id", "steal-1")
+			m.Header.Set("Mcp-Progress-Subject", "_I.agent-echoes.progress")
+			if err := narrow.PublishMsg(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := narrow.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := theirs.NextMsg(2 * time.Second); err == nil {
+			t.Fatalf("another agent's inbox got %s: %s", m.Subject, m.Data)
+		}
+	})
+
 	t.Run("globs mean exactly their tools", func(t *testing.T) {
 		refused := func(nc *nats.Conn, subject string) {
 			t.Helper()
@@ -385,6 +419,53 @@ func TestNoConfusedDeputy(t *testing.T) {
 		}
 		if err := <-done; err != nil {
 			t.Errorf("another agent's cancellation ended the call: %v", err)
+		}
+	})
+
+	t.Run("progress reaches only its own call, whatever the request ids", func(t *testing.T) {
+		// Two agents on one server, at once, with the same request id.
+		type seen struct {
+			totals map[float64]int
+			err    error
+		}
+		run := func(nc *nats.Conn, agent string, steps int, out chan<- seen) {
+			inbox := nc.NewRespInbox()
+			sub, err := nc.SubscribeSync(inbox)
+			if err != nil {
+				out <- seen{err: err}
+				return
+			}
+			defer func() { _ = sub.Unsubscribe() }()
+			msg := nats.NewMsg("mcp.v1.agent." + agent + ".call.safe.progress")
+			msg.Header.Set("Mcp-Request-Id", "req-1")
+			msg.Header.Set("Mcp-Progress-Subject", inbox)
+			msg.Data = fmt.Appendf(nil, `{"steps":%d,"ms":100}`, steps)
+			if _, err := nc.RequestMsg(msg, 10*time.Second); err != nil {
+				out <- seen{err: err}
+				return
+			}
+			totals := map[float64]int{}
+			for {
+				m, err := sub.NextMsg(300 * time.Millisecond)
+				if err != nil {
+					break
+				}
+				var ev struct{ Total float64 }
+				_ = json.Unmarshal(m.Data, &ev)
+				totals[ev.Total]++
+			}
+			out <- seen{totals: totals}
+		}
+		prog, _ := connect("prog", "safe__progress")
+		a, b := make(chan seen, 1), make(chan seen, 1)
+		go run(calm, "calm", 3, a)
+		go run(prog, "prog", 6, b)
+		ga, gb := <-a, <-b
+		if ga.err != nil || gb.err != nil {
+			t.Fatalf("calls: %v, %v", ga.err, gb.err)
+		}
+		if len(ga.totals) != 1 || ga.totals[3] != 3 || len(gb.totals) != 1 || gb.totals[6] != 6 {
+			t.Fatalf("progress by total: calm %v (want 3 of 3), prog %v (want 6 of 6)", ga.totals, gb.totals)
 		}
 	})
 }

@@ -6,8 +6,11 @@ import (
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/micro"
 
+	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -37,6 +40,28 @@ func (r *Runner) callerOf(subject string) (caller, string, error) {
 		return caller{}, plain, apierr.Newf(apierr.Unauthorized, "agent %s has no record on this bus (revoked, or made by another host)", name)
 	}
 	return caller{agent: name, record: rec}, plain, nil
+}
+
+// ownReplies makes each of endpoints drop an agent's request whose reply
+// subject is not in the agent's own inbox (_I.agent-<name>.…): NATS lets a
+// publisher name any reply subject, and the runner may publish into every
+// inbox, so an agent could otherwise have the runner send its reply (and,
+// through the header subjects checked against the reply, its progress and
+// its server's requests) to another agent. Nothing is answered: an error
+// reply would go there too.
+func (r *Runner) ownReplies(endpoints []bus.Endpoint) []bus.Endpoint {
+	for i, e := range endpoints {
+		h := e.Handler
+		endpoints[i].Handler = micro.HandlerFunc(func(req micro.Request) {
+			if name, _, ok := r.subj.AgentOf(req.Subject()); ok && req.Reply() != "" &&
+				!strings.HasPrefix(req.Reply(), access.Inbox(access.AgentIdentity(name))+".") {
+				r.log.Warn("request refused: an agent's reply subject is not in its own inbox", "agent", name, "subject", req.Subject(), "reply", req.Reply())
+				return
+			}
+			h.Handle(req)
+		})
+	}
+	return endpoints
 }
 
 // label names the caller in call events and logs ("agent:<name>"), "" for services.

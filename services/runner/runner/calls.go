@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -43,7 +44,7 @@ func (s *server) serve() error {
 		Metadata:    map[string]string{"server": s.slug, "runner": s.r.opts.ID},
 		QueueGroup:  bus.QueueGroup(s.slug),
 		Logger:      s.log,
-		Endpoints: []bus.Endpoint{
+		Endpoints: s.r.ownReplies([]bus.Endpoint{
 			// Local: the gateway in this process (mcpbus up) hands calls over without NATS.
 			{Name: "call", Subject: s.r.subj.CallAll(s.slug), Handler: s.async(s.handleCall), Local: true},
 			{Name: "rpc", Subject: s.r.subj.RPC(s.slug), Handler: s.async(s.handleRPC)},
@@ -54,7 +55,7 @@ func (s *server) serve() error {
 			{Name: "agent-call", Subject: s.r.subj.AgentCallAll(s.slug), Handler: s.async(s.handleCall)},
 			{Name: "agent-rpc", Subject: s.r.subj.AgentRPC(s.slug), Handler: s.async(s.handleRPC)},
 			{Name: "agent-cancel", Subject: s.r.subj.AgentCancel(s.slug), Handler: micro.HandlerFunc(s.handleCancel), Broadcast: true},
-		},
+		}),
 	})
 	if err != nil {
 		return fmt.Errorf("server %s: %w", s.slug, err)
@@ -422,10 +423,14 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	}
 	params := &mcp.CallToolParams{Name: tool.Name, Arguments: json.RawMessage(args)}
 	if progress {
-		params.Meta = mcp.Meta{"progressToken": reqID}
+		// The token is the runner's own, one per call: request ids are the
+		// callers' (two agents may both send "req-1"), and the server's
+		// progress must reach only the call it is for.
+		token := "mcpbus-progress-" + strconv.FormatUint(s.r.progressSeq.Add(1), 10)
+		params.Meta = mcp.Meta{"progressToken": token}
 		target := &progressTarget{subject: progressSubj, requestID: reqID, record: record}
-		s.progress.Store(reqID, target)
-		defer s.progress.Delete(reqID)
+		s.progress.Store(token, target)
+		defer s.progress.Delete(token)
 		// go-sdk hands notifications to a queue of their own while the response
 		// returns at once: let the queue catch up so that every progress
 		// notification is published before the reply (NATS keeps that order).

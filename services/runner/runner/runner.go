@@ -244,12 +244,14 @@ func setDefault(d *time.Duration, def time.Duration) {
 
 // Runner manages the MCP servers of the enabled configs.
 type Runner struct {
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	assets *bus.Assets
-	subj   bus.Subjects
-	opts   Options
-	log    *slog.Logger
+	// progressSeq numbers the progress tokens of calls (their servers see them).
+	progressSeq atomic.Uint64
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	assets      *bus.Assets
+	subj        bus.Subjects
+	opts        Options
+	log         *slog.Logger
 
 	svc        micro.Service
 	telemetry  callTelemetry
@@ -458,6 +460,7 @@ func (r *Runner) addService() error {
 		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: "runtime-" + verb, Subject: r.subj.Runtime(verb),
 			Handler: bus.JSONHandler(r.log, r.runtimeHandler(verb))})
 	}
+	cfg.Endpoints = r.ownReplies(cfg.Endpoints)
 	svc, err := bus.StartService(r.nc, cfg)
 	if err != nil {
 		return err
