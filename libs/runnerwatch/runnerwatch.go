@@ -13,12 +13,7 @@
 // that restarted under the same id takes it anew). A runner giving a server
 // up deletes its lease only after its calls were answered. A server with
 // several replicas shares its calls among them through a queue group, so
-// which one took a call is unknown: its calls are tied to no lease.
-//
-// Nor can NATS tell a caller whose own connection dropped that the reply
-// came meanwhile and was lost: every call in flight when the caller's
-// connection is lost (Follow's) is ended at once, with the same "may or may
-// not have run", instead of waiting out its timeout.
+// which one took a call is unknown: its calls are not tied.
 package runnerwatch
 
 import (
@@ -50,7 +45,6 @@ type Watch struct {
 	leases  map[string]lease              // lease key → what it says
 	holders map[string]map[string]bool    // server → its lease keys
 	calls   map[string]map[*tied]struct{} // lease key → calls tied to it
-	loose   map[*tied]struct{}            // calls tied to no lease (ended only by a lost connection)
 }
 
 // lease is what a lease key says: who holds it since when (a runner that
@@ -68,19 +62,11 @@ type tied struct {
 // New returns an empty Watch: until Follow brings the bucket in, no call is
 // tied.
 func New() *Watch {
-	return &Watch{leases: map[string]lease{}, holders: map[string]map[string]bool{}, calls: map[string]map[*tied]struct{}{}, loose: map[*tied]struct{}{}}
+	return &Watch{leases: map[string]lease{}, holders: map[string]map[string]bool{}, calls: map[string]map[*tied]struct{}{}}
 }
 
-// Follow keeps w in step with kv (KV mcp_owners) until ctx ends, and ends
-// every call in flight whenever nc (the calls' connection) is lost.
+// Follow keeps w in step with kv (KV mcp_owners) until ctx ends.
 func (w *Watch) Follow(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, log *slog.Logger) {
-	lost := nc.StatusChanged(nats.RECONNECTING)
-	defer nc.RemoveStatusListener(lost)
-	go func() {
-		for range lost { // closed by RemoveStatusListener
-			w.endAll()
-		}
-	}()
 	bus.FollowKV(ctx, nc, kv, bus.KVHandler{Snapshot: w.snapshot, Update: w.update}, bus.KVFollowOptions{Logger: log})
 }
 
@@ -115,64 +101,34 @@ func (w *Watch) FollowWhenThere(ctx context.Context, nc *nats.Conn, log *slog.Lo
 const bindRetry = 2 * time.Second
 
 // Tie returns a context of ctx that ends with Gone's error when the one
-// lease holding server ends or changes hands, or with Disconnected's when
-// the connection is lost; release frees it and must be called when the
-// call is over. A call of a server held by no lease or by several ends
-// only with the connection.
+// lease holding server ends or changes hands; release frees it and must be
+// called when the call is over. A server held by no lease or by several is
+// not tied.
 func (w *Watch) Tie(ctx context.Context, server string) (context.Context, context.CancelFunc) {
-	cctx, cancel := context.WithCancelCause(ctx)
-	t := &tied{server: server, cancel: cancel}
 	w.mu.Lock()
 	key := w.onlyLeaseLocked(server)
-	set := w.loose
-	if key != "" {
-		if set = w.calls[key]; set == nil {
-			set = map[*tied]struct{}{}
-			w.calls[key] = set
-		}
+	if key == "" {
+		w.mu.Unlock()
+		return ctx, func() {}
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	t := &tied{server: server, cancel: cancel}
+	set := w.calls[key]
+	if set == nil {
+		set = map[*tied]struct{}{}
+		w.calls[key] = set
 	}
 	set[t] = struct{}{}
 	w.mu.Unlock()
 	return cctx, func() {
 		w.mu.Lock()
-		delete(set, t)
-		if key != "" && len(w.calls[key]) == 0 {
+		delete(w.calls[key], t)
+		if len(w.calls[key]) == 0 {
 			delete(w.calls, key)
 		}
 		w.mu.Unlock()
 		cancel(context.Canceled)
 	}
-}
-
-// Leased reports whether a call of server is tied to a lease now: one
-// lease holds it, as far as w has seen.
-func (w *Watch) Leased(server string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.onlyLeaseLocked(server) != ""
-}
-
-// endAll ends every call in flight: their caller's connection was lost,
-// and with it any reply sent meanwhile.
-func (w *Watch) endAll() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, set := range w.calls {
-		for t := range set {
-			t.cancel(Disconnected(t.server))
-		}
-	}
-	for t := range w.loose {
-		t.cancel(Disconnected(t.server))
-	}
-}
-
-// Disconnected is the error of a call of server in flight when its
-// caller's connection to the bus was lost.
-func Disconnected(server string) error {
-	return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf(
-		"the connection to the bus was lost during the call of server %s, and any answer with it, so the call may or may not have run: retry after %d s",
-		server, model.RetryAfterSeconds(Retry)), client.ErrRunnerGone)
 }
 
 // Gone is the error of a call of server whose runner lost it during the call.
