@@ -458,15 +458,18 @@ func TestLargeEventsKeepTheChainGoing(t *testing.T) {
 	huge := []byte(`{"server":"evil","tool":"t","pinned":"` + field("a", limit/2+1) + `","pending":"` + field("b", limit/2+1) + `"}`)
 	mid := []byte(`{"server":"s","x":"` + field("m", maxBatchBytes-1000) + `"}`)
 	big := []byte(`{"server":"s","x":"` + field("z", limit-recordHeadroom-1000) + `"}`)
+	// Fits as written, not once encoding/json escapes its < as \u003c.
+	html := []byte(`{"server":"html","x":"` + field("<", (limit-recordHeadroom)/2) + `"}`)
 	w.Append(prefix+".events.tool_changed.evil", huge)
 	w.Append(prefix+".events.tool_changed.s", mid)
 	w.Append(prefix+".events.tool_changed.s", big)
 	for i := range 5 {
 		w.Append(prefix+".events.call.echo", event(i))
 	}
+	w.Append(prefix+".events.tool_changed.html", html)
 	w.Close(30 * time.Second)
 	rep, entries := read(t, js, Keys{pub: {Name: "runner", Role: "runner"}}, From{})
-	if !rep.OK() || rep.Events != 8 {
+	if !rep.OK() || rep.Events != 9 {
 		t.Fatalf("report: %d events in %d records, problems %v", rep.Events, rep.Records, first(rep.Problems, 3))
 	}
 	var events []Event
@@ -498,9 +501,12 @@ func TestLargeEventsKeepTheChainGoing(t *testing.T) {
 	if !bytes.Equal(events[1].Event, mid) || !bytes.Equal(events[2].Event, big) {
 		t.Fatal("the large events that fit a message were not kept whole, in order")
 	}
-	for i, e := range events[3:] {
+	for i, e := range events[3:8] {
 		if !bytes.Equal(e.Event, event(i)) {
 			t.Fatalf("event %d: %s", i, e.Event)
 		}
+	}
+	if last := events[8].Event; !bytes.Contains(last, []byte(`"server":"html"`)) || !bytes.Contains(last, []byte(`"audit_oversized"`)) {
+		t.Fatalf("the escaped event's stand-in: %.200s", last)
 	}
 }

@@ -239,7 +239,7 @@ func (w *Writer) store(ctx context.Context, batch []Event) {
 				w.store(ctx, batch[len(batch)/2:])
 				return
 			}
-			if o := oversized(batch[0], 0); !bytes.Equal(o.Event, batch[0].Event) {
+			if o := oversized(batch[0], w.nc.MaxPayload()-recordHeadroom); !bytes.Equal(o.Event, batch[0].Event) {
 				batch = []Event{o}
 				continue
 			}
@@ -254,8 +254,17 @@ func (w *Writer) store(ctx context.Context, batch []Event) {
 	}
 }
 
-// entrySize is about what e adds to a record's JSON.
-func entrySize(e Event) int { return len(e.Subject) + len(e.Event) + 32 }
+// entrySize is about what e adds to a record's JSON: encoding/json writes
+// <, > and & of an event as \u003c (6 bytes each).
+func entrySize(e Event) int {
+	escaped := 0
+	for _, c := range e.Event {
+		if c == '<' || c == '>' || c == '&' {
+			escaped += 5
+		}
+	}
+	return len(e.Subject) + len(e.Event) + escaped + 32
+}
 
 // event appends it to batch, compacted, or in its stead its digest when it
 // could not fit one record (oversized); an event that is not JSON is

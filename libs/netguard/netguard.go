@@ -17,8 +17,26 @@ import (
 	"time"
 )
 
-// cgnat is 100.64.0.0/10 (RFC 6598), which netip does not count as private.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// internalV4 are IPv4 ranges off the public internet that netip does not
+// count as private, loopback or link-local: shared (CGNAT, RFC 6598), "this
+// network", IETF protocol assignments, benchmarking, reserved.
+var internalV4 = []netip.Prefix{
+	netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("240.0.0.0/4"),
+}
+
+// embedsV4 are IPv6 ranges whose addresses carry an IPv4 address a
+// network may route to (NAT64, IPv4-compatible and -translated), the IPv4
+// in their last 32 bits; 6to4 (2002::/16) carries it in bits 16-47.
+var embedsV4 = []netip.Prefix{
+	netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("::/96"), netip.MustParsePrefix("::ffff:0:0:0/96"),
+}
+
+var (
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	siteLocal = netip.MustParsePrefix("fec0::/10") // deprecated, still routed inside some sites
+)
 
 // internalSuffixes are names that never leave the host or the site.
 var internalSuffixes = []string{".localhost", ".local", ".internal", ".home.arpa", ".lan"}
@@ -28,7 +46,27 @@ var internalSuffixes = []string{".localhost", ".local", ".internal", ".home.arpa
 // public internet.
 func InternalAddr(ip netip.Addr) bool {
 	ip = ip.Unmap()
-	return !ip.IsValid() || !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() || cgnat.Contains(ip)
+	if !ip.IsValid() || !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() {
+		return true
+	}
+	if ip.Is4() {
+		for _, p := range internalV4 {
+			if p.Contains(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	b := ip.As16()
+	for _, p := range embedsV4 {
+		if p.Contains(ip) {
+			return InternalAddr(netip.AddrFrom4([4]byte(b[12:16])))
+		}
+	}
+	if sixToFour.Contains(ip) {
+		return InternalAddr(netip.AddrFrom4([4]byte(b[2:6])))
+	}
+	return siteLocal.Contains(ip)
 }
 
 // InternalHost reports whether host (a URL's Hostname), as written, names
@@ -71,10 +109,12 @@ func (g Guard) literal(host string) bool {
 	return strings.HasPrefix(last, "0x") || strings.Trim(last, "0123456789") == ""
 }
 
-// Inside reports whether rawURL's host is internal as written or resolves
-// (within 5 s) to an internal address: a server the operator runs inside
-// their network, whose own authorization server may be there too. A host
-// that does not resolve is not inside.
+// Inside reports whether rawURL's host is internal as written or every
+// address it resolves to (within 5 s) is internal: a server the operator
+// runs inside their network, whose own authorization server may be there
+// too. Every address, not any: a public server's operator controls its
+// DNS, and one internal record beside the real ones must not switch the
+// guard off. A host that does not resolve is not inside.
 func (g Guard) Inside(ctx context.Context, rawURL string) bool {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -87,15 +127,15 @@ func (g Guard) Inside(ctx context.Context, rawURL string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil {
+	if err != nil || len(ips) == 0 {
 		return false
 	}
 	for _, ip := range ips {
-		if g.internal(ip) {
-			return true
+		if !g.internal(ip) {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // ErrInternal is the error of a request refused for its address.

@@ -16,6 +16,11 @@ func TestInternalHost(t *testing.T) {
 		"fe80::1": true, "0.0.0.0": true, "::ffff:10.0.0.1": true, "localhost": true, "LOCALHOST.": true,
 		"db.internal": true, "printer.local": true, "2130706433": true, "0x7f.1": true, "": true,
 		"example.com": false, "8.8.8.8": false, "2001:4860:4860::8888": false, "mcp.notion.com": false,
+		// IPv4 inside IPv6 (NAT64, 6to4, compatible, translated), and ranges
+		// netip does not call private.
+		"64:ff9b::a9fe:a9fe": true, "64:ff9b:1::a00:1": true, "2002:a9fe:a9fe::": true, "::a9fe:a9fe": true,
+		"::7f00:1": true, "::ffff:0:a9fe:a9fe": true, "fec0::1": true, "198.18.0.1": true, "192.0.0.1": true,
+		"240.0.0.1": true, "0.1.2.3": true, "64:ff9b::808:808": false, "2002:808:808::": false,
 	} {
 		if got := InternalHost(host); got != want {
 			t.Errorf("InternalHost(%q) = %v, want %v", host, got, want)

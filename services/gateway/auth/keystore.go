@@ -105,6 +105,8 @@ type KeyStore struct {
 	live  atomic.Bool
 	epoch atomic.Uint64
 	nc    *nats.Conn
+	// resynced: a snapshot came before (the watch's goroutine's alone).
+	resynced bool
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -170,10 +172,24 @@ func (s *KeyStore) watch(ctx context.Context, synced chan struct{}) {
 			// A key revoked or deleted while the watch was down (a
 			// reconnect, a leader change) comes only as a snapshot without
 			// it: what it holds open is ended as for an update.
+			// So is one first read from the bucket meanwhile (not in the
+			// old cache) and revoked before the snapshot: the listeners end
+			// what nothing holds open at no cost.
+			ended := map[string]bool{}
 			for id, was := range old {
-				if now, ok := cache[id]; was.rec.Revoked() || (ok && !now.rec.Revoked()) {
-					continue
+				if now, ok := cache[id]; !was.rec.Revoked() && (!ok || now.rec.Revoked()) {
+					ended[id] = true
 				}
+			}
+			if s.resynced {
+				for id, now := range cache {
+					if _, ok := old[id]; !ok && now.rec.Revoked() {
+						ended[id] = true
+					}
+				}
+			}
+			s.resynced = true // the first snapshot is the load: nothing was open
+			for id := range ended {
 				for _, fn := range listeners {
 					fn(id)
 				}
