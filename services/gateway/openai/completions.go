@@ -109,6 +109,11 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer t.events.Close()
 	w.Header().Set(ConversationHeader, t.conv)
+	// The turn runs from here, tools included: an error answered now must
+	// not make the OpenAI SDKs send the request again (they retry 408,
+	// 409, 429 and 5xx by default, as completions have no side effects),
+	// which would run the turn and its tool calls again.
+	w.Header().Set("X-Should-Retry", "false")
 	if req.Stream {
 		a.streamTurn(w, r, t, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 		return
@@ -272,7 +277,7 @@ func finishReason(t *turn, done *model.ChatDone, err error) (string, *Error) {
 		if errors.As(err, &e) {
 			return "", e
 		}
-		return "", fromBus(err)
+		return "", fromTurn(err)
 	}
 	switch done.Reason {
 	case model.TurnFinal, model.TurnRepeated:
@@ -284,7 +289,7 @@ func finishReason(t *turn, done *model.ChatDone, err error) (string, *Error) {
 			Message: "the turn was cancelled (mcp.v1.chat.cancel) before it ended"}
 	}
 	if t.lastErr != nil {
-		return "", fromBus(t.lastErr)
+		return "", fromTurn(t.lastErr)
 	}
 	msg := done.Message
 	if msg == "" {

@@ -173,13 +173,31 @@ func TestCompletionErrorEnd(t *testing.T) {
 			out.Error.Message != "the provider said 429" || *out.Error.Code != "rate_limited" {
 			t.Fatalf("status %d: %+v", resp.StatusCode, out.Error)
 		}
+		// The turn ran (its tools may have): the SDKs must not send it again.
+		if got := resp.Header.Get("X-Should-Retry"); got != "false" {
+			t.Fatalf("X-Should-Retry %q", got)
+		}
 	})
 	t.Run("streamed before any text", func(t *testing.T) {
 		_, nc := startFake(t, failing())
 		resp := post(t, t.Context(), serve(t, nc, Options{}), `{"model":"p1","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 		var out errorBody
 		decodeBody(t, resp, &out)
-		if resp.StatusCode != http.StatusTooManyRequests || out.Error == nil || out.Error.Type != "rate_limit_error" {
+		if resp.StatusCode != http.StatusTooManyRequests || out.Error == nil || out.Error.Type != "rate_limit_error" || resp.Header.Get("X-Should-Retry") != "false" {
+			t.Fatalf("status %d (X-Should-Retry %q): %+v", resp.StatusCode, resp.Header.Get("X-Should-Retry"), out.Error)
+		}
+	})
+	t.Run("the provider refusing the profile's key", func(t *testing.T) {
+		// Not the client's key (a 401 would read so to an OpenAI SDK).
+		_, nc := startFake(t, func(model.ChatSendRequest) []model.ChatEvent {
+			return []model.ChatEvent{
+				{Kind: model.ChatEventError, Error: apierr.New(apierr.Unauthorized, "invalid API key")},
+				{Kind: model.ChatEventDone, Done: &model.ChatDone{Reason: model.TurnError, Message: "provider failed"}}}
+		})
+		resp := post(t, t.Context(), serve(t, nc, Options{}), `{"model":"p1","messages":[{"role":"user","content":"hi"}]}`)
+		var out errorBody
+		decodeBody(t, resp, &out)
+		if resp.StatusCode != http.StatusBadGateway || out.Error == nil || out.Error.Type != "server_error" || !strings.Contains(out.Error.Message, "provider") {
 			t.Fatalf("status %d: %+v", resp.StatusCode, out.Error)
 		}
 	})

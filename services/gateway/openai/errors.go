@@ -67,6 +67,21 @@ func fromBus(err error) *Error {
 		Code: str(strings.ToLower(string(e.Code)))}
 }
 
+// fromTurn is fromBus for an error of a turn under way: the request's own
+// key and model were good by then, so an authentication or not-found error
+// is the profile's provider refusing its credentials or model, a server
+// error (502) the client cannot fix, not theirs (401 or 404 would read to an
+// OpenAI SDK as the client's key or model).
+func fromTurn(err error) *Error {
+	e := fromBus(err)
+	switch e.Status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
+		e.Status, e.Type = http.StatusBadGateway, "server_error"
+		e.Message = "the chat profile's model provider refused the turn: " + e.Message
+	}
+	return e
+}
+
 // writeError answers e.
 func writeError(w http.ResponseWriter, e *Error) {
 	writeJSON(w, e.Status, errorBody{Error: e})
