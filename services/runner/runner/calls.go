@@ -540,6 +540,8 @@ func callError(ctx context.Context, server, tool string, timeout time.Duration, 
 		return limited // the upstream's 429 (launch.HTTPConn)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return apierr.Wrap(apierr.Network, fmt.Sprintf("Tool call timed out after %s", timeout), err)
+	case errors.Is(context.Cause(ctx), errServerClosed):
+		return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("server %s stopped during the call (the runner let it go or is shutting down), so the call may or may not have run", server), err)
 	case errors.Is(ctx.Err(), context.Canceled):
 		return apierr.Wrap(apierr.Network, "Tool call cancelled by the caller", err)
 	case errors.Is(err, mcp.ErrConnectionClosed):
@@ -551,10 +553,16 @@ func callError(ctx context.Context, server, tool string, timeout time.Duration, 
 		case jsonrpc.CodeMethodNotFound:
 			return apierr.Wrap(apierr.NotFound, wire.Message, err)
 		}
-		return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("tool %s failed: %s", tool, wire.Message), err)
+		// The server's answer, not an outage: 503 would tell callers to
+		// retry what fails the same way every time.
+		return apierr.Wrap(apierr.Internal, fmt.Sprintf("server %s answered the call of %s with an error (%d): %s", server, tool, wire.Code, wire.Message), err)
 	}
 	return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("tool %s failed: %v", tool, err), err)
 }
+
+// errServerClosed is the cause of a server's context ending: the runner
+// let the server go (a stop, a handover, a shutdown), not a caller.
+var errServerClosed = errors.New("the server is no longer managed here")
 
 // codeResourceNotFound is MCP's JSON-RPC error for a resource that does not
 // exist (resources/read of an unknown uri).

@@ -735,6 +735,29 @@ func TestCallerGivingUpCancels(t *testing.T) {
 	waitFile(t, marker, 3*time.Second)
 }
 
+// A call ended because its server left the runner (deleted, handed over,
+// a shutdown) says so, with 503, not that its caller cancelled it.
+func TestCallEndedByTheServerLeaving(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	cfg := e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Client.Call(context.Background(), "alpha", "sleep", json.RawMessage(`{"ms":20000}`), nil)
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	e.Delete(t, cfg.ID)
+	select {
+	case err := <-done:
+		if ae := apierr.From(err); ae.Code != apierr.ServiceUnavailable || strings.Contains(ae.Message, "by the caller") {
+			t.Fatalf("a call whose server was deleted: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the call outlived its server")
+	}
+}
+
 func waitFile(t *testing.T, path string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)

@@ -121,11 +121,12 @@ type server struct {
 }
 
 func newServer(r *Runner, cfg *model.McpConfig) *server {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &server{
 		r: r, slug: cfg.Slug, cfg: cfg, state: model.StateStopped,
 		log: r.log.With("server", cfg.Slug),
-		ctx: ctx, cancel: cancel,
+		// A call ended by this, not by its caller, says so (callError).
+		ctx: ctx, cancel: func() { cancel(errServerClosed) },
 		ops: make(chan func(), 16), done: make(chan struct{}),
 		callPrefix: r.subj.Call(cfg.Slug, ""),
 		pinBudget:  newPinBudget(r.opts.PinBudget),
