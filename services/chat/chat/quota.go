@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -150,7 +152,16 @@ func (s *Service) usage(ctx context.Context, p string) (int64, uint64, error) {
 // addUsage adds delta to p's charge (never below 0) with compare-and-set,
 // refusing growth past limit (>= 0).
 func (s *Service) addUsage(ctx context.Context, p string, delta, limit int64) error {
-	for range 8 {
+	for try := range 24 {
+		if try > 0 {
+			// Many turns of one principal at once race for the one counter:
+			// spread the retries out instead of colliding again at once.
+			select {
+			case <-ctx.Done():
+				return apierr.Wrap(apierr.Network, "recording a principal's chat usage", ctx.Err())
+			case <-time.After(time.Duration(rand.IntN(1<<min(try, 6))+1) * time.Millisecond):
+			}
+		}
 		used, rev, err := s.usage(ctx, p)
 		if err != nil {
 			return err

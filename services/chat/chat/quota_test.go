@@ -61,3 +61,24 @@ func TestPrincipalQuota(t *testing.T) {
 		t.Fatalf("A's send after a delete: %v", err)
 	}
 }
+
+// TestUsageChargedUnderContention: many turns of one principal charging
+// at once (one /v1 key's concurrent requests) are all counted: the
+// compare-and-set retries spread out instead of giving up with CONFLICT.
+func TestUsageChargedUnderContention(t *testing.T) {
+	e := newEnv(t)
+	s, _ := e.startServiceOpts(t, 0, Options{PrincipalQuotaMiB: 1})
+	const n = 200
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- s.addUsage(t.Context(), "key:busy", 10, -1) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("a charge under contention: %v", err)
+		}
+	}
+	if used, _, err := s.usage(t.Context(), "key:busy"); err != nil || used != 10*n {
+		t.Fatalf("usage %d (%v), want %d", used, err, 10*n)
+	}
+}
