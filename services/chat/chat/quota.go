@@ -152,6 +152,12 @@ func (s *Service) usage(ctx context.Context, p string) (int64, uint64, error) {
 // addUsage adds delta to p's charge (never below 0) with compare-and-set,
 // refusing growth past limit (>= 0).
 func (s *Service) addUsage(ctx context.Context, p string, delta, limit int64) error {
+	// This instance's charges of one principal take turns (a /v1 key's
+	// concurrent requests would otherwise race each other for the one
+	// counter); the compare-and-set settles races with other instances.
+	mu := &s.usageLocks[usageStripe(p)]
+	mu.Lock()
+	defer mu.Unlock()
 	for try := range 24 {
 		if try > 0 {
 			// Many turns of one principal at once race for the one counter:
@@ -184,6 +190,15 @@ func (s *Service) addUsage(ctx context.Context, p string, delta, limit int64) er
 		}
 	}
 	return apierr.New(apierr.Conflict, fmt.Sprintf("chat usage of %s is changing too fast", p))
+}
+
+// usageStripes is how many locks Service.usageLocks has.
+const usageStripes = 64
+
+// usageStripe picks p's lock among Service.usageLocks.
+func usageStripe(p string) int {
+	h := sha256.Sum256([]byte(p))
+	return int(h[0]) % usageStripes
 }
 
 // chargeTurn charges what a turn appended, at its end (its lease held).

@@ -112,6 +112,8 @@ type Service struct {
 	subj  bus.Subjects
 	log   *slog.Logger
 	ready chan struct{}
+	// usageLocks serialise this instance's charges of a principal (quota.go).
+	usageLocks [usageStripes]sync.Mutex
 
 	// Set up by Run.
 	js        jetstream.JetStream
