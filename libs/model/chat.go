@@ -610,6 +610,21 @@ const (
 	TurnError     = "error"
 )
 
+// ChatQuotaField is the field of the RATE_LIMITED error refusing a send of a
+// user whose conversations hold their quota of the log: waiting does not
+// help, deleting conversations does (OpenAI clients read it as
+// insufficient_quota).
+const ChatQuotaField = "quota"
+
+// Why a model step stopped (ChatDone.StopReason), normalised across
+// providers; others pass through as the provider sent them.
+const (
+	ChatStopEndTurn   = "end_turn"
+	ChatStopToolUse   = "tool_use"
+	ChatStopMaxTokens = "max_tokens"
+	ChatStopRefusal   = "refusal"
+)
+
 // ChatEvent is one event on mcp.v1.events.chat.<conversation>; the member
 // named by Kind is set (text for text_delta).
 type ChatEvent struct {
@@ -655,6 +670,10 @@ type ChatDone struct {
 	Reason  string `json:"reason"`
 	Message string `json:"message,omitempty"`
 	Steps   int    `json:"steps"`
+	// StopReason is why the model's last step stopped (final turns): end_turn,
+	// max_tokens, refusal, or what the provider sent. A final answer cut by
+	// the provider's token limit or filter says so here.
+	StopReason string `json:"stop_reason,omitempty"`
 }
 
 // Kinds of conversation log entries.

@@ -80,7 +80,7 @@ func (s *Service) overQuota(ctx context.Context, p principal.Principal, adding i
 
 func (s *Service) quotaErr(used int64) error {
 	return apierr.Newf(apierr.RateLimited, "your conversations hold %d MiB of the chat log, at most %d MiB each user may (--chat-principal-quota): delete some (DELETE /api/v1/chat/conversations/{id}) to go on",
-		used>>20, s.opts.PrincipalQuotaMiB)
+		used>>20, s.opts.PrincipalQuotaMiB).WithField(model.ChatQuotaField)
 }
 
 // charge brings what conv's owner is charged for it to size+adding (its

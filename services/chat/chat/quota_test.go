@@ -46,7 +46,7 @@ func TestPrincipalQuota(t *testing.T) {
 			break
 		}
 	}
-	if apierr.Of(refused) != apierr.RateLimited || !strings.Contains(apierr.From(refused).Message, "--chat-principal-quota") {
+	if apierr.Of(refused) != apierr.RateLimited || apierr.From(refused).Field != model.ChatQuotaField || !strings.Contains(apierr.From(refused).Message, "--chat-principal-quota") {
 		t.Fatalf("A past the quota: %v, want RATE_LIMITED", refused)
 	}
 	// A's refused send claimed nothing: the id is free.

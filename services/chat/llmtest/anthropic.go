@@ -49,6 +49,9 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 	if len(reply.ToolCalls) > 0 {
 		stop = "tool_use"
 	}
+	if reply.Truncated {
+		stop = "max_tokens"
+	}
 	ids := s.callIDs(reply.ToolCalls, "toolu_")
 
 	if !req.Stream {

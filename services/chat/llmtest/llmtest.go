@@ -67,6 +67,9 @@ type Reply struct {
 	Delay time.Duration
 	// Usage overrides DefaultUsage.
 	Usage *Usage
+	// Truncated ends the reply as cut by the provider's output token limit
+	// (OpenAI's finish_reason "length", Anthropic's stop_reason "max_tokens").
+	Truncated bool
 }
 
 // Text is a plain answer.

@@ -53,6 +53,9 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 	if len(reply.ToolCalls) > 0 {
 		finish = "tool_calls"
 	}
+	if reply.Truncated {
+		finish = "length"
+	}
 	ids := s.callIDs(reply.ToolCalls, "call_")
 
 	if !req.Stream {

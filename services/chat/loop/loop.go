@@ -402,7 +402,7 @@ func (t *turn) run(parent context.Context) (model.ChatDone, error) {
 		}
 		switch {
 		case s.last != nil && len(s.last.ToolCalls) == 0:
-			return t.end(parent, model.ChatDone{Reason: model.TurnFinal, Message: s.last.Text, Steps: s.steps})
+			return t.end(parent, model.ChatDone{Reason: model.TurnFinal, Message: s.last.Text, Steps: s.steps, StopReason: s.last.StopReason})
 		case s.repeated != nil:
 			return t.end(parent, model.ChatDone{Reason: model.TurnRepeated, Steps: s.steps, Message: fmt.Sprintf(
 				"Stopped: the model called %s with the same arguments %d times in this turn, which looks like a loop. Rephrase the request or change the approach.",

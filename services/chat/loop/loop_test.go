@@ -210,6 +210,25 @@ func kinds(es []model.ChatEntry) string {
 	return strings.Join(k, ",")
 }
 
+// A final answer the provider cut short says so in turn_end (the /v1
+// finish_reason "length" comes from it).
+func TestFinalAnswerKeepsItsStopReason(t *testing.T) {
+	for _, api := range []string{model.ChatProviderOpenAI, model.ChatProviderAnthropic} {
+		t.Run(api, func(t *testing.T) {
+			h := setup(t, api, nil)
+			h.srv.Enqueue(llmtest.Reply{Text: "The answer is", Truncated: true})
+			done, err := h.eng.RunTurn(ctxT(t), "conv1", h.prof, "a long answer please")
+			if err != nil || done.Reason != model.TurnFinal || done.StopReason != model.ChatStopMaxTokens {
+				t.Fatalf("done %+v, %v", done, err)
+			}
+			h.srv.Enqueue(llmtest.Text("Done."))
+			if done, err = h.eng.RunTurn(ctxT(t), "conv1", h.prof, "go on"); err != nil || done.StopReason != model.ChatStopEndTurn {
+				t.Fatalf("done %+v, %v", done, err)
+			}
+		})
+	}
+}
+
 func TestMultiStep(t *testing.T) {
 	for _, api := range []string{model.ChatProviderOpenAI, model.ChatProviderAnthropic} {
 		t.Run(api, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // Providers accepted in Config.Provider.
@@ -103,10 +104,10 @@ type StopReason string
 
 // Stop reasons, normalised across providers; others pass through as sent.
 const (
-	StopEndTurn   StopReason = "end_turn"
-	StopToolUse   StopReason = "tool_use"
-	StopMaxTokens StopReason = "max_tokens"
-	StopRefusal   StopReason = "refusal"
+	StopEndTurn   StopReason = model.ChatStopEndTurn
+	StopToolUse   StopReason = model.ChatStopToolUse
+	StopMaxTokens StopReason = model.ChatStopMaxTokens
+	StopRefusal   StopReason = model.ChatStopRefusal
 )
 
 // Usage is the token usage of one step.

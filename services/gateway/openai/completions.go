@@ -154,7 +154,11 @@ func (a *API) start(ctx context.Context, req *CompletionRequest) (*turn, *Error)
 	// Nobody here can answer a server's questions: the chat declines them.
 	send.NoInput = true
 	if err := send.Validate(); err != nil {
-		return nil, fromBus(err)
+		e := fromBus(err)
+		if e.Param != nil {
+			e.Param = str(requestParam(*e.Param, len(req.Messages)-1))
+		}
+		return nil, e
 	}
 	evs, err := a.subscribe(send.Conversation)
 	if err != nil {
@@ -280,9 +284,17 @@ func finishReason(t *turn, done *model.ChatDone, err error) (string, *Error) {
 		return "", fromTurn(err)
 	}
 	switch done.Reason {
-	case model.TurnFinal, model.TurnRepeated:
+	case model.TurnFinal:
+		// The answer's last step may itself be cut short by the provider.
+		switch done.StopReason {
+		case model.ChatStopMaxTokens:
+			return "length", nil
+		case model.ChatStopRefusal:
+			return "content_filter", nil
+		}
 		return "stop", nil
-	case model.TurnMaxSteps, model.TurnBudget:
+	case model.TurnMaxSteps, model.TurnBudget, model.TurnRepeated:
+		// A bound of the loop cut the turn: the answer is not the model's last word.
 		return "length", nil
 	case model.TurnCancelled:
 		return "", &Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: str("turn_cancelled"),

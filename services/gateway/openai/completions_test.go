@@ -215,15 +215,65 @@ func TestCompletionErrorEnd(t *testing.T) {
 	})
 }
 
-func TestBoundedTurnIsLength(t *testing.T) {
-	_, nc := startFake(t, func(model.ChatSendRequest) []model.ChatEvent {
-		return []model.ChatEvent{text("so far"), toolCall(model.ToolCallCompleted), done(model.TurnMaxSteps)}
-	})
-	resp := post(t, t.Context(), serve(t, nc, Options{}), `{"model":"p1","messages":[{"role":"user","content":"hi"}]}`)
-	var out Completion
-	decodeBody(t, resp, &out)
-	if resp.StatusCode != http.StatusOK || len(out.Choices) != 1 || *out.Choices[0].FinishReason != "length" || out.Choices[0].Message.Content != "so far" {
-		t.Fatalf("status %d: %+v", resp.StatusCode, out)
+func TestFinishReasons(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		done model.ChatDone
+		want string
+	}{
+		{"final", model.ChatDone{Reason: model.TurnFinal, StopReason: model.ChatStopEndTurn}, "stop"},
+		{"final without a stop reason", model.ChatDone{Reason: model.TurnFinal}, "stop"},
+		{"final cut by the provider's token limit", model.ChatDone{Reason: model.TurnFinal, StopReason: model.ChatStopMaxTokens}, "length"},
+		{"final stopped by the provider's filter", model.ChatDone{Reason: model.TurnFinal, StopReason: model.ChatStopRefusal}, "content_filter"},
+		{"step bound", model.ChatDone{Reason: model.TurnMaxSteps}, "length"},
+		{"token budget", model.ChatDone{Reason: model.TurnBudget}, "length"},
+		{"repeated calls", model.ChatDone{Reason: model.TurnRepeated}, "length"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, nc := startFake(t, func(model.ChatSendRequest) []model.ChatEvent {
+				d := c.done
+				return []model.ChatEvent{text("so far"), toolCall(model.ToolCallCompleted), {Kind: model.ChatEventDone, Done: &d}}
+			})
+			url := serve(t, nc, Options{})
+			resp := post(t, t.Context(), url, `{"model":"p1","messages":[{"role":"user","content":"hi"}]}`)
+			var out Completion
+			decodeBody(t, resp, &out)
+			if resp.StatusCode != http.StatusOK || len(out.Choices) != 1 || *out.Choices[0].FinishReason != c.want || out.Choices[0].Message.Content != "so far" {
+				t.Fatalf("status %d: %+v", resp.StatusCode, out)
+			}
+			resp = post(t, t.Context(), url, `{"model":"p1","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			data := sseData(t, resp.Body)
+			var chunk Completion
+			if len(data) < 2 || json.Unmarshal([]byte(data[len(data)-2]), &chunk) != nil || len(chunk.Choices) != 1 ||
+				chunk.Choices[0].FinishReason == nil || *chunk.Choices[0].FinishReason != c.want {
+				t.Fatalf("streamed: %q", data)
+			}
+		})
+	}
+}
+
+// A user whose conversations hold their quota gets OpenAI's
+// insufficient_quota, which the SDKs must not retry; other 429s stay
+// rate_limit_error (retrying them is right).
+func TestQuotaSpent(t *testing.T) {
+	for _, c := range []struct {
+		refuse          error
+		typ, code, skip string
+	}{
+		{apierr.New(apierr.RateLimited, "your conversations hold 256 MiB").WithField(model.ChatQuotaField), "insufficient_quota", "insufficient_quota", "false"},
+		{apierr.New(apierr.RateLimited, "slow down"), "rate_limit_error", "rate_limited", ""},
+	} {
+		f, nc := startFake(t, twoSteps)
+		f.mu.Lock()
+		f.refuse = c.refuse
+		f.mu.Unlock()
+		resp := post(t, t.Context(), serve(t, nc, Options{}), `{"model":"p1","messages":[{"role":"user","content":"hi"}]}`)
+		var out errorBody
+		decodeBody(t, resp, &out)
+		if resp.StatusCode != http.StatusTooManyRequests || out.Error == nil || out.Error.Type != c.typ || out.Error.Code == nil ||
+			*out.Error.Code != c.code || resp.Header.Get("X-Should-Retry") != c.skip {
+			t.Fatalf("status %d, X-Should-Retry %q: %+v", resp.StatusCode, resp.Header.Get("X-Should-Retry"), out.Error)
+		}
 	}
 }
 
@@ -246,6 +296,7 @@ func TestUnknownModel(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	long := strings.Repeat("x", model.MaxChatMessage+1)
 	_, nc := startFake(t, twoSteps)
 	url := serve(t, nc, Options{})
 	for body, param := range map[string]string{
@@ -254,6 +305,10 @@ func TestBadRequests(t *testing.T) {
 		`{"model":"p1","messages":[{"role":"tool","content":"x"},{"role":"user","content":"hi"}]}`:             "messages[0].role",
 		`{"model":"p1","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function"}]}`:             "tools",
 		`{"model":"p1","messages":[]}`: "messages",
+		// The chat service's bounds, named in the request's terms.
+		`{"model":"p1","messages":[{"role":"system","content":"be brief"},{"role":"assistant","content":"` + long + `"},{"role":"user","content":"hi"}]}`: "messages[1].content",
+		`{"model":"p1","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"` + long + `"}]}`:                                     "messages[1].content",
+		`{"model":"p1","messages":[` + strings.Repeat(`{"role":"user","content":"a"},`, model.MaxChatContext+1) + `{"role":"user","content":"hi"}]}`:      "messages",
 	} {
 		resp := post(t, t.Context(), url, body)
 		var out errorBody

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // Error is an OpenAI error object with the HTTP status it is answered with.
@@ -17,6 +18,9 @@ type Error struct {
 	Type    string  `json:"type"`
 	Param   *string `json:"param"`
 	Code    *string `json:"code"`
+	// NoRetry answers X-Should-Retry: false, which the OpenAI SDKs obey
+	// before their default retry of 429 and 5xx.
+	NoRetry bool `json:"-"`
 }
 
 // errorBody is the JSON of an error answer (and of an error in a stream).
@@ -63,6 +67,10 @@ func errorType(status int) string {
 func fromBus(err error) *Error {
 	e := apierr.From(err)
 	status := e.Code.HTTPStatus()
+	if e.Code == apierr.RateLimited && e.Field == model.ChatQuotaField {
+		// OpenAI's own answer to a spent quota: a retry cannot succeed.
+		return &Error{Status: status, Message: e.Message, Type: "insufficient_quota", Code: str("insufficient_quota"), NoRetry: true}
+	}
 	return &Error{Status: status, Message: e.Message, Type: errorType(status), Param: str(e.Field),
 		Code: str(strings.ToLower(string(e.Code)))}
 }
@@ -84,6 +92,9 @@ func fromTurn(err error) *Error {
 
 // writeError answers e.
 func writeError(w http.ResponseWriter, e *Error) {
+	if e.NoRetry {
+		w.Header().Set("X-Should-Retry", "false")
+	}
 	writeJSON(w, e.Status, errorBody{Error: e})
 }
 

@@ -30,6 +30,7 @@ type fakeChat struct {
 	script func(req model.ChatSendRequest) []model.ChatEvent
 
 	mu      sync.Mutex
+	refuse  error // when set, the send's error instead of a turn
 	sends   []model.ChatSendRequest
 	cancels chan model.ChatCancelRequest
 }
@@ -71,7 +72,11 @@ func (f *fakeChat) send(_ context.Context, req micro.Request) (any, error) {
 	}
 	f.mu.Lock()
 	f.sends = append(f.sends, in)
+	refuse := f.refuse
 	f.mu.Unlock()
+	if refuse != nil {
+		return nil, refuse
+	}
 	turn := "t1"
 	events := f.script(in)
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -118,4 +119,28 @@ func contentText(param string, raw json.RawMessage) (string, *Error) {
 		texts = append(texts, p.Text)
 	}
 	return strings.Join(texts, "\n"), nil
+}
+
+// requestParam names, in the request's own terms, the field of the send it
+// became (as the chat service's validation names it): the last message is
+// the send's message, the earlier ones its context, one for one.
+func requestParam(field string, last int) string {
+	switch {
+	case field == "message":
+		return fmt.Sprintf("messages[%d].content", last)
+	case field == "context":
+		return "messages"
+	case field == "profile":
+		return "model"
+	}
+	if rest, ok := strings.CutPrefix(field, "context."); ok {
+		i, sub, _ := strings.Cut(rest, ".")
+		if n, err := strconv.Atoi(i); err == nil && n >= 0 && n < last {
+			if sub == "" {
+				return fmt.Sprintf("messages[%d]", n)
+			}
+			return fmt.Sprintf("messages[%d].%s", n, sub)
+		}
+	}
+	return field
 }
