@@ -118,15 +118,28 @@ func TestChartRenders(t *testing.T) {
 		if env["MCPBUS_NATS_URL"] != "nats://nats:4222" {
 			t.Errorf("%s: MCPBUS_NATS_URL %q", name, env["MCPBUS_NATS_URL"])
 		}
+		var identity string
+		for _, m := range c.VolumeMounts {
+			if m.Name == "identity" {
+				identity = m.MountPath
+			}
+		}
 		// Its own seed only: the identities Secret is projected key by key.
 		for _, v := range d.Spec.Template.Spec.Volumes {
 			if v.Name != "identity" {
 				continue
 			}
+			var keys bool
 			for _, it := range v.Secret.Items {
-				if !strings.HasPrefix(it.Key, name) {
+				switch {
+				case name == "gateway" && it.Key == "audit-keys.env":
+					keys = it.Path == filepath.Base(env["MCPBUS_AUDIT_KEYS"]) && filepath.Dir(env["MCPBUS_AUDIT_KEYS"]) == identity
+				case !strings.HasPrefix(it.Key, name) || !strings.HasSuffix(it.Key, ".nk"):
 					t.Errorf("%s mounts the seed %s", name, it.Key)
 				}
+			}
+			if name == "gateway" && !keys {
+				t.Errorf("gateway: no audit keys mounted where MCPBUS_AUDIT_KEYS (%q) says: %v", env["MCPBUS_AUDIT_KEYS"], v.Secret.Items)
 			}
 			if len(v.Secret.Items) != int(*d.Spec.Replicas) && name == "runner" || len(v.Secret.Items) == 0 {
 				t.Errorf("%s: seeds %v", name, v.Secret.Items)
