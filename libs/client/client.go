@@ -37,12 +37,35 @@ type Options struct {
 	// process skips NATS. It must say what the connection's identity may
 	// publish, as the server enforces it on the bus.
 	MayPublish func(subject string) bool
-	// Tie, when set, ties each tool call sent over NATS to the runner
-	// serving its server: it returns the call's context, ended with an error
-	// wrapping ErrRunnerGone should that runner die during the call (which
-	// NATS cannot tell: the call would wait out its timeout), and its
-	// release. The gateway's runnerwatch is one.
-	Tie func(ctx context.Context, server string) (context.Context, context.CancelFunc)
+	// Tie, when set, ties each tool call sent over NATS to what may end it
+	// early (see TieFunc): the gateway's and the chat service's tie calls to
+	// their runner's lease (runnerwatch) and to their connection's drops
+	// (lostreplies).
+	Tie TieFunc
+}
+
+// TieFunc ties a tool call sent over NATS (its server, tool and request id)
+// to an outcome NATS cannot tell its caller (the call would wait out its
+// timeout): it returns the call's context, which ends with an error saying
+// why (wrapping ErrRunnerGone, if the runner serving the call died), and
+// its release, called once the call is over.
+type TieFunc func(ctx context.Context, server, tool, requestID string) (context.Context, context.CancelFunc)
+
+// Ties chains ties: a call's context ends with the first that ends it.
+func Ties(ties ...TieFunc) TieFunc {
+	return func(ctx context.Context, server, tool, requestID string) (context.Context, context.CancelFunc) {
+		releases := make([]context.CancelFunc, 0, len(ties))
+		for _, tie := range ties {
+			var release context.CancelFunc
+			ctx, release = tie(ctx, server, tool, requestID)
+			releases = append(releases, release)
+		}
+		return ctx, func() {
+			for i := len(releases) - 1; i >= 0; i-- {
+				releases[i]()
+			}
+		}
+	}
 }
 
 // ErrRunnerGone is wrapped by the error of a call whose runner died during
@@ -58,7 +81,7 @@ type Client struct {
 	timeout time.Duration
 	// mayPublish: see Options.MayPublish (nil: every call goes over NATS).
 	mayPublish func(string) bool
-	tie        func(context.Context, string) (context.Context, context.CancelFunc)
+	tie        TieFunc
 	// seal seals secrets to the credential service (config writes).
 	sealOnce sync.Once
 	seal     *credclient.Sealer
@@ -163,7 +186,7 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 		}
 		defer stop()
 	}
-	reply, err := c.request(ctx, server, msg, opts)
+	reply, err := c.request(ctx, server, tool, msg, opts)
 	if err != nil {
 		if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
 			// The cause stays: a caller that knows the tool (the gateway's
@@ -189,7 +212,7 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 // request sends a tool call: to a runner in this process when one serves it
 // and the call needs no inbox of its own (progress, the server's requests),
 // else over NATS.
-func (c *Client) request(ctx context.Context, server string, msg *nats.Msg, opts *CallOptions) (*nats.Msg, error) {
+func (c *Client) request(ctx context.Context, server, tool string, msg *nats.Msg, opts *CallOptions) (*nats.Msg, error) {
 	if c.mayPublish != nil && opts.OnProgress == nil && opts.OnClientRequest == nil {
 		if reply, ok, err := bus.RequestLocal(ctx, c.nc, msg, c.timeout, c.mayPublish); ok {
 			return reply, err // a runner in this process dies with it
@@ -198,13 +221,11 @@ func (c *Client) request(ctx context.Context, server string, msg *nats.Msg, opts
 	if c.tie == nil {
 		return bus.Request(ctx, c.nc, msg, c.timeout)
 	}
-	tctx, release := c.tie(ctx, server)
+	tctx, release := c.tie(ctx, server, tool, msg.Header.Get(bus.HeaderRequestID))
 	defer release()
 	reply, err := bus.Request(tctx, c.nc, msg, c.timeout)
-	if err != nil && ctx.Err() == nil {
-		if cause := context.Cause(tctx); errors.Is(cause, ErrRunnerGone) {
-			return nil, cause
-		}
+	if err != nil && ctx.Err() == nil && tctx.Err() != nil {
+		return nil, context.Cause(tctx) // a tie ended the call: its error says why
 	}
 	return reply, err
 }

@@ -103,8 +103,9 @@ const bindRetry = 2 * time.Second
 // Tie returns a context of ctx that ends with Gone's error when the one
 // lease holding server ends or changes hands; release frees it and must be
 // called when the call is over. A server held by no lease or by several is
-// not tied.
-func (w *Watch) Tie(ctx context.Context, server string) (context.Context, context.CancelFunc) {
+// not tied. It is a client.TieFunc (the tool and request id do not matter
+// here).
+func (w *Watch) Tie(ctx context.Context, server, _, _ string) (context.Context, context.CancelFunc) {
 	w.mu.Lock()
 	key := w.onlyLeaseLocked(server)
 	if key == "" {

@@ -52,7 +52,7 @@ func put(t *testing.T, kv jetstream.KeyValue, key, value string) {
 func tieWhenFollowed(t *testing.T, w *runnerwatch.Watch, server string) (context.Context, context.CancelFunc) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		ctx, release := w.Tie(t.Context(), server)
+		ctx, release := w.Tie(t.Context(), server, "", "")
 		if ctx != t.Context() {
 			return ctx, release
 		}
@@ -93,11 +93,11 @@ func TestLeaseEndEndsItsCalls(t *testing.T) {
 	beta, releaseBeta := tieWhenFollowed(t, w, "beta")
 	defer releaseBeta()
 	// Several replicas: which one took the call is unknown, so it is not tied.
-	if multi, release := w.Tie(t.Context(), "multi"); multi != t.Context() {
+	if multi, release := w.Tie(t.Context(), "multi", "", ""); multi != t.Context() {
 		release()
 		t.Fatal("a call of a server with two leases was tied")
 	}
-	if none, release := w.Tie(t.Context(), "nobody-holds-it"); none != t.Context() {
+	if none, release := w.Tie(t.Context(), "nobody-holds-it", "", ""); none != t.Context() {
 		release()
 		t.Fatal("a call of a server nobody holds was tied")
 	}
@@ -171,7 +171,7 @@ func TestFollowWhenThereWaitsForTheBucket(t *testing.T) {
 	}()
 	t.Cleanup(func() { stop(); <-done })
 	time.Sleep(300 * time.Millisecond) // its first bind found no bucket
-	if ctx, release := w.Tie(t.Context(), "alpha"); ctx != t.Context() {
+	if ctx, release := w.Tie(t.Context(), "alpha", "", ""); ctx != t.Context() {
 		release()
 		t.Fatal("a call was tied before the bucket existed")
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/credclient"
+	"github.com/mcpbus/mcpbus/libs/lostreplies"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/libs/runnerwatch"
@@ -213,9 +214,16 @@ func (s *Service) open(ctx context.Context) error {
 	runners := runnerwatch.New()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); runners.FollowWhenThere(ctx, s.nc, s.log) }()
+	// Nor does a call whose reply a drop of the connection lost.
+	lost, err := lostreplies.New(s.nc, s.opts.Prefix, s.log)
+	if err != nil {
+		return fmt.Errorf("chat: %w", err)
+	}
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); lost.Run(ctx) }()
 	s.engine = loop.New(loop.Deps{
 		Log:          s.convs,
-		Tools:        loop.ClientTools{C: client.New(s.nc, client.Options{Prefix: s.opts.Prefix, Tie: runners.Tie})},
+		Tools:        loop.ClientTools{C: client.New(s.nc, client.Options{Prefix: s.opts.Prefix, Tie: client.Ties(runners.Tie, lost.Tie)})},
 		Model:        s.model,
 		Publish:      s.events.Publish,
 		Approver:     s.approvals,

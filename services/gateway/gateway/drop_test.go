@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -171,5 +172,73 @@ func TestTaskEndPushedAcrossADrop(t *testing.T) {
 		case <-end:
 			t.Fatal("no notifications/tasks/status for a task that ended while the gateway was cut off")
 		}
+	}
+}
+
+// TestReplyLostAcrossADrop: a call whose reply comes while the gateway's
+// NATS connection is down ends once the connection is back, saying the call
+// ran and its reply was lost, instead of waiting out its timeout and saying
+// the tool did not answer; a call that ends after the connection is back
+// gets its reply as usual.
+func TestReplyLostAcrossADrop(t *testing.T) {
+	e := runnertest.Start(t, quietRunner())
+	h, cut := startGatewayCut(t, e, gateway.Options{CallTimeout: 25 * time.Second})
+	runServer(t, e, "alpha", nil)
+	h.waitTool(h.admin, "alpha__sleep")
+	type answer struct {
+		r    reply
+		took time.Duration
+	}
+	call := func(ms int) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			start := time.Now()
+			r := h.do("POST", "/mcp/invoke", h.admin, fmt.Sprintf(`{"tool_name":"alpha__sleep","params":{"ms":%d}}`, ms))
+			ch <- answer{r, time.Since(start)}
+		}()
+		return ch
+	}
+	resp, _ := h.mcpPost(t, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %d", resp.StatusCode)
+	}
+	h.mcpPost(t, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	session := make(chan string, 1)
+	go func() {
+		_, body := h.mcpPost(t, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":800}}}`)
+		session <- body
+	}()
+	lost, kept := call(800), call(4000)
+	time.Sleep(300 * time.Millisecond)
+	cut.Down()
+	time.Sleep(1500 * time.Millisecond) // the first call's reply is published meanwhile
+	up := time.Now()
+	cut.Up()
+	select {
+	case a := <-lost:
+		if a.r.status != http.StatusGatewayTimeout || !strings.Contains(string(a.r.body), "reply was lost") ||
+			!strings.Contains(string(a.r.body), "succeeded") {
+			t.Fatalf("the call whose reply was lost: %d %s", a.r.status, a.r.body)
+		}
+		t.Logf("the lost reply's call ended %v after the connection came back", time.Since(up))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call whose reply was lost still waits 10 s after the connection came back")
+	}
+	select {
+	case body := <-session:
+		if !strings.Contains(body, `"isError":true`) || !strings.Contains(body, "reply was lost") {
+			t.Fatalf("the session's call whose reply was lost: %s", body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the session's call whose reply was lost still waits")
+	}
+	select {
+	case a := <-kept:
+		if a.r.status != http.StatusOK {
+			t.Fatalf("the call that ended after the drop: %d %s", a.r.status, a.r.body)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the call that ended after the drop got no reply")
 	}
 }

@@ -27,6 +27,8 @@ import (
 	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/audit"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/lostreplies"
 	"github.com/mcpbus/mcpbus/libs/runnerwatch"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/auth/jwtauth"
@@ -250,13 +252,21 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	// call's timeout.
 	runners := runnerwatch.New()
 	g.bg.Go(func() { runners.Follow(mctx, nc, assets.Owners, g.log) })
+	// A call whose reply a drop of the connection lost ends once its event
+	// is found, not at the call's timeout.
+	lost, err := lostreplies.New(nc, opts.Prefix, g.log)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g.bg.Go(func() { lost.Run(mctx) })
+	tie := client.Ties(runners.Tie, lost.Tie)
 	if g.approvals, err = approvals.Open(mctx, setup, nc, approvals.Options{Replicas: opts.Replicas, Logger: g.log, Audit: g.audit, LeaveForBus: true}); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if err := g.approvals.AddEndpoints(g.keysSvc, opts.Prefix, g.log); err != nil {
 		return nil, err
 	}
-	if g.api, err = rest.New(setup, nc, rest.Options{Prefix: opts.Prefix, Logger: g.log, MayPublish: opts.MayPublish, Tie: runners.Tie,
+	if g.api, err = rest.New(setup, nc, rest.Options{Prefix: opts.Prefix, Logger: g.log, MayPublish: opts.MayPublish, Tie: tie,
 		CallTimeout: opts.CallTimeout, Heartbeat: opts.EventHeartbeat, MaxStreams: opts.MaxEventStreams, JaegerURL: opts.JaegerURL,
 		Keys: g.keys, Approvals: g.approvals, Audit: g.audit, AuditKeys: opts.AuditKeys}); err != nil {
 		return nil, err
@@ -264,7 +274,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	g.oai = openai.New(nc, openai.Options{Prefix: opts.Prefix, Logger: g.log, TurnTimeout: opts.ChatTurnTimeout,
 		Heartbeat: opts.EventHeartbeat})
 	mo := opts.MCP
-	mo.Prefix, mo.Logger, mo.NoAuth, mo.Approvals, mo.MayPublish, mo.Tie = opts.Prefix, g.log, opts.NoAuth, g.approvals, opts.MayPublish, runners.Tie
+	mo.Prefix, mo.Logger, mo.NoAuth, mo.Approvals, mo.MayPublish, mo.Tie = opts.Prefix, g.log, opts.NoAuth, g.approvals, opts.MayPublish, tie
 	if g.mcp, err = mcpserver.New(mctx, nc, mo); err != nil {
 		return nil, err
 	}

@@ -41,8 +41,9 @@ type Options struct {
 	Logger *slog.Logger
 	// MayPublish: client.Options.MayPublish (the in-process hand-off).
 	MayPublish func(subject string) bool
-	// Tie: client.Options.Tie (a call whose runner dies ends then).
-	Tie func(ctx context.Context, server string) (context.Context, context.CancelFunc)
+	// Tie: client.Options.Tie (a call whose runner dies, or whose reply a
+	// drop lost, ends then).
+	Tie client.TieFunc
 	// CallTimeout bounds one tool call (default 60s); the runner applies the
 	// smaller of it and the server's own call timeout.
 	CallTimeout time.Duration

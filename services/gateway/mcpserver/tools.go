@@ -12,6 +12,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/deadline"
+	"github.com/mcpbus/mcpbus/libs/lostreplies"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
@@ -132,7 +133,9 @@ func (a *Aggregator) unservedResult(e *toolEntry, err error) *mcp.CallToolResult
 	if restarts.NoOwner(err) {
 		return outageResult(e)
 	}
-	if errors.Is(err, client.ErrRunnerGone) { // its runner died during the call (runnerwatch)
+	if errors.Is(err, client.ErrRunnerGone) || errors.Is(err, lostreplies.ErrLost) {
+		// Its runner died during the call (runnerwatch), or its reply was
+		// lost in a drop (lostreplies): the model reads what happened.
 		return toolError(apierr.From(err).Message)
 	}
 	if ae := apierr.From(err); err != nil && ae.Code == apierr.ServiceUnavailable && a.restartWait(e) != nil {

@@ -38,8 +38,9 @@ type Options struct {
 	Logger *slog.Logger
 	// MayPublish: client.Options.MayPublish (the in-process hand-off).
 	MayPublish func(subject string) bool
-	// Tie: client.Options.Tie (a call whose runner dies ends then).
-	Tie func(ctx context.Context, server string) (context.Context, context.CancelFunc)
+	// Tie: client.Options.Tie (a call whose runner dies, or whose reply a
+	// drop lost, ends then).
+	Tie client.TieFunc
 	// CallTimeout bounds one tool call (default 35s: a little over the
 	// runner's 30s, so its answer wins).
 	CallTimeout time.Duration
