@@ -194,6 +194,8 @@ func (w *Watch) consume(ctx context.Context, from time.Time) error {
 	defer msgs.Stop()
 	got := make(chan jetstream.Msg)
 	failed := make(chan error, 1)
+	done := make(chan struct{})
+	defer close(done) // before Stop: a message on its way is let go
 	go func() {
 		for {
 			m, err := msgs.Next()
@@ -205,7 +207,7 @@ func (w *Watch) consume(ctx context.Context, from time.Time) error {
 			}
 			select {
 			case got <- m:
-			case <-ctx.Done():
+			case <-done:
 				return
 			}
 		}
