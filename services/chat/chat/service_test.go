@@ -67,6 +67,12 @@ func (e *env) startServiceOpts(t *testing.T, leaseTTL time.Duration, o Options) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e.startServiceOn(t, nc, leaseTTL, o)
+}
+
+// startServiceOn is startServiceOpts on the connection nc.
+func (e *env) startServiceOn(t *testing.T, nc *nats.Conn, leaseTTL time.Duration, o Options) (*Service, context.CancelFunc) {
+	t.Helper()
 	t.Cleanup(nc.Close)
 	o.Logger, o.LeaseTTL, o.CallTimeout = quiet(), leaseTTL, 10*time.Second
 	s, err := New(nc, o)
