@@ -240,9 +240,9 @@ func (a *API) track(keyID, who string) (gone <-chan struct{}, untrack func(), ok
 }
 
 // DropKey ends every event stream opened with keyID and cancels the key's
-// tasks still working: called when the key is revoked
-// (auth.KeyStore.OnRevoke), so a revoked key keeps nothing open and nothing
-// runs in its name later.
+// tasks still working and its running chat turns: called when the key is
+// revoked (auth.KeyStore.OnRevoke), so a revoked key keeps nothing open and
+// nothing runs in its name later.
 func (a *API) DropKey(keyID string) {
 	a.keyMu.Lock()
 	set := a.byKey[keyID]
@@ -252,6 +252,7 @@ func (a *API) DropKey(keyID string) {
 		close(ch)
 	}
 	go a.cancelTasks(keyID)
+	go a.cancelTurns(keyID)
 }
 
 // frame renders one bus message as an SSE frame.

@@ -1,0 +1,40 @@
+package rest
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
+)
+
+// cancelTurns cancels the running chat turns of key keyID. A turn goes on
+// in the chat service after the request that sent its message has ended,
+// calling tools in the sender's name step after step: without this, a
+// revoked key's turn would keep doing so (as a task would, cancelTasks).
+// The chat service knows no keys, so the gateway asks, as the key, for
+// each of the key's conversations: a conversation with no turn running
+// is left as it is. Every gateway instance is told of a revocation and
+// does it: a second cancel changes nothing.
+func (a *API) cancelTurns(keyID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), revokedTasksWait)
+	defer cancel()
+	ctx = principal.With(ctx, principal.Key(keyID, false, model.ToolFilter{}))
+	convs, err := a.client.ChatList(ctx)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return // no chat service: no turn runs
+	}
+	if err != nil {
+		a.log.Warn("listing the conversations of a revoked key failed: their turns may go on", "key_id", keyID, "err", err)
+		return
+	}
+	for _, c := range convs {
+		_, err := a.client.ChatCancel(ctx, model.ChatCancelRequest{Conversation: c.Conversation})
+		if err != nil && apierr.Of(err) != apierr.NotFound {
+			a.log.Warn("cancelling a chat turn of a revoked key failed", "key_id", keyID, "conversation", c.Conversation, "err", err)
+		}
+	}
+}
