@@ -38,3 +38,27 @@ func (a *API) cancelTurns(keyID string) {
 		}
 	}
 }
+
+// heldBy names the gateway as who denied a revoked key's held calls.
+const heldBy = "gateway"
+
+// denyHeld denies the calls key keyID has held for approval: an approver
+// deciding later would otherwise release them, and the request waiting on
+// one (/mcp/invoke, POST /api/v1/tasks, /mcp) would run its call, or make
+// its task, in the revoked key's name. Each request is refused as a denied
+// call is. Every gateway instance does it: the second finds them decided.
+func (a *API) denyHeld(keyID string) {
+	if a.opts.Approvals == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), revokedTasksWait)
+	defer cancel()
+	who := principal.Key(keyID, false, model.ToolFilter{}).ID
+	n, err := a.opts.Approvals.DenyCallsOf(ctx, who, heldBy, "the API key that made it was revoked")
+	if err != nil {
+		a.log.Warn("denying the held calls of a revoked key failed: an approver may still release them", "key_id", keyID, "err", err)
+	}
+	if n > 0 {
+		a.log.Info("held calls of a revoked key denied", "key_id", keyID, "calls", n)
+	}
+}
