@@ -3,6 +3,7 @@ package rest
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -20,10 +21,10 @@ import (
 // is left as it is. Every gateway instance is told of a revocation and
 // does it: a second cancel changes nothing.
 func (a *API) cancelTurns(keyID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), revokedTasksWait)
-	defer cancel()
-	ctx = principal.With(ctx, principal.Key(keyID, false, model.ToolFilter{}))
+	as := principal.With(context.Background(), principal.Key(keyID, false, model.ToolFilter{}))
+	ctx, cancel := context.WithTimeout(as, revokedTasksWait)
 	convs, err := a.client.ChatList(ctx)
+	cancel()
 	if errors.Is(err, nats.ErrNoResponders) {
 		return // no chat service: no turn runs
 	}
@@ -32,12 +33,20 @@ func (a *API) cancelTurns(keyID string) {
 		return
 	}
 	for _, c := range convs {
+		// Each on its own deadline: a cancel waits for its turn to end,
+		// and one slow turn must not leave the next running.
+		ctx, cancel := context.WithTimeout(as, revokedTurnWait)
 		_, err := a.client.ChatCancel(ctx, model.ChatCancelRequest{Conversation: c.Conversation})
+		cancel()
 		if err != nil && apierr.Of(err) != apierr.NotFound {
 			a.log.Warn("cancelling a chat turn of a revoked key failed", "key_id", keyID, "conversation", c.Conversation, "err", err)
 		}
 	}
 }
+
+// revokedTurnWait bounds the cancel of one turn of a revoked key (the
+// cancellation is recorded at once; this is the wait for the turn's end).
+const revokedTurnWait = 10 * time.Second
 
 // heldBy names the gateway as who denied a revoked key's held calls.
 const heldBy = "gateway"
