@@ -233,7 +233,9 @@ func (s *Service) Cancel(ctx context.Context, req model.ChatCancelRequest) (mode
 		return model.ChatCancelReply{}, err
 	}
 	reply, err := s.cancel(ctx, req)
-	if err == nil {
+	if err == nil && reply.Turn != "" {
+		// A cancel with no turn running changed nothing (a revoked key's
+		// gateway asks it of every conversation of the key).
 		s.audit(ctx, model.ChatAuditCancel, req.Conversation, owner, reply.Turn, false)
 	}
 	return reply, err

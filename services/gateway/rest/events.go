@@ -239,10 +239,10 @@ func (a *API) track(keyID, who string) (gone <-chan struct{}, untrack func(), ok
 	}, true
 }
 
-// DropKey ends every event stream opened with keyID and cancels the key's
-// tasks still working: called when the key is revoked
-// (auth.KeyStore.OnRevoke), so a revoked key keeps nothing open and nothing
-// runs in its name later.
+// DropKey ends every event stream opened with keyID, denies the calls it
+// has held for approval and cancels its tasks still working and its running
+// chat turns: called when the key is revoked (auth.KeyStore.OnRevoke), so a
+// revoked key keeps nothing open and nothing runs in its name later.
 func (a *API) DropKey(keyID string) {
 	a.keyMu.Lock()
 	set := a.byKey[keyID]
@@ -251,7 +251,9 @@ func (a *API) DropKey(keyID string) {
 	for ch := range set {
 		close(ch)
 	}
+	go a.denyHeld(keyID)
 	go a.cancelTasks(keyID)
+	go a.cancelTurns(keyID)
 }
 
 // frame renders one bus message as an SSE frame.
