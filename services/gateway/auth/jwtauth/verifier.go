@@ -1,7 +1,6 @@
 package jwtauth
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,8 +88,6 @@ type claims struct {
 	jwt.RegisteredClaims
 	Scope    string     `json:"scope"`
 	Scp      scopeClaim `json:"scp"`
-	ClientID string     `json:"client_id"`
-	AZP      string     `json:"azp"`
 }
 
 // scopeClaim is scp: a space-separated string or an array (Entra, Okta).
@@ -156,10 +153,12 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*auth.Principal, e
 	if !v.audienceOK(c.Audience) {
 		return nil, invalid("it is not meant for this resource (aud %q; accepted: %s)", []string(c.Audience), strings.Join(v.opts.Audiences, ", "))
 	}
-	// A client-credentials token may name only its client.
-	subject := cmp.Or(c.Subject, c.ClientID, c.AZP)
+	// The principal is the subject alone (RFC 9068 access tokens carry
+	// one, client-credentials ones too): a client id in its place could
+	// equal some user's subject and act as that user.
+	subject := c.Subject
 	if subject == "" || len(subject) > maxSubject || strings.IndexFunc(subject, unicode.IsControl) >= 0 {
-		return nil, invalid("it names no usable subject (sub or client_id)")
+		return nil, invalid("it names no usable subject (sub)")
 	}
 	if v.opts.Revoked != nil {
 		var iat time.Time

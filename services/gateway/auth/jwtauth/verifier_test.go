@@ -134,6 +134,13 @@ func TestVerify(t *testing.T) {
 		c.ClientID = ""
 		refused(t, v, sign(t, iss, c), "no usable subject")
 	})
+	// A client id standing in for the subject could be some user's
+	// subject: the token would act as that user.
+	t.Run("a client id but no subject", func(t *testing.T) {
+		c := iss.Claims("", resource, "mcpbus:call")
+		c.ClientID = "alice"
+		refused(t, v, sign(t, iss, c), "no usable subject")
+	})
 }
 
 // Keys are fetched once and cached; a rotation is picked up by the first

@@ -58,7 +58,7 @@ func newTokensRevokeCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&req.JTI, "jti", "", "the jti claim of the access token to refuse")
-	cmd.Flags().StringVar(&req.Sub, "sub", "", "the subject (sub, else client_id, else azp) whose tokens issued up to now are refused: of every issuer unless --iss names one")
+	cmd.Flags().StringVar(&req.Sub, "sub", "", "the subject (sub) whose tokens issued up to now are refused: of every issuer unless --iss names one")
 	cmd.Flags().StringVar(&req.Iss, "iss", "", "with --sub: the issuer (the tokens' iss) whose subject it is; two issuers may each have a user of one subject")
 	return cmd
 }
