@@ -158,14 +158,18 @@ func (s *Service) Delete(ctx context.Context, conv string) error {
 	if err := s.convs.Delete(ctx, conv); err != nil && !claimOnly(err) {
 		return err
 	}
-	s.audit(ctx, model.ChatAuditDelete, conv, owner, "", asAdmin)
-	s.forgetOwner(ctx, conv)
+	// The id is freed last: whoever claims it next must find none of this
+	// conversation's grants or stored results, nor lose theirs to this
+	// cleanup. Should one fail, the id stays its owner's until a delete
+	// again gets through.
 	if err := s.approvals.Forget(ctx, conv); err != nil {
-		s.log.Warn("chat: forgetting the approvals of a deleted conversation failed", "conversation", conv, "err", err)
+		return apierr.Wrap(apierr.ServiceUnavailable, "the conversation's log is deleted, forgetting its approvals failed: delete it again", err)
 	}
 	if err := s.results.DeleteConversation(ctx, conv); err != nil {
-		s.log.Warn("chat: deleting the stored tool results of a deleted conversation failed", "conversation", conv, "err", err)
+		return apierr.Wrap(apierr.ServiceUnavailable, "the conversation's log is deleted, deleting its stored tool results failed: delete it again", err)
 	}
+	s.audit(ctx, model.ChatAuditDelete, conv, owner, "", asAdmin)
+	s.forgetOwner(ctx, conv)
 	return nil
 }
 
