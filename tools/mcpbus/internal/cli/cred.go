@@ -106,7 +106,7 @@ func newCredSetCmd(g *globals) *cobra.Command {
 		Example: `  mcpbus cred set github GITHUB_PERSONAL_ACCESS_TOKEN
   printf '%s\n%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" | mcpbus cred set aws AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
   mcpbus cred set remote Authorization --header
-  mcpbus cred set gcp API_KEY --keyfile ~/.config/gcp/key.txt
+  mcpbus cred set gcp API_KEY --keyfile .mcpbus/keyfiles/gcp.txt
   mcpbus cred set slack --oauth token.json
   mcpbus cred set notion --oauth-client-secret`,
 		Args: cobra.MinimumNArgs(1),
@@ -184,6 +184,8 @@ func newCredSetCmd(g *globals) *cobra.Command {
 				}
 			} else if e := cfg.CheckCredentialsUsed(creds); e != nil {
 				return e
+			} else if err := c.CheckKeyfiles(cmd.Context(), creds.Keyfiles, 0); err != nil {
+				return err // a path no runner may read would never reach the server
 			}
 			req := model.CredSetRequest{ServerID: id, Kind: kind, Credentials: creds}
 			if kind == model.CredPrincipal { // the record goes with the server's delete
