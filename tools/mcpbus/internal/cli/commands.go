@@ -127,7 +127,10 @@ func printResult(g *globals, res json.RawMessage) error {
 		fmt.Fprintln(g.stdout, string(r.Structured))
 	}
 	if r.IsError {
-		return apierr.New(apierr.ServiceUnavailable, "the tool reported an error (isError)")
+		// The tool ran and failed (its message is above): exit 1, without an
+		// error code of the bus (SERVICE_UNAVAILABLE told people to retry).
+		fmt.Fprintln(g.stderr, "error: the tool reported an error (isError)")
+		return silentExit(1)
 	}
 	return nil
 }

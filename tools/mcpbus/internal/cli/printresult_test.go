@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// A tool's own failure (isError) prints its message and exits 1 without a
+// bus error code: it used to end in "error: SERVICE_UNAVAILABLE", the code
+// that tells callers to retry, for e.g. arguments that do not match the
+// tool's schema.
+func TestPrintResultToolError(t *testing.T) {
+	var out, errb bytes.Buffer
+	g := &globals{stdout: &out, stderr: &errb}
+	res := json.RawMessage(`{"content":[{"type":"text","text":"arguments do not match the input schema of echo"}],"isError":true}`)
+	err := printResult(g, res)
+	var exit silentExit
+	if !errors.As(err, &exit) || exit != 1 {
+		t.Fatalf("an isError result: %v, want exit 1", err)
+	}
+	if !strings.Contains(out.String(), "arguments do not match") {
+		t.Errorf("stdout %q lacks the tool's message", out.String())
+	}
+	if e := errb.String(); !strings.Contains(e, "the tool reported an error") || strings.Contains(e, "SERVICE_UNAVAILABLE") {
+		t.Errorf("stderr %q", e)
+	}
+
+	out.Reset()
+	errb.Reset()
+	if err := printResult(g, json.RawMessage(`{"content":[{"type":"text","text":"Echo: hi"}]}`)); err != nil || out.String() != "Echo: hi\n" || errb.Len() != 0 {
+		t.Fatalf("a result: %v %q %q", err, out.String(), errb.String())
+	}
+}
