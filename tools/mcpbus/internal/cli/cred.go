@@ -197,7 +197,7 @@ func newCredSetCmd(g *globals) *cobra.Command {
 			}
 			restarted, err := applyCredChange(cmd.Context(), c, &cfg, principal, noRestart)
 			if err != nil {
-				return err
+				return restartFailed(cfg.Slug, "stored", err)
 			}
 			if g.json {
 				return g.printJSON(desc)
@@ -256,7 +256,7 @@ func newCredRmCmd(g *globals) *cobra.Command {
 			}
 			restarted, err := applyCredChange(cmd.Context(), c, &cfg, principal, noRestart)
 			if err != nil {
-				return err
+				return restartFailed(cfg.Slug, "removed", err)
 			}
 			if g.json {
 				return g.printJSON(desc)
@@ -330,6 +330,15 @@ func credRecord(cfg *model.McpConfig, principal string) (string, model.Credentia
 // applyCredChange makes a credential change reach the server: a restart of
 // a running server for its own secrets, or closing the principal's upstream
 // session for theirs (the server and everyone else are left running).
+// restartFailed is the error of a credential change that was made but whose
+// restart of the server then failed (a required secret removed, a token the
+// upstream refuses): it says the change stands, keeping the failure's code
+// and field, rather than reading as if nothing was stored or removed.
+func restartFailed(slug, done string, err error) error {
+	e := apierr.From(err)
+	return apierr.Wrap(e.Code, fmt.Sprintf("the secrets were %s, but restarting %s failed: %s", done, slug, e.Message), err).WithField(e.Field)
+}
+
 func applyCredChange(ctx context.Context, c *client.Client, cfg *model.McpConfig, principal string, noRestart bool) (bool, error) {
 	if noRestart {
 		return false, nil

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
 )
 
 // A tool's own failure (isError) prints its message and exits 1 without a
@@ -32,5 +34,18 @@ func TestPrintResultToolError(t *testing.T) {
 	errb.Reset()
 	if err := printResult(g, json.RawMessage(`{"content":[{"type":"text","text":"Echo: hi"}]}`)); err != nil || out.String() != "Echo: hi\n" || errb.Len() != 0 {
 		t.Fatalf("a result: %v %q %q", err, out.String(), errb.String())
+	}
+}
+
+// A credential change that was made but whose restart then failed says so:
+// `cred rm gh GITHUB_PERSONAL_ACCESS_TOKEN` removed a required secret and
+// answered only "VALIDATION_ERROR: Missing required credentials", as if
+// nothing had been removed.
+func TestRestartFailedSaysTheChangeStands(t *testing.T) {
+	err := restartFailed("gh", "removed", apierr.Invalid("env_vars.GITHUB_PERSONAL_ACCESS_TOKEN", "Missing required credentials"))
+	e := apierr.From(err)
+	if e.Code != apierr.Validation || e.Field != "env_vars.GITHUB_PERSONAL_ACCESS_TOKEN" ||
+		e.Message != "the secrets were removed, but restarting gh failed: Missing required credentials" {
+		t.Fatalf("got %+v", e)
 	}
 }
