@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // A tool's own failure (isError) prints its message and exits 1 without a
@@ -47,5 +48,22 @@ func TestRestartFailedSaysTheChangeStands(t *testing.T) {
 	if e.Code != apierr.Validation || e.Field != "env_vars.GITHUB_PERSONAL_ACCESS_TOKEN" ||
 		e.Message != "the secrets were removed, but restarting gh failed: Missing required credentials" {
 		t.Fatalf("got %+v", e)
+	}
+}
+
+// `mcpbus call --progress` lines: no "/0" when the server gives no total, no
+// trailing space when it gives no message.
+func TestProgressLine(t *testing.T) {
+	for _, c := range []struct {
+		ev   model.ProgressEvent
+		want string
+	}{
+		{model.ProgressEvent{Progress: 1, Total: 4}, "progress 1/4"},
+		{model.ProgressEvent{Progress: 3}, "progress 3"},
+		{model.ProgressEvent{Progress: 0.5, Total: 1, Message: "half"}, "progress 0.5/1 half"},
+	} {
+		if got := progressLine(c.ev); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.ev, got, c.want)
+		}
 	}
 }
