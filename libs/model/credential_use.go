@@ -75,7 +75,11 @@ func (c *McpConfig) CheckCredentialsUsed(creds Credentials) *apierr.Error {
 		if name, ok := strings.CutPrefix(field, "headers."); ok {
 			how = "--secret-header " + name
 		} else if field == "oauth" {
-			how = "--secret-env NAME"
+			// An OAuth token is declared by the auth type, which no edit
+			// flag sets (a --secret-env would not take the token either).
+			return apierr.Invalid(field, fmt.Sprintf(
+				"server %s declares no secret (auth_type %s, no secret variable or header), so a stored OAuth token would never reach it: set auth_type: oauth in its config first (mcpbus servers get %s > %s.json, set \"auth_type\": \"oauth\", mcpbus servers edit %s -f %s.json)",
+				c.Slug, orNone(c.AuthType), c.Slug, c.Slug, c.Slug, c.Slug))
 		}
 		return apierr.Invalid(field, fmt.Sprintf(
 			"server %s declares no secret (auth_type %s, no secret variable or header), so a stored secret would never reach it: declare it in its config first (mcpbus servers edit %s %s declares it and stores the value)",

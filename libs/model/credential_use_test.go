@@ -24,7 +24,9 @@ func TestCheckCredentialsUsed(t *testing.T) {
 	}{
 		{"nothing", plain, model.Credentials{}, "", ""},
 		{"server without secrets", plain, env("DUMMY_TOKEN"), "env.DUMMY_TOKEN", "declares no secret"},
-		{"oauth for a server without secrets", plain, model.Credentials{OAuth: &model.OAuthToken{AccessToken: "a"}}, "oauth", "declares no secret"},
+		{"oauth for a server without secrets", plain, model.Credentials{OAuth: &model.OAuthToken{AccessToken: "a"}}, "oauth", "set auth_type: oauth in its config first"},
+		{"oauth for an oauth server", model.McpConfig{Slug: "slack", AuthType: model.AuthOAuth, Transport: model.Transport{Type: model.TransportHTTP, URL: "https://x"}},
+			model.Credentials{OAuth: &model.OAuthToken{AccessToken: "a"}}, "", ""},
 		{"declared by reference", declared, env("GITHUB_TOKEN"), "", ""},
 		{"declared by name", declared, env("OTHER"), "", ""},
 		{"undeclared name", declared, env("GITHUB_TOKN"), "env.GITHUB_TOKN", "it declares GITHUB_TOKEN, OTHER"},

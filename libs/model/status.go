@@ -41,6 +41,12 @@ type Status struct {
 	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 
+// NextRestartNote ends the message of a start refused while a server's
+// automatic restarts after a failure are under way, before the time of the
+// next one. An enable that failed and was reverted drops it: the server is
+// disabled again, so no restart follows.
+const NextRestartNote = "; next automatic restart at "
+
 // StatusFieldMaxServers is the Field of a server in error because its
 // runner is at its server limit (--max-servers): it waits for room, which
 // the runner gives it as soon as a slot frees, so a call may try at once.

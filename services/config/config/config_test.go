@@ -589,6 +589,40 @@ func TestEnableStartFailsReverts(t *testing.T) {
 	}
 }
 
+// A start refused while the runner's automatic restarts are under way names
+// the next one; once the enable is reverted no restart comes (the server is
+// disabled), so the error the caller gets does not promise one. An enable of
+// a server already enabled reverts nothing and keeps the note.
+func TestEnableRevertedDropsRestartNote(t *testing.T) {
+	e := newEnv(t)
+	e.mustCreate(stdio("Remote"), nil)
+	e.rt.onStart(func(slug string, _ int) (model.Status, error) {
+		return model.Status{}, apierr.New(apierr.Network, "could not connect: no such host"+model.NextRestartNote+"2026-11-29T09:42:56Z").WithField("transport.url")
+	})
+	err := e.call("enable", model.ConfigRef{Server: "remote"}, nil)
+	wantErr(t, err, apierr.Network, "transport.url", "could not connect: no such host")
+	if strings.Contains(err.Error(), "automatic restart") {
+		t.Fatalf("a reverted enable promises a restart: %v", err)
+	}
+	if cur, _ := e.get("remote"); cur.Enabled {
+		t.Fatal("enabled not reverted")
+	}
+
+	e.rt.onStart(func(slug string, _ int) (model.Status, error) {
+		return model.Status{Server: slug, State: model.StateRunning}, nil
+	})
+	if err := e.call("enable", model.ConfigRef{Server: "remote"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.rt.onStart(func(slug string, _ int) (model.Status, error) {
+		return model.Status{}, apierr.New(apierr.Network, "crashed"+model.NextRestartNote+"2026-11-29T09:42:56Z")
+	})
+	err = e.call("enable", model.ConfigRef{Server: "remote"}, nil)
+	if !strings.Contains(fmt.Sprint(err), model.NextRestartNote) {
+		t.Fatalf("an enabled server's restart note was dropped: %v", err)
+	}
+}
+
 func TestEnableRetriesUntilARunnerOwnsIt(t *testing.T) {
 	e := newEnv(t)
 	e.mustCreate(stdio("Late"), nil)

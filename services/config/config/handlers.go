@@ -266,11 +266,27 @@ func (s *Service) handleEnable(ctx context.Context, req micro.Request) (any, err
 		s.log.Info("server enabled and started", "server", cfg.Slug, "id", cfg.ID, "request_id", requestID(req))
 		return cfg, nil
 	}
-	if wrote {
-		s.revertEnable(ctx, cfg, requestID(req))
+	reverted := wrote && s.revertEnable(ctx, cfg, requestID(req))
+	s.log.Info("server did not start", "server", cfg.Slug, "id", cfg.ID, "code", apierr.Of(startErr), "reverted", reverted, "request_id", requestID(req))
+	if reverted {
+		startErr = withoutRestartNote(startErr)
 	}
-	s.log.Info("server did not start", "server", cfg.Slug, "id", cfg.ID, "code", apierr.Of(startErr), "reverted", wrote, "request_id", requestID(req))
 	return nil, startErr
+}
+
+// withoutRestartNote drops the runner's "next automatic restart at …" from
+// the error of a start that failed while its restarts were under way: the
+// enable was reverted, so the server is disabled and no restart comes.
+func withoutRestartNote(err error) error {
+	var e *apierr.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	msg, _, found := strings.Cut(e.Message, model.NextRestartNote)
+	if !found {
+		return err
+	}
+	return apierr.New(e.Code, msg).WithField(e.Field)
 }
 
 // awaitStart asks a runner to start slug until one does, the start fails for
@@ -351,16 +367,17 @@ func startGaveUp(ctx context.Context, slug string, timeout time.Duration, last e
 
 // revertEnable puts enabled back to false if the config is still the
 // revision this request wrote; a later change by someone else stands.
-func (s *Service) revertEnable(ctx context.Context, cfg *model.McpConfig, reqID string) {
+func (s *Service) revertEnable(ctx context.Context, cfg *model.McpConfig, reqID string) bool {
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	back := *cfg
 	back.Enabled, back.UpdatedAt = false, time.Now().UTC()
 	if err := s.write(ctx, &back, cfg.Revision); err != nil {
 		s.log.Warn("not reverting enabled: the config changed since or the store failed", "server", cfg.Slug, "error", err)
-		return
+		return false
 	}
 	s.publish(model.ConfigDisabled, &back, reqID)
+	return true
 }
 
 func (s *Service) handleHistory(ctx context.Context, req micro.Request) (any, error) {

@@ -60,7 +60,9 @@ func (s *Service) handleImport(ctx context.Context, req micro.Request) (any, err
 		credID := ""
 		switch {
 		case prev != nil && !in.Replace:
-			return nil, slugConflict(probe.Slug, prev.ID).WithField(field + ".slug")
+			e := slugConflict(probe.Slug, prev.ID)
+			e.Message += "; import with replace (mcpbus servers import --replace) to update it"
+			return nil, e.WithField(field + ".slug")
 		case prev != nil:
 			cfg.ID, cfg.CreatedAt, cfg.UpdatedAt = prev.ID, prev.CreatedAt, now
 			if cfg.AuthType == "" {

@@ -116,7 +116,7 @@ func TestImportAllOrNothing(t *testing.T) {
 	  {"name": "Beta", "package": {"type": "npm", "identifier": "beta-mcp"}, "transport": {"type": "stdio"}}
 	]}`
 	err := e.call("import", model.ConfigImportRequest{Content: file}, nil)
-	wantErr(t, err, apierr.Conflict, "servers[1].slug", "slug beta is already used by server "+existing.ID)
+	wantErr(t, err, apierr.Conflict, "servers[1].slug", "slug beta is already used by server "+existing.ID+"; import with replace (mcpbus servers import --replace) to update it")
 	if got := slugsOf(e.list()); !slices.Equal(got, []string{"beta"}) {
 		t.Fatalf("list after refused import: %v", got)
 	}

@@ -241,6 +241,11 @@ func (a *API) setCredentials(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	// A keyfile path every runner refuses (--keyfile-prefixes) would never reach it.
+	if err := a.client.CheckKeyfiles(r.Context(), creds.Keyfiles, 0); err != nil {
+		writeError(w, err)
+		return
+	}
 	d, err := a.creds.Set(r.Context(), model.CredSetRequest{ServerID: cfg.ID, Credentials: creds, Replace: replace})
 	if err != nil {
 		writeError(w, err)

@@ -265,7 +265,7 @@ func (s *server) backingOff() *apierr.Error {
 	}
 	msg := st.Message
 	if !st.RetryAt.IsZero() {
-		msg += fmt.Sprintf("; next automatic restart at %s", st.RetryAt.Format(time.RFC3339))
+		msg += model.NextRestartNote + st.RetryAt.Format(time.RFC3339)
 	}
 	return apierr.New(code, msg).WithField(st.Field)
 }

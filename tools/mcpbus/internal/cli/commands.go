@@ -79,9 +79,7 @@ func newCallCmd(g *globals) *cobra.Command {
 			defer nc.Close()
 			opts := &client.CallOptions{}
 			if progress {
-				opts.OnProgress = func(ev model.ProgressEvent) {
-					fmt.Fprintf(g.stderr, "progress %g/%g %s\n", ev.Progress, ev.Total, ev.Message)
-				}
+				opts.OnProgress = func(ev model.ProgressEvent) { fmt.Fprintln(g.stderr, progressLine(ev)) }
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
@@ -94,6 +92,19 @@ func newCallCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&progress, "progress", false, "print progress notifications to stderr")
 	return cmd
+}
+
+// progressLine is one progress notification for people: "progress 2/4",
+// or "progress 2" when the server gives no total, then its message if any.
+func progressLine(ev model.ProgressEvent) string {
+	line := fmt.Sprintf("progress %g", ev.Progress)
+	if ev.Total > 0 {
+		line += fmt.Sprintf("/%g", ev.Total)
+	}
+	if ev.Message != "" {
+		line += " " + ev.Message
+	}
+	return line
 }
 
 // printResult prints a CallToolResult: JSON as is with --json, else its text
@@ -127,7 +138,10 @@ func printResult(g *globals, res json.RawMessage) error {
 		fmt.Fprintln(g.stdout, string(r.Structured))
 	}
 	if r.IsError {
-		return apierr.New(apierr.ServiceUnavailable, "the tool reported an error (isError)")
+		// The tool ran and failed (its message is above): exit 1, without an
+		// error code of the bus (SERVICE_UNAVAILABLE told people to retry).
+		fmt.Fprintln(g.stderr, "error: the tool reported an error (isError)")
+		return silentExit(1)
 	}
 	return nil
 }

@@ -172,11 +172,16 @@ func (g *globals) stdioCommand(cmd *cobra.Command, o connectOptions) (string, []
 	}
 	args := []string{"serve-stdio"}
 	flags := cmd.Flags()
+	// A setting counts whether it came as a flag or from its env var (which
+	// fills the flag without marking it changed): the client spawns the
+	// entry without this shell's environment.
 	for _, f := range []string{"nats", "prefix", "nats-inbox-prefix"} {
-		if flags.Changed(f) {
-			v, _ := flags.GetString(f)
-			args = append(args, "--"+f, v)
+		if fl := flags.Lookup(f); fl != nil && (fl.Changed || fl.Value.String() != fl.DefValue) {
+			args = append(args, "--"+f, fl.Value.String())
 		}
+	}
+	if keep, _ := flags.GetBool("nats-keep-order"); keep {
+		args = append(args, "--nats-keep-order")
 	}
 	files := []string{"nats-creds", "nats-nkey", "nats-ca", "nats-cert", "nats-key"}
 	for _, f := range files {

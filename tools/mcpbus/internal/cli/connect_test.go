@@ -201,3 +201,43 @@ func TestConnectHTTPEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectStdioKeepsEnvSettings: NATS settings given through their env
+// vars (as the README offers: MCPBUS_NATS_URL) go into a --stdio entry as
+// flags, as when given as flags: the client spawns the entry without the
+// environment of the shell that ran connect.
+func TestConnectStdioKeepsEnvSettings(t *testing.T) {
+	t.Setenv("MCPBUS_NATS_URL", "nats://127.0.0.1:14222")
+	t.Setenv("MCPBUS_PREFIX", "mcp.v9")
+	t.Setenv("MCPBUS_NATS_KEEP_ORDER", "true")
+	code, out, errOut := runCLI(t, "connect", "claude", "--stdio", "--print", "--command", "/opt/mcpbus")
+	if code != 0 {
+		t.Fatalf("connect --stdio --print: %d %s %s", code, out, errOut)
+	}
+	var doc struct {
+		MCPServers map[string]struct {
+			Args []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	args := strings.Join(doc.MCPServers["mcpbus"].Args, " ")
+	for _, want := range []string{"--nats nats://127.0.0.1:14222", "--prefix mcp.v9", "--nats-keep-order"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("the entry's args %q lack %q", args, want)
+		}
+	}
+
+	// Defaults stay out of the entry.
+	t.Setenv("MCPBUS_NATS_URL", "")
+	t.Setenv("MCPBUS_PREFIX", "")
+	t.Setenv("MCPBUS_NATS_KEEP_ORDER", "")
+	code, out, errOut = runCLI(t, "connect", "claude", "--stdio", "--print", "--command", "/opt/mcpbus")
+	if code != 0 {
+		t.Fatalf("connect --stdio --print: %d %s %s", code, out, errOut)
+	}
+	if strings.Contains(out, "--nats\"") || strings.Contains(out, "--prefix") || strings.Contains(out, "keep-order") {
+		t.Errorf("defaults written into the entry: %s", out)
+	}
+}

@@ -106,7 +106,7 @@ func newCredSetCmd(g *globals) *cobra.Command {
 		Example: `  mcpbus cred set github GITHUB_PERSONAL_ACCESS_TOKEN
   printf '%s\n%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" | mcpbus cred set aws AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
   mcpbus cred set remote Authorization --header
-  mcpbus cred set gcp API_KEY --keyfile ~/.config/gcp/key.txt
+  mcpbus cred set gcp API_KEY --keyfile .mcpbus/keyfiles/gcp.txt
   mcpbus cred set slack --oauth token.json
   mcpbus cred set notion --oauth-client-secret`,
 		Args: cobra.MinimumNArgs(1),
@@ -184,6 +184,8 @@ func newCredSetCmd(g *globals) *cobra.Command {
 				}
 			} else if e := cfg.CheckCredentialsUsed(creds); e != nil {
 				return e
+			} else if err := c.CheckKeyfiles(cmd.Context(), creds.Keyfiles, 0); err != nil {
+				return err // a path no runner may read would never reach the server
 			}
 			req := model.CredSetRequest{ServerID: id, Kind: kind, Credentials: creds}
 			if kind == model.CredPrincipal { // the record goes with the server's delete
@@ -195,7 +197,7 @@ func newCredSetCmd(g *globals) *cobra.Command {
 			}
 			restarted, err := applyCredChange(cmd.Context(), c, &cfg, principal, noRestart)
 			if err != nil {
-				return err
+				return restartFailed(cfg.Slug, "stored", err)
 			}
 			if g.json {
 				return g.printJSON(desc)
@@ -254,7 +256,7 @@ func newCredRmCmd(g *globals) *cobra.Command {
 			}
 			restarted, err := applyCredChange(cmd.Context(), c, &cfg, principal, noRestart)
 			if err != nil {
-				return err
+				return restartFailed(cfg.Slug, "removed", err)
 			}
 			if g.json {
 				return g.printJSON(desc)
@@ -328,6 +330,15 @@ func credRecord(cfg *model.McpConfig, principal string) (string, model.Credentia
 // applyCredChange makes a credential change reach the server: a restart of
 // a running server for its own secrets, or closing the principal's upstream
 // session for theirs (the server and everyone else are left running).
+// restartFailed is the error of a credential change that was made but whose
+// restart of the server then failed (a required secret removed, a token the
+// upstream refuses): it says the change stands, keeping the failure's code
+// and field, rather than reading as if nothing was stored or removed.
+func restartFailed(slug, done string, err error) error {
+	e := apierr.From(err)
+	return apierr.Wrap(e.Code, fmt.Sprintf("the secrets were %s, but restarting %s failed: %s", done, slug, e.Message), err).WithField(e.Field)
+}
+
 func applyCredChange(ctx context.Context, c *client.Client, cfg *model.McpConfig, principal string, noRestart bool) (bool, error) {
 	if noRestart {
 		return false, nil
