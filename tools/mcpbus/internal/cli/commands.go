@@ -53,6 +53,11 @@ func newCallCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "call <server>.<tool> ['<json arguments>' | -]",
 		Short: "Call a tool; arguments are a JSON object (- reads them from stdin)",
+		Long: `Call a tool; arguments are a JSON object (- reads them from stdin).
+
+The result's text is printed (--json: the whole CallToolResult). A result the
+tool marked as an error (isError) exits with status 1, with or without --json;
+an error of the bus exits 1 too (with --json, printed as {code, message, field}).`,
 		Example: `  mcpbus call everything.echo '{"message":"hi"}'
   echo '{"a":1,"b":2}' | mcpbus call everything.get-sum -`,
 		Args: cobra.RangeArgs(1, 2),
@@ -111,8 +116,17 @@ func progressLine(ev model.ProgressEvent) string {
 // content (and structured content) for people.
 func printResult(g *globals, res json.RawMessage) error {
 	if g.json {
-		_, err := fmt.Fprintln(g.stdout, string(res))
-		return err
+		if _, err := fmt.Fprintln(g.stdout, string(res)); err != nil {
+			return err
+		}
+		// The exit status says what it says without --json: scripts test it.
+		var r struct {
+			IsError bool `json:"isError"`
+		}
+		if json.Unmarshal(res, &r) == nil && r.IsError {
+			return silentExit(1)
+		}
+		return nil
 	}
 	var r struct {
 		Content []struct {

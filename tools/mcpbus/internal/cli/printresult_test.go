@@ -36,6 +36,16 @@ func TestPrintResultToolError(t *testing.T) {
 	if err := printResult(g, json.RawMessage(`{"content":[{"type":"text","text":"Echo: hi"}]}`)); err != nil || out.String() != "Echo: hi\n" || errb.Len() != 0 {
 		t.Fatalf("a result: %v %q %q", err, out.String(), errb.String())
 	}
+
+	// --json: the result as it is, and the same exit status.
+	out.Reset()
+	g.json = true
+	if err := printResult(g, res); !errors.As(err, &exit) || exit != 1 || out.String() != string(res)+"\n" {
+		t.Fatalf("--json, an isError result: %v %q", err, out.String())
+	}
+	if err := printResult(g, json.RawMessage(`{"content":[]}`)); err != nil {
+		t.Fatalf("--json, a result: %v", err)
+	}
 }
 
 // A credential change that was made but whose restart then failed says so:
