@@ -7,13 +7,13 @@
 // tool did not answer, when it did, side effects included. The runner
 // records every call's end in the events stream (MCP_EVENTS, the call
 // event, with the request id in its header), which outlives the gap. Once
-// the connection is back, a Watch reads the call events since the oldest
-// call that was in flight across the drop and ends each such call whose
-// event it finds: its caller learns at once that the call ran and how it
-// ended, and that its answer is lost. Calls that have not ended keep
-// waiting for their reply, which reaches the new connection. Only calls in
-// flight across a drop are looked for, and the reading stops once none is
-// left.
+// the connection is back, a Watch reads the call events since the break
+// (the oldest call in flight across the drop, or how long a broken
+// connection may go unnoticed) and ends each such call whose event it
+// finds and that is still waiting a moment later (grace: a reply published
+// just after the reconnection is on its way). Calls without an event keep
+// waiting for their reply, which reaches the new connection; some time
+// after the reconnection (settle) the reading stops.
 package lostreplies
 
 import (
@@ -31,6 +31,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
 // ErrLost is wrapped by the error of a call whose reply was lost: the call
@@ -43,29 +44,47 @@ type Watch struct {
 	js      jetstream.JetStream
 	subject string // every server's call events
 	log     *slog.Logger
+	status  chan nats.Status
+	// detect bounds how long a broken connection goes unnoticed (nats.go's
+	// pings): replies are lost from the break on, not only once it is seen.
+	detect time.Duration
+	wg     sync.WaitGroup // the readings
 
 	mu    sync.Mutex
 	calls map[string]*call // request id → call in flight
-	// reading is set while the events are read for calls at risk.
-	reading bool
+	risky int              // calls at risk
+	// droppedAt and upAt are when the connection last dropped and came
+	// back; seen is its reconnections then (a missed status is caught up).
+	droppedAt, upAt time.Time
+	seen            uint64
+	reading         bool
 }
 
 type call struct {
-	server, tool string
-	start        time.Time
+	server, tool, principal string
+	start                   time.Time
 	// atRisk: the connection dropped during the call, so its reply may
 	// have been lost.
 	atRisk bool
 	cancel context.CancelCauseFunc
 }
 
-// clockSkew widens the events read before the oldest call at risk: the
-// stream stamps events with its server's clock, not the caller's.
-const clockSkew = 5 * time.Second
-
-// recheck is how often the reading looks whether calls at risk remain
-// when no event comes.
-const recheck = time.Second
+const (
+	// clockSkew widens the events read: the stream stamps them with its
+	// server's clock, not the caller's.
+	clockSkew = 5 * time.Second
+	// settle is how long after the connection is back a lost reply's
+	// event may still come (the runner publishes it after the reply, in
+	// batches); calls still at risk then got or will get their reply.
+	settle = 10 * time.Second
+	// grace is how long a call whose event was found may still get its
+	// reply (published just after the reconnection, on its way): only a
+	// call still waiting then has lost it.
+	grace = 500 * time.Millisecond
+	// recheck is how often the reading and Run look again when nothing
+	// comes.
+	recheck = time.Second
+)
 
 // New returns a Watch of nc's calls; Run makes it act on drops.
 func New(nc *nats.Conn, prefix string, log *slog.Logger) (*Watch, error) {
@@ -73,100 +92,145 @@ func New(nc *nats.Conn, prefix string, log *slog.Logger) (*Watch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lost replies: %w", err)
 	}
-	return &Watch{nc: nc, js: js, subject: bus.NewSubjects(prefix).EventsOf("call"), log: log, calls: map[string]*call{}}, nil
+	detect := nc.Opts.PingInterval * time.Duration(max(nc.Opts.MaxPingsOut, 1))
+	if detect <= 0 {
+		detect = nats.DefaultPingInterval * nats.DefaultMaxPingOut
+	}
+	return &Watch{nc: nc, js: js, subject: bus.NewSubjects(prefix).EventsOf("call"), log: log, detect: detect,
+		// Listening from here: a drop before Run runs is not missed.
+		status: nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CONNECTED),
+		calls:  map[string]*call{}, seen: nc.Stats().Reconnects}, nil
 }
 
 // Run follows the connection's state until ctx ends: a drop puts every call
 // in flight at risk, a reconnection reads their events.
 func (w *Watch) Run(ctx context.Context) {
-	ch := w.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CONNECTED)
-	defer w.nc.RemoveStatusListener(ch)
+	defer w.nc.RemoveStatusListener(w.status)
+	defer w.wg.Wait()
+	tick := time.NewTicker(recheck)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case st := <-ch:
+		case st := <-w.status:
 			if st != nats.CONNECTED {
 				w.drop()
 				continue
 			}
-			w.read(ctx)
+			w.back(ctx)
+		case <-tick.C:
+			// A status lost to a full channel: the reconnections tell.
+			w.mu.Lock()
+			missed := w.nc.Stats().Reconnects != w.seen && w.nc.IsConnected()
+			w.mu.Unlock()
+			if missed {
+				w.drop()
+				w.back(ctx)
+			}
 		}
 	}
 }
 
 // Tie registers a call sent over NATS with requestID in its header; the
 // returned context ends with an error wrapping ErrLost should its reply be
-// lost, and release must be called once the call is over.
+// lost, and release must be called once the call is over. It is a
+// client.TieFunc.
 func (w *Watch) Tie(ctx context.Context, server, tool, requestID string) (context.Context, context.CancelFunc) {
 	if requestID == "" {
 		return ctx, func() {}
 	}
+	p, _ := principal.From(ctx)
 	cctx, cancel := context.WithCancelCause(ctx)
-	c := &call{server: server, tool: tool, start: time.Now(), cancel: cancel}
+	c := &call{server: server, tool: tool, principal: p.ID, start: time.Now(), cancel: cancel}
 	w.mu.Lock()
+	if old := w.calls[requestID]; old != nil && old.atRisk {
+		w.risky--
+	}
 	w.calls[requestID] = c
 	w.mu.Unlock()
 	return cctx, func() {
-		w.mu.Lock()
-		if w.calls[requestID] == c {
-			delete(w.calls, requestID)
-		}
-		w.mu.Unlock()
+		w.forget(requestID, c)
 		cancel(context.Canceled)
 	}
+}
+
+// forget removes c, reporting whether it was still in flight.
+func (w *Watch) forget(id string, c *call) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.calls[id] != c {
+		return false
+	}
+	delete(w.calls, id)
+	if c.atRisk {
+		w.risky--
+	}
+	return true
 }
 
 // drop puts every call in flight at risk.
 func (w *Watch) drop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.droppedAt = time.Now()
 	for _, c := range w.calls {
-		c.atRisk = true
+		if !c.atRisk {
+			c.atRisk = true
+			w.risky++
+		}
 	}
 }
 
-// read starts reading the call events, unless it runs already or no call
+// back starts reading the call events, unless it runs already or no call
 // is at risk.
-func (w *Watch) read(ctx context.Context) {
+func (w *Watch) back(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.reading {
+	w.upAt, w.seen = time.Now(), w.nc.Stats().Reconnects
+	if w.reading || w.risky == 0 {
 		return
 	}
+	// From the break on: the oldest call at risk, or how long a break may
+	// go unseen before the drop, whichever is later.
 	var oldest time.Time
 	for _, c := range w.calls {
 		if c.atRisk && (oldest.IsZero() || c.start.Before(oldest)) {
 			oldest = c.start
 		}
 	}
-	if oldest.IsZero() {
-		return
+	from := w.droppedAt.Add(-w.detect)
+	if oldest.After(from) {
+		from = oldest
 	}
 	w.reading = true
-	go w.follow(ctx, oldest.Add(-clockSkew))
+	w.wg.Add(1)
+	go w.follow(ctx, from.Add(-clockSkew))
 }
 
-// follow reads the call events stored since from until no call is at risk
-// (or ctx ends), ending the calls at risk whose events it finds.
+// follow reads the call events stored since from while calls are at risk
+// (or until ctx ends), ending the calls at risk whose events it finds.
 func (w *Watch) follow(ctx context.Context, from time.Time) {
-	defer func() {
-		w.mu.Lock()
-		w.reading = false
-		w.mu.Unlock()
-	}()
-	for ctx.Err() == nil && w.atRisk() {
+	defer w.wg.Done()
+	for {
 		err := w.consume(ctx, from)
-		if err == nil || ctx.Err() != nil {
+		w.mu.Lock()
+		if ctx.Err() != nil || w.risky == 0 {
+			// Under the lock: a drop meanwhile finds reading off and
+			// starts another at its reconnection.
+			w.reading = false
+			w.mu.Unlock()
 			return
 		}
-		// A stream or consumer not reachable yet (the connection is only
-		// just back): the calls wait for their replies meanwhile.
-		w.log.Debug("lost replies: reading the call events failed; trying again", "error", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(recheck):
+		w.mu.Unlock()
+		if err != nil {
+			// A stream or consumer not reachable yet (the connection is
+			// only just back): the calls wait for their replies meanwhile.
+			w.log.Debug("lost replies: reading the call events failed; trying again", "error", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(recheck):
+			}
 		}
 	}
 }
@@ -214,6 +278,7 @@ func (w *Watch) consume(ctx context.Context, from time.Time) error {
 	}()
 	tick := time.NewTicker(recheck)
 	defer tick.Stop()
+	caughtUp := false // no event pending: the stream has been read to its end
 	for {
 		select {
 		case <-ctx.Done():
@@ -221,28 +286,41 @@ func (w *Watch) consume(ctx context.Context, from time.Time) error {
 		case err := <-failed:
 			return err
 		case m := <-got:
+			if md, err := m.Metadata(); err == nil {
+				caughtUp = md.NumPending == 0
+			}
 			w.event(m)
 		case <-tick.C:
+			caughtUp = true // a whole tick without an event
 		}
-		if !w.atRisk() {
+		if w.settled(caughtUp) {
 			return nil
 		}
 	}
 }
 
-// atRisk reports whether a call at risk is still in flight.
-func (w *Watch) atRisk() bool {
+// settled reports whether no call is at risk any more: none is, or the
+// events were read to their end long enough after the connection came back
+// that the calls still at risk got their replies (they are at risk no
+// more).
+func (w *Watch) settled(caughtUp bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, c := range w.calls {
-		if c.atRisk {
-			return true
-		}
+	if w.risky == 0 {
+		return true
 	}
-	return false
+	if !caughtUp || !w.nc.IsConnected() || time.Since(w.upAt) < settle {
+		return false
+	}
+	for _, c := range w.calls {
+		c.atRisk = false
+	}
+	w.risky = 0
+	return true
 }
 
-// event ends the call at risk whose event m is.
+// event ends, after a grace, the call at risk whose event m is, if it is
+// still waiting.
 func (w *Watch) event(m jetstream.Msg) {
 	id := m.Headers().Get(bus.HeaderRequestID)
 	if id == "" {
@@ -250,32 +328,25 @@ func (w *Watch) event(m jetstream.Msg) {
 	}
 	w.mu.Lock()
 	c := w.calls[id]
+	risky := c != nil && c.atRisk
 	w.mu.Unlock()
-	if c == nil || !w.risky(c) {
+	if !risky {
 		return
 	}
 	var ev model.CallEvent
-	if json.Unmarshal(m.Data(), &ev) != nil || ev.Server != c.server {
-		return // not this call's: a request id reused for another server
+	// The event of this call: of its server, for its principal, not an
+	// agent's (an agent chooses its request ids).
+	if json.Unmarshal(m.Data(), &ev) != nil || ev.Server != c.server || ev.Caller != "" || ev.Principal != c.principal {
+		return
 	}
-	w.mu.Lock()
-	mine := w.calls[id] == c
-	if mine {
-		delete(w.calls, id)
-	}
-	w.mu.Unlock()
-	if !mine {
-		return // its reply came meanwhile
-	}
-	w.log.Warn("a call's reply was lost while the connection to NATS was down; its event says it ended",
-		"server", c.server, "tool", c.tool, "request_id", id, "outcome", ev.Outcome)
-	c.cancel(Lost(c.server, c.tool, id, ev))
-}
-
-func (w *Watch) risky(c *call) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return c.atRisk
+	time.AfterFunc(grace, func() {
+		if !w.forget(id, c) {
+			return // its reply came meanwhile
+		}
+		w.log.Warn("a call's reply was lost while the connection to NATS was down; its event says it ended",
+			"server", c.server, "tool", c.tool, "request_id", id, "outcome", ev.Outcome)
+		c.cancel(Lost(c.server, c.tool, id, ev))
+	})
 }
 
 // Lost is the error of a call whose reply was lost, after its event ev.
@@ -290,6 +361,6 @@ func Lost(server, tool, requestID string, ev model.CallEvent) error {
 		how = "failed (" + ev.Outcome + ")"
 	}
 	return apierr.Wrap(apierr.Network, fmt.Sprintf(
-		"the call of %s.%s %s on the server, but its reply was lost while the caller's connection to NATS was down (request id %s): it ran, so retrying runs it again",
-		server, tool, how, requestID), ErrLost)
+		"the call of %s %s on the server, but its reply was lost while the caller's connection to NATS was down (request id %s): it ran, so retrying runs it again",
+		model.NamespacedName(server, tool), how, requestID), ErrLost)
 }

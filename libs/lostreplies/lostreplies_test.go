@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,9 +20,11 @@ import (
 )
 
 // TestOnlyCallsAcrossADropEnd: after a drop, the calls in flight across it
-// whose events are found end with ErrLost; a call tied after the drop, a
-// call whose event names another server, and a call without an event go
-// on.
+// whose events are found and that still wait end with ErrLost; a call tied
+// after the drop, a call whose reply comes after its event was read, and
+// calls whose event is another server's, another principal's or an
+// agent's, or that have none, go on. A second drop while the first is
+// still read ends its calls too.
 func TestOnlyCallsAcrossADropEnd(t *testing.T) {
 	ns := testkit.NATS(t)
 	admin := testkit.Connect(t, ns)
@@ -29,7 +32,7 @@ func TestOnlyCallsAcrossADropEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: bus.StreamEvents, Subjects: []string{"mcp.v1.events.>"}}); err != nil {
 		t.Fatal(err)
@@ -46,54 +49,85 @@ func TestOnlyCallsAcrossADropEnd(t *testing.T) {
 	}
 	go w.Run(ctx)
 
-	across, release := w.Tie(ctx, "alpha", "echo", "across")
-	defer release()
-	other, release := w.Tie(ctx, "alpha", "echo", "other-server")
-	defer release()
-	pending, release := w.Tie(ctx, "alpha", "echo", "pending")
-	defer release()
+	tie := func(id string) (context.Context, context.CancelFunc) {
+		c, release := w.Tie(ctx, "alpha", "echo", id)
+		t.Cleanup(release)
+		return c, release
+	}
+	across, _ := tie("across")
+	other, _ := tie("other-server")
+	agent, _ := tie("agent")
+	someone, _ := tie("someone-else")
+	pending, _ := tie("pending")
+	replied, reply := tie("replied")
 	if none, release := w.Tie(ctx, "alpha", "echo", ""); none != ctx {
 		t.Fatal("a call without a request id was tied")
 	} else {
 		release()
 	}
-
-	back := nc.StatusChanged(nats.CONNECTED)
-	defer nc.RemoveStatusListener(back)
-	cut.Down()
-	for nc.IsConnected() {
-		time.Sleep(10 * time.Millisecond)
-	}
-	publish := func(server, id string) {
-		data, _ := json.Marshal(model.CallEvent{Server: server, Tool: "echo", RequestID: id, Outcome: "ok", At: time.Now()})
-		msg := &nats.Msg{Subject: "mcp.v1.events.call." + server, Data: data, Header: nats.Header{bus.HeaderRequestID: {id}}}
+	publish := func(ev model.CallEvent) {
+		ev.Tool, ev.Outcome, ev.At = "echo", "ok", time.Now()
+		data, _ := json.Marshal(ev)
+		msg := &nats.Msg{Subject: "mcp.v1.events.call." + ev.Server, Data: data, Header: nats.Header{bus.HeaderRequestID: {ev.RequestID}}}
 		if _, err := js.PublishMsg(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	publish("alpha", "across")     // its reply went out while the connection was down
-	publish("beta", "other-server") // the same id, another server's call
-	cut.Up()
-	select {
-	case <-back:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no reconnection")
-	}
-	after, release := w.Tie(ctx, "alpha", "echo", "after")
-	defer release()
-	publish("alpha", "after")
-
-	select {
-	case <-across.Done():
-		err := context.Cause(across)
-		if !errors.Is(err, lostreplies.ErrLost) || apierr.Of(err) != apierr.Network {
-			t.Fatalf("ended with %v", err)
+	cycle := func(meanwhile func()) {
+		t.Helper()
+		back := nc.StatusChanged(nats.CONNECTED)
+		defer nc.RemoveStatusListener(back)
+		cut.Down()
+		for nc.IsConnected() {
+			time.Sleep(10 * time.Millisecond)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the call across the drop whose event is stored did not end")
+		meanwhile()
+		cut.Up()
+		select {
+		case <-back:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reconnection")
+		}
 	}
-	time.Sleep(1500 * time.Millisecond) // the reading goes on while "pending" is at risk
-	for name, c := range map[string]context.Context{"other-server": other, "pending": pending, "after": after} {
+	cycle(func() {
+		// Their replies went out while the connection was down.
+		publish(model.CallEvent{Server: "alpha", RequestID: "across"})
+		publish(model.CallEvent{Server: "beta", RequestID: "other-server"})
+		publish(model.CallEvent{Server: "alpha", RequestID: "agent", Caller: "agent:x"})
+		publish(model.CallEvent{Server: "alpha", RequestID: "someone-else", Principal: "key:someone"})
+	})
+	after, _ := tie("after")
+	publish(model.CallEvent{Server: "alpha", RequestID: "after"})
+	// Its reply was published just after the reconnection: the event is
+	// read, but the reply comes within the grace.
+	publish(model.CallEvent{Server: "alpha", RequestID: "replied"})
+	time.Sleep(100 * time.Millisecond)
+	reply()
+
+	lost := func(name string, c context.Context) {
+		t.Helper()
+		select {
+		case <-c.Done():
+			err := context.Cause(c)
+			if !errors.Is(err, lostreplies.ErrLost) || apierr.Of(err) != apierr.Network || !strings.Contains(err.Error(), "alpha__echo") {
+				t.Fatalf("%s ended with %v", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s, across a drop and whose event is stored, did not end", name)
+		}
+	}
+	lost("across", across)
+	if err := context.Cause(replied); !errors.Is(err, context.Canceled) {
+		t.Errorf("the call whose reply came was ended with %v", err)
+	}
+
+	// A second drop while "pending" keeps the first reading on.
+	second, _ := tie("second")
+	cycle(func() { publish(model.CallEvent{Server: "alpha", RequestID: "second"}) })
+	lost("second", second)
+
+	time.Sleep(time.Second)
+	for name, c := range map[string]context.Context{"other-server": other, "agent": agent, "someone-else": someone, "pending": pending, "after": after} {
 		if c.Err() != nil {
 			t.Errorf("%s ended: %v", name, context.Cause(c))
 		}

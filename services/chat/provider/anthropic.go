@@ -121,6 +121,8 @@ func (m *anthropicModel) stream(ctx context.Context, params anthropic.MessageNew
 	switch msg.StopReason {
 	case anthropic.StopReasonEndTurn, anthropic.StopReasonStopSequence:
 		step.StopReason = StopEndTurn
+	case anthropic.StopReasonModelContextWindowExceeded:
+		step.StopReason = StopMaxTokens // cut short, as by max_tokens
 	default:
 		step.StopReason = StopReason(msg.StopReason) // tool_use, max_tokens, refusal…
 	}
