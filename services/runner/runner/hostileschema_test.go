@@ -110,3 +110,31 @@ func TestHostileElicitationSchemaRefused(t *testing.T) {
 		t.Fatalf("tool said %q, caller asked %d times: want the request refused before the caller", got, asked.Load())
 	}
 }
+
+// A tool name longer than a NATS control line (4 KiB) made a subject and a
+// pin key that long: publishing it broke the runner's connection
+// ("maximum control line exceeded"), over and over, so no server on the
+// runner came up or answered. A long name gets a short token (a prefix and
+// a hash) and the tool works like any other.
+func TestLongToolNameKeepsTheRunnerConnected(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	s := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1"}, nil)
+	long := strings.Repeat("a", 5000)
+	s.AddTool(&mcp.Tool{Name: long, InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran long"}}}, nil
+	})
+	url := testmcp.ServeServerHTTP(t, s, nil, nil)
+	e.Put(t, model.McpConfig{Name: "hostile", Enabled: true, Package: model.Package{Type: model.PackageHTTP, Identifier: url},
+		Transport: model.Transport{Type: model.TransportHTTP, URL: url}, Runtime: model.Runtime{Eager: true}})
+	e.WaitState(t, "hostile", model.StateRunning, 10*time.Second)
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	raw, err := call(t, e, "hostile", long, `{}`)
+	if err != nil || text(t, raw) != "ran long" {
+		t.Fatalf("the long-named tool: %.200s %v", raw, err)
+	}
+	raw, err = call(t, e, "alpha", "echo", `{"message":"still here"}`)
+	if err != nil || !strings.Contains(string(raw), "still here") {
+		t.Fatalf("the other server: %s %v", raw, err)
+	}
+}
