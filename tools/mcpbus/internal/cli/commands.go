@@ -79,9 +79,7 @@ func newCallCmd(g *globals) *cobra.Command {
 			defer nc.Close()
 			opts := &client.CallOptions{}
 			if progress {
-				opts.OnProgress = func(ev model.ProgressEvent) {
-					fmt.Fprintf(g.stderr, "progress %g/%g %s\n", ev.Progress, ev.Total, ev.Message)
-				}
+				opts.OnProgress = func(ev model.ProgressEvent) { progressLine(g, ev) }
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
@@ -98,6 +96,11 @@ func newCallCmd(g *globals) *cobra.Command {
 
 // printResult prints a CallToolResult: JSON as is with --json, else its text
 // content (and structured content) for people.
+// progressLine prints a call's progress; its message is the server's.
+func progressLine(g *globals, ev model.ProgressEvent) {
+	fmt.Fprintf(g.stderr, "progress %g/%g %s\n", ev.Progress, ev.Total, printable(ev.Message))
+}
+
 func printResult(g *globals, res json.RawMessage) error {
 	if g.json {
 		_, err := fmt.Fprintln(g.stdout, string(res))
@@ -120,7 +123,7 @@ func printResult(g *globals, res json.RawMessage) error {
 		if c.Type == "text" {
 			fmt.Fprintln(g.stdout, c.Text)
 		} else {
-			fmt.Fprintf(g.stdout, "[%s content %s]\n", c.Type, c.MIME)
+			fmt.Fprintf(g.stdout, "[%s content %s]\n", printable(c.Type), printable(c.MIME))
 		}
 	}
 	if len(r.Structured) > 0 && len(r.Content) == 0 {
