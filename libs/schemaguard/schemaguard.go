@@ -114,15 +114,12 @@ func (g *graph) walk(v any, ptr string, root bool) error {
 			return fmt.Errorf("%w: %s at %q is not followed here", ErrUnsafe, k, "#"+ptr)
 		}
 	}
-	for _, k := range []string{"$id", "id"} {
-		id, ok := m[k].(string)
-		switch {
-		case !ok || root:
-		case strings.HasPrefix(id, "#"): // a draft-07 anchor
-			g.anchors[id] = ptr
-		default:
+	// ("id", draft 4's, is no keyword to the validator: refs ignore it.)
+	if id, ok := m["$id"].(string); ok && !root {
+		if !strings.HasPrefix(id, "#") {
 			return fmt.Errorf("%w: an embedded resource ($id %q at %q)", ErrUnsafe, id, "#"+ptr)
 		}
+		g.anchors[id] = ptr // a draft-07 anchor
 	}
 	if a, ok := m["$anchor"].(string); ok {
 		g.anchors["#"+a] = ptr

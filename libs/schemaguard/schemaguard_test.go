@@ -77,3 +77,20 @@ func TestCheckForm(t *testing.T) {
 		}
 	}
 }
+
+// Every keyword the validator reads a subschema from is followed: a loop
+// through any of them is found.
+func TestLoopsThroughEveryKeyword(t *testing.T) {
+	for _, wrap := range []string{
+		`{"additionalProperties":%s}`, `{"additionalItems":%s}`, `{"items":%s}`, `{"items":[%s]}`, `{"contains":%s}`,
+		`{"propertyNames":%s}`, `{"not":%s}`, `{"if":%s}`, `{"then":%s}`, `{"else":%s}`, `{"unevaluatedItems":%s}`,
+		`{"unevaluatedProperties":%s}`, `{"contentSchema":%s}`, `{"allOf":[%s]}`, `{"anyOf":[%s]}`, `{"oneOf":[%s]}`,
+		`{"prefixItems":[%s]}`, `{"properties":{"a":%s}}`, `{"patternProperties":{"a":%s}}`, `{"dependentSchemas":{"a":%s}}`,
+		`{"$defs":{"a":%s}}`, `{"definitions":{"a":%s}}`, `{"dependencies":{"a":%s}}`,
+	} {
+		s := fmt.Sprintf(wrap, `{"$ref":"#"}`)
+		if err := Check([]byte(s)); !errors.Is(err, ErrUnsafe) {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+}
