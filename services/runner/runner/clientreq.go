@@ -233,6 +233,12 @@ func (g *relayGroups) end(sess *mcp.ClientSession) {
 }
 
 func (s *server) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	// The runner offers form elicitation alone (clientCapabilities). A URL
+	// would reach callers as if mcpbus asked, and the gateway's own
+	// authorization prompt is a URL-mode elicitation a server could mimic.
+	if req.Params != nil && (req.Params.Mode != "" && req.Params.Mode != "form" || req.Params.URL != "") {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcpbus: only form elicitation is relayed (the client did not declare url elicitation)"}
+	}
 	// The caller's answer is checked against the server's schema (by go-sdk
 	// here, by the gateway's session): one whose refs loop would recurse in
 	// that check until the stack overflows, so it never reaches a caller.
