@@ -185,7 +185,7 @@ func (g *graph) target(ref string) (string, error) {
 	ptr := ""
 	if frag != "" {
 		for _, tok := range strings.Split(frag[1:], "/") {
-			ptr += "/" + escape(strings.NewReplacer("~1", "/", "~0", "~").Replace(tok))
+			ptr += "/" + escape(unescaper.Replace(tok))
 		}
 	}
 	if _, ok := g.nodes[ptr]; !ok {
@@ -219,7 +219,15 @@ func (g *graph) count(ptr string, size map[string]int, onPath map[string]bool) (
 	return total, nil
 }
 
+var (
+	escaper   = strings.NewReplacer("~", "~0", "/", "~1")
+	unescaper = strings.NewReplacer("~1", "/", "~0", "~")
+)
+
 // escape spells a pointer token as RFC 6901 does.
 func escape(tok string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(tok)
+	if !strings.ContainsAny(tok, "~/") {
+		return tok
+	}
+	return escaper.Replace(tok)
 }

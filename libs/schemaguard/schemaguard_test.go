@@ -94,3 +94,22 @@ func TestLoopsThroughEveryKeyword(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkCheck(b *testing.B) {
+	var s strings.Builder
+	s.WriteString(`{"type":"object","properties":{`)
+	for i := range 200 {
+		if i > 0 {
+			s.WriteByte(',')
+		}
+		fmt.Fprintf(&s, `"p%d":{"type":"object","properties":{"a":{"$ref":"#/$defs/s"},"b":{"type":"array","items":{"type":"string"}}}}`, i)
+	}
+	s.WriteString(`},"$defs":{"s":{"type":"string","maxLength":10}}}`)
+	raw := []byte(s.String())
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Check(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
