@@ -69,14 +69,26 @@ func shortHash(s string) string {
 	return hex.EncodeToString(sum[:4])
 }
 
+// MaxTokenLen bounds a tool's subject token (MCP asks tool names of at most
+// 128 characters). A server's name is someone else's input: a token as long
+// as the name put subjects and pin keys past NATS's 4 KiB control line, and
+// publishing one closed the runner's connection.
+const MaxTokenLen = 128
+
 // ToolToken makes a tool name safe as one subject token. Names made only of
-// [a-zA-Z0-9_-] are kept; others get their unsafe characters replaced and a
-// hash of the original appended, so two different names never share a token.
+// [a-zA-Z0-9_-], up to MaxTokenLen, are kept; others get their unsafe
+// characters replaced, are cut to fit, and get a hash of the original
+// appended, so two different names never share a token.
 func ToolToken(tool string) string {
-	if tokenPattern.MatchString(tool) {
+	if len(tool) <= MaxTokenLen && tokenPattern.MatchString(tool) {
 		return tool
 	}
-	return sanitize(tool) + "_" + shortHash(tool)
+	h := shortHash(tool)
+	s := sanitize(tool)
+	if max := MaxTokenLen - len(h) - 1; len(s) > max {
+		s = s[:max]
+	}
+	return s + "_" + h
 }
 
 // NamespacedName is <server>__<tool>, fitted to ^[a-zA-Z0-9_-]{1,64}$. A name

@@ -100,7 +100,10 @@ func FuzzSlugify(f *testing.F) {
 
 func checkToken(t *testing.T, tool, tok string) {
 	t.Helper()
-	if tokenRE.MatchString(tool) {
+	if len(tok) > model.MaxTokenLen {
+		t.Fatalf("ToolToken(%.40q…) is %d bytes, over %d", tool, len(tok), model.MaxTokenLen)
+	}
+	if tokenRE.MatchString(tool) && len(tool) <= model.MaxTokenLen {
 		if tok != tool {
 			t.Fatalf("ToolToken(%q) = %q, want unchanged", tool, tok)
 		}
@@ -141,6 +144,17 @@ func TestToolToken(t *testing.T) {
 			t.Errorf("ToolToken(%q) = ToolToken(%q) = %q", tool, prev, tok)
 		}
 		seen[tok] = tool
+	}
+	// A long name (a subject past NATS's control line broke the runner's
+	// connection) gets a bounded token; names up to the bound stay.
+	for _, tool := range []string{strings.Repeat("a", model.MaxTokenLen+1), strings.Repeat("a", 5000), strings.Repeat("é", 100)} {
+		checkToken(t, tool, model.ToolToken(tool))
+	}
+	if edge := strings.Repeat("b", model.MaxTokenLen); model.ToolToken(edge) != edge {
+		t.Errorf("a name of %d safe bytes changed", model.MaxTokenLen)
+	}
+	if model.ToolToken(strings.Repeat("a", 200)) == model.ToolToken(strings.Repeat("a", 201)) {
+		t.Error("two long names share a token")
 	}
 	if got := model.ToolToken("a.b"); !strings.HasPrefix(got, "a_b_") {
 		t.Errorf("ToolToken(a.b) = %q: unreadable", got)

@@ -21,6 +21,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -144,6 +145,7 @@ type Aggregator struct {
 	views    map[string]*view         // by principal key
 	warned   map[string]bool          // bad catalog entries already logged
 	prompts  sync.Map                 // namespaced prompt name -> promptRef, learnt from lists
+	learnt   atomic.Int64             // entries of prompts (learnPrompt)
 	sessions sessionTable             // live stateful sessions, for the fast path and idle timeouts
 	held     heldCalls                // bus calls held across the rounds of 2026-07-28 clients (mrtr.go)
 	sealer   *stateSealer             // seals their requestState (mrtrstate.go)

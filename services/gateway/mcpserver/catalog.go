@@ -16,6 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/pattern"
+	"github.com/mcpbus/mcpbus/libs/schemaguard"
 )
 
 // Keys of the _meta the aggregate adds to tools, prompts and resources, so a
@@ -54,11 +55,9 @@ func (e *toolEntry) names() []string { return model.ToolNames(e.name, e.cat.Serv
 func (e *toolEntry) resolved() *jsonschema.Resolved {
 	e.schemaOnce.Do(func() {
 		raw, _ := e.tool.InputSchema.(json.RawMessage)
-		var s jsonschema.Schema
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return
-		}
-		if r, err := s.Resolve(nil); err == nil {
+		// A schema that would send the validator into endless (fatal) or
+		// exponential recursion is left to the server (schemaguard).
+		if r, err := schemaguard.Resolve(raw); err == nil {
 			e.schema, e.digest = r, sha256.Sum256(raw)
 		}
 	})

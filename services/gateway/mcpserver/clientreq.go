@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/schemaguard"
 )
 
 // asksClient reports whether the MCP client of ss declared that it answers
@@ -69,6 +70,18 @@ func inputRequest(caps *mcp.ClientCapabilities, req model.ClientRequest) (mcp.In
 		var p mcp.ElicitParams
 		if err := json.Unmarshal(req.Params, &p); err != nil {
 			return nil, apierr.Invalid("params", "elicitation params: "+err.Error())
+		}
+		// go-sdk checks the client's answer against the schema: one whose
+		// refs loop would recurse until the gateway's stack overflows (the
+		// runner refuses such a request already).
+		if p.RequestedSchema != nil {
+			raw, err := json.Marshal(p.RequestedSchema)
+			if err == nil {
+				err = schemaguard.CheckForm(raw)
+			}
+			if err != nil {
+				return nil, apierr.Invalid("params", "elicitation params: "+err.Error())
+			}
 		}
 		return &p, nil
 	case req.Method == model.MethodCreateMessage && caps.Sampling != nil:

@@ -317,7 +317,7 @@ func (a *Aggregator) listPromptsOf(ctx context.Context, s string) ([]*mcp.Prompt
 		for _, p := range res.Prompts {
 			if p != nil {
 				all = append(all, p)
-				a.prompts.Store(model.NamespacedName(s, p.Name), promptRef{s, p.Name})
+				a.learnPrompt(model.NamespacedName(s, p.Name), promptRef{s, p.Name})
 			}
 		}
 		if cursor = res.NextCursor; cursor == "" {
@@ -325,6 +325,25 @@ func (a *Aggregator) listPromptsOf(ctx context.Context, s string) ([]*mcp.Prompt
 		}
 	}
 	return all, nil
+}
+
+// promptNamesMax bounds the prompt names learnt from lists: a server may
+// name its prompts afresh at every list, and each client's prompts/list
+// would otherwise add its names for good. Past it they are forgotten at
+// once; resolvePrompt finds a name again from the name or a new list.
+const promptNamesMax = 10000
+
+// learnPrompt remembers the server and original name behind name.
+func (a *Aggregator) learnPrompt(name string, ref promptRef) {
+	if _, had := a.prompts.Swap(name, ref); had {
+		return
+	}
+	if a.learnt.Add(1) > promptNamesMax {
+		a.prompts.Clear()
+		a.learnt.Store(0)
+		a.prompts.Store(name, ref)
+		a.learnt.Add(1)
+	}
 }
 
 func (a *Aggregator) listPrompts(ctx context.Context, v *view) (*mcp.ListPromptsResult, error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/runnerwatch"
+	"github.com/mcpbus/mcpbus/libs/schemaguard"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/internal/restarts"
@@ -347,7 +348,9 @@ func (c *schemaCache) resolve(raw json.RawMessage) (*jsonschema.Resolved, error)
 		switch s.Schema {
 		case "", "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft-07/schema#",
 			"https://json-schema.org/draft/2020-12/schema":
-			rs, err = s.Resolve(nil)
+			// A schema that would send the validator into endless (fatal)
+			// or exponential recursion is left to the server (schemaguard).
+			rs, err = schemaguard.Resolve(raw)
 			if err != nil {
 				rs = nil
 			}

@@ -118,3 +118,18 @@ func TestWriteInvokeResultMatchesWriteJSON(t *testing.T) {
 		t.Fatalf("Content-Length %s for %d bytes", got, fast.Body.Len())
 	}
 }
+
+// A server's schema whose $ref loops on itself would recurse in the
+// validator until the stack overflows (fatal: the gateway gone): it is left
+// to the server, as an uncheckable schema is.
+func TestSchemaCacheLeavesLoopingSchemasToTheServer(t *testing.T) {
+	c := newSchemaCache(4)
+	for _, s := range []string{
+		`{"type":"object","$ref":"#"}`,
+		`{"type":"object","allOf":[{"$ref":"#/$defs/a"}],"$defs":{"a":{"anyOf":[{"$ref":"#"}]}}}`,
+	} {
+		if err := c.validate(json.RawMessage(s), map[string]any{"x": 1.0}); err != nil {
+			t.Fatalf("%s refused the call: %v", s, err)
+		}
+	}
+}

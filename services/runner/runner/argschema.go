@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/schemaguard"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
 )
 
@@ -57,10 +58,9 @@ func (c *schemaCache) entry(t *mcp.Tool) toolSchema {
 	if raw, err := json.Marshal(t.InputSchema); err == nil {
 		e.headers = bytes.Contains(raw, []byte(`"x-mcp-header"`))
 		e.digest = sha256.Sum256(raw)
-		var s jsonschema.Schema
-		if json.Unmarshal(raw, &s) == nil {
-			e.rs, _ = s.Resolve(nil)
-		}
+		// A schema that would send the validator into endless (fatal) or
+		// exponential recursion is the server's to check (schemaguard).
+		e.rs, _ = schemaguard.Resolve(raw)
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= schemaCacheMax {

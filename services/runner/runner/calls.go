@@ -428,7 +428,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		// progress must reach only the call it is for.
 		token := "mcpbus-progress-" + strconv.FormatUint(s.r.progressSeq.Add(1), 10)
 		params.Meta = mcp.Meta{"progressToken": token}
-		target := &progressTarget{subject: progressSubj, requestID: reqID, record: record}
+		target := &progressTarget{subject: progressSubj, requestID: reqID, record: record, sess: sess.ClientSession}
 		s.progress.Store(token, target)
 		defer s.progress.Delete(token)
 		// go-sdk hands notifications to a queue of their own while the response
@@ -590,7 +590,11 @@ func rpcError(ctx context.Context, server, method string, timeout time.Duration,
 type progressTarget struct {
 	subject, requestID string
 	record             func(model.ProgressEvent)
-	last               atomic.Int64 // unix nanos of the last forwarded notification
+	// sess is the session the call went on: the tokens count up, so a
+	// server could name another session's call (another principal's, on a
+	// per-principal server) in progress sent on its own.
+	sess *mcp.ClientSession
+	last atomic.Int64 // unix nanos of the last forwarded notification
 }
 
 // A call's reply waits until every progress notification go-sdk read
@@ -657,6 +661,9 @@ func (s *server) onProgress(_ context.Context, req *mcp.ProgressNotificationClie
 		return
 	}
 	t := v.(*progressTarget)
+	if req.Session != t.sess {
+		return
+	}
 	ev := model.ProgressEvent{
 		RequestID: t.requestID, Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message,
 	}

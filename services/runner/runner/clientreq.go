@@ -19,6 +19,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/deadline"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/schemaguard"
 )
 
 // clientTarget is where the requests an MCP server makes of its client
@@ -232,6 +233,24 @@ func (g *relayGroups) end(sess *mcp.ClientSession) {
 }
 
 func (s *server) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	// The runner offers form elicitation alone (clientCapabilities). A URL
+	// would reach callers as if mcpbus asked, and the gateway's own
+	// authorization prompt is a URL-mode elicitation a server could mimic.
+	if req.Params != nil && (req.Params.Mode != "" && req.Params.Mode != "form" || req.Params.URL != "") {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcpbus: only form elicitation is relayed (the client did not declare url elicitation)"}
+	}
+	// The caller's answer is checked against the server's schema (by go-sdk
+	// here, by the gateway's session): one whose refs loop would recurse in
+	// that check until the stack overflows, so it never reaches a caller.
+	if req.Params != nil && req.Params.RequestedSchema != nil {
+		raw, err := json.Marshal(req.Params.RequestedSchema)
+		if err == nil {
+			err = schemaguard.CheckForm(raw)
+		}
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcpbus: the requested schema is refused: " + err.Error()}
+		}
+	}
 	var res mcp.ElicitResult
 	if err := s.relay(ctx, req.Session, model.MethodElicit, req.Params, &res); err != nil {
 		return nil, err

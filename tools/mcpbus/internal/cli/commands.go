@@ -107,7 +107,7 @@ func progressLine(ev model.ProgressEvent) string {
 		line += fmt.Sprintf("/%g", ev.Total)
 	}
 	if ev.Message != "" {
-		line += " " + ev.Message
+		line += " " + printable(ev.Message) // the server's text: no control sequences
 	}
 	return line
 }
@@ -145,7 +145,7 @@ func printResult(g *globals, res json.RawMessage) error {
 		if c.Type == "text" {
 			fmt.Fprintln(g.stdout, c.Text)
 		} else {
-			fmt.Fprintf(g.stdout, "[%s content %s]\n", c.Type, c.MIME)
+			fmt.Fprintf(g.stdout, "[%s content %s]\n", printable(c.Type), printable(c.MIME))
 		}
 	}
 	if len(r.Structured) > 0 && len(r.Content) == 0 {

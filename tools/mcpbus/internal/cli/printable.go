@@ -22,6 +22,15 @@ func printable(s string) string {
 	}, s)
 }
 
+// printableLines is printable keeping s's line breaks (an error's text).
+func printableLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 func unsafeRune(r rune) bool {
 	return unicode.IsControl(r) || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069')
 }

@@ -1,8 +1,13 @@
 package cli
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // A hostile server's description or result cannot drive the operator's
@@ -26,5 +31,25 @@ func TestOneLineShowsNoControls(t *testing.T) {
 	}
 	if got := oneLine("plain  text\n with\tspaces é", 200); got != "plain text with spaces é" {
 		t.Errorf("plain text changed: %q", got)
+	}
+}
+
+// An error's text, which may quote a server (its JSON-RPC error message, its
+// start failure), and a call's progress lines are shown without controls
+// too; an error keeps its line breaks.
+func TestServerTextInErrorsAndProgressShowsNoControls(t *testing.T) {
+	var out, errs strings.Builder
+	g := &globals{stdout: &out, stderr: &errs}
+	g.printError(apierr.Newf(apierr.Internal, "server evil answered the call of x with an error (-32000): boom\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\nsecond line"))
+	g.printError(apierr.Invalid("arguments\x1b[2K", "bad\x1b[8mhidden"))
+	fmt.Fprintln(g.stderr, progressLine(model.ProgressEvent{Progress: 1, Total: 2, Message: "half\x1b[2K\x1b[1Gdone\u202e"}))
+	_ = printResult(g, json.RawMessage(`{"content":[{"type":"image","mimeType":"image/png\u001b]52;c;eA==\u0007","data":""}]}`))
+	for name, s := range map[string]string{"stderr": errs.String(), "stdout": out.String()} {
+		if strings.ContainsFunc(strings.ReplaceAll(s, "\n", ""), unsafeRune) {
+			t.Errorf("%s: a control reaches the terminal: %q", name, s)
+		}
+	}
+	if !strings.Contains(errs.String(), "\nsecond line") {
+		t.Errorf("the error's line break is gone: %q", errs.String())
 	}
 }

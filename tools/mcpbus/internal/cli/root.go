@@ -174,9 +174,10 @@ func (g *globals) printError(err error) {
 		_ = enc.Encode(e)
 		return
 	}
+	// The message may quote a server (its JSON-RPC error, its start failure).
 	if e.Field != "" {
-		fmt.Fprintf(g.stderr, "error: %s: %s (field %s)\n", e.Code, e.Message, e.Field)
+		fmt.Fprintf(g.stderr, "error: %s: %s (field %s)\n", e.Code, printableLines(e.Message), printable(e.Field))
 		return
 	}
-	fmt.Fprintf(g.stderr, "error: %s: %s\n", e.Code, e.Message)
+	fmt.Fprintf(g.stderr, "error: %s: %s\n", e.Code, printableLines(e.Message))
 }
