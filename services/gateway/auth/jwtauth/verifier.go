@@ -86,8 +86,8 @@ func New(life context.Context, opts Options) (*Verifier, error) {
 // claims are what the gateway reads of an access token (RFC 9068).
 type claims struct {
 	jwt.RegisteredClaims
-	Scope    string     `json:"scope"`
-	Scp      scopeClaim `json:"scp"`
+	Scope string     `json:"scope"`
+	Scp   scopeClaim `json:"scp"`
 }
 
 // scopeClaim is scp: a space-separated string or an array (Entra, Okta).
