@@ -58,7 +58,9 @@ func (f *fixture) killAndWait(sts map[string]model.Status) (time.Duration, strin
 // server runs twice.
 func TestRunnerKillFailover(t *testing.T) {
 	f := newFixture(t)
-	sts := f.statuses()
+	// Read until every status says running: a read may reach a replica
+	// of the bucket that lags (the ready wait saw them all running).
+	sts := f.waitAllRunning(10 * time.Second)
 	by := byRunner(sts)
 	for _, id := range runnerIDs {
 		if len(by[id]) != 2 {
@@ -84,7 +86,9 @@ func TestRunnerKillFailover(t *testing.T) {
 // and nothing breaks.
 func TestNATSNodeLossFailover(t *testing.T) {
 	f := newFixture(t)
-	sts := f.statuses()
+	// Read until every status says running: a read may reach a replica
+	// of the bucket that lags (the ready wait saw them all running).
+	sts := f.waitAllRunning(10 * time.Second)
 	f.checkOnePerServer(sts)
 	node := f.e.Cluster.StreamLeader("KV_mcp_owners")
 	if node < 0 {
@@ -181,7 +185,9 @@ func TestNoDoubleStartUnderChurn(t *testing.T) {
 // show the servers running on their new owners.
 func TestFrozenRunnerGivesUp(t *testing.T) {
 	f := newFixture(t)
-	sts := f.statuses()
+	// Read until every status says running: a read may reach a replica
+	// of the bucket that lags (the ready wait saw them all running).
+	sts := f.waitAllRunning(10 * time.Second)
 	f.checkOnePerServer(sts)
 	v := victim(byRunner(sts))
 	slugs := byRunner(sts)[v]
@@ -242,7 +248,9 @@ func TestCutOffRunnerGivesUp(t *testing.T) {
 		px = startProxy(t, f.e.Cluster.URL(0))
 		f.urls["r1"] = px.URL()
 	})
-	sts := f.statuses()
+	// Read until every status says running: a read may reach a replica
+	// of the bucket that lags (the ready wait saw them all running).
+	sts := f.waitAllRunning(10 * time.Second)
 	f.checkOnePerServer(sts)
 	cut := byRunner(sts)["r1"]
 	if len(cut) == 0 {
