@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -115,6 +116,15 @@ func (v *Verifier) Add(e Entry) {
 	var r Record
 	if err := json.Unmarshal(e.Data, &r); err != nil || r.V != Version {
 		v.problems = append(v.problems, Problem{StreamSeq: e.StreamSeq, Chain: chainOfSubject(e.Subject), Kind: Malformed, Detail: "not an audit record"})
+		return
+	}
+	// Only the bytes its writer stored: encoding/json keeps the last of
+	// duplicate keys and matches them case-insensitively, so a record
+	// with a forged "events" and the signed ones under "EVENTS" would
+	// verify here while other readers (jq, a SIEM) see the forgery.
+	if enc, err := json.Marshal(&r); err != nil || !bytes.Equal(enc, e.Data) {
+		v.problems = append(v.problems, Problem{StreamSeq: e.StreamSeq, Chain: r.Chain, Seq: r.Seq, Kind: Altered,
+			Detail: "not stored as its writer encodes it (extra, duplicate or re-encoded fields)"})
 		return
 	}
 	if !strings.HasSuffix(e.Subject, ".audit."+r.Chain) {
