@@ -38,6 +38,9 @@ type Page struct {
 	// End is the stream's last sequence when reading began: the page is
 	// complete when Last reached it (or the stream was empty).
 	End uint64 `json:"end"`
+	// MaxAge is the stream's: older records leave by age
+	// (VerifyOptions.Retention).
+	MaxAge time.Duration `json:"-"`
 }
 
 // Complete says whether the page reached the stream's end.
@@ -54,7 +57,7 @@ func ReadPage(ctx context.Context, js jetstream.JetStream, from From, max int, i
 	info := st.CachedInfo()
 	page.FromStart = from.Seq <= 1 && from.Time.IsZero() && info.State.FirstSeq <= 1
 	last := info.State.LastSeq
-	page.End = last
+	page.End, page.MaxAge = last, info.Config.MaxAge
 	if info.State.Msgs == 0 || (from.Seq > last) {
 		page.End = 0
 		return page, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Entry is one stored message of the audit stream.
@@ -78,6 +79,15 @@ type VerifyOptions struct {
 	// else its first records are missing. Otherwise a chain's first record
 	// seen is its anchor.
 	FromStart bool
+	// Anchors are the chains' heads an earlier export saw (AnchorsOf):
+	// each must still be stored with its hash, and so every record before
+	// it, unless older than Retention (the stream's max age; 0: none
+	// leaves by age). Only for a reading from the stream's first stored
+	// record (no --from).
+	Anchors   map[string]Anchor
+	Retention time.Duration
+	// Now is when records' ages are taken (zero: time.Now).
+	Now time.Time
 }
 
 // link is what verification keeps of a record.
@@ -109,6 +119,10 @@ func NewVerifier(keys Keys, opts VerifyOptions) *Verifier {
 // SetFromStart says, once reading began, whether the entries start at the
 // stream's first record ever (VerifyOptions.FromStart); Report uses it.
 func (v *Verifier) SetFromStart(b bool) { v.opts.FromStart = b }
+
+// SetRetention sets VerifyOptions.Retention once the stream's max age is
+// known.
+func (v *Verifier) SetRetention(d time.Duration) { v.opts.Retention = d }
 
 // Add checks one entry.
 func (v *Verifier) Add(e Entry) {
@@ -160,6 +174,7 @@ func (v *Verifier) Report() Report {
 		}
 		rep.Chains = append(rep.Chains, sum)
 	}
+	rep.Problems = append(rep.Problems, checkAnchors(v.chains, v.opts)...)
 	slices.SortStableFunc(rep.Problems, func(a, b Problem) int {
 		switch {
 		case a.StreamSeq < b.StreamSeq:
