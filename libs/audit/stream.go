@@ -41,6 +41,11 @@ type Page struct {
 	// MaxAge is the stream's: older records leave by age
 	// (VerifyOptions.Retention).
 	MaxAge time.Duration `json:"-"`
+	// Start is the sequence the reading should begin at (0: unknown, from
+	// a time); Floor the stream's first sequence once read: what lies
+	// below it left by age or size meanwhile (Verifier.SetStream).
+	Start uint64 `json:"-"`
+	Floor uint64 `json:"-"`
 }
 
 // Complete says whether the page reached the stream's end.
@@ -70,9 +75,28 @@ func ReadPage(ctx context.Context, js jetstream.JetStream, from From, max int, i
 		t := from.Time
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
 	}
+	switch {
+	case from.Seq > 0:
+		page.Start = from.Seq
+		if info.State.FirstSeq > from.Seq { // max is the parameter
+			page.Start = info.State.FirstSeq
+		}
+	case from.Time.IsZero():
+		page.Start = info.State.FirstSeq
+	}
 	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return page, fmt.Errorf("audit stream: %w", err)
+	}
+	// The floor is read once the records were: what left the stream's
+	// start meanwhile is no gap.
+	floor := func() (Page, error) {
+		info, err := st.Info(ctx)
+		if err != nil {
+			return page, fmt.Errorf("audit stream: %w", err)
+		}
+		page.Floor = info.State.FirstSeq
+		return page, nil
 	}
 	for {
 		want := 1000
@@ -94,7 +118,7 @@ func ReadPage(ctx context.Context, js jetstream.JetStream, from From, max int, i
 			page.Read++
 			page.Last = md.Sequence.Stream
 			if md.Sequence.Stream >= last || (max > 0 && page.Read >= max) {
-				return page, nil
+				return floor()
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {

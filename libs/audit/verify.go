@@ -109,6 +109,10 @@ type Verifier struct {
 	problems []Problem
 	records  int
 	events   int
+	// The stream sequences read: the first, the last, and the gaps between.
+	streamFirst, streamLast uint64
+	gaps                    [][2]uint64
+	streamStart, floor      uint64 // SetStream
 }
 
 // NewVerifier checks records against the trusted public keys.
@@ -124,9 +128,25 @@ func (v *Verifier) SetFromStart(b bool) { v.opts.FromStart = b }
 // known.
 func (v *Verifier) SetRetention(d time.Duration) { v.opts.Retention = d }
 
+// SetStream says, once reading ended, which stream sequence the reading
+// should have begun at (0: unknown) and the stream's first sequence after
+// it (records below it left from the stream's start by age or size while
+// it was read). Page.Start and Page.Floor.
+func (v *Verifier) SetStream(start, floor uint64) { v.streamStart, v.floor = start, floor }
+
 // Add checks one entry.
 func (v *Verifier) Add(e Entry) {
 	v.records++
+	// Records leave the stream only from its start (age, size), so its
+	// sequences are contiguous: a gap is a record deleted, which no link
+	// shows when it was its chain's newest.
+	if v.streamLast != 0 && e.StreamSeq > v.streamLast+1 {
+		v.gaps = append(v.gaps, [2]uint64{v.streamLast + 1, e.StreamSeq - 1})
+	}
+	if v.streamFirst == 0 {
+		v.streamFirst = e.StreamSeq
+	}
+	v.streamLast = max(v.streamLast, e.StreamSeq)
 	var r Record
 	if err := json.Unmarshal(e.Data, &r); err != nil || r.V != Version {
 		v.problems = append(v.problems, Problem{StreamSeq: e.StreamSeq, Chain: chainOfSubject(e.Subject), Kind: Malformed, Detail: "not an audit record"})
@@ -175,6 +195,7 @@ func (v *Verifier) Report() Report {
 		rep.Chains = append(rep.Chains, sum)
 	}
 	rep.Problems = append(rep.Problems, checkAnchors(v.chains, v.opts)...)
+	rep.Problems = append(rep.Problems, v.streamGaps()...)
 	slices.SortStableFunc(rep.Problems, func(a, b Problem) int {
 		switch {
 		case a.StreamSeq < b.StreamSeq:
@@ -245,4 +266,26 @@ func chainOfSubject(subject string) string {
 		return c
 	}
 	return subject
+}
+
+// StreamChain names a problem of the stream rather than of one chain.
+const StreamChain = "(stream)"
+
+// streamGaps are the stream sequences missing from what was read, but
+// those below the floor (gone from the stream's start while it was read).
+func (v *Verifier) streamGaps() []Problem {
+	gaps := v.gaps
+	if v.streamStart > 0 && v.streamFirst > v.streamStart {
+		gaps = append([][2]uint64{{v.streamStart, v.streamFirst - 1}}, gaps...)
+	}
+	var out []Problem
+	for _, g := range gaps {
+		from := max(g[0], v.floor)
+		if from > g[1] {
+			continue
+		}
+		out = append(out, Problem{StreamSeq: g[1] + 1, Chain: StreamChain, Kind: Missing,
+			Detail: fmt.Sprintf("stream sequences %d to %d are not stored: records leave only from the stream's start, so these were deleted", from, g[1])})
+	}
+	return out
 }

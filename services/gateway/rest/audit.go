@@ -97,6 +97,7 @@ func (a *API) verifyAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.SetFromStart(page.FromStart)
+	v.SetStream(page.Start, page.Floor)
 	rep := v.Report()
 	out := AuditVerifyReply{OK: rep.OK(), From: from, FromStart: page.FromStart, Records: rep.Records, Events: rep.Events,
 		Chains: []AuditChain{}, Problems: rep.Problems[:min(len(rep.Problems), maxAuditFaults)], ProblemCount: len(rep.Problems),

@@ -209,6 +209,7 @@ still stored, unchanged, unless it is older than the stream's max age.`,
 				}
 				v.SetFromStart(page.FromStart)
 				v.SetRetention(page.MaxAge)
+				v.SetStream(page.Start, page.Floor)
 				rep = v.Report()
 			}
 			if g.json {
