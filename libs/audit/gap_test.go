@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,9 @@ func TestDeletedNewestRecordIsAGap(t *testing.T) {
 		}
 		v.SetFromStart(page.FromStart)
 		v.SetStream(page.Start, page.Floor)
+		if page.Unprotected != "deny_delete off" {
+			t.Errorf("unprotected %q", page.Unprotected)
+		}
 		return v.Report()
 	}
 	for _, from := range []From{{}, {Seq: 5}} {
@@ -67,5 +71,35 @@ func TestDeletedNewestRecordIsAGap(t *testing.T) {
 	v.SetStream(1, 6)
 	if rep := v.Report(); !rep.OK() {
 		t.Fatalf("records below the floor: %v", rep.Problems)
+	}
+}
+
+// A stream created first without the audit settings (by another identity
+// allowed to create it, or by hand) is taken as it is by the services:
+// verify says it is not append-only.
+func TestUnprotectedStreamIsNamed(t *testing.T) {
+	_, js := bed(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg := bus.AuditStream(bus.NewSubjects(prefix), time.Hour, 1<<30)
+	cfg.DenyPurge, cfg.MaxMsgsPerSubject = false, 2
+	if err := js.DeleteStream(ctx, bus.StreamAudit); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, prefix+".audit.runner.x", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	v := NewVerifier(Keys{}, VerifyOptions{})
+	page, err := ReadPage(ctx, js, From{}, 0, 5*time.Second, func(Entry) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.SetUnprotected(page.Unprotected)
+	rep := v.Report()
+	if rep.OK() || rep.Problems[0].Kind != Unprotected || !strings.Contains(rep.Problems[0].Detail, "deny_purge off, a message count limit") {
+		t.Fatalf("problems %v", rep.Problems)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,6 +47,30 @@ type Page struct {
 	// below it left by age or size meanwhile (Verifier.SetStream).
 	Start uint64 `json:"-"`
 	Floor uint64 `json:"-"`
+	// Unprotected says how the stream's settings let records go other
+	// than by age or size ("": they do not; Verifier.SetUnprotected).
+	Unprotected string `json:"-"`
+}
+
+// unprotected says what in c lets records leave other than from the
+// stream's start by age or size. Services take an existing stream as it
+// is (created, never updated), so one created first by another identity,
+// or by hand, may lack the settings of bus.AuditStream.
+func unprotected(c jetstream.StreamConfig) string {
+	var why []string
+	if !c.DenyDelete {
+		why = append(why, "deny_delete off")
+	}
+	if !c.DenyPurge {
+		why = append(why, "deny_purge off")
+	}
+	if c.Retention != jetstream.LimitsPolicy {
+		why = append(why, "retention "+c.Retention.String())
+	}
+	if c.MaxMsgs > 0 || c.MaxMsgsPerSubject > 0 {
+		why = append(why, "a message count limit")
+	}
+	return strings.Join(why, ", ")
 }
 
 // Complete says whether the page reached the stream's end.
@@ -62,7 +87,7 @@ func ReadPage(ctx context.Context, js jetstream.JetStream, from From, max int, i
 	info := st.CachedInfo()
 	page.FromStart = from.Seq <= 1 && from.Time.IsZero() && info.State.FirstSeq <= 1
 	last := info.State.LastSeq
-	page.End, page.MaxAge = last, info.Config.MaxAge
+	page.End, page.MaxAge, page.Unprotected = last, info.Config.MaxAge, unprotected(info.Config)
 	if info.State.Msgs == 0 || (from.Seq > last) {
 		page.End = 0
 		return page, nil

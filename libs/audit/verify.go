@@ -24,6 +24,7 @@ const (
 	BadSignature = "bad signature" // content is what the chain links, its signature is not the key's
 	UnknownKey   = "unknown key"   // the chain's key is not a known identity of its role
 	Malformed    = "malformed"     // not a record
+	Unprotected  = "unprotected"   // the stream's settings let records be deleted
 )
 
 // Problem is one broken link.
@@ -113,7 +114,12 @@ type Verifier struct {
 	streamFirst, streamLast uint64
 	gaps                    [][2]uint64
 	streamStart, floor      uint64 // SetStream
+	unprotected             string // SetUnprotected
 }
+
+// SetUnprotected says how the stream's settings let records be deleted
+// (Page.Unprotected; "": they do not).
+func (v *Verifier) SetUnprotected(why string) { v.unprotected = why }
 
 // NewVerifier checks records against the trusted public keys.
 func NewVerifier(keys Keys, opts VerifyOptions) *Verifier {
@@ -196,6 +202,10 @@ func (v *Verifier) Report() Report {
 	}
 	rep.Problems = append(rep.Problems, checkAnchors(v.chains, v.opts)...)
 	rep.Problems = append(rep.Problems, v.streamGaps()...)
+	if v.unprotected != "" {
+		rep.Problems = append(rep.Problems, Problem{Chain: StreamChain, Kind: Unprotected,
+			Detail: "the stream is not append-only (" + v.unprotected + "): records may have been deleted without a trace"})
+	}
 	slices.SortStableFunc(rep.Problems, func(a, b Problem) int {
 		switch {
 		case a.StreamSeq < b.StreamSeq:

@@ -192,6 +192,9 @@ still stored, unchanged, unless it is older than the stream's max age.`,
 					if b.Keys, err = src.trustedKeys(); err != nil {
 						return err
 					}
+				} else {
+					// Whoever rewrote the bundle could have signed it with keys of their own.
+					fmt.Fprintln(g.stderr, "note: checked against the bundle's own public keys; give --keys (kept apart) to trust no key the bundle carries")
 				}
 				// Offline the stream's max age is unknown: an anchor that
 				// aged out of the bus since is reported missing.
@@ -210,6 +213,7 @@ still stored, unchanged, unless it is older than the stream's max age.`,
 				v.SetFromStart(page.FromStart)
 				v.SetRetention(page.MaxAge)
 				v.SetStream(page.Start, page.Floor)
+				v.SetUnprotected(page.Unprotected)
 				rep = v.Report()
 			}
 			if g.json {

@@ -66,7 +66,7 @@ func TestAuditVerifyAnchorFindsATruncatedChain(t *testing.T) {
 		code := Main(append([]string{"audit", "verify"}, args...), strings.NewReader(""), &out, &errOut)
 		return code, out.String() + errOut.String()
 	}
-	if code, out := run("--bundle", truncated); code != 0 {
+	if code, out := run("--bundle", truncated); code != 0 || !strings.Contains(out, "bundle's own public keys") {
 		t.Fatalf("without an anchor: exit %d\n%s", code, out)
 	}
 	if code, out := run("--bundle", truncated, "--anchor", earlier); code != 1 || !strings.Contains(out, "missing: records 4 to 5") {
