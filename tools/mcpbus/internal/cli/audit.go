@@ -123,24 +123,25 @@ func (s *auditSource) read(cmd *cobra.Command, g *globals, fn func(audit.Entry))
 
 // anchors are the chains' heads of the earlier export at path, taken from
 // its records signed by keys (--keys), else by its own keys: a bundle kept
-// apart is as trusted as the keys it holds.
-func (s *auditSource) anchors(path string) (map[string]audit.Anchor, error) {
+// apart is as trusted as the keys it holds; and the stream's max age then
+// (0: unknown), which the stream's own could have been shortened below.
+func (s *auditSource) anchors(path string) (map[string]audit.Anchor, time.Duration, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, apierr.Wrap(apierr.Validation, "--anchor", err).WithField("anchor")
+		return nil, 0, apierr.Wrap(apierr.Validation, "--anchor", err).WithField("anchor")
 	}
 	b, err := audit.ReadBundle(f)
 	_ = f.Close()
 	if err != nil {
-		return nil, apierr.Wrap(apierr.Validation, "--anchor", err).WithField("anchor")
+		return nil, 0, apierr.Wrap(apierr.Validation, "--anchor", err).WithField("anchor")
 	}
 	keys := b.Keys
 	if s.keyFile() != "" {
 		if keys, err = s.trustedKeys(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return audit.AnchorsOf(b, keys), nil
+	return audit.AnchorsOf(b, keys), time.Duration(b.MaxAgeSeconds) * time.Second, nil
 }
 
 func newAuditVerifyCmd(g *globals) *cobra.Command {
@@ -165,13 +166,16 @@ still stored, unchanged, unless it is older than the stream's max age.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rep audit.Report
-			var anchors map[string]audit.Anchor
+			var (
+				anchors   map[string]audit.Anchor
+				retention time.Duration // the anchor's
+			)
 			if anchor != "" {
 				if src.from != "" {
 					return apierr.New(apierr.Validation, "--anchor checks the chains from the stream's first record: no --from").WithField("from")
 				}
 				var err error
-				if anchors, err = src.anchors(anchor); err != nil {
+				if anchors, retention, err = src.anchors(anchor); err != nil {
 					return err
 				}
 			}
@@ -196,9 +200,9 @@ still stored, unchanged, unless it is older than the stream's max age.`,
 					// Whoever rewrote the bundle could have signed it with keys of their own.
 					fmt.Fprintln(g.stderr, "note: checked against the bundle's own public keys; give --keys (kept apart) to trust no key the bundle carries")
 				}
-				// Offline the stream's max age is unknown: an anchor that
-				// aged out of the bus since is reported missing.
-				rep = b.VerifyAnchored(anchors)
+				// The anchor's max age, else the bundle's: an anchored
+				// record older than it when b was exported may have left.
+				rep = b.VerifyAnchored(anchors, cmp.Or(retention, time.Duration(b.MaxAgeSeconds)*time.Second))
 			} else {
 				keys, err := src.trustedKeys()
 				if err != nil {
@@ -211,7 +215,7 @@ still stored, unchanged, unless it is older than the stream's max age.`,
 					return err
 				}
 				v.SetFromStart(page.FromStart)
-				v.SetRetention(page.MaxAge)
+				v.SetRetention(cmp.Or(retention, page.MaxAge))
 				v.SetStream(page.Start, page.Floor)
 				v.SetUnprotected(page.Unprotected)
 				rep = v.Report()
@@ -281,7 +285,8 @@ without the bus. It does not verify them first: verify the bundle.`,
 			if err != nil {
 				return err
 			}
-			b := audit.Bundle{Format: audit.BundleFormat, ExportedAt: time.Now().UTC(), FromStart: page.FromStart, Keys: keys, Entries: entries}
+			b := audit.Bundle{Format: audit.BundleFormat, ExportedAt: time.Now().UTC(), FromStart: page.FromStart,
+				MaxAgeSeconds: int64(page.MaxAge / time.Second), Keys: keys, Entries: entries}
 			if err := b.Write(out); err != nil {
 				return err
 			}

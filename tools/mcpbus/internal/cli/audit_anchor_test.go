@@ -52,15 +52,20 @@ func TestAuditVerifyAnchorFindsATruncatedChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	write := func(name string, entries []audit.Entry) string {
-		b := audit.Bundle{Format: audit.BundleFormat, FromStart: true, Keys: audit.Keys{pub: {Name: "runner-1", Role: "runner"}}, Entries: entries}
+	write := func(name string, entries []audit.Entry, maxAge int64) string {
+		b := audit.Bundle{Format: audit.BundleFormat, ExportedAt: time.Now().Add(time.Minute), FromStart: true, MaxAgeSeconds: maxAge,
+			Keys: audit.Keys{pub: {Name: "runner-1", Role: "runner"}}, Entries: entries}
 		path := filepath.Join(dir, name)
 		if err := b.Write(path); err != nil {
 			t.Fatal(err)
 		}
 		return path
 	}
-	earlier, truncated := write("earlier.json", entries), write("now.json", entries[:3])
+	earlier, truncated := write("earlier.json", entries, 3600), write("now.json", entries[:3], 3600)
+	// The stream's max age shortened since (to a second), and the chain
+	// gone with it: the records the earlier export holds are held to its
+	// max age, not the new one.
+	shortened := write("shortened.json", nil, 1)
 	run := func(args ...string) (int, string) {
 		var out, errOut bytes.Buffer
 		code := Main(append([]string{"audit", "verify"}, args...), strings.NewReader(""), &out, &errOut)
@@ -71,6 +76,9 @@ func TestAuditVerifyAnchorFindsATruncatedChain(t *testing.T) {
 	}
 	if code, out := run("--bundle", truncated, "--anchor", earlier); code != 1 || !strings.Contains(out, "missing: records 4 to 5") {
 		t.Fatalf("with the earlier export: exit %d\n%s", code, out)
+	}
+	if code, out := run("--bundle", shortened, "--anchor", earlier); code != 1 || !strings.Contains(out, "missing: the chain is not stored") {
+		t.Fatalf("max age shortened: exit %d\n%s", code, out)
 	}
 	if code, out := run("--bundle", earlier, "--anchor", earlier); code != 0 {
 		t.Fatalf("untouched: exit %d\n%s", code, out)
