@@ -115,7 +115,8 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 	// The audit stream is append-only for everyone; a role writes only its
-	// own chains, and only the writers of audited events write at all.
+	// own chains (For, without a key: any of the role's), and only the
+	// writers of audited events write at all.
 	writers := []Role{Runner, Config, Credential, Chat, Gateway}
 	for role, p := range perms {
 		for _, d := range []string{"$JS.API.STREAM.PURGE.MCP_AUDIT", "$JS.API.STREAM.MSG.DELETE.MCP_AUDIT", "$JS.API.STREAM.DELETE.MCP_AUDIT", "$JS.API.STREAM.UPDATE.MCP_AUDIT"} {
@@ -237,5 +238,34 @@ func TestPermsMayPublish(t *testing.T) {
 		if got := p.MayPublish(subject); got != want {
 			t.Errorf("gateway MayPublish(%s) = %v, want %v", subject, got, want)
 		}
+	}
+}
+
+// An identity whose key is known writes only its own audit chain and
+// reads only its head (ForIdentity); a $VARIABLE key (Render without
+// keys) leaves its role's chains.
+func TestIdentityWritesOnlyItsOwnAuditChain(t *testing.T) {
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	other, _ := nkeys.CreateUser()
+	otherPub, _ := other.PublicKey()
+	p, err := ForIdentity(Identity{Name: "runner-1", Role: Runner, Public: pub}, "mcp.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for subject, want := range map[string]bool{
+		"mcp.v1.audit.runner." + pub:                                   true,
+		"$JS.API.DIRECT.GET.MCP_AUDIT.mcp.v1.audit.runner." + pub:      true,
+		"mcp.v1.audit.runner." + otherPub:                              false,
+		"$JS.API.DIRECT.GET.MCP_AUDIT.mcp.v1.audit.runner." + otherPub: false,
+		"mcp.v1.audit.config." + pub:                                   false,
+	} {
+		if got := p.MayPublish(subject); got != want {
+			t.Errorf("%s: may publish %v, want %v", subject, got, want)
+		}
+	}
+	p, err = ForIdentity(Identity{Name: "runner", Role: Runner, Public: "$" + EnvNKey(Runner)}, "mcp.v1")
+	if err != nil || !p.MayPublish("mcp.v1.audit.runner."+otherPub) {
+		t.Fatalf("a $VARIABLE key: %v %v", err, p.Publish)
 	}
 }

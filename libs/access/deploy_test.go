@@ -111,7 +111,7 @@ func TestProvisionDeployment(t *testing.T) {
 		if !ok {
 			t.Fatalf("unknown user %s", u.Nkey)
 		}
-		want, _ := For(id.Role, "mcp.v1", id.Inbox())
+		want, _ := ForIdentity(id, "mcp.v1")
 		if !slices.Equal(u.Permissions.Publish.Allow, want.Publish) || !slices.Equal(u.Permissions.Subscribe.Allow, want.Subscribe) {
 			t.Errorf("%s: loaded permissions differ from the table", id.Role)
 		}

@@ -97,7 +97,7 @@ func validName(name string) bool {
 
 // User is the server-side user of an identity with its role's permissions.
 func User(id Identity, prefix string, extraPublish ...string) (*server.NkeyUser, error) {
-	p, err := For(id.Role, prefix, id.Inbox(), extraPublish...)
+	p, err := ForIdentity(id, prefix, extraPublish...)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func Render(prefix string, ids []Identity) (string, error) {
 			users = mine
 		}
 		for _, id := range users {
-			p, err := For(role, prefix, id.Inbox())
+			p, err := ForIdentity(id, prefix)
 			if err != nil {
 				return "", err
 			}

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -209,10 +210,14 @@ func objWrite(buckets ...string) []string {
 var sharedAssets = join(ensure(streamEvents, "KV_"+bConfigs, "KV_"+bStatus, "KV_"+bTools, "KV_"+bSlugs, "KV_"+bOwners, "KV_"+bAgents, "KV_"+bPins),
 	[]string{"$JS.API.STREAM.CREATE." + streamAudit, "$JS.API.STREAM.INFO." + streamAudit})
 
-// auditWrite appends to role's own audit chains (<p>.audit.<role>.<key>,
-// libs/audit) and reads their head, nobody else's.
+// auditWrite appends to the identity's own audit chain
+// (<p>.audit.<role>.<its public key>, libs/audit) and reads its head,
+// nobody else's. {key} is the identity's key where it is known (User,
+// Render with keys); else "*", every chain of the role. Were it always
+// "*", one compromised runner could store junk as another runner's head,
+// which stopped that runner's chain, and read its last events.
 func auditWrite(role Role) []string {
-	chains := "{p}.audit." + string(role) + ".*"
+	chains := "{p}.audit." + string(role) + ".{key}"
 	return []string{chains, "$JS.API.DIRECT.GET." + streamAudit + "." + chains}
 }
 
@@ -299,7 +304,23 @@ func ruleOf(role Role) (Rule, error) {
 // For is the permissions of one identity: role's row with the prefix and
 // the identity's inbox filled in. extraPublish adds subjects (an agent's
 // allowed call subjects).
+// Its audit chain is any of the role's (auditWrite): ForIdentity names the
+// identity's own.
 func For(role Role, prefix, inbox string, extraPublish ...string) (Perms, error) {
+	return perms(role, prefix, inbox, "*", extraPublish)
+}
+
+// ForIdentity is For of id's role and inbox, its audit chain the one of
+// its public key (when id.Public is a key, not a $VARIABLE reference).
+func ForIdentity(id Identity, prefix string, extraPublish ...string) (Perms, error) {
+	key := "*"
+	if nkeys.IsValidPublicUserKey(id.Public) {
+		key = id.Public
+	}
+	return perms(id.Role, prefix, id.Inbox(), key, extraPublish)
+}
+
+func perms(role Role, prefix, inbox, key string, extraPublish []string) (Perms, error) {
 	r, err := ruleOf(role)
 	if err != nil {
 		return Perms{}, err
@@ -308,6 +329,7 @@ func For(role Role, prefix, inbox string, extraPublish ...string) (Perms, error)
 		out := make([]string, 0, len(subjects))
 		for _, s := range subjects {
 			s = strings.ReplaceAll(s, "{p}", prefix)
+			s = strings.ReplaceAll(s, "{key}", key)
 			out = append(out, strings.ReplaceAll(s, "{inbox}", inbox))
 		}
 		return out

@@ -133,6 +133,13 @@ func first(p []Problem, n int) []Problem { return p[:min(n, len(p))] }
 // bundleOf writes n events of two writers and exports them.
 func bundleOf(t *testing.T, n int) *Bundle {
 	t.Helper()
+	b, _ := bundleAndKey(t, n)
+	return b
+}
+
+// bundleAndKey is bundleOf and the runner's key.
+func bundleAndKey(t *testing.T, n int) (*Bundle, nkeys.KeyPair) {
+	t.Helper()
 	nc, js := bed(t)
 	kpA, pubA := newKey(t)
 	kpB, pubB := newKey(t)
@@ -152,7 +159,7 @@ func bundleOf(t *testing.T, n int) *Bundle {
 	if !rep.OK() || rep.Records != n || len(rep.Chains) != 2 {
 		t.Fatalf("untouched: %+v", rep)
 	}
-	return &Bundle{Format: BundleFormat, FromStart: true, Keys: keys, Entries: entries}
+	return &Bundle{Format: BundleFormat, FromStart: true, Keys: keys, Entries: entries}, kpA
 }
 
 func TestTamperingIsFoundAndNamed(t *testing.T) {

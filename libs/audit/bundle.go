@@ -18,9 +18,13 @@ type Bundle struct {
 	Format     string    `json:"format"`
 	ExportedAt time.Time `json:"exported_at"`
 	// FromStart: the entries begin at the stream's first record ever.
-	FromStart bool    `json:"from_start"`
-	Keys      Keys    `json:"keys"`
-	Entries   []Entry `json:"entries"`
+	FromStart bool `json:"from_start"`
+	// MaxAgeSeconds is the stream's max age when exported (0: none or
+	// unknown). As an anchor (verify --anchor) it is the retention its
+	// records are held to: the stream's own could have been shortened since.
+	MaxAgeSeconds int64   `json:"max_age_seconds,omitempty"`
+	Keys          Keys    `json:"keys"`
+	Entries       []Entry `json:"entries"`
 }
 
 // ReadBundle decodes a bundle.
@@ -36,8 +40,13 @@ func ReadBundle(r io.Reader) (*Bundle, error) {
 }
 
 // Verify checks the bundle against its own keys.
-func (b *Bundle) Verify() Report {
-	v := NewVerifier(b.Keys, VerifyOptions{FromStart: b.FromStart})
+func (b *Bundle) Verify() Report { return b.VerifyAnchored(nil, 0) }
+
+// VerifyAnchored is Verify, each chain's head in anchors (an earlier
+// export's) still stored unchanged unless older than retention when b was
+// exported.
+func (b *Bundle) VerifyAnchored(anchors map[string]Anchor, retention time.Duration) Report {
+	v := NewVerifier(b.Keys, VerifyOptions{FromStart: b.FromStart, Anchors: anchors, Retention: retention, Now: b.ExportedAt})
 	for _, e := range b.Entries {
 		v.Add(e)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,6 +39,38 @@ type Page struct {
 	// End is the stream's last sequence when reading began: the page is
 	// complete when Last reached it (or the stream was empty).
 	End uint64 `json:"end"`
+	// MaxAge is the stream's: older records leave by age
+	// (VerifyOptions.Retention).
+	MaxAge time.Duration `json:"-"`
+	// Start is the sequence the reading should begin at (0: unknown, from
+	// a time); Floor the stream's first sequence once read: what lies
+	// below it left by age or size meanwhile (Verifier.SetStream).
+	Start uint64 `json:"-"`
+	Floor uint64 `json:"-"`
+	// Unprotected says how the stream's settings let records go other
+	// than by age or size ("": they do not; Verifier.SetUnprotected).
+	Unprotected string `json:"-"`
+}
+
+// unprotected says what in c lets records leave other than from the
+// stream's start by age or size. Services take an existing stream as it
+// is (created, never updated), so one created first by another identity,
+// or by hand, may lack the settings of bus.AuditStream.
+func unprotected(c jetstream.StreamConfig) string {
+	var why []string
+	if !c.DenyDelete {
+		why = append(why, "deny_delete off")
+	}
+	if !c.DenyPurge {
+		why = append(why, "deny_purge off")
+	}
+	if c.Retention != jetstream.LimitsPolicy {
+		why = append(why, "retention "+c.Retention.String())
+	}
+	if c.MaxMsgs > 0 || c.MaxMsgsPerSubject > 0 {
+		why = append(why, "a message count limit")
+	}
+	return strings.Join(why, ", ")
 }
 
 // Complete says whether the page reached the stream's end.
@@ -54,7 +87,7 @@ func ReadPage(ctx context.Context, js jetstream.JetStream, from From, max int, i
 	info := st.CachedInfo()
 	page.FromStart = from.Seq <= 1 && from.Time.IsZero() && info.State.FirstSeq <= 1
 	last := info.State.LastSeq
-	page.End = last
+	page.End, page.MaxAge, page.Unprotected = last, info.Config.MaxAge, unprotected(info.Config)
 	if info.State.Msgs == 0 || (from.Seq > last) {
 		page.End = 0
 		return page, nil
@@ -67,9 +100,28 @@ func ReadPage(ctx context.Context, js jetstream.JetStream, from From, max int, i
 		t := from.Time
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
 	}
+	switch {
+	case from.Seq > 0:
+		page.Start = from.Seq
+		if info.State.FirstSeq > from.Seq { // max is the parameter
+			page.Start = info.State.FirstSeq
+		}
+	case from.Time.IsZero():
+		page.Start = info.State.FirstSeq
+	}
 	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return page, fmt.Errorf("audit stream: %w", err)
+	}
+	// The floor is read once the records were: what left the stream's
+	// start meanwhile is no gap.
+	floor := func() (Page, error) {
+		info, err := st.Info(ctx)
+		if err != nil {
+			return page, fmt.Errorf("audit stream: %w", err)
+		}
+		page.Floor = info.State.FirstSeq
+		return page, nil
 	}
 	for {
 		want := 1000
@@ -91,7 +143,7 @@ func ReadPage(ctx context.Context, js jetstream.JetStream, from From, max int, i
 			page.Read++
 			page.Last = md.Sequence.Stream
 			if md.Sequence.Stream >= last || (max > 0 && page.Read >= max) {
-				return page, nil
+				return floor()
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {

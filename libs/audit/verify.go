@@ -1,10 +1,12 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Entry is one stored message of the audit stream.
@@ -22,6 +24,7 @@ const (
 	BadSignature = "bad signature" // content is what the chain links, its signature is not the key's
 	UnknownKey   = "unknown key"   // the chain's key is not a known identity of its role
 	Malformed    = "malformed"     // not a record
+	Unprotected  = "unprotected"   // the stream's settings let records be deleted
 )
 
 // Problem is one broken link.
@@ -77,6 +80,15 @@ type VerifyOptions struct {
 	// else its first records are missing. Otherwise a chain's first record
 	// seen is its anchor.
 	FromStart bool
+	// Anchors are the chains' heads an earlier export saw (AnchorsOf):
+	// each must still be stored with its hash, and so every record before
+	// it, unless older than Retention (the stream's max age; 0: none
+	// leaves by age). Only for a reading from the stream's first stored
+	// record (no --from).
+	Anchors   map[string]Anchor
+	Retention time.Duration
+	// Now is when records' ages are taken (zero: time.Now).
+	Now time.Time
 }
 
 // link is what verification keeps of a record.
@@ -98,7 +110,16 @@ type Verifier struct {
 	problems []Problem
 	records  int
 	events   int
+	// The stream sequences read: the first, the last, and the gaps between.
+	streamFirst, streamLast uint64
+	gaps                    [][2]uint64
+	streamStart, floor      uint64 // SetStream
+	unprotected             string // SetUnprotected
 }
+
+// SetUnprotected says how the stream's settings let records be deleted
+// (Page.Unprotected; "": they do not).
+func (v *Verifier) SetUnprotected(why string) { v.unprotected = why }
 
 // NewVerifier checks records against the trusted public keys.
 func NewVerifier(keys Keys, opts VerifyOptions) *Verifier {
@@ -109,12 +130,41 @@ func NewVerifier(keys Keys, opts VerifyOptions) *Verifier {
 // stream's first record ever (VerifyOptions.FromStart); Report uses it.
 func (v *Verifier) SetFromStart(b bool) { v.opts.FromStart = b }
 
+// SetRetention sets VerifyOptions.Retention once the stream's max age is
+// known.
+func (v *Verifier) SetRetention(d time.Duration) { v.opts.Retention = d }
+
+// SetStream says, once reading ended, which stream sequence the reading
+// should have begun at (0: unknown) and the stream's first sequence after
+// it (records below it left from the stream's start by age or size while
+// it was read). Page.Start and Page.Floor.
+func (v *Verifier) SetStream(start, floor uint64) { v.streamStart, v.floor = start, floor }
+
 // Add checks one entry.
 func (v *Verifier) Add(e Entry) {
 	v.records++
+	// Records leave the stream only from its start (age, size), so its
+	// sequences are contiguous: a gap is a record deleted, which no link
+	// shows when it was its chain's newest.
+	if v.streamLast != 0 && e.StreamSeq > v.streamLast+1 {
+		v.gaps = append(v.gaps, [2]uint64{v.streamLast + 1, e.StreamSeq - 1})
+	}
+	if v.streamFirst == 0 {
+		v.streamFirst = e.StreamSeq
+	}
+	v.streamLast = max(v.streamLast, e.StreamSeq)
 	var r Record
 	if err := json.Unmarshal(e.Data, &r); err != nil || r.V != Version {
 		v.problems = append(v.problems, Problem{StreamSeq: e.StreamSeq, Chain: chainOfSubject(e.Subject), Kind: Malformed, Detail: "not an audit record"})
+		return
+	}
+	// Only the bytes its writer stored: encoding/json keeps the last of
+	// duplicate keys and matches them case-insensitively, so a record
+	// with a forged "events" and the signed ones under "EVENTS" would
+	// verify here while other readers (jq, a SIEM) see the forgery.
+	if enc, err := json.Marshal(&r); err != nil || !bytes.Equal(enc, e.Data) {
+		v.problems = append(v.problems, Problem{StreamSeq: e.StreamSeq, Chain: r.Chain, Seq: r.Seq, Kind: Altered,
+			Detail: "not stored as its writer encodes it (extra, duplicate or re-encoded fields)"})
 		return
 	}
 	if !strings.HasSuffix(e.Subject, ".audit."+r.Chain) {
@@ -149,6 +199,12 @@ func (v *Verifier) Report() Report {
 			sum.LastStreamSeq = max(sum.LastStreamSeq, l.streamSeq)
 		}
 		rep.Chains = append(rep.Chains, sum)
+	}
+	rep.Problems = append(rep.Problems, checkAnchors(v.chains, v.opts)...)
+	rep.Problems = append(rep.Problems, v.streamGaps()...)
+	if v.unprotected != "" {
+		rep.Problems = append(rep.Problems, Problem{Chain: StreamChain, Kind: Unprotected,
+			Detail: "the stream is not append-only (" + v.unprotected + "): records may have been deleted without a trace"})
 	}
 	slices.SortStableFunc(rep.Problems, func(a, b Problem) int {
 		switch {
@@ -220,4 +276,26 @@ func chainOfSubject(subject string) string {
 		return c
 	}
 	return subject
+}
+
+// StreamChain names a problem of the stream rather than of one chain.
+const StreamChain = "(stream)"
+
+// streamGaps are the stream sequences missing from what was read, but
+// those below the floor (gone from the stream's start while it was read).
+func (v *Verifier) streamGaps() []Problem {
+	gaps := v.gaps
+	if v.streamStart > 0 && v.streamFirst > v.streamStart {
+		gaps = append([][2]uint64{{v.streamStart, v.streamFirst - 1}}, gaps...)
+	}
+	var out []Problem
+	for _, g := range gaps {
+		from := max(g[0], v.floor)
+		if from > g[1] {
+			continue
+		}
+		out = append(out, Problem{StreamSeq: g[1] + 1, Chain: StreamChain, Kind: Missing,
+			Detail: fmt.Sprintf("stream sequences %d to %d are not stored: records leave only from the stream's start, so these were deleted", from, g[1])})
+	}
+	return out
 }

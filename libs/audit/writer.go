@@ -270,15 +270,15 @@ func entrySize(e Event) int {
 // could not fit one record (oversized); an event that is not JSON is
 // dropped and logged.
 func (w *Writer) event(batch []Event, it item) []Event {
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, it.event); err != nil {
+	stored, err := storedForm(it.event)
+	if err != nil {
 		w.log.Error("audit: an event that is not JSON was dropped", "subject", it.subject)
 		return batch
 	}
-	e := Event{Subject: it.subject, Event: compact.Bytes()}
+	e := Event{Subject: it.subject, Event: stored}
 	if limit := w.nc.MaxPayload() - recordHeadroom; int64(entrySize(e)) > limit {
 		e = oversized(e, limit)
-		w.log.Warn("audit: an event too large for one record is kept as its digest", "subject", it.subject, "bytes", compact.Len())
+		w.log.Warn("audit: an event too large for one record is kept as its digest", "subject", it.subject, "bytes", len(stored))
 	}
 	return append(batch, e)
 }
@@ -317,11 +317,24 @@ func oversized(e Event, limit int64) Event {
 // Write appends one event at once and returns when it is stored (tests
 // and tools; services use Append).
 func (w *Writer) Write(ctx context.Context, subject string, event []byte) error {
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, event); err != nil {
+	stored, err := storedForm(event)
+	if err != nil {
 		return fmt.Errorf("%w: %w", errNotJSON, err)
 	}
-	return w.WriteEvents(ctx, []Event{{Subject: subject, Event: compact.Bytes()}})
+	return w.WriteEvents(ctx, []Event{{Subject: subject, Event: stored}})
+}
+
+// storedForm is event as a record stores it: compact, and with <, >, &,
+// U+2028 and U+2029 escaped as encoding/json writes a RawMessage. The
+// record's hash covers these bytes, so they must be the ones stored (a
+// raw "<" was signed, stored as \u003c and never verified).
+func storedForm(event []byte) ([]byte, error) {
+	var compact, escaped bytes.Buffer
+	if err := json.Compact(&compact, event); err != nil {
+		return nil, err
+	}
+	json.HTMLEscape(&escaped, compact.Bytes())
+	return escaped.Bytes(), nil
 }
 
 // WriteEvents appends events (compact JSON) as one record and returns when

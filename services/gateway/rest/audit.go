@@ -22,7 +22,8 @@ const (
 )
 
 // AuditChain is one writer's chain as verified in a page: ok, or its first
-// fault (altered, missing, reordered, bad signature, unknown key, malformed).
+// fault (altered, missing, reordered, bad signature, unknown key, malformed,
+// unprotected).
 type AuditChain struct {
 	Chain string `json:"chain"`
 	// Writer is the identity that holds the chain's key ("" unknown).
@@ -97,6 +98,8 @@ func (a *API) verifyAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.SetFromStart(page.FromStart)
+	v.SetStream(page.Start, page.Floor)
+	v.SetUnprotected(page.Unprotected)
 	rep := v.Report()
 	out := AuditVerifyReply{OK: rep.OK(), From: from, FromStart: page.FromStart, Records: rep.Records, Events: rep.Events,
 		Chains: []AuditChain{}, Problems: rep.Problems[:min(len(rep.Problems), maxAuditFaults)], ProblemCount: len(rep.Problems),

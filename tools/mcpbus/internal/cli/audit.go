@@ -100,31 +100,55 @@ func (s *auditSource) trustedKeys() (audit.Keys, error) {
 }
 
 // read passes the records of the bus to fn, in stream order.
-func (s *auditSource) read(cmd *cobra.Command, g *globals, fn func(audit.Entry)) (fromStart bool, err error) {
+func (s *auditSource) read(cmd *cobra.Command, g *globals, fn func(audit.Entry)) (audit.Page, error) {
 	from, err := s.start()
 	if err != nil {
-		return false, err
+		return audit.Page{}, err
 	}
 	nc, _, err := g.connect(cmd.Context())
 	if err != nil {
-		return false, err
+		return audit.Page{}, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(g.timeout))
 	if err != nil {
-		return false, err
+		return audit.Page{}, err
 	}
-	fromStart, err = audit.ReadStream(cmd.Context(), js, from, g.timeout, fn)
+	page, err := audit.ReadPage(cmd.Context(), js, from, 0, g.timeout, fn)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return false, apierr.Wrap(apierr.NotFound, "no audit stream on this bus yet", err)
+		return page, apierr.Wrap(apierr.NotFound, "no audit stream on this bus yet", err)
 	}
-	return fromStart, g.refused(err)
+	return page, g.refused(err)
+}
+
+// anchors are the chains' heads of the earlier export at path, taken from
+// its records signed by keys (--keys), else by its own keys: a bundle kept
+// apart is as trusted as the keys it holds; and the stream's max age then
+// (0: unknown), which the stream's own could have been shortened below.
+func (s *auditSource) anchors(path string) (map[string]audit.Anchor, time.Duration, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, apierr.Wrap(apierr.Validation, "--anchor", err).WithField("anchor")
+	}
+	b, err := audit.ReadBundle(f)
+	_ = f.Close()
+	if err != nil {
+		return nil, 0, apierr.Wrap(apierr.Validation, "--anchor", err).WithField("anchor")
+	}
+	keys := b.Keys
+	if s.keyFile() != "" {
+		if keys, err = s.trustedKeys(); err != nil {
+			return nil, 0, err
+		}
+	}
+	return audit.AnchorsOf(b, keys), time.Duration(b.MaxAgeSeconds) * time.Second, nil
 }
 
 func newAuditVerifyCmd(g *globals) *cobra.Command {
 	var (
 		src    auditSource
 		bundle string
+		anchor string
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -134,10 +158,27 @@ against the keys it holds, or those of --keys) and checks every chain: each reco
 signature by its writer's key, its link to the previous record, and the order and
 completeness of the chain. The first
 broken link is named by its stream sequence, chain and record, with what is wrong: altered,
-missing, reordered, bad signature or unknown key. Exit status 1 when a link is broken.`,
+missing, reordered, bad signature or unknown key. Exit status 1 when a link is broken.
+
+Nothing links to a chain's newest records: removing them, or a whole chain, breaks no link.
+--anchor <earlier export>, kept apart from the bus, checks that each chain's head it holds is
+still stored, unchanged, unless it is older than the stream's max age.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rep audit.Report
+			var (
+				anchors   map[string]audit.Anchor
+				retention time.Duration // the anchor's
+			)
+			if anchor != "" {
+				if src.from != "" {
+					return apierr.New(apierr.Validation, "--anchor checks the chains from the stream's first record: no --from").WithField("from")
+				}
+				var err error
+				if anchors, retention, err = src.anchors(anchor); err != nil {
+					return err
+				}
+			}
 			if bundle != "" {
 				if src.from != "" {
 					return apierr.New(apierr.Validation, "--bundle carries its records: no --from").WithField("from")
@@ -155,20 +196,28 @@ missing, reordered, bad signature or unknown key. Exit status 1 when a link is b
 					if b.Keys, err = src.trustedKeys(); err != nil {
 						return err
 					}
+				} else {
+					// Whoever rewrote the bundle could have signed it with keys of their own.
+					fmt.Fprintln(g.stderr, "note: checked against the bundle's own public keys; give --keys (kept apart) to trust no key the bundle carries")
 				}
-				rep = b.Verify()
+				// The anchor's max age, else the bundle's: an anchored
+				// record older than it when b was exported may have left.
+				rep = b.VerifyAnchored(anchors, cmp.Or(retention, time.Duration(b.MaxAgeSeconds)*time.Second))
 			} else {
 				keys, err := src.trustedKeys()
 				if err != nil {
 					return err
 				}
 				// Checked as read: the verifier keeps a few hashes per record, not the records.
-				v := audit.NewVerifier(keys, audit.VerifyOptions{})
-				fromStart, err := src.read(cmd, g, v.Add)
+				v := audit.NewVerifier(keys, audit.VerifyOptions{Anchors: anchors})
+				page, err := src.read(cmd, g, v.Add)
 				if err != nil {
 					return err
 				}
-				v.SetFromStart(fromStart)
+				v.SetFromStart(page.FromStart)
+				v.SetRetention(cmp.Or(retention, page.MaxAge))
+				v.SetStream(page.Start, page.Floor)
+				v.SetUnprotected(page.Unprotected)
 				rep = v.Report()
 			}
 			if g.json {
@@ -185,6 +234,7 @@ missing, reordered, bad signature or unknown key. Exit status 1 when a link is b
 		},
 	}
 	src.register(cmd)
+	cmd.Flags().StringVar(&anchor, "anchor", "", "an earlier export (audit export), kept apart from the bus: each chain's head it holds must still be stored, unchanged (the newest records of a chain, or a whole chain, can be removed without breaking a link)")
 	cmd.Flags().StringVar(&bundle, "bundle", "", "verify this bundle (mcpbus audit export) offline instead of the bus; with --keys, against those keys instead of the bundle's")
 	return cmd
 }
@@ -231,11 +281,12 @@ without the bus. It does not verify them first: verify the bundle.`,
 				return err
 			}
 			var entries []audit.Entry
-			fromStart, err := s.read(cmd, g, func(e audit.Entry) { entries = append(entries, e) })
+			page, err := s.read(cmd, g, func(e audit.Entry) { entries = append(entries, e) })
 			if err != nil {
 				return err
 			}
-			b := audit.Bundle{Format: audit.BundleFormat, ExportedAt: time.Now().UTC(), FromStart: fromStart, Keys: keys, Entries: entries}
+			b := audit.Bundle{Format: audit.BundleFormat, ExportedAt: time.Now().UTC(), FromStart: page.FromStart,
+				MaxAgeSeconds: int64(page.MaxAge / time.Second), Keys: keys, Entries: entries}
 			if err := b.Write(out); err != nil {
 				return err
 			}
