@@ -734,11 +734,17 @@ func (s *server) handleRPC(req micro.Request) {
 	case err != nil:
 	case !c.allowsServer(s.slug):
 		err = apierr.Newf(apierr.NotFound, "agent %s may call no tool of server %s", c.agent, s.slug)
+	case !s.leaseLive():
+		err = s.notRun() // as for a call (s.call): the stale copy must not answer
 	default:
 		out, err = s.rpc(ctx, c, h, req.Data())
 	}
 	defer bus.EndProcess(span, err)
 	if err != nil {
+		if errors.Is(err, bus.ErrNotRun) {
+			_ = bus.RespondError(req, err, micro.WithHeaders(micro.Headers{bus.HeaderNotRun: []string{"true"}}))
+			return
+		}
 		_ = bus.RespondError(req, err)
 		return
 	}
