@@ -2,6 +2,7 @@ package conversation_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	mcpbus "github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/conversation"
 )
 
@@ -28,7 +30,8 @@ func TestLogRidesOutALeaderElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
-	nc, err := c.Connect(nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	// Not to n3, whose stop the test is about.
+	nc, err := nats.Connect(c.URL(0)+","+c.URL(1), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +54,8 @@ func TestLogRidesOutALeaderElection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leader := c.StreamLeader(mcpbus.StreamChat)
-	if leader < 0 {
-		t.Fatal("the chat stream has no leader")
-	}
+	const leader = 2
+	leadOn(t, nc, c, mcpbus.StreamChat, "n3")
 	c.StopNode(leader)
 	start := time.Now()
 	// A turn's deadline: the writes wait for the new leader within it.
@@ -74,4 +75,19 @@ func TestLogRidesOutALeaderElection(t *testing.T) {
 	if _, _, err := l.AppendAfter(wctx, conv, tail2, model.ChatEntry{Kind: model.EntryModelStep, Turn: "t1"}); err != nil {
 		t.Fatalf("append after: %v", err)
 	}
+}
+
+// leadOn moves the leadership of stream to node name (a stepdown asking for
+// it), so that the test's connections, to the other nodes, outlive its stop.
+func leadOn(t *testing.T, nc *nats.Conn, c *embednats.Cluster, stream, name string) {
+	t.Helper()
+	testkit.WaitFor(t, 20*time.Second, func() (bool, string) {
+		if i := c.StreamLeader(stream); i >= 0 && c.Nodes[i].Name() == name {
+			return true, ""
+		}
+		body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": name}})
+		_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, body, 2*time.Second)
+		time.Sleep(200 * time.Millisecond)
+		return false, stream + " is led elsewhere"
+	})
 }
