@@ -77,7 +77,7 @@ func (s *Store) Hold(ctx context.Context, c Call, rule *model.GatewayApprovalRul
 	if err != nil {
 		return h, err
 	}
-	if _, err := s.held.Create(ctx, heldKey(id), data); err != nil {
+	if _, err := s.heldRetry.Create(ctx, heldKey(id), data); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			got, _, gerr := s.get(ctx, id) // an identical call won the race: share its record
 			return got, gerr
@@ -262,7 +262,7 @@ func (s *Store) Decide(ctx context.Context, req model.ApprovalDecideRequest, by 
 	if err != nil {
 		return h, err
 	}
-	if _, err := s.held.Update(ctx, heldKey(h.ID), data, rev); err != nil {
+	if _, err := s.heldRetry.Update(ctx, heldKey(h.ID), data, rev); err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 			return h, apierr.Newf(apierr.Conflict, "call %q was decided meanwhile", req.ID)
 		}

@@ -73,11 +73,17 @@ type Options struct {
 type Store struct {
 	rulesKV jetstream.KeyValue
 	held    jetstream.KeyValue
-	rules   atomic.Pointer[model.ApprovalRules]
-	ready   chan struct{}
-	now     func() time.Time
-	log     *slog.Logger
-	audit   Auditor
+	// heldRetry is held with reads and writes that ride out a leader
+	// election (bus.RetryKV): a hold, a read of a record, a decision. The
+	// consuming deletes stay on held: a retried delete that found the record
+	// gone could not tell its own unanswered try from an identical call's,
+	// and one approval must release one call.
+	heldRetry jetstream.KeyValue
+	rules     atomic.Pointer[model.ApprovalRules]
+	ready     chan struct{}
+	now       func() time.Time
+	log       *slog.Logger
+	audit     Auditor
 	// leaveForBus: Options.LeaveForBus.
 	leaveForBus bool
 	quotas      holdQuotas
@@ -122,6 +128,7 @@ func Open(ctx, setup context.Context, nc *nats.Conn, opts Options) (*Store, erro
 	}, replicas, opts.Logger); err != nil {
 		return nil, err
 	}
+	s.heldRetry = bus.RetryKV(s.held)
 	var once atomic.Bool
 	go bus.FollowKV(ctx, nc, s.rulesKV, bus.KVHandler{
 		Snapshot: func(m map[string]jetstream.KeyValueEntry) {
@@ -175,7 +182,11 @@ func (s *Store) Rules() model.ApprovalRules { return *s.rules.Load() }
 // milliseconds). Holding is rare and waits seconds, so the read costs
 // nothing that matters; an unreadable bucket leaves the watched rules.
 func (s *Store) storedRules(ctx context.Context) model.ApprovalRules {
-	e, err := s.rulesKV.Get(ctx, rulesKey)
+	// Bounded: during an election the read goes unanswered, and waiting
+	// for it would spend the held call's own deadline.
+	rctx, cancel := context.WithTimeout(ctx, storedRulesWait)
+	defer cancel()
+	e, err := s.rulesKV.Get(rctx, rulesKey)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return model.ApprovalRules{}
@@ -189,6 +200,9 @@ func (s *Store) storedRules(ctx context.Context) model.ApprovalRules {
 	return r
 }
 
+// storedRulesWait bounds storedRules' read.
+const storedRulesWait = 2 * time.Second
+
 // PutRules validates and stores the rules; this instance applies them at once.
 func (s *Store) PutRules(ctx context.Context, r model.ApprovalRules) (model.ApprovalRules, error) {
 	if e := r.Validate(); e != nil {
@@ -198,7 +212,7 @@ func (s *Store) PutRules(ctx context.Context, r model.ApprovalRules) (model.Appr
 	if err != nil {
 		return r, err
 	}
-	if _, err := s.rulesKV.Put(ctx, rulesKey, data); err != nil {
+	if _, err := bus.RetryKV(s.rulesKV).Put(ctx, rulesKey, data); err != nil { // idempotent: rides out an election
 		return r, apierr.Wrap(apierr.ServiceUnavailable, "storing the approval rules", err)
 	}
 	s.rules.Store(&r)
@@ -224,7 +238,7 @@ func notHeld(id string) error {
 
 // get reads a held call and its revision (NOT_FOUND when none).
 func (s *Store) get(ctx context.Context, id string) (model.HeldCall, uint64, error) {
-	e, err := s.held.Get(ctx, heldKey(id))
+	e, err := s.heldRetry.Get(ctx, heldKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return model.HeldCall{}, 0, notHeld(id)
 	}

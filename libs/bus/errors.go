@@ -49,6 +49,11 @@ func ReplyError(msg *nats.Msg) *apierr.Error {
 		return nil
 	}
 	if e, ok := apierr.Parse(msg.Data); ok {
+		if msg.Header.Get(HeaderNotRun) == "true" {
+			w := apierr.Wrap(e.Code, e.Message, ErrNotRun)
+			w.Field = e.Field
+			return w
+		}
 		return e
 	}
 	// A micro service that is not ours: keep what the headers say.
@@ -62,6 +67,10 @@ func ReplyError(msg *nats.Msg) *apierr.Error {
 	}
 	return apierr.New(code, text)
 }
+
+// ErrNotRun is the cause of an error reply marked HeaderNotRun: the call
+// never reached its MCP server, so sending it again runs it at most once.
+var ErrNotRun = errors.New("the call did not run")
 
 // FromNATS maps nats.go errors of a request to the contract.
 func FromNATS(err error, subject string) error {

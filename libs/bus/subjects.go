@@ -87,6 +87,11 @@ const (
 	// task: the reply is the task's handle (model.Task, state working), as
 	// task.create would answer, and the call runs on the server's owner.
 	HeaderTask = "Mcp-Task"
+	// HeaderNotRun, "true" on an error reply to a tool call, says the call
+	// did not reach the MCP server: the runner had let the server go (a
+	// handover, a lapsed lease) and another runner may serve it now, so
+	// the caller may send it again (ErrNotRun).
+	HeaderNotRun = "Mcp-Not-Run"
 	// HeaderErrorCode and HeaderError are the NATS micro error headers.
 	HeaderErrorCode = "Nats-Service-Error-Code"
 	HeaderError     = "Nats-Service-Error"

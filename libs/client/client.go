@@ -186,7 +186,7 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 		}
 		defer stop()
 	}
-	reply, err := c.request(ctx, server, tool, msg, opts)
+	reply, err := c.requestMoved(ctx, server, tool, msg, opts)
 	if err != nil {
 		if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
 			// The cause stays: a caller that knows the tool (the gateway's
@@ -208,6 +208,37 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 	}
 	return res, nil
 }
+
+// requestMoved is request, sent again while the answer is that the call
+// did not run because its runner let the server go (bus.ErrNotRun: a
+// handover, a lease that lapsed while the runner was cut off or frozen),
+// and, after such an answer, while no runner serves the server yet (the new
+// owner subscribes a moment later). Each try ran nowhere, so the call runs
+// at most once. It gives up after movedWait or at ctx's end.
+func (c *Client) requestMoved(ctx context.Context, server, tool string, msg *nats.Msg, opts *CallOptions) (*nats.Msg, error) {
+	reply, err := c.request(ctx, server, tool, msg, opts)
+	if !errors.Is(err, bus.ErrNotRun) {
+		return reply, err
+	}
+	end := time.Now().Add(movedWait)
+	for wait := 50 * time.Millisecond; errors.Is(err, bus.ErrNotRun) || errors.Is(err, nats.ErrNoResponders); wait = min(2*wait, time.Second) {
+		if time.Now().Add(wait).After(end) {
+			return reply, err
+		}
+		select {
+		case <-ctx.Done():
+			return reply, err
+		case <-time.After(wait):
+		}
+		reply, err = c.request(ctx, server, tool, msg, opts)
+	}
+	return reply, err
+}
+
+// movedWait bounds the tries of a call whose runner let its server go: a
+// takeover after a lapsed lease starts at once (the lease is gone by then),
+// a handover takes one ownership pass of the new owner.
+const movedWait = 10 * time.Second
 
 // request sends a tool call: to a runner in this process when one serves it
 // and the call needs no inbox of its own (progress, the server's requests),

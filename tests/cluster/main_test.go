@@ -52,6 +52,8 @@ type fixture struct {
 	procs map[string]*runnertest.RunnerProc // the current process of each runner id
 	// urls replaces a runner's --nats (by id).
 	urls map[string]string
+	// env is given to every server's config.
+	env map[string]model.EnvVar
 }
 
 // newFixture starts the cluster, the runners and the servers; each of
@@ -73,6 +75,7 @@ func newFixture(tb testing.TB, before ...func(*fixture)) *fixture {
 	for _, name := range servers {
 		cfg := runnertest.Binary(name, testServer)
 		cfg.Runtime.Eager = true
+		cfg.EnvVars = f.env
 		f.e.Put(tb, cfg)
 	}
 	f.waitAllRunning(30 * time.Second)

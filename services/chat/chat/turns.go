@@ -158,7 +158,17 @@ func (s *Service) renew(ctx context.Context, d *drive) {
 		c, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL/3)
 		rev, err := s.putLease(c, d.conv, d.turn, d.rev)
 		cancel()
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			if own, ok := s.ownLease(ctx, d); ok {
+				// An earlier renewal was applied unanswered: the lease is
+				// still this drive's, at a revision it did not learn.
+				d.rev, err = own, nil
+			}
+		}
 		switch {
+		case err == nil && rev == 0:
+			// Adopted: the next tick renews it; last stays the last
+			// renewal answered.
 		case err == nil:
 			d.rev, last = rev, time.Now()
 		case ctx.Err() != nil:
@@ -169,6 +179,24 @@ func (s *Service) renew(ctx context.Context, d *drive) {
 			return
 		}
 	}
+}
+
+// ownLease returns the revision of conversation d.conv's lease when it is
+// still d's: this instance's, for d's turn. A renewal whose answer was lost
+// (a leader change, the connection's node dying, a commit slower than the
+// renewal's wait) may have been applied, leaving the lease one revision on.
+func (s *Service) ownLease(ctx context.Context, d *drive) (uint64, bool) {
+	c, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL/3)
+	defer cancel()
+	e, err := s.turns.Get(c, leaseKey(d.conv))
+	if err != nil {
+		return 0, false
+	}
+	var lv leaseValue
+	if json.Unmarshal(e.Value(), &lv) != nil || lv.Instance != s.opts.ID || lv.Turn != d.turn {
+		return 0, false
+	}
+	return e.Revision(), true
 }
 
 // watchCancel cancels the drive when cancel.<conversation> names its turn.

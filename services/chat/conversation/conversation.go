@@ -7,6 +7,7 @@
 package conversation
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,9 +116,13 @@ type position struct {
 	at        time.Time
 }
 
-// last reads the end of a conversation's log.
+// last reads the end of a conversation's log. The read rides out a leader
+// election (bus.Retry): a request sent while the stream has no leader goes
+// unanswered, and without a retry a turn waited out its whole deadline.
 func (l *Log) last(ctx context.Context, conversation string) (position, error) {
-	msg, err := l.stream.GetLastMsgForSubject(ctx, l.Subject(conversation))
+	msg, err := bus.RetryValue(ctx, func(ctx context.Context, _ int) (*jetstream.RawStreamMsg, error) {
+		return l.stream.GetLastMsgForSubject(ctx, l.Subject(conversation))
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return position{}, nil
 	}
@@ -210,20 +215,49 @@ func (l *Log) AppendAfter(ctx context.Context, conversation string, tail Tail, e
 // publish writes e on the condition that the subject's last message is at
 // stream sequence last, and returns e's stream sequence. A failed condition
 // is returned as JetStream's error (wrongLast), others as the contract's.
+// The publish rides out a leader election (bus.Retry); a retry that finds
+// the condition failed because an earlier, unanswered try stored e succeeds
+// with that try's sequence (stored), so e is written once.
 func (l *Log) publish(ctx context.Context, conversation string, e model.ChatEntry, last uint64) (uint64, error) {
 	data, err := json.Marshal(e)
 	if err != nil {
 		return 0, apierr.Wrap(apierr.Internal, "encoding a conversation entry", err)
 	}
-	ack, err := l.js.Publish(ctx, l.Subject(conversation), data,
-		jetstream.WithExpectStream(bus.StreamChat), jetstream.WithExpectLastSequencePerSubject(last))
+	seq, err := bus.RetryValue(ctx, func(ctx context.Context, try int) (uint64, error) {
+		ack, err := l.js.Publish(ctx, l.Subject(conversation), data,
+			jetstream.WithExpectStream(bus.StreamChat), jetstream.WithExpectLastSequencePerSubject(last))
+		if err == nil {
+			return ack.Sequence, nil
+		}
+		if try > 1 && wrongLast(err) {
+			return l.stored(ctx, conversation, data, last, err)
+		}
+		return 0, err
+	})
 	if err != nil {
 		if wrongLast(err) {
 			return 0, err
 		}
 		return 0, bus.JetStreamErr("appending to conversation "+conversation, err)
 	}
-	return ack.Sequence, nil
+	return seq, nil
+}
+
+// stored resolves a failed condition met by a retried publish: if the
+// subject's last message, after last, is data, an earlier unanswered try
+// wrote it and its sequence is the publish's; otherwise failed stands.
+func (l *Log) stored(ctx context.Context, conversation string, data []byte, last uint64, failed error) (uint64, error) {
+	msg, err := l.stream.GetLastMsgForSubject(ctx, l.Subject(conversation))
+	if err != nil {
+		if bus.Transient(err) {
+			return 0, err
+		}
+		return 0, failed
+	}
+	if msg.Sequence > last && bytes.Equal(msg.Data, data) {
+		return msg.Sequence, nil
+	}
+	return 0, failed
 }
 
 func conflict(conversation string, seq, last uint64) error {
@@ -261,9 +295,12 @@ func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEn
 	if end.seq == 0 {
 		return nil, Tail{}, apierr.Newf(apierr.NotFound, "conversation %s not found", conversation)
 	}
-	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{l.Subject(conversation)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	// Created through an election like last's read (bus.Retry).
+	cons, err := bus.RetryValue(ctx, func(ctx context.Context, _ int) (jetstream.Consumer, error) {
+		return l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{l.Subject(conversation)},
+			DeliverPolicy:  jetstream.DeliverAllPolicy,
+		})
 	})
 	if err != nil {
 		return nil, Tail{}, bus.JetStreamErr("reading conversation "+conversation, err)

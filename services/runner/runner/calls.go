@@ -216,6 +216,9 @@ func (s *server) handleCall(req micro.Request) {
 			outcome = "error"
 		}
 		s.errs.Add(1)
+		if errors.Is(err, bus.ErrNotRun) {
+			hdr[bus.HeaderNotRun] = []string{"true"}
+		}
 		_ = bus.RespondError(req, err, micro.WithHeaders(hdr))
 	default:
 		if res.isError {
@@ -323,6 +326,11 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	if !s.callerMayCall(c, token) {
 		return callReply{}, "", apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
 	}
+	if !s.leaseLive() {
+		// Lapsed (this runner was frozen or starved), not yet given up:
+		// another runner may run the server now.
+		return callReply{}, "", s.notRun()
+	}
 	// Before any share or slot is taken: a held call waits for a person.
 	if err := s.approve(ctx, c, h, token, args); err != nil {
 		return callReply{}, "", err
@@ -339,6 +347,15 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	}()
 	sess, tool, cfg, err := s.liveOrStart(ctx, h, token)
 	if err != nil {
+		if s.ctx.Err() != nil {
+			// Let go meanwhile (a handover, or a lease that lapsed while
+			// this runner was cut off or frozen): the call came through a
+			// subscription that outlived the server and never reached it.
+			// Another runner may own the server now: the caller may send
+			// the call again (bus.ErrNotRun) instead of failing on an
+			// error such as "server s is running".
+			return callReply{}, "", s.notRun()
+		}
 		return callReply{}, "", err
 	}
 	if !c.allows(s.slug, tool) { // a lazy start may have brought the tool in
@@ -560,6 +577,13 @@ func callError(ctx context.Context, server, tool string, timeout time.Duration, 
 	return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("tool %s failed: %v", tool, err), err)
 }
 
+// notRun is the error of a call that reached the server after this runner
+// let it go, before the MCP server saw it (bus.HeaderNotRun).
+func (s *server) notRun() *apierr.Error {
+	return apierr.Wrap(apierr.ServiceUnavailable,
+		fmt.Sprintf("server %s is no longer served by runner %s (handed over, or its lease lapsed); the call did not run", s.slug, s.r.opts.ID), bus.ErrNotRun)
+}
+
 // errServerClosed is the cause of a server's context ending: the runner
 // let the server go (a stop, a handover, a shutdown), not a caller.
 var errServerClosed = errors.New("the server is no longer managed here")
@@ -710,11 +734,17 @@ func (s *server) handleRPC(req micro.Request) {
 	case err != nil:
 	case !c.allowsServer(s.slug):
 		err = apierr.Newf(apierr.NotFound, "agent %s may call no tool of server %s", c.agent, s.slug)
+	case !s.leaseLive():
+		err = s.notRun() // as for a call (s.call): the stale copy must not answer
 	default:
 		out, err = s.rpc(ctx, c, h, req.Data())
 	}
 	defer bus.EndProcess(span, err)
 	if err != nil {
+		if errors.Is(err, bus.ErrNotRun) {
+			_ = bus.RespondError(req, err, micro.WithHeaders(micro.Headers{bus.HeaderNotRun: []string{"true"}}))
+			return
+		}
 		_ = bus.RespondError(req, err)
 		return
 	}

@@ -404,6 +404,9 @@ func (r *Runner) takeServer(cfg *model.McpConfig) {
 		return
 	}
 	s := newServer(r, cfg)
+	if l := r.leases[cfg.Slug]; l != nil {
+		s.leaseEnd.Store(r.leaseEnd(l.renewed))
+	}
 	r.servers[cfg.Slug] = s
 	r.mu.Unlock()
 	if err := s.serve(); err != nil {

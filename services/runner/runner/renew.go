@@ -94,6 +94,9 @@ func (r *Runner) renewLease(ctx context.Context, slug string, l lease) bool {
 		r.mu.Lock()
 		if cur, ok := r.leases[slug]; ok && cur.key == l.key {
 			cur.rev, cur.renewed = rev, sent
+			if s := r.servers[slug]; s != nil {
+				s.leaseEnd.Store(r.leaseEnd(sent))
+			}
 		}
 		r.mu.Unlock()
 		return true
@@ -111,4 +114,21 @@ func (r *Runner) renewLease(ctx context.Context, slug string, l lease) bool {
 		r.log.Warn("lease renewal failed; keeping the server until the lease runs out", "server", slug, "error", err)
 		return false
 	}
+}
+
+// epoch is the base of mono times: durations since it use the monotonic
+// clock, which wall clock steps do not move.
+var epoch = time.Now()
+
+// leaseEnd is the mono time at which a lease renewed at renewed ends.
+func (r *Runner) leaseEnd(renewed time.Time) int64 {
+	return int64(renewed.Add(r.opts.LeaseTTL).Sub(epoch))
+}
+
+// leaseLive reports whether this runner's lease of s has not run out by its
+// own clock (the bucket's TTL counts from no earlier than the renewal's
+// request, so it has not run out there either).
+func (s *server) leaseLive() bool {
+	end := s.leaseEnd.Load()
+	return end == 0 || int64(time.Since(epoch)) < end
 }
