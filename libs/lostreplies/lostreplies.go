@@ -339,6 +339,11 @@ func (w *Watch) event(m jetstream.Msg) {
 	if json.Unmarshal(m.Data(), &ev) != nil || ev.Server != c.server || ev.Caller != "" || ev.Principal != c.principal {
 		return
 	}
+	// Not a try that did not run (the client sends those again with the
+	// same id), nor one older than this call's own.
+	if ev.NotRun || ev.At.Before(c.start.Add(-clockSkew)) {
+		return
+	}
 	time.AfterFunc(grace, func() {
 		if !w.forget(id, c) {
 			return // its reply came meanwhile

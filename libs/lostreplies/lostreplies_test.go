@@ -59,6 +59,8 @@ func TestOnlyCallsAcrossADropEnd(t *testing.T) {
 	agent, _ := tie("agent")
 	someone, _ := tie("someone-else")
 	pending, _ := tie("pending")
+	notRun, _ := tie("not-run")
+	oldTry, _ := tie("old-try")
 	replied, reply := tie("replied")
 	if none, release := w.Tie(ctx, "alpha", "echo", ""); none != ctx {
 		t.Fatal("a call without a request id was tied")
@@ -66,7 +68,10 @@ func TestOnlyCallsAcrossADropEnd(t *testing.T) {
 		release()
 	}
 	publish := func(ev model.CallEvent) {
-		ev.Tool, ev.Outcome, ev.At = "echo", "ok", time.Now()
+		ev.Tool, ev.Outcome = "echo", "ok"
+		if ev.At.IsZero() {
+			ev.At = time.Now()
+		}
 		data, _ := json.Marshal(ev)
 		msg := &nats.Msg{Subject: "mcp.v1.events.call." + ev.Server, Data: data, Header: nats.Header{bus.HeaderRequestID: {ev.RequestID}}}
 		if _, err := js.PublishMsg(ctx, msg); err != nil {
@@ -95,6 +100,9 @@ func TestOnlyCallsAcrossADropEnd(t *testing.T) {
 		publish(model.CallEvent{Server: "beta", RequestID: "other-server"})
 		publish(model.CallEvent{Server: "alpha", RequestID: "agent", Caller: "agent:x"})
 		publish(model.CallEvent{Server: "alpha", RequestID: "someone-else", Principal: "key:someone"})
+		// A try refused unrun, sent again under the same id; an older try.
+		publish(model.CallEvent{Server: "alpha", RequestID: "not-run", NotRun: true})
+		publish(model.CallEvent{Server: "alpha", RequestID: "old-try", At: time.Now().Add(-time.Minute)})
 	})
 	after, _ := tie("after")
 	publish(model.CallEvent{Server: "alpha", RequestID: "after"})
@@ -127,7 +135,8 @@ func TestOnlyCallsAcrossADropEnd(t *testing.T) {
 	lost("second", second)
 
 	time.Sleep(time.Second)
-	for name, c := range map[string]context.Context{"other-server": other, "agent": agent, "someone-else": someone, "pending": pending, "after": after} {
+	for name, c := range map[string]context.Context{"other-server": other, "agent": agent, "someone-else": someone, "pending": pending, "after": after,
+		"not-run": notRun, "old-try": oldTry} {
 		if c.Err() != nil {
 			t.Errorf("%s ended: %v", name, context.Cause(c))
 		}

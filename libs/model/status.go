@@ -129,6 +129,9 @@ type CallEvent struct {
 	// Principal is who the call was made for (libs/principal id: the
 	// agent, or the API key or OAuth subject the gateway or chat acted for).
 	Principal string `json:"principal,omitempty"`
+	// NotRun: the call was refused before the MCP server saw it (the runner
+	// had let the server go): it did not run (bus.HeaderNotRun).
+	NotRun bool `json:"not_run,omitempty"`
 	// Secrets are the rules of secretscan that fired on the call's arguments
 	// or result and what was done (block or redact); never the values.
 	Secrets []SecretFound `json:"secrets,omitempty"`

@@ -251,7 +251,7 @@ func (s *server) handleCall(req micro.Request) {
 			Server: s.slug, Tool: tool, RequestID: reqID, TraceID: traceID(span),
 			Outcome: outcome, Code: string(apierr.Of(err)), Error: errText, DurationMS: float64(end.Sub(start).Microseconds()) / 1000,
 			At: start.UTC(), Runner: s.r.opts.ID, Caller: c.label(), Principal: principalOf(ctx, c, h),
-			Secrets: res.secrets,
+			Secrets: res.secrets, NotRun: errors.Is(err, bus.ErrNotRun),
 		}
 		bus.EndProcess(span, err, trace.WithTimestamp(end))
 		s.r.publishCall(ctx, ev)
