@@ -2,7 +2,6 @@ package approvals_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/bus"
-	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 )
@@ -21,14 +19,7 @@ import (
 // Before, the hold failed at once ("no responders": the request went out
 // while the connection moved to another node).
 func TestHoldAndDecideRideOutALeaderElection(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-node cluster")
-	}
-	c, err := embednats.StartCluster(3, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := testkit.Cluster(t, 3)
 	// To n3 first, whose stop the test is about: the store's node dies with
 	// the bucket's leader (a host lost), and its requests meet both the
 	// reconnection and the election.
@@ -47,7 +38,7 @@ func TestHoldAndDecideRideOutALeaderElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	const leader = 2
-	leadOn(t, nc, c, "KV_"+bus.BucketApprovals, "n3")
+	testkit.LeadOn(t, nc, c, "KV_"+bus.BucketApprovals, "n3")
 	c.StopNode(leader)
 	start := time.Now()
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
@@ -61,19 +52,4 @@ func TestHoldAndDecideRideOutALeaderElection(t *testing.T) {
 	if err != nil || got.Decision != model.HeldApproved {
 		t.Fatalf("decide after the leader stopped: %+v, %v", got, err)
 	}
-}
-
-// leadOn moves the leadership of stream to node name (a stepdown asking for
-// it), so that the test's connections, to the other nodes, outlive its stop.
-func leadOn(t *testing.T, nc *nats.Conn, c *embednats.Cluster, stream, name string) {
-	t.Helper()
-	testkit.WaitFor(t, 20*time.Second, func() (bool, string) {
-		if i := c.StreamLeader(stream); i >= 0 && c.Nodes[i].Name() == name {
-			return true, ""
-		}
-		body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": name}})
-		_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, body, 2*time.Second)
-		time.Sleep(200 * time.Millisecond)
-		return false, stream + " is led elsewhere"
-	})
 }

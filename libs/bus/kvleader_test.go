@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // TestFollowKVAcrossLeaderLoss: the node leading the bucket's stream stops
@@ -21,14 +22,7 @@ import (
 // nats.go takes to miss its heartbeats (tests/cluster shows that case with a
 // SIGKILL).
 func TestFollowKVAcrossLeaderLoss(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-node cluster")
-	}
-	c, err := embednats.StartCluster(3, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := testkit.Cluster(t, 3)
 	js0, _ := clusterJS(t, c, 0)
 	if _, err := js0.CreateKeyValue(withTimeout(t), jetstream.KeyValueConfig{Bucket: "lead", Replicas: 3}); err != nil {
 		t.Fatal(err)
@@ -99,14 +93,7 @@ func clusterJS(t *testing.T, c *embednats.Cluster, i int) (jetstream.JetStream, 
 // the same, but the leadership is new (a consumer that lived with the
 // interim leader may be gone with it): FollowKV watches again.
 func TestFollowKVLeadershipBackAndForth(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-node cluster")
-	}
-	c, err := embednats.StartCluster(3, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := testkit.Cluster(t, 3)
 	js0, nc0 := clusterJS(t, c, 0)
 	if _, err := js0.CreateKeyValue(withTimeout(t), jetstream.KeyValueConfig{Bucket: "aba", Replicas: 3}); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package conversation_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	mcpbus "github.com/mcpbus/mcpbus/libs/bus"
-	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/conversation"
@@ -22,14 +20,7 @@ import (
 // failed with NETWORK_ERROR "JetStream did not answer" meanwhile), and the
 // retried append is stored once.
 func TestLogRidesOutALeaderElection(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-node cluster")
-	}
-	c, err := embednats.StartCluster(3, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := testkit.Cluster(t, 3)
 	// Not to n3, whose stop the test is about.
 	nc, err := nats.Connect(c.URL(0)+","+c.URL(1), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -55,7 +46,7 @@ func TestLogRidesOutALeaderElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	const leader = 2
-	leadOn(t, nc, c, mcpbus.StreamChat, "n3")
+	testkit.LeadOn(t, nc, c, mcpbus.StreamChat, "n3")
 	c.StopNode(leader)
 	start := time.Now()
 	// A turn's deadline: the writes wait for the new leader within it.
@@ -75,19 +66,4 @@ func TestLogRidesOutALeaderElection(t *testing.T) {
 	if _, _, err := l.AppendAfter(wctx, conv, tail2, model.ChatEntry{Kind: model.EntryModelStep, Turn: "t1"}); err != nil {
 		t.Fatalf("append after: %v", err)
 	}
-}
-
-// leadOn moves the leadership of stream to node name (a stepdown asking for
-// it), so that the test's connections, to the other nodes, outlive its stop.
-func leadOn(t *testing.T, nc *nats.Conn, c *embednats.Cluster, stream, name string) {
-	t.Helper()
-	testkit.WaitFor(t, 20*time.Second, func() (bool, string) {
-		if i := c.StreamLeader(stream); i >= 0 && c.Nodes[i].Name() == name {
-			return true, ""
-		}
-		body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": name}})
-		_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, body, 2*time.Second)
-		time.Sleep(200 * time.Millisecond)
-		return false, stream + " is led elsewhere"
-	})
 }
