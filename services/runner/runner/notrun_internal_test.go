@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -20,12 +21,13 @@ func TestCallPastItsLeaseDidNotRun(t *testing.T) {
 	s := stoppedServer()
 	defer s.cancel()
 	s.state = model.StateRunning
-	s.leaseEnd.Store(1) // ended just after epoch
+	ended := time.Now().Add(-time.Millisecond)
+	s.leaseEnd.Store(&ended)
 	_, _, err := s.call(context.Background(), caller{}, nats.Header{}, "read", nil)
 	if !errors.Is(err, bus.ErrNotRun) || apierr.Of(err) != apierr.ServiceUnavailable {
 		t.Fatalf("call past the lease: %v, want SERVICE_UNAVAILABLE not run", err)
 	}
-	s.leaseEnd.Store(0)
+	s.leaseEnd.Store(nil)
 	s.cancel() // let go: close cancels first
 	if _, _, err := s.call(context.Background(), caller{}, nats.Header{}, "read", nil); !errors.Is(err, bus.ErrNotRun) {
 		t.Fatalf("call after the server was let go: %v, want not run", err)

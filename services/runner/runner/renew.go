@@ -116,13 +116,11 @@ func (r *Runner) renewLease(ctx context.Context, slug string, l lease) bool {
 	}
 }
 
-// epoch is the base of mono times: durations since it use the monotonic
-// clock, which wall clock steps do not move.
-var epoch = time.Now()
-
-// leaseEnd is the mono time at which a lease renewed at renewed ends.
-func (r *Runner) leaseEnd(renewed time.Time) int64 {
-	return int64(renewed.Add(r.opts.LeaseTTL).Sub(epoch))
+// leaseEnd is when a lease renewed at renewed ends (renewed carries the
+// monotonic clock, which wall clock steps do not move).
+func (r *Runner) leaseEnd(renewed time.Time) *time.Time {
+	end := renewed.Add(r.opts.LeaseTTL)
+	return &end
 }
 
 // leaseLive reports whether this runner's lease of s has not run out by its
@@ -130,5 +128,5 @@ func (r *Runner) leaseEnd(renewed time.Time) int64 {
 // request, so it has not run out there either).
 func (s *server) leaseLive() bool {
 	end := s.leaseEnd.Load()
-	return end == 0 || int64(time.Since(epoch)) < end
+	return end == nil || time.Now().Before(*end)
 }

@@ -115,11 +115,11 @@ type server struct {
 	// gone): the status is no longer this runner's to write.
 	lost atomic.Bool
 	// leaseEnd is when this runner's lease of the server ends unless renewed
-	// (mono time; 0 in tests that build a server without a lease). A call
+	// (nil in tests that build a server without a lease). A call
 	// that arrives later is refused (leaseLive): a runner frozen or starved
 	// past its lease reads the calls queued meanwhile before its renewal
 	// or expiry check runs, and another runner owns the server by then.
-	leaseEnd atomic.Int64
+	leaseEnd atomic.Pointer[time.Time]
 	// progressSeen counts, per session, the progress notifications go-sdk
 	// handed to onProgress (*mcp.ClientSession → *atomic.Uint64; calls.go:
 	// progressCaughtUp).
