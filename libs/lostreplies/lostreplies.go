@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -244,55 +245,32 @@ func (w *Watch) consume(ctx context.Context, from time.Time) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if info := cons.CachedInfo(); info != nil { // not left to its inactivity timeout
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = w.js.DeleteConsumer(dctx, bus.StreamEvents, info.Name)
-			cancel()
+	defer bus.DropConsumer(ctx, w.js, bus.StreamEvents, cons, 5*time.Second)
+	// pending is the events still to read after the last one read; seen,
+	// whether one came since the last look.
+	var pending atomic.Uint64
+	var seen atomic.Bool
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if md, err := m.Metadata(); err == nil {
+			pending.Store(md.NumPending)
 		}
-	}()
-	msgs, err := cons.Messages()
+		seen.Store(true)
+		w.event(m)
+	})
 	if err != nil {
 		return err
 	}
-	defer msgs.Stop()
-	got := make(chan jetstream.Msg)
-	failed := make(chan error, 1)
-	done := make(chan struct{})
-	defer close(done) // before Stop: a message on its way is let go
-	go func() {
-		for {
-			m, err := msgs.Next()
-			if err != nil {
-				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					failed <- err
-				}
-				return
-			}
-			select {
-			case got <- m:
-			case <-done:
-				return
-			}
-		}
-	}()
+	defer cc.Stop()
 	tick := time.NewTicker(recheck)
 	defer tick.Stop()
-	caughtUp := false // no event pending: the stream has been read to its end
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-failed:
-			return err
-		case m := <-got:
-			if md, err := m.Metadata(); err == nil {
-				caughtUp = md.NumPending == 0
-			}
-			w.event(m)
 		case <-tick.C:
-			caughtUp = true // a whole tick without an event
 		}
+		// Read to its end: nothing pending, or a whole look without an event.
+		caughtUp := !seen.Swap(false) || pending.Load() == 0
 		if w.settled(caughtUp) {
 			return nil
 		}

@@ -305,13 +305,7 @@ func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEn
 	if err != nil {
 		return nil, Tail{}, bus.JetStreamErr("reading conversation "+conversation, err)
 	}
-	defer func() {
-		// The ordered consumer is ephemeral; delete it now rather than at its
-		// inactivity threshold.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = l.js.DeleteConsumer(dctx, bus.StreamChat, cons.CachedInfo().Name)
-	}()
+	defer bus.DropConsumer(ctx, l.js, bus.StreamChat, cons, 2*time.Second)
 	entries := make([]model.ChatEntry, 0, end.seq)
 	var tail Tail // of the entries read so far
 	for {

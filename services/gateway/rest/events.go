@@ -2,7 +2,6 @@ package rest
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -147,13 +146,7 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 	}
 	defer func() {
 		cc.Stop()
-		// Stop leaves the server-side consumer to its inactivity timeout
-		// (minutes): remove it now, clients come and go.
-		if info := cons.CachedInfo(); info != nil {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = a.js.DeleteConsumer(dctx, bus.StreamEvents, info.Name)
-			cancel()
-		}
+		bus.DropConsumer(ctx, a.js, bus.StreamEvents, cons, 5*time.Second)
 	}()
 
 	rc := http.NewResponseController(w)
