@@ -253,25 +253,38 @@ func (s *Store) Decide(ctx context.Context, req model.ApprovalDecideRequest, by 
 	if st := h.State(s.now()); st != model.HeldPending {
 		return model.HeldCall{}, apierr.Newf(apierr.Conflict, "call %q was decided already (%s)", req.ID, st)
 	}
-	h.Decision = model.HeldDenied
+	decision := model.HeldDenied
 	if req.Decision == model.DecisionApprove {
-		h.Decision = model.HeldApproved
+		decision = model.HeldApproved
 	}
-	h.DecidedBy, h.DecidedAt, h.Reason = by, s.now().UTC(), req.Reason
+	h, err = s.decide(ctx, h, rev, decision, by, req.Reason)
+	if lostRace(err) {
+		return h, apierr.Newf(apierr.Conflict, "call %q was decided meanwhile", req.ID)
+	}
+	return h, err
+}
+
+// decide records decision on h, pending as read at revision rev, as by's
+// with reason, and audits it; a lost compare-and-set is lostRace.
+func (s *Store) decide(ctx context.Context, h model.HeldCall, rev uint64, decision, by, reason string) (model.HeldCall, error) {
+	h.Decision, h.DecidedBy, h.DecidedAt, h.Reason = decision, by, s.now().UTC(), reason
 	data, err := json.Marshal(h)
 	if err != nil {
 		return h, err
 	}
 	if _, err := s.heldRetry.Update(ctx, heldKey(h.ID), data, rev); err != nil {
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
-			return h, apierr.Newf(apierr.Conflict, "call %q was decided meanwhile", req.ID)
-		}
 		return h, err
 	}
 	if s.audit != nil {
 		s.audit.Record(model.GatewayAuditEvent{Action: model.GatewayHeldDecided, Principal: by, HeldID: h.ID, Server: h.Server, Tool: h.Tool, Decision: h.Decision})
 	}
 	return h, nil
+}
+
+// lostRace reports an update that met another's write (a decision, the
+// waiter's consume) since the read.
+func lostRace(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
 }
 
 // decidedBefore is the last record, decided, of a call its waiter deleted

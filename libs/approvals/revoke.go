@@ -58,20 +58,12 @@ func (s *Store) denyIfOf(ctx context.Context, key, principal, by, reason string)
 		if json.Unmarshal(e.Value(), &h) != nil || h.Principal != principal || h.State(s.now()) != model.HeldPending {
 			return false, nil
 		}
-		h.Decision, h.DecidedBy, h.DecidedAt, h.Reason = model.HeldDenied, by, s.now().UTC(), reason
-		data, err := json.Marshal(h)
-		if err != nil {
-			return false, err
-		}
-		_, err = s.held.Update(ctx, key, data, e.Revision())
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		_, err = s.decide(ctx, h, e.Revision(), model.HeldDenied, by, reason)
+		if lostRace(err) {
 			continue // decided or consumed meanwhile: read again
 		}
 		if err != nil {
 			return false, fmt.Errorf("denying held call %s: %w", h.ID, err)
-		}
-		if s.audit != nil {
-			s.audit.Record(model.GatewayAuditEvent{Action: model.GatewayHeldDecided, Principal: by, HeldID: h.ID, Server: h.Server, Tool: h.Tool, Decision: h.Decision})
 		}
 		return true, nil
 	}
