@@ -2,7 +2,8 @@ package client
 
 import (
 	"context"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
@@ -30,27 +31,14 @@ func (c *Client) CheckKeyfiles(ctx context.Context, keyfiles map[string]string, 
 	if err != nil || len(infos) == 0 {
 		return nil // not knowing the policies refuses nothing
 	}
-	names := make([]string, 0, len(keyfiles))
-	for name := range keyfiles {
-		names = append(names, name)
+	policies := make([]model.RunnerPolicy, 0, len(infos))
+	for _, in := range infos {
+		policies = append(policies, model.RunnerPolicyOf(in.Metadata))
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		var refusal *apierr.Error
-		for _, in := range infos {
-			p, ok := model.ExecPolicyFromMetadata(in.Metadata)
-			if !ok {
-				return nil
-			}
-			e := p.RefuseKeyfilePath(keyfiles[name], in.Metadata["runner"])
-			if e == nil {
-				refusal = nil
-				break
-			}
-			if refusal == nil {
-				refusal = e
-			}
-		}
+	for _, name := range slices.Sorted(maps.Keys(keyfiles)) {
+		refusal := model.RefusedByEvery(policies, func(p model.ExecPolicy, runner string) *apierr.Error {
+			return p.RefuseKeyfilePath(keyfiles[name], runner)
+		})
 		if refusal != nil {
 			return refusal.WithField("keyfiles." + name)
 		}

@@ -3,9 +3,7 @@ package config
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -36,59 +34,27 @@ const (
 	policyTTL = time.Second
 )
 
-// runnerPolicy is one runner's published policy.
-type runnerPolicy struct {
-	runner string
-	policy model.ExecPolicy
-	// any: the runner publishes no policy (older than it), so it launches
-	// everything and accepts every config.
-	any bool
-}
-
 // policyCache keeps the last non-empty discovery for policyTTL.
 type policyCache struct {
 	mu       sync.Mutex
 	at       time.Time
-	policies []runnerPolicy
+	policies []model.RunnerPolicy
 }
 
 // checkRunnerPolicies refuses cfg (VALIDATION_ERROR naming the field) when
 // runners answer and every one of them refuses it: the same check
 // (model.ExecPolicy.Refuse) the runner makes again at spawn.
 func (s *Service) checkRunnerPolicies(ctx context.Context, cfg *model.McpConfig) error {
-	policies := s.runnerPolicies(ctx)
-	if len(policies) == 0 {
-		return nil
+	if e := model.RefusedByEvery(s.runnerPolicies(ctx), func(p model.ExecPolicy, runner string) *apierr.Error { return p.Refuse(cfg, runner) }); e != nil {
+		return e
 	}
-	var refusals []*apierr.Error
-	for _, rp := range policies {
-		if rp.any {
-			return nil
-		}
-		e := rp.policy.Refuse(cfg, rp.runner)
-		if e == nil {
-			return nil
-		}
-		refusals = append(refusals, e)
-	}
-	if len(refusals) == 1 {
-		return refusals[0]
-	}
-	msgs := make([]string, 0, 3)
-	for _, e := range refusals[:min(3, len(refusals))] {
-		msgs = append(msgs, e.Message)
-	}
-	msg := fmt.Sprintf("no runner would launch it: %s", strings.Join(msgs, "; "))
-	if n := len(refusals) - len(msgs); n > 0 {
-		msg += fmt.Sprintf("; and %d more runners", n)
-	}
-	return apierr.Invalid(refusals[0].Field, msg)
+	return nil
 }
 
 // runnerPolicies lists the policies of the runners answering
 // $SRV.INFO.mcpbus-runner within policyWait; runners that publish none (older
 // ones launch everything) count as allowing everything.
-func (s *Service) runnerPolicies(ctx context.Context) []runnerPolicy {
+func (s *Service) runnerPolicies(ctx context.Context) []model.RunnerPolicy {
 	c := &s.policies
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -96,12 +62,11 @@ func (s *Service) runnerPolicies(ctx context.Context) []runnerPolicy {
 		return c.policies
 	}
 	infos := discover(ctx, s.nc, "$SRV.INFO."+runnerServiceName)
-	var out []runnerPolicy
+	var out []model.RunnerPolicy
 	for _, in := range infos {
-		p, ok := model.ExecPolicyFromMetadata(in.Metadata)
-		out = append(out, runnerPolicy{runner: in.Metadata["runner"], policy: p, any: !ok})
+		out = append(out, model.RunnerPolicyOf(in.Metadata))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].runner < out[j].runner })
+	sort.Slice(out, func(i, j int) bool { return out[i].Runner < out[j].Runner })
 	c.policies, c.at = out, time.Now()
 	return out
 }
