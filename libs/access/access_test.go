@@ -154,8 +154,8 @@ func TestLeastPrivilege(t *testing.T) {
 		"mcp.v1.agent.a1.call.>", "mcp.v1.agent.a1.rpc.*", "mcp.v1.agent.a1.cancel.*"}) {
 		t.Errorf("agent publishes %v", ap.Publish)
 	}
-	if !slices.Equal(ap.Subscribe, []string{"_I.agent-a1.>", "mcp.v1.agent.a1.events.call.*", "mcp.v1.events.status.github",
-		"mcp.v1.events.status.everything", "mcp.v1.events.status.*"}) {
+	if !slices.Equal(ap.Subscribe, []string{"_I.agent-a1.>", "mcp.v1.agent.a1.events.call.*", "mcp.v1.agent.a1.events.status.github",
+		"mcp.v1.agent.a1.events.status.everything", "mcp.v1.agent.a1.events.status.*"}) {
 		t.Errorf("agent subscribes %v", ap.Subscribe)
 	}
 	// A tool named as its server does is granted on its subject token.

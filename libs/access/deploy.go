@@ -85,11 +85,11 @@ func ProvisionDeployment(dir, prefix string, routes []string, runners int) ([]Id
 		return nil, err
 	}
 	auth = "# Written by `mcpbus identities --per-role`: the public keys of this deployment's identities.\n" + auth
-	if err := writeAtomic(filepath.Join(natsDir, AuthConfFile), []byte(auth), 0o644); err != nil {
+	if err := secretfile.WriteMode(filepath.Join(natsDir, AuthConfFile), []byte(auth), 0o644); err != nil {
 		return nil, err
 	}
 	for _, role := range []Role{Gateway, Operator} {
-		if err := writeAtomic(filepath.Join(RoleDir(dir, role), AuditKeysFile), []byte(KeysEnv(ids)), 0o644); err != nil {
+		if err := secretfile.WriteMode(filepath.Join(RoleDir(dir, role), AuditKeysFile), []byte(KeysEnv(ids)), 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -98,7 +98,7 @@ func ProvisionDeployment(dir, prefix string, routes []string, runners int) ([]Id
 		if err != nil {
 			return nil, err
 		}
-		if err := writeAtomic(filepath.Join(natsDir, RoutesConfFile), []byte(conf), 0o600); err != nil {
+		if err := secretfile.WriteMode(filepath.Join(natsDir, RoutesConfFile), []byte(conf), 0o600); err != nil {
 			return nil, err
 		}
 	}
@@ -146,33 +146,6 @@ func renderRoutes(natsDir string, routes []string) (string, error) {
 	}
 	b.WriteString("]\n")
 	return b.String(), nil
-}
-
-// writeAtomic replaces path with data: a reader sees the old file or the
-// new one, never half of it.
-func writeAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".new-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(perm)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }
 
 // RunnerNames are the identities of n runner instances: runner-1 … runner-n

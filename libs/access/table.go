@@ -245,7 +245,7 @@ func join(parts ...[]string) []string {
 // permissions.
 func Table() []Rule {
 	return []Rule{
-		{Role: Runner, Why: "serves calls, rpc, runtime, tools.list, tools.search, tools.review/approve and task.*; resolves credentials; publishes status, catalogs, leases, tool pins and call, tool_changed, tool_reviewed and task events; queues and consumes task runs (MCP_TASKS) and keeps task records (mcp_tasks); cancels a task's call on cancel.*; reads the fingerprints of every stored secret (cred.fingerprints, the only one that may) again when a record changes (events.cred.*); appends call, tool_changed and tool_reviewed events to its audit chains; sends progress to callers' inboxes; applies the approval rules to every call (reads mcp_approval_rules, holds and consumes calls in mcp_approvals)",
+		{Role: Runner, Why: "serves calls, rpc, runtime, tools.list, tools.search, tools.review/approve and task.*; resolves credentials; publishes status, catalogs, leases, tool pins and call, tool_changed, tool_reviewed, task, resource_updated and list_changed events; queues and consumes task runs (MCP_TASKS) and keeps task records (mcp_tasks); cancels a task's call on cancel.*; reads the fingerprints of every stored secret (cred.fingerprints, the only one that may) again when a record changes (events.cred.*); appends call, tool_changed and tool_reviewed events to its audit chains; sends progress to callers' inboxes; applies the approval rules to every call (reads mcp_approval_rules, holds and consumes calls in mcp_approvals)",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.call.> " + serverQueues, "{p}.rpc.* " + serverQueues, "{p}.control.* " + serverQueues,
 				"{p}.agent.*.call.> " + serverQueues, "{p}.agent.*.rpc.* " + serverQueues, "{p}.cancel.*", "{p}.agent.*.cancel.*",
 				"{p}.tools.list " + runnerQueue, "{p}.agent.*.tools.list " + runnerQueue,
@@ -253,8 +253,8 @@ func Table() []Rule {
 				"{p}.tools.review " + runnerQueue, "{p}.tools.approve " + runnerQueue, "{p}.task.* " + runnerQueue, "{p}.events.cred.*"}),
 			Publish: join(sharedAssets, ensure(streamTasks, "KV_"+bTasks), kvRead(bConfigs, bAgents), kvWrite(bStatus, bTools, bOwners, bPins, bTasks), consume(streamTasks), auditWrite(Runner),
 				ensure("KV_"+bApprovalRules, "KV_"+bApprovals), kvRead(bApprovalRules), kvWrite(bApprovals),
-				[]string{"{p}.events.status.>", "{p}.events.call.>", "{p}.agent.*.events.call.*", "{p}.events.tool_changed.>", "{p}.events.tool_reviewed.>", "{p}.events.task.>", "{p}.tasks.run.*", "{p}.cancel.*",
-					"{p}.control.*", "{p}.cred.resolve", "{p}.cred.fingerprints", InboxRoot + ".>"})},
+				[]string{"{p}.events.status.>", "{p}.events.call.>", "{p}.agent.*.events.call.*", "{p}.agent.*.events.status.*", "{p}.events.tool_changed.>", "{p}.events.tool_reviewed.>", "{p}.events.task.>",
+					"{p}.events.resource_updated.*", "{p}.events.list_changed.*", "{p}.tasks.run.*", "{p}.cancel.*", "{p}.control.*", "{p}.cred.resolve", "{p}.cred.fingerprints", InboxRoot + ".>"})},
 		{Role: Config, Why: "serves config.*; keeps configs and slugs (and drops a deleted server's status and catalog); stores secrets through the credential service; starts servers through runtime.*; appends config events to its audit chains",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.config.*"}),
 			Publish: join(sharedAssets, kvWrite(bConfigs, bSlugs, bStatus, bTools), kvRead(bOwners), auditWrite(Config),
@@ -271,13 +271,13 @@ func Table() []Rule {
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.tools.list", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*", "{p}.task.*",
 					"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.agents.*", "{p}.chat.*", "{p}.chat.profiles.*",
 					"{p}.cred.oauthclient", "{p}.oauth.callback.*", "{p}.events.oauth.>", "{p}.events.gateway.>", "{p}.gateway.retry.*", "$SRV.>"})},
-		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools (the long ones as durable tasks, task.*), reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; holds the calls its profiles' rules ask about in mcp_approvals (reads mcp_approval_rules); stores profile API keys through the credential service and reads them back on cred.chatkey (chat profiles' keys only, never cred.resolve); appends its chat audit events to its audit chains; reads the runners' leases (mcp_owners) to end a call whose runner died",
+		{Role: Chat, Why: "the agent loop: serves chat.*; calls tools (the long ones as durable tasks, task.*), reads events; keeps its conversation logs (MCP_CHAT), profiles, pending approvals and large results; holds the calls its profiles' rules ask about in mcp_approvals (reads mcp_approval_rules); stores profile API keys through the credential service (cred.chatset, chatdelete, chatdescribe: chat profiles' keys only, never a server's secrets) and reads them back on cred.chatkey (never cred.resolve); appends its chat audit events to its audit chains; reads the runners' leases (mcp_owners) to end a call whose runner died",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.chat.*", "{p}.chat.profiles.*"}),
 			Publish: join(consume(streamEvents), ensure(streamChat, "KV_"+bChatProfiles, "KV_"+bChatApprovals, "KV_"+bChatTurns, "OBJ_"+oChatResults),
 				consume(streamChat), purge(streamChat), replies, auditWrite(Chat), []string{"{p}.chat.log.>"}, kvWrite(bChatProfiles, bChatApprovals, bChatTurns), objWrite(oChatResults),
 				ensure("KV_"+bApprovalRules, "KV_"+bApprovals), kvRead(bApprovalRules, bOwners), kvWrite(bApprovals),
 				[]string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.task.*", "{p}.tools.list", "{p}.events.chat.>",
-					"{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.cred.chatkey"})},
+					"{p}.cred.chatset", "{p}.cred.chatdelete", "{p}.cred.chatdescribe", "{p}.cred.key", "{p}.cred.chatkey"})},
 		{Role: Operator, Why: "the mcpbus CLI: the whole control plane, calls and tasks, chat and its profiles, the gateway's approvals, event replay and the catalog (serve-stdio) and its search, reading the audit stream (audit verify, export), never cred.resolve",
 			Subscribe: join(ownInbox, []string{"{p}.events.>"}),
 			Publish: join(consume(streamEvents), consume(streamAudit), kvRead(bTools, bStatus), replies, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.task.*", "{p}.tools.list", "{p}.tools.search", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*",
@@ -286,7 +286,7 @@ func Table() []Rule {
 		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; keeps the agents' records (KV mcp_agents) the runners check calls against",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.agents.*"}),
 			Publish:   join(replies, ensure("KV_"+bAgents), kvWrite(bAgents))},
-		{Role: Agent, Why: "an agent: requests only under its own {p}.agent.<name> (AgentPerms: calls, rpc and cancels of the servers its globs name, tools.list, tools.search), so the subject names the caller; follows the live status events of those servers and the call events of its own calls ({p}.agent.<name>.events.call.<server>); no JetStream, no replies",
+		{Role: Agent, Why: "an agent: requests only under its own {p}.agent.<name> (AgentPerms: calls, rpc and cancels of the servers its globs name, tools.list, tools.search), so the subject names the caller; follows the live status events of those servers, naming only its tools ({p}.agent.<name>.events.status.<server>), and the call events of its own calls ({p}.agent.<name>.events.call.<server>); no JetStream, no replies",
 			Subscribe: ownInbox},
 	}
 }
@@ -342,9 +342,11 @@ func perms(role Role, prefix, inbox, key string, extraPublish []string) (Perms, 
 // under its own prefix <prefix>.agent.<name> only. A glob with an exact
 // server part gives that server's subjects (all of its tools for
 // "<server>__*", one tool otherwise) and its live status events; any other
-// glob, every server's. It follows the events of its own calls only, under
-// its own prefix (<prefix>.agent.<name>.events.call.<server>): a server's
-// call events name every caller and carry their error texts. The runner checks each call against the
+// glob, every server's. It follows events under its own prefix only: of its
+// own calls (<prefix>.agent.<name>.events.call.<server>), as a server's call
+// events name every caller and carry their error texts; and its servers'
+// status (<prefix>.agent.<name>.events.status.<server>), naming only the
+// tools it may call, as a server's status names all of its tools. The runner checks each call against the
 // globs themselves (KV mcp_agents), so a glob like "everything__ech*" means
 // exactly the tools it matches.
 func AgentPerms(prefix, name string, allow []string) (Perms, error) {
@@ -370,15 +372,15 @@ func AgentPerms(prefix, name string, allow []string) (Perms, error) {
 		switch {
 		case !ok || strings.ContainsAny(server, "*?[") || server == "":
 			add(&pub, own+".call.>", own+".rpc.*", own+".cancel.*")
-			add(&sub, prefix+".events.status.*")
+			add(&sub, own+".events.status.*")
 		case tool == "*" || strings.ContainsAny(tool, "*?["):
 			add(&pub, own+".call."+server+".*", own+".rpc."+server, own+".cancel."+server)
-			add(&sub, prefix+".events.status."+server)
+			add(&sub, own+".events.status."+server)
 		default:
 			// A tool named as its server does ("files.remove") is called on
 			// its subject token (files_remove_<hash>).
 			add(&pub, own+".call."+server+"."+model.ToolToken(tool), own+".rpc."+server, own+".cancel."+server)
-			add(&sub, prefix+".events.status."+server)
+			add(&sub, own+".events.status."+server)
 		}
 	}
 	p.Publish = append(p.Publish, pub...)

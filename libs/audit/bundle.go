@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"time"
+
+	"github.com/mcpbus/mcpbus/libs/secretfile"
 )
 
 // BundleFormat names the export format.
@@ -53,16 +54,15 @@ func (b *Bundle) VerifyAnchored(anchors map[string]Anchor, retention time.Durati
 	return v.Report()
 }
 
-// Write writes the bundle to path (0600, replacing it).
+// Write writes the bundle to path (0600, replacing it: an older file's
+// mode is not kept, and a symlink there is replaced, not followed).
 func (b *Bundle) Write(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	data, err := json.Marshal(b)
 	if err != nil {
 		return fmt.Errorf("audit bundle: %w", err)
 	}
-	enc := json.NewEncoder(f)
-	if err := enc.Encode(b); err != nil {
-		_ = f.Close()
+	if err := secretfile.Write(path, append(data, '\n')); err != nil {
 		return fmt.Errorf("audit bundle: %w", err)
 	}
-	return f.Close()
+	return nil
 }

@@ -22,8 +22,13 @@ func TestDeletedNewestRecordIsAGap(t *testing.T) {
 	if err := js.DeleteStream(ctx, bus.StreamAudit); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
+	// nats-server may still be removing the deleted stream's files: its
+	// store cannot be made again at once (err_code 10049) on a loaded host.
+	for _, err := js.CreateStream(ctx, cfg); err != nil; _, err = js.CreateStream(ctx, cfg) {
+		if ctx.Err() != nil {
+			t.Fatalf("creating the stream again: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	kpA, pubA := newKey(t)
 	kpB, pubB := newKey(t)

@@ -92,7 +92,7 @@ func ReadPage(ctx context.Context, js jetstream.JetStream, from From, max int, i
 		page.End = 0
 		return page, nil
 	}
-	cfg := jetstream.OrderedConsumerConfig{}
+	cfg := jetstream.ConsumerConfig{}
 	switch {
 	case from.Seq > 0:
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from.Seq
@@ -109,10 +109,12 @@ func ReadPage(ctx context.Context, js jetstream.JetStream, from From, max int, i
 	case from.Time.IsZero():
 		page.Start = info.State.FirstSeq
 	}
-	cons, err := st.OrderedConsumer(ctx, cfg)
+	cons, err := bus.ReadConsumer(ctx, js, bus.StreamAudit, cfg)
 	if err != nil {
 		return page, fmt.Errorf("audit stream: %w", err)
 	}
+	defer bus.DropConsumer(ctx, js, bus.StreamAudit, cons, 2*time.Second)
+	var order bus.InOrder
 	// The floor is read once the records were: what left the stream's
 	// start meanwhile is no gap.
 	floor := func() (Page, error) {
@@ -137,6 +139,9 @@ func ReadPage(ctx context.Context, js jetstream.JetStream, from From, max int, i
 			n++
 			md, err := m.Metadata()
 			if err != nil {
+				return page, fmt.Errorf("audit stream: %w", err)
+			}
+			if err := order.Check(md); err != nil {
 				return page, fmt.Errorf("audit stream: %w", err)
 			}
 			fn(Entry{StreamSeq: md.Sequence.Stream, Subject: m.Subject(), Data: m.Data()})

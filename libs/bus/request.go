@@ -114,6 +114,19 @@ func CallerTimeout(h nats.Header) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
+// ReplyWithin is how long a handler may work on a request whose header is
+// h: limit, or less when the caller gives up sooner, so that its answer
+// arrives a second before (half the caller's time if it has under two
+// seconds). A handler that retries through an election then reports its
+// failure rather than the caller seeing no reply, with the work perhaps
+// done after.
+func ReplyWithin(h nats.Header, limit time.Duration) time.Duration {
+	if ct := CallerTimeout(h); ct > 0 && ct-time.Second < limit {
+		return max(ct-time.Second, ct/2)
+	}
+	return limit
+}
+
 // AnswersToken marks the part of an identity's inbox that the parties it
 // asks may publish to: `_I.<name>.answers.<id>`. An agent answering a
 // server's elicitation writes there, and nowhere else of the runner's inbox

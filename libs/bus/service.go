@@ -39,8 +39,12 @@ func JSONHandler(log *slog.Logger, h HandlerFunc) micro.Handler {
 // request's consumer span.
 func Answer(req micro.Request, h HandlerFunc) {
 	ctx, span := ProcessSpan(context.Background(), req)
-	out, err := h(ctx, req)
-	defer EndProcess(span, err)
+	// A handler that panics ends the span too, as a failure (JSONHandler
+	// turns the panic into INTERNAL_ERROR); else the span would never end.
+	var err error = errHandlerPanicked
+	defer func() { EndProcess(span, err) }()
+	var out any
+	out, err = h(ctx, req)
 	if err != nil {
 		_ = RespondError(req, err)
 		return
@@ -51,6 +55,9 @@ func Answer(req micro.Request, h HandlerFunc) {
 	}
 	_ = req.RespondJSON(out)
 }
+
+// errHandlerPanicked is the error of a request whose handler panicked.
+var errHandlerPanicked = apierr.New(apierr.Internal, "internal error (the handler panicked)")
 
 // Decode reads a request body into v, rejecting unknown fields (a typo should
 // not silently drop a setting). An empty body leaves v as it is.

@@ -67,6 +67,10 @@ const (
 const (
 	// HeaderRequestID identifies one request end to end (logs, events, cancellation).
 	HeaderRequestID = "Mcp-Request-Id"
+	// MaxRequestID bounds HeaderRequestID, in bytes: the call event, which the
+	// audit stream keeps (oldest dropped first past its size), carries it,
+	// so a caller's long ids would push older records out.
+	MaxRequestID = 256
 	// HeaderProgressSubject asks the runner to publish the call's MCP progress
 	// notifications to this subject (usually an inbox of the caller).
 	HeaderProgressSubject = "Mcp-Progress-Subject"

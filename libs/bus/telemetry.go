@@ -119,7 +119,7 @@ func endSend(ctx context.Context, in *instruments, span trace.Span, tmpl string,
 		attrs = append(attrs, conv.ErrorType.String(code))
 		if span.IsRecording() {
 			span.SetAttributes(conv.ErrorType.String(code))
-			span.SetStatus(codes.Error, err.Error())
+			span.SetStatus(codes.Error, telemetry.StatusText(err.Error()))
 		}
 	}
 	in.duration.Record(ctx, time.Since(start).Seconds(), attrs)
@@ -166,7 +166,7 @@ func ProcessSpan(ctx context.Context, req micro.Request) (context.Context, trace
 func EndProcess(span trace.Span, err error, opts ...trace.SpanEndOption) {
 	if err != nil && span.IsRecording() {
 		span.SetAttributes(conv.ErrorType.String(string(apierr.Of(err))))
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, telemetry.StatusText(err.Error()))
 	}
 	span.End(opts...)
 }

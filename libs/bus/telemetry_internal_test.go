@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -45,5 +47,37 @@ func TestSendSpanWithoutProvider(t *testing.T) {
 	span.End()
 	if ended := rec.Ended(); len(ended) != 1 || ended[0].Name() != "send mcp.v1.call.{server}.{tool}" {
 		t.Errorf("with a provider: ended spans %v", ended)
+	}
+}
+
+// fakeRequest is a micro.Request answered nowhere.
+type fakeRequest struct{ subject string }
+
+func (fakeRequest) Respond([]byte, ...micro.RespondOpt) error               { return nil }
+func (fakeRequest) RespondJSON(any, ...micro.RespondOpt) error              { return nil }
+func (fakeRequest) Error(string, string, []byte, ...micro.RespondOpt) error { return nil }
+func (fakeRequest) Data() []byte                                            { return nil }
+func (fakeRequest) Headers() micro.Headers                                  { return nil }
+func (r fakeRequest) Subject() string                                       { return r.subject }
+func (fakeRequest) Reply() string                                           { return "" }
+
+// A handler that panics still ends its request's span, as a failure (it
+// was left open, never exported).
+func TestPanickingHandlerEndsItsSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+
+	func() {
+		defer func() { _ = recover() }()
+		Answer(fakeRequest{subject: "mcp.v1.config.get"}, func(context.Context, micro.Request) (any, error) { panic("boom") })
+	}()
+	ended := rec.Ended()
+	if len(ended) != 1 || ended[0].Name() != "process mcp.v1.config.get" {
+		t.Fatalf("ended spans %v, want the process span", ended)
+	}
+	if ended[0].Status().Code != codes.Error {
+		t.Errorf("status %v, want ERROR", ended[0].Status())
 	}
 }

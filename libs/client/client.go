@@ -406,8 +406,15 @@ func (c *Client) FollowEvents(ctx context.Context, filter string, replay bool, f
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
 	}
 	setup, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if !replay {
+		// Recreated on another node after its own is lost, the consumer
+		// goes on from here rather than from what is new then.
+		if _, err := bus.StartAfterLast(setup, js, bus.StreamEvents, &cfg); err != nil {
+			return apierr.Wrap(apierr.ServiceUnavailable, "following events: "+err.Error(), err)
+		}
+	}
 	cons, err := js.OrderedConsumer(setup, bus.StreamEvents, cfg)
-	cancel()
 	if err != nil {
 		return apierr.Wrap(apierr.ServiceUnavailable, "following events: "+err.Error(), err)
 	}

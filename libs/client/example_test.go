@@ -43,6 +43,7 @@ func Example() {
 		fmt.Println(t.Name, t.Subject)
 	}
 	// Output:
+	// demo__add_prompt mcp.v1.call.demo.add_prompt
 	// demo__add_tool mcp.v1.call.demo.add_tool
 	// demo__ask mcp.v1.call.demo.ask
 	// demo__crash mcp.v1.call.demo.crash
@@ -57,6 +58,7 @@ func Example() {
 	// demo__sample mcp.v1.call.demo.sample
 	// demo__sleep mcp.v1.call.demo.sleep
 	// demo__sleep_idempotent mcp.v1.call.demo.sleep_idempotent
+	// demo__touch_resource mcp.v1.call.demo.touch_resource
 }
 
 // Call a tool by the namespaced name an LLM chose. The result is the MCP
@@ -223,7 +225,7 @@ func ExampleClient_Status() {
 		fmt.Println("runner", r.ID, "runs", r.Servers)
 	}
 	// Output:
-	// demo running on r1 with 14 tools
+	// demo running on r1 with 16 tools
 	// runner r1 runs [demo]
 }
 

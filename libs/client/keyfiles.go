@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -27,7 +28,7 @@ func (c *Client) CheckKeyfiles(ctx context.Context, keyfiles map[string]string, 
 	if wait <= 0 {
 		wait = 300 * time.Millisecond
 	}
-	infos, err := gather[micro.Info](ctx, c.nc, "$SRV.INFO."+runnerService, wait)
+	infos, err := bus.Gather[micro.Info](ctx, c.nc, "$SRV.INFO."+runnerService, wait, 0)
 	if err != nil || len(infos) == 0 {
 		return nil // not knowing the policies refuses nothing
 	}

@@ -2,14 +2,13 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 )
 
 // Runner is one runner instance and its load, from NATS micro discovery.
@@ -30,9 +29,9 @@ func (c *Client) Runners(ctx context.Context, wait time.Duration) ([]Runner, err
 	if wait <= 0 {
 		wait = 300 * time.Millisecond
 	}
-	infos, err := gather[micro.Info](ctx, c.nc, "$SRV.INFO."+runnerService, wait)
+	infos, err := bus.Gather[micro.Info](ctx, c.nc, "$SRV.INFO."+runnerService, wait, 0)
 	if err != nil {
-		return nil, err
+		return nil, apierr.Wrap(apierr.Network, "discovery: "+err.Error(), err)
 	}
 	statuses, err := c.Status(ctx)
 	if err != nil {
@@ -59,34 +58,4 @@ func (c *Client) Runners(ctx context.Context, wait time.Duration) ([]Runner, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
-}
-
-// gather collects every reply to a discovery request that arrives within wait.
-func gather[T any](ctx context.Context, nc *nats.Conn, subject string, wait time.Duration) ([]T, error) {
-	inbox := nc.NewRespInbox()
-	ch := make(chan *nats.Msg, 256)
-	sub, err := nc.ChanSubscribe(inbox, ch)
-	if err != nil {
-		return nil, apierr.Wrap(apierr.Network, "discovery: "+err.Error(), err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		return nil, apierr.Wrap(apierr.Network, "discovery: "+err.Error(), err)
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	var out []T
-	for {
-		select {
-		case m := <-ch:
-			var v T
-			if json.Unmarshal(m.Data, &v) == nil {
-				out = append(out, v)
-			}
-		case <-timer.C:
-			return out, nil
-		case <-ctx.Done():
-			return out, nil
-		}
-	}
 }

@@ -28,11 +28,33 @@ type Client struct {
 	nc     *nats.Conn
 	subj   bus.Subjects
 	sealer *Sealer
+	// verbs are the subjects' last tokens of Set, Delete and Describe.
+	verbs verbs
 }
+
+type verbs struct{ set, delete, describe string }
 
 // New returns a client for the service under prefix ("" for the default).
 func New(nc *nats.Conn, prefix string) *Client {
-	return &Client{nc: nc, subj: bus.NewSubjects(prefix), sealer: NewSealer(nc, prefix)}
+	return &Client{nc: nc, subj: bus.NewSubjects(prefix), sealer: NewSealer(nc, prefix), verbs: verbs{"set", "delete", "describe"}}
+}
+
+// The chat service's own verbs: cred.chatset, cred.chatdelete and
+// cred.chatdescribe take chat profile keys only (model.CredChatProfile), so
+// the chat identity, which may publish nothing else of cred.* but its key
+// lookups, cannot touch a server's secrets.
+const (
+	VerbChatSet      = "chatset"
+	VerbChatDelete   = "chatdelete"
+	VerbChatDescribe = "chatdescribe"
+)
+
+// NewForChat is New for the chat service: Set, Delete and Describe go to
+// its own verbs.
+func NewForChat(nc *nats.Conn, prefix string) *Client {
+	c := New(nc, prefix)
+	c.verbs = verbs{VerbChatSet, VerbChatDelete, VerbChatDescribe}
+	return c
 }
 
 // Sealer is the client's sealer (it keeps the service's key).
@@ -45,7 +67,7 @@ func (c *Client) Sealer() *Sealer { return c.sealer }
 func (c *Client) Set(ctx context.Context, req model.CredSetRequest) (model.CredDescription, error) {
 	if len(req.Sealed) > 0 || req.Credentials.Empty() {
 		req.Credentials = model.Credentials{}
-		return c.call(ctx, "set", req)
+		return c.call(ctx, c.verbs.set, req)
 	}
 	creds := req.Credentials
 	req.Credentials = model.Credentials{}
@@ -55,7 +77,7 @@ func (c *Client) Set(ctx context.Context, req model.CredSetRequest) (model.CredD
 			return model.CredDescription{}, err
 		}
 		req.Sealed, req.SenderKey = sealed, sender
-		out, err := c.call(ctx, "set", req)
+		out, err := c.call(ctx, c.verbs.set, req)
 		if attempt == 0 && StaleKey(err) {
 			c.sealer.Forget() // the service's key changed: ask again, seal again
 			continue
@@ -66,12 +88,12 @@ func (c *Client) Set(ctx context.Context, req model.CredSetRequest) (model.CredD
 
 // Delete removes the named secrets ("oauth" for the token), or all of them.
 func (c *Client) Delete(ctx context.Context, req model.CredDeleteRequest) (model.CredDescription, error) {
-	return c.call(ctx, "delete", req)
+	return c.call(ctx, c.verbs.delete, req)
 }
 
 // Describe says which secrets a server has.
 func (c *Client) Describe(ctx context.Context, req model.CredDescribeRequest) (model.CredDescription, error) {
-	return c.call(ctx, "describe", req)
+	return c.call(ctx, c.verbs.describe, req)
 }
 
 func (c *Client) call(ctx context.Context, verb string, in any) (model.CredDescription, error) {

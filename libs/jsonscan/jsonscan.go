@@ -9,7 +9,10 @@
 // runner's own still reaches go-sdk's decoder, which rejects it.
 package jsonscan
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // Members calls fn with the raw key (between its quotes, escapes left as
 // they are) and the raw value of each top-level member of the object in b,
@@ -58,6 +61,51 @@ func Members(b []byte, fn func(key, val []byte) bool) bool {
 		}
 	}
 	return false
+}
+
+// Key is the name a raw key (as Members gives it) spells, its escapes
+// decoded as a JSON decoder reads them, so that a member cannot pass a check
+// of its name as "structuredCont\u0065nt" and reach a client as
+// structuredContent. A key without escapes is only copied.
+func Key(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw)
+	}
+	q := make([]byte, 0, len(raw)+2)
+	q = append(append(append(q, '"'), raw...), '"')
+	var s string
+	if json.Unmarshal(q, &s) != nil {
+		return string(raw)
+	}
+	return s
+}
+
+// KeyIs reports whether raw spells name (see Key); without escapes it
+// allocates nothing.
+func KeyIs(raw []byte, name string) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw) == name
+	}
+	return Key(raw) == name
+}
+
+// KeepMembers returns the object in b with only the top-level members whose
+// raw key keep accepts, each written as it stood (key and value bytes
+// unchanged).
+func KeepMembers(b []byte, keep func(rawKey []byte) bool) []byte {
+	out := make([]byte, 0, len(b))
+	out = append(out, '{')
+	Members(b, func(key, val []byte) bool {
+		if keep(key) {
+			if len(out) > 1 {
+				out = append(out, ',')
+			}
+			out = append(append(append(out, '"'), key...), '"', ':')
+			out = append(out, val...)
+		}
+		return true
+	})
+	return append(out, '}')
 }
 
 // Elements calls fn with the raw value of each element of the array in b,

@@ -107,3 +107,27 @@ func TestElements(t *testing.T) {
 		}
 	}
 }
+
+// Key decodes escapes as a JSON decoder does; KeepMembers writes what it
+// keeps byte for byte.
+func TestKeyAndKeepMembers(t *testing.T) {
+	for raw, want := range map[string]string{
+		`plain`: "plain", `structuredCont\u0065nt`: "structuredContent", `a\"b`: `a"b`, `bad\x`: `bad\x`,
+	} {
+		if got := Key([]byte(raw)); got != want {
+			t.Errorf("Key(%s) = %q, want %q", raw, got, want)
+		}
+		if !KeyIs([]byte(raw), want) {
+			t.Errorf("KeyIs(%s, %q) = false", raw, want)
+		}
+	}
+	in := []byte(`{"a":1, "is\u0045rror" : true,"b":{"c":[1]},"x\"y":2}`)
+	got := KeepMembers(in, func(k []byte) bool { return Key(k) != "b" })
+	if want := `{"a":1,"is\u0045rror":true,"x\"y":2}`; string(got) != want {
+		t.Fatalf("KeepMembers = %s, want %s", got, want)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(got, &v); err != nil || v["isError"] != true {
+		t.Fatalf("kept members decode as %v, %v", v, err)
+	}
+}

@@ -18,7 +18,13 @@ type AgentCreateRequest struct {
 	Allow []string `json:"allow,omitempty"`
 	// MaxInflight bounds its calls in flight at one server (0: the runner's default).
 	MaxInflight int `json:"max_inflight,omitempty"`
+	// Rate bounds its requests at each runner (nil: DefaultAgentRate).
+	Rate *KeyRate `json:"rate,omitempty"`
 }
+
+// DefaultAgentRate is an agent's rate at each runner without one of its
+// own: an API key's default at the gateway.
+var DefaultAgentRate = KeyRate{RPS: 20, Burst: 40}
 
 // ValidateAgentName checks an agent's name: [a-z0-9_-], at most 50
 // characters (it becomes a NATS user and an inbox prefix).
@@ -43,6 +49,7 @@ type Agent struct {
 	SeedFile    string    `json:"seed_file"`
 	InboxPrefix string    `json:"inbox_prefix"`
 	MaxInflight int       `json:"max_inflight,omitempty"`
+	Rate        *KeyRate  `json:"rate,omitempty"`
 	// SubjectPrefix starts every subject it requests: <prefix>.agent.<name>
 	// (SubjectPrefix.call.<server>.<tool>, .rpc.<server>, .cancel.<server>,
 	// .tools.list).
@@ -68,6 +75,10 @@ type AgentRecord struct {
 	// runner's --agent-max-inflight), so one agent's flood never takes the
 	// slots another caller's calls need.
 	MaxInflight int `json:"max_inflight,omitempty"`
+	// Rate bounds its calls, rpc, tools.list and tools.search requests at
+	// each runner (nil: DefaultAgentRate), so its volume cannot push the
+	// audit stream's older records out within minutes.
+	Rate *KeyRate `json:"rate,omitempty"`
 }
 
 // Allows reports whether the agent may call the tool known by names

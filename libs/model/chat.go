@@ -611,9 +611,10 @@ const (
 )
 
 // ChatQuotaField is the field of the RATE_LIMITED error refusing a send of a
-// user whose conversations hold their quota of the log: waiting does not
-// help, deleting conversations does (OpenAI clients read it as
-// insufficient_quota).
+// user whose conversations hold their quota of the log (deleting
+// conversations helps), and of the one ending a turn whose model provider's
+// quota is spent (OpenAI's insufficient_quota): waiting does not help
+// (OpenAI clients read it as insufficient_quota).
 const ChatQuotaField = "quota"
 
 // Why a model step stopped (ChatDone.StopReason), normalised across
@@ -635,9 +636,13 @@ type ChatEvent struct {
 	ToolCall     *ChatToolCall `json:"tool_call,omitempty"`
 	Usage        *ChatUsage    `json:"usage,omitempty"`
 	Error        *apierr.Error `json:"error,omitempty"`
-	Done         *ChatDone     `json:"done,omitempty"`
-	Input        *ChatInput    `json:"input,omitempty"`
-	At           time.Time     `json:"at"`
+	// RetryAfter, on an error event, says the turn goes on: the model's
+	// provider rate-limited the step and it is asked again in that many
+	// seconds (an error without it ends the turn).
+	RetryAfter int        `json:"retry_after,omitempty"`
+	Done       *ChatDone  `json:"done,omitempty"`
+	Input      *ChatInput `json:"input,omitempty"`
+	At         time.Time  `json:"at"`
 }
 
 // ChatToolCall is the state of one tool call the model asked for.

@@ -1,6 +1,10 @@
 package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+)
 
 // Wire types of the gateway's API keys (micro service mcpbus-gateway):
 //
@@ -30,12 +34,24 @@ const KeyToolsModeSearch = "search"
 // MaxKeyPinnedTools bounds a key's pinned_tools.
 const MaxKeyPinnedTools = 64
 
-// KeyRate overrides the gateway's default rate limit for one key.
+// KeyRate overrides the default rate limit of one key (the gateway's) or
+// agent (the runners').
 type KeyRate struct {
 	// RPS is the sustained rate in requests per second.
 	RPS float64 `json:"rps"`
 	// Burst is how many requests may come at once.
 	Burst int `json:"burst"`
+}
+
+// Check refuses a rate out of bounds (fields rate.rps, rate.burst).
+func (r KeyRate) Check() error {
+	if r.RPS <= 0 || r.RPS > 100000 {
+		return apierr.Invalid("rate.rps", "rate.rps must be above 0 and at most 100000")
+	}
+	if r.Burst < 1 || r.Burst > 1000000 {
+		return apierr.Invalid("rate.burst", "rate.burst must be between 1 and 1000000")
+	}
+	return nil
 }
 
 // APIKey describes a key without its secret or hash.

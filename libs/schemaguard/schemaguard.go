@@ -17,6 +17,17 @@
 // must be local ("#", "#/json/pointer", "#anchor") in a schema without
 // embedded resources ($id below the root); $dynamicRef and $recursiveRef are
 // not followed here, so a schema using them is refused too.
+//
+// Recursive schemas (JSON values, trees) are common, and one whose every
+// cycle descends into the instance does terminate, but its cost is not
+// the schema's: the validator evaluates every anyOf/oneOf branch and
+// quotes the value in each failure, so a cycle reached by two paths per
+// level costs 2^depth, and even one path costs the instance's depth times
+// its size in error text. A sound bound needs, per property name and array
+// position, how many paths lead from a node back to it in one level (a
+// binary tree's left and right are one each; anyOf of two copies is two)
+// and a check of each instance's depth before every Validate by every
+// caller. That is not done: such a schema stays the server's to check.
 package schemaguard
 
 import (

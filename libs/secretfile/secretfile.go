@@ -82,3 +82,37 @@ func LoadOrCreate(path string, limit int64, make func() ([]byte, error)) ([]byte
 	}
 	return data, nil
 }
+
+// Write replaces the file at path with data, 0600 from its first byte: a
+// new file is written beside it and renamed over it, so an existing file's
+// wider mode is not kept, a symlink at path is replaced rather than
+// followed (its target is left alone), and a reader sees the old or the
+// new content, never half of it.
+func Write(path string, data []byte) error { return WriteMode(path, data, 0o600) }
+
+// WriteMode is Write of a file with mode perm (given to the temporary file
+// before its data, so the path never holds the data under another mode).
+func WriteMode(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }() // nothing left after the rename
+	err = tmp.Chmod(perm)
+	if err == nil {
+		_, err = tmp.Write(data)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

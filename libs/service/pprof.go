@@ -14,10 +14,13 @@ import (
 
 // RegisterPprofAddr adds --pprof-addr: where Go's profiling endpoints
 // (/debug/pprof/) listen; empty (the default): nowhere. For measuring CPU
-// and memory of a running process; it must stay on a loopback address.
+// and memory of a running process; it must stay on a loopback address,
+// where it still answers every local user and every MCP server (their
+// sandbox does not confine TCP): stacks, heap sites, the command line, and
+// CPU spent on demand.
 func RegisterPprofAddr(s *settings.Set, p *string) {
 	s.String(p, "pprof-addr", "", "",
-		"where Go's profiling endpoints /debug/pprof/ listen, e.g. 127.0.0.1:6060 (loopback only); empty: none")
+		"where Go's profiling endpoints /debug/pprof/ listen, e.g. 127.0.0.1:6060 (loopback only, without authentication: every local user and MCP server may read them); empty: none")
 }
 
 // StartPprof serves net/http/pprof on addr (a loopback address) until stop;

@@ -55,7 +55,7 @@ func (o *Op) End(ctx context.Context, errType string, err error) {
 			if err != nil {
 				msg = err.Error()
 			}
-			o.span.SetStatus(codes.Error, msg)
+			o.span.SetStatus(codes.Error, StatusText(msg))
 		}
 	}
 	o.duration.Record(ctx, time.Since(o.start).Seconds(), attrs)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -26,12 +28,42 @@ func NewHistogram(h metric.Float64Histogram) Histogram {
 	return Histogram{h: h, sets: &sets{m: map[string]metric.MeasurementOption{}}}
 }
 
-// Record records v with attrs.
+// Record records v with attrs, each string value bounded (boundLabels).
 func (h Histogram) Record(ctx context.Context, v float64, attrs []attribute.KeyValue) {
 	if h.h == nil {
 		return
 	}
-	h.h.Record(ctx, v, h.sets.option(attrs))
+	h.h.Record(ctx, v, h.sets.option(boundLabels(attrs)))
+}
+
+// MaxLabelLen bounds a string attribute of a metric sample, in bytes. Some
+// are a client's words (the name of a tool that does not exist); the SDK
+// bounds a metric's series (2000), not their values, and every series, and
+// every entry of sets, keeps its strings: unbounded, 2000 names of 1 MiB.
+const MaxLabelLen = 256
+
+// boundLabels is attrs with every string value over MaxLabelLen cut (at a
+// character boundary, "…" marking the cut); attrs itself when none is.
+func boundLabels(attrs []attribute.KeyValue) []attribute.KeyValue {
+	var out []attribute.KeyValue
+	for i, kv := range attrs {
+		if kv.Value.Type() != attribute.STRING || len(kv.Value.AsString()) <= MaxLabelLen {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(attrs)
+		}
+		s := kv.Value.AsString()
+		cut := MaxLabelLen - len("…")
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		out[i] = kv.Key.String(s[:cut] + "…")
+	}
+	if out == nil {
+		return attrs
+	}
+	return out
 }
 
 // maxSets bounds the sets kept: past it (attributes of unbounded

@@ -3,7 +3,9 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -125,4 +127,42 @@ func BenchmarkHistogramRecord(b *testing.B) {
 
 func metricWithAttributes(attrs []attribute.KeyValue) metric.MeasurementOption {
 	return metric.WithAttributes(attrs...)
+}
+
+// A string a client chose (an unknown tool's name) is cut before it is a
+// label: neither the series nor the cached sets keep a MiB of it; the
+// caller's list is left as it was.
+func TestHistogramBoundsLabels(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	h, err := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t").Float64Histogram("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist := NewHistogram(h)
+	huge := strings.Repeat("ü", 1<<19)
+	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", huge)}
+	hist.Record(context.Background(), 1, attrs)
+	if attrs[1].Value.AsString() != huge {
+		t.Error("Record changed the caller's attributes")
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	dps := rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Histogram[float64]).DataPoints
+	if len(dps) != 1 {
+		t.Fatalf("%d series", len(dps))
+	}
+	v, _ := dps[0].Attributes.Value("gen_ai.tool.name")
+	if s := v.AsString(); len(s) > MaxLabelLen || !utf8.ValidString(s) || !strings.HasPrefix(s, "üü") {
+		t.Errorf("label of %d bytes (valid UTF-8 %v), want at most %d", len(s), utf8.ValidString(s), MaxLabelLen)
+	}
+	if m, _ := dps[0].Attributes.Value("mcp.method.name"); m.AsString() != "tools/call" {
+		t.Errorf("mcp.method.name %q", m.AsString())
+	}
+	for k := range hist.sets.m {
+		if len(k) > 2*MaxLabelLen {
+			t.Errorf("a cached set's key is %d bytes", len(k))
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -68,9 +69,72 @@ func Setup(ctx context.Context, service, version string) (func(context.Context) 
 	if err != nil {
 		return nil, err
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := newProvider(sdktrace.WithBatcher(exp), res)
 	otel.SetTracerProvider(tp)
 	return tp.Shutdown, nil
+}
+
+// DefaultAttributeValueLength bounds each string attribute value of a span
+// (in characters) unless OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT or
+// OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT says otherwise (-1: no bound). The SDK's
+// own default is no bound, and several values come from clients, some
+// before any authentication: otelhttp records the User-Agent and Host
+// headers (64 KiB each) and the path; an MCP request brings a resource URI
+// or JSON-RPC id of up to a request body. Each span waits in the export
+// queue (2048 spans) until sent: unbounded, any client could grow the
+// process by gigabytes; at 1024 characters (4 KiB of UTF-8 at most) the
+// HTTP span's four such values hold the queue under 32 MiB. Recorded tool
+// content (the operator's opt-in) is cut there too unless the limit is
+// raised.
+const DefaultAttributeValueLength = 1024
+
+// SpanLimits are the SDK's limits from the environment (OTEL_SPAN_*,
+// OTEL_ATTRIBUTE_*), with string values bounded by
+// DefaultAttributeValueLength when the environment sets no length.
+func SpanLimits() sdktrace.SpanLimits {
+	l := sdktrace.NewSpanLimits()
+	if os.Getenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT") == "" && os.Getenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT") == "" {
+		l.AttributeValueLengthLimit = DefaultAttributeValueLength
+	}
+	return l
+}
+
+// newProvider is the tracer provider Setup installs: spans go to export,
+// bounded by SpanLimits, sampled by OTEL_TRACES_SAMPLER when it is set and
+// else by DefaultSampler.
+func newProvider(export sdktrace.TracerProviderOption, res *resource.Resource) *sdktrace.TracerProvider {
+	opts := []sdktrace.TracerProviderOption{export, sdktrace.WithResource(res), sdktrace.WithRawSpanLimits(SpanLimits())}
+	if os.Getenv("OTEL_TRACES_SAMPLER") == "" {
+		opts = append(opts, sdktrace.WithSampler(DefaultSampler()))
+	}
+	return sdktrace.NewTracerProvider(opts...)
+}
+
+// DefaultSampler records every span, whatever a caller's traceparent says
+// of sampling: the SDK's default (parentbased_always_on) drops every span
+// under a remote parent whose sampled flag is 0, so any client could keep
+// its calls out of the operator's traces by sending one. A caller's trace
+// id and parent are still honoured. OTEL_TRACES_SAMPLER replaces it
+// (parentbased_always_on to follow callers' flags).
+func DefaultSampler() sdktrace.Sampler {
+	return sdktrace.ParentBased(sdktrace.AlwaysSample(), sdktrace.WithRemoteParentNotSampled(sdktrace.AlwaysSample()))
+}
+
+// maxStatusLen bounds a span's status description: the SDK bounds
+// attributes, not it, and an error's message may quote what a client sent.
+const maxStatusLen = 1024
+
+// StatusText is msg bounded for a span's status description: at most
+// maxStatusLen bytes, cut at a character boundary, "…" marking the cut.
+func StatusText(msg string) string {
+	if len(msg) <= maxStatusLen {
+		return msg
+	}
+	cut := maxStatusLen - len("…")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }
 
 // Resource describes this process: the SDK's defaults, service.name and

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,7 +78,16 @@ func NewServer(name string) *mcp.Server { return NewServerOpts(name, nil) }
 // NewServerOpts is NewServer with go-sdk's server options (e.g. the protocol
 // versions it negotiates).
 func NewServerOpts(name string, opts *mcp.ServerOptions) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1.0.0"}, opts)
+	o := mcp.ServerOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	// Resource subscriptions are accepted; touch_resource updates one.
+	if o.SubscribeHandler == nil && o.UnsubscribeHandler == nil {
+		o.SubscribeHandler = func(context.Context, *mcp.SubscribeRequest) error { return nil }
+		o.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1.0.0"}, &o)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes the message back"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in EchoIn) (*mcp.CallToolResult, any, error) {
 			return text(in.Message), nil, nil
@@ -140,6 +150,21 @@ func NewServerOpts(name string, opts *mcp.ServerOptions) *mcp.Server {
 				})
 			return text("added " + in.Message), nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "touch_resource", Description: "Says the resource named by the message was updated (tests resource subscriptions)"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in EchoIn) (*mcp.CallToolResult, any, error) {
+			if err := s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: in.Message}); err != nil {
+				return nil, nil, err
+			}
+			return text("touched " + in.Message), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "add_prompt", Description: "Adds a prompt named by the message (tests prompts/list_changed)"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in EchoIn) (*mcp.CallToolResult, any, error) {
+			s.AddPrompt(&mcp.Prompt{Name: in.Message, Description: "added at run time"},
+				func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+					return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "added prompt"}}}}, nil
+				})
+			return text("added " + in.Message), nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "meta", Description: "Returns the request's _meta as JSON (tests trace propagation)"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in Empty) (*mcp.CallToolResult, any, error) {
 			b, err := json.Marshal(req.Params.Meta)
@@ -151,6 +176,15 @@ func NewServerOpts(name string, opts *mcp.ServerOptions) *mcp.Server {
 	addClientRequestTools(s)
 	s.AddResource(&mcp.Resource{URI: "test://greeting", Name: "greeting", MIMEType: "text/plain"},
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			// TESTMCP_READ_MS makes each read take that long (a slow
+			// server's requests other than tool calls).
+			if ms, err := strconv.Atoi(os.Getenv("TESTMCP_READ_MS")); err == nil && ms > 0 {
+				select {
+				case <-time.After(time.Duration(ms) * time.Millisecond):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "hello from " + name}}}, nil
 		})
 	s.AddPrompt(&mcp.Prompt{Name: "greet", Description: "Greets someone", Arguments: []*mcp.PromptArgument{{Name: "who", Required: true}}},

@@ -409,13 +409,25 @@ func (e *gwEnv) invoker(b *testing.B) caller {
 // subject has, 8 for 64 clients. When the gateway runs in mcpbus up, the
 // rows are also paired with a plain nats.go request to the same up's runner
 // (nats): over-nats-µs is then the gateway's own cost over the NATS path
-// (the subject's p50 minus that request's, per round). Every row reports the
+// (the subject's p50 minus that request's, per round), and with that cost's
+// floor, relay-nats (cmd/relayfloor -nats: the relay's HTTP edge sending each
+// call as one NATS request to the same runner; an MCP client on the /mcp
+// rows, plain HTTP posts on the /mcp/invoke rows): relay-nats-over-nats-µs is
+// what an HTTP edge with nothing of mcpbus adds to that path. Every row reports the
 // peers' RSS after it (peer-rss-MiB, peer-session-rss-MiB) and, when the
 // gateway runs in mcpbus up, up's (up-rss-MiB).
 func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 	peer, floor := startPeer(b), startPeer(b, "-bus")
 	peerSession, floorSession := startPeer(b, "-session"), startPeer(b, "-session", "-bus")
 	relay, relayJS := startRelay(b), startRelay(b, "-js", b.TempDir())
+	var relayNATS *peerEnv
+	if e.nats != "" {
+		// The floor of the gateway's own cost over the NATS path: the relay
+		// sending each call to up's runner as one NATS request, as the nats
+		// side does, over its own TCP connection (the operator's identity).
+		relayNATS = startRelay(b, "-nats", e.nats, "-nkey", filepath.Join(e.data, "nats", "operator.nk"),
+			"-inbox-prefix", "_I.operator", "-call-prefix", strings.TrimSuffix(bus.NewSubjects("").Call("bench", "echo"), "echo"))
+	}
 	rss := func(b *testing.B) {
 		reportRSS(b, "peer-rss-MiB", peer.pid)
 		reportRSS(b, "peer-session-rss-MiB", peerSession.pid)
@@ -423,6 +435,9 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 		reportRSS(b, "peer-session-bus-rss-MiB", floorSession.pid)
 		reportRSS(b, "relay-rss-MiB", relay.pid)
 		reportRSS(b, "relay-js-rss-MiB", relayJS.pid)
+		if relayNATS != nil {
+			reportRSS(b, "relay-nats-rss-MiB", relayNATS.pid)
+		}
 		if e.pid != 0 {
 			reportRSS(b, "up-rss-MiB", e.pid)
 			e.saveHeap(b)
@@ -456,6 +471,14 @@ func gatewaySuite(b *testing.B, e *gwEnv, reference bool) {
 				// The NATS path of the same mcpbus up: the gateway's own cost
 				// is over-nats-µs (its CPU, up-cpu − nats-cpu).
 				sides = append(sides, side{name: "nats", callers: same(e.natsCaller(b), n), pid: e.pid, over: true})
+				// Its floor: the relay's HTTP edge in front of the same path
+				// (relay-nats-over-nats-µs), an MCP client on /mcp rows, plain
+				// HTTP posts on /mcp/invoke rows.
+				rc := relayNATS.callerOf(b, era)
+				if strings.HasPrefix(name, "invoke/") {
+					rc = relayNATS.invokeCaller(b)
+				}
+				sides = append(sides, side{name: "relay-nats", callers: same(rc, n), pid: relayNATS.pid, against: "nats"})
 			}
 			pairedVs(b, side{name: "up", callers: ws, pid: e.pid}, sides...)
 			rss(b)

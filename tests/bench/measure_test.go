@@ -159,7 +159,8 @@ type side struct {
 	over    bool
 	// against names an earlier side: the medians of this side's per-round
 	// p50 and rate over that side's are reported too
-	// (p50-<name>/<against>, rate-<name>/<against>), as for a floor.
+	// (p50-<name>/<against>, rate-<name>/<against>), as for a floor, and of
+	// the p50 difference (<name>-over-<against>-µs).
 	against string
 }
 
@@ -199,8 +200,9 @@ func pairedVs(b *testing.B, subj side, sides ...side) stats {
 	sideP50 := make([][]float64, len(sides))  // the side's p50, µs
 	floorP50 := make([][]float64, len(sides)) // against: this side's p50 ÷ that side's
 	floorRate := make([][]float64, len(sides))
-	var lat []time.Duration           // the subject's round p50s, for its overall figures
-	failed := make([]int, len(sides)) // the rounds a side is left out of, from its failing one on
+	floorOver := make([][]float64, len(sides)) // against: this side's p50 − that side's, µs
+	var lat []time.Duration                    // the subject's round p50s, for its overall figures
+	failed := make([]int, len(sides))          // the rounds a side is left out of, from its failing one on
 	b.ResetTimer()
 	for r := 0; r < pairedRounds; r++ {
 		b.StopTimer()
@@ -240,6 +242,7 @@ func pairedVs(b *testing.B, subj side, sides ...side) stats {
 			if j := sideIndex(sides, sides[i].against); j >= 0 && bs[j].p50 > 0 && bs[j].rate > 0 {
 				floorP50[i] = append(floorP50[i], float64(s.p50)/float64(bs[j].p50))
 				floorRate[i] = append(floorRate[i], s.rate/bs[j].rate)
+				floorOver[i] = append(floorOver[i], float64((s.p50 - bs[j].p50).Microseconds()))
 			}
 		}
 	}
@@ -262,6 +265,7 @@ func pairedVs(b *testing.B, subj side, sides ...side) stats {
 		if len(floorP50[i]) > 0 {
 			b.ReportMetric(median(floorP50[i]), "p50-"+sd.name+"/"+sd.against)
 			b.ReportMetric(median(floorRate[i]), "rate-"+sd.name+"/"+sd.against)
+			b.ReportMetric(median(floorOver[i]), sd.name+"-over-"+sd.against+"-µs")
 		}
 		switch {
 		case i == 0:

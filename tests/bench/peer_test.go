@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -136,6 +137,37 @@ func (p *peerEnv) caller(b *testing.B) caller {
 		b.Fatalf("peer proxy (session mode %v) gave the client session id %q", p.session, sess.ID())
 	}
 	return toolCaller(sess, "echo")
+}
+
+// invokeCaller posts the echo arguments to the relay's plain HTTP path
+// (relayfloor -nats: POST /invoke/<tool>, the runner's reply as the answer),
+// the floor of /mcp/invoke over mcpbus's NATS path.
+func (p *peerEnv) invokeCaller(b *testing.B) caller {
+	b.Helper()
+	url := strings.TrimSuffix(p.url, "/mcp") + "/invoke/echo"
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	hc := &http.Client{Transport: t}
+	b.Cleanup(t.CloseIdleConnections)
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(echoArgs))
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK || bytes.Contains(data, []byte(`"isError":true`)) {
+			return fmt.Errorf("HTTP %d: %s", resp.StatusCode, data)
+		}
+		return nil
+	}
 }
 
 // callerOf is caller with the client pinned to protocol version (a session

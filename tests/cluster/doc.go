@@ -11,7 +11,9 @@
 // the one leading the config buckets and writes a config at once;
 // TestHostCrashKeysAndStatus SIGKILLs a node and the runner beside it, then
 // makes an API key and reads `mcpbus status` until it shows every server on
-// the live runners.
+// the live runners; TestPartitionedRunnerGivesUp cuts one node's routes
+// (testkit.PartitionCluster) and checks that its runner gives its servers
+// up to the majority side and that all converges once the routes are back.
 //
 //	go test ./cluster/
 //

@@ -60,10 +60,16 @@ type fixture struct {
 // before runs once the cluster is up, before the runners start.
 func newFixture(tb testing.TB, before ...func(*fixture)) *fixture {
 	tb.Helper()
+	return newFixtureOn(tb, func() *runnertest.ClusterEnv { return runnertest.StartClusterEnv(tb, 3) }, before...)
+}
+
+// newFixtureOn is newFixture on the 3-node cluster env starts.
+func newFixtureOn(tb testing.TB, env func() *runnertest.ClusterEnv, before ...func(*fixture)) *fixture {
+	tb.Helper()
 	// A test before may have left processes a moment ago: start clean.
 	waitProcCount(tb, 0, 10*time.Second)
 	began := time.Now()
-	f := &fixture{tb: tb, e: runnertest.StartClusterEnv(tb, 3), procs: map[string]*runnertest.RunnerProc{}, urls: map[string]string{}}
+	f := &fixture{tb: tb, e: env(), procs: map[string]*runnertest.RunnerProc{}, urls: map[string]string{}}
 	for _, fn := range before {
 		fn(f)
 	}

@@ -312,16 +312,23 @@ func waitHeld(t *testing.T, url, key, marker string) model.HeldCall {
 	}
 }
 
+// modernRaw sends one raw tools/call of 2026-07-28 from a client that
+// declares elicitation and returns the HTTP answer as it is.
+func modernRaw(t *testing.T, url, key, tool, params string) reply {
+	t.Helper()
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{%s,"name":%q,%s}}`, meta, tool, params)
+	return rawDo(t, http.MethodPost, url+"/mcp", body, map[string]string{
+		"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Authorization": "Bearer " + key, "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool,
+	})
+}
+
 // modernCall sends one raw tools/call of 2026-07-28 from a client that
 // declares elicitation and returns its result.
 func modernCall(t *testing.T, url, key, tool, params string) map[string]json.RawMessage {
 	t.Helper()
-	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{%s,"name":%q,%s}}`, meta, tool, params)
-	r := rawDo(t, http.MethodPost, url+"/mcp", body, map[string]string{
-		"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-		"Authorization": "Bearer " + key, "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool,
-	})
+	r := modernRaw(t, url, key, tool, params)
 	data := string(r.body)
 	if i := strings.Index(data, "data: "); i >= 0 { // an event stream: its first message
 		data, _, _ = strings.Cut(data[i+len("data: "):], "\n")

@@ -29,7 +29,13 @@ type chatEnv struct {
 
 func startChat(t *testing.T) *chatEnv {
 	t.Helper()
-	e := startMCP(t, gateway.Options{EventHeartbeat: 500 * time.Millisecond})
+	return startChatWith(t, gateway.Options{EventHeartbeat: 500 * time.Millisecond})
+}
+
+// startChatWith is startChat with the gateway's options gw.
+func startChatWith(t *testing.T, gw gateway.Options) *chatEnv {
+	t.Helper()
+	e := startMCP(t, gw)
 	e.enable(t, testServerConfig("tm"))
 	c := &chatEnv{mcpEnv: e, llm: llmtest.Start(t, modelKey)}
 	c.chat = e.createKey(t, model.KeyCreateRequest{Name: "chat app", Scopes: []string{model.KeyScopeChat}}).Key

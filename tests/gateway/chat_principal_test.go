@@ -84,6 +84,12 @@ func TestChatPrincipals(t *testing.T) {
 	if r := httpDo(t, "GET", base+"/conversations", keyB.Key, nil); r.status != http.StatusOK || bytes.Contains(r.body, []byte(convA)) {
 		t.Fatalf("B's list: %d %s", r.status, r.body)
 	}
+	// Worded exactly as for an id nobody holds (a read does not take it).
+	never := uuid.NewString()
+	for _, v := range []struct{ method, path string }{{"GET", ""}, {"GET", "/pending"}, {"DELETE", ""}} {
+		sameAsUnknown(t, "B's "+v.method+" "+v.path, httpDo(t, v.method, conv+v.path, keyB.Key, nil),
+			httpDo(t, v.method, base+"/conversations/"+never+v.path, keyB.Key, nil), convA, never)
+	}
 
 	// B on the bus, as the gateway would send for B's key (the operator's
 	// client with B's principal in the context): NOT_FOUND too.

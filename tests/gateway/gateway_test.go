@@ -81,7 +81,7 @@ func startWith(t *testing.T, mod func(*stack.Options), gw gateway.Options) *env 
 	}
 	st, err := stack.Start(ctx, so)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v; the stack's log:\n%s", err, logs)
 	}
 	t.Cleanup(st.Close)
 	return runGateway(t, st, "test-gateway", dir, logs, gw)

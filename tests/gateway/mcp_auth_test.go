@@ -15,6 +15,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
 )
@@ -99,7 +100,16 @@ func TestMCPAuth(t *testing.T) {
 		}
 		// Nothing is pushed to the revoked key's open session: the gateway
 		// closes it when the revocation reaches it.
-		time.Sleep(300 * time.Millisecond) // the revocation travels through the KV watch
+		// The revocation travels through the KV watch: the gateway says when
+		// it closed the key's sessions.
+		testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
+			for line := range strings.Lines(e.logs.String()) {
+				if strings.Contains(line, "its MCP sessions were closed") && strings.Contains(line, k.ID) {
+					return true, ""
+				}
+			}
+			return false, "the gateway has not closed the revoked key's sessions"
+		})
 		s.drainListChanged()
 		e.enable(t, testServerConfig("after-revoke"))
 		select {

@@ -268,7 +268,7 @@ func TestMCPServeStdio(t *testing.T) {
 	// notifications to their handler on a goroutine of its own: the last
 	// may reach it just after CallTool returned.
 	var relayed int
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		relayed = 0
 		for _, p := range s.progressSeen() {
 			if p.ProgressToken == "stdio-progress" {

@@ -192,6 +192,43 @@ func TestMCPPublishedServers(t *testing.T) {
 		}
 	})
 
+	t.Run("subscribe", func(t *testing.T) {
+		// everything sends notifications/resources/updated every 5 s for
+		// the resources subscribed to, once its toggle tool starts them.
+		res, err := s.ListResources(ctxT(t, 20*time.Second), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uri := ""
+		for _, r := range res.Resources {
+			if strings.HasPrefix(r.URI, "mcpbus://everything/") {
+				uri = r.URI
+				break
+			}
+		}
+		if uri == "" {
+			t.Fatalf("no resource of everything among %d", len(res.Resources))
+		}
+		if err := s.Subscribe(ctxT(t, 20*time.Second), &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatalf("subscribing to %s: %v", uri, err)
+		}
+		if got := callText(t, s.ClientSession, "everything__toggle-subscriber-updates", map[string]any{}); !strings.Contains(got, "Started") {
+			t.Fatalf("toggle-subscriber-updates: %q", got)
+		}
+		defer callText(t, s.ClientSession, "everything__toggle-subscriber-updates", map[string]any{})
+		select {
+		case got := <-s.updated:
+			if got != uri {
+				t.Fatalf("resources/updated of %s, want %s", got, uri)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no resources/updated of %s within 30 s", uri)
+		}
+		if err := s.Unsubscribe(ctxT(t, 20*time.Second), &mcp.UnsubscribeParams{URI: uri}); err != nil {
+			t.Fatalf("unsubscribing: %v", err)
+		}
+	})
+
 	t.Run("cancel", func(t *testing.T) {
 		// Follow the runner's call events of everything from now on.
 		events := make(chan model.CallEvent, 64)
@@ -311,8 +348,10 @@ func TestMCPCancelReachesServer(t *testing.T) {
 	t.Parallel()
 	e := startMCP(t, gateway.Options{})
 	mark := filepath.Join(t.TempDir(), "cancelled")
+	runs := filepath.Join(t.TempDir(), "runs")
 	cfg := testServerConfig("sleeper")
 	cfg.EnvVars["TESTMCP_CANCEL_FILE"] = model.EnvVar{Value: mark}
+	cfg.EnvVars["TESTMCP_RUN_FILE"] = model.EnvVar{Value: runs}
 	e.enable(t, cfg)
 	s := connectMCP(t, e.url, e.admin)
 	waitList(t, s.ClientSession, 30*time.Second, "held sleeper__sleep", func(m map[string]*mcp.Tool) bool { return m["sleeper__sleep"] != nil })
@@ -325,9 +364,7 @@ func TestMCPCancelReachesServer(t *testing.T) {
 		_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "sleeper__sleep", Arguments: map[string]any{"ms": 120000}})
 		done <- err
 	}()
-	// The sleep gives no sign of having started: allow the call ample time to
-	// reach the server (milliseconds when the machine is idle).
-	time.Sleep(2 * time.Second)
+	waitStarted(t, runs, "sleep", 1) // a call cancelled before it reaches the server never does
 	cancel()
 	select {
 	case err := <-done:

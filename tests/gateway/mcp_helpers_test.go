@@ -122,6 +122,24 @@ func testServerConfig(name string) model.McpConfig {
 	}
 }
 
+// waitStarted waits until the test server has started n runs of tool (the
+// lines "<tool> <pid>" its sleep appends to TESTMCP_RUN_FILE): a call
+// cancelled before it reaches the server never reaches it, so a test of
+// cancellation waits for this rather than for a fixed time.
+func waitStarted(t *testing.T, runFile, tool string, n int) {
+	t.Helper()
+	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
+		data, _ := os.ReadFile(runFile)
+		got := 0
+		for line := range strings.Lines(string(data)) {
+			if name, _, _ := strings.Cut(line, " "); name == tool {
+				got++
+			}
+		}
+		return got >= n, fmt.Sprintf("the server started %d runs of %s, want %d", got, tool, n)
+	})
+}
+
 // binaryConfig runs a binary over stdio.
 func binaryConfig(name, path string, args ...string) model.McpConfig {
 	return model.McpConfig{
@@ -197,6 +215,8 @@ type mcpSession struct {
 	*mcp.ClientSession
 	http        *authTransport
 	listChanged chan struct{}
+	// updated gets the URI of each notifications/resources/updated.
+	updated chan string
 
 	mu       sync.Mutex
 	progress []*mcp.ProgressNotificationParams
@@ -228,6 +248,12 @@ func newRecordingClient(s *mcpSession) *mcp.Client {
 			default:
 			}
 		},
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			select {
+			case s.updated <- req.Params.URI:
+			default:
+			}
+		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			s.mu.Lock()
 			s.progress = append(s.progress, req.Params)
@@ -252,7 +278,7 @@ func dialMCP(t *testing.T, baseURL, key string) (*mcpSession, error) {
 // dialMCPAt is dialMCP speaking protocol version ("": go-sdk's newest).
 func dialMCPAt(t *testing.T, baseURL, key, version string) (*mcpSession, error) {
 	t.Helper()
-	s := &mcpSession{listChanged: make(chan struct{}, 64), gotProg: make(chan struct{}, 1)}
+	s := &mcpSession{listChanged: make(chan struct{}, 64), gotProg: make(chan struct{}, 1), updated: make(chan string, 16)}
 	s.http = &authTransport{key: key, base: http.DefaultTransport}
 	tr := &mcp.StreamableClientTransport{Endpoint: baseURL + "/mcp", MaxRetries: -1,
 		HTTPClient: &http.Client{Transport: s.http}}

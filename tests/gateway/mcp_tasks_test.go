@@ -196,8 +196,14 @@ func resultText(t *testing.T, raw []byte) string {
 // createdV1 is the handle a session's task-augmented tools/call answers.
 func createdV1(t *testing.T, c *taskClient, ms int) string {
 	t.Helper()
+	return createdV1Tool(t, c, "slow__sleep", ms)
+}
+
+// createdV1Tool is createdV1 of another sleep tool.
+func createdV1Tool(t *testing.T, c *taskClient, tool string, ms int) string {
+	t.Helper()
 	begin := time.Now()
-	res := c.rpc(t, "tools/call", "", fmt.Sprintf(`"name":"slow__sleep","arguments":{"ms":%d},"task":{"ttl":60000}`, ms)).ok(t, "tools/call as a task")
+	res := c.rpc(t, "tools/call", "", fmt.Sprintf(`"name":%q,"arguments":{"ms":%d},"task":{"ttl":60000}`, tool, ms)).ok(t, "tools/call as a task")
 	var task struct {
 		TaskID, Status string
 		TTL            int64 `json:"ttl"`
@@ -206,7 +212,7 @@ func createdV1(t *testing.T, c *taskClient, ms int) string {
 	if err := json.Unmarshal(res["task"], &task); err != nil || task.TaskID == "" || task.Status != model.TaskWorking || task.TTL <= 0 || task.PollInterval <= 0 {
 		t.Fatalf("CreateTaskResult: %v", res)
 	}
-	if d := time.Since(begin); d > 5*time.Second {
+	if d := time.Since(begin); d > 20*time.Second { // before the 30 s calls end, with room for a loaded host
 		t.Fatalf("the handle took %s", d)
 	}
 	return task.TaskID
@@ -222,8 +228,9 @@ func TestMCPTasks(t *testing.T) {
 	t.Parallel()
 	e := startMCP(t, gateway.Options{})
 	mark := filepath.Join(t.TempDir(), "cancelled")
+	runs := filepath.Join(t.TempDir(), "runs")
 	cfg := testServerConfig("slow")
-	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_CANCEL_FILE": {Value: mark}}
+	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_CANCEL_FILE": {Value: mark}, "TESTMCP_RUN_FILE": {Value: runs}}
 	e.enable(t, cfg)
 	alice := e.createKey(t, model.KeyCreateRequest{Name: "alice", Scopes: []string{"call"}}).Key
 	bob := e.createKey(t, model.KeyCreateRequest{Name: "bob", Scopes: []string{"call"}}).Key
@@ -233,7 +240,7 @@ func TestMCPTasks(t *testing.T) {
 		c := &taskClient{url: e.url, key: alice}
 		begin := time.Now()
 		res := c.rpc(t, "tools/call", "slow__sleep", `"name":"slow__sleep","arguments":{"ms":30000}`).ok(t, "tools/call")
-		if str(t, res["resultType"]) != "task" || str(t, res["status"]) != model.TaskWorking || res["pollIntervalMs"] == nil || res["ttlMs"] == nil || time.Since(begin) > 5*time.Second {
+		if str(t, res["resultType"]) != "task" || str(t, res["status"]) != model.TaskWorking || res["pollIntervalMs"] == nil || res["ttlMs"] == nil || time.Since(begin) > 20*time.Second {
 			t.Fatalf("CreateTaskResult of 2026-07-28: %v", res)
 		}
 		id := str(t, res["taskId"])
@@ -360,8 +367,10 @@ func TestMCPTasks(t *testing.T) {
 		bm.rpc(t, "tasks/update", "", fmt.Sprintf(`"taskId":%q,"inputResponses":{}`, own)).refused(t, "tasks/update", -32602, apierr.Conflict)
 
 		// Cancel reaches the server (notifications/cancelled); a second one is refused.
-		long := createdV1(t, a2, 60000)
-		time.Sleep(1500 * time.Millisecond) // the sleep gives no sign of having started
+		// The test server's sleep_idempotent (a sleep too) is run by this
+		// task alone, so its start is told apart from the other subtests' sleeps.
+		long := createdV1Tool(t, a2, "slow__sleep_idempotent", 60000)
+		waitStarted(t, runs, "sleep_idempotent", 1)
 		res = a2.rpc(t, "tasks/cancel", "", fmt.Sprintf(`"taskId":%q`, long)).ok(t, "tasks/cancel")
 		if str(t, res["status"]) != model.TaskCancelled {
 			t.Fatalf("tasks/cancel: %v", res)

@@ -25,10 +25,11 @@ func TestTasksREST(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	mark := filepath.Join(t.TempDir(), "cancelled")
+	runs := filepath.Join(t.TempDir(), "runs")
 	cfg := model.McpConfig{Name: "slow", Enabled: true,
 		Package:   model.Package{Type: model.PackageBinary, Identifier: testServer},
 		Transport: model.Transport{Type: model.TransportStdio},
-		EnvVars:   map[string]model.EnvVar{"TESTMCP_CANCEL_FILE": {Value: mark}}}
+		EnvVars:   map[string]model.EnvVar{"TESTMCP_CANCEL_FILE": {Value: mark}, "TESTMCP_RUN_FILE": {Value: runs}}}
 	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: cfg}); r.status != http.StatusCreated {
 		t.Fatalf("create server: %d %s", r.status, r.body)
 	}
@@ -36,13 +37,13 @@ func TestTasksREST(t *testing.T) {
 	waitTools(t, e, func(names []string) bool { return contains(names, "slow__sleep") })
 
 	begin := time.Now()
-	r := e.do("POST", "/api/v1/tasks", `{"name":"slow__sleep","arguments":{"ms":4000}}`)
+	r := e.do("POST", "/api/v1/tasks", `{"name":"slow__sleep","arguments":{"ms":10000}}`)
 	var task model.Task
 	r.decode(t, &task)
 	if r.status != http.StatusAccepted || task.State != model.TaskWorking || r.header.Get("Location") != "/api/v1/tasks/"+task.ID {
 		t.Fatalf("POST /api/v1/tasks: %d %s (Location %q)", r.status, r.body, r.header.Get("Location"))
 	}
-	if d := time.Since(begin); d > 3*time.Second {
+	if d := time.Since(begin); d > 8*time.Second { // of a 10 s call: room for a loaded host
 		t.Fatalf("the handle took %s: it must come before the call ends", d)
 	}
 	if r := e.do("GET", "/api/v1/tasks/"+task.ID+"/result", nil); r.status != http.StatusAccepted {
@@ -67,7 +68,7 @@ func TestTasksREST(t *testing.T) {
 	var res struct {
 		Content []struct{ Text string } `json:"content"`
 	}
-	if err := json.Unmarshal(done.Result, &res); err != nil || done.State != model.TaskCompleted || len(res.Content) != 1 || res.Content[0].Text != "slept 4000ms" {
+	if err := json.Unmarshal(done.Result, &res); err != nil || done.State != model.TaskCompleted || len(res.Content) != 1 || res.Content[0].Text != "slept 10000ms" {
 		t.Fatalf("completed task: %+v (%v)", done, err)
 	}
 	select {
@@ -91,7 +92,7 @@ func TestTasksREST(t *testing.T) {
 	r = e2.do("POST", "/api/v1/tasks", map[string]any{"server": "slow", "tool": "sleep", "arguments": map[string]any{"ms": 60000}})
 	var long model.Task
 	r.decode(t, &long)
-	time.Sleep(1500 * time.Millisecond) // the sleep gives no sign of having started
+	waitStarted(t, runs, "sleep", 2) // the first task's run, then this one's
 	r = e2.do("DELETE", "/api/v1/tasks/"+long.ID, nil)
 	var cancelled model.Task
 	r.decode(t, &cancelled)

@@ -63,6 +63,59 @@ func render(t *testing.T, vals map[string]any) []string {
 	return docs
 }
 
+// TestChartGatewayAffinity: with more than one gateway replica the
+// gateway's Service keeps a client on one pod (its MCP session lives there);
+// with one it sets no affinity.
+func TestChartGatewayAffinity(t *testing.T) {
+	for replicas, want := range map[int]corev1.ServiceAffinity{1: "", 3: corev1.ServiceAffinityClientIP} {
+		docs := render(t, map[string]any{"nats": map[string]any{"enabled": false}, "natsURL": "nats://nats:4222",
+			"services": map[string]any{"gateway": map[string]any{"replicas": replicas}}})
+		strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+		found := false
+		for _, d := range docs {
+			obj, _, err := strict.Decode([]byte(d), nil, nil)
+			if err != nil {
+				t.Fatalf("invalid manifest: %v\n%s", err, d)
+			}
+			if svc, ok := obj.(*corev1.Service); ok {
+				found = true
+				if svc.Spec.SessionAffinity != want {
+					t.Errorf("%d gateway replicas: sessionAffinity %q, want %q", replicas, svc.Spec.SessionAffinity, want)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("%d gateway replicas: no Service", replicas)
+		}
+	}
+}
+
+// TestChartGatewayPreStop: the gateway's pod waits before its SIGTERM (which
+// closes the listener at once) so that the Service stops sending it new
+// connections first; no other pod does.
+func TestChartGatewayPreStop(t *testing.T) {
+	docs := render(t, map[string]any{"nats": map[string]any{"enabled": false}, "natsURL": "nats://nats:4222"})
+	strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	for _, d := range docs {
+		obj, _, err := strict.Decode([]byte(d), nil, nil)
+		if err != nil {
+			t.Fatalf("invalid manifest: %v\n%s", err, d)
+		}
+		dep, ok := obj.(*appsv1.Deployment)
+		if !ok {
+			continue
+		}
+		name := dep.Labels["app.kubernetes.io/name"]
+		lc := dep.Spec.Template.Spec.Containers[0].Lifecycle
+		switch {
+		case name == "gateway" && (lc == nil || lc.PreStop == nil || lc.PreStop.Sleep == nil || lc.PreStop.Sleep.Seconds != 5):
+			t.Errorf("gateway: lifecycle %+v, want a preStop sleep of 5 s", lc)
+		case name != "gateway" && lc != nil:
+			t.Errorf("%s: lifecycle %+v, want none", name, lc)
+		}
+	}
+}
+
 // TestChartRenders: without the nats dependency (not downloaded here) the
 // chart renders valid Deployments and a Service: each manifest decodes strictly
 // (no unknown or duplicate field) into its API type.

@@ -42,7 +42,7 @@ func (s secrets) value(label string) string {
 
 // sealedCarriers are the requests that carry secrets, sealed to the
 // credential service's key: no message of the bus holds a secret in clear.
-var sealedCarriers = map[string]bool{"config.create": true, "config.update": true, "config.import": true, "cred.set": true, "chat.profiles.put": true}
+var sealedCarriers = map[string]bool{"config.create": true, "config.update": true, "config.import": true, "cred.set": true, "cred.chatset": true, "chat.profiles.put": true}
 
 // checkSecrets fails for every message of the bus (body or header) that holds
 // a secret value. It opens the sealed carriers with the credential service's
@@ -105,7 +105,7 @@ func checkSecrets(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, 
 			t.Errorf("secret %s was never seen sealed on its way to the credential service", label)
 		}
 	}
-	for _, kind := range []string{"config.create", "config.import", "cred.set", "chat.profiles.put"} {
+	for _, kind := range []string{"config.create", "config.import", "cred.set", "cred.chatset", "chat.profiles.put"} {
 		if sealedKinds[kind] == 0 {
 			t.Errorf("no sealed %s request was seen", kind)
 		}
@@ -268,9 +268,12 @@ func driveControlPlane(t *testing.T, ctx context.Context, sys *stack.Stack, sec 
 		t.Fatal(err)
 	}
 	defer chatNC.Close()
-	if _, err := credclient.New(chatNC, "").Set(ctx, model.CredSetRequest{ServerID: model.ChatProfileCredentialID("schema-chat"), Kind: model.CredChatProfile, Replace: true,
+	if _, err := credclient.NewForChat(chatNC, "").Set(ctx, model.CredSetRequest{ServerID: model.ChatProfileCredentialID("schema-chat"), Kind: model.CredChatProfile, Replace: true,
 		Credentials: model.Credentials{Env: map[string]string{model.ChatAPIKeyEnv: sec.value("chat-api-key")}}}); err != nil {
-		t.Fatalf("cred.set of a chat profile's key: %v", err)
+		t.Fatalf("cred.chatset of a chat profile's key: %v", err)
+	}
+	if d, err := credclient.NewForChat(chatNC, "").Describe(ctx, model.CredDescribeRequest{ServerID: model.ChatProfileCredentialID("schema-chat"), Kind: model.CredChatProfile}); err != nil || len(d.Env) != 1 {
+		t.Fatalf("cred.chatdescribe of a chat profile's key: %+v %v", d, err)
 	}
 	chatRes, err := credclient.NewResolver(chatNC, "")
 	if err != nil {

@@ -47,7 +47,7 @@ func TestSchemasCompile(t *testing.T) {
 		"approvals-list-request", "approval-rules-get-request", "token-revoke-request", "token-revocation",
 		"approval-rules", "held-call", "approvals-list-reply", "approval-decide-request",
 		"audit-record", "audit-bundle", "tool-reviewed-event", "gateway-audit-event", "tools-approve-request", "tool-pin",
-		"tools-review-request", "tools-review-reply", "tool-changed-event",
+		"tools-review-request", "tools-review-reply", "tool-changed-event", "resource-updated-event", "list-changed-event",
 		"key-create-request", "key-create-reply", "key-list-request", "key-list-reply", "key-revoke-request", "api-key",
 		"agent-create-request", "agent", "agent-list-request", "agent-list-reply", "agent-ref", "agent-record",
 	}

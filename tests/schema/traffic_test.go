@@ -328,6 +328,26 @@ func TestRealMessages(t *testing.T) {
 	if err := cl.RPC(ctx, srv, "resources/list", map[string]any{}, &resources); err != nil {
 		t.Fatalf("resources/list: %v", err)
 	}
+	// A resource subscription, which makes the server's update an event,
+	// and the server's own prompt list change.
+	// The server sends its list change 10 ms after the change: waited for,
+	// as the server is stopped below.
+	notices, err := rec.nc.SubscribeSync(subj.EventsOf("list_changed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RPC(ctx, srv, "resources/subscribe", map[string]any{"uri": "test://greeting"}, nil); err != nil {
+		t.Fatalf("resources/subscribe: %v", err)
+	}
+	for tool, arg := range map[string]string{"touch_resource": "test://greeting", "add_prompt": "schema-prompt"} {
+		if _, err := cl.Call(ctx, srv, tool, json.RawMessage(`{"message":"`+arg+`"}`), nil); err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+	}
+	if _, err := notices.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("no list_changed event after the server added a prompt: %v", err)
+	}
+	_ = notices.Unsubscribe()
 	bad.add("rpc", model.RPCRequest{Method: invalidRPC})
 	wantCode(t, "unsupported rpc method", cl.RPC(ctx, srv, invalidRPC, nil, nil), apierr.Validation)
 	// runtime: status of all and of one, a disabled and an unknown server, stop and start.
@@ -480,7 +500,7 @@ type request struct {
 func controlVerbs() map[string][]string {
 	return map[string][]string{
 		"config":    config.Verbs,
-		"cred":      {credential.VerbSet, credential.VerbDelete, credential.VerbDescribe, credential.VerbResolve, credential.VerbKey, credential.VerbRegistry, credential.VerbChatKey, credential.VerbOAuthClient, credential.VerbFingerprints},
+		"cred":      credential.Verbs,
 		"registry":  {"search", "get"},
 		"chat":      chatVerbs,
 		"oauth":     {"start"},
@@ -551,6 +571,7 @@ var requestSchema = map[string]string{
 	"config.history": "config-ref", "config.rollback": "config-rollback-request",
 
 	"cred.set": "cred-set-request", "cred.delete": "cred-delete-request", "cred.describe": "cred-describe-request",
+	"cred.chatset": "cred-set-request", "cred.chatdelete": "cred-delete-request", "cred.chatdescribe": "cred-describe-request",
 	"cred.resolve": "cred-resolve-request", "cred.key": "cred-key-request", "cred.registry": "cred-resolve-request",
 	"cred.chatkey": "cred-chatkey-request", "cred.oauthclient": "cred-oauthclient-request", "cred.fingerprints": "cred-fingerprints-request",
 
@@ -587,6 +608,7 @@ var replySchema = map[string]string{
 	"config.history": "config-history-reply",
 
 	"cred.set": "cred-description", "cred.delete": "cred-description", "cred.describe": "cred-description",
+	"cred.chatset": "cred-description", "cred.chatdelete": "cred-description", "cred.chatdescribe": "cred-description",
 	"cred.resolve": "sealed-reply", "cred.key": "cred-key-reply", "cred.registry": "sealed-reply",
 	"cred.chatkey": "cred-chatkey-reply", "cred.oauthclient": "sealed-reply", "cred.fingerprints": "sealed-reply",
 
@@ -614,7 +636,8 @@ var replySchema = map[string]string{
 // eventSchema is the schema of each event kind (mcp.v1.events.<kind>.<server>,
 // mcp.v1.events.chat.<conversation>).
 var eventSchema = map[string]string{"status": "status", "call": "call-event", "config": "config-event", "cred": "cred-event", "chat": "chat-event", "oauth": "oauth-event",
-	"task": "task", chatAudit: "chat-audit-event", "tool_changed": "tool-changed-event", "tool_reviewed": "tool-reviewed-event", "gateway": "gateway-audit-event"}
+	"task": "task", chatAudit: "chat-audit-event", "tool_changed": "tool-changed-event", "tool_reviewed": "tool-reviewed-event", "gateway": "gateway-audit-event",
+	"resource_updated": "resource-updated-event", "list_changed": "list-changed-event"}
 
 // chatAudit is the kind of mcp.v1.events.chat.<conversation>.audit.
 const chatAudit = "chat-audit"
@@ -743,6 +766,12 @@ func checkBus(t *testing.T, reg *registry, msgs []captured, s bus.Subjects, bad 
 			continue
 		}
 		rest, ok := strings.CutPrefix(m.Subject, s.Prefix+".events.")
+		if !ok {
+			// An agent's own copy of an event: <prefix>.agent.<name>.events.<kind>.<server>.
+			if tok := strings.SplitN(strings.TrimPrefix(m.Subject, s.Prefix+"."), ".", 4); len(tok) == 4 && tok[0] == "agent" && tok[2] == "events" {
+				rest, ok = tok[3], true
+			}
+		}
 		if ok {
 			src := "bus " + m.Subject
 			if reg.channelFor(m.Subject) == "" {

@@ -42,7 +42,9 @@ func TestNoConfusedDeputy(t *testing.T) {
 	}
 	connect := func(name string, allow ...string) (*nats.Conn, *violations) {
 		t.Helper()
-		a, err := st.AddAgent(name, allow)
+		// Rates well above the floods here, which test the shares of
+		// calls in flight (TestAgentReach tests the rates).
+		a, err := st.CreateAgent(model.AgentCreateRequest{Name: name, Allow: allow, Rate: &model.KeyRate{RPS: 10000, Burst: 10000}})
 		if err != nil {
 			t.Fatal(err)
 		}

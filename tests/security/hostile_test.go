@@ -160,6 +160,17 @@ func TestHostileClients(t *testing.T) {
 		"replay the event stream":                           "$JS.API.CONSUMER.CREATE.MCP_EVENTS",
 		"read the audit stream":                             "$JS.API.CONSUMER.CREATE.MCP_AUDIT",
 		"rewrite the approval rules":                        "$KV.mcp_approval_rules.policy",
+		"discover every runner and server":                  "$SRV.INFO",
+		"read every server's status":                        "mcp.v1.runtime.status",
+		// Another principal's work: a user's durable task, conversation,
+		// held /mcp call (a retry passed between gateway instances) and
+		// resource subscriptions.
+		"read a user's task":                               "mcp.v1.task.get",
+		"cancel a user's task":                             "mcp.v1.task.cancel",
+		"read a user's conversation":                       "mcp.v1.chat.history",
+		"follow a user's conversation":                     "mcp.v1.chat.watch",
+		"answer a user's held call on a gateway":           "mcp.v1.gateway.retry.abcdefghijklmnop",
+		"subscribe a server's resource outside its prefix": "mcp.v1.rpc.safe",
 	}
 	for what, subject := range deniedPublish {
 		t.Run("agent: "+what, func(t *testing.T) {
@@ -173,15 +184,21 @@ func TestHostileClients(t *testing.T) {
 		})
 	}
 	deniedSubscribe := map[string]string{
-		"answer and snoop calls (rogue subscriber)": "mcp.v1.call.safe.*",
-		"serve the credential service":              "mcp.v1.cred.resolve",
-		"read the operator's replies":               "_I.operator.>",
-		"read every inbox":                          "_INBOX.>",
-		"take the OAuth callbacks (codes, sealed)":  "mcp.v1.oauth.callback.*",
-		"read chat conversations":                   "mcp.v1.events.chat.*",
-		"read every event":                          "mcp.v1.events.>",
-		"read another server's calls":               "mcp.v1.events.call.other",
-		"read every caller's calls of its server":   "mcp.v1.events.call.safe",
+		"answer and snoop calls (rogue subscriber)":   "mcp.v1.call.safe.*",
+		"serve the credential service":                "mcp.v1.cred.resolve",
+		"read the operator's replies":                 "_I.operator.>",
+		"read every inbox":                            "_INBOX.>",
+		"take the OAuth callbacks (codes, sealed)":    "mcp.v1.oauth.callback.*",
+		"read chat conversations":                     "mcp.v1.events.chat.*",
+		"read every event":                            "mcp.v1.events.>",
+		"read another server's calls":                 "mcp.v1.events.call.other",
+		"read every caller's calls of its server":     "mcp.v1.events.call.safe",
+		"read another agent's calls":                  "mcp.v1.agent.admin.events.call.safe",
+		"follow users' tasks":                         "mcp.v1.events.task.*",
+		"hear resource updates meant for sessions":    "mcp.v1.events.resource_updated.safe",
+		"hear list changes meant for sessions":        "mcp.v1.events.list_changed.safe",
+		"read the gateway's replies (users' results)": "_I.gateway.>",
+		"take the held calls passed between gateways": "mcp.v1.gateway.retry.*",
 	}
 	for what, subject := range deniedSubscribe {
 		t.Run("agent: "+what, func(t *testing.T) {

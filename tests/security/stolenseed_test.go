@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/tools/mcpbus/stack"
 )
 
 // TestStolenRunnerSeed: the seed of one runner (a second runner identity of
@@ -23,19 +24,7 @@ import (
 // signature against the key the holder's lease names. The owner itself gets
 // its secret.
 func TestStolenRunnerSeed(t *testing.T) {
-	store, err := access.OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	thief, err := store.Ensure("runner-2", access.Runner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	thiefUser, err := access.User(thief, "mcp.v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := startStack(t, thiefUser)
+	store, st := stackWithStolenSeed(t, "runner-2", access.Runner)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cfg, err := st.Client.CreateConfig(ctx, model.McpConfig{Name: "vault", Enabled: true,
@@ -83,6 +72,10 @@ func TestStolenRunnerSeed(t *testing.T) {
 	}
 	curve, _ := nkeys.CreateCurveKeys()
 	recipient, _ := curve.PublicKey()
+	thief, err := store.Ensure("runner-2", access.Runner) // the identity made above, read back
+	if err != nil {
+		t.Fatal(err)
+	}
 	stolen, _ := nkeys.FromSeed(thief.Seed)
 	stolenPub, _ := stolen.PublicKey()
 	sign := func(req *model.CredResolveRequest, kp nkeys.KeyPair) {
@@ -130,4 +123,23 @@ func TestStolenRunnerSeed(t *testing.T) {
 	if err != nil || !strings.Contains(string(ev.Data), "refused") {
 		t.Errorf("audit event of the refused resolve: %v %v", err, ev)
 	}
+}
+
+// stackWithStolenSeed starts mcpbus up with one more identity of role,
+// named name, whose seed an attacker copied: the store holds its seed file.
+func stackWithStolenSeed(t *testing.T, name string, role access.Role) (*access.Store, *stack.Stack) {
+	t.Helper()
+	store, err := access.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	thief, err := store.Ensure(name, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thiefUser, err := access.User(thief, "mcp.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, startStack(t, thiefUser)
 }

@@ -4,6 +4,8 @@
 package conv
 
 import (
+	"unicode/utf8"
+
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
@@ -73,6 +75,8 @@ const (
 	// The runner that starts a server, and the package type it launches.
 	MCPBusRunner      = attribute.Key("mcpbus.runner")
 	MCPBusPackageType = attribute.Key("mcpbus.package_type")
+	// The durable task a run is an attempt at.
+	MCPBusTaskID = attribute.Key("mcpbus.task.id")
 )
 
 // Keys the semconv package has, re-exported so callers import one package.
@@ -105,13 +109,27 @@ var (
 )
 
 // MCPSpanName is "{method} {target}" (target: the tool or prompt name), or
-// the method alone when there is no low-cardinality target.
+// the method alone when there is no low-cardinality target. A target longer
+// than MaxSpanTarget bytes is cut (at a character boundary, "…" marking the
+// cut): it may be a name a client or a model made up (a tools/call of an
+// unknown tool), and the SDK bounds attributes, not span names.
 func MCPSpanName(method, target string) string {
 	if target == "" {
 		return method
 	}
+	if len(target) > MaxSpanTarget {
+		cut := MaxSpanTarget - len("…")
+		for cut > 0 && !utf8.RuneStart(target[cut]) {
+			cut--
+		}
+		target = target[:cut] + "…"
+	}
 	return method + " " + target
 }
+
+// MaxSpanTarget bounds the target of a span name: room for any namespaced
+// tool name (a server slug, "__", and a tool name of at most 128 bytes).
+const MaxSpanTarget = 256
 
 // CaptureContentEnv is the standard GenAI instrumentation switch: tool
 // arguments and results are recorded on spans only when it is "true".

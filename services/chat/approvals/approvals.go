@@ -192,6 +192,10 @@ func (a *Approver) Ask(ctx context.Context, conversation string, call model.Chat
 	// An existing key is the same call asked again (a resumed turn): it
 	// names the same held call, since the id binds the same three things.
 	if _, err := a.kv.Create(ctx, key, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		// A write whose answer did not come (JetStream slow past a try's
+		// bound, then ctx ended) may have landed: the key would list a call
+		// nobody waits for.
+		a.cleanup(key)
 		return model.DecisionDeny, err
 	}
 	if asked != nil {
@@ -292,7 +296,7 @@ func (a *Approver) Decide(ctx context.Context, req model.ChatApproveRequest) err
 	key := PendingKey(req.Conversation, req.CallID)
 	e, err := a.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		if prev := a.answered(ctx, key); prev != "" {
+		if prev := answeredBefore(ctx, a.kv, key, recordDecision); prev != "" {
 			return apierr.Newf(apierr.Conflict, "call %q was answered already (%s)", req.CallID, prev)
 		}
 		return apierr.Newf(apierr.NotFound, "no call %q awaits approval in conversation %q", req.CallID, req.Conversation)
@@ -334,52 +338,16 @@ func (a *Approver) Decide(ctx context.Context, req model.ChatApproveRequest) err
 	return err
 }
 
-// answered is the decision of a pending key the asker deleted already ("" if none).
-func (a *Approver) answered(ctx context.Context, key string) string {
-	hist, err := a.kv.History(ctx, key)
-	if err != nil {
-		return ""
-	}
-	for i := len(hist) - 1; i >= 0; i-- {
-		if hist[i].Operation() != jetstream.KeyValuePut {
-			continue
-		}
-		var r Record
-		if json.Unmarshal(hist[i].Value(), &r) == nil && r.Decision != "" {
-			return r.Decision
-		}
-		return ""
-	}
-	return ""
-}
+// recordDecision is what a pending call was answered with.
+func recordDecision(r *Record) string { return r.Decision }
 
 // Pending lists the calls of a conversation awaiting approval, oldest first.
 func (a *Approver) Pending(ctx context.Context, conversation string) ([]model.ChatToolCall, error) {
 	if e := (&model.ChatConversationRef{Conversation: conversation}).Validate(); e != nil {
 		return nil, e
 	}
-	lister, err := a.kv.ListKeysFiltered(ctx, conversation+".pending.*")
+	recs, err := unanswered(ctx, a.kv, conversation+".pending.*", recordDecision)
 	if err != nil {
-		return nil, err
-	}
-	var recs []Record
-	seen := map[string]bool{}
-	for key := range lister.Keys() {
-		if seen[key] {
-			continue // a lister may repeat keys
-		}
-		seen[key] = true
-		e, err := a.kv.Get(ctx, key)
-		if err != nil {
-			continue // answered and deleted meanwhile
-		}
-		var r Record
-		if json.Unmarshal(e.Value(), &r) != nil || r.Decision != "" {
-			continue
-		}
-		recs = append(recs, r)
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(recs, func(x, y Record) int { return x.AskedAt.Compare(y.AskedAt) })

@@ -68,6 +68,10 @@ func (a *Approver) askInput(ctx context.Context, conversation string, in model.C
 		return InputRecord{}, err
 	}
 	if _, err := a.kv.Create(ctx, key, data); err != nil {
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			// An unanswered write may have landed (as in Ask).
+			a.cleanup(key)
+		}
 		return InputRecord{}, fmt.Errorf("recording the pending input: %w", err)
 	}
 	var final InputRecord
@@ -144,7 +148,7 @@ func (a *Approver) Answer(ctx context.Context, req model.ChatAnswerRequest) erro
 	key := InputKey(req.Conversation, req.InputID)
 	e, err := a.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		if prev := a.inputAnswered(ctx, key); prev != "" {
+		if prev := answeredBefore(ctx, a.kv, key, inputAction); prev != "" {
 			return apierr.Newf(apierr.Conflict, "input %q was answered already (%s)", req.InputID, prev)
 		}
 		return apierr.Newf(apierr.NotFound, "no input %q awaits an answer in conversation %q", req.InputID, req.Conversation)
@@ -182,25 +186,8 @@ func (a *Approver) Answer(ctx context.Context, req model.ChatAnswerRequest) erro
 	return nil
 }
 
-// inputAnswered is the action of an input key the asker deleted already
-// ("" if none).
-func (a *Approver) inputAnswered(ctx context.Context, key string) string {
-	hist, err := a.kv.History(ctx, key)
-	if err != nil {
-		return ""
-	}
-	for i := len(hist) - 1; i >= 0; i-- {
-		if hist[i].Operation() != jetstream.KeyValuePut {
-			continue
-		}
-		var r InputRecord
-		if json.Unmarshal(hist[i].Value(), &r) == nil && r.Action != "" {
-			return r.Action
-		}
-		return ""
-	}
-	return ""
-}
+// inputAction is what an input was answered with.
+func inputAction(r *InputRecord) string { return r.Action }
 
 // PendingInputs lists the inputs of a conversation awaiting an answer,
 // oldest first.
@@ -208,29 +195,13 @@ func (a *Approver) PendingInputs(ctx context.Context, conversation string) ([]mo
 	if e := (&model.ChatConversationRef{Conversation: conversation}).Validate(); e != nil {
 		return nil, e
 	}
-	lister, err := a.kv.ListKeysFiltered(ctx, conversation+".input.*")
+	recs, err := unanswered(ctx, a.kv, conversation+".input.*", inputAction)
 	if err != nil {
 		return nil, err
 	}
-	var out []model.ChatInput
-	seen := map[string]bool{}
-	for key := range lister.Keys() {
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		e, err := a.kv.Get(ctx, key)
-		if err != nil {
-			continue // answered and deleted meanwhile
-		}
-		var r InputRecord
-		if json.Unmarshal(e.Value(), &r) != nil || r.Action != "" {
-			continue
-		}
+	out := make([]model.ChatInput, 0, len(recs))
+	for _, r := range recs {
 		out = append(out, r.ChatInput)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
 	}
 	slices.SortFunc(out, func(x, y model.ChatInput) int { return x.AskedAt.Compare(y.AskedAt) })
 	return out, nil

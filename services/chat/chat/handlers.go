@@ -69,7 +69,7 @@ func (s *Service) Send(ctx context.Context, req model.ChatSendRequest) (model.Ch
 		s.release(h)
 		return model.ChatSendReply{}, err
 	}
-	s.start(h, t.ID(), t.Drive)
+	s.start(ctx, h, t.ID(), t.Drive)
 	s.audit(ctx, model.ChatAuditSend, conv, owner, t.ID(), false)
 	return model.ChatSendReply{Conversation: conv, Turn: t.ID(), Events: s.subj.Event("chat", conv)}, nil
 }

@@ -208,6 +208,9 @@ func (s *Service) open(ctx context.Context) error {
 	}, s.opts.Replicas, s.log); err != nil {
 		return fmt.Errorf("chat: %w", err)
 	}
+	// A send, a cancel or a renewal waits out a leader election within
+	// its deadline instead of failing at once.
+	s.turns = bus.RetryKV(s.turns)
 	s.events = events.New(s.nc, events.Options{Prefix: s.opts.Prefix, Logger: s.log})
 	// A tool call whose runner dies ends when the runner's lease does, not
 	// at the call's timeout.
@@ -280,7 +283,7 @@ func (s *Service) handlers() map[string]bus.HandlerFunc {
 // handle adapts f to an endpoint: the caller's principal read from the
 // request's header into ctx (and its span), the body decoded into In
 // (unknown fields refused), checked by In's Validate when it has one, the
-// work bounded by DefaultRequestTimeout.
+// work bounded by DefaultRequestTimeout or the caller's deadline.
 func handle[In any](f func(ctx context.Context, in In) (any, error)) bus.HandlerFunc {
 	return func(ctx context.Context, req micro.Request) (any, error) {
 		p, err := principal.FromHeader(nats.Header(req.Headers()))
@@ -298,7 +301,7 @@ func handle[In any](f func(ctx context.Context, in In) (any, error)) bus.Handler
 				return nil, e
 			}
 		}
-		ctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
+		ctx, cancel := context.WithTimeout(ctx, bus.ReplyWithin(nats.Header(req.Headers()), DefaultRequestTimeout))
 		defer cancel()
 		return f(ctx, in)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -93,10 +94,15 @@ func (s *Service) release(d *drive) {
 }
 
 // start drives a turn in the background: it renews the lease, watches for
-// a cancellation, and gives the lease up when the turn has ended.
-func (s *Service) start(d *drive, turn string, run func(context.Context) (model.ChatDone, error)) {
+// a cancellation, and gives the lease up when the turn has ended. The
+// turn's spans continue the trace of from (the send that began it; none
+// for a turn resumed here), though the drive outlives from itself: the
+// operator follows a /v1/chat/completions or chat send to its model steps
+// and tool calls in one trace.
+func (s *Service) start(from context.Context, d *drive, turn string, run func(context.Context) (model.ChatDone, error)) {
 	d.turn = turn
-	ctx, stop := context.WithCancelCause(context.Background())
+	base := trace.ContextWithSpanContext(context.Background(), trace.SpanContextFromContext(from))
+	ctx, stop := context.WithCancelCause(base)
 	turnCtx, cancel := context.WithCancel(ctx)
 	d.cancel, d.stop = cancel, func() { stop(loop.ErrHandOff) }
 	s.mu.Lock()
@@ -407,7 +413,7 @@ func (s *Service) takeover(ctx context.Context, conv string, rev uint64) {
 		return
 	}
 	s.log.Info("chat: resuming a turn whose instance stopped", "conversation", conv, "turn", turn)
-	s.start(d, turn, func(ctx context.Context) (model.ChatDone, error) { return s.engine.Resume(ctx, conv, p) })
+	s.start(context.Background(), d, turn, func(ctx context.Context) (model.ChatDone, error) { return s.engine.Resume(ctx, conv, p) })
 }
 
 // endCancelled ends a cancelled turn the loop left without a turn_end (the

@@ -295,12 +295,9 @@ func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEn
 	if end.seq == 0 {
 		return nil, Tail{}, apierr.Newf(apierr.NotFound, "conversation %s not found", conversation)
 	}
-	// Created through an election like last's read (bus.Retry).
-	cons, err := bus.RetryValue(ctx, func(ctx context.Context, _ int) (jetstream.Consumer, error) {
-		return l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{l.Subject(conversation)},
-			DeliverPolicy:  jetstream.DeliverAllPolicy,
-		})
+	cons, err := bus.ReadConsumer(ctx, l.js, bus.StreamChat, jetstream.ConsumerConfig{
+		FilterSubject: l.Subject(conversation),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
 		return nil, Tail{}, bus.JetStreamErr("reading conversation "+conversation, err)
@@ -308,8 +305,13 @@ func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEn
 	defer bus.DropConsumer(ctx, l.js, bus.StreamChat, cons, 2*time.Second)
 	entries := make([]model.ChatEntry, 0, end.seq)
 	var tail Tail // of the entries read so far
+	var order bus.InOrder
 	for {
-		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(5*time.Second))
+		wait := 5 * time.Second
+		if d, ok := ctx.Deadline(); ok {
+			wait = max(min(wait, time.Until(d)), 10*time.Millisecond)
+		}
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(wait))
 		if err != nil {
 			return nil, Tail{}, bus.JetStreamErr("reading conversation "+conversation, err)
 		}
@@ -319,6 +321,9 @@ func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEn
 			meta, err := msg.Metadata()
 			if err != nil {
 				return nil, Tail{}, apierr.Wrap(apierr.Internal, "reading conversation "+conversation, err)
+			}
+			if err := order.Check(meta); err != nil {
+				return nil, Tail{}, err
 			}
 			if meta.Sequence.Stream > end.streamSeq {
 				// Appended since the read began: the read ends where it began.

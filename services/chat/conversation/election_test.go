@@ -2,6 +2,7 @@ package conversation_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +66,56 @@ func TestLogRidesOutALeaderElection(t *testing.T) {
 	}
 	if _, _, err := l.AppendAfter(wctx, conv, tail2, model.ChatEntry{Kind: model.EntryModelStep, Turn: "t1"}); err != nil {
 		t.Fatalf("append after: %v", err)
+	}
+}
+
+// TestReadEndsByItsDeadlineInAPartition: the node leading the JetStream
+// meta group (which creates consumers) is cut off from the others, the
+// chat stream led on the majority side; a read with a 3 s deadline ends by
+// then (with an error, or the entries if the new meta leader came first).
+// Before, its ordered consumer's Fetch created the consumer with nats.go's
+// own retries, endless and deaf to the deadline: the read waited for the
+// new meta leader (a chat send waited out its caller's 20 s in one run of
+// eight).
+func TestReadEndsByItsDeadlineInAPartition(t *testing.T) {
+	c := testkit.PartitionCluster(t, 3)
+	meta := c.MetaLeader()
+	var urls []string
+	for i := range c.Nodes {
+		if i != meta {
+			urls = append(urls, c.URL(i))
+		}
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := conversation.Open(ctx, js, conversation.Options{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, "c1", model.ChatEntry{Kind: model.EntryUserMessage, Turn: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.LeadOn(t, nc, c.Cluster, mcpbus.StreamChat, c.Nodes[(meta+1)%3].Name())
+	if c.MetaLeader() != meta {
+		t.Skip("the meta leadership moved meanwhile")
+	}
+	c.Isolate(meta)
+	start := time.Now()
+	rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+	defer rcancel()
+	_, err = l.Read(rctx, "c1")
+	took := time.Since(start)
+	t.Logf("read ended %s after the partition: %v", took.Round(time.Millisecond), err)
+	if took > 4*time.Second {
+		t.Fatalf("a read with a 3s deadline took %s", took.Round(time.Millisecond))
 	}
 }

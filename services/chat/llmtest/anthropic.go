@@ -113,6 +113,9 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		if reply.Cut {
+			return
+		}
 		if !e.send("content_block_stop", obj{"type": "content_block_stop", "index": index}) {
 			return
 		}

@@ -54,6 +54,10 @@ type Reply struct {
 	Message string
 	// RetryAfter is the Retry-After header sent with Status (e.g. "1").
 	RetryAfter string
+	// Code, sent with Status, is the OpenAI error's type and code (e.g.
+	// "insufficient_quota", OpenAI's 429 of a spent quota); a default for
+	// the status when "".
+	Code string
 	// Malformed answers 200 with a body that is not the provider's format:
 	// a non-JSON body, or a stream whose second event is broken JSON.
 	Malformed bool
@@ -70,7 +74,16 @@ type Reply struct {
 	// Truncated ends the reply as cut by the provider's output token limit
 	// (OpenAI's finish_reason "length", Anthropic's stop_reason "max_tokens").
 	Truncated bool
+	// Cut ends a streamed reply's body cleanly right after its text, as a
+	// server or proxy that stops mid-answer: no tool calls, no
+	// finish_reason, usage or [DONE] (OpenAI), no message_delta or
+	// message_stop (Anthropic).
+	Cut bool
 }
+
+// CutShort is a streamed reply whose body ends after the text, before the
+// answer's end.
+func CutShort(text string) Reply { return Reply{Text: text, Cut: true} }
 
 // Text is a plain answer.
 func Text(s string) Reply { return Reply{Text: s} }
@@ -87,6 +100,12 @@ func Error(status int) Reply { return Reply{Status: status} }
 // RateLimited is a 429, with a Retry-After header when retryAfter is not "".
 func RateLimited(retryAfter string) Reply {
 	return Reply{Status: http.StatusTooManyRequests, RetryAfter: retryAfter}
+}
+
+// QuotaSpent is OpenAI's 429 of an account whose quota is spent.
+func QuotaSpent() Reply {
+	return Reply{Status: http.StatusTooManyRequests, Code: "insufficient_quota",
+		Message: "You exceeded your current quota, please check your plan and billing details."}
 }
 
 // Malformed is a 200 whose body the client cannot decode.

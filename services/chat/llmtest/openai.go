@@ -36,6 +36,8 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", reply.RetryAfter)
 		}
 		switch {
+		case reply.Code != "":
+			openaiError(w, reply.Status, reply.Code, reply.Code, reply.message(http.StatusText(reply.Status)))
 		case reply.Status == http.StatusTooManyRequests:
 			openaiError(w, reply.Status, "requests", "rate_limit_exceeded", reply.message("Rate limit reached for requests. Please try again later."))
 		case reply.Status >= 500:
@@ -116,6 +118,9 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 		if !e.send("", chunk(obj{"content": word}, nil)) {
 			return
 		}
+	}
+	if reply.Cut {
+		return
 	}
 	for i, c := range reply.ToolCalls {
 		first := obj{"index": i, "id": ids[i], "type": "function", "function": obj{"name": c.Name, "arguments": ""}}

@@ -530,8 +530,8 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	}
 	sctx, op := t.startChat(ctx, req)
 	// While the provider waits out a rate limit the user hears why.
-	sctx = provider.WithRetryNotice(sctx, func(e *apierr.Error) {
-		t.publish(model.ChatEvent{Kind: model.ChatEventError, Error: e})
+	sctx = provider.WithRetryNotice(sctx, func(e *apierr.Error, retryAfter int) {
+		t.publish(model.ChatEvent{Kind: model.ChatEventError, Error: e, RetryAfter: retryAfter})
 	})
 	reply, err := t.model.Step(sctx, req, func(d provider.Delta) {
 		t.publish(model.ChatEvent{Kind: model.ChatEventTextDelta, Text: d.Text})

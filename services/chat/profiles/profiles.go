@@ -62,7 +62,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		return nil, err
 	}
 	// Profile writes are callers' requests: ride out a leader election (bus.RetryKV).
-	return &Store{kv: bus.RetryKV(kv), cred: credclient.New(nc, opts.Prefix), now: opts.Now}, nil
+	return &Store{kv: bus.RetryKV(kv), cred: credclient.NewForChat(nc, opts.Prefix), now: opts.Now}, nil
 }
 
 // APIKey says what Put does with the profile's API key. The zero value

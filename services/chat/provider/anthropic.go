@@ -105,6 +105,9 @@ func (m *anthropicModel) stream(ctx context.Context, params anthropic.MessageNew
 	if err := s.Err(); err != nil {
 		return Step{}, streamed, err
 	}
+	if msg.StopReason == "" {
+		return Step{}, streamed, errCutShort
+	}
 	var step Step
 	for _, b := range msg.Content {
 		switch b.Type {

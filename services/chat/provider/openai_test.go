@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
 	"github.com/mcpbus/mcpbus/services/chat/provider"
 	openai "github.com/sashabaranov/go-openai"
@@ -208,5 +209,23 @@ func TestErrorBodyHidesTheKey(t *testing.T) {
 	e := apierr.From(err)
 	if e.Code != apierr.Unauthorized || strings.Contains(e.Message, key) || !strings.Contains(e.Message, "bad upstream for Bearer [REDACTED]") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// TestQuotaSpentNotRetried: OpenAI's 429 insufficient_quota (billing) does not
+// pass with time: it is not waited out like a rate limit, and says so.
+func TestQuotaSpentNotRetried(t *testing.T) {
+	srv := llmtest.Start(t, "")
+	m, err := provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: srv.OpenAIBaseURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Always(llmtest.QuotaSpent())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = m.Step(ctx, provider.Request{Messages: []provider.Message{{Role: provider.User, Text: "hi"}}}, nil)
+	e := apierr.From(err)
+	if e.Code != apierr.RateLimited || e.Field != model.ChatQuotaField || !strings.Contains(e.Message, "exceeded your current quota") || srv.Attempts() != 1 {
+		t.Fatalf("err %v (field %q) after %d attempts", err, e.Field, srv.Attempts())
 	}
 }

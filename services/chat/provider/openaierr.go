@@ -56,5 +56,8 @@ func openaiStatus(err error) (httpError, bool) {
 		}
 		return he, true
 	}
-	return httpError{status: ae.HTTPStatusCode, message: ae.Message}, true
+	return httpError{status: ae.HTTPStatusCode, message: ae.Message, quota: ae.Type == insufficientQuota || fmt.Sprint(ae.Code) == insufficientQuota}, true
 }
+
+// insufficientQuota is OpenAI's error type and code of a spent quota.
+const insufficientQuota = "insufficient_quota"

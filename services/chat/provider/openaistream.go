@@ -73,6 +73,9 @@ func (m *openaiModel) stream(ctx context.Context, c *openai.Client, req openai.C
 			}
 		}
 	}
+	if finish == "" {
+		return Step{}, streamed, errCutShort
+	}
 	for i := range calls {
 		if calls[i].Arguments == "" {
 			calls[i].Arguments = "{}"

@@ -9,7 +9,9 @@
 // The SDKs' own retries are off (go-openai has none): a 429 (and Anthropic's 529 overload) is retried
 // here with backoff 1, 2, 4 … 60 s honouring Retry-After, bounded by the
 // context and Config.MaxRetries, and then reported as RATE_LIMITED "Rate
-// limited. Try again in X seconds.". Errors are libs/apierr errors.
+// limited. Try again in X seconds.". OpenAI's 429 insufficient_quota (a
+// spent quota) is not retried: RATE_LIMITED with field quota. Errors are
+// libs/apierr errors.
 package provider
 
 import (

@@ -195,13 +195,19 @@ func TestRateLimitRetryAfter(t *testing.T) {
 		srv.Enqueue(llmtest.RateLimited("1"), llmtest.Text("ok"))
 		start := time.Now()
 		var notices []*apierr.Error
-		ctx := provider.WithRetryNotice(context.Background(), func(e *apierr.Error) { notices = append(notices, e) })
+		var waits []int
+		ctx := provider.WithRetryNotice(context.Background(), func(e *apierr.Error, wait int) {
+			notices, waits = append(notices, e), append(waits, wait)
+		})
 		step, err := m.Step(ctx, hello, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(notices) != 1 || notices[0].Code != apierr.RateLimited || notices[0].Message != "Rate limited. Try again in 1 second." {
 			t.Errorf("retry notices = %+v, want one RATE_LIMITED 'Rate limited. Try again in 1 second.'", notices)
+		}
+		if len(waits) != 1 || waits[0] != 1 {
+			t.Errorf("retry waits = %v, want [1] (Retry-After)", waits)
 		}
 		if step.Text != "ok" || srv.Attempts() != 2 {
 			t.Fatalf("text %q attempts %d", step.Text, srv.Attempts())
@@ -267,6 +273,23 @@ func TestMalformedReply(t *testing.T) {
 		e := apierr.From(err)
 		if e.Code != apierr.Internal || !strings.Contains(e.Message, "malformed reply") {
 			t.Fatalf("err %v", err)
+		}
+	})
+}
+
+// TestStreamCutShort: a stream whose body ends cleanly before the answer's
+// end (no finish_reason or [DONE]; no message_stop) is a failed step, not
+// a final answer of the text so far.
+func TestStreamCutShort(t *testing.T) {
+	backends(t, func(t *testing.T, srv *llmtest.Server, m provider.Model, name string) {
+		srv.Enqueue(llmtest.CutShort("The answer is"))
+		step, err := m.Step(context.Background(), hello, nil)
+		e := apierr.From(err)
+		if err == nil || e.Code != apierr.Network || !strings.Contains(e.Message, "ended before the answer") {
+			t.Fatalf("step %+v, err %v", step, err)
+		}
+		if srv.Attempts() != 1 {
+			t.Fatalf("attempts %d: text was streamed, no retry", srv.Attempts())
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
 )
 
 // httpError is what both SDKs' error types tell us.
@@ -22,6 +23,9 @@ type httpError struct {
 	status  int
 	header  http.Header
 	message string
+	// quota: a 429 of a spent quota (OpenAI's insufficient_quota), which
+	// waiting does not lift.
+	quota bool
 }
 
 // retry runs attempt until it succeeds, fails for good, or the rate-limit
@@ -46,15 +50,15 @@ func retry(ctx context.Context, cfg Config, name string, attempt func() (streame
 			// that echoes the request must not show them the profile's key.
 			he.message = strings.ReplaceAll(he.message, cfg.APIKey, "[REDACTED]")
 		}
-		if !retryable(he.status) {
+		if !retryable(he.status) || he.quota {
 			return statusError(name, he, err)
 		}
 		wait := backoff(n, he.header, cfg.MaxBackoff)
 		if streamed || n >= cfg.MaxRetries || !fits(ctx, wait) {
 			return rateLimited(wait, err)
 		}
-		if notice, ok := ctx.Value(retryNoticeKey{}).(func(*apierr.Error)); ok {
-			notice(apierr.From(rateLimited(wait, err)))
+		if notice, ok := ctx.Value(retryNoticeKey{}).(func(*apierr.Error, int)); ok {
+			notice(apierr.From(rateLimited(wait, err)), seconds(wait))
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -70,8 +74,9 @@ type retryNoticeKey struct{}
 
 // WithRetryNotice has a Step tell notice, before each wait of a retry, the
 // RATE_LIMITED error ("Rate limited. Try again in N seconds.") it would
-// return if it gave up then.
-func WithRetryNotice(ctx context.Context, notice func(*apierr.Error)) context.Context {
+// return if it gave up then, and the seconds of the wait (as the message
+// has them).
+func WithRetryNotice(ctx context.Context, notice func(e *apierr.Error, retryAfter int)) context.Context {
 	return context.WithValue(ctx, retryNoticeKey{}, notice)
 }
 
@@ -120,6 +125,11 @@ func statusError(name string, he httpError, err error) error {
 		msg = http.StatusText(he.status)
 	}
 	switch {
+	case he.quota:
+		// The field a spent quota has (OpenAI clients of /v1 read it as
+		// insufficient_quota, not to be retried).
+		return apierr.Wrap(apierr.RateLimited, fmt.Sprintf("%s: the account's quota is spent (%d): %s", name, he.status, msg), err).
+			WithField(model.ChatQuotaField)
 	case he.status == http.StatusUnauthorized || he.status == http.StatusForbidden:
 		return apierr.Wrap(apierr.Unauthorized, fmt.Sprintf("%s rejected the API key (%d): %s", name, he.status, msg), err)
 	case he.status == http.StatusNotFound:

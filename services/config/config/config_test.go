@@ -294,7 +294,9 @@ func TestConcurrentCreatesOneSlug(t *testing.T) {
 }
 
 func TestStaleReservation(t *testing.T) {
-	e := newEnv(t, func(o *config.Options) { o.ReservationGrace = 300 * time.Millisecond })
+	// A grace a loaded host's create request fits in (the ghost below must
+	// still be young when it is asked about).
+	e := newEnv(t, func(o *config.Options) { o.ReservationGrace = 2 * time.Second })
 	slugs := e.kv(bus.BucketSlugs)
 	ctx := context.Background()
 	// The holder was deleted (a crash after the delete, before the release): taken over at once.
@@ -314,13 +316,13 @@ func TestStaleReservation(t *testing.T) {
 	wantErr(t, e.call("create", model.ConfigCreateRequest{Config: stdio("Ghost")}, nil), apierr.Conflict, "slug",
 		"slug ghost is already used by server "+ghost)
 	// ...until it is older than the grace period: a leftover.
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond)
 	got = e.mustCreate(stdio("Ghost"), nil)
 	if v, _ := slugs.Get(ctx, "ghost"); string(v.Value()) != got.ID {
 		t.Fatalf("stale reservation not taken over: %s", v.Value())
 	}
 	// A live holder is never taken over, however old.
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond)
 	wantErr(t, e.call("create", model.ConfigCreateRequest{Config: stdio("ghost")}, nil), apierr.Conflict, "slug", "")
 }
 

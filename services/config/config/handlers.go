@@ -258,9 +258,7 @@ func (s *Service) handleEnable(ctx context.Context, req micro.Request) (any, err
 	}
 	// Answer before the caller gives up, so a failure is reverted and reported
 	// rather than left enabled behind a timeout.
-	if ct := bus.CallerTimeout(nats.Header(req.Headers())); ct > 0 && ct-time.Second < timeout {
-		timeout = max(ct-time.Second, ct/2)
-	}
+	timeout = bus.ReplyWithin(nats.Header(req.Headers()), timeout)
 	startErr := s.awaitStart(ctx, cfg, timeout)
 	if startErr == nil {
 		s.log.Info("server enabled and started", "server", cfg.Slug, "id", cfg.ID, "request_id", requestID(req))

@@ -2,15 +2,14 @@ package config
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -61,7 +60,7 @@ func (s *Service) runnerPolicies(ctx context.Context) []model.RunnerPolicy {
 	if len(c.policies) > 0 && time.Since(c.at) < policyTTL {
 		return c.policies
 	}
-	infos := discover(ctx, s.nc, "$SRV.INFO."+runnerServiceName)
+	infos, _ := bus.Gather[micro.Info](ctx, s.nc, "$SRV.INFO."+runnerServiceName, policyWait, policyQuiet)
 	var out []model.RunnerPolicy
 	for _, in := range infos {
 		out = append(out, model.RunnerPolicyOf(in.Metadata))
@@ -69,42 +68,4 @@ func (s *Service) runnerPolicies(ctx context.Context) []model.RunnerPolicy {
 	sort.Slice(out, func(i, j int) bool { return out[i].Runner < out[j].Runner })
 	c.policies, c.at = out, time.Now()
 	return out
-}
-
-// discover gathers the micro INFO replies to subject: until policyWait, or
-// policyQuiet after the last reply, or at once when nobody listens.
-func discover(ctx context.Context, nc *nats.Conn, subject string) []micro.Info {
-	inbox := nc.NewRespInbox()
-	ch := make(chan *nats.Msg, 64)
-	sub, err := nc.ChanSubscribe(inbox, ch)
-	if err != nil {
-		return nil
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		return nil
-	}
-	deadline := time.NewTimer(policyWait)
-	defer deadline.Stop()
-	var quiet <-chan time.Time
-	var out []micro.Info
-	for {
-		select {
-		case m := <-ch:
-			if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-				return out // no responders: no runner
-			}
-			var in micro.Info
-			if json.Unmarshal(m.Data, &in) == nil {
-				out = append(out, in)
-			}
-			quiet = time.After(policyQuiet)
-		case <-quiet:
-			return out
-		case <-deadline.C:
-			return out
-		case <-ctx.Done():
-			return out
-		}
-	}
 }

@@ -136,7 +136,7 @@ func newRoleEnv(t *testing.T, roles ...access.Role) *roleEnv {
 // record; no other record can be asked for there; the registry identity may
 // not publish on it at all; every answer leaves an audit event.
 func TestChatKey(t *testing.T) {
-	e := newRoleEnv(t, access.Chat, access.Registry)
+	e := newRoleEnv(t, access.Chat, access.Registry, access.Config)
 	ctx := ctxT(t)
 	chat := e.conns[access.Chat]
 	var mu sync.Mutex
@@ -166,14 +166,14 @@ func TestChatKey(t *testing.T) {
 	// The chat service stores a profile's key (as services/chat/profiles
 	// does), with a stray extra variable that must not come back.
 	profileID := model.ChatProfileCredentialID("work")
-	cred := credclient.New(chat, "")
-	if _, err := cred.Set(ctx, model.CredSetRequest{ServerID: profileID, Kind: model.CredChatProfile, Replace: true,
+	if _, err := credclient.NewForChat(chat, "").Set(ctx, model.CredSetRequest{ServerID: profileID, Kind: model.CredChatProfile, Replace: true,
 		Credentials: model.Credentials{Env: map[string]string{model.ChatAPIKeyEnv: secretChatKey, "OTHER": secretHeader}}}); err != nil {
 		t.Fatal(err)
 	}
-	// A server's secrets, which cred.chatkey must never hand out.
+	// A server's secrets (the config service's to write), which cred.chatkey
+	// must never hand out.
 	serverID := uuid.NewString()
-	if _, err := cred.Set(ctx, model.CredSetRequest{ServerID: serverID,
+	if _, err := credclient.New(e.conns[access.Config], "").Set(ctx, model.CredSetRequest{ServerID: serverID,
 		Credentials: model.Credentials{Env: map[string]string{model.ChatAPIKeyEnv: secretEnv}}}); err != nil {
 		t.Fatal(err)
 	}

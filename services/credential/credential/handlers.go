@@ -2,6 +2,7 @@ package credential
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -348,4 +349,18 @@ func (s *Service) Unseal(ctx context.Context, sealed []byte, senderKey string) (
 		return model.Credentials{}, err
 	}
 	return credclient.Open(kp, sealed, senderKey, credclient.FieldSealed, s.subj.Service("cred", VerbKey))
+}
+
+// chatProfileOnly is h for requests about a chat profile's key alone (the
+// chat identity's verbs): any other kind is refused before h reads it.
+func chatProfileOnly(h handler) handler {
+	return func(ctx context.Context, data []byte) (string, any, error) {
+		var in struct {
+			Kind model.CredentialKind `json:"kind"`
+		}
+		if err := json.Unmarshal(data, &in); err != nil || in.Kind != model.CredChatProfile {
+			return "", nil, apierr.Invalid("kind", "this subject takes chat profile keys only (kind "+string(model.CredChatProfile)+")")
+		}
+		return h(ctx, data)
+	}
 }

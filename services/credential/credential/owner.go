@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+
 	"github.com/nats-io/nkeys"
 	"sync"
 	"time"
@@ -58,15 +60,18 @@ func (o *ownerCheck) check(ctx context.Context, in model.CredResolveRequest) err
 	if err := json.Unmarshal(e.Value(), &cfg); err != nil || cfg.Slug == "" {
 		return apierr.Newf(apierr.Internal, "the config of %s is unreadable", id)
 	}
-	keys, err := owners.ListKeysFiltered(ctx, model.LeaseKeyPrefix+cfg.Slug+".*")
-	if err != nil {
-		return apierr.Wrap(apierr.ServiceUnavailable, "reading the server's leases", err)
-	}
-	defer func() { _ = keys.Stop() }()
-	for key := range keys.Keys() {
-		l, err := owners.Get(ctx, key)
-		if err != nil {
+	// Only the leases the runners make count: server.<slug>.<replica> for
+	// each replica the config asks for. Any runner may write the bucket, so
+	// a lease under a replica beyond those (server.<slug>.7 of a server of
+	// one replica) would let a runner resolve a server nobody gave it,
+	// without displacing the holder of a real replica.
+	for replica := range replicasOf(cfg) {
+		l, err := owners.Get(ctx, fmt.Sprintf("%s%s.%d", model.LeaseKeyPrefix, cfg.Slug, replica))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
+		}
+		if err != nil {
+			return apierr.Wrap(apierr.ServiceUnavailable, "reading the server's leases", err)
 		}
 		var lease model.Lease
 		if json.Unmarshal(l.Value(), &lease) != nil || lease.Runner != runner {
@@ -78,6 +83,12 @@ func (o *ownerCheck) check(ctx context.Context, in model.CredResolveRequest) err
 		return proven(in, lease.Key, cfg.Slug)
 	}
 	return apierr.Newf(apierr.Unauthorized, "runner %s does not own server %s", runner, cfg.Slug)
+}
+
+// replicasOf is how many replicas of cfg the runners lease (as the runner
+// counts them: runtime.replicas, at least one).
+func replicasOf(cfg model.McpConfig) int {
+	return max(cfg.Runtime.Replicas, 1)
 }
 
 // proven checks in's signature against key, the lease holder's nkey.

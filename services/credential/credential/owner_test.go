@@ -125,3 +125,54 @@ func TestResolveOnlyForTheOwner(t *testing.T) {
 		t.Fatalf("first event %+v", ev)
 	}
 }
+
+// TestResolveOnlyUnderALeaseOfTheConfig: any runner may write the lease
+// bucket, so a lease a runner writes for itself under a replica the config
+// does not have (server.<slug>.5 of a server of one replica) opens nothing:
+// only the replicas the runners lease count, and taking one of those over
+// displaces its holder (docs/security.md, "Limits").
+func TestResolveOnlyUnderALeaseOfTheConfig(t *testing.T) {
+	e := newEnv(t, func(o *credential.Options) { o.AnyResolver = false })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := bus.EnsureAssets(ctx, js, bus.NewSubjects(""), bus.AssetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.NewString()
+	cfg, _ := json.Marshal(model.McpConfig{ID: id, Name: "Two", Slug: "two", Runtime: model.Runtime{Replicas: 2}})
+	if _, err := assets.Configs.Put(ctx, id, cfg); err != nil {
+		t.Fatal(err)
+	}
+	legit, _ := json.Marshal(model.Lease{Runner: "r1", Server: "two", Replica: 0})
+	if _, err := assets.Owners.Put(ctx, "server.two.0", legit); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{Env: map[string]string{"TOKEN": secretEnv}}}); err != nil {
+		t.Fatal(err)
+	}
+	mallory, err := credclient.NewResolver(e.nc, "", credclient.AsRunner("mallory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A lease of its own beyond the config's replicas: refused.
+	forged, _ := json.Marshal(model.Lease{Runner: "mallory", Server: "two", Replica: 5})
+	if _, err := assets.Owners.Put(ctx, "server.two.5", forged); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := mallory.Resolve(ctx, id); apierr.Of(err) != apierr.Unauthorized {
+		t.Fatalf("a lease outside the config's replicas: %+v %v, want UNAUTHORIZED", got.Env, err)
+	}
+	// The second replica the config asks for is a real lease: answered.
+	second, _ := json.Marshal(model.Lease{Runner: "mallory", Server: "two", Replica: 1})
+	if _, err := assets.Owners.Put(ctx, "server.two.1", second); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := mallory.Resolve(ctx, id); err != nil || got.Env["TOKEN"] != secretEnv {
+		t.Fatalf("the holder of replica 1: %+v %v", got.Env, err)
+	}
+}

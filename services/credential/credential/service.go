@@ -44,10 +44,19 @@ const (
 	// VerbOAuthClient answers the gateway the client secret of a server's
 	// confidential OAuth client.
 	VerbOAuthClient = credclient.VerbOAuthClient
+	// VerbChatSet, VerbChatDelete and VerbChatDescribe are set, delete and
+	// describe of chat profile keys only: the chat identity's.
+	VerbChatSet      = credclient.VerbChatSet
+	VerbChatDelete   = credclient.VerbChatDelete
+	VerbChatDescribe = credclient.VerbChatDescribe
 	// verbRefresh names a change made by an OAuth refresh in a change event
 	// (no subject has it).
 	verbRefresh = "refresh"
 )
+
+// Verbs are every verb the service answers.
+var Verbs = []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve, VerbKey, VerbRegistry, VerbChatKey, VerbOAuthClient, VerbFingerprints,
+	VerbChatSet, VerbChatDelete, VerbChatDescribe}
 
 // Options configure the service. Store, or Backend and what it needs, is required.
 type Options struct {
@@ -181,6 +190,7 @@ func (s *Service) Run(ctx context.Context) error {
 		VerbSet: s.handleSet, VerbDelete: s.handleDelete, VerbDescribe: s.handleDescribe, VerbResolve: s.handleResolve,
 		VerbKey: s.handleKey, VerbRegistry: s.handleRegistryKey, VerbChatKey: s.handleChatKey,
 		VerbOAuthClient: s.handleOAuthClient, VerbFingerprints: s.handleFingerprints,
+		VerbChatSet: chatProfileOnly(s.handleSet), VerbChatDelete: chatProfileOnly(s.handleDelete), VerbChatDescribe: chatProfileOnly(s.handleDescribe),
 	}
 	meta := map[string]string{"backend": s.store.Name()}
 	if s.health != nil {
@@ -202,7 +212,7 @@ func (s *Service) Run(ctx context.Context) error {
 	cfg := bus.ServiceConfig{Name: ServiceName, Version: Version,
 		Description: "mcpbus credential service: secrets of MCP servers",
 		Metadata:    meta}
-	for _, verb := range []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve, VerbKey, VerbRegistry, VerbChatKey, VerbOAuthClient, VerbFingerprints} {
+	for _, verb := range Verbs {
 		cfg.Endpoints = append(cfg.Endpoints, bus.Endpoint{Name: verb, Subject: s.subj.Service("cred", verb),
 			Handler: bus.JSONHandler(s.log, s.logged(verb, handlers[verb]))})
 	}
@@ -229,11 +239,10 @@ type handler func(ctx context.Context, data []byte) (serverID string, out any, e
 // error code and message, never a value (error messages carry no values).
 func (s *Service) logged(verb string, h handler) bus.HandlerFunc {
 	return func(ctx context.Context, req micro.Request) (any, error) {
-		timeout := s.opts.RequestTimeout
-		if t := bus.CallerTimeout(nats.Header(req.Headers())); t > 0 && t < timeout {
-			timeout = t
-		}
-		ctx, cancel := context.WithTimeout(ctx, timeout)
+		// Within the caller's own deadline, with a margin: a backend that
+		// does not answer (a hung Vault) is then reported as such
+		// (SERVICE_UNAVAILABLE), not as a request nobody answered.
+		ctx, cancel := context.WithTimeout(ctx, bus.ReplyWithin(nats.Header(req.Headers()), s.opts.RequestTimeout))
 		defer cancel()
 		start := time.Now()
 		id, out, err := h(ctx, req.Data())

@@ -331,11 +331,8 @@ func checkCreate(req *model.KeyCreateRequest) ([]string, error) {
 		return nil, err
 	}
 	if r := req.Rate; r != nil {
-		if r.RPS <= 0 || r.RPS > 100000 {
-			return nil, apierr.Invalid("rate.rps", "rate.rps must be above 0 and at most 100000")
-		}
-		if r.Burst < 1 || r.Burst > 1000000 {
-			return nil, apierr.Invalid("rate.burst", "rate.burst must be between 1 and 1000000")
+		if err := r.Check(); err != nil {
+			return nil, err
 		}
 	}
 	return scopes, nil

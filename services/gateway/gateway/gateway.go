@@ -85,7 +85,7 @@ type Options struct {
 	// MaxEventStreams bounds the event streams one key holds open (default 64).
 	MaxEventStreams int
 	// ChatTurnTimeout bounds one turn of POST /v1/chat/completions
-	// (default 10m); the turn is cancelled past it.
+	// (default openai.DefaultTurnTimeout); the turn is cancelled past it.
 	ChatTurnTimeout time.Duration
 	// AuthFailures is how many failed authentications (401s) one client
 	// address (with a known key id: one address and key id) may make in a
@@ -156,6 +156,8 @@ type Gateway struct {
 	adminKey  string
 	created   bool
 	ready     chan struct{}
+
+	drain drain // the requests in flight, for a graceful shutdown
 
 	closeOnce sync.Once
 	bg        sync.WaitGroup // loops that end with mcpStop
@@ -323,7 +325,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 
 // buildHandler registers the routes (the API's and the console's) and wraps
 // them in the middleware, outer to inner: the HTTP server span, request
-// metrics, the client address (--trusted-proxy), access log, panic recovery, the Host check (DNS rebinding), CORS
+// metrics, the client address (--trusted-proxy; also the span's client.address), access log, panic recovery, the Host check (DNS rebinding), CORS
 // (so preflights need no key), the Origin and Content-Type checks of
 // state-changing requests (with or without auth), auth (with its throttle of
 // failed attempts), rate limit, body limit and deadlines.
@@ -382,9 +384,10 @@ func (g *Gateway) buildHandler() http.Handler {
 	}
 	h = g.resourceMetadata(h)
 	h = hostGuard(g.opts.NoAuth, g.opts.PublicURL, h)
+	h = g.drain.middleware(h)
 	h = openai.Errors(h) // every refusal of /v1 as an OpenAI error object
 	h = recoverer(g.log, h)
-	return traceHTTP(g.metrics.Middleware(mux, g.proxies.Middleware(accessLog(g.log, h))))
+	return traceHTTP(g.metrics.Middleware(mux, g.proxies.Middleware(clientAddress(accessLog(g.log, h)))))
 }
 
 // resourceMetadata serves the RFC 9728 document (with --oauth-issuer) to
@@ -470,21 +473,22 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.log.Info("gateway stopping")
 	sctx, cancel := context.WithTimeout(context.Background(), g.opts.ShutdownTimeout)
 	defer cancel()
-	// Event streams and chat completions do not end soon by themselves:
-	// end them first.
+	// Event streams never end by themselves: end them first.
 	g.api.StopStreams()
-	g.oai.Stop()
 	done := make(chan error, 1)
 	go func() { done <- g.srv.Shutdown(sctx) }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(g.opts.ShutdownTimeout / 2):
-		// MCP sessions (GET streams) are still open: close them, which also
-		// ends their calls, and give the rest the remaining time.
-		g.mcp.Close()
-		err = <-done
-	}
+	// The calls and chat completions in flight (and the multi round-trip
+	// calls held for their clients' next round, whose retries may come
+	// through another instance) finish first, for three quarters of the time
+	// at most; then the completions left are cancelled (with their turns),
+	// the MCP sessions close, which ends their streams, and the rest gets
+	// the remaining time.
+	wctx, wcancel := context.WithTimeout(sctx, g.opts.ShutdownTimeout*3/4)
+	g.drain.wait(wctx, func() bool { return g.mcp.HeldCalls() > 0 })
+	wcancel()
+	g.oai.Stop()
+	g.mcp.Close()
+	err := <-done
 	if err != nil {
 		g.log.Warn("gateway shutdown timed out; closing the remaining connections", "error", err)
 		_ = g.srv.Close()

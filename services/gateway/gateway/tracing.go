@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/services/gateway/auth"
 )
 
 // traceHTTP makes each request an HTTP SERVER span continuing the caller's
@@ -60,6 +61,20 @@ func namedRoute(method, pattern string, h http.Handler) http.Handler {
 		if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
 			span.SetName(name)
 			span.SetAttributes(route)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// clientAddress sets the HTTP span's client.address to the client the
+// gateway believes (auth.ClientAddr: the peer, or what a --trusted-proxy
+// says): otelhttp takes X-Forwarded-For from anyone, so a client could
+// name any address in the trace an operator reads. It runs inside the
+// proxies' middleware.
+func clientAddress(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+			span.SetAttributes(semconv.ClientAddress(auth.ClientAddr(r)))
 		}
 		h.ServeHTTP(w, r)
 	})

@@ -139,6 +139,8 @@ type Aggregator struct {
 	closed   bool
 	catalogs map[string]model.Catalog // by server slug
 	running  map[string]bool          // servers whose status is running
+	ran      map[string]bool          // servers that ran since they entered the catalog (listchanged.go)
+	ranKey   string                   // the names in ran, as trackRan last saw them
 	restarts *restarts.Catalogs       // live catalogs and those kept through a restart
 	tools    map[string]*toolEntry    // by exposed name
 	search   *toolsearch.Index        // tools, by exposed name, for search_tools
@@ -150,6 +152,8 @@ type Aggregator struct {
 	held     heldCalls                // bus calls held across the rounds of 2026-07-28 clients (mrtr.go)
 	sealer   *stateSealer             // seals their requestState (mrtrstate.go)
 	retries  *nats.Subscription       // retries of held calls other instances pass on (mrtrforward.go)
+	notices  []*nats.Subscription     // the runners' resource_updated and list_changed events (subscriptions.go)
+	renew    renewals                 // renewals of their leases (subscriptions.go)
 	pushes   taskPushes               // tasks of this instance's sessions, for their status pushes (taskpush.go)
 	tel      serverTelemetry
 	// authorizer starts a caller's own OAuth flow (authprompt.go).
@@ -185,9 +189,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 	a := &Aggregator{
 		opts: opts, log: opts.Logger, sdkLog: sdkLogger(opts.Logger),
 		client: client.New(nc, client.Options{Prefix: opts.Prefix, Timeout: opts.CallTimeout, Agent: opts.Agent, MayPublish: opts.MayPublish, Tie: opts.Tie}), nc: nc,
-		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, restarts: restarts.New(),
+		catalogs: map[string]model.Catalog{}, running: map[string]bool{}, ran: map[string]bool{}, restarts: restarts.New(),
 		tools: map[string]*toolEntry{}, search: toolsearch.New(), views: map[string]*view{}, tel: newServerTelemetry(),
-		toolsKV: tools, catalogMoved: make(chan struct{}),
+		toolsKV: tools, catalogMoved: make(chan struct{}), renew: renewals{kick: make(chan struct{}, 1)},
 	}
 	if a.sealer, err = newStateSealer(); err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
@@ -213,6 +217,17 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Aggregator, error) 
 			cancel()
 			return nil, err
 		}
+	}
+	if opts.Agent == "" {
+		if a.notices, err = a.followNotices(bus.NewSubjects(opts.Prefix)); err != nil {
+			cancel()
+			if a.retries != nil {
+				_ = a.retries.Unsubscribe()
+			}
+			return nil, fmt.Errorf("mcpserver: following the servers' notifications: %w", err)
+		}
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.renewSubscriptions(wctx) }()
 	}
 	toolsReady, statusReady := make(chan struct{}), make(chan struct{})
 	a.wg.Add(3)
@@ -254,6 +269,9 @@ func (a *Aggregator) Close() {
 	a.mu.Unlock()
 	if a.retries != nil {
 		_ = a.retries.Unsubscribe()
+	}
+	for _, sub := range a.notices {
+		_ = sub.Unsubscribe()
 	}
 	a.cancel()
 	a.wg.Wait()

@@ -33,8 +33,8 @@ func TestCallRightAfterStartWaitsForTheCatalog(t *testing.T) {
 		}
 	}()
 	e.Put(t, runnertest.Binary("beta", testServer, "-name", "beta"))
-	e.WaitState(t, "beta", model.StateRunning, 15*time.Second)
-	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+	e.WaitState(t, "beta", model.StateRunning, 30*time.Second)
+	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := e.Assets.Tools.Get(ctx, "beta")

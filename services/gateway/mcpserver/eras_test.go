@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
 )
 
@@ -297,7 +300,8 @@ func TestSessionProtocolMessages(t *testing.T) {
 func TestModernFastPathAnswersAsGoSDK(t *testing.T) {
 	fast := start(t, mcpserver.Options{NoAuth: true}, nil)
 	slow := start(t, mcpserver.Options{NoAuth: true, NoFastPath: true}, nil)
-	fast.addServer(t, "alpha", nil)
+	runs := filepath.Join(t.TempDir(), "runs")
+	fast.addServer(t, "alpha", map[string]model.EnvVar{"TESTMCP_RUN_FILE": {Value: runs}})
 	slow.addServer(t, "alpha", nil)
 	modern := &mcp.ClientSessionOptions{}
 	fc, sc := connect(t, fast.url, "", modern), connect(t, slow.url, "", modern)
@@ -318,13 +322,23 @@ func TestModernFastPathAnswersAsGoSDK(t *testing.T) {
 	}
 	// A client that hangs up cancels its call at the runner (the POST is
 	// the whole request): the gateway publishes the cancellation.
+	// It hangs up once the call runs at the server: one that hung up before
+	// its POST arrived would have nothing to cancel.
 	cancels := count(t, fast, "mcp.v1.cancel.alpha")
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := fc.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__sleep", Arguments: map[string]any{"ms": 5000}}); err == nil {
-		t.Fatal("a call past its client's deadline succeeded")
+	go func() {
+		defer cancel()
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if data, _ := os.ReadFile(runs); len(data) > 0 {
+				return
+			}
+		}
+	}()
+	if _, err := fc.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__sleep", Arguments: map[string]any{"ms": 20000}}); err == nil {
+		t.Fatal("a call its client hung up on succeeded")
 	}
-	for end := time.Now().Add(3 * time.Second); cancels.n.Load() == 0 && time.Now().Before(end); {
+	for end := time.Now().Add(30 * time.Second); cancels.n.Load() == 0 && time.Now().Before(end); {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if cancels.n.Load() == 0 {

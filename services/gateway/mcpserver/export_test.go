@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"runtime"
 	"strings"
 )
@@ -13,9 +14,6 @@ func (a *Aggregator) Knows(tool string) bool {
 	_, ok := a.tools[tool]
 	return ok
 }
-
-// HeldCalls is the number of bus calls held for clients' rounds (mrtr.go).
-func (a *Aggregator) HeldCalls() int { return a.held.len() }
 
 // HeldGoroutines counts the goroutines running a held call's code (its bus
 // call, or a relayed request waiting for the client's answer).
@@ -43,4 +41,12 @@ func HeldGoroutines() int {
 func (a *Aggregator) HoldCatalogs() (release func()) {
 	a.watchGate.Lock()
 	return a.watchGate.Unlock
+}
+
+// RenewSubscriptions runs one renewal of the resource subscriptions held
+// and returns the URIs renewed, once every renewal ended.
+func (a *Aggregator) RenewSubscriptions(ctx context.Context) []string {
+	uris, wait := a.renewHeld(ctx, nil)
+	wait()
+	return uris
 }

@@ -138,7 +138,7 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		if ip == nil || r.Header.Get("Mcp-Protocol-Version") >= modernVersion || asksClient(ls.ss) {
 			return false // asksClient: the server's requests need go-sdk's stream
 		}
-		protocol = ip.ProtocolVersion
+		protocol = negotiated(ip.ProtocolVersion)
 		for k := range reqMeta {
 			if strings.HasPrefix(k, "io.modelcontextprotocol/") {
 				return false // per-request protocol metadata: go-sdk decides
@@ -169,16 +169,7 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		defer stop()
 	}
 
-	var meta mcp.Meta // the client's trace context, if it sent one
-	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
-		var s string
-		if raw, ok := reqMeta[k]; ok && json.Unmarshal(raw, &s) == nil {
-			if meta == nil {
-				meta = mcp.Meta{}
-			}
-			meta[k] = s
-		}
-	}
+	meta := traceMembers(reqMeta) // the client's trace context, if it sent one
 	ctx, op := a.tel.start(ctx, opRequest{method: "tools/call", target: name, header: r.Header, meta: meta,
 		id: &req.ID, session: sessionID, protocol: protocol,
 		extra: []attribute.KeyValue{conv.GenAIToolName.String(name), conv.OperationExecuteTool}})
@@ -312,7 +303,7 @@ func (a *Aggregator) fastCall(ctx context.Context, w http.ResponseWriter, r *htt
 		ok, isError = toolResult(raw)
 	}
 	if ok {
-		raw, err = eraResult(raw, serverInfo)
+		raw, err = eraResult(linkedURIs(raw, e.cat.Server), serverInfo)
 		ok = err == nil
 	}
 	if !ok {
@@ -383,6 +374,18 @@ func eligible(r *http.Request) bool {
 // supportedVersion are the stateful protocol versions of go-sdk v1.8.0
 // (modernVersion is the stateless one).
 var supportedVersion = map[string]bool{"2025-11-25": true, "2025-06-18": true, "2025-03-26": true, "2024-11-05": true}
+
+// negotiated is the protocol version of a session whose client asked for v
+// in initialize, as go-sdk negotiates it: v when supported, else the
+// latest stateful version. Telemetry records it, never v itself: a
+// client's string of any length and value (go-sdk keeps the asked one in
+// InitializeParams) would be a metric label.
+func negotiated(v string) string {
+	if supportedVersion[v] {
+		return v
+	}
+	return "2025-11-25"
+}
 
 // acceptsBoth is go-sdk's rule: a POST must accept JSON and an event stream.
 func acceptsBoth(values []string) bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
 )
 
@@ -127,14 +129,15 @@ func sameJSON(t *testing.T, a, b string) bool {
 // as go-sdk refuses it; the first one completes.
 func TestFastPathDuplicateID(t *testing.T) {
 	e := start(t, mcpserver.Options{NoAuth: true}, nil)
-	e.addServer(t, "alpha", nil)
+	runs := filepath.Join(t.TempDir(), "runs")
+	e.addServer(t, "alpha", map[string]model.EnvVar{"TESTMCP_RUN_FILE": {Value: runs}})
 	c := connect(t, e.url, "", nil)
-	// The first call sleeps long enough that a loaded machine still has it
-	// running when the duplicate comes.
-	slow := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":2500}}}`
+	// The duplicate comes once the first call runs at the server, which
+	// sleeps long enough that a loaded machine still has it running then.
+	slow := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":4000}}}`
 	first := make(chan rawResp, 1)
 	go func() { first <- rawWith(t, e.url, "", c.ID(), slow, nil) }()
-	time.Sleep(500 * time.Millisecond)
+	waitRuns(t, runs, 1)
 	dup := rawWith(t, e.url, "", c.ID(), slow, nil)
 	if dup.status != http.StatusBadRequest || dup.rpcCode(t) != jsonrpc.CodeInvalidRequest {
 		t.Fatalf("duplicate id: %d %s", dup.status, dup.body)
@@ -188,16 +191,18 @@ func TestFastPathLeavesTheRestToGoSDK(t *testing.T) {
 // Sessions idle for SessionTimeout are closed; calls on the fast path count
 // as use, though go-sdk never sees them.
 func TestSessionIdleTimeout(t *testing.T) {
-	e := start(t, mcpserver.Options{NoAuth: true, SessionTimeout: 400 * time.Millisecond}, nil)
+	// A timeout ten times the pause between the calls below: a loaded host
+	// stretches the gap between one call's end and the next one's start.
+	e := start(t, mcpserver.Options{NoAuth: true, SessionTimeout: time.Second}, nil)
 	e.addServer(t, "alpha", nil)
 	c := connect(t, e.url, "", nil)
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"keepalive"}}}`
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if st, ct, body := rawPost(t, e.url, c.ID(), call, nil); st != http.StatusOK || ct != "application/json" {
 			t.Fatalf("a session in use was closed: %d %s %s", st, ct, body)
 		}
 	}
-	time.Sleep(time.Second)
+	time.Sleep(2500 * time.Millisecond) // idle: asking sooner would be a use
 	if st, _, body := rawPost(t, e.url, c.ID(), call, nil); st != http.StatusNotFound {
 		t.Fatalf("an idle session still answers: %d %s", st, body)
 	}
@@ -227,7 +232,9 @@ func TestFastPathCancelledCallIsNotAnswered(t *testing.T) {
 
 func testCancelledCall(t *testing.T, jsonResponse bool) {
 	e := start(t, mcpserver.Options{NoAuth: true, JSONResponse: jsonResponse}, nil)
-	e.addServer(t, "alpha", nil)
+	runs := filepath.Join(t.TempDir(), "runs")
+	e.addServer(t, "alpha", map[string]model.EnvVar{"TESTMCP_RUN_FILE": {Value: runs}})
+	started := 0
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 	sid := rawWith(t, e.url, "", "", init, map[string]string{"Mcp-Protocol-Version": ""}).session
 	if sid == "" {
@@ -237,11 +244,12 @@ func testCancelledCall(t *testing.T, jsonResponse bool) {
 
 	for id, meta := range map[int]string{7: ``, 17: `,"_meta":{"progressToken":"p17"}`} {
 		got := make(chan rawResp, 1)
-		begin := time.Now()
 		go func() {
-			got <- raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":5000}%s}}`, id, meta))
+			got <- raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":20000}%s}}`, id, meta))
 		}()
-		time.Sleep(300 * time.Millisecond) // the call is at the runner
+		started++
+		waitRuns(t, runs, started) // the call is at the server
+		begin := time.Now()
 		if r := raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"user"}}`, id)); r.status != http.StatusAccepted {
 			t.Fatalf("notifications/cancelled %d: %d %s", id, r.status, r.body)
 		}
@@ -250,10 +258,10 @@ func testCancelledCall(t *testing.T, jsonResponse bool) {
 			if r.status != http.StatusOK || r.ctype != "text/event-stream" || strings.Contains(r.body, `"id":`) {
 				t.Fatalf("the cancelled call %d%s was answered: %d %s %q", id, meta, r.status, r.ctype, r.body)
 			}
-			if d := time.Since(begin); d > 3*time.Second {
-				t.Fatalf("the cancelled call %d's POST ended after %s", id, d)
+			if d := time.Since(begin); d > 10*time.Second { // of a 20 s sleep
+				t.Fatalf("the cancelled call %d's POST ended %s after the cancellation", id, d)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(15 * time.Second):
 			t.Fatalf("the cancelled call %d's POST did not end", id)
 		}
 	}

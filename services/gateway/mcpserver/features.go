@@ -403,6 +403,7 @@ func (a *Aggregator) getPrompt(ctx context.Context, v *view, p *mcp.GetPromptPar
 	if err := a.client.RPC(ctx, ref.server, "prompts/get", &mcp.GetPromptParams{Name: ref.name, Arguments: p.Arguments}, &res); err != nil {
 		return nil, a.rpcFailure(ctx, "prompts/get", ref.server, err)
 	}
+	promptURIs(&res, ref.server)
 	dropUpstreamInfo(res.Meta)
 	return &res, nil
 }
@@ -454,7 +455,9 @@ func (a *Aggregator) rpcFailure(ctx context.Context, method, server string, err 
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.Network, "server %s did not answer %s within %s", server, method, a.opts.RPCTimeout))
-	case ae.Code == apierr.Validation, ae.Code == apierr.NotFound:
+	case ae.Code == apierr.Validation, ae.Code == apierr.NotFound, ae.Code == apierr.RateLimited:
+		// The caller's to change (a full server's subscriptions: 256), not
+		// the gateway's failure.
 		return rpcError(jsonrpc.CodeInvalidParams, ae)
 	}
 	a.log.Warn("request to a server failed", "method", method, "server", server, "code", ae.Code, "error", ae.Message)

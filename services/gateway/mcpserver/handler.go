@@ -24,6 +24,7 @@ type viewCtxKey struct{}
 // (auth.PrincipalFrom) chooses the tools it sees.
 func (a *Aggregator) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		markSpan(r)
 		p := auth.PrincipalFrom(r.Context())
 		if p == nil {
 			if !a.opts.NoAuth {

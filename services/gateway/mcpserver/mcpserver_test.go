@@ -79,9 +79,21 @@ func (e *env) addServer(t *testing.T, name string, envVars map[string]model.EnvV
 	cfg := runnertest.Binary(name, testServer, append([]string{"-name", name}, args...)...)
 	cfg.EnvVars = envVars
 	e.Put(t, cfg)
-	e.WaitState(t, name, model.StateRunning, 15*time.Second)
-	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+	e.WaitState(t, name, model.StateRunning, 30*time.Second)
+	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
 		return e.agg.Knows(name + "__echo"), "the aggregate does not know " + name + "__echo"
+	})
+}
+
+// waitRuns waits until the test server's sleep has started n times (the
+// lines it appends to TESTMCP_RUN_FILE, runs): a call cancelled, or
+// doubled, before it reaches the server tests nothing.
+func waitRuns(t *testing.T, runs string, n int) {
+	t.Helper()
+	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
+		data, _ := os.ReadFile(runs)
+		got := strings.Count(string(data), "\n")
+		return got >= n, fmt.Sprintf("the server started %d sleeps, want %d", got, n)
 	})
 }
 
@@ -89,8 +101,13 @@ func (e *env) addServer(t *testing.T, name string, envVars map[string]model.EnvV
 type client struct {
 	*mcp.ClientSession
 	listChanged chan struct{}
-	mu          sync.Mutex
-	progress    []*mcp.ProgressNotificationParams
+	// promptsChanged and resourcesChanged get prompts/list_changed and
+	// resources/list_changed.
+	promptsChanged, resourcesChanged chan struct{}
+	// updated gets the URI of each notifications/resources/updated.
+	updated  chan string
+	mu       sync.Mutex
+	progress []*mcp.ProgressNotificationParams
 }
 
 func (c *client) progressSeen() []*mcp.ProgressNotificationParams {
@@ -114,11 +131,20 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // of 2025-11-25 unless sessOpts names another version (see connectModern).
 func connect(t *testing.T, url, key string, sessOpts *mcp.ClientSessionOptions) *client {
 	t.Helper()
-	c := &client{listChanged: make(chan struct{}, 16)}
+	c := &client{listChanged: make(chan struct{}, 16), promptsChanged: make(chan struct{}, 16), resourcesChanged: make(chan struct{}, 16), updated: make(chan string, 64)}
+	signal := func(ch chan struct{}) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 	mc := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { signal(c.listChanged) },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { signal(c.promptsChanged) },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { signal(c.resourcesChanged) },
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			select {
-			case c.listChanged <- struct{}{}:
+			case c.updated <- req.Params.URI:
 			default:
 			}
 		},
@@ -238,13 +264,22 @@ func count(t *testing.T, e *env, subject string) *counter {
 	return c
 }
 
-// settled returns the count once messages in flight have arrived.
+// settled returns the count once messages in flight have arrived: after a
+// flush the server has sent every message published before it, and they
+// have been counted once none waits for the handler and the handler has
+// counted each one handed to it (a sleep here raced the handler's goroutine
+// on a loaded host).
 func (c *counter) settled(t *testing.T) int64 {
 	t.Helper()
 	if err := c.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
+		queued, _, err := c.sub.Pending()
+		delivered, derr := c.sub.Delivered()
+		return err == nil && derr == nil && queued == 0 && c.n.Load() == delivered,
+			fmt.Sprintf("%d messages queued, %d delivered, %d counted (%v, %v)", queued, delivered, c.n.Load(), err, derr)
+	})
 	return c.n.Load()
 }
 
@@ -349,7 +384,8 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestProgressAndCancelRelayed(t *testing.T) {
 	e := start(t, mcpserver.Options{NoAuth: true}, nil)
 	marker := filepath.Join(t.TempDir(), "cancelled")
-	e.addServer(t, "alpha", map[string]model.EnvVar{"TESTMCP_CANCEL_FILE": {Value: marker}})
+	runs := filepath.Join(t.TempDir(), "runs")
+	e.addServer(t, "alpha", map[string]model.EnvVar{"TESTMCP_CANCEL_FILE": {Value: marker}, "TESTMCP_RUN_FILE": {Value: runs}})
 	c := connect(t, e.url, "", nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -362,7 +398,12 @@ func TestProgressAndCancelRelayed(t *testing.T) {
 	if textOf(t, res) != "done 3 steps" {
 		t.Fatalf("progress result: %+v", res)
 	}
-	// Notifications and the result travel on the same stream, in order.
+	// Notifications and the result travel on the same stream, in order; but
+	// go-sdk's client hands notifications to their handler on a queue of its
+	// own, so the last may land just after CallTool returned.
+	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
+		return len(c.progressSeen()) >= 3, fmt.Sprintf("%d progress notifications, want 3", len(c.progressSeen()))
+	})
 	got := c.progressSeen()
 	if len(got) != 3 {
 		t.Fatalf("%d progress notifications, want 3: %+v", len(got), got)
@@ -386,14 +427,28 @@ func TestProgressAndCancelRelayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	// The client gives up once the server runs the call (its sleep appends a
+	// line to runs): cancelled before it got there, the call never does.
 	cctx, ccancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(300 * time.Millisecond); ccancel() }()
-	begin := time.Now()
+	var cancelledAt atomic.Pointer[time.Time]
+	go func() {
+		defer ccancel()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if data, _ := os.ReadFile(runs); len(data) > 0 {
+				break
+			}
+		}
+		now := time.Now()
+		cancelledAt.Store(&now)
+	}()
 	_, err = c.CallTool(cctx, &mcp.CallToolParams{Name: "alpha__sleep", Arguments: map[string]any{"ms": 20000}})
 	if err == nil {
 		t.Fatal("a cancelled call succeeded")
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	if at := cancelledAt.Load(); at == nil || time.Since(*at) > 10*time.Second {
+		t.Fatalf("the cancelled call returned %v after its cancellation", at)
+	}
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := os.Stat(marker); err == nil {
 			break
@@ -404,7 +459,7 @@ func TestProgressAndCancelRelayed(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Call events go out in bursts: the progress call's may come late.
-	for waiting := time.After(5 * time.Second); ; {
+	for waiting := time.After(30 * time.Second); ; {
 		var ev model.CallEvent
 		select {
 		case ev = <-events:
@@ -417,8 +472,8 @@ func TestProgressAndCancelRelayed(t *testing.T) {
 		if ev.Outcome != "cancelled" {
 			t.Fatalf("call event %+v, want sleep cancelled", ev)
 		}
-		if ev.DurationMS > 5000 || time.Since(begin) > 10*time.Second {
-			t.Fatalf("the sleep ran %.0fms: not cancelled early", ev.DurationMS)
+		if ev.DurationMS > 10000 {
+			t.Fatalf("the sleep ran %.0fms of 20000: not cancelled early", ev.DurationMS)
 		}
 		break
 	}
@@ -442,7 +497,7 @@ func TestListChangedAndSameToolNames(t *testing.T) {
 	}
 	waitListChanged(t, c, "add_tool")
 	var late *mcp.Tool
-	for deadline := time.Now().Add(5 * time.Second); late == nil; {
+	for deadline := time.Now().Add(30 * time.Second); late == nil; {
 		for _, tool := range tools(t, c) {
 			if tool.Meta[mcpserver.MetaTool] == "late.tool" {
 				late = tool
@@ -492,7 +547,7 @@ func TestListChangedAndSameToolNames(t *testing.T) {
 		}
 	}
 	waitListChanged(t, c, "removing server beta")
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		list := tools(t, c)
 		if _, ok := list["beta__echo"]; !ok {
 			if _, ok := list["alpha__echo"]; !ok {
@@ -746,7 +801,7 @@ func TestStateless(t *testing.T) {
 	}
 	// go-sdk's client hands notifications to their handler on a queue of its
 	// own, so they may land just after CallTool returned.
-	for deadline := time.Now().Add(3 * time.Second); len(c.progressSeen()) < 2 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); len(c.progressSeen()) < 2 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if n := len(c.progressSeen()); n != 2 {
@@ -808,7 +863,7 @@ func TestServeStdio(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Serve: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Serve did not return after the client hung up")
 	}
 }

@@ -197,6 +197,10 @@ func (h *heldCalls) cancel(drop func(*heldCall) bool) {
 	}
 }
 
+// HeldCalls is the number of bus calls held for clients' next rounds: a
+// stopping gateway waits for them (within its shutdown timeout).
+func (a *Aggregator) HeldCalls() int { return a.held.len() }
+
 // modernAsks reports whether a tools/call of a 2026-07-28 client must go
 // through a held call: the client declared elicitation or sampling in the
 // request's _meta (go-sdk puts them in its InitializeParams).
@@ -311,8 +315,10 @@ func (a *Aggregator) resumeCall(ctx context.Context, v *view, e *toolEntry, req 
 // resumeHeld resumes a held call of this instance for owner (a view key):
 // the state must be unexpired, the owner's, for tool e and the last round,
 // and responses must answer every request of that round. Any of that wrong
-// ends the held call (when it names one) with -32602. req, when the retry
-// came straight from its client, takes the call's progress.
+// is -32602 and ends the held call (when it names one), except a state of
+// another caller, which must not be able to end someone else's call, nor
+// learn whether it is still held or has expired. req, when the retry came
+// straight from its client, takes the call's progress.
 func (a *Aggregator) resumeHeld(ctx context.Context, owner string, e *toolEntry, state string, responses mcp.InputResponseMap, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	refuse := func(hc *heldCall, err *apierr.Error) (*mcp.CallToolResult, error) {
 		if hc != nil {
@@ -321,15 +327,21 @@ func (a *Aggregator) resumeHeld(ctx context.Context, owner string, e *toolEntry,
 		return nil, rpcError(jsonrpc.CodeInvalidParams, err)
 	}
 	st, bad := a.sealer.open(state, time.Now())
-	hc := a.held.get(st.Call) // "" (a state that did not open) names none
+	if bad != nil && st.Call == "" { // did not open: names no call, nor its owner
+		return refuse(nil, bad)
+	}
+	if st.Owner != owner {
+		// Not the caller's to end, nor to know of: a replayed state leaves
+		// the round trip to the one it belongs to, and gets the same answer
+		// whether that call is still held, over or expired.
+		return refuse(nil, apierr.Invalid("requestState", "requestState belongs to another caller"))
+	}
+	hc := a.held.get(st.Call)
 	if bad != nil {
 		return refuse(hc, bad)
 	}
 	if hc == nil {
 		return refuse(nil, apierr.Invalid("requestState", "the call this requestState names is over (it finished, timed out or was refused): call the tool again without it"))
-	}
-	if st.Owner != owner {
-		return refuse(hc, apierr.Invalid("requestState", "requestState belongs to another caller"))
 	}
 	if st.Tool != e.name {
 		return refuse(hc, apierr.Invalid("requestState", fmt.Sprintf("requestState is of a call of %s, not %s", st.Tool, e.name)))

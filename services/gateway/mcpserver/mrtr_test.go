@@ -77,7 +77,7 @@ func connectAsking(t *testing.T, url string, elicit func(msg string) (*mcp.Elici
 // call's code: nothing of a finished or refused call is left behind.
 func waitHeldGone(t *testing.T, agg *mcpserver.Aggregator, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for agg.HeldCalls() != 0 || mcpserver.HeldGoroutines() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d held calls and %d goroutines of held calls left", what, agg.HeldCalls(), mcpserver.HeldGoroutines())
@@ -258,9 +258,19 @@ func TestModernInputRequiredMessages(t *testing.T) {
 	if e.agg.HeldCalls() != 1 {
 		t.Fatalf("%d held calls after forged states, want the one call still held", e.agg.HeldCalls())
 	}
-	// Another caller's state: refused, and the call is over for its owner too.
+	// Another caller's state: refused, and the call goes on for its owner,
+	// who completes it (a replayed state cannot end someone else's call).
 	wantRefused(t, retry(t, e.url, "key-b", "alpha__ask", answer, state), "another caller")
-	waitHeldGone(t, e.agg, "after another caller's retry")
+	if e.agg.HeldCalls() != 1 {
+		t.Fatalf("%d held calls after another caller's retry, want the owner's still held", e.agg.HeldCalls())
+	}
+	if m := retry(t, e.url, "key-a", "alpha__ask", answer, state); m.Error != nil || !strings.Contains(string(m.Result["content"]), "hello Ada") {
+		t.Fatalf("the owner's retry after another caller's answered %+v %v", m.Error, m.Result)
+	}
+	waitHeldGone(t, e.agg, "after the owner's retry")
+	// Once the call is over, another caller holding its state learns no
+	// more than before (not that it ended): the owner alone is told.
+	wantRefused(t, retry(t, e.url, "key-b", "alpha__ask", answer, state), "another caller")
 	wantRefused(t, retry(t, e.url, "key-a", "alpha__ask", answer, state), "is over")
 
 	// The state of a call of alpha__ask retried on alpha__sample.
@@ -308,7 +318,7 @@ func TestModernUnansweredInputRequest(t *testing.T) {
 		t.Fatalf("%d held calls while the client thinks, want 1", n)
 	}
 	waitHeldGone(t, e.agg, "after the call's timeout")
-	for waiting := time.After(5 * time.Second); ; {
+	for waiting := time.After(30 * time.Second); ; {
 		var ev model.CallEvent
 		select {
 		case ev = <-events:
@@ -365,5 +375,44 @@ func TestModernRetryOnAnotherInstance(t *testing.T) {
 
 	id, state = firstRound(t, e.url, "key-a")
 	wantRefused(t, retry(t, srv.URL, "key-b", "alpha__ask", fmt.Sprintf(`{%q:{"action":"decline"}}`, id), state), "another caller")
-	waitHeldGone(t, e.agg, "after another caller's passed-on retry")
+	if e.agg.HeldCalls() != 1 {
+		t.Fatalf("%d held calls after another caller's passed-on retry, want the owner's still held", e.agg.HeldCalls())
+	}
+	if m := retry(t, srv.URL, "key-a", "alpha__ask", fmt.Sprintf(`{%q:{"action":"accept","content":{"name":"Lin"}}}`, id), state); m.Error != nil || !strings.Contains(string(m.Result["content"]), "hello Lin") {
+		t.Fatalf("the owner's passed-on retry after another caller's answered %+v %v", m.Error, m.Result)
+	}
+	waitHeldGone(t, e.agg, "after the owner's passed-on retry")
+}
+
+// A retry passed to a holder that dies before answering (killed while the
+// round waits for its server) fails soon with "is gone", not at the call's
+// timeout.
+func TestModernRetryHolderDies(t *testing.T) {
+	t.Parallel()
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+	_, state := firstRound(t, e.url, "")
+	_, sealed, _ := strings.Cut(state, ".")
+	// A holder that takes the retry and is gone before it answers.
+	const holder = "abcdefghijklmnop"
+	got := make(chan struct{}, 1)
+	sub, err := e.NC.Subscribe("mcp.v1.gateway.retry."+holder, func(*nats.Msg) {
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		<-got
+		time.Sleep(300 * time.Millisecond)
+		_ = sub.Unsubscribe()
+	}()
+	begin := time.Now()
+	wantRefused(t, retry(t, e.url, "", "alpha__ask", `{"mcpbus-1":{"action":"decline"}}`, holder+"."+sealed), "is gone")
+	if d := time.Since(begin); d > 8*time.Second {
+		t.Fatalf("the retry to a dead holder took %s", d)
+	}
 }

@@ -61,7 +61,7 @@ func (a *Aggregator) forwardRetry(ctx context.Context, holder, owner string, e *
 	// The holder answers within the call's time, which never exceeds CallTimeout.
 	ctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout+5*time.Second)
 	defer cancel()
-	reply, err := bus.Request(ctx, a.nc, msg, 0)
+	reply, err := a.requestHolder(ctx, msg)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return nil, rpcError(jsonrpc.CodeInvalidParams, apierr.Invalid("requestState",
@@ -83,12 +83,63 @@ func (a *Aggregator) forwardRetry(ctx context.Context, holder, owner string, e *
 	return &res, nil
 }
 
+// holderProbe is how often a passed-on retry checks that its holder is
+// still there: one killed while the round waits (for its server's next
+// request or its result) never answers, and the client would wait until the
+// call's timeout for nothing.
+const holderProbe = 2 * time.Second
+
+// retryProbeHeader marks a probe of the holder: answered at once, empty.
+const retryProbeHeader = "Mcpbus-Retry-Probe"
+
+// requestHolder sends a retry to its holder and waits for the answer,
+// failing with nats.ErrNoResponders as soon as the holder is found gone.
+func (a *Aggregator) requestHolder(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gone := make(chan struct{})
+	go func() {
+		t := time.NewTicker(holderProbe)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			probe := nats.NewMsg(msg.Subject)
+			probe.Header.Set(retryProbeHeader, "1")
+			pctx, pcancel := context.WithTimeout(ctx, holderProbe)
+			_, err := a.nc.RequestMsgWithContext(pctx, probe)
+			pcancel()
+			if errors.Is(err, nats.ErrNoResponders) {
+				close(gone)
+				cancel()
+				return
+			}
+		}
+	}()
+	reply, err := bus.Request(ctx, a.nc, msg, 0)
+	if err != nil {
+		select {
+		case <-gone:
+			return nil, nats.ErrNoResponders
+		default:
+		}
+	}
+	return reply, err
+}
+
 // serveRetries takes the retries other instances pass on for the calls this
 // one holds, until ctx ends.
 func (a *Aggregator) serveRetries(ctx context.Context) (*nats.Subscription, error) {
 	subject := bus.NewSubjects(a.opts.Prefix).GatewayRetry(a.sealer.instance)
 	sub, err := a.nc.Subscribe(subject, func(m *nats.Msg) {
 		if !bus.InboxMsg(a.log, m) {
+			return
+		}
+		if m.Header.Get(retryProbeHeader) != "" {
+			_ = m.Respond(nil) // here: the retry it asks about is still being served
 			return
 		}
 		go a.serveRetry(ctx, m) // a round may wait for the person answering

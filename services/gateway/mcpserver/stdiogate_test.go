@@ -73,6 +73,13 @@ func (p *stdioPeer) next(what string) []stdioAnswer {
 		if !ok {
 			p.t.Fatalf("%s: the server hung up (Serve: %v)", what, <-p.served)
 		}
+		var note struct {
+			Method string          `json:"method"`
+			ID     json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(line, &note) == nil && note.Method != "" && note.ID == nil {
+			return p.next(what) // a notification (a list changed), not an answer
+		}
 		var batch []stdioAnswer
 		if json.Unmarshal(line, &batch) == nil {
 			return batch

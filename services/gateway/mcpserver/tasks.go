@@ -10,10 +10,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 )
 
 // Durable tasks on /mcp. go-sdk v1.8.0 has no Tasks, so the gateway answers
@@ -115,7 +117,9 @@ func (a *Aggregator) taskPath(w http.ResponseWriter, r *http.Request, v *view, l
 	default: // tasks/update
 		do = func(ctx context.Context) (any, *jsonrpc.Error) { return a.updateTask(ctx, p.TaskID) }
 	}
-	a.taskOp(w, r, ls, modern, req, p.TaskID, do)
+	// The task id is an attribute, not the span name's target: one name
+	// per task would be a name per request.
+	a.taskOp(w, r, ls, modern, req, "", do, conv.MCPBusTaskID.String(p.TaskID))
 	return true
 }
 
@@ -166,16 +170,16 @@ func taskCall(params json.RawMessage, modern bool) (name string, args json.RawMe
 
 // taskOp runs one Tasks request as an MCP server span and writes its
 // JSON-RPC response.
-func (a *Aggregator) taskOp(w http.ResponseWriter, r *http.Request, ls *liveSession, modern bool, req *jsonrpc.Request, target string, do func(context.Context) (any, *jsonrpc.Error)) {
+func (a *Aggregator) taskOp(w http.ResponseWriter, r *http.Request, ls *liveSession, modern bool, req *jsonrpc.Request, target string, do func(context.Context) (any, *jsonrpc.Error), extra ...attribute.KeyValue) {
 	session, protocol := "", modernVersion
 	if ls != nil {
 		session = ls.ss.ID()
 		if ip := ls.ss.InitializeParams(); ip != nil {
-			protocol = ip.ProtocolVersion
+			protocol = negotiated(ip.ProtocolVersion)
 		}
 	}
 	ctx, op := a.tel.start(r.Context(), opRequest{method: req.Method, target: target, header: r.Header,
-		id: &req.ID, session: session, protocol: protocol})
+		meta: traceMeta(req.Params), id: &req.ID, session: session, protocol: protocol, extra: extra})
 	res, rerr := do(ctx)
 	if rerr != nil {
 		op.End(ctx, fmt.Sprint(rerr.Code), rerr)
@@ -299,7 +303,7 @@ func (a *Aggregator) detailedV2(t model.Task) taskV2 {
 	out := toV2(t, "complete")
 	switch t.State {
 	case model.TaskCompleted:
-		raw, err := eraResult(t.Result, a.serverInfo)
+		raw, err := eraResult(linkedURIs(t.Result, t.Server), a.serverInfo)
 		if err != nil {
 			out.Status, out.StatusMessage = model.TaskFailed, "the tool's result is not a CallToolResult"
 			out.Error = rpcError(jsonrpc.CodeInternalError, apierr.New(apierr.Internal, out.StatusMessage))
@@ -340,7 +344,7 @@ func (a *Aggregator) taskResult(ctx context.Context, id string) (any, *jsonrpc.E
 		if t.State != model.TaskCompleted {
 			return nil, taskError(t)
 		}
-		raw, err := eraResult(t.Result, nil)
+		raw, err := eraResult(linkedURIs(t.Result, t.Server), nil)
 		if err == nil {
 			raw, err = withRelatedTask(raw, id)
 		}

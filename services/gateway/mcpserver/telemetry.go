@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,7 +47,8 @@ type opRequest struct {
 	id             *jsonrpc.ID // nil when go-sdk keeps it to itself
 	session        string
 	protocol       string
-	extra          []attribute.KeyValue
+	extra          []attribute.KeyValue // the span's and the duration sample's
+	spanOnly       []attribute.KeyValue // the span's alone: too many values for a metric label
 }
 
 // start begins the SERVER span "{method} {target}". Its parent is the trace
@@ -77,6 +79,7 @@ func (t *serverTelemetry) start(ctx context.Context, in opRequest) (context.Cont
 		if in.id != nil && in.id.IsValid() {
 			span.SetAttributes(conv.JSONRPCRequestID.String(fmt.Sprint(in.id.Raw())))
 		}
+		span.SetAttributes(in.spanOnly...)
 	}
 	return ctx, op
 }
@@ -106,13 +109,46 @@ func metaContext(ctx context.Context, meta mcp.Meta) context.Context {
 	return bus.Propagator().Extract(ctx, bus.MapCarrier(meta))
 }
 
-// headerContext returns ctx carrying the HTTP request's trace context when
-// nothing upstream (the gateway's HTTP middleware) extracted it already.
+// headerContext returns ctx carrying the HTTP request's trace context: the
+// gateway's HTTP server span that Handler marked in h (spanHeader), else
+// the client's traceparent header when nothing upstream (the gateway's
+// HTTP middleware) extracted it already. The mark matters for go-sdk's
+// path in a session: go-sdk runs a session's requests under the context
+// of the request that opened it, so without it every later request of the
+// session was a child of the long-ended initialize request's span.
 func headerContext(ctx context.Context, h http.Header) context.Context {
+	if v := h.Get(spanHeader); v != "" {
+		remote := traceContext.Extract(context.Background(), propagation.MapCarrier{"traceparent": v})
+		if sc := trace.SpanContextFromContext(remote); sc.IsValid() {
+			return trace.ContextWithSpanContext(ctx, sc.WithRemote(false))
+		}
+	}
 	if trace.SpanContextFromContext(ctx).IsValid() || h.Get("traceparent") == "" {
 		return ctx
 	}
 	return bus.Propagator().Extract(ctx, propagation.HeaderCarrier(h))
+}
+
+// spanHeader carries the HTTP request's span (a traceparent value) from
+// Handler to the MCP server span of the request, across go-sdk. Handler
+// removes any a client sent.
+const spanHeader = "Mcpbus-Http-Span"
+
+// traceContext is the W3C traceparent codec alone (no baggage).
+var traceContext propagation.TraceContext
+
+// markSpan puts the span of r's context (the HTTP server span) in
+// spanHeader, replacing whatever the client wrote there.
+func markSpan(r *http.Request) {
+	r.Header.Del(spanHeader)
+	if !trace.SpanContextFromContext(r.Context()).IsValid() {
+		return
+	}
+	c := propagation.MapCarrier{}
+	traceContext.Inject(r.Context(), c)
+	if v := c["traceparent"]; v != "" {
+		r.Header.Set(spanHeader, v)
+	}
 }
 
 // sdkOpRequest describes a request go-sdk hands to the middleware.
@@ -127,7 +163,7 @@ func sdkOpRequest(method string, req mcp.Request) opRequest {
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
 		in.session = ss.ID()
 		if ip := ss.InitializeParams(); ip != nil {
-			in.protocol = ip.ProtocolVersion
+			in.protocol = negotiated(ip.ProtocolVersion)
 		}
 	}
 	switch p := req.GetParams().(type) {
@@ -143,8 +179,39 @@ func sdkOpRequest(method string, req mcp.Request) opRequest {
 		}
 	case *mcp.ReadResourceParams:
 		if p != nil {
-			in.extra = []attribute.KeyValue{conv.MCPResourceURI.String(p.URI)}
+			in.spanOnly = []attribute.KeyValue{conv.MCPResourceURI.String(p.URI)}
 		}
 	}
 	return in
+}
+
+// traceMeta is the trace context a client put in the _meta of a request's
+// params (traceparent, tracestate, baggage), for the requests the gateway
+// answers without go-sdk; nil without one.
+func traceMeta(params json.RawMessage) mcp.Meta {
+	if !bytes.Contains(params, []byte("traceparent")) {
+		return nil // the common request costs no decode
+	}
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return nil
+	}
+	return traceMembers(p.Meta)
+}
+
+// traceMembers keeps the trace-context members of a decoded _meta.
+func traceMembers(m map[string]json.RawMessage) mcp.Meta {
+	var meta mcp.Meta
+	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
+		var s string
+		if raw, ok := m[k]; ok && json.Unmarshal(raw, &s) == nil {
+			if meta == nil {
+				meta = mcp.Meta{}
+			}
+			meta[k] = s
+		}
+	}
+	return meta
 }

@@ -78,7 +78,7 @@ func (a *Aggregator) toolHandler(v *view, e *toolEntry) mcp.ToolHandler {
 // adds what protocol 2026-07-28 wants of a result; the upstream server's own
 // protocol fields are not the client's.
 func (a *Aggregator) callResult(e *toolEntry, raw json.RawMessage) (*mcp.CallToolResult, error) {
-	raw, err := eraResult(raw, nil)
+	raw, err := eraResult(linkedURIs(raw, e.cat.Server), nil)
 	if err != nil {
 		a.log.Warn("tool result is not a CallToolResult", "tool", e.name, "error", err)
 		return nil, rpcError(jsonrpc.CodeInternalError, apierr.Newf(apierr.Internal, "tool %s returned a result that is not a CallToolResult", e.name))

@@ -29,6 +29,11 @@ type view struct {
 	// tools (searchmode.go); installed holds only the key's pinned tools.
 	search   bool
 	lastUsed atomic.Int64
+	// sources names the servers its resource and prompt lists draw on,
+	// as its sessions last heard (listchanged.go).
+	sources string
+	// subs are the resources its sessions subscribed to (subscriptions.go).
+	subs viewSubs
 }
 
 // lists reports whether the view lists e: every tool its principal may
@@ -85,14 +90,14 @@ func (a *Aggregator) viewFor(p *auth.Principal, search bool) (*view, error) {
 	v := &view{key: key, principal: &cp, installed: map[string]*toolEntry{}, search: search}
 	caps := &mcp.ServerCapabilities{
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
-		Resources:   &mcp.ResourceCapabilities{},
-		Prompts:     &mcp.PromptCapabilities{},
+		Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: a.opts.Agent == ""},
+		Prompts:     &mcp.PromptCapabilities{ListChanged: true},
 		Completions: &mcp.CompletionCapabilities{},
 	}
 	if a.tasksServed() {
 		caps.AddExtension(tasksExtension, nil) // taskcaps.go
 	}
-	v.server = mcp.NewServer(a.impl, &mcp.ServerOptions{
+	sopts := &mcp.ServerOptions{
 		Instructions: "The tools, resources and prompts of every MCP server mcpbus runs. " +
 			"Tools and prompts are named <server>__<name>; resource URIs are mcpbus://<server>/<escaped original URI>. " +
 			"_meta of each names the server (" + MetaServer + ") and the original name.",
@@ -106,13 +111,19 @@ func (a *Aggregator) viewFor(p *auth.Principal, search bool) (*view, error) {
 		GetSessionID: v.newSessionID,
 		// A list depends on the key's tool filter.
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = privateCache },
-	})
+	}
+	if a.opts.Agent == "" { // an agent gets no resource updates (the runner refuses it)
+		sopts.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error { return a.subscribe(ctx, v, req) }
+		sopts.UnsubscribeHandler = func(ctx context.Context, req *mcp.UnsubscribeRequest) error { return a.unsubscribe(ctx, v, req) }
+	}
+	v.server = mcp.NewServer(a.impl, sopts)
 	v.server.AddReceivingMiddleware(a.features(v))
 	v.touch()
 	if search {
 		a.installSearchTools(v)
 	}
 	a.syncView(v)
+	v.sources = a.sources(v)
 	a.views[key] = v
 	return v, nil
 }

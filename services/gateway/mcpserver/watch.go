@@ -120,6 +120,7 @@ func (a *Aggregator) installCatalogs(catalogs map[string]model.Catalog) {
 	for _, v := range a.views {
 		a.syncView(v)
 	}
+	a.trackRan(true)
 }
 
 // applyStatus installs a new state of KV mcp_status: lists ask only the
@@ -130,12 +131,15 @@ func (a *Aggregator) applyStatus(status map[string]model.Status, _ uint64) {
 	for slug, st := range status {
 		running[slug] = st.State == model.StateRunning
 	}
+	a.renew.noteStatus(status) // subscriptions.go
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.running = running
 	if catalogs, changed := a.restarts.SetStatus(status); changed {
 		a.installCatalogs(catalogs)
+		return
 	}
+	a.trackRan(false)
 }
 
 // restartWait is the error of a call to a tool whose server is being

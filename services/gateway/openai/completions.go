@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,9 +75,54 @@ type turn struct {
 	// newStep is set by a tool call: the next text is another model step's.
 	newStep bool
 	wrote   bool
+	// ran is set once the turn did something a retry would do again: a
+	// model step ended, a tool call began or text came.
+	ran bool
+	// committed is set once a stream's 200 went out: the status is fixed.
+	committed bool
 	// ctx carries the caller's principal for the cancel, which runs on
 	// its own deadline after the request's context may be gone.
 	ctx context.Context
+	// limit bounds the turn, beat is the interval of a stream's
+	// keep-alives (bounds).
+	limit, beat time.Duration
+}
+
+// clientMargin is the most the gateway keeps, before a client's own
+// timeout, to cancel the turn and answer (answerMargin).
+const clientMargin = 5 * time.Second
+
+// answerMargin is what the gateway keeps before a client's timeout of
+// client: a fifth of it, but at least a second (a loaded host, a network
+// between them) and at most half of it, and never more than clientMargin.
+func answerMargin(client time.Duration) time.Duration {
+	return min(max(client/5, time.Second), client/2, clientMargin)
+}
+
+// bounds are the turn's limit and keep-alive interval for r: the gateway's
+// own, shortened to fit the timeout an OpenAI SDK announces (the JavaScript
+// and Go SDKs' X-Stainless-Timeout for a request's own timeout, the Python
+// SDK's X-Stainless-Read-Timeout, in seconds). The SDKs retry a request they
+// timed out, as they never saw its X-Should-Retry: false, which would run
+// the turn and its tools again: so a completion is answered (504) before
+// that timeout, and a stream sends keep-alives (the first fixes its 200)
+// twice within it (the JavaScript SDK's timeout runs until a stream's
+// headers, the Python SDK's between two reads).
+func (a *API) bounds(r *http.Request, stream bool) (limit, beat time.Duration) {
+	limit, beat = a.opts.TurnTimeout, a.opts.Heartbeat
+	announced := r.Header.Get("X-Stainless-Timeout")
+	if announced == "" {
+		announced = r.Header.Get("X-Stainless-Read-Timeout")
+	}
+	secs, err := strconv.ParseFloat(announced, 64)
+	if err != nil || !(secs >= 1 && secs < 1e6) { // under a second (the JavaScript SDK sends 0) or absurd: ignored
+		return limit, beat
+	}
+	client := time.Duration(secs * float64(time.Second))
+	if stream {
+		return limit, min(beat, client/2)
+	}
+	return min(limit, client-answerMargin(client)), beat
 }
 
 // errClientGone ends a completion whose client went away.
@@ -114,6 +160,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 	// 409, 429 and 5xx by default, as completions have no side effects),
 	// which would run the turn and its tool calls again.
 	w.Header().Set("X-Should-Retry", "false")
+	t.limit, t.beat = a.bounds(r, req.Stream)
 	if req.Stream {
 		a.streamTurn(w, r, t, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 		return
@@ -125,7 +172,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	reason, e := finishReason(t, done, err)
 	if e != nil {
-		writeError(w, e)
+		a.writeTurnError(w, t, e)
 		return
 	}
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
@@ -181,9 +228,9 @@ func (a *API) start(ctx context.Context, req *CompletionRequest) (*turn, *Error)
 // (when set) every Heartbeat. The turn is cancelled when the client goes, a
 // callback fails, events were lost or TurnTimeout passes.
 func (a *API) follow(ctx context.Context, t *turn, onText func(string) error, onBeat func() error) (*model.ChatDone, error) {
-	timeout := time.NewTimer(a.opts.TurnTimeout)
+	timeout := time.NewTimer(t.limit)
 	defer timeout.Stop()
-	beat := time.NewTicker(a.opts.Heartbeat)
+	beat := time.NewTicker(t.beat)
 	defer beat.Stop()
 	for {
 		select {
@@ -196,8 +243,12 @@ func (a *API) follow(ctx context.Context, t *turn, onText func(string) error, on
 			return nil, errClientGone
 		case <-timeout.C:
 			a.cancel(t, "turn timeout")
+			why := "the gateway's chat turn timeout"
+			if t.limit < a.opts.TurnTimeout {
+				why = "just under the client's timeout, X-Stainless-Timeout"
+			}
 			return nil, &Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: str("timeout"),
-				Message: fmt.Sprintf("the turn did not end within %s (the gateway's chat turn timeout); it was cancelled", a.opts.TurnTimeout)}
+				Message: fmt.Sprintf("the turn did not end within %s (%s); it was cancelled", t.limit, why)}
 		case <-t.events.Lost:
 			a.cancel(t, "events lost")
 			return nil, &Error{Status: http.StatusInternalServerError, Type: "server_error",
@@ -222,22 +273,33 @@ func (a *API) follow(ctx context.Context, t *turn, onText func(string) error, on
 				if t.newStep && t.wrote {
 					s = "\n\n" + s // another model step's text
 				}
-				t.newStep, t.wrote = false, true
+				t.newStep, t.wrote, t.ran = false, true, true
 				if err := onText(s); err != nil {
 					a.cancel(t, "the client went away")
 					return nil, errClientGone
 				}
 			case model.ChatEventToolCall:
-				t.newStep = true
+				t.newStep, t.ran = true, true
 			case model.ChatEventUsage:
+				t.ran = true
 				if u := ev.Usage; u != nil {
 					t.usage.PromptTokens += u.InputTokens
 					t.usage.CompletionTokens += u.OutputTokens
 				}
 			case model.ChatEventError:
-				if ev.Error != nil {
-					t.lastErr = ev.Error
+				if ev.Error == nil {
+					continue
 				}
+				if ev.RetryAfter > 0 && !t.ran && !t.committed {
+					// The provider rate-limited the first step: nothing
+					// ran, so the client's own retry (the SDKs honour
+					// Retry-After) is safe, and it hears at once rather
+					// than after minutes of the chat's retries.
+					return nil, &Error{Status: http.StatusTooManyRequests, Type: errorType(http.StatusTooManyRequests),
+						Code: str("rate_limit_exceeded"), RetryAfter: ev.RetryAfter, Retry: true,
+						Message: "the chat profile's model provider is rate limiting it: " + ev.Error.Message + " (the turn was dropped before it ran anything)"}
+				}
+				t.lastErr = ev.Error
 			case model.ChatEventDone:
 				if ev.Done == nil {
 					return &model.ChatDone{Reason: model.TurnFinal}, nil
@@ -273,6 +335,27 @@ func (a *API) cancel(t *turn, why string) {
 	}
 }
 
+// writeTurnError answers the error e of turn t: one the client may retry
+// (it ran nothing) discards the turn first.
+func (a *API) writeTurnError(w http.ResponseWriter, t *turn, e *Error) {
+	if e.Retry {
+		a.discard(t)
+	}
+	writeError(w, e)
+}
+
+// discard deletes the conversation of a turn that ran nothing (which ends
+// the turn), so a client's retry leaves no dead conversation behind; should
+// that fail, it cancels the turn.
+func (a *API) discard(t *turn) {
+	ctx, stop := context.WithTimeout(t.ctx, requestTimeout)
+	defer stop()
+	if err := a.chat.ChatDelete(ctx, t.conv); err != nil {
+		a.log.Warn("deleting a chat completion's conversation failed", "conversation", t.conv, "error", err)
+		a.cancel(t, "dropped")
+	}
+}
+
 // finishReason maps how the turn ended to OpenAI's finish_reason, or to the
 // error to answer.
 func finishReason(t *turn, done *model.ChatDone, err error) (string, *Error) {
@@ -301,7 +384,14 @@ func finishReason(t *turn, done *model.ChatDone, err error) (string, *Error) {
 			Message: "the turn was cancelled (mcp.v1.chat.cancel) before it ended"}
 	}
 	if t.lastErr != nil {
-		return "", fromTurn(t.lastErr)
+		e := fromTurn(t.lastErr)
+		// A provider failing a first step that may pass on another try
+		// (unavailable, unreachable, rate limited): the client's own retry
+		// of 5xx and 429 is safe, as nothing ran.
+		if !t.ran && !e.NoRetry && (e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout || e.Status == http.StatusTooManyRequests) {
+			e.Retry = true
+		}
+		return "", e
 	}
 	msg := done.Message
 	if msg == "" {

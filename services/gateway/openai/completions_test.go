@@ -164,8 +164,9 @@ func TestCompletionErrorEnd(t *testing.T) {
 				model.ChatEvent{Kind: model.ChatEventDone, Done: &model.ChatDone{Reason: model.TurnError, Message: "provider failed"}})
 		}
 	}
+	ran := []model.ChatEvent{toolCall(model.ToolCallStarted), toolCall(model.ToolCallCompleted), usage(10, 5)}
 	t.Run("not streamed", func(t *testing.T) {
-		_, nc := startFake(t, failing())
+		_, nc := startFake(t, failing(ran...))
 		resp := post(t, t.Context(), serve(t, nc, Options{}), `{"model":"p1","messages":[{"role":"user","content":"hi"}]}`)
 		var out errorBody
 		decodeBody(t, resp, &out)
@@ -178,8 +179,19 @@ func TestCompletionErrorEnd(t *testing.T) {
 			t.Fatalf("X-Should-Retry %q", got)
 		}
 	})
-	t.Run("streamed before any text", func(t *testing.T) {
+	t.Run("nothing ran", func(t *testing.T) {
+		// The provider failed the first step: a retry is safe, the SDK's own.
 		_, nc := startFake(t, failing())
+		resp := post(t, t.Context(), serve(t, nc, Options{}), `{"model":"p1","messages":[{"role":"user","content":"hi"}]}`)
+		var out errorBody
+		decodeBody(t, resp, &out)
+		if resp.StatusCode != http.StatusTooManyRequests || out.Error == nil || resp.Header.Get("X-Should-Retry") != "" || resp.Header.Get(ConversationHeader) != "" {
+			t.Fatalf("status %d (X-Should-Retry %q, conversation %q): %+v", resp.StatusCode, resp.Header.Get("X-Should-Retry"),
+				resp.Header.Get(ConversationHeader), out.Error)
+		}
+	})
+	t.Run("streamed before any text", func(t *testing.T) {
+		_, nc := startFake(t, failing(ran...))
 		resp := post(t, t.Context(), serve(t, nc, Options{}), `{"model":"p1","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 		var out errorBody
 		decodeBody(t, resp, &out)
@@ -305,6 +317,17 @@ func TestBadRequests(t *testing.T) {
 		`{"model":"p1","messages":[{"role":"tool","content":"x"},{"role":"user","content":"hi"}]}`:             "messages[0].role",
 		`{"model":"p1","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function"}]}`:             "tools",
 		`{"model":"p1","messages":[]}`: "messages",
+		// What a client relies on and mcpbus cannot honour is refused, not
+		// ignored: a JSON answer, client tools by their legacy name, a forced
+		// tool call, log probabilities, n > 1.
+		`{"model":"p1","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}}`: "response_format",
+		`{"model":"p1","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`:                                        "response_format",
+		`{"model":"p1","messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f"}]}`:                                                      "functions",
+		`{"model":"p1","messages":[{"role":"user","content":"hi"}],"tool_choice":"required"}`:                                                        "tool_choice",
+		`{"model":"p1","messages":[{"role":"user","content":"hi"}],"tool_choice":{"type":"function","function":{"name":"f"}}}`:                       "tool_choice",
+		`{"model":"p1","messages":[{"role":"user","content":"hi"}],"logprobs":true}`:                                                                 "logprobs",
+		`{"model":"p1","messages":[{"role":"user","content":"hi"}],"n":2}`:                                                                           "n",
+		`{"model":"p1","messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":true}}`:                                         "stream_options",
 		// The chat service's bounds, named in the request's terms.
 		`{"model":"p1","messages":[{"role":"system","content":"be brief"},{"role":"assistant","content":"` + long + `"},{"role":"user","content":"hi"}]}`: "messages[1].content",
 		`{"model":"p1","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"` + long + `"}]}`:                                     "messages[1].content",
@@ -436,4 +459,34 @@ func waitSend(f *fakeChat, conv *string) <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// TestBoundsFitTheClientTimeout: the timeouts the OpenAI SDKs announce
+// shorten the turn (not streamed) or the keep-alive interval (streamed).
+func TestBoundsFitTheClientTimeout(t *testing.T) {
+	a := New(nil, Options{})
+	for _, tc := range []struct {
+		header, value string
+		stream        bool
+		limit, beat   time.Duration
+	}{
+		{"", "", false, DefaultTurnTimeout, DefaultHeartbeat},
+		{"X-Stainless-Timeout", "3", false, 2 * time.Second, DefaultHeartbeat},
+		{"X-Stainless-Timeout", "1.5", false, 750 * time.Millisecond, DefaultHeartbeat},
+		{"X-Stainless-Timeout", "20", false, 16 * time.Second, DefaultHeartbeat},
+		{"X-Stainless-Timeout", "3", true, DefaultTurnTimeout, 1500 * time.Millisecond},
+		{"X-Stainless-Read-Timeout", "600.0", false, 595 * time.Second, DefaultHeartbeat},
+		{"X-Stainless-Read-Timeout", "3600", false, DefaultTurnTimeout, DefaultHeartbeat},
+		{"X-Stainless-Read-Timeout", "8.5", true, DefaultTurnTimeout, 4250 * time.Millisecond},
+		{"X-Stainless-Timeout", "0", false, DefaultTurnTimeout, DefaultHeartbeat},
+		{"X-Stainless-Timeout", "soon", true, DefaultTurnTimeout, DefaultHeartbeat},
+	} {
+		r, _ := http.NewRequest("POST", "/v1/chat/completions", nil)
+		if tc.header != "" {
+			r.Header.Set(tc.header, tc.value)
+		}
+		if limit, beat := a.bounds(r, tc.stream); limit != tc.limit || beat != tc.beat {
+			t.Errorf("%s %q stream %v: limit %s beat %s, want %s %s", tc.header, tc.value, tc.stream, limit, beat, tc.limit, tc.beat)
+		}
+	}
 }

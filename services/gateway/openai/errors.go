@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -21,6 +22,11 @@ type Error struct {
 	// NoRetry answers X-Should-Retry: false, which the OpenAI SDKs obey
 	// before their default retry of 429 and 5xx.
 	NoRetry bool `json:"-"`
+	// Retry drops the X-Should-Retry: false of a turn that started: it
+	// ran nothing, so the SDKs' own retry is safe.
+	Retry bool `json:"-"`
+	// RetryAfter, when not 0, is answered as Retry-After (seconds).
+	RetryAfter int `json:"-"`
 }
 
 // errorBody is the JSON of an error answer (and of an error in a stream).
@@ -92,8 +98,15 @@ func fromTurn(err error) *Error {
 
 // writeError answers e.
 func writeError(w http.ResponseWriter, e *Error) {
-	if e.NoRetry {
+	switch {
+	case e.NoRetry:
 		w.Header().Set("X-Should-Retry", "false")
+	case e.Retry:
+		w.Header().Del("X-Should-Retry")
+		w.Header().Del(ConversationHeader) // discarded
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	writeJSON(w, e.Status, errorBody{Error: e})
 }

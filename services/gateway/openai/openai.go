@@ -22,9 +22,12 @@ import (
 // starts the turn).
 const requestTimeout = 15 * time.Second
 
-// Defaults of Options.
+// Defaults of Options. DefaultTurnTimeout is under the OpenAI SDKs' default
+// timeout (10 minutes; the JavaScript SDK does not announce it) by
+// clientMargin, so a completion's 504, which says not to retry, reaches the
+// client before it gives up and sends the turn again.
 const (
-	DefaultTurnTimeout = 10 * time.Minute
+	DefaultTurnTimeout = 10*time.Minute - clientMargin
 	DefaultHeartbeat   = 15 * time.Second
 )
 
@@ -33,7 +36,7 @@ type Options struct {
 	Prefix string
 	Logger *slog.Logger
 	// TurnTimeout bounds one completion: the turn is cancelled past it
-	// (default 10m).
+	// (default 9m55s).
 	TurnTimeout time.Duration
 	// Heartbeat is the interval of the keep-alive comments of a streamed
 	// completion while the model or a tool works (default 15s).

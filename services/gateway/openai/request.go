@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,15 +12,23 @@ import (
 )
 
 // CompletionRequest is the part of an OpenAI chat completion request the
-// gateway reads. Other fields (temperature, max_tokens…) are accepted and
-// ignored: the profile decides the model's settings.
+// gateway reads. Sampling fields (temperature, max_tokens…) are accepted and
+// ignored: the profile decides the model's settings. Fields whose answer a
+// client relies on and mcpbus cannot give (client tools, a forced tool call,
+// a JSON answer, log probabilities, several choices) are refused.
 type CompletionRequest struct {
-	Model         string          `json:"model"`
-	Messages      []Message       `json:"messages"`
-	Stream        bool            `json:"stream,omitempty"`
-	StreamOptions *StreamOptions  `json:"stream_options,omitempty"`
-	Tools         json.RawMessage `json:"tools,omitempty"`
-	N             *int            `json:"n,omitempty"`
+	Model          string          `json:"model"`
+	Messages       []Message       `json:"messages"`
+	Stream         bool            `json:"stream,omitempty"`
+	StreamOptions  *StreamOptions  `json:"stream_options,omitempty"`
+	Tools          json.RawMessage `json:"tools,omitempty"`
+	Functions      json.RawMessage `json:"functions,omitempty"`
+	ToolChoice     json.RawMessage `json:"tool_choice,omitempty"`
+	ResponseFormat *struct {
+		Type string `json:"type"`
+	} `json:"response_format,omitempty"`
+	Logprobs bool `json:"logprobs,omitempty"`
+	N        *int `json:"n,omitempty"`
 }
 
 // StreamOptions are the options of a streamed completion.
@@ -53,13 +62,23 @@ func (req *CompletionRequest) parse() (model.ChatSendRequest, *Error) {
 		return out, invalid("messages", "messages must hold at least one message")
 	case req.N != nil && *req.N != 1:
 		return out, invalid("n", "only n=1 is supported")
-	case len(bytes.TrimSpace(req.Tools)) > 0 && !bytes.Equal(bytes.TrimSpace(req.Tools), []byte("null")) && !bytes.Equal(bytes.TrimSpace(req.Tools), []byte("[]")):
+	case given(req.Tools):
 		return out, invalid("tools", "tools are not accepted: mcpbus runs the tools of the profile itself and answers with the result")
+	case given(req.Functions):
+		return out, invalid("functions", "functions are not accepted: mcpbus runs the tools of the profile itself and answers with the result")
+	case given(req.ToolChoice) && !slices.Contains([]string{`"auto"`, `"none"`}, string(bytes.TrimSpace(req.ToolChoice))):
+		return out, invalid("tool_choice", `tool_choice can only be "auto" or "none": the client gives no tools (mcpbus runs the profile's, as the model chooses)`)
+	case req.ResponseFormat != nil && req.ResponseFormat.Type != "" && req.ResponseFormat.Type != "text":
+		return out, invalid("response_format", fmt.Sprintf("response_format %q is not supported: the answer is the model's text (ask for JSON in the message)", req.ResponseFormat.Type))
+	case req.Logprobs:
+		return out, invalid("logprobs", "logprobs are not supported")
+	case req.StreamOptions != nil && !req.Stream:
+		return out, invalid("stream_options", "stream_options is only allowed when stream is true")
 	}
 	last := len(req.Messages) - 1
 	for i, m := range req.Messages {
 		param := fmt.Sprintf("messages[%d]", i)
-		if len(bytes.TrimSpace(m.ToolCalls)) > 0 && !bytes.Equal(bytes.TrimSpace(m.ToolCalls), []byte("null")) {
+		if given(m.ToolCalls) {
 			return out, invalid(param+".tool_calls", "client-side tool calls are not supported: mcpbus runs the tools itself")
 		}
 		text, err := contentText(param, m.Content)
@@ -90,6 +109,13 @@ func (req *CompletionRequest) parse() (model.ChatSendRequest, *Error) {
 	}
 	out.Profile = req.Model
 	return out, nil
+}
+
+// given reports whether a field of the request holds a value: not absent,
+// null or an empty list.
+func given(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && !bytes.Equal(raw, []byte("null")) && !bytes.Equal(raw, []byte("[]"))
 }
 
 // contentText is the text of a content: a string, null, or an array of text

@@ -30,7 +30,7 @@ func (s *streamer) write(frame string) error {
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Accel-Buffering", "no") // no proxy buffering
 		s.w.WriteHeader(http.StatusOK)
-		s.open = true
+		s.open, s.t.committed = true, true
 		role := s.chunk(&Delta{Role: model.ChatRoleAssistant, Content: new(string)}, nil)
 		frame = role + frame
 	}
@@ -66,7 +66,7 @@ func (a *API) streamTurn(w http.ResponseWriter, r *http.Request, t *turn, includ
 	reason, e := finishReason(t, done, err)
 	if e != nil {
 		if !s.open {
-			writeError(w, e)
+			a.writeTurnError(w, t, e)
 			return
 		}
 		_ = s.write(s.frame(errorBody{Error: e}))

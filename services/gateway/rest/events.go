@@ -116,13 +116,11 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 	// misses nothing published meanwhile.
 	connected := "retry: 2000\n: connected\n\n"
 	if cfg.DeliverPolicy == jetstream.DeliverNewPolicy {
-		st, err := a.js.Stream(ctx, bus.StreamEvents)
+		last, err := bus.StartAfterLast(ctx, a.js, bus.StreamEvents, &cfg)
 		if err != nil {
 			writeError(w, apierr.Wrap(apierr.ServiceUnavailable, "following events: "+err.Error(), err))
 			return
 		}
-		last := st.CachedInfo().State.LastSeq
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
 		connected = fmt.Sprintf("retry: 2000\nid: %d\n: connected\n\n", last)
 	}
 	cons, err := a.js.OrderedConsumer(ctx, bus.StreamEvents, cfg)

@@ -25,7 +25,10 @@ func (a *attempt) record(kind, name string, in Input, value string) {
 	}
 	pi := model.PlanInput{
 		Name: name, Kind: kind, Description: clean(in.Description, 500), Required: in.IsRequired,
-		Format: in.Format, Choices: in.Choices, Value: value,
+		Format: clean(in.Format, 32), Value: value,
+	}
+	for _, c := range in.Choices {
+		pi.Choices = append(pi.Choices, clean(c, 200))
 	}
 	if in.Format != "filepath" && !(a.hostRun && len(model.HostPaths(in.Default)) > 0) {
 		pi.Default = in.Default
@@ -69,6 +72,9 @@ func (a *attempt) userValue(name string, in Input) (string, bool) {
 // whose fixed value names a host path of the registry's choosing (its text
 // outside the {vars}) is not usable: the sandbox would grant that path to it.
 func (a *attempt) resolve(kind, name string, in Input, urlPart bool) (string, bool) {
+	if !a.inputName(name) {
+		return "", false
+	}
 	if in.Value != "" {
 		if a.hostRun && !urlPart {
 			if paths := model.HostPaths(placeholderExpr.ReplaceAllString(in.Value, "v")); len(paths) > 0 {
@@ -94,6 +100,17 @@ func (a *attempt) resolve(kind, name string, in Input, urlPart bool) (string, bo
 		a.addMissing(name)
 	}
 	return v, ok
+}
+
+// inputName checks a name the registry gives an input (a config property,
+// an argument's valueHint): the plan lists it and the user types it back as
+// a variable, so it must be one a variable can have.
+func (a *attempt) inputName(name string) bool {
+	if !variablePattern.MatchString(name) {
+		a.unusable("input name %q is not valid (letters, digits, _ . - only)", clean(name, 64))
+		return false
+	}
+	return true
 }
 
 // substitute fills the {var} placeholders of a registry value. Every

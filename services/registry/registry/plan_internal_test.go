@@ -36,23 +36,50 @@ func TestPlanRejectsUntrustedRegistryData(t *testing.T) {
 		{"npm name with shell text", Package{RegistryType: "npm", Identifier: "x; rm -rf /", Version: "1.0.0"}, nil, "npm package name"},
 		{"npm version range", Package{RegistryType: "npm", Identifier: "x", Version: "^1.0.0"}, nil, "version"},
 		{"npm from another registry", Package{RegistryType: "npm", RegistryBaseURL: "https://npm.evil.example", Identifier: "x"}, nil, "only https://registry.npmjs.org"},
-		{"npx runtime flag", Package{RegistryType: "npm", Identifier: "x", RuntimeArguments: []Argument{named("--package", "evil", nil)}}, nil, "not allowed"},
-		{"env name", Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{{Name: "A=B"}}}, nil, "not valid"},
-		{"secret argument", Package{RegistryType: "npm", Identifier: "x", PackageArguments: []Argument{
+		{"npx runtime flag", Package{RegistryType: "npm", Identifier: "x", Version: "1.0.0", RuntimeArguments: []Argument{named("--package", "evil", nil)}}, nil, "not allowed"},
+		{"env name", Package{RegistryType: "npm", Identifier: "x", Version: "1.0.0", EnvironmentVariables: []KeyValueInput{{Name: "A=B"}}}, nil, "not valid"},
+		{"secret argument", Package{RegistryType: "npm", Identifier: "x", Version: "1.0.0", PackageArguments: []Argument{
 			{Type: "named", Name: "--token", Input: Input{IsSecret: true, IsRequired: true}}}}, nil, "secret"},
-		{"multi-line argument", Package{RegistryType: "npm", Identifier: "x", PackageArguments: []Argument{
+		{"multi-line argument", Package{RegistryType: "npm", Identifier: "x", Version: "1.0.0", PackageArguments: []Argument{
 			{Type: "positional", Input: Input{Value: "a\nb"}}}}, nil, "single line"},
 		{"http package transport", Package{RegistryType: "npm", Identifier: "x", Transport: Remote{Type: "streamable-http"}}, nil, "only stdio"},
 		// Names the runner would refuse at spawn: the plan says so up front.
-		{"LD_PRELOAD", Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{{Name: "LD_PRELOAD", Input: Input{Value: "/tmp/x.so"}}}}, nil, "LD_PRELOAD is not allowed"},
-		{"NODE_OPTIONS", Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{{Name: "node_options", Input: Input{Value: "--require /tmp/x"}}}}, nil, "node_options is not allowed"},
-		{"PATH", Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{{Name: "PATH", Input: Input{Value: "/tmp"}}}}, nil, "PATH is not allowed"},
+		{"LD_PRELOAD", Package{RegistryType: "npm", Identifier: "x", Version: "1.0.0", EnvironmentVariables: []KeyValueInput{{Name: "LD_PRELOAD", Input: Input{Value: "/tmp/x.so"}}}}, nil, "LD_PRELOAD is not allowed"},
+		{"NODE_OPTIONS", Package{RegistryType: "npm", Identifier: "x", Version: "1.0.0", EnvironmentVariables: []KeyValueInput{{Name: "node_options", Input: Input{Value: "--require /tmp/x"}}}}, nil, "node_options is not allowed"},
+		{"PATH", Package{RegistryType: "npm", Identifier: "x", Version: "1.0.0", EnvironmentVariables: []KeyValueInput{{Name: "PATH", Input: Input{Value: "/tmp"}}}}, nil, "PATH is not allowed"},
+		// What runs is fixed at install: npx and docker would otherwise fetch
+		// whatever the publisher (or a mirror) made newest at each start.
+		{"npm without a version", Package{RegistryType: "npm", Identifier: "x"}, nil, "names no version"},
+		{"npm dist-tag", Package{RegistryType: "npm", Identifier: "x", Version: "latest"}, nil, "exact package version"},
+		{"npm prerelease tag", Package{RegistryType: "npm", Identifier: "x", Version: "next"}, nil, "exact package version"},
+		{"untagged image", Package{RegistryType: "oci", Identifier: "docker.io/acme/tool", Transport: Remote{Type: "stdio"}}, nil, "no fixed version"},
+		{"image tagged latest", Package{RegistryType: "oci", Identifier: "docker.io/acme/tool:latest", Transport: Remote{Type: "stdio"}}, nil, "no fixed version"},
+		{"image version latest", Package{RegistryType: "oci", Identifier: "docker.io/acme/tool", Version: "latest", Transport: Remote{Type: "stdio"}}, nil, "no fixed version"},
+		// A value after a switch would be the next word of the command line:
+		// the package npx runs, the image docker runs.
+		{"npx -y with a package as value", Package{RegistryType: "npm", Identifier: "x", Version: "1.0.0", RuntimeArguments: []Argument{named("-y", "evil-pkg", nil)}}, nil, "takes no value"},
+		{"docker --init with an image as value", oci(named("--init", "localhost:5000/evil:1", nil)), nil, "takes no value"},
+		{"publish a host port", oci(named("-p", "0.0.0.0:8080:8080", nil)), nil, "not allowed"},
+		{"volume driver binding a host path", oci(named("--mount", "type=volume,src=v,dst=/h,volume-opt=type=none,volume-opt=o=bind,volume-opt=device=/etc", nil)), nil, "volume driver"},
 	}
 	for _, c := range cases {
 		a := officialPackage(c.pkg, 0, anyHost, c.vars)
 		if a.opt.Usable || !strings.Contains(a.opt.Reason, c.reason) {
 			t.Errorf("%s: usable %v, reason %q (want %q)", c.name, a.opt.Usable, a.opt.Reason, c.reason)
 		}
+	}
+	// Switches as the registry writes them, a pinned image by digest.
+	for _, ok := range []Package{
+		oci(named("--init", "true", nil), Argument{Type: "named", Name: "--read-only", Input: Input{Format: "boolean", Value: "false"}}),
+		{RegistryType: "oci", Identifier: "docker.io/acme/tool@sha256:" + strings.Repeat("ab", 32), Transport: Remote{Type: "stdio"}},
+		{RegistryType: "npm", Identifier: "x", Version: "1.2.3-beta.1+build.5", RuntimeArguments: []Argument{{Type: "named", Name: "-y"}}},
+	} {
+		if a := officialPackage(ok, 0, anyHost, nil); !a.opt.Usable {
+			t.Errorf("%s %s: refused: %s", ok.Identifier, ok.Version, a.opt.Reason)
+		}
+	}
+	if a := officialPackage(oci(named("--init", "true", nil)), 0, anyHost, nil); strings.Join(a.pkg.RuntimeArgs, " ") != "--init" {
+		t.Errorf("--init true: runtime args %q", a.pkg.RuntimeArgs)
 	}
 	// A named volume and a user-given bind source are fine.
 	a := officialPackage(oci(named("-v", "data:/data", nil)), 0, anyHost, nil)
@@ -107,7 +134,7 @@ func TestPlanRejectsUntrustedRegistryData(t *testing.T) {
 	}
 	// An env var whose name looks secret is treated as one even when the
 	// registry forgot isSecret: its value never lands in the config.
-	a = officialPackage(Package{RegistryType: "npm", Identifier: "x", EnvironmentVariables: []KeyValueInput{
+	a = officialPackage(Package{RegistryType: "npm", Identifier: "x", Version: "1.0.0", EnvironmentVariables: []KeyValueInput{
 		{Name: "GITHUB_TOKEN", Input: Input{Default: "ghp_example", IsRequired: true}}}}, 0, anyHost, nil)
 	if ev := a.env["GITHUB_TOKEN"]; !ev.IsSecret || ev.Value != "" || ev.SecretRef != "GITHUB_TOKEN" || len(a.creds) != 1 {
 		t.Fatalf("looks secret: %+v %+v", ev, a.creds)
@@ -152,5 +179,42 @@ func TestRegistryChosenHostPathsRefused(t *testing.T) {
 	// Inside a container a path is the image's, not the host's.
 	if a := officialPackage(Package{RegistryType: "oci", Identifier: "docker.io/acme/srv:1", PackageArguments: []Argument{{Type: "positional", Input: Input{Value: "/data"}}}}, 0, anyHost, nil); !a.opt.Usable {
 		t.Fatalf("a container path: %s", a.opt.Reason)
+	}
+}
+
+// Names the registry makes up for inputs (a Smithery config property, an
+// argument's valueHint) reach the plan's inputs, warnings and missing list,
+// which terminals and pages show and which the user must type back as
+// --var NAME=value: a name no variable could have makes the option unusable.
+func TestPlanInputNamesFromTheRegistryAreChecked(t *testing.T) {
+	const esc = "\x1b]52;c;cHduZWQ=\x07"
+	schema := `{"type":"object","required":["` + `k\u001b]52;c;cHduZWQ=\u0007` + `"],"properties":{"` +
+		`k\u001b]52;c;cHduZWQ=\u0007` + `":{"type":"string"}}}`
+	a := smitheryConnection(SmitheryConnection{Type: "http", DeploymentURL: "https://mcp.example.com/mcp", ConfigSchema: []byte(schema)}, 0, nil)
+	if a.opt.Usable || !strings.Contains(a.opt.Reason, "not valid") || strings.Contains(a.opt.Reason, "\x1b") {
+		t.Errorf("config field name with an escape: usable %v, reason %q", a.opt.Usable, a.opt.Reason)
+	}
+	secretSchema := strings.ReplaceAll(schema, `"type":"string"`, `"type":"string","format":"password"`)
+	a = smitheryConnection(SmitheryConnection{Type: "http", DeploymentURL: "https://mcp.example.com/mcp", ConfigSchema: []byte(secretSchema)}, 0, nil)
+	if a.opt.Usable || strings.Contains(strings.Join(a.warnings, " "), "\x1b") {
+		t.Errorf("secret config field name with an escape: usable %v, warnings %q", a.opt.Usable, a.warnings)
+	}
+	p := Package{RegistryType: "npm", Identifier: "x", Version: "1.0.0", PackageArguments: []Argument{
+		{Type: "positional", ValueHint: "dir" + esc, Input: Input{IsRequired: true}}}}
+	if a := officialPackage(p, 0, anyHost, nil); a.opt.Usable || strings.Contains(a.opt.Reason, "\x1b") || slices.ContainsFunc(a.missing, func(m string) bool { return strings.Contains(m, "\x1b") }) {
+		t.Errorf("valueHint with an escape: usable %v, reason %q, missing %q", a.opt.Usable, a.opt.Reason, a.missing)
+	}
+	r := Remote{Type: "streamable-http", URL: "https://example.com/{k" + esc + "}/mcp", Variables: map[string]Input{"k" + esc: {IsSecret: true}}}
+	if a := officialRemote(r, 0, nil); a.opt.Usable || strings.Contains(a.opt.Reason, "\x1b") {
+		t.Errorf("secret URL variable with an escape: usable %v, reason %q", a.opt.Usable, a.opt.Reason)
+	}
+	// Choices and formats are shown as they are: without control characters.
+	p = Package{RegistryType: "npm", Identifier: "x", Version: "1.0.0", EnvironmentVariables: []KeyValueInput{
+		{Name: "MODE", Input: Input{Choices: []string{"a" + esc, "b"}, Format: "string" + esc}}}}
+	a = officialPackage(p, 0, anyHost, nil)
+	for _, in := range a.inputs {
+		if strings.Contains(strings.Join(in.Choices, "")+in.Format, "\x1b") {
+			t.Errorf("input %s shows %q %q", in.Name, in.Choices, in.Format)
+		}
 	}
 }

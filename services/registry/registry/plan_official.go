@@ -83,14 +83,14 @@ func (a *attempt) npm(p Package, h host) {
 	case len(p.Identifier) > 214 || !npmNamePattern.MatchString(p.Identifier):
 		a.unusable("%q is not a valid npm package name", clean(p.Identifier, 100))
 		return
-	case p.Version != "" && !versionPattern.MatchString(p.Version):
-		a.unusable("%q is not a valid package version", clean(p.Version, 64))
+	case p.Version == "":
+		a.unusable("the package names no version: npx would run whichever version is newest at each start")
+		return
+	case !semverPattern.MatchString(p.Version):
+		a.unusable("%q is not an exact package version (such as 1.2.3): npx would resolve it anew at each start", clean(p.Version, 64))
 		return
 	}
-	ident := p.Identifier
-	if p.Version != "" {
-		ident += "@" + p.Version
-	}
+	ident := p.Identifier + "@" + p.Version
 	a.pkg = model.PlanPackage{Type: model.PackageNPM, RegistryType: "npm", Identifier: ident, Version: p.Version, RuntimeHint: "npx"}
 	a.hostRun = true
 	a.pkg.Args = a.args(p.PackageArguments, "", nil)
@@ -114,15 +114,25 @@ func (a *attempt) oci(p Package, h host) {
 		a.unusable("image %q is not on a public registry host (loopback, private, link-local or a local name)", clean(ident, 100))
 		return
 	}
-	_, tagged := ref.(reference.Tagged)
+	tagged, isTagged := ref.(reference.Tagged)
 	_, digested := ref.(reference.Digested)
-	if !tagged && !digested && p.Version != "" {
+	tag := ""
+	if isTagged {
+		tag = tagged.Tag()
+	}
+	if !isTagged && !digested && p.Version != "" {
 		// Schemas before 2025-12 kept the tag in version.
 		if !tagPattern.MatchString(p.Version) {
 			a.unusable("%q is not a valid image tag", clean(p.Version, 64))
 			return
 		}
+		tag = p.Version
 		ident += ":" + p.Version
+	}
+	if !digested && (tag == "" || tag == "latest") {
+		// docker would pull whatever the tag points to at each start.
+		a.unusable("image %q names no fixed version (no tag other than latest, no digest): docker would run whichever image is newest at each start", clean(ident, 100))
+		return
 	}
 	a.pkg = model.PlanPackage{Type: model.PackageDocker, RegistryType: "oci", Identifier: ident, Version: p.Version, RuntimeHint: "docker"}
 	a.pkg.RuntimeArgs = a.args(p.RuntimeArguments, "docker", dockerFlags)
@@ -144,7 +154,7 @@ func officialRemote(r Remote, order int, vars map[string]string) *attempt {
 	}
 	for name, v := range r.Variables {
 		if v.IsSecret && strings.Contains(r.URL, "{"+name+"}") {
-			a.unusable("the URL holds the secret %s, which would end up in the config", name)
+			a.unusable("the URL holds the secret %s, which would end up in the config", clean(name, 64))
 			return a
 		}
 	}
@@ -203,8 +213,14 @@ func (a *attempt) args(list []Argument, runtime string, allowed map[string]bool)
 			if !ok {
 				continue
 			}
-			if arg.Format == "boolean" {
-				if b, _ := strconv.ParseBool(v); b {
+			if arg.Format == "boolean" || (runtime != "" && switchFlags[arg.Name]) {
+				b, err := strconv.ParseBool(v)
+				switch {
+				case v == "" && arg.Format != "boolean":
+					out = append(out, arg.Name) // a switch given without a value
+				case err != nil:
+					a.unusable("argument %s takes no value but true or false", arg.Name)
+				case b:
 					out = append(out, arg.Name)
 				}
 				continue

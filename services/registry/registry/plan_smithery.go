@@ -92,6 +92,9 @@ func (a *attempt) configField(f ConfigField) {
 	case "boolean":
 		in.Format = "boolean"
 	}
+	if !a.inputName(f.Name) {
+		return
+	}
 	a.names = append(a.names, f.Name)
 	secret := model.LooksSecret(f.Name) || f.Format == "password"
 	if f.Header != "" && !httpguts.ValidHeaderFieldName(f.Header) {

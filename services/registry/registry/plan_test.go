@@ -9,6 +9,8 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/registry/registry"
+	"github.com/mcpbus/mcpbus/services/registry/registrytest"
 )
 
 // acceptable checks what config.create will do with the draft: decode it
@@ -402,5 +404,51 @@ func TestGetBadInputAndUnknown(t *testing.T) {
 	}
 	if err := e.getErr(t, model.RegistryGetRequest{Name: "@nobody/nothing"}); err.Code != apierr.NotFound {
 		t.Fatalf("unknown smithery: %v", err)
+	}
+}
+
+// A registry (or a mirror) that answers a get with another entry than the
+// one asked for — another server, another version — is not believed: the
+// user would install what they did not choose.
+func TestGetRefusesAnotherEntryThanAskedFor(t *testing.T) {
+	e := start(t, setup{smitheryKey: "k", opts: registry.Options{SmitheryAPIKey: "k"}})
+	raw := map[string]json.RawMessage{}
+	for _, r := range fixtureOfficial(t) {
+		var v struct {
+			Server struct{ Name, Version string } `json:"server"`
+		}
+		if err := json.Unmarshal(r, &v); err != nil {
+			t.Fatal(err)
+		}
+		raw[v.Server.Name+"@"+v.Server.Version] = r
+	}
+	cases := []struct {
+		req  model.RegistryGetRequest
+		body json.RawMessage
+		want string
+	}{
+		{model.RegistryGetRequest{Name: "io.github.domdomegg/airtable-mcp-server"}, raw["io.github.modelcontextprotocol/filesystem@1.0.2"], "io.github.modelcontextprotocol/filesystem"},
+		{model.RegistryGetRequest{Name: "io.github.domdomegg/airtable-mcp-server", Version: "1.7.2"}, raw["io.github.domdomegg/airtable-mcp-server@1.7.3"], "1.7.3"},
+		{model.RegistryGetRequest{Name: "exa", Registry: model.RegistrySmithery}, fixtureSmithery(t).Details["@acme/weather"], "@acme/weather"},
+	}
+	for _, c := range cases {
+		if len(c.body) == 0 {
+			t.Fatalf("%+v: no fixture body", c.req)
+		}
+		if c.req.Registry == model.RegistrySmithery {
+			e.smi.SetFault(registrytest.Fault{Body: string(c.body)})
+		} else {
+			e.off.SetFault(registrytest.Fault{Body: string(c.body)})
+		}
+		err := e.getErr(t, c.req)
+		if err.Code != apierr.ServiceUnavailable || !strings.Contains(err.Message, c.want) {
+			t.Errorf("%+v answered with %s: got %v, want SERVICE_UNAVAILABLE naming %s", c.req, c.want, err, c.want)
+		}
+		e.off.SetFault(registrytest.Fault{})
+		e.smi.SetFault(registrytest.Fault{})
+	}
+	// The same requests answered truly still work.
+	if p := e.get(t, model.RegistryGetRequest{Name: "io.github.domdomegg/airtable-mcp-server", Version: "1.7.2"}); p.Version != "1.7.2" {
+		t.Fatalf("version 1.7.2: got %s", p.Version)
 	}
 }

@@ -19,8 +19,12 @@ import (
 // docker would obey) come from a short allowlist.
 
 var (
-	npmNamePattern  = regexp.MustCompile(`^(@[a-zA-Z0-9][a-zA-Z0-9._~-]*/)?[a-zA-Z0-9][a-zA-Z0-9._~-]*$`)
-	versionPattern  = pattern.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]*$`, 1, 128)
+	npmNamePattern = regexp.MustCompile(`^(@[a-zA-Z0-9][a-zA-Z0-9._~-]*/)?[a-zA-Z0-9][a-zA-Z0-9._~-]*$`)
+	versionPattern = pattern.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]*$`, 1, 128)
+	// semverPattern is an exact npm version: npx resolves anything else (a
+	// dist-tag such as latest or next, no version at all) anew at every
+	// start, so a version published later would run without anyone asking.
+	semverPattern   = pattern.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`, 5, 128)
 	envNamePattern  = pattern.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`, 1, 128)
 	flagPattern     = regexp.MustCompile(`^--?[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 	placeholderExpr = regexp.MustCompile(`\{([A-Za-z0-9_.-]+)\}`)
@@ -35,12 +39,18 @@ const npmRegistry = "https://registry.npmjs.org"
 // Runtime flags a registry may ask for. Others (--privileged, --network
 // host, --cap-add, --device …) could hand the host to the container.
 var (
+	// -p/--publish is not here: it would open a port of the host to its
+	// network (0.0.0.0 by default), and the runners' exec policy refuses it.
 	dockerFlags = map[string]bool{
 		"-e": true, "--env": true, "-v": true, "--volume": true, "--mount": true,
-		"-p": true, "--publish": true, "-w": true, "--workdir": true,
+		"-w": true, "--workdir": true,
 		"--read-only": true, "--init": true, "--tmpfs": true, "--platform": true,
 	}
 	npxFlags = map[string]bool{"-y": true, "--yes": true}
+	// switchFlags take no value: a value written after one would be read as
+	// the next word of the command line — the package npx runs, the image
+	// docker runs — so only the flag itself is ever written.
+	switchFlags = map[string]bool{"-y": true, "--yes": true, "--read-only": true, "--init": true}
 	// mountFlags bind host paths: their source must come from the user.
 	mountFlags = map[string]bool{"-v": true, "--volume": true, "--mount": true}
 )
@@ -63,6 +73,12 @@ func (a *attempt) userMount(arg Argument, value string) bool {
 		m, problem := model.ParseMount(value)
 		if problem != "" {
 			a.unusable("%s: %s", arg.Name, problem)
+			return false
+		}
+		if m.VolumeDriver {
+			// The local driver's o=bind,device=/path binds any host path
+			// under a volume's name.
+			a.unusable("%s: volume driver options are not allowed", arg.Name)
 			return false
 		}
 		src = m.Source
@@ -97,6 +113,32 @@ func checkRemoteURL(raw string) error {
 		return fmt.Errorf("%q is not on a public host (loopback, private, link-local or a local name): a registry entry may not point mcpbus there; add such a server by hand", clean(raw, 200))
 	}
 	return nil
+}
+
+// hitName reports whether a search hit's name is one a get accepts: any
+// other (escape sequences, spaces, a command line) could not be installed,
+// and would only reach the terminals and pages that list it.
+func hitName(name string, pattern *regexp.Regexp) bool {
+	return len(name) <= 200 && pattern.MatchString(name)
+}
+
+// link is raw when it is an http(s) URL fit to show as a link (a page or
+// an icon), else "": javascript:, data: and the like are dropped.
+func link(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
+		len(raw) > 2048 || strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return ""
+	}
+	return raw
+}
+
+// hitVersion is a version fit to show, else "".
+func hitVersion(v string) string {
+	if !versionPattern.MatchString(v) {
+		return ""
+	}
+	return v
 }
 
 // clean makes registry text safe to show: no control characters, bounded length.

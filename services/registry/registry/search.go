@@ -103,11 +103,21 @@ func allFailed(failed []sourceHits) error {
 
 // search walks src's search pages until window hits are in or the registry
 // has no more. A failure after the first page keeps the hits so far.
+//
+// A registry steers the walk with its cursors, so the walk does not trust
+// them: a cursor seen before, or a page that lists only servers already
+// listed, ends it (the registry goes round), and it asks for at most
+// maxSearchPages(window) pages.
 func (s *Service) search(ctx context.Context, src source, q string, window int) sourceHits {
 	out := sourceHits{source: src.name()}
 	seen := map[string]bool{}
+	cursors := map[string]bool{"": true}
 	cursor := ""
-	for len(out.hits) < window {
+	for pages := 0; len(out.hits) < window; pages++ {
+		if pages == maxSearchPages(window) {
+			out.more = true
+			return out
+		}
 		rawURL, read := src.searchPage(q, window, cursor)
 		var page resultPage
 		f, err := s.fetchCached(ctx, src, rawURL, func(b []byte) (err error) {
@@ -126,6 +136,7 @@ func (s *Service) search(ctx context.Context, src source, q string, window int) 
 			out.stale = true
 			out.warn = staleWarning(f)
 		}
+		added := 0
 		for _, c := range page.hits {
 			if c.name == "" || seen[c.name] {
 				continue
@@ -133,16 +144,23 @@ func (s *Service) search(ctx context.Context, src source, q string, window int) 
 			seen[c.name] = true
 			c.source, c.pos, c.stale = src.name(), len(out.hits), f.stale
 			out.hits = append(out.hits, c)
+			added++
 		}
-		if page.next == "" {
+		if page.next == "" || cursors[page.next] || (len(page.hits) > 0 && added == 0) {
 			return out
 		}
+		cursors[page.next] = true
 		cursor = page.next
 	}
 	// The window is full and the registry has a next page.
 	out.more = true
 	return out
 }
+
+// maxSearchPages bounds the pages one search asks a registry for: those
+// the window needs (100 hits a page) and a few more for pages whose entries
+// the search drops (inactive, not the latest).
+func maxSearchPages(window int) int { return (window+99)/100 + 5 }
 
 func staleWarning(f fetched) error {
 	e := apierr.From(f.liveErr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -436,5 +437,94 @@ func TestTenThousandEntryListing(t *testing.T) {
 	l, err := c.List(context.Background(), registry.ListParams{Limit: 5, UpdatedSince: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)})
 	if err != nil || len(l.Servers) != 0 {
 		t.Fatalf("updated_since in the future: %+v %v", l, err)
+	}
+}
+
+// A registry's search answer is shown in terminals (mcpbus search) and read
+// by other programs: a name that no get would accept (escape sequences, a
+// command line) is dropped, links are http(s) only, and text carries no
+// control characters.
+func TestSearchDropsHostileHits(t *testing.T) {
+	e := start(t, setup{})
+	entry := func(name, version, website string) map[string]any {
+		return map[string]any{"server": map[string]any{
+			"name": name, "version": version, "description": "evil\x1b]52;c;ZWNobyBwd25lZA==\x07 text", "websiteUrl": website,
+		}}
+	}
+	list, _ := json.Marshal(map[string]any{"servers": []any{
+		entry("io.github.evil/\x1b[2J\x1b[Hfake", "1.0.0", "https://example.com"),
+		entry("io.github.evil/ok-evil", "1.0.0\x1b[31m", "javascript:alert(document.cookie)"),
+		entry("io.github.evil/ok-evil2", "2.0.0", "https://evil.example.com/home"),
+	}, "metadata": map[string]any{"count": 3}})
+	e.off.SetFault(registrytest.Fault{Body: string(list)})
+	rows, _ := json.Marshal(map[string]any{"servers": []any{
+		map[string]any{"qualifiedName": "@evil/\x1b[31mred", "displayName": "Red"},
+		map[string]any{"qualifiedName": "@evil/icon", "displayName": "Icon\x1b[0m", "iconUrl": "javascript:alert(1)", "homepage": "data:text/html,<script>alert(1)</script>"},
+		map[string]any{"qualifiedName": "@evil/icon2", "iconUrl": "https://cdn.example.com/i.png", "homepage": "http://example.org/"},
+	}, "pagination": map[string]any{"currentPage": 1, "totalPages": 1}})
+	e.smi.SetFault(registrytest.Fault{Body: string(rows)})
+
+	r := e.search(t, model.RegistrySearchRequest{Query: "evil"})
+	raw, _ := json.Marshal(r)
+	if strings.Contains(string(raw), `\u001b`) || strings.Contains(string(raw), `\u0007`) {
+		t.Fatalf("control characters in the reply: %s", raw)
+	}
+	got := names(r.Results)
+	slices.Sort(got)
+	if want := []string{"@evil/icon", "@evil/icon2", "io.github.evil/ok-evil", "io.github.evil/ok-evil2"}; !slices.Equal(got, want) {
+		t.Fatalf("results %q, want %q", got, want)
+	}
+	if h := find(r.Results, "io.github.evil/ok-evil"); h.Homepage != "" {
+		t.Errorf("javascript: homepage kept: %q", h.Homepage)
+	}
+	if h := find(r.Results, "@evil/icon"); h.IconURL != "" || h.Homepage != "" {
+		t.Errorf("javascript:/data: links kept: %+v", h)
+	}
+	if h := find(r.Results, "io.github.evil/ok-evil2"); h.Homepage != "https://evil.example.com/home" {
+		t.Errorf("https homepage lost: %+v", h)
+	}
+	if h := find(r.Results, "@evil/icon2"); h.IconURL != "https://cdn.example.com/i.png" || h.Homepage != "http://example.org/" {
+		t.Errorf("http(s) links lost: %+v", h)
+	}
+}
+
+// A registry whose cursor goes round (A, B, A, …) or whose pages repeat the
+// same servers ends the walk at once instead of asking until the timeout.
+func TestSearchCursorCycleEnds(t *testing.T) {
+	e := start(t, setup{opts: registry.Options{SourceTimeout: 10 * time.Second}})
+	// The cursor goes a, b, a, b … and every page lists the same server.
+	e.off.SetFault(registrytest.Fault{Respond: func(w http.ResponseWriter, r *http.Request) {
+		next := "a"
+		if r.URL.Query().Get("cursor") == "a" {
+			next = "b"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"servers": []any{map[string]any{"server": map[string]any{
+			"name": "io.github.loop/server", "version": "1.0.0"}}}, "metadata": map[string]any{"nextCursor": next, "count": 1}})
+	}})
+	began := time.Now()
+	r := e.search(t, model.RegistrySearchRequest{Query: "loop", Registry: model.RegistryOfficial})
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("the walk took %v", took)
+	}
+	if len(r.Results) != 1 {
+		t.Fatalf("results: %v", names(r.Results))
+	}
+	if n := e.off.Requests(); n > 3 {
+		t.Fatalf("the registry was asked %d times for a looping cursor", n)
+	}
+	// Smithery: every page number answered with the same full page.
+	rows := make([]any, 0, 100)
+	for i := range 100 {
+		rows = append(rows, map[string]any{"qualifiedName": fmt.Sprintf("@loop/s%d", i)})
+	}
+	b, _ := json.Marshal(map[string]any{"servers": rows, "pagination": map[string]any{"totalPages": 1000000}})
+	e.smi.SetFault(registrytest.Fault{Body: string(b)})
+	r = e.search(t, model.RegistrySearchRequest{Query: "loop", Registry: model.RegistrySmithery, Page: 2, PageSize: 100})
+	if n := e.smi.Requests(); n > 3 {
+		t.Fatalf("smithery was asked %d times for pages that repeat", n)
+	}
+	if len(r.Results) != 0 || r.HasMore {
+		t.Fatalf("page 2 of a repeating listing: %v more=%v", names(r.Results), r.HasMore)
 	}
 }

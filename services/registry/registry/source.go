@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -75,6 +76,9 @@ func (s *Service) fetchCached(ctx context.Context, src source, rawURL string, pa
 	if err == nil {
 		if perr := parse(body); perr != nil {
 			err = malformed(f.label, perr)
+			if ae, ok := perr.(*apierr.Error); ok {
+				err = ae // a parser's own verdict (otherEntry) says more
+			}
 		}
 	}
 	s.metrics.fetched(ctx, name, began, err)
@@ -89,4 +93,11 @@ func (s *Service) fetchCached(ctx context.Context, src source, rawURL string, pa
 		}
 	}
 	return fetched{}, err
+}
+
+// otherEntry is the error when a registry answers a get with another entry
+// than the one asked for (got is shown cleaned: it is the registry's text).
+func otherEntry(label, asked, got string) *apierr.Error {
+	return apierr.Newf(apierr.ServiceUnavailable, "%s answered the request for %s with %s: refusing an entry that was not asked for",
+		label, asked, clean(got, 200))
 }

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"net/url"
+	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -29,13 +30,13 @@ func (o officialSource) searchPage(q string, window int, cursor string) (string,
 		}
 		var p resultPage
 		for _, e := range list.Servers {
-			if !e.Active() || !e.IsLatest {
+			if !e.Active() || !e.IsLatest || !hitName(e.Server.Name, officialNamePattern) {
 				continue
 			}
 			p.hits = append(p.hits, candidate{
 				name:  e.Server.Name,
 				title: clean(e.Server.Title, 200), description: clean(e.Server.Description, 1000),
-				version: e.Server.Version, homepage: e.Server.WebsiteURL, verified: true,
+				version: hitVersion(e.Server.Version), homepage: link(e.Server.WebsiteURL), verified: true,
 				remote: len(e.Server.Remotes) > 0,
 			})
 		}
@@ -55,6 +56,14 @@ func (o officialSource) entry(in model.RegistryGetRequest) (string, func([]byte)
 		e, err := ParseOfficialEntry(body)
 		if err != nil {
 			return nil, err
+		}
+		// A registry (or a mirror) answering with another server or another
+		// version would have the user install what they did not choose.
+		if !strings.EqualFold(e.Server.Name, in.Name) {
+			return nil, otherEntry(SourceOfficialLabel, in.Name, e.Server.Name)
+		}
+		if v := officialVersion(in); v != "latest" && e.Server.Version != v {
+			return nil, otherEntry(SourceOfficialLabel, in.Name+" version "+v, "version "+e.Server.Version)
 		}
 		return officialPlanner{entry: e, url: rawURL}, nil
 	}

@@ -3,6 +3,7 @@ package registry
 import (
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -34,10 +35,13 @@ func (s smitherySource) searchPage(q string, window int, cursor string) (string,
 		}
 		var p resultPage
 		for _, sv := range list.Servers {
+			if !hitName(sv.QualifiedName, smitheryNamePattern) {
+				continue
+			}
 			p.hits = append(p.hits, candidate{
 				name:  sv.QualifiedName,
 				title: clean(sv.DisplayName, 200), description: clean(sv.Description, 1000),
-				homepage: sv.Homepage, iconURL: sv.IconURL, verified: sv.Verified, useCount: sv.UseCount,
+				homepage: link(sv.Homepage), iconURL: link(sv.IconURL), verified: sv.Verified, useCount: sv.UseCount,
 				remote: sv.Remote,
 			})
 		}
@@ -58,6 +62,9 @@ func (s smitherySource) entry(in model.RegistryGetRequest) (string, func([]byte)
 		d, err := ParseSmitheryDetail(body)
 		if err != nil {
 			return nil, err
+		}
+		if !strings.EqualFold(d.QualifiedName, in.Name) {
+			return nil, otherEntry(SourceSmitheryLabel, in.Name, d.QualifiedName)
 		}
 		return smitheryPlanner{detail: d, url: rawURL}, nil
 	}

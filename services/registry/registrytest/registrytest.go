@@ -27,6 +27,9 @@ type Fault struct {
 	Delay time.Duration
 	// Body, when set, is sent with status 200 instead of the real answer.
 	Body string
+	// Respond, when set, answers instead (a hostile registry whose answer
+	// depends on the request).
+	Respond http.HandlerFunc
 }
 
 type fake struct {
@@ -68,6 +71,9 @@ func (f *fake) faulted(w http.ResponseWriter, r *http.Request) bool {
 		}
 	}
 	switch {
+	case fault.Respond != nil:
+		fault.Respond(w, r)
+		return true
 	case fault.Status != 0:
 		writeJSON(w, fault.Status, map[string]string{"error": http.StatusText(fault.Status)})
 		return true

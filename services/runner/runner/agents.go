@@ -1,9 +1,12 @@
 package runner
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go/micro"
@@ -109,7 +112,7 @@ func (r *Runner) visibleTools(c caller, list []model.Tool) []model.Tool {
 	return out
 }
 
-// takeShare counts one more call of c at s and reports whether it is within
+// takeShare counts one more call or rpc request of c at s and reports whether it is within
 // c's share (the agent's max_inflight, else the runner's AgentMaxInflight);
 // release undoes it. Services and the operator have no share of their own:
 // the server's max_inflight bounds them.
@@ -131,7 +134,62 @@ func (s *server) takeShare(c caller) (release func(), err error) {
 	}
 	if n.Add(1) > int64(max) {
 		n.Add(-1)
-		return nil, apierr.Newf(apierr.ServiceUnavailable, "agent %s already runs %d calls at server %s, its share (max_inflight); try again shortly", c.agent, max, s.slug)
+		return nil, apierr.Newf(apierr.ServiceUnavailable, "agent %s already runs %d requests (calls and rpc) at server %s, its share (max_inflight); try again shortly", c.agent, max, s.slug)
 	}
 	return func() { n.Add(-1) }, nil
+}
+
+// publishAgentStatus sends st again to each agent whose globs name its
+// server, under the agent's own prefix (<prefix>.agent.<name>.events.status.<server>,
+// live only), naming only the tools that agent may call and without the
+// server's call and error counts: the status event lists every tool of the
+// server, which an agent granted some of them is not to learn of, and counts
+// every caller's calls, which are not the agent's. A status that differs
+// from the last one sent only in those counts (and its time) is not sent:
+// a busy server's counts are published every few seconds (tick), and each
+// would cost a copy per agent, of which none has anything new.
+func (r *Runner) publishAgentStatus(st model.Status) {
+	type target struct {
+		name   string
+		record model.AgentRecord
+	}
+	r.mu.Lock()
+	var to []target
+	for name, rec := range r.agents {
+		if rec.AllowsServer(st.Server) {
+			to = append(to, target{name, rec})
+		}
+	}
+	r.mu.Unlock()
+	if len(to) == 0 {
+		return
+	}
+	seen := st
+	seen.Calls, seen.Errors, seen.UpdatedAt = 0, 0, time.Time{}
+	key, _ := json.Marshal(seen)
+	r.mu.Lock()
+	same := bytes.Equal(r.agentStatus[st.Server], key)
+	if !same {
+		if r.agentStatus == nil {
+			r.agentStatus = map[string][]byte{}
+		}
+		r.agentStatus[st.Server] = key
+	}
+	r.mu.Unlock()
+	if same {
+		return
+	}
+	for _, a := range to {
+		own := st
+		own.Tools, own.Calls, own.Errors = nil, 0, 0
+		for _, tool := range st.Tools {
+			if a.record.Allows(model.ToolNames(model.NamespacedName(st.Server, tool), st.Server, tool)...) {
+				own.Tools = append(own.Tools, tool)
+			}
+		}
+		data, _ := json.Marshal(own)
+		if err := r.nc.Publish(r.subj.ForAgent(a.name).Event("status", st.Server), data); err != nil {
+			r.log.Warn("publishing an agent's status event failed", "agent", a.name, "server", st.Server, "error", err)
+		}
+	}
 }

@@ -37,6 +37,10 @@ type toolSchema struct {
 	// entry carries it (publish.go): what a gateway in this process
 	// vouches with (bus.VouchArguments).
 	digest [sha256.Size]byte
+	// out is the compiled output schema (outputschema.go); nil when the
+	// tool declares none (declaresOutput false) or it cannot be compiled here.
+	out            *jsonschema.Resolved
+	declaresOutput bool
 }
 
 const schemaCacheMax = 4096
@@ -61,6 +65,12 @@ func (c *schemaCache) entry(t *mcp.Tool) toolSchema {
 		// A schema that would send the validator into endless (fatal) or
 		// exponential recursion is the server's to check (schemaguard).
 		e.rs, _ = schemaguard.Resolve(raw)
+	}
+	if t.OutputSchema != nil {
+		if raw, err := json.Marshal(t.OutputSchema); err == nil && string(raw) != "null" {
+			e.declaresOutput = true
+			e.out, _ = schemaguard.Resolve(raw)
+		}
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= schemaCacheMax {

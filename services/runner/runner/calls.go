@@ -160,7 +160,7 @@ func (s *server) handleCall(req micro.Request) {
 	start := time.Now()
 	h := nats.Header(req.Headers())
 	ctx, span := bus.ProcessSpan(s.ctx, req)
-	c, subject, err := s.r.callerOf(req.Subject())
+	c, subject, err := s.r.admitted(req.Subject()) // refused before it is an event
 	if err != nil {
 		bus.EndProcess(span, err)
 		_ = bus.RespondError(req, err)
@@ -177,6 +177,20 @@ func (s *server) handleCall(req micro.Request) {
 			_ = bus.RespondError(req, err)
 			return
 		}
+	}
+	if len(token) > model.MaxTokenLen {
+		// No tool has such a token: refused before it is an event, whose
+		// tool a caller would otherwise fill with up to 4 KiB of subject.
+		err := apierr.Newf(apierr.NotFound, "server %s has no tool with a token of %d bytes (at most %d)", s.slug, len(token), model.MaxTokenLen)
+		bus.EndProcess(span, err)
+		_ = bus.RespondError(req, err)
+		return
+	}
+	if len(h.Get(bus.HeaderRequestID)) > bus.MaxRequestID {
+		err := apierr.Invalid(bus.HeaderRequestID, fmt.Sprintf("%s is longer than %d bytes", bus.HeaderRequestID, bus.MaxRequestID))
+		bus.EndProcess(span, err)
+		_ = bus.RespondError(req, err)
+		return
 	}
 	if subj := h.Get(bus.HeaderClientSubject); subj != "" {
 		ctx = withClientTarget(ctx, &clientTarget{subject: subj, requestID: h.Get(bus.HeaderRequestID)})
@@ -435,7 +449,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 			if err != nil {
 				return res, name, err
 			}
-			return scanned(res), name, nil
+			return scanned(s.schemas.conform(tool, res)), name, nil
 		}
 	}
 	params := &mcp.CallToolParams{Name: tool.Name, Arguments: json.RawMessage(args)}
@@ -490,7 +504,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	}
 	op.End(ctx, outcome, nil)
 	s.lastPing.Store(time.Now().UnixNano()) // an answered call is proof of life
-	return scanned(callReply{data: data, isError: res.IsError, checked: res.Content != nil}), tool.Name, nil
+	return scanned(s.schemas.conform(tool, callReply{data: data, isError: res.IsError, checked: res.Content != nil})), tool.Name, nil
 }
 
 var emptyObject = []byte("{}")
@@ -728,7 +742,7 @@ func (s *server) handleCancel(req micro.Request) {
 func (s *server) handleRPC(req micro.Request) {
 	h := nats.Header(req.Headers())
 	ctx, span := bus.ProcessSpan(s.ctx, req)
-	c, _, err := s.r.callerOf(req.Subject())
+	c, _, err := s.r.admitted(req.Subject())
 	var out any
 	switch {
 	case err != nil:
@@ -764,13 +778,23 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	}
 	if !rpcMethods[in.Method] {
 		return nil, apierr.Invalid("method", "unsupported method "+in.Method+
-			" (ping, tools/list, resources/list, resources/read, resources/templates/list, prompts/list, prompts/get, completion/complete)")
+			" (ping, tools/list, resources/list, resources/read, resources/templates/list, resources/subscribe, prompts/list, prompts/get, completion/complete)")
 	}
 	// An agent granted some tools of the server gets those (tools/list
 	// shows them alone); its resources, prompts and completions are no
 	// tool's, so they need a grant of all its tools.
 	if c.agent != "" && in.Method != "ping" && in.Method != "tools/list" && !c.record.AllowsWholeServer(s.slug) {
 		return nil, apierr.Newf(apierr.Unauthorized, "agent %s may use %s of server %s only with a grant of all its tools (%s__*)", c.agent, in.Method, s.slug, s.slug).WithField("method")
+	}
+	// An agent's requests count in its share as its calls do: a flood of
+	// slow reads must not take the server from the other callers.
+	release, err := s.takeShare(c)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if in.Method == "resources/subscribe" {
+		return s.subscribeRPC(ctx, c, h, in.Params)
 	}
 	sess, _, cfg, err := s.liveOrStart(ctx, h, "")
 	if err != nil {
@@ -791,8 +815,11 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	// flight of the session (targetFor).
 	s.clients.enter(sess.ClientSession, nil)
 	defer s.clients.leave(sess.ClientSession, nil)
-	target, extra := rpcTarget(in)
+	target, extra, spanOnly := rpcTarget(in)
 	ctx, op := s.startOp(ctx, sess.ClientSession, cfg, in.Method, target, extra...)
+	if span := op.Span(); span.IsRecording() {
+		span.SetAttributes(spanOnly...)
+	}
 	var out any
 	switch in.Method {
 	case "ping":
@@ -802,11 +829,16 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 		var list *mcp.ListToolsResult
 		if list, err = rpcCall(ctx, in.Params, sess.ListTools); err == nil {
 			s.mu.RLock()
+			// As the catalog: the config's filter, the caller's globs and
+			// the pins hide a tool here too.
 			list.Tools = slices.DeleteFunc(list.Tools, func(t *mcp.Tool) bool {
-				return !c.allows(s.slug, t) || s.withheldLocked(model.ToolToken(t.Name)) != ""
+				return !cfg.Tools.Allows(t.Name) || !c.allows(s.slug, t) || s.withheldLocked(model.ToolToken(t.Name)) != ""
 			})
 			s.mu.RUnlock()
 			list.Tools = slices.DeleteFunc(list.Tools, func(t *mcp.Tool) bool { return s.unreviewed(cfg, t) })
+			for _, t := range list.Tools {
+				pinnedFields(t)
+			}
 		}
 		out = list
 	case "resources/list":
@@ -861,7 +893,7 @@ func rpcReply(out any) (json.RawMessage, error) {
 
 // rpcMethods are the MCP methods the rpc subject carries.
 var rpcMethods = map[string]bool{"ping": true, "tools/list": true, "resources/list": true, "resources/read": true,
-	"resources/templates/list": true, "prompts/list": true, "prompts/get": true, "completion/complete": true}
+	"resources/templates/list": true, "resources/subscribe": true, "prompts/list": true, "prompts/get": true, "completion/complete": true}
 
 // rpcCall decodes params into the method's typed parameters and calls it.
 func rpcCall[P any, R any](ctx context.Context, raw json.RawMessage, f func(context.Context, *P) (R, error)) (R, error) {
@@ -872,6 +904,7 @@ func rpcCall[P any, R any](ctx context.Context, raw json.RawMessage, f func(cont
 			return zero, apierr.Invalid("params", "params do not fit the method: "+err.Error())
 		}
 	}
+	traceParams(ctx, p)
 	return f(ctx, p)
 }
 

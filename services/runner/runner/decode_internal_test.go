@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -495,4 +496,34 @@ func FuzzControlAndCancel(f *testing.F) {
 			t.Fatalf("cancel %q: %d responses", data, creq.responses)
 		}
 	})
+}
+
+// An rpc request reaches the MCP server with the trace context of the
+// runner's span in its _meta (resources and prompts are traced as calls
+// are), replacing any the caller wrote there.
+func TestRPCParamsCarryTheRunnersTrace(t *testing.T) {
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	raw := json.RawMessage(`{"uri":"test://greeting","_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"x=y","keep":"me"}}`)
+	var got mcp.Meta
+	if _, err := rpcCall(ctx, raw, func(_ context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+		got = p.Meta
+		return &mcp.ReadResourceResult{}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
+	if got["traceparent"] != want || got["keep"] != "me" {
+		t.Errorf("_meta %v: want traceparent %s and the caller's other members", got, want)
+	}
+	if _, ok := got["tracestate"]; ok {
+		t.Errorf("_meta %v kept the caller's tracestate", got)
+	}
+	// A prompt with no _meta gets one.
+	if _, err := rpcCall(ctx, json.RawMessage(`{"name":"greet"}`), func(_ context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+		got = p.Meta
+		return &mcp.GetPromptResult{}, nil
+	}); err != nil || got["traceparent"] != want {
+		t.Errorf("prompts/get _meta %v, %v: want traceparent %s", got, err, want)
+	}
 }

@@ -337,10 +337,10 @@ func (s *server) tick(now time.Time) {
 		s.evictIdle(s.idleTimeout(cfg))
 	}
 	if idle := s.idleTimeout(cfg); idle > 0 && s.active.Load() == 0 &&
-		now.Sub(time.Unix(0, s.lastUse.Load())) >= idle {
+		now.Sub(time.Unix(0, s.lastUse.Load())) >= idle && !s.subs.leased(now) {
 		s.post(func() {
 			// Check again on the server's goroutine: a call may have come in.
-			if s.sess == sess && s.active.Load() == 0 && time.Since(time.Unix(0, s.lastUse.Load())) >= idle {
+			if s.sess == sess && s.active.Load() == 0 && time.Since(time.Unix(0, s.lastUse.Load())) >= idle && !s.subs.leased(time.Now()) {
 				s.log.Info("server idle: stopping it until the next call", "idle", idle)
 				s.stop(model.StateIdle, true)
 			}

@@ -418,12 +418,30 @@ func (r *Runner) takeServer(cfg *model.McpConfig) {
 }
 
 // loseServer stops a server whose lease is gone (someone else may own it now).
+// The owners cache forgets the lease too if it still names this runner (set
+// by the take), and a pass follows: the watch may never tell of the change
+// that cost it (a TTL marker stored while the watch started over after an
+// election), and a cache naming this runner as the holder kept everyone,
+// this runner included, from taking the server again (three servers
+// unowned for over 20 s after a partition healed).
 func (r *Runner) loseServer(slug string) {
 	r.mu.Lock()
 	s := r.servers[slug]
 	delete(r.servers, slug)
+	l := r.leases[slug]
 	delete(r.leases, slug)
+	// Other runners tell the agents of the server meanwhile: a status
+	// taken again is news, though the same as this runner's last.
+	delete(r.agentStatus, slug)
 	r.mu.Unlock()
+	if l != nil {
+		r.ownersMu.Lock()
+		if e, ok := r.owners[l.key]; ok && e.Runner == r.opts.ID {
+			delete(r.owners, l.key)
+		}
+		r.ownersMu.Unlock()
+		r.kick()
+	}
 	r.secrets.forget(slug)
 	if s != nil {
 		s.lost.Store(true)
@@ -439,6 +457,9 @@ func (r *Runner) releaseServer(ctx context.Context, slug, final string, keep boo
 	delete(r.servers, slug)
 	l := r.leases[slug]
 	delete(r.leases, slug)
+	// Other runners tell the agents of the server meanwhile: a status
+	// taken again is news, though the same as this runner's last.
+	delete(r.agentStatus, slug)
 	r.mu.Unlock()
 	r.secrets.forget(slug)
 	if s != nil {

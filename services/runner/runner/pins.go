@@ -41,14 +41,26 @@ func newPinBudget(n int) *rate.Limiter {
 	return rate.NewLimiter(rate.Limit(float64(n)/(24*60*60)), n)
 }
 
-// applyPins checks the server's current tools against their pins and sets
-// which are withheld. It runs on the server's goroutine after each list of
-// the tools, before the catalog is published.
+// applyPins checks the server's current tools against their pins again
+// (a review was recorded) and sets which are withheld. It runs on the
+// server's goroutine, as every change of the tools does.
 func (s *server) applyPins(ctx context.Context) {
-	cfg := s.config()
 	s.mu.RLock()
 	tools := maps.Clone(s.tools)
 	s.mu.RUnlock()
+	withheld := s.withheldOf(ctx, tools)
+	s.mu.Lock()
+	s.withheld = withheld
+	s.mu.Unlock()
+}
+
+// withheldOf checks tools, a list the server just gave, against their pins
+// and tells which are withheld (token → why). It runs before the list is
+// taken: the tools and what is withheld of them change at once, or a new
+// or changed tool could be called by name, unreviewed, while the pins are
+// read (one read per tool).
+func (s *server) withheldOf(ctx context.Context, tools map[string]*mcp.Tool) map[string]string {
+	cfg := s.config()
 	withheld := map[string]string{}
 	if policy := cfg.PinPolicy(); policy != model.PinOff && cfg.ID != "" {
 		reviewed := s.hasPins(ctx, cfg)
@@ -72,9 +84,7 @@ func (s *server) applyPins(ctx context.Context) {
 			return true
 		})
 	}
-	s.mu.Lock()
-	s.withheld = withheld
-	s.mu.Unlock()
+	return withheld
 }
 
 // overBudget tells whether a pin write (and its event) is past the
@@ -247,6 +257,13 @@ func (s *server) unreviewed(cfg *model.McpConfig, t *mcp.Tool) bool {
 	ok, _ := s.accepted.Load(model.PinKey(cfg.ID, t.Name))
 	return ok != hash
 }
+
+// pinnedFields leaves of t (a tool a server listed, passed on by rpc
+// tools/list) what its pin covers (model.ToolDefinition), as the catalog
+// does: its icons (URLs a client fetches and shows) and _meta (which MCP
+// extensions read, e.g. a UI resource to render) are not pinned, so a
+// server could change them after its review; mcpbus serves neither.
+func pinnedFields(t *mcp.Tool) { t.Icons, t.Meta = nil, nil }
 
 // withheldLocked tells why the tool token names is withheld, or "". The
 // caller holds s.mu.

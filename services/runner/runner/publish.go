@@ -21,7 +21,8 @@ import (
 // see latestWriter).
 func (r *Runner) publishTimeout() time.Duration { return min(2*time.Second, r.opts.LeaseTTL/3) }
 
-// publishStatus records st in KV mcp_status and emits it on events.status.<server>.
+// publishStatus records st in KV mcp_status and emits it on events.status.<server>
+// (and to the agents its server's tools are granted to, publishAgentStatus).
 func (r *Runner) publishStatus(st model.Status) {
 	r.mu.Lock()
 	r.status[st.Server] = st
@@ -33,12 +34,14 @@ func (r *Runner) publishStatus(st model.Status) {
 	if _, err := r.js.Publish(ctx, r.subj.Event("status", st.Server), data); err != nil {
 		r.log.Warn("publishing status event failed", "server", st.Server, "error", err)
 	}
+	r.publishAgentStatus(st)
 }
 
 // forgetStatus removes a deleted server's status.
 func (r *Runner) forgetStatus(slug string) {
 	r.mu.Lock()
 	delete(r.status, slug)
+	delete(r.agentStatus, slug)
 	r.mu.Unlock()
 	r.statusW.Delete(slug, r.publishTimeout())
 }

@@ -299,7 +299,12 @@ type Runner struct {
 	status      map[string]model.Status
 	// agents are the agents' records (KV mcp_agents) by name.
 	agents map[string]model.AgentRecord
-	ready  chan struct{}
+	// agentStatus is, by server, the last status sent to agents as
+	// publishAgentStatus compares it (guarded by mu).
+	agentStatus map[string][]byte
+	// agentRates are the agents' token buckets here (admit), by name.
+	agentRates sync.Map
+	ready      chan struct{}
 }
 
 // New prepares a runner on nc. Run starts it.
@@ -474,7 +479,7 @@ func (r *Runner) handleToolsList(ctx context.Context, req micro.Request) (any, e
 	if err := bus.Decode(req.Data(), &in); err != nil {
 		return nil, err
 	}
-	c, _, err := r.callerOf(req.Subject())
+	c, _, err := r.admitted(req.Subject())
 	if err != nil {
 		return nil, err
 	}

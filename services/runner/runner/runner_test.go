@@ -528,14 +528,17 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 // Status tracks a process killed from outside; calls then fail fast.
 func TestKilledDuringCall(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
-	e.Put(t, runnertest.Binary("alpha", testServer))
+	runs := filepath.Join(t.TempDir(), "runs")
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_RUN_FILE": {Value: runs}}
+	e.Put(t, cfg)
 	st := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := call(t, e, "alpha", "sleep", `{"ms":20000}`)
 		errc <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	waitRuns(t, runs, 1) // the call is in flight at the server
 	killed := time.Now()
 	if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -543,21 +546,22 @@ func TestKilledDuringCall(t *testing.T) {
 	select {
 	case err := <-errc:
 		wantCode(t, err, apierr.ServiceUnavailable)
-		if d := time.Since(killed); d > time.Second {
-			t.Fatalf("in-flight call failed after %s, want < 1s", d)
+		// Far sooner than the call's 20 s (a loaded host delays the reap).
+		if d := time.Since(killed); d > 5*time.Second {
+			t.Fatalf("in-flight call failed after %s, want < 5s", d)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(15 * time.Second):
 		t.Fatal("in-flight call hung after the server was killed")
 	}
-	st = e.WaitState(t, "alpha", model.StateError, 2*time.Second)
+	st = e.WaitState(t, "alpha", model.StateError, 10*time.Second)
 	if st.Code != string(apierr.ServiceUnavailable) {
 		t.Fatalf("status after kill: %+v", st)
 	}
 	begin := time.Now()
 	_, err := call(t, e, "alpha", "echo", `{"message":"x"}`)
 	wantCode(t, err, apierr.ServiceUnavailable)
-	if time.Since(begin) > time.Second {
-		t.Fatal("a call to a crashed server was slow")
+	if d := time.Since(begin); d > 5*time.Second { // refused, not timed out (20 s)
+		t.Fatalf("a call to a crashed server was slow: %s", d)
 	}
 	// A manual restart recovers it.
 	if _, err := e.Client.Runtime(context.Background(), "restart", "alpha"); err != nil {
@@ -696,7 +700,9 @@ func TestConfigUpdateRestarts(t *testing.T) {
 
 func TestCallTimeoutCancelsAtServer(t *testing.T) {
 	opts := quickOpts()
-	opts.CallTimeout = 300 * time.Millisecond
+	// Long enough that a loaded host has the call at the server before it
+	// times out (else there is nothing there to cancel).
+	opts.CallTimeout = 1500 * time.Millisecond
 	e := runnertest.Start(t, opts)
 	marker := filepath.Join(t.TempDir(), "cancelled")
 	cfg := runnertest.Binary("alpha", testServer)
@@ -708,10 +714,10 @@ func TestCallTimeoutCancelsAtServer(t *testing.T) {
 	if e := wantCode(t, err, apierr.Network); !strings.Contains(e.Message, "timed out") {
 		t.Fatalf("timeout message: %s", e.Message)
 	}
-	if d := time.Since(begin); d > 2*time.Second {
+	if d := time.Since(begin); d > 8*time.Second { // of a 10 s sleep
 		t.Fatalf("timeout took %s", d)
 	}
-	waitFile(t, marker, 3*time.Second)
+	waitFile(t, marker, 30*time.Second)
 	// The connection is still good for the next call.
 	if res, err := call(t, e, "alpha", "echo", `{"message":"after"}`); err != nil || text(t, res) != "after" {
 		t.Fatalf("call after the timeout: %s %v", res, err)
@@ -722,31 +728,42 @@ func TestCallTimeoutCancelsAtServer(t *testing.T) {
 func TestCallerGivingUpCancels(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
 	marker := filepath.Join(t.TempDir(), "cancelled")
+	runs := filepath.Join(t.TempDir(), "runs")
 	cfg := runnertest.Binary("alpha", testServer)
-	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_CANCEL_FILE": {Value: marker}}
+	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_CANCEL_FILE": {Value: marker}, "TESTMCP_RUN_FILE": {Value: runs}}
 	e.Put(t, cfg)
 	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	go func() {
+		defer cancel() // once the call is at the server: before, there is nothing to cancel there
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if runCount(runs) > 0 {
+				return
+			}
+		}
+	}()
 	_, err := e.Client.Call(ctx, "alpha", "sleep", json.RawMessage(`{"ms":20000}`), nil)
 	if err == nil {
 		t.Fatal("cancelled call succeeded")
 	}
-	waitFile(t, marker, 3*time.Second)
+	waitFile(t, marker, 30*time.Second)
 }
 
 // A call ended because its server left the runner (deleted, handed over,
 // a shutdown) says so, with 503, not that its caller cancelled it.
 func TestCallEndedByTheServerLeaving(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
-	cfg := e.Put(t, runnertest.Binary("alpha", testServer))
+	runs := filepath.Join(t.TempDir(), "runs")
+	bin := runnertest.Binary("alpha", testServer)
+	bin.EnvVars = map[string]model.EnvVar{"TESTMCP_RUN_FILE": {Value: runs}}
+	cfg := e.Put(t, bin)
 	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.Client.Call(context.Background(), "alpha", "sleep", json.RawMessage(`{"ms":20000}`), nil)
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	waitRuns(t, runs, 1) // the call is in flight at the server
 	e.Delete(t, cfg.ID)
 	select {
 	case err := <-done:
@@ -770,6 +787,17 @@ func waitFile(t *testing.T, path string, within time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// waitRuns waits until the test server has started n sleeps (the lines its
+// sleep appends to TESTMCP_RUN_FILE, runs): what a test does to a call in
+// flight at the server waits for this rather than for a fixed time.
+func waitRuns(t *testing.T, runs string, n int) {
+	t.Helper()
+	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
+		got := runCount(runs)
+		return got >= n, fmt.Sprintf("the server started %d sleeps, want %d", got, n)
+	})
 }
 
 func TestProgressForwarded(t *testing.T) {

@@ -25,7 +25,7 @@ func (r *Runner) handleToolsSearch(ctx context.Context, req micro.Request) (any,
 	if err := toolsearch.Check(&in); err != nil {
 		return nil, err
 	}
-	c, _, err := r.callerOf(req.Subject())
+	c, _, err := r.admitted(req.Subject())
 	if err != nil {
 		return nil, err
 	}

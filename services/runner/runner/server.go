@@ -71,8 +71,12 @@ type server struct {
 	shares     sync.Map // agent name → *atomic.Int64: its calls in flight (takeShare)
 	calls      atomic.Uint64
 	errs       atomic.Uint64
-	// toolsRefresh bounds the re-reads list_changed asks for (toolsrefresh.go).
-	toolsRefresh toolsRefresh
+	// toolsRefresh bounds the re-reads list_changed asks for (coalesce.go).
+	toolsRefresh coalescer
+	// subs are the resources the gateway's clients subscribed to, lists the
+	// server's own list changes passed on (resourcesubs.go).
+	subs  resourceSubs
+	lists listNotices
 
 	// Lifecycle bookkeeping (see lifecycle.go). attempts and retry belong to
 	// the server's goroutine; the atomics are read by calls and the maintenance loop.
@@ -140,8 +144,11 @@ func newServer(r *Runner, cfg *model.McpConfig) *server {
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "mcpbus-runner", Version: Version}, &mcp.ClientOptions{
 		Capabilities: clientCapabilities(),
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			s.toolsRefresh.notify(func() { s.post(s.refreshTools) })
+			s.toolsRefresh.notify(toolsRefreshEvery, func() { s.post(s.refreshTools) })
 		},
+		PromptListChangedHandler:      func(context.Context, *mcp.PromptListChangedRequest) { s.onListChanged(model.ListPrompts) },
+		ResourceListChangedHandler:    func(context.Context, *mcp.ResourceListChangedRequest) { s.onListChanged(model.ListResources) },
+		ResourceUpdatedHandler:        s.onResourceUpdated,
 		ProgressNotificationHandler:   s.onProgress,
 		ElicitationHandler:            s.onElicit,
 		CreateMessageWithToolsHandler: s.onCreateMessage,
@@ -285,6 +292,7 @@ func (s *server) start(cause context.Context) (err error) {
 			s.log.Warn("recording the pid failed", "error", err)
 		}
 	}
+	withheld := s.withheldOf(ctx, tools)
 	now := time.Now().UnixNano()
 	s.lastUse.Store(now)
 	s.lastPing.Store(now)
@@ -293,14 +301,14 @@ func (s *server) start(cause context.Context) (err error) {
 	s.sess, s.raw, s.proc = sess, raw, proc
 	s.gen++
 	gen := s.gen
-	s.tools = tools
+	s.tools, s.withheld = tools, withheld
 	s.startedAt = time.Now().UTC()
 	s.mu.Unlock()
-	s.applyPins(ctx)
 	s.publishCatalog()
 	s.setState(model.StateRunning, nil)
 	s.log.Info("server running", "tools", len(tools), "pid", pidOf(proc))
 	go s.watch(sess, gen)
+	go s.resubscribe(sess)
 	return nil
 }
 
@@ -464,14 +472,14 @@ func (s *server) refreshTools() {
 		s.log.Warn("refreshing tools failed", "error", err)
 		return
 	}
+	withheld := s.withheldOf(ctx, tools)
 	s.mu.Lock()
 	if s.sess != sess {
 		s.mu.Unlock()
 		return
 	}
-	s.tools = tools
+	s.tools, s.withheld = tools, withheld
 	s.mu.Unlock()
-	s.applyPins(ctx)
 	s.publishCatalog()
 	s.setState(model.StateRunning, nil)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -130,7 +131,11 @@ func (s *server) runTask(msg jetstream.Msg) {
 		h.Set(principal.Header, rec.PrincipalHeader)
 	}
 	record := func(ev model.ProgressEvent) { prog.note(s.taskProgressOf(ev)) }
-	res, _, callErr := s.call(context.WithValue(tctx, taskProgressKey{}, record), caller{}, h, model.ToolToken(rec.Tool), rec.Args)
+	sctx, span := s.startTaskRun(msg, rec.ID)
+	// The run's deadline and cancellation are tctx's; its trace is sctx's.
+	cctx := trace.ContextWithSpan(context.WithValue(tctx, taskProgressKey{}, record), trace.SpanFromContext(sctx))
+	res, _, callErr := s.call(cctx, caller{}, h, model.ToolToken(rec.Tool), rec.Args)
+	endTaskRun(span, callErr)
 	prog.stop(pstop) // no progress write after this: the outcome is the last
 	close(done)
 	var full inflightFull

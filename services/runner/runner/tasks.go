@@ -188,7 +188,7 @@ func (r *Runner) createTask(ctx context.Context, h nats.Header, in model.TaskCre
 	}
 	run, _ := json.Marshal(taskRunMsg{ID: task.ID})
 	// The message id makes a retried publish count once.
-	if _, err := r.js.Publish(ctx, r.subj.TaskRun(tool.Server), run, jetstream.WithMsgID(task.ID)); err != nil {
+	if _, err := r.js.PublishMsg(ctx, taskRunMessage(ctx, r.subj.TaskRun(tool.Server), run), jetstream.WithMsgID(task.ID)); err != nil {
 		_ = r.tasks.kv.Delete(context.WithoutCancel(ctx), task.ID)
 		_ = r.tasks.kv.Delete(context.WithoutCancel(ctx), owner)
 		return model.Task{}, apierr.Wrap(apierr.ServiceUnavailable, "queueing the task", err)

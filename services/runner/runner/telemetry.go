@@ -116,10 +116,35 @@ func injectMeta(ctx context.Context, params *mcp.CallToolParams) {
 	bus.InjectTraceMap(ctx, params.Meta)
 }
 
+// traceParams puts the trace context of ctx (the runner's CLIENT span)
+// into the _meta of an rpc request's params, as injectMeta does for calls,
+// in place of any trace context the caller wrote there: the server's span
+// is the child of the runner's request, not of whatever span the caller named.
+func traceParams(ctx context.Context, params any) {
+	p, ok := params.(mcp.Params)
+	if !ok {
+		return
+	}
+	meta := p.GetMeta()
+	for _, k := range bus.Propagator().Fields() {
+		delete(meta, k)
+	}
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		bus.InjectTraceMap(ctx, meta)
+	}
+	if meta != nil {
+		p.SetMeta(meta)
+	}
+}
+
 // rpcTarget is the span target and attributes of an MCP request sent on the
-// rpc subject: the prompt's name, or the resource's URI as an attribute (URIs
-// are too many to name spans by).
-func rpcTarget(in model.RPCRequest) (string, []attribute.KeyValue) {
+// rpc subject: the prompt's name (span and metric), or the resource's URI
+// (the span's alone: URIs are too many to name spans by, or to be a metric
+// label).
+func rpcTarget(in model.RPCRequest) (target string, extra, spanOnly []attribute.KeyValue) {
 	var p struct {
 		Name string `json:"name"`
 		URI  string `json:"uri"`
@@ -127,14 +152,14 @@ func rpcTarget(in model.RPCRequest) (string, []attribute.KeyValue) {
 	switch in.Method {
 	case "prompts/get":
 		if json.Unmarshal(in.Params, &p) == nil && p.Name != "" {
-			return p.Name, []attribute.KeyValue{conv.GenAIPromptName.String(p.Name)}
+			return p.Name, []attribute.KeyValue{conv.GenAIPromptName.String(p.Name)}, nil
 		}
 	case "resources/read":
 		if json.Unmarshal(in.Params, &p) == nil && p.URI != "" {
-			return "", []attribute.KeyValue{conv.MCPResourceURI.String(p.URI)}
+			return "", nil, []attribute.KeyValue{conv.MCPResourceURI.String(p.URI)}
 		}
 	}
-	return "", nil
+	return "", nil, nil
 }
 
 // lastStart remembers the span of a server's last start, for the calls and
@@ -173,7 +198,7 @@ func (l *lastStart) linkIfWaited(ctx context.Context, since time.Time) {
 func (s *server) endStart(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
 		span.SetAttributes(conv.ErrorType.String(string(apierr.Of(err))))
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, telemetry.StatusText(err.Error()))
 	}
 	span.End()
 	s.lastStart.set(span.SpanContext(), time.Now())

@@ -241,3 +241,59 @@ func TestStartSpans(t *testing.T) {
 		t.Fatal("the restart's credential resolve ran outside its trace")
 	}
 }
+
+// A durable task runs after its request was answered, from a work queue:
+// its run continues the request's trace (task create → process
+// …tasks.run.{server} → tools/call), so the operator finds it in Jaeger
+// under the call that asked for it.
+func TestTaskRunContinuesTheCreatorsTrace(t *testing.T) {
+	exp, tp := recordSpans(t)
+
+	e := runnertest.Start(t, taskOpts("r1"))
+	cfg, _ := taskServer(t, "slow")
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctx, root := tp.Tracer("test").Start(ctx, "agent turn")
+	task, err := e.Client.CreateTask(ctx, "slow", "echo", json.RawMessage(`{"message":"traced"}`))
+	root.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := taskResult(t, e.Client, context.Background(), task.ID, 20*time.Second); done.State != model.TaskCompleted {
+		t.Fatalf("task %+v", done)
+	}
+	traceID := root.SpanContext().TraceID()
+	var create, run, call sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(5 * time.Second); (create == nil || run == nil || call == nil) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, s := range exp.GetSpans().Snapshots() {
+			switch s.Name() {
+			case "process mcp.v1.task.create":
+				create = s
+			case "process mcp.v1.tasks.run.{server}":
+				run = s
+			case "tools/call echo":
+				call = s
+			}
+		}
+	}
+	if create == nil || run == nil || call == nil {
+		t.Fatalf("spans: process task.create %v, process tasks.run %v, tools/call echo %v", create != nil, run != nil, call != nil)
+	}
+	for _, s := range []sdktrace.ReadOnlySpan{create, run, call} {
+		if s.SpanContext().TraceID() != traceID {
+			t.Errorf("span %q is in trace %v, want the creator's %v", s.Name(), s.SpanContext().TraceID(), traceID)
+		}
+	}
+	if run.Parent().SpanID() != create.SpanContext().SpanID() || !run.Parent().IsRemote() || call.Parent().SpanID() != run.SpanContext().SpanID() {
+		t.Error("spans are not chained process task.create → process tasks.run → tools/call")
+	}
+	if run.SpanKind() != trace.SpanKindConsumer {
+		t.Errorf("the run's span is %v, want CONSUMER", run.SpanKind())
+	}
+	checkAttrs(t, run, map[string]string{"messaging.system": "nats", "messaging.operation.type": "process",
+		"messaging.destination.name": "mcp.v1.tasks.run.slow", "messaging.consumer.group.name": "task-slow",
+		"mcpbus.server": "slow", "mcpbus.task.id": task.ID})
+}

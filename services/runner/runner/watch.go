@@ -35,7 +35,7 @@ func (r *Runner) watchShared(ctx context.Context, ready chan<- struct{}) {
 	tools.Ready = loaded
 	status := followCache(&r.mu, r.status, decodeJSON[model.Status])
 	status.Ready = loaded
-	agents := followCache(&r.mu, r.agents, decodeJSON[model.AgentRecord])
+	agents := r.forgetRates(followCache(&r.mu, r.agents, decodeJSON[model.AgentRecord]))
 	agents.Ready = loaded
 	var wg sync.WaitGroup
 	wg.Go(func() { bus.FollowKV(ctx, r.nc, r.assets.Agents, agents, bus.KVFollowOptions{Logger: r.log}) })

@@ -72,7 +72,16 @@ func StartClusterEnv(t testing.TB, nodes int) *ClusterEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
-	nc, err := c.Connect(nats.Name("runnertest"), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	return StartClusterEnvOn(t, c)
+}
+
+// StartClusterEnvOn is StartClusterEnv on a cluster started already; opts
+// add to the callers' connection's options (nats.DontRandomize: node 0
+// first).
+func StartClusterEnvOn(t testing.TB, c *embednats.Cluster, opts ...nats.Option) *ClusterEnv {
+	t.Helper()
+	nodes := len(c.Nodes)
+	nc, err := c.Connect(append([]nats.Option{nats.Name("runnertest"), nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

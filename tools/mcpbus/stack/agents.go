@@ -28,11 +28,12 @@ type agent struct {
 	Name        string          `json:"name"`
 	Allow       []string        `json:"allow"`
 	MaxInflight int             `json:"max_inflight,omitempty"`
+	Rate        *model.KeyRate  `json:"rate,omitempty"`
 	Created     time.Time       `json:"created"`
 }
 
 func (a agent) record() model.AgentRecord {
-	return model.AgentRecord{Name: a.Name, Allow: a.Allow, MaxInflight: a.MaxInflight}
+	return model.AgentRecord{Name: a.Name, Allow: a.Allow, MaxInflight: a.MaxInflight, Rate: a.Rate}
 }
 
 // AddAgent makes an agent identity allowed the tools matching allow (globs
@@ -54,6 +55,11 @@ func (s *Stack) CreateAgent(in model.AgentCreateRequest) (model.Agent, error) {
 	if in.MaxInflight < 0 {
 		return model.Agent{}, apierr.Invalid("max_inflight", "max_inflight must be 0 (the runner's default) or more")
 	}
+	if in.Rate != nil {
+		if err := in.Rate.Check(); err != nil {
+			return model.Agent{}, err
+		}
+	}
 	if len(allow) == 0 {
 		allow = []string{"*"}
 	}
@@ -66,7 +72,7 @@ func (s *Stack) CreateAgent(in model.AgentCreateRequest) (model.Agent, error) {
 	if err != nil {
 		return model.Agent{}, err
 	}
-	a := agent{ID: id, Name: name, Allow: slices.Clone(allow), MaxInflight: in.MaxInflight, Created: time.Now().UTC()}
+	a := agent{ID: id, Name: name, Allow: slices.Clone(allow), MaxInflight: in.MaxInflight, Rate: in.Rate, Created: time.Now().UTC()}
 	meta, _ := json.Marshal(a)
 	if err := os.WriteFile(s.metaFile(name), meta, 0o600); err != nil {
 		return model.Agent{}, fmt.Errorf("agent %s: %w", name, err)
@@ -113,7 +119,7 @@ func (s *Stack) Agents() []model.Agent {
 }
 
 func (s *Stack) info(a agent) model.Agent {
-	return model.Agent{Name: a.Name, Allow: a.Allow, MaxInflight: a.MaxInflight, Created: a.Created,
+	return model.Agent{Name: a.Name, Allow: a.Allow, MaxInflight: a.MaxInflight, Rate: a.Rate, Created: a.Created,
 		SeedFile: s.Identities.SeedFile(access.AgentIdentity(a.Name)), InboxPrefix: a.ID.Inbox(),
 		SubjectPrefix: bus.NewSubjects(s.prefix).ForAgent(a.Name).Prefix,
 		Subjects:      access.AgentSubjects(s.prefix, a.Name, a.Allow)}

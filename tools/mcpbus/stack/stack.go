@@ -25,6 +25,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/natsconn"
+	"github.com/mcpbus/mcpbus/libs/secretfile"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/services/chat/chat"
 	"github.com/mcpbus/mcpbus/services/config/config"
@@ -124,6 +125,9 @@ type Stack struct {
 	conns    []*nats.Conn
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+	// stopEdge stops the gateway, edge its Run, before the rest stops.
+	stopEdge context.CancelFunc
+	edge     sync.WaitGroup
 	errs     chan error
 	once     sync.Once
 }
@@ -144,7 +148,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return nil, fmt.Errorf("%s service: %w", r.Def.Name, err)
 		}
 	}
-	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+	// The data dir holds every secret of the stack: another local user who
+	// made it (a shared place such as /tmp) or may swap it is refused.
+	if err := secretfile.PrivateDir(opts.DataDir); err != nil {
 		return nil, fmt.Errorf("stack: data dir: %w", err)
 	}
 	s := &Stack{log: opts.Logger, errs: make(chan error, 8), Services: map[string]service.Service{},
@@ -208,6 +214,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	setup, stopSetup := context.WithCancel(life)
 	defer stopSetup()
 	context.AfterFunc(wait, stopSetup)
+	edge, stopEdge := context.WithCancel(life)
+	s.stopEdge = stopEdge
 	var order []string
 	for _, r := range opts.Table() {
 		role, err := access.RoleOf(r.Def.Name)
@@ -238,7 +246,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 		s.Services[r.Def.Name] = svc
 		order = append(order, r.Def.Name)
-		s.run(r.Def.Name, func() error { return svc.Run(life) })
+		if _, ok := svc.(*gateway.Gateway); ok {
+			s.run(&s.edge, r.Def.Name, func() error { return svc.Run(edge) })
+			continue
+		}
+		s.run(&s.wg, r.Def.Name, func() error { return svc.Run(life) })
 	}
 
 	s.Client = client.New(s.Conn, client.Options{Prefix: opts.Prefix})
@@ -299,11 +311,11 @@ func (s *Stack) ConnectAs(name string, role access.Role) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// run keeps one service going; its failure ends Wait.
-func (s *Stack) run(name string, fn func() error) {
-	s.wg.Add(1)
+// run keeps one service going, counted in wg; its failure ends Wait.
+func (s *Stack) run(wg *sync.WaitGroup, name string, fn func() error) {
+	wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer wg.Done()
 		if err := fn(); err != nil && !errors.Is(err, context.Canceled) {
 			select {
 			case s.errs <- fmt.Errorf("%s service: %w", name, err):
@@ -323,9 +335,15 @@ func (s *Stack) Wait(ctx context.Context) error {
 	}
 }
 
-// Close stops every service (the runner stops its servers), then NATS.
+// Close stops every service (the runner stops its servers), then NATS. The
+// gateway stops first: the calls in flight it lets finish need the runner
+// and the other services still running.
 func (s *Stack) Close() {
 	s.once.Do(func() {
+		if s.stopEdge != nil {
+			s.stopEdge()
+		}
+		s.edge.Wait()
 		s.cancel()
 		s.wg.Wait()
 		for _, nc := range s.conns {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	vault "github.com/hashicorp/vault/api"
@@ -40,6 +41,10 @@ const (
 	// secret id written there is used from the next login on.
 	EnvRoleIDFile   = "MCPBUS_VAULT_ROLE_ID_FILE"
 	EnvSecretIDFile = "MCPBUS_VAULT_SECRET_ID_FILE"
+	// EnvInsecureSkipVerify must be "true" as well for VAULT_SKIP_VERIFY to
+	// be taken: without verifying Vault's certificate, whoever sits between
+	// gets the token and every secret.
+	EnvInsecureSkipVerify = "MCPBUS_VAULT_INSECURE_SKIP_VERIFY"
 )
 
 // DefaultMount is the KV v2 mount used when none is configured.
@@ -64,6 +69,9 @@ type Config struct {
 	SecretIDFile string
 	// AppRoleMount is where the AppRole auth method is mounted (default "approle").
 	AppRoleMount string
+	// InsecureSkipVerify accepts VAULT_SKIP_VERIFY (which the Vault client
+	// reads from the environment); without it, that setting is refused.
+	InsecureSkipVerify bool
 	// Timeout bounds one HTTP request to Vault (default 10s).
 	Timeout time.Duration
 	// MaxRetries of a failed request (connection error, 5xx); 0 keeps the
@@ -82,6 +90,8 @@ func ConfigFromEnv() Config {
 		RoleIDFile:   os.Getenv(EnvRoleIDFile),
 		SecretIDFile: os.Getenv(EnvSecretIDFile),
 		AppRoleMount: os.Getenv(EnvAppRoleMount),
+		// Only "true" opts in: a typo must not turn verification off.
+		InsecureSkipVerify: os.Getenv(EnvInsecureSkipVerify) == "true",
 	}
 }
 
@@ -102,6 +112,13 @@ type Store struct {
 	// life ends on Close; it bounds the watchers and their logins.
 	life context.Context
 	end  context.CancelFunc
+	// tokenInvalid is set while Vault calls the static token invalid
+	// (expired or revoked): nothing but a new token helps, so readiness
+	// reports it (Ping) and it is logged once as an error.
+	tokenInvalid atomic.Bool
+	// kvChecked is set once the mount is known to be KV v2 (or cannot be
+	// checked with the token's policy); see checkMount.
+	kvChecked atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -134,6 +151,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	if vc.Error != nil {
 		return nil, fmt.Errorf("vaultstore: %w", vc.Error)
 	}
+	if insecureTLS(vc) {
+		if !cfg.InsecureSkipVerify {
+			return nil, fmt.Errorf("vaultstore: VAULT_SKIP_VERIFY turns off the check of Vault's certificate, which would hand the token and every secret to whoever sits between: give Vault's CA in VAULT_CACERT instead, or set %s=true as well to accept it", EnvInsecureSkipVerify)
+		}
+		log.Warn("Vault's TLS certificate is not verified (VAULT_SKIP_VERIFY, " + EnvInsecureSkipVerify + ")")
+	}
 	if cfg.Address != "" {
 		vc.Address = cfg.Address
 	}
@@ -161,8 +184,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	defer cancel()
 	if err := s.ensureAuth(loginCtx, ""); err != nil {
 		s.log.Warn("Vault not ready yet; will retry on each request", "error", err)
+	} else if err := s.checkMount(loginCtx); apierr.Of(err) == apierr.Internal {
+		s.log.Error("the Vault mount cannot hold the credentials; every request will fail until it is fixed", "error", err)
 	}
 	return s, nil
+}
+
+// insecureTLS reports whether the client's TLS settings skip the check of
+// Vault's certificate (VAULT_SKIP_VERIFY).
+func insecureTLS(vc *vault.Config) bool {
+	if vc.HttpClient == nil {
+		return false
+	}
+	t, ok := vc.HttpClient.Transport.(*http.Transport)
+	return ok && t.TLSClientConfig != nil && t.TLSClientConfig.InsecureSkipVerify
 }
 
 // Name is "vault".
@@ -240,6 +275,11 @@ func (s *Store) authenticate(ctx context.Context) (*vault.Secret, error) {
 	self, err := s.client.Auth().Token().LookupSelfWithContext(ctx)
 	if err != nil {
 		e := mapError(err, "auth/token/lookup-self", "looking up the Vault token")
+		if invalidToken(err) {
+			// Expired or revoked, not a policy without lookup-self.
+			s.noteInvalid()
+			return nil, e
+		}
 		if e.Code == apierr.Unauthorized {
 			// A token without lookup-self permission may still reach the KV
 			// paths; it just cannot be kept alive from here.
@@ -254,7 +294,8 @@ func (s *Store) authenticate(ctx context.Context) (*vault.Secret, error) {
 		return nil, nil
 	}
 	if !renewable {
-		s.log.Warn("the Vault token is not renewable and will expire", "ttl", ttl)
+		s.log.Warn("the Vault token is not renewable: requests fail once it expires, until the service is restarted with a new one (use a periodic token or AppRole)",
+			"ttl", ttl, "expires_at", time.Now().Add(ttl).UTC().Format(time.RFC3339))
 		return nil, nil
 	}
 	return &vault.Secret{Auth: &vault.SecretAuth{ClientToken: s.cfg.Token, Renewable: true, LeaseDuration: int(ttl.Seconds())}}, nil
@@ -314,21 +355,36 @@ func (s *Store) watch(ctx context.Context, secret *vault.Secret) {
 	}
 	go w.Start()
 	defer w.Stop()
+	// When the token runs out: the last TTL Vault gave, from when it gave it.
+	expires := time.Now().Add(time.Duration(secret.Auth.LeaseDuration) * time.Second)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case r := <-w.RenewCh():
 			if r != nil && r.Secret != nil && r.Secret.Auth != nil {
-				s.log.Debug("Vault token renewed", "ttl", time.Duration(r.Secret.Auth.LeaseDuration)*time.Second)
+				ttl := time.Duration(r.Secret.Auth.LeaseDuration) * time.Second
+				expires = r.RenewedAt.Add(ttl)
+				s.log.Debug("Vault token renewed", "ttl", ttl)
 			}
 		case err := <-w.DoneCh():
+			if s.cfg.Token != "" {
+				// A static token cannot be replaced from here: looking it up
+				// again would only start another watcher that ends at once.
+				// Say so now, before the requests start failing.
+				attrs := []any{"expires_at", expires.UTC().Format(time.RFC3339)}
+				if err != nil {
+					attrs = append(attrs, "error", mapError(err, "auth/token/renew-self", "renewing the Vault token").Message)
+				}
+				s.log.Error("the Vault token (VAULT_TOKEN) can no longer be renewed (its max TTL, or it was revoked): requests fail once it expires, until the service is restarted with a new token (use a periodic token or AppRole)", attrs...)
+				return
+			}
 			if err != nil {
 				s.log.Warn("Vault token renewal stopped", "error", mapError(err, "auth/token/renew-self", "renewing the Vault token").Message)
 			} else {
 				s.log.Info("Vault token reached the end of its renewals")
 			}
-			if !s.expire(ctx) || s.cfg.Token != "" {
+			if !s.expire(ctx) {
 				return
 			}
 			// Log in before the token runs out, so no request meets it
@@ -363,9 +419,30 @@ func (s *Store) do(ctx context.Context, op func() error) error {
 	if err := s.ensureAuth(ctx, ""); err != nil {
 		return err
 	}
+	// The mount's check comes first, with the same token (and the same
+	// new login when Vault refuses it).
+	op = func(run func() error) func() error {
+		return func() error {
+			if err := s.checkMount(ctx); err != nil {
+				return err
+			}
+			return run()
+		}
+	}(op)
 	used := s.client.Token()
 	err := op()
-	if s.cfg.Token != "" || statusOf(err) != http.StatusForbidden {
+	if s.cfg.Token != "" {
+		switch {
+		case invalidToken(err):
+			s.noteInvalid()
+		case err == nil || statusOf(err) != 0:
+			// Vault took the token (a refusal other than "invalid token"
+			// is the policy's).
+			s.tokenInvalid.Store(false)
+		}
+		return err
+	}
+	if statusOf(err) != http.StatusForbidden {
 		return err
 	}
 	s.log.Info("Vault refused the AppRole token; logging in again")
@@ -373,6 +450,30 @@ func (s *Store) do(ctx context.Context, op func() error) error {
 		return err
 	}
 	return op()
+}
+
+// noteInvalid records that Vault called the static token invalid, logging
+// it as an error the first time (each request also says it, UNAUTHORIZED).
+func (s *Store) noteInvalid() {
+	if s.cfg.Token != "" && !s.tokenInvalid.Swap(true) {
+		s.log.Error("Vault refuses the token (VAULT_TOKEN) as invalid: it expired or was revoked; restart the service with a new token (use a periodic token or AppRole)")
+	}
+}
+
+// invalidToken reports whether Vault refused a request for its token
+// itself (expired, revoked, unknown), which it tells apart from a policy
+// that does not grant the path by adding "invalid token" to the 403.
+func invalidToken(err error) bool {
+	var re *vault.ResponseError
+	if !errors.As(err, &re) || re.StatusCode != http.StatusForbidden {
+		return false
+	}
+	for _, e := range re.Errors {
+		if strings.Contains(e, "invalid token") {
+			return true
+		}
+	}
+	return false
 }
 
 func statusOf(err error) int {
@@ -461,6 +562,8 @@ func mapError(err error, path, doing string) *apierr.Error {
 	var re *vault.ResponseError
 	if errors.As(err, &re) {
 		switch {
+		case invalidToken(err):
+			return apierr.Wrap(apierr.Unauthorized, "Vault refuses the credential service's token as invalid: it expired or was revoked ("+doing+"); the operator must give the service a new one", err)
 		case re.StatusCode == http.StatusForbidden:
 			return apierr.Wrap(apierr.Unauthorized, "Vault denied access to "+path+" (check the token's policy)", err)
 		case re.StatusCode == http.StatusUnauthorized:

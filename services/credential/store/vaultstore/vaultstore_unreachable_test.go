@@ -71,3 +71,38 @@ func TestConfig(t *testing.T) {
 		t.Fatalf("token in use: %q", s.Token())
 	}
 }
+
+// TestSkipVerifyRefused: VAULT_SKIP_VERIFY (read by the Vault client from
+// the environment) is refused unless MCPBUS_VAULT_INSECURE_SKIP_VERIFY=true
+// accepts it too; nothing else turns certificate checks off.
+func TestSkipVerifyRefused(t *testing.T) {
+	t.Setenv("VAULT_SKIP_VERIFY", "true")
+	t.Setenv(vaultstore.EnvInsecureSkipVerify, "")
+	cfg := vaultstore.Config{Address: "https://127.0.0.1:1", Token: "hvs.x", MaxRetries: -1}
+	_, err := vaultstore.New(context.Background(), cfg, quietLog())
+	if err == nil || !strings.Contains(err.Error(), "VAULT_CACERT") || !strings.Contains(err.Error(), vaultstore.EnvInsecureSkipVerify) {
+		t.Fatalf("VAULT_SKIP_VERIFY alone: %v, want a refusal", err)
+	}
+	for _, v := range []string{"1", "yes", "True "} {
+		t.Setenv(vaultstore.EnvInsecureSkipVerify, v)
+		if vaultstore.ConfigFromEnv().InsecureSkipVerify {
+			t.Errorf("%s=%q accepted as true", vaultstore.EnvInsecureSkipVerify, v)
+		}
+	}
+	t.Setenv(vaultstore.EnvInsecureSkipVerify, "true")
+	cfg.InsecureSkipVerify = vaultstore.ConfigFromEnv().InsecureSkipVerify
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := vaultstore.New(ctx, cfg, quietLog())
+	if err != nil {
+		t.Fatalf("with both: %v", err)
+	}
+	s.Close()
+	t.Setenv("VAULT_SKIP_VERIFY", "false")
+	t.Setenv(vaultstore.EnvInsecureSkipVerify, "")
+	s, err = vaultstore.New(ctx, vaultstore.Config{Address: "https://127.0.0.1:1", Token: "hvs.x", MaxRetries: -1}, quietLog())
+	if err != nil {
+		t.Fatalf("VAULT_SKIP_VERIFY=false: %v", err)
+	}
+	s.Close()
+}

@@ -212,9 +212,13 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	cmd := exec.CommandContext(abortCtx, name, args...)
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.Env = ChildEnv(os.Environ(), env)
-	// Own process group, so stopping reaches npx's node child too; the kernel
-	// kills the leader if the runner dies without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Own session, so own process group: stopping reaches npx's node child
+	// too. A session of its own also leaves the child without the runner's
+	// controlling terminal (`mcpbus up` in the user's shell): through
+	// /dev/tty it could read what the user types and, where the kernel
+	// allows TIOCSTI, type commands the shell runs. The kernel kills the
+	// leader if the runner dies without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	// Wait must not hang on a grandchild that keeps stderr open.
 	cmd.WaitDelay = 2 * time.Second
 	onLine := newRedactor(opts.Secrets).wrap(opts.OnStderr)

@@ -283,8 +283,8 @@ func TestPrepareBinary(t *testing.T) {
 	if !slices.Contains(cmd.Env, "API_KEY=k") || slices.ContainsFunc(cmd.Env, func(s string) bool { return strings.HasPrefix(s, "VAULT_TOKEN=") }) {
 		t.Fatalf("env %q", cmd.Env)
 	}
-	if cmd.SysProcAttr == nil || !cmd.SysProcAttr.Setpgid {
-		t.Fatal("child not in its own process group")
+	if cmd.SysProcAttr == nil || !cmd.SysProcAttr.Setsid {
+		t.Fatal("child not in its own session (so process group)")
 	}
 	if l.Process.PID() != 0 || l.Process.stderr.max != 10 {
 		t.Fatalf("pid %d, stderr max %d", l.Process.PID(), l.Process.stderr.max)

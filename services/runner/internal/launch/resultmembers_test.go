@@ -26,6 +26,11 @@ func TestKeepResultMembers(t *testing.T) {
 	if string(m["isError"]) != "true" || string(m["content"]) != `[{"type":"text","text":"hi"}]` {
 		t.Errorf("values changed: %s", got)
 	}
+	// A member spelt with an escape is the member its reader decodes.
+	escaped := []byte(`{"content":[],"is\u0045rror":true,"x":1}`)
+	if got := KeepResultMembers(escaped); string(got) != `{"content":[],"is\u0045rror":true}` {
+		t.Errorf("escaped member: %s", got)
+	}
 	if got := KeepResultMembers([]byte(`{"extra":1}`)); string(got) != `{}` {
 		t.Errorf("only extras: %s", got)
 	}

@@ -23,7 +23,12 @@ import (
 // testServer is the go-sdk test server (libs/testmcp), built once.
 var testServer string
 
-func TestMain(m *testing.M) { testkit.Main(m, &testServer) }
+func TestMain(m *testing.M) {
+	if ttyRoles() {
+		return
+	}
+	testkit.Main(m, &testServer)
+}
 
 // connectTest starts the test server on a StdioTransport and connects a
 // go-sdk client as the runner does; both end with the test.

@@ -289,10 +289,10 @@ func CheckToolResult(result []byte) (isError, content bool, err error) {
 		return false, false, errors.New("the server sent a result that is not a JSON object")
 	}
 	jsonscan.Members(result, func(key, val []byte) bool {
-		switch string(key) {
-		case "isError":
+		switch {
+		case jsonscan.KeyIs(key, "isError"):
 			isError = string(val) == "true"
-		case "content":
+		case jsonscan.KeyIs(key, "content"):
 			content = len(val) > 0 && val[0] == '['
 		}
 		return true
@@ -309,7 +309,7 @@ func InputRequired(result []byte) bool {
 	}
 	required := false
 	jsonscan.Members(result, func(key, val []byte) bool {
-		if string(key) == "resultType" {
+		if jsonscan.KeyIs(key, "resultType") {
 			required = string(val) == `"input_required"`
 			return false
 		}
@@ -371,24 +371,20 @@ var resultMembers = map[string]bool{"content": true, "structuredContent": true, 
 func KeepResultMembers(result []byte) []byte {
 	extra := false
 	jsonscan.Members(result, func(key, _ []byte) bool {
-		extra = !resultMembers[string(key)]
+		extra = !resultMember(key)
 		return !extra
 	})
 	if !extra {
 		return result
 	}
-	out := make([]byte, 0, len(result))
-	out = append(out, '{')
-	jsonscan.Members(result, func(key, val []byte) bool {
-		if resultMembers[string(key)] {
-			if len(out) > 1 {
-				out = append(out, ',')
-			}
-			out = strconv.AppendQuote(out, string(key))
-			out = append(out, ':')
-			out = append(out, val...)
-		}
-		return true
-	})
-	return append(out, '}')
+	return jsonscan.KeepMembers(result, resultMember)
+}
+
+// resultMember reports whether a raw key names a member of a CallToolResult
+// (escapes decoded, as its reader will).
+func resultMember(key []byte) bool {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return resultMembers[string(key)]
+	}
+	return resultMembers[jsonscan.Key(key)]
 }

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -104,5 +106,70 @@ func TestComputeLeavesOutHomeAsWorkingDir(t *testing.T) {
 	t.Chdir(work)
 	if !granted(work) || granted(home) {
 		t.Fatal("a working directory below the home is not granted alone")
+	}
+}
+
+// The HOME of switched children when their uid has none is a name every
+// local user knows (<tmp>/mcpbus-child-home-<uid>): one another user made
+// first, or that is open to others, is not used (the servers still start,
+// in a private HOME of a random name), where before no server started, or
+// every one ran in a HOME anyone could plant code in.
+func TestChildHomeTakenByAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching users needs root")
+	}
+	const uid = 65534
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && ownedDir(u.HomeDir, uid) {
+		t.Skipf("uid %d has a home of its own, %s", uid, u.HomeDir)
+	}
+	for _, c := range []struct {
+		name  string
+		owner int
+		mode  os.FileMode
+	}{{"another user's", 12345, 0o700}, {"open to all", uid, 0o777}} {
+		t.Run(c.name, func(t *testing.T) {
+			// A shared temp dir, as /tmp is (t.TempDir's parent is closed to the uid).
+			tmp, err := os.MkdirTemp("", "mcpbus-shared-tmp-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+			if err := os.Chmod(tmp, os.ModeSticky|0o777); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("TMPDIR", tmp)
+			taken := filepath.Join(tmp, "mcpbus-child-home-"+strconv.Itoa(uid))
+			if err := os.Mkdir(taken, c.mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(taken, c.owner, c.owner); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(taken, c.mode); err != nil {
+				t.Fatal(err)
+			}
+			s, err := New(Config{UID: uid})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var first string
+			for range 2 { // every child of the runner gets the same one
+				cmd := exec.Command("/bin/true")
+				cmd.Env = []string{"PATH=/usr/bin:/bin"}
+				if _, err := s.Prepare(cmd, Spec{Command: cmd.Path}, nil); err != nil {
+					t.Fatalf("a taken child home stopped the server: %v", err)
+				}
+				home := getEnv(cmd.Env, "HOME")
+				fi, err := os.Lstat(home)
+				if home == "" || within(home, taken) || !ownedDir(home, uid) || err != nil || fi.Mode().Perm() != 0o700 {
+					t.Fatalf("HOME %q: want a private directory of uid %d, not %s", home, uid, taken)
+				}
+				if first == "" {
+					first = home
+				} else if home != first {
+					t.Fatalf("HOME %q, the first child's %q", home, first)
+				}
+			}
+		})
 	}
 }

@@ -28,7 +28,7 @@ import (
 //     command and of node/npx (…/bin/x → …, and the outermost node_modules
 //     its resolved file lives in); the runner's working directory (not
 //     when it is the runner's home or holds it), the child's too; ~/.npmrc;
-//   - read and write: /dev (files only: /dev/null, ttys); the child's
+//   - read and write: the device files of DeviceFiles; the child's
 //     private temp dir (its TMPDIR); its own npm cache (_mcpbus/<slug>/npm
 //     under $npm_config_cache or ~/.npm: servers share no cache, whose
 //     _npx installs another's npx would run); ~/.docker for the docker
@@ -52,6 +52,14 @@ import (
 // resolver's directory under it is.
 var SystemRoots = []string{"/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
 	"/nix/store", "/proc", "/sys", "/run/systemd/resolve"}
+
+// DeviceFiles are the device files a child may read and write: not the
+// rest of /dev, where a terminal of the runner's user (/dev/pts/N, the
+// runner's /dev/tty) would let a child read what the user types there or
+// type into it, and /dev/shm holds other programs' shared memory. A
+// server that needs a terminal of its own (a pty) gets /dev/ptmx and
+// /dev/pts from --child-allow.
+var DeviceFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
 
 // Protected is a path no child may read, and what it is (for errors).
 type Protected struct {
@@ -146,7 +154,9 @@ func Compute(spec Spec, protected []Protected) (Plan, error) {
 	for _, r := range SystemRoots {
 		c.system(r)
 	}
-	c.add("/dev", false, true)
+	for _, d := range DeviceFiles {
+		c.add(d, false, true)
+	}
 	progs := append([]string{spec.Command}, spec.Tools...)
 	if interp := shebang(spec.Command); interp != "" {
 		progs = append(progs, interp)

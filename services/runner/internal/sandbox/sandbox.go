@@ -62,6 +62,10 @@ type Sandbox struct {
 	uid, gid  int // uid 0: no switch
 	protected []Protected
 	allow     []string
+
+	// tmpHome is the switched children's HOME when the uid has none (home).
+	homeMu  sync.Mutex
+	tmpHome string
 }
 
 // New checks what this host allows. It fails when a uid switch is asked for
@@ -345,10 +349,19 @@ func (s *Sandbox) mkTemp() (string, error) {
 
 // home is the HOME of a switched child: the uid's home in the password
 // database when it is a directory the uid owns, else <tmp>/mcpbus-child-home-<uid>,
-// made by the runner as that uid (0700).
+// made by the runner as that uid (0700). That name is known to every local
+// user: when it is taken by a directory that is not the uid's own and
+// private (another user made it first, to keep every server from starting
+// or, open to all, to plant code in the npm cache inside), the children
+// get a new one of a random name instead, for the runner's life.
 func (s *Sandbox) home() (string, error) {
 	if u, err := user.LookupId(strconv.Itoa(s.uid)); err == nil && u.HomeDir != "" && ownedDir(u.HomeDir, s.uid) {
 		return u.HomeDir, nil
+	}
+	s.homeMu.Lock()
+	defer s.homeMu.Unlock()
+	if s.tmpHome != "" && ownedDir(s.tmpHome, s.uid) {
+		return s.tmpHome, nil
 	}
 	dir := filepath.Join(os.TempDir(), "mcpbus-child-home-"+strconv.Itoa(s.uid))
 	err := s.asChild(func() error {
@@ -360,10 +373,24 @@ func (s *Sandbox) home() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("child home %s: %w", dir, err)
 	}
-	if !ownedDir(dir, s.uid) {
-		return "", fmt.Errorf("child home %s is not a directory owned by uid %d", dir, s.uid)
+	if ownedDir(dir, s.uid) && private(dir) {
+		return dir, nil
 	}
+	err = s.asChild(func() (err error) {
+		dir, err = os.MkdirTemp("", "mcpbus-child-home-"+strconv.Itoa(s.uid)+"-")
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("child home: %w", err)
+	}
+	s.tmpHome = dir
 	return dir, nil
+}
+
+// private reports whether only its owner may enter path.
+func private(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().Perm()&0o077 == 0
 }
 
 // ownerFile names the owner (a config id) of a child's own directory.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // A child started through Start is confined; the process that started it
@@ -118,6 +120,32 @@ func TestRelativeProtectedPathIsTheRunners(t *testing.T) {
 			if g.Path == wd || within(filepath.Join(wd, ".mcpbus"), g.Path) || within(filepath.Join(wd, "keyfile"), g.Path) {
 				t.Errorf("uid %d: the plan grants %s (write %v), which holds %s's protected paths", uid, g.Path, g.Write, wd)
 			}
+		}
+	}
+}
+
+// A confined child reaches no terminal: not another one of its uid (a pty
+// the user types in, whose input it could read or write to), not the
+// runner's; the plain device files (/dev/null, /dev/urandom…) it keeps.
+func TestChildOpensNoTerminal(t *testing.T) {
+	if LandlockABI() == 0 {
+		t.Skip("the kernel has no Landlock")
+	}
+	_, pts := testkit.OpenPTY(t) // stands for the terminal the user types in
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `(exec 3<"$1") 2>/dev/null && echo "opened $1"; (exec 3</dev/tty) 2>/dev/null && echo "opened /dev/tty";
+head -c 1 /dev/urandom >/dev/null && echo urandom-ok; echo x >/dev/null && echo null-ok; echo tried`, "sh", pts)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
+	_, got := runConfined(t, s, cmd, Spec{Command: cmd.Path})
+	if strings.Contains(got, "opened ") || !strings.Contains(got, "tried") {
+		t.Fatalf("a confined child opened a terminal:\n%s", got)
+	}
+	for _, want := range []string{"urandom-ok", "null-ok"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("a confined child lost a plain device file (%s):\n%s", want, got)
 		}
 	}
 }

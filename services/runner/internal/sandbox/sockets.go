@@ -15,13 +15,18 @@ import (
 // IPv4, IPv6 and netlink fails with EPERM, so it opens no unix socket
 // (socketpair, which reaches nothing outside, stays allowed). The family
 // is compared as the full register: a family with high bits set, which
-// the kernel would read as its low 32 bits, is refused too.
+// the kernel would read as its low 32 bits, is refused too. io_uring is
+// refused whole (EPERM from io_uring_setup): its IORING_OP_SOCKET makes a
+// socket of any family without the socket() call, and a confined child
+// reached a unix socket through it. Runtimes that use io_uring (libuv)
+// fall back to plain system calls when it cannot be set up.
 var socketFilter = seccomp.Filter{
 	NoNewPrivs: true,
 	Policy: seccomp.Policy{
 		DefaultAction: seccomp.ActionAllow,
 		Syscalls: []seccomp.SyscallGroup{{
 			Action: seccomp.ActionErrno,
+			Names:  []string{"io_uring_setup", "io_uring_enter", "io_uring_register"},
 			NamesWithCondtions: []seccomp.NameWithConditions{{
 				Name: "socket",
 				Conditions: seccomp.ArgumentConditions{

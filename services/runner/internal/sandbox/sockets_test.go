@@ -42,6 +42,17 @@ func socketsChild(sock string) {
 		fmt.Println("high bits: opened")
 		_ = unix.Close(int(fd))
 	}
+	// io_uring makes a socket without the socket() system call.
+	if fd, err := ioUringSocket(unix.AF_UNIX, unix.SOCK_STREAM); err != nil {
+		fmt.Println("io_uring:", err)
+	} else if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
+		fmt.Println("io_uring: opened, connect:", err)
+	} else {
+		f := os.NewFile(uintptr(fd), "io_uring socket")
+		fmt.Fprintln(f, "hello")
+		reply, _ := bufio.NewReader(f).ReadString('\n')
+		fmt.Println("io_uring: reached", strings.TrimSpace(reply))
+	}
 	if fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0); err != nil {
 		fmt.Println("socketpair:", err)
 	} else {
@@ -58,8 +69,9 @@ func socketsChild(sock string) {
 
 // A confined child cannot reach a unix socket of its uid (a daemon outside
 // the sandbox that would act for it: systemd, D-Bus, tmux, ssh-agent), nor
-// open one with the family's high bits set; it keeps socketpair and IP
-// sockets. The docker client, which talks to its daemon through one, may.
+// open one with the family's high bits set or through io_uring (which
+// makes sockets without the socket() system call); it keeps socketpair
+// and IP sockets. The docker client, which talks to its daemon through one, may.
 func TestChildOpensNoUnixSocket(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	ln, err := net.Listen("unix", sock)
@@ -94,7 +106,7 @@ func TestChildOpensNoUnixSocket(t *testing.T) {
 	}
 	got := run(false)
 	for _, want := range []string{"dial: dial unix " + sock + ": socket: operation not permitted", "high bits: operation not permitted",
-		"socketpair: opened", "inet: opened"} {
+		"io_uring: io_uring_setup: operation not permitted", "socketpair: opened", "inet: opened"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("a confined child's sockets: want %q in\n%s", want, got)
 		}

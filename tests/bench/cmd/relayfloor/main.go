@@ -17,7 +17,11 @@
 // streams (1 GiB each) of an embedded nats-server storing in dir. It is the
 // memory floor of a design that keeps such records.
 //
-//	relayfloor [-listen 127.0.0.1:0] [-js dir] <server command> [args...]
+// With -nats url, a tool call goes instead as one NATS request to mcpbus's
+// runner (natsrelay.go): the floor of an HTTP edge in front of the NATS path.
+// The server it spawns still serves the handshake's tools/list.
+//
+//	relayfloor [-listen 127.0.0.1:0] [-js dir] [-nats url -nkey seed -inbox-prefix p -call-prefix p] <server command> [args...]
 //
 // It prints its endpoint URL (http://<addr>/mcp) on stdout once it serves,
 // and stops on SIGINT or SIGTERM.
@@ -36,6 +40,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,6 +56,10 @@ const modern = "2026-07-28"
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to serve Streamable HTTP on")
 	jsDir := flag.String("js", "", "keep a record of each call in two JetStream file streams stored in this directory")
+	natsURL := flag.String("nats", "", "relay tool calls as NATS requests to this server instead of the spawned server's stdio")
+	seed := flag.String("nkey", "", "with -nats: the nkey seed file to connect with")
+	inbox := flag.String("inbox-prefix", "", "with -nats: the inbox prefix its identity may use")
+	callPrefix := flag.String("call-prefix", "", "with -nats: the subject of a tool call, less the tool's name")
 	flag.Parse()
 	if flag.NArg() < 1 {
 		fmt.Fprintln(os.Stderr, "usage: relayfloor [-listen addr] <server command> [args...]")
@@ -58,12 +67,20 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *listen, *jsDir, flag.Arg(0), flag.Args()[1:]); err != nil {
+	var nr *natsRelay
+	if *natsURL != "" {
+		var err error
+		if nr, err = startNATSRelay(*natsURL, *seed, *inbox, *callPrefix); err != nil {
+			log.Fatal(err)
+		}
+		defer nr.close()
+	}
+	if err := run(ctx, *listen, *jsDir, nr, flag.Arg(0), flag.Args()[1:]); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, listen, jsDir, command string, args []string) error {
+func run(ctx context.Context, listen, jsDir string, nr *natsRelay, command string, args []string) error {
 	up, err := startPipe(ctx, command, args)
 	if err != nil {
 		return err
@@ -116,6 +133,10 @@ func run(ctx context.Context, listen, jsDir, command string, args []string) erro
 		if isModern {
 			next = stateless
 		}
+		if nr != nil && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/invoke/") {
+			nr.invoke(w, r)
+			return
+		}
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
@@ -128,7 +149,7 @@ func run(ctx context.Context, listen, jsDir, command string, args []string) erro
 		msg, err := jsonrpc.DecodeMessage(body)
 		req, ok := msg.(*jsonrpc.Request)
 		if err == nil && ok && req.Method == "tools/call" && (isModern || r.Header.Get("Mcp-Session-Id") != "") {
-			relay(w, r, up, rec, req, isModern)
+			relay(w, r, up, nr, rec, req, isModern)
 			return
 		}
 		if err == nil && ok && req.Method == "server/discover" {
@@ -151,9 +172,9 @@ type callParams struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
-// relay answers one tools/call through the server's stdio, and records it
-// when rec is set.
-func relay(w http.ResponseWriter, r *http.Request, up *pipe, rec *records, req *jsonrpc.Request, isModern bool) {
+// relay answers one tools/call through the server's stdio (through NATS with
+// nr), and records it when rec is set.
+func relay(w http.ResponseWriter, r *http.Request, up *pipe, nr *natsRelay, rec *records, req *jsonrpc.Request, isModern bool) {
 	start := time.Now()
 	var p callParams
 	if err := json.Unmarshal(req.Params, &p); err != nil {
@@ -163,7 +184,14 @@ func relay(w http.ResponseWriter, r *http.Request, up *pipe, rec *records, req *
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	resp := &jsonrpc.Response{ID: req.ID}
-	raw, id, err := up.callID(ctx, "tools/call", p)
+	var raw json.RawMessage
+	var id int64
+	var err error
+	if nr != nil {
+		raw, err = nr.call(ctx, p.Name, p.Arguments)
+	} else {
+		raw, id, err = up.callID(ctx, "tools/call", p)
+	}
 	if rec != nil {
 		rec.record(p.Name, id, start, err)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -40,6 +41,8 @@ func (g *globals) agentsRequest(cmd *cobra.Command, verb string, in, out any) er
 
 func newAgentsCreateCmd(g *globals) *cobra.Command {
 	var req model.AgentCreateRequest
+	var rps float64
+	var burst int
 	cmd := &cobra.Command{
 		Use:     "create <name>",
 		Short:   "Make an agent identity allowed some tools",
@@ -47,6 +50,9 @@ func newAgentsCreateCmd(g *globals) *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
+			if cmd.Flags().Changed("rps") || cmd.Flags().Changed("burst") {
+				req.Rate = &model.KeyRate{RPS: cmp.Or(rps, model.DefaultAgentRate.RPS), Burst: cmp.Or(burst, model.DefaultAgentRate.Burst)}
+			}
 			var out model.Agent
 			if err := g.agentsRequest(cmd, "create", req, &out); err != nil {
 				return err
@@ -60,6 +66,8 @@ func newAgentsCreateCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringArrayVar(&req.Allow, "allow-tool", nil, "a glob on <server>__<tool> the agent may call (repeat; default every tool)")
 	cmd.Flags().IntVar(&req.MaxInflight, "max-inflight", 0, "its calls in flight at one server (default: the runner's --agent-max-inflight, a quarter of a server's max_inflight)")
+	cmd.Flags().Float64Var(&rps, "rps", 0, fmt.Sprintf("its requests per second at each runner (default %g)", model.DefaultAgentRate.RPS))
+	cmd.Flags().IntVar(&burst, "burst", 0, fmt.Sprintf("its burst of requests at each runner (default %d)", model.DefaultAgentRate.Burst))
 	return cmd
 }
 

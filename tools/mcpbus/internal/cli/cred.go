@@ -29,7 +29,11 @@ type secretReader struct {
 
 func newSecretReader(g *globals) *secretReader { return &secretReader{g: g} }
 
-func (r *secretReader) read(name string) (string, error) {
+func (r *secretReader) read(name string) (string, error) { return r.readLabeled(name, name) }
+
+// readLabeled prompts with label (a name and what it is for); errors name
+// the value by name alone.
+func (r *secretReader) readLabeled(name, label string) (string, error) {
 	if f, ok := r.g.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		// Echo goes off before the prompt shows (raw mode; ReadPassword then
 		// reads the line without echo), so nothing typed ahead is echoed.
@@ -38,7 +42,7 @@ func (r *secretReader) read(name string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("reading %s: %w", name, err)
 		}
-		fmt.Fprintf(r.g.stderr, "%s: ", name)
+		fmt.Fprintf(r.g.stderr, "%s: ", label)
 		b, err := term.ReadPassword(fd)
 		_ = term.Restore(fd, old)
 		fmt.Fprintln(r.g.stderr)
@@ -195,18 +199,7 @@ func newCredSetCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			restarted, err := applyCredChange(cmd.Context(), c, &cfg, principal, noRestart)
-			if err != nil {
-				return restartFailed(cfg.Slug, "stored", err)
-			}
-			if g.json {
-				return g.printJSON(desc)
-			}
-			printDescription(g, cfg.Slug, desc)
-			if restarted {
-				fmt.Fprintf(g.stdout, "restarted %s to use it\n", cfg.Slug)
-			}
-			return nil
+			return credChanged(cmd.Context(), g, c, &cfg, principal, noRestart, desc, "stored", "to use it")
 		},
 	}
 	cmd.Flags().BoolVar(&headers, "header", false, "the names are HTTP headers of a remote server")
@@ -254,18 +247,7 @@ func newCredRmCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			restarted, err := applyCredChange(cmd.Context(), c, &cfg, principal, noRestart)
-			if err != nil {
-				return restartFailed(cfg.Slug, "removed", err)
-			}
-			if g.json {
-				return g.printJSON(desc)
-			}
-			printDescription(g, cfg.Slug, desc)
-			if restarted {
-				fmt.Fprintf(g.stdout, "restarted %s without them\n", cfg.Slug)
-			}
-			return nil
+			return credChanged(cmd.Context(), g, c, &cfg, principal, noRestart, desc, "removed", "without them")
 		},
 	}
 	cmd.Flags().BoolVar(&noRestart, "no-restart", false, "do not restart a running server")
@@ -334,6 +316,25 @@ func credRecord(cfg *model.McpConfig, principal string) (string, model.Credentia
 // restart of the server then failed (a required secret removed, a token the
 // upstream refuses): it says the change stands, keeping the failure's code
 // and field, rather than reading as if nothing was stored or removed.
+// credChanged applies a change of cfg's secrets that done (stored,
+// removed) says was made (applyCredChange) and prints the secrets now
+// described by desc, and the restart, after which the server runs as
+// restarted says.
+func credChanged(ctx context.Context, g *globals, c *client.Client, cfg *model.McpConfig, principal string, noRestart bool, desc model.CredDescription, done, restarted string) error {
+	did, err := applyCredChange(ctx, c, cfg, principal, noRestart)
+	if err != nil {
+		return restartFailed(cfg.Slug, done, err)
+	}
+	if g.json {
+		return g.printJSON(desc)
+	}
+	printDescription(g, cfg.Slug, desc)
+	if did {
+		fmt.Fprintf(g.stdout, "restarted %s %s\n", cfg.Slug, restarted)
+	}
+	return nil
+}
+
 func restartFailed(slug, done string, err error) error {
 	e := apierr.From(err)
 	return apierr.Wrap(e.Code, fmt.Sprintf("the secrets were %s, but restarting %s failed: %s", done, slug, e.Message), err).WithField(e.Field)

@@ -35,7 +35,7 @@ func newSearchCmd(g *globals) *cobra.Command {
 				return g.printJSON(res)
 			}
 			for _, w := range res.Warnings {
-				fmt.Fprintf(g.stderr, "warning: %s: %s: %s\n", w.Source, w.Code, w.Message)
+				fmt.Fprintf(g.stderr, "warning: %s: %s: %s\n", printable(w.Source), printable(w.Code), printable(w.Message))
 			}
 			if res.Stale {
 				fmt.Fprintln(g.stderr, "note: a registry is unreachable; some results come from the cache and may be out of date")
@@ -45,15 +45,16 @@ func newSearchCmd(g *globals) *cobra.Command {
 			for _, r := range res.Results {
 				badges := make([]string, 0, len(r.Sources))
 				for _, s := range r.Sources {
-					badges = append(badges, "["+s+"]")
+					badges = append(badges, "["+printable(s)+"]")
 				}
 				verified := ""
 				if r.Verified {
 					verified = "yes"
 				}
-				name := r.Name
+				// Names are the registries' text: shown without control characters.
+				name := printable(r.Name)
 				if r.QualifiedName != "" && r.QualifiedName != r.Name {
-					name += " (" + r.QualifiedName + ")"
+					name += " (" + printable(r.QualifiedName) + ")"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", name, strings.Join(badges, ""), verified, r.UseCount, oneLine(r.Description, 60))
 			}
@@ -86,8 +87,9 @@ func newAddCmd(g *globals) *cobra.Command {
 		Long: `add asks the registry service for an install plan of a registry entry (the best package
 for this host: npm through npx, an OCI image through docker, or a remote URL), asks for
 the secrets it needs (hidden; from stdin one line per required secret when not a
-terminal), and creates the server. Values the plan needs that are not secret are given
-with --var NAME=value.`,
+terminal), and creates the server. A secret the entry gives a form for, such as
+Authorization: Bearer {token}, is asked for by its placeholder and stored in that form.
+Values the plan needs that are not secret are given with --var NAME=value.`,
 		Example: `  mcpbus add --from-registry io.github.domdomegg/airtable-mcp-server --enabled
   mcpbus add --from-registry @smithery/exa --registry smithery`,
 		Args: cobra.NoArgs,
@@ -113,10 +115,15 @@ with --var NAME=value.`,
 				return err
 			}
 			for _, w := range plan.Warnings {
-				fmt.Fprintf(g.stderr, "warning: %s\n", w)
+				fmt.Fprintf(g.stderr, "warning: %s\n", printable(w))
+			}
+			if len(plan.Missing) > 0 {
+				return apierr.Invalid("var", fmt.Sprintf("%s needs values for %s: give them with --var NAME=value", plan.Name, strings.Join(plan.Missing, ", ")))
 			}
 			if !plan.Ready || plan.Draft == nil {
-				return apierr.Invalid("var", fmt.Sprintf("%s needs values for %s: give them with --var NAME=value", plan.Name, strings.Join(plan.Missing, ", ")))
+				// Nothing is missing, yet the entry makes no valid config: the
+				// warnings above say why; no --var can fix it.
+				return apierr.Newf(apierr.Validation, "%s cannot be added from the registry: its entry does not make a valid server config (see the warnings); add it by hand with mcpbus servers add", plan.Name).WithField("from-registry")
 			}
 			secrets, err := askCredentials(g, plan.Credentials)
 			if err != nil {
@@ -136,7 +143,7 @@ with --var NAME=value.`,
 			if g.json {
 				return g.printJSON(saved)
 			}
-			fmt.Fprintf(g.stdout, "added %s from %s %s (%s %s, %s)\n", saved.Slug, plan.Source, plan.Name, saved.Package.Type, saved.Package.Identifier, enabledWord(saved.Enabled))
+			fmt.Fprintf(g.stdout, "added %s from %s %s (%s %s, %s)\n", saved.Slug, plan.Source, printable(plan.Name), saved.Package.Type, printable(saved.Package.Identifier), enabledWord(saved.Enabled))
 			return nil
 		},
 	}
@@ -167,19 +174,27 @@ func askCredentials(g *globals, creds []model.PlanCredential) (*model.Credential
 			}
 			continue
 		}
+		before, placeholder, after := templateParts(c.Template)
 		label := c.Name
+		if placeholder != "" {
+			label += ": " + placeholder // the value goes into the template
+		}
 		if c.Description != "" {
 			label += " (" + oneLine(c.Description, 60) + ")"
 		}
 		if !c.Required {
 			label += " [optional, empty to skip]"
 		}
-		val, err := r.read(label)
+		val, err := r.readLabeled(c.Name, label)
 		if err != nil {
 			if !c.Required && apierr.Of(err) == apierr.Validation {
 				continue
 			}
 			return nil, err
+		}
+		inForm := strings.HasPrefix(val, before) && strings.HasSuffix(val, after) && len(val) > len(before)+len(after)
+		if placeholder != "" && !inForm {
+			val = before + val + after // "Bearer {token}": the key alone was typed
 		}
 		switch c.Kind {
 		case model.CredentialHeader:
@@ -198,4 +213,16 @@ func askCredentials(g *globals, creds []model.PlanCredential) (*model.Credential
 		return nil, nil
 	}
 	return out, nil
+}
+
+// templateParts splits a credential template with one placeholder
+// ("Bearer {token}") into the text around it and its name; none when the
+// template is empty or has another shape.
+func templateParts(tmpl string) (before, placeholder, after string) {
+	open := strings.IndexByte(tmpl, '{')
+	end := strings.IndexByte(tmpl, '}')
+	if open < 0 || end < open || strings.ContainsAny(tmpl[end+1:], "{}") {
+		return "", "", ""
+	}
+	return tmpl[:open], printable(tmpl[open+1 : end]), tmpl[end+1:]
 }

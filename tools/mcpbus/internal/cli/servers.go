@@ -18,6 +18,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/secretfile"
 	"github.com/mcpbus/mcpbus/libs/serverfile"
 )
 
@@ -580,7 +581,7 @@ what each server lost. With --json the output is {"format","content","warnings"}
 					fmt.Fprintln(g.stderr, "warning: "+w)
 				}
 				if out != "" && out != "-" {
-					if err := os.WriteFile(out, []byte(res.Content), 0o600); err != nil {
+					if err := secretfile.Write(out, []byte(res.Content)); err != nil {
 						return err
 					}
 					if g.json {

@@ -2,10 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -37,20 +34,9 @@ func newTasksRunCmd(g *globals) *cobra.Command {
   mcpbus tasks run slow.sleep '{"ms":30000}' --wait`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			server, tool, ok := strings.Cut(args[0], ".")
-			if !ok || server == "" || tool == "" {
-				return apierr.Invalid("tool", "name the tool as <server>.<tool>")
-			}
-			var raw json.RawMessage
-			if len(args) == 2 {
-				raw = json.RawMessage(args[1])
-				if args[1] == "-" {
-					b, err := io.ReadAll(g.stdin)
-					if err != nil {
-						return err
-					}
-					raw = b
-				}
+			server, tool, raw, err := toolCallArgs(g, args)
+			if err != nil {
+				return err
 			}
 			nc, c, err := g.connect(cmd.Context())
 			if err != nil {

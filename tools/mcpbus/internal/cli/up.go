@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpbus/mcpbus/libs/procmem"
+	"github.com/mcpbus/mcpbus/libs/secretfile"
 	"github.com/mcpbus/mcpbus/libs/serverfile"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/libs/settings"
@@ -109,6 +110,11 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 	so := o.stack
 	so.DataDir, so.NATSHost, so.NATSPort, so.Prefix, so.Logger = o.dataDir, o.natsHost, o.natsPort, g.bus.Prefix, log
 	so.InsecureBus = o.insecure
+	// Checked before anything is made in it (the keyfiles folder), as
+	// stack.Start checks it again.
+	if err := secretfile.PrivateDir(o.dataDir); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
 	if so.Runner.KeyfilePrefixes == nil {
 		// A single-host stack reads keyfiles from a folder of its data dir
 		// made for them, and nowhere else unless --keyfile-prefixes says so.

@@ -207,6 +207,17 @@ function renderChoose(main: HTMLElement, signal: AbortSignal): void {
   if (reg.value && q.value.trim()) void search();
 }
 
+// fillTemplate puts a typed secret into its credential's template ("Bearer
+// {token}" → "Bearer <value>"), as `mcpbus add` does; a value already in
+// that form, or a template of another shape, is left as it is.
+function fillTemplate(template: string | undefined, value: string): string {
+  const m = template ? /^([^{}]*)\{[^{}]+\}([^{}]*)$/.exec(template) : null;
+  if (!m) return value;
+  const [, before, after] = m;
+  if (value.startsWith(before) && value.endsWith(after) && value.length > before.length + after.length) return value;
+  return before + value + after;
+}
+
 function planRequest(r: RegistryResult): PlanRequest {
   if (r.sources.includes('official')) return { name: r.name, registry: 'official' };
   return { name: r.qualified_name || r.name, registry: 'smithery' };
@@ -337,7 +348,8 @@ function renderConfigure(main: HTMLElement, signal: AbortSignal, from: Configure
       const fileBox = h('div', { class: 'indent' });
       credFields.length = 0;
       for (const c of creds) {
-        const kf = field(c.name + (c.required ? '' : ' (optional)'), h('input', { type: 'password', autocomplete: 'off', spellcheck: 'false' }), c.description || (c.kind === 'header' ? 'HTTP header' : 'Environment variable'), `secrets.${c.kind === 'header' ? 'headers' : 'env'}.${c.name} env_vars.${c.name} ${c.name}`);
+        const form = c.template ? ` — sent as ${c.template}` : '';
+        const kf = field(c.name + (c.required ? '' : ' (optional)'), h('input', { type: 'password', autocomplete: 'off', spellcheck: 'false' }), (c.description || (c.kind === 'header' ? 'HTTP header' : 'Environment variable')) + form, `secrets.${c.kind === 'header' ? 'headers' : 'env'}.${c.name} env_vars.${c.name} ${c.name}`);
         if (c.required) kf.input.setAttribute('aria-required', 'true');
         keyBox.append(kf.row);
         let ff: Field | undefined;
@@ -483,7 +495,7 @@ function renderConfigure(main: HTMLElement, signal: AbortSignal, from: Configure
         for (const { cred, key, file } of credFields) {
           if (mode === 'keyfile' && file) {
             if (file.input.value.trim()) put('keyfiles', cred.name, file.input.value.trim());
-          } else if (key.input.value) put(cred.kind === 'header' ? 'headers' : 'env', cred.name, key.input.value);
+          } else if (key.input.value) put(cred.kind === 'header' ? 'headers' : 'env', cred.name, fillTemplate(cred.template, key.input.value));
         }
         if (mode === 'keyfile') cfg.auth_type = 'keyfile';
       } else if (manualKey && mode !== 'none') {

@@ -159,7 +159,10 @@ class Row {
     this.cfg = cfg;
     const st = store.status.get(key(cfg));
     this.title.textContent = cfg.name;
-    this.sw.setAttribute('aria-checked', String(cfg.enabled));
+    // While a toggle is under way the switch shows the state asked for: a
+    // status event (the server stopping) redraws the row before the
+    // request's answer brings the new config.
+    if (!this.busy) this.sw.setAttribute('aria-checked', String(cfg.enabled));
     this.sw.setAttribute('aria-label', 'Enable ' + cfg.name);
     const b = badgeOf(cfg, st);
     this.badge.textContent = b.label;

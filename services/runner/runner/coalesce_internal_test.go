@@ -9,8 +9,8 @@ import (
 
 // A storm of list_changed notifications is one refresh waiting, not a
 // goroutine and a re-list each; the next refresh waits for the interval.
-func TestToolsRefreshCoalescesAStorm(t *testing.T) {
-	var tr toolsRefresh
+func TestCoalescerCoalescesAStorm(t *testing.T) {
+	var tr coalescer
 	var runs atomic.Int32
 	ran := make(chan time.Time, 4)
 	schedule := func() {
@@ -23,7 +23,7 @@ func TestToolsRefreshCoalescesAStorm(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 10000 {
-				tr.notify(schedule)
+				tr.notify(toolsRefreshEvery, schedule)
 			}
 		}()
 	}
@@ -35,7 +35,7 @@ func TestToolsRefreshCoalescesAStorm(t *testing.T) {
 	start := time.Now()
 	tr.started()
 	for range 1000 {
-		tr.notify(schedule) // during the refresh: the next one, after the interval
+		tr.notify(toolsRefreshEvery, schedule) // during the refresh: the next one, after the interval
 	}
 	select {
 	case at := <-ran:

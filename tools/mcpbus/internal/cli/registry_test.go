@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+)
+
+// stubRegistry answers mcp.v1.registry.{search,get} with fixed replies, as a
+// registry service relaying a hostile registry's text would.
+func stubRegistry(t *testing.T, search model.RegistrySearchReply, plan model.InstallPlan) string {
+	t.Helper()
+	t.Setenv("MCPBUS_DATA_DIR", t.TempDir()) // no operator seed of a real mcpbus up
+	ns, err := embednats.Start(embednats.Options{Port: 0, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	nc := testkit.Connect(t, ns)
+	svc, err := micro.AddService(nc, micro.Config{Name: "registry-stub", Version: "0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	for subj, reply := range map[string]any{"mcp.v1.registry.search": search, "mcp.v1.registry.get": plan} {
+		data, _ := json.Marshal(reply)
+		if err := svc.AddEndpoint(strings.ReplaceAll(subj, ".", "-"), micro.HandlerFunc(func(r micro.Request) { _ = r.Respond(data) }), micro.WithEndpointSubject(subj)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns.ClientURL()
+}
+
+// Text a registry wrote (names, warnings) reaches the terminal of `mcpbus
+// search` and `mcpbus add` without its escape sequences; an entry that
+// makes no config with nothing missing is told apart from missing values.
+func TestRegistryCommandsShowRegistryTextSafely(t *testing.T) {
+	const esc = "\x1b]52;c;cHduZWQ=\x07\x1b[2J"
+	url := stubRegistry(t, model.RegistrySearchReply{
+		Results:  []model.RegistryResult{{Name: "io.github.evil/x" + esc, QualifiedName: "@evil/x" + esc, Sources: []string{"official" + esc}, Description: "d"}},
+		Warnings: []model.RegistryWarning{{Source: "smithery", Code: "SERVICE_UNAVAILABLE", Message: "down" + esc}},
+		Page:     1, PageSize: 20, Total: 1,
+	}, model.InstallPlan{Source: "official", Name: "io.github.evil/x" + esc, Warnings: []string{"no draft: bad" + esc}})
+	run := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := Main(append([]string{"--nats", url}, args...), strings.NewReader(""), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	code, out, errOut := run("search", "evil")
+	if code != 0 || !strings.Contains(out, "io.github.evil/x") || strings.ContainsAny(out+errOut, "\x1b\x07") {
+		t.Fatalf("search: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = run("add", "--from-registry", "io.github.evil/x")
+	if code == 0 || strings.ContainsAny(out+errOut, "\x1b\x07") {
+		t.Fatalf("add: %d %q %q", code, out, errOut)
+	}
+	if strings.Contains(errOut, "needs values for") || !strings.Contains(errOut, "does not make a valid server config") {
+		t.Fatalf("add of an entry that makes no config, nothing missing: %q", errOut)
+	}
+}
+
+// A credential the registry gives a template ("Bearer {smithery_api_key}",
+// the Smithery gateway's Authorization header) is asked for by its
+// placeholder and stored in the template's form: a user who types the key
+// alone must not end up sending "Authorization: <key>". A value already in
+// the form is kept.
+func TestAskCredentialsFillsTemplates(t *testing.T) {
+	creds := []model.PlanCredential{
+		{Kind: model.CredentialHeader, Name: "Authorization", Required: true, Template: "Bearer {smithery_api_key}"},
+		{Kind: model.CredentialEnv, Name: "API_KEY", Required: true},
+		{Kind: model.CredentialHeader, Name: "X-Token", Required: true, Template: "Token {t}"},
+	}
+	var errOut bytes.Buffer
+	g := &globals{stdin: strings.NewReader("smk-123\nplain\nToken already\n"), stdout: &bytes.Buffer{}, stderr: &errOut}
+	got, err := askCredentials(g, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Headers["Authorization"] != "Bearer smk-123" || got.Env["API_KEY"] != "plain" || got.Headers["X-Token"] != "Token already" {
+		t.Fatalf("credentials: headers %q env %q", got.Headers, got.Env)
+	}
+	// A missing one is named by its credential, not by the prompt's text.
+	g = &globals{stdin: strings.NewReader(""), stdout: &bytes.Buffer{}, stderr: &errOut}
+	_, err = askCredentials(g, []model.PlanCredential{{Kind: model.CredentialEnv, Name: "API_KEY", Description: "the key", Required: true}})
+	var ae *apierr.Error
+	if !errors.As(err, &ae) || ae.Field != "API_KEY" || !strings.Contains(ae.Message, "API_KEY") {
+		t.Fatalf("missing secret: %v", err)
+	}
+}
