@@ -68,20 +68,58 @@ func (s *Service) putLease(ctx context.Context, conv, turn string, rev uint64) (
 	return s.turns.Update(ctx, leaseKey(conv), val, rev)
 }
 
+// releaseWait bounds how long a send waits for the lease of a turn whose
+// end is already in the log: its driver gives the lease up just after
+// writing the end (which is what clients see as done), so a send made on
+// that done event may find the lease still held for a few milliseconds.
+const releaseWait = 2 * time.Second
+
 // takeLease claims a conversation for a new turn: CONFLICT when a turn runs.
 func (s *Service) takeLease(ctx context.Context, conv string) (*drive, error) {
-	rev, err := s.putLease(ctx, conv, "", 0)
-	if err == nil {
-		return &drive{conv: conv, rev: rev}, nil
+	busy := func(turn string) error {
+		return apierr.Newf(apierr.Conflict, "conversation %s has a turn running (%s): wait for its done event or cancel it", conv, turn)
 	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return nil, apierr.Wrap(apierr.ServiceUnavailable, "taking the lease of conversation "+conv, err)
+	var ended string // the lease's turn, once the log shows its end
+	deadline := time.Now().Add(releaseWait)
+	for {
+		rev, err := s.putLease(ctx, conv, "", 0)
+		if err == nil {
+			return &drive{conv: conv, rev: rev}, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, apierr.Wrap(apierr.ServiceUnavailable, "taking the lease of conversation "+conv, err)
+		}
+		var lv leaseValue
+		e, gerr := s.turns.Get(ctx, leaseKey(conv))
+		if gerr == nil {
+			_ = json.Unmarshal(e.Value(), &lv)
+		}
+		released := errors.Is(gerr, jetstream.ErrKeyNotFound)
+		running := !released && (lv.Turn == "" || (lv.Turn != ended && !s.turnEnded(ctx, conv, lv.Turn)))
+		if running || time.Now().After(deadline) {
+			return nil, busy(lv.Turn)
+		}
+		ended = lv.Turn
+		select {
+		case <-ctx.Done():
+			return nil, busy(lv.Turn)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	var lv leaseValue
-	if e, gerr := s.turns.Get(ctx, leaseKey(conv)); gerr == nil {
-		_ = json.Unmarshal(e.Value(), &lv)
+}
+
+// turnEnded reports whether conv's log holds turn's end.
+func (s *Service) turnEnded(ctx context.Context, conv, turn string) bool {
+	entries, err := s.convs.Read(ctx, conv)
+	if err != nil {
+		return false
 	}
-	return nil, apierr.Newf(apierr.Conflict, "conversation %s has a turn running (%s): wait for its done event or cancel it", conv, lv.Turn)
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].Turn == turn && entries[i].Kind == model.EntryTurnEnd {
+			return true
+		}
+	}
+	return false
 }
 
 // release gives the lease up (compare-and-set: never another's lease).

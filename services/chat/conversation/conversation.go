@@ -295,6 +295,38 @@ func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEn
 	if end.seq == 0 {
 		return nil, Tail{}, apierr.Newf(apierr.NotFound, "conversation %s not found", conversation)
 	}
+	// A fetch that went unanswered (the consumer's node cut off or gone
+	// while it was read: it is R1, in memory) is a read to begin again
+	// with a new consumer, until ctx ends (30 s when it has no deadline).
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		entries, tail, err := l.readTo(ctx, conversation, end)
+		var fetch *fetchError
+		if !errors.As(err, &fetch) {
+			return entries, tail, err
+		}
+		if !bus.Transient(fetch.err) || ctx.Err() != nil {
+			return nil, Tail{}, bus.JetStreamErr("reading conversation "+conversation, fetch.err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, Tail{}, bus.JetStreamErr("reading conversation "+conversation, fetch.err)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// fetchError is a failed fetch of readTo, which ReadTail may try again.
+type fetchError struct{ err error }
+
+func (e *fetchError) Error() string { return e.err.Error() }
+
+// readTo reads conversation's entries up to end through a consumer of its own.
+func (l *Log) readTo(ctx context.Context, conversation string, end position) ([]model.ChatEntry, Tail, error) {
 	cons, err := bus.ReadConsumer(ctx, l.js, bus.StreamChat, jetstream.ConsumerConfig{
 		FilterSubject: l.Subject(conversation),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
@@ -313,7 +345,7 @@ func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEn
 		}
 		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(wait))
 		if err != nil {
-			return nil, Tail{}, bus.JetStreamErr("reading conversation "+conversation, err)
+			return nil, Tail{}, &fetchError{err}
 		}
 		n := 0
 		for msg := range batch.Messages() {
@@ -340,7 +372,7 @@ func (l *Log) ReadTail(ctx context.Context, conversation string) ([]model.ChatEn
 			}
 		}
 		if err := batch.Error(); err != nil {
-			return nil, Tail{}, bus.JetStreamErr("reading conversation "+conversation, err)
+			return nil, Tail{}, &fetchError{err}
 		}
 		if n == 0 {
 			if ctx.Err() != nil {

@@ -478,7 +478,13 @@ try {
     const form = r.getByRole('form', { name: 'Edit ' + serverName });
     await form.getByLabel('Call timeout').fill('soon');
     await form.getByRole('button', { name: 'Save' }).click();
-    check((await form.getByLabel('Call timeout').getAttribute('aria-invalid')) === 'true', 'a bad duration is not marked invalid');
+    // The submit handler marks the field at once; the wait only bounds a
+    // slow render, and a miss says what the form held then.
+    const marked = await form.locator('input[aria-invalid="true"]').first().waitFor({ timeout: 5000 }).then(() => true, () => false);
+    if (!marked) {
+      const state = (await form.count()) ? `value "${await form.getByLabel('Call timeout').inputValue()}", aria-invalid ${await form.getByLabel('Call timeout').getAttribute('aria-invalid')}` : 'the form is gone';
+      check(false, `a bad duration is not marked invalid (${state})`);
+    }
     await form.getByLabel('Call timeout').fill('45s');
     await form.getByLabel('Denied tools').fill('get-env');
     await form.getByRole('button', { name: 'Save' }).click();
