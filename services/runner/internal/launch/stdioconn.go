@@ -40,21 +40,53 @@ type StdioTransport struct {
 	conn atomic.Pointer[StdioConn]
 }
 
+// exitDrain is how long the output of a child that exited is still read:
+// what it wrote before exiting. A process it started (a browser, a language
+// server) may hold the pipes open for ever, so its exit, not the pipes'
+// end, tells that the server is gone.
+const exitDrain = time.Second
+
 // Connect starts the command and connects to it over stdin/stdout.
 func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
-	stdout, err := t.Command.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
 	stdin, err := t.Command.StdinPipe()
 	if err != nil {
 		return nil, err
+	}
+	// Pipes of our own rather than StdoutPipe and os/exec's stderr copier:
+	// the child is reaped as soon as it exits (wait), without waiting for
+	// what its own children hold open, and the reads end on a deadline then.
+	stdout, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	t.Command.Stdout = outW
+	var stderr, errW *os.File
+	var errDst io.Writer
+	if w := t.Command.Stderr; w != nil {
+		if _, ok := w.(*os.File); !ok {
+			if stderr, errW, err = os.Pipe(); err != nil {
+				stdout.Close()
+				outW.Close()
+				return nil, err
+			}
+			t.Command.Stderr, errDst = errW, w
+		}
 	}
 	start := t.Command.Start
 	if t.start != nil {
 		start = t.start
 	}
-	if err := start(); err != nil {
+	err = start()
+	// The child has its copies of the write ends (or never will).
+	outW.Close()
+	if errW != nil {
+		errW.Close()
+	}
+	if err != nil {
+		stdout.Close()
+		if stderr != nil {
+			stderr.Close()
+		}
 		return nil, err
 	}
 	c := &StdioConn{
@@ -63,11 +95,34 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		maxLine:   orDefaultInt(t.MaxLineBytes, mcp.DefaultMaxLineLength),
 		incoming:  make(chan msgOrErr),
 		closed:    make(chan struct{}),
+		reaped:    make(chan struct{}),
 		pending:   map[uint64]chan rawReply{},
 	}
 	t.conn.Store(c)
+	if stderr != nil {
+		go func() {
+			_, _ = io.Copy(errDst, stderr)
+			stderr.Close()
+		}()
+	}
+	go c.wait(stderr)
 	go c.readLoop()
 	return c, nil
+}
+
+// wait reaps the child as soon as it exits, then lets the reads of its
+// output run on for exitDrain at most.
+func (c *StdioConn) wait(stderr *os.File) {
+	c.waitErr = c.cmd.Wait()
+	if c.exited != nil {
+		c.exited()
+	}
+	close(c.reaped)
+	deadline := time.Now().Add(exitDrain)
+	_ = c.stdout.SetReadDeadline(deadline)
+	if stderr != nil {
+		_ = stderr.SetReadDeadline(deadline)
+	}
 }
 
 // Conn is the connection Connect made, nil before.
@@ -81,7 +136,7 @@ type StdioConn struct {
 	cmd       *exec.Cmd
 	exited    func() // nil or the transport's, after Wait
 	stdin     io.WriteCloser
-	stdout    io.Reader
+	stdout    *os.File
 	terminate time.Duration
 	maxLine   int
 
@@ -91,6 +146,9 @@ type StdioConn struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	closeErr  error
+
+	reaped  chan struct{} // closed once the child has been waited for
+	waitErr error         // its Wait's, set before reaped closes
 
 	mu      sync.Mutex
 	pending map[uint64]chan rawReply // raw calls waiting, by id number
@@ -166,20 +224,12 @@ func (c *StdioConn) Close() error {
 func (c *StdioConn) stop() error {
 	// Spec: close the child's input, wait for it to exit, SIGTERM, then SIGKILL.
 	stdinErr := c.stdin.Close()
-	res := make(chan error, 1)
-	go func() {
-		err := c.cmd.Wait()
-		if c.exited != nil {
-			c.exited()
-		}
-		res <- err
-	}()
 	wait := func() (error, bool) {
 		t := time.NewTimer(c.terminate)
 		defer t.Stop()
 		select {
-		case err := <-res:
-			return err, true
+		case <-c.reaped:
+			return c.waitErr, true
 		case <-t.C:
 			return nil, false
 		}
@@ -223,11 +273,18 @@ const longLineKeep = 4 << 20
 // readLoop reads the child's lines until its stdout ends: a response to a raw
 // call goes to its waiter, anything else is decoded for go-sdk's Read.
 func (c *StdioConn) readLoop() {
+	defer c.stdout.Close()
 	br := bufio.NewReaderSize(c.stdout, 64<<10)
 	var long []byte
 	for {
 		line, err := readLine(br, &long, c.maxLine)
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// Set by wait: the child exited, something it started holds its output.
+				c.fail(fmt.Errorf("%w: the server exited (a process it started still holds its output)", mcp.ErrConnectionClosed))
+				c.deliver(msgOrErr{err: io.EOF})
+				return
+			}
 			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
 				c.fail(fmt.Errorf("%w: the server closed its output (it exited)", mcp.ErrConnectionClosed))
 				c.deliver(msgOrErr{err: io.EOF})

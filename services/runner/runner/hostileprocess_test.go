@@ -1,0 +1,105 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+)
+
+// shellServer writes an executable shell script into a temp dir: a server
+// (or a wrapper around the test server, given as its first argument).
+func shellServer(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "server.sh")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A server whose process exits while a helper it started (a browser, a
+// language server) keeps its stdout and stderr open is gone all the same:
+// its calls in flight fail at once, its status says so, and the helper is
+// not left behind. Before, stdout never reached EOF, so nothing noticed
+// until the health pings failed (minutes) and each call waited out its
+// timeout.
+func TestServerExitWithHelperHoldingItsOutput(t *testing.T) {
+	// The helper inherits stdout and stderr; exec makes the server the leader.
+	script := shellServer(t, "sleep 300 &\nexec \"$1\"\n")
+	e := runnertest.Start(t, quickOpts())
+	runs := filepath.Join(t.TempDir(), "runs")
+	cfg := runnertest.Binary("alpha", script, testServer)
+	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_RUN_FILE": {Value: runs}}
+	e.Put(t, cfg)
+	st := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	group := groupMembers(st.PID)
+	if len(group) != 2 {
+		t.Fatalf("process group %d has %v, want the server and its helper", st.PID, group)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(t, e, "alpha", "sleep", `{"ms":20000}`)
+		errc <- err
+	}()
+	waitRuns(t, runs, 1)
+	killed := time.Now()
+	if err := syscallKill(st.PID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		wantCode(t, err, apierr.ServiceUnavailable)
+		if d := time.Since(killed); d > 5*time.Second {
+			t.Fatalf("in-flight call failed after %s, want < 5s", d)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("in-flight call hung after the server exited (its helper holds stdout)")
+	}
+	st = e.WaitState(t, "alpha", model.StateError, 5*time.Second)
+	if st.Code != string(apierr.ServiceUnavailable) {
+		t.Fatalf("status after the exit: %+v", st)
+	}
+	for _, pid := range group {
+		waitGone(t, pid, 5*time.Second)
+	}
+	// A restart by hand brings it back.
+	if _, err := e.Client.Runtime(context.Background(), "restart", "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := call(t, e, "alpha", "echo", `{"message":"up"}`); err != nil || text(t, res) != "up" {
+		t.Fatalf("after restart: %v", err)
+	}
+}
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// groupMembers lists the live processes of process group pgid.
+func groupMembers(pgid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp …: comm may hold spaces, so after its ')'.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
