@@ -103,3 +103,43 @@ func groupMembers(pgid int) []int {
 	}
 	return out
 }
+
+// A server that answers the handshake, but wrongly (a protocol version
+// mcpbus does not speak, an error), did not exit: its status says what
+// went wrong rather than "server exited during the handshake", and its
+// restarts stay bounded.
+func TestHandshakeRefusedSaysWhy(t *testing.T) {
+	opts := quickOpts()
+	opts.RestartBackoff, opts.MaxRestarts = 50*time.Millisecond, 2
+	e := runnertest.Start(t, opts)
+	// Answers server/discover with "method not found" (go-sdk then sends
+	// initialize) and initialize with answer, the request's id in place of
+	// ID; exits when its stdin closes.
+	handshake := func(answer string) string {
+		return `while read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/^{"jsonrpc":"2.0","id":\([0-9]*\),.*/\1/p')
+  case "$line" in
+  *'"method":"server/discover"'*) echo '{"jsonrpc":"2.0","id":'$id',"error":{"code":-32601,"message":"no"}}' ;;
+  *'"method":"initialize"'*) echo '` + strings.ReplaceAll(answer, "ID", "'$id'") + `' ;;
+  esac
+done`
+	}
+	for name, tc := range map[string]struct {
+		script string
+		want   string
+	}{
+		"version": {handshake(`{"jsonrpc":"2.0","id":ID,"result":{"protocolVersion":"1999-01-01","capabilities":{},"serverInfo":{"name":"x","version":"1"}}}`),
+			`unsupported protocol version: "1999-01-01"`},
+		"error": {handshake(`{"jsonrpc":"2.0","id":ID,"error":{"code":-32603,"message":"not today"}}`),
+			"not today"},
+		// One that did exit still says so.
+		"exits": {"read -r line; exit 1", "server exited during the handshake"},
+	} {
+		e.Put(t, runnertest.Binary(name, shellServer(t, tc.script+"\n")))
+		st := e.WaitState(t, name, model.StateError, 10*time.Second)
+		if st.Code != string(apierr.ServiceUnavailable) || !strings.Contains(st.Message, tc.want) {
+			t.Errorf("%s: status %+v, want %q in the message", name, st, tc.want)
+		}
+		t.Logf("%s: %s", name, st.Message)
+	}
+}
