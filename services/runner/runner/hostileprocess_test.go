@@ -143,3 +143,59 @@ done`
 		t.Logf("%s: %s", name, st.Message)
 	}
 }
+
+// A server that stops reading its input (frozen, or reading no more) while
+// the runner writes to it: once the pipe is full a write blocks. The call
+// still ends at its timeout, later calls too, and the health pings still
+// find the server frozen and restart it.
+func TestServerThatStopsReadingDoesNotHoldCalls(t *testing.T) {
+	opts := quickOpts()
+	opts.CallTimeout = time.Second
+	opts.MaxArgsBytes = 1 << 20
+	opts.HealthInterval = 200 * time.Millisecond
+	opts.HealthTimeout = 200 * time.Millisecond
+	opts.HealthFailures = 2
+	opts.TickInterval = 20 * time.Millisecond
+	opts.StopTimeout = 300 * time.Millisecond
+	e := runnertest.Start(t, opts)
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	first := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	if err := syscall.Kill(first.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Kill(first.PID, syscall.SIGKILL) }()
+	big := `{"message":"` + strings.Repeat("x", 512<<10) + `"}` // past the pipe's 64 KiB
+	errc := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := call(t, e, "alpha", "echo", big)
+			errc <- err
+		}()
+	}
+	for range 2 {
+		select {
+		case err := <-errc:
+			if err == nil {
+				t.Fatal("a call to a frozen server succeeded")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a call blocked writing to a server that reads no more outlived its 1s timeout")
+		}
+	}
+	testkitWaitRestarted(t, e, first.PID)
+}
+
+func testkitWaitRestarted(t *testing.T, e *runnertest.Env, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := e.Status("alpha")
+		if st.State == model.StateRunning && st.PID != pid {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("frozen server not restarted: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

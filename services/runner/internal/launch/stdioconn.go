@@ -48,15 +48,20 @@ const exitDrain = time.Second
 
 // Connect starts the command and connects to it over stdin/stdout.
 func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
-	stdin, err := t.Command.StdinPipe()
+	// stdin too is a pipe of ours: a write to a server that reads no more
+	// ends at its context's end (a write deadline), see writeLine.
+	inR, stdin, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	t.Command.Stdin = inR
 	// Pipes of our own rather than StdoutPipe and os/exec's stderr copier:
 	// the child is reaped as soon as it exits (wait), without waiting for
 	// what its own children hold open, and the reads end on a deadline then.
 	stdout, outW, err := os.Pipe()
 	if err != nil {
+		inR.Close()
+		stdin.Close()
 		return nil, err
 	}
 	t.Command.Stdout = outW
@@ -65,6 +70,8 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 	if w := t.Command.Stderr; w != nil {
 		if _, ok := w.(*os.File); !ok {
 			if stderr, errW, err = os.Pipe(); err != nil {
+				inR.Close()
+				stdin.Close()
 				stdout.Close()
 				outW.Close()
 				return nil, err
@@ -77,12 +84,14 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		start = t.start
 	}
 	err = start()
-	// The child has its copies of the write ends (or never will).
+	// The child has its copies of these ends (or never will).
+	inR.Close()
 	outW.Close()
 	if errW != nil {
 		errW.Close()
 	}
 	if err != nil {
+		stdin.Close()
 		stdout.Close()
 		if stderr != nil {
 			stderr.Close()
@@ -96,6 +105,7 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		incoming:  make(chan msgOrErr),
 		closed:    make(chan struct{}),
 		reaped:    make(chan struct{}),
+		writeSem:  make(chan struct{}, 1),
 		pending:   map[uint64]chan rawReply{},
 	}
 	t.conn.Store(c)
@@ -118,6 +128,7 @@ func (c *StdioConn) wait(stderr *os.File) {
 		c.exited()
 	}
 	close(c.reaped)
+	c.closeStdin() // nobody reads it any more
 	deadline := time.Now().Add(exitDrain)
 	_ = c.stdout.SetReadDeadline(deadline)
 	if stderr != nil {
@@ -135,12 +146,16 @@ func (t *StdioTransport) Conn() *StdioConn { return t.conn.Load() }
 type StdioConn struct {
 	cmd       *exec.Cmd
 	exited    func() // nil or the transport's, after Wait
-	stdin     io.WriteCloser
+	stdin     *os.File
+	stdinOnce sync.Once
+	stdinErr  error
 	stdout    *os.File
 	terminate time.Duration
 	maxLine   int
 
-	writeMu sync.Mutex
+	// writeSem (one slot) keeps lines from interleaving; a writer waits
+	// for it only as long as its context lets it.
+	writeSem chan struct{}
 
 	incoming  chan msgOrErr // messages for go-sdk, from readLoop
 	closed    chan struct{}
@@ -195,15 +210,50 @@ func (c *StdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return fmt.Errorf("marshaling message: %v", err)
 	}
 	c.reqMeta.observe(msg)
-	return c.writeLine(append(data, '\n'))
+	return c.writeLine(ctx, append(data, '\n'))
 }
 
-// writeLine writes one whole line; the mutex keeps lines from interleaving.
-func (c *StdioConn) writeLine(line []byte) error {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	_, err := c.stdin.Write(line)
+// writeLine writes one whole line, one writer at a time, within ctx: a
+// server that reads no more (frozen, or its pipe full) fills the pipe and
+// would hold the writer, and every writer behind it, for ever. A line cut
+// by ctx's end after part of it was written leaves the stream broken: the
+// connection fails and the server's input is closed (it sees EOF).
+func (c *StdioConn) writeLine(ctx context.Context, line []byte) error {
+	select {
+	case c.writeSem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closed:
+		return os.ErrClosed
+	}
+	defer func() { <-c.writeSem }()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	timedOut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = c.stdin.SetWriteDeadline(time.Now())
+		close(timedOut)
+	})
+	n, err := c.stdin.Write(line)
+	if !stop() {
+		<-timedOut
+		_ = c.stdin.SetWriteDeadline(time.Time{})
+	}
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		if n > 0 {
+			c.fail(fmt.Errorf("%w: a message to the server was cut off: it reads its input no more", mcp.ErrConnectionClosed))
+			c.closeStdin()
+		}
+		return fmt.Errorf("writing to the server: %w", ctx.Err())
+	}
 	return err
+}
+
+// closeStdin closes the server's input once (Close, the child's exit, a cut line).
+func (c *StdioConn) closeStdin() error {
+	c.stdinOnce.Do(func() { c.stdinErr = c.stdin.Close() })
+	return c.stdinErr
 }
 
 // SessionID is empty: stdio has no session ids.
@@ -223,7 +273,7 @@ func (c *StdioConn) Close() error {
 
 func (c *StdioConn) stop() error {
 	// Spec: close the child's input, wait for it to exit, SIGTERM, then SIGKILL.
-	stdinErr := c.stdin.Close()
+	stdinErr := c.closeStdin()
 	wait := func() (error, bool) {
 		t := time.NewTimer(c.terminate)
 		defer t.Stop()
