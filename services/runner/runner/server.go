@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"os/exec"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/attribute"
@@ -361,7 +363,7 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	sess, err := s.client.Connect(ctx, tracedTransport{l.Transport}, nil)
 	if err != nil {
 		s.kill(l.Process)
-		return nil, nil, nil, nil, s.scrubError(startError(ctx, err, l.Process), launch.Redactor{})
+		return nil, nil, nil, nil, s.scrubError(s.startError(ctx, err, l.Process), launch.Redactor{})
 	}
 	// For an npm package the time from spawned to here is mostly npx
 	// installing it (a cold cache) and node loading it.
@@ -372,7 +374,7 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	if err != nil {
 		s.stopSession(sess, nil, l.Process)
 		if apierr.Of(err) != apierr.Validation { // over listTools' bounds: said as is
-			err = startError(ctx, err, l.Process)
+			err = s.startError(ctx, err, l.Process)
 		}
 		return nil, nil, nil, nil, s.scrubError(err, launch.Redactor{})
 	}
@@ -381,7 +383,7 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 }
 
 // startError classifies a failed spawn or handshake into the contract's startup errors.
-func startError(ctx context.Context, err error, proc *launch.Process) error {
+func (s *server) startError(ctx context.Context, err error, proc *launch.Process) error {
 	if e := refusedCredentials(err); e != nil {
 		return e // the upstream refused its credentials (401)
 	}
@@ -394,10 +396,28 @@ func startError(ctx context.Context, err error, proc *launch.Process) error {
 		return apierr.Wrap(apierr.Network, "Handshake timed out", err)
 	case errors.Is(ctx.Err(), context.Canceled):
 		return apierr.Wrap(apierr.ServiceUnavailable, "start cancelled", err)
+	case handshakeRefused(err):
+		// The server is there and answered, but wrongly: what it said (its
+		// text on one bounded line) tells the operator what to fix.
+		return apierr.Wrap(apierr.ServiceUnavailable, "the server failed the handshake: "+s.eventText(err.Error(), model.CallEventErrorMax), err)
 	case proc != nil:
 		return apierr.Wrap(apierr.ServiceUnavailable, "server exited during the handshake", err)
 	}
 	return apierr.Wrap(apierr.Network, "could not connect: "+err.Error(), err)
+}
+
+// handshakeRefused reports whether err is the server's answer to the
+// handshake (an error response, a protocol version go-sdk does not speak,
+// an answer it cannot decode) rather than the connection's end.
+func handshakeRefused(err error) bool {
+	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return false
+	}
+	if _, ok := errors.AsType[*jsonrpc.Error](err); ok {
+		return true
+	}
+	// go-sdk's error type for it is unexported.
+	return strings.Contains(err.Error(), "unsupported protocol version")
 }
 
 // Bounds of one server's tool list: a server could otherwise page forever,

@@ -40,21 +40,62 @@ type StdioTransport struct {
 	conn atomic.Pointer[StdioConn]
 }
 
+// exitDrain is how long the output of a child that exited is still read:
+// what it wrote before exiting. A process it started (a browser, a language
+// server) may hold the pipes open for ever, so its exit, not the pipes'
+// end, tells that the server is gone.
+const exitDrain = time.Second
+
 // Connect starts the command and connects to it over stdin/stdout.
 func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
-	stdout, err := t.Command.StdoutPipe()
+	// stdin too is a pipe of ours: a write to a server that reads no more
+	// ends at its context's end (a write deadline), see writeLine.
+	inR, stdin, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	stdin, err := t.Command.StdinPipe()
+	t.Command.Stdin = inR
+	// Pipes of our own rather than StdoutPipe and os/exec's stderr copier:
+	// the child is reaped as soon as it exits (wait), without waiting for
+	// what its own children hold open, and the reads end on a deadline then.
+	stdout, outW, err := os.Pipe()
 	if err != nil {
+		inR.Close()
+		stdin.Close()
 		return nil, err
+	}
+	t.Command.Stdout = outW
+	var stderr, errW *os.File
+	var errDst io.Writer
+	if w := t.Command.Stderr; w != nil {
+		if _, ok := w.(*os.File); !ok {
+			if stderr, errW, err = os.Pipe(); err != nil {
+				inR.Close()
+				stdin.Close()
+				stdout.Close()
+				outW.Close()
+				return nil, err
+			}
+			t.Command.Stderr, errDst = errW, w
+		}
 	}
 	start := t.Command.Start
 	if t.start != nil {
 		start = t.start
 	}
-	if err := start(); err != nil {
+	err = start()
+	// The child has its copies of these ends (or never will).
+	inR.Close()
+	outW.Close()
+	if errW != nil {
+		errW.Close()
+	}
+	if err != nil {
+		stdin.Close()
+		stdout.Close()
+		if stderr != nil {
+			stderr.Close()
+		}
 		return nil, err
 	}
 	c := &StdioConn{
@@ -63,11 +104,36 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		maxLine:   orDefaultInt(t.MaxLineBytes, mcp.DefaultMaxLineLength),
 		incoming:  make(chan msgOrErr),
 		closed:    make(chan struct{}),
+		reaped:    make(chan struct{}),
+		writeSem:  make(chan struct{}, 1),
 		pending:   map[uint64]chan rawReply{},
 	}
 	t.conn.Store(c)
+	if stderr != nil {
+		go func() {
+			_, _ = io.Copy(errDst, stderr)
+			stderr.Close()
+		}()
+	}
+	go c.wait(stderr)
 	go c.readLoop()
 	return c, nil
+}
+
+// wait reaps the child as soon as it exits, then lets the reads of its
+// output run on for exitDrain at most.
+func (c *StdioConn) wait(stderr *os.File) {
+	c.waitErr = c.cmd.Wait()
+	if c.exited != nil {
+		c.exited()
+	}
+	close(c.reaped)
+	c.closeStdin() // nobody reads it any more
+	deadline := time.Now().Add(exitDrain)
+	_ = c.stdout.SetReadDeadline(deadline)
+	if stderr != nil {
+		_ = stderr.SetReadDeadline(deadline)
+	}
 }
 
 // Conn is the connection Connect made, nil before.
@@ -80,17 +146,24 @@ func (t *StdioTransport) Conn() *StdioConn { return t.conn.Load() }
 type StdioConn struct {
 	cmd       *exec.Cmd
 	exited    func() // nil or the transport's, after Wait
-	stdin     io.WriteCloser
-	stdout    io.Reader
+	stdin     *os.File
+	stdinOnce sync.Once
+	stdinErr  error
+	stdout    *os.File
 	terminate time.Duration
 	maxLine   int
 
-	writeMu sync.Mutex
+	// writeSem (one slot) keeps lines from interleaving; a writer waits
+	// for it only as long as its context lets it.
+	writeSem chan struct{}
 
 	incoming  chan msgOrErr // messages for go-sdk, from readLoop
 	closed    chan struct{}
 	closeOnce sync.Once
 	closeErr  error
+
+	reaped  chan struct{} // closed once the child has been waited for
+	waitErr error         // its Wait's, set before reaped closes
 
 	mu      sync.Mutex
 	pending map[uint64]chan rawReply // raw calls waiting, by id number
@@ -137,15 +210,50 @@ func (c *StdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return fmt.Errorf("marshaling message: %v", err)
 	}
 	c.reqMeta.observe(msg)
-	return c.writeLine(append(data, '\n'))
+	return c.writeLine(ctx, append(data, '\n'))
 }
 
-// writeLine writes one whole line; the mutex keeps lines from interleaving.
-func (c *StdioConn) writeLine(line []byte) error {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	_, err := c.stdin.Write(line)
+// writeLine writes one whole line, one writer at a time, within ctx: a
+// server that reads no more (frozen, or its pipe full) fills the pipe and
+// would hold the writer, and every writer behind it, for ever. A line cut
+// by ctx's end after part of it was written leaves the stream broken: the
+// connection fails and the server's input is closed (it sees EOF).
+func (c *StdioConn) writeLine(ctx context.Context, line []byte) error {
+	select {
+	case c.writeSem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closed:
+		return os.ErrClosed
+	}
+	defer func() { <-c.writeSem }()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	timedOut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = c.stdin.SetWriteDeadline(time.Now())
+		close(timedOut)
+	})
+	n, err := c.stdin.Write(line)
+	if !stop() {
+		<-timedOut
+		_ = c.stdin.SetWriteDeadline(time.Time{})
+	}
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		if n > 0 {
+			c.fail(fmt.Errorf("%w: a message to the server was cut off: it reads its input no more", mcp.ErrConnectionClosed))
+			c.closeStdin()
+		}
+		return fmt.Errorf("writing to the server: %w", ctx.Err())
+	}
 	return err
+}
+
+// closeStdin closes the server's input once (Close, the child's exit, a cut line).
+func (c *StdioConn) closeStdin() error {
+	c.stdinOnce.Do(func() { c.stdinErr = c.stdin.Close() })
+	return c.stdinErr
 }
 
 // SessionID is empty: stdio has no session ids.
@@ -165,21 +273,13 @@ func (c *StdioConn) Close() error {
 
 func (c *StdioConn) stop() error {
 	// Spec: close the child's input, wait for it to exit, SIGTERM, then SIGKILL.
-	stdinErr := c.stdin.Close()
-	res := make(chan error, 1)
-	go func() {
-		err := c.cmd.Wait()
-		if c.exited != nil {
-			c.exited()
-		}
-		res <- err
-	}()
+	stdinErr := c.closeStdin()
 	wait := func() (error, bool) {
 		t := time.NewTimer(c.terminate)
 		defer t.Stop()
 		select {
-		case err := <-res:
-			return err, true
+		case <-c.reaped:
+			return c.waitErr, true
 		case <-t.C:
 			return nil, false
 		}
@@ -223,11 +323,18 @@ const longLineKeep = 4 << 20
 // readLoop reads the child's lines until its stdout ends: a response to a raw
 // call goes to its waiter, anything else is decoded for go-sdk's Read.
 func (c *StdioConn) readLoop() {
+	defer c.stdout.Close()
 	br := bufio.NewReaderSize(c.stdout, 64<<10)
 	var long []byte
 	for {
 		line, err := readLine(br, &long, c.maxLine)
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// Set by wait: the child exited, something it started holds its output.
+				c.fail(fmt.Errorf("%w: the server exited (a process it started still holds its output)", mcp.ErrConnectionClosed))
+				c.deliver(msgOrErr{err: io.EOF})
+				return
+			}
 			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
 				c.fail(fmt.Errorf("%w: the server closed its output (it exited)", mcp.ErrConnectionClosed))
 				c.deliver(msgOrErr{err: io.EOF})

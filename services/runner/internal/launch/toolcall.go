@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -88,13 +89,16 @@ func (c *StdioConn) CallTool(ctx context.Context, name string, args json.RawMess
 	}
 	c.pending[n] = ch
 	c.mu.Unlock()
-	err = c.writeLine(line)
+	err = c.writeLine(ctx, line)
 	if cap(line) <= maxPooledLine { // large arguments are not worth keeping a buffer for
 		*bp = line
 		linePool.Put(bp)
 	}
 	if err != nil {
 		c.forget(n)
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			return nil, id, ctxErr // the server reads too slowly or not at all: the call's deadline
+		}
 		return nil, id, fmt.Errorf("calling \"tools/call\": %w: writing to the server: %v", mcp.ErrConnectionClosed, err)
 	}
 	select {
@@ -129,8 +133,14 @@ func (c *StdioConn) notifyCancelled(n uint64, reason error) {
 		return
 	default:
 	}
-	_ = c.writeLine(b)
+	// Bounded: a server that reads no more must not keep this goroutine.
+	ctx, cancel := context.WithTimeout(context.Background(), cancelNoticeTimeout)
+	defer cancel()
+	_ = c.writeLine(ctx, b)
 }
+
+// cancelNoticeTimeout bounds the write of a notifications/cancelled.
+const cancelNoticeTimeout = 5 * time.Second
 
 // appendCancelled renders notifications/cancelled for raw call n.
 func appendCancelled(b []byte, n uint64, reason error) []byte {

@@ -1,0 +1,201 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+)
+
+// shellServer writes an executable shell script into a temp dir: a server
+// (or a wrapper around the test server, given as its first argument).
+func shellServer(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "server.sh")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A server whose process exits while a helper it started (a browser, a
+// language server) keeps its stdout and stderr open is gone all the same:
+// its calls in flight fail at once, its status says so, and the helper is
+// not left behind. Before, stdout never reached EOF, so nothing noticed
+// until the health pings failed (minutes) and each call waited out its
+// timeout.
+func TestServerExitWithHelperHoldingItsOutput(t *testing.T) {
+	// The helper inherits stdout and stderr; exec makes the server the leader.
+	script := shellServer(t, "sleep 300 &\nexec \"$1\"\n")
+	e := runnertest.Start(t, quickOpts())
+	runs := filepath.Join(t.TempDir(), "runs")
+	cfg := runnertest.Binary("alpha", script, testServer)
+	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_RUN_FILE": {Value: runs}}
+	e.Put(t, cfg)
+	st := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	group := groupMembers(st.PID)
+	if len(group) != 2 {
+		t.Fatalf("process group %d has %v, want the server and its helper", st.PID, group)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(t, e, "alpha", "sleep", `{"ms":20000}`)
+		errc <- err
+	}()
+	waitRuns(t, runs, 1)
+	killed := time.Now()
+	if err := syscallKill(st.PID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		wantCode(t, err, apierr.ServiceUnavailable)
+		if d := time.Since(killed); d > 5*time.Second {
+			t.Fatalf("in-flight call failed after %s, want < 5s", d)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("in-flight call hung after the server exited (its helper holds stdout)")
+	}
+	st = e.WaitState(t, "alpha", model.StateError, 5*time.Second)
+	if st.Code != string(apierr.ServiceUnavailable) {
+		t.Fatalf("status after the exit: %+v", st)
+	}
+	for _, pid := range group {
+		waitGone(t, pid, 5*time.Second)
+	}
+	// A restart by hand brings it back.
+	if _, err := e.Client.Runtime(context.Background(), "restart", "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := call(t, e, "alpha", "echo", `{"message":"up"}`); err != nil || text(t, res) != "up" {
+		t.Fatalf("after restart: %v", err)
+	}
+}
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// groupMembers lists the live processes of process group pgid.
+func groupMembers(pgid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp …: comm may hold spaces, so after its ')'.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// A server that answers the handshake, but wrongly (a protocol version
+// mcpbus does not speak, an error), did not exit: its status says what
+// went wrong rather than "server exited during the handshake", and its
+// restarts stay bounded.
+func TestHandshakeRefusedSaysWhy(t *testing.T) {
+	opts := quickOpts()
+	opts.RestartBackoff, opts.MaxRestarts = 50*time.Millisecond, 2
+	e := runnertest.Start(t, opts)
+	// Answers server/discover with "method not found" (go-sdk then sends
+	// initialize) and initialize with answer, the request's id in place of
+	// ID; exits when its stdin closes.
+	handshake := func(answer string) string {
+		return `while read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/^{"jsonrpc":"2.0","id":\([0-9]*\),.*/\1/p')
+  case "$line" in
+  *'"method":"server/discover"'*) echo '{"jsonrpc":"2.0","id":'$id',"error":{"code":-32601,"message":"no"}}' ;;
+  *'"method":"initialize"'*) echo '` + strings.ReplaceAll(answer, "ID", "'$id'") + `' ;;
+  esac
+done`
+	}
+	for name, tc := range map[string]struct {
+		script string
+		want   string
+	}{
+		"version": {handshake(`{"jsonrpc":"2.0","id":ID,"result":{"protocolVersion":"1999-01-01","capabilities":{},"serverInfo":{"name":"x","version":"1"}}}`),
+			`unsupported protocol version: "1999-01-01"`},
+		"error": {handshake(`{"jsonrpc":"2.0","id":ID,"error":{"code":-32603,"message":"not today"}}`),
+			"not today"},
+		// One that did exit still says so.
+		"exits": {"read -r line; exit 1", "server exited during the handshake"},
+	} {
+		e.Put(t, runnertest.Binary(name, shellServer(t, tc.script+"\n")))
+		st := e.WaitState(t, name, model.StateError, 10*time.Second)
+		if st.Code != string(apierr.ServiceUnavailable) || !strings.Contains(st.Message, tc.want) {
+			t.Errorf("%s: status %+v, want %q in the message", name, st, tc.want)
+		}
+		t.Logf("%s: %s", name, st.Message)
+	}
+}
+
+// A server that stops reading its input (frozen, or reading no more) while
+// the runner writes to it: once the pipe is full a write blocks. The call
+// still ends at its timeout, later calls too, and the health pings still
+// find the server frozen and restart it.
+func TestServerThatStopsReadingDoesNotHoldCalls(t *testing.T) {
+	opts := quickOpts()
+	opts.CallTimeout = time.Second
+	opts.MaxArgsBytes = 1 << 20
+	opts.HealthInterval = 200 * time.Millisecond
+	opts.HealthTimeout = 200 * time.Millisecond
+	opts.HealthFailures = 2
+	opts.TickInterval = 20 * time.Millisecond
+	opts.StopTimeout = 300 * time.Millisecond
+	e := runnertest.Start(t, opts)
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	first := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	if err := syscall.Kill(first.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Kill(first.PID, syscall.SIGKILL) }()
+	big := `{"message":"` + strings.Repeat("x", 512<<10) + `"}` // past the pipe's 64 KiB
+	errc := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := call(t, e, "alpha", "echo", big)
+			errc <- err
+		}()
+	}
+	for range 2 {
+		select {
+		case err := <-errc:
+			if err == nil {
+				t.Fatal("a call to a frozen server succeeded")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a call blocked writing to a server that reads no more outlived its 1s timeout")
+		}
+	}
+	testkitWaitRestarted(t, e, first.PID)
+}
+
+func testkitWaitRestarted(t *testing.T, e *runnertest.Env, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := e.Status("alpha")
+		if st.State == model.StateRunning && st.PID != pid {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("frozen server not restarted: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
