@@ -83,7 +83,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 					func(ctx context.Context, maxBytes int64) (jetstream.ObjectStore, error) {
 						cfg.MaxBytes = maxBytes
 						return js.CreateOrUpdateObjectStore(ctx, cfg)
-					}, bus.StreamExists(js, "OBJ_"+cfg.Bucket))
+					}, bus.StreamBound(js, "OBJ_"+cfg.Bucket))
 			},
 			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.ObjectStore(ctx, cfg.Bucket) })
 		return err

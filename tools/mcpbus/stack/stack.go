@@ -46,8 +46,11 @@ type Options struct {
 	NATSHost      string
 	NATSPort      int
 	InProcessOnly bool
-	Prefix        string
-	Logger        *slog.Logger
+	// NATSMaxStore is the embedded server's JetStream file storage in bytes
+	// (0: nats-server's default, 75% of the data dir's free disk).
+	NATSMaxStore int64
+	Prefix       string
+	Logger       *slog.Logger
 	// InsecureBus turns NATS authentication off: anyone who reaches the
 	// port may do anything on the bus. Otherwise every service connects as
 	// its own identity (DataDir/nats/<role>.nk) with its role's permissions.
@@ -163,7 +166,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	ns, err := embednats.Start(embednats.Options{Host: opts.NATSHost, Port: opts.NATSPort,
-		InProcessOnly: opts.InProcessOnly, StoreDir: filepath.Join(opts.DataDir, "jetstream"), Users: users})
+		InProcessOnly: opts.InProcessOnly, StoreDir: filepath.Join(opts.DataDir, "jetstream"), MaxStore: opts.NATSMaxStore, Users: users})
 	if err != nil {
 		return nil, err
 	}
