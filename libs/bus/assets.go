@@ -34,11 +34,13 @@ type Assets struct {
 type AssetOptions struct {
 	// Replicas of the stream and buckets (1 embedded, 3 on a cluster).
 	Replicas int
-	// EventsMaxAge and EventsMaxBytes bound the event stream (default 7 days, 1 GiB).
+	// EventsMaxAge and EventsMaxBytes bound the event stream (default 7
+	// days, DefaultEventsMaxBytes). An existing stream's larger bound is
+	// kept (FitStream).
 	EventsMaxAge   time.Duration
 	EventsMaxBytes int64
 	// AuditMaxAge and AuditMaxBytes bound the audit stream (default 365
-	// days, 1 GiB): past them its oldest records age out, the only way any
+	// days, DefaultAuditMaxBytes): past them its oldest records age out, the only way any
 	// leave it.
 	AuditMaxAge   time.Duration
 	AuditMaxBytes int64
@@ -47,6 +49,14 @@ type AssetOptions struct {
 	// Logger hears what start-up waits for (nil: nothing is logged).
 	Logger *slog.Logger
 }
+
+// The default bounds of the shared streams (AssetOptions). With the chat's
+// (3 GiB) they stay under what a server offers on a half-full disk; on a
+// smaller one mcpbus up scales them down together (Budget).
+const (
+	DefaultEventsMaxBytes = 1 << 30
+	DefaultAuditMaxBytes  = 1 << 30
+)
 
 // EnsureAssets creates or updates the shared stream and buckets; every
 // service calls it at start, so the first one up creates them. It retries
@@ -60,13 +70,13 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 		opts.EventsMaxAge = 7 * 24 * time.Hour
 	}
 	if opts.EventsMaxBytes <= 0 {
-		opts.EventsMaxBytes = 1 << 30
+		opts.EventsMaxBytes = DefaultEventsMaxBytes
 	}
 	if opts.AuditMaxAge <= 0 {
 		opts.AuditMaxAge = 365 * 24 * time.Hour
 	}
 	if opts.AuditMaxBytes <= 0 {
-		opts.AuditMaxBytes = 1 << 30
+		opts.AuditMaxBytes = DefaultAuditMaxBytes
 	}
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = 5 * time.Second
@@ -245,13 +255,28 @@ func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 }
 
 // FitStream creates or updates a stream, a new one with its MaxBytes fitted
-// to the storage the server has left (FitMaxBytes).
+// to the storage the server has left (FitMaxBytes). An existing stream
+// with a larger bound keeps it (KeepBound).
 func FitStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, log *slog.Logger) (jetstream.Stream, error) {
+	cfg.MaxBytes = KeepBound(ctx, js, cfg.Name, cfg.MaxBytes)
 	return FitMaxBytes(ctx, log, "stream "+cfg.Name, cfg.MaxBytes,
 		func(ctx context.Context, maxBytes int64) (jetstream.Stream, error) {
 			cfg.MaxBytes = maxBytes
 			return js.CreateOrUpdateStream(ctx, cfg)
 		}, StreamBound(js, cfg.Name))
+}
+
+// KeepBound is the bound to ask of stream: maxBytes, or the stream's own
+// when it exists with a larger one. Lowering a stream's MaxBytes drops its
+// oldest records at once, and a smaller ask is no choice of the operator's:
+// it is a default, or mcpbus up's share of a disk that has since filled
+// (Budget). A larger bound the server has no room for any more is kept
+// as it is: it was reserved when the stream was made.
+func KeepBound(ctx context.Context, js jetstream.JetStream, stream string, maxBytes int64) int64 {
+	if have, found := StreamBound(js, stream)(ctx); found && have > maxBytes && maxBytes > 0 {
+		return have
+	}
+	return maxBytes
 }
 
 // StreamBound is a bounded lookup of a stream's MaxBytes (FitMaxBytes's

@@ -67,13 +67,6 @@ func (e *StorageError) Unwrap() error { return e.Err }
 // not each wait out a lookup.
 func FitMaxBytes[T any](ctx context.Context, log *slog.Logger, what string, maxBytes int64,
 	create func(ctx context.Context, maxBytes int64) (T, error), bound func(ctx context.Context) (maxBytes int64, found bool)) (T, error) {
-	select {
-	case fitting <- struct{}{}:
-		defer func() { <-fitting }()
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
 	want := maxBytes
 	v, err := create(ctx, maxBytes)
 	if !InsufficientStorage(err) {
@@ -132,18 +125,50 @@ func warnKept(log *slog.Logger, what string, want, have int64) {
 		"step", what, "asked_bytes", want, "max_bytes", have)
 }
 
-// fitting lets one FitMaxBytes run at a time in this process (the services
-// of `mcpbus up` share one server). nats-server checks a reservation and
-// takes it in two steps, so creates at once can together reserve more than
-// it has; then it refuses every later reservation, even a fitted stream's
-// shrink to its share, and start-up stalls (TestUpOnASmallDisk did so, one
-// run in four: the chat's log kept the 512 MiB that fit first). A fit
-// holds most of what was left for a moment, which is what made that likely.
-// Package state, as the server it guards is shared by every caller.
-var fitting = make(chan struct{}, 1)
-
 // fitShare is the part of the storage left that a fitted stream takes.
 const fitShare = 4
+
+// Budget scales bounds (the MaxBytes of the streams one server is to hold)
+// down, all in the same proportion, so that together they reserve at most
+// two thirds of store bytes, the server's storage; none below MinFitBytes
+// (so on a server under about 400 MiB they may still not fit, and
+// FitMaxBytes then has the last word). The third left is room for the
+// buckets, which reserve nothing but need storage left to be made or
+// written: a server whose reservations fill it refuses them all. scaled
+// reports whether any bound changed; a store of 0 or less (unknown) or
+// bounds that fit leave them as they are, as does a bound of 0 or less
+// (the default, or none).
+//
+// A stream fitted as it is made cannot see what the streams made after it
+// will need: the first would take what it asks and leave the others
+// nothing. Whoever knows both the storage and every stream (mcpbus up,
+// which embeds the server) sizes them together with this.
+func Budget(store int64, bounds ...int64) (sized []int64, scaled bool) {
+	sized = append([]int64(nil), bounds...)
+	var sum int64
+	for _, b := range bounds {
+		if b > 0 {
+			sum += b
+		}
+	}
+	budget := store / budgetDen * budgetNum
+	if store <= 0 || sum <= budget {
+		return sized, false
+	}
+	for i, b := range bounds {
+		if b <= 0 {
+			continue
+		}
+		// In floating point: a bound times the budget overflows int64.
+		n := int64(float64(b) * float64(budget) / float64(sum))
+		sized[i] = max(n&^(1<<20-1), MinFitBytes) // whole MiB
+	}
+	return sized, true
+}
+
+// budgetNum/budgetDen is the share of a server's storage Budget gives the
+// streams' bounds.
+const budgetNum, budgetDen = 2, 3
 
 // InsufficientStorage reports whether err is JetStream refusing a stream's
 // storage reservation: on one server JSStorageResourcesExceeded (10047), on

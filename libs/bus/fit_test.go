@@ -258,3 +258,52 @@ func TestFitGivesUpAtTheFloor(t *testing.T) {
 		t.Fatalf("got %#v, want a StorageError: 1 GiB asked, %d tried", err, bus.MinFitBytes)
 	}
 }
+
+// TestBudget: bounds that together ask more than two thirds of a server's
+// storage are scaled down in proportion (whole MiB, none below the floor);
+// bounds that fit, or an unknown storage, are left as they are.
+func TestBudget(t *testing.T) {
+	const mib = 1 << 20
+	asks := []int64{1 << 30, 1 << 30, 2 << 30, 1 << 30, 0}
+	for _, c := range []struct {
+		store  int64
+		want   []int64
+		scaled bool
+	}{
+		{600 * mib, []int64{80 * mib, 80 * mib, 160 * mib, 80 * mib, 0}, true},
+		{3 << 30, []int64{409 * mib, 409 * mib, 819 * mib, 409 * mib, 0}, true},
+		{48 * mib, []int64{bus.MinFitBytes, bus.MinFitBytes, bus.MinFitBytes, bus.MinFitBytes, 0}, true},
+		{8 << 30, asks, false},
+		{0, asks, false},
+	} {
+		got, scaled := bus.Budget(c.store, asks...)
+		if scaled != c.scaled || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("Budget(%d MiB) = %v %v, want %v %v", c.store/mib, got, scaled, c.want, c.scaled)
+		}
+	}
+}
+
+// TestAssetsKeepALargerBound: a smaller bound asked of an existing stream
+// (a default, or mcpbus up's share of a disk that has since filled) does
+// not shrink it, which would drop its oldest records at once.
+func TestAssetsKeepALargerBound(t *testing.T) {
+	js := smallServer(t, 4<<30)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := bus.EnsureAssets(ctx, js, bus.NewSubjects(""), bus.AssetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := bus.EnsureAssets(ctx, js, bus.NewSubjects(""), bus.AssetOptions{EventsMaxBytes: 100 << 20, AuditMaxBytes: 100 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []jetstream.Stream{a.Events, a.Audit} {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.Config.MaxBytes; got != 1<<30 {
+			t.Errorf("%s: bound %d MiB after a smaller ask, want its 1024 MiB kept", info.Config.Name, got>>20)
+		}
+	}
+}
