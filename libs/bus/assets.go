@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -33,11 +34,13 @@ type Assets struct {
 type AssetOptions struct {
 	// Replicas of the stream and buckets (1 embedded, 3 on a cluster).
 	Replicas int
-	// EventsMaxAge and EventsMaxBytes bound the event stream (default 7 days, 1 GiB).
+	// EventsMaxAge and EventsMaxBytes bound the event stream (default 7
+	// days, DefaultEventsMaxBytes). An existing stream's larger bound is
+	// kept (FitStream).
 	EventsMaxAge   time.Duration
 	EventsMaxBytes int64
 	// AuditMaxAge and AuditMaxBytes bound the audit stream (default 365
-	// days, 1 GiB): past them its oldest records age out, the only way any
+	// days, DefaultAuditMaxBytes): past them its oldest records age out, the only way any
 	// leave it.
 	AuditMaxAge   time.Duration
 	AuditMaxBytes int64
@@ -46,6 +49,14 @@ type AssetOptions struct {
 	// Logger hears what start-up waits for (nil: nothing is logged).
 	Logger *slog.Logger
 }
+
+// The default bounds of the shared streams (AssetOptions). With the chat's
+// (3 GiB) they stay under what a server offers on a half-full disk; on a
+// smaller one mcpbus up scales them down together (Budget).
+const (
+	DefaultEventsMaxBytes = 1 << 30
+	DefaultAuditMaxBytes  = 1 << 30
+)
 
 // EnsureAssets creates or updates the shared stream and buckets; every
 // service calls it at start, so the first one up creates them. It retries
@@ -59,13 +70,13 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 		opts.EventsMaxAge = 7 * 24 * time.Hour
 	}
 	if opts.EventsMaxBytes <= 0 {
-		opts.EventsMaxBytes = 1 << 30
+		opts.EventsMaxBytes = DefaultEventsMaxBytes
 	}
 	if opts.AuditMaxAge <= 0 {
 		opts.AuditMaxAge = 365 * 24 * time.Hour
 	}
 	if opts.AuditMaxBytes <= 0 {
-		opts.AuditMaxBytes = 1 << 30
+		opts.AuditMaxBytes = DefaultAuditMaxBytes
 	}
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = 5 * time.Second
@@ -88,9 +99,9 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 			return err
 		})
 	}
-	audit := func(ctx context.Context) error {
+	audit := func(ctx context.Context, maxBytes int64) error {
 		return Setup(ctx, opts.Logger, "stream "+StreamAudit, func(ctx context.Context) error {
-			cfg := AuditStream(subjects, opts.AuditMaxAge, opts.AuditMaxBytes)
+			cfg := AuditStream(subjects, opts.AuditMaxAge, maxBytes)
 			cfg.Replicas = keepReplicas(ctx, js, StreamAudit, opts.Replicas)
 			var err error
 			// Created, never updated: no identity may update it (the table).
@@ -100,7 +111,7 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 						cfg.MaxBytes = maxBytes
 						return js.CreateStream(ctx, cfg)
 					}
-					st, err := FitMaxBytes(ctx, opts.Logger, "stream "+StreamAudit, cfg.MaxBytes, create, StreamExists(js, StreamAudit))
+					st, err := FitMaxBytes(ctx, opts.Logger, "stream "+StreamAudit, cfg.MaxBytes, create, StreamBound(js, StreamAudit))
 					if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 						return js.Stream(ctx, StreamAudit)
 					}
@@ -131,11 +142,29 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 	// storage each is fitted to what is left (FitMaxBytes), and two fitted
 	// at once both saw the same room and together reserved more than the
 	// server had (TestAssetsFitASmallServer failed one run in six).
+	// The audit stream cannot be made smaller once made (no identity may
+	// update it), so it would keep all that fit at its first try, half of
+	// what was left, and leave too little for the chat's streams and the
+	// buckets (TestUpOnASmallDisk failed so, one run in two). When the
+	// events stream had to be made smaller, the audit stream asks no more
+	// than the events stream got.
 	streams := func(ctx context.Context) error {
 		if err := events(ctx); err != nil {
 			return err
 		}
-		return audit(ctx)
+		auditMax := opts.AuditMaxBytes
+		if got := a.Events.CachedInfo().Config.MaxBytes; got > 0 && got < opts.EventsMaxBytes {
+			auditMax = min(auditMax, got)
+		}
+		if err := audit(ctx, auditMax); err != nil {
+			return err
+		}
+		if got := a.Audit.CachedInfo().Config.MaxBytes; auditMax < opts.AuditMaxBytes && got > 0 && got <= auditMax && opts.Logger != nil {
+			opts.Logger.Warn(fmt.Sprintf("stream %s: the NATS server has no room for the %s asked: bounded at %s, as the events stream was; for the full size, %s",
+				StreamAudit, Size(opts.AuditMaxBytes), Size(got), StorageAdvice),
+				"step", "stream "+StreamAudit, "asked_bytes", opts.AuditMaxBytes, "max_bytes", got)
+		}
+		return nil
 	}
 	steps := []func(context.Context) error{streams}
 	for _, b := range buckets {
@@ -226,23 +255,43 @@ func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 }
 
 // FitStream creates or updates a stream, a new one with its MaxBytes fitted
-// to the storage the server has left (FitMaxBytes).
+// to the storage the server has left (FitMaxBytes). An existing stream
+// with a larger bound keeps it (KeepBound).
 func FitStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, log *slog.Logger) (jetstream.Stream, error) {
+	cfg.MaxBytes = KeepBound(ctx, js, cfg.Name, cfg.MaxBytes)
 	return FitMaxBytes(ctx, log, "stream "+cfg.Name, cfg.MaxBytes,
 		func(ctx context.Context, maxBytes int64) (jetstream.Stream, error) {
 			cfg.MaxBytes = maxBytes
 			return js.CreateOrUpdateStream(ctx, cfg)
-		}, StreamExists(js, cfg.Name))
+		}, StreamBound(js, cfg.Name))
 }
 
-// StreamExists is a bounded lookup of a stream (FitMaxBytes's exists): an
-// unanswered one counts as existing, so nothing is fitted on a guess.
-func StreamExists(js jetstream.JetStream, name string) func(context.Context) bool {
-	return func(ctx context.Context) bool {
+// KeepBound is the bound to ask of stream: maxBytes, or the stream's own
+// when it exists with a larger one. Lowering a stream's MaxBytes drops its
+// oldest records at once, and a smaller ask is no choice of the operator's:
+// it is a default, or mcpbus up's share of a disk that has since filled
+// (Budget). A larger bound the server has no room for any more is kept
+// as it is: it was reserved when the stream was made.
+func KeepBound(ctx context.Context, js jetstream.JetStream, stream string, maxBytes int64) int64 {
+	if have, found := StreamBound(js, stream)(ctx); found && have > maxBytes && maxBytes > 0 {
+		return have
+	}
+	return maxBytes
+}
+
+// StreamBound is a bounded lookup of a stream's MaxBytes (FitMaxBytes's
+// bound): found is false only for a stream that does not exist; an
+// unanswered lookup counts as found with an unknown bound (0), so nothing
+// is fitted on a guess.
+func StreamBound(js jetstream.JetStream, name string) func(context.Context) (int64, bool) {
+	return func(ctx context.Context) (int64, bool) {
 		ctx, cancel := context.WithTimeout(ctx, createLookup)
 		defer cancel()
-		_, err := js.Stream(ctx, name)
-		return !errors.Is(err, jetstream.ErrStreamNotFound)
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return 0, !errors.Is(err, jetstream.ErrStreamNotFound)
+		}
+		return st.CachedInfo().Config.MaxBytes, true
 	}
 }
 

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -15,19 +16,38 @@ const (
 	setupAttempt    = 10 * time.Second
 	setupBackoffMin = 100 * time.Millisecond
 	setupBackoffMax = 5 * time.Second
+	// storageGiveUp is how long one server's refusal of storage (10047)
+	// is retried before start-up fails: long enough to ride out another
+	// creator's fit, which holds more than it keeps for a moment
+	// (FitMaxBytes), short of leaving a newcomer waiting on a full disk.
+	storageGiveUp = 5 * time.Second
 )
 
 // Setup runs step until it succeeds or ctx ends. A service starting next to
 // a fresh cluster finds JetStream without leaders for a while, and several
 // services create the same assets at once: start-up waits and says what it
-// waits for instead of exiting. log may be nil.
+// waits for instead of exiting. log may be nil. The exception is a server
+// that keeps refusing storage (its disk too full for the bounds asked):
+// that does not pass by waiting, so after storageGiveUp the step fails
+// with an error that says what to do.
 func Setup(ctx context.Context, log *slog.Logger, what string, step func(ctx context.Context) error) error {
 	wait := setupBackoffMin
 	began := time.Now()
+	var outOfStorage time.Time // when the refusals of storage began
 	for try := 1; ; try++ {
 		actx, cancel := context.WithTimeout(ctx, setupAttempt)
 		err := step(actx)
 		cancel()
+		err = storageAdvice(what, err)
+		if serverOutOfStorage(err) {
+			if outOfStorage.IsZero() {
+				outOfStorage = time.Now()
+			} else if time.Since(outOfStorage) >= storageGiveUp {
+				return err
+			}
+		} else {
+			outOfStorage = time.Time{}
+		}
 		if err == nil {
 			if log != nil {
 				level := slog.LevelDebug
@@ -51,4 +71,15 @@ func Setup(ctx context.Context, log *slog.Logger, what string, step func(ctx con
 		}
 		wait = min(wait*2, setupBackoffMax)
 	}
+}
+
+// storageAdvice makes JetStream's refusal of storage (a bucket's, which
+// reserves no bound but needs room left; FitMaxBytes gives a stream's) say
+// what to do.
+func storageAdvice(what string, err error) error {
+	var se *StorageError
+	if !InsufficientStorage(err) || errors.As(err, &se) {
+		return err
+	}
+	return fmt.Errorf("%s: the NATS server has no storage left to reserve: %s: %w", what, StorageAdvice, err)
 }

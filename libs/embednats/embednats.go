@@ -34,6 +34,10 @@ type Options struct {
 	// up in the next). A restart from Options() reuses it; it is left to the
 	// system's temp cleanup.
 	StoreDir string
+	// MaxStore is the most file storage JetStream offers, in bytes; 0 takes
+	// nats-server's default, 75% of the free disk of StoreDir's volume
+	// (measured at start, so a fuller disk offers less).
+	MaxStore int64
 	// Cluster joins a cluster: its own route port and the routes to the others.
 	Cluster *ClusterOptions
 	// Logging sends the server's own log to stderr, each line prefixed with
@@ -101,7 +105,9 @@ func Start(opts Options) (*Server, error) {
 		DontListen: opts.InProcessOnly,
 		JetStream:  true,
 		StoreDir:   opts.StoreDir,
-		NoSigs:     true,
+		// (0 is nats-server's own "not set".)
+		JetStreamMaxStore: opts.MaxStore,
+		NoSigs:            true,
 		// Tool results can be large; 8 MiB per message covers big outputs.
 		MaxPayload: 8 << 20,
 	}

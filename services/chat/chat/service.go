@@ -78,6 +78,10 @@ type Options struct {
 	LeaseTTL time.Duration
 	// LogMaxAge drops conversation entries older than this (0: kept).
 	LogMaxAge time.Duration
+	// LogMaxBytes and ResultsMaxBytes bound the conversation log and the
+	// store of cut tool results (0: conversation.DefaultMaxBytes,
+	// results.DefaultMaxBytes; mcpbus up sets them from its NATS storage).
+	LogMaxBytes, ResultsMaxBytes int64
 	// PrincipalQuotaMiB bounds what one principal's conversations hold of
 	// the shared log (0: no bound; quota.go).
 	PrincipalQuotaMiB int
@@ -187,7 +191,7 @@ func (s *Service) open(ctx context.Context) error {
 	}
 	s.js = js
 	if s.convs, err = conversation.Open(ctx, js, conversation.Options{Prefix: s.opts.Prefix, Replicas: s.opts.Replicas,
-		MaxAge: s.opts.LogMaxAge, Logger: s.log}); err != nil {
+		MaxAge: s.opts.LogMaxAge, MaxBytes: s.opts.LogMaxBytes, Logger: s.log}); err != nil {
 		return fmt.Errorf("chat: %w", err)
 	}
 	if s.profiles, err = profiles.Open(ctx, s.nc, profiles.Options{Prefix: s.opts.Prefix, Replicas: s.opts.Replicas, Logger: s.log}); err != nil {
@@ -197,7 +201,7 @@ func (s *Service) open(ctx context.Context) error {
 		InputTimeout: s.opts.InputTimeout, Logger: s.log}); err != nil {
 		return fmt.Errorf("chat: %w", err)
 	}
-	if s.results, err = results.Open(ctx, js, results.Options{Replicas: s.opts.Replicas, Logger: s.log}); err != nil {
+	if s.results, err = results.Open(ctx, js, results.Options{Replicas: s.opts.Replicas, MaxBytes: s.opts.ResultsMaxBytes, Logger: s.log}); err != nil {
 		return fmt.Errorf("chat: %w", err)
 	}
 	if s.turns, err = bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{

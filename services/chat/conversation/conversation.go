@@ -24,6 +24,11 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
+// DefaultMaxBytes bounds the log. Reserved at creation: with the other
+// streams' bounds it stays well under what a server offers on a half-full
+// disk (5 GiB in all); mcpbus up scales it down on a smaller one.
+const DefaultMaxBytes = 2 << 30
+
 // Options configure a Log; zero values take the defaults.
 type Options struct {
 	// Prefix is the subject prefix (default bus.DefaultPrefix).
@@ -33,7 +38,8 @@ type Options struct {
 	Replicas int
 	// MaxAge drops conversations' entries older than this (0: kept until deleted).
 	MaxAge time.Duration
-	// MaxBytes bounds the stream (default 2 GiB); when full, appends are refused.
+	// MaxBytes bounds the stream (default DefaultMaxBytes); when full,
+	// appends are refused. An existing stream's larger bound is kept.
 	MaxBytes int64
 	// Logger hears what start-up waits for.
 	Logger *slog.Logger
@@ -61,9 +67,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Log, erro
 		opts.Replicas = 1
 	}
 	if opts.MaxBytes == 0 {
-		// Reserved at creation: with the other streams' bounds it stays
-		// well under what a server offers on a half-full disk (5 GiB in all).
-		opts.MaxBytes = 2 << 30
+		opts.MaxBytes = DefaultMaxBytes
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -36,7 +36,8 @@ type Options struct {
 	// Replicas of the store (1 embedded, 3 on a cluster); an existing
 	// store's higher replica count is kept.
 	Replicas int
-	// MaxBytes bounds the store (default DefaultMaxBytes).
+	// MaxBytes bounds the store (default DefaultMaxBytes); an existing
+	// store's larger bound is kept.
 	MaxBytes int64
 	// TTL drops results older than it (0: kept until their conversation is
 	// deleted).
@@ -79,11 +80,13 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 		var err error
 		s.obs, err = bus.CreateAsset(ctx, js, "OBJ_"+cfg.Bucket,
 			func(ctx context.Context) (jetstream.ObjectStore, error) {
+				// A store made larger keeps its bound (bus.KeepBound).
+				cfg.MaxBytes = bus.KeepBound(ctx, js, "OBJ_"+cfg.Bucket, cfg.MaxBytes)
 				return bus.FitMaxBytes(ctx, opts.Logger, "object store "+cfg.Bucket, cfg.MaxBytes,
 					func(ctx context.Context, maxBytes int64) (jetstream.ObjectStore, error) {
 						cfg.MaxBytes = maxBytes
 						return js.CreateOrUpdateObjectStore(ctx, cfg)
-					}, bus.StreamExists(js, "OBJ_"+cfg.Bucket))
+					}, bus.StreamBound(js, "OBJ_"+cfg.Bucket))
 			},
 			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.ObjectStore(ctx, cfg.Bucket) })
 		return err

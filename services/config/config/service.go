@@ -43,6 +43,10 @@ type Options struct {
 	CheckKeyfiles bool
 	// Replicas of the shared JetStream assets (default 1).
 	Replicas int
+	// EventsMaxBytes and AuditMaxBytes bound the shared streams
+	// (bus.AssetOptions; 0: the defaults; mcpbus up sets them from its NATS
+	// storage).
+	EventsMaxBytes, AuditMaxBytes int64
 	// RequestTimeout bounds one request to the credential service (default 10s).
 	RequestTimeout time.Duration
 	// OpTimeout bounds one request to this service, enable's wait excepted (default 30s).
@@ -123,7 +127,8 @@ func (s *Service) Run(ctx context.Context) error {
 	// Events still queued get a bounded moment to reach their chain.
 	defer s.opts.Audit.Close(2 * time.Second)
 	defer s.stopLife()
-	assets, err := bus.EnsureAssets(ctx, s.js, s.subj, bus.AssetOptions{Replicas: s.opts.Replicas, Logger: s.log})
+	assets, err := bus.EnsureAssets(ctx, s.js, s.subj, bus.AssetOptions{Replicas: s.opts.Replicas, Logger: s.log,
+		EventsMaxBytes: s.opts.EventsMaxBytes, AuditMaxBytes: s.opts.AuditMaxBytes})
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}

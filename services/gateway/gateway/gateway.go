@@ -76,6 +76,10 @@ type Options struct {
 	CallTimeout time.Duration
 	// Replicas of the API key bucket and the shared assets (1 embedded, 3 on a cluster).
 	Replicas int
+	// EventsMaxBytes and AuditMaxBytes bound the shared streams
+	// (bus.AssetOptions; 0: the defaults; mcpbus up sets them from its NATS
+	// storage).
+	EventsMaxBytes, AuditMaxBytes int64
 	// RequestTimeout bounds one non-streaming request (default 2m).
 	RequestTimeout time.Duration
 	// ShutdownTimeout bounds the graceful shutdown (default 10s).
@@ -224,7 +228,8 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	// Setup waits for JetStream as long as ctx allows (a fresh cluster
 	// elects its leaders first).
 	setup := ctx
-	assets, err := bus.EnsureAssets(setup, js, bus.NewSubjects(opts.Prefix), bus.AssetOptions{Replicas: opts.Replicas, Logger: g.log})
+	assets, err := bus.EnsureAssets(setup, js, bus.NewSubjects(opts.Prefix), bus.AssetOptions{Replicas: opts.Replicas, Logger: g.log,
+		EventsMaxBytes: opts.EventsMaxBytes, AuditMaxBytes: opts.AuditMaxBytes})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

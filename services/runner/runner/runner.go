@@ -73,6 +73,10 @@ type Options struct {
 	Resolver SecretResolver
 	// Replicas of the shared JetStream assets (default 1).
 	Replicas int
+	// EventsMaxBytes and AuditMaxBytes bound the shared streams
+	// (bus.AssetOptions; 0: the defaults; mcpbus up sets them from its NATS
+	// storage).
+	EventsMaxBytes, AuditMaxBytes int64
 
 	// IdleTimeout stops a server after this long without calls (default 30m;
 	// negative: never). A config's runtime.idle_timeout overrides it.
@@ -350,7 +354,8 @@ func (r *Runner) Ready() <-chan struct{} { return r.ready }
 
 // Run serves until ctx ends, then stops every server it runs.
 func (r *Runner) Run(ctx context.Context) error {
-	assets, err := bus.EnsureAssets(ctx, r.js, r.subj, bus.AssetOptions{Replicas: r.opts.Replicas, LeaseTTL: r.opts.LeaseTTL, Logger: r.log})
+	assets, err := bus.EnsureAssets(ctx, r.js, r.subj, bus.AssetOptions{Replicas: r.opts.Replicas, LeaseTTL: r.opts.LeaseTTL, Logger: r.log,
+		EventsMaxBytes: r.opts.EventsMaxBytes, AuditMaxBytes: r.opts.AuditMaxBytes})
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}

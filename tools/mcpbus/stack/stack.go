@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,8 @@ import (
 	"github.com/mcpbus/mcpbus/libs/secretfile"
 	"github.com/mcpbus/mcpbus/libs/service"
 	"github.com/mcpbus/mcpbus/services/chat/chat"
+	"github.com/mcpbus/mcpbus/services/chat/conversation"
+	"github.com/mcpbus/mcpbus/services/chat/results"
 	"github.com/mcpbus/mcpbus/services/config/config"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
@@ -46,8 +49,11 @@ type Options struct {
 	NATSHost      string
 	NATSPort      int
 	InProcessOnly bool
-	Prefix        string
-	Logger        *slog.Logger
+	// NATSMaxStore is the embedded server's JetStream file storage in bytes
+	// (0: nats-server's default, 75% of the data dir's free disk).
+	NATSMaxStore int64
+	Prefix       string
+	Logger       *slog.Logger
 	// InsecureBus turns NATS authentication off: anyone who reaches the
 	// port may do anything on the bus. Otherwise every service connects as
 	// its own identity (DataDir/nats/<role>.nk) with its role's permissions.
@@ -163,12 +169,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	ns, err := embednats.Start(embednats.Options{Host: opts.NATSHost, Port: opts.NATSPort,
-		InProcessOnly: opts.InProcessOnly, StoreDir: filepath.Join(opts.DataDir, "jetstream"), Users: users})
+		InProcessOnly: opts.InProcessOnly, StoreDir: filepath.Join(opts.DataDir, "jetstream"), MaxStore: opts.NATSMaxStore, Users: users})
 	if err != nil {
 		return nil, err
 	}
 	life, cancel := context.WithCancel(context.Background())
 	s.NATS, s.cancel = ns, cancel
+	if jsc := ns.Server.JetStreamConfig(); jsc != nil {
+		budgetStreams(&opts, jsc.MaxStore, opts.Logger)
+	}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -264,6 +273,58 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// budgetStreams sizes the streams of the services by store, the storage
+// the embedded server runs with (--nats-max-store, or 75% of the free disk):
+// made one at a time, the first would take what it asks (1 or 2 GiB) and
+// leave the rest no room, so on a server with less than 7.5 GiB every
+// default bound is scaled down together (bus.Budget), and the choice is
+// logged once. A bound the caller set is left as it is (and counted).
+// Separate deployments keep the defaults, each fitted to what is left
+// (bus.FitMaxBytes).
+func budgetStreams(o *Options, store int64, log *slog.Logger) {
+	gw := *o.Gateway // the caller's, shared: not to be written
+	o.Gateway = &gw
+	bounds := []struct {
+		name string
+		def  int64
+		set  []*int64
+	}{
+		{"events", bus.DefaultEventsMaxBytes, []*int64{&o.Config.EventsMaxBytes, &o.Runner.EventsMaxBytes, &o.Gateway.EventsMaxBytes}},
+		{"audit", bus.DefaultAuditMaxBytes, []*int64{&o.Config.AuditMaxBytes, &o.Runner.AuditMaxBytes, &o.Gateway.AuditMaxBytes}},
+		{"chat log", conversation.DefaultMaxBytes, []*int64{&o.Chat.LogMaxBytes}},
+		{"chat results", results.DefaultMaxBytes, []*int64{&o.Chat.ResultsMaxBytes}},
+	}
+	asks := make([]int64, len(bounds))
+	for i, b := range bounds {
+		asks[i] = b.def
+		for _, p := range b.set {
+			if *p != 0 {
+				asks[i] = *p
+			}
+		}
+	}
+	sized, scaled := bus.Budget(store, asks...)
+	if !scaled {
+		return
+	}
+	var chosen []string
+	var sum, defaults int64
+	for i, b := range bounds {
+		for _, p := range b.set {
+			if *p == 0 {
+				*p = sized[i]
+			}
+		}
+		chosen = append(chosen, b.name+" "+bus.Size(*b.set[0]))
+		sum += *b.set[0]
+		defaults += b.def
+	}
+	log.Warn(fmt.Sprintf("NATS has %s of storage, too little for the streams' default bounds (%s) and room for the buckets: "+
+		"the streams are bounded at %s (%s in all; a stream made larger before keeps its bound); for the full sizes, %s",
+		bus.Size(store), bus.Size(defaults), strings.Join(chosen, ", "), bus.Size(sum), bus.StorageAdvice),
+		"nats_max_store", store, "streams_bytes", sum)
 }
 
 // makeIdentities loads (making on first start) the identity of every role

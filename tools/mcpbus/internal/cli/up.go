@@ -3,12 +3,16 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -27,6 +31,7 @@ import (
 type upOptions struct {
 	natsHost   string
 	natsPort   int
+	natsStore  string
 	dataDir    string
 	configFile string
 	logLevel   string
@@ -56,6 +61,9 @@ already there with the same slug are updated, ${VAR} references come from the en
 	s := settings.New(cmd.Flags())
 	s.String(&o.natsHost, "nats-host", "", "127.0.0.1", "address the embedded NATS listens on")
 	s.Int(&o.natsPort, "nats-port", "", 4222, "port of the embedded NATS (0: a free port, named in the start-up message)")
+	s.String(&o.natsStore, "nats-max-store", "", "",
+		"JetStream file storage of the embedded NATS, e.g. 8GiB (K, M, G, T: powers of 1024); empty: nats-server's default, 75% of the data dir's free disk. "+
+			"The streams reserve 5 GiB; on less each is made smaller, with a warning")
 	s.String(&o.configFile, "config", "", "", "servers file to import at start")
 	s.Bool(&o.insecure, "insecure-bus", "", false, "run NATS WITHOUT authentication: anyone who reaches its port may do anything on the bus")
 	service.RegisterDataDir(s, &o.dataDir)
@@ -81,6 +89,10 @@ func serviceNames() string {
 func runUp(ctx context.Context, g *globals, o *upOptions) error {
 	if err := o.memory.Validate(); err != nil {
 		return err
+	}
+	maxStore, err := parseSize(o.natsStore)
+	if err != nil {
+		return fmt.Errorf("--nats-max-store %q: %w", o.natsStore, err)
 	}
 	log, err := service.Logger(o.logLevel, g.stderr)
 	if err != nil {
@@ -109,7 +121,7 @@ func runUp(ctx context.Context, g *globals, o *upOptions) error {
 	o.memory.Start(ctx, log)
 	so := o.stack
 	so.DataDir, so.NATSHost, so.NATSPort, so.Prefix, so.Logger = o.dataDir, o.natsHost, o.natsPort, g.bus.Prefix, log
-	so.InsecureBus = o.insecure
+	so.InsecureBus, so.NATSMaxStore = o.insecure, maxStore
 	// Checked before anything is made in it (the keyfiles folder), as
 	// stack.Start checks it again.
 	if err := secretfile.PrivateDir(o.dataDir); err != nil {
@@ -191,4 +203,23 @@ func loadServers(ctx context.Context, st *stack.Stack, path string, log *slog.Lo
 		log.Info("server config loaded", "server", s.Slug, "id", s.ID, "enabled", s.Enabled)
 	}
 	return nil
+}
+
+// parseSize reads a size in bytes with an optional unit (K, M, G, T, alone
+// or followed by B or iB, all powers of 1024 as in nats-server's own
+// configuration); "" is 0.
+func parseSize(v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, nil
+	}
+	num := strings.TrimRightFunc(v, unicode.IsLetter)
+	unit := strings.ToUpper(strings.TrimSpace(v[len(num):]))
+	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "B"), "I")
+	shift, ok := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[unit]
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if !ok || err != nil || n < 0 || n > math.MaxInt64>>shift {
+		return 0, errors.New("want a whole number of bytes, optionally with K, M, G or T (e.g. 8GiB, 500MB)")
+	}
+	return n << shift, nil
 }
