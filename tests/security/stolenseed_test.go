@@ -115,6 +115,11 @@ func TestStolenRunnerSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	// The subscription is the server's before the resolve (an unflushed one
+	// missed the event under load).
+	if err := st.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	body, _ := json.Marshal(withStolen)
 	if _, err := nc.Request("mcp.v1.cred.resolve", body, 5*time.Second); err != nil {
 		t.Fatal(err)
