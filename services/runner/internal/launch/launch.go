@@ -261,9 +261,9 @@ func checkDocker(ctx context.Context, docker string) error {
 
 // headerTransport adds the configured headers (bearer tokens, API keys) to
 // every request, and the agreed protocol version to those without one. It
-// holds every answer but an event stream (whose events go-sdk bounds one
-// by one) to maxBody bytes: go-sdk reads a JSON answer or an error body
-// whole, so an upstream could otherwise fill the runner's memory.
+// holds every answer but a successful event stream (whose events go-sdk
+// bounds one by one) to maxBody bytes: go-sdk reads a JSON answer or an
+// error body whole, so an upstream could otherwise fill the runner's memory.
 type headerTransport struct {
 	headers map[string]string
 	version *atomic.Pointer[string] // nil or empty before the handshake
@@ -289,7 +289,10 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || t.maxBody <= 0 {
 		return resp, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	// Only a success is a stream: go-sdk reads any other answer's body whole,
+	// whatever its Content-Type says.
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != "text/event-stream" || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		resp.Body = &cappedBody{ReadCloser: resp.Body, left: t.maxBody + 1}
 	}
 	return resp, nil
