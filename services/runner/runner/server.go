@@ -403,7 +403,16 @@ func (s *server) startError(ctx context.Context, err error, proc *launch.Process
 	case proc != nil:
 		return apierr.Wrap(apierr.ServiceUnavailable, "server exited during the handshake", err)
 	}
-	return apierr.Wrap(apierr.Network, "could not connect: "+err.Error(), err)
+	return apierr.Wrap(apierr.Network, "could not connect: "+s.serverText(err.Error()), err)
+}
+
+// serverText is an error's text for a status or a caller when it may
+// quote the server: go-sdk's and net/http's errors quote a session id or a header
+// line the server sent whole (up to net/http's 10 MiB of headers), which a
+// status, one bus message, must not carry. Redacted before it is cut, so
+// the cut cannot split a secret the redactors would catch whole.
+func (s *server) serverText(text string) string {
+	return s.eventText(s.r.secrets.scrubText(text), model.CallEventErrorMax)
 }
 
 // handshakeRefused reports whether err is the server's answer to the

@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
@@ -155,7 +157,7 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 			OAuthHandler: opts.Auth,
 		}}
 		ht.HTTPClient = &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, version: &ht.version, base: http.DefaultTransport,
-			maxBody: mcp.DefaultMaxEventSize}}
+			maxBody: mcp.DefaultMaxEventSize}, CheckRedirect: sameOriginRedirect}
 		return &Launched{Transport: ht, http: ht}, nil
 	}
 	var name string
@@ -261,9 +263,9 @@ func checkDocker(ctx context.Context, docker string) error {
 
 // headerTransport adds the configured headers (bearer tokens, API keys) to
 // every request, and the agreed protocol version to those without one. It
-// holds every answer but an event stream (whose events go-sdk bounds one
-// by one) to maxBody bytes: go-sdk reads a JSON answer or an error body
-// whole, so an upstream could otherwise fill the runner's memory.
+// holds every answer but a successful event stream (whose events go-sdk
+// bounds one by one) to maxBody bytes: go-sdk reads a JSON answer or an
+// error body whole, so an upstream could otherwise fill the runner's memory.
 type headerTransport struct {
 	headers map[string]string
 	version *atomic.Pointer[string] // nil or empty before the handshake
@@ -289,10 +291,43 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || t.maxBody <= 0 {
 		return resp, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	// Only a success is a stream: go-sdk reads any other answer's body whole,
+	// whatever its Content-Type says.
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != "text/event-stream" || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		resp.Body = &cappedBody{ReadCloser: resp.Body, left: t.maxBody + 1}
 	}
 	return resp, nil
+}
+
+// maxRedirects bounds the redirects one request to a remote server follows
+// (a loop within its origin).
+const maxRedirects = 5
+
+// sameOriginRedirect follows a remote server's redirect only within the
+// origin (scheme, host, port) of the request it redirects. headerTransport
+// puts the configured headers (API keys, bearer tokens) on every request
+// the client sends, redirected ones too, and net/http keeps the others
+// (the session id, and Authorization within the host name): followed to
+// another origin they would go wherever the server points, another host,
+// an address inside the runner's network, or plain http after https.
+func sameOriginRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if from, to := origin(via[0].URL), origin(req.URL); from != to {
+		return fmt.Errorf("refused a redirect to another origin (%s): mcpbus follows redirects only within %s; set transport.url to the server's new address", to, from)
+	}
+	return nil
+}
+
+// origin is u's scheme, host and port (the scheme's default when u has none).
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // cappedBody ends a response body that goes past its limit with an error

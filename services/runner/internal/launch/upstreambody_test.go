@@ -61,3 +61,34 @@ func TestUpstreamAnswerHeldToTheLimit(t *testing.T) {
 		t.Errorf("one upstream response held %d MiB of the runner's heap (the limit: 16 MiB a message)", peak.Load()>>20)
 	}
 }
+
+// An error answer that calls itself an event stream is no stream: go-sdk
+// reads the body of any non-2xx answer whole (for a JSON-RPC error in it),
+// so the transport holds it to the limit like any other body.
+func TestUpstreamErrorStreamHeldToTheLimit(t *testing.T) {
+	const most = 256 << 20
+	var served atomic.Int64
+	url := testmcp.ServeHTTP(t, "web", nil, testmcp.AnswerMethod("tools/list", func(w http.ResponseWriter, r *http.Request, id json.RawMessage) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusBadRequest)
+		chunk := bytes.Repeat([]byte(": padding\n"), 1<<20/10)
+		for served.Load() < most {
+			n, err := w.Write(chunk)
+			served.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	sess, _ := connectHTTP(t, url, Options{}, func(ht *HTTPTransport) { ht.DisableStandaloneSSE = true })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := sess.ListTools(ctx, nil)
+	t.Logf("tools/list: err=%v; upstream sent %d MiB", err, served.Load()>>20)
+	if err == nil {
+		t.Error("an error answer was taken as tools")
+	}
+	if served.Load() >= most {
+		t.Errorf("the runner read the whole %d MiB error body (the limit: 16 MiB a message)", most>>20)
+	}
+}
