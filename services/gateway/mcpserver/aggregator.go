@@ -72,6 +72,11 @@ type Options struct {
 	// recently used one without a request in flight (none: 429), so a key
 	// cannot hold the gateway's memory with sessions it never closes.
 	MaxSessions int
+	// StreamWriteTimeout bounds each write of a response of /mcp, its SSE
+	// streams included (default 10s): a client that stops reading has its
+	// connection cut then, instead of holding the goroutine writing to it
+	// (and whatever that goroutine serves) for as long as it likes.
+	StreamWriteTimeout time.Duration
 	// NoFastPath sends every tools/call through go-sdk's session machinery
 	// (see fastcall.go); for comparison in tests and benchmarks.
 	NoFastPath bool
@@ -103,6 +108,9 @@ func (o *Options) defaults() {
 	}
 	if o.RPCTimeout <= 0 {
 		o.RPCTimeout = 15 * time.Second
+	}
+	if o.StreamWriteTimeout <= 0 {
+		o.StreamWriteTimeout = 10 * time.Second
 	}
 	switch {
 	case o.SessionTimeout == 0:

@@ -25,6 +25,9 @@ type viewCtxKey struct{}
 func (a *Aggregator) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		markSpan(r)
+		dw := newDeadlineWriter(w, a.opts.StreamWriteTimeout)
+		defer dw.arm()
+		w = dw
 		p := auth.PrincipalFrom(r.Context())
 		if p == nil {
 			if !a.opts.NoAuth {

@@ -329,11 +329,7 @@ func (a *Aggregator) followNotices(subj bus.Subjects) ([]*nats.Subscription, err
 			if len(asked) == 0 || !a.reachable(v, ev.Server) {
 				continue
 			}
-			for _, u := range asked {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_ = v.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: u})
-				cancel()
-			}
+			v.updates.send(v.server, asked)
 		}
 	})
 	if err != nil {
@@ -359,4 +355,52 @@ func (a *Aggregator) followNotices(subj bus.Subjects) ([]*nats.Subscription, err
 		return nil, err
 	}
 	return []*nats.Subscription{updated, changed}, nil
+}
+
+// viewUpdates passes a view's resource updates on from its own goroutine:
+// go-sdk writes them to each session's stream in turn, and a session that
+// reads slowly (or not at all, until the write times out) then holds up
+// only its own key's updates, not the callback every view's share. Updates
+// waiting are a set of URIs: an update says "read it again", so two of one
+// URI are worth one, and the set holds at most what the view subscribed to.
+type viewUpdates struct {
+	mu      sync.Mutex
+	pending map[string]bool
+	running bool
+}
+
+// send queues uris (the forms sessions subscribed with) for s's sessions.
+func (u *viewUpdates) send(s *mcp.Server, uris []string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.pending == nil {
+		u.pending = map[string]bool{}
+	}
+	for _, uri := range uris {
+		u.pending[uri] = true
+	}
+	if !u.running {
+		u.running = true
+		go u.deliver(s)
+	}
+}
+
+// deliver sends what is pending until nothing is.
+func (u *viewUpdates) deliver(s *mcp.Server) {
+	for {
+		u.mu.Lock()
+		batch := u.pending
+		u.pending = nil
+		if len(batch) == 0 {
+			u.running = false
+			u.mu.Unlock()
+			return
+		}
+		u.mu.Unlock()
+		for _, uri := range slices.Sorted(maps.Keys(batch)) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+			cancel()
+		}
+	}
 }

@@ -34,6 +34,8 @@ type view struct {
 	sources string
 	// subs are the resources its sessions subscribed to (subscriptions.go).
 	subs viewSubs
+	// updates passes resource updates on to its sessions (subscriptions.go).
+	updates viewUpdates
 }
 
 // lists reports whether the view lists e: every tool its principal may
