@@ -199,3 +199,18 @@ func testkitWaitRestarted(t *testing.T, e *runnertest.Env, pid int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A server that writes a message over the line limit (16 MiB) ends its
+// connection, and its status says why rather than that its process exited
+// (it had not: the runner stopped reading it).
+func TestOversizedMessageSaysWhy(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	_, err := call(t, e, "alpha", "large", `{"bytes":17000000}`)
+	wantCode(t, err, apierr.ServiceUnavailable)
+	st := e.WaitState(t, "alpha", model.StateError, 10*time.Second)
+	if !strings.Contains(st.Message, "over the limit") || strings.Contains(st.Message, "exited") {
+		t.Fatalf("status message %q, want the line limit named", st.Message)
+	}
+}

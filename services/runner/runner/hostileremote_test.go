@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -82,5 +83,33 @@ func TestRemotePrincipalConnectErrorBounded(t *testing.T) {
 	reply := string(rep.Data) + " " + rep.Header.Get(bus.HeaderError)
 	if len(reply) > 4*model.CallEventErrorMax || !strings.Contains(reply, "could not connect") {
 		t.Fatalf("alice's reply of %d bytes: %.300q…", len(reply), reply)
+	}
+}
+
+// A remote server that forgets the session (404 on its id) ends it: the
+// status says the remote server's session ended, not that a process
+// exited (there is none).
+func TestRemoteSessionEndSaysSo(t *testing.T) {
+	var gone atomic.Bool
+	url := testmcp.ServeHTTP(t, "web", nil, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if gone.Load() && r.Header.Get("Mcp-Session-Id") != "" {
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	e := runnertest.Start(t, lifecycleOpts())
+	e.Put(t, model.McpConfig{ID: uuid.NewString(), Name: "remote", Enabled: true,
+		Package:   model.Package{Type: model.PackageHTTP, Identifier: url},
+		Transport: model.Transport{Type: model.TransportHTTP, URL: url},
+		Runtime:   model.Runtime{Eager: true}})
+	e.WaitState(t, "remote", model.StateRunning, 10*time.Second)
+	gone.Store(true)
+	_, _ = call(t, e, "remote", "echo", `{"message":"hi"}`)
+	st := e.WaitState(t, "remote", model.StateError, 10*time.Second)
+	if !strings.Contains(st.Message, "remote server") || strings.Contains(st.Message, "process") {
+		t.Fatalf("status message %q, want the remote server's session named", st.Message)
 	}
 }

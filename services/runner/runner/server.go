@@ -515,7 +515,7 @@ func (s *server) refreshTools() {
 
 // watch notices a session that ends without being asked to (a crash).
 func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
-	_ = sess.Wait()
+	ended := sess.Wait()
 	s.relays.end(sess)
 	s.post(func() {
 		s.mu.Lock()
@@ -533,14 +533,33 @@ func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
 		if time.Since(startedAt) >= s.r.opts.HealthyAfter {
 			s.attempts, s.failedFirst = 0, false // it had been healthy long enough: a fresh series of retries
 		}
-		s.setState(model.StateError, apierr.New(apierr.ServiceUnavailable, "server process exited unexpectedly"))
-		s.log.Warn("server exited unexpectedly")
+		why := s.endedWhy(proc, ended)
+		s.setState(model.StateError, apierr.New(apierr.ServiceUnavailable, why))
+		s.log.Warn("server's session ended unexpectedly", "why", why)
 		s.scheduleRestart()
 		// The catalog goes last: a gateway that sees it gone already knows
 		// a restart is coming (error with retry_at) and keeps the tools
 		// listed; gone first, they left the lists until the status came.
 		s.deleteCatalog()
 	})
+}
+
+// endedWhy says how a session that was not stopped ended, from what its
+// connection ended with (err, nil on a plain end of input): a process that
+// exited, a connection that failed for another reason (a message over the
+// line limit, an unreadable one), or a remote server's session ending. The
+// server's own words are bounded and redacted.
+func (s *server) endedWhy(proc *launch.Process, err error) string {
+	plain := err == nil || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) && strings.Contains(err.Error(), "(it exited)")
+	switch {
+	case proc != nil && plain:
+		return "server process exited unexpectedly"
+	case proc != nil:
+		return "server process's connection failed: " + s.eventText(err.Error(), model.CallEventErrorMax)
+	case plain:
+		return "the remote server ended the session"
+	}
+	return "the remote server's session failed: " + s.eventText(err.Error(), model.CallEventErrorMax)
 }
 
 // credentialsRefused ends a session whose upstream refused its credentials
