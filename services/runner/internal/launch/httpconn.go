@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -295,10 +296,25 @@ func (c *HTTPConn) checkStatus(ctx context.Context, req *http.Request, resp *htt
 // seconds when it gave one, not a failure of the server.
 func upstreamRateLimited(retryAfter string) error {
 	msg := "the server's upstream is rate limiting calls (HTTP 429)"
-	if secs, err := strconv.Atoi(strings.TrimSpace(retryAfter)); err == nil && secs >= 0 {
+	if secs, ok := retryAfterSeconds(retryAfter, time.Now()); ok {
 		msg += fmt.Sprintf("; retry in %d s", secs)
 	}
 	return apierr.New(apierr.RateLimited, msg)
+}
+
+// retryAfterSeconds reads a Retry-After header, in seconds or as an HTTP
+// date; a value past a day or in the past says nothing worth passing on.
+func retryAfterSeconds(v string, now time.Time) (int, bool) {
+	v = strings.TrimSpace(v)
+	secs, err := strconv.Atoi(v)
+	if err != nil {
+		at, derr := http.ParseTime(v)
+		if derr != nil {
+			return 0, false
+		}
+		secs = int(math.Ceil(at.Sub(now).Seconds()))
+	}
+	return secs, secs >= 0 && secs <= 86400
 }
 
 // readJSON reads a response of one JSON-RPC message, which must answer raw call n.
