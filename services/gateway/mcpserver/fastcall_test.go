@@ -189,21 +189,26 @@ func TestFastPathLeavesTheRestToGoSDK(t *testing.T) {
 }
 
 // Sessions idle for SessionTimeout are closed; calls on the fast path count
-// as use, though go-sdk never sees them.
+// as use, though go-sdk never sees them. (A session whose GET stream is
+// open is not idle: TestListeningSessionIsNotIdle. This one opened its
+// stream and closed it, so the whole timeout applies.)
 func TestSessionIdleTimeout(t *testing.T) {
-	// A timeout ten times the pause between the calls below: a loaded host
-	// stretches the gap between one call's end and the next one's start.
-	e := start(t, mcpserver.Options{NoAuth: true, SessionTimeout: time.Second}, nil)
+	// A timeout twenty times the pause between the calls below: a loaded
+	// host stretches the gap between one call's end and the next one's
+	// start (and a sixth of it, the streamless session's, must cover the
+	// time from the initialize to the GET below).
+	e := start(t, mcpserver.Options{NoAuth: true, SessionTimeout: 2 * time.Second}, nil)
 	e.addServer(t, "alpha", nil)
-	c := connect(t, e.url, "", nil)
+	used := rawSession(t, e.url)
+	_ = openUnreadStream(t, e.url, "", used).Close()
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"keepalive"}}}`
-	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if st, ct, body := rawPost(t, e.url, c.ID(), call, nil); st != http.StatusOK || ct != "application/json" {
+	for end := time.Now().Add(4500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if st, ct, body := rawPost(t, e.url, used, call, nil); st != http.StatusOK || ct != "application/json" {
 			t.Fatalf("a session in use was closed: %d %s %s", st, ct, body)
 		}
 	}
-	time.Sleep(2500 * time.Millisecond) // idle: asking sooner would be a use
-	if st, _, body := rawPost(t, e.url, c.ID(), call, nil); st != http.StatusNotFound {
+	time.Sleep(4500 * time.Millisecond) // idle: asking sooner would be a use
+	if st, _, body := rawPost(t, e.url, used, call, nil); st != http.StatusNotFound {
 		t.Fatalf("an idle session still answers: %d %s", st, body)
 	}
 	// A session that never sent a request after its initialize is closed too.

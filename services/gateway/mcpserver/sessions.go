@@ -21,6 +21,10 @@ type liveSession struct {
 	ss       *mcp.ServerSession
 	lastUsed atomic.Int64 // unix ns of the last request's start or end
 	posts    atomic.Int64 // POSTs being served: the session is not idle
+	// streams are the GET streams open: a client listening for
+	// notifications is not idle either (a dead connection ends its stream
+	// once TCP keepalive or a write's deadline finds it).
+	streams atomic.Int64
 	// streamed: the client opened the GET stream at least once. A session
 	// that never did is closed after a shorter idle time (janitor.go).
 	streamed atomic.Bool
@@ -116,10 +120,10 @@ func (t *sessionTable) close(ss *mcp.ServerSession) {
 	_ = ss.Close()
 }
 
-// closeIdle closes the sessions of views with no POST in flight and no
-// request since cutoff (since streamlessCutoff for a session that never
-// opened the GET stream), tracking first those never seen since their
-// initialize.
+// closeIdle closes the sessions of views with no POST in flight, no GET
+// stream open and no request since cutoff (since streamlessCutoff for a
+// session that never opened the GET stream), tracking first those never
+// seen since their initialize.
 func (t *sessionTable) closeIdle(views []*view, cutoff, streamlessCutoff time.Time) {
 	for _, v := range views {
 		for ss := range v.server.Sessions() {
@@ -131,7 +135,7 @@ func (t *sessionTable) closeIdle(views []*view, cutoff, streamlessCutoff time.Ti
 		if !ls.streamed.Load() {
 			c = streamlessCutoff
 		}
-		return ls.posts.Load() == 0 && ls.lastUsed.Load() < c.UnixNano()
+		return ls.posts.Load() == 0 && ls.streams.Load() == 0 && ls.lastUsed.Load() < c.UnixNano()
 	}
 	t.mu.Lock()
 	var candidates []*liveSession
@@ -164,6 +168,8 @@ func (t *sessionTable) enter(v *view, sid, method string) (*liveSession, func())
 		return ls, func() { ls.posts.Add(-1); ls.touch() }
 	case http.MethodGet:
 		ls.streamed.Store(true)
+		ls.streams.Add(1)
+		return ls, func() { ls.streams.Add(-1); ls.touch() }
 	case http.MethodDelete:
 		t.forget(sid)
 	}

@@ -90,3 +90,18 @@ func TestSessionsPerPrincipalBounded(t *testing.T) {
 		}
 	}
 }
+
+// A session whose client listens on its GET stream (for resource updates,
+// list changes) is not idle however long it makes no request; once the
+// stream ends, the session timeout runs from then. Before, it was closed
+// after the session timeout without a request, its stream open.
+func TestListeningSessionIsNotIdle(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true, SessionTimeout: 2 * time.Second}, nil)
+	e.addServer(t, "alpha", nil)
+	c := connect(t, e.url, "", nil) // go-sdk's client keeps the GET stream open
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"x"}}}`
+	time.Sleep(3 * time.Second) // > the session timeout, no request
+	if st, _, body := rawPost(t, e.url, c.ID(), call, nil); st != http.StatusOK {
+		t.Fatalf("a listening session without a request for 3 s (timeout 2 s) was closed: %d %s", st, body)
+	}
+}
