@@ -72,6 +72,9 @@ type Options struct {
 	// recently used one without a request in flight (none: 429), so a key
 	// cannot hold the gateway's memory with sessions it never closes.
 	MaxSessions int
+	// MaxListens bounds one principal's open subscriptions/listen streams
+	// (default 64; listens.go): the next is refused until one ends.
+	MaxListens int
 	// StreamWriteTimeout bounds each write of a response of /mcp, its SSE
 	// streams included (default 10s): a client that stops reading has its
 	// connection cut then, instead of holding the goroutine writing to it
@@ -121,6 +124,9 @@ func (o *Options) defaults() {
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = 100
 	}
+	if o.MaxListens <= 0 {
+		o.MaxListens = 64
+	}
 	if o.Version == "" {
 		o.Version = "dev"
 	}
@@ -157,6 +163,7 @@ type Aggregator struct {
 	prompts  sync.Map                 // namespaced prompt name -> promptRef, learnt from lists
 	learnt   atomic.Int64             // entries of prompts (learnPrompt)
 	sessions sessionTable             // live stateful sessions, for the fast path and idle timeouts
+	listens  listenCounts             // open subscriptions/listen streams by principal (listens.go)
 	held     heldCalls                // bus calls held across the rounds of 2026-07-28 clients (mrtr.go)
 	sealer   *stateSealer             // seals their requestState (mrtrstate.go)
 	retries  *nats.Subscription       // retries of held calls other instances pass on (mrtrforward.go)

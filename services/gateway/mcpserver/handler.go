@@ -57,6 +57,11 @@ func (a *Aggregator) Handler() http.Handler {
 				return
 			}
 		}
+		release, ok := a.takeListen(w, p, msg)
+		if !ok {
+			return
+		}
+		defer release()
 		if a.opts.Stateless || modernRequest(r, msg) {
 			a.serveModern(w, r, v, msg)
 			return

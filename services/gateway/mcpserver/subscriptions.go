@@ -357,50 +357,41 @@ func (a *Aggregator) followNotices(subj bus.Subjects) ([]*nats.Subscription, err
 	return []*nats.Subscription{updated, changed}, nil
 }
 
-// viewUpdates passes a view's resource updates on from its own goroutine:
-// go-sdk writes them to each session's stream in turn, and a session that
-// reads slowly (or not at all, until the write times out) then holds up
-// only its own key's updates, not the callback every view's share. Updates
-// waiting are a set of URIs: an update says "read it again", so two of one
-// URI are worth one, and the set holds at most what the view subscribed to.
+// viewUpdates passes a view's resource updates on from its own goroutine
+// (relay): go-sdk writes them to each session's stream in turn, and a
+// session that reads slowly (or not at all, until the write times out) then
+// holds up only its own key's updates, not the callback every view's share.
+// Updates waiting are a set of URIs: an update says "read it again", so two
+// of one URI are worth one, and the set holds at most what the view
+// subscribed to.
 type viewUpdates struct {
 	mu      sync.Mutex
 	pending map[string]bool
-	running bool
+	relay   relay
 }
 
 // send queues uris (the forms sessions subscribed with) for s's sessions.
 func (u *viewUpdates) send(s *mcp.Server, uris []string) {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	if u.pending == nil {
 		u.pending = map[string]bool{}
 	}
 	for _, uri := range uris {
 		u.pending[uri] = true
 	}
-	if !u.running {
-		u.running = true
-		go u.deliver(s)
-	}
+	u.mu.Unlock()
+	u.relay.kick(func() { u.deliver(s) })
 }
 
-// deliver sends what is pending until nothing is.
+// deliver sends what is pending.
 func (u *viewUpdates) deliver(s *mcp.Server) {
-	for {
-		u.mu.Lock()
-		batch := u.pending
-		u.pending = nil
-		if len(batch) == 0 {
-			u.running = false
-			u.mu.Unlock()
-			return
-		}
-		u.mu.Unlock()
-		for _, uri := range slices.Sorted(maps.Keys(batch)) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
-			cancel()
-		}
+	u.mu.Lock()
+	batch := u.pending
+	u.pending = nil
+	u.mu.Unlock()
+	for _, uri := range slices.Sorted(maps.Keys(batch)) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		cancel()
 	}
 }

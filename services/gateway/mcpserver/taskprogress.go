@@ -69,7 +69,7 @@ func (p *taskPushes) progressed(t model.Task) {
 	if err != nil {
 		return
 	}
-	ls.push.sendLive(data)
+	ls.push.sendLive(t.ID, data)
 }
 
 // progressNotification is the notifications/progress of task id's progress.

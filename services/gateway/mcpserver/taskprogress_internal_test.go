@@ -53,8 +53,10 @@ func TestTaskProgressPush(t *testing.T) {
 	p.progressed(at("t1", 2)) // not further: not sent again
 	p.progressed(at("t1", 1)) // a re-run starting again: not sent
 	p.progressed(at("t2", 5)) // no token: nothing
+	delivered(t, &ls.push)    // (the status would supersede progress still waiting)
 	p.ended(model.Task{ID: "t1", State: model.TaskCompleted})
 	p.progressed(at("t1", 9)) // after the end: nothing
+	delivered(t, &ls.push)
 
 	var msgs []map[string]any
 	for _, line := range strings.Split(rec.Body.String(), "\n") {

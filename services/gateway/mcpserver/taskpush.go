@@ -3,7 +3,9 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -127,7 +129,7 @@ func (p *taskPushes) ended(t model.Task) {
 	if err != nil {
 		return
 	}
-	ls.push.send(data)
+	ls.push.send(t.ID, data)
 }
 
 // forget drops the tasks of sessions that have closed.
@@ -155,33 +157,71 @@ func (p *taskPushes) close() {
 }
 
 // sessionPush is a session's channel for the gateway's own notifications:
-// the GET stream go-sdk serves, when open, else a short queue.
+// the GET stream go-sdk serves, when open, else a short queue. They are
+// written from the session's own goroutine (relay): the task events of every
+// session come through one NATS callback, and a stream that is not read
+// would hold it up to the write deadline, and every other key's
+// notifications with it. What waits is bounded: at most maxPendingPushes
+// task statuses, and the newest progress of each task (of as many tasks).
 type sessionPush struct {
-	mu      sync.Mutex
-	stream  *pushWriter
-	pending [][]byte
+	mu       sync.Mutex
+	stream   *pushWriter
+	pending  [][]byte          // task statuses, oldest first, kept for the next stream
+	progress map[string][]byte // by task: the newest progress, for the open stream only
+	relay    relay
 }
 
-// send writes one JSON-RPC message as an SSE event on the open stream, or
-// queues it for the next one.
-func (s *sessionPush) send(msg []byte) {
+// send writes task's status (one JSON-RPC message) as an SSE event on the
+// open stream, or on the next one; it supersedes the task's progress not
+// yet written.
+func (s *sessionPush) send(task string, msg []byte) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stream != nil && s.stream.write(msg) {
-		return
-	}
+	delete(s.progress, task)
 	if len(s.pending) < maxPendingPushes {
 		s.pending = append(s.pending, msg)
 	}
+	s.mu.Unlock()
+	s.relay.kick(s.deliver)
 }
 
-// sendLive writes one JSON-RPC message on the open stream only: without
-// one it is dropped (progress, of which only the newest matters).
-func (s *sessionPush) sendLive(msg []byte) {
+// sendLive writes task's progress (one JSON-RPC message) on the open stream
+// only, replacing any not yet written: without a stream it is dropped (of
+// progress only the newest matters).
+func (s *sessionPush) sendLive(task string, msg []byte) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stream != nil {
-		s.stream.write(msg)
+	if _, ok := s.progress[task]; s.stream == nil || !ok && len(s.progress) >= maxPendingPushes {
+		s.mu.Unlock()
+		return
+	}
+	if s.progress == nil {
+		s.progress = map[string][]byte{}
+	}
+	s.progress[task] = msg
+	s.mu.Unlock()
+	s.relay.kick(s.deliver)
+}
+
+// deliver writes what waits on the stream, progress first (a task's
+// status, which ends it, comes after); statuses the stream could not take
+// wait for the next one. It writes outside s.mu, which senders take.
+func (s *sessionPush) deliver() {
+	s.mu.Lock()
+	pw, progress, statuses := s.stream, s.progress, s.pending
+	s.progress, s.pending = nil, nil
+	s.mu.Unlock()
+	for _, task := range slices.Sorted(maps.Keys(progress)) {
+		if pw == nil || !pw.write(progress[task]) {
+			break
+		}
+	}
+	for i, msg := range statuses {
+		if pw == nil || !pw.write(msg) {
+			s.mu.Lock()
+			s.pending = append(statuses[i:len(statuses):len(statuses)], s.pending...)
+			s.pending = s.pending[:min(len(s.pending), maxPendingPushes)]
+			s.mu.Unlock()
+			return
+		}
 	}
 }
 
@@ -219,8 +259,8 @@ func (p *pushWriter) WriteHeader(code int) {
 	p.ResponseWriter.WriteHeader(code)
 	p.open = code == http.StatusOK
 	p.mu.Unlock()
-	if p.open {
-		p.owner.drain(p)
+	if p.open { // what waited for a stream goes out
+		p.owner.relay.kick(p.owner.deliver)
 	}
 }
 
@@ -256,13 +296,4 @@ func (p *pushWriter) write(msg []byte) bool {
 	}
 	_ = http.NewResponseController(p.ResponseWriter).Flush()
 	return true
-}
-
-// drain writes what waited for a stream on p.
-func (s *sessionPush) drain(p *pushWriter) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for len(s.pending) > 0 && s.stream == p && p.write(s.pending[0]) {
-		s.pending = s.pending[1:]
-	}
 }
