@@ -60,7 +60,7 @@ func TestUnreadStreamStallsNoOtherKey(t *testing.T) {
 		"k-hostile": {KeyID: "k-hostile", Scopes: []string{auth.ScopeCall}},
 		"k-victim":  {KeyID: "k-victim", Scopes: []string{auth.ScopeCall}},
 	}
-	e := start(t, mcpserver.Options{StreamWriteTimeout: 5 * time.Second}, keys(principals))
+	e := start(t, mcpserver.Options{StreamWriteTimeout: 8 * time.Second}, keys(principals))
 	e.addServer(t, "alpha", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -80,9 +80,14 @@ func TestUnreadStreamStallsNoOtherKey(t *testing.T) {
 		t.Fatalf("hostile connect: %v", err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	original := "test://big-" + strings.Repeat("a", 3800)
-	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mcpbus://alpha/" + url.PathEscape(original)}); err != nil {
-		t.Fatalf("hostile subscribe: %v", err)
+	// Distinct URIs: updates of one URI waiting together are written once.
+	var originals []string
+	for i := range 32 {
+		original := fmt.Sprintf("test://big-%d-%s", i, strings.Repeat("a", 3800))
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mcpbus://alpha/" + url.PathEscape(original)}); err != nil {
+			t.Fatalf("hostile subscribe: %v", err)
+		}
+		originals = append(originals, original)
 	}
 	conn := openUnreadStream(t, e.url, "k-hostile", cs.ID())
 
@@ -95,8 +100,10 @@ func TestUnreadStreamStallsNoOtherKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for range 8000 { // 30 MiB
-		publish(original)
+	for range 60 { // 7 MiB, past what the connection's buffers hold
+		for _, original := range originals {
+			publish(original)
+		}
 	}
 	if err := e.NC.Flush(); err != nil {
 		t.Fatal(err)
@@ -110,7 +117,7 @@ func TestUnreadStreamStallsNoOtherKey(t *testing.T) {
 			t.Fatalf("victim got resources/updated of %q", got)
 		}
 		t.Logf("the victim's update came after %v", time.Since(start))
-	case <-time.After(3 * time.Second):
+	case <-time.After(6 * time.Second): // under the write timeout: a stalled write would hold it longer
 		t.Fatalf("the victim's resources/updated is held up behind another key's unread stream")
 	}
 
