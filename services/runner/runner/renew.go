@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,6 +101,10 @@ func (r *Runner) renewLease(ctx context.Context, slug string, l lease) bool {
 		}
 		r.mu.Unlock()
 		return true
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) && r.adoptOwnLease(ctx, slug, l, val):
+		// An earlier renewal was applied but its answer lost (a leader
+		// change): the lease is still ours, one revision on.
+		return true
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound),
 		errors.Is(err, jetstream.ErrKeyDeleted):
 		r.log.Warn("lease lost: handing the server over", "server", slug, "error", err)
@@ -114,6 +119,33 @@ func (r *Runner) renewLease(ctx context.Context, slug string, l lease) bool {
 		r.log.Warn("lease renewal failed; keeping the server until the lease runs out", "server", slug, "error", err)
 		return false
 	}
+}
+
+// adoptOwnLease takes on the revision of lease l when the bucket holds, at
+// a revision after l's, exactly what this runner writes for it (its id, key
+// and the lease's start): an earlier renewal of its own, applied but not
+// answered. A renewal retried within one request sees to that itself
+// (bus.RetryKV); one whose every try went unanswered leaves it to the next
+// round, which then met the mismatch and handed a server over that nobody
+// else could take until its lease aged out. The lease's renewal time stays
+// the last one answered (the write's time is not known), so the next
+// renewal, at the adopted revision, counts the lease on.
+func (r *Runner) adoptOwnLease(ctx context.Context, slug string, l lease, val []byte) bool {
+	c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL/3)
+	defer cancel()
+	e, err := r.assets.Owners.Get(c, l.key)
+	if err != nil || e.Revision() <= l.rev || !bytes.Equal(e.Value(), val) {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur, ok := r.leases[slug]
+	if !ok || cur.key != l.key || cur.rev != l.rev {
+		return false
+	}
+	cur.rev = e.Revision()
+	r.log.Info("a renewal of this runner's lease was applied unanswered: keeping the server", "server", slug, "revision", cur.rev)
+	return true
 }
 
 // leaseEnd is when a lease renewed at renewed ends (renewed carries the
