@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // smallServer is a JetStream server with store bytes of file storage: a
@@ -45,27 +45,6 @@ func smallServer(t *testing.T, store int64) jetstream.JetStream {
 	return js
 }
 
-// logBuffer collects a logger's text output, safe for the concurrent
-// set-up steps.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
-
 // warningOf is the logged warning line naming what, or "".
 func warningOf(logs, what string) string {
 	for _, line := range strings.Split(logs, "\n") {
@@ -88,8 +67,8 @@ func TestAssetsFitASmallServer(t *testing.T) {
 	js := smallServer(t, store)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var logs logBuffer
-	a, err := bus.EnsureAssets(ctx, js, bus.NewSubjects("mcp.v1"), bus.AssetOptions{Logger: logs.logger()})
+	var logs testkit.LogBuffer
+	a, err := bus.EnsureAssets(ctx, js, bus.NewSubjects("mcp.v1"), bus.AssetOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatalf("EnsureAssets on a 600 MiB server: %v", err)
 	}
@@ -189,9 +168,9 @@ func TestFitNeverShrinksAStream(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "REST", Subjects: []string{"rest.>"}, MaxBytes: 256 << 20}); err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
+	var logs testkit.LogBuffer
 	cfg.MaxBytes = 1 << 30
-	_, err := bus.FitStream(ctx, js, cfg, logs.logger())
+	_, err := bus.FitStream(ctx, js, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err == nil {
 		t.Fatal("raising the bound past the server's storage succeeded")
 	}

@@ -1,11 +1,9 @@
 package vaultstore_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,26 +11,9 @@ import (
 	vault "github.com/hashicorp/vault/api"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
 )
-
-// logBuf collects a store's log lines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestStaticTokenExpiry: a VAULT_TOKEN renewed up to its max TTL, and one
 // that is not renewable, both run out. The service cannot replace them; it
@@ -56,7 +37,7 @@ func TestStaticTokenExpiry(t *testing.T) {
 	}
 	for name, newToken := range tokens {
 		tok := newToken()
-		var logs logBuf
+		var logs testkit.LogBuffer
 		log := slog.New(slog.NewTextHandler(&logs, nil))
 		s, err := vaultstore.New(ctx, vaultstore.Config{Address: v.srv.Addr, Token: tok}, log)
 		if err != nil {
