@@ -232,7 +232,19 @@ func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
 	// Decoding fails on bad JSON too: the separate scan is only needed then.
 	msg, err := decodeMessage(body)
 	if err != nil {
-		return nil, !notJSON()
+		if notJSON() {
+			return nil, false
+		}
+		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+			// A batch (MCP before 2025-06-18): every check here reads one
+			// message a POST (the sessions' cap on initialize, the listen
+			// streams', the fast path's), and go-sdk would serve the batch
+			// past them.
+			writeRPCError(w, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+				Message: "Invalid Request: JSON-RPC batches are not supported: send one message a POST"})
+			return nil, false
+		}
+		return nil, true
 	}
 	return msg, true
 }

@@ -105,3 +105,22 @@ func TestListeningSessionIsNotIdle(t *testing.T) {
 		t.Fatalf("a listening session without a request for 3 s (timeout 2 s) was closed: %d %s", st, body)
 	}
 }
+
+// A JSON-RPC batch (a body that is an array: MCP before 2025-06-18 allowed
+// them) is refused. The gateway's checks read one message a POST (the
+// sessions cap on initialize, the listen streams' cap, the fast path's
+// filters); go-sdk still serves batches of older protocol versions, so an
+// initialize inside one opened sessions past the key's cap.
+func TestBatchesRefused(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true, MaxSessions: 2}, nil)
+	e.addServer(t, "alpha", nil)
+	init := `[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}]`
+	for i := range 4 {
+		r := rawWith(t, e.url, "", "", init, map[string]string{"Mcp-Protocol-Version": ""})
+		if r.session != "" || r.status != http.StatusBadRequest || !strings.Contains(r.body, "batch") {
+			t.Fatalf("batch %d: %d session %q %s, want 400 naming batches", i+1, r.status, r.session, r.body)
+		}
+	}
+	// One message a POST is served as before.
+	rawSession(t, e.url)
+}
