@@ -46,6 +46,10 @@ type prefilter struct {
 	starts [1 << 16]uint16 // by lowercased pair: 1 + index in words, or 0
 	words  [][]keyword
 	always ruleSet // rules with a one-byte keyword: every payload may match them
+	// sieve holds the keywords' pairs for the vector sieve (sieve.go),
+	// which the walk uses when vector is set.
+	sieve  *sieveSets
+	vector bool
 }
 
 // Flags in prefilter.pairs.
@@ -62,7 +66,7 @@ type keyword struct {
 }
 
 func newPrefilter(keywords map[string]ruleSet) *prefilter {
-	p := &prefilter{words: [][]keyword{nil}}
+	p := &prefilter{words: [][]keyword{nil}, sieve: newSieveSets(), vector: sieveAvailable()}
 	for i := range p.pairs {
 		switch c := byte(i); {
 		case classes[c] == space:
@@ -100,6 +104,7 @@ func newPrefilter(keywords map[string]ruleSet) *prefilter {
 				}
 			}
 		}
+		p.sieve.addKeyword(k)
 		i := pair(k[0], k[1])
 		if p.starts[i] == 0 {
 			p.starts[i] = uint16(len(p.words))

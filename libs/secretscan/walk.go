@@ -56,7 +56,11 @@ func (p *prefilter) walk(b []byte, hits *[]hit, known *Known) (ruleSet, []Findin
 		long = 1<<(min(known.shortest, 63)+1) - 1
 	}
 	var m uint64 // whitespace among the bytes before i, the last at bit 0
-	for i := 0; i < n; i++ {
+	i := 0
+	if p.vector && n >= sieveMin {
+		i, m = w.sieved(long)
+	}
+	for ; i < n; i++ {
 		i, m = p.straight(b, i, m, long, blanks, stops)
 		if i == n {
 			break
@@ -76,16 +80,26 @@ func (p *prefilter) walk(b []byte, hits *[]hit, known *Known) (ruleSet, []Findin
 		}
 		m = m<<1 | uint64(f&blanks)
 		if m&long == blank || f&stops&quote != 0 {
-			w.stop(i, m)
+			w.stop(i, afterWhite(i, m))
 		}
 	}
 	if w.try == nil {
 		return w.set, nil
 	}
 	if w.inString { // an unterminated last string ends with the payload
-		w.end(n, m<<1)
+		w.end(n, afterWhite(n, m<<1))
 	}
 	return w.set, w.try.found
+}
+
+// afterWhite is where a word ending before i starts if whitespace is
+// among the 63 bytes before i (m: whitespace among the bytes up to i, i at
+// bit 0): after the last; else -1.
+func afterWhite(i int, m uint64) int {
+	if before := m >> 1; before != 0 {
+		return i - bits.TrailingZeros64(before)
+	}
+	return -1
 }
 
 // straight walks b from i while no position needs more than a look: one
@@ -132,15 +146,15 @@ func (w *walker) keywords(i int) {
 	}
 }
 
-// stop handles b[i], a quote or whitespace that may end a long word; m is
-// whitespace among the bytes up to i, i at bit 0.
-func (w *walker) stop(i int, m uint64) {
+// stop handles b[i], a quote or whitespace that may end a long word;
+// after is where the word before i starts, or -1 (see wordStart).
+func (w *walker) stop(i, after int) {
 	if w.b[i] == '"' {
 		switch {
 		case !w.inString:
 			w.inString, w.str, w.mark = true, i+1, len(w.try.found)
 		case !escaped(w.b, w.str, i):
-			w.end(i, m)
+			w.end(i, after)
 			w.inString = false
 		}
 		// Else an escaped quote, a delimiter inside a word.
@@ -149,15 +163,15 @@ func (w *walker) stop(i int, m uint64) {
 	if !w.inString {
 		return
 	}
-	w.words(w.wordStart(i, m), i)
+	w.words(w.wordStart(i, after), i)
 }
 
 // wordStart is where the word of the string ending before i starts: after
-// the last whitespace before i, in m (whitespace among the bytes up to i,
-// i at bit 0) unless it is further back.
-func (w *walker) wordStart(i int, m uint64) int {
-	if before := m >> 1; before != 0 {
-		return max(w.str, i-bits.TrailingZeros64(before))
+// the last whitespace before i, which is after-1 when after is not -1, and
+// is looked for further back otherwise.
+func (w *walker) wordStart(i, after int) int {
+	if after >= 0 {
+		return max(w.str, after)
 	}
 	// Eight bytes at a time while none is under 0x21 (every whitespace
 	// byte is): a 64 KiB token (a blob, minified code) was read back byte
@@ -182,12 +196,29 @@ func (w *walker) words(start, end int) bool {
 	if end-start < w.try.k.shortest {
 		return true
 	}
-	tok := start
-	for k, c := range w.b[start:end] { // ranged: no bounds check a byte
+	tok, from := start, start
+	if w.p.vector {
+		// 64 bytes a step while they are there (the bytes of a long token,
+		// a blob, are not looked at one by one).
+		for ; from < end && from+64 <= len(w.b); from += 64 {
+			m := w.p.sieve.delims(w.b[from:])
+			if n := end - from; n < 64 {
+				m &= 1<<n - 1
+			}
+			for ; m != 0; m &= m - 1 {
+				j := from + bits.TrailingZeros64(m)
+				if j-tok >= MinKnownLen {
+					w.try.try(tok, j)
+				}
+				tok = j + 1
+			}
+		}
+	}
+	for k, c := range w.b[min(from, end):end] { // ranged: no bounds check a byte
 		if classes[c] == 0 {
 			continue
 		}
-		j := start + k
+		j := from + k
 		if j-tok >= MinKnownLen {
 			w.try.try(tok, j)
 		}
@@ -203,10 +234,10 @@ func (w *walker) words(start, end int) bool {
 	return false
 }
 
-// end closes the string ending at i (m as for wordStart). A string whose
-// whole content is known is one finding, none of its parts.
-func (w *walker) end(i int, m uint64) {
-	word := w.wordStart(i, m)
+// end closes the string ending at i (after as for wordStart). A string
+// whose whole content is known is one finding, none of its parts.
+func (w *walker) end(i, after int) {
+	word := w.wordStart(i, after)
 	if w.words(word, i) && word == w.str {
 		return // the whole was its only token, just tried
 	}
