@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
@@ -212,5 +214,90 @@ func TestOversizedMessageSaysWhy(t *testing.T) {
 	st := e.WaitState(t, "alpha", model.StateError, 10*time.Second)
 	if !strings.Contains(st.Message, "over the limit") || strings.Contains(st.Message, "exited") {
 		t.Fatalf("status message %q, want the line limit named", st.Message)
+	}
+}
+
+// Helpers a server starts that leave its process group end with it all the
+// same, whether the server is stopped or exits: one started under setsid
+// (puppeteer starts Chrome detached so), one in a group of its own in the
+// server's session, and one double-forked under setsid, whose parent is gone
+// (it is init's child). Before, the runner killed the process group only,
+// and the three lived on.
+// Under the uid switch too: the runner reads the environments of the
+// children's uid.
+func TestEscapedHelpersEndWithTheServer(t *testing.T) {
+	t.Run("runner-uid", func(t *testing.T) { escapedHelpers(t, quickOpts(), testServer) })
+	t.Run("child-uid", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("the uid switch needs root (CI runs as root)")
+		}
+		opts := quickOpts()
+		opts.ChildUID = 65534
+		escapedHelpers(t, opts, worldReadableServer(t))
+	})
+}
+
+func escapedHelpers(t *testing.T, opts runner.Options, server string) {
+	e := runnertest.Start(t, opts)
+	for _, how := range []string{"stop", "exit"} {
+		t.Run(how, func(t *testing.T) {
+			// Open to the child's uid, and named in its environment (the sandbox grants it).
+			dir, err := os.MkdirTemp("", "mcpbus-helpers-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			script := filepath.Join(dir, "server.sh")
+			if err := os.WriteFile(script, []byte(`#!/bin/sh
+setsid sleep 600 </dev/null >/dev/null 2>&1 &
+echo $! > "$HELPERS/setsid"
+perl -e 'setpgrp(0, 0); exec "sleep", "601"' </dev/null >/dev/null 2>&1 &
+echo $! > "$HELPERS/setpgid"
+( setsid sleep 602 </dev/null >/dev/null 2>&1 & echo $! > "$HELPERS/orphan" )
+exec "$1"
+`), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cfg := runnertest.Binary(how, script, server)
+			cfg.EnvVars = map[string]model.EnvVar{"HELPERS": {Value: dir}}
+			e.Put(t, cfg)
+			st := e.WaitState(t, how, model.StateRunning, 10*time.Second)
+			var helpers []int
+			for _, name := range []string{"setsid", "setpgid", "orphan"} {
+				b, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+				if err != nil || !alive(pid) {
+					t.Fatalf("%s helper %q: not running (%v)", name, b, err)
+				}
+				if slices.Contains(groupMembers(st.PID), pid) {
+					t.Fatalf("%s helper %d is in the server's group", name, pid)
+				}
+				helpers = append(helpers, pid)
+			}
+			defer func() {
+				for _, pid := range helpers {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}()
+			if how == "stop" {
+				if _, err := e.Client.Runtime(context.Background(), "stop", how); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if err := syscallKill(st.PID); err != nil {
+					t.Fatal(err)
+				}
+				e.WaitState(t, how, model.StateError, 5*time.Second)
+			}
+			for _, pid := range helpers {
+				waitGone(t, pid, 5*time.Second)
+			}
+		})
 	}
 }
