@@ -301,3 +301,43 @@ exec "$1"
 		})
 	}
 }
+
+// A server that answers the handshake with an error and runs on (it does
+// not exit when its input closes) is ended at once: its start's error
+// status comes promptly. Before, go-sdk's close of the failed session waited
+// 5 s for the process to exit before it signalled it.
+func TestRefusedHandshakeEndsTheProcessAtOnce(t *testing.T) {
+	opts := quickOpts()
+	opts.RestartBackoff = time.Minute
+	e := runnertest.Start(t, opts)
+	dir := t.TempDir() // named in its environment: the sandbox lets it write there
+	script := shellServer(t, `echo $$ > "$PIDS/pid"
+while read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/^{"jsonrpc":"2.0","id":\([0-9]*\),.*/\1/p')
+  case "$line" in
+  *'"method":"server/discover"'*) echo '{"jsonrpc":"2.0","id":'$id',"error":{"code":-32601,"message":"no"}}' ;;
+  *'"method":"initialize"'*) echo '{"jsonrpc":"2.0","id":'$id',"error":{"code":-32603,"message":"not today"}}' ;;
+  esac
+done
+exec sleep 600
+`)
+	cfg := runnertest.Binary("alpha", script)
+	cfg.EnvVars = map[string]model.EnvVar{"PIDS": {Value: dir}}
+	put := time.Now()
+	e.Put(t, cfg)
+	st := e.WaitState(t, "alpha", model.StateError, 10*time.Second)
+	took := time.Since(put)
+	t.Logf("error status after %s: %s", took.Round(time.Millisecond), st.Message)
+	if !strings.Contains(st.Message, "not today") {
+		t.Fatalf("status %+v, want the server's refusal", st)
+	}
+	if took > 3*time.Second {
+		t.Fatalf("the start's error took %s, want well under go-sdk's 5 s close delay", took)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	waitGone(t, pid, time.Second)
+}

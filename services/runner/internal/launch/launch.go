@@ -81,7 +81,9 @@ type RawConn interface {
 func (l *Launched) Connected(sess *mcp.ClientSession) RawConn {
 	switch {
 	case l.stdio != nil && l.stdio.Conn() != nil:
-		return l.stdio.Conn()
+		c := l.stdio.Conn()
+		c.connected.Store(true)
+		return c
 	case l.http != nil && l.http.Conn() != nil:
 		c := l.http.Conn()
 		if ir := sess.InitializeResult(); ir != nil {
@@ -247,7 +249,7 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	}
 	// The transport signals only the leader, after TerminateDuration; the
 	// runner's Process.Stop signals the whole group sooner, in parallel.
-	st := &StdioTransport{Command: cmd, TerminateDuration: 5 * time.Second, start: child.Start, exited: child.Exited}
+	st := &StdioTransport{Command: cmd, TerminateDuration: 5 * time.Second, start: child.Start, exited: child.Exited, kill: p.Kill}
 	return &Launched{Transport: st, Process: p, stdio: st}, nil
 }
 

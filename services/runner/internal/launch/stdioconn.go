@@ -33,9 +33,11 @@ type StdioTransport struct {
 	MaxLineBytes int
 
 	// start replaces Command.Start (a sandboxed start); exited runs once the
-	// child has been waited for. Both optional.
+	// child has been waited for; kill ends the child and everything it
+	// started (Process.Kill), in place of SIGKILL to the child alone. All optional.
 	start  func() error
 	exited func()
+	kill   func()
 
 	conn atomic.Pointer[StdioConn]
 }
@@ -99,7 +101,7 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	c := &StdioConn{
-		cmd: t.Command, exited: t.exited, stdin: stdin, stdout: stdout,
+		cmd: t.Command, exited: t.exited, kill: t.kill, stdin: stdin, stdout: stdout,
 		terminate: orDefaultDuration(t.TerminateDuration, 5*time.Second),
 		maxLine:   orDefaultInt(t.MaxLineBytes, mcp.DefaultMaxLineLength),
 		incoming:  make(chan msgOrErr),
@@ -146,6 +148,7 @@ func (t *StdioTransport) Conn() *StdioConn { return t.conn.Load() }
 type StdioConn struct {
 	cmd       *exec.Cmd
 	exited    func() // nil or the transport's, after Wait
+	kill      func() // nil or the transport's
 	stdin     *os.File
 	stdinOnce sync.Once
 	stdinErr  error
@@ -161,6 +164,10 @@ type StdioConn struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	closeErr  error
+
+	// connected is set by Launched.Connected, once the start is over:
+	// before, Close ends the child at once (a failed handshake).
+	connected atomic.Bool
 
 	reaped  chan struct{} // closed once the child has been waited for
 	waitErr error         // its Wait's, set before reaped closes
@@ -261,7 +268,11 @@ func (c *StdioConn) SessionID() string { return "" }
 
 // Close fails every waiting raw call and ends the child as
 // mcp.CommandTransport did: close stdin, wait TerminateDuration, SIGTERM, wait,
-// SIGKILL. (The runner's Process.Stop signals the whole group sooner, in parallel.)
+// SIGKILL. (The runner's Process.Stop signals the whole group sooner, in
+// parallel.) A connection closed before
+// Launched.Connected (a failed start: go-sdk closes it itself when the
+// handshake fails), ends the child at once instead: waiting for it to exit
+// would only delay the error it reports.
 func (c *StdioConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.fail(fmt.Errorf("%w: the connection to the server was closed", mcp.ErrConnectionClosed))
@@ -274,6 +285,9 @@ func (c *StdioConn) Close() error {
 func (c *StdioConn) stop() error {
 	// Spec: close the child's input, wait for it to exit, SIGTERM, then SIGKILL.
 	stdinErr := c.closeStdin()
+	if !c.connected.Load() && c.kill != nil {
+		return c.killNow()
+	}
 	wait := func() (error, bool) {
 		t := time.NewTimer(c.terminate)
 		defer t.Stop()
@@ -293,13 +307,25 @@ func (c *StdioConn) stop() error {
 			return err
 		}
 	}
-	if err := c.cmd.Process.Kill(); err != nil {
+	return c.killNow()
+}
+
+// killNow kills the child (with kill, its group and descendants too) and
+// waits for it to be reaped.
+func (c *StdioConn) killNow() error {
+	if c.kill != nil {
+		c.kill()
+	} else if err := c.cmd.Process.Kill(); err != nil {
 		return err
 	}
-	if err, ok := wait(); ok {
-		return err
+	t := time.NewTimer(c.terminate)
+	defer t.Stop()
+	select {
+	case <-c.reaped:
+		return c.waitErr
+	case <-t.C:
+		return fmt.Errorf("unresponsive subprocess")
 	}
-	return fmt.Errorf("unresponsive subprocess")
 }
 
 // fail makes the connection unusable for raw calls (the first reason
