@@ -302,6 +302,71 @@ exec "$1"
 	}
 }
 
+// stdinCloser is a server (perl, the leader) that relays its input to the
+// test server it starts (its first argument) and, on SIGUSR1, closes that
+// input but runs on, holding the test server's input open: a server that
+// closed its stdin and reads no more.
+const stdinCloser = `use IO::Handle;
+pipe(my $r, my $w) or die "pipe: $!";
+my $pid = fork();
+die "fork: $!" unless defined $pid;
+if ($pid == 0) { close $w; open(STDIN, "<&", $r) or die; close $r; exec @ARGV or die "exec: $!"; }
+close $r;
+$w->autoflush(1);
+my $closed = 0;
+$SIG{USR1} = sub { $closed = 1 };
+while (!$closed) {
+  my $n = sysread(STDIN, my $buf, 65536);
+  next if !defined $n;
+  last if $n == 0;
+  print $w $buf;
+}
+close STDIN;
+sleep 600;
+`
+
+// A server that closes its stdin but keeps running fails at once: the
+// write that finds its input closed (EPIPE) ends the connection, so the
+// status says so and the restart with backoff runs. Before, calls failed
+// but the server stayed "running" until the health pings failed (minutes).
+func TestServerThatClosesItsInputFailsAtOnce(t *testing.T) {
+	opts := quickOpts()
+	opts.RestartBackoff = 2 * time.Second // the error status stays a while
+	e := runnertest.Start(t, opts)
+	relay := filepath.Join(t.TempDir(), "relay.pl")
+	if err := os.WriteFile(relay, []byte(stdinCloser), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.Put(t, runnertest.Binary("alpha", "perl", relay, testServer))
+	first := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	if res, err := call(t, e, "alpha", "echo", `{"message":"up"}`); err != nil || text(t, res) != "up" {
+		t.Fatalf("before: %v", err)
+	}
+	if err := syscall.Kill(first.PID, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	// The relay reads on until the signal lands; the first call after it
+	// to find the input closed fails.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := call(t, e, "alpha", "echo", `{"message":"x"}`); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("calls still succeed after the server closed its input")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	closed := time.Now()
+	st := e.WaitState(t, "alpha", model.StateError, 3*time.Second)
+	t.Logf("error status %s after the failed call: %s", time.Since(closed).Round(time.Millisecond), st.Message)
+	waitGone(t, first.PID, 5*time.Second)
+	st = e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	if st.PID == first.PID {
+		t.Fatalf("not restarted: %+v", st)
+	}
+}
+
 // A server that answers the handshake with an error and runs on (it does
 // not exit when its input closes) is ended at once: its start's error
 // status comes promptly. Before, go-sdk's close of the failed session waited

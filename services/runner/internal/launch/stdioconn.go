@@ -106,6 +106,7 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		maxLine:   orDefaultInt(t.MaxLineBytes, mcp.DefaultMaxLineLength),
 		incoming:  make(chan msgOrErr),
 		closed:    make(chan struct{}),
+		broken:    make(chan struct{}),
 		reaped:    make(chan struct{}),
 		writeSem:  make(chan struct{}, 1),
 		pending:   map[uint64]chan rawReply{},
@@ -165,6 +166,13 @@ type StdioConn struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// broken closes when a write finds the server's input closed: Read
+	// returns brokenErr, so go-sdk's session ends (the runner's crash path).
+	broken     chan struct{}
+	brokenOnce sync.Once
+	brokenErr  error
+	epipe      atomic.Bool // a write met EPIPE (inputClosed runs)
+
 	// connected is set by Launched.Connected, once the start is over:
 	// before, Close ends the child at once (a failed handshake).
 	connected atomic.Bool
@@ -204,6 +212,8 @@ func (c *StdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		return v.msg, v.err
 	case <-c.closed:
 		return nil, io.EOF
+	case <-c.broken:
+		return nil, c.brokenErr
 	}
 }
 
@@ -254,7 +264,42 @@ func (c *StdioConn) writeLine(ctx context.Context, line []byte) error {
 		}
 		return fmt.Errorf("writing to the server: %w", ctx.Err())
 	}
+	if errors.Is(err, syscall.EPIPE) {
+		err = fmt.Errorf("%w: the server closed its input", mcp.ErrConnectionClosed)
+		if c.epipe.CompareAndSwap(false, true) {
+			go c.inputClosed(err)
+		}
+	}
 	return err
+}
+
+// epipeWait is how long a write that found the server's input closed waits
+// for the server's exit before it fails the connection itself: a server
+// that exited closed its input too, and its exit says better what happened.
+const epipeWait = 250 * time.Millisecond
+
+// inputClosed fails the connection of a server that closed its input but
+// runs on: nothing it is sent arrives any more, and its health pings would
+// take minutes to tell.
+func (c *StdioConn) inputClosed(err error) {
+	t := time.NewTimer(epipeWait)
+	defer t.Stop()
+	select {
+	case <-c.reaped:
+	case <-c.closed:
+	case <-t.C:
+		c.breakConn(err)
+	}
+}
+
+// breakConn fails the connection for good (the first reason sticks): raw
+// calls fail with err, and go-sdk's next Read returns it, which ends the session.
+func (c *StdioConn) breakConn(err error) {
+	c.fail(err)
+	c.brokenOnce.Do(func() {
+		c.brokenErr = err
+		close(c.broken)
+	})
 }
 
 // closeStdin closes the server's input once (Close, the child's exit, a cut line).
@@ -269,7 +314,7 @@ func (c *StdioConn) SessionID() string { return "" }
 // Close fails every waiting raw call and ends the child as
 // mcp.CommandTransport did: close stdin, wait TerminateDuration, SIGTERM, wait,
 // SIGKILL. (The runner's Process.Stop signals the whole group sooner, in
-// parallel.) A connection closed before
+// parallel.) A connection that broke (see breakConn), or one closed before
 // Launched.Connected (a failed start: go-sdk closes it itself when the
 // handshake fails), ends the child at once instead: waiting for it to exit
 // would only delay the error it reports.
@@ -285,6 +330,11 @@ func (c *StdioConn) Close() error {
 func (c *StdioConn) stop() error {
 	// Spec: close the child's input, wait for it to exit, SIGTERM, then SIGKILL.
 	stdinErr := c.closeStdin()
+	select {
+	case <-c.broken:
+		return c.killNow()
+	default:
+	}
 	if !c.connected.Load() && c.kill != nil {
 		return c.killNow()
 	}
