@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
@@ -213,4 +215,194 @@ func TestOversizedMessageSaysWhy(t *testing.T) {
 	if !strings.Contains(st.Message, "over the limit") || strings.Contains(st.Message, "exited") {
 		t.Fatalf("status message %q, want the line limit named", st.Message)
 	}
+}
+
+// Helpers a server starts that leave its process group end with it all the
+// same, whether the server is stopped or exits: one started under setsid
+// (puppeteer starts Chrome detached so), one in a group of its own in the
+// server's session, and one double-forked under setsid, whose parent is gone
+// (it is init's child). Before, the runner killed the process group only,
+// and the three lived on.
+// Under the uid switch too: the runner reads the environments of the
+// children's uid.
+func TestEscapedHelpersEndWithTheServer(t *testing.T) {
+	t.Run("runner-uid", func(t *testing.T) { escapedHelpers(t, quickOpts(), testServer) })
+	t.Run("child-uid", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("the uid switch needs root (CI runs as root)")
+		}
+		opts := quickOpts()
+		opts.ChildUID = 65534
+		escapedHelpers(t, opts, worldReadableServer(t))
+	})
+}
+
+func escapedHelpers(t *testing.T, opts runner.Options, server string) {
+	e := runnertest.Start(t, opts)
+	for _, how := range []string{"stop", "exit"} {
+		t.Run(how, func(t *testing.T) {
+			// Open to the child's uid, and named in its environment (the sandbox grants it).
+			dir, err := os.MkdirTemp("", "mcpbus-helpers-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			script := filepath.Join(dir, "server.sh")
+			if err := os.WriteFile(script, []byte(`#!/bin/sh
+setsid sleep 600 </dev/null >/dev/null 2>&1 &
+echo $! > "$HELPERS/setsid"
+perl -e 'setpgrp(0, 0); exec "sleep", "601"' </dev/null >/dev/null 2>&1 &
+echo $! > "$HELPERS/setpgid"
+( setsid sleep 602 </dev/null >/dev/null 2>&1 & echo $! > "$HELPERS/orphan" )
+exec "$1"
+`), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cfg := runnertest.Binary(how, script, server)
+			cfg.EnvVars = map[string]model.EnvVar{"HELPERS": {Value: dir}}
+			e.Put(t, cfg)
+			st := e.WaitState(t, how, model.StateRunning, 10*time.Second)
+			var helpers []int
+			for _, name := range []string{"setsid", "setpgid", "orphan"} {
+				b, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+				if err != nil || !alive(pid) {
+					t.Fatalf("%s helper %q: not running (%v)", name, b, err)
+				}
+				if slices.Contains(groupMembers(st.PID), pid) {
+					t.Fatalf("%s helper %d is in the server's group", name, pid)
+				}
+				helpers = append(helpers, pid)
+			}
+			defer func() {
+				for _, pid := range helpers {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}()
+			if how == "stop" {
+				if _, err := e.Client.Runtime(context.Background(), "stop", how); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if err := syscallKill(st.PID); err != nil {
+					t.Fatal(err)
+				}
+				e.WaitState(t, how, model.StateError, 5*time.Second)
+			}
+			for _, pid := range helpers {
+				waitGone(t, pid, 5*time.Second)
+			}
+		})
+	}
+}
+
+// stdinCloser is a server (perl, the leader) that relays its input to the
+// test server it starts (its first argument) and, on SIGUSR1, closes that
+// input but runs on, holding the test server's input open: a server that
+// closed its stdin and reads no more.
+const stdinCloser = `use IO::Handle;
+pipe(my $r, my $w) or die "pipe: $!";
+my $pid = fork();
+die "fork: $!" unless defined $pid;
+if ($pid == 0) { close $w; open(STDIN, "<&", $r) or die; close $r; exec @ARGV or die "exec: $!"; }
+close $r;
+$w->autoflush(1);
+my $closed = 0;
+$SIG{USR1} = sub { $closed = 1 };
+while (!$closed) {
+  my $n = sysread(STDIN, my $buf, 65536);
+  next if !defined $n;
+  last if $n == 0;
+  print $w $buf;
+}
+close STDIN;
+sleep 600;
+`
+
+// A server that closes its stdin but keeps running fails at once: the
+// write that finds its input closed (EPIPE) ends the connection, so the
+// status says so and the restart with backoff runs. Before, calls failed
+// but the server stayed "running" until the health pings failed (minutes).
+func TestServerThatClosesItsInputFailsAtOnce(t *testing.T) {
+	opts := quickOpts()
+	opts.RestartBackoff = 2 * time.Second // the error status stays a while
+	e := runnertest.Start(t, opts)
+	relay := filepath.Join(t.TempDir(), "relay.pl")
+	if err := os.WriteFile(relay, []byte(stdinCloser), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.Put(t, runnertest.Binary("alpha", "perl", relay, testServer))
+	first := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	if res, err := call(t, e, "alpha", "echo", `{"message":"up"}`); err != nil || text(t, res) != "up" {
+		t.Fatalf("before: %v", err)
+	}
+	if err := syscall.Kill(first.PID, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	// The relay reads on until the signal lands; the first call after it
+	// to find the input closed fails.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := call(t, e, "alpha", "echo", `{"message":"x"}`); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("calls still succeed after the server closed its input")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	closed := time.Now()
+	st := e.WaitState(t, "alpha", model.StateError, 3*time.Second)
+	t.Logf("error status %s after the failed call: %s", time.Since(closed).Round(time.Millisecond), st.Message)
+	waitGone(t, first.PID, 5*time.Second)
+	st = e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	if st.PID == first.PID {
+		t.Fatalf("not restarted: %+v", st)
+	}
+}
+
+// A server that answers the handshake with an error and runs on (it does
+// not exit when its input closes) is ended at once: its start's error
+// status comes promptly. Before, go-sdk's close of the failed session waited
+// 5 s for the process to exit before it signalled it.
+func TestRefusedHandshakeEndsTheProcessAtOnce(t *testing.T) {
+	opts := quickOpts()
+	opts.RestartBackoff = time.Minute
+	e := runnertest.Start(t, opts)
+	dir := t.TempDir() // named in its environment: the sandbox lets it write there
+	script := shellServer(t, `echo $$ > "$PIDS/pid"
+while read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/^{"jsonrpc":"2.0","id":\([0-9]*\),.*/\1/p')
+  case "$line" in
+  *'"method":"server/discover"'*) echo '{"jsonrpc":"2.0","id":'$id',"error":{"code":-32601,"message":"no"}}' ;;
+  *'"method":"initialize"'*) echo '{"jsonrpc":"2.0","id":'$id',"error":{"code":-32603,"message":"not today"}}' ;;
+  esac
+done
+exec sleep 600
+`)
+	cfg := runnertest.Binary("alpha", script)
+	cfg.EnvVars = map[string]model.EnvVar{"PIDS": {Value: dir}}
+	put := time.Now()
+	e.Put(t, cfg)
+	st := e.WaitState(t, "alpha", model.StateError, 10*time.Second)
+	took := time.Since(put)
+	t.Logf("error status after %s: %s", took.Round(time.Millisecond), st.Message)
+	if !strings.Contains(st.Message, "not today") {
+		t.Fatalf("status %+v, want the server's refusal", st)
+	}
+	if took > 3*time.Second {
+		t.Fatalf("the start's error took %s, want well under go-sdk's 5 s close delay", took)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	waitGone(t, pid, time.Second)
 }

@@ -81,7 +81,9 @@ type RawConn interface {
 func (l *Launched) Connected(sess *mcp.ClientSession) RawConn {
 	switch {
 	case l.stdio != nil && l.stdio.Conn() != nil:
-		return l.stdio.Conn()
+		c := l.stdio.Conn()
+		c.connected.Store(true)
+		return c
 	case l.http != nil && l.http.Conn() != nil:
 		c := l.http.Conn()
 		if ir := sess.InitializeResult(); ir != nil {
@@ -213,7 +215,10 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	abortCtx, abort := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(abortCtx, name, args...)
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.Env = ChildEnv(os.Environ(), env)
+	// The marker last: os/exec keeps the last of a name, so a config's own
+	// variable of that name cannot hide it.
+	marker := newMarker()
+	cmd.Env = append(ChildEnv(os.Environ(), env), markerEnv+"="+marker)
 	// Own session, so own process group: stopping reaches npx's node child
 	// too. A session of its own also leaves the child without the runner's
 	// controlling terminal (`mcpbus up` in the user's shell): through
@@ -224,7 +229,8 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	// Wait must not hang on a grandchild that keeps stderr open.
 	cmd.WaitDelay = 2 * time.Second
 	onLine := newRedactor(opts.Secrets).wrap(opts.OnStderr)
-	p := &Process{cmd: cmd, abort: abort, stderr: newTail(orDefaultInt(opts.StderrBytes, 64<<10), onLine)}
+	p := &Process{cmd: cmd, abort: abort, marker: marker, asChild: opts.Sandbox.AsChild,
+		stderr: newTail(orDefaultInt(opts.StderrBytes, 64<<10), onLine)}
 	cmd.Stderr = p.stderr
 	envPaths := map[string]string{}
 	for k, v := range cfg.EnvVars {
@@ -243,7 +249,7 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	}
 	// The transport signals only the leader, after TerminateDuration; the
 	// runner's Process.Stop signals the whole group sooner, in parallel.
-	st := &StdioTransport{Command: cmd, TerminateDuration: 5 * time.Second, start: child.Start, exited: child.Exited}
+	st := &StdioTransport{Command: cmd, TerminateDuration: 5 * time.Second, start: child.Start, exited: child.Exited, kill: p.Kill}
 	return &Launched{Transport: st, Process: p, stdio: st}, nil
 }
 
@@ -352,11 +358,17 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 // errBodyTooLarge ends an upstream's answer over the limit.
 var errBodyTooLarge = fmt.Errorf("the upstream's answer is over the limit of %d bytes", mcp.DefaultMaxEventSize)
 
-// Process is a launched child and its process group.
+// Process is a launched child, its process group and the descendants that
+// left the group (see killTree).
 type Process struct {
 	cmd    *exec.Cmd
 	abort  context.CancelFunc
 	stderr *tail
+	// marker is the value of markerEnv in the child's environment; asChild
+	// runs the search for its descendants with the rights that read the
+	// children's environments (Sandbox.AsChild).
+	marker  string
+	asChild func(func() error) error
 }
 
 // Abort kills the process group, whether or not Start has returned yet: for
@@ -383,11 +395,17 @@ func (p *Process) PackageMissing() bool {
 		strings.Contains(s, "manifest unknown")
 }
 
-// Kill sends SIGKILL to the whole group at once (a start that timed out).
+// Kill sends SIGKILL at once to the whole group and to every descendant
+// that left it (setsid, setpgid, a double fork: see killTree).
 func (p *Process) Kill() {
-	if pgid := p.PID(); pgid > 0 {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	pgid := p.PID()
+	if pgid <= 0 {
+		return
 	}
+	_ = p.asChild(func() error {
+		killTree(pgid, p.marker)
+		return nil
+	})
 }
 
 // Stop ends the process group: close (which closes stdin and reaps the
@@ -420,9 +438,8 @@ func (p *Process) Stop(closeFn func() error, grace, term time.Duration) {
 	if !exited {
 		exited = wait(term)
 	}
-	if pgid > 0 {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	}
+	// The group, and what left it: untrusted code leaves nothing behind.
+	p.Kill()
 	if !exited {
 		wait(5 * time.Second)
 	}

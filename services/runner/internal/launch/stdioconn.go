@@ -33,9 +33,11 @@ type StdioTransport struct {
 	MaxLineBytes int
 
 	// start replaces Command.Start (a sandboxed start); exited runs once the
-	// child has been waited for. Both optional.
+	// child has been waited for; kill ends the child and everything it
+	// started (Process.Kill), in place of SIGKILL to the child alone. All optional.
 	start  func() error
 	exited func()
+	kill   func()
 
 	conn atomic.Pointer[StdioConn]
 }
@@ -99,11 +101,12 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	c := &StdioConn{
-		cmd: t.Command, exited: t.exited, stdin: stdin, stdout: stdout,
+		cmd: t.Command, exited: t.exited, kill: t.kill, stdin: stdin, stdout: stdout,
 		terminate: orDefaultDuration(t.TerminateDuration, 5*time.Second),
 		maxLine:   orDefaultInt(t.MaxLineBytes, mcp.DefaultMaxLineLength),
 		incoming:  make(chan msgOrErr),
 		closed:    make(chan struct{}),
+		broken:    make(chan struct{}),
 		reaped:    make(chan struct{}),
 		writeSem:  make(chan struct{}, 1),
 		pending:   map[uint64]chan rawReply{},
@@ -146,6 +149,7 @@ func (t *StdioTransport) Conn() *StdioConn { return t.conn.Load() }
 type StdioConn struct {
 	cmd       *exec.Cmd
 	exited    func() // nil or the transport's, after Wait
+	kill      func() // nil or the transport's
 	stdin     *os.File
 	stdinOnce sync.Once
 	stdinErr  error
@@ -161,6 +165,17 @@ type StdioConn struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	closeErr  error
+
+	// broken closes when a write finds the server's input closed: Read
+	// returns brokenErr, so go-sdk's session ends (the runner's crash path).
+	broken     chan struct{}
+	brokenOnce sync.Once
+	brokenErr  error
+	epipe      atomic.Bool // a write met EPIPE (inputClosed runs)
+
+	// connected is set by Launched.Connected, once the start is over:
+	// before, Close ends the child at once (a failed handshake).
+	connected atomic.Bool
 
 	reaped  chan struct{} // closed once the child has been waited for
 	waitErr error         // its Wait's, set before reaped closes
@@ -197,6 +212,8 @@ func (c *StdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		return v.msg, v.err
 	case <-c.closed:
 		return nil, io.EOF
+	case <-c.broken:
+		return nil, c.brokenErr
 	}
 }
 
@@ -247,7 +264,42 @@ func (c *StdioConn) writeLine(ctx context.Context, line []byte) error {
 		}
 		return fmt.Errorf("writing to the server: %w", ctx.Err())
 	}
+	if errors.Is(err, syscall.EPIPE) {
+		err = fmt.Errorf("%w: the server closed its input", mcp.ErrConnectionClosed)
+		if c.epipe.CompareAndSwap(false, true) {
+			go c.inputClosed(err)
+		}
+	}
 	return err
+}
+
+// epipeWait is how long a write that found the server's input closed waits
+// for the server's exit before it fails the connection itself: a server
+// that exited closed its input too, and its exit says better what happened.
+const epipeWait = 250 * time.Millisecond
+
+// inputClosed fails the connection of a server that closed its input but
+// runs on: nothing it is sent arrives any more, and its health pings would
+// take minutes to tell.
+func (c *StdioConn) inputClosed(err error) {
+	t := time.NewTimer(epipeWait)
+	defer t.Stop()
+	select {
+	case <-c.reaped:
+	case <-c.closed:
+	case <-t.C:
+		c.breakConn(err)
+	}
+}
+
+// breakConn fails the connection for good (the first reason sticks): raw
+// calls fail with err, and go-sdk's next Read returns it, which ends the session.
+func (c *StdioConn) breakConn(err error) {
+	c.fail(err)
+	c.brokenOnce.Do(func() {
+		c.brokenErr = err
+		close(c.broken)
+	})
 }
 
 // closeStdin closes the server's input once (Close, the child's exit, a cut line).
@@ -261,7 +313,11 @@ func (c *StdioConn) SessionID() string { return "" }
 
 // Close fails every waiting raw call and ends the child as
 // mcp.CommandTransport did: close stdin, wait TerminateDuration, SIGTERM, wait,
-// SIGKILL. (The runner's Process.Stop signals the whole group sooner, in parallel.)
+// SIGKILL. (The runner's Process.Stop signals the whole group sooner, in
+// parallel.) A connection that broke (see breakConn), or one closed before
+// Launched.Connected (a failed start: go-sdk closes it itself when the
+// handshake fails), ends the child at once instead: waiting for it to exit
+// would only delay the error it reports.
 func (c *StdioConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.fail(fmt.Errorf("%w: the connection to the server was closed", mcp.ErrConnectionClosed))
@@ -274,6 +330,14 @@ func (c *StdioConn) Close() error {
 func (c *StdioConn) stop() error {
 	// Spec: close the child's input, wait for it to exit, SIGTERM, then SIGKILL.
 	stdinErr := c.closeStdin()
+	select {
+	case <-c.broken:
+		return c.killNow()
+	default:
+	}
+	if !c.connected.Load() && c.kill != nil {
+		return c.killNow()
+	}
 	wait := func() (error, bool) {
 		t := time.NewTimer(c.terminate)
 		defer t.Stop()
@@ -293,13 +357,25 @@ func (c *StdioConn) stop() error {
 			return err
 		}
 	}
-	if err := c.cmd.Process.Kill(); err != nil {
+	return c.killNow()
+}
+
+// killNow kills the child (with kill, its group and descendants too) and
+// waits for it to be reaped.
+func (c *StdioConn) killNow() error {
+	if c.kill != nil {
+		c.kill()
+	} else if err := c.cmd.Process.Kill(); err != nil {
 		return err
 	}
-	if err, ok := wait(); ok {
-		return err
+	t := time.NewTimer(c.terminate)
+	defer t.Stop()
+	select {
+	case <-c.reaped:
+		return c.waitErr
+	case <-t.C:
+		return fmt.Errorf("unresponsive subprocess")
 	}
-	return fmt.Errorf("unresponsive subprocess")
 }
 
 // fail makes the connection unusable for raw calls (the first reason

@@ -448,6 +448,16 @@ func ownedDir(path string, uid int) bool {
 	return ok && int(st.Uid) == uid
 }
 
+// AsChild runs fn as asChild does; a nil Sandbox runs it as it is. The
+// runner reads its children's /proc entries (their environments) so: with a
+// uid switch they are not the runner's own.
+func (s *Sandbox) AsChild(fn func() error) error {
+	if s == nil {
+		return fn()
+	}
+	return s.asChild(fn)
+}
+
 // asChild runs fn with the child's file system ids, on a thread of its own
 // (setfsuid changes only the calling thread), so what fn makes is the
 // child's and what it removes is removed with the child's rights. Without
