@@ -4,6 +4,7 @@
 // held call waits for a person, and the list is small.
 import { api, ApiError, enc } from './api';
 import { clear, fmtTime, h, pageHeading, toast, toolLabel } from './dom';
+import { reveal, revealJSON } from './text';
 
 interface HeldCall {
   id: string;
@@ -14,6 +15,15 @@ interface HeldCall {
   arguments?: unknown;
   created_at: string;
   expires_at: string;
+}
+
+/**
+ * argsText is what the approver reads of a held call's arguments: all of
+ * them (a cut would let a long first argument push the one that matters out
+ * of sight), indented, and revealed (text.ts).
+ */
+export function argsText(args: unknown): string {
+  return revealJSON(args ?? {});
 }
 
 export function approvalsPage(main: HTMLElement): () => void {
@@ -41,9 +51,9 @@ export function approvalsPage(main: HTMLElement): () => void {
     yes.addEventListener('click', () => void decide(c, 'approve'));
     no.addEventListener('click', () => void decide(c, 'deny'));
     return h('tr', { 'data-id': c.id },
-      h('td', null, toolLabel(c.tool), c.server_tool ? h('div', { class: 'muted' }, `${c.server ?? ''} calls it ${c.server_tool}`) : null),
+      h('td', null, reveal(toolLabel(c.tool)), c.server_tool ? h('div', { class: 'muted' }, reveal(`${c.server ?? ''} calls it ${c.server_tool}`)) : null),
       h('td', { class: 'mono' }, c.principal),
-      h('td', { class: 'mono' }, JSON.stringify(c.arguments ?? {}).slice(0, 300)),
+      h('td', null, h('pre', { class: 'schema held-args', tabindex: '0', 'aria-label': 'Arguments' }, argsText(c.arguments))),
       h('td', null, fmtTime(c.created_at)),
       h('td', null, fmtTime(c.expires_at)),
       h('td', null, h('div', { class: 'actions' }, yes, no)));

@@ -4,6 +4,7 @@
 // Each change shows the pinned and the new value of every field that differs.
 import { api, ApiError, enc } from './api';
 import { clear, h, toast } from './dom';
+import { reveal, revealJSON } from './text';
 
 type Definition = Record<string, unknown>;
 
@@ -22,9 +23,14 @@ export function changedFields(a: Definition, b: Definition): string[] {
   return [...keys].filter((k) => JSON.stringify(a?.[k]) !== JSON.stringify(b?.[k])).sort();
 }
 
-function show(v: unknown): string {
-  if (v === undefined) return '(none)';
-  return typeof v === 'string' ? v : JSON.stringify(v, null, 2);
+// show is a field's value as the review reads it: revealed (text.ts), since
+// a change made only of characters that do not show must not look like none.
+const show = revealJSON;
+
+/** pinDiff is what the review shows of a change: each differing field with its pinned and new value. */
+export function pinDiff(c: ToolPin): { field: string; pinned: string; next: string }[] {
+  const next = c.pending?.definition ?? {};
+  return changedFields(c.definition, next).map((f) => ({ field: reveal(f), pinned: show(c.definition?.[f]), next: show(next[f]) }));
 }
 
 export class PinsBox {
@@ -77,21 +83,19 @@ export class PinsBox {
   }
 
   private change(c: ToolPin): HTMLElement {
-    const next = c.pending!;
-    const fields = changedFields(c.definition, next.definition);
-    const approve = h('button', { type: 'button', class: 'btn btn-small btn-primary', 'aria-label': `Approve the new definition of ${c.tool}` }, 'Approve');
-    const reject = h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', 'aria-label': `Reject the new definition of ${c.tool}` }, 'Reject');
+    const approve = h('button', { type: 'button', class: 'btn btn-small btn-primary', 'aria-label': `Approve the new definition of ${reveal(c.tool)}` }, 'Approve');
+    const reject = h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', 'aria-label': `Reject the new definition of ${reveal(c.tool)}` }, 'Reject');
     approve.addEventListener('click', () => void this.decide(c, false, [approve, reject]));
     reject.addEventListener('click', () => void this.decide(c, true, [approve, reject]));
     return h('div', { class: 'pin-change card' },
-      h('h4', null, c.tool),
+      h('h4', null, reveal(c.tool)),
       h('div', { class: 'table-wrap' }, h('table', null,
-        h('caption', { class: 'sr-only' }, `Changed fields of ${c.tool}`),
+        h('caption', { class: 'sr-only' }, `Changed fields of ${reveal(c.tool)}`),
         h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'Field'), h('th', { scope: 'col' }, 'Pinned'), h('th', { scope: 'col' }, 'New'))),
-        h('tbody', null, fields.map((f) => h('tr', null,
-          h('th', { scope: 'row' }, f),
-          h('td', null, h('pre', { class: 'schema pin-old' }, show(c.definition?.[f]))),
-          h('td', null, h('pre', { class: 'schema pin-new' }, show(next.definition?.[f])))))))),
+        h('tbody', null, pinDiff(c).map((d) => h('tr', null,
+          h('th', { scope: 'row' }, d.field),
+          h('td', null, h('pre', { class: 'schema pin-old' }, d.pinned)),
+          h('td', null, h('pre', { class: 'schema pin-new' }, d.next))))))),
       h('div', { class: 'actions' }, reject, approve));
   }
 
