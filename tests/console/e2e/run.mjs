@@ -744,16 +744,37 @@ try {
     const put = await api('PUT', '/api/v1/approvals/rules', { rules: [{ tool, decision: 'ask' }], timeout_seconds: 60 });
     check(put.ok, `PUT approval rules: ${put.status}`);
     try {
-      const call = api('POST', '/mcp/invoke', { tool_name: tool, params: { message: marker } }).then((r) => r.json());
+      // Two held calls: the first is decided elsewhere (the API) while the
+      // page shows both. Its row must stay where it was, no longer
+      // decidable, so that the second call's row does not move up under a
+      // pointer aimed at the first (a click meant for one call must not
+      // land on another).
+      const first = 'decided elsewhere ' + Date.now().toString(36);
+      const firstCall = api('POST', '/mcp/invoke', { tool_name: tool, params: { message: first } }).then((r) => r.json());
+      const firstRow = page.getByRole('row').filter({ hasText: first });
       await go(page, 'Approvals');
+      await firstRow.waitFor({ timeout: T.short });
+      const call = api('POST', '/mcp/invoke', { tool_name: tool, params: { message: marker } }).then((r) => r.json());
       const row = page.getByRole('row').filter({ hasText: marker });
       await row.waitFor({ timeout: T.short });
       await shot(page, 'approvals');
       await a11y(page, 'Approvals');
-      await row.getByRole('button', { name: /^Approve / }).click();
+      const approve = row.getByRole('button', { name: /^Approve / });
+      const before = await approve.boundingBox();
+      const denied = await api('POST', `/api/v1/approvals/${encodeURIComponent(await firstRow.getAttribute('data-id'))}/deny`);
+      check(denied.ok, `deny through the API: ${denied.status}`);
+      await firstCall;
+      // The page's next poll has seen it once it counts one held call.
+      await page.getByText('1 held', { exact: true }).waitFor({ timeout: T.short });
+      const after = await approve.boundingBox();
+      check(before && after && before.y === after.y, `the held call's Approve moved from y=${before?.y} to y=${after?.y} when the call above it was decided elsewhere`);
+      await firstRow.getByText('No longer held').waitFor({ timeout: T.short });
+      check(await firstRow.getByRole('button').count() === 0, 'a call decided elsewhere can still be decided here');
+      await approve.click();
       const res = await call;
       check(res.success === true && JSON.stringify(res.result).includes(marker), `the released call: ${JSON.stringify(res).slice(0, 300)}`);
-      await row.waitFor({ state: 'detached', timeout: T.short });
+      await row.getByText('Approved.').waitFor({ timeout: T.short });
+      check(await row.getByRole('button').count() === 0, 'an approved call can still be decided');
     } finally {
       await api('PUT', '/api/v1/approvals/rules', {});
     }
