@@ -8,7 +8,7 @@
 // MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY, MCPBUS_CHAT_TIMEOUT_DURATION,
 // MCPBUS_CHAT_INPUT_PROMPT, MCPBUS_CHAT_INPUT_TOOL, MCPBUS_CHAT_INPUT_REPLY, MCPBUS_CHAT_CALL_TIMEOUT_MS,
 // MCPBUS_OAUTH_SERVER, MCPBUS_OAUTH_NEW_SERVER, MCPBUS_PER_USER_SERVER,
-// MCPBUS_CALL_KEY, MCPBUS_DRIFT_SERVER, MCPBUS_DRIFT_BEFORE, MCPBUS_DRIFT_AFTER,
+// MCPBUS_CALL_KEY, MCPBUS_DRIFT_SERVER, MCPBUS_DRIFT_BEFORE, MCPBUS_DRIFT_AFTER, MCPBUS_DRIFT_ADD_URL,
 // MCPBUS_TAMPER_URL (see the contract in the Go harness). Every page is also
 // checked with axe-core (WCAG 2.1 A and AA). Exit 0 when every step passed;
 // else 1, naming the step.
@@ -77,6 +77,7 @@ const CALL_KEY = env('MCPBUS_CALL_KEY');
 const DRIFT = env('MCPBUS_DRIFT_SERVER');
 const DRIFT_BEFORE = env('MCPBUS_DRIFT_BEFORE');
 const DRIFT_AFTER = env('MCPBUS_DRIFT_AFTER');
+const DRIFT_ADD_URL = env('MCPBUS_DRIFT_ADD_URL');
 const TAMPER_URL = env('MCPBUS_TAMPER_URL');
 mkdirSync(ARTIFACTS, { recursive: true });
 
@@ -895,8 +896,20 @@ try {
     check(norm(await changes.getByRole('rowheader').first().textContent()) === 'description', 'the changed field is not named');
     await a11y(page, 'servers: tool changes');
     await shot(page, 'servers-tool-change');
-    await changes.getByRole('button', { name: 'Approve the new definition of lookup' }).click();
+    // The server adds a tool (a change from nothing) that sorts before
+    // lookup while lookup's change is on screen: lookup's Approve must stay
+    // where it is, not become the new tool's under a pointer aimed at it.
+    const approve = changes.getByRole('button', { name: 'Approve the new definition of lookup' });
+    const before = await approve.boundingBox();
+    const added = await fetch(DRIFT_ADD_URL + '?name=aaa', { method: 'POST' });
+    check(added.ok, `adding a tool to the drift server: ${added.status}`);
+    await changes.getByRole('button', { name: 'Approve the new definition of aaa' }).waitFor({ timeout: T.start });
+    const after = await approve.boundingBox();
+    check(before && after && before.y === after.y, `lookup's Approve moved from y=${before?.y} to y=${after?.y} when the server added a tool`);
+    await approve.click();
     await page.getByText('Approved the new definition of lookup.').waitFor();
+    await changes.getByRole('button', { name: 'Approve the new definition of aaa' }).click();
+    await page.getByText('Approved the new definition of aaa.').waitFor();
     await changes.waitFor({ state: 'hidden' });
     // The approved definition is the one the tools list now.
     await r.getByRole('button', { name: 'Tools' }).click();
