@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpbus/mcpbus/libs/oauthtest"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/libs/testmcp"
@@ -222,7 +224,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// Pinned at its first list; the flows' restart makes it drift.
 	driftFile := filepath.Join(dir, driftServer+".json")
-	driftURL := testmcp.ServeServerHTTP(t, testmcp.NewDriftServer(driftServer), nil, nil)
+	drift := testmcp.NewDriftServer(driftServer)
+	driftURL := testmcp.ServeServerHTTP(t, drift, nil, nil)
 	if err := os.WriteFile(driftFile, fmt.Appendf(nil, `{"name":%q,"pin":"strict","enabled":true,"runtime":{"eager":true},"package":{"type":"http","identifier":%q},"transport":{"type":"http","url":%q}}`, driftServer, driftURL, driftURL), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +273,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_DRIFT_SERVER="+driftServer,
 		"MCPBUS_DRIFT_BEFORE="+testmcp.DriftBefore,
 		"MCPBUS_DRIFT_AFTER="+testmcp.DriftAfter,
+		"MCPBUS_DRIFT_ADD_URL="+toolAdder(t, drift).URL,
 		"MCPBUS_TAMPER_URL="+tamperer(t, up.NATSURL(), data).URL,
 	)
 	// The stand-ins above close after the up, not before it: it holds
@@ -280,6 +284,28 @@ func TestConsoleInBrowser(t *testing.T) {
 		return
 	}
 	t.Logf("browser flows passed; screenshots in %s", artifacts)
+}
+
+// toolAdder serves POST ?name=<tool>: s gains a tool of that name (its
+// sessions are told with notifications/tools/list_changed), which a server
+// under pin strict holds for review as changed from nothing. The flows add
+// one while another change is on screen, as a malicious server would.
+func toolAdder(t *testing.T, s *mcp.Server) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Query().Get("name")
+		if r.Method != http.MethodPost || name == "" {
+			http.Error(w, "POST ?name=<tool>", http.StatusBadRequest)
+			return
+		}
+		mcp.AddTool(s, &mcp.Tool{Name: name, Description: "Added while a change was under review"},
+			func(context.Context, *mcp.CallToolRequest, testmcp.EchoIn) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "added"}}}, nil, nil
+			})
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(func() { closeNow(srv) })
+	return srv
 }
 
 // runFlows runs node on the flows with env, each output line going to

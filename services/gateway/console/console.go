@@ -208,6 +208,10 @@ func securityHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", CSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
+	// frame-ancestors 'none' (CSP) already forbids framing; the older header
+	// does the same where CSP level 2 is not honoured, so the approve and
+	// revoke buttons cannot be clickjacked there either.
+	h.Set("X-Frame-Options", "DENY")
 }
 
 // writeError writes err in the error contract ({code,message,field}).

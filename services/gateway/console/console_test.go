@@ -45,6 +45,9 @@ func checkSecurity(t *testing.T, what string, w *httptest.ResponseRecorder) {
 		"Content-Security-Policy": wantCSP,
 		"X-Content-Type-Options":  "nosniff",
 		"Referrer-Policy":         "no-referrer",
+		// frame-ancestors 'none' is the rule; X-Frame-Options keeps the
+		// approve buttons out of frames in browsers without CSP level 2.
+		"X-Frame-Options": "DENY",
 	} {
 		if got := w.Header().Get(k); got != want {
 			t.Errorf("%s: %s = %q, want %q", what, k, got, want)

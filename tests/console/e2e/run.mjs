@@ -8,7 +8,7 @@
 // MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY, MCPBUS_CHAT_TIMEOUT_DURATION,
 // MCPBUS_CHAT_INPUT_PROMPT, MCPBUS_CHAT_INPUT_TOOL, MCPBUS_CHAT_INPUT_REPLY, MCPBUS_CHAT_CALL_TIMEOUT_MS,
 // MCPBUS_OAUTH_SERVER, MCPBUS_OAUTH_NEW_SERVER, MCPBUS_PER_USER_SERVER,
-// MCPBUS_CALL_KEY, MCPBUS_DRIFT_SERVER, MCPBUS_DRIFT_BEFORE, MCPBUS_DRIFT_AFTER,
+// MCPBUS_CALL_KEY, MCPBUS_DRIFT_SERVER, MCPBUS_DRIFT_BEFORE, MCPBUS_DRIFT_AFTER, MCPBUS_DRIFT_ADD_URL,
 // MCPBUS_TAMPER_URL (see the contract in the Go harness). Every page is also
 // checked with axe-core (WCAG 2.1 A and AA). Exit 0 when every step passed;
 // else 1, naming the step.
@@ -77,6 +77,7 @@ const CALL_KEY = env('MCPBUS_CALL_KEY');
 const DRIFT = env('MCPBUS_DRIFT_SERVER');
 const DRIFT_BEFORE = env('MCPBUS_DRIFT_BEFORE');
 const DRIFT_AFTER = env('MCPBUS_DRIFT_AFTER');
+const DRIFT_ADD_URL = env('MCPBUS_DRIFT_ADD_URL');
 const TAMPER_URL = env('MCPBUS_TAMPER_URL');
 mkdirSync(ARTIFACTS, { recursive: true });
 
@@ -744,16 +745,37 @@ try {
     const put = await api('PUT', '/api/v1/approvals/rules', { rules: [{ tool, decision: 'ask' }], timeout_seconds: 60 });
     check(put.ok, `PUT approval rules: ${put.status}`);
     try {
-      const call = api('POST', '/mcp/invoke', { tool_name: tool, params: { message: marker } }).then((r) => r.json());
+      // Two held calls: the first is decided elsewhere (the API) while the
+      // page shows both. Its row must stay where it was, no longer
+      // decidable, so that the second call's row does not move up under a
+      // pointer aimed at the first (a click meant for one call must not
+      // land on another).
+      const first = 'decided elsewhere ' + Date.now().toString(36);
+      const firstCall = api('POST', '/mcp/invoke', { tool_name: tool, params: { message: first } }).then((r) => r.json());
+      const firstRow = page.getByRole('row').filter({ hasText: first });
       await go(page, 'Approvals');
+      await firstRow.waitFor({ timeout: T.short });
+      const call = api('POST', '/mcp/invoke', { tool_name: tool, params: { message: marker } }).then((r) => r.json());
       const row = page.getByRole('row').filter({ hasText: marker });
       await row.waitFor({ timeout: T.short });
       await shot(page, 'approvals');
       await a11y(page, 'Approvals');
-      await row.getByRole('button', { name: /^Approve / }).click();
+      const approve = row.getByRole('button', { name: /^Approve / });
+      const before = await approve.boundingBox();
+      const denied = await api('POST', `/api/v1/approvals/${encodeURIComponent(await firstRow.getAttribute('data-id'))}/deny`);
+      check(denied.ok, `deny through the API: ${denied.status}`);
+      await firstCall;
+      // The page's next poll has seen it once it counts one held call.
+      await page.getByText('1 held', { exact: true }).waitFor({ timeout: T.short });
+      const after = await approve.boundingBox();
+      check(before && after && before.y === after.y, `the held call's Approve moved from y=${before?.y} to y=${after?.y} when the call above it was decided elsewhere`);
+      await firstRow.getByText('No longer held').waitFor({ timeout: T.short });
+      check(await firstRow.getByRole('button').count() === 0, 'a call decided elsewhere can still be decided here');
+      await approve.click();
       const res = await call;
       check(res.success === true && JSON.stringify(res.result).includes(marker), `the released call: ${JSON.stringify(res).slice(0, 300)}`);
-      await row.waitFor({ state: 'detached', timeout: T.short });
+      await row.getByText('Approved.').waitFor({ timeout: T.short });
+      check(await row.getByRole('button').count() === 0, 'an approved call can still be decided');
     } finally {
       await api('PUT', '/api/v1/approvals/rules', {});
     }
@@ -874,8 +896,20 @@ try {
     check(norm(await changes.getByRole('rowheader').first().textContent()) === 'description', 'the changed field is not named');
     await a11y(page, 'servers: tool changes');
     await shot(page, 'servers-tool-change');
-    await changes.getByRole('button', { name: 'Approve the new definition of lookup' }).click();
+    // The server adds a tool (a change from nothing) that sorts before
+    // lookup while lookup's change is on screen: lookup's Approve must stay
+    // where it is, not become the new tool's under a pointer aimed at it.
+    const approve = changes.getByRole('button', { name: 'Approve the new definition of lookup' });
+    const before = await approve.boundingBox();
+    const added = await fetch(DRIFT_ADD_URL + '?name=aaa', { method: 'POST' });
+    check(added.ok, `adding a tool to the drift server: ${added.status}`);
+    await changes.getByRole('button', { name: 'Approve the new definition of aaa' }).waitFor({ timeout: T.start });
+    const after = await approve.boundingBox();
+    check(before && after && before.y === after.y, `lookup's Approve moved from y=${before?.y} to y=${after?.y} when the server added a tool`);
+    await approve.click();
     await page.getByText('Approved the new definition of lookup.').waitFor();
+    await changes.getByRole('button', { name: 'Approve the new definition of aaa' }).click();
+    await page.getByText('Approved the new definition of aaa.').waitFor();
     await changes.waitFor({ state: 'hidden' });
     // The approved definition is the one the tools list now.
     await r.getByRole('button', { name: 'Tools' }).click();

@@ -1,5 +1,6 @@
-// Builds the console into ../dist: type check (tsc --noEmit), bundle and
-// minify src/main.ts and src/app.css with esbuild, copy src/index.html.
+// Builds the console into ../dist: type check (tsc --noEmit), unit tests
+// (node --test test/*.test.mjs), bundle and minify src/main.ts and
+// src/app.css with esbuild, copy src/index.html.
 // No source maps: dist is embedded in the gateway and served as is.
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -16,6 +17,16 @@ try {
   execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '--noEmit', '-p', here], { stdio: 'inherit' });
 } catch {
   console.error('type check failed');
+  process.exit(1);
+}
+
+// The unit tests (test/*.test.mjs: what the console shows of untrusted
+// text, no DOM needed) run with every build.
+const tests = readdirSync(join(here, 'test')).filter((f) => f.endsWith('.test.mjs')).map((f) => join(here, 'test', f));
+try {
+  execFileSync(process.execPath, ['--test', '--test-reporter=spec', ...tests], { stdio: 'inherit' });
+} catch {
+  console.error('unit tests failed');
   process.exit(1);
 }
 

@@ -4,6 +4,7 @@
 import { api, ApiError, enc, type McpConfig } from './api';
 import { clear, field, formError, h, pageHeading, setFieldError, showError, toast, uid, type Field, matchField } from './dom';
 import { setServer } from './store';
+import { reveal } from './text';
 
 interface RegistryResult {
   name: string;
@@ -138,10 +139,10 @@ function renderChoose(main: HTMLElement, signal: AbortSignal): void {
         const row = h('div', { class: 'result' },
           radio,
           h('label', { for: id },
-            h('span', { class: 'result-title' }, res.title || res.name,
+            h('span', { class: 'result-title' }, reveal(res.title || res.name),
               res.sources.map((s) => h('span', { class: 'src-badge src-' + s }, `[${SOURCE_LABEL[s] ?? s}]`)),
               res.verified ? h('span', { class: 'verified' }, '✓ verified') : null),
-            res.title && res.title !== res.name ? h('span', { class: 'result-name' }, res.name + (res.version ? ' ' + res.version : '')) : res.version ? h('span', { class: 'result-name' }, 'version ' + res.version) : null,
+            res.title && res.title !== res.name ? h('span', { class: 'result-name' }, reveal(res.name + (res.version ? ' ' + res.version : ''))) : res.version ? h('span', { class: 'result-name' }, 'version ' + reveal(res.version)) : null,
             res.description ? h('span', { class: 'result-desc' }, res.description) : null));
         radio.addEventListener('change', () => {
           if (!radio.checked) return;
@@ -323,7 +324,9 @@ function renderConfigure(main: HTMLElement, signal: AbortSignal, from: Configure
     queueMicrotask(updType);
   } else {
     const p = plan.package;
-    source.push(h('p', { class: 'muted' }, `From the ${SOURCE_LABEL[plan.source] ?? plan.source} registry: ${plan.name}${plan.version ? ' ' + plan.version : ''} — runs as ${p.type} ${p.type === 'http' ? p.url ?? p.identifier : p.identifier}${p.version && p.type !== 'http' && !p.identifier.endsWith(p.version) ? ' ' + p.version : ''}.`));
+    // What will run, revealed (text.ts): a bidi override in a registry's
+    // identifier could make another package read like a known one.
+    source.push(h('p', { class: 'muted' }, reveal(`From the ${SOURCE_LABEL[plan.source] ?? plan.source} registry: ${plan.name}${plan.version ? ' ' + plan.version : ''} — runs as ${p.type} ${p.type === 'http' ? p.url ?? p.identifier : p.identifier}${p.version && p.type !== 'http' && !p.identifier.endsWith(p.version) ? ' ' + p.version : ''}.`)));
     for (const w of plan.warnings ?? []) source.push(h('p', { class: 'notice' }, w));
   }
 

@@ -6,6 +6,7 @@ import { api, ApiError, enc, follow } from './api';
 import { answeredText, type ChatInput, inputCard, settle } from './chatinput';
 import { clear, field, formError, h, pageHeading, showError, toolLabel, uid } from './dom';
 import { isAdmin } from './store';
+import { reveal } from './text';
 
 interface ToolCall {
   call_id: string;
@@ -129,9 +130,9 @@ export function chatPage(main: HTMLElement): () => void {
     if (obj && typeof obj === 'object' && !Array.isArray(obj)) {
       const entries = Object.entries(obj as Record<string, unknown>);
       if (!entries.length) return null;
-      return h('div', { class: 'args' }, entries.map(([k, v]) => h('div', null, `${k}: ${JSON.stringify(v)}`)));
+      return h('div', { class: 'args' }, entries.map(([k, v]) => h('div', null, reveal(`${k}: ${JSON.stringify(v)}`))));
     }
-    return obj === undefined || obj === null ? null : h('div', { class: 'args' }, String(typeof obj === 'string' ? obj : JSON.stringify(obj)));
+    return obj === undefined || obj === null ? null : h('div', { class: 'args' }, reveal(String(typeof obj === 'string' ? obj : JSON.stringify(obj))));
   };
 
   const renderCall = (tc: ToolCall) => {
@@ -141,7 +142,7 @@ export function chatPage(main: HTMLElement): () => void {
       cards.set(tc.call_id, card);
       log.append(card);
     }
-    const name = toolLabel(tc.tool);
+    const name = reveal(toolLabel(tc.tool));
     const prevArgs = (card as HTMLElement & { _args?: unknown })._args;
     const args = tc.arguments ?? prevArgs;
     (card as HTMLElement & { _args?: unknown })._args = args;

@@ -5,6 +5,7 @@
 // the property) are shown at their fields.
 import { api, ApiError, enc } from './api';
 import { field, formError, h, setFieldError, showError, toolLabel, uid, type Field } from './dom';
+import { reveal } from './text';
 
 export interface ChatInput {
   input_id: string;
@@ -98,7 +99,7 @@ export function inputCard(conv: () => string | null, in_: ChatInput): HTMLElemen
     fields.map((x) => x.f.row), err, actions);
   const card = h('div', { class: 'toolcall tc-input', 'data-input': in_.input_id },
     h('div', { class: 'tc-head', id: headId }, h('span', { class: 'clock', 'aria-hidden': 'true' }, '? '),
-      `${toolLabel(in_.tool)} asks: ${in_.message}`),
+      reveal(`${toolLabel(in_.tool)} asks: ${in_.message}`)),
     form);
 
   const busy = (on: boolean) => { for (const b of actions.querySelectorAll('button')) (b as HTMLButtonElement).disabled = on; };

@@ -6,6 +6,7 @@
 import { api, ApiError, enc, follow, type McpConfig, type OAuthEvent, type OAuthStartReply, type Status } from './api';
 import { clear, confirmDialog, field, formError, fmtTime, h, pageHeading, setFieldError, showError, toast, uid, type Field, reportFormError } from './dom';
 import { PinsBox } from './pins';
+import { reveal, revealJSON } from './text';
 import { refreshServers, refreshStatus, removeServer, setServer, setStatus, store, subscribe } from './store';
 
 interface Badge {
@@ -392,9 +393,9 @@ class Row {
       }
       clear(this.panel, h('h3', null, `Tools (${tools.length})`), h('ul', { class: 'tools', 'aria-label': `Tools of ${this.cfg.name}` }, tools.map((t) =>
         h('li', { class: 'tool' },
-          h('div', { class: 'tool-name' }, t.name.slice(prefix.length)),
-          t.description ? h('p', { class: 'tool-desc' }, t.description) : null,
-          h('details', null, h('summary', null, 'Input schema'), h('pre', { class: 'schema', tabindex: '0' }, JSON.stringify(t.parameters, null, 2)))))));
+          h('div', { class: 'tool-name' }, reveal(t.name.slice(prefix.length))),
+          t.description ? h('p', { class: 'tool-desc' }, reveal(t.description)) : null,
+          h('details', null, h('summary', null, 'Input schema'), h('pre', { class: 'schema', tabindex: '0' }, revealJSON(t.parameters)))))));
     } catch (e) {
       clear(this.panel, h('p', { class: 'form-error', role: 'alert' }, (e as Error).message));
     }
