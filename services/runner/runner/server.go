@@ -290,7 +290,7 @@ func (s *server) start(cause context.Context) (err error) {
 		return e
 	}
 	if s.r.pids != nil && proc != nil {
-		if err := s.r.pids.Record(s.slug, proc.PID()); err != nil {
+		if err := s.r.pids.Record(s.slug, proc.PID(), proc.Marker()); err != nil {
 			s.log.Warn("recording the pid failed", "error", err)
 		}
 	}

@@ -3,7 +3,11 @@ package runnertest_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,4 +72,68 @@ func TestClusterRunnerProcess(t *testing.T) {
 	runnertest.WaitGone(t, st.PID, 3*time.Second)
 	t.Logf("MCP child gone %s after SIGKILL of the runner", time.Since(step).Round(time.Millisecond))
 	t.Logf("whole test %s", time.Since(began).Round(time.Millisecond))
+}
+
+// TestRestartedRunnerEndsOrphanedHelpers: a runner process killed with
+// SIGKILL takes its MCP child with it (Pdeathsig) but not the helpers the
+// child started under setsid or by a double fork; the next runner started on
+// the same data dir ends them before it does anything else. Before, that
+// runner killed the recorded process group only, and only while its leader
+// lived (Pdeathsig had killed it): both helpers lived on.
+func TestRestartedRunnerEndsOrphanedHelpers(t *testing.T) {
+	e := runnertest.StartClusterEnv(t, 1)
+	data := t.TempDir()
+	p := e.StartRunner(t, runnerBin, "r1", 0, "--data-dir", data)
+
+	dir := t.TempDir() // named in the server's environment: the sandbox grants it
+	script := filepath.Join(dir, "server.sh")
+	if err := os.WriteFile(script, []byte(`#!/bin/sh
+setsid sleep 600 </dev/null >/dev/null 2>&1 &
+echo $! > "$HELPERS/setsid"
+( setsid sleep 601 </dev/null >/dev/null 2>&1 & echo $! > "$HELPERS/orphan" )
+exec "$1"
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := runnertest.Binary("alpha", script, testServer)
+	cfg.Runtime.Eager = true
+	cfg.EnvVars = map[string]model.EnvVar{"HELPERS": {Value: dir}}
+	saved := e.Put(t, cfg)
+	st := e.WaitState(t, "alpha", model.StateRunning, 20*time.Second)
+	names := []string{"setsid", "orphan"}
+	var helpers []int
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || !runnertest.Alive(pid) {
+			t.Fatalf("%s helper %q: not running (%v)", name, b, err)
+		}
+		helpers = append(helpers, pid)
+	}
+	defer func() {
+		for _, pid := range helpers {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+
+	p.Kill()
+	runnertest.WaitGone(t, st.PID, 3*time.Second)
+	for i, pid := range helpers {
+		if !runnertest.Alive(pid) {
+			t.Fatalf("%s helper %d died with the runner: the test shows nothing", names[i], pid)
+		}
+	}
+	// No server for the next runner to start: only what it reaps matters.
+	e.Delete(t, saved.ID)
+
+	e.StartRunner(t, runnerBin, "r2", 0, "--data-dir", data) // answers once the reap is done
+	for _, pid := range helpers {
+		runnertest.WaitGone(t, pid, 3*time.Second)
+	}
+	if left, _ := filepath.Glob(filepath.Join(data, "pids", "*")); len(left) != 0 {
+		t.Fatalf("pid files left: %v", left)
+	}
 }
