@@ -75,59 +75,83 @@ func TestClusterRunnerProcess(t *testing.T) {
 }
 
 // TestRestartedRunnerEndsOrphanedHelpers: a runner process killed with
-// SIGKILL takes its MCP child with it (Pdeathsig) but not the helpers the
-// child started under setsid or by a double fork; the next runner started on
-// the same data dir ends them before it does anything else. Before, that
-// runner killed the recorded process group only, and only while its leader
-// lived (Pdeathsig had killed it): both helpers lived on.
+// SIGKILL takes its MCP children with it (Pdeathsig) but not the helpers they
+// started under setsid or by a double fork; the next runner started on the
+// same data dir ends them before it does anything else. Both of a running
+// server's, and of one still starting (it never answers the handshake).
+// Before, that runner killed the recorded process group only, and only
+// while its leader lived (Pdeathsig had killed it): the helpers lived on; and
+// a server was recorded only once running.
 func TestRestartedRunnerEndsOrphanedHelpers(t *testing.T) {
 	e := runnertest.StartClusterEnv(t, 1)
 	data := t.TempDir()
 	p := e.StartRunner(t, runnerBin, "r1", 0, "--data-dir", data)
 
-	dir := t.TempDir() // named in the server's environment: the sandbox grants it
-	script := filepath.Join(dir, "server.sh")
-	if err := os.WriteFile(script, []byte(`#!/bin/sh
+	type server struct {
+		name, state string
+		dir         string
+		id          string
+		pid         int // the leader's, 0 while starting
+	}
+	servers := []*server{{name: "alpha", state: model.StateRunning}, {name: "slow", state: model.StateStarting}}
+	for _, sv := range servers {
+		sv.dir = t.TempDir() // named in the server's environment: the sandbox grants it
+		script := filepath.Join(sv.dir, "server.sh")
+		if err := os.WriteFile(script, []byte(`#!/bin/sh
 setsid sleep 600 </dev/null >/dev/null 2>&1 &
 echo $! > "$HELPERS/setsid"
 ( setsid sleep 601 </dev/null >/dev/null 2>&1 & echo $! > "$HELPERS/orphan" )
-exec "$1"
+exec "$@"
 `), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg := runnertest.Binary("alpha", script, testServer)
-	cfg.Runtime.Eager = true
-	cfg.EnvVars = map[string]model.EnvVar{"HELPERS": {Value: dir}}
-	saved := e.Put(t, cfg)
-	st := e.WaitState(t, "alpha", model.StateRunning, 20*time.Second)
-	names := []string{"setsid", "orphan"}
-	var helpers []int
-	for _, name := range names {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
 			t.Fatal(err)
 		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || !runnertest.Alive(pid) {
-			t.Fatalf("%s helper %q: not running (%v)", name, b, err)
+		cfg := runnertest.Binary(sv.name, script, testServer)
+		if sv.state == model.StateStarting {
+			cfg = runnertest.Binary(sv.name, script, "sleep", "602") // never answers
 		}
-		helpers = append(helpers, pid)
+		cfg.Runtime.Eager = true
+		cfg.EnvVars = map[string]model.EnvVar{"HELPERS": {Value: sv.dir}}
+		sv.id = e.Put(t, cfg).ID
 	}
+	var helpers []int
 	defer func() {
 		for _, pid := range helpers {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}()
+	for _, sv := range servers {
+		sv.pid = e.WaitState(t, sv.name, sv.state, 20*time.Second).PID
+		for _, name := range []string{"setsid", "orphan"} {
+			path := filepath.Join(sv.dir, name)
+			deadline := time.Now().Add(10 * time.Second)
+			b, err := os.ReadFile(path)
+			for ; err != nil && time.Now().Before(deadline); b, err = os.ReadFile(path) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || !runnertest.Alive(pid) {
+				t.Fatalf("%s's %s helper %q: not running (%v)", sv.name, name, b, err)
+			}
+			helpers = append(helpers, pid)
+		}
+	}
 
 	p.Kill()
-	runnertest.WaitGone(t, st.PID, 3*time.Second)
-	for i, pid := range helpers {
+	if pid := servers[0].pid; pid > 0 {
+		runnertest.WaitGone(t, pid, 3*time.Second)
+	}
+	for _, pid := range helpers {
 		if !runnertest.Alive(pid) {
-			t.Fatalf("%s helper %d died with the runner: the test shows nothing", names[i], pid)
+			t.Fatalf("helper %d died with the runner: the test shows nothing", pid)
 		}
 	}
 	// No server for the next runner to start: only what it reaps matters.
-	e.Delete(t, saved.ID)
+	for _, sv := range servers {
+		e.Delete(t, sv.id)
+	}
 
 	e.StartRunner(t, runnerBin, "r2", 0, "--data-dir", data) // answers once the reap is done
 	for _, pid := range helpers {

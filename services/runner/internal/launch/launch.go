@@ -55,6 +55,11 @@ type Options struct {
 	// Auth, for an HTTP server, sets the Authorization of its requests (an
 	// OAuth token source) and decides what a 401 or 403 becomes.
 	Auth auth.OAuthHandler
+	// OnSpawn, for a stdio server, runs once its child has started, before
+	// the handshake: the runner records the child in its pid file then, so
+	// that a runner killed while a server starts (npx installing it) leaves
+	// the next one what to end.
+	OnSpawn func(p *Process)
 }
 
 // Launched is a started or connectable server.
@@ -251,6 +256,9 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	// The transport signals only the leader, after TerminateDuration; the
 	// runner's Process.Stop signals the whole group sooner, in parallel.
 	st := &StdioTransport{Command: cmd, TerminateDuration: 5 * time.Second, start: child.Start, exited: child.Exited, kill: p.Kill}
+	if opts.OnSpawn != nil {
+		st.started = func() { opts.OnSpawn(p) }
+	}
 	return &Launched{Transport: st, Process: p, stdio: st}, nil
 }
 
