@@ -82,10 +82,23 @@ func TestClusterRunnerProcess(t *testing.T) {
 // Before, that runner killed the recorded process group only, and only
 // while its leader lived (Pdeathsig had killed it): the helpers lived on; and
 // a server was recorded only once running.
+// Under the uid switch too: the runner reads the environments of the
+// children's uid.
 func TestRestartedRunnerEndsOrphanedHelpers(t *testing.T) {
+	t.Run("runner-uid", func(t *testing.T) { restartedRunnerReaps(t, testServer) })
+	t.Run("child-uid", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("the uid switch needs root (CI runs as root)")
+		}
+		restartedRunnerReaps(t, worldReadable(t, testServer), "--child-uid", "65534")
+	})
+}
+
+func restartedRunnerReaps(t *testing.T, mcpServer string, args ...string) {
 	e := runnertest.StartClusterEnv(t, 1)
 	data := t.TempDir()
-	p := e.StartRunner(t, runnerBin, "r1", 0, "--data-dir", data)
+	args = append([]string{"--data-dir", data}, args...)
+	p := e.StartRunner(t, runnerBin, "r1", 0, args...)
 
 	type server struct {
 		name, state string
@@ -95,7 +108,7 @@ func TestRestartedRunnerEndsOrphanedHelpers(t *testing.T) {
 	}
 	servers := []*server{{name: "alpha", state: model.StateRunning}, {name: "slow", state: model.StateStarting}}
 	for _, sv := range servers {
-		sv.dir = t.TempDir() // named in the server's environment: the sandbox grants it
+		sv.dir = openDir(t) // named in the server's environment: the sandbox grants it
 		script := filepath.Join(sv.dir, "server.sh")
 		if err := os.WriteFile(script, []byte(`#!/bin/sh
 setsid sleep 600 </dev/null >/dev/null 2>&1 &
@@ -105,7 +118,7 @@ exec "$@"
 `), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		cfg := runnertest.Binary(sv.name, script, testServer)
+		cfg := runnertest.Binary(sv.name, script, mcpServer)
 		if sv.state == model.StateStarting {
 			cfg = runnertest.Binary(sv.name, script, "sleep", "602") // never answers
 		}
@@ -153,11 +166,44 @@ exec "$@"
 		e.Delete(t, sv.id)
 	}
 
-	e.StartRunner(t, runnerBin, "r2", 0, "--data-dir", data) // answers once the reap is done
+	e.StartRunner(t, runnerBin, "r2", 0, args...) // answers once the reap is done
 	for _, pid := range helpers {
 		runnertest.WaitGone(t, pid, 3*time.Second)
 	}
 	if left, _ := filepath.Glob(filepath.Join(data, "pids", "*")); len(left) != 0 {
 		t.Fatalf("pid files left: %v", left)
 	}
+}
+
+// openDir is a temporary directory open to every uid (the child's under
+// --child-uid).
+func openDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mcpbus-reap-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// worldReadable is a copy of the binary at path that every uid may run.
+func worldReadable(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := openDir(t)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, filepath.Base(path))
+	if err := os.WriteFile(out, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
