@@ -378,7 +378,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("runner: %w", err)
 		}
-		if n, err := pids.Reap(); err != nil {
+		if n, err := pids.Reap(r.sandbox.AsChild); err != nil {
 			r.log.Warn("cleaning up orphaned servers failed", "error", err)
 		} else if n > 0 {
 			r.log.Warn("ended MCP servers orphaned by an earlier runner on this host", "count", n)

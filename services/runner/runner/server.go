@@ -289,11 +289,6 @@ func (s *server) start(cause context.Context) (err error) {
 		}
 		return e
 	}
-	if s.r.pids != nil && proc != nil {
-		if err := s.r.pids.Record(s.slug, proc.PID()); err != nil {
-			s.log.Warn("recording the pid failed", "error", err)
-		}
-	}
 	withheld := s.withheldOf(ctx, tools)
 	now := time.Now().UnixNano()
 	s.lastUse.Store(now)
@@ -344,6 +339,13 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	if cfg.Transport.Type == model.TransportHTTP {
 		lopts.Auth = upAuth
 	}
+	if s.r.pids != nil {
+		lopts.OnSpawn = func(p *launch.Process) {
+			if err := s.r.pids.Record(s.slug, p.PID(), p.Marker()); err != nil {
+				s.log.Warn("recording the pid failed", "error", err)
+			}
+		}
+	}
 	// Call events (and tool content on traces, when recorded) never carry them either.
 	s.redactor.Store(launch.NewRedactor(secrets))
 	s.r.secrets.set(s.slug, secrets) // caught in every server's calls (secrets.go)
@@ -363,6 +365,7 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	sess, err := s.client.Connect(ctx, tracedTransport{l.Transport}, nil)
 	if err != nil {
 		s.kill(l.Process)
+		s.forgetPid()
 		return nil, nil, nil, nil, s.scrubError(s.startError(ctx, err, l.Process), launch.Redactor{})
 	}
 	// For an npm package the time from spawned to here is mostly npx
@@ -373,6 +376,7 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	tools, err := listTools(ctx, sess, s.catalogLimit())
 	if err != nil {
 		s.stopSession(sess, nil, l.Process)
+		s.forgetPid()
 		if apierr.Of(err) != apierr.Validation { // over listTools' bounds: said as is
 			err = s.startError(ctx, err, l.Process)
 		}

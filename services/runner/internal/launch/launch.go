@@ -29,6 +29,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/runner/internal/proctree"
 	"github.com/mcpbus/mcpbus/services/runner/internal/sandbox"
 )
 
@@ -54,6 +55,11 @@ type Options struct {
 	// Auth, for an HTTP server, sets the Authorization of its requests (an
 	// OAuth token source) and decides what a 401 or 403 becomes.
 	Auth auth.OAuthHandler
+	// OnSpawn, for a stdio server, runs once its child has started, before
+	// the handshake: the runner records the child in its pid file then, so
+	// that a runner killed while a server starts (npx installing it) leaves
+	// the next one what to end.
+	OnSpawn func(p *Process)
 }
 
 // Launched is a started or connectable server.
@@ -217,8 +223,8 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// The marker last: os/exec keeps the last of a name, so a config's own
 	// variable of that name cannot hide it.
-	marker := newMarker()
-	cmd.Env = append(ChildEnv(os.Environ(), env), markerEnv+"="+marker)
+	marker := proctree.NewMarker()
+	cmd.Env = append(ChildEnv(os.Environ(), env), proctree.MarkerEnv+"="+marker)
 	// Own session, so own process group: stopping reaches npx's node child
 	// too. A session of its own also leaves the child without the runner's
 	// controlling terminal (`mcpbus up` in the user's shell): through
@@ -250,6 +256,9 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	// The transport signals only the leader, after TerminateDuration; the
 	// runner's Process.Stop signals the whole group sooner, in parallel.
 	st := &StdioTransport{Command: cmd, TerminateDuration: 5 * time.Second, start: child.Start, exited: child.Exited, kill: p.Kill}
+	if opts.OnSpawn != nil {
+		st.started = func() { opts.OnSpawn(p) }
+	}
 	return &Launched{Transport: st, Process: p, stdio: st}, nil
 }
 
@@ -359,12 +368,12 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 var errBodyTooLarge = fmt.Errorf("the upstream's answer is over the limit of %d bytes", mcp.DefaultMaxEventSize)
 
 // Process is a launched child, its process group and the descendants that
-// left the group (see killTree).
+// left the group (see proctree.KillTree).
 type Process struct {
 	cmd    *exec.Cmd
 	abort  context.CancelFunc
 	stderr *tail
-	// marker is the value of markerEnv in the child's environment; asChild
+	// marker is the value of proctree.MarkerEnv in the child's environment; asChild
 	// runs the search for its descendants with the rights that read the
 	// children's environments (Sandbox.AsChild).
 	marker  string
@@ -383,6 +392,11 @@ func (p *Process) PID() int {
 	return p.cmd.Process.Pid
 }
 
+// Marker is the value of proctree.MarkerEnv in the child's environment:
+// recorded in the pid file, it lets the next runner find what this child
+// left should this runner die (pidfile.Dir.Reap).
+func (p *Process) Marker() string { return p.marker }
+
 // StderrTail returns the last bytes the child wrote to stderr.
 func (p *Process) StderrTail() string { return p.stderr.String() }
 
@@ -396,14 +410,14 @@ func (p *Process) PackageMissing() bool {
 }
 
 // Kill sends SIGKILL at once to the whole group and to every descendant
-// that left it (setsid, setpgid, a double fork: see killTree).
+// that left it (setsid, setpgid, a double fork: see proctree.KillTree).
 func (p *Process) Kill() {
 	pgid := p.PID()
 	if pgid <= 0 {
 		return
 	}
 	_ = p.asChild(func() error {
-		killTree(pgid, p.marker)
+		proctree.KillTree(pgid, p.marker)
 		return nil
 	})
 }

@@ -32,12 +32,14 @@ type StdioTransport struct {
 	// mcp.DefaultMaxLineLength, go-sdk's own bound); a longer one ends the connection.
 	MaxLineBytes int
 
-	// start replaces Command.Start (a sandboxed start); exited runs once the
-	// child has been waited for; kill ends the child and everything it
-	// started (Process.Kill), in place of SIGKILL to the child alone. All optional.
-	start  func() error
-	exited func()
-	kill   func()
+	// start replaces Command.Start (a sandboxed start); started runs once it
+	// has succeeded; exited runs once the child has been waited for; kill
+	// ends the child and everything it started (Process.Kill), in place of
+	// SIGKILL to the child alone. All optional.
+	start   func() error
+	started func()
+	exited  func()
+	kill    func()
 
 	conn atomic.Pointer[StdioConn]
 }
@@ -99,6 +101,9 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 			stderr.Close()
 		}
 		return nil, err
+	}
+	if t.started != nil {
+		t.started()
 	}
 	c := &StdioConn{
 		cmd: t.Command, exited: t.exited, kill: t.kill, stdin: stdin, stdout: stdout,

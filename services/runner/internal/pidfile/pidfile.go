@@ -1,6 +1,6 @@
-// Package pidfile records the process groups a runner spawned, so that a
-// runner restarted on the same host after a SIGKILL can end the MCP servers
-// its dead predecessor left behind.
+// Package pidfile records the MCP servers a runner spawned, so that a
+// runner restarted on the same host after a SIGKILL can end every process
+// its dead predecessor's servers left behind.
 package pidfile
 
 import (
@@ -11,13 +11,20 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/mcpbus/mcpbus/services/runner/internal/proctree"
 )
 
 // Dir holds one file per live child: <runner pid>-<server>.pid, containing
-// "<child pid> <child start time>" (the start time guards against pid reuse).
+// "<child pid> <child start time> <launch marker> <runner start time>". The
+// child's start time and marker tell its processes from ones that reused
+// their numbers; the runner's start time tells a dead runner from a process
+// that reused its pid. Files of an older runner hold the first two fields.
 type Dir struct {
 	path string
 	self int
+	// selfStart is this process's start time (0: unknown).
+	selfStart uint64
 }
 
 // Open prepares dir (created 0700) for the current process.
@@ -25,58 +32,121 @@ func Open(dir string) (*Dir, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pid dir: %w", err)
 	}
-	return &Dir{path: dir, self: os.Getpid()}, nil
+	self := os.Getpid()
+	start, _ := startTime(self) // unknown: the owner check falls back to liveness
+	return &Dir{path: dir, self: self, selfStart: start}, nil
 }
 
 func (d *Dir) file(server string) string {
 	return filepath.Join(d.path, fmt.Sprintf("%d-%s.pid", d.self, server))
 }
 
-// Record notes that server runs as process group pid.
-func (d *Dir) Record(server string, pid int) error {
+// Record notes that server runs as process group pid, started with marker as
+// the value of proctree.MarkerEnv.
+func (d *Dir) Record(server string, pid int, marker string) error {
 	start, err := startTime(pid)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(d.file(server), []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o600)
+	if marker == "" || strings.ContainsAny(marker, " \t\n") {
+		return fmt.Errorf("pid file: marker %q", marker)
+	}
+	return os.WriteFile(d.file(server), fmt.Appendf(nil, "%d %d %s %d\n", pid, start, marker, d.selfStart), 0o600)
 }
 
 // Remove forgets server's process (it was stopped).
 func (d *Dir) Remove(server string) { _ = os.Remove(d.file(server)) }
 
-// Reap kills the process groups recorded by runners that are no longer alive
-// and removes their files; it returns how many groups it killed.
-func (d *Dir) Reap() (int, error) {
+// record is a pid file's content.
+type record struct {
+	pid        int
+	start      uint64
+	marker     string // "" in an older runner's file
+	ownerStart uint64 // 0: unknown
+}
+
+func parse(data []byte) (record, bool) {
+	f := strings.Fields(string(data))
+	if len(f) < 2 {
+		return record{}, false
+	}
+	var r record
+	var err error
+	if r.pid, err = strconv.Atoi(f[0]); err != nil || r.pid <= 0 {
+		return record{}, false
+	}
+	if r.start, err = strconv.ParseUint(f[1], 10, 64); err != nil {
+		return record{}, false
+	}
+	if len(f) >= 4 {
+		r.marker = f[2]
+		r.ownerStart, _ = strconv.ParseUint(f[3], 10, 64)
+	}
+	return r, true
+}
+
+// Reap ends what the servers of runners that are no longer alive left: each
+// one's process group and session, their descendants, and every process
+// carrying its marker (those that left with setsid or a double fork), as a
+// stop does (proctree.KillOrphans). A recorded group counts only if its
+// leader is still the process recorded, or one of its members carries the
+// marker: its number may be another's by now. asChild (nil: none) runs the
+// search with the rights that read the children's environments
+// (Sandbox.AsChild). Reap removes the files of the dead runners; it returns
+// how many servers it found processes of.
+func (d *Dir) Reap(asChild func(func() error) error) (int, error) {
+	if asChild == nil {
+		asChild = func(fn func() error) error { return fn() }
+	}
 	entries, err := os.ReadDir(d.path)
 	if err != nil {
 		return 0, fmt.Errorf("pid dir: %w", err)
 	}
-	killed := 0
+	reaped := 0
 	for _, e := range entries {
 		owner, _, ok := strings.Cut(e.Name(), "-")
 		ownerPID, err := strconv.Atoi(owner)
 		if !ok || err != nil || !strings.HasSuffix(e.Name(), ".pid") {
 			continue
 		}
-		if ownerPID != d.self && alive(ownerPID) {
-			continue // another runner on this host still owns it
-		}
 		path := filepath.Join(d.path, e.Name())
 		data, err := os.ReadFile(path)
-		if err == nil {
-			var pid int
-			var start uint64
-			if _, err := fmt.Sscan(string(data), &pid, &start); err == nil && pid > 0 {
-				if now, err := startTime(pid); err == nil && now == start {
-					if syscall.Kill(-pid, syscall.SIGKILL) == nil {
-						killed++
-					}
-				}
+		if err != nil {
+			continue
+		}
+		r, ok := parse(data) // a zero record when not: the owner check on liveness alone
+		if !d.ownerGone(ownerPID, r.ownerStart) {
+			continue // another runner on this host still owns it
+		}
+		if ok {
+			now, err := startTime(r.pid)
+			leader := err == nil && now == r.start
+			killed := 0
+			_ = asChild(func() error {
+				killed = proctree.KillOrphans(r.pid, r.marker, leader)
+				return nil
+			})
+			if killed > 0 {
+				reaped++
 			}
 		}
 		_ = os.Remove(path)
 	}
-	return killed, nil
+	return reaped, nil
+}
+
+// ownerGone reports whether the runner that wrote a file is gone: it is this
+// process's pid (a predecessor's file), no process has its pid, or the one
+// that has it started at another time than the runner recorded.
+func (d *Dir) ownerGone(pid int, start uint64) bool {
+	if pid == d.self || !alive(pid) {
+		return true
+	}
+	if start == 0 {
+		return false
+	}
+	now, err := startTime(pid)
+	return err == nil && now != start
 }
 
 func alive(pid int) bool {

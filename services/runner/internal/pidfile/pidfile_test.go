@@ -1,9 +1,12 @@
 package pidfile
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +23,7 @@ func TestReapKillsOrphansOfDeadRunners(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- orphan.Wait() }()
 	dead := &Dir{path: dir, self: 4194303}
-	if err := dead.Record("lost", orphan.Process.Pid); err != nil {
+	if err := dead.Record("lost", orphan.Process.Pid, "m1"); err != nil {
 		t.Fatal(err)
 	}
 	// A child of a live runner (this test process) must survive.
@@ -35,7 +38,7 @@ func TestReapKillsOrphansOfDeadRunners(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := &Dir{path: dir, self: os.Getppid()} // alive: the go test parent
-	if err := other.Record("kept", live.Process.Pid); err != nil {
+	if err := other.Record("kept", live.Process.Pid, "m2"); err != nil {
 		t.Fatal(err)
 	}
 	// A stale file whose pid was reused by another process is not killed.
@@ -43,7 +46,7 @@ func TestReapKillsOrphansOfDeadRunners(t *testing.T) {
 	if err := os.WriteFile(stale.file("reused"), []byte("1 12345\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n, err := mine.Reap()
+	n, err := mine.Reap(nil)
 	if err != nil || n != 1 {
 		t.Fatalf("reaped %d (%v), want 1", n, err)
 	}
@@ -58,5 +61,171 @@ func TestReapKillsOrphansOfDeadRunners(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
 	if len(left) != 1 {
 		t.Fatalf("files left: %v, want only the live runner's", left)
+	}
+}
+
+// A runner killed with SIGKILL leaves its servers' helpers behind: Pdeathsig
+// ends the leader only. The next runner's reap ends them all, as a stop
+// would: one under setsid, one double-forked under setsid (init's child),
+// and, the group being proven the server's by a member carrying the marker,
+// a member of the group that cleared its environment. Before, the reap
+// killed the recorded group only, and only while its leader lived: all four
+// lived on.
+func TestReapEndsEscapedHelpers(t *testing.T) {
+	dir := t.TempDir()
+	out := t.TempDir()
+	marker := "0123456789abcdef0123456789abcdef"
+	leader := exec.Command("sh", "-c", `
+setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > "$OUT/setsid"
+( setsid sleep 601 </dev/null >/dev/null 2>&1 & echo $! > "$OUT/orphan" )
+env -i sleep 602 </dev/null >/dev/null 2>&1 & echo $! > "$OUT/cleared"
+sleep 603 </dev/null >/dev/null 2>&1 & echo $! > "$OUT/member"
+echo > "$OUT/ready"
+exec sleep 604`)
+	leader.Env = append(os.Environ(), "OUT="+out, "MCPBUS_LAUNCH="+marker)
+	leader.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"setsid", "orphan", "cleared", "member"}
+	helpers := waitPids(t, out, names)
+	defer func() {
+		for _, pid := range helpers {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+	dead := &Dir{path: dir, self: 4194303}
+	if err := dead.Record("lost", leader.Process.Pid, marker); err != nil {
+		t.Fatal(err)
+	}
+	// The runner dies: Pdeathsig kills the leader alone.
+	_ = leader.Process.Kill()
+	_ = leader.Wait()
+	for i, pid := range helpers {
+		if !running(pid) {
+			t.Fatalf("%s helper %d died with the leader", names[i], pid)
+		}
+	}
+	mine, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mine.Reap(nil); err != nil || n != 1 {
+		t.Fatalf("reaped %d (%v), want 1", n, err)
+	}
+	for i, pid := range helpers {
+		waitGone(t, names[i], pid)
+	}
+}
+
+// A recorded group whose leader is not the process recorded and none of
+// whose processes carries the marker may be another's by now (its number
+// reused): the reap leaves it alone.
+func TestReapSparesReusedNumbers(t *testing.T) {
+	dir := t.TempDir()
+	other := exec.Command("sleep", "60")
+	other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	dead := &Dir{path: dir, self: 4194303}
+	// Another start time: the recorded leader died and its pid was reused.
+	if err := os.WriteFile(dead.file("gone"), fmt.Appendf(nil, "%d 12345 %s 0\n", other.Process.Pid, "0123456789abcdef0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mine.Reap(nil); err != nil || n != 0 {
+		t.Fatalf("reaped %d (%v), want 0", n, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if !running(other.Process.Pid) {
+		t.Fatal("a group that reused a recorded number was killed")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.pid")); len(left) != 0 {
+		t.Fatalf("files left: %v", left)
+	}
+}
+
+// A runner whose pid another process took since it died is dead all the
+// same: its start time is recorded.
+func TestReapSeesThroughAReusedRunnerPid(t *testing.T) {
+	dir := t.TempDir()
+	orphan := exec.Command("sleep", "60")
+	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- orphan.Wait() }()
+	// The go test parent is alive, but started at another time than recorded.
+	ppid := os.Getppid()
+	start, err := startTime(ppid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := &Dir{path: dir, self: ppid, selfStart: start + 1}
+	if err := dead.Record("lost", orphan.Process.Pid, "0123456789abcdef0123456789abcdef"); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mine.Reap(nil); err != nil || n != 1 {
+		t.Fatalf("reaped %d (%v), want 1", n, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("orphan still alive")
+	}
+}
+
+// waitPids reads the pids the helpers wrote to dir once dir/ready exists.
+func waitPids(t *testing.T, dir string, names []string) []int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "ready")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the helpers did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var pids []int
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// running reports whether pid runs (a zombie does not: init reaps it).
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+func waitGone(t *testing.T, name string, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for running(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s helper %d still alive after the reap", name, pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
