@@ -60,6 +60,10 @@ func TestPlanRejectsUntrustedRegistryData(t *testing.T) {
 		{"npx -y with a package as value", Package{RegistryType: "npm", Identifier: "x", Version: "1.0.0", RuntimeArguments: []Argument{named("-y", "evil-pkg", nil)}}, nil, "takes no value"},
 		{"docker --init with an image as value", oci(named("--init", "localhost:5000/evil:1", nil)), nil, "takes no value"},
 		{"publish a host port", oci(named("-p", "0.0.0.0:8080:8080", nil)), nil, "not allowed"},
+		// docker run -e NAME (no value) copies NAME from the runner's own
+		// environment into the container: npm tokens, proxies, DOCKER_*.
+		{"docker -e copying a runner variable", oci(named("-e", "npm_config__authToken", nil)), nil, "runner's own environment"},
+		{"docker --env copying a runner variable", oci(named("--env", "HTTPS_PROXY", nil)), nil, "runner's own environment"},
 		{"volume driver binding a host path", oci(named("--mount", "type=volume,src=v,dst=/h,volume-opt=type=none,volume-opt=o=bind,volume-opt=device=/etc", nil)), nil, "volume driver"},
 	}
 	for _, c := range cases {
@@ -71,6 +75,7 @@ func TestPlanRejectsUntrustedRegistryData(t *testing.T) {
 	// Switches as the registry writes them, a pinned image by digest.
 	for _, ok := range []Package{
 		oci(named("--init", "true", nil), Argument{Type: "named", Name: "--read-only", Input: Input{Format: "boolean", Value: "false"}}),
+		oci(named("-e", "LOG_LEVEL=debug", nil)),
 		{RegistryType: "oci", Identifier: "docker.io/acme/tool@sha256:" + strings.Repeat("ab", 32), Transport: Remote{Type: "stdio"}},
 		{RegistryType: "npm", Identifier: "x", Version: "1.2.3-beta.1+build.5", RuntimeArguments: []Argument{{Type: "named", Name: "-y"}}},
 	} {

@@ -228,6 +228,13 @@ func (a *attempt) args(list []Argument, runtime string, allowed map[string]bool)
 			if mountFlags[arg.Name] && !a.userMount(arg, v) {
 				continue
 			}
+			if runtime == "docker" && envFlags[arg.Name] && !strings.Contains(v, "=") {
+				// docker run -e NAME copies NAME from the docker client's
+				// environment, which is the runner's (its inherited part:
+				// npm_config_* tokens, proxies, DOCKER_*): not the entry's to ask for.
+				a.unusable("%s %s would copy the runner's own environment variable into the container; an entry may only set NAME=value", arg.Name, clean(v, 64))
+				continue
+			}
 			if a.safeArg(name, v) {
 				out = append(out, arg.Name, v)
 			}

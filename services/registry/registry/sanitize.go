@@ -53,6 +53,9 @@ var (
 	switchFlags = map[string]bool{"-y": true, "--yes": true, "--read-only": true, "--init": true}
 	// mountFlags bind host paths: their source must come from the user.
 	mountFlags = map[string]bool{"-v": true, "--volume": true, "--mount": true}
+	// envFlags set a container variable; without "=value" docker copies it
+	// from its own environment.
+	envFlags = map[string]bool{"-e": true, "--env": true}
 )
 
 // safeArg rejects values no command line should carry.
