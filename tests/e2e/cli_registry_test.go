@@ -55,11 +55,11 @@ func TestCLISearchAndAddFromRegistry(t *testing.T) {
 	}
 
 	// Without the required secret nothing is saved; with it, the config is created.
-	if r := cliIn(t, bin, url, "", nil, "add", "--from-registry", "io.github.domdomegg/airtable-mcp-server"); r.Code == 0 {
+	if r := cliIn(t, bin, url, "", nil, "add", "--from-registry", "io.github.domdomegg/airtable-mcp-server", "--yes"); r.Code == 0 || !strings.Contains(r.Stderr, "AIRTABLE_API_KEY") {
 		t.Fatalf("add without its secret: %s", r)
 	}
 	const secret = "patAIRTABLE-e2e-secret"
-	r = cliIn(t, bin, url, secret+"\n", nil, "add", "--from-registry", "io.github.domdomegg/airtable-mcp-server", "--json")
+	r = cliIn(t, bin, url, secret+"\n", nil, "add", "--from-registry", "io.github.domdomegg/airtable-mcp-server", "--json", "--yes")
 	var saved model.McpConfig
 	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &saved) != nil {
 		t.Fatalf("add --from-registry: %s", r)

@@ -80,18 +80,22 @@ func newAddCmd(g *globals) *cobra.Command {
 	req := model.RegistryGetRequest{}
 	var vars []string
 	var name string
-	var enabled bool
+	var enabled, yes bool
 	cmd := &cobra.Command{
 		Use:   "add --from-registry <name>",
 		Short: "Add a server found with `mcpbus search`: asks for the secrets it needs, then creates its config",
 		Long: `add asks the registry service for an install plan of a registry entry (the best package
 for this host: npm through npx, an OCI image through docker, or a remote URL), asks for
 the secrets it needs (hidden; from stdin one line per required secret when not a
-terminal), and creates the server. A secret the entry gives a form for, such as
+terminal), and creates the server. Before it asks for anything it shows what will run
+(the command line with its runtime and package arguments, or the URL; every environment
+variable and header, secret ones marked (secret)) and asks to confirm at a terminal;
+elsewhere --yes confirms. A secret the entry gives a form for, such as
 Authorization: Bearer {token}, is asked for by its placeholder and stored in that form.
 Values the plan needs that are not secret are given with --var NAME=value.`,
 		Example: `  mcpbus add --from-registry io.github.domdomegg/airtable-mcp-server --enabled
-  mcpbus add --from-registry @smithery/exa --registry smithery`,
+  mcpbus add --from-registry @smithery/exa --registry smithery
+  printf '%s\n' "$AIRTABLE_API_KEY" | mcpbus add --from-registry io.github.domdomegg/airtable-mcp-server --yes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if req.Name == "" {
@@ -125,16 +129,22 @@ Values the plan needs that are not secret are given with --var NAME=value.`,
 				// warnings above say why; no --var can fix it.
 				return apierr.Newf(apierr.Validation, "%s cannot be added from the registry: its entry does not make a valid server config (see the warnings); add it by hand with mcpbus servers add", plan.Name).WithField("from-registry")
 			}
-			secrets, err := askCredentials(g, plan.Credentials)
-			if err != nil {
-				return err
-			}
 			draft := *plan.Draft
 			if name != "" {
 				draft.Name, draft.Slug = name, ""
 			}
 			if cmd.Flags().Changed("enabled") {
 				draft.Enabled = enabled
+			}
+			// Anyone can publish an entry: what it makes run is shown, and
+			// agreed to, before a secret is asked for or anything is saved.
+			writeRunPreview(g.stderr, plan, &draft)
+			if err := confirmAdd(g, yes); err != nil {
+				return err
+			}
+			secrets, err := askCredentials(g, plan.Credentials)
+			if err != nil {
+				return err
 			}
 			saved, err := c.CreateConfig(cmd.Context(), draft, secrets)
 			if err != nil {
@@ -155,6 +165,7 @@ Values the plan needs that are not secret are given with --var NAME=value.`,
 	f.StringArrayVar(&vars, "var", nil, "a non-secret value the plan needs, NAME=value (repeat)")
 	f.StringVar(&name, "name", "", "display name (default: the registry's)")
 	f.BoolVar(&enabled, "enabled", false, "enable it at once")
+	f.BoolVarP(&yes, "yes", "y", false, "add without asking to confirm what will run (needed when stdin is not a terminal)")
 	return cmd
 }
 

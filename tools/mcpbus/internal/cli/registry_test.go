@@ -96,3 +96,59 @@ func TestAskCredentialsFillsTemplates(t *testing.T) {
 		t.Fatalf("missing secret: %v", err)
 	}
 }
+
+// What an entry makes run is shown before anything is asked or saved: the
+// whole command line (runtime and package arguments), every variable with
+// secrets marked, hidden characters escaped; and without a terminal to ask
+// at, nothing is added unless --yes says so.
+func TestAddShowsWhatRunsAndWantsConfirmation(t *testing.T) {
+	draft := &model.McpConfig{
+		Name: "x", Slug: "x", Enabled: true,
+		Package:   model.Package{Type: model.PackageNPM, Identifier: "x-mcp@1.0.0", RuntimeArgs: []string{"--prefer-online"}, Args: []string{"--root", "/srv/a b", "--mode\u202e"}},
+		Transport: model.Transport{Type: model.TransportStdio},
+		EnvVars: map[string]model.EnvVar{
+			"LOG_LEVEL": {Value: "debug"},
+			"API_KEY":   {IsSecret: true, SecretRef: "API_KEY", Required: true},
+		},
+	}
+	url := stubRegistry(t, model.RegistrySearchReply{}, model.InstallPlan{
+		Source: "official", Name: "io.github.acme/x", Version: "1.0.0", Ready: true, Draft: draft,
+		Credentials: []model.PlanCredential{{Kind: model.CredentialEnv, Name: "API_KEY", Required: true}},
+	})
+	var out, errOut bytes.Buffer
+	code := Main([]string{"--nats", url, "add", "--from-registry", "io.github.acme/x"}, strings.NewReader("secret-value\n"), &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "--yes") {
+		t.Fatalf("add without --yes and no terminal: %d %q %q", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{
+		`command: npx -y --prefer-online x-mcp@1.0.0 --root "/srv/a b" "--mode\u202e"`,
+		"env:     API_KEY=(secret)",
+		"env:     LOG_LEVEL=debug",
+		"enabled: yes",
+	} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("preview lacks %q:\n%s", want, errOut.String())
+		}
+	}
+	if strings.Contains(errOut.String(), "\u202e") {
+		t.Errorf("a bidi override reached the terminal: %q", errOut.String())
+	}
+
+	// A docker draft: the -e the runner adds, the entry's runtime arguments, a remote's headers.
+	cfg := &model.McpConfig{
+		Package:   model.Package{Type: model.PackageDocker, Identifier: "ghcr.io/acme/x:1", RuntimeArgs: []string{"-v", "data:/data"}, Args: []string{"serve"}},
+		EnvVars:   map[string]model.EnvVar{"B": {Value: "1"}, "A": {IsSecret: true}},
+		Transport: model.Transport{Type: model.TransportStdio},
+	}
+	if got, want := commandLine(cfg), "docker run --rm -i -e A -e B -v data:/data ghcr.io/acme/x:1 serve"; got != want {
+		t.Errorf("docker command: %q, want %q", got, want)
+	}
+	var remote bytes.Buffer
+	writeRunPreview(&remote, &model.InstallPlan{Source: "smithery", Name: "@acme/x", Credentials: []model.PlanCredential{{Kind: model.CredentialHeader, Name: "Authorization"}}},
+		&model.McpConfig{Package: model.Package{Type: model.PackageHTTP}, Transport: model.Transport{Type: model.TransportHTTP, URL: "https://x.example/mcp", Headers: map[string]string{"X-Region": "eu"}}})
+	for _, want := range []string{"url:     https://x.example/mcp", "header:  Authorization=(secret)", "header:  X-Region=eu", "enabled: no"} {
+		if !strings.Contains(remote.String(), want) {
+			t.Errorf("remote preview lacks %q:\n%s", want, remote.String())
+		}
+	}
+}
