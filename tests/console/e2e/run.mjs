@@ -269,6 +269,12 @@ try {
     await a11y(page, 'Add with search results');
     await next.click();
     await page.getByRole('heading', { name: /^Configure:/, level: 1 }).waitFor();
+    // What the entry makes run shows before Save: the command line and its
+    // environment, the secret's value never.
+    const runs = page.getByRole('group', { name: 'What will run' });
+    const runsText = await runs.innerText();
+    check(/npx -y \S+@\d/.test(runsText), `What will run shows no npx command line: ${runsText}`);
+    check(runsText.includes(SECRET + '=(secret)'), `What will run does not mark ${SECRET} secret: ${runsText}`);
     await a11y(page, 'Configure');
   }, ["login with the admin key"]);
 

@@ -5,6 +5,7 @@ import { api, ApiError, enc, type McpConfig } from './api';
 import { clear, field, formError, h, pageHeading, setFieldError, showError, toast, uid, type Field, matchField } from './dom';
 import { setServer } from './store';
 import { reveal } from './text';
+import { runKey, whatRuns } from './runs';
 
 interface RegistryResult {
   name: string;
@@ -306,6 +307,23 @@ function renderConfigure(main: HTMLElement, signal: AbortSignal, from: Configure
   // What runs: editable for a pasted source, a summary for a registry plan.
   const source: HTMLElement[] = [];
   let typeSel: HTMLSelectElement | null = null;
+  // A registry plan's draft, shown whole before Save (runs.ts); shownKey is
+  // what the user has seen, so a re-plan that changes it is shown again first.
+  const runsBox = h('fieldset', { class: 'runs', tabindex: '-1' });
+  let shownKey = '';
+  const showRuns = (cfg: McpConfig | undefined, changed: boolean) => {
+    if (!cfg) {
+      clear(runsBox, h('legend', null, 'What will run'), h('p', { class: 'muted' }, 'Shown once the settings below are filled in: Save shows it before anything is saved.'));
+      shownKey = '';
+      return;
+    }
+    const items = whatRuns(cfg, plan?.credentials ?? []);
+    shownKey = runKey(items);
+    clear(runsBox, h('legend', null, 'What will run'),
+      changed ? h('p', { class: 'notice', role: 'alert' }, 'With these settings the server runs as below: check it, then Save again.') : null,
+      h('dl', null, items.map((i) => [h('dt', null, i.label), h('dd', null, h('code', null, i.text))])),
+      h('p', { class: 'hint' }, 'From the registry entry, which anyone can publish: save only what you expect to run.'));
+  };
   if (!plan) {
     const pkg = draft.package!;
     typeSel = h('select', null, h('option', { value: 'npm' }, 'npm package (npx)'), h('option', { value: 'docker' }, 'docker image'), h('option', { value: 'http' }, 'HTTP URL'));
@@ -327,7 +345,9 @@ function renderConfigure(main: HTMLElement, signal: AbortSignal, from: Configure
     // What will run, revealed (text.ts): a bidi override in a registry's
     // identifier could make another package read like a known one.
     source.push(h('p', { class: 'muted' }, reveal(`From the ${SOURCE_LABEL[plan.source] ?? plan.source} registry: ${plan.name}${plan.version ? ' ' + plan.version : ''} — runs as ${p.type} ${p.type === 'http' ? p.url ?? p.identifier : p.identifier}${p.version && p.type !== 'http' && !p.identifier.endsWith(p.version) ? ' ' + p.version : ''}.`)));
-    for (const w of plan.warnings ?? []) source.push(h('p', { class: 'notice' }, w));
+    for (const w of plan.warnings ?? []) source.push(h('p', { class: 'notice' }, reveal(w)));
+    showRuns(plan.draft, false);
+    source.push(runsBox);
   }
 
   // Authentication (seeds §1.4–1.6).
@@ -450,7 +470,8 @@ function renderConfigure(main: HTMLElement, signal: AbortSignal, from: Configure
         if (inputFields.length || !plan.draft) {
           const variables: Record<string, string> = {};
           for (const { input, f } of inputFields) if (f.input.value.trim()) variables[input.name] = f.input.value.trim();
-          p = await api<InstallPlan>('POST', '/api/v1/registry/plan', { ...from.req!, variables }, { signal });
+          // The version shown, not whatever is newest by now.
+          p = await api<InstallPlan>('POST', '/api/v1/registry/plan', { ...from.req!, version: plan.version || from.req!.version, variables }, { signal });
           if (p.missing?.length) {
             let first: Field | undefined;
             for (const m of p.missing) {
@@ -467,6 +488,13 @@ function renderConfigure(main: HTMLElement, signal: AbortSignal, from: Configure
         }
         if (!p.draft) {
           showError(err, 'The registry entry has nothing this host can run.');
+          return;
+        }
+        if (runKey(whatRuns(p.draft, p.credentials ?? [])) !== shownKey) {
+          // The settings changed what runs (or the first plan had no draft):
+          // nothing is saved before the user has seen it.
+          showRuns(p.draft, true);
+          runsBox.focus();
           return;
         }
         cfg = structuredClone(p.draft);
