@@ -123,7 +123,9 @@ func Binary(ctx context.Context, spec Spec) (string, error) {
 	cmd := exec.CommandContext(ctx, goBin, args...)
 	cmd.Dir = src
 	// The module is outside the workspace on purpose: its dependencies must not reach go.work.
-	cmd.Env = append(os.Environ(), "GOWORK=off")
+	// No experiment (make sets GOEXPERIMENT=simd for the scanner): these wrappers use none, and
+	// a build with one would not share a compile cache with one without it (Vault: ~30 min).
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOEXPERIMENT=")
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
@@ -200,7 +202,7 @@ func goToolchain(ctx context.Context, goBin, src string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goBin, "env", "GOVERSION", "GOOS", "GOARCH", "CGO_ENABLED")
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOEXPERIMENT=")
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("toolbuild: go env in %s: %w", src, err)
