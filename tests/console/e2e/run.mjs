@@ -611,7 +611,10 @@ try {
     await row().getByRole('button', { name: 'Delete' }).click();
     dlg = page.getByRole('dialog', { name: title });
     await dlg.getByRole('button', { name: 'Delete' }).click();
-    await row().waitFor({ state: 'detached' });
+    // Its row stays in place, marked, until the page is left (the rows
+    // below must not move up under the pointer).
+    await row().locator('.badge', { hasText: 'Removed' }).waitFor();
+    check(await row().getByRole('switch').isDisabled(), "a deleted server's switch can still be used");
     await page.reload();
     await page.getByRole('heading', { name: 'Servers', level: 1 }).waitFor();
     await page.waitForTimeout(1000);
@@ -790,6 +793,48 @@ try {
     check(mine.authorizations?.find((a) => a.server === PER_USER)?.authorized === true, `after the link: ${JSON.stringify(mine).slice(0, 300)}`);
     const del = await fetch(BASE + `/api/v1/me/authorizations/${PER_USER}`, { method: 'DELETE', headers: keyed });
     check(del.ok, `revoking after the link: ${del.status}`);
+  }, ['login with the admin key']);
+
+  // The Servers list keeps its rows in place while servers come and go
+  // (config events refresh it): a server added elsewhere goes below the
+  // others, whatever its name, and one removed keeps its row, marked. It
+  // used to be re-sorted and collapsed, moving the switches under the pointer.
+  await step('servers: rows stay in place while servers are added and removed', async () => {
+    const api = (method, path, body) => fetch(BASE + path, { method, headers: { Authorization: `Bearer ${ADMIN_KEY}`, 'Content-Type': 'application/json' }, body: body && JSON.stringify(body) });
+    const stamp = Date.now().toString(36);
+    const made = [];
+    // Names that sort before every other server's; disabled, never run.
+    const add = async (name) => {
+      const url = `${BASE}/e2e-nowhere/${name}`;
+      const r = await api('POST', '/api/v1/servers', { config: { name, enabled: false, package: { type: 'http', identifier: url }, transport: { type: 'http', url } } });
+      if (!r.ok) throw new Error(`adding ${name}: ${r.status} ${await r.text()}`);
+      const cfg = await r.json();
+      made.push(cfg.id);
+      return cfg;
+    };
+    try {
+      const gone = await add(`aaa-e2e-removed-${stamp}`);
+      await go(page, 'Servers');
+      const list = page.getByRole('list', { name: 'Servers' });
+      const rowOf = (name) => list.getByRole('listitem').filter({ has: page.getByRole('heading', { name, exact: true }) });
+      await rowOf(gone.name).waitFor();
+      const sw = list.getByRole('switch', { name: 'Enable ' + INPUT_TOOL.replace(/\.ask$/, ''), exact: true });
+      await sw.waitFor();
+      const before = await sw.boundingBox();
+      const added = await add(`aaa-e2e-added-${stamp}`);
+      await rowOf(added.name).waitFor({ timeout: T.short });
+      const afterAdd = await sw.boundingBox();
+      check(before && afterAdd && before.y === afterAdd.y, `a switch moved from y=${before?.y} to y=${afterAdd?.y} when a server was added elsewhere`);
+      const del = await api('DELETE', `/api/v1/servers/${encodeURIComponent(gone.id)}`);
+      check(del.ok, `deleting ${gone.name}: ${del.status}`);
+      await rowOf(gone.name).locator('.badge', { hasText: 'Removed' }).waitFor({ timeout: T.short });
+      const afterDel = await sw.boundingBox();
+      check(afterDel && before.y === afterDel.y, `a switch moved from y=${before?.y} to y=${afterDel?.y} when a server was removed elsewhere`);
+      check(await rowOf(gone.name).getByRole('switch').isDisabled(), "a removed server's switch can still be used");
+      await a11y(page, 'Servers with a removed server');
+    } finally {
+      for (const id of made) await api('DELETE', `/api/v1/servers/${encodeURIComponent(id)}`).catch(() => {});
+    }
   }, ['login with the admin key']);
 
   await step('approvals: a held call of a client that cannot ask is approved here', async () => {
