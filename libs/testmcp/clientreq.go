@@ -6,9 +6,17 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// AskIn is the ask tool's input: the question, and how long to wait before
+// asking it (the console's flows have a form arrive while an approval waits).
+type AskIn struct {
+	Message string `json:"message" jsonschema:"the question to ask"`
+	MS      int    `json:"ms,omitempty" jsonschema:"milliseconds to wait before asking"`
+}
 
 // addClientRequestTools adds the tools that ask the client for something
 // during the call: input from the user (elicitation), a model completion
@@ -17,7 +25,7 @@ import (
 // own for clients of older protocols.
 func addClientRequestTools(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "Asks the user for their name, and optionally age and colour (elicitation), then greets them"},
-		func(ctx context.Context, req *mcp.CallToolRequest, in EchoIn) (*mcp.CallToolResult, any, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest, in AskIn) (*mcp.CallToolResult, any, error) {
 			if r, ok := req.Params.InputResponses["name"].(*mcp.ElicitResult); ok {
 				if r.Action != "accept" {
 					return text("the user chose " + r.Action), nil, nil
@@ -29,6 +37,13 @@ func addClientRequestTools(s *mcp.Server) {
 					}
 				}
 				return text(greeting), nil, nil
+			}
+			if in.MS > 0 {
+				select {
+				case <-time.After(time.Duration(in.MS) * time.Millisecond):
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
 			}
 			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"name": &mcp.ElicitParams{
 				Message: in.Message,

@@ -80,6 +80,14 @@ const (
 	chatInputPrompt = "introduce me to the test server"
 	chatInputReply  = "The test server greeted you."
 
+	// The fifth, on holdProfile (whose rules ask before the test server's
+	// echo): one step calls echo, held for approval, and ask, whose form
+	// comes 2 s later, below the held card; the flow checks the held card's
+	// Approve does not move when the form arrives.
+	holdProfile    = "console-ask"
+	chatHoldPrompt = "echo this once I approve, and ask who I am"
+	chatHoldReply  = "Echoed once you approved."
+
 	// A remote server that wants OAuth (libs/oauthtest's authorization
 	// server, which approves at once, and go-sdk's protected test server):
 	// its enable is refused until the Servers page's Authorize.
@@ -216,6 +224,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("profiles add: %s", r)
 	}
+	r = up.CLI().RunInput(t, chatKey+"\n", "profiles", "add", holdProfile, "--provider", "openai", "--model", "scripted",
+		"--base-url", llm.URL+"/v1/", "--api-key-stdin", "--ask", inputServer+"__echo")
+	if r.Code != 0 {
+		t.Fatalf("profiles add %s: %s", holdProfile, r)
+	}
 
 	// The go-sdk test server, whose ask tool asks the user for input.
 	if r := up.CLI().Run(t, "servers", "add", inputServer, "--binary", testServer, "--enabled"); r.Code != 0 {
@@ -266,6 +279,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		"MCPBUS_CHAT_INPUT_PROMPT="+chatInputPrompt,
 		"MCPBUS_CHAT_INPUT_TOOL="+inputServer+".ask",
 		"MCPBUS_CHAT_INPUT_REPLY="+chatInputReply,
+		"MCPBUS_CHAT_HOLD_PROFILE="+holdProfile,
+		"MCPBUS_CHAT_HOLD_PROMPT="+chatHoldPrompt,
+		"MCPBUS_CHAT_HOLD_REPLY="+chatHoldReply,
 		"MCPBUS_OAUTH_SERVER="+oauthServer,
 		"MCPBUS_OAUTH_NEW_SERVER="+oauthNew,
 		"MCPBUS_PER_USER_SERVER="+perUser,
@@ -491,6 +507,11 @@ func scriptedModel(t *testing.T) *httptest.Server {
 		chatTimeoutPrompt: script(call("call_slow", slowTool, fmt.Sprintf(`{"duration":%d,"steps":%d}`, slowDuration, slowDuration)), chatTimeoutReply),
 		chatInputPrompt: script([]llmtest.ToolCall{{ID: "call_ask", Name: inputServer + "__ask", Arguments: `{"message":"Who are you?"}`}},
 			chatInputReply),
+		// A long message: the held card is tall, the log overflows.
+		chatHoldPrompt: script([]llmtest.ToolCall{
+			{ID: "call_held_echo", Name: inputServer + "__echo", Arguments: fmt.Sprintf(`{"message":%q}`, strings.Repeat("held until approved ", 30))},
+			{ID: "call_late_ask", Name: inputServer + "__ask", Arguments: `{"message":"Who is approving?","ms":2000}`}},
+			chatHoldReply),
 	}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)

@@ -339,11 +339,15 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	if cfg.Transport.Type == model.TransportHTTP {
 		lopts.Auth = upAuth
 	}
-	if s.r.pids != nil {
-		lopts.OnSpawn = func(p *launch.Process) {
-			if err := s.r.pids.Record(s.slug, p.PID(), p.Marker()); err != nil {
-				s.log.Warn("recording the pid failed", "error", err)
-			}
+	// Run once the child has started (inside Connect, before the
+	// handshake): only then has it a pid to record and to trace.
+	lopts.OnSpawn = func(p *launch.Process) {
+		span.AddEvent("spawned", trace.WithAttributes(conv.ProcessPID.Int(p.PID())))
+		if s.r.pids == nil {
+			return
+		}
+		if err := s.r.pids.Record(s.slug, p.PID(), p.Marker()); err != nil {
+			s.log.Warn("recording the pid failed", "error", err)
 		}
 	}
 	// Call events (and tool content on traces, when recorded) never carry them either.
@@ -352,9 +356,6 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	l, err := launch.Prepare(ctx, cfg, env, lopts)
 	if err != nil {
 		return nil, nil, nil, nil, err
-	}
-	if l.Process != nil {
-		span.AddEvent("spawned", trace.WithAttributes(conv.ProcessPID.Int(l.Process.PID())))
 	}
 	// go-sdk waits for a failed child to exit after closing its stdin; a child
 	// that never answered may never exit, so the start deadline kills its group.

@@ -297,3 +297,39 @@ func TestTaskRunContinuesTheCreatorsTrace(t *testing.T) {
 		"messaging.destination.name": "mcp.v1.tasks.run.slow", "messaging.consumer.group.name": "task-slow",
 		"mcpbus.server": "slow", "mcpbus.task.id": task.ID})
 }
+
+// The start span's "spawned" event carries the child's pid: the one the
+// server's status reports, not 0 (it was read before the child started).
+func TestStartSpanRecordsTheSpawnedPid(t *testing.T) {
+	exp, _ := recordSpans(t)
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	pid := e.Status("alpha").PID
+	if pid <= 0 {
+		t.Fatalf("status pid %d", pid)
+	}
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, s := range exp.GetSpans().Snapshots() {
+			if s.Name() != "start alpha" {
+				continue
+			}
+			for _, ev := range s.Events() {
+				if ev.Name != "spawned" {
+					continue
+				}
+				for _, kv := range ev.Attributes {
+					if kv.Key == "process.pid" {
+						if got := kv.Value.AsInt64(); got != int64(pid) {
+							t.Fatalf("spawned event: process.pid %d, want the child's %d", got, pid)
+						}
+						return
+					}
+				}
+				t.Fatalf("spawned event without process.pid: %v", ev.Attributes)
+			}
+			t.Fatal("the start span has no spawned event")
+		}
+	}
+	t.Fatal("no start alpha span")
+}

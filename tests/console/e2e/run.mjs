@@ -7,6 +7,7 @@
 // MCPBUS_CHAT_FAIL_TOOL, MCPBUS_CHAT_FAIL_REPLY, MCPBUS_CHAT_TIMEOUT_PROMPT,
 // MCPBUS_CHAT_TIMEOUT_TOOL, MCPBUS_CHAT_TIMEOUT_REPLY, MCPBUS_CHAT_TIMEOUT_DURATION,
 // MCPBUS_CHAT_INPUT_PROMPT, MCPBUS_CHAT_INPUT_TOOL, MCPBUS_CHAT_INPUT_REPLY, MCPBUS_CHAT_CALL_TIMEOUT_MS,
+// MCPBUS_CHAT_HOLD_PROFILE, MCPBUS_CHAT_HOLD_PROMPT, MCPBUS_CHAT_HOLD_REPLY,
 // MCPBUS_OAUTH_SERVER, MCPBUS_OAUTH_NEW_SERVER, MCPBUS_PER_USER_SERVER,
 // MCPBUS_CALL_KEY, MCPBUS_DRIFT_SERVER, MCPBUS_DRIFT_BEFORE, MCPBUS_DRIFT_AFTER, MCPBUS_DRIFT_ADD_URL,
 // MCPBUS_TAMPER_URL (see the contract in the Go harness). Every page is also
@@ -70,6 +71,9 @@ const INPUT_PROMPT = env('MCPBUS_CHAT_INPUT_PROMPT');
 const INPUT_TOOL = env('MCPBUS_CHAT_INPUT_TOOL');
 const INPUT_REPLY = env('MCPBUS_CHAT_INPUT_REPLY');
 const CALL_TIMEOUT_MS = Number(env('MCPBUS_CHAT_CALL_TIMEOUT_MS'));
+const HOLD_PROFILE = env('MCPBUS_CHAT_HOLD_PROFILE');
+const HOLD_PROMPT = env('MCPBUS_CHAT_HOLD_PROMPT');
+const HOLD_REPLY = env('MCPBUS_CHAT_HOLD_REPLY');
 const OAUTH_SERVER = env('MCPBUS_OAUTH_SERVER');
 const OAUTH_NEW = env('MCPBUS_OAUTH_NEW_SERVER');
 const PER_USER = env('MCPBUS_PER_USER_SERVER');
@@ -435,6 +439,58 @@ try {
     await turnOver();
   }, ["chat: a message runs the tool and streams the reply"]);
 
+  // A held call's card stays where it is while it waits: one step calls
+  // the test server's echo (held: the profile asks) and its ask, whose form
+  // comes 2 s later, below the held card, with the log full. The log used
+  // to scroll to its end on each change, moving the Approve under a
+  // pointer aimed at it; it now holds still and offers "New messages below".
+  await step('chat: a held call stays in place while the turn goes on', async () => {
+    const log = page.getByRole('log', { name: 'Messages' });
+    const srv = INPUT_TOOL.replace(/\.ask$/, '');
+    const profile = page.getByLabel('Profile', { exact: true });
+    await profile.selectOption(HOLD_PROFILE);
+    try {
+      await page.getByRole('textbox', { name: 'Message' }).fill(HOLD_PROMPT);
+      await page.getByRole('button', { name: 'Send' }).click();
+      const held = log.locator('.toolcall').filter({ hasText: `${srv}.echo needs your approval` });
+      const approve = held.getByRole('button', { name: 'Approve', exact: true });
+      await approve.waitFor({ timeout: T.chat });
+      await page.mouse.move(0, 0); // the pointer is elsewhere: the first card in view is kept
+      // Measured in one go with what the log holds: the form must not be there yet.
+      const at = async () => page.evaluate(() => {
+        const b = [...document.querySelectorAll('.chat-log .tc-awaiting_approval')].find((c) => c.textContent.includes('.echo needs your approval'))?.querySelector('.actions button');
+        const log = document.querySelector('.chat-log');
+        return { y: b?.getBoundingClientRect().y, form: !!log.querySelector('.tc-input form'), overflows: log.scrollHeight > log.clientHeight };
+      });
+      const before = await at();
+      check(!before.form, 'the form came before the held card was measured (the test measures nothing)');
+      check(before.overflows, 'the log does not overflow (the test measures nothing)');
+      const form = log.getByRole('form', { name: `${INPUT_TOOL} asks: Who is approving?` });
+      await form.waitFor({ state: 'attached', timeout: T.chat });
+      const after = await at();
+      check(before.y !== undefined && before.y === after.y, `the held call's Approve moved from y=${before.y} to y=${after.y} when a form came below it`);
+      const more = page.getByRole('button', { name: 'New messages below' });
+      check(await more.isVisible(), 'nothing says there are new messages below');
+      await shot(page, 'chat-held');
+      await a11y(page, 'Chat with a held call and new messages below');
+      await approve.click();
+      await more.click();
+      await form.getByRole('button', { name: 'Decline' }).click();
+      await log.locator('.toolcall').filter({ hasText: `${srv}.echo completed` }).waitFor({ timeout: T.chat });
+      await log.getByText(HOLD_REPLY).waitFor({ timeout: T.chat });
+      await turnOver();
+    } finally {
+      // A turn left waiting (the step failed) would keep its held call
+      // on the Approvals page of the steps after.
+      const cancel = page.getByRole('button', { name: 'Cancel turn' });
+      if (await cancel.isEnabled().catch(() => false)) {
+        await cancel.click().catch(() => {});
+        await turnOver().catch(() => {});
+      }
+      await profile.selectOption(PROFILE).catch(() => {});
+    }
+  }, ["chat: a message runs the tool and streams the reply"]);
+
   await step('activity: the call is listed', async () => {
     await go(page, 'Activity');
     const r = page.getByRole('table').getByRole('row').filter({ hasText: SLUG }).filter({ has: page.getByRole('cell', { name: TOOL, exact: true }) }).first();
@@ -561,7 +617,10 @@ try {
     await row().getByRole('button', { name: 'Delete' }).click();
     dlg = page.getByRole('dialog', { name: title });
     await dlg.getByRole('button', { name: 'Delete' }).click();
-    await row().waitFor({ state: 'detached' });
+    // Its row stays in place, marked, until the page is left (the rows
+    // below must not move up under the pointer).
+    await row().locator('.badge', { hasText: 'Removed' }).waitFor();
+    check(await row().getByRole('switch').isDisabled(), "a deleted server's switch can still be used");
     await page.reload();
     await page.getByRole('heading', { name: 'Servers', level: 1 }).waitFor();
     await page.waitForTimeout(1000);
@@ -740,6 +799,48 @@ try {
     check(mine.authorizations?.find((a) => a.server === PER_USER)?.authorized === true, `after the link: ${JSON.stringify(mine).slice(0, 300)}`);
     const del = await fetch(BASE + `/api/v1/me/authorizations/${PER_USER}`, { method: 'DELETE', headers: keyed });
     check(del.ok, `revoking after the link: ${del.status}`);
+  }, ['login with the admin key']);
+
+  // The Servers list keeps its rows in place while servers come and go
+  // (config events refresh it): a server added elsewhere goes below the
+  // others, whatever its name, and one removed keeps its row, marked. It
+  // used to be re-sorted and collapsed, moving the switches under the pointer.
+  await step('servers: rows stay in place while servers are added and removed', async () => {
+    const api = (method, path, body) => fetch(BASE + path, { method, headers: { Authorization: `Bearer ${ADMIN_KEY}`, 'Content-Type': 'application/json' }, body: body && JSON.stringify(body) });
+    const stamp = Date.now().toString(36);
+    const made = [];
+    // Names that sort before every other server's; disabled, never run.
+    const add = async (name) => {
+      const url = `${BASE}/e2e-nowhere/${name}`;
+      const r = await api('POST', '/api/v1/servers', { config: { name, enabled: false, package: { type: 'http', identifier: url }, transport: { type: 'http', url } } });
+      if (!r.ok) throw new Error(`adding ${name}: ${r.status} ${await r.text()}`);
+      const cfg = await r.json();
+      made.push(cfg.id);
+      return cfg;
+    };
+    try {
+      const gone = await add(`aaa-e2e-removed-${stamp}`);
+      await go(page, 'Servers');
+      const list = page.getByRole('list', { name: 'Servers' });
+      const rowOf = (name) => list.getByRole('listitem').filter({ has: page.getByRole('heading', { name, exact: true }) });
+      await rowOf(gone.name).waitFor();
+      const sw = list.getByRole('switch', { name: 'Enable ' + INPUT_TOOL.replace(/\.ask$/, ''), exact: true });
+      await sw.waitFor();
+      const before = await sw.boundingBox();
+      const added = await add(`aaa-e2e-added-${stamp}`);
+      await rowOf(added.name).waitFor({ timeout: T.short });
+      const afterAdd = await sw.boundingBox();
+      check(before && afterAdd && before.y === afterAdd.y, `a switch moved from y=${before?.y} to y=${afterAdd?.y} when a server was added elsewhere`);
+      const del = await api('DELETE', `/api/v1/servers/${encodeURIComponent(gone.id)}`);
+      check(del.ok, `deleting ${gone.name}: ${del.status}`);
+      await rowOf(gone.name).locator('.badge', { hasText: 'Removed' }).waitFor({ timeout: T.short });
+      const afterDel = await sw.boundingBox();
+      check(afterDel && before.y === afterDel.y, `a switch moved from y=${before?.y} to y=${afterDel?.y} when a server was removed elsewhere`);
+      check(await rowOf(gone.name).getByRole('switch').isDisabled(), "a removed server's switch can still be used");
+      await a11y(page, 'Servers with a removed server');
+    } finally {
+      for (const id of made) await api('DELETE', `/api/v1/servers/${encodeURIComponent(id)}`).catch(() => {});
+    }
   }, ['login with the admin key']);
 
   await step('approvals: a held call of a client that cannot ask is approved here', async () => {

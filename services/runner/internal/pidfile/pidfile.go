@@ -51,7 +51,38 @@ func (d *Dir) Record(server string, pid int, marker string) error {
 	if marker == "" || strings.ContainsAny(marker, " \t\n") {
 		return fmt.Errorf("pid file: marker %q", marker)
 	}
-	return os.WriteFile(d.file(server), fmt.Appendf(nil, "%d %d %s %d\n", pid, start, marker, d.selfStart), 0o600)
+	return d.replace(d.file(server), fmt.Appendf(nil, "%d %d %s %d\n", pid, start, marker, d.selfStart))
+}
+
+// tmpSuffix ends the name of a pid file being written: Reap reads only
+// names ending in .pid, and removes a dead runner's leftovers of these.
+const tmpSuffix = ".tmp"
+
+// replace writes data to path whole or not at all: a temporary file in the
+// same directory renamed over it. os.WriteFile truncates first, so a runner
+// killed mid-write (a server's restart rewrites its file) left an empty or
+// cut record, which the next runner's Reap deleted without ending the
+// processes it named. No fsync: the record matters only while the host
+// runs (a host crash ends the children too), and a rename is atomic to
+// the processes of a running host whether or not its data reached the disk.
+func (d *Dir) replace(path string, data []byte) error {
+	f, err := os.CreateTemp(d.path, filepath.Base(path)+".*"+tmpSuffix) // 0600
+	if err != nil {
+		return fmt.Errorf("pid file: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("pid file: %w", err)
+	}
+	return nil
 }
 
 // Remove forgets server's process (it was stopped).
@@ -106,10 +137,19 @@ func (d *Dir) Reap(asChild func(func() error) error) (int, error) {
 	for _, e := range entries {
 		owner, _, ok := strings.Cut(e.Name(), "-")
 		ownerPID, err := strconv.Atoi(owner)
-		if !ok || err != nil || !strings.HasSuffix(e.Name(), ".pid") {
+		if !ok || err != nil {
 			continue
 		}
 		path := filepath.Join(d.path, e.Name())
+		if strings.Contains(e.Name(), ".pid.") && strings.HasSuffix(e.Name(), tmpSuffix) {
+			if d.ownerGone(ownerPID, 0) {
+				_ = os.Remove(path) // a write its runner did not finish
+			}
+			continue
+		}
+		if !strings.HasSuffix(e.Name(), ".pid") {
+			continue
+		}
 		data, err := os.ReadFile(path)
 		if err != nil {
 			continue

@@ -229,3 +229,92 @@ func waitGone(t *testing.T, name string, pid int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A pid file is never seen part-written: Record replaces it whole, so a
+// runner killed while it rewrites one (a server's restart) leaves the old
+// record or the new one, never a truncated file that the next runner's Reap
+// would delete without ending what it named. A reader racing the rewrites
+// stands for that next runner; os.WriteFile (truncate, then write) showed
+// it empty files.
+func TestRecordNeverShowsAPartialFile(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Record("alpha", os.Getpid(), "m1"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	bad := make(chan string, 1)
+	go func() {
+		defer close(bad)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			data, err := os.ReadFile(d.file("alpha"))
+			if err != nil {
+				bad <- err.Error()
+				return
+			}
+			if _, ok := parse(data); !ok {
+				bad <- fmt.Sprintf("%q", data)
+				return
+			}
+		}
+	}()
+	for i := 0; i < 1000; i++ {
+		select {
+		case got := <-bad:
+			t.Fatalf("a reader saw the pid file part-written: %s", got)
+		default:
+		}
+		if err := d.Record("alpha", os.Getpid(), "m"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if got, ok := <-bad; ok {
+		t.Fatalf("a reader saw the pid file part-written: %s", got)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("files left: %v, want the pid file alone", names)
+	}
+}
+
+// Reap removes the temporary files of a dead runner's unfinished writes,
+// and leaves a live runner's.
+func TestReapRemovesUnfinishedWrites(t *testing.T) {
+	dir := t.TempDir()
+	dead := filepath.Join(dir, "4194303-lost.pid.123.tmp")
+	live := filepath.Join(dir, fmt.Sprintf("%d-kept.pid.456.tmp", os.Getppid()))
+	for _, p := range []string{dead, live} {
+		if err := os.WriteFile(p, []byte("12"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Reap(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Fatalf("a dead runner's temporary file is still there (%v)", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Fatalf("a live runner's temporary file is gone: %v", err)
+	}
+}

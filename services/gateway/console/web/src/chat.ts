@@ -86,6 +86,10 @@ export function chatPage(main: HTMLElement): () => void {
   const newBtn = h('button', { type: 'button', class: 'btn' }, 'New conversation');
   const convList = h('ul', { class: 'convs', 'aria-label': 'Conversations' });
   const log = h('div', { class: 'chat-log', role: 'log', 'aria-live': 'polite', 'aria-label': 'Messages', tabindex: '0' });
+  // Shown while an approval or a form waits and the log holds still (see
+  // change), in a slot of its own under the log: over the log it could
+  // cover a card's buttons, and showing it must not move them either.
+  const more = h('button', { type: 'button', class: 'btn btn-small chat-more', hidden: true }, 'New messages below');
   const convTitle = h('h2', { class: 'conv-title' }, 'New conversation');
   const msg = h('textarea', { rows: '3', placeholder: 'Ask something…' });
   const msgF = field('Message', msg, 'Enter sends; Shift+Enter adds a line.');
@@ -96,7 +100,7 @@ export function chatPage(main: HTMLElement): () => void {
 
   main.append(pageHeading('Chat'), h('div', { class: 'chat' },
     h('aside', { class: 'chat-side', 'aria-label': 'Chat settings' }, profileBox, newBtn, h('h2', { class: 'small-h' }, 'Conversations'), convList),
-    h('section', { class: 'chat-main', 'aria-labelledby': 'conv-title' }, convTitle, log, form)));
+    h('section', { class: 'chat-main', 'aria-labelledby': 'conv-title' }, convTitle, log, h('div', { class: 'chat-more-slot' }, more), form)));
   convTitle.id = 'conv-title';
 
   const setRunning = (r: boolean) => {
@@ -108,9 +112,68 @@ export function chatPage(main: HTMLElement): () => void {
   // Rendering of one conversation.
   const bubbles = new Map<string, HTMLElement>(); // turn → the assistant text being streamed
   const cards = new Map<string, HTMLElement>();
-  const scroll = () => { log.scrollTop = log.scrollHeight; };
-  const addUser = (text: string) => { log.append(h('div', { class: 'msg msg-user' }, h('span', { class: 'sr-only' }, 'You: '), text)); scroll(); };
-  const addText = (turn: string, text: string) => {
+  const scroll = () => {
+    log.scrollTop = log.scrollHeight;
+    more.hidden = true;
+  };
+  // The log follows what arrives (scrolled to its end) unless a card waits
+  // for a click: an approval's buttons or a server's form. Then it holds
+  // still, so that what arrives (the turn's other calls, one held too,
+  // their ends, streamed text) cannot move the card under the pointer
+  // between the aim and the click: the waiting card under the pointer (or
+  // near it), else the first one in view, stays where it is on the screen
+  // (the log scrolls by what moved above it), a card changed meanwhile
+  // does not shrink (what is below it would move up), and "New messages
+  // below" says there is more. Once nothing waits, the log follows again.
+  let pointer: number | null = null; // the pointer's clientY over the log
+  log.addEventListener('pointermove', (e) => { pointer = e.clientY; });
+  log.addEventListener('pointerleave', () => { pointer = null; });
+  log.addEventListener('scroll', () => {
+    if (log.scrollHeight - log.scrollTop - log.clientHeight < 2) more.hidden = true;
+  });
+  more.addEventListener('click', () => { scroll(); log.focus(); });
+  const waitingCards = () => [...log.children].filter((el) =>
+    (el.classList.contains('tc-awaiting_approval') && el.querySelector(':scope > .actions')) ||
+    (el.classList.contains('tc-input') && el.querySelector('form'))) as HTMLElement[];
+  const NEAR = 48; // px: a pointer on its way to the card's buttons
+  const anchorOf = (waiting: HTMLElement[]) => {
+    if (pointer !== null) {
+      const y = pointer;
+      const hit = waiting.find((c) => { const r = c.getBoundingClientRect(); return y >= r.top - NEAR && y <= r.bottom + NEAR; });
+      if (hit) return hit;
+    }
+    const view = log.getBoundingClientRect();
+    return waiting.find((c) => { const r = c.getBoundingClientRect(); return r.bottom > view.top && r.top < view.bottom; }) ?? waiting[0];
+  };
+  let holding = false;
+  const change = (fn: () => void) => {
+    const waiting = waitingCards();
+    const anchor = waiting.length ? anchorOf(waiting) : null;
+    const top = anchor?.getBoundingClientRect().top ?? 0;
+    holding = anchor !== null;
+    fn();
+    if (!anchor || !waitingCards().length) {
+      // Nothing waits (any more): cards may shrink again, and the log follows.
+      holding = false;
+      for (const el of log.querySelectorAll<HTMLElement>('[data-held-height]')) {
+        el.style.minHeight = '';
+        delete el.dataset.heldHeight;
+      }
+      scroll();
+      return;
+    }
+    log.scrollTop += anchor.getBoundingClientRect().top - top;
+    if (log.scrollHeight - log.scrollTop - log.clientHeight >= 2) more.hidden = false;
+  };
+  // keepHeight: while the log holds still, el (changed in place) keeps at
+  // least the height it had before.
+  const keepHeight = (el: HTMLElement, before: number) => {
+    if (!holding || !before) return;
+    el.style.minHeight = `${Math.max(before, parseFloat(el.style.minHeight) || 0)}px`;
+    el.dataset.heldHeight = '1';
+  };
+  const addUser = (text: string) => change(() => log.append(h('div', { class: 'msg msg-user' }, h('span', { class: 'sr-only' }, 'You: '), text)));
+  const addText = (turn: string, text: string) => change(() => {
     let b = bubbles.get(turn);
     if (!b) {
       b = h('div', { class: 'msg msg-assistant' });
@@ -118,9 +181,8 @@ export function chatPage(main: HTMLElement): () => void {
       bubbles.set(turn, b);
     }
     b.append(text);
-    scroll();
-  };
-  const addNote = (text: string, cls = 'note') => { log.append(h('div', { class: 'msg ' + cls }, text)); scroll(); };
+  });
+  const addNote = (text: string, cls = 'note') => change(() => log.append(h('div', { class: 'msg ' + cls }, text)));
 
   const argsBox = (args: unknown) => {
     let obj = args;
@@ -135,8 +197,9 @@ export function chatPage(main: HTMLElement): () => void {
     return obj === undefined || obj === null ? null : h('div', { class: 'args' }, reveal(String(typeof obj === 'string' ? obj : JSON.stringify(obj))));
   };
 
-  const renderCall = (tc: ToolCall) => {
+  const renderCall = (tc: ToolCall) => change(() => {
     let card = cards.get(tc.call_id);
+    const before = card?.getBoundingClientRect().height ?? 0;
     if (!card) {
       card = h('div', { class: 'toolcall' });
       cards.set(tc.call_id, card);
@@ -175,24 +238,32 @@ export function chatPage(main: HTMLElement): () => void {
       default:
         clear(card, h('div', { class: 'tc-head' }, `${name}: ${tc.state}`));
     }
+    keepHeight(card, before);
     // A text after a tool call starts a new bubble.
     bubbles.clear();
-    scroll();
-  };
+  });
 
   // A server's request for input: its form, then what became of it.
   const inputs = new Map<string, HTMLElement>();
+  // A form answered (here or elsewhere) gives way to a line: while
+  // something else waits, its card keeps its height.
+  const settleKept = (card: HTMLElement, text: string) => change(() => {
+    const before = card.getBoundingClientRect().height;
+    settle(card, text);
+    keepHeight(card, before);
+  });
   const renderInput = (in_: ChatInput) => {
     if (inputs.has(in_.input_id)) return;
-    const card = inputCard(() => conv, in_);
-    inputs.set(in_.input_id, card);
-    log.append(card);
-    bubbles.clear();
-    scroll();
+    change(() => {
+      const card = inputCard(() => conv, in_, settleKept);
+      inputs.set(in_.input_id, card);
+      log.append(card);
+      bubbles.clear();
+    });
   };
   const inputAnswered = (in_: ChatInput) => {
     const card = inputs.get(in_.input_id);
-    if (card) settle(card, answeredText(in_));
+    if (card) settleKept(card, answeredText(in_));
     else addNote(`${toolLabel(in_.tool)} asked for input: ${answeredText(in_)}`);
   };
 
@@ -200,7 +271,15 @@ export function chatPage(main: HTMLElement): () => void {
     for (const b of card.querySelectorAll('button')) (b as HTMLButtonElement).disabled = true;
     try {
       await api('POST', `/api/v1/chat/conversations/${enc(conv!)}/approvals/${enc(tc.call_id)}`, { decision });
-      card.querySelector('.actions')?.replaceWith(h('p', { class: 'muted' }, decision === 'deny' ? 'Denied.' : 'Approved.'));
+      // The buttons' box keeps its height: the cards below stay put.
+      const box = card.querySelector<HTMLElement>(':scope > .actions');
+      if (box) {
+        change(() => {
+          const note = h('p', { class: 'muted settled-note' }, decision === 'deny' ? 'Denied.' : 'Approved.');
+          note.style.height = `${box.getBoundingClientRect().height}px`;
+          box.replaceWith(note);
+        });
+      }
     } catch (e) {
       for (const b of card.querySelectorAll('button')) (b as HTMLButtonElement).disabled = false;
       if (!(e instanceof ApiError && e.status === 401)) card.append(h('p', { class: 'form-error', role: 'alert' }, (e as Error).message));
@@ -266,6 +345,7 @@ export function chatPage(main: HTMLElement): () => void {
     bubbles.clear();
     cards.clear();
     inputs.clear();
+    more.hidden = true;
     log.replaceChildren(h('p', { class: 'muted' }, 'Pick a profile and send a message to start a conversation.'));
     convTitle.textContent = 'New conversation';
     setRunning(false);

@@ -81,8 +81,12 @@ function makeField(name: string, p: Prop, required: boolean): FormField {
   return { name, f: field(label, el, hint, name), value };
 }
 
-/** inputCard renders a request for input of conversation conv as a form. */
-export function inputCard(conv: () => string | null, in_: ChatInput): HTMLElement {
+/**
+ * inputCard renders a request for input of conversation conv as a form;
+ * done settles it once answered here (the chat keeps the card's height
+ * while an approval waits).
+ */
+export function inputCard(conv: () => string | null, in_: ChatInput, done: (card: HTMLElement, text: string) => void = settle): HTMLElement {
   const headId = uid('in');
   const props = in_.requested_schema?.properties ?? {};
   const required = new Set(in_.requested_schema?.required ?? []);
@@ -119,7 +123,7 @@ export function inputCard(conv: () => string | null, in_: ChatInput): HTMLElemen
     busy(true);
     try {
       await api('POST', `/api/v1/chat/conversations/${enc(id)}/inputs/${enc(in_.input_id)}`, body);
-      settle(card, action === 'accept' ? 'Answered.' : action === 'decline' ? 'Declined.' : 'Cancelled.');
+      done(card, action === 'accept' ? 'Answered.' : action === 'decline' ? 'Declined.' : 'Cancelled.');
     } catch (e) {
       busy(false);
       if (e instanceof ApiError && e.status === 401) return;

@@ -47,30 +47,34 @@ export function serversPage(main: HTMLElement): () => void {
     h('div', { class: 'page-head' }, pageHeading('Servers'), h('div', { class: 'actions' }, refresh, h('a', { class: 'btn btn-primary', href: '#/add' }, '+ Add server'))),
     empty, list);
 
-  // One row per server, kept across renders so open panels and focus survive updates.
+  // One row per server, kept across renders so open panels and focus
+  // survive updates, and kept in place while the page is open: the servers
+  // first listed are in name order, a server added later goes below them,
+  // and a server removed (here or elsewhere) keeps its row, marked Removed
+  // and no longer usable, until the page is left. Were rows inserted in
+  // name order or taken out, the rows below would move, and a click aimed
+  // at one server's switch could land on another's.
   const rows = new Map<string, Row>();
   const render = () => {
     const seen = new Set<string>();
-    const sorted = [...store.servers].sort((a, b) => a.name.localeCompare(b.name));
-    for (const cfg of sorted) {
+    const added: McpConfig[] = [];
+    for (const cfg of store.servers) {
       const k = cfg.id || key(cfg);
       seen.add(k);
-      let r = rows.get(k);
-      if (!r) {
-        r = new Row(cfg);
-        rows.set(k, r);
-      }
-      r.update(cfg);
-      list.appendChild(r.el); // keeps the sorted order
+      const r = rows.get(k);
+      if (r) {
+        r.setGone(false);
+        r.update(cfg);
+      } else added.push(cfg);
     }
-    for (const [k, r] of rows) {
-      if (!seen.has(k)) {
-        r.el.remove();
-        rows.delete(k);
-      }
+    for (const cfg of added.sort((a, b) => a.name.localeCompare(b.name))) {
+      const r = new Row(cfg);
+      rows.set(cfg.id || key(cfg), r);
+      list.append(r.el);
     }
-    empty.textContent = store.loaded ? (store.servers.length ? '' : 'No servers yet. Add one to get started.') : 'Loading…';
-    empty.hidden = store.loaded && store.servers.length > 0;
+    for (const [k, r] of rows) if (!seen.has(k)) r.setGone(true);
+    empty.textContent = store.loaded ? (rows.size ? '' : 'No servers yet. Add one to get started.') : 'Loading…';
+    empty.hidden = store.loaded && rows.size > 0;
   };
   render();
   const unsub = subscribe((w) => {
@@ -115,6 +119,8 @@ class Row {
   private pins: PinsBox;
   // The state last seen: a (re)start lists the tools again, which may change them.
   private lastState: string | null = null;
+  // While the server is gone (removed): the controls setGone disabled.
+  private goneControls: HTMLElement[] | null = null;
 
   constructor(cfg: McpConfig) {
     this.cfg = cfg;
@@ -153,10 +159,31 @@ class Row {
 
   /** toolChanged reloads the pending tool changes when server is this one. */
   toolChanged(server: string): void {
-    if (server === key(this.cfg)) void this.pins.load();
+    if (server === key(this.cfg) && !this.goneControls) void this.pins.load();
+  }
+
+  /**
+   * setGone marks the row of a server no longer listed (removed) or, when
+   * it is listed again, unmarks it. The row keeps its place and its size:
+   * its badge says Removed and its controls are disabled.
+   */
+  setGone(gone: boolean): void {
+    if (gone === (this.goneControls !== null)) return;
+    if (gone) {
+      this.goneControls = [...this.el.querySelectorAll<HTMLElement>('button, input, select, textarea')].filter((c) => !(c as HTMLButtonElement).disabled);
+      for (const c of this.goneControls) (c as HTMLButtonElement).disabled = true;
+      this.el.classList.add('srv-gone');
+      this.badge.textContent = 'Removed';
+      this.badge.className = 'badge badge-disabled';
+      return;
+    }
+    for (const c of this.goneControls ?? []) (c as HTMLButtonElement).disabled = false;
+    this.goneControls = null;
+    this.el.classList.remove('srv-gone');
   }
 
   update(cfg: McpConfig): void {
+    if (this.goneControls) return; // a removed server's row stays as it was marked
     this.cfg = cfg;
     const st = store.status.get(key(cfg));
     this.title.textContent = cfg.name;
