@@ -15,24 +15,13 @@ import (
 func TestReapKillsOrphansOfDeadRunners(t *testing.T) {
 	dir := t.TempDir()
 	// An orphan group left by a runner (pid 2^22-1, surely not alive).
-	orphan := exec.Command("sleep", "60")
-	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := orphan.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- orphan.Wait() }()
+	orphan, done := startGroup(t)
 	dead := &Dir{path: dir, self: 4194303}
 	if err := dead.Record("lost", orphan.Process.Pid, "m1"); err != nil {
 		t.Fatal(err)
 	}
 	// A child of a live runner (this test process) must survive.
-	live := exec.Command("sleep", "60")
-	live.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := live.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = live.Process.Kill(); _ = live.Wait() }()
+	live, _ := startGroup(t)
 	mine, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -123,12 +112,7 @@ exec sleep 604`)
 // reused): the reap leaves it alone.
 func TestReapSparesReusedNumbers(t *testing.T) {
 	dir := t.TempDir()
-	other := exec.Command("sleep", "60")
-	other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := other.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	other, _ := startGroup(t)
 	dead := &Dir{path: dir, self: 4194303}
 	// Another start time: the recorded leader died and its pid was reused.
 	if err := os.WriteFile(dead.file("gone"), fmt.Appendf(nil, "%d 12345 %s 0\n", other.Process.Pid, "0123456789abcdef0123456789abcdef"), 0o600); err != nil {
@@ -154,13 +138,7 @@ func TestReapSparesReusedNumbers(t *testing.T) {
 // same: its start time is recorded.
 func TestReapSeesThroughAReusedRunnerPid(t *testing.T) {
 	dir := t.TempDir()
-	orphan := exec.Command("sleep", "60")
-	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := orphan.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- orphan.Wait() }()
+	orphan, done := startGroup(t)
 	// The go test parent is alive, but started at another time than recorded.
 	ppid := os.Getppid()
 	start, err := startTime(ppid)
@@ -317,4 +295,19 @@ func TestReapRemovesUnfinishedWrites(t *testing.T) {
 	if _, err := os.Stat(live); err != nil {
 		t.Fatalf("a live runner's temporary file is gone: %v", err)
 	}
+}
+
+// startGroup starts a sleep in a process group of its own, killed when the
+// test ends unless it ended before; done has its Wait's result.
+func startGroup(t *testing.T) (*exec.Cmd, <-chan error) {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done, exited := make(chan error, 1), make(chan struct{})
+	go func() { done <- cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	return cmd, done
 }
