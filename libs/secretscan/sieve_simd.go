@@ -5,8 +5,13 @@ package secretscan
 import "simd/archsimd"
 
 // sieveAvailable reports whether this CPU runs the vector sieve: AVX-512
-// with VBMI's byte permutes (VPERMB, VPERMI2B).
-func sieveAvailable() bool { return archsimd.X86.AVX512VBMI() }
+// with VBMI's byte permutes (VPERMB, VPERMI2B). AVX512 (F, CD, BW, DQ, VL)
+// is asked as well: the byte compares are BW's, and the runtime saves the
+// 512-bit registers across an asynchronous preemption only when it is set.
+// GODEBUG=cpu.avx512f=off clears it and leaves VBMI set; the sieve's
+// tables, held in those registers through its loop, were then cut to their
+// low 256 bits by a preemption, and keywords and known values were missed.
+func sieveAvailable() bool { return archsimd.X86.AVX512() && archsimd.X86.AVX512VBMI() }
 
 // sieveBlocks sieves n blocks of 64 positions from base into run (b
 // holds at least 65 bytes from each block); quotes are looked for only
