@@ -133,9 +133,9 @@ Values the plan needs that are not secret are given with --var NAME=value.`,
 			if name != "" {
 				draft.Name, draft.Slug = name, ""
 			}
-			if cmd.Flags().Changed("enabled") {
-				draft.Enabled = enabled
-			}
+			// Off unless --enabled, as `servers add` and the console add a
+			// server (the registry's draft is on).
+			draft.Enabled = enabled
 			// Anyone can publish an entry: what it makes run is shown, and
 			// agreed to, before a secret is asked for or anything is saved.
 			writeRunPreview(g.stderr, plan, &draft)

@@ -124,7 +124,7 @@ func TestAddShowsWhatRunsAndWantsConfirmation(t *testing.T) {
 		`command: npx -y --prefer-online x-mcp@1.0.0 --root "/srv/a b" "--mode\u202e"`,
 		"env:     API_KEY=(secret)",
 		"env:     LOG_LEVEL=debug",
-		"enabled: yes",
+		"enabled: no", // off unless --enabled, whatever the draft says
 	} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("preview lacks %q:\n%s", want, errOut.String())
