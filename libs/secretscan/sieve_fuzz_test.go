@@ -176,12 +176,7 @@ func TestSieveEdges(t *testing.T) {
 	vector := s.keywords
 	straight := *s.keywords
 	straight.vector = false
-	var keywords []string
-	for _, words := range s.keywords.words {
-		for _, k := range words {
-			keywords = append(keywords, k.word)
-		}
-	}
+	keywords := s.keywords.keywordList()
 	rnd := rand.New(rand.NewPCG(11, 12))
 	var lens []int
 	for _, n := range []int{64, 128, 1088, 2048} {

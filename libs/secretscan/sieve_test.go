@@ -18,12 +18,7 @@ func TestSieveChangesNoFinding(t *testing.T) {
 	}
 	straight := *s.keywords
 	straight.vector = false
-	var keywords []string
-	for _, words := range s.keywords.words {
-		for _, k := range words {
-			keywords = append(keywords, k.word)
-		}
-	}
+	keywords := s.keywords.keywordList()
 	// Sets whose shortest value has each length from the least to past
 	// the walk's 63-byte mask, besides walkSets.
 	sets := append(walkSets(), nil)
@@ -73,18 +68,15 @@ func TestSieveKeepsEveryKeyword(t *testing.T) {
 		// Either case of each byte.
 		return ss.has(set, a, b) && ss.has(set, upper(a), b) && ss.has(set, a, upper(b)) && ss.has(set, upper(a), upper(b))
 	}
-	for _, words := range s.keywords.words {
-		for _, k := range words {
-			w := k.word
-			var ok bool
-			if len(w) < 4 {
-				ok = in(&ss.shorts, w[0], w[1])
-			} else {
-				ok = in(&ss.firsts, w[0], w[1]) && in(&ss.seconds, w[1], w[2]) && in(&ss.thirds, w[2], w[3])
-			}
-			if !ok {
-				t.Errorf("keyword %q is not in the sieve's sets", w)
-			}
+	for _, w := range s.keywords.keywordList() {
+		var ok bool
+		if len(w) < 4 {
+			ok = in(&ss.shorts, w[0], w[1])
+		} else {
+			ok = in(&ss.firsts, w[0], w[1]) && in(&ss.seconds, w[1], w[2]) && in(&ss.thirds, w[2], w[3])
+		}
+		if !ok {
+			t.Errorf("keyword %q is not in the sieve's sets", w)
 		}
 	}
 }
@@ -124,4 +116,15 @@ func upper(c byte) byte {
 		return c - 'a' + 'A'
 	}
 	return c
+}
+
+// keywordList is every keyword of p.
+func (p *prefilter) keywordList() []string {
+	var out []string
+	for _, words := range p.words {
+		for _, k := range words {
+			out = append(out, k.word)
+		}
+	}
+	return out
 }

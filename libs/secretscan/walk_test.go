@@ -106,12 +106,7 @@ func TestWalkMatchesSeparatePasses(t *testing.T) {
 	s := testScanner(t)
 	old := newPairPrefilter(s.keywords)
 	sets := walkSets()
-	var keywords []string
-	for _, words := range s.keywords.words {
-		for _, k := range words {
-			keywords = append(keywords, k.word)
-		}
-	}
+	keywords := s.keywords.keywordList()
 	rnd := rand.New(rand.NewPCG(3, 4))
 	payloads := slices.Clone(walkCases)
 	for range 20000 {
