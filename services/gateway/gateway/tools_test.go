@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
@@ -20,19 +20,8 @@ import (
 // callCounter counts the tool calls that cross the bus (any server, any tool).
 func callCounter(t *testing.T, nc *nats.Conn) func() int64 {
 	t.Helper()
-	var n atomic.Int64
-	sub, err := nc.Subscribe("mcp.v1.call.>", func(*nats.Msg) { n.Add(1) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return func() int64 {
-		_ = nc.Flush()
-		return n.Load()
-	}
+	c := testkit.Count(t, nc, "mcp.v1.call.>")
+	return func() int64 { return c.Settled(t) }
 }
 
 func invoke(t *testing.T, h *gw, key string, body any) (int, rest.InvokeReply) {

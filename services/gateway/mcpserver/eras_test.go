@@ -338,10 +338,10 @@ func TestModernFastPathAnswersAsGoSDK(t *testing.T) {
 	if _, err := fc.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__sleep", Arguments: map[string]any{"ms": 20000}}); err == nil {
 		t.Fatal("a call its client hung up on succeeded")
 	}
-	for end := time.Now().Add(30 * time.Second); cancels.n.Load() == 0 && time.Now().Before(end); {
+	for end := time.Now().Add(30 * time.Second); cancels.Seen() == 0 && time.Now().Before(end); {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if cancels.n.Load() == 0 {
+	if cancels.Seen() == 0 {
 		t.Fatal("the gateway did not cancel the call of a client that hung up")
 	}
 }

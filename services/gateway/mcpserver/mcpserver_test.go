@@ -240,47 +240,15 @@ func waitListChanged(t *testing.T, c *client, what string) {
 	}
 }
 
-// counter counts the messages on a subject, over its own connection.
-type counter struct {
-	n   atomic.Int64
-	nc  *nats.Conn
-	sub *nats.Subscription
-}
-
-func count(t *testing.T, e *env, subject string) *counter {
+// count counts the messages on a subject, over its own connection.
+func count(t *testing.T, e *env, subject string) *testkit.Counter {
 	t.Helper()
 	nc, err := e.NS.Connect()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	c := &counter{nc: nc}
-	if c.sub, err = nc.Subscribe(subject, func(*nats.Msg) { c.n.Add(1) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// settled returns the count once messages in flight have arrived: after a
-// flush the server has sent every message published before it, and they
-// have been counted once none waits for the handler and the handler has
-// counted each one handed to it (a sleep here raced the handler's goroutine
-// on a loaded host).
-func (c *counter) settled(t *testing.T) int64 {
-	t.Helper()
-	if err := c.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
-		queued, _, err := c.sub.Pending()
-		delivered, derr := c.sub.Delivered()
-		return err == nil && derr == nil && queued == 0 && c.n.Load() == delivered,
-			fmt.Sprintf("%d messages queued, %d delivered, %d counted (%v, %v)", queued, delivered, c.n.Load(), err, derr)
-	})
-	return c.n.Load()
+	return testkit.Count(t, nc, subject)
 }
 
 func TestListAndCall(t *testing.T) {
@@ -532,7 +500,7 @@ func TestListChangedAndSameToolNames(t *testing.T) {
 	if res, err := call(t, c, "beta__echo", map[string]any{"message": "to beta"}); err != nil || textOf(t, res) != "to beta" {
 		t.Fatalf("beta__echo: %v", err)
 	}
-	if a, b := alphaCalls.settled(t), betaCalls.settled(t); a != 0 || b != 1 {
+	if a, b := alphaCalls.Settled(t), betaCalls.Settled(t); a != 0 || b != 1 {
 		t.Fatalf("beta__echo reached alpha %d times, beta %d times", a, b)
 	}
 
@@ -598,7 +566,7 @@ func TestFilteredPrincipal(t *testing.T) {
 	if w := wantRPCError(t, err, jsonrpc.CodeInvalidParams); !strings.Contains(w.Message, "unknown tool") {
 		t.Fatalf("filtered tool refused with %q", w.Message)
 	}
-	if n := calls.settled(t); n != 0 {
+	if n := calls.Settled(t); n != 0 {
 		t.Fatalf("a refused call sent %d bus messages", n)
 	}
 
@@ -664,14 +632,14 @@ func TestBadInput(t *testing.T) {
 	wantMismatch(t, res, err, "alpha__sleep")
 	res, err = call(t, c, "alpha__echo", map[string]any{}) // message is required
 	wantMismatch(t, res, err, "alpha__echo")
-	if n := calls.settled(t); n != 0 {
+	if n := calls.Settled(t); n != 0 {
 		t.Fatalf("invalid calls sent %d messages on the call subject", n)
 	}
 	// The counter does count: a good call is one message.
 	if _, err := call(t, c, "alpha__echo", map[string]any{"message": "ok"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := calls.settled(t); n != 1 {
+	if n := calls.Settled(t); n != 1 {
 		t.Fatalf("a valid call sent %d messages, want 1", n)
 	}
 
@@ -693,7 +661,7 @@ func TestBadInput(t *testing.T) {
 	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":[1,2]}}`); r.rpcCode(t) != jsonrpc.CodeInvalidParams {
 		t.Fatalf("array arguments: %d %s", r.status, r.body)
 	}
-	if n := calls.settled(t); n != 1 {
+	if n := calls.Settled(t); n != 1 {
 		t.Fatalf("raw bad requests reached the bus: %d messages", n)
 	}
 }

@@ -5,16 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/libs/testmcp"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
@@ -26,12 +25,7 @@ func TestPinBudget(t *testing.T) {
 	opts := quickOpts()
 	opts.PinBudget = 5
 	e := runnertest.Start(t, opts)
-	var events atomic.Int32
-	sub, err := e.NC.Subscribe("mcp.v1.events.tool_changed.churn", func(*nats.Msg) { events.Add(1) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	events := testkit.Count(t, e.NC, "mcp.v1.events.tool_changed.churn")
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "churn", Version: "1"}, nil)
 	add := func(name string) {
@@ -84,7 +78,7 @@ func TestPinBudget(t *testing.T) {
 	for range keys.Keys() {
 		n++
 	}
-	if n > 5 || events.Load() > 5 {
-		t.Fatalf("%d pins and %d tool_changed events with a budget of 5", n, events.Load())
+	if seen := events.Settled(t); n > 5 || seen > 5 {
+		t.Fatalf("%d pins and %d tool_changed events with a budget of 5", n, seen)
 	}
 }
