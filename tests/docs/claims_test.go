@@ -1,0 +1,76 @@
+package docs
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/services/chat/conversation"
+	"github.com/mcpbus/mcpbus/services/chat/results"
+	"github.com/mcpbus/mcpbus/tests/internal/clitest"
+)
+
+// readDoc is a file of the repository as text.
+func readDoc(t *testing.T, rel string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(clitest.RepoRoot(t), filepath.FromSlash(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// freeDisk is a statement of how much free disk `mcpbus up` needs before it
+// makes its streams smaller: "~10 GiB of free disk".
+var freeDisk = regexp.MustCompile(`~(\d+(?:\.\d+)?) (GB|GiB) of free disk`)
+
+// TestSmallDiskThreshold: the free disk below which README.md and
+// docs/operating.md say `mcpbus up` scales its streams down is the one
+// bus.Budget gives the streams' default bounds on a NATS server offering
+// 75% of the free disk (nats-server's default): scaled 10% below it, not
+// 10% above.
+func TestSmallDiskThreshold(t *testing.T) {
+	defaults := []int64{bus.DefaultEventsMaxBytes, bus.DefaultAuditMaxBytes, conversation.DefaultMaxBytes, results.DefaultMaxBytes}
+	scaled := func(free float64) bool {
+		_, s := bus.Budget(int64(free*3/4), defaults...)
+		return s
+	}
+	for _, file := range []string{"README.md", "docs/operating.md"} {
+		ms := freeDisk.FindAllStringSubmatch(readDoc(t, file), -1)
+		if len(ms) == 0 {
+			t.Errorf("%s no longer says how much free disk `mcpbus up` needs (~N GiB of free disk)", file)
+		}
+		for _, m := range ms {
+			n, err := strconv.ParseFloat(m[1], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unit := float64(1 << 30)
+			if m[2] == "GB" {
+				unit = 1e9
+			}
+			free := n * unit
+			if !scaled(free*0.9) || scaled(free*1.1) {
+				t.Errorf("%s: %q: the streams' default bounds are scaled below %.1f GiB of free disk, not there",
+					file, m[0], threshold(scaled)/(1<<30))
+			}
+		}
+	}
+}
+
+// threshold is the free disk (bytes) from which scaled is false, to 1 MiB.
+func threshold(scaled func(float64) bool) float64 {
+	lo, hi := 0.0, float64(1<<40)
+	for hi-lo > 1<<20 {
+		mid := (lo + hi) / 2
+		if scaled(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
