@@ -1,16 +1,20 @@
 package docs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/services/chat/conversation"
 	"github.com/mcpbus/mcpbus/services/chat/results"
 	"github.com/mcpbus/mcpbus/tests/internal/clitest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // readDoc is a file of the repository as text.
@@ -73,4 +77,23 @@ func threshold(scaled func(float64) bool) float64 {
 		}
 	}
 	return hi
+}
+
+// TestGatewayDocResourceNotFoundCode: docs/gateway.md gives the JSON-RPC
+// code the gateway answers a resources/subscribe or read of a URI the key
+// cannot read with, which is go-sdk's (mcp.ResourceNotFoundError).
+func TestGatewayDocResourceNotFoundCode(t *testing.T) {
+	err := mcp.ResourceNotFoundError("x")
+	je, ok := err.(*jsonrpc.Error)
+	if !ok {
+		t.Fatalf("mcp.ResourceNotFoundError is a %T, not a *jsonrpc.Error", err)
+	}
+	doc := readDoc(t, "docs/gateway.md")
+	want := fmt.Sprintf("`%d` \"Resource not found\"", je.Code)
+	if !strings.Contains(doc, want) {
+		t.Errorf("docs/gateway.md does not give go-sdk's resource-not-found answer %s", want)
+	}
+	if c := fmt.Sprint(je.Code); c != "-32002" && strings.Contains(doc, "-32002") {
+		t.Errorf("docs/gateway.md names -32002, but a resource not found is %s", c)
+	}
 }

@@ -123,7 +123,8 @@ func TestResourceSubscriptions(t *testing.T) {
 	wantUpdated(t, modern, "2026-07-28", greetingURI)
 	noUpdate(t, legacy, "2025-11-25", "after it unsubscribed")
 
-	// Not a resource of any server: -32002, as a read says.
+	// Not a resource of any server: go-sdk's resource-not-found code
+	// (-32602 since go-sdk v1.7), as a read says.
 	for _, uri := range []string{"mcpbus://nosuch/x", "file:///etc/passwd"} {
 		err := legacy.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
 		var je *jsonrpc.Error
