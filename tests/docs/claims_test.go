@@ -97,3 +97,45 @@ func TestGatewayDocResourceNotFoundCode(t *testing.T) {
 		t.Errorf("docs/gateway.md names -32002, but a resource not found is %s", c)
 	}
 }
+
+// TestOperatingSplitExampleHasIdentities: every `mcpbus serve <service>`
+// of docs/operating.md's example of one service per process connects with
+// an identity, and its nats-server runs the permission table: a service
+// refuses a NATS server that requires no authentication (without
+// --insecure-bus), so an example without them does not start.
+func TestOperatingSplitExampleHasIdentities(t *testing.T) {
+	doc := readDoc(t, "docs/operating.md")
+	_, section, ok := strings.Cut(doc, "\n## One service per process\n")
+	if !ok {
+		t.Fatal("docs/operating.md has no section One service per process")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, block, ok := strings.Cut(section, "```sh\n")
+	if !ok {
+		t.Fatal("the section One service per process has no sh example")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	serves := 0
+	natsServer := false
+	for _, line := range strings.Split(block, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && strings.HasSuffix(f[0], "mcpbus") && f[1] == "serve" {
+			serves++
+			if !strings.Contains(line, "--nats-nkey ") && !strings.Contains(line, "--nats-creds ") && !strings.Contains(line, "--insecure-bus") {
+				t.Errorf("docs/operating.md: %q has no identity (--nats-nkey or --nats-creds): the service refuses a bus without authentication", line)
+			}
+		}
+		if strings.Contains(line, "nats-server ") {
+			natsServer = true
+			if !strings.Contains(line, "nats.conf") {
+				t.Errorf("docs/operating.md: %q runs nats-server without deploy/nats/nats.conf, which includes the permission table (auth.conf)", line)
+			}
+		}
+	}
+	if serves < 5 || !natsServer {
+		t.Errorf("docs/operating.md's example of one service per process starts %d services and nats-server %v: the test no longer reads it", serves, natsServer)
+	}
+	if !strings.Contains(readDoc(t, "deploy/nats/nats.conf"), `include "auth.conf"`) {
+		t.Error(`deploy/nats/nats.conf no longer includes "auth.conf", which the example relies on`)
+	}
+}
