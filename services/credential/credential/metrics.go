@@ -53,7 +53,7 @@ type measuredStore struct {
 func measure(st store.Store) measuredStore {
 	m := otel.Meter(meterName)
 	d, _ := m.Float64Histogram("mcpbus.credential.backend.duration", metric.WithUnit("s"),
-		metric.WithDescription("Operations on the credential backend (file, vault) by operation (get, put, delete); error.type on failure"))
+		metric.WithDescription("Operations on the credential backend (file, vault) by operation (get, put, delete, list); error.type on failure"))
 	up := &atomic.Int64{}
 	up.Store(-1) // not known before the first operation
 	backend := attribute.String("backend", st.Name())
