@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/services/chat/conversation"
@@ -137,5 +139,135 @@ func TestOperatingSplitExampleHasIdentities(t *testing.T) {
 	}
 	if !strings.Contains(readDoc(t, "deploy/nats/nats.conf"), `include "auth.conf"`) {
 		t.Error(`deploy/nats/nats.conf no longer includes "auth.conf", which the example relies on`)
+	}
+}
+
+// upFlag is one option of `mcpbus up` as docs/cli/mcpbus_up.md (generated
+// from the command, kept current by a test of tools/mcpbus) lists it.
+type upFlag struct {
+	env, def string
+	hasDef   bool
+}
+
+var (
+	upOption  = regexp.MustCompile(`^\s+--([a-z0-9-]+)\s.*?\(env (MCPBUS_[A-Z0-9_]+)\)(?: \(default (.*)\))?$`)
+	backtick  = regexp.MustCompile("`([^`]*)`")
+	docParens = regexp.MustCompile(`\s*\([^)]*\)$`)
+)
+
+// upFlags reads the options of `mcpbus up` from docs/cli/mcpbus_up.md.
+func upFlags(t *testing.T) map[string]upFlag {
+	t.Helper()
+	flags := map[string]upFlag{}
+	for _, line := range strings.Split(readDoc(t, "docs/cli/mcpbus_up.md"), "\n") {
+		if m := upOption.FindStringSubmatch(line); m != nil {
+			flags[m[1]] = upFlag{env: m[2], def: m[3], hasDef: strings.Contains(line, "(default "+m[3]+")") && m[3] != ""}
+		}
+	}
+	if len(flags) < 40 {
+		t.Fatalf("read %d options of mcpbus up from docs/cli/mcpbus_up.md: its format changed", len(flags))
+	}
+	return flags
+}
+
+// sameDefault reports whether a default as docs/operating.md writes it
+// (60s, 1 MiB, none, 0 (off), registry.modelcontextprotocol.io) is the one
+// the command has, and whether the doc's value could be compared at all
+// (a description such as "random" cannot).
+func sameDefault(doc string, f upFlag) (same, comparable bool) {
+	doc = strings.TrimSpace(docParens.ReplaceAllString(strings.Trim(doc, "` "), ""))
+	doc = strings.Trim(doc, "`")
+	cli := strings.Trim(f.def, `"`)
+	if !f.hasDef {
+		cli = ""
+	}
+	switch {
+	case doc == "none" || doc == "":
+		return cli == "" || cli == "[]", true
+	case doc == "false" || doc == "true":
+		return cli == doc || (doc == "false" && cli == ""), true
+	}
+	if d, err := time.ParseDuration(doc); err == nil {
+		c, err := time.ParseDuration(cmp.Or(cli, "0s"))
+		return err == nil && c == d, true
+	}
+	if n, err := strconv.ParseFloat(doc, 64); err == nil {
+		c, err := strconv.ParseFloat(cmp.Or(cli, "0"), 64)
+		return err == nil && c == n, true
+	}
+	if n, ok := strings.CutSuffix(doc, " MiB"); ok {
+		v, err := strconv.ParseFloat(n, 64)
+		c, cerr := strconv.ParseFloat(cli, 64)
+		return err == nil && cerr == nil && c == v*(1<<20), true
+	}
+	if strings.ContainsAny(doc, " %") || cli == "" {
+		return false, false // a description: "random", "75% of the data dir's free disk"
+	}
+	if strings.Contains(cli, "://") {
+		_, cli, _ = strings.Cut(cli, "://")
+	}
+	return filepath.Clean(doc) == filepath.Clean(cli) || strings.Trim(cli, "[]") == doc, true
+}
+
+// TestOperatingSettingsTable: every flag of docs/operating.md's table of
+// `mcpbus up` settings is a flag of `mcpbus up`, the env vars it names are
+// those flags' own, and each default it gives is the flag's.
+func TestOperatingSettingsTable(t *testing.T) {
+	flags := upFlags(t)
+	doc := readDoc(t, "docs/operating.md")
+	_, table, ok := strings.Cut(doc, "| flag | env | default | |\n")
+	if !ok {
+		t.Fatal("docs/operating.md has no settings table (| flag | env | default | |)")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	rows, compared := 0, 0
+	for _, row := range strings.Split(table, "\n")[1:] {
+		cells := strings.Split(strings.Trim(row, "|"), " | ")
+		if len(cells) < 3 {
+			t.Errorf("docs/operating.md settings table: row %q has %d cells", row, len(cells))
+			continue
+		}
+		rows++
+		var names []string
+		for _, m := range backtick.FindAllStringSubmatch(cells[0], -1) {
+			name, ok := strings.CutPrefix(m[1], "--")
+			if !ok {
+				continue
+			}
+			if _, ok := flags[name]; !ok {
+				t.Errorf("docs/operating.md settings table: `--%s` is not a flag of mcpbus up", name)
+				continue
+			}
+			names = append(names, name)
+		}
+		for _, m := range backtick.FindAllStringSubmatch(cells[1], -1) {
+			env := m[1]
+			prefix, partial := strings.CutSuffix(env, "…")
+			found := false
+			for _, n := range names {
+				found = found || flags[n].env == env || (partial && strings.HasPrefix(flags[n].env, prefix))
+			}
+			if !found {
+				t.Errorf("docs/operating.md settings table: %s is not the env var of %v", env, names)
+			}
+		}
+		defs := strings.Split(cells[2], ", ")
+		if len(defs) != len(names) {
+			continue // one description for several flags
+		}
+		for i, n := range names {
+			same, comparable := sameDefault(defs[i], flags[n])
+			if !comparable {
+				continue
+			}
+			compared++
+			if !same {
+				t.Errorf("docs/operating.md settings table: --%s defaults to %q, not %q", n, flags[n].def, defs[i])
+			}
+		}
+	}
+	t.Logf("%d rows, %d defaults compared", rows, compared)
+	if rows < 30 || compared < 30 {
+		t.Errorf("read %d rows of docs/operating.md's settings table and compared %d defaults: its format changed", rows, compared)
 	}
 }

@@ -1,5 +1,7 @@
 // Package docs checks the documentation against itself and the code: every
 // relative link of README.md and docs/ resolves (file and heading), the
-// README stays the short front page, and docs/security.md names the exec
-// policy the runner enforces.
+// README stays the short front page, docs/security.md names the exec
+// policy the runner enforces, and claims a reader acts on match the code
+// (the settings table of docs/operating.md, its one-service-per-process
+// example, the free disk the streams need, the gateway's resource error).
 package docs
