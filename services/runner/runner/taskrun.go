@@ -249,7 +249,14 @@ func (s *server) keepTask(ctx context.Context, stop context.CancelFunc, msg jets
 			return
 		}
 		if err == nil && time.Since(lastTouch) > r.tasks.retention/3 {
-			_, _ = r.tasks.updateRecord(rctx, id, func(t *taskRecord) bool { return !model.TaskFinal(t.State) })
+			out, err := r.tasks.updateRecord(rctx, id, func(t *taskRecord) bool { return !model.TaskFinal(t.State) })
+			if err == nil && !model.TaskFinal(out.State) {
+				// The owner entry has the bucket's TTL too: a run longer than
+				// the retention would otherwise drop out of its principal's
+				// list, of the count of its bound and of the cancel that
+				// revoking its key makes (those read owner entries).
+				_, _ = r.tasks.kv.Put(rctx, ownerKeys(out.Principal)+id, []byte("1"))
+			}
 			lastTouch = time.Now()
 		}
 		cancel()

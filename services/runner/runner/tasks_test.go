@@ -357,3 +357,35 @@ func TestTasksBoundedPerPrincipal(t *testing.T) {
 		t.Fatalf("the admin lists %+v, %v; want the 3 tasks", list, err)
 	}
 }
+
+// A task that runs longer than the retention stays its principal's: it is
+// listed, counts toward the bound and is found by the cancel that revoking
+// its key makes (all read the owner entries, which expired with the
+// retention while the run kept only the record alive).
+func TestTaskLongerThanRetentionStaysListed(t *testing.T) {
+	o := taskOpts("r1")
+	o.TaskRetention = 2 * time.Second
+	o.TaskMaxPerPrincipal = 1
+	e := runnertest.Start(t, o)
+	cfg, _ := taskServer(t, "slow")
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+	alice := principal.With(context.Background(), principal.Key("alice", false, model.ToolFilter{}))
+	task, err := e.Client.CreateTask(alice, "slow", "sleep", json.RawMessage(`{"ms":8000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second) // twice the retention
+	if got, err := e.Client.Task(alice, task.ID); err != nil || got.State != model.TaskWorking {
+		t.Fatalf("the task after twice its retention: %+v, %v; want working", got, err)
+	}
+	if list, err := e.Client.Tasks(alice, model.TaskWorking, false); err != nil || len(list) != 1 || list[0].ID != task.ID {
+		t.Fatalf("alice lists %+v, %v; want her working task", list, err)
+	}
+	if _, err := e.Client.CreateTaskNamed(alice, "slow__echo", json.RawMessage(`{"message":"hi"}`)); apierr.Of(err) != apierr.RateLimited {
+		t.Fatalf("a second task past a bound of 1: %v, want RATE_LIMITED", err)
+	}
+	if _, err := e.Client.CancelTask(alice, task.ID); err != nil {
+		t.Fatal(err)
+	}
+}
