@@ -200,7 +200,7 @@ func (s *server) finishTask(msg jetstream.Msg, id string, res callReply, callErr
 		return true
 	})
 	if errors.Is(err, errTaskTooLarge) {
-		callErr, res = errTaskTooLarge, callReply{}
+		callErr, res = r.tasks.tooLarge(), callReply{}
 		changed = false
 		out, err = r.tasks.updateRecord(ctx, id, func(t *taskRecord) bool {
 			if model.TaskFinal(t.State) {

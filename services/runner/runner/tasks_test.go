@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
@@ -387,5 +389,33 @@ func TestTaskLongerThanRetentionStaysListed(t *testing.T) {
 	}
 	if _, err := e.Client.CancelTask(alice, task.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A result that fits a task record (4 MiB) but not the bus's max_payload
+// (nats-server's default, 1 MiB, on a standalone server) fails its task
+// saying it is too large, on its first run: its record's write used to be
+// refused, the run was delivered again as if its runner had died, and the
+// task failed as "stopped mid-call" (an idempotent tool ran again).
+func TestTaskResultOverBusLimit(t *testing.T) {
+	e := runnertest.StartNATS(t, embednats.Options{MaxPayload: 1 << 20}, taskOpts("r1"))
+	cfg, _ := taskServer(t, "big")
+	e.Put(t, cfg)
+	e.WaitState(t, "big", model.StateRunning, 10*time.Second)
+	ctx := context.Background()
+	size := int(e.NC.MaxPayload()) + 512<<10
+	task, err := e.Client.CreateTask(ctx, "big", "large", json.RawMessage(fmt.Sprintf(`{"bytes":%d}`, size)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := taskResult(t, e.Client, ctx, task.ID, 20*time.Second)
+	if done.State != model.TaskFailed || done.Attempts != 1 || !strings.Contains(done.Message, "larger than a task record may be") ||
+		done.Error == nil || done.Error.Code != apierr.Validation {
+		t.Fatalf("a result over the bus's max_payload: %+v (error %v)", done, done.Error)
+	}
+	if small, err := e.Client.CreateTask(ctx, "big", "echo", json.RawMessage(`{"message":"after"}`)); err != nil {
+		t.Fatal(err)
+	} else if got := taskResult(t, e.Client, ctx, small.ID, 10*time.Second); text(t, got.Result) != "after" {
+		t.Fatalf("a task after the refused result: %+v", got)
 	}
 }
