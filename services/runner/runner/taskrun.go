@@ -160,7 +160,12 @@ func (s *server) runTask(msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	s.finishTask(msg, rec.ID, res, callErr, prog.last())
+	last := prog.last()
+	if last != nil {
+		clean := s.cleanProgress(*last)
+		last = &clean
+	}
+	s.finishTask(msg, rec.ID, res, callErr, last)
 }
 
 // full reports whether the server runs as many calls as it may at once.
