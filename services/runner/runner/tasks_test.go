@@ -419,3 +419,22 @@ func TestTaskResultOverBusLimit(t *testing.T) {
 		t.Fatalf("a task after the refused result: %+v", got)
 	}
 }
+
+// A task id is a uuid in its canonical form, the record's key: another
+// spelling uuid.Parse takes (urn:uuid:…, braces, no dashes) is
+// VALIDATION_ERROR on id, as any malformed id; it was read as a key the
+// bucket refuses and answered SERVICE_UNAVAILABLE.
+func TestTaskIDSpellings(t *testing.T) {
+	e := runnertest.Start(t, taskOpts("r1"))
+	ctx := context.Background()
+	id := "0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"
+	for _, bad := range []string{"urn:uuid:" + id, "{" + id + "}", strings.ReplaceAll(id, "-", ""), "not-a-task"} {
+		_, err := e.Client.Task(ctx, bad)
+		if ae := apierr.From(err); ae.Code != apierr.Validation || ae.Field != "id" {
+			t.Errorf("task.get %q: %v (field %q), want VALIDATION_ERROR on id", bad, err, ae.Field)
+		}
+	}
+	if _, err := e.Client.Task(ctx, id); apierr.Of(err) != apierr.NotFound {
+		t.Fatalf("task.get of no task: %v, want NOT_FOUND", err)
+	}
+}
