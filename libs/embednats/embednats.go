@@ -46,7 +46,15 @@ type Options struct {
 	// Users, when set, are the only clients allowed (nkey users with their
 	// permissions); none means no authentication.
 	Users []*server.NkeyUser
+	// MaxPayload is the largest message the server carries, in bytes; 0
+	// takes DefaultMaxPayload. Tests set nats-server's own default (1 MiB)
+	// to behave as a standalone server would.
+	MaxPayload int32
 }
+
+// DefaultMaxPayload is the embedded server's max_payload: tool results can
+// be large, and 8 MiB per message covers big outputs.
+const DefaultMaxPayload = 8 << 20
 
 // ClusterOptions make the server one node of a cluster.
 type ClusterOptions struct {
@@ -108,8 +116,10 @@ func Start(opts Options) (*Server, error) {
 		// (0 is nats-server's own "not set".)
 		JetStreamMaxStore: opts.MaxStore,
 		NoSigs:            true,
-		// Tool results can be large; 8 MiB per message covers big outputs.
-		MaxPayload: 8 << 20,
+		MaxPayload:        opts.MaxPayload,
+	}
+	if so.MaxPayload <= 0 {
+		so.MaxPayload = DefaultMaxPayload
 	}
 	var auth *nkeyAuth
 	if opts.Users != nil {

@@ -5,6 +5,7 @@
 package testmcp
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -42,6 +43,8 @@ type LargeIn struct {
 type ProgressIn struct {
 	Steps int `json:"steps" jsonschema:"how many progress notifications to send"`
 	MS    int `json:"ms,omitempty" jsonschema:"pause between steps in milliseconds"`
+	// Label replaces "step" in the notifications' messages.
+	Label string `json:"label,omitempty" jsonschema:"the word before each step's number (default step)"`
 }
 
 // Empty is an input with no fields.
@@ -129,11 +132,12 @@ func NewServerOpts(name string, opts *mcp.ServerOptions) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "progress", Description: "Sends progress notifications, then returns"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in ProgressIn) (*mcp.CallToolResult, any, error) {
 			token := req.Params.GetProgressToken()
+			label := cmp.Or(in.Label, "step")
 			for i := 1; i <= in.Steps; i++ {
 				if token != nil {
 					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 						ProgressToken: token, Progress: float64(i), Total: float64(in.Steps),
-						Message: fmt.Sprintf("step %d", i),
+						Message: fmt.Sprintf("%s %d", label, i),
 					})
 				}
 				if in.MS > 0 {

@@ -29,7 +29,7 @@ type TaskListReply struct {
 // taskRef reads the task id of the URL.
 func taskRef(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
-	if _, err := uuid.Parse(id); err != nil {
+	if u, err := uuid.Parse(id); err != nil || u.String() != id { // the canonical form only, as the runners
 		writeError(w, apierr.Invalid("id", "the task id in the URL must be a uuid"))
 		return "", false
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,12 @@ type taskProgressKey struct{}
 
 // taskProgressMessageMax bounds a recorded progress message, in characters.
 const taskProgressMessageMax = 300
+
+// taskProgressScanMax bounds what of a progress message is kept until it is
+// written, in bytes: the scan for secrets sees well past what is recorded,
+// so a secret begun within the first taskProgressMessageMax characters is
+// whole when scanned (a cut one may match no rule).
+const taskProgressScanMax = 16 << 10
 
 // taskProgress throttles one run's progress into its record.
 type taskProgress struct {
@@ -96,11 +103,26 @@ func (p *taskProgress) last() *model.TaskProgress {
 	return p.newest
 }
 
-// taskProgressOf is a notification as a task records it: its message
-// redacted of the server's known secrets, one line, cut (task events reach
-// more readers than the task's principal, as call events do).
+// taskProgressOf is a notification as a task notes it: its message kept
+// raw, at most taskProgressScanMax bytes (cleanProgress makes it fit to
+// record, once per write rather than once per notification).
 func (s *server) taskProgressOf(ev model.ProgressEvent) model.TaskProgress {
-	return model.TaskProgress{Progress: ev.Progress, Total: ev.Total, Message: s.eventText(ev.Message, taskProgressMessageMax)}
+	msg := ev.Message
+	if len(msg) > taskProgressScanMax {
+		msg = strings.ToValidUTF8(msg[:taskProgressScanMax], "")
+	}
+	return model.TaskProgress{Progress: ev.Progress, Total: ev.Total, Message: msg}
+}
+
+// cleanProgress is p as a task records it: its message redacted as a
+// server's error text is (its own secrets, the known values, gitleaks'
+// rules: the record and events.task.<id> reach more readers than the
+// task's principal, and events are kept past the task), one line, cut.
+func (s *server) cleanProgress(p model.TaskProgress) model.TaskProgress {
+	if p.Message != "" {
+		p.Message = s.eventText(s.r.secrets.scrubText(s.redact(p.Message)), taskProgressMessageMax)
+	}
+	return p
 }
 
 // writeTaskProgress stores p in task id's record, unless the task has
@@ -112,6 +134,7 @@ func (s *server) writeTaskProgress(id string) func(context.Context, model.TaskPr
 		// then hold a progress no event announced.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
+		p = s.cleanProgress(p)
 		changed := false
 		out, err := s.r.tasks.updateRecord(ctx, id, func(t *taskRecord) bool {
 			changed = !model.TaskFinal(t.State)

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -232,4 +233,43 @@ func TestTaskProgressAfterCancel(t *testing.T) {
 func jsonNumber(f float64) string {
 	b, _ := json.Marshal(f)
 	return string(b)
+}
+
+// A task's progress messages are scanned for secrets as a server's error
+// text is (gitleaks' rules, the known values), not only for the server's
+// own secrets: they are kept in the record, announced on events.task.<id>
+// (MCP_EVENTS keeps them for days) and shown to whoever reads the task.
+func TestTaskProgressSecretsRedacted(t *testing.T) {
+	e := runnertest.Start(t, taskOpts("r1"))
+	cfg, _ := taskServer(t, "slow")
+	cfg.SecretScan.Arguments = model.SecretsOff // the label reaches the server, which reports it
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+	trail := followTasks(t, e)
+	ctx := context.Background()
+	task, err := e.Client.CreateTask(ctx, "slow", "progress", json.RawMessage(`{"steps":6,"ms":250,"label":"key `+testAWSKey+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := taskResult(t, e.Client, ctx, task.ID, 20*time.Second)
+	if done.State != model.TaskCompleted || done.Progress == nil {
+		t.Fatalf("final task: %+v", done)
+	}
+	if !strings.Contains(done.Progress.Message, "[REDACTED:aws-access-token]") {
+		t.Errorf("final progress: %q, want the key redacted", done.Progress.Message)
+	}
+	recs, _, events := trail.of(task.ID)
+	working := 0
+	for _, r := range append(recs, events...) {
+		if r.Progress == nil {
+			continue
+		}
+		working++
+		if strings.Contains(r.Progress.Message, testAWSKey) {
+			t.Fatalf("a progress message with the key, stored or announced: %q", r.Progress.Message)
+		}
+	}
+	if working == 0 {
+		t.Fatal("no progress recorded")
+	}
 }

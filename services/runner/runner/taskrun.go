@@ -160,7 +160,12 @@ func (s *server) runTask(msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	s.finishTask(msg, rec.ID, res, callErr, prog.last())
+	last := prog.last()
+	if last != nil {
+		clean := s.cleanProgress(*last)
+		last = &clean
+	}
+	s.finishTask(msg, rec.ID, res, callErr, last)
 }
 
 // full reports whether the server runs as many calls as it may at once.
@@ -200,7 +205,7 @@ func (s *server) finishTask(msg jetstream.Msg, id string, res callReply, callErr
 		return true
 	})
 	if errors.Is(err, errTaskTooLarge) {
-		callErr, res = errTaskTooLarge, callReply{}
+		callErr, res = r.tasks.tooLarge(), callReply{}
 		changed = false
 		out, err = r.tasks.updateRecord(ctx, id, func(t *taskRecord) bool {
 			if model.TaskFinal(t.State) {
@@ -249,7 +254,14 @@ func (s *server) keepTask(ctx context.Context, stop context.CancelFunc, msg jets
 			return
 		}
 		if err == nil && time.Since(lastTouch) > r.tasks.retention/3 {
-			_, _ = r.tasks.updateRecord(rctx, id, func(t *taskRecord) bool { return !model.TaskFinal(t.State) })
+			out, err := r.tasks.updateRecord(rctx, id, func(t *taskRecord) bool { return !model.TaskFinal(t.State) })
+			if err == nil && !model.TaskFinal(out.State) {
+				// The owner entry has the bucket's TTL too: a run longer than
+				// the retention would otherwise drop out of its principal's
+				// list, of the count of its bound and of the cancel that
+				// revoking its key makes (those read owner entries).
+				_, _ = r.tasks.kv.Put(rctx, ownerKeys(out.Principal)+id, []byte("1"))
+			}
 			lastTouch = time.Now()
 		}
 		cancel()

@@ -199,8 +199,10 @@ func (r *Runner) createTask(ctx context.Context, h nats.Header, in model.TaskCre
 // visibleTask reads a task for p: another principal's (unless p is admin)
 // is NOT_FOUND, as a task that never was.
 func (r *Runner) visibleTask(ctx context.Context, p principal.Principal, id string) (taskRecord, error) {
-	if _, err := uuid.Parse(id); err != nil {
-		return taskRecord{}, apierr.Invalid("id", "id must be a task id (uuid)")
+	// Only the canonical form is a record's key: the others uuid.Parse
+	// takes (urn:uuid:…, braces) are keys the bucket refuses.
+	if u, err := uuid.Parse(id); err != nil || u.String() != id {
+		return taskRecord{}, apierr.Invalid("id", "id must be a task id (a lower-case uuid, 8-4-4-4-12)")
 	}
 	rec, _, err := r.tasks.getRecord(ctx, id)
 	if errors.Is(err, errTaskGone) || (err == nil && rec.Principal != p.ID && !p.Admin) {

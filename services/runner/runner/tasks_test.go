@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
+	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
@@ -355,5 +357,84 @@ func TestTasksBoundedPerPrincipal(t *testing.T) {
 	}
 	if list, err := e.Client.Tasks(context.Background(), "", true); err != nil || len(list) != 3 {
 		t.Fatalf("the admin lists %+v, %v; want the 3 tasks", list, err)
+	}
+}
+
+// A task that runs longer than the retention stays its principal's: it is
+// listed, counts toward the bound and is found by the cancel that revoking
+// its key makes (all read the owner entries, which expired with the
+// retention while the run kept only the record alive).
+func TestTaskLongerThanRetentionStaysListed(t *testing.T) {
+	o := taskOpts("r1")
+	o.TaskRetention = 2 * time.Second
+	o.TaskMaxPerPrincipal = 1
+	e := runnertest.Start(t, o)
+	cfg, _ := taskServer(t, "slow")
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+	alice := principal.With(context.Background(), principal.Key("alice", false, model.ToolFilter{}))
+	task, err := e.Client.CreateTask(alice, "slow", "sleep", json.RawMessage(`{"ms":8000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second) // twice the retention
+	if got, err := e.Client.Task(alice, task.ID); err != nil || got.State != model.TaskWorking {
+		t.Fatalf("the task after twice its retention: %+v, %v; want working", got, err)
+	}
+	if list, err := e.Client.Tasks(alice, model.TaskWorking, false); err != nil || len(list) != 1 || list[0].ID != task.ID {
+		t.Fatalf("alice lists %+v, %v; want her working task", list, err)
+	}
+	if _, err := e.Client.CreateTaskNamed(alice, "slow__echo", json.RawMessage(`{"message":"hi"}`)); apierr.Of(err) != apierr.RateLimited {
+		t.Fatalf("a second task past a bound of 1: %v, want RATE_LIMITED", err)
+	}
+	if _, err := e.Client.CancelTask(alice, task.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A result that fits a task record (4 MiB) but not the bus's max_payload
+// (nats-server's default, 1 MiB, on a standalone server) fails its task
+// saying it is too large, on its first run: its record's write used to be
+// refused, the run was delivered again as if its runner had died, and the
+// task failed as "stopped mid-call" (an idempotent tool ran again).
+func TestTaskResultOverBusLimit(t *testing.T) {
+	e := runnertest.StartNATS(t, embednats.Options{MaxPayload: 1 << 20}, taskOpts("r1"))
+	cfg, _ := taskServer(t, "big")
+	e.Put(t, cfg)
+	e.WaitState(t, "big", model.StateRunning, 10*time.Second)
+	ctx := context.Background()
+	size := int(e.NC.MaxPayload()) + 512<<10
+	task, err := e.Client.CreateTask(ctx, "big", "large", json.RawMessage(fmt.Sprintf(`{"bytes":%d}`, size)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := taskResult(t, e.Client, ctx, task.ID, 20*time.Second)
+	if done.State != model.TaskFailed || done.Attempts != 1 || !strings.Contains(done.Message, "larger than a task record may be") ||
+		done.Error == nil || done.Error.Code != apierr.Validation {
+		t.Fatalf("a result over the bus's max_payload: %+v (error %v)", done, done.Error)
+	}
+	if small, err := e.Client.CreateTask(ctx, "big", "echo", json.RawMessage(`{"message":"after"}`)); err != nil {
+		t.Fatal(err)
+	} else if got := taskResult(t, e.Client, ctx, small.ID, 10*time.Second); text(t, got.Result) != "after" {
+		t.Fatalf("a task after the refused result: %+v", got)
+	}
+}
+
+// A task id is a uuid in its canonical form, the record's key: another
+// spelling uuid.Parse takes (urn:uuid:…, braces, no dashes) is
+// VALIDATION_ERROR on id, as any malformed id; it was read as a key the
+// bucket refuses and answered SERVICE_UNAVAILABLE.
+func TestTaskIDSpellings(t *testing.T) {
+	e := runnertest.Start(t, taskOpts("r1"))
+	ctx := context.Background()
+	id := "0b6f2a4e-3c1d-4f7a-9a53-2f9f4b8c1d2e"
+	for _, bad := range []string{"urn:uuid:" + id, "{" + id + "}", strings.ReplaceAll(id, "-", ""), "not-a-task"} {
+		_, err := e.Client.Task(ctx, bad)
+		if ae := apierr.From(err); ae.Code != apierr.Validation || ae.Field != "id" {
+			t.Errorf("task.get %q: %v (field %q), want VALIDATION_ERROR on id", bad, err, ae.Field)
+		}
+	}
+	if _, err := e.Client.Task(ctx, id); apierr.Of(err) != apierr.NotFound {
+		t.Fatalf("task.get of no task: %v, want NOT_FOUND", err)
 	}
 }

@@ -22,8 +22,9 @@ const (
 )
 
 // maxTaskRecord bounds a task record, result included: results live in the
-// KV bucket itself (not an object store), so one is at most this big; a
-// larger result fails its task with a message saying so.
+// KV bucket itself (not an object store), so one is at most this big (and
+// at most one bus message: taskStore.maxRecord); a larger result fails its
+// task with a message saying so.
 const maxTaskRecord = 4 << 20
 
 // taskStore is the tasks' JetStream assets: the work queue of runs (one
@@ -32,6 +33,10 @@ type taskStore struct {
 	kv        jetstream.KeyValue
 	stream    jetstream.Stream
 	retention time.Duration
+	// maxRecord is the largest record written: maxTaskRecord, or less on a
+	// bus whose max_payload is smaller (nats-server's default is 1 MiB),
+	// where a larger write is refused and the run's outcome was lost.
+	maxRecord int
 }
 
 // openTasks creates or binds the tasks' stream and bucket. The bucket's TTL
@@ -54,7 +59,8 @@ func (r *Runner) openTasks(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
-	r.tasks = &taskStore{kv: bus.RetryKV(kv), stream: st, retention: ret}
+	maxRecord := min(maxTaskRecord, int(r.nc.MaxPayload())-replyHeadroom)
+	r.tasks = &taskStore{kv: bus.RetryKV(kv), stream: st, retention: ret, maxRecord: maxRecord}
 	return nil
 }
 
@@ -102,7 +108,7 @@ func (t *taskStore) updateRecord(ctx context.Context, id string, change func(*ta
 		if err != nil {
 			return rec, apierr.Wrap(apierr.Internal, "encoding the task", err)
 		}
-		if len(data) > maxTaskRecord {
+		if len(data) > t.maxRecord {
 			return rec, errTaskTooLarge
 		}
 		_, err = t.kv.Update(ctx, id, data, rev)
@@ -122,5 +128,11 @@ func (t *taskStore) updateRecord(ctx context.Context, id string, change func(*ta
 	return taskRecord{}, apierr.New(apierr.Conflict, "the task changed too often to update it")
 }
 
-// errTaskTooLarge: the record with its result does not fit the bucket.
-var errTaskTooLarge = apierr.Newf(apierr.Validation, "the result is larger than a task record may be (%d bytes)", maxTaskRecord)
+// errTaskTooLarge: the record with its result does not fit the bucket (or
+// the bus); tooLarge is what the task says then.
+var errTaskTooLarge = errors.New("the task record is too large")
+
+// tooLarge is the failure of a task whose result does not fit its record.
+func (t *taskStore) tooLarge() error {
+	return apierr.Newf(apierr.Validation, "the result is larger than a task record may be (%d bytes)", t.maxRecord)
+}

@@ -39,7 +39,15 @@ type Env struct {
 // with opts; both stop when the test ends.
 func Start(t testing.TB, opts runner.Options) *Env {
 	t.Helper()
-	ns, err := embednats.Start(embednats.Options{Port: -1, StoreDir: t.TempDir()})
+	return StartNATS(t, embednats.Options{}, opts)
+}
+
+// StartNATS is Start on a NATS server of nopts (its port and store dir are
+// the test's own).
+func StartNATS(t testing.TB, nopts embednats.Options, opts runner.Options) *Env {
+	t.Helper()
+	nopts.Port, nopts.StoreDir = -1, t.TempDir()
+	ns, err := embednats.Start(nopts)
 	if err != nil {
 		t.Fatal(err)
 	}
