@@ -54,6 +54,8 @@ func (o *Options) Register(s *settings.Set) {
 		"absolute paths a binary package must be under, after cleaning and resolving it (empty: any path, when binary is allowed)")
 	s.String(&o.ChildSandbox, "child-sandbox", "", sandbox.ModeAuto,
 		"auto: stdio MCP servers run under Landlock where the kernel has it (no reading the seed, data dir, keyfiles); off: not confined at all (unsafe)")
+	s.String(&o.ChildPIDNamespace, "child-pid-namespace", "", sandbox.ModeAuto,
+		"auto: each stdio MCP server is the init of a PID namespace of its own where the host allows it (everything it starts ends with it; it cannot signal other processes); off: its processes are found through /proc")
 	s.Int(&o.ChildUID, "child-uid", "", 0, "run stdio MCP servers as this uid (0: the runner's own; needs root or CAP_SETUID, CAP_SETGID, CAP_KILL)")
 	s.Int(&o.ChildGID, "child-gid", "", 0, "their gid (0: the same number as --child-uid)")
 	s.Strings(&o.ChildProtect, "child-protect", "", nil,
@@ -87,6 +89,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--lease-ttl %s: at least 1s", o.LeaseTTL)
 	case o.ChildSandbox != "" && o.ChildSandbox != sandbox.ModeAuto && o.ChildSandbox != sandbox.ModeOff:
 		return fmt.Errorf("--child-sandbox %q: use auto or off", o.ChildSandbox)
+	case o.ChildPIDNamespace != "" && o.ChildPIDNamespace != sandbox.ModeAuto && o.ChildPIDNamespace != sandbox.ModeOff:
+		return fmt.Errorf("--child-pid-namespace %q: use auto or off", o.ChildPIDNamespace)
 	case o.ChildUID < 0 || o.ChildGID < 0:
 		return fmt.Errorf("--child-uid %d / --child-gid %d must not be negative", o.ChildUID, o.ChildGID)
 	case o.ChildGID != 0 && o.ChildUID == 0:

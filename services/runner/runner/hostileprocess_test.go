@@ -235,10 +235,27 @@ func TestEscapedHelpersEndWithTheServer(t *testing.T) {
 		opts.ChildUID = 65534
 		escapedHelpers(t, opts, worldReadableServer(t))
 	})
+	// Where the host refuses PID namespaces the runner finds them through
+	// /proc: all but one that also cleared the launch marker.
+	t.Run("no-pid-namespace", func(t *testing.T) {
+		opts := quickOpts()
+		opts.ChildPIDNamespace = "off"
+		escapedHelpers(t, opts, testServer)
+	})
 }
 
+// escapedHelpers: a server starts helpers that leave its process group
+// (setsid, setpgid, a double fork) and, in its own PID namespace, one that
+// also clears its environment (the launch marker with it); each ends when
+// the server is stopped or exits.
 func escapedHelpers(t *testing.T, opts runner.Options, server string) {
 	e := runnertest.Start(t, opts)
+	names := []string{"setsid", "setpgid", "orphan"}
+	if e.Runner.PIDNamespaces() {
+		names = append(names, "cleared")
+	} else if opts.ChildPIDNamespace != "off" {
+		t.Log("this host refuses PID namespaces: the helper that clears its marker is not tried")
+	}
 	for _, how := range []string{"stop", "exit"} {
 		t.Run(how, func(t *testing.T) {
 			// Open to the child's uid, and named in its environment (the sandbox grants it).
@@ -252,11 +269,10 @@ func escapedHelpers(t *testing.T, opts runner.Options, server string) {
 			}
 			script := filepath.Join(dir, "server.sh")
 			if err := os.WriteFile(script, []byte(`#!/bin/sh
-setsid sleep 600 </dev/null >/dev/null 2>&1 &
-echo $! > "$HELPERS/setsid"
-perl -e 'setpgrp(0, 0); exec "sleep", "601"' </dev/null >/dev/null 2>&1 &
-echo $! > "$HELPERS/setpgid"
-( setsid sleep 602 </dev/null >/dev/null 2>&1 & echo $! > "$HELPERS/orphan" )
+`+runnertest.RecordPID("$HELPERS/setsid", "setsid sh -c", "sleep 600")+` </dev/null >/dev/null 2>&1 &
+`+runnertest.RecordPID("$HELPERS/setpgid", `perl -e 'setpgrp(0, 0); exec @ARGV' sh -c`, "sleep 601")+` </dev/null >/dev/null 2>&1 &
+( `+runnertest.RecordPID("$HELPERS/orphan", "setsid sh -c", "sleep 602")+` </dev/null >/dev/null 2>&1 & )
+( env -i HELPERS="$HELPERS" `+runnertest.RecordPID("$HELPERS/cleared", "setsid /bin/sh -c", "sleep 603")+` </dev/null >/dev/null 2>&1 & )
 exec "$1"
 `), 0o755); err != nil {
 				t.Fatal(err)
@@ -266,25 +282,21 @@ exec "$1"
 			e.Put(t, cfg)
 			st := e.WaitState(t, how, model.StateRunning, 10*time.Second)
 			var helpers []int
-			for _, name := range []string{"setsid", "setpgid", "orphan"} {
-				b, err := os.ReadFile(filepath.Join(dir, name))
-				if err != nil {
-					t.Fatal(err)
+			defer func() {
+				for _, pid := range helpers {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
 				}
-				pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-				if err != nil || !alive(pid) {
-					t.Fatalf("%s helper %q: not running (%v)", name, b, err)
+			}()
+			for _, name := range names {
+				pid := waitPIDFile(t, filepath.Join(dir, name))
+				if !alive(pid) {
+					t.Fatalf("%s helper %d: not running", name, pid)
 				}
 				if slices.Contains(groupMembers(st.PID), pid) {
 					t.Fatalf("%s helper %d is in the server's group", name, pid)
 				}
 				helpers = append(helpers, pid)
 			}
-			defer func() {
-				for _, pid := range helpers {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}()
 			if how == "stop" {
 				if _, err := e.Client.Runtime(context.Background(), "stop", how); err != nil {
 					t.Fatal(err)
@@ -299,6 +311,23 @@ exec "$1"
 				waitGone(t, pid, 5*time.Second)
 			}
 		})
+	}
+}
+
+// waitPIDFile reads the pid a helper wrote (runnertest.RecordPID), waiting
+// for it up to 10 s.
+func waitPIDFile(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no pid after 10s (%v)", path, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -376,7 +405,7 @@ func TestRefusedHandshakeEndsTheProcessAtOnce(t *testing.T) {
 	opts.RestartBackoff = time.Minute
 	e := runnertest.Start(t, opts)
 	dir := t.TempDir() // named in its environment: the sandbox lets it write there
-	script := shellServer(t, `echo $$ > "$PIDS/pid"
+	script := shellServer(t, `read -r p _ < /proc/self/stat; echo "$p" > "$PIDS/pid"
 while read -r line; do
   id=$(printf '%s' "$line" | sed -n 's/^{"jsonrpc":"2.0","id":\([0-9]*\),.*/\1/p')
   case "$line" in

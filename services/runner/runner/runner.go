@@ -156,6 +156,11 @@ type Options struct {
 	ChildProtect    []string
 	ChildAllow      []string
 	childNoLandlock bool // tests of the uid switch alone
+	// ChildPIDNamespace is "auto" (default: each stdio server is the init
+	// of a PID namespace of its own where the host allows it, so nothing it
+	// starts outlives it) or "off" (its processes are found through /proc
+	// alone). See internal/sandbox/pidns.go.
+	ChildPIDNamespace string
 
 	// TaskRetention is how long a task's record (and result) is kept after
 	// its last change (default 24h); TaskTimeout bounds a task's run

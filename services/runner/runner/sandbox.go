@@ -19,7 +19,8 @@ func newSandbox(opts Options) (*sandbox.Sandbox, error) {
 		protected = append(protected, sandbox.Protected{Path: p, What: "protected by --child-protect"})
 	}
 	return sandbox.New(sandbox.Config{Mode: opts.ChildSandbox, UID: opts.ChildUID, GID: opts.ChildGID,
-		Protected: protected, Allow: opts.ChildAllow, NoLandlock: opts.childNoLandlock})
+		Protected: protected, Allow: opts.ChildAllow, NoLandlock: opts.childNoLandlock,
+		NoPIDNamespace: opts.ChildPIDNamespace == sandbox.ModeOff})
 }
 
 // childProtected are the keyfiles the configs this runner knows name: no
@@ -49,3 +50,7 @@ func (r *Runner) logSandbox() {
 	}
 	r.log.Info(msg)
 }
+
+// PIDNamespaces reports whether this runner starts each stdio server in a
+// PID namespace of its own (--child-pid-namespace, where the host allows it).
+func (r *Runner) PIDNamespaces() bool { return r.sandbox.PIDNamespace() }

@@ -298,6 +298,14 @@ func (p *RunnerProc) TailWithout(n int, skip string) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
+// RecordPID is a shell command that runs cmd through launcher (a command
+// taking a script, such as "setsid sh -c"), the new process first writing
+// its pid to file (whole, at once): its pid as this host sees it, from its
+// own /proc/self/stat. $! and $$ give a pid in the server's PID namespace.
+func RecordPID(file, launcher, cmd string) string {
+	return launcher + ` 'read -r p _ < /proc/self/stat; echo "$p" > "` + file + `.tmp"; mv "` + file + `.tmp" "` + file + `"; exec ` + cmd + `'`
+}
+
 // Alive reports whether process pid exists; a zombie counts as gone.
 func Alive(pid int) bool {
 	if pid <= 0 {

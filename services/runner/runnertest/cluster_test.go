@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/runner/internal/sandbox"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
@@ -84,13 +86,22 @@ func TestClusterRunnerProcess(t *testing.T) {
 // a server was recorded only once running.
 // Under the uid switch too: the runner reads the environments of the
 // children's uid.
+// With PID namespaces (the default where the host allows them) the helpers
+// end with the runner, the kernel ending each namespace with its init; the
+// reap is for hosts that refuse them: --child-pid-namespace off here.
 func TestRestartedRunnerEndsOrphanedHelpers(t *testing.T) {
-	t.Run("runner-uid", func(t *testing.T) { restartedRunnerReaps(t, testServer) })
+	t.Run("pid-namespace", func(t *testing.T) {
+		if s, err := sandbox.New(sandbox.Config{}); err != nil || !s.PIDNamespace() {
+			t.Skip("this host refuses PID namespaces")
+		}
+		restartedRunnerReaps(t, testServer)
+	})
+	t.Run("runner-uid", func(t *testing.T) { restartedRunnerReaps(t, testServer, "--child-pid-namespace", "off") })
 	t.Run("child-uid", func(t *testing.T) {
 		if os.Geteuid() != 0 {
 			t.Skip("the uid switch needs root (CI runs as root)")
 		}
-		restartedRunnerReaps(t, worldReadable(t, testServer), "--child-uid", "65534")
+		restartedRunnerReaps(t, worldReadable(t, testServer), "--child-pid-namespace", "off", "--child-uid", "65534")
 	})
 }
 
@@ -111,9 +122,8 @@ func restartedRunnerReaps(t *testing.T, mcpServer string, args ...string) {
 		sv.dir = openDir(t) // named in the server's environment: the sandbox grants it
 		script := filepath.Join(sv.dir, "server.sh")
 		if err := os.WriteFile(script, []byte(`#!/bin/sh
-setsid sleep 600 </dev/null >/dev/null 2>&1 &
-echo $! > "$HELPERS/setsid"
-( setsid sleep 601 </dev/null >/dev/null 2>&1 & echo $! > "$HELPERS/orphan" )
+`+runnertest.RecordPID("$HELPERS/setsid", "setsid sh -c", "sleep 600")+` </dev/null >/dev/null 2>&1 &
+( `+runnertest.RecordPID("$HELPERS/orphan", "setsid sh -c", "sleep 601")+` </dev/null >/dev/null 2>&1 & )
 exec "$@"
 `), 0o755); err != nil {
 			t.Fatal(err)
@@ -155,6 +165,14 @@ exec "$@"
 	p.Kill()
 	if pid := servers[0].pid; pid > 0 {
 		runnertest.WaitGone(t, pid, 3*time.Second)
+	}
+	if !slices.Contains(args, "off") {
+		// Each server is the init of its PID namespace: the kernel ends
+		// the rest with it, without waiting for the next runner.
+		for _, pid := range helpers {
+			runnertest.WaitGone(t, pid, 3*time.Second)
+		}
+		return
 	}
 	for _, pid := range helpers {
 		if !runnertest.Alive(pid) {

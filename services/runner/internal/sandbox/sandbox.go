@@ -54,12 +54,17 @@ type Config struct {
 	// NoLandlock pretends the kernel has no Landlock (tests of the uid
 	// switch alone).
 	NoLandlock bool
+	// NoPIDNamespace pretends the host refuses PID namespaces (tests of
+	// the /proc search alone).
+	NoPIDNamespace bool
 }
 
 // Sandbox starts children confined. A nil *Sandbox starts them as they are.
 type Sandbox struct {
 	abi       int // 0: no Landlock
 	uid, gid  int // uid 0: no switch
+	pidns     pidNamespace
+	ownPIDs   bool // children start in a PID namespace of their own (pidns.go)
 	protected []Protected
 	allow     []string
 
@@ -93,6 +98,9 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("--child-uid %d: the runner cannot switch users (needs root or %s)", s.uid, missing)
 		}
 	}
+	if !cfg.NoPIDNamespace {
+		s.pidns, s.ownPIDs = newPIDNamespace(s.uid != 0)
+	}
 	return s, nil
 }
 
@@ -115,20 +123,28 @@ func runnerRelative(ps []Protected) []Protected {
 // Summary says which protection children get, and whether it is weak (to
 // log as a warning).
 func (s *Sandbox) Summary() (string, bool) {
-	switch {
-	case s == nil:
+	if s == nil {
 		return "children NOT sandboxed: --child-sandbox=off; MCP servers can read the runner's seed, data dir and keyfiles", true
+	}
+	pids := "; PID namespace per server"
+	if !s.ownPIDs {
+		pids = "; no PID namespace (host refuses it): a server's processes are ended through /proc"
+	}
+	switch {
 	case s.uid != 0 && s.abi > 0:
-		return fmt.Sprintf("children sandboxed: uid %d + landlock ABI %d", s.uid, s.abi), false
+		return fmt.Sprintf("children sandboxed: uid %d + landlock ABI %d%s", s.uid, s.abi, pids), false
 	case s.uid != 0:
 		// Weak: every child runs as that one uid and is dumpable, so each
 		// reads the others' /proc/<pid>/environ (their secrets) and files.
-		return fmt.Sprintf("children sandboxed: uid %d only (kernel has no landlock): MCP servers share that uid and can read each other's environment (their secrets) and files", s.uid), true
+		return fmt.Sprintf("children sandboxed: uid %d only (kernel has no landlock): MCP servers share that uid and can read each other's environment (their secrets) and files%s", s.uid, pids), true
 	case s.abi > 0:
-		return fmt.Sprintf("children sandboxed: landlock ABI %d", s.abi), false
+		return fmt.Sprintf("children sandboxed: landlock ABI %d%s", s.abi, pids), false
 	}
-	return "children sandboxed: NONE: kernel has no landlock and runner cannot setuid (set --child-uid as root)", true
+	return "children sandboxed: NONE: kernel has no landlock and runner cannot setuid (set --child-uid as root)" + pids, true
 }
+
+// PIDNamespace reports whether children start in a PID namespace of their own.
+func (s *Sandbox) PIDNamespace() bool { return s != nil && s.ownPIDs }
 
 // Landlock is the kernel's Landlock ABI in use (0: none).
 func (s *Sandbox) Landlock() int {
@@ -208,6 +224,12 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd, spec Spec, extra []Protected) (*Child, 
 			spec.NpmCache = filepath.Join(spec.Home, ".npm")
 		}
 		spec.DockerConfig = getEnv(cmd.Env, "DOCKER_CONFIG")
+	}
+	if s.ownPIDs {
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		s.pidns.attr(cmd.SysProcAttr)
 	}
 	if spec.Dir == "" {
 		spec.Dir = cmd.Dir
@@ -483,9 +505,10 @@ func (s *Sandbox) asChild(fn func() error) error {
 
 // Capability bits of /proc/self/status CapEff.
 const (
-	capKill   = 5
-	capSetgid = 6
-	capSetuid = 7
+	capKill     = 5
+	capSetgid   = 6
+	capSetuid   = 7
+	capSysAdmin = 21
 )
 
 // missingCaps names the capabilities a uid switch needs that this process
