@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 )
@@ -60,7 +63,7 @@ func (f *fetcher) get(ctx context.Context, rawURL string) ([]byte, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
-		return nil, statusError(f.label, resp.StatusCode)
+		return nil, statusError(f.label, resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
@@ -75,7 +78,7 @@ func (f *fetcher) get(ctx context.Context, rawURL string) ([]byte, error) {
 	return body, nil
 }
 
-func statusError(label string, status int) *apierr.Error {
+func statusError(label string, status int, retryAfter string) *apierr.Error {
 	text := fmt.Sprintf("%s answered %d %s", label, status, http.StatusText(status))
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
@@ -83,9 +86,31 @@ func statusError(label string, status int) *apierr.Error {
 	case status == http.StatusNotFound:
 		return apierr.New(apierr.NotFound, text)
 	case status == http.StatusTooManyRequests:
-		return apierr.New(apierr.RateLimited, text)
+		// seeds/002 §11.1: the user is told when to try again.
+		return apierr.New(apierr.RateLimited, text+". "+rateLimitedText(retryAfter, time.Now()))
 	}
 	return apierr.New(apierr.ServiceUnavailable, text)
+}
+
+// rateLimitedText says when to try again after a 429 whose Retry-After (in
+// seconds or an HTTP date) is v; without one, or with one past a day, later.
+func rateLimitedText(v string, now time.Time) string {
+	v = strings.TrimSpace(v)
+	secs, err := strconv.Atoi(v)
+	if err != nil {
+		at, derr := http.ParseTime(v)
+		if derr != nil {
+			return "Rate limited. Try again later."
+		}
+		secs = int(math.Ceil(at.Sub(now).Seconds()))
+	}
+	switch {
+	case secs < 0 || secs > 86400:
+		return "Rate limited. Try again later."
+	case secs <= 1:
+		return "Rate limited. Try again in 1 second."
+	}
+	return fmt.Sprintf("Rate limited. Try again in %d seconds.", secs)
 }
 
 // transportError keeps the useful tail of a transport error (the *url.Error

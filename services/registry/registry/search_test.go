@@ -528,3 +528,24 @@ func TestSearchCursorCycleEnds(t *testing.T) {
 		t.Fatalf("page 2 of a repeating listing: %v more=%v", names(r.Results), r.HasMore)
 	}
 }
+
+// A registry answering 429 is RATE_LIMITED with seeds/002 §11.1's "Rate
+// limited. Try again in X seconds." when it says when (Retry-After); the
+// other registry's results still come.
+func TestSearchRateLimited(t *testing.T) {
+	e := start(t, setup{})
+	e.smi.SetFault(registrytest.Fault{Respond: func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "7")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}})
+	r := e.search(t, model.RegistrySearchRequest{Query: "airtable"})
+	if len(r.Results) != 1 || len(r.Warnings) != 1 || r.Warnings[0].Source != "smithery" ||
+		r.Warnings[0].Code != string(apierr.RateLimited) || !strings.Contains(r.Warnings[0].Message, "Rate limited. Try again in 7 seconds.") {
+		t.Fatalf("smithery rate limited: %+v", r)
+	}
+	e.off.SetFault(registrytest.Fault{Status: http.StatusTooManyRequests}) // no Retry-After
+	err := e.searchErr(t, model.RegistrySearchRequest{Query: "exa", Registry: "official"})
+	if err.Code != apierr.RateLimited || !strings.Contains(err.Message, "Rate limited. Try again later.") {
+		t.Fatalf("official rate limited: %v", err)
+	}
+}

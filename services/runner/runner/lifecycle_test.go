@@ -429,3 +429,26 @@ func TestAtLimitRestartWaitsForRoom(t *testing.T) {
 		t.Fatalf("start alpha once room was back: %+v %v", st, err)
 	}
 }
+
+// Each call renews the idle timer (seeds/002 §9.2 "Tool call: update
+// last_used"): a server called more often than its idle timeout keeps its
+// process, and goes idle only once the calls stop.
+func TestCallsKeepAServerFromGoingIdle(t *testing.T) {
+	e := runnertest.Start(t, lifecycleOpts())
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.Runtime.IdleTimeout = model.Duration(600 * time.Millisecond)
+	cfg.Runtime.Eager = true
+	e.Put(t, cfg)
+	first := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	// Two idle timeouts' worth of calls, one every 150 ms.
+	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); time.Sleep(150 * time.Millisecond) {
+		if res, err := call(t, e, "alpha", "echo", `{"message":"busy"}`); err != nil || text(t, res) != "busy" {
+			t.Fatalf("call: %s %v", res, err)
+		}
+		if st := e.Status("alpha"); st.State != model.StateRunning || st.PID != first.PID {
+			t.Fatalf("a server in use went idle or restarted: %+v (first pid %d)", st, first.PID)
+		}
+	}
+	e.WaitState(t, "alpha", model.StateIdle, 3*time.Second)
+	waitGone(t, first.PID, 3*time.Second)
+}

@@ -397,6 +397,10 @@ func (s *server) startError(ctx context.Context, err error, proc *launch.Process
 		return apierr.Wrap(apierr.NotFound, "Package not found", err)
 	case proc != nil && proc.PackageMissing():
 		return apierr.Wrap(apierr.NotFound, "Package not found", err)
+	case proc != nil && proc.InstallUnreachable():
+		// npx or docker could not download it: the network, not the server
+		// (seeds/002 §11.1 "npx fails"); retried like any network error.
+		return apierr.Wrap(apierr.Network, fmt.Sprintf("Failed to install %s. Check network.", s.slug), err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return apierr.Wrap(apierr.Network, "Handshake timed out", err)
 	case errors.Is(ctx.Err(), context.Canceled):

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -407,6 +408,42 @@ func (p *Process) PackageMissing() bool {
 	return strings.Contains(s, "E404") || strings.Contains(s, "404 Not Found") ||
 		strings.Contains(s, "is not in this registry") || strings.Contains(s, "pull access denied") ||
 		strings.Contains(s, "manifest unknown")
+}
+
+// npmNetworkCodes are the error codes npm gives when it cannot reach its
+// registry (npm prints "npm error code ECONNREFUSED", older npm "npm ERR!
+// code …").
+var npmNetworkCodes = []string{"ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT",
+	"ENETUNREACH", "EHOSTUNREACH", "ECONNABORTED", "ERR_SOCKET_TIMEOUT"}
+
+// InstallUnreachable reports whether the child's stderr says npx or docker
+// could not download the package because the registry was out of reach.
+// Only npm's and docker's own lines count: a server that fails to reach its
+// own API (node's "Error: getaddrinfo ENOTFOUND api.…") did install.
+func (p *Process) InstallUnreachable() bool {
+	for line := range strings.Lines(p.stderr.String()) {
+		line = strings.TrimSpace(line)
+		var rest string
+		switch {
+		case strings.HasPrefix(line, "npm error "):
+			rest = strings.TrimPrefix(line, "npm error ")
+		case strings.HasPrefix(line, "npm ERR! "):
+			rest = strings.TrimPrefix(line, "npm ERR! ")
+		case strings.Contains(line, `Error response from daemon: Get "`):
+			// docker pulling the image: its registry's API did not answer
+			// (a refused pull is "pull access denied", PackageMissing).
+			return true
+		default:
+			continue
+		}
+		if strings.HasPrefix(rest, "network ") {
+			return true
+		}
+		if code, ok := strings.CutPrefix(rest, "code "); ok && slices.Contains(npmNetworkCodes, strings.TrimSpace(code)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Kill sends SIGKILL at once to the whole group and to every descendant

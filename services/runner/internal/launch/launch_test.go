@@ -465,3 +465,25 @@ func TestPackageMissing(t *testing.T) {
 		}
 	}
 }
+
+func TestInstallUnreachable(t *testing.T) {
+	for msg, want := range map[string]bool{
+		// npm 10 (recorded from npx with its registry a closed port, then a name that does not resolve).
+		"npm error code ECONNREFUSED\nnpm error syscall connect\nnpm error FetchError: request to http://127.0.0.1:9/x failed":                                                           true,
+		"npm error code ENOTFOUND\nnpm error network request to http://no-such-host.invalid/x failed, reason: getaddrinfo ENOTFOUND":                                                     true,
+		"npm ERR! code EAI_AGAIN\nnpm ERR! errno EAI_AGAIN":                                                                                                                              true,
+		"npm ERR! network request to https://registry.npmjs.org/x failed, reason: socket hang up":                                                                                        true,
+		"Unable to find image 'mcp/x:latest' locally\ndocker: Error response from daemon: Get \"https://registry-1.docker.io/v2/\": dial tcp: lookup registry-1.docker.io: no such host": true,
+		// The server itself failing to reach its API installed fine.
+		"Error: getaddrinfo ENOTFOUND api.example.com\n    at GetAddrInfoReqWrap.onlookup":        false,
+		"npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/@x%2fnope": false,
+		"npm error code ENOENT": false,
+		"":                      false,
+	} {
+		p := &Process{cmd: exec.Command("true"), stderr: newTail(1024, nil)}
+		_, _ = p.stderr.Write([]byte(msg))
+		if got := p.InstallUnreachable(); got != want {
+			t.Errorf("InstallUnreachable(%q) = %v", msg, got)
+		}
+	}
+}
