@@ -82,7 +82,10 @@ func (s *Store) AddEndpoints(svc micro.Service, prefix string, log *slog.Logger)
 	}
 	subj := bus.NewSubjects(prefix)
 	for _, verb := range []string{VerbList, VerbDecide, VerbRulesGet, VerbRulesPut} {
-		if err := svc.AddEndpoint("approvals-"+verb, bus.JSONHandler(log, handlers[verb]),
+		// Added to a service bus.StartService did not make, so refused here:
+		// a reply that is not an inbox would have the gateway publish with
+		// its rights (mcp_apikeys, mcp_approvals) where the caller may not.
+		if err := svc.AddEndpoint("approvals-"+verb, bus.RefuseReply(log, bus.JSONHandler(log, handlers[verb])),
 			micro.WithEndpointSubject(subj.Service("approvals", verb))); err != nil {
 			return fmt.Errorf("gateway: approvals.%s endpoint: %w", verb, err)
 		}

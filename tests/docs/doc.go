@@ -3,5 +3,7 @@
 // README stays the short front page, docs/security.md names the exec
 // policy the runner enforces, and claims a reader acts on match the code
 // (the settings table of docs/operating.md, its one-service-per-process
-// example, the free disk the streams need, the gateway's resource error).
+// example, the free disk the streams need, the gateway's resource error, and
+// the bounds, defaults, exec policy and cited tests of docs/security.md and
+// docs/principals.md).
 package docs

@@ -211,13 +211,15 @@ func (f *Flows) Callback(w http.ResponseWriter, r *http.Request) {
 // AddEndpoint serves mcp.v1.oauth.start on svc (the gateway's micro
 // service, so its queue group): the CLI's `mcpbus servers auth`.
 func (f *Flows) AddEndpoint(svc micro.Service, log *slog.Logger) error {
-	h := bus.JSONHandler(log, func(ctx context.Context, req micro.Request) (any, error) {
+	// RefuseReply: the endpoint is added outside bus.StartService, which
+	// refuses a reply that is not an inbox for its own endpoints.
+	h := bus.RefuseReply(log, bus.JSONHandler(log, func(ctx context.Context, req micro.Request) (any, error) {
 		var in model.OAuthStartRequest
 		if err := bus.Decode(req.Data(), &in); err != nil {
 			return nil, err
 		}
 		return f.StartFor(ctx, in.Server, in.Principal)
-	})
+	}))
 	if err := svc.AddEndpoint("oauth-start", h, micro.WithEndpointSubject(f.subj.Service("oauth", "start"))); err != nil {
 		return fmt.Errorf("gateway: oauth.start endpoint: %w", err)
 	}
