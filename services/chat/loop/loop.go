@@ -549,11 +549,20 @@ func (t *turn) step(ctx context.Context, s *state) error {
 			calls, ms.FromText = tc, true
 		}
 	}
+	used := s.callIDs()
 	for i, c := range calls {
 		id := c.ID
-		if id == "" {
+		// The id is the model's to choose, but the loop keys a call's
+		// approval, result and stored text by it: one it gave already in
+		// the conversation (or twice in this step) would take another
+		// call's approval or result, so it gets an id of the loop's own.
+		for k := 0; !usableCallID(id) || used[id]; k++ {
 			id = fmt.Sprintf("call_%d_%d_%s", n, i, t.id[:8])
+			if k > 0 {
+				id += fmt.Sprintf("_%d", k)
+			}
 		}
+		used[id] = true
 		ms.ToolCalls = append(ms.ToolCalls, StepCall{ID: id, Name: c.Name, Arguments: c.Arguments})
 	}
 	if err := t.append(ctx, model.EntryModelStep, ms); err != nil {

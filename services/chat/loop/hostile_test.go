@@ -1,0 +1,74 @@
+package loop_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/chat/llmtest"
+	"github.com/mcpbus/mcpbus/services/chat/loop"
+)
+
+// syncApprover approves every call and records what it was asked, from the
+// parallel calls of a step.
+type syncApprover struct {
+	mu    sync.Mutex
+	asked []model.ChatToolCall
+}
+
+func (a *syncApprover) Ask(_ context.Context, _ string, call model.ChatToolCall, _ model.Tool, asked func()) (string, error) {
+	asked()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.asked = append(a.asked, call)
+	return model.DecisionApprove, nil
+}
+
+// A model reusing a call id of an earlier step still has its call run:
+// the id is the loop's key of results, so the reused one would have passed
+// for answered and never run.
+func TestReusedCallIDStillRuns(t *testing.T) {
+	h := setup(t, model.ChatProviderOpenAI, nil)
+	h.srv.Enqueue(
+		llmtest.ToolCalls(llmtest.ToolCall{ID: "dup", Name: "fake__echo", Arguments: `{"message":"one"}`}),
+		llmtest.ToolCalls(llmtest.ToolCall{ID: "dup", Name: "fake__echo", Arguments: `{"message":"two"}`}),
+		llmtest.Text("ok"))
+	done, err := h.eng.RunTurn(ctxT(t), "reuse", h.prof, "go")
+	if err != nil || done.Reason != model.TurnFinal {
+		t.Fatalf("%+v %v", done, err)
+	}
+	rs := h.results(t, "reuse")
+	if h.fake.count("fake__echo") != 2 || len(rs) != 2 || rs[0].CallID == rs[1].CallID {
+		t.Fatalf("calls %d, results %+v: want 2 calls with results of distinct ids", h.fake.count("fake__echo"), rs)
+	}
+	if body := string(h.srv.Last().Body); !strings.Contains(body, "echo: two") {
+		t.Fatalf("the second call's result did not go back: %s", body)
+	}
+}
+
+// Two calls of one step under one id are asked about (and answered) each
+// on its own: one id would bind the user's approval of one to the other.
+func TestDuplicateCallIDsAskedApart(t *testing.T) {
+	ap := &syncApprover{}
+	h := setup(t, model.ChatProviderOpenAI, func(d *loop.Deps) { d.Approver = ap })
+	h.prof.Approval = model.ApprovalPolicy{Default: model.ApprovalAsk}
+	h.srv.Enqueue(
+		llmtest.ToolCalls(
+			llmtest.ToolCall{ID: "same", Name: "fake__echo", Arguments: `{"message":"harmless"}`},
+			llmtest.ToolCall{ID: "same", Name: "fake__echo", Arguments: `{"message":"other"}`}),
+		llmtest.Text("ok"))
+	done, err := h.eng.RunTurn(ctxT(t), "twins", h.prof, "go")
+	if err != nil || done.Reason != model.TurnFinal {
+		t.Fatalf("%+v %v", done, err)
+	}
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	if len(ap.asked) != 2 || ap.asked[0].CallID == ap.asked[1].CallID {
+		t.Fatalf("asked %+v: want two asks with distinct call ids", ap.asked)
+	}
+	if rs := h.results(t, "twins"); len(rs) != 2 || rs[0].CallID == rs[1].CallID {
+		t.Fatalf("results %+v", rs)
+	}
+}
