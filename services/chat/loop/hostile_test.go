@@ -72,3 +72,19 @@ func TestDuplicateCallIDsAskedApart(t *testing.T) {
 		t.Fatalf("results %+v", rs)
 	}
 }
+
+// A reply too large for the log ends the turn with an error. Taken whole,
+// its model_step could not be appended (past the bus's max_payload): the
+// turn stopped without a turn_end, and the chat service resumed it, asking
+// the model again, every lease TTL.
+func TestHugeReplyEndsTheTurn(t *testing.T) {
+	h := setup(t, model.ChatProviderOpenAI, nil)
+	h.srv.Always(llmtest.Text(strings.Repeat("x", 9<<20)))
+	done, err := h.eng.RunTurn(ctxT(t), "huge", h.prof, "go")
+	if err != nil || done.Reason != model.TurnError || !strings.Contains(done.Message, "more than") {
+		t.Fatalf("done %+v, err %v: want the turn ended with an error", done, err)
+	}
+	if got := kinds(h.entries(t, "huge")); got != "user_message,turn_end" {
+		t.Fatalf("entries %s", got)
+	}
+}

@@ -145,6 +145,9 @@ func statusError(name string, he httpError, err error) error {
 // classifyOther maps an error without HTTP status: a network failure, or a
 // reply that could not be decoded.
 func classifyOther(name string, cfg Config, err error) error {
+	if errors.Is(err, errTooLarge) {
+		return apierr.Wrap(apierr.Internal, fmt.Sprintf("%s sent more than the chat takes (%v); the step was stopped", name, err), err)
+	}
 	var ue *url.Error
 	var ne net.Error
 	if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
