@@ -88,3 +88,25 @@ func TestHugeReplyEndsTheTurn(t *testing.T) {
 		t.Fatalf("entries %s", got)
 	}
 }
+
+// Negative (or absurd) token counts from the provider do not lift the
+// turn's budget, nor reach the usage events.
+func TestNegativeUsageKeepsTheBudget(t *testing.T) {
+	h := setup(t, model.ChatProviderOpenAI, nil)
+	h.prof.MaxTokensPerTurn = 100
+	h.srv.Enqueue(
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{llmtest.Call("fake__echo", `{"message":"1"}`)}, Usage: &llmtest.Usage{InputTokens: -1_000_000, OutputTokens: 60}},
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{llmtest.Call("fake__echo", `{"message":"2"}`)}, Usage: &llmtest.Usage{InputTokens: 50, OutputTokens: 10}},
+		llmtest.Text("past the budget"))
+	done, err := h.eng.RunTurn(ctxT(t), "neg", h.prof, "go")
+	if err != nil || done.Reason != model.TurnBudget || done.Steps != 2 {
+		t.Fatalf("done %+v, %v: want the budget to end the turn after 2 steps", done, err)
+	}
+	h.ev.mu.Lock()
+	defer h.ev.mu.Unlock()
+	for _, ev := range h.ev.all {
+		if u := ev.Usage; u != nil && (u.InputTokens < 0 || u.OutputTokens < 0) {
+			t.Fatalf("usage event %+v", *u)
+		}
+	}
+}

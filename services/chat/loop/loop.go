@@ -542,7 +542,7 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	}
 	n := s.steps + 1
 	ms := ModelStep{Step: n, Text: reply.Text, StopReason: string(reply.StopReason),
-		Usage: StepUsage{InputTokens: reply.Usage.InputTokens, OutputTokens: reply.Usage.OutputTokens}}
+		Usage: StepUsage{InputTokens: tokens(reply.Usage.InputTokens), OutputTokens: tokens(reply.Usage.OutputTokens)}}
 	calls := reply.ToolCalls
 	if len(calls) == 0 && t.profile.TextToolCalls {
 		if tc := provider.TextToolCalls(reply.Text); len(tc) > 0 {
@@ -577,6 +577,15 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	t.publish(model.ChatEvent{Kind: model.ChatEventUsage, Usage: u})
 	return nil
 }
+
+// maxStepTokens bounds the tokens one step counts, far above any model's
+// context: the sum over a turn's steps cannot overflow.
+const maxStepTokens = 1 << 32
+
+// tokens is a provider's token count as the budget takes it: a negative one
+// (a broken or hostile server) would lift the turn's budget, a huge one
+// overflow the sum.
+func tokens(n int64) int64 { return min(max(n, 0), maxStepTokens) }
 
 // catalog is the live catalog filtered by the profile and by the sender's
 // own filter (both must allow a tool), by namespaced name (tools of two

@@ -228,7 +228,7 @@ func derive(entries []model.ChatEntry, decoded *payloads, repeatLimit, breakerLi
 			}
 			m := p.v.(*ModelStep)
 			s.steps++
-			s.tokens += m.Usage.InputTokens + m.Usage.OutputTokens
+			s.tokens += tokens(m.Usage.InputTokens) + tokens(m.Usage.OutputTokens)
 			s.last = m
 			s.repeated = nil
 			for i, c := range m.ToolCalls {
