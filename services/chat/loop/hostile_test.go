@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
@@ -108,5 +109,18 @@ func TestNegativeUsageKeepsTheBudget(t *testing.T) {
 		if u := ev.Usage; u != nil && (u.InputTokens < 0 || u.OutputTokens < 0) {
 			t.Fatalf("usage event %+v", *u)
 		}
+	}
+}
+
+// A provider that stops sending ends the turn at the step timeout, though
+// the profile sets no max_turn_duration.
+func TestStalledProviderTimesOut(t *testing.T) {
+	h := setup(t, model.ChatProviderOpenAI, func(d *loop.Deps) { d.StepTimeout = 300 * time.Millisecond })
+	h.srv.Enqueue(llmtest.Slow(llmtest.Text("never"), time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done, err := h.eng.RunTurn(ctx, "stall", h.prof, "go")
+	if err != nil || done.Reason != model.TurnError || !strings.Contains(done.Message, "did not finish its step") {
+		t.Fatalf("done %+v, %v: want the turn ended at the step timeout", done, err)
 	}
 }

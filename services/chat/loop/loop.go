@@ -83,7 +83,10 @@ type ResultStore interface {
 
 // Defaults of Deps.
 const (
-	DefaultCallTimeout  = 30 * time.Second
+	DefaultCallTimeout = 30 * time.Second
+	// DefaultStepTimeout bounds one model step (the CLI's --turn-timeout
+	// would have cancelled the turn by then).
+	DefaultStepTimeout  = 30 * time.Minute
 	DefaultResultBudget = 16 << 10
 	// DefaultKeepLimit bounds the full text of a cut result kept in its log
 	// entry (a JetStream message is at most 1 MiB by default).
@@ -111,6 +114,11 @@ type Deps struct {
 	Inputs InputAsker
 	// CallTimeout bounds one tool call (default 30 s).
 	CallTimeout time.Duration
+	// StepTimeout bounds one model step, the provider's retries included
+	// (default DefaultStepTimeout): a provider that stops sending, or never
+	// ends its stream, must not hold the turn (and its conversation) for
+	// ever when the profile has no max_turn_duration.
+	StepTimeout time.Duration
 	// ResultBudget is the bytes of a tool result the model sees; larger ones
 	// are cut head+tail and readable through read_result (default 16 KiB).
 	ResultBudget int
@@ -157,6 +165,9 @@ func New(d Deps) *Engine {
 	}
 	if d.TaskTimeout <= 0 {
 		d.TaskTimeout = DefaultTaskTimeout
+	}
+	if d.StepTimeout <= 0 {
+		d.StepTimeout = DefaultStepTimeout
 	}
 	if d.ResultBudget <= 0 {
 		d.ResultBudget = DefaultResultBudget
@@ -528,7 +539,9 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	if s.instructions != "" {
 		req.System = strings.TrimSpace(req.System + "\n\n" + s.instructions)
 	}
-	sctx, op := t.startChat(ctx, req)
+	sctx, cancel := context.WithTimeoutCause(ctx, t.e.d.StepTimeout, errStepTimeout)
+	defer cancel()
+	sctx, op := t.startChat(sctx, req)
 	// While the provider waits out a rate limit the user hears why.
 	sctx = provider.WithRetryNotice(sctx, func(e *apierr.Error, retryAfter int) {
 		t.publish(model.ChatEvent{Kind: model.ChatEventError, Error: e, RetryAfter: retryAfter})
@@ -537,6 +550,9 @@ func (t *turn) step(ctx context.Context, s *state) error {
 		t.publish(model.ChatEvent{Kind: model.ChatEventTextDelta, Text: d.Text})
 	})
 	t.endChat(sctx, op, reply, err)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(sctx), errStepTimeout) {
+		return apierr.Wrap(apierr.Network, fmt.Sprintf("The model did not finish its step within %s; the turn was stopped.", t.e.d.StepTimeout), err)
+	}
 	if err != nil {
 		return err
 	}
@@ -577,6 +593,9 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	t.publish(model.ChatEvent{Kind: model.ChatEventUsage, Usage: u})
 	return nil
 }
+
+// errStepTimeout is the cause of a step's end at Deps.StepTimeout.
+var errStepTimeout = errors.New("model step timeout")
 
 // maxStepTokens bounds the tokens one step counts, far above any model's
 // context: the sum over a turn's steps cannot overflow.
