@@ -2,6 +2,7 @@ package loop_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
 	"github.com/mcpbus/mcpbus/services/chat/loop"
+	"github.com/mcpbus/mcpbus/services/chat/provider"
 )
 
 // syncApprover approves every call and records what it was asked, from the
@@ -122,5 +124,21 @@ func TestStalledProviderTimesOut(t *testing.T) {
 	done, err := h.eng.RunTurn(ctx, "stall", h.prof, "go")
 	if err != nil || done.Reason != model.TurnError || !strings.Contains(done.Message, "did not finish its step") {
 		t.Fatalf("done %+v, %v: want the turn ended at the step timeout", done, err)
+	}
+}
+
+// Tool calls written as text are bounded like structured ones: an answer
+// (or a quoted tool result) full of <tool_call> tags runs none of them.
+func TestTooManyTextToolCalls(t *testing.T) {
+	h := setup(t, model.ChatProviderOpenAI, nil)
+	h.prof.TextToolCalls = true
+	var b strings.Builder
+	for i := range provider.MaxToolCalls + 1 {
+		fmt.Fprintf(&b, `<tool_call>{"name":"fake__echo","arguments":{"message":"%d"}}</tool_call>`, i)
+	}
+	h.srv.Enqueue(llmtest.Text(b.String()))
+	done, err := h.eng.RunTurn(ctxT(t), "many", h.prof, "go")
+	if err != nil || done.Reason != model.TurnError || h.fake.count("fake__echo") != 0 {
+		t.Fatalf("done %+v, %v, %d calls: want the turn ended before any call", done, err, h.fake.count("fake__echo"))
 	}
 }

@@ -565,6 +565,11 @@ func (t *turn) step(ctx context.Context, s *state) error {
 			calls, ms.FromText = tc, true
 		}
 	}
+	if len(calls) > provider.MaxToolCalls {
+		// The provider bounds structured calls; calls written as text are
+		// found here (a 1 MiB answer holds tens of thousands).
+		return apierr.Newf(apierr.Internal, "The model asked for %d tool calls in one step, more than %d; the turn was stopped.", len(calls), provider.MaxToolCalls)
+	}
 	used := s.callIDs()
 	for i, c := range calls {
 		id := c.ID
