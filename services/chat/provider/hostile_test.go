@@ -122,3 +122,17 @@ func TestRedirectToAnotherOriginRefused(t *testing.T) {
 		})
 	}
 }
+
+// An absurd Retry-After is the longest wait, not a negative one retried at
+// once (a float past 2^63 ns converts to a negative Duration).
+func TestHugeRetryAfterWaitsTheMost(t *testing.T) {
+	backends(t, func(t *testing.T, srv *llmtest.Server, m provider.Model, name string) {
+		srv.Enqueue(llmtest.RateLimited("1e300"), llmtest.Text("too soon"))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := m.Step(ctx, hello, nil)
+		if e := apierr.From(err); err == nil || e.Code != apierr.RateLimited || srv.Attempts() != 1 {
+			t.Fatalf("err %v after %d attempts: want RATE_LIMITED at once, the wait not fitting the context", err, srv.Attempts())
+		}
+	})
+}
