@@ -83,7 +83,10 @@ type ResultStore interface {
 
 // Defaults of Deps.
 const (
-	DefaultCallTimeout  = 30 * time.Second
+	DefaultCallTimeout = 30 * time.Second
+	// DefaultStepTimeout bounds one model step (the CLI's --turn-timeout
+	// would have cancelled the turn by then).
+	DefaultStepTimeout  = 30 * time.Minute
 	DefaultResultBudget = 16 << 10
 	// DefaultKeepLimit bounds the full text of a cut result kept in its log
 	// entry (a JetStream message is at most 1 MiB by default).
@@ -111,6 +114,11 @@ type Deps struct {
 	Inputs InputAsker
 	// CallTimeout bounds one tool call (default 30 s).
 	CallTimeout time.Duration
+	// StepTimeout bounds one model step, the provider's retries included
+	// (default DefaultStepTimeout): a provider that stops sending, or never
+	// ends its stream, must not hold the turn (and its conversation) for
+	// ever when the profile has no max_turn_duration.
+	StepTimeout time.Duration
 	// ResultBudget is the bytes of a tool result the model sees; larger ones
 	// are cut head+tail and readable through read_result (default 16 KiB).
 	ResultBudget int
@@ -157,6 +165,9 @@ func New(d Deps) *Engine {
 	}
 	if d.TaskTimeout <= 0 {
 		d.TaskTimeout = DefaultTaskTimeout
+	}
+	if d.StepTimeout <= 0 {
+		d.StepTimeout = DefaultStepTimeout
 	}
 	if d.ResultBudget <= 0 {
 		d.ResultBudget = DefaultResultBudget
@@ -528,7 +539,9 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	if s.instructions != "" {
 		req.System = strings.TrimSpace(req.System + "\n\n" + s.instructions)
 	}
-	sctx, op := t.startChat(ctx, req)
+	sctx, cancel := context.WithTimeoutCause(ctx, t.e.d.StepTimeout, errStepTimeout)
+	defer cancel()
+	sctx, op := t.startChat(sctx, req)
 	// While the provider waits out a rate limit the user hears why.
 	sctx = provider.WithRetryNotice(sctx, func(e *apierr.Error, retryAfter int) {
 		t.publish(model.ChatEvent{Kind: model.ChatEventError, Error: e, RetryAfter: retryAfter})
@@ -537,23 +550,40 @@ func (t *turn) step(ctx context.Context, s *state) error {
 		t.publish(model.ChatEvent{Kind: model.ChatEventTextDelta, Text: d.Text})
 	})
 	t.endChat(sctx, op, reply, err)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(sctx), errStepTimeout) {
+		return apierr.Wrap(apierr.Network, fmt.Sprintf("The model did not finish its step within %s; the turn was stopped.", t.e.d.StepTimeout), err)
+	}
 	if err != nil {
 		return err
 	}
 	n := s.steps + 1
 	ms := ModelStep{Step: n, Text: reply.Text, StopReason: string(reply.StopReason),
-		Usage: StepUsage{InputTokens: reply.Usage.InputTokens, OutputTokens: reply.Usage.OutputTokens}}
+		Usage: StepUsage{InputTokens: tokens(reply.Usage.InputTokens), OutputTokens: tokens(reply.Usage.OutputTokens)}}
 	calls := reply.ToolCalls
 	if len(calls) == 0 && t.profile.TextToolCalls {
 		if tc := provider.TextToolCalls(reply.Text); len(tc) > 0 {
 			calls, ms.FromText = tc, true
 		}
 	}
+	if len(calls) > provider.MaxToolCalls {
+		// The provider bounds structured calls; calls written as text are
+		// found here (a 1 MiB answer holds tens of thousands).
+		return apierr.Newf(apierr.Internal, "The model asked for %d tool calls in one step, more than %d; the turn was stopped.", len(calls), provider.MaxToolCalls)
+	}
+	used := s.callIDs()
 	for i, c := range calls {
 		id := c.ID
-		if id == "" {
+		// The id is the model's to choose, but the loop keys a call's
+		// approval, result and stored text by it: one it gave already in
+		// the conversation (or twice in this step) would take another
+		// call's approval or result, so it gets an id of the loop's own.
+		for k := 0; !usableCallID(id) || used[id]; k++ {
 			id = fmt.Sprintf("call_%d_%d_%s", n, i, t.id[:8])
+			if k > 0 {
+				id += fmt.Sprintf("_%d", k)
+			}
 		}
+		used[id] = true
 		ms.ToolCalls = append(ms.ToolCalls, StepCall{ID: id, Name: c.Name, Arguments: c.Arguments})
 	}
 	if err := t.append(ctx, model.EntryModelStep, ms); err != nil {
@@ -568,6 +598,18 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	t.publish(model.ChatEvent{Kind: model.ChatEventUsage, Usage: u})
 	return nil
 }
+
+// errStepTimeout is the cause of a step's end at Deps.StepTimeout.
+var errStepTimeout = errors.New("model step timeout")
+
+// maxStepTokens bounds the tokens one step counts, far above any model's
+// context: the sum over a turn's steps cannot overflow.
+const maxStepTokens = 1 << 32
+
+// tokens is a provider's token count as the budget takes it: a negative one
+// (a broken or hostile server) would lift the turn's budget, a huge one
+// overflow the sum.
+func tokens(n int64) int64 { return min(max(n, 0), maxStepTokens) }
 
 // catalog is the live catalog filtered by the profile and by the sender's
 // own filter (both must allow a tool), by namespaced name (tools of two

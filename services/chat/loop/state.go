@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
@@ -226,7 +228,7 @@ func derive(entries []model.ChatEntry, decoded *payloads, repeatLimit, breakerLi
 			}
 			m := p.v.(*ModelStep)
 			s.steps++
-			s.tokens += m.Usage.InputTokens + m.Usage.OutputTokens
+			s.tokens += tokens(m.Usage.InputTokens) + tokens(m.Usage.OutputTokens)
 			s.last = m
 			s.repeated = nil
 			for i, c := range m.ToolCalls {
@@ -256,6 +258,35 @@ func derive(entries []model.ChatEntry, decoded *payloads, repeatLimit, breakerLi
 	}
 	return s
 }
+
+// callIDs are the ids of every tool call and tool result of the conversation.
+func (s *state) callIDs() map[string]bool {
+	ids := map[string]bool{}
+	for id := range s.results {
+		ids[id] = true
+	}
+	for i, e := range s.entries {
+		if e.Kind != model.EntryModelStep {
+			continue
+		}
+		if p := s.decoded.of(s.entries, i); p.ok {
+			for _, c := range p.v.(*ModelStep).ToolCalls {
+				ids[c.ID] = true
+			}
+		}
+	}
+	return ids
+}
+
+// usableCallID reports whether a call id the model gave can stand for the
+// call: one its user can answer an approval by (model.ChatApproveRequest).
+func usableCallID(id string) bool {
+	return strings.TrimSpace(id) != "" && len(id) <= maxCallID && utf8.ValidString(id) &&
+		!strings.ContainsFunc(id, unicode.IsControl)
+}
+
+// maxCallID bounds a call id (model.ChatApproveRequest takes up to 256 bytes).
+const maxCallID = 256
 
 // messages is the conversation as the model sees it: every user message,
 // model step and tool result of every turn. A call left without a result

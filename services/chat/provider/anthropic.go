@@ -89,9 +89,27 @@ func (m *anthropicModel) stream(ctx context.Context, params anthropic.MessageNew
 	var (
 		msg      anthropic.Message
 		streamed bool
+		budget   replyBudget
 	)
 	for s.Next() {
 		ev := s.Current()
+		switch ev.Type {
+		case "content_block_start":
+			b := ev.ContentBlock
+			if err := budget.add(len(b.ID) + len(b.Name) + len(b.Text)); err != nil {
+				return Step{}, streamed, err
+			}
+			if b.Type == "tool_use" || b.Type == "server_tool_use" {
+				if err := budget.call(); err != nil {
+					return Step{}, streamed, err
+				}
+			}
+		case "content_block_delta":
+			d := ev.Delta
+			if err := budget.add(len(d.Text) + len(d.PartialJSON) + len(d.Thinking)); err != nil {
+				return Step{}, true, err
+			}
+		}
 		if err := msg.Accumulate(ev); err != nil {
 			return Step{}, streamed, err
 		}

@@ -23,6 +23,7 @@ func (m *openaiModel) stream(ctx context.Context, c *openai.Client, req openai.C
 		calls    []ToolCall
 		slot     = map[int]int{} // delta index → calls index
 		finish   string
+		budget   replyBudget
 	)
 	for {
 		chunk, err := s.Recv()
@@ -41,6 +42,9 @@ func (m *openaiModel) stream(ctx context.Context, c *openai.Client, req openai.C
 			}
 			if d := choice.Delta.Content; d != "" {
 				streamed = true
+				if err := budget.add(len(d)); err != nil {
+					return Step{}, streamed, err
+				}
 				text = append(text, d...)
 				if onDelta != nil {
 					onDelta(Delta{Text: d})
@@ -54,11 +58,17 @@ func (m *openaiModel) stream(ctx context.Context, c *openai.Client, req openai.C
 				i, ok := slot[index]
 				// Some servers number every call 0: a new id is a new call.
 				if !ok || (tc.ID != "" && calls[i].ID != "" && tc.ID != calls[i].ID) {
+					if err := budget.call(); err != nil {
+						return Step{}, true, err
+					}
 					calls = append(calls, ToolCall{})
 					i = len(calls) - 1
 					slot[index] = i
 				}
 				streamed = true
+				if err := budget.add(len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments)); err != nil {
+					return Step{}, streamed, err
+				}
 				c := &calls[i]
 				if tc.ID != "" {
 					c.ID = tc.ID

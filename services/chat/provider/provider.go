@@ -136,12 +136,17 @@ type Config struct {
 	// APIKey is required unless BaseURL is set (local servers need none).
 	APIKey string
 	// HTTPClient defaults to a client without timeout (the ctx bounds it).
+	// The model uses a copy that bounds response bodies and follows no
+	// redirect to another origin (guarded).
 	HTTPClient *http.Client
 	// MaxRetries bounds the retries of a rate-limited request (default 8;
 	// negative: none). The context bounds them too.
 	MaxRetries int
 	// MaxBackoff caps one wait (default 60 s).
 	MaxBackoff time.Duration
+	// MaxResponseBytes bounds the body of one response (default
+	// DefaultMaxResponseBytes): past it the step fails.
+	MaxResponseBytes int64
 }
 
 // New validates cfg and returns its Model. It makes no request.
@@ -156,6 +161,10 @@ func New(cfg Config) (Model, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
 	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	cfg.HTTPClient = guarded(cfg.HTTPClient, cfg.MaxResponseBytes)
 	if cfg.MaxRetries == 0 {
 		cfg.MaxRetries = 8
 	}

@@ -98,11 +98,16 @@ func retryable(status int) bool {
 // retry-after-ms) when the server sent one, else 1, 2, 4 … s; capped.
 func backoff(n int, h http.Header, limit time.Duration) time.Duration {
 	wait := time.Duration(math.Pow(2, float64(min(n, 16)))) * time.Second
+	// A number is capped before it becomes a Duration: past 2^63 ns (or
+	// +Inf) the conversion wraps to a negative wait, retried at once.
+	dur := func(v, unit float64) time.Duration {
+		return time.Duration(min(v*unit, float64(limit)))
+	}
 	if ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil && ms >= 0 {
-		wait = time.Duration(ms * float64(time.Millisecond))
+		wait = dur(ms, float64(time.Millisecond))
 	} else if v := h.Get("Retry-After"); v != "" {
 		if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-			wait = time.Duration(s * float64(time.Second))
+			wait = dur(s, float64(time.Second))
 		} else if t, err := http.ParseTime(v); err == nil {
 			wait = max(time.Until(t), 0)
 		}
@@ -145,6 +150,9 @@ func statusError(name string, he httpError, err error) error {
 // classifyOther maps an error without HTTP status: a network failure, or a
 // reply that could not be decoded.
 func classifyOther(name string, cfg Config, err error) error {
+	if errors.Is(err, errTooLarge) {
+		return apierr.Wrap(apierr.Internal, fmt.Sprintf("%s sent more than the chat takes (%v); the step was stopped", name, err), err)
+	}
 	var ue *url.Error
 	var ne net.Error
 	if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||

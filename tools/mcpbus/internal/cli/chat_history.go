@@ -143,30 +143,32 @@ func printEntries(g *globals, entries []model.ChatEntry) {
 				fmt.Fprintf(w, "%s model: %s\n", at, indent(t))
 			}
 			for _, c := range p.ToolCalls {
-				fmt.Fprintf(w, "%s   → %s %s\n", at, c.Name, oneLine(c.Arguments, 120))
+				fmt.Fprintf(w, "%s   → %s %s\n", at, printable(c.Name), oneLine(c.Arguments, 120))
 			}
 		case model.EntryToolResult:
 			var p entryResult
 			_ = json.Unmarshal(e.Payload, &p)
 			mark := map[string]string{model.ToolCallCompleted: "✓", model.ToolCallFailed: "✗", model.ToolCallTimedOut: "⏱"}[p.State]
-			fmt.Fprintf(w, "%s   %s %s (%s ms): %s\n", at, cmpStr(mark, "·"), p.Tool, formatMS(p.DurationMS), oneLine(p.Content, 120))
+			fmt.Fprintf(w, "%s   %s %s (%s ms): %s\n", at, cmpStr(mark, "·"), printable(p.Tool), formatMS(p.DurationMS), oneLine(p.Content, 120))
 		case model.EntryApproval:
 			var p entryApproval
 			_ = json.Unmarshal(e.Payload, &p)
-			fmt.Fprintf(w, "%s   approval %s: %s\n", at, p.Tool, p.Decision)
+			fmt.Fprintf(w, "%s   approval %s: %s\n", at, printable(p.Tool), printable(p.Decision))
 		case model.EntryTurnEnd:
 			var p model.ChatDone
 			_ = json.Unmarshal(e.Payload, &p)
 			if p.Reason != model.TurnFinal {
-				fmt.Fprintf(w, "%s   turn ended: %s %s\n", at, p.Reason, p.Message)
+				fmt.Fprintf(w, "%s   turn ended: %s %s\n", at, printable(p.Reason), indent(p.Message))
 			}
 		}
 	}
 }
 
-// indent keeps the continuation lines of a message under its first.
+// indent keeps the continuation lines of a message under its first; the
+// message is the model's or a user's, shown without control characters
+// (termText).
 func indent(s string) string {
-	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n           ")
+	return strings.ReplaceAll(strings.TrimSpace(termText(s)), "\n", "\n           ")
 }
 
 // printConversations writes the list as a table. The OWNER column appears

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -104,6 +105,7 @@ func (r *renderer) account(ev model.ChatEvent) {
 }
 
 func (r *renderer) text(s string) {
+	s = termText(s)
 	if !r.stream {
 		r.held.WriteString(s)
 		return
@@ -145,13 +147,13 @@ func (r *renderer) toolCall(tc model.ChatToolCall) {
 	ms := fmt.Sprintf("(%s ms)", formatMS(tc.DurationMS))
 	switch tc.State {
 	case model.ToolCallCompleted:
-		fmt.Fprintf(r.errw, "✓ %s %s\n", tc.Tool, ms)
+		fmt.Fprintf(r.errw, "✓ %s %s\n", printable(tc.Tool), ms)
 	case model.ToolCallFailed:
-		fmt.Fprintf(r.errw, "✗ %s %s: %s\n", tc.Tool, ms, oneLine(cmpStr(tc.Summary, "failed"), 160))
+		fmt.Fprintf(r.errw, "✗ %s %s: %s\n", printable(tc.Tool), ms, oneLine(cmpStr(tc.Summary, "failed"), 160))
 	case model.ToolCallTimedOut:
-		fmt.Fprintf(r.errw, "⏱ %s timed out %s\n", tc.Tool, ms)
+		fmt.Fprintf(r.errw, "⏱ %s timed out %s\n", printable(tc.Tool), ms)
 	default:
-		fmt.Fprintf(r.errw, "· %s %s\n", tc.Tool, tc.State)
+		fmt.Fprintf(r.errw, "· %s %s\n", printable(tc.Tool), printable(tc.State))
 	}
 	r.drawSpin()
 }
@@ -210,11 +212,13 @@ func (r *renderer) clearSpin() {
 	}
 }
 
-// note prints a line to errw, after the text and spinner.
+// note prints a line to errw, after the text and spinner. It quotes what
+// others wrote (a tool's name, a provider's error), so it is shown without
+// control characters.
 func (r *renderer) note(s string) {
 	r.endText()
 	r.clearSpin()
-	fmt.Fprintln(r.errw, s)
+	fmt.Fprintln(r.errw, printableLines(s))
 	r.drawSpin()
 }
 
@@ -236,8 +240,31 @@ func (r *renderer) done(d *model.ChatDone) {
 		if d.Message != "" {
 			msg += ": " + d.Message
 		}
-		fmt.Fprintln(r.errw, msg)
+		fmt.Fprintln(r.errw, printableLines(msg))
 	}
+}
+
+// termText is text of the model as the terminal may show it: line breaks
+// and tabs kept, carriage returns dropped, other control characters (an
+// escape sequence) and bidi overrides as U+FFFD. The model writes what a
+// tool's result tells it to, and an escape sequence could conceal the
+// approval prompt that follows and show a fake one, rewrite lines or set
+// the clipboard (OSC 52).
+func termText(s string) string {
+	if !strings.ContainsFunc(s, unsafeRune) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n', r == '\t':
+			return r
+		case r == '\r':
+			return -1
+		case unsafeRune(r):
+			return unicode.ReplacementChar
+		}
+		return r
+	}, s)
 }
 
 // summary is the usage line of the turn ("" when there was none).

@@ -115,3 +115,41 @@ func TestRenderErrorEnd(t *testing.T) {
 		t.Errorf("lastErr %v", r.lastErr)
 	}
 }
+
+// What the model writes (its text, the name of a tool it made up) and a
+// provider's error reach the terminal without escape sequences: a prompt
+// injection could otherwise conceal the approval prompt that follows
+// (SGR 8) and print a fake one, or set the clipboard (OSC 52).
+func TestRenderModelTextWithoutEscapes(t *testing.T) {
+	evs := []model.ChatEvent{
+		{Kind: model.ChatEventTextDelta, Turn: "t1", Text: "Fine.\tok\r\n\x1b[8m"},
+		{Kind: model.ChatEventTextDelta, Turn: "t1", Text: "\x1b]52;c;ZXZpbA==\x07\u009b2K"},
+		{Kind: model.ChatEventToolCall, Turn: "t1", ToolCall: &model.ChatToolCall{CallID: "c1", Tool: "x\x1b[2K", State: model.ToolCallFailed, Summary: "Unknown tool"}},
+		{Kind: model.ChatEventError, Turn: "t1", Error: apierr.New(apierr.Internal, "provider says \x1b[8m")},
+		{Kind: model.ChatEventDone, Turn: "t1", Done: &model.ChatDone{Reason: model.TurnError, Message: "provider says \x1b[8m"}},
+	}
+	for _, stream := range []bool{true, false} {
+		out, errw := render(&renderer{stream: stream}, evs)
+		if strings.ContainsAny(out+errw, "\x1b\x07\r\u009b") {
+			t.Errorf("stream %v: control characters reach the terminal: %q / %q", stream, out, errw)
+		}
+		if !strings.Contains(out+errw, "Fine.\tok\n") {
+			t.Errorf("stream %v: the text lost its tab or line break: %q / %q", stream, out, errw)
+		}
+	}
+}
+
+// chat history shows the log's model text and tool names without escape
+// sequences too.
+func TestHistoryWithoutEscapes(t *testing.T) {
+	step, _ := json.Marshal(map[string]any{"step": 1, "text": "hi\x1b[8m", "tool_calls": []any{map[string]any{"id": "c1", "name": "x\x1b[2K", "arguments": "{}"}}})
+	end, _ := json.Marshal(model.ChatDone{Reason: model.TurnError, Message: "bad\x1b]52;c;eA==\x07"})
+	var out bytes.Buffer
+	printEntries(&globals{stdout: &out}, []model.ChatEntry{
+		{Kind: model.EntryModelStep, Turn: "t1", Payload: step},
+		{Kind: model.EntryTurnEnd, Turn: "t1", Payload: end},
+	})
+	if strings.ContainsAny(out.String(), "\x1b\x07") || !strings.Contains(out.String(), "hi") {
+		t.Fatalf("history %q", out.String())
+	}
+}
