@@ -46,7 +46,7 @@ func (o *Options) Register(s *settings.Set) {
 	s.Int(&o.AgentMaxInflight, "agent-max-inflight", "", 0, "one agent's calls in flight at one server unless its record says otherwise (default: a quarter of a server's max_inflight)")
 	s.Duration(&o.LeaseTTL, "lease-ttl", "", DefaultLeaseTTL, "ownership lease: a runner that dies loses its servers to others after this long")
 	s.Duration(&o.TaskRetention, "task-retention", "", DefaultTaskRetention, "how long a durable task and its result are kept after its last change (every runner the same: it is the bucket's TTL)")
-	s.Duration(&o.TaskTimeout, "task-timeout", "", DefaultTaskTimeout, "how long a durable task's call may run (in place of the call timeout)")
+	s.Duration(&o.TaskTimeout, "task-timeout", "", DefaultTaskTimeout, "how long a durable task's call may run (in place of the call timeout), and how long a task may wait for a runner to start it (then it ends failed)")
 	s.Int(&o.TaskMaxPerPrincipal, "task-max-per-principal", "", DefaultTaskMaxPerPrincipal, "durable tasks one principal may keep (within --task-retention); past it task.create is RATE_LIMITED")
 	s.Strings(&o.ExecTypes, "exec-types", "", model.ExecTypes,
 		"package types this runner spawns or connects: npm, docker, binary, http (the compose deployment sets npm,http; docker is added with deploy/compose.docker-servers.yml)")

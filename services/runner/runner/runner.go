@@ -164,7 +164,8 @@ type Options struct {
 
 	// TaskRetention is how long a task's record (and result) is kept after
 	// its last change (default 24h); TaskTimeout bounds a task's run
-	// (default 1h, in place of the call timeout); TaskAckWait is how long a
+	// (default 1h, in place of the call timeout) and its wait for a run to
+	// start it (taskexpire.go); TaskAckWait is how long a
 	// run held by a runner that stopped answering waits before another
 	// owner gets it (default 15s). See tasks.go.
 	TaskRetention time.Duration
@@ -395,12 +396,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer stopWatch()
 	var wg sync.WaitGroup
 	catalogReady := make(chan struct{})
-	wg.Add(6)
+	wg.Add(7)
 	go func() { defer wg.Done(); r.followFeed(watchCtx) }()
 	go func() { defer wg.Done(); r.watchShared(watchCtx, catalogReady) }()
 	go func() { defer wg.Done(); r.forgetReplayedSubs(watchCtx) }()
 	go func() { defer wg.Done(); r.maintain(watchCtx) }()
 	go func() { defer wg.Done(); r.watchOwners(watchCtx) }()
+	go func() { defer wg.Done(); r.sweepTasks(watchCtx) }()
 	if err := r.addService(); err != nil {
 		return err
 	}

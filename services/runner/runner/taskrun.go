@@ -92,9 +92,16 @@ func (s *server) runTask(msg jetstream.Msg) {
 			t.Error = apierr.New(apierr.ServiceUnavailable, t.Message)
 			failedHere = true
 			return true
+		case !time.Now().Before(r.taskStartDeadline(t)):
+			// Past its bound (taskexpire.go): a sweep would fail it; so
+			// does its first claim, as whoever comes first.
+			t.Error = r.notStarted(t, fmt.Sprintf("no owner of server %s took it up in time", t.Server))
+			t.State, t.Message = model.TaskFailed, t.Error.Message
+			failedHere = true
+			return true
 		}
 		t.Attempts++
-		t.Runner = r.opts.ID
+		t.Runner, t.ClaimedAt = r.opts.ID, time.Now().UTC()
 		return true
 	})
 	cancel()
@@ -230,8 +237,9 @@ func (s *server) finishTask(msg jetstream.Msg, id string, res callReply, callErr
 // keepTask holds the run while it goes on: it tells JetStream the run is
 // in progress (so it is not delivered again before the ack wait after the
 // last sign of life), keeps the record within its retention, and stops the
-// call when the record says cancelled (a cancel that came before the call
-// was registered, or whose broadcast was lost).
+// call when the record says it ended: cancelled (a cancel that came before
+// the call was registered, or whose broadcast was lost), or failed by a
+// sweep that found no run had held it in time (taskexpire.go).
 func (s *server) keepTask(ctx context.Context, stop context.CancelFunc, msg jetstream.Msg, id string, done <-chan struct{}) {
 	r := s.r
 	tick := time.NewTicker(min(r.opts.TaskAckWait/3, time.Second))
@@ -248,7 +256,7 @@ func (s *server) keepTask(ctx context.Context, stop context.CancelFunc, msg jets
 		_ = msg.InProgress()
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		rec, _, err := r.tasks.getRecord(rctx, id)
-		if err == nil && rec.State == model.TaskCancelled {
+		if err == nil && model.TaskFinal(rec.State) { // cancelled, or failed by a sweep (taskexpire.go)
 			cancel()
 			stop()
 			return

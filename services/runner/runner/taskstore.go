@@ -70,6 +70,10 @@ type taskRecord struct {
 	model.Task
 	Args            json.RawMessage `json:"args"`
 	PrincipalHeader string          `json:"principal_header,omitempty"`
+	// ClaimedAt is when the last run started: a run that stopped with its
+	// runner and that no owner takes up again ends failed from it
+	// (taskexpire.go).
+	ClaimedAt time.Time `json:"claimed_at,omitzero"`
 }
 
 // errTaskGone is a record that does not exist (never, or past retention).
