@@ -94,7 +94,7 @@ func (s *server) overBudget(tool string) bool {
 		return false
 	}
 	if s.pinBudgetWarned.CompareAndSwap(false, true) {
-		s.log.Warn("the server changes its tools faster than mcpbus pins them: new and changed tools are left unpinned (withheld under strict) until its budget refills", "tool", tool, "per_day", s.pinBudget.Burst())
+		s.log.Warn("the server changes its tools faster than mcpbus pins them: new and changed tools are left unpinned and withheld (under every pin policy) until its budget refills", "tool", tool, "per_day", s.pinBudget.Burst())
 		time.AfterFunc(time.Hour, func() { s.pinBudgetWarned.Store(false) })
 	}
 	return true
