@@ -83,9 +83,11 @@ type turn struct {
 	// ctx carries the caller's principal for the cancel, which runs on
 	// its own deadline after the request's context may be gone.
 	ctx context.Context
-	// limit bounds the turn, beat is the interval of a stream's
-	// keep-alives (bounds).
+	// limit bounds the turn from arrived, the request's arrival (the
+	// client's timeout runs from its sending, not from the turn's start),
+	// beat is the interval of a stream's keep-alives (bounds).
 	limit, beat time.Duration
+	arrived     time.Time
 }
 
 // clientMargin is the most the gateway keeps, before a client's own
@@ -132,6 +134,7 @@ var errClientGone = errors.New("the client went away")
 // end, answered whole or streamed. The request is tracked by its key so a
 // revocation or a shutdown ends it.
 func (a *API) completions(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	var req CompletionRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeError(w, invalid("", "the body is not a chat completion request: "+err.Error()))
@@ -161,6 +164,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 	// which would run the turn and its tool calls again.
 	w.Header().Set("X-Should-Retry", "false")
 	t.limit, t.beat = a.bounds(r, req.Stream)
+	t.arrived = arrived
 	if req.Stream {
 		a.streamTurn(w, r, t, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 		return
@@ -228,7 +232,9 @@ func (a *API) start(ctx context.Context, req *CompletionRequest) (*turn, *Error)
 // (when set) every Heartbeat. The turn is cancelled when the client goes, a
 // callback fails, events were lost or TurnTimeout passes.
 func (a *API) follow(ctx context.Context, t *turn, onText func(string) error, onBeat func() error) (*model.ChatDone, error) {
-	timeout := time.NewTimer(t.limit)
+	// What checking the request and starting the turn took (a loaded host,
+	// a slow bus) counts: the 504 must still come before the client's timeout.
+	timeout := time.NewTimer(t.limit - time.Since(t.arrived))
 	defer timeout.Stop()
 	beat := time.NewTicker(t.beat)
 	defer beat.Stop()
