@@ -742,6 +742,17 @@ func TestSecretsStayOutOfConfigs(t *testing.T) {
 		{"docker -e with value", `{"mcpServers": {"s": {"command": "docker", "args": ["run", "-i", "-e", "GITHUB_TOKEN=ghp_1", "img"]}}}`, "mcpServers.s.args[3]", "a secret on the command line"},
 		{"secret in url query", `{"mcpServers": {"s": {"url": "https://server.smithery.ai/x/mcp?api_key=abc&profile=p"}}}`, "mcpServers.s.url", "secret in its query (api_key)"},
 		{"password in url", `{"mcpServers": {"s": {"url": "https://u:pw@h.example/mcp"}}}`, "mcpServers.s.url", "carries a password"},
+		// What only the sealer refused before, with a config's field
+		// (package.args.2) that does not say which server of the file.
+		{"password in a plain argument", `{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-postgres", "postgresql://u:pw@localhost/db"]}}}`,
+			"mcpServers.pg.args[2]", "a secret on the command line"},
+		{"secret in url fragment", `{"mcpServers": {"s": {"url": "https://h.example/mcp#access_token=abc"}}}`, "mcpServers.s.url", "the URL carries a secret"},
+		{"mcp.yaml password in argument", "servers:\n  pg:\n    transport: {type: stdio, command: pgmcp, args: [--verbose, 'postgres://u:pw@db/x']}\n",
+			"servers.pg.transport.args[1]", "a secret on the command line"},
+		{"native password in url", `{"servers": [{"name": "a", "package": {"type": "http", "identifier": "https://h.example/x"}, "transport": {"type": "http", "url": "https://u:pw@h.example/x"}}]}`,
+			"servers[0].transport.url", "a secret in a URL is not allowed"},
+		{"native secret argument", `{"servers": [{"name": "a", "package": {"type": "npm", "identifier": "p", "args": ["--verbose", "--token=abc"]}, "transport": {"type": "stdio"}}]}`,
+			"servers[0].package.args[1]", "a secret on the command line is not allowed"},
 		{"native secret in config", `{"servers": [{"name": "a", "package": {"type": "npm", "identifier": "p"}, "transport": {"type": "stdio"}, "config": {"key": "${API_KEY}"}}]}`,
 			"servers[0].config.key", "secret variable ${API_KEY}"},
 	}
@@ -759,8 +770,11 @@ func TestSecretsStayOutOfConfigs(t *testing.T) {
 			}
 		})
 	}
-	// Not secrets, whatever the flag is called.
-	ok := `{"mcpServers": {"s": {"command": "srv", "args": ["--max-tokens", "4096", "--token-file", "/run/token", "--auth-server=https://auth.example", "--oauth-enabled", "true", "--env", "-x"]}}}`
+	// Not secrets, whatever the flag is called. (The values after
+	// --max-tokens, --auth-server= or --oauth-enabled are refused by
+	// model.RefuseInlineSecrets, as every config is, so an import cannot
+	// take them either.)
+	ok := `{"mcpServers": {"s": {"command": "srv", "args": ["--token-file", "/run/token", "--no-token", "--env", "-x"]}}}`
 	if _, err := serverfile.Parse("", []byte(ok), nil); err != nil {
 		t.Fatal(err)
 	}
