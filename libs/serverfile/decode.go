@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tailscale/hujson"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -49,6 +50,9 @@ func decode(content []byte) (document, error) {
 		if jsonData, err = yaml.YAMLToJSONStrict(data); err != nil {
 			return document{}, apierr.Wrap(apierr.Validation, "invalid YAML: "+YAMLMessage(data, err), err).WithField("content")
 		}
+		if at := secondDocument(data); at != "" {
+			return document{}, apierr.Invalid("content", "invalid YAML: a second document (after ---) at "+at+": a servers file is one document")
+		}
 	}
 	root, err := decodeValue(jsonData)
 	if err != nil {
@@ -61,6 +65,32 @@ func decode(content []byte) (document, error) {
 		return document{}, apierr.Invalid(field, err.Error())
 	}
 	return document{root: root, data: jsonData, json: isJSON}, nil
+}
+
+// secondDocument says where a second YAML document with content starts ("" if
+// there is none). The conversion to JSON reads the first document only, so
+// the servers of a second one would be dropped without a word. Documents are
+// read as nodes: aliases are not expanded.
+func secondDocument(data []byte) string {
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	var first yamlv3.Node
+	if dec.Decode(&first) != nil {
+		return ""
+	}
+	for {
+		var next yamlv3.Node
+		err := dec.Decode(&next)
+		if err == io.EOF {
+			return ""
+		}
+		if err != nil {
+			// A document the conversion never read: refused all the same.
+			return strings.TrimPrefix(err.Error(), "yaml: ")
+		}
+		if len(next.Content) > 0 && (next.Content[0].Kind != yamlv3.ScalarNode || next.Content[0].Tag != "!!null") {
+			return fmt.Sprintf("line %d", next.Content[0].Line)
+		}
+	}
 }
 
 // decodeValue decodes the JSON value data starts with, numbers as json.Number.

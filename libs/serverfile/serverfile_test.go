@@ -634,6 +634,17 @@ func TestSyntaxErrors(t *testing.T) {
 	wantErr(t, err, "mcpServers.a", `duplicate key "a"`)
 	_, err = serverfile.Parse("", []byte("servers:\n  a:\n    transport: {type: stdio, command: x}\n  a:\n    transport: {type: stdio, command: y}\n"), nil)
 	wantErr(t, err, "content", `key "a" already set`)
+	// So would a second YAML document (only the first is converted).
+	_, err = serverfile.Parse("", []byte("servers:\n  a:\n    transport: {type: stdio, command: x}\n---\nservers:\n  b:\n    transport: {type: stdio, command: y}\n"), nil)
+	wantErr(t, err, "content", "a second document (after ---) at line 5")
+	_, err = serverfile.Parse("", []byte("servers:\n  a:\n    transport: {type: stdio, command: x}\n---\nservers: [\n"), nil)
+	wantErr(t, err, "content", "a second document (after ---) at line 5: did not find expected node content")
+	// A document marker before the first, or an empty document after it, is no second one.
+	for _, content := range []string{"---\nservers:\n  a:\n    transport: {type: stdio, command: x}\n", "servers:\n  a:\n    transport: {type: stdio, command: x}\n---\n", "servers:\n  a:\n    transport: {type: stdio, command: x}\n...\n---\n~\n"} {
+		if got, err := serverfile.Parse("", []byte(content), nil); err != nil || len(got) != 1 {
+			t.Errorf("%q: %v %v", content, got, err)
+		}
+	}
 	// VS Code's comments and trailing commas are fine.
 	got, err := serverfile.Parse("", []byte("// my servers\n{\n // comment\n \"servers\": {\"a\": {\"command\": \"x\",},}, /* more */\n}"), nil)
 	if err != nil || len(got) != 1 || got[0].Config.Package.Identifier != "x" {
