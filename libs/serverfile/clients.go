@@ -61,6 +61,10 @@ func clientEntries[T any, P interface {
 	server() server
 }](key string, servers map[string]json.RawMessage, r *resolver) ([]Entry, error) {
 	entries := make([]Entry, 0, len(servers))
+	// Names are keys, so distinct, but two can make one slug ("my server",
+	// "my-server", "GitHub" and "github"): the config service would refuse
+	// the second with a servers[i] that is no path of this file.
+	slugOf := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(servers)) {
 		path := key + "." + name
 		p := P(new(T))
@@ -73,6 +77,10 @@ func clientEntries[T any, P interface {
 		if err != nil {
 			return nil, err
 		}
+		if other, dup := slugOf[e.Config.Slug]; dup {
+			return nil, apierr.Invalid(path, fmt.Sprintf("servers %q and %q both get the slug %s: rename one", other, name, e.Config.Slug))
+		}
+		slugOf[e.Config.Slug] = name
 		entries = append(entries, e)
 	}
 	return entries, nil

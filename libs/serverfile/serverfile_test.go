@@ -634,6 +634,11 @@ func TestSyntaxErrors(t *testing.T) {
 	wantErr(t, err, "mcpServers.a", `duplicate key "a"`)
 	_, err = serverfile.Parse("", []byte("servers:\n  a:\n    transport: {type: stdio, command: x}\n  a:\n    transport: {type: stdio, command: y}\n"), nil)
 	wantErr(t, err, "content", `key "a" already set`)
+	// Names that differ but make one slug: the second is named where it is.
+	_, err = serverfile.Parse("", []byte(`{"mcpServers": {"my server": {"command": "x"}, "my-server": {"command": "y"}}}`), nil)
+	wantErr(t, err, "mcpServers.my-server", `servers "my server" and "my-server" both get the slug my-server`)
+	_, err = serverfile.Parse("", []byte("servers:\n  GitHub:\n    transport: {type: stdio, command: x}\n  github:\n    transport: {type: stdio, command: y}\n"), nil)
+	wantErr(t, err, "servers.github", "both get the slug github")
 	// So would a second YAML document (only the first is converted).
 	_, err = serverfile.Parse("", []byte("servers:\n  a:\n    transport: {type: stdio, command: x}\n---\nservers:\n  b:\n    transport: {type: stdio, command: y}\n"), nil)
 	wantErr(t, err, "content", "a second document (after ---) at line 5")
