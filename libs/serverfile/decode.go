@@ -46,6 +46,9 @@ func decode(content []byte) (document, error) {
 			return document{}, err
 		}
 	} else {
+		if err := aliasExpansion(data); err != nil {
+			return document{}, err
+		}
 		var err error
 		if jsonData, err = yaml.YAMLToJSONStrict(data); err != nil {
 			return document{}, apierr.Wrap(apierr.Validation, "invalid YAML: "+YAMLMessage(data, err), err).WithField("content")
@@ -65,6 +68,53 @@ func decode(content []byte) (document, error) {
 		return document{}, apierr.Invalid(field, err.Error())
 	}
 	return document{root: root, data: jsonData, json: isJSON}, nil
+}
+
+// maxExpansion bounds the text a YAML file's aliases may make: the
+// conversion to JSON copies an aliased value at every alias, so a 1 MiB
+// string under an anchor used a thousand times (a file of 1 MiB) would make
+// a gigabyte. The YAML parser's own limit counts aliases, not bytes.
+const maxExpansion = 8 << 20
+
+// aliasExpansion refuses YAML whose aliases would expand it past
+// maxExpansion bytes of scalars (or past twice its size, for a larger file).
+// Sizes are computed on the node tree, once per anchored node, so an
+// exponential bomb costs no more than its text. A file the node parser
+// cannot read is left to the conversion, which reports the error.
+func aliasExpansion(data []byte) error {
+	var root yamlv3.Node
+	if yamlv3.NewDecoder(bytes.NewReader(data)).Decode(&root) != nil {
+		return nil
+	}
+	limit := max(maxExpansion, 2*len(data))
+	sizes := map[*yamlv3.Node]int{}
+	var size func(n *yamlv3.Node, depth int) int
+	size = func(n *yamlv3.Node, depth int) int {
+		if n == nil || depth > 10000 {
+			return 0
+		}
+		if s, ok := sizes[n]; ok {
+			return s
+		}
+		sizes[n] = limit + 1 // an alias of a node being sized: a cycle
+		total := len(n.Value)
+		if n.Kind == yamlv3.AliasNode {
+			total = size(n.Alias, depth+1)
+		}
+		for _, c := range n.Content {
+			total += size(c, depth+1)
+			if total > limit {
+				break
+			}
+		}
+		total = min(total, limit+1)
+		sizes[n] = total
+		return total
+	}
+	if size(&root, 0) > limit {
+		return apierr.Invalid("content", fmt.Sprintf("invalid YAML: its aliases (*name) expand it to more than %d MiB", limit>>20))
+	}
+	return nil
 }
 
 // secondDocument says where a second YAML document with content starts ("" if

@@ -639,6 +639,15 @@ func TestSyntaxErrors(t *testing.T) {
 	wantErr(t, err, "mcpServers.my-server", `servers "my server" and "my-server" both get the slug my-server`)
 	_, err = serverfile.Parse("", []byte("servers:\n  GitHub:\n    transport: {type: stdio, command: x}\n  github:\n    transport: {type: stdio, command: y}\n"), nil)
 	wantErr(t, err, "servers.github", "both get the slug github")
+	// Aliases that copy a large value many times are refused before they
+	// are expanded; a few copies of a small one are fine.
+	big := "a: &a " + strings.Repeat("x", 1<<20) + "\nservers: [" + strings.TrimSuffix(strings.Repeat("*a, ", 64), ", ") + "]\n"
+	_, err = serverfile.Parse("", []byte(big), nil)
+	wantErr(t, err, "content", "its aliases (*name) expand it to more than 8 MiB")
+	shared := "servers:\n  a:\n    transport: {type: stdio, command: x}\n    env: &env {A: '1'}\n  b:\n    transport: {type: stdio, command: y}\n    env: *env\n"
+	if got, err := serverfile.Parse("", []byte(shared), nil); err != nil || len(got) != 2 || got[1].Config.EnvVars["A"].Value != "1" {
+		t.Fatalf("shared env: %v %v", got, err)
+	}
 	// So would a second YAML document (only the first is converted).
 	_, err = serverfile.Parse("", []byte("servers:\n  a:\n    transport: {type: stdio, command: x}\n---\nservers:\n  b:\n    transport: {type: stdio, command: y}\n"), nil)
 	wantErr(t, err, "content", "a second document (after ---) at line 5")
