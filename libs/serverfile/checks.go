@@ -79,6 +79,31 @@ func plainValue(s string) bool {
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.User == nil && u.RawQuery == ""
 }
 
+// inlineSecret is model.RefuseInlineSecrets, which the sealer and the config
+// service apply to every config, with the field it names (package.args.2)
+// written the way the file's paths are (package.args[2]). Parse checks it
+// itself so that a refused file names the server in the file, not only a
+// field of a config, and is refused before anything is sealed or sent.
+func inlineSecret(cfg *model.McpConfig) (field, msg string, refused bool) {
+	e := model.RefuseInlineSecrets(cfg)
+	if e == nil {
+		return "", "", false
+	}
+	parts := strings.Split(e.Field, ".")
+	var b strings.Builder
+	for i, p := range parts {
+		if _, err := strconv.Atoi(p); err == nil && i > 0 {
+			b.WriteString("[" + p + "]")
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String(), e.Message, true
+}
+
 // checkURL refuses a URL carrying a secret (user:password@, ?api_key=…).
 func checkURL(field, raw string) error {
 	u, err := url.Parse(raw)

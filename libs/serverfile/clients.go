@@ -61,6 +61,10 @@ func clientEntries[T any, P interface {
 	server() server
 }](key string, servers map[string]json.RawMessage, r *resolver) ([]Entry, error) {
 	entries := make([]Entry, 0, len(servers))
+	// Names are keys, so distinct, but two can make one slug ("my server",
+	// "my-server", "GitHub" and "github"): the config service would refuse
+	// the second with a servers[i] that is no path of this file.
+	slugOf := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(servers)) {
 		path := key + "." + name
 		p := P(new(T))
@@ -73,6 +77,10 @@ func clientEntries[T any, P interface {
 		if err != nil {
 			return nil, err
 		}
+		if other, dup := slugOf[e.Config.Slug]; dup {
+			return nil, apierr.Invalid(path, fmt.Sprintf("servers %q and %q both get the slug %s: rename one", other, name, e.Config.Slug))
+		}
+		slugOf[e.Config.Slug] = name
 		entries = append(entries, e)
 	}
 	return entries, nil
@@ -194,7 +202,41 @@ func (s *server) entry(r *resolver) (Entry, error) {
 	if err := cfg.Validate(); err != nil {
 		return e, apierr.Invalid(s.fileField(err.Field, remote), err.Message)
 	}
+	if field, _, refused := inlineSecret(cfg); refused {
+		// What checkURL and checkArgs let through (a password in a plain
+		// argument such as postgresql://user:pw@host/db, a secret in a URL
+		// fragment, docker -e NAME=value) would be refused by the sealer
+		// with a config's field; here it is named where it is in the file.
+		if strings.HasPrefix(field, "package.args[") || strings.HasPrefix(field, "package.runtime_args[") {
+			return e, apierr.Invalid(s.argField(at(s.fArgs), field, cfg.Package), "a secret on the command line would be stored in the config: pass it in env (the server reads it from there) instead")
+		}
+		return e, apierr.Invalid(s.fileField(field, remote), "the URL carries a secret, which would be stored in the config: send it in a header")
+	}
 	return e, nil
+}
+
+// argField is where in the file the argument a config field names
+// (package.args[i]) was written: a package's arguments are the end of the
+// command line (classify), the runtime arguments the words before the
+// identifier.
+func (s *server) argField(argsPath, field string, p model.Package) string {
+	n := 0
+	list := p.Args
+	rest, isArgs := strings.CutPrefix(field, "package.args[")
+	if !isArgs {
+		rest = strings.TrimPrefix(field, "package.runtime_args[")
+		list = p.RuntimeArgs
+	}
+	if _, err := fmt.Sscanf(rest, "%d]", &n); err != nil || n >= len(list) {
+		return argsPath
+	}
+	if isArgs {
+		return fmt.Sprintf("%s[%d]", argsPath, len(s.args)-len(p.Args)+n)
+	}
+	if i := slices.Index(s.args, list[n]); i >= 0 {
+		return fmt.Sprintf("%s[%d]", argsPath, i)
+	}
+	return argsPath
 }
 
 // fileField says where in the file a config validation error comes from.

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tailscale/hujson"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -45,9 +46,15 @@ func decode(content []byte) (document, error) {
 			return document{}, err
 		}
 	} else {
+		if err := aliasExpansion(data); err != nil {
+			return document{}, err
+		}
 		var err error
 		if jsonData, err = yaml.YAMLToJSONStrict(data); err != nil {
 			return document{}, apierr.Wrap(apierr.Validation, "invalid YAML: "+YAMLMessage(data, err), err).WithField("content")
+		}
+		if at := secondDocument(data); at != "" {
+			return document{}, apierr.Invalid("content", "invalid YAML: a second document (after ---) at "+at+": a servers file is one document")
 		}
 	}
 	root, err := decodeValue(jsonData)
@@ -61,6 +68,79 @@ func decode(content []byte) (document, error) {
 		return document{}, apierr.Invalid(field, err.Error())
 	}
 	return document{root: root, data: jsonData, json: isJSON}, nil
+}
+
+// maxExpansion bounds the text a YAML file's aliases may make: the
+// conversion to JSON copies an aliased value at every alias, so a 1 MiB
+// string under an anchor used a thousand times (a file of 1 MiB) would make
+// a gigabyte. The YAML parser's own limit counts aliases, not bytes.
+const maxExpansion = 8 << 20
+
+// aliasExpansion refuses YAML whose aliases would expand it past
+// maxExpansion bytes of scalars (or past twice its size, for a larger file).
+// Sizes are computed on the node tree, once per anchored node, so an
+// exponential bomb costs no more than its text. A file the node parser
+// cannot read is left to the conversion, which reports the error.
+func aliasExpansion(data []byte) error {
+	var root yamlv3.Node
+	if yamlv3.NewDecoder(bytes.NewReader(data)).Decode(&root) != nil {
+		return nil
+	}
+	limit := max(maxExpansion, 2*len(data))
+	sizes := map[*yamlv3.Node]int{}
+	var size func(n *yamlv3.Node, depth int) int
+	size = func(n *yamlv3.Node, depth int) int {
+		if n == nil || depth > 10000 {
+			return 0
+		}
+		if s, ok := sizes[n]; ok {
+			return s
+		}
+		sizes[n] = limit + 1 // an alias of a node being sized: a cycle
+		total := len(n.Value)
+		if n.Kind == yamlv3.AliasNode {
+			total = size(n.Alias, depth+1)
+		}
+		for _, c := range n.Content {
+			total += size(c, depth+1)
+			if total > limit {
+				break
+			}
+		}
+		total = min(total, limit+1)
+		sizes[n] = total
+		return total
+	}
+	if size(&root, 0) > limit {
+		return apierr.Invalid("content", fmt.Sprintf("invalid YAML: its aliases (*name) expand it to more than %d MiB", limit>>20))
+	}
+	return nil
+}
+
+// secondDocument says where a second YAML document with content starts ("" if
+// there is none). The conversion to JSON reads the first document only, so
+// the servers of a second one would be dropped without a word. Documents are
+// read as nodes: aliases are not expanded.
+func secondDocument(data []byte) string {
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	var first yamlv3.Node
+	if dec.Decode(&first) != nil {
+		return ""
+	}
+	for {
+		var next yamlv3.Node
+		err := dec.Decode(&next)
+		if err == io.EOF {
+			return ""
+		}
+		if err != nil {
+			// A document the conversion never read: refused all the same.
+			return strings.TrimPrefix(err.Error(), "yaml: ")
+		}
+		if len(next.Content) > 0 && (next.Content[0].Kind != yamlv3.ScalarNode || next.Content[0].Tag != "!!null") {
+			return fmt.Sprintf("line %d", next.Content[0].Line)
+		}
+	}
 }
 
 // decodeValue decodes the JSON value data starts with, numbers as json.Number.

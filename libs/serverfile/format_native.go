@@ -185,6 +185,9 @@ func nativeEntry(path string, cfg model.McpConfig, x nativeExpander) (Entry, err
 	if err := cfg.Validate(); err != nil {
 		return Entry{}, apierr.Invalid(join(path, err.Field), err.Message)
 	}
+	if field, msg, refused := inlineSecret(&cfg); refused {
+		return Entry{}, apierr.Invalid(join(path, field), msg)
+	}
 	return Entry{Config: cfg, Secrets: secrets}, nil
 }
 

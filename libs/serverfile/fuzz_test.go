@@ -31,6 +31,12 @@ func FuzzParse(f *testing.F) {
 		"servers:\n  a:\n    transport: {type: http, url: 'https://h'}\n    oauth: {client_id: '${NOPE}'}\n",
 		"servers:\n  - &a {name: x}\n  - *a\n", "a: &a [*a]", "{\"servers\": [{\"name\": \"\\u0000\"}]}", "\xef\xbb\xbf{}", "{/*c*/}",
 		"mcpServers:\n  '': {command: x}\n", `{"mcpServers": {"a": {"command": "${", "args": ["${env:}", "${input:.}"]}}}`,
+		`{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-postgres", "postgresql://u:pw@h/db"]}, "r": {"url": "https://h/#token=x"}}}`,
+		`{"mcpServers": {"my server": {"command": "x"}, "my-server": {"command": "y"}, "gіthub": {"command": "z"}}}`,
+		"servers:\n  a:\n    transport: {type: stdio, command: x}\n---\nservers:\n  b:\n    transport: {type: stdio, command: y}\n",
+		"servers:\r\n  1:\r\n    transport: {type: stdio, command: x}\r\n  '1':\r\n    transport: {type: stdio, command: y}\r\n",
+		"a: &a [x, x, x, x]\nb: &b [*a, *a, *a, *a]\nc: &c [*b, *b, *b, *b]\nservers: [*c]\n",
+		`{"mcpServers": {"a": {"command": "x", "env": {"A": "${A}", "B": "${B:-${B}}", "C": "${MCPBUS_DATA_DIR}"}}}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -63,6 +69,10 @@ func FuzzParse(f *testing.F) {
 				if model.LooksSecret(name) {
 					t.Fatalf("entry %d keeps header %s", i, name)
 				}
+			}
+			// What the sealer and the config service refuse, Parse refused.
+			if e := model.RefuseInlineSecrets(&c); e != nil {
+				t.Fatalf("entry %d keeps an inline secret in %s", i, e.Field)
 			}
 			for _, v := range e.Secrets.Env {
 				if v == "" {

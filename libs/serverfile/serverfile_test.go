@@ -634,6 +634,31 @@ func TestSyntaxErrors(t *testing.T) {
 	wantErr(t, err, "mcpServers.a", `duplicate key "a"`)
 	_, err = serverfile.Parse("", []byte("servers:\n  a:\n    transport: {type: stdio, command: x}\n  a:\n    transport: {type: stdio, command: y}\n"), nil)
 	wantErr(t, err, "content", `key "a" already set`)
+	// Names that differ but make one slug: the second is named where it is.
+	_, err = serverfile.Parse("", []byte(`{"mcpServers": {"my server": {"command": "x"}, "my-server": {"command": "y"}}}`), nil)
+	wantErr(t, err, "mcpServers.my-server", `servers "my server" and "my-server" both get the slug my-server`)
+	_, err = serverfile.Parse("", []byte("servers:\n  GitHub:\n    transport: {type: stdio, command: x}\n  github:\n    transport: {type: stdio, command: y}\n"), nil)
+	wantErr(t, err, "servers.github", "both get the slug github")
+	// Aliases that copy a large value many times are refused before they
+	// are expanded; a few copies of a small one are fine.
+	big := "a: &a " + strings.Repeat("x", 1<<20) + "\nservers: [" + strings.TrimSuffix(strings.Repeat("*a, ", 64), ", ") + "]\n"
+	_, err = serverfile.Parse("", []byte(big), nil)
+	wantErr(t, err, "content", "its aliases (*name) expand it to more than 8 MiB")
+	shared := "servers:\n  a:\n    transport: {type: stdio, command: x}\n    env: &env {A: '1'}\n  b:\n    transport: {type: stdio, command: y}\n    env: *env\n"
+	if got, err := serverfile.Parse("", []byte(shared), nil); err != nil || len(got) != 2 || got[1].Config.EnvVars["A"].Value != "1" {
+		t.Fatalf("shared env: %v %v", got, err)
+	}
+	// So would a second YAML document (only the first is converted).
+	_, err = serverfile.Parse("", []byte("servers:\n  a:\n    transport: {type: stdio, command: x}\n---\nservers:\n  b:\n    transport: {type: stdio, command: y}\n"), nil)
+	wantErr(t, err, "content", "a second document (after ---) at line 5")
+	_, err = serverfile.Parse("", []byte("servers:\n  a:\n    transport: {type: stdio, command: x}\n---\nservers: [\n"), nil)
+	wantErr(t, err, "content", "a second document (after ---) at line 5: did not find expected node content")
+	// A document marker before the first, or an empty document after it, is no second one.
+	for _, content := range []string{"---\nservers:\n  a:\n    transport: {type: stdio, command: x}\n", "servers:\n  a:\n    transport: {type: stdio, command: x}\n---\n", "servers:\n  a:\n    transport: {type: stdio, command: x}\n...\n---\n~\n"} {
+		if got, err := serverfile.Parse("", []byte(content), nil); err != nil || len(got) != 1 {
+			t.Errorf("%q: %v %v", content, got, err)
+		}
+	}
 	// VS Code's comments and trailing commas are fine.
 	got, err := serverfile.Parse("", []byte("// my servers\n{\n // comment\n \"servers\": {\"a\": {\"command\": \"x\",},}, /* more */\n}"), nil)
 	if err != nil || len(got) != 1 || got[0].Config.Package.Identifier != "x" {
@@ -742,6 +767,17 @@ func TestSecretsStayOutOfConfigs(t *testing.T) {
 		{"docker -e with value", `{"mcpServers": {"s": {"command": "docker", "args": ["run", "-i", "-e", "GITHUB_TOKEN=ghp_1", "img"]}}}`, "mcpServers.s.args[3]", "a secret on the command line"},
 		{"secret in url query", `{"mcpServers": {"s": {"url": "https://server.smithery.ai/x/mcp?api_key=abc&profile=p"}}}`, "mcpServers.s.url", "secret in its query (api_key)"},
 		{"password in url", `{"mcpServers": {"s": {"url": "https://u:pw@h.example/mcp"}}}`, "mcpServers.s.url", "carries a password"},
+		// What only the sealer refused before, with a config's field
+		// (package.args.2) that does not say which server of the file.
+		{"password in a plain argument", `{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-postgres", "postgresql://u:pw@localhost/db"]}}}`,
+			"mcpServers.pg.args[2]", "a secret on the command line"},
+		{"secret in url fragment", `{"mcpServers": {"s": {"url": "https://h.example/mcp#access_token=abc"}}}`, "mcpServers.s.url", "the URL carries a secret"},
+		{"mcp.yaml password in argument", "servers:\n  pg:\n    transport: {type: stdio, command: pgmcp, args: [--verbose, 'postgres://u:pw@db/x']}\n",
+			"servers.pg.transport.args[1]", "a secret on the command line"},
+		{"native password in url", `{"servers": [{"name": "a", "package": {"type": "http", "identifier": "https://h.example/x"}, "transport": {"type": "http", "url": "https://u:pw@h.example/x"}}]}`,
+			"servers[0].transport.url", "a secret in a URL is not allowed"},
+		{"native secret argument", `{"servers": [{"name": "a", "package": {"type": "npm", "identifier": "p", "args": ["--verbose", "--token=abc"]}, "transport": {"type": "stdio"}}]}`,
+			"servers[0].package.args[1]", "a secret on the command line is not allowed"},
 		{"native secret in config", `{"servers": [{"name": "a", "package": {"type": "npm", "identifier": "p"}, "transport": {"type": "stdio"}, "config": {"key": "${API_KEY}"}}]}`,
 			"servers[0].config.key", "secret variable ${API_KEY}"},
 	}
@@ -759,8 +795,11 @@ func TestSecretsStayOutOfConfigs(t *testing.T) {
 			}
 		})
 	}
-	// Not secrets, whatever the flag is called.
-	ok := `{"mcpServers": {"s": {"command": "srv", "args": ["--max-tokens", "4096", "--token-file", "/run/token", "--auth-server=https://auth.example", "--oauth-enabled", "true", "--env", "-x"]}}}`
+	// Not secrets, whatever the flag is called. (The values after
+	// --max-tokens, --auth-server= or --oauth-enabled are refused by
+	// model.RefuseInlineSecrets, as every config is, so an import cannot
+	// take them either.)
+	ok := `{"mcpServers": {"s": {"command": "srv", "args": ["--token-file", "/run/token", "--no-token", "--env", "-x"]}}}`
 	if _, err := serverfile.Parse("", []byte(ok), nil); err != nil {
 		t.Fatal(err)
 	}
