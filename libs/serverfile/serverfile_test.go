@@ -585,6 +585,32 @@ func TestVariables(t *testing.T) {
 	}
 }
 
+// mcpbus's own settings (MCPBUS_*) hold its secrets (the Vault secret id,
+// the credential service's curve seed): no config moves them into a
+// server, whatever name or field carries the reference, defined or not.
+func TestOwnSettingsAreNoVariables(t *testing.T) {
+	vars := map[string]string{"MCPBUS_VAULT_SECRET_ID": "s.sekret", "MCPBUS_DATA_DIR": "/var/lib/mcpbus", "mcpbus_x": "y"}
+	for _, tc := range []struct{ content, field string }{
+		{`{"mcpServers": {"s": {"command": "x", "env": {"A": "${MCPBUS_VAULT_SECRET_ID}"}}}}`, "mcpServers.s.env.A"},
+		{`{"mcpServers": {"s": {"command": "x", "args": ["--dir", "${MCPBUS_DATA_DIR}"]}}}`, "mcpServers.s.args[1]"},
+		{`{"mcpServers": {"s": {"command": "x", "args": ["${env:mcpbus_x}"]}}}`, "mcpServers.s.args[0]"},
+		{`{"mcpServers": {"s": {"command": "x", "args": ["${MCPBUS_UNSET:-fallback}"]}}}`, "mcpServers.s.args[0]"},
+	} {
+		_, err := serverfile.Parse("", []byte(tc.content), vars)
+		if err == nil {
+			t.Errorf("%s: taken", tc.content)
+			continue
+		}
+		e := apierr.From(err)
+		if e.Code != apierr.Validation || e.Field != tc.field || !strings.Contains(e.Message, "mcpbus's own settings") {
+			t.Errorf("%s: %v (field %q)", tc.content, err, e.Field)
+		}
+		if strings.Contains(e.Message, "sekret") || strings.Contains(e.Message, "/var/lib") {
+			t.Errorf("the error quotes the value: %v", err)
+		}
+	}
+}
+
 func TestReferences(t *testing.T) {
 	if got := serverfile.References(readFile(t, "mcp.yaml")); !slices.Equal(got, []string{"GITHUB_TOKEN", "API_TOKEN"}) {
 		t.Errorf("mcp.yaml refs = %q (the oauth block is not read)", got)

@@ -81,6 +81,9 @@ func (r *resolver) expand(field, s string) (out, secretVar string, err error) {
 			if !ok {
 				return "", "", apierr.Invalid(field, "unsupported variable reference: use ${NAME} or ${NAME:-default} (write $${ for a literal ${)")
 			}
+			if ownSetting(ref.name) {
+				return "", "", apierr.Invalid(field, "${"+ref.name+"} is one of mcpbus's own settings, which no server's config may take (its secrets among them): name a variable of your own")
+			}
 			val, defined := r.vars[ref.name]
 			switch {
 			case ref.hasDef && val == "":
@@ -98,6 +101,14 @@ func (r *resolver) expand(field, s string) (out, secretVar string, err error) {
 			s = s[1:]
 		}
 	}
+}
+
+// ownSetting tells mcpbus's own settings (MCPBUS_*, any case) from the
+// variables a config may take: they hold its secrets (the Vault secret id,
+// the credential service's curve seed), and a file imported from elsewhere
+// must not move them into a server's environment or arguments.
+func ownSetting(name string) bool {
+	return len(name) >= len("MCPBUS_") && strings.EqualFold(name[:len("MCPBUS_")], "MCPBUS_")
 }
 
 // scanText lists the distinct variable names referenced in s, in order,
