@@ -5,13 +5,14 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/mcpbus/mcpbus/libs/secretscan"
 	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 	"github.com/mcpbus/mcpbus/services/chat/provider"
 )
 
 // The message content of chat spans (recorded only on the operator's
 // opt-in), in the JSON shape of the GenAI conventions' gen_ai.input.messages
-// and gen_ai.output.messages.
+// and gen_ai.output.messages, each attribute redacted (scrub).
 
 type otelPart struct {
 	Type      string          `json:"type"`
@@ -62,9 +63,9 @@ func inputContent(req provider.Request) []attribute.KeyValue {
 		}
 		msgs = append(msgs, om)
 	}
-	out := []attribute.KeyValue{conv.GenAIInputMessages.String(jsonText(msgs))}
+	out := []attribute.KeyValue{conv.GenAIInputMessages.String(contentText(msgs))}
 	if req.System != "" {
-		out = append(out, conv.GenAISystemInstructions.String(jsonText([]otelPart{{Type: "text", Content: req.System}})))
+		out = append(out, conv.GenAISystemInstructions.String(contentText([]otelPart{{Type: "text", Content: req.System}})))
 	}
 	return out
 }
@@ -76,11 +77,26 @@ func outputContent(reply provider.Step, textCalls bool) attribute.KeyValue {
 	if len(calls) == 0 && textCalls {
 		calls = provider.TextToolCalls(reply.Text)
 	}
-	return conv.GenAIOutputMessages.String(jsonText([]otelMessage{{Role: string(provider.Assistant),
+	return conv.GenAIOutputMessages.String(contentText([]otelMessage{{Role: string(provider.Assistant),
 		Parts: callParts(reply.Text, calls), FinishReason: string(reply.StopReason)}}))
 }
 
-func jsonText(v any) string {
+// contentText is v as the JSON text of an attribute, redacted.
+func contentText(v any) string {
 	b, _ := json.Marshal(v)
-	return string(b)
+	return scrub(string(b))
+}
+
+// scrub is content made fit for a span: every secret the scanner finds
+// (gitleaks' rules, mcpbus API keys, nkey seeds) replaced by
+// [REDACTED:<rule>], or the whole text withheld when that cannot be done in
+// place. A user may paste a secret, the model pass it to a tool and a
+// server return one: the runner's scan of arguments and results comes
+// after the chat's spans record them, or not at all (a server with
+// secret_scan off). The chat knows no server's secret values (the runner
+// does), so only the rules find them here.
+func scrub(text string) string {
+	return secretscan.Scrub(text, nil, func(rules string) string {
+		return "(withheld: it held a secret, rule " + rules + ")"
+	})
 }

@@ -32,7 +32,7 @@ type instruments struct {
 	// turns counts the drives of turns by how they ended.
 	turns metric.Int64Counter
 	// content records prompts, completions, tool arguments and results on
-	// spans (operator opt-in, conv.CaptureContentEnv).
+	// spans (operator opt-in, conv.CaptureContentEnv), redacted (scrub).
 	content bool
 }
 
@@ -147,7 +147,7 @@ func (t *turn) startTool(ctx context.Context, c StepCall) (context.Context, *tel
 	if span := op.Span(); span.IsRecording() {
 		span.SetAttributes(conv.GenAIToolCallID.String(c.ID))
 		if in.content {
-			span.SetAttributes(conv.GenAIToolCallArguments.String(c.Arguments))
+			span.SetAttributes(conv.GenAIToolCallArguments.String(scrub(c.Arguments)))
 		}
 	}
 	return ctx, op
@@ -178,7 +178,7 @@ func (t *turn) endTool(ctx context.Context, op *telemetry.Op, r ToolResult, ok b
 			span.SetAttributes(conv.MCPBusServer.String(r.Server))
 		}
 		if t.e.tel.content && ok {
-			span.SetAttributes(conv.GenAIToolCallResult.String(r.Content))
+			span.SetAttributes(conv.GenAIToolCallResult.String(scrub(r.Content)))
 		}
 	}
 	op.End(ctx, et, err)

@@ -255,6 +255,47 @@ func TestTurnSpansContent(t *testing.T) {
 	}
 }
 
+// Captured content goes through the secret scanner's redaction: a key the
+// user pasted and the model passed to a tool, and one a tool's result held,
+// reach no span attribute (prompts, completions, tool arguments, results).
+func TestTurnSpansContentRedacted(t *testing.T) {
+	const pasted, leaked = "AKIAZ3MQXP7R2HKW5Y4N", "AKIAQ4TZ7MXW2RKP5Y3V" // AWS key ids, valid nowhere
+	t.Setenv(conv.CaptureContentEnv, "true")
+	exp, _ := recordSpans(t)
+	h := setup(t, model.ChatProviderOpenAI, nil)
+	h.fake.handlers["fake__leak"] = func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return textResult("found aws_access_key_id = " + leaked), nil
+	}
+	h.srv.Enqueue(llmtest.ToolCalls(
+		llmtest.ToolCall{ID: "e1", Name: "fake__echo", Arguments: `{"message":"` + pasted + `"}`},
+		llmtest.ToolCall{ID: "l1", Name: "fake__leak", Arguments: `{}`}),
+		llmtest.Text("your key "+pasted+" and the other "+leaked))
+	if done, err := h.eng.RunTurn(ctxT(t), "redacted", h.prof, "use my key "+pasted); err != nil || done.Reason != model.TurnFinal {
+		t.Fatalf("%+v %v", done, err)
+	}
+	st := spansOf(exp)
+	for _, s := range exp.GetSpans() {
+		for k, v := range attrs(s) {
+			if strings.Contains(v, pasted) || strings.Contains(v, leaked) {
+				t.Errorf("span %q: %s holds a key in clear: %s", s.Name, k, v)
+			}
+		}
+	}
+	// Redacted, not dropped: the rest of the content is still there.
+	marker := "[REDACTED:aws-access-token]"
+	echo, leak := attrs(st.one(t, "execute_tool fake__echo")), attrs(st.one(t, "execute_tool fake__leak"))
+	if echo["gen_ai.tool.call.arguments"] != `{"message":"`+marker+`"}` || echo["gen_ai.tool.call.result"] != "echo: "+marker {
+		t.Errorf("echo content %v", echo)
+	}
+	if leak["gen_ai.tool.call.result"] != "found aws_access_key_id = "+marker {
+		t.Errorf("leak content %v", leak)
+	}
+	second := attrs(st["chat m"][1])
+	if !strings.Contains(second["gen_ai.input.messages"], "use my key "+marker) || !strings.Contains(second["gen_ai.output.messages"], "your key "+marker) {
+		t.Errorf("messages: input %s, output %s", second["gen_ai.input.messages"], second["gen_ai.output.messages"])
+	}
+}
+
 // TestTurnSpansOverTheBus: the tool call's bus request and the runner's MCP
 // request continue the turn's trace under execute_tool.
 func TestTurnSpansOverTheBus(t *testing.T) {

@@ -470,7 +470,11 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	ctx, op := s.startOp(ctx, sess.ClientSession, cfg, "tools/call", tool.Name, conv.GenAIToolName.String(tool.Name), conv.OperationExecuteTool)
 	injectMeta(ctx, params)
 	if s.r.telemetry.content && op.Span().IsRecording() {
-		op.Span().SetAttributes(conv.GenAIToolCallArguments.String(s.redact(string(params.Arguments.(json.RawMessage)))))
+		// Past the arguments policy (a blocked call never gets here), and
+		// redacted as results are whatever that policy is: off lets the
+		// server have the arguments, not the trace.
+		op.Span().SetAttributes(conv.GenAIToolCallArguments.String(
+			s.r.secrets.scrub(s.redact(string(params.Arguments.(json.RawMessage))), "the arguments were withheld")))
 	}
 	res, err := sess.CallTool(ctx, params)
 	if err != nil {
@@ -499,7 +503,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		if b, merr := json.Marshal(res.Content); merr == nil {
 			// Recorded as the caller will get it: the scan redacts what it
 			// finds (the result's own policy may withhold it instead).
-			op.Span().SetAttributes(conv.GenAIToolCallResult.String(s.r.secrets.scrubText(s.redact(string(b)))))
+			op.Span().SetAttributes(conv.GenAIToolCallResult.String(s.r.secrets.scrub(s.redact(string(b)), "the result was withheld")))
 		}
 	}
 	op.End(ctx, outcome, nil)

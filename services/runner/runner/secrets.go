@@ -2,7 +2,6 @@ package runner
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -45,7 +44,7 @@ func newSecretGuard() (*secretGuard, error) {
 func (g *secretGuard) scan(payload []byte, skip []secretscan.Span, policy string) ([]secretscan.Finding, string) {
 	sc, err := secretscan.Default()
 	if err != nil {
-		return []secretscan.Finding{{Rule: "mcpbus-scanner-unavailable"}}, model.SecretsBlock
+		return []secretscan.Finding{{Rule: secretscan.RuleUnavailable}}, model.SecretsBlock
 	}
 	return sc.ScanSkipping(payload, g.known.Load(), skip), policy
 }
@@ -141,24 +140,19 @@ func (g *secretGuard) checkResult(cfg *model.McpConfig, res *callReply) {
 }
 
 // scrubText redacts in a server's text what its results would have had
-// redacted (the known values, gitleaks' rules), scanning it as a JSON
-// string, as results are. A text that cannot be redacted in place is
-// withheld.
+// redacted (the known values, gitleaks' rules). A text that cannot be
+// redacted in place is withheld.
 func (g *secretGuard) scrubText(text string) string {
-	payload, err := json.Marshal(text)
-	if err != nil {
-		return text
-	}
-	found, _ := g.scan(payload, nil, model.SecretsRedact)
-	if len(found) == 0 {
-		return text
-	}
-	out, err := secretscan.Redact(payload, found)
-	var clean string
-	if err != nil || json.Unmarshal(out, &clean) != nil {
-		return "(the server's message was withheld: it held a secret, rule " + strings.Join(secretscan.Rules(found), ", ") + ")"
-	}
-	return clean
+	return g.scrub(text, "the server's message was withheld")
+}
+
+// scrub is text (JSON, or not) redacted with this runner's known values
+// and the rules (secretscan.Scrub); what cannot be redacted in place is
+// replaced by a note beginning with withheld.
+func (g *secretGuard) scrub(text, withheld string) string {
+	return secretscan.Scrub(text, g.known.Load(), func(rules string) string {
+		return "(" + withheld + ": it held a secret, rule " + rules + ")"
+	})
 }
 
 // scrubError is err with its message redacted as the server's results are:

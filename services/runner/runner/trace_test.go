@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
@@ -332,4 +334,77 @@ func TestStartSpanRecordsTheSpawnedPid(t *testing.T) {
 		}
 	}
 	t.Fatal("no start alpha span")
+}
+
+// With content capture on, the tools/call span records arguments only past
+// the arguments policy (a blocked call records none) and redacts them and
+// the result with the rules and every known value, whatever the server's
+// policies: gamma has both off, so its server gets and returns the
+// secrets, but the trace gets neither.
+func TestCapturedContentRedacted(t *testing.T) {
+	t.Setenv(conv.CaptureContentEnv, "true")
+	exp, _ := recordSpans(t)
+	opts := quickOpts()
+	beta := runnertest.Binary("beta", testServer)
+	beta.ID = uuid.NewString()
+	beta.Runtime.Eager = true
+	beta.EnvVars = map[string]model.EnvVar{"TOKEN": {SecretRef: "TOKEN", IsSecret: true, Required: true}}
+	opts.Resolver = staticResolver{beta.ID: {Env: map[string]string{"TOKEN": betaSecret}}}
+	e := runnertest.Start(t, opts)
+	alpha := runnertest.Binary("alpha", testServer)
+	gamma := runnertest.Binary("gamma", testServer)
+	gamma.SecretScan = model.SecretsPolicy{Arguments: model.SecretsOff, Results: model.SecretsOff}
+	for _, c := range []model.McpConfig{beta, alpha, gamma} {
+		e.Put(t, c)
+		e.WaitState(t, c.Name, model.StateRunning, 10*time.Second)
+	}
+	for _, c := range []struct{ server, args, want string }{
+		{"alpha", `{"message":"key ` + testAWSKey + `"}`, ""}, // blocked
+		{"gamma", `{"message":"key ` + testAWSKey + `"}`, "key " + testAWSKey},
+		{"gamma", `{"message":"` + betaSecret + `"}`, betaSecret},
+	} {
+		res, err := call(t, e, c.server, "echo", c.args)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.server, c.args, err)
+		}
+		if c.want != "" && text(t, res) != c.want { // the policies are off: the caller gets it
+			t.Fatalf("%s echoed %s", c.server, res)
+		}
+	}
+	// The runner ends its spans after it replied: wait for gamma's two.
+	var gammaCalls []sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(3 * time.Second); len(gammaCalls) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		gammaCalls = gammaCalls[:0]
+		for _, s := range exp.GetSpans().Snapshots() {
+			for _, kv := range s.Attributes() {
+				if kv.Key == "mcpbus.server" && kv.Value.AsString() == "gamma" && s.Name() == "tools/call echo" {
+					gammaCalls = append(gammaCalls, s)
+				}
+			}
+		}
+	}
+	if len(gammaCalls) != 2 {
+		t.Fatalf("%d tools/call echo spans of gamma, want 2", len(gammaCalls))
+	}
+	for _, s := range exp.GetSpans().Snapshots() {
+		for _, kv := range s.Attributes() {
+			if v := kv.Value.String(); strings.Contains(v, testAWSKey) || strings.Contains(v, betaSecret) {
+				t.Errorf("span %q: %s holds a secret in clear: %s", s.Name(), kv.Key, v)
+			}
+		}
+	}
+	// Redacted, not dropped.
+	var recorded []string
+	for _, s := range gammaCalls {
+		for _, kv := range s.Attributes() {
+			if kv.Key == "gen_ai.tool.call.arguments" || kv.Key == "gen_ai.tool.call.result" {
+				recorded = append(recorded, kv.Value.AsString())
+			}
+		}
+	}
+	all := strings.Join(recorded, "\n")
+	if len(recorded) != 4 || !strings.Contains(all, `{"message":"key [REDACTED:aws-access-token]"}`) ||
+		!strings.Contains(all, "[REDACTED:mcpbus-known-secret]") {
+		t.Errorf("recorded content:\n%s", all)
+	}
 }
