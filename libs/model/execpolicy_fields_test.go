@@ -158,6 +158,13 @@ func TestRefuseInlineSecrets(t *testing.T) {
 		"arg url":      {McpConfig{Package: Package{Args: []string{"postgres://u:pw@db/x"}}}, "package.args.0"},
 		"plain args":   {McpConfig{Package: Package{Args: []string{"--port", "80", "--token-file=/x", "-e", "LOG=1"}}}, ""},
 		"flag only":    {McpConfig{Package: Package{Args: []string{"--no-token", "--verbose"}}}, ""},
+		// Values no secret can be, whatever the option is called.
+		"token count":   {McpConfig{Package: Package{Args: []string{"--max-tokens", "4096", "--token-limit=8000"}}}, ""},
+		"boolean":       {McpConfig{Package: Package{Args: []string{"--oauth-enabled", "true", "--api-key-required=false"}}}, ""},
+		"plain url":     {McpConfig{Package: Package{Args: []string{"--auth-server=https://auth.example.com/", "--token-url", "https://h/oauth/token"}}}, ""},
+		"numeric token": {McpConfig{Package: Package{Args: []string{"--token", "4096"}}}, "package.args.1"},
+		"secret url":    {McpConfig{Package: Package{Args: []string{"--auth-server=https://u:pw@auth.example.com/"}}}, "package.args.0"},
+		"long number":   {McpConfig{Package: Package{Args: []string{"--max-tokens", "12345678901234"}}}, "package.args.1"},
 	} {
 		e := RefuseInlineSecrets(&tc.cfg)
 		switch {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -32,6 +33,31 @@ func secretOption(name string) bool {
 		}
 	}
 	return LooksSecret(name)
+}
+
+// plainValue reports whether an option's value cannot be a secret whatever
+// the option is called: a boolean (--oauth-enabled true), a count of LLM
+// tokens (--max-tokens 4096: a number after a name about tokens in the
+// plural or a bound), or a URL without credentials (--auth-server=https://…).
+func plainValue(name, v string) bool {
+	switch strings.ToLower(v) {
+	case "true", "false", "yes", "no", "on", "off":
+		return true
+	}
+	if strings.Contains(v, "://") {
+		u, err := url.Parse(v)
+		return err == nil && u.Host != "" && !SecretURL(v)
+	}
+	if v == "" || len(v) > 9 || strings.Trim(v, "0123456789") != "" {
+		return false
+	}
+	for _, w := range nameWords(name) {
+		switch w {
+		case "TOKENS", "MAX", "MIN", "LIMIT", "BUDGET", "COUNT":
+			return true
+		}
+	}
+	return false
 }
 
 // RefuseInlineSecrets tells which field of c holds a secret in clear where
@@ -73,12 +99,13 @@ func RefuseInlineSecrets(c *McpConfig) *apierr.Error {
 			if !secretOption(name) {
 				continue
 			}
-			if hasVal && val != "" {
+			if hasVal && val != "" && !plainValue(name, val) {
 				return apierr.Invalid(field, argHint)
 			}
 			// --token VALUE: the next word is the secret.
-			if !hasVal && i+1 < len(list.args) && !strings.HasPrefix(list.args[i+1], "-") && list.args[i+1] != "" {
-				return apierr.Invalid(fmt.Sprintf("%s.%d", list.field, i+1), argHint)
+			if next := i + 1; !hasVal && next < len(list.args) && !strings.HasPrefix(list.args[next], "-") && list.args[next] != "" &&
+				!plainValue(name, list.args[next]) {
+				return apierr.Invalid(fmt.Sprintf("%s.%d", list.field, next), argHint)
 			}
 		}
 	}

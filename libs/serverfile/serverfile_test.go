@@ -821,11 +821,9 @@ func TestSecretsStayOutOfConfigs(t *testing.T) {
 			}
 		})
 	}
-	// Not secrets, whatever the flag is called. (The values after
-	// --max-tokens, --auth-server= or --oauth-enabled are refused by
-	// model.RefuseInlineSecrets, as every config is, so an import cannot
-	// take them either.)
-	ok := `{"mcpServers": {"s": {"command": "srv", "args": ["--token-file", "/run/token", "--no-token", "--env", "-x"]}}}`
+	// Not secrets, whatever the flag is called.
+	ok := `{"mcpServers": {"s": {"command": "srv", "args": ["--token-file", "/run/token", "--no-token", "--env", "-x",
+	  "--max-tokens", "4096", "--auth-server=https://auth.example.com", "--oauth-enabled", "true"]}}}`
 	if _, err := serverfile.Parse("", []byte(ok), nil); err != nil {
 		t.Fatal(err)
 	}
