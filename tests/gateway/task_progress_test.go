@@ -85,9 +85,12 @@ func TestTaskProgressFrontDoors(t *testing.T) {
 			t.Fatalf("%d progress frames for 8 notifications over 4 s", working)
 		}
 		select {
-		case f := <-sse.frames:
-			t.Fatalf("a frame after the end: %+v", f)
-		case <-time.After(1500 * time.Millisecond):
+		case f, ok := <-sse.frames:
+			if ok {
+				t.Fatalf("a frame after the end: %+v", f)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the task's event stream is still open 5 s after its end")
 		}
 	})
 

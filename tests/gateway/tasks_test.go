@@ -179,3 +179,68 @@ func TestRevokedKeysTasksCancelled(t *testing.T) {
 		t.Fatalf("the other key's task: %d %s", r.status, r.body)
 	}
 }
+
+// sseEnds reads the stream's frames until it ends and returns them; the
+// stream must end within d.
+func sseEnds(t *testing.T, s *sseStream, d time.Duration) []sseFrame {
+	t.Helper()
+	var got []sseFrame
+	for end := time.After(d); ; {
+		select {
+		case f, ok := <-s.frames:
+			if !ok {
+				return got
+			}
+			got = append(got, f)
+		case <-end:
+			t.Fatalf("the stream is still open %s on, after the frames %+v", d, got)
+		}
+	}
+}
+
+// TestTaskEventsEndWithTheTask: a task's event stream ends after its final
+// event, and one opened after the task ended answers its state and ends:
+// nothing can follow, and every stream left open counted against the key's
+// limit of event streams (here 2) until the client went.
+func TestTaskEventsEndWithTheTask(t *testing.T) {
+	e := startMCP(t, gateway.Options{MaxEventStreams: 2, EventHeartbeat: 200 * time.Millisecond})
+	e.enable(t, testServerConfig("slow"))
+	alice := e.createKey(t, model.KeyCreateRequest{Name: "alice", Scopes: []string{"call"}}).Key
+
+	var task model.Task
+	r := httpDo(t, "POST", e.url+"/api/v1/tasks", alice, map[string]any{"name": "slow__sleep", "arguments": map[string]any{"ms": 1500}})
+	r.decode(t, &task)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST /api/v1/tasks: %d %s", r.status, r.body)
+	}
+	frames := sseEnds(t, openSSE(t, e.url+"/api/v1/tasks/"+task.ID+"/events", alice), 20*time.Second)
+	if n := len(frames); n == 0 || frames[n-1].event != model.TaskCompleted || frames[n-1].id == "" {
+		t.Fatalf("frames of the task's stream: %+v, want its completed event last", frames)
+	}
+
+	// Opened after the end, more often than the key may hold streams: each
+	// answers the state and ends, a client resuming after the final event
+	// (which no retained event follows) too.
+	for _, query := range []string{"", "?since=" + frames[len(frames)-1].id, ""} {
+		frames := sseEnds(t, openSSE(t, e.url+"/api/v1/tasks/"+task.ID+"/events"+query, alice), 10*time.Second)
+		var ev model.Task
+		if len(frames) != 1 || frames[0].event != model.TaskCompleted || json.Unmarshal([]byte(frames[0].data), &ev) != nil ||
+			ev.ID != task.ID || ev.State != model.TaskCompleted || ev.Result != nil {
+			t.Fatalf("stream of the ended task: %+v, want its completed state alone", frames)
+		}
+	}
+	// None of them holds a place: the key may still open as many streams
+	// as it may hold (openSSE fails on anything but a stream), here of a
+	// task still working; cancelled, the task ends them.
+	var long model.Task
+	httpDo(t, "POST", e.url+"/api/v1/tasks", alice, map[string]any{"name": "slow__sleep", "arguments": map[string]any{"ms": 60000}}).decode(t, &long)
+	open := []*sseStream{openSSE(t, e.url+"/api/v1/tasks/"+long.ID+"/events", alice), openSSE(t, e.url+"/api/v1/tasks/"+long.ID+"/events", alice)}
+	if r := httpDo(t, "DELETE", e.url+"/api/v1/tasks/"+long.ID, alice, nil); r.status != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	for _, s := range open {
+		if frames := sseEnds(t, s, 10*time.Second); len(frames) == 0 || frames[len(frames)-1].event != model.TaskCancelled {
+			t.Fatalf("frames of the cancelled task's stream: %+v", frames)
+		}
+	}
+}

@@ -176,15 +176,22 @@ func (a *API) cancelTask(w http.ResponseWriter, r *http.Request) {
 // taskEvents streams a task's events (events.task.<id>, without the
 // result: each recorded progress while it works, event "working", then its
 // final state) as Server-Sent Events, from the first one retained, with the
-// conventions of /api/v1/events. Another principal's task is NOT_FOUND
-// before anything is streamed.
+// conventions of /api/v1/events. The stream ends after the final state:
+// nothing follows it, and an open stream counts against its key's
+// MaxStreams. A task final already is answered with its state alone.
+// Another principal's task is NOT_FOUND before anything is streamed.
 func (a *API) taskEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := taskRef(w, r)
 	if !ok {
 		return
 	}
-	if _, err := a.client.Task(r.Context(), id); err != nil {
+	task, err := a.client.Task(r.Context(), id)
+	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if model.TaskFinal(task.State) {
+		endedTaskEvents(w, task)
 		return
 	}
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: time.Minute,
@@ -210,7 +217,25 @@ func taskFrame(m jetstream.Msg) (string, bool, bool) {
 	if md, err := m.Metadata(); err == nil {
 		seq = md.Sequence.Stream
 	}
-	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, t.State, buf.Bytes()), true, false
+	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, t.State, buf.Bytes()), true, model.TaskFinal(t.State)
+}
+
+// endedTaskEvents answers the event stream of a task that has ended: its
+// state as the stream's one event (from its record: the events retained
+// may not hold its end, and a client resuming after it would wait for
+// nothing), then the end of the stream.
+func endedTaskEvents(w http.ResponseWriter, task model.Task) {
+	data, err := json.Marshal(task.Summary())
+	if err != nil {
+		writeError(w, apierr.Wrap(apierr.Internal, "encoding the task", err))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	_, _ = fmt.Fprintf(w, "retry: 2000\n: connected\n\nevent: %s\ndata: %s\n\n", task.State, data)
 }
 
 // approveTask applies the approval rules to a task's call of tool before

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
@@ -436,5 +437,119 @@ func TestTaskIDSpellings(t *testing.T) {
 	}
 	if _, err := e.Client.Task(ctx, id); apierr.Of(err) != apierr.NotFound {
 		t.Fatalf("task.get of no task: %v, want NOT_FOUND", err)
+	}
+}
+
+// taskRecordJSON is task id's record as KV mcp_tasks holds it, as any
+// runner or operator reads it.
+func taskRecordJSON(t *testing.T, e *runnertest.Env, id string) (string, map[string]json.RawMessage) {
+	t.Helper()
+	js, err := jetstream.New(e.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, "mcp_tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := kv.Get(ctx, id)
+	if err != nil {
+		t.Fatalf("record of task %s: %v", id, err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(entry.Value(), &fields); err != nil {
+		t.Fatal(err)
+	}
+	return string(entry.Value()), fields
+}
+
+// A task's record holds its call's arguments only while it works: once it
+// ends (completed, blocked by the secret scan, cancelled) they are gone
+// from KV mcp_tasks, which keeps the record for the retention, and so is
+// its run from MCP_TASKS. What the API shows stays.
+func TestEndedTaskKeepsNoArguments(t *testing.T) {
+	e := runnertest.Start(t, taskOpts("r1"))
+	cfg, runs := taskServer(t, "slow")
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+	// A key's principal: its task's record carries the caller's principal
+	// header for the run.
+	ctx := principal.With(context.Background(), principal.Key("alice", false, model.ToolFilter{}))
+
+	long, err := e.Client.CreateTask(ctx, "slow", "sleep", json.RawMessage(`{"ms":29417}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); runCount(runs) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the task never started")
+		}
+	}
+	// While it works the run may need them (a re-run after its runner died).
+	if raw, fields := taskRecordJSON(t, e, long.ID); string(fields["args"]) != `{"ms":29417}` || fields["principal_header"] == nil {
+		t.Fatalf("a working task's record holds no arguments or principal header: %s", raw)
+	}
+	if _, err := e.Client.CancelTask(ctx, long.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	plain, err := e.Client.CreateTask(ctx, "slow", "echo", json.RawMessage(`{"message":"plain-arg-5h2k"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// secret_scan.arguments is block by default: the call is refused, the
+	// server never sees the key.
+	blocked, err := e.Client.CreateTask(ctx, "slow", "echo", json.RawMessage(`{"message":"key `+testAWSKey+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := taskResult(t, e.Client, ctx, plain.ID, 20*time.Second); done.State != model.TaskCompleted || text(t, done.Result) != "plain-arg-5h2k" {
+		t.Fatalf("plain task: %+v", done)
+	}
+	if done := taskResult(t, e.Client, ctx, blocked.ID, 20*time.Second); done.State != model.TaskCompleted || !strings.Contains(text(t, done.Result), "aws-access-token") {
+		t.Fatalf("blocked task: %+v", done)
+	}
+	time.Sleep(300 * time.Millisecond) // the cancelled run's own end writes nothing
+
+	for _, tc := range []struct {
+		id, arg string
+		state   string
+	}{
+		{long.ID, "29417", model.TaskCancelled},
+		{plain.ID, "", model.TaskCompleted}, // its result echoes it, as the API shows
+		{blocked.ID, testAWSKey, model.TaskCompleted},
+	} {
+		raw, fields := taskRecordJSON(t, e, tc.id)
+		if _, ok := fields["args"]; ok || tc.arg != "" && strings.Contains(raw, tc.arg) {
+			t.Errorf("the record of ended task %s still holds its arguments: %s", tc.id, raw)
+		}
+		if _, ok := fields["principal_header"]; ok {
+			t.Errorf("the record of ended task %s still holds the caller's principal header: %s", tc.id, raw)
+		}
+		got, err := e.Client.Task(ctx, tc.id)
+		if err != nil || got.State != tc.state || got.Name != "slow__"+map[bool]string{true: "sleep", false: "echo"}[tc.id == long.ID] {
+			t.Errorf("task.get of ended task %s: %+v, %v", tc.id, got, err)
+		}
+	}
+	// Nor does the queue keep them: a run's message names its task only,
+	// and an ended task's run is gone from the work queue.
+	js, err := jetstream.New(e.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		st, err := js.Stream(ctx, "MCP_TASKS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err == nil && info.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runs still queued after their tasks ended: %+v, %v", info, err)
+		}
 	}
 }

@@ -64,11 +64,14 @@ func (r *Runner) openTasks(ctx context.Context) error {
 	return nil
 }
 
-// taskRecord is what the bucket holds: the task, and what its run needs
-// (the arguments and the caller's principal header), never shown.
+// taskRecord is what the bucket holds: the task, and while it works what
+// its run needs (the arguments and the caller's principal header), never
+// shown. A final task drops those (updateRecord): the arguments may hold
+// what the secret scan blocked or redacted, and the record is kept for the
+// retention, readable by runners and operators.
 type taskRecord struct {
 	model.Task
-	Args            json.RawMessage `json:"args"`
+	Args            json.RawMessage `json:"args,omitempty"`
 	PrincipalHeader string          `json:"principal_header,omitempty"`
 	// ClaimedAt is when the last run started: a run that stopped with its
 	// runner and that no owner takes up again ends failed from it
@@ -106,6 +109,11 @@ func (t *taskStore) updateRecord(ctx context.Context, id string, change func(*ta
 		}
 		if !change(&rec) {
 			return rec, nil
+		}
+		if model.TaskFinal(rec.State) {
+			// Only a run reads them, and a final task is never run
+			// (runTask finds it final and acks its message).
+			rec.Args, rec.PrincipalHeader = nil, ""
 		}
 		rec.UpdatedAt = time.Now().UTC()
 		data, err := json.Marshal(rec)
