@@ -107,7 +107,10 @@ func TestCLIServersAndSecrets(t *testing.T) {
 	if err := os.WriteFile(cursor, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	must(cliIn(t, bin, url, "", []string{"SECOND_TOKEN=" + secret}, "servers", "import", cursor), "servers import")
+	r = must(cliIn(t, bin, url, "", []string{"SECOND_TOKEN=" + secret}, "servers", "import", cursor), "servers import")
+	if !strings.Contains(r.Stderr, "from your environment: SECOND_TOKEN") || strings.Contains(r.Stderr+r.Stdout, secret) {
+		t.Fatalf("import names the variables it takes, never their values: %s", r)
+	}
 	r = must(cli(t, bin, url, "cred", "describe", "second", "--json"), "cred describe second")
 	if !strings.Contains(r.Stdout, "SECOND_TOKEN") {
 		t.Fatalf("imported secret not stored: %s", r.Stdout)

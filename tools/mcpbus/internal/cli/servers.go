@@ -528,10 +528,17 @@ environment; values of secret variables go to the credential service, not the co
 				return apierr.Wrap(apierr.Validation, "reading "+args[0]+": "+err.Error(), err).WithField("file")
 			}
 			req := model.ConfigImportRequest{Format: format, Content: string(data), Replace: replace, Vars: map[string]string{}}
+			var taken []string
 			for _, name := range serverfile.References(data) {
 				if v, ok := os.LookupEnv(name); ok {
 					req.Vars[name] = v
+					taken = append(taken, name)
 				}
+			}
+			if len(taken) > 0 {
+				// Names only: a file from elsewhere can ask for any variable
+				// (a cloud credential, a Vault token), and the user sees which.
+				fmt.Fprintf(g.stderr, "from your environment: %s\n", printable(strings.Join(taken, ", ")))
 			}
 			if disabled {
 				off := false
