@@ -329,6 +329,11 @@ func TestDockerServersOverride(t *testing.T) {
 	if !sock || r.Build == nil || r.Build.Target != "runner-docker" || !slices.Contains(strings.Split(env(r)["MCPBUS_EXEC_TYPES"], ","), "docker") || len(r.GroupAdd) != 1 {
 		t.Errorf("runner with the override: socket %v, build %+v, env %v, group_add %v", sock, r.Build, env(r), r.GroupAdd)
 	}
+	// The docker client runs as the MCP servers' uid without the runner's
+	// supplementary groups (sandbox.Prepare): the socket's group must be its gid.
+	if len(r.GroupAdd) == 1 && env(r)["MCPBUS_CHILD_GID"] != r.GroupAdd[0] {
+		t.Errorf("runner with the override: MCPBUS_CHILD_GID %q, want the socket's group %s (group_add reaches the runner alone)", env(r)["MCPBUS_CHILD_GID"], r.GroupAdd[0])
+	}
 	// Its own identity is still the only one it mounts (beside the npm cache), and it stays scalable.
 	if len(r.Volumes) != 3 || len(r.Ports) != 0 || r.ContainerName != "" {
 		t.Errorf("runner with the override: volumes %+v, ports %+v", r.Volumes, r.Ports)

@@ -98,18 +98,38 @@ func checkHardening(t *testing.T, p *types.Project) {
 		} else if !nnp {
 			t.Errorf("%s: security_opt %v, want no-new-privileges:true", name, s.SecurityOpt)
 		}
-		if name == "vault" || name == "vault-init" {
-			continue // their image's entrypoint chowns and switches users (docs/operating.md)
+		if name == "vault" {
+			continue // its image's entrypoint chowns and switches users (docs/operating.md)
 		}
 		if !slices.Equal(s.CapDrop, []string{"ALL"}) || !s.ReadOnly {
 			t.Errorf("%s: cap_drop %v read_only %v, want [ALL] and true", name, s.CapDrop, s.ReadOnly)
 		}
-		wantAdd := map[string][]string{"runner": {"SETUID", "SETGID", "KILL"}}
+		wantAdd := map[string][]string{"runner": {"SETUID", "SETGID", "KILL"},
+			// root that chowns the AppRole pair to the credential uid (deploy/vault/init.sh)
+			"vault-init": {"CHOWN", "DAC_OVERRIDE", "FOWNER"}}
 		for _, n := range natsNodes {
 			wantAdd[n] = []string{"DAC_READ_SEARCH"}
 		}
 		if !slices.Equal(s.CapAdd, wantAdd[name]) {
 			t.Errorf("%s: cap_add %v, want %v", name, s.CapAdd, wantAdd[name])
+		}
+	}
+	// Nothing shares the host's namespaces, is privileged, gets a device or
+	// CAP_SYS_ADMIN, or leaves the engine's default seccomp and AppArmor
+	// profiles (the runner's PID namespaces are not worth any of it:
+	// docs/servers.md, Lifecycle).
+	for _, name := range p.ServiceNames() {
+		s := service(t, p, name)
+		if s.Privileged || s.NetworkMode == "host" || s.Pid == "host" || s.Ipc == "host" || s.UserNSMode == "host" || s.Cgroup == "host" || s.Uts == "host" || len(s.Devices) > 0 {
+			t.Errorf("%s: privileged %v network_mode %q pid %q ipc %q userns %q cgroup %q uts %q devices %v", name, s.Privileged, s.NetworkMode, s.Pid, s.Ipc, s.UserNSMode, s.Cgroup, s.Uts, s.Devices)
+		}
+		if slices.Contains(s.CapAdd, "SYS_ADMIN") || slices.Contains(s.CapAdd, "ALL") {
+			t.Errorf("%s: cap_add %v", name, s.CapAdd)
+		}
+		for _, o := range s.SecurityOpt {
+			if strings.HasPrefix(o, "seccomp") || strings.HasPrefix(o, "apparmor") || strings.HasPrefix(o, "systempaths") {
+				t.Errorf("%s: security_opt %q: the engine's defaults wanted", name, o)
+			}
 		}
 	}
 	// Where our services write: /tmp, and the data dir (a volume or a tmpfs).

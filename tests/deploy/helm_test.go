@@ -18,7 +18,7 @@ func TestHelmChart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, test := range []string{"TestChartRenders", "TestChartDependsOnNATS", "TestChartKubeconform"} {
+	for _, test := range []string{"TestChartRenders", "TestChartHardening", "TestChartDependsOnNATS", "TestChartKubeconform"} {
 		if !strings.Contains(out, "--- PASS: "+test) {
 			t.Errorf("%s did not pass:\n%s", test, out)
 		}

@@ -232,3 +232,83 @@ func TestChartDependsOnNATS(t *testing.T) {
 		}
 	}
 }
+
+// TestChartHardening: every pod runs as a non-root user under the runtime's
+// default seccomp profile (a Pod that names none runs Unconfined on most
+// kubelets, where docker compose gets the engine's default), shares no host
+// namespace, mounts no host path nor the service account token, and has
+// memory and CPU limits; the runner's pod has an init (its pause process)
+// that reaps orphans; no container is privileged, adds CAP_SYS_ADMIN or
+// leaves seccomp; only the runner may gain privileges at exec (its binary's
+// file capabilities switch MCP servers to another uid).
+func TestChartHardening(t *testing.T) {
+	docs := render(t, map[string]any{"nats": map[string]any{"enabled": false}, "natsURL": "nats://nats:4222"})
+	strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	var n int
+	for _, d := range docs {
+		obj, _, err := strict.Decode([]byte(d), nil, nil)
+		if err != nil {
+			t.Fatalf("invalid manifest: %v\n%s", err, d)
+		}
+		dep, ok := obj.(*appsv1.Deployment)
+		if !ok {
+			continue
+		}
+		n++
+		name := dep.Labels["app.kubernetes.io/name"]
+		pod := dep.Spec.Template.Spec
+		psc := pod.SecurityContext
+		switch {
+		case psc == nil:
+			t.Errorf("%s: no pod security context", name)
+			continue
+		case psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+			t.Errorf("%s: pod seccompProfile %+v, want RuntimeDefault", name, psc.SeccompProfile)
+		}
+		if psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
+			t.Errorf("%s: runAsNonRoot %v runAsUser %v, want a non-root user", name, psc.RunAsNonRoot, psc.RunAsUser)
+		}
+		if pod.HostNetwork || pod.HostPID || pod.HostIPC {
+			t.Errorf("%s: shares a host namespace (network %v, pid %v, ipc %v)", name, pod.HostNetwork, pod.HostPID, pod.HostIPC)
+		}
+		// The runner's orphaned grandchildren need an init that reaps them:
+		// the pod's pause process (compose: init: true).
+		if shares := pod.ShareProcessNamespace != nil && *pod.ShareProcessNamespace; shares != (name == "runner") {
+			t.Errorf("%s: shareProcessNamespace %v, want it on the runner alone", name, shares)
+		}
+		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+			t.Errorf("%s: mounts the service account token", name)
+		}
+		for _, v := range pod.Volumes {
+			if v.HostPath != nil {
+				t.Errorf("%s: mounts the host path %s", name, v.HostPath.Path)
+			}
+		}
+		for _, c := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
+			sc := c.SecurityContext
+			if sc == nil {
+				t.Errorf("%s/%s: no security context", name, c.Name)
+				continue
+			}
+			if sc.Privileged != nil && *sc.Privileged {
+				t.Errorf("%s/%s: privileged", name, c.Name)
+			}
+			if sc.SeccompProfile != nil && sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("%s/%s: seccompProfile %+v", name, c.Name, sc.SeccompProfile)
+			}
+			if sc.Capabilities != nil && slices.Contains(sc.Capabilities.Add, "SYS_ADMIN") {
+				t.Errorf("%s/%s: adds SYS_ADMIN", name, c.Name)
+			}
+			escalates := sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation
+			if escalates != (name == "runner") {
+				t.Errorf("%s/%s: allowPrivilegeEscalation %v", name, c.Name, sc.AllowPrivilegeEscalation)
+			}
+			if c.Resources.Limits.Memory().IsZero() || c.Resources.Limits.Cpu().IsZero() {
+				t.Errorf("%s/%s: limits %v, want memory and cpu", name, c.Name, c.Resources.Limits)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no Deployment rendered")
+	}
+}
