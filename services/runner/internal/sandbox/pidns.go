@@ -30,21 +30,25 @@ import (
 type pidNamespace struct{ flags uintptr }
 
 // newPIDNamespace returns how this process can start children in a PID
-// namespace of their own, and false where it cannot. switchUID: children
-// change uid (--child-uid), which a user namespace mapping one uid cannot
-// do; root without CAP_SYS_ADMIN gets none either (mapped to itself, a
-// child would be root with every capability in its user namespace).
-func newPIDNamespace(switchUID bool) (pidNamespace, bool) {
-	var ns pidNamespace
+// namespace of their own, or why it cannot. switchUID: children change uid
+// (--child-uid), which a user namespace that maps no id cannot do; root
+// without CAP_SYS_ADMIN gets none either (in a user namespace a root child
+// would keep every capability there).
+func newPIDNamespace(switchUID bool) (ns pidNamespace, whyNot string) {
 	switch caps, err := effectiveCaps(); {
 	case err == nil && caps&(1<<capSysAdmin) != 0:
 		ns.flags = syscall.CLONE_NEWPID
-	case os.Geteuid() != 0 && !switchUID:
-		ns.flags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID
+	case switchUID:
+		return ns, "the uid switch (--child-uid) needs CAP_SYS_ADMIN for one"
+	case os.Geteuid() == 0:
+		return ns, "root without CAP_SYS_ADMIN"
 	default:
-		return ns, false
+		ns.flags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID
 	}
-	return ns, ns.probe()
+	if !ns.probe() {
+		return ns, "the host refuses it"
+	}
+	return ns, ""
 }
 
 // probe starts a child with the namespace, exec'ing a path that does not

@@ -64,7 +64,8 @@ type Sandbox struct {
 	abi       int // 0: no Landlock
 	uid, gid  int // uid 0: no switch
 	pidns     pidNamespace
-	ownPIDs   bool // children start in a PID namespace of their own (pidns.go)
+	ownPIDs   bool   // children start in a PID namespace of their own (pidns.go)
+	noPIDs    string // why not, when not
 	protected []Protected
 	allow     []string
 
@@ -98,8 +99,10 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("--child-uid %d: the runner cannot switch users (needs root or %s)", s.uid, missing)
 		}
 	}
+	s.noPIDs = "--child-pid-namespace=off"
 	if !cfg.NoPIDNamespace {
-		s.pidns, s.ownPIDs = newPIDNamespace(s.uid != 0)
+		s.pidns, s.noPIDs = newPIDNamespace(s.uid != 0)
+		s.ownPIDs = s.noPIDs == ""
 	}
 	return s, nil
 }
@@ -128,7 +131,7 @@ func (s *Sandbox) Summary() (string, bool) {
 	}
 	pids := "; PID namespace per server"
 	if !s.ownPIDs {
-		pids = "; no PID namespace (host refuses it): a server's processes are ended through /proc"
+		pids = "; no PID namespace (" + s.noPIDs + "): a server's processes are ended through /proc"
 	}
 	switch {
 	case s.uid != 0 && s.abi > 0:
