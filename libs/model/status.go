@@ -37,7 +37,11 @@ type Status struct {
 	// its config asks for (shown when more than one, or when fewer run).
 	Replicas       int `json:"replicas,omitempty"`
 	ReplicasWanted int `json:"replicas_wanted,omitempty"`
-	// RetryAt is when the next automatic restart of a server in error runs.
+	// RetryAt is when the next automatic restart of a server in error runs,
+	// set in the same write as the error: an error with it is followed by a
+	// restart, one without it is not (the automatic restarts gave up, or
+	// the error is never retried: UNAUTHORIZED, exec policy, …) until
+	// someone restarts the server. Only on StateError.
 	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 

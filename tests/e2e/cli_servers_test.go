@@ -117,7 +117,7 @@ func TestCLIServersAndSecrets(t *testing.T) {
 	}
 
 	// rm deletes config and secrets.
-	must(cli(t, bin, url, "servers", "rm", "everything"), "servers rm")
+	must(cli(t, bin, url, "servers", "rm", "everything", "--yes"), "servers rm")
 	if r := cli(t, bin, url, "cred", "describe", "everything", "--json"); r.Code == 0 || !strings.Contains(r.Stdout, "NOT_FOUND") {
 		t.Fatalf("describe after rm: %s", r)
 	}

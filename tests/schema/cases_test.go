@@ -95,6 +95,8 @@ func TestSchemaCases(t *testing.T) {
 		{"status", true, `{"server":"x","state":"running","tools":["echo"],"runner":"r1","pid":42,"started_at":` + now + `,"updated_at":` + now + `,"calls":3}`},
 		{"status", true, `{"server":"x","state":"error","code":"NOT_FOUND","message":"Package not found","updated_at":` + now + `}`},
 		{"status", false, `{"server":"x","state":"error","updated_at":` + now + `}`},
+		{"status", true, `{"server":"x","state":"error","code":"SERVICE_UNAVAILABLE","message":"crashed","retry_at":` + now + `,"updated_at":` + now + `}`},
+		{"status", false, `{"server":"x","state":"starting","retry_at":` + now + `,"updated_at":` + now + `}`},
 		{"status", false, `{"server":"x","state":"running","updated_at":` + now + `}`},
 		{"status", false, `{"server":"x","state":"paused","updated_at":` + now + `}`},
 		{"status", false, `{"server":"x","state":"stopped"}`},

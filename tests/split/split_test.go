@@ -294,7 +294,7 @@ func runFlow(t *testing.T, d *deployment) flowResult {
 	}
 
 	// Delete: the config, its status and its secrets are gone.
-	r = must(d.cli(t, "", "servers", "rm", serverName, "--json"), "servers rm")
+	r = must(d.cli(t, "", "servers", "rm", serverName, "--json", "--yes"), "servers rm")
 	var removed struct {
 		ID     string `json:"id"`
 		Server string `json:"server"`

@@ -98,14 +98,18 @@ var errAtLimit = errors.New("runner at its server limit")
 // statusRefresh is how often changed call counters are written to the status.
 const statusRefresh = 2 * time.Second
 
-// scheduleRestart arranges the next automatic restart after a crash or a
-// failed start: backoff 1, 2, 4 … 60 s, at most MaxRestarts in a row, then the
-// server stays in error until someone restarts it. A series that began with a
-// failed start counts that spawn as one of them, so a server that never comes
-// up is spawned MaxRestarts times in all, not one more. Runs on the server's
-// goroutine.
-func (s *server) scheduleRestart() {
+// scheduleRestart puts a server that crashed or failed to start with e in
+// error and arranges the next automatic restart: backoff 1, 2, 4 … 60 s, at
+// most MaxRestarts in a row, then the server stays in error until someone
+// restarts it. A series that began with a failed start counts that spawn as
+// one of them, so a server that never comes up is spawned MaxRestarts times
+// in all, not one more. The error and its retry_at go out in one write:
+// whoever reads the status (the console's toasts, the gateway's kept tools)
+// tells a restart to come (retry_at) from one given up (none) at the first
+// error, not after a second write. Runs on the server's goroutine.
+func (s *server) scheduleRestart(e *apierr.Error) {
 	if s.ctx.Err() != nil {
+		s.setState(model.StateError, e)
 		return
 	}
 	max := s.r.opts.MaxRestarts
@@ -114,18 +118,11 @@ func (s *server) scheduleRestart() {
 		used++
 	}
 	if used >= max {
-		s.mu.RLock()
-		last := s.lastErr
-		s.mu.RUnlock()
-		msg := fmt.Sprintf("gave up after %d tries; run `mcpbus restart %s`", used, s.slug)
-		if last != nil {
-			msg = last.Message + "; " + msg
+		tries := "tries"
+		if used == 1 {
+			tries = "try"
 		}
-		code := apierr.ServiceUnavailable
-		if last != nil {
-			code = last.Code
-		}
-		s.setState(model.StateError, apierr.New(code, msg))
+		s.setState(model.StateError, apierr.New(e.Code, fmt.Sprintf("%s; gave up after %d %s; run `mcpbus restart %s`", e.Message, used, tries, s.slug)))
 		s.log.Error("server keeps failing: automatic restarts exhausted", "attempts", s.attempts)
 		return
 	}
@@ -134,7 +131,7 @@ func (s *server) scheduleRestart() {
 	s.restarts.Add(1)
 	s.countRestart(restartCrash)
 	s.retryIn(delay)
-	s.r.publishStatus(s.status()) // the error stays as it was; retry_at tells when the next try comes
+	s.setState(model.StateError, e) // keeps the retry_at retryIn set
 	s.log.Warn("server will restart", "in", delay, "attempt", s.attempts, "of", max)
 }
 

@@ -104,7 +104,7 @@ func TestCrashRestartsAutomatically(t *testing.T) {
 	_, err := call(t, e, "alpha", "crash", `{}`)
 	wantCode(t, err, apierr.ServiceUnavailable)
 	e.WaitState(t, "alpha", model.StateError, 2*time.Second)
-	// The error comes first, then the scheduled restart with its time.
+	// The error says when the scheduled restart comes.
 	var st model.Status
 	for wait := time.Now().Add(time.Second); ; {
 		st = e.Status("alpha")
@@ -187,7 +187,7 @@ func TestRetryAtStaysUntilRestart(t *testing.T) {
 		}
 		switch {
 		case st.State == model.StateError && retryAt.IsZero():
-			retryAt = st.RetryAt // zero in the bare error written first
+			retryAt = st.RetryAt // in the crash's error itself (TestErrorSaysWhetherARestartComes)
 			if !retryAt.IsZero() {
 				// A call during the backoff is told when to retry.
 				_, err := call(t, e, "alpha", "echo", `{"message":"hi"}`)
@@ -451,4 +451,117 @@ func TestCallsKeepAServerFromGoingIdle(t *testing.T) {
 	}
 	e.WaitState(t, "alpha", model.StateIdle, 3*time.Second)
 	waitGone(t, first.PID, 3*time.Second)
+}
+
+// statusWrites collects every status of slug written from now on (KV
+// mcp_status updates), in order.
+func statusWrites(t *testing.T, e *runnertest.Env, slug string) (next func(time.Duration) (model.Status, bool)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := e.Assets.Status.Watch(ctx, slug, jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop() })
+	return func(d time.Duration) (model.Status, bool) {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		for {
+			select {
+			case <-timer.C:
+				return model.Status{}, false
+			case en := <-w.Updates():
+				if en == nil || en.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				var st model.Status
+				if err := json.Unmarshal(en.Value(), &st); err != nil {
+					t.Fatal(err)
+				}
+				return st, true
+			}
+		}
+	}
+}
+
+// Every error a crash or a failed start leaves says at once whether an
+// automatic restart comes: retry_at is in the same write as the error, up
+// to the last try, whose error has none. The runner wrote a bare error
+// first and retry_at in a second write, so whoever read the first (the
+// console's "disconnected. Reconnecting..." toast) could not tell a
+// scheduled restart from one given up or never tried.
+func TestErrorSaysWhetherARestartComes(t *testing.T) {
+	e := runnertest.Start(t, lifecycleOpts())
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.Runtime.Eager = true
+	e.Put(t, cfg)
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	next := statusWrites(t, e, "alpha")
+	_, err := call(t, e, "alpha", "crash", `{}`)
+	wantCode(t, err, apierr.ServiceUnavailable)
+	for {
+		st, ok := next(5 * time.Second)
+		if !ok {
+			t.Fatal("no error after the crash")
+		}
+		if st.State == model.StateError {
+			if st.RetryAt.IsZero() {
+				t.Fatalf("the crash's first error has no retry_at: %+v", st)
+			}
+			break
+		}
+	}
+
+	// A server that never starts: each failed try but the last has its
+	// retry_at; the last has none and says it gave up.
+	loop := runnertest.Binary("loop", testServer)
+	loop.EnvVars = map[string]model.EnvVar{"TESTMCP_FAIL_START": {Value: "boom"}}
+	next = statusWrites(t, e, "loop")
+	e.Put(t, loop)
+	var errs []model.Status
+	for {
+		st, ok := next(10 * time.Second)
+		if !ok {
+			t.Fatalf("the crash loop did not give up; errors: %+v", errs)
+		}
+		if st.State != model.StateError {
+			continue
+		}
+		errs = append(errs, st)
+		if strings.Contains(st.Message, "gave up") {
+			break
+		}
+	}
+	for i, st := range errs {
+		if last := i == len(errs)-1; last != st.RetryAt.IsZero() {
+			t.Fatalf("error %d of %d: retry_at %v, want it on every error but the last: %+v", i+1, len(errs), st.RetryAt, errs)
+		}
+	}
+	if len(errs) != 3 {
+		t.Fatalf("%d errors, want 3 (the default 3 tries): %+v", len(errs), errs)
+	}
+}
+
+// One try is "1 try", not "1 tries".
+func TestGaveUpAfterOneTry(t *testing.T) {
+	opts := lifecycleOpts()
+	opts.MaxRestarts = 1
+	e := runnertest.Start(t, opts)
+	cfg := runnertest.Binary("loop", testServer)
+	cfg.EnvVars = map[string]model.EnvVar{"TESTMCP_FAIL_START": {Value: "boom"}}
+	cfg.Runtime.Eager = true
+	e.Put(t, cfg)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st := e.Status("loop")
+		if st.State == model.StateError && strings.Contains(st.Message, "gave up") {
+			if !strings.Contains(st.Message, "gave up after 1 try;") {
+				t.Fatalf("message %q, want \"gave up after 1 try;\"", st.Message)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("did not give up: %+v", st)
+		}
+	}
 }

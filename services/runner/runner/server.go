@@ -279,13 +279,14 @@ func (s *server) start(cause context.Context) (err error) {
 	if err != nil {
 		s.r.slotFreed()
 		e := apierr.From(err)
-		s.setState(model.StateError, e)
 		s.log.Warn("server failed to start", "code", e.Code, "error", e.Message)
 		if s.attempts == 0 {
 			s.failedFirst = true
 		}
 		if retryable(e) {
-			s.scheduleRestart()
+			s.scheduleRestart(e)
+		} else {
+			s.setState(model.StateError, e)
 		}
 		return e
 	}
@@ -543,9 +544,8 @@ func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
 			s.attempts, s.failedFirst = 0, false // it had been healthy long enough: a fresh series of retries
 		}
 		why := s.endedWhy(proc, ended)
-		s.setState(model.StateError, apierr.New(apierr.ServiceUnavailable, why))
 		s.log.Warn("server's session ended unexpectedly", "why", why)
-		s.scheduleRestart()
+		s.scheduleRestart(apierr.New(apierr.ServiceUnavailable, why))
 		// The catalog goes last: a gateway that sees it gone already knows
 		// a restart is coming (error with retry_at) and keeps the tools
 		// listed; gone first, they left the lists until the status came.

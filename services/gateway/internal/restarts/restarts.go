@@ -1,8 +1,8 @@
 // Package restarts keeps a crashed server's tools in the gateway while its
 // runner restarts it.
 //
-// On a crash the runner writes the server's status: error, then error
-// with retry_at (the automatic restart); then it deletes the server's
+// On a crash the runner writes the server's status: error with retry_at
+// (the automatic restart, in the same write); then it deletes the server's
 // catalog from KV mcp_tools; then starting, and finally the new catalog
 // and running. Every status written in between (the call counters'
 // refresh) keeps retry_at. The gateway follows the two buckets on watches
@@ -48,9 +48,9 @@ func restarting(st model.Status, ok bool) bool {
 }
 
 // forgets reports whether st ends the wait for a restart: the server was
-// stopped, disabled, left idle, or is gone. (A bare error, without
-// retry_at, is what the runner writes just before it schedules the
-// restart, so it keeps the catalog, unserved.)
+// stopped, disabled, left idle, or is gone. (An error without retry_at —
+// restarts given up, or an older runner that wrote the bare error
+// just before it scheduled the restart — keeps the catalog, unserved.)
 func forgets(st model.Status, ok bool) bool {
 	if !ok {
 		return true

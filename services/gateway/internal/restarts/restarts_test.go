@@ -11,8 +11,10 @@ func cat(slug string) model.Catalog {
 	return model.Catalog{Server: slug, Tools: []model.Tool{{Name: slug + "__t", Server: slug, Tool: "t"}}}
 }
 
-// The runner's crash sequence: catalog deleted, error, error with retry_at,
-// starting, new catalog, running. The tools are served from error with
+// The runner's crash sequence: catalog deleted, error with retry_at,
+// starting, new catalog, running (an older runner wrote a bare error
+// before the one with retry_at; the gateway may also see the catalog's
+// deletion before the status). The tools are served from error with
 // retry_at on, and calls are told to wait until the new catalog is in.
 func TestKeepsCatalogThroughCrashRestart(t *testing.T) {
 	now := time.Now()

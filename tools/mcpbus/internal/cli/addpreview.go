@@ -103,13 +103,22 @@ func keyValue(name string, secret bool, v string) string {
 // confirmAdd asks whether to add what the preview showed: at a terminal
 // y/N, elsewhere only --yes says so (stdin then carries the secrets).
 func confirmAdd(g *globals, yes bool) error {
+	return confirm(g, yes, "Add it?",
+		"add runs what the registry entry says (shown above): confirm with --yes when stdin is not a terminal", "not added")
+}
+
+// confirm asks question with [y/N] at a terminal; where stdin is not one
+// only --yes says yes (a script must not act on a guess), and the error
+// says why (noTerminal). Anything but y or yes is no (declined). With yes
+// it asks nothing.
+func confirm(g *globals, yes bool, question, noTerminal, declined string) error {
 	if yes {
 		return nil
 	}
 	if !isTerminal(g.stdin) {
-		return apierr.Invalid("yes", "add runs what the registry entry says (shown above): confirm with --yes when stdin is not a terminal")
+		return apierr.Invalid("yes", noTerminal)
 	}
-	fmt.Fprint(g.stderr, "Add it? [y/N] ")
+	fmt.Fprint(g.stderr, question+" [y/N] ")
 	var line []byte
 	b := make([]byte, 1)
 	for len(line) < 64 {
@@ -124,5 +133,5 @@ func confirmAdd(g *globals, yes bool) error {
 	case "y", "yes":
 		return nil
 	}
-	return apierr.Invalid("yes", "not added")
+	return apierr.Invalid("yes", declined)
 }

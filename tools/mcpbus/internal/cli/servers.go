@@ -483,13 +483,38 @@ func newServersToggleCmd(g *globals, enable bool) *cobra.Command {
 }
 
 func newServersRmCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var yes bool
+	cmd := &cobra.Command{
 		Use:     "rm <server>",
 		Aliases: []string{"delete", "remove"},
 		Short:   "Remove a server: it stops, and its secrets, status and catalog are deleted",
-		Args:    cobra.ExactArgs(1),
+		Long: `rm stops a server and deletes its config, its stored credentials, its status and its
+catalog (its config history stays). At a terminal it asks first; elsewhere --yes confirms.`,
+		Example: `  mcpbus servers rm github
+  mcpbus servers rm github --yes   # in a script`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			const noTerminal = "rm deletes the server and its stored credentials: confirm with --yes when stdin is not a terminal"
+			if !yes && !isTerminal(g.stdin) {
+				return apierr.Invalid("yes", noTerminal)
+			}
 			return g.withClient(cmd.Context(), func(c *client.Client) error {
+				if !yes {
+					// The question names the server as the console does
+					// (seeds/002 §1.8), and a wrong name fails before it.
+					cfg, err := c.GetConfig(cmd.Context(), args[0])
+					if err != nil {
+						return err
+					}
+					name := cfg.Name
+					if name == "" {
+						name = cfg.Slug
+					}
+					q := fmt.Sprintf("Delete %q? This will remove the MCP and its stored credentials.", printable(name))
+					if err := confirm(g, false, q, noTerminal, "not removed"); err != nil {
+						return err
+					}
+				}
 				out, err := c.DeleteConfig(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -502,6 +527,8 @@ func newServersRmCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "remove without asking (needed when stdin is not a terminal)")
+	return cmd
 }
 
 func newServersImportCmd(g *globals) *cobra.Command {

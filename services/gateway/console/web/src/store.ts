@@ -2,6 +2,7 @@
 // status and the recent calls, kept current by one event stream.
 import { toast } from './dom';
 import { api, follow, type BusEvent, type CallEvent, type McpConfig, type Me, type Status } from './api';
+import { statusToast } from './statustoast';
 
 export const MAX_CALLS = 500;
 
@@ -120,8 +121,10 @@ export function start(): void {
     if (ev.kind === 'status') {
       const st = ev.data as Status;
       const prev = store.status.get(st.server);
-      // seeds/002 §11.1: a crash is worth a toast (the runner restarts it).
-      if (prev?.state === 'running' && st.state === 'error') toast(`${st.server} disconnected. Reconnecting...`, 'error');
+      // seeds/002 §11.1: a crash, restarts given up (statustoast.ts).
+      const name = store.servers.find((s) => s.slug === st.server)?.name || st.server;
+      const t = statusToast(prev, st, name);
+      if (t) toast(t.text, t.kind);
       setStatus(st);
     } else if (ev.kind === 'call') {
       const c = ev.data as CallEvent;

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+)
+
+// stubConfig answers mcp.v1.config.{get,delete} for one server and counts
+// the deletes, as the config service would.
+func stubConfig(t *testing.T, cfg model.McpConfig) (url string, deletes *atomic.Int32) {
+	t.Helper()
+	t.Setenv("MCPBUS_DATA_DIR", t.TempDir()) // no operator seed of a real mcpbus up
+	ns, err := embednats.Start(embednats.Options{Port: 0, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	nc := testkit.Connect(t, ns)
+	svc, err := micro.AddService(nc, micro.Config{Name: "config-stub", Version: "0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	deletes = &atomic.Int32{}
+	get, _ := json.Marshal(cfg)
+	del, _ := json.Marshal(model.ConfigDeleteReply{ID: cfg.ID, Server: cfg.Slug})
+	for subj, h := range map[string]micro.HandlerFunc{
+		"mcp.v1.config.get":    func(r micro.Request) { _ = r.Respond(get) },
+		"mcp.v1.config.delete": func(r micro.Request) { deletes.Add(1); _ = r.Respond(del) },
+	} {
+		if err := svc.AddEndpoint(strings.ReplaceAll(subj, ".", "-"), h, micro.WithEndpointSubject(subj)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns.ClientURL(), deletes
+}
+
+// `servers rm` deletes a server and its stored credentials only when told
+// to: y at the terminal's [y/N] question (seeds/002 §1.8's "Delete "X"?
+// This will remove the MCP and its stored credentials."), or --yes where
+// there is no terminal to ask at. It deleted at once, unasked.
+func TestServersRmAsksFirst(t *testing.T) {
+	url, deletes := stubConfig(t, model.McpConfig{ID: "id1", Slug: "github", Name: "GitHub"})
+
+	var out, errOut bytes.Buffer
+	code := Main([]string{"--nats", url, "servers", "rm", "github"}, strings.NewReader("y\n"), &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "--yes") || deletes.Load() != 0 {
+		t.Fatalf("rm without --yes and no terminal: code %d, %d deletes, %q %q", code, deletes.Load(), out.String(), errOut.String())
+	}
+
+	// At a terminal: anything but y keeps the server.
+	for _, answer := range []string{"\n", "n\n", "yess\n"} {
+		master, pts := testkit.OpenPTY(t)
+		tty, err := os.OpenFile(pts, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := master.WriteString(answer); err != nil {
+			t.Fatal(err)
+		}
+		out.Reset()
+		errOut.Reset()
+		code = Main([]string{"--nats", url, "servers", "rm", "github"}, tty, &out, &errOut)
+		_ = tty.Close()
+		if code == 0 || deletes.Load() != 0 {
+			t.Fatalf("rm answered %q: code %d, %d deletes, %q %q", answer, code, deletes.Load(), out.String(), errOut.String())
+		}
+		if want := `Delete "GitHub"? This will remove the MCP and its stored credentials. [y/N] `; !strings.Contains(errOut.String(), want) {
+			t.Fatalf("question: %q, want %q", errOut.String(), want)
+		}
+	}
+	master, pts := testkit.OpenPTY(t)
+	tty, err := os.OpenFile(pts, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	if _, err := master.WriteString("y\n"); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errOut.Reset()
+	if code = Main([]string{"--nats", url, "servers", "rm", "github"}, tty, &out, &errOut); code != 0 || deletes.Load() != 1 || !strings.Contains(out.String(), "removed github") {
+		t.Fatalf("rm answered y: code %d, %d deletes, %q %q", code, deletes.Load(), out.String(), errOut.String())
+	}
+
+	// --yes: no question.
+	out.Reset()
+	errOut.Reset()
+	if code = Main([]string{"--nats", url, "servers", "rm", "github", "--yes"}, strings.NewReader(""), &out, &errOut); code != 0 || deletes.Load() != 2 || strings.Contains(errOut.String(), "[y/N]") {
+		t.Fatalf("rm --yes: code %d, %d deletes, %q %q", code, deletes.Load(), out.String(), errOut.String())
+	}
+}
