@@ -1,6 +1,7 @@
 package helmchart
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -300,8 +301,14 @@ func TestChartHardening(t *testing.T) {
 				t.Errorf("%s/%s: adds SYS_ADMIN", name, c.Name)
 			}
 			escalates := sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation
-			if escalates != (name == "runner") {
+			if escalates != (name == "runner" && c.Name == "runner") {
 				t.Errorf("%s/%s: allowPrivilegeEscalation %v", name, c.Name, sc.AllowPrivilegeEscalation)
+			}
+			// Root only where the runner's data dir is given to it, with
+			// CAP_CHOWN alone (TestChartRunnerPrivateDirs).
+			root := sc.RunAsUser != nil && *sc.RunAsUser == 0 || sc.RunAsNonRoot != nil && !*sc.RunAsNonRoot
+			if root && (name != "runner" || c.Name != "private-dirs" || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"CHOWN"})) {
+				t.Errorf("%s/%s: runs as root (capabilities %+v)", name, c.Name, sc.Capabilities)
 			}
 			if c.Resources.Limits.Memory().IsZero() || c.Resources.Limits.Cpu().IsZero() {
 				t.Errorf("%s/%s: limits %v, want memory and cpu", name, c.Name, c.Resources.Limits)
@@ -310,5 +317,75 @@ func TestChartHardening(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no Deployment rendered")
+	}
+}
+
+// TestChartRunnerPrivateDirs: an emptyDir is made 0777 and root's, so MCP
+// servers (another uid) could replace what the runner keeps in its data dir
+// where Landlock is missing, and the runner refuses such a data dir. The
+// runner's pod gives it the dir (0700, the pod's uid) and makes /tmp sticky
+// first, as compose's tmpfs modes do, in an init container that mounts the
+// very volumes the runner does and drops every capability but CHOWN.
+func TestChartRunnerPrivateDirs(t *testing.T) {
+	docs := render(t, map[string]any{"nats": map[string]any{"enabled": false}, "natsURL": "nats://nats:4222"})
+	strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	var pod *corev1.PodSpec
+	for _, d := range docs {
+		obj, _, err := strict.Decode([]byte(d), nil, nil)
+		if err != nil {
+			t.Fatalf("invalid manifest: %v\n%s", err, d)
+		}
+		if dep, ok := obj.(*appsv1.Deployment); ok && dep.Labels["app.kubernetes.io/name"] == "runner" {
+			pod = &dep.Spec.Template.Spec
+		}
+	}
+	if pod == nil {
+		t.Fatal("no runner Deployment")
+	}
+	runner := pod.Containers[0]
+	var dataDir string
+	for _, e := range runner.Env {
+		if e.Name == "MCPBUS_DATA_DIR" {
+			dataDir = e.Value
+		}
+	}
+	mounts := map[string]string{} // mount path -> volume, the runner's
+	for _, m := range runner.VolumeMounts {
+		mounts[m.MountPath] = m.Name
+	}
+	if dataDir == "" || mounts[dataDir] == "" || mounts["/tmp"] == "" {
+		t.Fatalf("runner: data dir %q, mounts %v", dataDir, mounts)
+	}
+	uid, gid := *pod.SecurityContext.RunAsUser, *pod.SecurityContext.RunAsGroup
+	if len(pod.InitContainers) != 1 {
+		t.Fatalf("runner pod: init containers %+v, want the one that makes its dirs private", pod.InitContainers)
+	}
+	c := pod.InitContainers[0]
+	script := strings.Join(c.Command, " ")
+	for _, want := range []string{"chmod 01777 /tmp", "chmod 00700 " + dataDir, fmt.Sprintf("chown %d:%d %s", uid, gid, dataDir)} {
+		if !strings.Contains(script, want) {
+			t.Errorf("init %s: command %q does not %q", c.Name, script, want)
+		}
+	}
+	if !strings.HasPrefix(script, "/bin/sh -ec ") {
+		t.Errorf("init %s: command %q, want /bin/sh -ec (stop at the first failure)", c.Name, script)
+	}
+	for _, m := range c.VolumeMounts {
+		if mounts[m.MountPath] != m.Name {
+			t.Errorf("init %s mounts %s at %s, the runner %q", c.Name, m.Name, m.MountPath, mounts[m.MountPath])
+		}
+		delete(mounts, m.MountPath)
+	}
+	if mounts[dataDir] != "" || mounts["/tmp"] != "" {
+		t.Errorf("init %s does not mount the data dir or /tmp: %v left", c.Name, mounts)
+	}
+	if c.Image != runner.Image {
+		t.Errorf("init %s: image %q, want the runner's %q (it has sh, chmod, chown)", c.Name, c.Image, runner.Image)
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.Capabilities == nil ||
+		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"CHOWN"}) ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("init %s: security context %+v, want root with CAP_CHOWN alone, read-only root", c.Name, sc)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/secretfile"
 	"github.com/mcpbus/mcpbus/libs/toolsearch"
 	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
 	"github.com/mcpbus/mcpbus/services/runner/internal/pidfile"
@@ -115,6 +116,7 @@ type Options struct {
 	TickInterval time.Duration
 	// DataDir, when set, keeps a pid file per spawned server (DataDir/pids), so
 	// a runner restarted after a SIGKILL ends the orphans of its predecessor.
+	// New refuses one another user owns or may write (secretfile.PrivateDir).
 	DataDir string
 	// LeaseTTL is how long an ownership lease lives unless renewed (default
 	// 5s): a runner that dies loses its servers to others after that long.
@@ -322,6 +324,15 @@ func New(nc *nats.Conn, opts Options) (*Runner, error) {
 	opts.defaults()
 	if err := opts.validateExec(); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
+	}
+	if opts.DataDir != "" {
+		// MCP servers run as another uid (--child-uid) and, without
+		// Landlock, only file modes keep them out of the data dir: one they
+		// may write (a Kubernetes emptyDir is made 0777 and root's) would let
+		// them replace the pid files the runner kills by.
+		if err := secretfile.PrivateDir(opts.DataDir); err != nil {
+			return nil, fmt.Errorf("runner: data dir: %w", err)
+		}
 	}
 	sb, err := newSandbox(opts)
 	if err != nil {
