@@ -47,6 +47,13 @@ type OAuthToken struct {
 	TokenURL     string    `json:"token_url,omitempty"`
 	ClientID     string    `json:"client_id,omitempty"`
 	ClientSecret string    `json:"client_secret,omitempty"`
+	// Resource is the resource indicator (RFC 8707) the token was issued
+	// for: the MCP server's URL as its protected resource metadata names
+	// it. A runner sends the token only to a server URL under it
+	// (ResourceCovers), so a config whose transport.url changed after the
+	// authorization does not carry it elsewhere. "": not known (a token set
+	// by hand, or stored before resources were kept).
+	Resource string `json:"resource,omitempty"`
 	// EnvVar receives the access token (e.g. GITHUB_TOKEN); Header receives
 	// "Bearer <token>" (e.g. Authorization). At least one is set.
 	EnvVar string `json:"env_var,omitempty"`

@@ -1,6 +1,9 @@
 package model
 
 import (
+	"net"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -115,6 +118,46 @@ type ResolvedOAuth struct {
 	TokenType   string    `json:"token_type,omitempty"`
 	ExpiresAt   time.Time `json:"expires_at,omitzero"`
 	Header      string    `json:"header,omitempty"`
+	// Resource is OAuthToken.Resource.
+	Resource string `json:"resource,omitempty"`
+}
+
+// ResourceCovers reports whether a token issued for resource (RFC 8707;
+// OAuthToken.Resource) may be sent to the MCP server at target: same
+// scheme, host and port, and target's path the resource's or below it. A
+// token of unknown resource ("") is sent as before.
+func ResourceCovers(resource, target string) bool {
+	if resource == "" {
+		return true
+	}
+	r, err := url.Parse(resource)
+	if err != nil || r.Host == "" {
+		return false
+	}
+	u, err := url.Parse(target)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if !strings.EqualFold(r.Scheme, u.Scheme) || !strings.EqualFold(hostPort(r), hostPort(u)) {
+		return false
+	}
+	rp := strings.TrimSuffix(r.EscapedPath(), "/")
+	up := u.EscapedPath()
+	return rp == "" || up == rp || strings.HasPrefix(up, rp+"/")
+}
+
+// hostPort is u's host with its scheme's default port made explicit.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		switch strings.ToLower(u.Scheme) {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // OAuthFlow is an OAuth flow waiting for its callback, as the gateway

@@ -70,6 +70,7 @@ type Server struct {
 	registrations int
 	authorized    []url.Values
 	secretAuth    []string // how each accepted confidential client sent its secret
+	misdirected   []string // tokens presented to a verifier of another resource
 }
 
 type client struct {
@@ -186,6 +187,15 @@ func (s *Server) SecretAuth() []string {
 	return slices.Clone(s.secretAuth)
 }
 
+// Misdirected lists the tokens this server issued that were presented to
+// a Verifier of another resource than theirs ("<user>'s token for <r1>
+// presented to <r2>"): a client that sent a token where it does not belong.
+func (s *Server) Misdirected() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.misdirected)
+}
+
 // Verifier checks bearer tokens this server issued for resource (RFC 8707
 // audience), for auth.RequireBearerToken.
 func (s *Server) Verifier(resource string) auth.TokenVerifier {
@@ -197,6 +207,7 @@ func (s *Server) Verifier(resource string) auth.TokenVerifier {
 			return nil, auth.ErrInvalidToken
 		}
 		if t.resource != resource {
+			s.misdirected = append(s.misdirected, t.user+"'s token for "+t.resource+" presented to "+resource)
 			return nil, fmt.Errorf("token for %q, not %q: %w", t.resource, resource, auth.ErrInvalidToken)
 		}
 		return &auth.TokenInfo{Scopes: t.scopes, Expiration: t.expires, UserID: t.user}, nil

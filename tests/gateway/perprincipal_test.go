@@ -507,3 +507,51 @@ func TestPerPrincipalFlowBoundToStarter(t *testing.T) {
 	_, r = e.whoami(t, keyA.Key)
 	wantNotAuthorized(t, "A, who authorized nothing", r)
 }
+
+// TestOAuthTokenStaysWithItsURL: an admin who points a per-principal
+// server at another URL after its users authorized it does not get their
+// tokens there (nor the server's own): each token goes only to the
+// resource it was issued for (RFC 8707), a user is asked to authorize
+// again, and their new token serves the new URL.
+func TestOAuthTokenStaysWithItsURL(t *testing.T) {
+	t.Parallel()
+	as := oauthtest.Start(t, oauthtest.Options{Scopes: []string{testmcp.Scope, "offline_access"}})
+	url := testmcp.ServeProtected(t, "remote", as)
+	elsewhere := testmcp.ServeProtected(t, "remote", as) // the admin's host, say
+	e := startWith(t, nil, gateway.Options{})
+	keyA, _ := e.perPrincipalRemote(t, url)
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		_, r := e.whoami(t, keyA.Key)
+		return r.status != http.StatusNotFound, "whoami is unknown to the gateway"
+	})
+	e.authorizeAs(t, keyA.Key, "alice")
+	if who, r := e.whoami(t, keyA.Key); who != "alice" {
+		t.Fatalf("A's call: %q %d %s", who, r.status, r.body)
+	}
+
+	// The admin moves the server, and authorizes its own session there.
+	r := e.do("GET", "/api/v1/servers/remote", nil)
+	var cfg model.McpConfig
+	if r.decode(t, &cfg); r.status != http.StatusOK {
+		t.Fatalf("GET server: %d %s", r.status, r.body)
+	}
+	cfg.Transport.URL, cfg.Package.Identifier, cfg.Revision = elsewhere, elsewhere, 0
+	if r := e.do("PUT", "/api/v1/servers/remote", model.ConfigUpdateRequest{Config: cfg}); r.status != http.StatusOK {
+		t.Fatalf("PUT server: %d %s", r.status, r.body)
+	}
+	e.authorize(t, "remote")
+	e.waitState("remote", model.StateRunning)
+
+	_, r = e.whoami(t, keyA.Key)
+	if got := as.Misdirected(); len(got) > 0 {
+		t.Fatalf("tokens sent to a URL they were not issued for: %q", got)
+	}
+	wantNotAuthorized(t, "A after the server moved", r)
+	e.authorizeAs(t, keyA.Key, "alice")
+	if who, r := e.whoami(t, keyA.Key); who != "alice" {
+		t.Fatalf("A's call after authorizing again: %q %d %s", who, r.status, r.body)
+	}
+	if got := as.Misdirected(); len(got) > 0 {
+		t.Fatalf("tokens sent to a URL they were not issued for: %q", got)
+	}
+}

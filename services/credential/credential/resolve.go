@@ -233,7 +233,7 @@ func resolved(rec model.Credentials) model.ResolvedCredentials {
 			}
 			out.Headers[o.Header] = bearer(o) + o.AccessToken
 		}
-		out.OAuth = &model.ResolvedOAuth{AccessToken: o.AccessToken, TokenType: o.TokenType, ExpiresAt: o.ExpiresAt, Header: o.Header}
+		out.OAuth = &model.ResolvedOAuth{AccessToken: o.AccessToken, TokenType: o.TokenType, ExpiresAt: o.ExpiresAt, Header: o.Header, Resource: o.Resource}
 	}
 	return out
 }

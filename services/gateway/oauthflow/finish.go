@@ -106,6 +106,13 @@ func (f *Flows) store(cfg *model.McpConfig, fl *flow) error {
 	if u, err := url.Parse(c.Endpoint.AuthURL); err == nil {
 		tok.Provider = u.Host
 	}
+	// The resource indicator go-sdk asked the token for (RFC 8707): the
+	// runner sends the token to no other server URL.
+	fl.mu.Lock()
+	if u, err := url.Parse(fl.authURL); err == nil {
+		tok.Resource = u.Query().Get("resource")
+	}
+	fl.mu.Unlock()
 	if scope, ok := t.Extra("scope").(string); ok && scope != "" {
 		tok.Scopes = strings.Fields(scope)
 	} else {

@@ -253,6 +253,11 @@ func (s *server) connectPrincipal(ctx context.Context, cfg *model.McpConfig, who
 	if len(creds.Headers) == 0 && (creds.OAuth == nil || creds.OAuth.AccessToken == "") {
 		return liveSession{}, notAuthorized(cfg.Slug)
 	}
+	if s.tokenForURL(cfg, creds.OAuth) != nil {
+		// Authorized for the server's former URL: as good as none here
+		// (the gateway offers the caller a new authorization).
+		return liveSession{}, notAuthorized(cfg.Slug)
+	}
 	c := *cfg
 	c.Transport.Headers = mergeMaps(cfg.Transport.Headers, creds.Headers)
 	secrets := newPrincipalSecrets(principalValues(creds))

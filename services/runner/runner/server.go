@@ -326,6 +326,9 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 	span.AddEvent("credentials resolved")
 	var upAuth upstreamAuth
 	if cfg.Transport.Type == model.TransportHTTP {
+		if err := s.tokenForURL(cfg, oauth); err != nil {
+			return nil, nil, nil, nil, err
+		}
 		upAuth, headers = s.r.upstreamAuthFor(cfg, oauth, headers)
 	}
 	if len(headers) > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -85,6 +86,29 @@ func (c credTokenSource) Token() (*oauth2.Token, error) {
 		c.fetched(creds.OAuth.AccessToken)
 	}
 	return oauthToken(creds.OAuth), nil
+}
+
+// tokenForURL refuses an OAuth token issued for another resource (RFC
+// 8707) than cfg's transport.url: an admin who points a server elsewhere
+// after its users authorized it must not receive their tokens there (nor
+// the server's own); the server, or each user, authorizes again for the
+// new URL. Nil without a token, or for one of unknown resource.
+func (s *server) tokenForURL(cfg *model.McpConfig, o *model.ResolvedOAuth) error {
+	if o == nil || o.AccessToken == "" || model.ResourceCovers(o.Resource, cfg.Transport.URL) {
+		return nil
+	}
+	// Hosts only: a URL's path or query may hold a secret.
+	s.log.Warn("not sending an OAuth token issued for another URL: authorize the server again", "token_host", hostOf(o.Resource), "url_host", hostOf(cfg.Transport.URL))
+	return authFailed(errors.New("the OAuth token was issued for another URL than transport.url: authorize the server again"))
+}
+
+// hostOf is u's host ("" when it does not parse).
+func hostOf(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return p.Host
 }
 
 func oauthToken(o *model.ResolvedOAuth) *oauth2.Token {
