@@ -211,7 +211,7 @@ func (f *Flows) start(ctx context.Context, ref, forID string, bind bool, done fu
 		return model.OAuthStartReply{}, apierr.Invalid("transport.type", "OAuth authorization is for remote (http) servers; "+cfg.Slug+" runs over stdio")
 	}
 	if forID != "" && !cfg.Auth.PerPrincipal {
-		return model.OAuthStartReply{}, apierr.Invalid("auth.per_principal", cfg.Slug+" does not take per-forID credentials (auth.per_principal is off): an admin authorizes it for everyone")
+		return model.OAuthStartReply{}, apierr.Invalid("auth.per_principal", cfg.Slug+" does not take per-principal credentials (auth.per_principal is off): an admin authorizes it for everyone")
 	}
 	secret, err := f.clientSecret(ctx, &cfg)
 	if err != nil {
