@@ -43,6 +43,9 @@ type globals struct {
 	// the long-running serve-stdio does), so it fails at once instead of
 	// waiting out its request.
 	abort atomic.Pointer[context.CancelFunc]
+	// unparsed is set when a flag could not be parsed: the flags after it,
+	// --json among them, were not read.
+	unparsed bool
 }
 
 // agent is the agent whose seed the CLI connects with (an nkey file named
@@ -70,6 +73,7 @@ func (g *globals) refused(err error) error {
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := newRoot(g)
+	g.strictUsage(root)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -83,6 +87,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		var exit silentExit
 		if errors.As(err, &exit) {
 			return int(exit)
+		}
+		if g.unparsed {
+			g.json = jsonRequested(args)
 		}
 		g.printError(err)
 		return 1
