@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +59,40 @@ func TestUsageErrorsFollowTheContract(t *testing.T) {
 	var out bytes.Buffer
 	if code := Main([]string{"servers"}, strings.NewReader(""), &out, &out); code != 0 || !strings.Contains(out.String(), "Available Commands") {
 		t.Errorf("mcpbus servers: exit %d, %q", code, out.String())
+	}
+}
+
+// TestToolArgumentsCheckedFirst: call and tasks run refuse arguments that
+// are not a JSON object, or "-" with nothing on stdin, as a VALIDATION_ERROR
+// on "arguments" before they connect: a typo is not reported as a bus that
+// cannot be reached, and an empty pipe calls nothing (it called the tool
+// without arguments).
+func TestToolArgumentsCheckedFirst(t *testing.T) {
+	for _, verb := range [][]string{{"call"}, {"tasks", "run"}} {
+		for _, c := range []struct {
+			args       []string
+			stdin, msg string
+		}{
+			{[]string{"{"}, "", "must be a JSON object"},
+			{[]string{"[1]"}, "", "must be a JSON object"},
+			{[]string{"null"}, "", "must be a JSON object"},
+			{[]string{"-"}, "", "no arguments on stdin"},
+			{[]string{"-"}, " \n", "no arguments on stdin"},
+			{[]string{"-"}, `{"a":`, "must be a JSON object"},
+		} {
+			args := append(append([]string{"--nats", "nats://127.0.0.1:1", "--json"}, verb...), append([]string{"s.t"}, c.args...)...)
+			var out, errOut bytes.Buffer
+			code := Main(args, strings.NewReader(c.stdin), &out, &errOut)
+			var e struct{ Code, Message, Field string }
+			if code != 1 || json.Unmarshal(out.Bytes(), &e) != nil || e.Code != "VALIDATION_ERROR" || e.Field != "arguments" || !strings.Contains(e.Message, c.msg) {
+				t.Errorf("%v with stdin %q: exit %d, stdout %q, stderr %q", args, c.stdin, code, out.String(), errOut.String())
+			}
+		}
+		// Good arguments get as far as the bus.
+		var out bytes.Buffer
+		args := append(append([]string{"--nats", "nats://127.0.0.1:1", "--json"}, verb...), "s.t", "-")
+		if code := Main(args, strings.NewReader(`{"a":1}`), &out, io.Discard); code != 1 || !strings.Contains(out.String(), "SERVICE_UNAVAILABLE") {
+			t.Errorf("%v: exit %d, %q", args, code, out.String())
+		}
 	}
 }
