@@ -108,7 +108,17 @@ func newRoot(g *globals) *cobra.Command {
 	pf := root.PersistentFlags()
 	g.bus.Register(settings.New(pf))
 	// Env vars fill what the command line left unset; a malformed one is an error.
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return settings.ApplyEnv(cmd.Flags()) }
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := settings.ApplyEnv(cmd.Flags()); err != nil {
+			return err
+		}
+		// Zero or less made the client take its default for some requests and
+		// made call and tasks time out at once for others.
+		if g.timeout <= 0 {
+			return apierr.Invalid("timeout", fmt.Sprintf("--timeout must be positive, not %s", g.timeout))
+		}
+		return nil
+	}
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	pf.DurationVar(&g.timeout, "timeout", 35*time.Second, "how long to wait for an answer")
 	root.AddCommand(newUpCmd(g), newServersCmd(g), newCredCmd(g), newSearchCmd(g), newAddCmd(g), newKeysCmd(g), newTokensCmd(g), newServeStdioCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g), newRunnersCmd(g), newTasksCmd(g), newServeCmd(g), newAgentsCmd(g), newIdentitiesCmd(g), newHealthCmd(g), newProfilesCmd(g), newChatCmd(g), newConnectCmd(g), newApprovalsCmd(g), newAuditCmd(g))

@@ -23,6 +23,8 @@ func TestUsageErrorsFollowTheContract(t *testing.T) {
 		{[]string{"status", "--bogus"}, "bogus", "unknown flag: --bogus"},
 		{[]string{"call", "-x", "a.b"}, "x", "unknown shorthand flag"},
 		{[]string{"status", "--timeout", "soon"}, "timeout", `invalid duration "soon"`},
+		{[]string{"call", "a.b", "{}", "--timeout", "0"}, "timeout", "--timeout must be positive"},
+		{[]string{"servers", "list", "--timeout=-1s"}, "timeout", "--timeout must be positive"},
 		{[]string{"call", "a.b", "--progress=maybe"}, "progress", `invalid argument "maybe"`},
 		{[]string{"servers", "get"}, "args", "accepts 1 arg(s), received 0"},
 		{[]string{"call", "a.b", "{}", "extra"}, "args", "received 3"},
