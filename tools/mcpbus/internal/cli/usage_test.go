@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +97,28 @@ func TestToolArgumentsCheckedFirst(t *testing.T) {
 		args := append(append([]string{"--nats", "nats://127.0.0.1:1", "--json"}, verb...), "s.t", "-")
 		if code := Main(args, strings.NewReader(`{"a":1}`), &out, io.Discard); code != 1 || !strings.Contains(out.String(), "SERVICE_UNAVAILABLE") {
 			t.Errorf("%v: exit %d, %q", args, code, out.String())
+		}
+	}
+}
+
+// TestAuditFileErrorsSayWhy: a file given to audit verify that cannot be
+// read or parsed is a VALIDATION_ERROR on its flag that says why: the
+// message was the flag's name alone ("--keys"), the cause being dropped
+// from the contract.
+func TestAuditFileErrorsSayWhy(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.json")
+	notJSON := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(notJSON, []byte("not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{"keys", "anchor", "bundle"} {
+		for _, file := range []string{missing, notJSON} {
+			var out bytes.Buffer
+			code := Main([]string{"audit", "verify", "--json", "--nats", "nats://127.0.0.1:1", "--" + flag, file}, strings.NewReader(""), &out, io.Discard)
+			var e struct{ Code, Message, Field string }
+			if code != 1 || json.Unmarshal(out.Bytes(), &e) != nil || e.Code != "VALIDATION_ERROR" || e.Field != flag || len(e.Message) <= len("--"+flag+": ") {
+				t.Errorf("--%s %s: exit %d, %q", flag, file, code, out.String())
+			}
 		}
 	}
 }
