@@ -122,3 +122,22 @@ func TestAuditFileErrorsSayWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalRulesFileCheckedFirst: approvals rules --file with a file
+// that does not exist or is not JSON is a VALIDATION_ERROR on "file" that
+// says why, before anything connects (it was SERVICE_UNAVAILABLE without a
+// bus, and a bare Go error without a field with one).
+func TestApprovalRulesFileCheckedFirst(t *testing.T) {
+	notJSON := filepath.Join(t.TempDir(), "rules.json")
+	if err := os.WriteFile(notJSON, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{filepath.Join(t.TempDir(), "missing.json"): "no such file", notJSON: "is not approval rules"} {
+		var out bytes.Buffer
+		code := Main([]string{"approvals", "rules", "--json", "--nats", "nats://127.0.0.1:1", "--file", file}, strings.NewReader(""), &out, io.Discard)
+		var e struct{ Code, Message, Field string }
+		if code != 1 || json.Unmarshal(out.Bytes(), &e) != nil || e.Code != "VALIDATION_ERROR" || e.Field != "file" || !strings.Contains(e.Message, want) {
+			t.Errorf("--file %s: exit %d, %q", file, code, out.String())
+		}
+	}
+}
