@@ -92,6 +92,18 @@ func newApprovalsRulesCmd(g *globals) *cobra.Command {
   mcpbus approvals rules --file rules.json   # {"rules":[{"tool":"github__delete_*","decision":"ask"}],"timeout_seconds":120}`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The file first: a missing or malformed one is a mistake to
+			// report as such, bus or no bus.
+			var in model.ApprovalRules
+			if file != "" {
+				data, err := os.ReadFile(file)
+				if err != nil {
+					return apierr.Wrap(apierr.Validation, "reading "+file+": "+err.Error(), err).WithField("file")
+				}
+				if err := json.Unmarshal(data, &in); err != nil {
+					return apierr.Invalid("file", fmt.Sprintf("%s is not approval rules: %v", file, err))
+				}
+			}
 			nc, c, err := g.connect(cmd.Context())
 			if err != nil {
 				return err
@@ -101,14 +113,6 @@ func newApprovalsRulesCmd(g *globals) *cobra.Command {
 			if file == "" {
 				r, err = c.ApprovalRules(cmd.Context())
 			} else {
-				data, rerr := os.ReadFile(file)
-				if rerr != nil {
-					return rerr
-				}
-				var in model.ApprovalRules
-				if jerr := json.Unmarshal(data, &in); jerr != nil {
-					return apierr.Invalid("file", fmt.Sprintf("%s is not approval rules: %v", file, jerr))
-				}
 				r, err = c.SetApprovalRules(cmd.Context(), in)
 			}
 			if err != nil {

@@ -79,12 +79,12 @@ func (s *auditSource) trustedKeys() (audit.Keys, error) {
 	if file := s.keyFile(); file != "" {
 		f, err := os.Open(file)
 		if err != nil {
-			return nil, apierr.Wrap(apierr.Validation, "--keys", err).WithField("keys")
+			return nil, fileFlagError("keys", err)
 		}
 		defer f.Close()
 		keys, err := audit.ReadKeys(f, roleNames())
 		if err != nil {
-			return nil, apierr.Wrap(apierr.Validation, "--keys", err).WithField("keys")
+			return nil, fileFlagError("keys", err)
 		}
 		return keys, nil
 	}
@@ -128,12 +128,12 @@ func (s *auditSource) read(cmd *cobra.Command, g *globals, fn func(audit.Entry))
 func (s *auditSource) anchors(path string) (map[string]audit.Anchor, time.Duration, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, 0, apierr.Wrap(apierr.Validation, "--anchor", err).WithField("anchor")
+		return nil, 0, fileFlagError("anchor", err)
 	}
 	b, err := audit.ReadBundle(f)
 	_ = f.Close()
 	if err != nil {
-		return nil, 0, apierr.Wrap(apierr.Validation, "--anchor", err).WithField("anchor")
+		return nil, 0, fileFlagError("anchor", err)
 	}
 	keys := b.Keys
 	if s.keyFile() != "" {
@@ -185,12 +185,12 @@ still stored, unchanged, unless it is older than the stream's max age.`,
 				}
 				f, err := os.Open(bundle)
 				if err != nil {
-					return apierr.Wrap(apierr.Validation, "--bundle", err).WithField("bundle")
+					return fileFlagError("bundle", err)
 				}
 				b, err := audit.ReadBundle(f)
 				_ = f.Close()
 				if err != nil {
-					return apierr.Wrap(apierr.Validation, "--bundle", err).WithField("bundle")
+					return fileFlagError("bundle", err)
 				}
 				if src.keyFile() != "" { // keys held apart from the bundle, which could swap its own
 					if b.Keys, err = src.trustedKeys(); err != nil {
@@ -297,4 +297,11 @@ without the bus. It does not verify them first: verify the bundle.`,
 	s.register(cmd)
 	cmd.Flags().StringVar(&out, "out", "", "the bundle file to write")
 	return cmd
+}
+
+// fileFlagError is a file named by --flag that cannot be read or is not
+// what the flag takes. The cause is never serialised, so the message says
+// it (it said only "--keys").
+func fileFlagError(flag string, err error) error {
+	return apierr.Wrap(apierr.Validation, "--"+flag+": "+err.Error(), err).WithField(flag)
 }

@@ -43,6 +43,9 @@ type globals struct {
 	// the long-running serve-stdio does), so it fails at once instead of
 	// waiting out its request.
 	abort atomic.Pointer[context.CancelFunc]
+	// unparsed is set when a flag could not be parsed: the flags after it,
+	// --json among them, were not read.
+	unparsed bool
 }
 
 // agent is the agent whose seed the CLI connects with (an nkey file named
@@ -70,6 +73,7 @@ func (g *globals) refused(err error) error {
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := newRoot(g)
+	g.strictUsage(root)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -83,6 +87,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		var exit silentExit
 		if errors.As(err, &exit) {
 			return int(exit)
+		}
+		if g.unparsed {
+			g.json = jsonRequested(args)
 		}
 		g.printError(err)
 		return 1
@@ -101,7 +108,17 @@ func newRoot(g *globals) *cobra.Command {
 	pf := root.PersistentFlags()
 	g.bus.Register(settings.New(pf))
 	// Env vars fill what the command line left unset; a malformed one is an error.
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return settings.ApplyEnv(cmd.Flags()) }
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := settings.ApplyEnv(cmd.Flags()); err != nil {
+			return err
+		}
+		// Zero or less made the client take its default for some requests and
+		// made call and tasks time out at once for others.
+		if g.timeout <= 0 {
+			return apierr.Invalid("timeout", fmt.Sprintf("--timeout must be positive, not %s", g.timeout))
+		}
+		return nil
+	}
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	pf.DurationVar(&g.timeout, "timeout", 35*time.Second, "how long to wait for an answer")
 	root.AddCommand(newUpCmd(g), newServersCmd(g), newCredCmd(g), newSearchCmd(g), newAddCmd(g), newKeysCmd(g), newTokensCmd(g), newServeStdioCmd(g), newToolsCmd(g), newCallCmd(g), newStatusCmd(g), newEventsCmd(g), newRPCCmd(g), newRunnersCmd(g), newTasksCmd(g), newServeCmd(g), newAgentsCmd(g), newIdentitiesCmd(g), newHealthCmd(g), newProfilesCmd(g), newChatCmd(g), newConnectCmd(g), newApprovalsCmd(g), newAuditCmd(g))

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -377,7 +378,7 @@ interactive. The update is refused with CONFLICT when someone changed the server
 						return err
 					}
 					cfg.ID, cfg.Revision = id, rev
-				case cmd.Flags().NFlag() == 0:
+				case !editFlagGiven(cmd):
 					if cfg, err = editInEditor(g, cfg); err != nil {
 						return err
 					}
@@ -410,6 +411,17 @@ interactive. The update is refused with CONFLICT when someone changed the server
 	cmd.Flags().StringVar(&name, "name", "", "new display name (the slug stays)")
 	cmd.Flags().StringArrayVar(&unsetEnv, "unset-env", nil, "remove an environment variable (repeat)")
 	return cmd
+}
+
+// editFlagGiven reports whether a flag of the command itself was given:
+// the global ones (--json, --nats, --timeout) change nothing in a config,
+// and counting them sent the config back unchanged as a new version.
+func editFlagGiven(cmd *cobra.Command) bool {
+	given := false
+	// Changed, not Visit: LocalFlags is a set made of the flags, not the
+	// one they were parsed into, so Visit sees none of them set.
+	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) { given = given || f.Changed })
+	return given
 }
 
 // editInEditor opens cfg as YAML in $EDITOR and reads it back.

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/libs/embednats"
@@ -99,5 +100,55 @@ func TestServersRmAsksFirst(t *testing.T) {
 	errOut.Reset()
 	if code = Main([]string{"--nats", url, "servers", "rm", "github", "--yes"}, strings.NewReader(""), &out, &errOut); code != 0 || deletes.Load() != 2 || strings.Contains(errOut.String(), "[y/N]") {
 		t.Fatalf("rm --yes: code %d, %d deletes, %q %q", code, deletes.Load(), out.String(), errOut.String())
+	}
+}
+
+// `servers edit <server>` with only global flags (--json, --nats,
+// --timeout) has nothing to change: without a terminal and $EDITOR it is
+// refused and nothing is sent. --json counted as an edit flag, so the
+// config went back unchanged as a new version.
+func TestServersEditGlobalFlagsChangeNothing(t *testing.T) {
+	cfg := model.McpConfig{ID: "id1", Slug: "github", Name: "GitHub", Revision: 1,
+		Package: model.Package{Type: model.PackageNPM, Identifier: "p"}, Transport: model.Transport{Type: model.TransportStdio}}
+	url, _ := stubConfig(t, cfg)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	var updates atomic.Int32
+	saved, _ := json.Marshal(cfg)
+	if _, err := nc.Subscribe("mcp.v1.config.update", func(m *nats.Msg) { updates.Add(1); _ = m.Respond(saved) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("EDITOR", "true")
+	for _, global := range [][]string{{"--json"}, {"--timeout", "5s"}, {}} {
+		var out, errOut bytes.Buffer
+		code := Main(append([]string{"--nats", url, "servers", "edit", "github"}, global...), strings.NewReader(""), &out, &errOut)
+		if code != 1 || !strings.Contains(out.String()+errOut.String(), "nothing to change") {
+			t.Errorf("edit with %v: exit %d, %q %q", global, code, out.String(), errOut.String())
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := updates.Load(); n != 0 {
+		t.Fatalf("%d config updates sent for edits that changed nothing", n)
+	}
+	// An edit flag, with --json or not, is an edit.
+	for _, args := range [][]string{{"--deny-tool", "echo", "--json"}, {"--name", "GH"}} {
+		var out, errOut bytes.Buffer
+		if code := Main(append([]string{"--nats", url, "servers", "edit", "github"}, args...), strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Errorf("edit %v: exit %d, %q %q", args, code, out.String(), errOut.String())
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := updates.Load(); n != 2 {
+		t.Fatalf("%d config updates for 2 edits", n)
 	}
 }
