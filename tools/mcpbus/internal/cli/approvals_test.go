@@ -10,10 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/micro"
-
 	engine "github.com/mcpbus/mcpbus/libs/approvals"
-	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/libs/testkit"
@@ -25,24 +22,13 @@ import (
 // from a file, a bad one refused with the field named, and approves a chat
 // call its profile's rules hold (the same records).
 func TestApprovalsCommands(t *testing.T) {
-	t.Setenv("MCPBUS_DATA_DIR", t.TempDir()) // no operator seed of a real mcpbus up
-	ns, err := embednats.Start(embednats.Options{Port: 0, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
-	nc := testkit.Connect(t, ns)
+	url, nc, svc := stubBus(t, "approvals-test", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := engine.Open(ctx, ctx, nc, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := micro.AddService(nc, micro.Config{Name: "approvals-test", Version: "0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop() })
 	if err := st.AddEndpoints(svc, "mcp.v1", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +41,7 @@ func TestApprovalsCommands(t *testing.T) {
 	}
 	run := func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
-		code := Main(append([]string{"--nats", ns.ClientURL()}, args...), strings.NewReader(""), &out, &errOut)
+		code := Main(append([]string{"--nats", url}, args...), strings.NewReader(""), &out, &errOut)
 		return code, out.String(), errOut.String()
 	}
 	if code, out, errOut := run("approvals", "list"); code != 0 || !strings.Contains(out, h.ID) || !strings.Contains(out, "fs__write") || !strings.Contains(out, "/etc/motd") {
@@ -84,7 +70,7 @@ func TestApprovalsCommands(t *testing.T) {
 	}
 
 	// A chat turn's call held by its profile's rules, for the turn's sender.
-	chat, err := chatapprovals.Open(ctx, testkit.Connect(t, ns), chatapprovals.Options{})
+	chat, err := chatapprovals.Open(ctx, nc, chatapprovals.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,34 +10,20 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
-	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/libs/testkit"
 )
 
 // stubRegistry answers mcp.v1.registry.{search,get} with fixed replies, as a
 // registry service relaying a hostile registry's text would.
 func stubRegistry(t *testing.T, search model.RegistrySearchReply, plan model.InstallPlan) string {
 	t.Helper()
-	t.Setenv("MCPBUS_DATA_DIR", t.TempDir()) // no operator seed of a real mcpbus up
-	ns, err := embednats.Start(embednats.Options{Port: 0, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
-	nc := testkit.Connect(t, ns)
-	svc, err := micro.AddService(nc, micro.Config{Name: "registry-stub", Version: "0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop() })
+	handlers := map[string]micro.HandlerFunc{}
 	for subj, reply := range map[string]any{"mcp.v1.registry.search": search, "mcp.v1.registry.get": plan} {
 		data, _ := json.Marshal(reply)
-		if err := svc.AddEndpoint(strings.ReplaceAll(subj, ".", "-"), micro.HandlerFunc(func(r micro.Request) { _ = r.Respond(data) }), micro.WithEndpointSubject(subj)); err != nil {
-			t.Fatal(err)
-		}
+		handlers[subj] = func(r micro.Request) { _ = r.Respond(data) }
 	}
-	return ns.ClientURL()
+	url, _, _ := stubBus(t, "registry-stub", handlers)
+	return url
 }
 
 // Text a registry wrote (names, warnings) reaches the terminal of `mcpbus

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 )
@@ -20,30 +19,14 @@ import (
 // the deletes, as the config service would.
 func stubConfig(t *testing.T, cfg model.McpConfig) (url string, deletes *atomic.Int32) {
 	t.Helper()
-	t.Setenv("MCPBUS_DATA_DIR", t.TempDir()) // no operator seed of a real mcpbus up
-	ns, err := embednats.Start(embednats.Options{Port: 0, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
-	nc := testkit.Connect(t, ns)
-	svc, err := micro.AddService(nc, micro.Config{Name: "config-stub", Version: "0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop() })
 	deletes = &atomic.Int32{}
 	get, _ := json.Marshal(cfg)
 	del, _ := json.Marshal(model.ConfigDeleteReply{ID: cfg.ID, Server: cfg.Slug})
-	for subj, h := range map[string]micro.HandlerFunc{
+	url, _, _ = stubBus(t, "config-stub", map[string]micro.HandlerFunc{
 		"mcp.v1.config.get":    func(r micro.Request) { _ = r.Respond(get) },
 		"mcp.v1.config.delete": func(r micro.Request) { deletes.Add(1); _ = r.Respond(del) },
-	} {
-		if err := svc.AddEndpoint(strings.ReplaceAll(subj, ".", "-"), h, micro.WithEndpointSubject(subj)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ns.ClientURL(), deletes
+	})
+	return url, deletes
 }
 
 // `servers rm` deletes a server and its stored credentials only when told
