@@ -69,7 +69,7 @@ func ScopeBy(key attribute.Key) func(string, []attribute.KeyValue) string {
 	return func(_ string, attrs []attribute.KeyValue) string {
 		for _, kv := range attrs {
 			if kv.Key == key {
-				return kv.Value.Emit()
+				return kv.Value.String()
 			}
 		}
 		return ""
