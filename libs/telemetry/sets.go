@@ -29,7 +29,8 @@ type Histogram struct {
 // NewHistogram wraps h; bounds cap the distinct values of the attributes
 // they name (see Bound).
 func NewHistogram(h metric.Float64Histogram, bounds ...Bound) Histogram {
-	s := &sets{m: map[string]metric.MeasurementOption{}, bounds: bounds, seen: make([]map[string]map[string]struct{}, len(bounds))}
+	s := &sets{m: map[string]metric.MeasurementOption{}, bounds: bounds,
+		seen: make([]map[string]map[string]struct{}, len(bounds)), kept: make([]int, len(bounds))}
 	for i := range bounds {
 		s.seen[i] = map[string]map[string]struct{}{}
 	}
@@ -85,8 +86,13 @@ func ScopeByPrefix(sep string) func(string, []attribute.KeyValue) string {
 	}
 }
 
-// maxScopes bounds the scopes of one Bound.
-const maxScopes = 256
+// maxScopes bounds the scopes of one Bound, and maxValues the values it
+// keeps in all (the SDK keeps no more series a metric): at most 2000
+// strings of MaxLabelLen bytes, whatever the scopes.
+const (
+	maxScopes = 256
+	maxValues = 2000
+)
 
 // Record records v with attrs, each string value bounded (boundLabels).
 func (h Histogram) Record(ctx context.Context, v float64, attrs []attribute.KeyValue) {
@@ -139,6 +145,7 @@ type sets struct {
 	// bounds, and the values of each seen so far by scope (under mu).
 	bounds []Bound
 	seen   []map[string]map[string]struct{}
+	kept   []int // values in seen[i], all scopes
 }
 
 func (s *sets) option(attrs []attribute.KeyValue) metric.MeasurementOption {
@@ -204,10 +211,11 @@ func (s *sets) admit(i int, b Bound, v string, attrs []attribute.KeyValue) bool 
 	if _, ok := values[v]; ok {
 		return true
 	}
-	if len(values) >= b.Max {
+	if len(values) >= b.Max || s.kept[i] >= maxValues {
 		return false
 	}
 	values[v] = struct{}{}
+	s.kept[i]++
 	return true
 }
 

@@ -220,7 +220,7 @@ func TestHistogramBounds(t *testing.T) {
 }
 
 // The scopes of a Bound are bounded too: values of a scope past maxScopes
-// are Other.
+// are Other; and so are its values in all, past maxValues.
 func TestHistogramBoundScopes(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	h, _ := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t").Float64Histogram("d")
@@ -235,5 +235,24 @@ func TestHistogramBoundScopes(t *testing.T) {
 	}
 	if n := len(rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Histogram[float64]).DataPoints); n != maxScopes+1 {
 		t.Errorf("%d series, want %d", n, maxScopes+1)
+	}
+}
+
+func TestHistogramBoundValues(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	h, _ := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithCardinalityLimit(10_000)).Meter("t").Float64Histogram("d")
+	hist := NewHistogram(h, Bound{Key: "tool", Max: 100, Scope: ScopeByPrefix("__")})
+	ctx := context.Background()
+	for i := range maxScopes {
+		for j := range 100 {
+			hist.Record(ctx, 1, []attribute.KeyValue{attribute.String("tool", fmt.Sprintf("s%d__t%d", i, j))})
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Histogram[float64]).DataPoints); n != maxValues+1 {
+		t.Errorf("%d series, want %d", n, maxValues+1)
 	}
 }
