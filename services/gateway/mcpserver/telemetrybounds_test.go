@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpbus/mcpbus/libs/telemetry"
 	"github.com/mcpbus/mcpbus/libs/testkit"
@@ -73,26 +74,31 @@ func TestServerMetricsBoundClientNames(t *testing.T) {
 		raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"prompts/get","params":{"name":"random-%d"}}`, i, i))
 		raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tasks/get","params":{"taskId":"task-%d"}}`, i, i))
 	}
-	raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"hi"}}}`)
+	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"hi"}}}`); r.status != 200 {
+		t.Fatalf("alpha__echo: %d %s", r.status, r.body)
+	}
 
+	// The gateway records a request's sample once its answer is written.
 	var series []string
-	echo := false
-	for s := range testkit.Metrics(t, reader) {
-		if !strings.HasPrefix(s, "mcp.server.operation.duration|") {
-			continue
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		series = series[:0]
+		echo := false
+		for s := range testkit.Metrics(t, reader) {
+			if strings.HasPrefix(s, "mcp.server.operation.duration|") {
+				series = append(series, s)
+				echo = echo || strings.Contains(s, "gen_ai.tool.name=alpha__echo")
+			}
 		}
-		series = append(series, s)
+		return echo, fmt.Sprintf("no series of alpha__echo among %v", series)
+	})
+	for _, s := range series {
 		if strings.Contains(s, "mcpbus.task.id") {
 			t.Errorf("a series with a task id: %s", s)
 		}
-		echo = echo || strings.Contains(s, "gen_ai.tool.name=alpha__echo")
 	}
 	// initialize, then tools/call, prompts/get, tasks/get of an unknown
 	// name or id, by error.type, and alpha__echo.
 	if max := 10; len(series) > max {
 		t.Errorf("%d series of mcp.server.operation.duration after %d requests of client-chosen names, want at most %d: %.1000v", len(series), 4*n, max, series)
-	}
-	if !echo {
-		t.Errorf("no series of alpha__echo among %d", len(series))
 	}
 }
