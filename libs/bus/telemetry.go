@@ -24,8 +24,9 @@ const instrumentation = "github.com/mcpbus/mcpbus/libs/bus"
 
 // Template is the low-cardinality form of a request subject, the messaging
 // conventions' destination template: the variable tokens (server, tool) of
-// the call, rpc, control and cancel subjects become placeholders. Reading from
-// the end keeps any prefix as it is.
+// the call, rpc, control and cancel subjects, the OAuth flow of a relayed
+// callback and the gateway instance of a relayed retry become
+// placeholders. Reading from the end keeps any prefix as it is.
 func Template(subject string) string {
 	last := strings.LastIndexByte(subject, '.')
 	if last < 0 {
@@ -35,6 +36,14 @@ func Template(subject string) string {
 	switch subject[mid+1 : last] {
 	case "rpc", "control", "cancel":
 		return subject[:last] + ".{server}"
+	case "callback": // one flow id per sign-in: a series each
+		if strings.HasSuffix(subject[:mid], "oauth") {
+			return subject[:last] + ".{flow}"
+		}
+	case "retry": // one instance id per gateway start
+		if strings.HasSuffix(subject[:mid], "gateway") {
+			return subject[:last] + ".{instance}"
+		}
 	}
 	if mid < 0 {
 		return subject

@@ -19,6 +19,8 @@ func TestTemplate(t *testing.T) {
 		"mcp.v1.config.create":             "mcp.v1.config.create",
 		"mcp.v1.runtime.start":             "mcp.v1.runtime.start",
 		"mcp.v1.tools.list":                "mcp.v1.tools.list",
+		"mcp.v1.oauth.callback.Zq3xv9":     "mcp.v1.oauth.callback.{flow}",
+		"mcp.v1.gateway.retry.7Hk2p":       "mcp.v1.gateway.retry.{instance}",
 		"rpc.x":                            "rpc.{server}",
 		"call":                             "call",
 		"a.call":                           "a.call",

@@ -166,3 +166,93 @@ func TestHistogramBoundsLabels(t *testing.T) {
 		}
 	}
 }
+
+// A bounded attribute keeps its first Max values per scope; the rest, of
+// however many, share one series (Other), and one scope filling up leaves
+// another's values alone. Unbounded attributes are untouched.
+func TestHistogramBounds(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	h, err := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t").Float64Histogram("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const max = 50
+	hist := NewHistogram(h,
+		Bound{Key: "tool", Max: max, Scope: ScopeBy("server")},
+		Bound{Key: "error", Max: 3})
+	ctx := context.Background()
+	// A hostile server names max+1000 tools, twice (cached sets, then not).
+	for range 2 {
+		for i := range max + 1000 {
+			hist.Record(ctx, 1, []attribute.KeyValue{attribute.String("server", "evil"), attribute.String("tool", fmt.Sprint("t", i))})
+		}
+	}
+	// A well-behaved server's tools still get their own series.
+	hist.Record(ctx, 1, []attribute.KeyValue{attribute.String("server", "good"), attribute.String("tool", "echo")})
+	for i := range 10 {
+		hist.Record(ctx, 1, []attribute.KeyValue{attribute.String("server", "good"), attribute.String("tool", "echo"), attribute.String("error", fmt.Sprint("E", i))})
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]uint64{}
+	for _, p := range rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Histogram[float64]).DataPoints {
+		series[p.Attributes.Encoded(attribute.DefaultEncoder())] = p.Count
+	}
+	// evil: max tools + Other; good: echo, echo with 3 errors + Other.
+	if want := max + 1 + 1 + 3 + 1; len(series) != want {
+		t.Errorf("%d series, want %d", len(series), want)
+	}
+	if n := series["server=evil,tool="+Other]; n != 2*1000 {
+		t.Errorf("evil's Other series counts %d samples, want %d", n, 2*1000)
+	}
+	if n := series["server=evil,tool=t0"]; n != 2 {
+		t.Errorf("evil's first tool counts %d samples, want 2", n)
+	}
+	if n := series["server=good,tool=echo"]; n != 1 {
+		t.Errorf("good's tool counts %d samples, want 1: %v", n, series)
+	}
+	if n := series["error="+Other+",server=good,tool=echo"]; n != 7 {
+		t.Errorf("errors past the bound count %d samples, want 7", n)
+	}
+}
+
+// The scopes of a Bound are bounded too: values of a scope past maxScopes
+// are Other; and so are its values in all, past maxValues.
+func TestHistogramBoundScopes(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	h, _ := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("t").Float64Histogram("d")
+	hist := NewHistogram(h, Bound{Key: "tool", Max: 1, Scope: ScopeByPrefix("__")})
+	ctx := context.Background()
+	for i := range maxScopes + 1000 {
+		hist.Record(ctx, 1, []attribute.KeyValue{attribute.String("tool", fmt.Sprintf("s%d__t", i))})
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Histogram[float64]).DataPoints); n != maxScopes+1 {
+		t.Errorf("%d series, want %d", n, maxScopes+1)
+	}
+}
+
+func TestHistogramBoundValues(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	h, _ := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithCardinalityLimit(10_000)).Meter("t").Float64Histogram("d")
+	hist := NewHistogram(h, Bound{Key: "tool", Max: 100, Scope: ScopeByPrefix("__")})
+	ctx := context.Background()
+	for i := range maxScopes {
+		for j := range 100 {
+			hist.Record(ctx, 1, []attribute.KeyValue{attribute.String("tool", fmt.Sprintf("s%d__t%d", i, j))})
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Histogram[float64]).DataPoints); n != maxValues+1 {
+		t.Errorf("%d series, want %d", n, maxValues+1)
+	}
+}

@@ -123,7 +123,9 @@ func (a *Aggregator) features(v *view) mcp.Middleware {
 			if strings.HasPrefix(method, "notifications/") {
 				return next(ctx, method, req)
 			}
-			ctx, op := a.tel.start(ctx, sdkOpRequest(method, req))
+			in := sdkOpRequest(method, req)
+			a.metricNames(v, &in)
+			ctx, op := a.tel.start(ctx, in)
 			res, err := a.feature(ctx, v, next, method, req)
 			outcome := errorType(err)
 			if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.IsError {

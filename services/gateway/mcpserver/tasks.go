@@ -169,8 +169,9 @@ func taskCall(params json.RawMessage, modern bool) (name string, args json.RawMe
 }
 
 // taskOp runs one Tasks request as an MCP server span and writes its
-// JSON-RPC response.
-func (a *Aggregator) taskOp(w http.ResponseWriter, r *http.Request, ls *liveSession, modern bool, req *jsonrpc.Request, target string, do func(context.Context) (any, *jsonrpc.Error), extra ...attribute.KeyValue) {
+// JSON-RPC response. spanOnly are attributes of the span alone (the task
+// id: one per task, never a metric label).
+func (a *Aggregator) taskOp(w http.ResponseWriter, r *http.Request, ls *liveSession, modern bool, req *jsonrpc.Request, target string, do func(context.Context) (any, *jsonrpc.Error), spanOnly ...attribute.KeyValue) {
 	session, protocol := "", modernVersion
 	if ls != nil {
 		session = ls.ss.ID()
@@ -179,7 +180,7 @@ func (a *Aggregator) taskOp(w http.ResponseWriter, r *http.Request, ls *liveSess
 		}
 	}
 	ctx, op := a.tel.start(r.Context(), opRequest{method: req.Method, target: target, header: r.Header,
-		meta: traceMeta(req.Params), id: &req.ID, session: session, protocol: protocol, extra: extra})
+		meta: traceMeta(req.Params), id: &req.ID, session: session, protocol: protocol, spanOnly: spanOnly})
 	res, rerr := do(ctx)
 	if rerr != nil {
 		op.End(ctx, fmt.Sprint(rerr.Code), rerr)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -36,7 +37,11 @@ type serverTelemetry struct {
 func newServerTelemetry() serverTelemetry {
 	d, _ := otel.Meter(instrumentation).Float64Histogram("mcp.server.operation.duration",
 		metric.WithUnit("s"), metric.WithDescription("Duration of an MCP request the gateway answered"))
-	return serverTelemetry{tracer: otel.Tracer(instrumentation), duration: telemetry.NewHistogram(d)}
+	// Tool and prompt names are namespaced ("server__tool"): each server's
+	// names are bounded apart (metricNames keeps out the names a client
+	// invents).
+	duration := telemetry.NewHistogram(d, telemetry.MCPBounds(telemetry.ScopeByPrefix("__"))...)
+	return serverTelemetry{tracer: otel.Tracer(instrumentation), duration: duration}
 }
 
 // opRequest is what the span of one MCP request is made of.
@@ -49,6 +54,33 @@ type opRequest struct {
 	protocol       string
 	extra          []attribute.KeyValue // the span's and the duration sample's
 	spanOnly       []attribute.KeyValue // the span's alone: too many values for a metric label
+}
+
+// metricNames makes in's tool or prompt name Other in the duration sample
+// unless a server listed it: a tool of the catalog or of v (search mode's
+// own), a prompt the gateway learnt from a list. A client may ask for any
+// name, and each was a series; the names servers list are bounded per
+// server (MCPBounds). The span keeps the name.
+func (a *Aggregator) metricNames(v *view, in *opRequest) {
+	for i, kv := range in.extra {
+		name := kv.Value.AsString()
+		var known bool
+		switch kv.Key {
+		case conv.GenAIToolName:
+			a.mu.Lock()
+			known = a.tools[name] != nil || v.tool(name) != nil || name == SearchToolsName || name == CallToolName
+			a.mu.Unlock()
+		case conv.GenAIPromptName:
+			_, known = a.prompts.Load(name)
+		default:
+			continue
+		}
+		if !known {
+			in.extra = slices.Clone(in.extra)
+			in.extra[i] = kv.Key.String(telemetry.Other)
+			in.spanOnly = append(in.spanOnly, kv)
+		}
+	}
 }
 
 // start begins the SERVER span "{method} {target}". Its parent is the trace

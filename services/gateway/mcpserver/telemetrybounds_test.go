@@ -1,8 +1,10 @@
 package mcpserver_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpbus/mcpbus/libs/telemetry"
 	"github.com/mcpbus/mcpbus/libs/testkit"
@@ -50,5 +52,53 @@ func TestServerMetricsKeepClientStringsOut(t *testing.T) {
 	}
 	if seen < 3 {
 		t.Errorf("%d series of mcp.server.operation.duration, want one per request", seen)
+	}
+}
+
+// TestServerMetricsBoundClientNames: a client chooses the names it calls and
+// asks for, and the ids of the tasks it asks about; each was a series of
+// mcp.server.operation.duration (the SDK keeps 2000 a metric, then folds
+// every new one, a real server's included, into one overflow series).
+// Names of no server the gateway knows are Other, task ids are the span's
+// alone: N+1000 of each leave a handful of series.
+func TestServerMetricsBoundClientNames(t *testing.T) {
+	reader := testkit.MeterReader(t)
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+	sid := rawSession(t, e.url)
+
+	const n = telemetry.MaxToolNames + 1000
+	for i := range n {
+		raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"nosuch%d__t","arguments":{}}}`, i, i))
+		raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"alpha__nope%d","arguments":{}}}`, i, i))
+		raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"prompts/get","params":{"name":"random-%d"}}`, i, i))
+		raw(t, e.url, "", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tasks/get","params":{"taskId":"task-%d"}}`, i, i))
+	}
+	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"hi"}}}`); r.status != 200 {
+		t.Fatalf("alpha__echo: %d %s", r.status, r.body)
+	}
+
+	// The gateway records a request's sample once its answer is written.
+	var series []string
+	testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+		series = series[:0]
+		echo := false
+		for s := range testkit.Metrics(t, reader) {
+			if strings.HasPrefix(s, "mcp.server.operation.duration|") {
+				series = append(series, s)
+				echo = echo || strings.Contains(s, "gen_ai.tool.name=alpha__echo")
+			}
+		}
+		return echo, fmt.Sprintf("no series of alpha__echo among %v", series)
+	})
+	for _, s := range series {
+		if strings.Contains(s, "mcpbus.task.id") {
+			t.Errorf("a series with a task id: %s", s)
+		}
+	}
+	// initialize, then tools/call, prompts/get, tasks/get of an unknown
+	// name or id, by error.type, and alpha__echo.
+	if max := 10; len(series) > max {
+		t.Errorf("%d series of mcp.server.operation.duration after %d requests of client-chosen names, want at most %d: %.1000v", len(series), 4*n, max, series)
 	}
 }

@@ -2,6 +2,8 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/telemetry"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
@@ -106,5 +109,35 @@ func TestLifecycleMetrics(t *testing.T) {
 	e.StopRunner(t)
 	if running, _ := lifecycleSums(t, reader); len(running) != 0 {
 		t.Errorf("after the runner stopped: running %v, want no series", running)
+	}
+}
+
+// TestCallMetricsBoundPromptNames: an agent names the prompt it asks for,
+// and each name was a value of gen_ai.prompt.name: asking for
+// MaxPromptNames+1000 prompts that do not exist leaves
+// mcp.client.operation.duration with MaxPromptNames series of prompts/get
+// and one of Other, not one per name.
+func TestCallMetricsBoundPromptNames(t *testing.T) {
+	reader := testkit.MeterReader(t) // before the runner makes its instruments
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	ctx := context.Background()
+	const n = telemetry.MaxPromptNames + 1000
+	for i := range n {
+		_ = e.Client.RPC(ctx, "alpha", "prompts/get", map[string]any{"name": fmt.Sprint("nope-", i)}, nil)
+	}
+	prompts, other := 0, int64(0)
+	for series, count := range testkit.Metrics(t, reader) {
+		if !strings.HasPrefix(series, "mcp.client.operation.duration|") || !strings.Contains(series, "gen_ai.prompt.name=") {
+			continue
+		}
+		prompts++
+		if strings.Contains(series, "gen_ai.prompt.name="+telemetry.Other) {
+			other += count
+		}
+	}
+	if prompts != telemetry.MaxPromptNames+1 || other != 1000 {
+		t.Errorf("%d series of prompts/get (want %d), %d requests as %s (want 1000)", prompts, telemetry.MaxPromptNames+1, other, telemetry.Other)
 	}
 }

@@ -36,7 +36,10 @@ type callTelemetry struct {
 func newCallTelemetry() callTelemetry {
 	d, _ := otel.Meter(tracerName).Float64Histogram("mcp.client.operation.duration",
 		metric.WithUnit("s"), metric.WithDescription("Duration of an MCP request the runner sent to an MCP server"))
-	return callTelemetry{tracer: otel.Tracer(tracerName), duration: telemetry.NewHistogram(d), content: os.Getenv(conv.CaptureContentEnv) == "true"}
+	// A server names its tools, and an agent the prompt it asks for: a
+	// server's names are bounded apart from another's.
+	duration := telemetry.NewHistogram(d, telemetry.MCPBounds(telemetry.ScopeBy(conv.MCPBusServer))...)
+	return callTelemetry{tracer: otel.Tracer(tracerName), duration: duration, content: os.Getenv(conv.CaptureContentEnv) == "true"}
 }
 
 // startOp starts the CLIENT span "{method} {target}" of a request to the MCP
