@@ -29,15 +29,22 @@ const (
 // AWS key, a GitHub token, a stored secret of another server of the
 // runner), secrets in results are redacted, on both call paths (raw and
 // go-sdk); call events and logs name the rule, never the value.
-func TestSecretsBlockedAndRedacted(t *testing.T) {
-	var logs syncBuffer
-	opts := quickOpts()
-	opts.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+// secretHolder is beta, a server whose secret TOKEN (betaSecret) the
+// resolver of opts gives it.
+func secretHolder(opts *runner.Options) model.McpConfig {
 	beta := runnertest.Binary("beta", testServer)
 	beta.ID = uuid.NewString()
 	beta.Runtime.Eager = true
 	beta.EnvVars = map[string]model.EnvVar{"TOKEN": {SecretRef: "TOKEN", IsSecret: true, Required: true}}
 	opts.Resolver = staticResolver{beta.ID: {Env: map[string]string{"TOKEN": betaSecret}}}
+	return beta
+}
+
+func TestSecretsBlockedAndRedacted(t *testing.T) {
+	var logs syncBuffer
+	opts := quickOpts()
+	opts.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	beta := secretHolder(&opts)
 	e := runnertest.Start(t, opts)
 	alpha := runnertest.Binary("alpha", testServer)
 	alpha.Runtime.Eager = true

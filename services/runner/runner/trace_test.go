@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -345,11 +344,7 @@ func TestCapturedContentRedacted(t *testing.T) {
 	t.Setenv(conv.CaptureContentEnv, "true")
 	exp, _ := recordSpans(t)
 	opts := quickOpts()
-	beta := runnertest.Binary("beta", testServer)
-	beta.ID = uuid.NewString()
-	beta.Runtime.Eager = true
-	beta.EnvVars = map[string]model.EnvVar{"TOKEN": {SecretRef: "TOKEN", IsSecret: true, Required: true}}
-	opts.Resolver = staticResolver{beta.ID: {Env: map[string]string{"TOKEN": betaSecret}}}
+	beta := secretHolder(&opts)
 	e := runnertest.Start(t, opts)
 	alpha := runnertest.Binary("alpha", testServer)
 	gamma := runnertest.Binary("gamma", testServer)
