@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
 )
@@ -118,7 +119,7 @@ func TestChartGatewayPreStop(t *testing.T) {
 }
 
 // TestChartRenders: without the nats dependency (not downloaded here) the
-// chart renders valid Deployments and a Service: each manifest decodes strictly
+// chart renders valid Deployments, a Service and NetworkPolicies: each manifest decodes strictly
 // (no unknown or duplicate field) into its API type.
 func TestChartRenders(t *testing.T) {
 	docs := render(t, map[string]any{"nats": map[string]any{"enabled": false}, "natsURL": "nats://nats:4222"})
@@ -135,6 +136,7 @@ func TestChartRenders(t *testing.T) {
 			deploys[o.Labels["app.kubernetes.io/name"]] = o
 		case *corev1.Service:
 			services++
+		case *networkingv1.NetworkPolicy: // TestChartNetworkPolicies
 		default:
 			t.Errorf("unexpected %T", obj)
 		}
