@@ -459,7 +459,8 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		// progress must reach only the call it is for.
 		token := "mcpbus-progress-" + strconv.FormatUint(s.r.progressSeq.Add(1), 10)
 		params.Meta = mcp.Meta{"progressToken": token}
-		target := &progressTarget{subject: progressSubj, requestID: reqID, record: record, sess: sess.ClientSession}
+		target := &progressTarget{subject: progressSubj, requestID: reqID, record: record, sess: sess.ClientSession,
+			policy: cfg.SecretScan.ResultsPolicy()}
 		s.progress.Store(token, target)
 		defer s.progress.Delete(token)
 		// go-sdk hands notifications to a queue of their own while the response
@@ -636,7 +637,10 @@ type progressTarget struct {
 	// server could name another session's call (another principal's, on a
 	// per-principal server) in progress sent on its own.
 	sess *mcp.ClientSession
-	last atomic.Int64 // unix nanos of the last forwarded notification
+	// policy is the call's secret_scan.results: a message reaches the
+	// caller as the result does (a task's record scans its own: cleanProgress).
+	policy string
+	last   atomic.Int64 // unix nanos of the last forwarded notification
 }
 
 // A call's reply waits until every progress notification go-sdk read
@@ -712,6 +716,7 @@ func (s *server) onProgress(_ context.Context, req *mcp.ProgressNotificationClie
 	if t.record != nil {
 		t.record(ev)
 	} else {
+		ev.Message = s.r.secrets.checkMessage(t.policy, ev.Message)
 		data, _ := json.Marshal(ev)
 		msg := &nats.Msg{Subject: t.subject, Data: data, Header: nats.Header{bus.HeaderRequestID: []string{t.requestID}}}
 		_ = s.r.nc.PublishMsg(msg)
@@ -866,7 +871,15 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 		return nil, err
 	}
 	op.End(ctx, "", nil)
-	return rpcReply(out)
+	reply, err := rpcReply(out)
+	if err != nil {
+		return nil, err
+	}
+	reply, found, err := s.r.secrets.checkReply(cfg, in.Method, reply)
+	for _, f := range found { // the rule and the place, never the value
+		s.log.Warn("secret found in a reply", "method", in.Method, "where", f.Where, "rule", f.Rule, "action", f.Action, "request_id", h.Get(bus.HeaderRequestID))
+	}
+	return reply, err
 }
 
 // rpcReply encodes an rpc result without the cache hints its server did not

@@ -18,46 +18,88 @@ const minBinary = 256
 // in encoded bytes, and scanning a screenshot cost milliseconds.
 func binaryData(result []byte) []secretscan.Span {
 	var out []secretscan.Span
-	add := func(val []byte) {
-		if len(val) >= minBinary+2 && val[0] == '"' && isBase64(val[1:len(val)-1]) {
-			start := cap(result) - cap(val) // val is a slice of result
-			out = append(out, secretscan.Span{Start: start, End: start + len(val)})
-		}
-	}
+	add := binaryAdder(result, &out)
 	jsonscan.Members(result, func(key, content []byte) bool {
 		if string(key) != "content" {
 			return true
 		}
 		jsonscan.Elements(content, func(item []byte) bool {
-			var kind string
-			var data, resource []byte
-			jsonscan.Members(item, func(k, v []byte) bool {
-				switch string(k) {
-				case "type":
-					kind = string(v)
-				case "data":
-					data = v
-				case "resource":
-					resource = v
-				}
-				return true
-			})
-			switch kind {
-			case `"image"`, `"audio"`:
-				add(data)
-			case `"resource"`:
-				jsonscan.Members(resource, func(k, v []byte) bool {
-					if string(k) == "blob" {
-						add(v)
-					}
-					return true
-				})
-			}
+			contentBinary(item, add)
 			return true
 		})
 		return false
 	})
 	return out
+}
+
+// replyBinary is binaryData of an rpc's reply: the blobs of a
+// resources/read's contents, the data of a prompts/get's messages' content.
+func replyBinary(method string, reply []byte) []secretscan.Span {
+	var out []secretscan.Span
+	add := binaryAdder(reply, &out)
+	list := map[string]string{"resources/read": "contents", "prompts/get": "messages"}[method]
+	if list == "" {
+		return nil
+	}
+	jsonscan.Members(reply, func(key, items []byte) bool {
+		if string(key) != list {
+			return true
+		}
+		jsonscan.Elements(items, func(item []byte) bool {
+			jsonscan.Members(item, func(k, v []byte) bool {
+				switch {
+				case list == "contents" && string(k) == "blob":
+					add(v)
+				case list == "messages" && string(k) == "content":
+					contentBinary(v, add)
+				}
+				return true
+			})
+			return true
+		})
+		return false
+	})
+	return out
+}
+
+// binaryAdder adds to out the span of a value of payload (a slice of it)
+// that is base64 data of at least minBinary bytes.
+func binaryAdder(payload []byte, out *[]secretscan.Span) func(val []byte) {
+	return func(val []byte) {
+		if len(val) >= minBinary+2 && val[0] == '"' && isBase64(val[1:len(val)-1]) {
+			start := cap(payload) - cap(val) // val is a slice of payload
+			*out = append(*out, secretscan.Span{Start: start, End: start + len(val)})
+		}
+	}
+}
+
+// contentBinary hands add the base64 data of one content item: an image's
+// or audio's data, an embedded resource's blob.
+func contentBinary(item []byte, add func(val []byte)) {
+	var kind string
+	var data, resource []byte
+	jsonscan.Members(item, func(k, v []byte) bool {
+		switch string(k) {
+		case "type":
+			kind = string(v)
+		case "data":
+			data = v
+		case "resource":
+			resource = v
+		}
+		return true
+	})
+	switch kind {
+	case `"image"`, `"audio"`:
+		add(data)
+	case `"resource"`:
+		jsonscan.Members(resource, func(k, v []byte) bool {
+			if string(k) == "blob" {
+				add(v)
+			}
+			return true
+		})
+	}
 }
 
 // isBase64 reports whether every byte of b is of standard base64 (an

@@ -82,3 +82,25 @@ func BenchmarkResultWithImage(b *testing.B) {
 		})
 	}
 }
+
+// An rpc reply's long base64 data is left out as a result's is: the blobs
+// of a resources/read, the image data of a prompts/get's messages; a text
+// and a short blob (a secret where data belongs) are scanned, and the
+// lists and completions hold no data.
+func TestReplyBinaryLeftOut(t *testing.T) {
+	raw := make([]byte, 600)
+	_, _ = rand.Read(raw)
+	blob := base64.StdEncoding.EncodeToString(raw)
+	const aws = "AKIAZ3MQXP7R2HKW5Y4N"
+	read := `{"contents":[{"uri":"a","text":"key ` + aws + `"},{"uri":"b","blob":"` + blob + `"},{"uri":"c","blob":"` + aws + `"}]}`
+	prompt := `{"messages":[{"role":"user","content":{"type":"image","mimeType":"image/png","data":"` + blob + `"}},{"role":"user","content":{"type":"text","text":"` + blob + `"}}]}`
+	for _, c := range []struct{ method, reply string }{{"resources/read", read}, {"prompts/get", prompt}} {
+		spans := replyBinary(c.method, []byte(c.reply))
+		if len(spans) != 1 || c.reply[spans[0].Start:spans[0].End] != `"`+blob+`"` {
+			t.Errorf("%s: spans %v, want the one blob", c.method, spans)
+		}
+	}
+	if spans := replyBinary("completion/complete", []byte(`{"completion":{"values":["`+blob+`"]}}`)); spans != nil {
+		t.Errorf("completion/complete: spans %v, want none", spans)
+	}
+}

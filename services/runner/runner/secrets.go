@@ -2,6 +2,7 @@ package runner
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -137,6 +138,61 @@ func (g *secretGuard) checkResult(cfg *model.McpConfig, res *callReply) {
 		"the result carried a secret (rule %s): it was withheld (policy secret_scan.results)", strings.Join(secretscan.Rules(found), ", "))))
 	res.isError, res.checked = true, true
 	res.secrets = append(res.secrets, findings("result", model.SecretsBlock, found)...)
+}
+
+// checkReply applies cfg's results policy to the reply of an rpc whose
+// content a server chose (resources/read, prompts/get, completion/complete):
+// it reaches the caller as a tool's result does, and a resource is as
+// likely a config file or an environment as a result is. Under block, or
+// when a secret cannot be redacted in place, the reply is withheld: the
+// error names the rule.
+func (g *secretGuard) checkReply(cfg *model.McpConfig, method string, reply []byte) ([]byte, []model.SecretFound, error) {
+	policy := cfg.SecretScan.ResultsPolicy()
+	if policy == model.SecretsOff || !scannedReplies[method] {
+		return reply, nil, nil
+	}
+	found, policy := g.scan(reply, replyBinary(method, reply), policy)
+	if len(found) == 0 {
+		return reply, nil, nil
+	}
+	if policy == model.SecretsRedact {
+		if out, err := secretscan.Redact(reply, found); err == nil {
+			return out, findings("result", policy, found), nil
+		}
+	}
+	return nil, findings("result", model.SecretsBlock, found), apierr.New(apierr.Validation, fmt.Sprintf(
+		"the %s reply carried a secret (rule %s): it was withheld (policy secret_scan.results)", method, strings.Join(secretscan.Rules(found), ", ")))
+}
+
+// scannedReplies are the rpc methods whose replies checkReply scans. The
+// lists are not: a secret there (in a URI) would be redacted into a name
+// nobody can read; what the items hold is scanned when they are read.
+var scannedReplies = map[string]bool{"resources/read": true, "prompts/get": true, "completion/complete": true}
+
+// checkMessage applies a call's results policy to a progress message the
+// server sent its caller: like the result, it reaches the caller (and the
+// model), so a secret is redacted (redact) or the message withheld (block,
+// or a secret that cannot be redacted in place). It is scanned as a JSON
+// string, the form a tool's text takes in its result.
+func (g *secretGuard) checkMessage(policy, text string) string {
+	if policy == model.SecretsOff || text == "" {
+		return text
+	}
+	payload, err := json.Marshal(text)
+	if err != nil {
+		return "(the server's progress message was withheld: it could not be scanned)"
+	}
+	found, policy := g.scan(payload, nil, policy)
+	if len(found) == 0 {
+		return text
+	}
+	if policy == model.SecretsRedact {
+		var clean string
+		if out, err := secretscan.Redact(payload, found); err == nil && json.Unmarshal(out, &clean) == nil {
+			return clean
+		}
+	}
+	return "(the server's progress message was withheld: it held a secret, rule " + strings.Join(secretscan.Rules(found), ", ") + " (policy secret_scan.results))"
 }
 
 // scrubText redacts in a server's text what its results would have had
