@@ -363,6 +363,14 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		// another runner may run the server now.
 		return callReply{}, "", s.notRun()
 	}
+	if st := s.r.approvals; st != nil && st.Enforcing() && !s.knows(token) {
+		// The rules name a tool as its catalog or its server does, not by
+		// its subject token (files.remove is files_remove_<hash> there): a
+		// tool not known yet (the server starting, or never started here)
+		// is decided once the start has brought its name in. A failed
+		// start is met again below.
+		_, _, _, _ = s.liveOrStart(ctx, h, token)
+	}
 	// Before any share or slot is taken: a held call waits for a person.
 	if err := s.approve(ctx, c, h, token, args); err != nil {
 		return callReply{}, "", err
