@@ -75,6 +75,14 @@ func (s *server) namespaced(token string) (name, tool string) {
 	return model.NamespacedName(s.slug, token), token
 }
 
+// knows reports whether the server's tools include the one token names.
+func (s *server) knows(token string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.tools[token]
+	return ok
+}
+
 // approvalWait is how long a held call may wait here: until shortly before
 // the caller gives up (its Mcp-Timeout-Ms, a task's deadline), so that it
 // hears that the call is held rather than a timeout; without either, the

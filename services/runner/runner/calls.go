@@ -217,27 +217,14 @@ func (s *server) handleCall(req micro.Request) {
 	if reqID != "" {
 		hdr[bus.HeaderRequestID] = []string{reqID}
 	}
-	outcome, errText := "ok", ""
+	outcome, errText := s.callOutcome(res, err)
 	switch {
 	case err != nil:
-		errText = s.eventError(err)
-		switch {
-		case errors.Is(err, context.Canceled):
-			outcome = "cancelled"
-		case errors.Is(err, context.DeadlineExceeded):
-			outcome = "timeout"
-		default:
-			outcome = "error"
-		}
-		s.errs.Add(1)
 		if errors.Is(err, bus.ErrNotRun) {
 			hdr[bus.HeaderNotRun] = []string{"true"}
 		}
 		_ = bus.RespondError(req, err, micro.WithHeaders(hdr))
 	default:
-		if res.isError {
-			outcome = "tool_error"
-		}
 		switch {
 		case !res.checked:
 		case res.isError:
@@ -250,10 +237,9 @@ func (s *server) handleCall(req micro.Request) {
 			delete(hdr, bus.HeaderToolResult)
 			_ = bus.RespondError(req, err, micro.WithHeaders(hdr))
 			outcome, errText = "error", s.eventError(err)
-			s.errs.Add(1)
 		}
 	}
-	s.calls.Add(1)
+	s.count(outcome)
 	if tool == "" {
 		tool = token
 	}
@@ -261,18 +247,50 @@ func (s *server) handleCall(req micro.Request) {
 	// hand-off it runs after the reply, in the pool.
 	end := time.Now()
 	s.afterReply(req, func() {
-		ev := model.CallEvent{
-			Server: s.slug, Tool: tool, RequestID: reqID, TraceID: traceID(span),
-			Outcome: outcome, Code: string(apierr.Of(err)), Error: errText, DurationMS: float64(end.Sub(start).Microseconds()) / 1000,
-			At: start.UTC(), Runner: s.r.opts.ID, Caller: c.label(), Principal: principalOf(ctx, c, h),
-			Secrets: res.secrets, NotRun: errors.Is(err, bus.ErrNotRun),
-		}
 		bus.EndProcess(span, err, trace.WithTimestamp(end))
-		s.r.publishCall(ctx, ev)
-		for _, f := range res.secrets { // the rule and the place, never the value
-			s.log.Warn("secret found in a call", "tool", tool, "where", f.Where, "rule", f.Rule, "action", f.Action, "request_id", reqID)
-		}
+		s.recordCall(ctx, c, h, tool, traceID(span), start, end, res, err, outcome, errText)
 	})
+}
+
+// callOutcome is a call's outcome as its event says it (ok, tool_error,
+// error, timeout, cancelled) and the text of its error.
+func (s *server) callOutcome(res callReply, err error) (outcome, errText string) {
+	switch {
+	case err == nil && res.isError:
+		return "tool_error", ""
+	case err == nil:
+		return "ok", ""
+	case errors.Is(err, context.Canceled):
+		return "cancelled", s.eventError(err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout", s.eventError(err)
+	}
+	return "error", s.eventError(err)
+}
+
+// count adds a call of outcome to the server's status counts.
+func (s *server) count(outcome string) {
+	s.calls.Add(1)
+	if outcome != "ok" && outcome != "tool_error" {
+		s.errs.Add(1)
+	}
+}
+
+// recordCall publishes a call's event, which the audit chain gets too:
+// every way a call reaches the runner (a bus request, a durable task's run)
+// records one.
+func (s *server) recordCall(ctx context.Context, c caller, h nats.Header, tool, tid string, start, end time.Time, res callReply, err error, outcome, errText string) {
+	reqID := h.Get(bus.HeaderRequestID)
+	ev := model.CallEvent{
+		Server: s.slug, Tool: tool, RequestID: reqID, TraceID: tid,
+		Outcome: outcome, Code: string(apierr.Of(err)), Error: errText, DurationMS: float64(end.Sub(start).Microseconds()) / 1000,
+		At: start.UTC(), Runner: s.r.opts.ID, Caller: c.label(), Principal: principalOf(ctx, c, h),
+		Secrets: res.secrets, NotRun: errors.Is(err, bus.ErrNotRun),
+	}
+	s.r.publishCall(ctx, ev)
+	for _, f := range res.secrets { // the rule and the place, never the value
+		s.log.Warn("secret found in a call", "tool", tool, "where", f.Where, "rule", f.Rule, "action", f.Action, "request_id", reqID)
+	}
 }
 
 // vouchedKey carries the schema digest a gateway in this process vouched
@@ -344,6 +362,14 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		// Lapsed (this runner was frozen or starved), not yet given up:
 		// another runner may run the server now.
 		return callReply{}, "", s.notRun()
+	}
+	if st := s.r.approvals; st != nil && st.Enforcing() && !s.knows(token) {
+		// The rules name a tool as its catalog or its server does, not by
+		// its subject token (files.remove is files_remove_<hash> there): a
+		// tool not known yet (the server starting, or never started here)
+		// is decided once the start has brought its name in. A failed
+		// start is met again below.
+		_, _, _, _ = s.liveOrStart(ctx, h, token)
 	}
 	// Before any share or slot is taken: a held call waits for a person.
 	if err := s.approve(ctx, c, h, token, args); err != nil {

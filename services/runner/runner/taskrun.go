@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -141,7 +142,9 @@ func (s *server) runTask(msg jetstream.Msg) {
 	sctx, span := s.startTaskRun(msg, rec.ID)
 	// The run's deadline and cancellation are tctx's; its trace is sctx's.
 	cctx := trace.ContextWithSpan(context.WithValue(tctx, taskProgressKey{}, record), trace.SpanFromContext(sctx))
-	res, _, callErr := s.call(cctx, caller{}, h, model.ToolToken(rec.Tool), rec.Args)
+	start := time.Now()
+	res, tool, callErr := s.call(cctx, caller{}, h, model.ToolToken(rec.Tool), rec.Args)
+	end := time.Now()
 	endTaskRun(span, callErr)
 	prog.stop(pstop) // no progress write after this: the outcome is the last
 	close(done)
@@ -161,6 +164,12 @@ func (s *server) runTask(msg jetstream.Msg) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
+	// The run was a call (the room check above aside): it has a call event,
+	// and so an audit record, as a call on the bus has, with the task's
+	// principal and its id as the request id.
+	outcome, errText := s.callOutcome(res, callErr)
+	s.count(outcome)
+	s.recordCall(cctx, caller{}, h, cmp.Or(tool, rec.Tool), traceID(span), start, end, res, callErr, outcome, errText)
 	if s.ctx.Err() != nil {
 		// This server is going away here (handed over, lease lost, runner
 		// stopping): the next owner gets the run and applies the rule above.

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -551,5 +552,47 @@ func TestEndedTaskKeepsNoArguments(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("runs still queued after their tasks ended: %+v, %v", info, err)
 		}
+	}
+}
+
+// A durable task's run is a tool call like any other: it publishes a call
+// event (on events.call.<server>, the copy the audit chain gets too) naming
+// the task's principal and its request id (the task id). Before, runTask
+// called the tool without one, so a call made as a task left no call event
+// and no audit record.
+func TestTaskRunPublishesACallEvent(t *testing.T) {
+	e := runnertest.Start(t, taskOpts("r1"))
+	cfg, _ := taskServer(t, "slow")
+	e.Put(t, cfg)
+	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
+	events := make(chan model.CallEvent, 4)
+	sub, err := e.NC.Subscribe(bus.NewSubjects("").Event("call", "slow"), func(m *nats.Msg) {
+		var ev model.CallEvent
+		if json.Unmarshal(m.Data, &ev) == nil {
+			events <- ev
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := e.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := principal.With(context.Background(), principal.Key("alice", false, model.ToolFilter{}))
+	task, err := e.Client.CreateTask(ctx, "slow", "echo", json.RawMessage(`{"message":"as a task"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := taskResult(t, e.Client, ctx, task.ID, 20*time.Second); done.State != model.TaskCompleted {
+		t.Fatalf("task: %+v", done)
+	}
+	select {
+	case ev := <-events:
+		if ev.Tool != "echo" || ev.Outcome != "ok" || ev.Principal != "key:alice" || ev.RequestID != task.ID {
+			t.Fatalf("call event of the task's run: %+v", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the task's run published no call event (nor an audit record)")
 	}
 }
