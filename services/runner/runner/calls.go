@@ -193,7 +193,8 @@ func (s *server) handleCall(req micro.Request) {
 		return
 	}
 	if subj := h.Get(bus.HeaderClientSubject); subj != "" {
-		ctx = withClientTarget(ctx, &clientTarget{subject: subj, requestID: h.Get(bus.HeaderRequestID)})
+		who, _ := callerPrincipal(c, h) // as principalOf: an unreadable header is the operator's
+		ctx = withClientTarget(ctx, &clientTarget{subject: subj, requestID: h.Get(bus.HeaderRequestID), principal: who})
 	}
 	if d, ok := bus.Vouched(req); ok {
 		ctx = context.WithValue(ctx, vouchedKey{}, &d)
@@ -413,6 +414,10 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	if tt, ok := ctx.Value(taskTimeoutKey{}).(time.Duration); ok {
 		timeout = tt
 	}
+	// A call given up stays in doubt this long (inDoubt): the longest the
+	// server is let run a call of this kind, whatever the caller's own
+	// limit, which the server never learns.
+	doubt := timeout
 	if ct := bus.CallerTimeout(h); ct > 0 && ct < timeout {
 		timeout = ct
 	}
@@ -463,9 +468,12 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	}
 	// Every call counts, relayed or not: a request of the server's on an
 	// older session goes to a caller only when its call is the session's
-	// only one in flight (targetFor).
+	// only one in flight (targetFor), and not while another principal's
+	// call given up may still be the server's work.
 	s.clients.enter(sess.ClientSession, target)
-	defer s.clients.leave(sess.ClientSession, target)
+	who, _ := callerPrincipal(c, h)
+	callCtx := ctx
+	defer func() { s.clients.leave(sess.ClientSession, target, unanswered(callCtx, who, doubt)) }()
 	if s.useRaw(sess, tool, progress || relays) {
 		// A multi round-trip result is asked again through go-sdk: the first
 		// round only asked for input, which go-sdk gathers and sends back.
@@ -847,9 +855,12 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// An rpc names no client subject, but counts as one operation in
-	// flight of the session (targetFor).
+	// flight of the session (targetFor), and one given up leaves its
+	// principal in doubt as a call does.
 	s.clients.enter(sess.ClientSession, nil)
-	defer s.clients.leave(sess.ClientSession, nil)
+	who, _ := callerPrincipal(c, h)
+	rpcCtx, doubt := ctx, cfg.Runtime.CallTimeout.Or(s.r.opts.CallTimeout)
+	defer func() { s.clients.leave(sess.ClientSession, nil, unanswered(rpcCtx, who, doubt)) }()
 	target, extra, spanOnly := rpcTarget(in)
 	ctx, op := s.startOp(ctx, sess.ClientSession, cfg, in.Method, target, extra...)
 	if span := op.Span(); span.IsRecording() {

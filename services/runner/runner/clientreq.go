@@ -27,6 +27,9 @@ import (
 type clientTarget struct {
 	subject   string
 	requestID string
+	// principal is who the call is for (callerPrincipal): a request that
+	// may be a late one of another principal's call never reaches it.
+	principal string
 	// limit is the call's context: its time limit stops while the caller
 	// answers a request for input.
 	limit context.Context
@@ -52,10 +55,15 @@ func withClientTarget(ctx context.Context, t *clientTarget) context.Context {
 
 // clientTargets are the operations (calls, rpcs) of one server in flight,
 // by session, with the client subject each named (nil: none), for servers
-// whose requests arrive without the operation's context.
+// whose requests arrive without the operation's context; and the
+// principals whose operation on a session ended unanswered (inDoubt).
 type clientTargets struct {
 	mu        sync.Mutex
 	bySession map[*mcp.ClientSession]sessionOps // by value: a call allocates nothing here
+	// doubt holds, by session, the principals whose operation ended before
+	// the server answered it, and until when a request on that session may
+	// still be that operation's. Entries go when they pass (prune).
+	doubt map[*mcp.ClientSession]map[string]time.Time
 }
 
 // sessionOps are one session's operations in flight.
@@ -64,8 +72,29 @@ type sessionOps struct {
 	targets map[*clientTarget]struct{}
 }
 
+// inDoubt is how an operation ended, for leave: the zero value when the
+// server answered it (or the session is gone). One that ended without the
+// server's answer (cancelled, timed out, its caller gone) leaves the
+// server perhaps still working on it, and free to send requests for it
+// that name no call: until is how long the runner assumes so.
+type inDoubt struct {
+	principal string
+	until     time.Time
+}
+
+// unanswered is the inDoubt of an operation of principal whose context is
+// ctx, as it leaves: in doubt for bound from now when ctx ended (the
+// operation was given up; a reply that raced the end makes it in doubt
+// needlessly, which only refuses more), none otherwise.
+func unanswered(ctx context.Context, principal string, bound time.Duration) inDoubt {
+	if ctx.Err() == nil {
+		return inDoubt{}
+	}
+	return inDoubt{principal: principal, until: time.Now().Add(bound)}
+}
+
 // enter records an operation in flight on sess (t nil: it named no client
-// subject); leave, with the same arguments, ends it.
+// subject); leave, with the same sess and t, ends it.
 func (c *clientTargets) enter(sess *mcp.ClientSession, t *clientTarget) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -83,9 +112,25 @@ func (c *clientTargets) enter(sess *mcp.ClientSession, t *clientTarget) {
 	c.bySession[sess] = ops
 }
 
-func (c *clientTargets) leave(sess *mcp.ClientSession, t *clientTarget) {
+// leave ends an operation; d, when set, records that it ended unanswered
+// in the same step, so that no request finds it gone but not yet in doubt.
+func (c *clientTargets) leave(sess *mcp.ClientSession, t *clientTarget, d inDoubt) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !d.until.IsZero() {
+		c.pruneLocked(time.Now())
+		if c.doubt == nil {
+			c.doubt = map[*mcp.ClientSession]map[string]time.Time{}
+		}
+		byPrincipal := c.doubt[sess]
+		if byPrincipal == nil {
+			byPrincipal = map[string]time.Time{}
+			c.doubt[sess] = byPrincipal
+		}
+		if d.until.After(byPrincipal[d.principal]) {
+			byPrincipal[d.principal] = d.until
+		}
+	}
 	ops, ok := c.bySession[sess]
 	if !ok {
 		return
@@ -98,20 +143,54 @@ func (c *clientTargets) leave(sess *mcp.ClientSession, t *clientTarget) {
 	c.bySession[sess] = ops
 }
 
+// pruneLocked drops the doubts that have passed, of every session: a
+// session that stopped has its own go with them.
+func (c *clientTargets) pruneLocked(now time.Time) {
+	for sess, byPrincipal := range c.doubt {
+		for p, until := range byPrincipal {
+			if !now.Before(until) {
+				delete(byPrincipal, p)
+			}
+		}
+		if len(byPrincipal) == 0 {
+			delete(c.doubt, sess)
+		}
+	}
+}
+
 // only is the client subject of the one operation in flight on sess, or nil
-// when there are none or several, or it named none.
-func (c *clientTargets) only(sess *mcp.ClientSession) *clientTarget {
+// when there are none or several, or it named none, or (late set) another
+// principal's operation on sess ended unanswered within its bound: the
+// request may be that one's.
+func (c *clientTargets) only(sess *mcp.ClientSession) (t *clientTarget, late bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ops := c.bySession[sess]
 	if ops.n != 1 {
-		return nil
+		return nil, false
 	}
-	for t := range ops.targets {
-		return t
+	for k := range ops.targets {
+		t = k
 	}
-	return nil
+	if t == nil {
+		return nil, false
+	}
+	now := time.Now()
+	for p, until := range c.doubt[sess] {
+		if p != t.principal && now.Before(until) {
+			return nil, true
+		}
+	}
+	return t, false
 }
+
+// Why the runner refused a server's request (the reason attribute of
+// mcpbus.runner.client_requests.refused).
+const (
+	refusedNoCaller = "no_caller" // no call, several, or one without a client subject
+	refusedInDoubt  = "in_doubt"  // another principal's call ended unanswered within its bound
+	refusedLimit    = "limit"     // the call's requests past maxClientRequests(InFlight)
+)
 
 // targetFor picks the caller a server's request on sess goes to. go-sdk
 // fulfils the input requests of a multi round-trip result (protocol
@@ -120,14 +199,26 @@ func (c *clientTargets) only(sess *mcp.ClientSession) *clientTarget {
 // operation it serves: it goes to the caller of the only operation in
 // flight on that session, when that one named a client subject, and to
 // nobody otherwise. With several in flight (a shared session serves every
-// caller), one caller must never see, or answer, another's request.
+// caller), one caller must never see, or answer, another's request. Nor
+// after another's call ended unanswered: a server may go on with a call
+// that was cancelled or timed out and ask for it later, when the next
+// caller's call is the only one, so for a while (inDoubt) only a call of
+// the same principal may get such a request.
 func (s *server) targetFor(ctx context.Context, sess *mcp.ClientSession, method string) (*clientTarget, error) {
 	if t, ok := ctx.Value(clientTargetKey{}).(*clientTarget); ok {
 		return t, nil
 	}
-	if t := s.clients.only(sess); t != nil {
+	t, late := s.clients.only(sess)
+	if t != nil {
 		return t, nil
 	}
+	if late {
+		s.countRefusedRequest(refusedInDoubt)
+		s.log.Warn("refused a server's request: a call of another principal on this session ended before the server answered it, and the request may be that call's", "method", method)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "mcpbus: no caller to relay " + method + " to (a call on this session ended before it was answered, and the request may be that call's)"}
+	}
+	s.countRefusedRequest(refusedNoCaller)
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 		Message: "mcpbus: no caller to relay " + method + " to (the call was made without Mcp-Client-Subject, or several calls are in flight and the request does not say which it belongs to)"}
 }
@@ -143,10 +234,12 @@ func (s *server) relay(ctx context.Context, sess *mcp.ClientSession, method stri
 		return err
 	}
 	if t.made.Add(1) > maxClientRequests {
+		s.countRefusedRequest(refusedLimit)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("mcpbus: this call has made %d requests of its client already; no more are relayed", maxClientRequests)}
 	}
 	if t.inFlight.Add(1) > maxClientRequestsInFlight {
 		t.inFlight.Add(-1)
+		s.countRefusedRequest(refusedLimit)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("mcpbus: %d requests of this call to its client are in flight already; wait for their answers", maxClientRequestsInFlight)}
 	}
 	defer t.inFlight.Add(-1)

@@ -31,6 +31,9 @@ type lifecycleMetrics struct {
 	meter    metric.Meter
 	running  metric.Int64ObservableUpDownCounter
 	restarts metric.Int64Counter
+	// refused counts the servers' requests of their clients (elicitation,
+	// sampling) the runner refused, by reason (targetFor, relay).
+	refused metric.Int64Counter
 }
 
 func newLifecycleMetrics() lifecycleMetrics {
@@ -42,12 +45,21 @@ func newLifecycleMetrics() lifecycleMetrics {
 	m.restarts, _ = m.meter.Int64Counter("mcpbus.runner.server.restarts",
 		metric.WithUnit("{restart}"),
 		metric.WithDescription("Restarts of a managed MCP server, by reason: crash (automatic, scheduled after an exit or a failed start), health, manual, config"))
+	m.refused, _ = m.meter.Int64Counter("mcpbus.runner.client_requests.refused",
+		metric.WithUnit("{request}"),
+		metric.WithDescription("Requests of a managed MCP server to its client (elicitation, sampling) the runner refused, by reason: no_caller (no call or several in flight, or one without a client subject), in_doubt (another principal's call on the session ended unanswered lately), limit (the call's requests past their limits)"))
 	return m
 }
 
 // countRestart records a restart of s.
 func (s *server) countRestart(reason string) {
 	s.r.metrics.restarts.Add(context.Background(), 1, metric.WithAttributes(
+		attribute.String(attrServer, s.slug), attribute.String("reason", reason)))
+}
+
+// countRefusedRequest records a request of s to its client that the runner refused.
+func (s *server) countRefusedRequest(reason string) {
+	s.r.metrics.refused.Add(context.Background(), 1, metric.WithAttributes(
 		attribute.String(attrServer, s.slug), attribute.String("reason", reason)))
 }
 
