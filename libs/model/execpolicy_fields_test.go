@@ -165,6 +165,15 @@ func TestRefuseInlineSecrets(t *testing.T) {
 		"numeric token": {McpConfig{Package: Package{Args: []string{"--token", "4096"}}}, "package.args.1"},
 		"secret url":    {McpConfig{Package: Package{Args: []string{"--auth-server=https://u:pw@auth.example.com/"}}}, "package.args.0"},
 		"long number":   {McpConfig{Package: Package{Args: []string{"--max-tokens", "12345678901234"}}}, "package.args.1"},
+		// A plain env var's value is stored in clear: one shaped like a
+		// token is refused; a secret one is moved out (not refused).
+		"env token": {McpConfig{EnvVars: map[string]EnvVar{"LOG": {Value: "debug"}, "GH": {Value: ghpToken}}}, "env_vars.GH.value"},
+		"env plain": {McpConfig{EnvVars: map[string]EnvVar{"LOG_LEVEL": {Value: "debug"}, "ENABLED": {Value: "true"},
+			"ENDPOINT": {Value: "https://api.example.com/v1?page=2"}, "MAX_ITEMS": {Value: "4096"}, "DATA": {Value: "/srv/data"},
+			"ID": {Value: "8f14e45fceea167a5a36dedd4bea2543"}, "SK": {Value: "sk-SK"}}}, ""},
+		"env secret var":  {McpConfig{EnvVars: map[string]EnvVar{"GH": {Value: ghpToken, IsSecret: true}}}, ""},
+		"env secret name": {McpConfig{EnvVars: map[string]EnvVar{"GITHUB_TOKEN": {Value: ghpToken}}}, ""},
+		"env secret url":  {McpConfig{EnvVars: map[string]EnvVar{"DB": {Value: "postgres://u:s3cr3t@db/x"}}}, ""},
 	} {
 		e := RefuseInlineSecrets(&tc.cfg)
 		switch {
@@ -175,6 +184,34 @@ func TestRefuseInlineSecrets(t *testing.T) {
 		}
 		if e != nil && strings.Contains(e.Message, "s3cr3t") {
 			t.Errorf("%s: the message quotes the secret", name)
+		}
+	}
+}
+
+// ghpToken has the shape of a GitHub token (ghp_ and 36 characters), with
+// s3cr3t in it: no message may quote it.
+const ghpToken = "ghp_s3cr3t0123456789abcdefghijABCDEFGHIJ"
+
+func TestSecretValue(t *testing.T) {
+	for _, v := range []string{
+		ghpToken, "github_pat_11ABCDEFG0123456789abcdef_xyz", "glpat-abcdefghij0123456789", "xoxb-1234567890-abcdef",
+		"sk-proj-abcdefghijklmnopqrstuvwx", "sk-ant-api03-abcdefghijklmnopqrstuv", "sk_live_abcdefghij012345",
+		"AIzaSyA-abcdefghijklmnopqrstuvwxyz01234", "npm_abcdefghijklmnopqrstuvwxyz0123456789", "hf_abcdefghijklmnopqrstuvwxyzABCDEF",
+		"mcpbus_0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ",
+		"SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY",
+		"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+		"-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE KEY-----",
+	} {
+		if !SecretValue(v) {
+			t.Errorf("%.12s… is not taken for a secret", v)
+		}
+	}
+	for _, v := range []string{
+		"", "true", "off", "4096", "debug", "https://api.example.com/v1", "/usr/local/bin", "ghp_short", "sk-SK",
+		"ghp_" + strings.Repeat("x", 35) + "!", "eyJ.eyJ.x", "SUA", "-----BEGIN CERTIFICATE-----", "8f14e45fceea167a5a36dedd4bea2543",
+	} {
+		if SecretValue(v) {
+			t.Errorf("%q is taken for a secret", v)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -63,7 +64,8 @@ func plainValue(name, v string) bool {
 // RefuseInlineSecrets tells which field of c holds a secret in clear where
 // only a sealed one may go, or nil: a URL (transport.url, the identifier of
 // an http package) with a password or a secret-named query parameter, or an
-// argument such as --api-key=… / --token … / a secret URL.
+// argument such as --api-key=… / --token … / a secret URL, or the value of
+// a plain env var that has a credential's shape (SecretValue).
 func RefuseInlineSecrets(c *McpConfig) *apierr.Error {
 	urlHint := "a secret in a URL is not allowed: give it as a header in transport.secret_headers (sealed to the credential service), e.g. Authorization"
 	if SecretURL(c.Transport.URL) {
@@ -108,6 +110,19 @@ func RefuseInlineSecrets(c *McpConfig) *apierr.Error {
 				return apierr.Invalid(fmt.Sprintf("%s.%d", list.field, next), argHint)
 			}
 		}
+	}
+	// A plain env var's value is stored as it is: one with a credential's
+	// shape (GH=ghp_…) would be a secret in clear. A secret one (is_secret,
+	// a secret name, a URL with credentials) is moved to the credential
+	// service before it is stored (credclient.ExtractSecrets): not refused.
+	for _, name := range slices.Sorted(maps.Keys(c.EnvVars)) {
+		v := c.EnvVars[name]
+		if v.IsSecret || LooksSecret(name) || SecretURL(v.Value) || !SecretValue(v.Value) {
+			continue
+		}
+		return apierr.Invalid("env_vars."+name+".value", "the value of "+name+" looks like a secret (a token or key), and a plain variable's value is stored in clear: "+
+			"make it a secret variable (mcpbus servers add/edit --secret-env "+name+"; in a config, env_vars."+name+" with is_secret), "+
+			"whose value is sealed to the credential service")
 	}
 	return nil
 }

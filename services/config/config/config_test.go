@@ -970,3 +970,24 @@ func TestServiceDiscovery(t *testing.T) {
 		t.Fatalf("info %s %v", info.Name, subjects)
 	}
 }
+
+// A plain env var whose value has a token's shape would be stored in
+// clear: the service refuses it (as a writer that seals does), naming the
+// variable and how to give it as a secret; plain values save.
+func TestCreateRefusesSecretLookingEnvValue(t *testing.T) {
+	e := newEnv(t)
+	const token = "ghp_0123456789abcdefghijABCDEFGHIJklmnop"
+	cfg := stdio("Leaky")
+	cfg.EnvVars = map[string]model.EnvVar{"FOO": {Value: token}, "LOG_LEVEL": {Value: "debug"}}
+	for _, send := range []func(string, any, any) error{e.callClear, e.call} {
+		err := send("create", model.ConfigCreateRequest{Config: cfg}, nil)
+		if got := wantErr(t, err, apierr.Validation, "env_vars.FOO.value", ""); !strings.Contains(got.Message, "--secret-env FOO") ||
+			!strings.Contains(got.Message, "is_secret") || strings.Contains(got.Message, token) {
+			t.Fatalf("message %q", got.Message)
+		}
+		nothingSaved(t, e)
+	}
+	cfg.EnvVars = map[string]model.EnvVar{"ENABLED": {Value: "true"}, "ENDPOINT": {Value: "https://api.example.com/v1"},
+		"MAX_ITEMS": {Value: "4096"}, "LOG_LEVEL": {Value: "debug"}}
+	e.mustCreate(cfg, nil)
+}

@@ -402,6 +402,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.pids = pids
 	}
+	// After the reap: the orphans' temp dirs are free now.
+	r.sweepChildTemp()
 
 	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatch()

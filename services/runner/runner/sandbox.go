@@ -51,6 +51,18 @@ func (r *Runner) logSandbox() {
 	r.log.Info(msg)
 }
 
+// sweepChildTemp removes the private temp dirs that servers of runners
+// killed outright left (sandbox.SweepTemp), and says how many.
+func (r *Runner) sweepChildTemp() {
+	n, err := r.sandbox.SweepTemp()
+	if n > 0 {
+		r.log.Info("removed temp dirs left by MCP servers of an earlier runner", "count", n)
+	}
+	if err != nil {
+		r.log.Warn("removing temp dirs left by MCP servers of an earlier runner failed", "removed", n, "error", err)
+	}
+}
+
 // PIDNamespaces reports whether this runner starts each stdio server in a
 // PID namespace of its own (--child-pid-namespace, where the host allows it).
 func (r *Runner) PIDNamespaces() bool { return r.sandbox.PIDNamespace() }

@@ -274,3 +274,48 @@ func TestSandboxRefusesProtectedArguments(t *testing.T) {
 		t.Fatalf("status %+v, want VALIDATION_ERROR naming STORE", st)
 	}
 }
+
+// A runner killed outright (SIGKILL, OOM, a host crash) leaves its servers'
+// private temp dirs: the next runner on the host removes them at start,
+// and not those of a runner still running.
+func TestStartRemovesTempDirsOfAKilledRunner(t *testing.T) {
+	tmp, err := os.MkdirTemp("", "mcpbus-shared-tmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	if err := os.Chmod(tmp, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+	childDirs := func() []string {
+		t.Helper()
+		m, err := filepath.Glob(filepath.Join(tmp, "mcpbus-child-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+
+	// A live runner's server, with its temp dir.
+	e := runnertest.Start(t, runner.Options{})
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 15*time.Second)
+	live := childDirs()
+	if len(live) != 1 {
+		t.Fatalf("temp dirs of a running server: %v", live)
+	}
+	// One a killed runner left, as it made it: its lock ended with it.
+	dead := filepath.Join(tmp, "mcpbus-child-4242")
+	if err := os.MkdirAll(filepath.Join(dead, "npm"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dead, "npm", "token"), []byte("left by a server"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	runnertest.Start(t, runner.Options{})
+	if got := childDirs(); !slices.Equal(got, live) {
+		t.Fatalf("temp dirs after another runner's start: %v, want only the live server's %v", got, live)
+	}
+}

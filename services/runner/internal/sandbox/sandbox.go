@@ -159,12 +159,15 @@ func (s *Sandbox) Landlock() int {
 
 // Child is one confined launch of a command.
 type Child struct {
-	s      *Sandbox
-	cmd    *exec.Cmd
-	plan   Plan
-	tmp    string
-	exited chan struct{}
-	once   sync.Once
+	s    *Sandbox
+	cmd  *exec.Cmd
+	plan Plan
+	tmp  string
+	// tmpLock is an open descriptor of tmp holding an exclusive flock on
+	// it for the child's life, so that no runner's SweepTemp removes it.
+	tmpLock int
+	exited  chan struct{}
+	once    sync.Once
 }
 
 // Prepare readies cmd (Path, Args and Env already set) for a confined
@@ -281,11 +284,11 @@ func (c *Child) Start() error {
 	if c.s == nil {
 		return c.cmd.Start()
 	}
-	tmp, err := c.s.mkTemp()
+	tmp, lock, err := c.s.mkTemp()
 	if err != nil {
 		return err
 	}
-	c.tmp = tmp
+	c.tmp, c.tmpLock = tmp, lock
 	c.cmd.Env = setEnv(c.cmd.Env, "TMPDIR", tmp)
 	if c.s.abi == 0 && c.plan.UnixSockets {
 		if err := c.cmd.Start(); err != nil {
@@ -356,20 +359,170 @@ func (c *Child) Exited() {
 func (c *Child) removeTemp() {
 	if c.tmp != "" {
 		_ = c.s.asChild(func() error { return os.RemoveAll(c.tmp) })
+		// Unlocked only once removed: a sweep in between would find it free.
+		_ = unix.Close(c.tmpLock)
+		c.tmp = ""
 	}
 }
 
-// mkTemp makes the child's private temp dir, owned by the child's uid.
-func (s *Sandbox) mkTemp() (string, error) {
+// tempPrefix starts the name of a child's private temp dir, made by
+// os.MkdirTemp, which ends it with decimal digits.
+const tempPrefix = "mcpbus-child-"
+
+// tempName reports whether name is that of a child's private temp dir (and
+// not the shared HOME, mcpbus-child-home-<uid>, which is kept).
+func tempName(name string) bool {
+	rest, ok := strings.CutPrefix(name, tempPrefix)
+	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
+}
+
+// errSwept: another runner's SweepTemp took a new temp dir before its
+// maker locked it.
+var errSwept = errors.New("temp dir taken by a sweep")
+
+// mkTemp makes the child's private temp dir, owned by the child's uid, and
+// returns it with the descriptor holding its lock (lockTemp).
+func (s *Sandbox) mkTemp() (string, int, error) {
 	var dir string
-	err := s.asChild(func() (err error) {
-		dir, err = os.MkdirTemp("", "mcpbus-child-")
-		return err
+	lock := -1
+	err := s.asChild(func() error {
+		for range 5 {
+			d, err := os.MkdirTemp("", tempPrefix)
+			if err != nil {
+				return err
+			}
+			fd, err := lockTemp(d)
+			if err == nil {
+				dir, lock = d, fd
+				return nil
+			}
+			if !errors.Is(err, errSwept) {
+				_ = os.RemoveAll(d)
+				return err
+			}
+		}
+		return errSwept
 	})
 	if err != nil {
-		return "", fmt.Errorf("child temp dir: %w", err)
+		return "", -1, fmt.Errorf("child temp dir: %w", err)
 	}
-	return dir, nil
+	return dir, lock, nil
+}
+
+// lockTemp opens dir and takes an exclusive flock on it, which the runner
+// holds while the child lives: a runner killed outright (SIGKILL, OOM, a
+// host crash) loses it with its descriptors, and the next runner's
+// SweepTemp removes the dir. A sweep may take the lock between the mkdir
+// and the flock (then it removes the dir): errSwept when the lock is held,
+// or the dir locked is no longer the one at dir.
+func lockTemp(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return -1, errSwept
+	}
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", dir, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = unix.Close(fd)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return -1, errSwept
+		}
+		return -1, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	if !sameFile(fd, dir) {
+		_ = unix.Close(fd)
+		return -1, errSwept
+	}
+	return fd, nil
+}
+
+// sameFile reports whether fd is the file at path (not followed).
+func sameFile(fd int, path string) bool {
+	var a, b unix.Stat_t
+	return unix.Fstat(fd, &a) == nil && unix.Lstat(path, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
+}
+
+// SweepTemp removes from the system temp dir the private temp dirs of
+// children whose runner is gone, and returns how many. A clean stop removes
+// a child's; a runner killed outright leaves it, with whatever the server
+// wrote there, for a later server of the same uid to read. Several runners
+// (and tests) share the temp dir: only dirs no one holds the lock of
+// (lockTemp) are removed, only those of the runner's uid or its children's
+// (the children's with their rights), and a symlink is never followed. A
+// nil Sandbox (children get no temp dir) sweeps the runner's uid's.
+func (s *Sandbox) SweepTemp() (int, error) {
+	dir, self := os.TempDir(), os.Geteuid()
+	n, err := sweepTemp(dir, self)
+	if s != nil && s.uid != 0 && s.uid != self {
+		var m int
+		cerr := s.asChild(func() (err error) {
+			m, err = sweepTemp(dir, s.uid)
+			return err
+		})
+		n += m
+		err = errors.Join(err, cerr)
+	}
+	return n, err
+}
+
+// sweepTemp removes the free child temp dirs in dir that uid owns.
+func sweepTemp(dir string, uid int) (int, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("sweep %s: %w", dir, err)
+	}
+	n := 0
+	var errs []error
+	for _, e := range ents {
+		// The type is the entry's own (lstat): a symlink is not a dir.
+		if !e.IsDir() || !tempName(e.Name()) {
+			continue
+		}
+		removed, err := sweepOne(filepath.Join(dir, e.Name()), uid)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if removed {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// sweepOne removes path if it is a directory uid owns that no one holds
+// the lock of, taking the lock first so that its maker, should it be
+// between mkdir and flock, sees it gone (lockTemp).
+func sweepOne(path string, uid int) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != uid {
+		return false, nil
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		// Gone, or replaced by a symlink or a file since the Lstat.
+		return false, nil
+	}
+	defer unix.Close(fd)
+	var fst unix.Stat_t
+	if unix.Fstat(fd, &fst) != nil || fst.Dev != st.Dev || fst.Ino != st.Ino || int(fst.Uid) != uid {
+		return false, nil
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return false, nil // a live runner's child uses it
+		}
+		return false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if !sameFile(fd, path) {
+		return false, nil
+	}
+	// os.RemoveAll opens every level with O_NOFOLLOW from its parent's
+	// descriptor: no symlink inside is followed either.
+	if err := os.RemoveAll(path); err != nil {
+		return false, fmt.Errorf("remove %s: %w", path, err)
+	}
+	return true, nil
 }
 
 // home is the HOME of a switched child: the uid's home in the password

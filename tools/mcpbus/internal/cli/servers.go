@@ -131,6 +131,9 @@ func (f *specFlags) apply(cmd *cobra.Command, g *globals, cfg *model.McpConfig) 
 		if model.LooksSecret(name) {
 			return nil, apierr.Invalid("env", fmt.Sprintf("%s looks like a secret: use --secret-env %s (its value is then asked for, never put on the command line)", name, name))
 		}
+		if model.SecretValue(val) { // GH=ghp_…: stored in clear otherwise (model.RefuseInlineSecrets)
+			return nil, apierr.Invalid("env."+name, fmt.Sprintf("the value of %s looks like a secret (a token or key): use --secret-env %s (its value is then asked for, never put on the command line, and sealed to the credential service)", name, name))
+		}
 		cfg.EnvVars[name] = model.EnvVar{Value: val}
 	}
 	for _, kv := range f.keyfiles {

@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -53,5 +56,26 @@ func TestServerEditListFlagsAdd(t *testing.T) {
 	applyEditFlags(t, &cfg, "--unset-header", "x-mode", "--unset-header", "authorization")
 	if !reflect.DeepEqual(cfg.Transport.Headers, map[string]string{"X-Other": "b"}) || len(cfg.Transport.SecretHeaders) != 0 {
 		t.Fatalf("headers %v, secret %v", cfg.Transport.Headers, cfg.Transport.SecretHeaders)
+	}
+}
+
+// --env takes plain values only: one shaped like a token is refused,
+// naming the variable and --secret-env, and never quoted; it would be
+// stored in clear in the config.
+func TestServerEnvRefusesSecretLookingValue(t *testing.T) {
+	const token = "ghp_0123456789abcdefghijABCDEFGHIJklmnop"
+	f := &specFlags{}
+	cmd := &cobra.Command{}
+	f.register(cmd)
+	if err := cmd.ParseFlags([]string{"--env", "LOG=debug", "--env", "FOO=" + token}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.apply(cmd, &globals{}, &model.McpConfig{})
+	var e *apierr.Error
+	if !errors.As(err, &e) || e.Code != apierr.Validation || e.Field != "env.FOO" || !strings.Contains(e.Message, "--secret-env FOO") || strings.Contains(e.Message, token) {
+		t.Fatalf("--env FOO=<token>: %v", err)
+	}
+	for _, plain := range []string{"FLAG=true", "URL=https://api.example.com/v1", "MAX_ITEMS=4096", "MODE=demo"} {
+		applyEditFlags(t, &model.McpConfig{}, "--env", plain)
 	}
 }
