@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -192,15 +193,29 @@ func TestRefuseInlineSecrets(t *testing.T) {
 // s3cr3t in it: no message may quote it.
 const ghpToken = "ghp_s3cr3t0123456789abcdefghijABCDEFGHIJ"
 
+// shaped returns n characters of alphabet, the same on every run: a token
+// body with a real token's spread (the scanner's rules want its entropy).
+func shaped(n int, alphabet string) string {
+	r := rand.New(rand.NewPCG(uint64(n), uint64(len(alphabet))))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[r.IntN(len(alphabet))]
+	}
+	return string(b)
+}
+
 func TestSecretValue(t *testing.T) {
+	const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 	for _, v := range []string{
-		ghpToken, "github_pat_11ABCDEFG0123456789abcdef_xyz", "glpat-abcdefghij0123456789", "xoxb-1234567890-abcdef",
-		"sk-proj-abcdefghijklmnopqrstuvwx", "sk-ant-api03-abcdefghijklmnopqrstuv", "sk_live_abcdefghij012345",
-		"AIzaSyA-abcdefghijklmnopqrstuvwxyz01234", "npm_abcdefghijklmnopqrstuvwxyz0123456789", "hf_abcdefghijklmnopqrstuvwxyzABCDEF",
-		"mcpbus_0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ",
+		ghpToken, "github_pat_" + shaped(22, alnum) + "_" + shaped(59, alnum), "glpat-" + shaped(20, alnum),
+		"xoxb-" + shaped(12, "0123456789") + "-" + shaped(13, "0123456789") + "-" + shaped(24, alnum),
+		"sk-proj-" + shaped(74, alnum) + "T3BlbkFJ" + shaped(74, alnum), "sk-ant-api03-" + shaped(93, alnum) + "AA",
+		"sk_live_" + shaped(24, alnum), "AIza" + shaped(35, alnum), "npm_" + shaped(36, alnum), "hf_" + shaped(34, letters),
+		"mcpbus_0123456789abcdef_" + shaped(43, alnum),
 		"SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY",
 		"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-		"-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE KEY-----",
+		"-----BEGIN OPENSSH PRIVATE KEY-----\n" + shaped(200, alnum) + "\n-----END OPENSSH PRIVATE KEY-----",
 	} {
 		if !SecretValue(v) {
 			t.Errorf("%.12s… is not taken for a secret", v)
