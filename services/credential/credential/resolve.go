@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nkeys"
 	"golang.org/x/oauth2"
@@ -174,6 +175,7 @@ func (s *Service) sealRecord(ctx context.Context, r ref, recipient string, pick 
 			s.log.Warn("keeping the server of a principal's credentials", "code", apierr.Of(err), "error", apierr.From(err).Message)
 		}
 	}
+	rec.OAuth = s.unsaved.adopt(ctx, s, r, rec)
 	if rec.OAuth != nil {
 		tok, err := s.freshToken(ctx, r, rec)
 		if err != nil {
@@ -282,8 +284,11 @@ func (s *Service) freshToken(ctx context.Context, r ref, rec model.Credentials) 
 	rec.OAuth = nt
 	if err := s.store.Put(ctx, r.key(), rec); err != nil {
 		// The new token works; the runner gets it even though keeping it
-		// failed (the next resolve refreshes again).
-		s.log.Error("storing the refreshed OAuth token failed", "server_id", id, "code", apierr.Of(err), "error", apierr.From(err).Message)
+		// failed. The refresh may have spent the stored refresh token
+		// (rotation), so the next resolve must not refresh with it again:
+		// it takes this token and tries the write again (unsavedTokens).
+		s.unsaved.keep(r.key(), tok.RefreshToken, nt)
+		s.log.Error("storing the refreshed OAuth token failed; kept in memory until it is stored", "server_id", id, "code", apierr.Of(err), "error", apierr.From(err).Message)
 	} else {
 		s.log.Info("OAuth token refreshed", "server_id", id, "expires_at", nt.ExpiresAt)
 		s.changed(r, verbRefresh)
@@ -332,4 +337,52 @@ func errorKind(err error) string {
 		return "cancelled"
 	}
 	return "transport"
+}
+
+// unsavedTokens are OAuth tokens this instance got from a refresh but could
+// not store (Vault sealed or down at that moment), by record key. The
+// refresh may have spent the stored refresh token, so until the record is
+// written again the kept token, not the stored one, is the record's.
+type unsavedTokens struct {
+	mu sync.Mutex
+	m  map[string]unsavedToken
+}
+
+type unsavedToken struct {
+	// spent is the refresh token the refresh used: the kept token stands
+	// for the stored one only while the store still holds that one.
+	spent string
+	tok   *model.OAuthToken
+}
+
+func (u *unsavedTokens) keep(key, spent string, tok *model.OAuthToken) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[string]unsavedToken{}
+	}
+	u.m[key] = unsavedToken{spent: spent, tok: tok}
+}
+
+// adopt returns the token of rec (read from the store, r's lock held): the
+// token kept for r when the store still holds the refresh token it
+// replaced, stored now if the store takes it (kept otherwise), or rec's own
+// when someone wrote the record since (the kept one is dropped).
+func (u *unsavedTokens) adopt(ctx context.Context, s *Service, r ref, rec model.Credentials) *model.OAuthToken {
+	u.mu.Lock()
+	k, ok := u.m[r.key()]
+	delete(u.m, r.key())
+	u.mu.Unlock()
+	if !ok || rec.OAuth == nil || rec.OAuth.RefreshToken != k.spent {
+		return rec.OAuth
+	}
+	rec.OAuth = k.tok
+	if err := s.store.Put(ctx, r.key(), rec); err != nil {
+		u.keep(r.key(), k.spent, k.tok)
+		s.log.Warn("storing the refreshed OAuth token failed again; still kept in memory", "server_id", r.id, "code", apierr.Of(err), "error", apierr.From(err).Message)
+	} else {
+		s.log.Info("refreshed OAuth token stored", "server_id", r.id, "expires_at", k.tok.ExpiresAt)
+		s.changed(r, verbRefresh)
+	}
+	return k.tok
 }

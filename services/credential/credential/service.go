@@ -141,8 +141,10 @@ type Service struct {
 	keys  *keyRing
 	owner ownerCheck
 	locks keyedMutex
-	ready chan struct{}
-	met   metrics
+	// unsaved holds refreshed OAuth tokens the store did not take.
+	unsaved unsavedTokens
+	ready   chan struct{}
+	met     metrics
 	// closer releases a store Build opened (nil otherwise).
 	closer io.Closer
 	// health probes a backend that can be down (nil for the file store).

@@ -1,0 +1,154 @@
+package vaultstore_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/credclient"
+	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/credential/credential"
+	"github.com/mcpbus/mcpbus/services/credential/store"
+	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
+)
+
+// flakyVault is a proxy in front of a real Vault that answers 503 to the
+// writes of records (PUT/POST under <mount>/data/) while failWrites is set.
+type flakyVault struct {
+	URL        string
+	failWrites atomic.Bool
+}
+
+func newFlakyVault(t *testing.T, v *vaultEnv) *flakyVault {
+	t.Helper()
+	target, err := url.Parse(v.srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &flakyVault{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f.failWrites.Load() && (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.Contains(r.URL.Path, "/data/") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"errors":["Vault is sealed"]}`))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	f.URL = front.URL
+	return f
+}
+
+// rotatingEndpoint is an OAuth token endpoint whose refresh tokens are single
+// use: each refresh spends the one it took and hands out the next.
+func rotatingEndpoint(t *testing.T, first string) (*httptest.Server, *atomic.Int32) {
+	var accept atomic.Value
+	accept.Store(first)
+	var n, calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_ = r.ParseForm()
+		w.Header().Set("Content-Type", "application/json")
+		if r.PostForm.Get("refresh_token") != accept.Load().(string) {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
+			return
+		}
+		i := n.Add(1)
+		next := fmt.Sprintf("rt-%d", i)
+		accept.Store(next)
+		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": fmt.Sprintf("at-%d", i), "token_type": "bearer",
+			"expires_in": 3600, "refresh_token": next})
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+// credOnVault runs a credential service on st over its own embedded NATS.
+func credOnVault(t *testing.T, st store.Store, tweak ...func(*credential.Options)) *nats.Conn {
+	t.Helper()
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	opts := credential.Options{Store: st, Logger: quietLog(), AnyResolver: true}
+	for _, f := range tweak {
+		f(&opts)
+	}
+	svc, err := credential.New(nc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.RunService(t, svc)
+	return nc
+}
+
+// TestRefreshedTokenOutlivesAFailedWrite: the token endpoint rotates refresh
+// tokens, so once a refresh succeeded the stored refresh token is spent. When
+// Vault refuses the write of the new token, the next resolve after Vault is
+// back must not refresh again with the spent one (invalid_grant: the server
+// would stay UNAUTHORIZED until someone authorizes it again): it hands out
+// the token it got and stores it.
+func TestRefreshedTokenOutlivesAFailedWrite(t *testing.T) {
+	t.Parallel()
+	v := startVault(t)
+	ctx := ctxT(t)
+	fv := newFlakyVault(t, v)
+	s, err := vaultstore.New(ctx, vaultstore.Config{Address: fv.URL, Token: v.token(t, "1h", ""), MaxRetries: -1}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	tokenURL, calls := rotatingEndpoint(t, "rt-0")
+	nc := credOnVault(t, s)
+	c := credclient.New(nc, "")
+	id := uuid.NewString()
+	if _, err := c.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &model.OAuthToken{
+		AccessToken: "at-0", RefreshToken: "rt-0", ClientID: "client", TokenURL: tokenURL.URL + "/token",
+		ExpiresAt: time.Now().Add(-time.Minute), EnvVar: "TOKEN",
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := credclient.NewResolver(nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fv.failWrites.Store(true)
+	got, err := res.Resolve(ctx, id)
+	if err != nil || got.Env["TOKEN"] != "at-1" {
+		t.Fatalf("resolve while Vault refuses writes: %+v, %v", got.Env, err)
+	}
+	fv.failWrites.Store(false)
+	got, err = res.Resolve(ctx, id)
+	if err != nil || got.Env["TOKEN"] != "at-1" {
+		t.Fatalf("resolve after Vault is back: %+v, %v (token endpoint called %d times)", got.Env, err, calls.Load())
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("token endpoint called %d times, want 1", n)
+	}
+	rec, _, err := s.Get(ctx, store.Key(model.CredServer, id))
+	if err != nil || rec.OAuth == nil || rec.OAuth.RefreshToken != "rt-1" || rec.OAuth.AccessToken != "at-1" {
+		t.Fatalf("stored after Vault is back: %+v, %v", rec.OAuth, err)
+	}
+}
+
