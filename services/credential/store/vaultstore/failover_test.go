@@ -151,4 +151,3 @@ func TestRefreshedTokenOutlivesAFailedWrite(t *testing.T) {
 		t.Fatalf("stored after Vault is back: %+v, %v", rec.OAuth, err)
 	}
 }
-
