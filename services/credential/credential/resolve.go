@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nkeys"
 	"golang.org/x/oauth2"
@@ -15,6 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/credential/store"
 )
 
 func (s *Service) handleResolve(ctx context.Context, data []byte) (string, any, error) {
@@ -276,13 +278,32 @@ func (s *Service) freshToken(ctx context.Context, r ref, rec model.Credentials) 
 			attrs = append(attrs, "error_type", errorKind(err))
 		}
 		s.log.Warn("OAuth token refresh failed", attrs...)
+		if m, ok := s.store.(measuredStore); ok && m.versioned() && re != nil && re.ErrorCode == "invalid_grant" {
+			// Another instance sharing the store (Vault) may have spent
+			// the refresh token a moment ago: its token is the record's.
+			if theirs := s.awaitRefreshElsewhere(ctx, r, tok); theirs != nil {
+				return theirs, nil
+			}
+		}
 		if expired {
 			return nil, apierr.Wrap(apierr.Unauthorized, "OAuth token expired and refresh failed", err)
 		}
 		return tok, nil // still valid for a little while: use it
 	}
-	rec.OAuth = nt
-	if err := s.store.Put(ctx, r.key(), rec); err != nil {
+	_, err = s.update(ctx, r, func(cur model.Credentials) (model.Credentials, error) {
+		if cur.OAuth == nil || cur.OAuth.RefreshToken != tok.RefreshToken {
+			// Written meanwhile by another instance (a new authorization,
+			// its own refresh): that write stands.
+			return model.Credentials{}, errSuperseded
+		}
+		cur.OAuth = nt
+		return cur, nil
+	})
+	if errors.Is(err, errSuperseded) {
+		s.log.Info("OAuth token refreshed; the record was written meanwhile elsewhere, which stands", "server_id", id)
+		return nt, nil
+	}
+	if err != nil {
 		// The new token works; the runner gets it even though keeping it
 		// failed. The refresh may have spent the stored refresh token
 		// (rotation), so the next resolve must not refresh with it again:
@@ -294,6 +315,40 @@ func (s *Service) freshToken(ctx context.Context, r ref, rec model.Credentials) 
 		s.changed(r, verbRefresh)
 	}
 	return nt, nil
+}
+
+// errSuperseded: the record changed since the refresh read it.
+var errSuperseded = errors.New("the credential record changed meanwhile")
+
+// refreshWait bounds how long a refresh refused as invalid_grant waits for
+// another instance's write of the token it got (refreshPoll apart).
+const (
+	refreshWait = 3 * time.Second
+	refreshPoll = 100 * time.Millisecond
+)
+
+// awaitRefreshElsewhere reads r's record again until it holds another
+// refresh token than tok's (another instance refreshed and stored it) with
+// an access token that is not expired, and returns that token; nil when
+// none comes within refreshWait (or ctx ends).
+func (s *Service) awaitRefreshElsewhere(ctx context.Context, r ref, tok *model.OAuthToken) *model.OAuthToken {
+	deadline := time.Now().Add(refreshWait)
+	for {
+		rec, _, err := s.store.Get(ctx, r.key())
+		if err == nil && rec.OAuth != nil && rec.OAuth.RefreshToken != tok.RefreshToken &&
+			(rec.OAuth.ExpiresAt.IsZero() || s.opts.Now().Before(rec.OAuth.ExpiresAt)) {
+			s.log.Info("OAuth token refreshed by another instance", "server_id", r.id)
+			return rec.OAuth
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) || time.Now().Add(refreshPoll).After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(refreshPoll):
+		}
+	}
 }
 
 // refresh exchanges the refresh token at the token endpoint (RFC 6749 §6).

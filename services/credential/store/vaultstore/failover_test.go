@@ -151,3 +151,130 @@ func TestRefreshedTokenOutlivesAFailedWrite(t *testing.T) {
 		t.Fatalf("stored after Vault is back: %+v, %v", rec.OAuth, err)
 	}
 }
+
+// TestInstancesDoNotLoseEachOthersSets: two credential service instances
+// (a split deployment: each its own Vault client, the same Vault) take the
+// cred.set requests of one server in turn; each set adds a name to the
+// record (read, merge, write). A set must not erase what the other instance
+// wrote between its read and its write.
+func TestInstancesDoNotLoseEachOthersSets(t *testing.T) {
+	t.Parallel()
+	v := startVault(t)
+	ctx := ctxT(t)
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	for range 2 {
+		st := v.store(t, vaultstore.Config{Token: v.token(t, "1h", "")})
+		nc, err := ns.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		svc, err := credential.New(nc, credential.Options{Store: st, Logger: quietLog(), AnyResolver: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.RunService(t, svc)
+	}
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c := credclient.New(nc, "")
+	id := uuid.NewString()
+	const n = 24
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := c.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{
+				Env: map[string]string{fmt.Sprintf("K%d", i): "value"}}})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("set: %v", err)
+		}
+	}
+	d, err := c.Describe(ctx, model.CredDescribeRequest{ServerID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Env) != n {
+		t.Fatalf("%d of %d names stored after concurrent sets on two instances: %v", len(d.Env), n, d.Env)
+	}
+}
+
+// TestInstancesRefreshOnce: resolves of an expired OAuth token reach two
+// instances at once. The token endpoint's refresh tokens are single use, so
+// only one instance's refresh can succeed; the other must answer with the
+// token that one stored, not UNAUTHORIZED (which leaves the server in error
+// until someone authorizes it again).
+func TestInstancesRefreshOnce(t *testing.T) {
+	t.Parallel()
+	v := startVault(t)
+	ctx := ctxT(t)
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	tokenURL, _ := rotatingEndpoint(t, "rt-0")
+	// The endpoint answers slowly enough that the instances' refreshes overlap.
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(200 * time.Millisecond)
+		u, _ := url.Parse(tokenURL.URL)
+		httputil.NewSingleHostReverseProxy(u).ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	for range 2 {
+		st := v.store(t, vaultstore.Config{Token: v.token(t, "1h", "")})
+		nc, err := ns.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		svc, err := credential.New(nc, credential.Options{Store: st, Logger: quietLog(), AnyResolver: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.RunService(t, svc)
+	}
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c := credclient.New(nc, "")
+	id := uuid.NewString()
+	if _, err := c.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &model.OAuthToken{
+		AccessToken: "at-0", RefreshToken: "rt-0", ClientID: "client", TokenURL: slow.URL + "/token",
+		ExpiresAt: time.Now().Add(-time.Minute), EnvVar: "TOKEN",
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := credclient.NewResolver(nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			got, err := res.Resolve(ctx, id)
+			if err == nil && got.Env["TOKEN"] != "at-1" {
+				err = fmt.Errorf("handed out %q", got.Env["TOKEN"])
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("resolve: %v", err)
+		}
+	}
+}

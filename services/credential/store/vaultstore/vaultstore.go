@@ -484,10 +484,20 @@ func statusOf(err error) int {
 	return 0
 }
 
+var _ store.Versioned = (*Store)(nil)
+
 // Get reads the latest version of key's record.
 func (s *Store) Get(ctx context.Context, key string) (model.Credentials, time.Time, error) {
+	creds, updated, _, err := s.GetVersion(ctx, key)
+	return creds, updated, err
+}
+
+// GetVersion reads the latest version of key's record with its KV version
+// number (0 when the key has none; a deleted latest version keeps its
+// number, which a check-and-set write must name).
+func (s *Store) GetVersion(ctx context.Context, key string) (model.Credentials, time.Time, uint64, error) {
 	if err := store.CheckKey(key); err != nil {
-		return model.Credentials{}, time.Time{}, err
+		return model.Credentials{}, time.Time{}, 0, err
 	}
 	p := s.path(key)
 	var sec *vault.KVSecret
@@ -496,32 +506,44 @@ func (s *Store) Get(ctx context.Context, key string) (model.Credentials, time.Ti
 		return err
 	})
 	if errors.Is(err, vault.ErrSecretNotFound) {
-		return model.Credentials{}, time.Time{}, store.ErrNotFound
+		return model.Credentials{}, time.Time{}, 0, store.ErrNotFound
 	}
 	if err != nil {
-		return model.Credentials{}, time.Time{}, mapError(err, s.cfg.Mount+"/data/"+p, "reading credentials from Vault")
+		return model.Credentials{}, time.Time{}, 0, mapError(err, s.cfg.Mount+"/data/"+p, "reading credentials from Vault")
+	}
+	var version uint64
+	var updated time.Time
+	if sec != nil && sec.VersionMetadata != nil {
+		version = uint64(max(sec.VersionMetadata.Version, 0))
+		updated = sec.VersionMetadata.CreatedTime.UTC()
 	}
 	if sec == nil || sec.Data == nil { // a deleted latest version
-		return model.Credentials{}, time.Time{}, store.ErrNotFound
+		return model.Credentials{}, time.Time{}, version, store.ErrNotFound
 	}
 	raw, err := json.Marshal(sec.Data)
 	if err != nil {
-		return model.Credentials{}, time.Time{}, apierr.Wrap(apierr.Internal, "decoding the Vault record of "+key, err)
+		return model.Credentials{}, time.Time{}, 0, apierr.Wrap(apierr.Internal, "decoding the Vault record of "+key, err)
 	}
 	var creds model.Credentials
 	if err := json.Unmarshal(raw, &creds); err != nil {
-		return model.Credentials{}, time.Time{}, apierr.Newf(apierr.Internal, "the Vault record of %s is malformed", key)
+		return model.Credentials{}, time.Time{}, 0, apierr.Newf(apierr.Internal, "the Vault record of %s is malformed", key)
 	}
-	var updated time.Time
-	if sec.VersionMetadata != nil {
-		updated = sec.VersionMetadata.CreatedTime.UTC()
-	}
-	return creds, updated, nil
+	return creds, updated, version, nil
 }
 
 // Put writes creds as a new version of key's record (one request: the
 // whole record or nothing).
 func (s *Store) Put(ctx context.Context, key string, creds model.Credentials) error {
+	return s.put(ctx, key, creds)
+}
+
+// PutIf is Put with Vault's check-and-set: written only while the record
+// is at version (0: absent), else store.ErrChanged.
+func (s *Store) PutIf(ctx context.Context, key string, creds model.Credentials, version uint64) error {
+	return s.put(ctx, key, creds, vault.WithCheckAndSet(int(version)))
+}
+
+func (s *Store) put(ctx context.Context, key string, creds model.Credentials, opts ...vault.KVOption) error {
 	if err := store.CheckKey(key); err != nil {
 		return err
 	}
@@ -534,10 +556,29 @@ func (s *Store) Put(ctx context.Context, key string, creds model.Credentials) er
 		return apierr.Wrap(apierr.Internal, "encoding credentials", err)
 	}
 	p := s.path(key)
-	if err := s.do(ctx, func() error { _, err := s.kv.Put(ctx, p, data); return err }); err != nil {
+	err = s.do(ctx, func() error { _, err := s.kv.Put(ctx, p, data, opts...); return err })
+	if casMismatch(err) {
+		return store.ErrChanged
+	}
+	if err != nil {
 		return mapError(err, s.cfg.Mount+"/data/"+p, "writing credentials to Vault")
 	}
 	return nil
+}
+
+// casMismatch reports whether Vault refused a write for its check-and-set
+// version (400, "check-and-set parameter did not match the current version").
+func casMismatch(err error) bool {
+	var re *vault.ResponseError
+	if !errors.As(err, &re) || re.StatusCode != http.StatusBadRequest {
+		return false
+	}
+	for _, e := range re.Errors {
+		if strings.Contains(e, "check-and-set") {
+			return true
+		}
+	}
+	return false
 }
 
 // Delete removes key's record with every version (metadata delete).
