@@ -103,8 +103,10 @@ type Store struct {
 	cfg    Config
 	log    *slog.Logger
 
-	// mu guards the auth state: a login happens once, not once per concurrent
-	// request, and only one watcher runs at a time.
+	// login holds one token (a semaphore that a waiting request may give up
+	// on): a login happens once, not once per concurrent request.
+	login chan struct{}
+	// mu guards the auth state; only one watcher runs at a time.
 	mu          sync.Mutex
 	authed      bool
 	stopWatcher context.CancelFunc // stops the current watcher
@@ -177,7 +179,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	if cfg.Token != "" {
 		client.SetToken(cfg.Token)
 	}
-	s := &Store{client: client, kv: client.KVv2(cfg.Mount), cfg: cfg,
+	s := &Store{client: client, kv: client.KVv2(cfg.Mount), cfg: cfg, login: make(chan struct{}, 1),
 		log: log.With("backend", "vault", "vault_addr", vc.Address)}
 	s.life, s.end = context.WithCancel(context.WithoutCancel(ctx))
 	loginCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -220,17 +222,30 @@ func (s *Store) path(key string) string { return pathPrefix + key }
 // that keeps it alive. It does nothing once authenticated, unless stale names
 // the token in use: that token was refused, so log in again.
 func (s *Store) ensureAuth(ctx context.Context, stale string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.life.Err() != nil {
-		return apierr.New(apierr.ServiceUnavailable, "the Vault store is closed")
+	if done, err := s.authDone(stale); done || err != nil {
+		return err
 	}
-	if s.authed && (stale == "" || s.client.Token() != stale) {
-		return nil
+	// One login at a time, but a request waits for another's only as long
+	// as its own deadline allows: a Vault that does not answer must not
+	// hold a short request to a longer one's deadline (s.mu is not held
+	// across the request to Vault for that reason).
+	select {
+	case s.login <- struct{}{}:
+		defer func() { <-s.login }()
+	case <-ctx.Done():
+		return mapError(ctx.Err(), "", "waiting for the login to Vault")
+	}
+	if done, err := s.authDone(stale); done || err != nil {
+		return err
 	}
 	secret, err := s.authenticate(ctx)
 	if err != nil {
 		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.life.Err() != nil {
+		return apierr.New(apierr.ServiceUnavailable, "the Vault store is closed")
 	}
 	s.authed = true
 	if s.stopWatcher != nil {
@@ -244,6 +259,17 @@ func (s *Store) ensureAuth(ctx context.Context, stale string) error {
 		go s.watch(wctx, secret)
 	}
 	return nil
+}
+
+// authDone reports whether no login is needed (see ensureAuth), or the
+// store is closed.
+func (s *Store) authDone(stale string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.life.Err() != nil {
+		return false, apierr.New(apierr.ServiceUnavailable, "the Vault store is closed")
+	}
+	return s.authed && (stale == "" || s.client.Token() != stale), nil
 }
 
 // authenticate returns the auth secret to keep alive, or nil when the token
