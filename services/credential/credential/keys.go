@@ -31,10 +31,12 @@ import (
 //   - any other store (Vault): through the store interface, as the record of
 //     the reserved id KeyRecordID (Vault: <mount>/mcpbus/<KeyRecordID>, a KV v2
 //     secret the existing policy already covers; token renewal, AppRole and
-//     error mapping are the store's). The interface has no create-if-absent,
+//     error mapping are the store's). store.Store has no create-if-absent,
 //     so a new pair is written, then read back after KeySettle: of instances
 //     racing at first start, all adopt the last write. An instance that still
-//     ends up with another pair reloads it when a blob does not open.
+//     ends up with another pair reloads it when a blob does not open. A
+//     store with check-and-set (store.Versioned: Vault) writes the pair only
+//     where there is none, so exactly one first write lands.
 //
 // The cred.* verbs refuse KeyRecordID, so the pair never leaves the service.
 
@@ -137,6 +139,9 @@ func loadKeyFile(path string) (nkeys.KeyPair, error) {
 // written within the last two settle times may still be replaced by another
 // instance's first write, so it is read again after settle.
 func loadKeyRecord(ctx context.Context, st store.Store, settle time.Duration) (nkeys.KeyPair, error) {
+	if vs, ok := st.(store.Versioned); ok {
+		return loadKeyRecordOnce(ctx, st, vs)
+	}
 	kp, updated, err := readKeyRecord(ctx, st)
 	switch {
 	case err == nil && !young(updated, settle):
@@ -163,6 +168,37 @@ func loadKeyRecord(ctx context.Context, st store.Store, settle time.Duration) (n
 	// The last of several first writes wins: adopt what is stored.
 	kp, _, err = readKeyRecord(ctx, st)
 	return kp, err
+}
+
+// loadKeyRecordOnce is loadKeyRecord on a store with check-and-set (Vault):
+// the pair is written only where there is none, so of instances racing at
+// first start exactly one write lands, however slow the store, and the
+// others read it.
+func loadKeyRecordOnce(ctx context.Context, st store.Store, vs store.Versioned) (nkeys.KeyPair, error) {
+	for range 3 {
+		_, _, version, err := vs.GetVersion(ctx, KeyRecordID)
+		if err == nil {
+			kp, _, err := readKeyRecord(ctx, st)
+			return kp, err
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		kp, seed, err := newCurvePair()
+		if err != nil {
+			return nil, err
+		}
+		err = vs.PutIf(ctx, KeyRecordID, model.Credentials{Env: map[string]string{keySeedName: string(seed)}}, version)
+		clear(seed)
+		if err == nil {
+			return kp, nil
+		}
+		if !errors.Is(err, store.ErrChanged) {
+			return nil, err
+		}
+		// Another instance wrote it first: read theirs.
+	}
+	return nil, apierr.New(apierr.Conflict, "the credential service's key record keeps changing; try again")
 }
 
 // young reports whether a record written at updated may still be part of a

@@ -278,3 +278,69 @@ func TestInstancesRefreshOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestInstancesAgreeOnTheKeyPair: two instances start together on an empty
+// Vault and both make the service's curve key pair; the second write reaches
+// Vault late (a slow Vault), after the first instance read its own back.
+// They must still end up with the same pair: a secret sealed to one
+// instance's key is opened by whichever instance gets the request.
+func TestInstancesAgreeOnTheKeyPair(t *testing.T) {
+	t.Parallel()
+	v := startVault(t)
+	ctx := ctxT(t)
+	target, err := url.Parse(v.srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var writes atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.Contains(r.URL.Path, credential.KeyRecordID) {
+			if writes.Add(1) == 2 {
+				time.Sleep(2 * time.Second)
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	var svcs []*credential.Service
+	for range 2 {
+		st, err := vaultstore.New(ctx, vaultstore.Config{Address: front.URL, Token: v.token(t, "1h", "")}, quietLog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		nc, err := ns.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		svc, err := credential.New(nc, credential.Options{Store: st, Logger: quietLog(), AnyResolver: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs = append(svcs, svc)
+	}
+	pubs := make([]string, 2)
+	errs := make(chan error, 2)
+	for i, svc := range svcs {
+		go func() {
+			var err error
+			pubs[i], err = svc.PublicKey(ctx)
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pubs[0] != pubs[1] {
+		t.Fatalf("the instances hold different key pairs: %s and %s", pubs[0], pubs[1])
+	}
+}
