@@ -47,9 +47,6 @@ func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, erro
 	}
 	defer unlock()
 	change := func(rec model.Credentials) (model.Credentials, error) {
-		if in.Replace {
-			rec = model.Credentials{}
-		}
 		rec = merge(rec, given)
 		if in.For != nil {
 			rec.Owner = in.For.ServerID
@@ -71,7 +68,16 @@ func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, erro
 		}
 		return id, s.describe(r, rec, s.opts.Now().UTC()), nil
 	}
-	rec, err := s.update(ctx, r, change)
+	var rec model.Credentials
+	if in.Replace {
+		// Nothing read: a replace also overwrites a record that no longer
+		// opens, and the last replace wins.
+		if rec, err = change(model.Credentials{}); err == nil {
+			err = s.write(ctx, r, rec)
+		}
+	} else {
+		rec, err = s.update(ctx, r, change)
+	}
 	if err != nil {
 		return id, nil, err
 	}
