@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -342,5 +344,53 @@ func TestInstancesAgreeOnTheKeyPair(t *testing.T) {
 	}
 	if pubs[0] != pubs[1] {
 		t.Fatalf("the instances hold different key pairs: %s and %s", pubs[0], pubs[1])
+	}
+}
+
+// TestReadinessFollowsARefusedAppRoleLogin: once the AppRole secret id is
+// gone (expired, destroyed) and the token with it, every request fails
+// UNAUTHORIZED: readiness must say so, as it does for an invalid static
+// token, and be back once a new secret id is in its file (no restart).
+func TestReadinessFollowsARefusedAppRoleLogin(t *testing.T) {
+	t.Parallel()
+	v := startVault(t)
+	ctx := ctxT(t)
+	roleID, secretID := enableAppRole(t, v, "1h", "2h")
+	dir := t.TempDir()
+	secretFile := dir + "/secret_id"
+	if err := os.WriteFile(secretFile, []byte(secretID), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := v.store(t, vaultstore.Config{RoleID: roleID, SecretIDFile: secretFile})
+	id := uuid.NewString()
+	if err := s.Put(ctx, id, sample()); err != nil {
+		t.Fatal(err)
+	}
+	// The secret id is destroyed and the token revoked.
+	if _, err := v.root.Logical().Write("auth/approle/role/mcpbus-credential/secret-id/destroy", map[string]any{"secret_id": secretID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.root.Auth().Token().RevokeTree(s.Token()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(ctx, id); apierr.Of(err) != apierr.Unauthorized {
+		t.Fatalf("Get with the secret id gone: %v", err)
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("ready while Vault refuses the AppRole login")
+	}
+	// A new secret id in the file: ready again, and requests work.
+	sec, err := v.root.Logical().Write("auth/approle/role/mcpbus-credential/secret-id", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secretFile, []byte(sec.Data["secret_id"].(string)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("not ready with a new secret id: %v", err)
+	}
+	if _, _, err := s.Get(ctx, id); err != nil {
+		t.Fatalf("Get with a new secret id: %v", err)
 	}
 }

@@ -121,6 +121,9 @@ type Store struct {
 	// kvChecked is set once the mount is known to be KV v2 (or cannot be
 	// checked with the token's policy); see checkMount.
 	kvChecked atomic.Bool
+	// loginRefused is set while Vault refuses the AppRole login (or the
+	// pair cannot be read): readiness reports it (Ping).
+	loginRefused atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -276,28 +279,42 @@ func (s *Store) authDone(stale string) (bool, error) {
 // needs no renewal (a token without TTL, such as a root token).
 func (s *Store) authenticate(ctx context.Context) (*vault.Secret, error) {
 	if s.cfg.Token == "" {
-		roleID, secretID, err := s.appRolePair()
-		if err != nil {
-			return nil, err
-		}
-		auth, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromString: secretID}, approle.WithMountPath(s.cfg.AppRoleMount))
-		if err != nil {
-			return nil, apierr.Wrap(apierr.Internal, "Vault AppRole settings are not valid", err)
-		}
-		secret, err := s.client.Auth().Login(ctx, auth)
-		if statusOf(err) == http.StatusBadRequest {
-			// Vault answers 400 for an unknown role id or a wrong secret id.
-			return nil, apierr.Wrap(apierr.Unauthorized, "Vault refused the AppRole login (check the role id and secret id)", err)
-		}
-		if err != nil {
-			return nil, mapError(err, "auth/"+s.cfg.AppRoleMount+"/login", "logging in to Vault with AppRole")
-		}
-		if secret == nil || secret.Auth == nil {
-			return nil, apierr.New(apierr.Unauthorized, "Vault AppRole login returned no token")
-		}
-		s.log.Info("logged in to Vault with AppRole", "ttl", time.Duration(secret.Auth.LeaseDuration)*time.Second, "renewable", secret.Auth.Renewable)
-		return secret, nil
+		secret, err := s.appRoleLogin(ctx)
+		// Refused (or the pair unreadable): nothing works until the
+		// operator gives a new secret id, so readiness says so (Ping).
+		s.loginRefused.Store(apierr.Of(err) == apierr.Unauthorized)
+		return secret, err
 	}
+	return s.lookupSelf(ctx)
+}
+
+// appRoleLogin is authenticate with AppRole.
+func (s *Store) appRoleLogin(ctx context.Context) (*vault.Secret, error) {
+	roleID, secretID, err := s.appRolePair()
+	if err != nil {
+		return nil, err
+	}
+	auth, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromString: secretID}, approle.WithMountPath(s.cfg.AppRoleMount))
+	if err != nil {
+		return nil, apierr.Wrap(apierr.Internal, "Vault AppRole settings are not valid", err)
+	}
+	secret, err := s.client.Auth().Login(ctx, auth)
+	if statusOf(err) == http.StatusBadRequest {
+		// Vault answers 400 for an unknown role id or a wrong secret id.
+		return nil, apierr.Wrap(apierr.Unauthorized, "Vault refused the AppRole login (check the role id and secret id)", err)
+	}
+	if err != nil {
+		return nil, mapError(err, "auth/"+s.cfg.AppRoleMount+"/login", "logging in to Vault with AppRole")
+	}
+	if secret == nil || secret.Auth == nil {
+		return nil, apierr.New(apierr.Unauthorized, "Vault AppRole login returned no token")
+	}
+	s.log.Info("logged in to Vault with AppRole", "ttl", time.Duration(secret.Auth.LeaseDuration)*time.Second, "renewable", secret.Auth.Renewable)
+	return secret, nil
+}
+
+// lookupSelf is authenticate with a static token.
+func (s *Store) lookupSelf(ctx context.Context) (*vault.Secret, error) {
 	self, err := s.client.Auth().Token().LookupSelfWithContext(ctx)
 	if err != nil {
 		e := mapError(err, "auth/token/lookup-self", "looking up the Vault token")
