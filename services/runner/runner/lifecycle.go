@@ -85,12 +85,14 @@ func (s *server) ensureRunning(ctx context.Context) error {
 }
 
 // retryable reports whether a failed start may succeed if tried again: a
-// crash or a timeout may, a missing package or credential will not.
+// crash or a timeout may, and so may a credential backend that is down or
+// rate limiting (Vault's 429 reaches the runner as RATE_LIMITED); a missing
+// package or credential will not.
 func retryable(e *apierr.Error) bool {
 	if errors.Is(e, errAtLimit) {
 		return false
 	}
-	return e.Code == apierr.ServiceUnavailable || e.Code == apierr.Network
+	return e.Code == apierr.ServiceUnavailable || e.Code == apierr.Network || e.Code == apierr.RateLimited
 }
 
 var errAtLimit = errors.New("runner at its server limit")
