@@ -168,7 +168,7 @@ func New(nc *nats.Conn, opts Options) (*Service, error) {
 		health: health, met: newMetrics(),
 		nc: nc, opts: opts, subj: bus.NewSubjects(opts.Prefix), store: measure(opts.Store),
 		log:   opts.Logger.With("backend", opts.Store.Name()),
-		keys:  &keyRing{load: keyLoader(opts.Store, opts.KeySettle)},
+		keys:  newKeyRing(keyLoader(opts.Store, opts.KeySettle)),
 		owner: ownerCheck{nc: nc, skip: opts.AnyResolver},
 		locks: keyedMutex{m: map[string]*keyedEntry{}}, ready: make(chan struct{}),
 	}, nil
