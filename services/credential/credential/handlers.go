@@ -46,23 +46,39 @@ func (s *Service) handleSet(ctx context.Context, data []byte) (string, any, erro
 		return id, nil, err
 	}
 	defer unlock()
-	var rec model.Credentials
-	if !in.Replace {
-		if rec, err = s.get(ctx, r); err != nil {
-			return id, nil, err
+	change := func(rec model.Credentials) (model.Credentials, error) {
+		rec = merge(rec, given)
+		if in.For != nil {
+			rec.Owner = in.For.ServerID
 		}
-	}
-	rec = merge(rec, given)
-	if in.For != nil {
-		rec.Owner = in.For.ServerID
-	}
-	if e := checkRecord(rec); e != nil {
-		return id, nil, e
+		if e := checkRecord(rec); e != nil {
+			return model.Credentials{}, e
+		}
+		return rec, nil
 	}
 	if in.DryRun {
+		var rec model.Credentials
+		if !in.Replace {
+			if rec, err = s.get(ctx, r); err != nil {
+				return id, nil, err
+			}
+		}
+		if rec, err = change(rec); err != nil {
+			return id, nil, err
+		}
 		return id, s.describe(r, rec, s.opts.Now().UTC()), nil
 	}
-	if err := s.write(ctx, r, rec); err != nil {
+	var rec model.Credentials
+	if in.Replace {
+		// Nothing read: a replace also overwrites a record that no longer
+		// opens, and the last replace wins.
+		if rec, err = change(model.Credentials{}); err == nil {
+			err = s.write(ctx, r, rec)
+		}
+	} else {
+		rec, err = s.update(ctx, r, change)
+	}
+	if err != nil {
 		return id, nil, err
 	}
 	s.changed(r, VerbSet)
@@ -238,18 +254,17 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 		s.changed(r, VerbDelete)
 		return id, s.describe(r, model.Credentials{}, time.Time{}), nil
 	}
-	rec, err := s.get(ctx, r)
+	rec, err := s.update(ctx, r, func(rec model.Credentials) (model.Credentials, error) {
+		rec, missing := remove(rec, in.Names)
+		if len(missing) > 0 {
+			// Nothing is removed unless every name is there: a typo must
+			// not half-apply a delete.
+			return model.Credentials{}, &apierr.Error{Code: apierr.NotFound, Field: "names",
+				Message: fmt.Sprintf("server %s has no stored credential named %s", id, strings.Join(quoteAll(missing), ", "))}
+		}
+		return rec, nil
+	})
 	if err != nil {
-		return id, nil, err
-	}
-	rec, missing := remove(rec, in.Names)
-	if len(missing) > 0 {
-		// Nothing is removed unless every name is there: a typo must not
-		// half-apply a delete.
-		return id, nil, &apierr.Error{Code: apierr.NotFound, Field: "names",
-			Message: fmt.Sprintf("server %s has no stored credential named %s", id, strings.Join(quoteAll(missing), ", "))}
-	}
-	if err := s.write(ctx, r, rec); err != nil {
 		return id, nil, err
 	}
 	s.changed(r, VerbDelete)

@@ -31,10 +31,12 @@ import (
 //   - any other store (Vault): through the store interface, as the record of
 //     the reserved id KeyRecordID (Vault: <mount>/mcpbus/<KeyRecordID>, a KV v2
 //     secret the existing policy already covers; token renewal, AppRole and
-//     error mapping are the store's). The interface has no create-if-absent,
+//     error mapping are the store's). store.Store has no create-if-absent,
 //     so a new pair is written, then read back after KeySettle: of instances
 //     racing at first start, all adopt the last write. An instance that still
-//     ends up with another pair reloads it when a blob does not open.
+//     ends up with another pair reloads it when a blob does not open. A
+//     store with check-and-set (store.Versioned: Vault) writes the pair only
+//     where there is none, so exactly one first write lands.
 //
 // The cred.* verbs refuse KeyRecordID, so the pair never leaves the service.
 
@@ -56,39 +58,70 @@ const keyReloadEvery = 5 * time.Second
 // down when the service starts).
 type keyRing struct {
 	load func(ctx context.Context) (nkeys.KeyPair, error)
+	// loading holds one token: one load at a time, which a request waits
+	// for only until its own deadline (a Vault that does not answer must
+	// not hold every request to the deadline of the one loading).
+	loading chan struct{}
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards the fields below, never held across a load
 	kp     nkeys.KeyPair
 	pub    string
 	loaded time.Time
 }
 
-// get returns the pair, loading it when it is not loaded yet.
-func (k *keyRing) get(ctx context.Context) (nkeys.KeyPair, string, error) {
+func newKeyRing(load func(ctx context.Context) (nkeys.KeyPair, error)) *keyRing {
+	return &keyRing{load: load, loading: make(chan struct{}, 1)}
+}
+
+// current returns the pair loaded, if any.
+func (k *keyRing) current() (nkeys.KeyPair, string, time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.kp != nil {
-		return k.kp, k.pub, nil
+	return k.kp, k.pub, k.loaded
+}
+
+// acquire takes the load token, or gives up when ctx ends.
+func (k *keyRing) acquire(ctx context.Context) error {
+	select {
+	case k.loading <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return apierr.Wrap(apierr.ServiceUnavailable, "the credential service's key pair is still being read from its store (Vault did not answer in time)", ctx.Err())
 	}
-	return k.loadLocked(ctx)
+}
+
+// get returns the pair, loading it when it is not loaded yet.
+func (k *keyRing) get(ctx context.Context) (nkeys.KeyPair, string, error) {
+	if kp, pub, _ := k.current(); kp != nil {
+		return kp, pub, nil
+	}
+	if err := k.acquire(ctx); err != nil {
+		return nil, "", err
+	}
+	defer func() { <-k.loading }()
+	if kp, pub, _ := k.current(); kp != nil { // loaded meanwhile
+		return kp, pub, nil
+	}
+	return k.loadNow(ctx)
 }
 
 // reload reads the pair again (at most every keyReloadEvery) and reports
 // whether it changed.
 func (k *keyRing) reload(ctx context.Context) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if time.Since(k.loaded) < keyReloadEvery {
+	if err := k.acquire(ctx); err != nil {
 		return false
 	}
-	old := k.pub
-	if _, _, err := k.loadLocked(ctx); err != nil {
+	defer func() { <-k.loading }()
+	_, old, loaded := k.current()
+	if time.Since(loaded) < keyReloadEvery {
 		return false
 	}
-	return k.pub != old
+	_, pub, err := k.loadNow(ctx)
+	return err == nil && pub != old
 }
 
-func (k *keyRing) loadLocked(ctx context.Context) (nkeys.KeyPair, string, error) {
+// loadNow loads the pair and keeps it; the caller holds the load token.
+func (k *keyRing) loadNow(ctx context.Context) (nkeys.KeyPair, string, error) {
 	kp, err := k.load(ctx)
 	if err != nil {
 		return nil, "", err
@@ -97,7 +130,9 @@ func (k *keyRing) loadLocked(ctx context.Context) (nkeys.KeyPair, string, error)
 	if err != nil {
 		return nil, "", apierr.Wrap(apierr.Internal, "credential service curve public key", err)
 	}
+	k.mu.Lock()
 	k.kp, k.pub, k.loaded = kp, pub, time.Now()
+	k.mu.Unlock()
 	return kp, pub, nil
 }
 
@@ -137,6 +172,9 @@ func loadKeyFile(path string) (nkeys.KeyPair, error) {
 // written within the last two settle times may still be replaced by another
 // instance's first write, so it is read again after settle.
 func loadKeyRecord(ctx context.Context, st store.Store, settle time.Duration) (nkeys.KeyPair, error) {
+	if vs, ok := st.(store.Versioned); ok {
+		return loadKeyRecordOnce(ctx, st, vs)
+	}
 	kp, updated, err := readKeyRecord(ctx, st)
 	switch {
 	case err == nil && !young(updated, settle):
@@ -163,6 +201,37 @@ func loadKeyRecord(ctx context.Context, st store.Store, settle time.Duration) (n
 	// The last of several first writes wins: adopt what is stored.
 	kp, _, err = readKeyRecord(ctx, st)
 	return kp, err
+}
+
+// loadKeyRecordOnce is loadKeyRecord on a store with check-and-set (Vault):
+// the pair is written only where there is none, so of instances racing at
+// first start exactly one write lands, however slow the store, and the
+// others read it.
+func loadKeyRecordOnce(ctx context.Context, st store.Store, vs store.Versioned) (nkeys.KeyPair, error) {
+	for range 3 {
+		_, _, version, err := vs.GetVersion(ctx, KeyRecordID)
+		if err == nil {
+			kp, _, err := readKeyRecord(ctx, st)
+			return kp, err
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		kp, seed, err := newCurvePair()
+		if err != nil {
+			return nil, err
+		}
+		err = vs.PutIf(ctx, KeyRecordID, model.Credentials{Env: map[string]string{keySeedName: string(seed)}}, version)
+		clear(seed)
+		if err == nil {
+			return kp, nil
+		}
+		if !errors.Is(err, store.ErrChanged) {
+			return nil, err
+		}
+		// Another instance wrote it first: read theirs.
+	}
+	return nil, apierr.New(apierr.Conflict, "the credential service's key record keeps changing; try again")
 }
 
 // young reports whether a record written at updated may still be part of a

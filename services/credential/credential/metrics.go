@@ -115,3 +115,30 @@ func (m measuredStore) List(ctx context.Context) ([]string, error) {
 	m.done("list", start, err)
 	return keys, err
 }
+
+// GetVersion is Get with the record's version (the store must be
+// store.Versioned: Service.update checks).
+func (m measuredStore) GetVersion(ctx context.Context, key string) (model.Credentials, time.Time, uint64, error) {
+	start := time.Now()
+	c, at, v, err := m.Store.(store.Versioned).GetVersion(ctx, key)
+	m.done("get", start, err)
+	return c, at, v, err
+}
+
+// PutIf is Put at a version (store.Versioned).
+func (m measuredStore) PutIf(ctx context.Context, key string, c model.Credentials, version uint64) error {
+	start := time.Now()
+	err := m.Store.(store.Versioned).PutIf(ctx, key, c, version)
+	if errors.Is(err, store.ErrChanged) {
+		m.done("put", start, nil) // Vault answered
+	} else {
+		m.done("put", start, err)
+	}
+	return err
+}
+
+// versioned reports whether the store checks versions (store.Versioned).
+func (m measuredStore) versioned() bool {
+	_, ok := m.Store.(store.Versioned)
+	return ok
+}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"maps"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nkeys"
 	"golang.org/x/oauth2"
@@ -14,6 +16,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/services/credential/store"
 )
 
 func (s *Service) handleResolve(ctx context.Context, data []byte) (string, any, error) {
@@ -174,6 +177,7 @@ func (s *Service) sealRecord(ctx context.Context, r ref, recipient string, pick 
 			s.log.Warn("keeping the server of a principal's credentials", "code", apierr.Of(err), "error", apierr.From(err).Message)
 		}
 	}
+	rec.OAuth = s.unsaved.adopt(ctx, s, r, rec)
 	if rec.OAuth != nil {
 		tok, err := s.freshToken(ctx, r, rec)
 		if err != nil {
@@ -274,21 +278,77 @@ func (s *Service) freshToken(ctx context.Context, r ref, rec model.Credentials) 
 			attrs = append(attrs, "error_type", errorKind(err))
 		}
 		s.log.Warn("OAuth token refresh failed", attrs...)
+		if m, ok := s.store.(measuredStore); ok && m.versioned() && re != nil && re.ErrorCode == "invalid_grant" {
+			// Another instance sharing the store (Vault) may have spent
+			// the refresh token a moment ago: its token is the record's.
+			if theirs := s.awaitRefreshElsewhere(ctx, r, tok); theirs != nil {
+				return theirs, nil
+			}
+		}
 		if expired {
 			return nil, apierr.Wrap(apierr.Unauthorized, "OAuth token expired and refresh failed", err)
 		}
 		return tok, nil // still valid for a little while: use it
 	}
-	rec.OAuth = nt
-	if err := s.store.Put(ctx, r.key(), rec); err != nil {
+	_, err = s.update(ctx, r, func(cur model.Credentials) (model.Credentials, error) {
+		if cur.OAuth == nil || cur.OAuth.RefreshToken != tok.RefreshToken {
+			// Written meanwhile by another instance (a new authorization,
+			// its own refresh): that write stands.
+			return model.Credentials{}, errSuperseded
+		}
+		cur.OAuth = nt
+		return cur, nil
+	})
+	if errors.Is(err, errSuperseded) {
+		s.log.Info("OAuth token refreshed; the record was written meanwhile elsewhere, which stands", "server_id", id)
+		return nt, nil
+	}
+	if err != nil {
 		// The new token works; the runner gets it even though keeping it
-		// failed (the next resolve refreshes again).
-		s.log.Error("storing the refreshed OAuth token failed", "server_id", id, "code", apierr.Of(err), "error", apierr.From(err).Message)
+		// failed. The refresh may have spent the stored refresh token
+		// (rotation), so the next resolve must not refresh with it again:
+		// it takes this token and tries the write again (unsavedTokens).
+		s.unsaved.keep(r.key(), tok.RefreshToken, nt)
+		s.log.Error("storing the refreshed OAuth token failed; kept in memory until it is stored", "server_id", id, "code", apierr.Of(err), "error", apierr.From(err).Message)
 	} else {
 		s.log.Info("OAuth token refreshed", "server_id", id, "expires_at", nt.ExpiresAt)
 		s.changed(r, verbRefresh)
 	}
 	return nt, nil
+}
+
+// errSuperseded: the record changed since the refresh read it.
+var errSuperseded = errors.New("the credential record changed meanwhile")
+
+// refreshWait bounds how long a refresh refused as invalid_grant waits for
+// another instance's write of the token it got (refreshPoll apart).
+const (
+	refreshWait = 3 * time.Second
+	refreshPoll = 100 * time.Millisecond
+)
+
+// awaitRefreshElsewhere reads r's record again until it holds another
+// refresh token than tok's (another instance refreshed and stored it) with
+// an access token that is not expired, and returns that token; nil when
+// none comes within refreshWait (or ctx ends).
+func (s *Service) awaitRefreshElsewhere(ctx context.Context, r ref, tok *model.OAuthToken) *model.OAuthToken {
+	deadline := time.Now().Add(refreshWait)
+	for {
+		rec, _, err := s.store.Get(ctx, r.key())
+		if err == nil && rec.OAuth != nil && rec.OAuth.RefreshToken != tok.RefreshToken &&
+			(rec.OAuth.ExpiresAt.IsZero() || s.opts.Now().Before(rec.OAuth.ExpiresAt)) {
+			s.log.Info("OAuth token refreshed by another instance", "server_id", r.id)
+			return rec.OAuth
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) || time.Now().Add(refreshPoll).After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(refreshPoll):
+		}
+	}
 }
 
 // refresh exchanges the refresh token at the token endpoint (RFC 6749 §6).
@@ -332,4 +392,52 @@ func errorKind(err error) string {
 		return "cancelled"
 	}
 	return "transport"
+}
+
+// unsavedTokens are OAuth tokens this instance got from a refresh but could
+// not store (Vault sealed or down at that moment), by record key. The
+// refresh may have spent the stored refresh token, so until the record is
+// written again the kept token, not the stored one, is the record's.
+type unsavedTokens struct {
+	mu sync.Mutex
+	m  map[string]unsavedToken
+}
+
+type unsavedToken struct {
+	// spent is the refresh token the refresh used: the kept token stands
+	// for the stored one only while the store still holds that one.
+	spent string
+	tok   *model.OAuthToken
+}
+
+func (u *unsavedTokens) keep(key, spent string, tok *model.OAuthToken) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[string]unsavedToken{}
+	}
+	u.m[key] = unsavedToken{spent: spent, tok: tok}
+}
+
+// adopt returns the token of rec (read from the store, r's lock held): the
+// token kept for r when the store still holds the refresh token it
+// replaced, stored now if the store takes it (kept otherwise), or rec's own
+// when someone wrote the record since (the kept one is dropped).
+func (u *unsavedTokens) adopt(ctx context.Context, s *Service, r ref, rec model.Credentials) *model.OAuthToken {
+	u.mu.Lock()
+	k, ok := u.m[r.key()]
+	delete(u.m, r.key())
+	u.mu.Unlock()
+	if !ok || rec.OAuth == nil || rec.OAuth.RefreshToken != k.spent {
+		return rec.OAuth
+	}
+	rec.OAuth = k.tok
+	if err := s.store.Put(ctx, r.key(), rec); err != nil {
+		u.keep(r.key(), k.spent, k.tok)
+		s.log.Warn("storing the refreshed OAuth token failed again; still kept in memory", "server_id", r.id, "code", apierr.Of(err), "error", apierr.From(err).Message)
+	} else {
+		s.log.Info("refreshed OAuth token stored", "server_id", r.id, "expires_at", k.tok.ExpiresAt)
+		s.changed(r, verbRefresh)
+	}
+	return k.tok
 }

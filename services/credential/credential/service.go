@@ -141,8 +141,10 @@ type Service struct {
 	keys  *keyRing
 	owner ownerCheck
 	locks keyedMutex
-	ready chan struct{}
-	met   metrics
+	// unsaved holds refreshed OAuth tokens the store did not take.
+	unsaved unsavedTokens
+	ready   chan struct{}
+	met     metrics
 	// closer releases a store Build opened (nil otherwise).
 	closer io.Closer
 	// health probes a backend that can be down (nil for the file store).
@@ -166,7 +168,7 @@ func New(nc *nats.Conn, opts Options) (*Service, error) {
 		health: health, met: newMetrics(),
 		nc: nc, opts: opts, subj: bus.NewSubjects(opts.Prefix), store: measure(opts.Store),
 		log:   opts.Logger.With("backend", opts.Store.Name()),
-		keys:  &keyRing{load: keyLoader(opts.Store, opts.KeySettle)},
+		keys:  newKeyRing(keyLoader(opts.Store, opts.KeySettle)),
 		owner: ownerCheck{nc: nc, skip: opts.AnyResolver},
 		locks: keyedMutex{m: map[string]*keyedEntry{}}, ready: make(chan struct{}),
 	}, nil

@@ -67,3 +67,20 @@ type Lister interface {
 	// stored before kinds), in no particular order.
 	List(ctx context.Context) ([]string, error)
 }
+
+// ErrChanged is returned by a Versioned store's PutIf when the record is no
+// longer at the version it was read at: another writer got in between.
+var ErrChanged = errors.New("the credential record changed since it was read")
+
+// Versioned is a store that several service instances may share (Vault):
+// a read-modify-write reads the record's version and writes only if no one
+// wrote it since, so that an instance never erases another's write. (The
+// file store is one instance's: its writes are serialised by the service.)
+type Versioned interface {
+	// GetVersion is Get with the record's version (0 when there is none,
+	// with ErrNotFound).
+	GetVersion(ctx context.Context, key string) (model.Credentials, time.Time, uint64, error)
+	// PutIf is Put, made only when the record is still at version (0: when
+	// there is none); ErrChanged otherwise.
+	PutIf(ctx context.Context, key string, creds model.Credentials, version uint64) error
+}

@@ -31,6 +31,9 @@ func (r *Runner) buildEnvironment(ctx context.Context, cfg *model.McpConfig) (en
 			return nil, nil, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s needs credentials and this runner has no credential service", cfg.Slug)
 		}
 		if creds, err = r.opts.Resolver.Resolve(ctx, cfg.ID); err != nil {
+			if retryable(apierr.From(err)) {
+				err = credentialsUnavailable{err}
+			}
 			return nil, nil, nil, nil, err
 		}
 	}

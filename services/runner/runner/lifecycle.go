@@ -85,15 +85,42 @@ func (s *server) ensureRunning(ctx context.Context) error {
 }
 
 // retryable reports whether a failed start may succeed if tried again: a
-// crash or a timeout may, a missing package or credential will not.
+// crash or a timeout may, and so may a credential backend that is down or
+// rate limiting (Vault's 429 reaches the runner as RATE_LIMITED); a missing
+// package or credential will not.
 func retryable(e *apierr.Error) bool {
 	if errors.Is(e, errAtLimit) {
 		return false
 	}
-	return e.Code == apierr.ServiceUnavailable || e.Code == apierr.Network
+	return e.Code == apierr.ServiceUnavailable || e.Code == apierr.Network || e.Code == apierr.RateLimited
 }
 
 var errAtLimit = errors.New("runner at its server limit")
+
+// credentialsUnavailable marks a start that failed because the server's
+// secrets could not be read: the credential service, or Vault behind it,
+// is down, sealed or rate limiting (a retryable error of cred.resolve).
+type credentialsUnavailable struct{ err error }
+
+func (c credentialsUnavailable) Error() string { return c.err.Error() }
+func (c credentialsUnavailable) Unwrap() error { return c.err }
+
+// waitForCredentials leaves a server whose start could not read its secrets
+// (credentialsUnavailable) in error and tries again after the backoff,
+// without spending its restart budget (MaxRestarts): the outage is not the
+// server's, and the server starts by itself once its secrets can be read,
+// however long Vault stays sealed. Runs on the server's goroutine.
+func (s *server) waitForCredentials(e *apierr.Error) {
+	if s.ctx.Err() != nil {
+		s.setState(model.StateError, e)
+		return
+	}
+	delay := s.backoff(s.credWaits)
+	s.credWaits++
+	s.retryIn(delay)
+	s.setState(model.StateError, e) // keeps the retry_at retryIn set
+	s.log.Warn("server's credentials cannot be read; will try again", "in", delay, "code", e.Code)
+}
 
 // statusRefresh is how often changed call counters are written to the status.
 const statusRefresh = 2 * time.Second
@@ -272,7 +299,7 @@ func (s *server) backingOff() *apierr.Error {
 func (s *server) resetRetries(reason string) {
 	s.countRestart(reason)
 	s.cancelRetry()
-	s.attempts, s.failedFirst, s.roomWaits = 0, false, 0
+	s.attempts, s.failedFirst, s.roomWaits, s.credWaits = 0, false, 0, 0
 }
 
 // maintain runs the idle stop and the health ping of every server.

@@ -86,6 +86,9 @@ type server struct {
 	// roomWaits counts the starts in a row refused at the runner's server
 	// limit (waitForRoom), for their backoff.
 	roomWaits int
+	// credWaits counts the starts in a row that could not read the
+	// server's secrets (waitForCredentials), for their backoff.
+	credWaits int
 	// failedFirst: the series began with a start that failed (not a crash
 	// of a server that ran), so that spawn counts as one of MaxRestarts.
 	failedFirst bool
@@ -280,6 +283,11 @@ func (s *server) start(cause context.Context) (err error) {
 		s.r.slotFreed()
 		e := apierr.From(err)
 		s.log.Warn("server failed to start", "code", e.Code, "error", e.Message)
+		var noCreds credentialsUnavailable
+		if errors.As(err, &noCreds) {
+			s.waitForCredentials(e)
+			return e
+		}
 		if s.attempts == 0 {
 			s.failedFirst = true
 		}
@@ -303,6 +311,7 @@ func (s *server) start(cause context.Context) (err error) {
 	s.startedAt = time.Now().UTC()
 	s.mu.Unlock()
 	s.publishCatalog()
+	s.credWaits = 0
 	s.setState(model.StateRunning, nil)
 	s.log.Info("server running", "tools", len(tools), "pid", pidOf(proc))
 	go s.watch(sess, gen)

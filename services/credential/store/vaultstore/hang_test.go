@@ -96,3 +96,75 @@ func TestHungVaultAnswersWithinTheCallersDeadline(t *testing.T) {
 		t.Fatalf("the answer came %v before the caller's deadline: no margin", left)
 	}
 }
+
+// TestHungVaultEachRequestItsOwnDeadline: while one request waits on a
+// Vault that never answers (logging in, with a long deadline), another with
+// a short deadline still fails at its own deadline, not at the first one's.
+func TestHungVaultEachRequestItsOwnDeadline(t *testing.T) {
+	t.Parallel()
+	addr := hungVault(t)
+	nctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	s, err := vaultstore.New(nctx, vaultstore.Config{Address: addr, Token: "hvs.not-a-real-token", MaxRetries: -1}, quietLog())
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	long, cancelLong := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancelLong()
+	go func() { _, _, _ = s.Get(long, uuid.NewString()) }()
+	time.Sleep(200 * time.Millisecond) // the first request is waiting on Vault
+	short, cancelShort := context.WithTimeout(context.Background(), time.Second)
+	defer cancelShort()
+	start := time.Now()
+	_, _, err = s.Get(short, uuid.NewString())
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("a request with a 1 s deadline returned after %v (%v): it waited for another request's", took, err)
+	}
+	if apierr.Of(err) != apierr.ServiceUnavailable && apierr.Of(err) != apierr.Network {
+		t.Fatalf("short request on a hung Vault: %v", err)
+	}
+}
+
+// TestHungVaultKeyLoadEachItsOwnDeadline: the service's key pair is loaded
+// from Vault on first use; while one request waits for that load on a Vault
+// that never answers, another with a shorter deadline fails at its own.
+func TestHungVaultKeyLoadEachItsOwnDeadline(t *testing.T) {
+	t.Parallel()
+	addr := hungVault(t)
+	nctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	s, err := vaultstore.New(nctx, vaultstore.Config{Address: addr, Token: "hvs.not-a-real-token", MaxRetries: -1}, quietLog())
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	svc, err := credential.New(nc, credential.Options{Store: s, Logger: quietLog(), AnyResolver: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, cancelLong := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancelLong()
+	go func() { _, _ = svc.PublicKey(long) }()
+	time.Sleep(200 * time.Millisecond)
+	short, cancelShort := context.WithTimeout(context.Background(), time.Second)
+	defer cancelShort()
+	start := time.Now()
+	_, err = svc.PublicKey(short)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("a key request with a 1 s deadline returned after %v (%v): it waited for another's", took, err)
+	}
+	if err == nil {
+		t.Fatal("key pair loaded from a Vault that does not answer")
+	}
+}

@@ -103,8 +103,10 @@ type Store struct {
 	cfg    Config
 	log    *slog.Logger
 
-	// mu guards the auth state: a login happens once, not once per concurrent
-	// request, and only one watcher runs at a time.
+	// login holds one token (a semaphore that a waiting request may give up
+	// on): a login happens once, not once per concurrent request.
+	login chan struct{}
+	// mu guards the auth state; only one watcher runs at a time.
 	mu          sync.Mutex
 	authed      bool
 	stopWatcher context.CancelFunc // stops the current watcher
@@ -119,6 +121,9 @@ type Store struct {
 	// kvChecked is set once the mount is known to be KV v2 (or cannot be
 	// checked with the token's policy); see checkMount.
 	kvChecked atomic.Bool
+	// loginRefused is set while Vault refuses the AppRole login (or the
+	// pair cannot be read): readiness reports it (Ping).
+	loginRefused atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -177,7 +182,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	if cfg.Token != "" {
 		client.SetToken(cfg.Token)
 	}
-	s := &Store{client: client, kv: client.KVv2(cfg.Mount), cfg: cfg,
+	s := &Store{client: client, kv: client.KVv2(cfg.Mount), cfg: cfg, login: make(chan struct{}, 1),
 		log: log.With("backend", "vault", "vault_addr", vc.Address)}
 	s.life, s.end = context.WithCancel(context.WithoutCancel(ctx))
 	loginCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -220,17 +225,30 @@ func (s *Store) path(key string) string { return pathPrefix + key }
 // that keeps it alive. It does nothing once authenticated, unless stale names
 // the token in use: that token was refused, so log in again.
 func (s *Store) ensureAuth(ctx context.Context, stale string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.life.Err() != nil {
-		return apierr.New(apierr.ServiceUnavailable, "the Vault store is closed")
+	if done, err := s.authDone(stale); done || err != nil {
+		return err
 	}
-	if s.authed && (stale == "" || s.client.Token() != stale) {
-		return nil
+	// One login at a time, but a request waits for another's only as long
+	// as its own deadline allows: a Vault that does not answer must not
+	// hold a short request to a longer one's deadline (s.mu is not held
+	// across the request to Vault for that reason).
+	select {
+	case s.login <- struct{}{}:
+		defer func() { <-s.login }()
+	case <-ctx.Done():
+		return mapError(ctx.Err(), "", "waiting for the login to Vault")
+	}
+	if done, err := s.authDone(stale); done || err != nil {
+		return err
 	}
 	secret, err := s.authenticate(ctx)
 	if err != nil {
 		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.life.Err() != nil {
+		return apierr.New(apierr.ServiceUnavailable, "the Vault store is closed")
 	}
 	s.authed = true
 	if s.stopWatcher != nil {
@@ -246,32 +264,57 @@ func (s *Store) ensureAuth(ctx context.Context, stale string) error {
 	return nil
 }
 
+// authDone reports whether no login is needed (see ensureAuth), or the
+// store is closed.
+func (s *Store) authDone(stale string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.life.Err() != nil {
+		return false, apierr.New(apierr.ServiceUnavailable, "the Vault store is closed")
+	}
+	return s.authed && (stale == "" || s.client.Token() != stale), nil
+}
+
 // authenticate returns the auth secret to keep alive, or nil when the token
 // needs no renewal (a token without TTL, such as a root token).
 func (s *Store) authenticate(ctx context.Context) (*vault.Secret, error) {
 	if s.cfg.Token == "" {
-		roleID, secretID, err := s.appRolePair()
-		if err != nil {
-			return nil, err
-		}
-		auth, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromString: secretID}, approle.WithMountPath(s.cfg.AppRoleMount))
-		if err != nil {
-			return nil, apierr.Wrap(apierr.Internal, "Vault AppRole settings are not valid", err)
-		}
-		secret, err := s.client.Auth().Login(ctx, auth)
-		if statusOf(err) == http.StatusBadRequest {
-			// Vault answers 400 for an unknown role id or a wrong secret id.
-			return nil, apierr.Wrap(apierr.Unauthorized, "Vault refused the AppRole login (check the role id and secret id)", err)
-		}
-		if err != nil {
-			return nil, mapError(err, "auth/"+s.cfg.AppRoleMount+"/login", "logging in to Vault with AppRole")
-		}
-		if secret == nil || secret.Auth == nil {
-			return nil, apierr.New(apierr.Unauthorized, "Vault AppRole login returned no token")
-		}
-		s.log.Info("logged in to Vault with AppRole", "ttl", time.Duration(secret.Auth.LeaseDuration)*time.Second, "renewable", secret.Auth.Renewable)
-		return secret, nil
+		secret, err := s.appRoleLogin(ctx)
+		// Refused (or the pair unreadable): nothing works until the
+		// operator gives a new secret id, so readiness says so (Ping).
+		s.loginRefused.Store(apierr.Of(err) == apierr.Unauthorized)
+		return secret, err
 	}
+	return s.lookupSelf(ctx)
+}
+
+// appRoleLogin is authenticate with AppRole.
+func (s *Store) appRoleLogin(ctx context.Context) (*vault.Secret, error) {
+	roleID, secretID, err := s.appRolePair()
+	if err != nil {
+		return nil, err
+	}
+	auth, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromString: secretID}, approle.WithMountPath(s.cfg.AppRoleMount))
+	if err != nil {
+		return nil, apierr.Wrap(apierr.Internal, "Vault AppRole settings are not valid", err)
+	}
+	secret, err := s.client.Auth().Login(ctx, auth)
+	if statusOf(err) == http.StatusBadRequest {
+		// Vault answers 400 for an unknown role id or a wrong secret id.
+		return nil, apierr.Wrap(apierr.Unauthorized, "Vault refused the AppRole login (check the role id and secret id)", err)
+	}
+	if err != nil {
+		return nil, mapError(err, "auth/"+s.cfg.AppRoleMount+"/login", "logging in to Vault with AppRole")
+	}
+	if secret == nil || secret.Auth == nil {
+		return nil, apierr.New(apierr.Unauthorized, "Vault AppRole login returned no token")
+	}
+	s.log.Info("logged in to Vault with AppRole", "ttl", time.Duration(secret.Auth.LeaseDuration)*time.Second, "renewable", secret.Auth.Renewable)
+	return secret, nil
+}
+
+// lookupSelf is authenticate with a static token.
+func (s *Store) lookupSelf(ctx context.Context) (*vault.Secret, error) {
 	self, err := s.client.Auth().Token().LookupSelfWithContext(ctx)
 	if err != nil {
 		e := mapError(err, "auth/token/lookup-self", "looking up the Vault token")
@@ -484,10 +527,20 @@ func statusOf(err error) int {
 	return 0
 }
 
+var _ store.Versioned = (*Store)(nil)
+
 // Get reads the latest version of key's record.
 func (s *Store) Get(ctx context.Context, key string) (model.Credentials, time.Time, error) {
+	creds, updated, _, err := s.GetVersion(ctx, key)
+	return creds, updated, err
+}
+
+// GetVersion reads the latest version of key's record with its KV version
+// number (0 when the key has none; a deleted latest version keeps its
+// number, which a check-and-set write must name).
+func (s *Store) GetVersion(ctx context.Context, key string) (model.Credentials, time.Time, uint64, error) {
 	if err := store.CheckKey(key); err != nil {
-		return model.Credentials{}, time.Time{}, err
+		return model.Credentials{}, time.Time{}, 0, err
 	}
 	p := s.path(key)
 	var sec *vault.KVSecret
@@ -496,32 +549,44 @@ func (s *Store) Get(ctx context.Context, key string) (model.Credentials, time.Ti
 		return err
 	})
 	if errors.Is(err, vault.ErrSecretNotFound) {
-		return model.Credentials{}, time.Time{}, store.ErrNotFound
+		return model.Credentials{}, time.Time{}, 0, store.ErrNotFound
 	}
 	if err != nil {
-		return model.Credentials{}, time.Time{}, mapError(err, s.cfg.Mount+"/data/"+p, "reading credentials from Vault")
+		return model.Credentials{}, time.Time{}, 0, mapError(err, s.cfg.Mount+"/data/"+p, "reading credentials from Vault")
+	}
+	var version uint64
+	var updated time.Time
+	if sec != nil && sec.VersionMetadata != nil {
+		version = uint64(max(sec.VersionMetadata.Version, 0))
+		updated = sec.VersionMetadata.CreatedTime.UTC()
 	}
 	if sec == nil || sec.Data == nil { // a deleted latest version
-		return model.Credentials{}, time.Time{}, store.ErrNotFound
+		return model.Credentials{}, time.Time{}, version, store.ErrNotFound
 	}
 	raw, err := json.Marshal(sec.Data)
 	if err != nil {
-		return model.Credentials{}, time.Time{}, apierr.Wrap(apierr.Internal, "decoding the Vault record of "+key, err)
+		return model.Credentials{}, time.Time{}, 0, apierr.Wrap(apierr.Internal, "decoding the Vault record of "+key, err)
 	}
 	var creds model.Credentials
 	if err := json.Unmarshal(raw, &creds); err != nil {
-		return model.Credentials{}, time.Time{}, apierr.Newf(apierr.Internal, "the Vault record of %s is malformed", key)
+		return model.Credentials{}, time.Time{}, 0, apierr.Newf(apierr.Internal, "the Vault record of %s is malformed", key)
 	}
-	var updated time.Time
-	if sec.VersionMetadata != nil {
-		updated = sec.VersionMetadata.CreatedTime.UTC()
-	}
-	return creds, updated, nil
+	return creds, updated, version, nil
 }
 
 // Put writes creds as a new version of key's record (one request: the
 // whole record or nothing).
 func (s *Store) Put(ctx context.Context, key string, creds model.Credentials) error {
+	return s.put(ctx, key, creds)
+}
+
+// PutIf is Put with Vault's check-and-set: written only while the record
+// is at version (0: absent), else store.ErrChanged.
+func (s *Store) PutIf(ctx context.Context, key string, creds model.Credentials, version uint64) error {
+	return s.put(ctx, key, creds, vault.WithCheckAndSet(int(version)))
+}
+
+func (s *Store) put(ctx context.Context, key string, creds model.Credentials, opts ...vault.KVOption) error {
 	if err := store.CheckKey(key); err != nil {
 		return err
 	}
@@ -534,10 +599,29 @@ func (s *Store) Put(ctx context.Context, key string, creds model.Credentials) er
 		return apierr.Wrap(apierr.Internal, "encoding credentials", err)
 	}
 	p := s.path(key)
-	if err := s.do(ctx, func() error { _, err := s.kv.Put(ctx, p, data); return err }); err != nil {
+	err = s.do(ctx, func() error { _, err := s.kv.Put(ctx, p, data, opts...); return err })
+	if casMismatch(err) {
+		return store.ErrChanged
+	}
+	if err != nil {
 		return mapError(err, s.cfg.Mount+"/data/"+p, "writing credentials to Vault")
 	}
 	return nil
+}
+
+// casMismatch reports whether Vault refused a write for its check-and-set
+// version (400, "check-and-set parameter did not match the current version").
+func casMismatch(err error) bool {
+	var re *vault.ResponseError
+	if !errors.As(err, &re) || re.StatusCode != http.StatusBadRequest {
+		return false
+	}
+	for _, e := range re.Errors {
+		if strings.Contains(e, "check-and-set") {
+			return true
+		}
+	}
+	return false
 }
 
 // Delete removes key's record with every version (metadata delete).

@@ -1,0 +1,396 @@
+package vaultstore_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/credclient"
+	"github.com/mcpbus/mcpbus/libs/embednats"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/services/credential/credential"
+	"github.com/mcpbus/mcpbus/services/credential/store"
+	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
+)
+
+// flakyVault is a proxy in front of a real Vault that answers 503 to the
+// writes of records (PUT/POST under <mount>/data/) while failWrites is set.
+type flakyVault struct {
+	URL        string
+	failWrites atomic.Bool
+}
+
+func newFlakyVault(t *testing.T, v *vaultEnv) *flakyVault {
+	t.Helper()
+	target, err := url.Parse(v.srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &flakyVault{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f.failWrites.Load() && (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.Contains(r.URL.Path, "/data/") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"errors":["Vault is sealed"]}`))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	f.URL = front.URL
+	return f
+}
+
+// rotatingEndpoint is an OAuth token endpoint whose refresh tokens are single
+// use: each refresh spends the one it took and hands out the next.
+func rotatingEndpoint(t *testing.T, first string) (*httptest.Server, *atomic.Int32) {
+	var accept atomic.Value
+	accept.Store(first)
+	var n, calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_ = r.ParseForm()
+		w.Header().Set("Content-Type", "application/json")
+		if r.PostForm.Get("refresh_token") != accept.Load().(string) {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
+			return
+		}
+		i := n.Add(1)
+		next := fmt.Sprintf("rt-%d", i)
+		accept.Store(next)
+		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": fmt.Sprintf("at-%d", i), "token_type": "bearer",
+			"expires_in": 3600, "refresh_token": next})
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+// credOnVault runs a credential service on st over its own embedded NATS.
+func credOnVault(t *testing.T, st store.Store, tweak ...func(*credential.Options)) *nats.Conn {
+	t.Helper()
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	opts := credential.Options{Store: st, Logger: quietLog(), AnyResolver: true}
+	for _, f := range tweak {
+		f(&opts)
+	}
+	svc, err := credential.New(nc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.RunService(t, svc)
+	return nc
+}
+
+// TestRefreshedTokenOutlivesAFailedWrite: the token endpoint rotates refresh
+// tokens, so once a refresh succeeded the stored refresh token is spent. When
+// Vault refuses the write of the new token, the next resolve after Vault is
+// back must not refresh again with the spent one (invalid_grant: the server
+// would stay UNAUTHORIZED until someone authorizes it again): it hands out
+// the token it got and stores it.
+func TestRefreshedTokenOutlivesAFailedWrite(t *testing.T) {
+	t.Parallel()
+	v := startVault(t)
+	ctx := ctxT(t)
+	fv := newFlakyVault(t, v)
+	s, err := vaultstore.New(ctx, vaultstore.Config{Address: fv.URL, Token: v.token(t, "1h", ""), MaxRetries: -1}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	tokenURL, calls := rotatingEndpoint(t, "rt-0")
+	nc := credOnVault(t, s)
+	c := credclient.New(nc, "")
+	id := uuid.NewString()
+	if _, err := c.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &model.OAuthToken{
+		AccessToken: "at-0", RefreshToken: "rt-0", ClientID: "client", TokenURL: tokenURL.URL + "/token",
+		ExpiresAt: time.Now().Add(-time.Minute), EnvVar: "TOKEN",
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := credclient.NewResolver(nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fv.failWrites.Store(true)
+	got, err := res.Resolve(ctx, id)
+	if err != nil || got.Env["TOKEN"] != "at-1" {
+		t.Fatalf("resolve while Vault refuses writes: %+v, %v", got.Env, err)
+	}
+	fv.failWrites.Store(false)
+	got, err = res.Resolve(ctx, id)
+	if err != nil || got.Env["TOKEN"] != "at-1" {
+		t.Fatalf("resolve after Vault is back: %+v, %v (token endpoint called %d times)", got.Env, err, calls.Load())
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("token endpoint called %d times, want 1", n)
+	}
+	rec, _, err := s.Get(ctx, store.Key(model.CredServer, id))
+	if err != nil || rec.OAuth == nil || rec.OAuth.RefreshToken != "rt-1" || rec.OAuth.AccessToken != "at-1" {
+		t.Fatalf("stored after Vault is back: %+v, %v", rec.OAuth, err)
+	}
+}
+
+// TestInstancesDoNotLoseEachOthersSets: two credential service instances
+// (a split deployment: each its own Vault client, the same Vault) take the
+// cred.set requests of one server in turn; each set adds a name to the
+// record (read, merge, write). A set must not erase what the other instance
+// wrote between its read and its write.
+func TestInstancesDoNotLoseEachOthersSets(t *testing.T) {
+	t.Parallel()
+	v := startVault(t)
+	ctx := ctxT(t)
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	for range 2 {
+		st := v.store(t, vaultstore.Config{Token: v.token(t, "1h", "")})
+		nc, err := ns.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		svc, err := credential.New(nc, credential.Options{Store: st, Logger: quietLog(), AnyResolver: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.RunService(t, svc)
+	}
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c := credclient.New(nc, "")
+	id := uuid.NewString()
+	const n = 24
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := c.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{
+				Env: map[string]string{fmt.Sprintf("K%d", i): "value"}}})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("set: %v", err)
+		}
+	}
+	d, err := c.Describe(ctx, model.CredDescribeRequest{ServerID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Env) != n {
+		t.Fatalf("%d of %d names stored after concurrent sets on two instances: %v", len(d.Env), n, d.Env)
+	}
+}
+
+// TestInstancesRefreshOnce: resolves of an expired OAuth token reach two
+// instances at once. The token endpoint's refresh tokens are single use, so
+// only one instance's refresh can succeed; the other must answer with the
+// token that one stored, not UNAUTHORIZED (which leaves the server in error
+// until someone authorizes it again).
+func TestInstancesRefreshOnce(t *testing.T) {
+	t.Parallel()
+	v := startVault(t)
+	ctx := ctxT(t)
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	tokenURL, _ := rotatingEndpoint(t, "rt-0")
+	// The endpoint answers slowly enough that the instances' refreshes overlap.
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(200 * time.Millisecond)
+		u, _ := url.Parse(tokenURL.URL)
+		httputil.NewSingleHostReverseProxy(u).ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	for range 2 {
+		st := v.store(t, vaultstore.Config{Token: v.token(t, "1h", "")})
+		nc, err := ns.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		svc, err := credential.New(nc, credential.Options{Store: st, Logger: quietLog(), AnyResolver: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.RunService(t, svc)
+	}
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c := credclient.New(nc, "")
+	id := uuid.NewString()
+	if _, err := c.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &model.OAuthToken{
+		AccessToken: "at-0", RefreshToken: "rt-0", ClientID: "client", TokenURL: slow.URL + "/token",
+		ExpiresAt: time.Now().Add(-time.Minute), EnvVar: "TOKEN",
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := credclient.NewResolver(nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			got, err := res.Resolve(ctx, id)
+			if err == nil && got.Env["TOKEN"] != "at-1" {
+				err = fmt.Errorf("handed out %q", got.Env["TOKEN"])
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("resolve: %v", err)
+		}
+	}
+}
+
+// TestInstancesAgreeOnTheKeyPair: two instances start together on an empty
+// Vault and both make the service's curve key pair; the second write reaches
+// Vault late (a slow Vault), after the first instance read its own back.
+// They must still end up with the same pair: a secret sealed to one
+// instance's key is opened by whichever instance gets the request.
+func TestInstancesAgreeOnTheKeyPair(t *testing.T) {
+	t.Parallel()
+	v := startVault(t)
+	ctx := ctxT(t)
+	target, err := url.Parse(v.srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var writes atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.Contains(r.URL.Path, credential.KeyRecordID) {
+			if writes.Add(1) == 2 {
+				time.Sleep(2 * time.Second)
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	var svcs []*credential.Service
+	for range 2 {
+		st, err := vaultstore.New(ctx, vaultstore.Config{Address: front.URL, Token: v.token(t, "1h", "")}, quietLog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		nc, err := ns.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		svc, err := credential.New(nc, credential.Options{Store: st, Logger: quietLog(), AnyResolver: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs = append(svcs, svc)
+	}
+	pubs := make([]string, 2)
+	errs := make(chan error, 2)
+	for i, svc := range svcs {
+		go func() {
+			var err error
+			pubs[i], err = svc.PublicKey(ctx)
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pubs[0] != pubs[1] {
+		t.Fatalf("the instances hold different key pairs: %s and %s", pubs[0], pubs[1])
+	}
+}
+
+// TestReadinessFollowsARefusedAppRoleLogin: once the AppRole secret id is
+// gone (expired, destroyed) and the token with it, every request fails
+// UNAUTHORIZED: readiness must say so, as it does for an invalid static
+// token, and be back once a new secret id is in its file (no restart).
+func TestReadinessFollowsARefusedAppRoleLogin(t *testing.T) {
+	t.Parallel()
+	v := startVault(t)
+	ctx := ctxT(t)
+	roleID, secretID := enableAppRole(t, v, "1h", "2h")
+	dir := t.TempDir()
+	secretFile := dir + "/secret_id"
+	if err := os.WriteFile(secretFile, []byte(secretID), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := v.store(t, vaultstore.Config{RoleID: roleID, SecretIDFile: secretFile})
+	id := uuid.NewString()
+	if err := s.Put(ctx, id, sample()); err != nil {
+		t.Fatal(err)
+	}
+	// The secret id is destroyed and the token revoked.
+	if _, err := v.root.Logical().Write("auth/approle/role/mcpbus-credential/secret-id/destroy", map[string]any{"secret_id": secretID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.root.Auth().Token().RevokeTree(s.Token()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(ctx, id); apierr.Of(err) != apierr.Unauthorized {
+		t.Fatalf("Get with the secret id gone: %v", err)
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("ready while Vault refuses the AppRole login")
+	}
+	// A new secret id in the file: ready again, and requests work.
+	sec, err := v.root.Logical().Write("auth/approle/role/mcpbus-credential/secret-id", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secretFile, []byte(sec.Data["secret_id"].(string)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("not ready with a new secret id: %v", err)
+	}
+	if _, _, err := s.Get(ctx, id); err != nil {
+		t.Fatalf("Get with a new secret id: %v", err)
+	}
+}
