@@ -372,6 +372,11 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		// start is met again below.
 		_, _, _, _ = s.liveOrStart(ctx, h, token)
 	}
+	// A withheld tool's call is refused whatever the rules say: asked
+	// first, a person would approve a call that is then refused anyway.
+	if why, name := s.withheldTool(token); why != "" {
+		return callReply{data: toolargs.Result(apierr.New(apierr.Validation, why)), isError: true}, name, nil
+	}
 	// Before any share or slot is taken: a held call waits for a person.
 	if err := s.approve(ctx, c, h, token, args); err != nil {
 		return callReply{}, "", err
@@ -1023,6 +1028,19 @@ func traceID(span trace.Span) string {
 		return sc.TraceID().String()
 	}
 	return ""
+}
+
+// withheldTool tells why the known tool token names is withheld, or "",
+// and the tool's name. A tool the config filters out is not named: its
+// call is refused as unknown (live).
+func (s *server) withheldTool(token string) (why, name string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.tools[token]
+	if !ok || s.cfg == nil || !s.cfg.Tools.Allows(t.Name) {
+		return "", ""
+	}
+	return s.withheldLocked(token), t.Name
 }
 
 // callerMayCall reports whether c may call the tool token names; an unknown
