@@ -834,6 +834,18 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	if c.agent != "" && in.Method != "ping" && in.Method != "tools/list" && !c.record.AllowsWholeServer(s.slug) {
 		return nil, apierr.Newf(apierr.Unauthorized, "agent %s may use %s of server %s only with a grant of all its tools (%s__*)", c.agent, in.Method, s.slug, s.slug).WithField("method")
 	}
+	// What the caller sends the server (a prompt's arguments, a resource's
+	// URI) is scanned before the server is started or asked.
+	if scannedRequests[in.Method] {
+		params, found, err := s.r.secrets.checkRequest(s.secretPolicy().ArgumentsPolicy(), in.Method, in.Params)
+		for _, f := range found { // the rule and the place, never the value
+			s.log.Warn("secret found in a request", "method", in.Method, "where", f.Where, "rule", f.Rule, "action", f.Action, "request_id", h.Get(bus.HeaderRequestID))
+		}
+		if err != nil {
+			return nil, err
+		}
+		in.Params = params
+	}
 	// An agent's requests count in its share as its calls do: a flood of
 	// slow reads must not take the server from the other callers.
 	release, err := s.takeShare(c)
@@ -1028,6 +1040,17 @@ func traceID(span trace.Span) string {
 		return sc.TraceID().String()
 	}
 	return ""
+}
+
+// secretPolicy is the server's secret_scan policy (the defaults before
+// its config is known).
+func (s *server) secretPolicy() model.SecretsPolicy {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.cfg == nil {
+		return model.SecretsPolicy{}
+	}
+	return s.cfg.SecretScan
 }
 
 // withheldTool tells why the known tool token names is withheld, or "",
