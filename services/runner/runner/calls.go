@@ -372,6 +372,11 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		// start is met again below.
 		_, _, _, _ = s.liveOrStart(ctx, h, token)
 	}
+	// A withheld tool's call is refused whatever the rules say: asked
+	// first, a person would approve a call that is then refused anyway.
+	if why, name := s.withheldTool(token); why != "" {
+		return callReply{data: toolargs.Result(apierr.New(apierr.Validation, why)), isError: true}, name, nil
+	}
 	// Before any share or slot is taken: a held call waits for a person.
 	if err := s.approve(ctx, c, h, token, args); err != nil {
 		return callReply{}, "", err
@@ -829,6 +834,18 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	if c.agent != "" && in.Method != "ping" && in.Method != "tools/list" && !c.record.AllowsWholeServer(s.slug) {
 		return nil, apierr.Newf(apierr.Unauthorized, "agent %s may use %s of server %s only with a grant of all its tools (%s__*)", c.agent, in.Method, s.slug, s.slug).WithField("method")
 	}
+	// What the caller sends the server (a prompt's arguments, a resource's
+	// URI) is scanned before the server is started or asked.
+	if scannedRequests[in.Method] {
+		params, found, err := s.r.secrets.checkRequest(s.secretPolicy().ArgumentsPolicy(), in.Method, in.Params)
+		for _, f := range found { // the rule and the place, never the value
+			s.log.Warn("secret found in a request", "method", in.Method, "where", f.Where, "rule", f.Rule, "action", f.Action, "request_id", h.Get(bus.HeaderRequestID))
+		}
+		if err != nil {
+			return nil, err
+		}
+		in.Params = params
+	}
 	// An agent's requests count in its share as its calls do: a flood of
 	// slow reads must not take the server from the other callers.
 	release, err := s.takeShare(c)
@@ -1023,6 +1040,30 @@ func traceID(span trace.Span) string {
 		return sc.TraceID().String()
 	}
 	return ""
+}
+
+// secretPolicy is the server's secret_scan policy (the defaults before
+// its config is known).
+func (s *server) secretPolicy() model.SecretsPolicy {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.cfg == nil {
+		return model.SecretsPolicy{}
+	}
+	return s.cfg.SecretScan
+}
+
+// withheldTool tells why the known tool token names is withheld, or "",
+// and the tool's name. A tool the config filters out is not named: its
+// call is refused as unknown (live).
+func (s *server) withheldTool(token string) (why, name string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.tools[token]
+	if !ok || s.cfg == nil || !s.cfg.Tools.Allows(t.Name) {
+		return "", ""
+	}
+	return s.withheldLocked(token), t.Name
 }
 
 // callerMayCall reports whether c may call the tool token names; an unknown

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/deadline"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/schemaguard"
+	"github.com/mcpbus/mcpbus/libs/secretscan"
 )
 
 // clientTarget is where the requests an MCP server makes of its client
@@ -247,6 +249,15 @@ func (s *server) relay(ctx context.Context, sess *mcp.ClientSession, method stri
 	if err != nil {
 		return apierr.Wrap(apierr.Internal, "encoding "+method, err)
 	}
+	// What the server asks reaches the caller and its model as a result
+	// does; the answer reaches the server as arguments do.
+	policy := s.secretPolicy()
+	body, found, action := s.r.secrets.checkRelayed(policy.ResultsPolicy(), body, relayedBinary(method, body, false))
+	s.logRelayed(method, "request", action, found, t.requestID)
+	if body == nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+			"mcpbus: the %s request carried a secret (rule %s): it was not relayed (policy secret_scan.results)", method, strings.Join(secretscan.Rules(found), ", "))}
+	}
 	data, err := json.Marshal(model.ClientRequest{RequestID: t.requestID, Server: s.slug, Method: method, Params: body})
 	if err != nil {
 		return apierr.Wrap(apierr.Internal, "encoding "+method, err)
@@ -282,10 +293,24 @@ func (s *server) relay(ctx context.Context, sess *mcp.ClientSession, method stri
 	if err != nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpbus: the caller did not answer " + method + ": " + apierr.From(err).Message}
 	}
-	if err := json.Unmarshal(reply.Data, out); err != nil {
+	answer, found, action := s.r.secrets.checkRelayed(policy.ArgumentsPolicy(), reply.Data, relayedBinary(method, reply.Data, true))
+	s.logRelayed(method, "answer", action, found, t.requestID)
+	if answer == nil && len(found) > 0 {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+			"mcpbus: the caller's answer to %s carried a secret (rule %s): it was withheld (policy secret_scan.arguments)", method, strings.Join(secretscan.Rules(found), ", "))}
+	}
+	if err := json.Unmarshal(answer, out); err != nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpbus: the caller's answer to " + method + " is not a result: " + err.Error()}
 	}
 	return nil
+}
+
+// logRelayed logs what checkRelayed found in a relayed request or answer:
+// the rule and the place, never the value.
+func (s *server) logRelayed(method, where, action string, found []secretscan.Finding, requestID string) {
+	for _, rule := range secretscan.Rules(found) {
+		s.log.Warn("secret found in a server's request to its caller", "method", method, "where", where, "rule", rule, "action", action, "request_id", requestID)
+	}
 }
 
 // relayGroups end the relays of a session that stops (stopSession).

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"github.com/mcpbus/mcpbus/libs/jsonscan"
+	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/secretscan"
 )
 
@@ -120,3 +121,38 @@ var base64Bytes = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// relayedBinary is binaryData of what is relayed between a server and its
+// caller (checkRelayed): the data of a sampling request's messages'
+// content, of a sampling answer's content. An elicitation has none.
+func relayedBinary(method string, payload []byte, answer bool) []secretscan.Span {
+	if method != model.MethodCreateMessage {
+		return nil
+	}
+	var out []secretscan.Span
+	add := binaryAdder(payload, &out)
+	// content is one item, or (sampling with tools) a list of them.
+	content := func(v []byte) {
+		if !jsonscan.Elements(v, func(item []byte) bool { contentBinary(item, add); return true }) {
+			contentBinary(v, add)
+		}
+	}
+	jsonscan.Members(payload, func(key, val []byte) bool {
+		switch {
+		case answer && string(key) == "content":
+			content(val)
+		case !answer && string(key) == "messages":
+			jsonscan.Elements(val, func(msg []byte) bool {
+				jsonscan.Members(msg, func(k, v []byte) bool {
+					if string(k) == "content" {
+						content(v)
+					}
+					return true
+				})
+				return true
+			})
+		}
+		return true
+	})
+	return out
+}

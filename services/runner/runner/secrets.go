@@ -4,11 +4,13 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/jsonscan"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/secretscan"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
@@ -168,6 +170,93 @@ func (g *secretGuard) checkReply(cfg *model.McpConfig, method string, reply []by
 // lists are not: a secret there (in a URI) would be redacted into a name
 // nobody can read; what the items hold is scanned when they are read.
 var scannedReplies = map[string]bool{"resources/read": true, "prompts/get": true, "completion/complete": true}
+
+// scannedRequests are the rpc methods whose params checkRequest scans:
+// what a caller sends the server there (a prompt's arguments, the value
+// being completed and its context, a resource's URI) reaches an untrusted
+// server as a tool's arguments do. The other methods carry a cursor at most.
+var scannedRequests = map[string]bool{"resources/read": true, "resources/subscribe": true, "prompts/get": true, "completion/complete": true}
+
+// checkRequest applies the arguments policy to the params of an rpc a
+// caller sends its server (scannedRequests): under redact each secret is
+// replaced before the server sees it; under block, or when a secret cannot
+// be redacted in place, the request fails with VALIDATION_ERROR naming the
+// rule and the field (params.arguments.<name>, params.uri, …).
+func (g *secretGuard) checkRequest(policy, method string, params json.RawMessage) (json.RawMessage, []model.SecretFound, error) {
+	if policy == model.SecretsOff || !scannedRequests[method] || len(params) == 0 {
+		return params, nil, nil
+	}
+	found, policy := g.scan(params, nil, policy)
+	if len(found) == 0 {
+		return params, nil, nil
+	}
+	if policy == model.SecretsRedact {
+		if out, err := secretscan.Redact(params, found); err == nil {
+			return out, findings("arguments", policy, found), nil
+		}
+	}
+	// The first finding's field: a later one's path could pass through a
+	// member whose name is the earlier secret.
+	first := found[0]
+	for _, f := range found[1:] {
+		if f.Start < first.Start {
+			first = f
+		}
+	}
+	field := "params" + jsonPath(params, first.Start)
+	return nil, findings("arguments", model.SecretsBlock, found), apierr.Invalid(field, fmt.Sprintf(
+		"the %s request carries a secret in %s (rule %s): it was blocked (policy secret_scan.arguments)", method, field, strings.Join(secretscan.Rules(found), ", ")))
+}
+
+// jsonPath is the path (.name, [i]) from b's top to the innermost value of
+// b that holds the byte at off; "" when that is b itself, or off is in a
+// member's name.
+func jsonPath(b []byte, off int) string {
+	var path strings.Builder
+	for val := b; ; {
+		var next []byte
+		visit := func(seg string, v []byte) bool {
+			if start := cap(b) - cap(v); off >= start && off < start+len(v) { // v is a slice of b
+				next = v
+				path.WriteString(seg)
+				return false
+			}
+			return true
+		}
+		jsonscan.Members(val, func(k, v []byte) bool { return visit("."+jsonscan.Key(k), v) })
+		if next == nil {
+			i := 0
+			jsonscan.Elements(val, func(v []byte) bool { i++; return visit("["+strconv.Itoa(i-1)+"]", v) })
+		}
+		if next == nil {
+			return path.String()
+		}
+		val = next
+	}
+}
+
+// checkRelayed applies policy to what is relayed between a server and its
+// caller's client (clientreq.go): a server's sampling/createMessage or
+// elicitation/create under the results policy (what it asks reaches the
+// caller and its model as a result does), the caller's answer under the
+// arguments policy (it reaches the server as arguments do). It returns the
+// payload to relay, nil when it is withheld (block, or a secret that
+// cannot be redacted in place), and what was found.
+func (g *secretGuard) checkRelayed(policy string, payload []byte, skip []secretscan.Span) ([]byte, []secretscan.Finding, string) {
+	if policy == model.SecretsOff || len(payload) == 0 {
+		return payload, nil, ""
+	}
+	found, policy := g.scan(payload, skip, policy)
+	if len(found) == 0 {
+		return payload, nil, ""
+	}
+	if policy == model.SecretsRedact {
+		if out, err := secretscan.Redact(payload, found); err == nil {
+			return out, found, policy
+		}
+	}
+	return nil, found, model.SecretsBlock
+}
 
 // checkMessage applies a call's results policy to a progress message the
 // server sent its caller: like the result, it reaches the caller (and the
