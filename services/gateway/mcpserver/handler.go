@@ -246,6 +246,10 @@ func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
 		}
 		return nil, true
 	}
+	if err := checkID(msg, body); err != nil {
+		writeRPCError(w, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Invalid Request: " + err.Error()})
+		return nil, false
+	}
 	return msg, true
 }
 
