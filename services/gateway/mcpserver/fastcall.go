@@ -153,7 +153,15 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		return false // go-sdk checks the Mcp-Param-* headers of x-mcp-header arguments
 	}
 
-	ctx, cancel := context.WithCancelCause(r.Context())
+	base := r.Context()
+	if ls != nil {
+		// A session's call outlives its POST, as in go-sdk's session: the
+		// spec (2025-11-25) has a disconnection not read as a cancellation
+		// (notifications/cancelled, the session's end and the call timeout
+		// end it). A request of 2026-07-28 is its POST: it ends with it.
+		base = context.WithoutCancel(base)
+	}
+	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
 	sessionID := ""
 	if ls != nil {
