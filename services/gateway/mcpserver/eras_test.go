@@ -440,3 +440,26 @@ func TestSessionRefusals(t *testing.T) {
 		t.Errorf("foo/bar of an older client, --stateless: %d %s", r.status, r.body)
 	}
 }
+
+// A 2026-07-28 request that carries the headers of the older transport
+// (Mcp-Session-Id, Last-Event-ID) is served as if it had none: the spec has
+// a server ignore them (its streams are not resumable), not refuse the
+// request. So on the fast path and go-sdk's.
+func TestModernIgnoresOlderTransportHeaders(t *testing.T) {
+	for _, noFast := range []bool{false, true} {
+		e := start(t, mcpserver.Options{NoAuth: true, NoFastPath: noFast}, nil)
+		e.addServer(t, "alpha", nil)
+		for i, tc := range []struct{ method, name, params string }{
+			{"tools/call", "alpha__echo", `{"name":"alpha__echo","arguments":{"message":"old headers"}}`},
+			{"tools/list", "", ""},
+		} {
+			h := modernHeaders(tc.method, tc.name)
+			h["Last-Event-ID"] = "0_0"
+			h["Mcp-Session-Id"] = "left-over"
+			r := rawWith(t, e.url, "", "", modernBody(i+1, tc.method, tc.params), h)
+			if m := decodeMsg(t, r); r.status != http.StatusOK || m.Error != nil || m.Result == nil || r.session != "" {
+				t.Errorf("nofast=%v %s with Last-Event-ID and Mcp-Session-Id: %d %s %q", noFast, tc.method, r.status, r.body, r.session)
+			}
+		}
+	}
+}

@@ -74,13 +74,20 @@ func (a *Aggregator) Handler() http.Handler {
 // session, the POST is the whole request), or any request with --stateless:
 // go-sdk's stateless handler, after the call fast path.
 func (a *Aggregator) serveModern(w http.ResponseWriter, r *http.Request, v *view, msg jsonrpc.Message) {
-	if req := unknownMethod(r, msg); req != nil && !modernRequest(r, msg) {
+	modern := modernRequest(r, msg)
+	if modern && r.Header.Get("Last-Event-ID") != "" {
+		// 2026-07-28 streams are not resumable and the spec has a server
+		// ignore the header (go-sdk refuses a POST with it, and the fast
+		// path leaves resumptions to go-sdk).
+		r.Header.Del("Last-Event-ID")
+	}
+	if req := unknownMethod(r, msg); req != nil && !modern {
 		// An older client on a --stateless gateway: go-sdk would refuse it
 		// in plain text.
 		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: methodNotFound(req.Method)})
 		return
 	}
-	if msg != nil && a.taskPath(w, r, v, nil, modernRequest(r, msg), msg) {
+	if msg != nil && a.taskPath(w, r, v, nil, modern, msg) {
 		return
 	}
 	if msg != nil && !a.opts.NoFastPath && a.fastPath(w, r, v, nil, msg) {
