@@ -383,6 +383,10 @@ func eligible(r *http.Request) bool {
 // (modernVersion is the stateless one).
 var supportedVersion = map[string]bool{"2025-11-25": true, "2025-06-18": true, "2025-03-26": true, "2024-11-05": true}
 
+// protocolVersions are the versions /mcp serves, newest first, as go-sdk
+// lists them in its UnsupportedProtocolVersionError.
+var protocolVersions = []string{modernVersion, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
 // negotiated is the protocol version of a session whose client asked for v
 // in initialize, as go-sdk negotiates it: v when supported, else the
 // latest stateful version. Telemetry records it, never v itself: a

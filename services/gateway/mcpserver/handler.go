@@ -57,6 +57,9 @@ func (a *Aggregator) Handler() http.Handler {
 				return
 			}
 		}
+		if r.Method == http.MethodPost && refuseVersion(w, r, msg) {
+			return
+		}
 		release, ok := a.takeListen(w, p, msg)
 		if !ok {
 			return
@@ -258,6 +261,29 @@ func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
 		return nil, false
 	}
 	return msg, true
+}
+
+// refuseVersion answers a POST whose MCP-Protocol-Version header names a
+// version older than 2026-07-28 that the gateway does not serve, and
+// reports whether it did: HTTP 400, as every era asks, with the
+// UnsupportedProtocolVersionError 2026-07-28 requires (-32022, the versions
+// served), which a client reads to pick another version. go-sdk refuses
+// such a version in plain text (a newer one it answers so itself).
+func refuseVersion(w http.ResponseWriter, r *http.Request, msg jsonrpc.Message) bool {
+	pv := r.Header.Get("Mcp-Protocol-Version")
+	if pv == "" || pv >= modernVersion || supportedVersion[pv] {
+		return false
+	}
+	var id jsonrpc.ID
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		id = req.ID
+	}
+	data, err := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: protocolVersions, Requested: pv})
+	if err != nil {
+		return false // go-sdk refuses it in its way
+	}
+	writeRPCError(w, id, &jsonrpc.Error{Code: mcp.CodeUnsupportedProtocolVersion, Message: "unsupported protocol version", Data: data})
+	return true
 }
 
 // writeRPCError answers a refused POST: HTTP 400 with a JSON-RPC error body.
