@@ -122,6 +122,82 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 	}
 }
 
+// The MCP endpoint's standalone event stream (GET /mcp) checks the Origin
+// as writes do: the spec has servers validate the Origin of every
+// connection to it and refuse an invalid one with 403, and a stream of
+// the session's notifications is no mere read. The allowed, the gateway's
+// own and no Origin pass.
+func TestMCPStreamOriginChecked(t *testing.T) {
+	e := runnertest.Start(t, quietRunner())
+	for _, noAuth := range []bool{false, true} {
+		h := startGateway(t, e, gateway.Options{NoAuth: noAuth, CORSOrigins: []string{"https://console.example"}})
+		hdr := func(extra map[string]string) map[string]string {
+			m := map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Accept": "application/json, text/event-stream"}
+			if !noAuth {
+				m["Authorization"] = "Bearer " + h.admin
+			}
+			for k, v := range extra {
+				m[k] = v
+			}
+			return m
+		}
+		// A session per stream: go-sdk serves one GET stream a session at
+		// a time, and one just closed may not be gone yet.
+		session := func() string {
+			t.Helper()
+			init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+			r := h.raw("POST", "/mcp", init, hdr(map[string]string{"Content-Type": "application/json"}))
+			sid := r.header.Get("Mcp-Session-Id")
+			if r.status != http.StatusOK || sid == "" {
+				t.Fatalf("noauth=%v initialize: %d %s", noAuth, r.status, r.body)
+			}
+			r = h.raw("POST", "/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+				hdr(map[string]string{"Content-Type": "application/json", "Mcp-Session-Id": sid}))
+			if r.status != http.StatusAccepted {
+				t.Fatalf("noauth=%v initialized: %d %s", noAuth, r.status, r.body)
+			}
+			return sid
+		}
+		stream := func(extra map[string]string) int {
+			t.Helper()
+			req, err := http.NewRequest("GET", h.url+"/mcp", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range hdr(extra) {
+				req.Header.Set(k, v)
+			}
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Mcp-Session-Id", session())
+			resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close() // the status is the answer; the stream is not read
+			return resp.StatusCode
+		}
+		for _, o := range []map[string]string{
+			{"Origin": "https://evil.example"},
+			{"Origin": "null"},
+			{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+		} {
+			if st := stream(o); st != http.StatusForbidden {
+				t.Errorf("noauth=%v GET /mcp from %v: %d, want 403", noAuth, o, st)
+			}
+		}
+		for _, o := range []map[string]string{
+			{"Origin": "https://console.example"},
+			{"Origin": h.url},
+			{"Sec-Fetch-Site": "same-origin"},
+			{},
+		} {
+			if st := stream(o); st != http.StatusOK {
+				t.Errorf("noauth=%v GET /mcp from %v: %d, want the stream", noAuth, o, st)
+			}
+		}
+	}
+}
+
 // A request that reached the loopback listener with a foreign Host (DNS
 // rebinding) is refused on every route; localhost names pass.
 func TestForeignHostRefused(t *testing.T) {

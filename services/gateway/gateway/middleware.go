@@ -270,6 +270,15 @@ func hostname(hostport string) string {
 	return strings.Trim(hostport, "[]")
 }
 
+// mcpGET reports whether r asks for the MCP endpoint's standalone event
+// stream (GET /mcp): a read, but the MCP spec has a server validate the
+// Origin of every connection to its endpoint (403 when it is present and
+// invalid; DNS rebinding and cross-site pages), and the stream carries the
+// session's notifications, so writeGuard checks its Origin as a write's.
+func mcpGET(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/mcp"
+}
+
 // stateChanging reports whether a request may change something: every
 // method but GET, HEAD and OPTIONS.
 func stateChanging(r *http.Request) bool {
@@ -302,6 +311,7 @@ func stateChanging(r *http.Request) bool {
 // its own).
 // DNS rebinding (a foreign name that resolves to a loopback listener, so
 // Origin and Host match) is refused before this, by hostGuard.
+// The MCP endpoint's GET stream gets the Origin check too (mcpGET).
 func writeGuard(corsOrigins []string, next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	anyOrigin := false
@@ -316,12 +326,20 @@ func writeGuard(corsOrigins []string, next http.Handler) http.Handler {
 		_ = cop.AddTrustedOrigin(o)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !stateChanging(r) {
+		stream := mcpGET(r)
+		if !stateChanging(r) && !stream {
 			next.ServeHTTP(w, r)
 			return
 		}
 		if !anyOrigin {
-			if err := cop.Check(r); err != nil {
+			check := r
+			if stream {
+				// CrossOriginProtection passes every GET: checked as the
+				// write it is not, for the same rule.
+				check = r.WithContext(r.Context())
+				check.Method = http.MethodPost
+			}
+			if err := cop.Check(check); err != nil {
 				from := r.Header.Get("Origin")
 				if from == "" {
 					from = "sec-fetch-site " + r.Header.Get("Sec-Fetch-Site")
@@ -330,6 +348,10 @@ func writeGuard(corsOrigins []string, next http.Handler) http.Handler {
 					"cross-origin request refused: %q may not call the gateway (allow a browser origin with --cors-origin)", from))
 				return
 			}
+		}
+		if stream {
+			next.ServeHTTP(w, r) // no body: nothing to declare
+			return
 		}
 		ct := r.Header.Get("Content-Type")
 		hasBody := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody // -1: chunked

@@ -82,3 +82,24 @@ func normalize(m jsonrpc.Message) jsonrpc.Message {
 	}
 	return m
 }
+
+// exactID tells the ids a response carries as written from those go-sdk
+// would answer under another number.
+func TestExactID(t *testing.T) {
+	for id, want := range map[string]bool{
+		`"x"`: true, `null`: true, `0`: true, `-0`: true, `7`: true, `-7`: true, `1.0`: true, `1e3`: true, `1E+3`: true,
+		`100e-2`: true, `0.0e99999999999999999999`: true, `9007199254740991`: true, `-9007199254740991`: true,
+		`900719925474099.1e1`: true,
+		`1.5`:                 false, `-0.5`: false, `1e-3`: false, `9007199254740992`: false, `9007199254740993`: false,
+		`9223372036854775807`: false, `1e300`: false, `1e99999999999999999999`: false, `1.0000000000000001`: false,
+		`1e-99999999999999999999`: false, `90071992547409910e-1`: true, `90071992547409911e-1`: false,
+	} {
+		if got := exactID([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`)); got != want {
+			t.Errorf("id %s: exact %v, want %v", id, got, want)
+		}
+	}
+	// The last id counts, as for a decoder; an escaped key is the same key.
+	if exactID([]byte(`{"id":1,"id":1.5}`)) || exactID([]byte(`{"id":1,"\u0069d":1.5}`)) || !exactID([]byte(`{"id":1.5,"id":1}`)) {
+		t.Error("exactID did not take the last id")
+	}
+}

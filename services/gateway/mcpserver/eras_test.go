@@ -440,3 +440,70 @@ func TestSessionRefusals(t *testing.T) {
 		t.Errorf("foo/bar of an older client, --stateless: %d %s", r.status, r.body)
 	}
 }
+
+// A 2026-07-28 request that carries the headers of the older transport
+// (Mcp-Session-Id, Last-Event-ID) is served as if it had none: the spec has
+// a server ignore them (its streams are not resumable), not refuse the
+// request. So on the fast path and go-sdk's.
+func TestModernIgnoresOlderTransportHeaders(t *testing.T) {
+	for _, noFast := range []bool{false, true} {
+		e := start(t, mcpserver.Options{NoAuth: true, NoFastPath: noFast}, nil)
+		e.addServer(t, "alpha", nil)
+		for i, tc := range []struct{ method, name, params string }{
+			{"tools/call", "alpha__echo", `{"name":"alpha__echo","arguments":{"message":"old headers"}}`},
+			{"tools/list", "", ""},
+		} {
+			h := modernHeaders(tc.method, tc.name)
+			h["Last-Event-ID"] = "0_0"
+			h["Mcp-Session-Id"] = "left-over"
+			r := rawWith(t, e.url, "", "", modernBody(i+1, tc.method, tc.params), h)
+			if m := decodeMsg(t, r); r.status != http.StatusOK || m.Error != nil || m.Result == nil || r.session != "" {
+				t.Errorf("nofast=%v %s with Last-Event-ID and Mcp-Session-Id: %d %s %q", noFast, tc.method, r.status, r.body, r.session)
+			}
+		}
+	}
+}
+
+// A POST whose MCP-Protocol-Version the gateway does not serve gets HTTP
+// 400 with the UnsupportedProtocolVersionError of 2026-07-28 (-32022, the
+// versions served, the one asked for): what a client of that era reads to
+// pick another version. So for versions older than any served, which go-sdk
+// refused in plain text, as for newer ones.
+func TestUnsupportedVersionIsAJSONRPCError(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+	sid := rawSession(t, e.url)
+	call := `{"name":"alpha__echo","arguments":{"message":"x"}}`
+	list := func(id int, version string) string {
+		return strings.Replace(modernBody(id, "tools/list", ""), `protocolVersion":"2026-07-28"`, `protocolVersion":"`+version+`"`, 1)
+	}
+	for _, tc := range []struct {
+		what, version, sid, body string
+	}{
+		{"an older version, 2026-07-28 body", "2025-01-01", "", modernBody(1, "tools/list", "")},
+		{"an older version, 2026-07-28 body, its _meta agreeing", "2025-01-01", "", list(2, "2025-01-01")},
+		{"an older version on a session", "1.0", sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":` + call + `}`},
+		{"a newer version", "2099-01-01", "", list(4, "2099-01-01")},
+	} {
+		h := modernHeaders("tools/list", "")
+		if tc.sid != "" {
+			h = map[string]string{}
+		}
+		h["Mcp-Protocol-Version"] = tc.version
+		r := rawWith(t, e.url, "", tc.sid, tc.body, h)
+		var m struct {
+			Error *struct {
+				Code int64 `json:"code"`
+				Data struct {
+					Supported []string `json:"supported"`
+					Requested string   `json:"requested"`
+				} `json:"data"`
+			} `json:"error"`
+		}
+		if r.status != http.StatusBadRequest || json.Unmarshal([]byte(r.message(t)), &m) != nil || m.Error == nil ||
+			m.Error.Code != mcp.CodeUnsupportedProtocolVersion || m.Error.Data.Requested != tc.version ||
+			!slices.Contains(m.Error.Data.Supported, "2026-07-28") || !slices.Contains(m.Error.Data.Supported, "2025-11-25") {
+			t.Errorf("%s: %d %s", tc.what, r.status, r.body)
+		}
+	}
+}

@@ -153,7 +153,15 @@ func (a *Aggregator) fastPath(w http.ResponseWriter, r *http.Request, v *view, l
 		return false // go-sdk checks the Mcp-Param-* headers of x-mcp-header arguments
 	}
 
-	ctx, cancel := context.WithCancelCause(r.Context())
+	base := r.Context()
+	if ls != nil {
+		// A session's call outlives its POST, as in go-sdk's session: the
+		// spec (2025-11-25) has a disconnection not read as a cancellation
+		// (notifications/cancelled, the session's end and the call timeout
+		// end it). A request of 2026-07-28 is its POST: it ends with it.
+		base = context.WithoutCancel(base)
+	}
+	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
 	sessionID := ""
 	if ls != nil {
@@ -374,6 +382,10 @@ func eligible(r *http.Request) bool {
 // supportedVersion are the stateful protocol versions of go-sdk v1.8.0
 // (modernVersion is the stateless one).
 var supportedVersion = map[string]bool{"2025-11-25": true, "2025-06-18": true, "2025-03-26": true, "2024-11-05": true}
+
+// protocolVersions are the versions /mcp serves, newest first, as go-sdk
+// lists them in its UnsupportedProtocolVersionError.
+var protocolVersions = []string{modernVersion, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // negotiated is the protocol version of a session whose client asked for v
 // in initialize, as go-sdk negotiates it: v when supported, else the

@@ -1,10 +1,12 @@
 package mcpserver_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -273,5 +275,51 @@ func testCancelledCall(t *testing.T, jsonResponse bool) {
 	// The session goes on.
 	if r := raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"still here"}}}`); !strings.Contains(r.body, "still here") {
 		t.Fatalf("a call after the cancellation: %d %s", r.status, r.body)
+	}
+}
+
+// A session's client that hangs up on a call has not cancelled it: the
+// spec (2025-11-25) has a server not read a disconnection as a
+// cancellation (the client cancels with notifications/cancelled), and
+// go-sdk's session lets the call run on. So does the fast path; a request
+// of 2026-07-28, whose POST is the whole request, is cancelled
+// (TestModernFastPathAnswersAsGoSDK).
+func TestSessionHangUpIsNoCancellation(t *testing.T) {
+	for _, noFast := range []bool{false, true} {
+		e := start(t, mcpserver.Options{NoAuth: true, NoFastPath: noFast}, nil)
+		dir := t.TempDir()
+		runs, mark := filepath.Join(dir, "runs"), filepath.Join(dir, "cancelled")
+		e.addServer(t, "alpha", map[string]model.EnvVar{"TESTMCP_RUN_FILE": {Value: runs}, "TESTMCP_CANCEL_FILE": {Value: mark}})
+		sid := rawSession(t, e.url)
+		cancels := count(t, e, "mcp.v1.cancel.alpha")
+		ctx, hangUp := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "POST", e.url, strings.NewReader(
+			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"alpha__sleep","arguments":{"ms":1500}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Mcp-Session-Id", sid)
+		go func() {
+			defer hangUp()
+			for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				if data, _ := os.ReadFile(runs); len(data) > 0 {
+					return // the call runs at the server
+				}
+			}
+		}()
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if ctx.Err() == nil {
+				t.Fatalf("nofast=%v: the call answered before the client hung up", noFast)
+			}
+		}
+		waitRuns(t, runs, 1)
+		time.Sleep(2500 * time.Millisecond) // the 1.5 s sleep is over
+		if data, _ := os.ReadFile(mark); len(data) > 0 {
+			t.Errorf("nofast=%v: the server's call was cancelled when its client hung up", noFast)
+		}
+		if n := cancels.Settled(t); n != 0 {
+			t.Errorf("nofast=%v: %d cancellations published for a client that hung up", noFast, n)
+		}
 	}
 }

@@ -57,6 +57,9 @@ func (a *Aggregator) Handler() http.Handler {
 				return
 			}
 		}
+		if r.Method == http.MethodPost && refuseVersion(w, r, msg) {
+			return
+		}
 		release, ok := a.takeListen(w, p, msg)
 		if !ok {
 			return
@@ -74,13 +77,20 @@ func (a *Aggregator) Handler() http.Handler {
 // session, the POST is the whole request), or any request with --stateless:
 // go-sdk's stateless handler, after the call fast path.
 func (a *Aggregator) serveModern(w http.ResponseWriter, r *http.Request, v *view, msg jsonrpc.Message) {
-	if req := unknownMethod(r, msg); req != nil && !modernRequest(r, msg) {
+	modern := modernRequest(r, msg)
+	if modern && r.Header.Get("Last-Event-ID") != "" {
+		// 2026-07-28 streams are not resumable and the spec has a server
+		// ignore the header (go-sdk refuses a POST with it, and the fast
+		// path leaves resumptions to go-sdk).
+		r.Header.Del("Last-Event-ID")
+	}
+	if req := unknownMethod(r, msg); req != nil && !modern {
 		// An older client on a --stateless gateway: go-sdk would refuse it
 		// in plain text.
 		writeRPC(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: methodNotFound(req.Method)})
 		return
 	}
-	if msg != nil && a.taskPath(w, r, v, nil, modernRequest(r, msg), msg) {
+	if msg != nil && a.taskPath(w, r, v, nil, modern, msg) {
 		return
 	}
 	if msg != nil && !a.opts.NoFastPath && a.fastPath(w, r, v, nil, msg) {
@@ -246,7 +256,34 @@ func precheck(w http.ResponseWriter, r *http.Request) (jsonrpc.Message, bool) {
 		}
 		return nil, true
 	}
+	if err := checkID(msg, body); err != nil {
+		writeRPCError(w, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Invalid Request: " + err.Error()})
+		return nil, false
+	}
 	return msg, true
+}
+
+// refuseVersion answers a POST whose MCP-Protocol-Version header names a
+// version older than 2026-07-28 that the gateway does not serve, and
+// reports whether it did: HTTP 400, as every era asks, with the
+// UnsupportedProtocolVersionError 2026-07-28 requires (-32022, the versions
+// served), which a client reads to pick another version. go-sdk refuses
+// such a version in plain text (a newer one it answers so itself).
+func refuseVersion(w http.ResponseWriter, r *http.Request, msg jsonrpc.Message) bool {
+	pv := r.Header.Get("Mcp-Protocol-Version")
+	if pv == "" || pv >= modernVersion || supportedVersion[pv] {
+		return false
+	}
+	var id jsonrpc.ID
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		id = req.ID
+	}
+	data, err := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: protocolVersions, Requested: pv})
+	if err != nil {
+		return false // go-sdk refuses it in its way
+	}
+	writeRPCError(w, id, &jsonrpc.Error{Code: mcp.CodeUnsupportedProtocolVersion, Message: "unsupported protocol version", Data: data})
+	return true
 }
 
 // writeRPCError answers a refused POST: HTTP 400 with a JSON-RPC error body.

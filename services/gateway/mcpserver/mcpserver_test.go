@@ -671,6 +671,7 @@ type rawResp struct {
 	ctype   string // Content-Type
 	session string // Mcp-Session-Id
 	body    string
+	header  http.Header
 }
 
 // message is the JSON-RPC message of the response: the JSON body, or the
@@ -741,7 +742,7 @@ func rawWith(t *testing.T, url, key, sid, body string, hdr map[string]string) ra
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return rawResp{resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Mcp-Session-Id"), string(b)}
+	return rawResp{resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Mcp-Session-Id"), string(b), resp.Header}
 }
 
 func TestStateless(t *testing.T) {

@@ -124,3 +124,36 @@ func TestBatchesRefused(t *testing.T) {
 	// One message a POST is served as before.
 	rawSession(t, e.url)
 }
+
+// Every event stream of /mcp tells proxies not to buffer it
+// (X-Accel-Buffering: no, which the 2026-07-28 transport asks of servers):
+// a buffered stream holds back a call's progress and a session's
+// notifications. So the answers go-sdk streams, of both eras, and a
+// session's GET stream.
+func TestEventStreamsUnbuffered(t *testing.T) {
+	e := start(t, mcpserver.Options{NoAuth: true}, nil)
+	e.addServer(t, "alpha", nil)
+	sid := rawSession(t, e.url)
+	for what, r := range map[string]rawResp{
+		"tools/list of a session": raw(t, e.url, "", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`),
+		"a session's call with progress": raw(t, e.url, "", sid,
+			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"x"},"_meta":{"progressToken":"p"}}}`),
+		"tools/list of 2026-07-28": rawWith(t, e.url, "", "", modernBody(4, "tools/list", ""), modernHeaders("tools/list", "")),
+	} {
+		if r.ctype != "text/event-stream" || r.header.Get("X-Accel-Buffering") != "no" {
+			t.Errorf("%s: %s, X-Accel-Buffering %q", what, r.ctype, r.header.Get("X-Accel-Buffering"))
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Accel-Buffering") != "no" {
+		t.Errorf("the GET stream: %d, X-Accel-Buffering %q", resp.StatusCode, resp.Header.Get("X-Accel-Buffering"))
+	}
+}

@@ -123,7 +123,7 @@ func (f *lineFilter) check(line []byte) ([]byte, error) {
 	case !json.Valid(line):
 		return nil, f.answer(refusal(jsonrpc.ID{}, jsonrpc.CodeParseError, "Parse error: the line is not valid JSON"))
 	case line[0] == '{':
-		if _, err := decodeMessage(line); err != nil {
+		if err := decodeChecked(line); err != nil {
 			return nil, f.answer(invalid(line, err))
 		}
 	case line[0] == '[':
@@ -133,7 +133,7 @@ func (f *lineFilter) check(line []byte) ([]byte, error) {
 		}
 		var good, bad []json.RawMessage
 		for _, m := range members {
-			if _, err := decodeMessage(m); err != nil {
+			if err := decodeChecked(m); err != nil {
 				ans, _ := jsonrpc.EncodeMessage(invalid(m, err))
 				bad = append(bad, ans)
 			} else {
@@ -173,6 +173,16 @@ func refusal(id jsonrpc.ID, code int64, msg string) *jsonrpc.Response {
 	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: msg}}
 }
 
+// decodeChecked is whether go-sdk can read the message in data, and answer
+// it under its id (checkID).
+func decodeChecked(data []byte) error {
+	msg, err := decodeMessage(data)
+	if err != nil {
+		return err
+	}
+	return checkID(msg, data)
+}
+
 // invalid answers a JSON object (or batch member) that is not a JSON-RPC
 // message, under its id when it has one that can be read.
 func invalid(raw json.RawMessage, err error) *jsonrpc.Response {
@@ -181,8 +191,8 @@ func invalid(raw json.RawMessage, err error) *jsonrpc.Response {
 	}
 	_ = json.Unmarshal(raw, &v)
 	id, idErr := jsonrpc.MakeID(v.ID)
-	if idErr != nil {
-		id = jsonrpc.ID{}
+	if idErr != nil || !exactID(raw) {
+		id = jsonrpc.ID{} // none rather than another request's
 	}
 	return refusal(id, jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error())
 }
