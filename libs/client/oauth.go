@@ -17,6 +17,10 @@ import (
 // for its outcome (the gateway publishes the timeout itself).
 const OAuthWaitSlack = 15 * time.Second
 
+// errWaitLimit ends an OAuth wait that ran past its flow's expiry and
+// OAuthWaitSlack.
+var errWaitLimit = errors.New("the authorization's wait ran out")
+
 // AuthorizeServer starts the OAuth authorization of a remote server
 // (mcp.v1.oauth.start, served by the gateway) and returns the URL to open
 // with a function that waits for the outcome (events.oauth.<server>): nil
@@ -31,8 +35,13 @@ func (c *Client) AuthorizeServer(ctx context.Context, server string) (model.OAut
 // AuthorizeServerFor is AuthorizeServer for principal's own authorization
 // of a server with auth.per_principal ("" is the server's own).
 func (c *Client) AuthorizeServerFor(ctx context.Context, server, principal string) (model.OAuthStartReply, func(context.Context) error, error) {
-	events := make(chan *nats.Msg, 8)
-	sub, err := c.nc.ChanSubscribe(c.subj.EventsOf("oauth"), events)
+	// Every server's events (the slug is known once the start answers),
+	// queued in the subscription's pending list (nats.go's default limits,
+	// 512Ki messages) until wait reads them: a channel of a few messages,
+	// which nats.go drops past, lost this flow's outcome behind a burst of
+	// other flows' while the start was under way or before wait was called,
+	// and the wait ran to its limit.
+	sub, err := c.nc.SubscribeSync(c.subj.EventsOf("oauth"))
 	if err != nil {
 		return model.OAuthStartReply{}, nil, apierr.Wrap(apierr.ServiceUnavailable, "subscribing to the OAuth events", err)
 	}
@@ -46,24 +55,29 @@ func (c *Client) AuthorizeServerFor(ctx context.Context, server, principal strin
 	}
 	wait := func(ctx context.Context) error {
 		defer func() { _ = sub.Unsubscribe() }()
-		limit := time.NewTimer(time.Until(out.ExpiresAt) + OAuthWaitSlack)
-		defer limit.Stop()
+		wctx, cancel := context.WithTimeoutCause(ctx, time.Until(out.ExpiresAt)+OAuthWaitSlack, errWaitLimit)
+		defer cancel()
 		for {
-			select {
-			case m := <-events:
-				var ev model.OAuthEvent
-				if json.Unmarshal(m.Data, &ev) != nil || ev.Server != out.Server || ev.Principal != principal {
-					continue
-				}
-				if ev.Type == model.OAuthAuthorized {
-					return nil
-				}
-				return apierr.New(apierr.Code(ev.Code), ev.Message)
-			case <-limit.C:
+			m, err := sub.NextMsgWithContext(wctx)
+			switch {
+			case err == nil:
+			case errors.Is(err, nats.ErrSlowConsumer):
+				continue // reported once; what is still queued is read on
+			case errors.Is(context.Cause(wctx), errWaitLimit):
 				return apierr.New(apierr.Network, model.MsgAuthorizeTimeout)
-			case <-ctx.Done():
+			case ctx.Err() != nil:
 				return apierr.Wrap(apierr.Network, "cancelled while waiting for the authorization", ctx.Err())
+			default:
+				return apierr.Wrap(apierr.ServiceUnavailable, "waiting for the outcome of the authorization", err)
 			}
+			var ev model.OAuthEvent
+			if json.Unmarshal(m.Data, &ev) != nil || ev.Server != out.Server || ev.Principal != principal {
+				continue
+			}
+			if ev.Type == model.OAuthAuthorized {
+				return nil
+			}
+			return apierr.New(apierr.Code(ev.Code), ev.Message)
 		}
 	}
 	return out, wait, nil

@@ -107,6 +107,9 @@ func Parse(data []byte) ([]model.McpConfig, error) {
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
 		return nil, apierr.Wrap(apierr.Validation, "servers file: "+serverfile.YAMLMessage(data, err), err)
 	}
+	if m := serverfile.KeyCollision(data); m != "" {
+		return nil, apierr.New(apierr.Validation, "servers file: "+m)
+	}
 	for i := range f.Servers {
 		f.Servers[i].Normalize()
 		if err := f.Servers[i].Validate(); err != nil {

@@ -126,6 +126,8 @@ func TestParseErrors(t *testing.T) {
 		{"missing credential", "servers:\n  - name: a\n    package: {type: npm, identifier: p}\n    transport: {type: stdio}\n    env_vars: {TOKEN: {required: true}}\n",
 			"servers[0].env_vars.TOKEN", "Missing required credentials"},
 		{"bad url", "servers:\n  - name: a\n    transport: {type: http, url: 'ftp://x'}\n", "servers[0].transport.url", "An http transport needs an http(s) URL"},
+		{"keys that merge in JSON", "servers:\n  - name: a\n    package: {type: npm, identifier: p}\n    transport: {type: stdio}\n    env_vars:\n      1: {value: one}\n      \"1\": {value: uno}\n",
+			"", `servers file: line 7: the keys 1 (line 6) and "1" both become the key "1", and one would silently win`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

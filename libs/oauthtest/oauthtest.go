@@ -284,7 +284,8 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 }
 
 // token answers the authorization_code grant (checking the PKCE verifier,
-// the redirect URI and the resource) and the refresh_token grant.
+// the redirect URI and the resource) and the refresh_token grant (checking
+// the resource).
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		tokenError(w, "invalid_request")
@@ -335,6 +336,10 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		got, ok := s.refresh[r.PostForm.Get("refresh_token")]
 		if !ok || got.clientID != id || s.refuseRefresh {
 			tokenError(w, "invalid_grant")
+			return
+		}
+		if r.PostForm.Get("resource") != "" && r.PostForm.Get("resource") != got.resource {
+			tokenError(w, "invalid_target") // RFC 8707 §2.2
 			return
 		}
 		delete(s.refresh, r.PostForm.Get("refresh_token")) // rotated

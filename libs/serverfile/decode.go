@@ -53,6 +53,9 @@ func decode(content []byte) (document, error) {
 		if jsonData, err = yaml.YAMLToJSONStrict(data); err != nil {
 			return document{}, apierr.Wrap(apierr.Validation, "invalid YAML: "+YAMLMessage(data, err), err).WithField("content")
 		}
+		if m := KeyCollision(data); m != "" {
+			return document{}, apierr.Invalid("content", "invalid YAML: "+m)
+		}
 		if at := secondDocument(data); at != "" {
 			return document{}, apierr.Invalid("content", "invalid YAML: a second document (after ---) at "+at+": a servers file is one document")
 		}

@@ -660,6 +660,20 @@ func TestSyntaxErrors(t *testing.T) {
 	wantErr(t, err, "mcpServers.a", `duplicate key "a"`)
 	_, err = serverfile.Parse("", []byte("servers:\n  a:\n    transport: {type: stdio, command: x}\n  a:\n    transport: {type: stdio, command: y}\n"), nil)
 	wantErr(t, err, "content", `key "a" already set`)
+	// So would keys that differ in YAML but become one in JSON (1 and "1",
+	// true and "true", 1.0 and 1): named with the later one's line.
+	for _, c := range []struct{ keys, msg string }{
+		{"      1: one\n      \"1\": uno\n", `line 6: the keys 1 (line 5) and "1" both become the key "1"`},
+		{"      'true': t\n      true: t\n", `line 6: the keys "true" (line 5) and true both become the key "true"`},
+		{"      1.0: a\n      B: b\n      1: c\n", `line 7: the keys 1.0 (line 5) and 1 both become the key "1"`},
+	} {
+		_, err = serverfile.Parse("", []byte("servers:\n  a:\n    transport: {type: stdio, command: x}\n    env:\n"+c.keys), nil)
+		wantErr(t, err, "content", c.msg)
+	}
+	// Keys that stay apart in JSON are fine.
+	if got, err := serverfile.Parse("", []byte("servers:\n  a:\n    transport: {type: stdio, command: x}\n    env:\n      1: one\n      \"01\": two\n      1.5: three\n"), nil); err != nil || len(got[0].Config.EnvVars) != 3 {
+		t.Fatalf("distinct keys: %v %v", got, err)
+	}
 	// Names that differ but make one slug: the second is named where it is.
 	_, err = serverfile.Parse("", []byte(`{"mcpServers": {"my server": {"command": "x"}, "my-server": {"command": "y"}}}`), nil)
 	wantErr(t, err, "mcpServers.my-server", `servers "my server" and "my-server" both get the slug my-server`)

@@ -83,3 +83,49 @@ func TestOAuthEndpointsOfAPublicServerStayOutside(t *testing.T) {
 		})
 	}
 }
+
+// TestOAuthAuthorizationServerThatNeverAnswers: an authorization server
+// that accepts the connection and never answers, at discovery (its
+// metadata) or at registration, fails the authorization within the
+// flow's per-request bound, saying it did not answer, instead of holding
+// the start (and the flow's goroutine) for the whole flow.
+func TestOAuthAuthorizationServerThatNeverAnswers(t *testing.T) {
+	t.Parallel()
+	stop := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select { // accepts, reads, never answers
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(silent.Close)
+	t.Cleanup(func() { close(stop) }) // runs first: the handlers return, Close does not wait on them
+
+	const flowTimeout, requestTimeout = 40 * time.Second, time.Second
+	e := startWith(t, nil, gateway.Options{RemoteOAuth: oauthflow.Options{Timeout: flowTimeout, RequestTimeout: requestTimeout}})
+	registering := oauthtest.Start(t, oauthtest.Options{Meta: func(m *oauthex.AuthServerMeta) { m.RegistrationEndpoint = silent.URL + "/register" }})
+	for _, c := range []struct {
+		name string
+		as   *oauthtest.Server
+	}{
+		{"discovery", &oauthtest.Server{URL: silent.URL}}, // its metadata never comes
+		{"registration", registering},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			slug := "silent-at-" + c.name
+			if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: remoteConfig(slug, testmcp.ServeProtected(t, slug, c.as))}); r.status != http.StatusCreated {
+				t.Fatalf("create: %d %s", r.status, r.body)
+			}
+			began := time.Now()
+			r := e.do("POST", "/api/v1/servers/"+slug+"/auth", nil)
+			took := time.Since(began)
+			if took > flowTimeout/2 {
+				t.Fatalf("the start took %s (the flow's timeout is %s, each request's %s): %d %s", took, flowTimeout, requestTimeout, r.status, r.body)
+			}
+			if ae := r.contract(t); ae.Code != apierr.Network || ae.Message != oauthflow.MsgNoAnswer {
+				t.Fatalf("start: %d %s", r.status, r.body)
+			}
+		})
+	}
+}

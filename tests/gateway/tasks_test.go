@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
@@ -242,5 +246,57 @@ func TestTaskEventsEndWithTheTask(t *testing.T) {
 		if frames := sseEnds(t, s, 10*time.Second); len(frames) == 0 || frames[len(frames)-1].event != model.TaskCancelled {
 			t.Fatalf("frames of the cancelled task's stream: %+v", frames)
 		}
+	}
+}
+
+// TestTaskEventsEndWhenTheFinalEventIsLost: the runner publishes a task's
+// events without waiting for them to be stored; when its final one never
+// reaches the events stream (here the stream refuses new messages from
+// then on), the task's event stream still ends with the task, from its
+// record, instead of staying open for ever.
+func TestTaskEventsEndWhenTheFinalEventIsLost(t *testing.T) {
+	e := startMCP(t, gateway.Options{EventHeartbeat: 200 * time.Millisecond})
+	e.enable(t, testServerConfig("slow"))
+	alice := e.createKey(t, model.KeyCreateRequest{Name: "alice", Scopes: []string{"call"}}).Key
+	nc, err := e.st.ConnectAs("test-gateway-stream-admin", access.Gateway) // may update the events stream
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, time.Minute)
+
+	var task model.Task
+	r := httpDo(t, "POST", e.url+"/api/v1/tasks", alice, map[string]any{"name": "slow__sleep", "arguments": map[string]any{"ms": 3000}})
+	if r.decode(t, &task); r.status != http.StatusAccepted {
+		t.Fatalf("POST /api/v1/tasks: %d %s", r.status, r.body)
+	}
+	sse := openSSE(t, e.url+"/api/v1/tasks/"+task.ID+"/events", alice)
+	// From now on the events stream takes nothing new: the task's end is
+	// never stored.
+	st, err := js.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.Discard, cfg.MaxMsgs = jetstream.DiscardNew, int64(st.CachedInfo().State.Msgs)
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() (bool, string) {
+		r := httpDo(t, "GET", e.url+"/api/v1/tasks/"+task.ID, alice, nil)
+		return r.status == http.StatusOK, "the task is still working"
+	})
+	if m, err := st.GetLastMsgForSubject(ctx, bus.NewSubjects("").Event("task", task.ID)); err == nil && strings.Contains(string(m.Data), model.TaskCompleted) {
+		t.Fatal("the task's final event was stored: the test loses nothing")
+	}
+
+	frames := sseEnds(t, sse, 10*time.Second)
+	var ev model.Task
+	if n := len(frames); n == 0 || frames[n-1].event != model.TaskCompleted || json.Unmarshal([]byte(frames[n-1].data), &ev) != nil || ev.ID != task.ID {
+		t.Fatalf("frames of the task's stream: %+v, want its completed state last", frames)
 	}
 }

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -357,7 +361,16 @@ func (s *Service) refresh(ctx context.Context, tok *model.OAuthToken) (*model.OA
 		ClientID: tok.ClientID, ClientSecret: tok.ClientSecret,
 		Endpoint: oauth2.Endpoint{TokenURL: tok.TokenURL},
 	}
-	ctx = context.WithValue(ctx, oauth2.HTTPClient, s.opts.HTTPClient)
+	hc := s.opts.HTTPClient
+	if tok.Resource != "" {
+		// The token was issued for this resource (RFC 8707): the refresh
+		// asks for it again, as the authorization and code exchange did, so
+		// an authorization server that binds tokens to an audience issues
+		// the new one for the same server (not one of another audience, nor
+		// a refusal for want of the parameter).
+		hc = withFormParam(hc, "resource", tok.Resource)
+	}
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, hc)
 	// Only the refresh token goes in: a token source would hand back an
 	// access token it thinks is still valid instead of refreshing it.
 	got, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: tok.RefreshToken}).Token()
@@ -380,6 +393,48 @@ func (s *Service) refresh(ctx context.Context, tok *model.OAuthToken) (*model.OA
 		nt.Scopes = strings.Fields(scope)
 	}
 	return &nt, nil
+}
+
+// withFormParam is hc adding key=value to the form body of each POST it
+// sends: x/oauth2's refresh grant takes no parameters of the caller's, and
+// only the refresh's requests (its token endpoint, no redirects) go
+// through this client.
+func withFormParam(hc *http.Client, key, value string) *http.Client {
+	c := *hc
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c.Transport = formParam{base: base, key: key, value: value}
+	return &c
+}
+
+// formParam is the RoundTripper of withFormParam.
+type formParam struct {
+	base       http.RoundTripper
+	key, value string
+}
+
+func (f formParam) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodPost || r.Body == nil || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+		return f.base.RoundTrip(r)
+	}
+	b, err := io.ReadAll(r.Body)
+	_ = r.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the token request: %w", err)
+	}
+	form, err := url.ParseQuery(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the token request: %w", err)
+	}
+	form.Set(f.key, f.value)
+	body := form.Encode()
+	out := r.Clone(r.Context()) // a RoundTripper does not change its caller's request
+	out.Body = io.NopCloser(strings.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
+	out.ContentLength = int64(len(body))
+	return f.base.RoundTrip(out)
 }
 
 // errorKind describes a non-OAuth refresh error without its text (which may

@@ -251,12 +251,16 @@ type tokenEndpoint struct {
 	calls   atomic.Int32
 	accept  atomic.Value // the refresh token it accepts
 	lastErr atomic.Value
+	// resources are the resource parameters (RFC 8707) of the last
+	// refresh request.
+	resources atomic.Value
 }
 
 func newTokenEndpoint(t *testing.T, accept string) *tokenEndpoint {
 	te := &tokenEndpoint{}
 	te.accept.Store(accept)
 	te.lastErr.Store("")
+	te.resources.Store([]string(nil))
 	te.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		te.calls.Add(1)
 		fail := func(status int, code, why string) {
@@ -285,6 +289,7 @@ func newTokenEndpoint(t *testing.T, accept string) *tokenEndpoint {
 			fail(http.StatusBadRequest, "invalid_grant", "refresh token")
 			return
 		}
+		te.resources.Store(r.PostForm["resource"])
 		te.accept.Store(newRefresh) // rotation: the old refresh token is spent
 		w.Header().Set("Content-Type", "application/json;charset=UTF-8")
 		w.Header().Set("Cache-Control", "no-store")
@@ -389,6 +394,42 @@ func TestOAuthRefresh(t *testing.T) {
 	}
 	if n := te.calls.Load() - before; n != 1 {
 		t.Fatalf("%d refreshes for 8 concurrent resolves, want 1", n)
+	}
+}
+
+// TestOAuthRefreshCarriesResource: a token issued for a resource (RFC
+// 8707) is refreshed for that resource, as it was authorized and
+// exchanged; one of unknown resource is refreshed without the parameter.
+func TestOAuthRefreshCarriesResource(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	te := newTokenEndpoint(t, secretRefresh)
+	res, err := credclient.NewResolver(e.nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const resource = "https://mcp.example.com/mcp"
+	for _, c := range []struct {
+		resource string
+		want     []string
+	}{{resource, []string{resource}}, {"", nil}} {
+		te.accept.Store(secretRefresh)
+		id := uuid.NewString()
+		tok := model.OAuthToken{AccessToken: secretAccess, RefreshToken: secretRefresh, ClientID: "client-1", ClientSecret: secretClient,
+			TokenURL: te.URL + "/token", ExpiresAt: time.Now().Add(-time.Minute), Header: "Authorization", Resource: c.resource}
+		if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &tok}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := res.Resolve(ctx, id)
+		if err != nil || got.OAuth == nil || got.OAuth.AccessToken != newAccess {
+			t.Fatalf("refresh of a token for %q: %+v, %v (endpoint said %q)", c.resource, got, err, te.lastErr.Load())
+		}
+		if r := te.resources.Load().([]string); !reflect.DeepEqual(r, c.want) {
+			t.Fatalf("refresh of a token for %q sent resource %q, want %q", c.resource, r, c.want)
+		}
+		if got.OAuth.Resource != c.resource {
+			t.Fatalf("refreshed token's resource %q, want %q", got.OAuth.Resource, c.resource)
+		}
 	}
 }
 

@@ -36,7 +36,7 @@ func (f *Flows) run(ctx context.Context, h *auth.AuthorizationCodeHandler, cfg *
 	}
 	var e *apierr.Error
 	if err != nil {
-		e = failure(ctx, err, cfg.Transport.OAuth != nil && cfg.Transport.OAuth.ClientID != "")
+		e = failure(ctx, err, cfg.Transport.OAuth != nil && cfg.Transport.OAuth.ClientID != "", fl.noAnswer.Load())
 		f.log.Warn("OAuth authorization failed", append([]any{"server", cfg.Slug, "code", e.Code, "error", e.Message}, causeAttrs(err)...)...)
 	} else {
 		f.log.Info("OAuth authorization completed", "server", cfg.Slug, "principal", fl.principal, "expires_at", fl.token.Expiry)
@@ -73,8 +73,10 @@ func causeAttrs(err error) []any {
 const MsgClientRefused = "Authorization failed: the authorization server refused the OAuth client (invalid_client). Check transport.oauth.client_id and its secret (mcpbus cred set <server> --oauth-client-secret)."
 
 // failure maps a failed flow to the product's messages; preregistered: the
-// client is the config's (its secret, if any, is the operator's to fix).
-func failure(ctx context.Context, err error, preregistered bool) *apierr.Error {
+// client is the config's (its secret, if any, is the operator's to fix);
+// noAnswer: a request of the flow timed out (go-sdk reports discovery
+// errors as text, so the flow's client notes it).
+func failure(ctx context.Context, err error, preregistered, noAnswer bool) *apierr.Error {
 	var ae *apierr.Error
 	var re *oauth2.RetrieveError
 	switch {
@@ -84,6 +86,8 @@ func failure(ctx context.Context, err error, preregistered bool) *apierr.Error {
 		return apierr.Wrap(apierr.Network, model.MsgAuthorizeTimeout, err)
 	case errors.Is(ctx.Err(), context.Canceled):
 		return apierr.Wrap(apierr.ServiceUnavailable, "Authorization cancelled (a newer one started, or the gateway stopped).", err)
+	case noAnswer:
+		return apierr.Wrap(apierr.Network, MsgNoAnswer, err)
 	case errors.As(err, &ae) && ae.Code != apierr.Unauthorized:
 		return ae // storing the tokens failed: the credential or config service said why
 	}

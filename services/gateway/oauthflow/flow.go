@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -56,6 +57,11 @@ type Options struct {
 	// Timeout bounds a whole flow, the user's approval included (default
 	// 2 min; tests shorten it).
 	Timeout time.Duration
+	// RequestTimeout bounds each request of a flow to the protected
+	// resource's and the authorization server's endpoints (metadata
+	// discovery, client registration, the token exchange), its answer's
+	// body included (default DefaultRequestTimeout; tests shorten it).
+	RequestTimeout time.Duration
 	// HTTPClient makes the probe, discovery, registration and token
 	// requests (default: Go's). For a server outside the operator's network
 	// (Guard.Inside), it is guarded: its authorization server, named by the
@@ -100,6 +106,8 @@ type flow struct {
 	// the outcome.
 	reply    model.OAuthStartReply
 	watchers []func(error)
+	// noAnswer: a request of the flow ran past Options.RequestTimeout.
+	noAnswer atomic.Bool
 	// Under mu: the provider's URL, and a per-principal flow's binding
 	// (the SHA-256 of its latest continue's cookie; binding.go).
 	mu      sync.Mutex
@@ -112,6 +120,9 @@ type flow struct {
 func New(ctx context.Context, nc *nats.Conn, opts Options) (*Flows, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
 	}
 	if opts.Timeout > flowsTTL {
 		return nil, fmt.Errorf("oauthflow: a flow's timeout (%s) must be under %s", opts.Timeout, flowsTTL)
@@ -241,7 +252,7 @@ func (f *Flows) start(ctx context.Context, ref, forID string, bind bool, done fu
 	}
 	key := flowKey(cfg.Slug, forID)
 	urls := make(chan string, 1)
-	h, err := f.handler(&cfg, secret, hc, fl, urls)
+	h, err := f.handler(&cfg, secret, bounded(hc, f.opts.RequestTimeout, &fl.noAnswer), fl, urls)
 	if err != nil {
 		cancel()
 		_ = resp.Body.Close()

@@ -51,7 +51,7 @@ func (a *API) conversationEvents(w http.ResponseWriter, r *http.Request) {
 		cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy && cfg.OptStartSeq <= after) {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
-	a.stream(w, r, cfg, chatFrame)
+	a.stream(w, r, cfg, chatFrame, nil)
 }
 
 // chatFrame renders one chat event as an SSE frame. The kind becomes the

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -63,7 +64,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	a.stream(w, r, cfg, a.frame)
+	a.stream(w, r, cfg, a.frame, nil)
 }
 
 // resume starts cfg after the event id of Last-Event-ID (or ?since=).
@@ -87,11 +88,16 @@ func resume(r *http.Request, cfg *jetstream.OrderedConsumerConfig) error {
 // the message is one a client can read); last ends the stream after it.
 type framer func(jetstream.Msg) (frame string, ok, last bool)
 
+// ender tells, at each heartbeat, whether what a stream follows has ended
+// though no last frame came (the event that said so was lost): ended, and
+// the frame that ends the stream.
+type ender func(context.Context) (frame string, ended bool)
+
 // stream serves the messages of the events stream that cfg selects as
 // Server-Sent Events (frame renders one) until the client, the key or the
-// gateway goes, or a frame is the last, with heartbeats; the conventions of
-// /api/v1/events.
-func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.OrderedConsumerConfig, frame framer) {
+// gateway goes, or a frame is the last, or ended (nil: never) says so at a
+// heartbeat, with heartbeats; the conventions of /api/v1/events.
+func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.OrderedConsumerConfig, frame framer, ended ender) {
 	select {
 	case <-a.streams:
 		writeError(w, apierr.New(apierr.ServiceUnavailable, "the gateway is shutting down"))
@@ -185,6 +191,21 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 				return
 			}
 			if !write(": ping\n\n") {
+				return
+			}
+			if ended == nil {
+				continue
+			}
+			if f, ok := ended(ctx); ok {
+				// The last event may be on its way still: what came is
+				// written first, and ends the stream if it is the last.
+				for len(ch) > 0 {
+					f, ok, last := frame(<-ch)
+					if ok && !write(f) || last {
+						return
+					}
+				}
+				write(f)
 				return
 			}
 		case m := <-ch:

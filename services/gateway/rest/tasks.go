@@ -178,7 +178,8 @@ func (a *API) cancelTask(w http.ResponseWriter, r *http.Request) {
 // final state) as Server-Sent Events, from the first one retained, with the
 // conventions of /api/v1/events. The stream ends after the final state:
 // nothing follows it, and an open stream counts against its key's
-// MaxStreams. A task final already is answered with its state alone.
+// MaxStreams. At each heartbeat it reads the task's record too: a final
+// state there whose event never came ends it the same way. A task final already is answered with its state alone.
 // Another principal's task is NOT_FOUND before anything is streamed.
 func (a *API) taskEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := taskRef(w, r)
@@ -200,7 +201,18 @@ func (a *API) taskEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	a.stream(w, r, cfg, taskFrame)
+	a.stream(w, r, cfg, taskFrame, func(ctx context.Context) (string, bool) {
+		// The runner publishes a task's events without waiting for them
+		// to be stored: its final one may be lost (the runner's connection
+		// down then, the events stream unavailable), and the stream would
+		// stay open for ever. Its record says it ended.
+		task, err := a.client.Task(ctx, id)
+		if err != nil || !model.TaskFinal(task.State) {
+			return "", false
+		}
+		f, err := taskEndFrame(task)
+		return f, err == nil
+	})
 }
 
 // taskFrame renders one task event: event: the state, data: the task.
@@ -225,9 +237,9 @@ func taskFrame(m jetstream.Msg) (string, bool, bool) {
 // may not hold its end, and a client resuming after it would wait for
 // nothing), then the end of the stream.
 func endedTaskEvents(w http.ResponseWriter, task model.Task) {
-	data, err := json.Marshal(task.Summary())
+	f, err := taskEndFrame(task)
 	if err != nil {
-		writeError(w, apierr.Wrap(apierr.Internal, "encoding the task", err))
+		writeError(w, err)
 		return
 	}
 	h := w.Header()
@@ -235,7 +247,17 @@ func endedTaskEvents(w http.ResponseWriter, task model.Task) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	_, _ = fmt.Fprintf(w, "retry: 2000\n: connected\n\nevent: %s\ndata: %s\n\n", task.State, data)
+	_, _ = fmt.Fprint(w, "retry: 2000\n: connected\n\n"+f)
+}
+
+// taskEndFrame is the frame of an ended task's state read from its record
+// (no event id: it is no event of the stream).
+func taskEndFrame(task model.Task) (string, error) {
+	data, err := json.Marshal(task.Summary())
+	if err != nil {
+		return "", apierr.Wrap(apierr.Internal, "encoding the task", err)
+	}
+	return fmt.Sprintf("event: %s\ndata: %s\n\n", task.State, data), nil
 }
 
 // approveTask applies the approval rules to a task's call of tool before

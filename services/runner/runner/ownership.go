@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
@@ -411,7 +412,12 @@ func (r *Runner) takeServer(cfg *model.McpConfig) {
 	r.mu.Unlock()
 	if err := s.serve(); err != nil {
 		r.log.Error("serving server failed", "server", cfg.Slug, "error", err)
-		r.releaseServer(context.Background(), cfg.Slug, model.StateError, false)
+		// The status says why, with the code of the error contract: its
+		// calls cannot reach it (the bus refused or did not confirm its
+		// subscriptions), which another try, here or on another runner,
+		// may fix.
+		r.releaseServerWith(context.Background(), cfg.Slug, model.StateError,
+			apierr.Wrap(apierr.ServiceUnavailable, "the runner could not serve "+cfg.Slug+" on the bus: "+err.Error(), err), false)
 		return
 	}
 	s.post(s.boot)
@@ -452,6 +458,12 @@ func (r *Runner) loseServer(slug string) {
 // releaseServer stops a server and gives its lease back at once, so another
 // runner takes it without waiting for the TTL.
 func (r *Runner) releaseServer(ctx context.Context, slug, final string, keep bool) {
+	r.releaseServerWith(ctx, slug, final, nil, keep)
+}
+
+// releaseServerWith is releaseServer whose final status carries e (the
+// error contract: code, message, field), in one write.
+func (r *Runner) releaseServerWith(ctx context.Context, slug, final string, e *apierr.Error, keep bool) {
 	r.mu.Lock()
 	s := r.servers[slug]
 	delete(r.servers, slug)
@@ -463,7 +475,7 @@ func (r *Runner) releaseServer(ctx context.Context, slug, final string, keep boo
 	r.mu.Unlock()
 	r.secrets.forget(slug)
 	if s != nil {
-		s.close(final, keep)
+		s.closeWith(final, e, keep)
 	}
 	if l != nil {
 		c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL)

@@ -681,7 +681,10 @@ func (s *server) kill(proc *launch.Process) {
 }
 
 // close removes the server: no more calls, process stopped, status final.
-func (s *server) close(final string, keep bool) {
+func (s *server) close(final string, keep bool) { s.closeWith(final, nil, keep) }
+
+// closeWith is close whose final status carries e.
+func (s *server) closeWith(final string, e *apierr.Error, keep bool) {
 	s.cancel() // aborts a start in progress
 	if s.svc != nil {
 		if !s.r.nc.IsConnected() {
@@ -691,7 +694,7 @@ func (s *server) close(final string, keep bool) {
 	}
 	// The stop is the last operation: done closes on the server's
 	// goroutine, before it takes another.
-	_ = s.do(func() error { s.stop(final, keep); close(s.done); return nil })
+	_ = s.do(func() error { s.stopWith(final, e, keep); close(s.done); return nil })
 }
 
 func (s *server) setState(state string, e *apierr.Error) {

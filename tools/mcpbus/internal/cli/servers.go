@@ -250,6 +250,9 @@ func readConfigFile(g *globals, path string) (model.McpConfig, error) {
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		return cfg, apierr.Wrap(apierr.Validation, path+": "+serverfile.YAMLMessage(data, err), err).WithField("file")
 	}
+	if m := serverfile.KeyCollision(data); m != "" {
+		return cfg, apierr.Invalid("file", path+": "+m)
+	}
 	return cfg, nil
 }
 
@@ -466,6 +469,9 @@ func editInEditor(g *globals, cfg model.McpConfig) (model.McpConfig, error) {
 	var out model.McpConfig
 	if err := yaml.UnmarshalStrict(edited, &out); err != nil {
 		return cfg, apierr.Wrap(apierr.Validation, "edited config: "+serverfile.YAMLMessage(edited, err), err)
+	}
+	if m := serverfile.KeyCollision(edited); m != "" {
+		return cfg, apierr.New(apierr.Validation, "edited config: "+m)
 	}
 	return out, nil
 }
