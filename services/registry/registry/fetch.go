@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/netguard"
 )
 
 // Labels of the sources in error messages.
@@ -36,7 +37,39 @@ func newFetcher(label string, hc *http.Client, auth func(*http.Request)) *fetche
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &fetcher{label: label, hc: hc, auth: auth}
+	return &fetcher{label: label, hc: guardRedirects(hc), auth: auth}
+}
+
+// maxRedirects bounds the redirects one registry request follows.
+const maxRedirects = 5
+
+// guardRedirects is a copy of hc whose redirects a registry cannot turn
+// against mcpbus: none from https to http (the Smithery key would follow in
+// clear text, and anyone on the path could answer), and none from a public
+// registry to an internal host (cloud metadata, the NATS monitor, an admin
+// port on the LAN), which mcpbus would then GET from inside and whose
+// status (or JSON) it would report back. A registry the operator runs inside their network (its base URL
+// names an internal host) may redirect there.
+func guardRedirects(hc *http.Client) *http.Client {
+	c := *hc
+	prev := hc.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		first, last := via[0].URL, via[len(via)-1].URL
+		if last.Scheme == "https" && req.URL.Scheme != "https" {
+			return fmt.Errorf("refused a redirect from https to %s", req.URL.Scheme)
+		}
+		if netguard.InternalHost(req.URL.Hostname()) && !netguard.InternalHost(first.Hostname()) {
+			return fmt.Errorf("refused a redirect to %s: an internal address", req.URL.Host)
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		return nil
+	}
+	return &c
 }
 
 // get returns the body of a 200 answer. Errors carry codes: 401/403
