@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -144,11 +145,17 @@ func hitVersion(v string) string {
 	return v
 }
 
-// clean makes registry text safe to show: no control characters, bounded length.
+// clean makes registry text safe to show: no control characters (C1 ones
+// included: U+009B is CSI to terminals that read 8-bit controls), no bidi
+// controls (a title such as "\u202egnp.exe" would show reversed, unlike what
+// is stored and installed), bounded length.
 func clean(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		switch {
+		case unicode.IsControl(r):
 			return ' '
+		case bidiControl(r):
+			return -1
 		}
 		return r
 	}, s)
@@ -160,4 +167,10 @@ func clean(s string, n int) string {
 		s = s[:cut] + "…"
 	}
 	return s
+}
+
+// bidiControl reports whether r is a bidi mark, embedding, override or
+// isolate: it changes how the text around it is shown, not what it says.
+func bidiControl(r rune) bool {
+	return r == '\u061c' || r == '\u200e' || r == '\u200f' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069')
 }
