@@ -123,7 +123,7 @@ func checkRemoteURL(raw string) error {
 // other (escape sequences, spaces, a command line) could not be installed,
 // and would only reach the terminals and pages that list it.
 func hitName(name string, pattern *regexp.Regexp) bool {
-	return len(name) <= 200 && pattern.MatchString(name)
+	return len(name) <= 200 && registryName(name, pattern)
 }
 
 // link is raw when it is an http(s) URL fit to show as a link (a page or
