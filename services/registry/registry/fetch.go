@@ -25,6 +25,13 @@ const (
 // maxBody bounds a registry response: a page of 100 servers is a few hundred KiB.
 const maxBody = 8 << 20
 
+// maxValues bounds the JSON values (array elements and object members) of
+// a response. A page of 100 servers has a few thousand; the bytes alone do
+// not bound the memory an answer takes, as each {} of 3 bytes in a list
+// of servers or packages decodes into structs of a kilobyte or more: 8 MiB
+// of them took gigabytes.
+const maxValues = 50_000
+
 // fetcher GETs JSON from one registry and maps failures to the contract.
 type fetcher struct {
 	label string
@@ -108,7 +115,39 @@ func (f *fetcher) get(ctx context.Context, rawURL string) ([]byte, error) {
 	if len(body) > maxBody {
 		return nil, apierr.Newf(apierr.ServiceUnavailable, "%s answered with more than %d MiB", f.label, maxBody>>20)
 	}
+	if tooManyValues(body, maxValues) {
+		return nil, apierr.Newf(apierr.ServiceUnavailable, "%s answered with more than %d JSON values", f.label, maxValues)
+	}
 	return body, nil
+}
+
+// tooManyValues reports whether the JSON text b holds more than limit
+// values, counted before decoding: every value but the first follows a
+// '[', '{' or ',' outside a string.
+func tooManyValues(b []byte, limit int) bool {
+	n := 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			switch c {
+			case '\\':
+				escaped = true
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{' || c == ',':
+			n++
+			if n > limit {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func statusError(label string, status int, retryAfter string) *apierr.Error {
