@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/netguard"
 )
 
 // Labels of the sources in error messages.
@@ -23,6 +24,13 @@ const (
 
 // maxBody bounds a registry response: a page of 100 servers is a few hundred KiB.
 const maxBody = 8 << 20
+
+// maxValues bounds the JSON values (array elements and object members) of
+// a response. A page of 100 servers has a few thousand; the bytes alone do
+// not bound the memory an answer takes, as each {} of 3 bytes in a list
+// of servers or packages decodes into structs of a kilobyte or more: 8 MiB
+// of them took gigabytes.
+const maxValues = 50_000
 
 // fetcher GETs JSON from one registry and maps failures to the contract.
 type fetcher struct {
@@ -36,7 +44,39 @@ func newFetcher(label string, hc *http.Client, auth func(*http.Request)) *fetche
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &fetcher{label: label, hc: hc, auth: auth}
+	return &fetcher{label: label, hc: guardRedirects(hc), auth: auth}
+}
+
+// maxRedirects bounds the redirects one registry request follows.
+const maxRedirects = 5
+
+// guardRedirects is a copy of hc whose redirects a registry cannot turn
+// against mcpbus: none from https to http (the Smithery key would follow in
+// clear text, and anyone on the path could answer), and none from a public
+// registry to an internal host (cloud metadata, the NATS monitor, an admin
+// port on the LAN), which mcpbus would then GET from inside and whose
+// status (or JSON) it would report back. A registry the operator runs inside their network (its base URL
+// names an internal host) may redirect there.
+func guardRedirects(hc *http.Client) *http.Client {
+	c := *hc
+	prev := hc.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		first, last := via[0].URL, via[len(via)-1].URL
+		if last.Scheme == "https" && req.URL.Scheme != "https" {
+			return fmt.Errorf("refused a redirect from https to %s", req.URL.Scheme)
+		}
+		if netguard.InternalHost(req.URL.Hostname()) && !netguard.InternalHost(first.Hostname()) {
+			return fmt.Errorf("refused a redirect to %s: an internal address", req.URL.Host)
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		return nil
+	}
+	return &c
 }
 
 // get returns the body of a 200 answer. Errors carry codes: 401/403
@@ -75,7 +115,39 @@ func (f *fetcher) get(ctx context.Context, rawURL string) ([]byte, error) {
 	if len(body) > maxBody {
 		return nil, apierr.Newf(apierr.ServiceUnavailable, "%s answered with more than %d MiB", f.label, maxBody>>20)
 	}
+	if tooManyValues(body, maxValues) {
+		return nil, apierr.Newf(apierr.ServiceUnavailable, "%s answered with more than %d JSON values", f.label, maxValues)
+	}
 	return body, nil
+}
+
+// tooManyValues reports whether the JSON text b holds more than limit
+// values, counted before decoding: every value but the first follows a
+// '[', '{' or ',' outside a string.
+func tooManyValues(b []byte, limit int) bool {
+	n := 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			switch c {
+			case '\\':
+				escaped = true
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{' || c == ',':
+			n++
+			if n > limit {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func statusError(label string, status int, retryAfter string) *apierr.Error {

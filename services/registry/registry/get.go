@@ -53,6 +53,21 @@ var (
 	variablePattern     = pattern.MustCompile(`^[A-Za-z0-9_.-]+$`, 1, 128)
 )
 
+// registryName reports whether name matches pattern and has no "." or ".."
+// segment: the name goes into the entry's URL path, where a dot segment
+// would ask another endpoint of the registry's host (with the Smithery key).
+func registryName(name string, pattern *regexp.Regexp) bool {
+	if !pattern.MatchString(name) {
+		return false
+	}
+	for _, seg := range strings.Split(strings.TrimPrefix(name, "@"), "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
 // checkGet validates a get request; an empty registry is inferred from the
 // name (a reverse-DNS namespace means the Official Registry).
 func checkGet(in model.RegistryGetRequest) (model.RegistryGetRequest, error) {
@@ -73,14 +88,14 @@ func checkGet(in model.RegistryGetRequest) (model.RegistryGetRequest, error) {
 	}
 	switch in.Registry {
 	case model.RegistryOfficial:
-		if !officialNamePattern.MatchString(in.Name) {
+		if !registryName(in.Name, officialNamePattern) {
 			return in, apierr.Invalid("name", "an official registry name looks like io.github.owner/server")
 		}
 		if in.Version != "" && in.Version != "latest" && !versionPattern.MatchString(in.Version) {
 			return in, apierr.Invalid("version", "version must be latest or an exact version such as 1.2.3")
 		}
 	case model.RegistrySmithery:
-		if !smitheryNamePattern.MatchString(in.Name) {
+		if !registryName(in.Name, smitheryNamePattern) {
 			return in, apierr.Invalid("name", "a Smithery name looks like @owner/server or server")
 		}
 		if in.Version != "" {

@@ -94,7 +94,7 @@ func mergeRank(query string, official, smithery []candidate) []model.RegistryRes
 	}
 	for _, c := range smithery {
 		owner, base := nameKey(c.name)
-		if slot := matchOfficial(byBase[base], owner); slot != nil {
+		if slot := matchOfficial(byBase[base], owner, base); slot != nil {
 			slot.taken = true
 			absorb(slot.m, c)
 			continue
@@ -142,8 +142,12 @@ type officialSlot struct {
 
 // matchOfficial picks the official hit a Smithery hit merges into: same base
 // name, not merged yet, and the same owner — or, when one side names no
-// owner (Smithery's exa), the only owner that base name has.
-func matchOfficial(slots []*officialSlot, owner string) *officialSlot {
+// owner, the only owner that base name has. An owner-less Smithery name
+// (exa) is a vendor's product: it merges only with the vendor's own entry
+// (owner exa: ai.exa/…, io.github.exa-labs/…), not with whoever published
+// the only official entry of that base name, which would take the Smithery
+// server's name, rank and use count, and be what installing the row runs.
+func matchOfficial(slots []*officialSlot, owner, base string) *officialSlot {
 	var only *officialSlot
 	owners := 0
 	seen := map[string]bool{}
@@ -165,7 +169,12 @@ func matchOfficial(slots []*officialSlot, owner string) *officialSlot {
 	if only == nil || owners != 1 {
 		return nil
 	}
-	if owner == "" || only.owner == "" {
+	switch {
+	case owner == "":
+		if only.owner == base {
+			return only
+		}
+	case only.owner == "":
 		return only
 	}
 	return nil

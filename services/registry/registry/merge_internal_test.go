@@ -92,3 +92,26 @@ func BenchmarkMergeRank1000(b *testing.B) {
 		}
 	}
 }
+
+// An owner-less Smithery name (exa) is a vendor's product: it merges only
+// with the official entry the vendor publishes (ai.exa/…, io.github.exa-labs/…),
+// never with whoever published the only official entry of that base name —
+// which would lend that entry the Smithery server's name, rank and use count,
+// and install the publisher's package from the row people chose as "exa".
+func TestOwnerlessSmitheryNameMergesOnlyWithItsVendor(t *testing.T) {
+	smi := []candidate{{source: "smithery", name: "exa", useCount: 700}}
+	for _, c := range []struct {
+		official string
+		merged   bool
+	}{
+		{"io.github.exa-labs/exa-mcp-server", true},
+		{"ai.exa/exa", true},
+		{"io.github.attacker/exa", false},
+		{"com.example/exa-mcp", false},
+	} {
+		out := mergeRank("exa", []candidate{{source: "official", name: c.official, verified: true}}, smi)
+		if merged := len(out) == 1; merged != c.merged {
+			t.Errorf("%s and Smithery's exa: merged %v, want %v (%+v)", c.official, merged, c.merged, out)
+		}
+	}
+}

@@ -32,6 +32,9 @@ type OfficialList struct {
 	Servers    []OfficialEntry
 	NextCursor string
 	Count      int
+	// Skipped counts the entries left out because they could not be read
+	// (a field of the wrong type).
+	Skipped int
 }
 
 // OfficialEntry is a ServerResponse: the server.json plus the registry's metadata.
@@ -368,12 +371,23 @@ func ParseOfficialList(body []byte) (*OfficialList, error) {
 		Count:      wl.Metadata.Count,
 		Servers:    make([]OfficialEntry, 0, len(wl.Servers)),
 	}
+	// One unreadable entry is left out rather than failing the page: anyone
+	// can publish, and one entry must not take every search it matches.
+	// A page of nothing but unreadable entries is a broken registry.
+	var first error
 	for i, raw := range wl.Servers {
 		e, err := parseEntry(raw)
 		if err != nil {
-			return nil, fmt.Errorf("servers[%d]: %w", i, err)
+			out.Skipped++
+			if first == nil {
+				first = fmt.Errorf("servers[%d]: %w", i, err)
+			}
+			continue
 		}
 		out.Servers = append(out.Servers, e)
+	}
+	if len(out.Servers) == 0 && first != nil {
+		return nil, first
 	}
 	return out, nil
 }

@@ -381,6 +381,11 @@ func TestGetBadInputAndUnknown(t *testing.T) {
 		{model.RegistryGetRequest{Name: "io.github.x/y", Registry: "npm"}, "registry"},
 		{model.RegistryGetRequest{Name: "../../etc/passwd", Registry: "official"}, "name"},
 		{model.RegistryGetRequest{Name: "a/b/c", Registry: "smithery"}, "name"},
+		// Dot segments would make GET /servers/../admin (with the Smithery key) elsewhere on the host.
+		{model.RegistryGetRequest{Name: "../admin", Registry: "smithery"}, "name"},
+		{model.RegistryGetRequest{Name: "@acme/..", Registry: "smithery"}, "name"},
+		{model.RegistryGetRequest{Name: "..", Registry: "smithery"}, "name"},
+		{model.RegistryGetRequest{Name: "../x", Registry: "official"}, "name"},
 		{model.RegistryGetRequest{Name: "io.github.x/y", Version: "^1.2.3"}, "version"},
 		{model.RegistryGetRequest{Name: "exa", Version: "1.0.0"}, "version"},
 		{model.RegistryGetRequest{Name: "exa", Prefer: "pypi"}, "prefer"},

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -122,7 +123,7 @@ func checkRemoteURL(raw string) error {
 // other (escape sequences, spaces, a command line) could not be installed,
 // and would only reach the terminals and pages that list it.
 func hitName(name string, pattern *regexp.Regexp) bool {
-	return len(name) <= 200 && pattern.MatchString(name)
+	return len(name) <= 200 && registryName(name, pattern)
 }
 
 // link is raw when it is an http(s) URL fit to show as a link (a page or
@@ -144,11 +145,17 @@ func hitVersion(v string) string {
 	return v
 }
 
-// clean makes registry text safe to show: no control characters, bounded length.
+// clean makes registry text safe to show: no control characters (C1 ones
+// included: U+009B is CSI to terminals that read 8-bit controls), no bidi
+// controls (a title such as "\u202egnp.exe" would show reversed, unlike what
+// is stored and installed), bounded length.
 func clean(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		switch {
+		case unicode.IsControl(r):
 			return ' '
+		case bidiControl(r):
+			return -1
 		}
 		return r
 	}, s)
@@ -160,4 +167,10 @@ func clean(s string, n int) string {
 		s = s[:cut] + "…"
 	}
 	return s
+}
+
+// bidiControl reports whether r is a bidi mark, embedding, override or
+// isolate: it changes how the text around it is shown, not what it says.
+func bidiControl(r rune) bool {
+	return r == '\u061c' || r == '\u200e' || r == '\u200f' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069')
 }

@@ -18,6 +18,9 @@ import (
 type SmitheryList struct {
 	Servers    []SmitheryServer   `json:"servers"`
 	Pagination SmitheryPagination `json:"pagination"`
+	// Skipped counts the rows left out because they could not be read (a
+	// field of the wrong type).
+	Skipped int `json:"-"`
 }
 
 // SmitheryServer is a row of the list.
@@ -149,7 +152,7 @@ func scalarString(v any) string {
 // ParseSmitheryList decodes a GET /servers body.
 func ParseSmitheryList(body []byte) (*SmitheryList, error) {
 	var l struct {
-		Servers    *[]SmitheryServer  `json:"servers"`
+		Servers    *[]json.RawMessage `json:"servers"`
 		Pagination SmitheryPagination `json:"pagination"`
 	}
 	if err := json.Unmarshal(body, &l); err != nil {
@@ -158,7 +161,25 @@ func ParseSmitheryList(body []byte) (*SmitheryList, error) {
 	if l.Servers == nil {
 		return nil, fmt.Errorf("no servers array")
 	}
-	return &SmitheryList{Servers: *l.Servers, Pagination: l.Pagination}, nil
+	// One unreadable row is left out rather than failing the page (as for
+	// the Official Registry); a page of nothing else is a broken registry.
+	out := &SmitheryList{Servers: make([]SmitheryServer, 0, len(*l.Servers)), Pagination: l.Pagination}
+	var first error
+	for i, raw := range *l.Servers {
+		var sv SmitheryServer
+		if err := json.Unmarshal(raw, &sv); err != nil {
+			out.Skipped++
+			if first == nil {
+				first = fmt.Errorf("servers[%d]: %w", i, err)
+			}
+			continue
+		}
+		out.Servers = append(out.Servers, sv)
+	}
+	if len(out.Servers) == 0 && first != nil {
+		return nil, first
+	}
+	return out, nil
 }
 
 // ParseSmitheryDetail decodes a GET /servers/{qualifiedName} body.

@@ -47,7 +47,8 @@ func (s smitherySource) searchPage(q string, window int, cursor string) (string,
 		}
 		// Without a page count, a short page is the last.
 		last := list.Pagination.TotalPages
-		done := len(list.Servers) == 0 || (last > 0 && num >= last) || (last == 0 && len(list.Servers) < size)
+		rows := len(list.Servers) + list.Skipped
+		done := rows == 0 || (last > 0 && num >= last) || (last == 0 && rows < size)
 		if !done {
 			p.next = strconv.Itoa(num + 1)
 		}

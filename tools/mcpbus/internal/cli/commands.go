@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -329,7 +330,12 @@ func shortID(id string) string {
 func oneLine(s string, max int) string {
 	s = printable(strings.Join(strings.Fields(s), " "))
 	if len(s) > max {
-		return s[:max-1] + "…"
+		// At a character boundary: half a character is invalid UTF-8.
+		cut := max - 1
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return s[:cut] + "…"
 	}
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -51,5 +52,16 @@ func TestServerTextInErrorsAndProgressShowsNoControls(t *testing.T) {
 	}
 	if !strings.Contains(errs.String(), "\nsecond line") {
 		t.Errorf("the error's line break is gone: %q", errs.String())
+	}
+}
+
+// oneLine shortens text at a character boundary: a cut inside a multi-byte
+// character would print half of it (invalid UTF-8) to the terminal.
+func TestOneLineCutsAtACharacter(t *testing.T) {
+	for _, in := range []string{strings.Repeat("é", 40), "ab" + strings.Repeat("日本", 30), strings.Repeat("x", 58) + "🙂🙂"} {
+		out := oneLine(in, 60)
+		if !utf8.ValidString(out) || len(out) > 60+len("…") || !strings.HasSuffix(out, "…") {
+			t.Errorf("oneLine(%q, 60) = %q (valid %v, %d bytes)", in, out, utf8.ValidString(out), len(out))
+		}
 	}
 }
