@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -196,4 +198,52 @@ func TestRESTRefusalsChangeNothing(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRESTHeadOnStreams: HEAD of an event stream (the mux routes it to the
+// GET handler) answers the head and ends, so the client's next request on
+// the same connection is answered, not left unread behind a stream that
+// has no body to send.
+func TestRESTHeadOnStreams(t *testing.T) {
+	t.Parallel()
+	e := startREST(t)
+	// One connection: the GET must go where the HEAD went.
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}}
+	t.Cleanup(cl.CloseIdleConnections)
+	send := func(method, path string) (int, http.Header, error) {
+		req, err := http.NewRequestWithContext(ctxT(t, time.Minute), method, e.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+e.admin)
+		resp, err := cl.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, resp.Header, nil
+	}
+	for _, path := range []string{"/api/v1/events", "/api/v1/events?kinds=call"} {
+		status, hdr, err := send(http.MethodHead, path)
+		if err != nil || status != http.StatusOK || hdr.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("HEAD %s: %d %v %v", path, status, hdr, err)
+		}
+		if status, _, err := send(http.MethodGet, "/api/v1/me"); err != nil || status != http.StatusOK {
+			t.Fatalf("GET /api/v1/me after HEAD %s on the same connection: %d %v", path, status, err)
+		}
+	}
+}
+
+// TestRESTApprovalIDSpellings: an approval id that no held call can have
+// (a NATS wildcard, dots, unicode) is NOT_FOUND like any unknown one, not
+// an INTERNAL_ERROR from the bucket.
+func TestRESTApprovalIDSpellings(t *testing.T) {
+	t.Parallel()
+	e := startREST(t)
+	for _, id := range []string{"a.*", "*", "%3E", "a.b", "%C3%A9", strings.Repeat("0", 32), strings.Repeat("A", 32)} {
+		for _, verb := range []string{"approve", "deny"} {
+			wantCode(t, verb+" "+id, e.do("POST", "/api/v1/approvals/"+id+"/"+verb, nil), http.StatusNotFound, apierr.NotFound)
+		}
+	}
 }
