@@ -230,10 +230,7 @@ func endedTaskEvents(w http.ResponseWriter, task model.Task) {
 		writeError(w, apierr.Wrap(apierr.Internal, "encoding the task", err))
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	sseHeaders(w)
 	w.WriteHeader(http.StatusOK)
 	_, _ = fmt.Fprintf(w, "retry: 2000\n: connected\n\nevent: %s\ndata: %s\n\n", task.State, data)
 }
