@@ -107,6 +107,21 @@ func TestRESTMalformedBodies(t *testing.T) {
 	}
 }
 
+// TestRESTTaskFields: a task body missing half of server and tool names
+// the half that is missing.
+func TestRESTTaskFields(t *testing.T) {
+	t.Parallel()
+	e := startREST(t)
+	for _, c := range []struct{ body, field string }{
+		{`{}`, "name"},
+		{`{"server": "s"}`, "tool"},
+		{`{"tool": "t"}`, "server"},
+		{`{"name": "  "}`, "name"},
+	} {
+		wantInvalid(t, "POST /api/v1/tasks "+c.body, e.do("POST", "/api/v1/tasks", c.body), c.field)
+	}
+}
+
 // TestRESTWrongMethods: every API path (/mcp, /mcp/*, /api/v1/*) answers a method it does not take
 // 405 in the contract, with Allow naming the ones it does (HEAD with GET).
 func TestRESTWrongMethods(t *testing.T) {

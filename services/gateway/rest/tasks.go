@@ -77,7 +77,15 @@ func (a *API) taskTool(w http.ResponseWriter, r *http.Request, in model.TaskCrea
 	name, field := strings.TrimSpace(in.Name), "name"
 	if name == "" {
 		if in.Server == "" || in.Tool == "" {
-			writeError(w, apierr.Invalid("name", "name, or server and tool, is required"))
+			// Name the half that is missing when the other is given.
+			missing := "name"
+			switch {
+			case in.Server != "" && in.Tool == "":
+				missing = "tool"
+			case in.Server == "" && in.Tool != "":
+				missing = "server"
+			}
+			writeError(w, apierr.Invalid(missing, "name, or server and tool, is required"))
 			return model.Tool{}, false
 		}
 		name, field = model.NamespacedName(in.Server, in.Tool), "tool"
