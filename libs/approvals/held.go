@@ -290,6 +290,9 @@ func lostRace(err error) bool {
 // decidedBefore is the last record, decided, of a call its waiter deleted
 // already (false: none).
 func (s *Store) decidedBefore(ctx context.Context, id string) (model.HeldCall, bool) {
+	if !isHeldID(id) {
+		return model.HeldCall{}, false
+	}
 	hist, err := s.held.History(ctx, heldKey(id))
 	if err != nil {
 		return model.HeldCall{}, false

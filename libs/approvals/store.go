@@ -236,8 +236,27 @@ func notHeld(id string) error {
 	return apierr.Newf(apierr.NotFound, "no call %q is held for approval", id).WithField("id")
 }
 
+// isHeldID reports whether id has the form HeldID gives (32 lowercase hex
+// digits). Any other is no held call: it must not reach the bucket, where
+// one with '*' or '>' is a KV error (answered 500) or, in a watch, a
+// wildcard over other calls.
+func isHeldID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // get reads a held call and its revision (NOT_FOUND when none).
 func (s *Store) get(ctx context.Context, id string) (model.HeldCall, uint64, error) {
+	if !isHeldID(id) {
+		return model.HeldCall{}, 0, notHeld(id)
+	}
 	e, err := s.heldRetry.Get(ctx, heldKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return model.HeldCall{}, 0, notHeld(id)

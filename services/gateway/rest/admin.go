@@ -224,6 +224,11 @@ func (a *API) setCredentials(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	restart, err := restartQuery(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	cfg, ok := a.serverConfig(w, r)
 	if !ok {
 		return
@@ -251,7 +256,7 @@ func (a *API) setCredentials(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	a.applySecrets(w, r, cfg.Slug, d)
+	a.applySecrets(w, r, cfg.Slug, restart, d)
 }
 
 // RestartedHeader says whether a credential change restarted the server
@@ -259,17 +264,19 @@ func (a *API) setCredentials(w http.ResponseWriter, r *http.Request) {
 // running, or ?restart=false).
 const RestartedHeader = "Mcpbus-Restarted"
 
-// applySecrets restarts a running (or starting) server after its secrets
-// changed, unless ?restart=false, and answers d.
-func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, slug string, d model.CredDescription) {
-	restart := true
-	if r.URL.Query().Has("restart") {
-		var err error
-		if restart, err = boolQuery(r, "restart"); err != nil {
-			writeError(w, err)
-			return
-		}
+// restartQuery reads ?restart= (default true). The credential routes read
+// it before they write: a bad value found after the write would be a
+// refusal that changed the secrets all the same.
+func restartQuery(r *http.Request) (bool, error) {
+	if !r.URL.Query().Has("restart") {
+		return true, nil
 	}
+	return boolQuery(r, "restart")
+}
+
+// applySecrets restarts a running (or starting) server after its secrets
+// changed, unless restart is false (?restart=false), and answers d.
+func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, slug string, restart bool, d model.CredDescription) {
 	restarted := false
 	if restart {
 		var err error
@@ -285,6 +292,11 @@ func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, slug string, 
 // deleteCredentials removes the secrets named by ?name= (repeatable; "oauth"
 // for the token), or all of them.
 func (a *API) deleteCredentials(w http.ResponseWriter, r *http.Request) {
+	restart, err := restartQuery(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	cfg, ok := a.serverConfig(w, r)
 	if !ok {
 		return
@@ -294,7 +306,7 @@ func (a *API) deleteCredentials(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	a.applySecrets(w, r, cfg.Slug, d)
+	a.applySecrets(w, r, cfg.Slug, restart, d)
 }
 
 // registrySearch searches the registries through mcp.v1.registry.search:

@@ -93,7 +93,7 @@ func (a *API) putApprovalRules(w http.ResponseWriter, r *http.Request) {
 	}
 	id, _ := caller(r)
 	var in model.ApprovalRules
-	if !decodeBody(w, r, &in) {
+	if !decodeRequiredBody(w, r, &in) {
 		return
 	}
 	out, err := a.opts.Approvals.PutRules(r.Context(), in)

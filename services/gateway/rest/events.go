@@ -104,6 +104,16 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 		return
 	default:
 	}
+	// HEAD, which the mux routes to GET, gets the stream's head and no
+	// stream: a HEAD answer has no body, so its client takes it as complete
+	// at once and sends its next request on the connection, which a handler
+	// still streaming would never read (that request hangs), holding one of
+	// the key's streams meanwhile.
+	if r.Method == http.MethodHead {
+		sseHeaders(w)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	ctx := r.Context()
 	var revoked <-chan struct{}
 	if p := auth.PrincipalFrom(ctx); p != nil {
@@ -154,10 +164,7 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, cfg jetstream.Order
 	}()
 
 	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // no proxy buffering
+	sseHeaders(w)
 	w.WriteHeader(http.StatusOK)
 	write := func(s string) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
@@ -304,4 +311,12 @@ func eventKinds(v string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// sseHeaders sets the headers of an event stream's answer.
+func sseHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // no proxy buffering
 }

@@ -7,6 +7,7 @@
 package rest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -301,7 +303,7 @@ func writeError(w http.ResponseWriter, err error) { auth.WriteError(w, 0, err) }
 // decodeBody reads a JSON body into v, rejecting unknown fields, and answers
 // the error itself when it fails.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	status, err := readJSON(r, v)
+	status, err := readJSON(r, v, false)
 	if err != nil {
 		auth.WriteError(w, status, err)
 		return false
@@ -309,9 +311,23 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// readJSON reads a JSON body into v, rejecting unknown fields. A body over
-// the size limit (http.MaxBytesReader upstream) is a 413, anything else a 400.
-func readJSON(r *http.Request, v any) (int, *apierr.Error) {
+// decodeRequiredBody is decodeBody for a route whose body replaces a whole
+// document (PUT): an empty body is refused there, not read as {}, which
+// would replace it with nothing (a request whose body got lost on the way,
+// or curl -X PUT without -d, would wipe it).
+func decodeRequiredBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	status, err := readJSON(r, v, true)
+	if err != nil {
+		auth.WriteError(w, status, err)
+		return false
+	}
+	return true
+}
+
+// readJSON reads a JSON body into v, rejecting unknown fields, and an empty
+// body when required (else it leaves v as it is). A body over the size limit
+// (http.MaxBytesReader upstream) is a 413, anything else a 400.
+func readJSON(r *http.Request, v any, required bool) (int, *apierr.Error) {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -320,9 +336,12 @@ func readJSON(r *http.Request, v any) (int, *apierr.Error) {
 		}
 		return http.StatusBadRequest, apierr.Wrap(apierr.Validation, "reading the request body: "+err.Error(), err)
 	}
+	if required && len(bytes.TrimSpace(data)) == 0 {
+		return http.StatusBadRequest, apierr.Invalid("body", "the request body is empty: send the whole JSON document ({} for an empty one)")
+	}
 	if err := bus.Decode(data, v); err != nil {
 		e := apierr.From(err)
-		if f := badField(err); f != "" && e.Field == "" {
+		if f := jsonPath(reflect.TypeOf(v), badField(err)); f != "" && e.Field == "" {
 			e = e.WithField(f)
 		}
 		return http.StatusBadRequest, e
@@ -343,4 +362,72 @@ func badField(err error) string {
 		}
 	}
 	return ""
+}
+
+// jsonPath is the field path of a decoding error as the body spells it:
+// encoding/json puts in the Go name of an embedded struct a field is
+// promoted from ("Profile.provider" for ProfilePutBody's model.Profile),
+// which is no field of the body. Segments it cannot place are kept as
+// they are.
+func jsonPath(t reflect.Type, path string) string {
+	if path == "" {
+		return ""
+	}
+	var out []string
+	for seg := range strings.SplitSeq(path, ".") {
+		t = elem(t)
+		if t == nil || t.Kind() != reflect.Struct {
+			out, t = append(out, seg), nil
+			continue
+		}
+		if f, ok := t.FieldByName(seg); ok && f.Anonymous && jsonName(f) == "" {
+			t = f.Type // the embedded struct: no segment of the body
+			continue
+		}
+		out = append(out, seg)
+		t = fieldType(t, seg)
+	}
+	return strings.Join(out, ".")
+}
+
+// elem is t without its pointers, slices, arrays and maps (nil stays nil).
+func elem(t reflect.Type) reflect.Type {
+	for t != nil {
+		switch t.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+			t = t.Elem()
+		default:
+			return t
+		}
+	}
+	return nil
+}
+
+// jsonName is the name a field's json tag gives it ("" for none).
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return name
+}
+
+// fieldType is the type of struct t's field that JSON calls name, looking
+// into embedded structs as encoding/json does (nil: none).
+func fieldType(t reflect.Type, name string) reflect.Type {
+	for f := range t.Fields() {
+		if f.Anonymous && jsonName(f) == "" {
+			if inner := elem(f.Type); inner != nil && inner.Kind() == reflect.Struct {
+				if ft := fieldType(inner, name); ft != nil {
+					return ft
+				}
+			}
+			continue
+		}
+		n := jsonName(f)
+		if n == "" {
+			n = f.Name
+		}
+		if strings.EqualFold(n, name) {
+			return f.Type
+		}
+	}
+	return nil
 }

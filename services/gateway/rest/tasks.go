@@ -77,7 +77,15 @@ func (a *API) taskTool(w http.ResponseWriter, r *http.Request, in model.TaskCrea
 	name, field := strings.TrimSpace(in.Name), "name"
 	if name == "" {
 		if in.Server == "" || in.Tool == "" {
-			writeError(w, apierr.Invalid("name", "name, or server and tool, is required"))
+			// Name the half that is missing when the other is given.
+			missing := "name"
+			switch {
+			case in.Server != "" && in.Tool == "":
+				missing = "tool"
+			case in.Server == "" && in.Tool != "":
+				missing = "server"
+			}
+			writeError(w, apierr.Invalid(missing, "name, or server and tool, is required"))
 			return model.Tool{}, false
 		}
 		name, field = model.NamespacedName(in.Server, in.Tool), "tool"
@@ -242,10 +250,7 @@ func endedTaskEvents(w http.ResponseWriter, task model.Task) {
 		writeError(w, err)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	sseHeaders(w)
 	w.WriteHeader(http.StatusOK)
 	_, _ = fmt.Fprint(w, "retry: 2000\n: connected\n\n"+f)
 }

@@ -115,7 +115,7 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request) {
 		failWith(status, e)
 	}
 	var in InvokeRequest
-	if status, err := readJSON(r, &in); err != nil {
+	if status, err := readJSON(r, &in, false); err != nil {
 		failWith(status, err) // 413 and 415 keep their status
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -330,6 +331,13 @@ func (r *Runner) handleTaskList(ctx context.Context, req micro.Request) (any, er
 	}
 	if in.All && !p.Admin {
 		return nil, apierr.Invalid("all", "only an admin may list every principal's tasks")
+	}
+	// An unknown state would match no task: an empty list would say there
+	// are none, when the filter was misspelt.
+	switch in.State {
+	case "", model.TaskWorking, model.TaskCompleted, model.TaskFailed, model.TaskCancelled:
+	default:
+		return nil, apierr.Invalid("state", fmt.Sprintf("state must be %s, %s, %s or %s", model.TaskWorking, model.TaskCompleted, model.TaskFailed, model.TaskCancelled))
 	}
 	// A principal's tasks are found by their owner entries: reading every
 	// record (up to 4 MiB each, every principal's) made one list slow for all.

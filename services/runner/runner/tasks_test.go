@@ -154,6 +154,13 @@ func TestTaskBelongsToItsPrincipal(t *testing.T) {
 	if list, err := e.Client.Tasks(alice, "", false); err != nil || len(list) != 1 {
 		t.Fatalf("alice lists %+v, %v", list, err)
 	}
+	if list, err := e.Client.Tasks(alice, model.TaskCompleted, false); err != nil || len(list) != 1 {
+		t.Fatalf("alice lists her completed tasks %+v, %v", list, err)
+	}
+	// A misspelt state is refused, not answered with an empty list.
+	if _, err := e.Client.Tasks(alice, "complete", false); apierr.Of(err) != apierr.Validation || apierr.From(err).Field != "state" {
+		t.Fatalf("an unknown state: %v, want VALIDATION_ERROR on state", err)
+	}
 	// The operator is an admin: it reads alice's task.
 	if _, err := e.Client.Task(context.Background(), task.ID); err != nil {
 		t.Fatalf("admin get: %v", err)
