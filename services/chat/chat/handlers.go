@@ -52,12 +52,17 @@ func (s *Service) Send(ctx context.Context, req model.ChatSendRequest) (model.Ch
 	if err := s.overQuota(ctx, sender, sendSize(req)); err != nil {
 		return model.ChatSendReply{}, err
 	}
-	owner, err := s.claim(ctx, conv)
+	h, err := s.takeLease(ctx, conv)
 	if err != nil {
 		return model.ChatSendReply{}, err
 	}
-	h, err := s.takeLease(ctx, conv)
+	// Claimed under the lease, which a delete holds until it has freed the
+	// id: a send that found the conversation its caller's just before a
+	// delete removed the owner claims it anew here (or finds it another's),
+	// rather than begin a log without an owner.
+	owner, err := s.claim(ctx, conv)
 	if err != nil {
+		s.release(h)
 		return model.ChatSendReply{}, err
 	}
 	if err := s.charge(ctx, conv, logSize(entries), sendSize(req)); err != nil {
@@ -151,6 +156,16 @@ func (s *Service) Delete(ctx context.Context, conv string) error {
 	if _, err := s.cancel(ctx, model.ChatCancelRequest{Conversation: conv}); err != nil && !claimOnly(err) {
 		return err
 	}
+	// The delete holds the conversation's lease until the id is freed: a
+	// send meanwhile (the owner's) is refused CONFLICT, rather than begin a
+	// log this delete would then leave without an owner (only admins could
+	// reach it, and its charge would never be given back) or delete under
+	// its running turn.
+	h, err := s.takeLease(ctx, conv)
+	if err != nil {
+		return err
+	}
+	defer s.release(h)
 	if err := s.publishDeleted(ctx, conv); err != nil {
 		return err
 	}

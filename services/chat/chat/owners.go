@@ -38,6 +38,10 @@ type ownerValue struct {
 	// Charged is what the owner is charged for the conversation's log
 	// (quota.go).
 	Charged int64 `json:"charged,omitempty"`
+	// Refunded is set by a delete that gave the charge back: the charge
+	// is no more the owner's, and the end of a turn the delete cancelled
+	// charges nothing (quota.go).
+	Refunded bool `json:"refunded,omitempty"`
 }
 
 // What a caller wants of a conversation.

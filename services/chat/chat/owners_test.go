@@ -2,7 +2,9 @@ package chat
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
 )
 
@@ -167,5 +170,54 @@ func TestOwnedProfiles(t *testing.T) {
 	}
 	if err := e.as(t, a, "profiles.delete", model.ChatProfileRef{Name: "mine"}, nil); apierr.Of(err) != apierr.Unauthorized {
 		t.Fatalf("a non-admin's profile delete: %v", err)
+	}
+}
+
+// TestSendDuringDelete: the owner's sends racing the delete of their
+// conversation are either refused (CONFLICT, or NOT_FOUND once the id is
+// free... then a new conversation of theirs) or taken before it: no log is
+// ever left without an owner. Before, a send between the log's deletion
+// and the owner's began a new log the delete then left ownerless: only
+// admins could reach it, nobody could claim the id, and its charge was
+// never given back.
+func TestSendDuringDelete(t *testing.T) {
+	e := newEnv(t)
+	s, _ := e.startServiceOpts(t, 0, Options{PrincipalQuotaMiB: 16})
+	e.putProfile(t, model.Profile{Name: "p", Provider: model.ChatProviderOpenAI, Model: "m", BaseURL: e.llm.OpenAIBaseURL()})
+	a := principal.Key("a", false, model.ToolFilter{})
+	e.llm.Always(llmtest.Text("answer"))
+	for i := range 6 {
+		conv := fmt.Sprintf("c-%d", i)
+		f := e.follow(t, conv)
+		if err := e.as(t, a, "send", model.ChatSendRequest{Conversation: conv, Profile: "p", Message: "hi"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		f.done(t, 1, 20*time.Second)
+		ctx, stop := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { // the owner sends again and again while the delete runs
+			for ctx.Err() == nil {
+				err := e.as(t, a, "send", model.ChatSendRequest{Conversation: conv, Profile: "p", Message: "again"}, nil)
+				if c := apierr.Of(err); err != nil && c != apierr.Conflict && c != apierr.NotFound {
+					t.Errorf("%s: a send during the delete: %v", conv, err)
+				}
+			}
+		})
+		testkit.WaitFor(t, 20*time.Second, func() (bool, string) {
+			err := e.as(t, a, "delete", model.ChatConversationRef{Conversation: conv}, nil)
+			return err == nil, fmt.Sprintf("the delete: %v", err)
+		})
+		stop()
+		wg.Wait()
+		// A turn the last send began may still run: wait for the log to
+		// settle, then it must be the owner's (or gone).
+		testkit.WaitFor(t, 20*time.Second, func() (bool, string) {
+			_, err := s.convs.Read(t.Context(), conv)
+			if apierr.Of(err) == apierr.NotFound {
+				return true, ""
+			}
+			_, found, oerr := s.ownerOf(t.Context(), conv)
+			return err == nil && oerr == nil && found, fmt.Sprintf("%s: its log (%v) has no owner (%v)", conv, err, oerr)
+		})
 	}
 }

@@ -102,6 +102,11 @@ func (s *Service) charge(ctx context.Context, conv string, size, adding int64) e
 	if json.Unmarshal(e.Value(), &v) != nil || v.Principal == "" || v.Principal == principal.Operator().ID {
 		return nil
 	}
+	if v.Refunded && adding == 0 {
+		// The end of a turn its conversation's delete cancelled: the
+		// delete gave the charge back and removes the log.
+		return nil
+	}
 	delta := size + adding - v.Charged
 	if delta == 0 {
 		return nil
@@ -113,24 +118,51 @@ func (s *Service) charge(ctx context.Context, conv string, size, adding int64) e
 	if err := s.addUsage(ctx, v.Principal, delta, limit); err != nil {
 		return err
 	}
-	v.Charged = size + adding
+	v.Charged, v.Refunded = size+adding, false
 	val, _ := json.Marshal(v)
-	// Compare-and-set: a delete meanwhile (the record purged) stays deleted.
+	// Compare-and-set: a delete meanwhile (the record refunded or purged)
+	// stays deleted. The owner is then not charged for it either: what
+	// the record does not say is charged is never given back.
 	if _, err := s.turns.Update(ctx, ownerKey(conv), val, e.Revision()); err != nil {
-		s.log.Warn("chat: recording a conversation's charge failed", "conversation", conv, "err", err)
+		s.log.Warn("chat: recording a conversation's charge failed; it is undone", "conversation", conv, "err", err)
+		if err := s.addUsage(context.WithoutCancel(ctx), v.Principal, -delta, -1); err != nil {
+			s.log.Warn("chat: undoing a conversation's charge failed", "conversation", conv, "err", err)
+		}
 	}
 	return nil
 }
 
-// refund gives back what conv's owner was charged for it (its delete).
+// refund gives back what conv's owner was charged for it (its delete),
+// once: the owner record says so first (compare-and-set), so deletes that
+// race, or one tried again after a failure, do not give it back twice.
 func (s *Service) refund(ctx context.Context, conv string) {
-	v, found, err := s.ownerRecord(ctx, conv)
-	if err != nil || !found || v.Charged == 0 {
+	for range 8 {
+		e, err := s.turns.Get(ctx, ownerKey(conv))
+		if err != nil {
+			return // none (stored before owners, or deleted), or unreadable: nothing to give back
+		}
+		var v ownerValue
+		if json.Unmarshal(e.Value(), &v) != nil || v.Principal == "" || v.Refunded {
+			return
+		}
+		charged := v.Charged
+		v.Charged, v.Refunded = 0, true
+		val, _ := json.Marshal(v)
+		if _, err := s.turns.Update(ctx, ownerKey(conv), val, e.Revision()); err != nil {
+			if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+				continue // charged or refunded meanwhile: read it again
+			}
+			s.log.Warn("chat: giving back a deleted conversation's charge failed", "conversation", conv, "err", err)
+			return
+		}
+		if charged != 0 {
+			if err := s.addUsage(ctx, v.Principal, -charged, -1); err != nil {
+				s.log.Warn("chat: giving back a deleted conversation's charge failed", "conversation", conv, "err", err)
+			}
+		}
 		return
 	}
-	if err := s.addUsage(ctx, v.Principal, -v.Charged, -1); err != nil {
-		s.log.Warn("chat: giving back a deleted conversation's charge failed", "conversation", conv, "err", err)
-	}
+	s.log.Warn("chat: giving back a deleted conversation's charge failed: its record kept changing", "conversation", conv)
 }
 
 // usage is what p is charged, and the record's revision (0: none yet).

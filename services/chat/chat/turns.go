@@ -77,6 +77,9 @@ const releaseWait = 2 * time.Second
 // takeLease claims a conversation for a new turn: CONFLICT when a turn runs.
 func (s *Service) takeLease(ctx context.Context, conv string) (*drive, error) {
 	busy := func(turn string) error {
+		if turn == "" {
+			return apierr.Newf(apierr.Conflict, "conversation %s has a turn starting or is being deleted: try again in a moment", conv)
+		}
 		return apierr.Newf(apierr.Conflict, "conversation %s has a turn running (%s): wait for its done event or cancel it", conv, turn)
 	}
 	var ended string // the lease's turn, once the log shows its end
