@@ -16,6 +16,12 @@ const (
 	SourceManual   = "manual"
 )
 
+// MsgRegistryRemoteInternal ends the error of a remote server installed
+// from a registry whose connection was refused for its address (a name
+// that resolves to loopback, the network, cloud metadata):
+// "transport.url reaches an internal address, <host:port> (<class>): " + this.
+const MsgRegistryRemoteInternal = "a server installed from a registry may reach public addresses only; add it by hand to reach one inside your network"
+
 // Package types.
 const (
 	PackageNPM    = "npm"

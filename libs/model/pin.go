@@ -35,10 +35,16 @@ func (c *McpConfig) PinPolicy() string {
 	if c.Pin != "" {
 		return c.Pin
 	}
-	if c.Source.Type != "" && c.Source.Type != SourceManual {
+	if c.FromRegistry() {
 		return PinStrict
 	}
 	return PinWarn
+}
+
+// FromRegistry reports whether c was installed from a registry (official,
+// Smithery): its package or URL is someone else's word, not the operator's.
+func (c *McpConfig) FromRegistry() bool {
+	return c.Source.Type != "" && c.Source.Type != SourceManual
 }
 
 // ToolPin is the record of one tool's pinned definition (KV mcp_pins, key

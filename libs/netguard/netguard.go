@@ -75,11 +75,94 @@ func InternalAddr(ip netip.Addr) bool {
 // IPv4) counts too. What a public name resolves to is Guard's to check.
 func InternalHost(host string) bool { return Guard{}.literal(host) }
 
+// Class names the kind of internal address ip is: loopback, private,
+// link-local (169.254.169.254: cloud metadata), shared (CGNAT), multicast,
+// unspecified or reserved; for an IPv6 address carrying an IPv4 one (NAT64,
+// 6to4, compatible, translated) the class of that IPv4 address, saying so;
+// "public" for an address InternalAddr does not refuse.
+func Class(ip netip.Addr) string {
+	ip = ip.Unmap()
+	switch {
+	case !ip.IsValid() || ip.IsUnspecified():
+		return "unspecified"
+	case ip.IsLoopback():
+		return "loopback"
+	case ip.IsPrivate():
+		return "private"
+	case ip.IsLinkLocalUnicast():
+		return "link-local"
+	case ip.IsMulticast():
+		return "multicast"
+	}
+	if ip.Is4() {
+		if internalV4[0].Contains(ip) {
+			return "shared (CGNAT)"
+		}
+		if InternalAddr(ip) {
+			return "reserved"
+		}
+		return "public"
+	}
+	b := ip.As16()
+	for _, p := range embedsV4 {
+		if p.Contains(ip) {
+			return Class(netip.AddrFrom4([4]byte(b[12:16]))) + " (IPv4 inside IPv6)"
+		}
+	}
+	if sixToFour.Contains(ip) {
+		return Class(netip.AddrFrom4([4]byte(b[2:6]))) + " (IPv4 inside IPv6, 6to4)"
+	}
+	if InternalAddr(ip) {
+		return "reserved"
+	}
+	return "public"
+}
+
 // Guard refuses connections to internal addresses.
 type Guard struct {
 	// Internal tells the addresses to refuse (default InternalAddr; tests
 	// name loopback addresses of their own).
 	Internal func(netip.Addr) bool
+	// Resolver resolves the names the guard checks and dials (nil: the
+	// system's). Tests answer with their own, to make a name that looks
+	// public resolve inside.
+	Resolver *net.Resolver
+}
+
+// InternalError is the error of a connection refused for its address: the
+// address dialed (host:port) and its class, or the host of a URL that
+// names an internal host as written. It matches ErrInternal.
+type InternalError struct {
+	// Address is what was refused: a host:port dialed, or a URL's host.
+	Address string
+	// Addr is the address dialed (invalid for a host refused as written).
+	Addr netip.Addr
+	// Class is Class(Addr), or "local name" for a host refused as written
+	// that is not an address.
+	Class string
+}
+
+func (e *InternalError) Error() string {
+	return fmt.Sprintf("%s: %s (%s)", ErrInternal.Error(), e.Address, e.Class)
+}
+
+// Is makes errors.Is(err, ErrInternal) match.
+func (e *InternalError) Is(target error) bool { return target == ErrInternal }
+
+// refusedHost is the error of a host refused as written.
+func refusedHost(host string) *InternalError {
+	e := &InternalError{Address: host, Class: "local name"}
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		e.Addr, e.Class = ip, Class(ip)
+	}
+	return e
+}
+
+func (g Guard) resolver() *net.Resolver {
+	if g.Resolver != nil {
+		return g.Resolver
+	}
+	return net.DefaultResolver
 }
 
 func (g Guard) internal(ip netip.Addr) bool {
@@ -126,7 +209,7 @@ func (g Guard) Inside(ctx context.Context, rawURL string) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	ips, err := g.resolver().LookupNetIP(ctx, "ip", host)
 	if err != nil || len(ips) == 0 {
 		return false
 	}
@@ -174,7 +257,7 @@ func (g Guard) Client(base *http.Client) *http.Client {
 			return fmt.Errorf("refused: a redirect from https to %s", req.URL.Scheme)
 		}
 		if g.literal(req.URL.Hostname()) {
-			return fmt.Errorf("%w: redirect to %s", ErrInternal, req.URL.Host)
+			return fmt.Errorf("redirect: %w", refusedHost(req.URL.Hostname()))
 		}
 		if prev != nil {
 			return prev(req, via)
@@ -197,19 +280,22 @@ func (g Guard) transport(t *http.Transport) *http.Transport {
 			}
 		}
 	}
-	guarded := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
+	guarded := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Resolver: g.Resolver,
 		Control: func(_, address string, _ syscall.RawConn) error {
 			host, _, err := net.SplitHostPort(address)
 			if err != nil {
 				host = address
 			}
 			ip, err := netip.ParseAddr(host)
-			if err != nil || g.internal(ip) {
-				return fmt.Errorf("%w: %s", ErrInternal, address)
+			if err != nil {
+				return &InternalError{Address: address, Class: "unparsed address"}
+			}
+			if g.internal(ip) {
+				return &InternalError{Address: address, Addr: ip.Unmap(), Class: Class(ip)}
 			}
 			return nil
 		}}
-	plain := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	plain := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Resolver: g.Resolver}
 	out.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if proxies[addr] {
 			return plain.DialContext(ctx, network, addr)
@@ -244,7 +330,7 @@ func (u urlCheck) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}
-		return nil, fmt.Errorf("%w: %s", ErrInternal, req.URL.Host)
+		return nil, refusedHost(req.URL.Hostname())
 	}
 	return u.next.RoundTrip(req)
 }

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"testing"
+
+	"github.com/mcpbus/mcpbus/libs/netguard/netguardtest"
 )
 
 func TestInternalHost(t *testing.T) {
@@ -81,5 +83,47 @@ func TestClientRefusesInternalURLs(t *testing.T) {
 	}
 	if (Guard{}).Inside(context.Background(), target.URL) != true {
 		t.Fatal("a loopback URL is not inside")
+	}
+}
+
+// TestPublicNameResolvingInside: a name that looks public but resolves to
+// loopback is refused on the address dialed, and the error names the
+// address and its class; the same name under a guard that lets loopback
+// through reaches the server (so the refusal is the guard's, not the
+// lookup's).
+func TestPublicNameResolvingInside(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	res := netguardtest.Resolver(map[string][]netip.Addr{"mcp.example.test": {netip.MustParseAddr("127.0.0.1")}})
+	url := "http://" + net.JoinHostPort("mcp.example.test", port) + "/"
+
+	_, err := Guard{Resolver: res}.Client(nil).Get(url)
+	ie, ok := errors.AsType[*InternalError](err)
+	if !ok || !errors.Is(err, ErrInternal) || ie.Class != "loopback" || ie.Addr != netip.MustParseAddr("127.0.0.1") {
+		t.Fatalf("a public name resolving to loopback: %v, want refused as loopback", err)
+	}
+	open := Guard{Resolver: res, Internal: func(netip.Addr) bool { return false }}
+	resp, err := open.Client(nil).Get(url)
+	if err != nil {
+		t.Fatalf("the same name, loopback allowed: %v", err)
+	}
+	_ = resp.Body.Close()
+	if !(Guard{Resolver: res}).Inside(context.Background(), url) {
+		t.Fatal("a name resolving only to loopback is not inside")
+	}
+}
+
+func TestClass(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1": "loopback", "::1": "loopback", "10.1.2.3": "private", "192.168.1.1": "private", "fd00::1": "private",
+		"169.254.169.254": "link-local", "fe80::1": "link-local", "100.64.0.1": "shared (CGNAT)", "0.0.0.0": "unspecified",
+		"::": "unspecified", "224.0.0.1": "multicast", "198.18.0.1": "reserved", "240.0.0.1": "reserved", "fec0::1": "reserved",
+		"::ffff:10.0.0.1": "private", "64:ff9b::a9fe:a9fe": "link-local (IPv4 inside IPv6)",
+		"2002:7f00:1::": "loopback (IPv4 inside IPv6, 6to4)", "8.8.8.8": "public", "2001:4860:4860::8888": "public",
+	} {
+		if got := Class(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("Class(%s) = %q, want %q", addr, got, want)
+		}
 	}
 }

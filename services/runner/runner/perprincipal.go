@@ -278,6 +278,9 @@ func (s *server) connectPrincipal(ctx context.Context, cfg *model.McpConfig, who
 		if e := refusedCredentials(err); e != nil {
 			return liveSession{}, e
 		}
+		if e := refusedAddress(err); e != nil {
+			return liveSession{}, e
+		}
 		return liveSession{}, s.scrubError(apierr.Wrap(apierr.Network, fmt.Sprintf("could not connect to %s with your credentials: %s", cfg.Slug, s.serverText(secrets.redactor().Redact(err.Error()))), err), secrets.redactor())
 	}
 	return liveSession{sess, l.Connected(sess), secrets}, nil

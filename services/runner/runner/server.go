@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/netguard"
 	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 	"github.com/mcpbus/mcpbus/services/runner/internal/launch"
 )
@@ -405,6 +406,9 @@ func (s *server) startError(ctx context.Context, err error, proc *launch.Process
 	if e := refusedCredentials(err); e != nil {
 		return e // the upstream refused its credentials (401)
 	}
+	if e := refusedAddress(err); e != nil {
+		return e
+	}
 	switch {
 	case errors.Is(err, exec.ErrNotFound):
 		return apierr.Wrap(apierr.NotFound, "Package not found", err)
@@ -426,6 +430,19 @@ func (s *server) startError(ctx context.Context, err error, proc *launch.Process
 		return apierr.Wrap(apierr.ServiceUnavailable, "server exited during the handshake", err)
 	}
 	return apierr.Wrap(apierr.Network, "could not connect: "+s.serverText(err.Error()), err)
+}
+
+// refusedAddress is the contract's error of a remote server installed from
+// a registry whose connection netguard refused for its address (its name
+// resolves inside), nil for any other error. Not retried: it is the
+// config's URL, not an outage.
+func refusedAddress(err error) *apierr.Error {
+	ie, ok := errors.AsType[*netguard.InternalError](err)
+	if !ok {
+		return nil
+	}
+	return apierr.Wrap(apierr.Validation, fmt.Sprintf("transport.url reaches an internal address, %s (%s): %s",
+		ie.Address, ie.Class, model.MsgRegistryRemoteInternal), err).WithField("transport.url")
 }
 
 // serverText is an error's text for a status or a caller when it may

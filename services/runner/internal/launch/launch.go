@@ -30,6 +30,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/netguard"
 	"github.com/mcpbus/mcpbus/services/runner/internal/proctree"
 	"github.com/mcpbus/mcpbus/services/runner/internal/sandbox"
 )
@@ -53,6 +54,9 @@ type Options struct {
 	// read besides the sandbox's own (the keyfiles configs name).
 	Sandbox   *sandbox.Sandbox
 	Protected []sandbox.Protected
+	// Resolver resolves remote servers' host names (nil: the system's);
+	// tests make a public-looking name resolve to their loopback server.
+	Resolver *net.Resolver
 	// Auth, for an HTTP server, sets the Authorization of its requests (an
 	// OAuth token source) and decides what a 401 or 403 becomes.
 	Auth auth.OAuthHandler
@@ -165,8 +169,9 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 			MaxRetries:   2,
 			OAuthHandler: opts.Auth,
 		}}
-		ht.HTTPClient = &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, version: &ht.version, base: http.DefaultTransport,
-			maxBody: mcp.DefaultMaxEventSize}, CheckRedirect: sameOriginRedirect}
+		base := remoteClient(cfg, opts.Resolver)
+		ht.HTTPClient = &http.Client{Transport: headerTransport{headers: cfg.Transport.Headers, version: &ht.version, base: base.Transport,
+			maxBody: mcp.DefaultMaxEventSize}, CheckRedirect: base.CheckRedirect}
 		return &Launched{Transport: ht, http: ht}, nil
 	}
 	var name string
@@ -275,6 +280,40 @@ func checkDocker(ctx context.Context, docker string) error {
 		return apierr.Wrap(apierr.ServiceUnavailable, "Docker not running", err)
 	}
 	return nil
+}
+
+// remoteClient is the client of a remote server's requests, before
+// headerTransport: redirects stay within the origin, and for a server
+// installed from a registry (its URL is the registry entry's word) every
+// connection is checked on the address it dials (netguard): a public name
+// that resolves, or later rebinds, to loopback, the network or cloud
+// metadata is refused. The registry service refuses an internal host as
+// written; only the dial sees what a name resolves to. A server the
+// operator added may be anywhere, their network included.
+func remoteClient(cfg *model.McpConfig, resolver *net.Resolver) *http.Client {
+	base := &http.Client{Transport: http.DefaultTransport, CheckRedirect: sameOriginRedirect}
+	if resolver == nil && !cfg.FromRegistry() {
+		return base
+	}
+	// A transport of our own: netguard guards only an *http.Transport's
+	// dials (something may have replaced Go's default one), and the
+	// resolver is the dialer's.
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if ok {
+		t = t.Clone()
+	} else {
+		t = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true,
+			MaxIdleConns: 100, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second}
+	}
+	if resolver != nil {
+		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Resolver: resolver}
+		t.DialContext = d.DialContext
+	}
+	base.Transport = t
+	if !cfg.FromRegistry() {
+		return base
+	}
+	return netguard.Guard{Resolver: resolver}.Client(base)
 }
 
 // headerTransport adds the configured headers (bearer tokens, API keys) to
