@@ -10,7 +10,7 @@ import (
 
 	"github.com/zricethezav/gitleaks/v8/report"
 
-	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/libs/testkit/threadcpu"
 )
 
 // BenchmarkGitleaksPaired compares, call by call in one run (the machine
@@ -196,11 +196,11 @@ func BenchmarkPasses(b *testing.B) {
 			b.Run(c.name+"/"+pass.name, func(b *testing.B) {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
-				start := testkit.ThreadCPU()
+				start := threadcpu.Now()
 				for b.Loop() {
 					pass.run()
 				}
-				b.ReportMetric(float64(testkit.ThreadCPU()-start)/float64(b.N)/float64(len(p)), "cpu-ns/B")
+				b.ReportMetric(float64(threadcpu.Now()-start)/float64(b.N)/float64(len(p)), "cpu-ns/B")
 			})
 		}
 	}
@@ -215,11 +215,11 @@ func pairedPerByte(b *testing.B, n int, before, after func()) {
 	defer runtime.UnlockOSThread()
 	batch := max(1, 65536/max(n, 1))
 	timed := func(f func()) time.Duration {
-		t0 := testkit.ThreadCPU()
+		t0 := threadcpu.Now()
 		for range batch {
 			f()
 		}
-		return testkit.ThreadCPU() - t0
+		return threadcpu.Now() - t0
 	}
 	var tb, ta time.Duration
 	for i := 0; b.Loop(); i++ {

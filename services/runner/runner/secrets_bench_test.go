@@ -12,7 +12,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/secretscan"
-	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/libs/testkit/threadcpu"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
@@ -129,12 +129,12 @@ func benchSecrets(b *testing.B, e *runnertest.Env, known *secretscan.Known, tool
 func scanCPU(sc *secretscan.Scanner, known *secretscan.Known, args, result []byte, n int) time.Duration {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	start := testkit.ThreadCPU()
+	start := threadcpu.Now()
 	for range n {
 		sc.Scan(args, known)
 		sc.Scan(result, known)
 	}
-	return testkit.ThreadCPU() - start
+	return threadcpu.Now() - start
 }
 
 // waitFeed waits until the runner blocks a value of the feed.
