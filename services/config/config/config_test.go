@@ -473,6 +473,35 @@ func TestCredentialServiceFailures(t *testing.T) {
 	}
 }
 
+// TestDeleteStoppedPartway: the credential service answers that the delete
+// of a server's secrets stopped partway (Vault failed between two of its
+// records); the config's delete passes that on, so the caller knows to run
+// it again, and keeps the config; run again, it deletes.
+func TestDeleteStoppedPartway(t *testing.T) {
+	e := newEnv(t)
+	cfg := stdio("Halfway")
+	cfg.EnvVars = map[string]model.EnvVar{"API_KEY": {Value: "hk-1", IsSecret: true}}
+	created := e.mustCreate(cfg, nil)
+	const partial = "the delete of the credentials of server x stopped partway (Vault is sealed or unavailable): run the delete again"
+	e.cred.mu.Lock()
+	e.cred.delErr = apierr.New(apierr.ServiceUnavailable, partial)
+	e.cred.mu.Unlock()
+	err := wantErr(t, e.call("delete", model.ConfigRef{Server: "halfway"}, nil), apierr.ServiceUnavailable, "", "")
+	if !strings.Contains(err.Message, partial) {
+		t.Fatalf("the credential service's answer is lost: %q", err.Message)
+	}
+	if got, err := e.get(created.ID); err != nil || got.Revision != created.Revision {
+		t.Fatalf("config after a delete that stopped partway: %+v %v", got, err)
+	}
+	e.cred.mu.Lock()
+	e.cred.delErr = nil
+	e.cred.mu.Unlock()
+	if err := e.call("delete", model.ConfigRef{Server: "halfway"}, nil); err != nil {
+		t.Fatalf("the delete run again: %v", err)
+	}
+	wantErr(t, func() error { _, err := e.get("halfway"); return err }(), apierr.NotFound, "server", "")
+}
+
 func TestDelete(t *testing.T) {
 	e := newEnv(t)
 	cfg := stdio("Doomed")

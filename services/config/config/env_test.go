@@ -269,6 +269,7 @@ type credStub struct {
 	store  map[string]model.Credentials
 	calls  []credCall
 	setErr func(model.CredSetRequest) error // an error is answered to set instead of storing
+	delErr error                            // answered to delete instead of deleting
 	// hook, when set, sees each request once it is applied, before its
 	// answer: it may block (a slow store) or return false to leave the
 	// request unanswered (a reply lost, or a store that hangs).
@@ -393,6 +394,9 @@ func (c *credStub) handle(verb string, data []byte) (any, error) {
 		var in model.CredDeleteRequest
 		if err := bus.Decode(data, &in); err != nil {
 			return nil, err
+		}
+		if c.delErr != nil {
+			return nil, c.delErr
 		}
 		cur, ok := c.store[in.ServerID]
 		if !ok {

@@ -171,9 +171,13 @@ func (s *Service) deleteConfig(ctx context.Context, ref string) (*model.McpConfi
 		if err != nil {
 			return nil, err
 		}
-		// Secrets first: with the credential service away the delete is
-		// refused and nothing changes, rather than leaving secrets of a
-		// config that is gone.
+		// Secrets first, rather than leaving secrets of a config that is
+		// gone: with the credential service away the delete is refused and
+		// nothing changes. The secrets are several records (the server's,
+		// its OAuth client secret, its principals'), removed one at a time:
+		// when the store fails partway, some may be gone, but the server's
+		// own record goes last, the config stays, the error says so, and
+		// the delete run again finishes it.
 		if err := s.credDelete(ctx, cfg.ID, nil); err != nil {
 			return nil, err
 		}

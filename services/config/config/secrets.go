@@ -227,10 +227,16 @@ func sealedField(err error) error {
 // with no stored secrets is not an error.
 func (s *Service) credDelete(ctx context.Context, id string, names []string) error {
 	err := s.credRequest(ctx, "delete", model.CredDeleteRequest{ServerID: id, Names: names, Principals: len(names) == 0}, nil)
-	if err != nil && apierr.Of(err) != apierr.NotFound {
-		return credErr("delete", err)
+	if err == nil || apierr.Of(err) == apierr.NotFound {
+		return nil
 	}
-	return nil
+	// The credential service's own answer says how far the delete got (one
+	// that stopped partway asks for it to be run again): keep it.
+	e := apierr.From(credErr("delete", err))
+	if cause := apierr.From(err).Message; cause != e.Message {
+		return apierr.Wrap(e.Code, e.Message+": "+cause, err).WithField(e.Field)
+	}
+	return e
 }
 
 // credDescribe says which secrets id has (an empty description when none).

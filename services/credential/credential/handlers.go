@@ -236,20 +236,8 @@ func (s *Service) handleDelete(ctx context.Context, data []byte) (string, any, e
 	}
 	defer unlock()
 	if len(in.Names) == 0 {
-		if err := s.remove(ctx, r); err != nil {
+		if err := s.removeWhole(ctx, r, in.Principals); err != nil {
 			return id, nil, err
-		}
-		// The server's OAuth client secret, a record of its own, goes too
-		// (this is how the config service deletes a server's secrets).
-		if r.kind == model.CredServer {
-			if err := s.removeOther(ctx, ref{kind: model.CredOAuthClient, id: model.OAuthClientCredentialID(id)}); err != nil {
-				return id, nil, err
-			}
-		}
-		if in.Principals {
-			if err := s.removePrincipals(ctx, id); err != nil {
-				return id, nil, err
-			}
 		}
 		s.changed(r, VerbDelete)
 		return id, s.describe(r, model.Credentials{}, time.Time{}), nil

@@ -3,6 +3,7 @@ package credential
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -99,13 +100,54 @@ func (s *Service) write(ctx context.Context, r ref, c model.Credentials) error {
 	return s.store.Put(ctx, r.key(), c)
 }
 
-// remove deletes r's record, and its copy from before kinds.
+// remove deletes r's record, and its copy from before kinds. The copy goes
+// first: with the record gone and the copy left (a failure between the
+// two), the next read would move the copy back (get).
 func (s *Service) remove(ctx context.Context, r ref) error {
-	if err := s.store.Delete(ctx, r.key()); err != nil {
-		return err
-	}
 	if old, ok := r.legacy(); ok {
-		return s.store.Delete(ctx, old)
+		if err := s.store.Delete(ctx, old); err != nil {
+			return err
+		}
+	}
+	return s.store.Delete(ctx, r.key())
+}
+
+// removeWhole deletes r's whole record and, for a server, the records that
+// go with it: its OAuth client secret and, with principals, its principals'
+// own records (this is how the config service deletes a server's secrets).
+// They are separate records in the store, deleted one at a time, so a
+// failure (Vault down partway) can leave some deleted. r's own record, the
+// one the config points at, goes last: until it is gone the server keeps
+// its own secrets, and the delete run again finishes the rest. A failure
+// after the first record went says so.
+func (s *Service) removeWhole(ctx context.Context, r ref, principals bool) error {
+	removed := 0
+	var steps []func() error
+	if principals {
+		steps = append(steps, func() error {
+			n, err := s.removePrincipals(ctx, r.id)
+			removed += n
+			return err
+		})
+	}
+	if r.kind == model.CredServer {
+		steps = append(steps, func() error {
+			return s.removeOther(ctx, ref{kind: model.CredOAuthClient, id: model.OAuthClientCredentialID(r.id)})
+		})
+	}
+	steps = append(steps, func() error { return s.remove(ctx, r) })
+	for i, step := range steps {
+		err := step()
+		if err == nil {
+			continue
+		}
+		if i == 0 && removed == 0 {
+			return err // nothing was deleted
+		}
+		e := apierr.From(err)
+		s.log.Warn("a whole-record delete stopped partway", "kind", r.kind, "id", r.id, "code", e.Code, "error", e.Message)
+		return apierr.Wrap(e.Code, fmt.Sprintf("the delete of the credentials of %s %s stopped partway (%s): records that go with it "+
+			"(its principals' own credentials, its OAuth client secret) may be deleted, its own record (deleted last) may not; run the delete again", r.kind, r.id, e.Message), err)
 	}
 	return nil
 }
@@ -126,17 +168,16 @@ func (s *Service) removeOther(ctx context.Context, r ref) error {
 // records are found by the owner each keeps (model.Credentials.Owner). A
 // record written before owners were kept, and never resolved since, names
 // none and stays.
-func (s *Service) removePrincipals(ctx context.Context, serverID string) error {
+func (s *Service) removePrincipals(ctx context.Context, serverID string) (removed int, err error) {
 	lister, ok := s.store.(store.Lister)
 	if !ok {
-		return apierr.Newf(apierr.Internal, "the %s credential store cannot list its records", s.store.Name())
+		return 0, apierr.Newf(apierr.Internal, "the %s credential store cannot list its records", s.store.Name())
 	}
 	keys, err := lister.List(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	prefix := store.Key(model.CredPrincipal, "")
-	removed := 0
 	for _, k := range keys {
 		id, ok := strings.CutPrefix(k, prefix)
 		if !ok {
@@ -144,7 +185,7 @@ func (s *Service) removePrincipals(ctx context.Context, serverID string) error {
 		}
 		gone, err := s.removeOwned(ctx, ref{kind: model.CredPrincipal, id: id}, serverID)
 		if err != nil {
-			return err
+			return removed, err
 		}
 		if gone {
 			removed++
@@ -154,7 +195,7 @@ func (s *Service) removePrincipals(ctx context.Context, serverID string) error {
 	if removed > 0 {
 		s.log.Info("principals' credentials removed with their server", "server_id", serverID, "records", removed)
 	}
-	return nil
+	return removed, nil
 }
 
 // removeOwned deletes r's record under its own lock when it is owner's.

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nkeys"
@@ -290,7 +292,7 @@ func (s *Service) freshToken(ctx context.Context, r ref, rec model.Credentials) 
 			}
 		}
 		if expired {
-			return nil, apierr.Wrap(apierr.Unauthorized, "OAuth token expired and refresh failed", err)
+			return nil, refreshError(tok.TokenURL, re, err)
 		}
 		return tok, nil // still valid for a little while: use it
 	}
@@ -437,6 +439,34 @@ func (f formParam) RoundTrip(r *http.Request) (*http.Response, error) {
 	return f.base.RoundTrip(out)
 }
 
+// refreshError is the answer to a resolve whose expired token could not be
+// refreshed. UNAUTHORIZED only when the token endpoint refused the refresh
+// (an OAuth error, or another answer that is not an outage): nothing but a
+// new authorization helps. An endpoint that could not be reached, did not
+// answer in time, failed (5xx) or is rate limiting (429) may work again
+// shortly: SERVICE_UNAVAILABLE, which the runner retries, so a server does
+// not stay down after a short outage of the authorization server. re is
+// err's *oauth2.RetrieveError, nil when err is not one.
+func refreshError(tokenURL string, re *oauth2.RetrieveError, err error) *apierr.Error {
+	host := "the token endpoint"
+	if u, perr := url.Parse(tokenURL); perr == nil && u.Host != "" {
+		host = "the token endpoint at " + u.Host // not the URL: its query may hold secrets
+	}
+	var ue *url.Error
+	var ne net.Error
+	switch {
+	case re != nil && re.Response != nil && (re.Response.StatusCode >= 500 || re.Response.StatusCode == http.StatusTooManyRequests):
+		return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("OAuth token expired and cannot be refreshed now: %s answered HTTP %d; retrying", host, re.Response.StatusCode), err)
+	case re != nil:
+		return apierr.Wrap(apierr.Unauthorized, "OAuth token expired and refresh failed", err)
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("OAuth token expired and cannot be refreshed now: %s did not answer in time; retrying", host), err)
+	case errors.As(err, &ue), errors.Is(err, context.Canceled):
+		return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("OAuth token expired and cannot be refreshed now: %s could not be reached (%s); retrying", host, errorKind(err)), err)
+	}
+	return apierr.Wrap(apierr.Unauthorized, "OAuth token expired and refresh failed", err)
+}
+
 // errorKind describes a non-OAuth refresh error without its text (which may
 // include the token URL's query or server output).
 func errorKind(err error) string {
@@ -445,6 +475,12 @@ func errorKind(err error) string {
 		return "timeout"
 	case errors.Is(err, context.Canceled):
 		return "cancelled"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	}
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		return "host not found"
 	}
 	return "transport"
 }

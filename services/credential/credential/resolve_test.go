@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
@@ -467,12 +469,15 @@ func TestOAuthRefreshFailure(t *testing.T) {
 		t.Fatalf("a failed refresh changed the record:\n%+v\n%+v", before, after)
 	}
 
-	// An unreachable endpoint fails the same way.
+	// An endpoint that cannot be reached did not refuse anything: the
+	// outage may end, so the answer is one the runner retries (it used to
+	// be UNAUTHORIZED, which left the server down for good).
 	tok.TokenURL = "http://127.0.0.1:1/token"
 	if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &tok}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := res.Resolve(ctx, id); apierr.Of(err) != apierr.Unauthorized {
+	if _, err := res.Resolve(ctx, id); apierr.Of(err) != apierr.ServiceUnavailable ||
+		!strings.Contains(err.Error(), "127.0.0.1:1") || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("unreachable token endpoint: %v", err)
 	}
 
@@ -510,6 +515,67 @@ func TestOAuthRefreshFailure(t *testing.T) {
 	}
 	if _, err := res.Resolve(ctx, id); apierr.Of(err) != apierr.Unauthorized {
 		t.Fatalf("expired without refresh token: %v", err)
+	}
+}
+
+// TestOAuthRefreshOutage: a token endpoint that fails (5xx), rate limits or
+// does not answer in time has not refused the refresh: the resolve of an
+// expired token answers SERVICE_UNAVAILABLE naming the endpoint's host
+// (retried by the runner), and once the endpoint is back the refresh works.
+func TestOAuthRefreshOutage(t *testing.T) {
+	var mode atomic.Value // "503", "429", "hang" or "" (the real endpoint)
+	mode.Store("503")
+	good := newTokenEndpoint(t, secretRefresh)
+	target, _ := url.Parse(good.URL)
+	hang := make(chan struct{})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch mode.Load().(string) {
+		case "503":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("<html>upstream down</html>"))
+		case "429":
+			w.WriteHeader(http.StatusTooManyRequests)
+		case "hang":
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+		default:
+			httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(front.Close)
+	t.Cleanup(func() { close(hang) }) // before front.Close, which waits for the handlers
+	e := newEnv(t, func(o *credential.Options) {
+		o.HTTPClient = &http.Client{Timeout: 300 * time.Millisecond}
+	})
+	ctx := ctxT(t)
+	res, err := credclient.NewResolver(e.nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.NewString()
+	tok := model.OAuthToken{AccessToken: secretAccess, RefreshToken: secretRefresh, ClientID: "client-1", ClientSecret: secretClient,
+		TokenURL: front.URL + "/token?k=" + secretClient, ExpiresAt: time.Now().Add(-time.Minute), EnvVar: "GITHUB_TOKEN"}
+	if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &tok}}); err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(front.URL, "http://")
+	for m, says := range map[string]string{"503": "answered HTTP 503", "429": "answered HTTP 429", "hang": "did not answer in time"} {
+		mode.Store(m)
+		_, err := res.Resolve(ctx, id)
+		if apierr.Of(err) != apierr.ServiceUnavailable || !strings.Contains(err.Error(), host) || !strings.Contains(err.Error(), says) {
+			t.Fatalf("token endpoint %s: %v", m, err)
+		}
+		for _, s := range allSecrets {
+			if strings.Contains(err.Error(), s) {
+				t.Fatalf("error carries a secret: %v", err)
+			}
+		}
+	}
+	mode.Store("")
+	if got, err := res.Resolve(ctx, id); err != nil || got.Env["GITHUB_TOKEN"] != newAccess {
+		t.Fatalf("after the outage: %+v, %v", got, err)
 	}
 }
 

@@ -27,10 +27,12 @@ import (
 )
 
 // flakyVault is a proxy in front of a real Vault that answers 503 to the
-// writes of records (PUT/POST under <mount>/data/) while failWrites is set.
+// writes of records (PUT/POST under <mount>/data/) while failWrites is set,
+// and to the deletes (DELETE) of a record whose path ends with failDelete.
 type flakyVault struct {
 	URL        string
 	failWrites atomic.Bool
+	failDelete atomic.Value // string
 }
 
 func newFlakyVault(t *testing.T, v *vaultEnv) *flakyVault {
@@ -40,9 +42,12 @@ func newFlakyVault(t *testing.T, v *vaultEnv) *flakyVault {
 		t.Fatal(err)
 	}
 	f := &flakyVault{}
+	f.failDelete.Store("")
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if f.failWrites.Load() && (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.Contains(r.URL.Path, "/data/") {
+		del := f.failDelete.Load().(string)
+		if f.failWrites.Load() && (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.Contains(r.URL.Path, "/data/") ||
+			del != "" && r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/"+del) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(`{"errors":["Vault is sealed"]}`))
@@ -392,5 +397,69 @@ func TestReadinessFollowsARefusedAppRoleLogin(t *testing.T) {
 	}
 	if _, _, err := s.Get(ctx, id); err != nil {
 		t.Fatalf("Get with a new secret id: %v", err)
+	}
+}
+
+// TestPartialDeleteRetries: the whole-record delete of a server (the config
+// service's) removes several Vault records in turn: its principals' own
+// records, its OAuth client secret, a copy from before kinds, its own
+// record. When Vault fails one of those deletes, the answer says the delete
+// stopped partway and to run it again, and the server's own record (the one
+// its config points at, deleted last) is still there with its current
+// secrets, not gone (nor replaced by the old copy, which a read would move
+// back if the record went first); run again, the delete removes them all.
+func TestPartialDeleteRetries(t *testing.T) {
+	t.Parallel()
+	v := startVault(t)
+	ctx := ctxT(t)
+	fv := newFlakyVault(t, v)
+	s, err := vaultstore.New(ctx, vaultstore.Config{Address: fv.URL, Token: v.token(t, "1h", ""), MaxRetries: -1}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c := credclient.New(credOnVault(t, s), "")
+	id := uuid.NewString()
+	own := store.Key(model.CredServer, id)
+	client := store.Key(model.CredOAuthClient, model.OAuthClientCredentialID(id))
+	principal := store.Key(model.CredPrincipal, model.PrincipalCredentialID(id, "key:alice"))
+	for key, rec := range map[string]model.Credentials{
+		own:       {Env: map[string]string{"NEW": "current"}},
+		id:        {Env: map[string]string{"OLD": "stale"}}, // the copy from before kinds
+		client:    {Env: map[string]string{"CLIENT_SECRET": "s"}},
+		principal: {Headers: map[string]string{"X-Api-Key": "k"}, Owner: id},
+	} {
+		if err := s.Put(ctx, key, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ownStays := func(when string) {
+		t.Helper()
+		rec, _, err := s.Get(ctx, own)
+		if err != nil || rec.Env["NEW"] != "current" {
+			t.Fatalf("%s: the server's own record is %+v, %v", when, rec, err)
+		}
+		d, err := c.Describe(ctx, model.CredDescribeRequest{ServerID: id})
+		if err != nil || len(d.Env) != 1 || d.Env[0] != "NEW" {
+			t.Fatalf("%s: the server's secrets read %+v, %v", when, d, err)
+		}
+	}
+	for _, failing := range []string{client, id} {
+		fv.failDelete.Store(failing)
+		_, err := c.Delete(ctx, model.CredDeleteRequest{ServerID: id, Principals: true})
+		if e := apierr.From(err); e == nil || e.Code != apierr.ServiceUnavailable ||
+			!strings.Contains(e.Message, "stopped partway") || !strings.Contains(e.Message, "run the delete again") {
+			t.Fatalf("delete while Vault fails the delete of %s: %v", failing, err)
+		}
+		ownStays("after a delete that failed at " + failing)
+	}
+	fv.failDelete.Store("")
+	if _, err := c.Delete(ctx, model.CredDeleteRequest{ServerID: id, Principals: true}); err != nil {
+		t.Fatalf("the delete run again: %v", err)
+	}
+	for _, key := range []string{own, id, client, principal} {
+		if _, _, err := s.Get(ctx, key); err != store.ErrNotFound {
+			t.Fatalf("%s after the delete: %v", key, err)
+		}
 	}
 }

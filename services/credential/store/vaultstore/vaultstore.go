@@ -124,7 +124,16 @@ type Store struct {
 	// loginRefused is set while Vault refuses the AppRole login (or the
 	// pair cannot be read): readiness reports it (Ping).
 	loginRefused atomic.Bool
+	// loggedIn is when the last AppRole login succeeded (guarded by mu):
+	// a plain "permission denied" logs in again only reloginEvery after it
+	// (see do).
+	loggedIn     time.Time
+	reloginEvery time.Duration
 }
+
+// defaultReloginEvery is the least time between two logins that a plain "permission
+// denied" (not "invalid token") brings about.
+const defaultReloginEvery = 10 * time.Second
 
 var _ store.Store = (*Store)(nil)
 
@@ -182,7 +191,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	if cfg.Token != "" {
 		client.SetToken(cfg.Token)
 	}
-	s := &Store{client: client, kv: client.KVv2(cfg.Mount), cfg: cfg, login: make(chan struct{}, 1),
+	s := &Store{client: client, kv: client.KVv2(cfg.Mount), cfg: cfg, login: make(chan struct{}, 1), reloginEvery: defaultReloginEvery,
 		log: log.With("backend", "vault", "vault_addr", vc.Address)}
 	s.life, s.end = context.WithCancel(context.WithoutCancel(ctx))
 	loginCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -251,6 +260,7 @@ func (s *Store) ensureAuth(ctx context.Context, stale string) error {
 		return apierr.New(apierr.ServiceUnavailable, "the Vault store is closed")
 	}
 	s.authed = true
+	s.loggedIn = time.Now()
 	if s.stopWatcher != nil {
 		s.stopWatcher()
 		s.stopWatcher = nil
@@ -458,6 +468,12 @@ func (s *Store) expire(ctx context.Context) bool {
 // do runs op with a valid token. With AppRole, a token that Vault refuses
 // (revoked, or expired between two renewals) is replaced by a fresh login and
 // op runs once more; a static token cannot be replaced, so it is not retried.
+// A 403 that says "invalid token" always logs in again. One that says only
+// "permission denied" is most often the policy denying the path, which a new
+// token does not change; but some Vault versions say only that for an
+// expired token too. So it logs in again only when the last login is
+// reloginEvery old: a denied path answers its denial at once, without
+// making a new Vault token on each request (a token flood).
 func (s *Store) do(ctx context.Context, op func() error) error {
 	if err := s.ensureAuth(ctx, ""); err != nil {
 		return err
@@ -488,11 +504,21 @@ func (s *Store) do(ctx context.Context, op func() error) error {
 	if statusOf(err) != http.StatusForbidden {
 		return err
 	}
+	if !invalidToken(err) && !s.loginDue() {
+		return err
+	}
 	s.log.Info("Vault refused the AppRole token; logging in again")
 	if lerr := s.ensureAuth(ctx, used); lerr != nil {
 		return err
 	}
 	return op()
+}
+
+// loginDue reports whether the last login is reloginEvery old.
+func (s *Store) loginDue() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Since(s.loggedIn) >= s.reloginEvery
 }
 
 // noteInvalid records that Vault called the static token invalid, logging

@@ -479,3 +479,61 @@ func TestSealedVault(t *testing.T) {
 		t.Fatalf("Vault is not sealed: %+v, %v", st, err)
 	}
 }
+
+// TestDeniedPathNoTokenFlood: the AppRole's policy denies one record. Each
+// request for it is answered UNAUTHORIZED ("denied access", the policy's
+// word) without a new login: a login on each denial would make a new Vault
+// token per request. A plain "permission denied" may also be an expired
+// token on some Vault versions, so once the last login is old enough
+// (reloginEvery) one denial logs in again, and only one.
+func TestDeniedPathNoTokenFlood(t *testing.T) {
+	t.Parallel() // each test has its own Vault
+	v := startVault(t)
+	ctx := ctxT(t)
+	roleID, secretID := enableAppRole(t, v, "1h", "2h")
+	denied := store.Key(model.CredServer, uuid.NewString())
+	if err := v.root.Sys().PutPolicy("mcpbus-deny", fmt.Sprintf(`
+path "secret/data/mcpbus/%[1]s" { capabilities = ["deny"] }
+path "secret/metadata/mcpbus/%[1]s" { capabilities = ["deny"] }
+`, denied)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.root.Logical().Write("auth/approle/role/mcpbus-credential", map[string]any{"token_policies": "mcpbus,mcpbus-deny"}); err != nil {
+		t.Fatal(err)
+	}
+	s := v.store(t, vaultstore.Config{RoleID: roleID, SecretID: secretID})
+	allowed := store.Key(model.CredServer, uuid.NewString())
+	if err := s.Put(ctx, allowed, sample()); err != nil {
+		t.Fatal(err)
+	}
+	first := s.Token()
+	deniedOnce := func() {
+		t.Helper()
+		_, _, err := s.Get(ctx, denied)
+		if e := apierr.From(err); e == nil || e.Code != apierr.Unauthorized || !strings.Contains(e.Message, "denied access") {
+			t.Fatalf("a denied record: %v", err)
+		}
+	}
+	for range 20 {
+		deniedOnce()
+		if err := s.Put(ctx, denied, sample()); apierr.Of(err) != apierr.Unauthorized {
+			t.Fatalf("a denied write: %v", err)
+		}
+	}
+	if s.Token() != first {
+		t.Fatal("a policy denial made the store log in again right after its login")
+	}
+	vaultstore.SetReloginEvery(s, 300*time.Millisecond)
+	time.Sleep(400 * time.Millisecond)
+	tokens := map[string]bool{first: true}
+	for range 10 {
+		deniedOnce()
+		tokens[s.Token()] = true
+	}
+	if len(tokens) != 2 {
+		t.Fatalf("%d tokens after ten denials past the interval, want 2 (one new login)", len(tokens))
+	}
+	if got, _, err := s.Get(ctx, allowed); err != nil || !reflect.DeepEqual(got, sample()) {
+		t.Fatalf("an allowed record after the denials: %v", err)
+	}
+}
