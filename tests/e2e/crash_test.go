@@ -154,6 +154,7 @@ type crashWorld struct {
 	nextDyn  int
 }
 
+// ctx is a context of d for one of the test's own requests.
 func (w *crashWorld) ctx(d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(w.t.Context(), d)
 	w.t.Cleanup(cancel)
@@ -203,7 +204,8 @@ func (w *crashWorld) waitServers(within time.Duration) {
 	t := w.t
 	t.Helper()
 	testkit.WaitFor(t, max(within, time.Second), func() (bool, string) {
-		ctx := w.ctx(5 * time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
 		cfgs, err := w.c.ListConfigs(ctx)
 		if err != nil {
 			return false, fmt.Sprintf("listing configs: %v", err)
@@ -667,7 +669,9 @@ func (w *crashWorld) check(round int) {
 	ended := map[string]int{}
 	for _, id := range w.tasks {
 		for {
-			task, err := w.c.Task(w.ctx(10*time.Second), id)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			task, err := w.c.Task(ctx, id)
+			cancel()
 			if err == nil && task.State != model.TaskWorking {
 				why := task.State
 				if task.Error != nil {
