@@ -182,7 +182,13 @@ func stoppedServer() *server {
 	done := make(chan struct{})
 	close(done)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Runner{opts: Options{ID: "runner-1", CallTimeout: 1e9, MaxArgsBytes: 1024}, subj: bus.NewSubjects(""), telemetry: newCallTelemetry()}
+	guard, err := newSecretGuard()
+	if err != nil {
+		panic(err)
+	}
+	// A runner always has its secret guard (New): rpc scans a request's
+	// params before it looks at the server's state.
+	r := &Runner{opts: Options{ID: "runner-1", CallTimeout: 1e9, MaxArgsBytes: 1024}, subj: bus.NewSubjects(""), telemetry: newCallTelemetry(), secrets: guard}
 	return &server{
 		r: r, slug: "fs", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ctx: ctx, cancel: cancel, done: done, // ops is nil: do() always sees done
