@@ -328,6 +328,10 @@ type ChatSendRequest struct {
 	// user (/v1/chat/completions): elicitations of the turn's tool calls are
 	// declined instead of waiting as pending inputs.
 	NoInput bool `json:"no_input,omitempty"`
+	// NoTools says the turn may use no tool (/v1/chat/completions with
+	// tool_choice "none"): the model is offered none, and a tool call it
+	// writes anyway is dropped, not run.
+	NoTools bool `json:"no_tools,omitempty"`
 }
 
 // Roles of a ChatContextMessage.

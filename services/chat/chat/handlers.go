@@ -69,7 +69,7 @@ func (s *Service) Send(ctx context.Context, req model.ChatSendRequest) (model.Ch
 		s.release(h)
 		return model.ChatSendReply{}, err
 	}
-	t, err := s.engine.Begin(ctx, conv, p, req.Message, loop.BeginOptions{Context: req.Context, NoInput: req.NoInput, Sender: &sender})
+	t, err := s.engine.Begin(ctx, conv, p, req.Message, loop.BeginOptions{Context: req.Context, NoInput: req.NoInput, NoTools: req.NoTools, Sender: &sender})
 	if err != nil {
 		s.release(h)
 		return model.ChatSendReply{}, err

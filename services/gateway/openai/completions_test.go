@@ -490,3 +490,23 @@ func TestBoundsFitTheClientTimeout(t *testing.T) {
 		}
 	}
 }
+
+// tool_choice "none" is OpenAI's "call no tool": the send asks the chat for
+// a turn without tools. "auto" (and no tool_choice) leaves the profile's
+// tools to the model; a forced or named tool is refused (TestBadRequests).
+func TestToolChoice(t *testing.T) {
+	f, nc := startFake(t, twoSteps)
+	url := serve(t, nc, Options{})
+	for choice, noTools := range map[string]bool{`,"tool_choice":"none"`: true, `,"tool_choice":  "none" `: true,
+		`,"tool_choice":"auto"`: false, ``: false, `,"tool_choice":null`: false} {
+		resp := post(t, t.Context(), url, `{"model":"p1","messages":[{"role":"user","content":"hi"}]`+choice+`}`)
+		var out Completion
+		decodeBody(t, resp, &out)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d", choice, resp.StatusCode)
+		}
+		if sent := f.lastSend(t); sent.NoTools != noTools {
+			t.Errorf("tool_choice %q: sent no_tools %v, want %v", choice, sent.NoTools, noTools)
+		}
+	}
+}
