@@ -621,6 +621,13 @@ const (
 // (OpenAI clients read it as insufficient_quota).
 const ChatQuotaField = "quota"
 
+// ChatContextField is the field of the VALIDATION_ERROR ending a turn whose
+// conversation no longer fits the model's context window (OpenAI's
+// context_length_exceeded, Anthropic's "prompt is too long"): the whole
+// history goes to the model at every step and is never trimmed, so every
+// later turn of the conversation fails alike; a new conversation is needed.
+const ChatContextField = "context_length"
+
 // Why a model step stopped (ChatDone.StopReason), normalised across
 // providers; others pass through as the provider sent them.
 const (

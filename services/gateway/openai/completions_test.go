@@ -510,3 +510,22 @@ func TestToolChoice(t *testing.T) {
 		}
 	}
 }
+
+// A turn ended by a conversation too long for the model's context window
+// answers OpenAI's context_length_exceeded (400, param messages), which
+// clients recognize, with the chat's message saying what to do.
+func TestContextLengthExceeded(t *testing.T) {
+	_, nc := startFake(t, func(model.ChatSendRequest) []model.ChatEvent {
+		return []model.ChatEvent{
+			{Kind: model.ChatEventError, Error: apierr.Invalid(model.ChatContextField, "The conversation is too long for the model's context window; start a new conversation")},
+			{Kind: model.ChatEventDone, Done: &model.ChatDone{Reason: model.TurnError, Message: "too long"}}}
+	})
+	resp := post(t, t.Context(), serve(t, nc, Options{}), `{"model":"p1","messages":[{"role":"user","content":"hi"}]}`)
+	var out errorBody
+	decodeBody(t, resp, &out)
+	if resp.StatusCode != http.StatusBadRequest || out.Error == nil || out.Error.Type != "invalid_request_error" ||
+		out.Error.Code == nil || *out.Error.Code != "context_length_exceeded" || out.Error.Param == nil || *out.Error.Param != "messages" ||
+		!strings.Contains(out.Error.Message, "start a new conversation") {
+		t.Fatalf("status %d: %+v", resp.StatusCode, out.Error)
+	}
+}
