@@ -80,6 +80,7 @@ func TestChatPrincipals(t *testing.T) {
 	bStreams := map[string]*sseStream{
 		"events":             openSSE(t, conv+"/events", keyB.Key),
 		"events?replay=true": openSSE(t, conv+"/events?replay=true", keyB.Key),
+		"events?since=0":     openSSE(t, conv+"/events?since=0", keyB.Key), // A's stored events, each dropped
 		"an id nobody holds": openSSE(t, base+"/conversations/"+uuid.NewString()+"/events", keyB.Key),
 	}
 	notFound("post", httpDo(t, "POST", conv+"/messages", keyB.Key, rest.ChatMessageRequest{Message: "injected by B"}))

@@ -76,14 +76,26 @@ func (a *API) conversationEvents(w http.ResponseWriter, r *http.Request) {
 // when it opened: an event is the caller's only if the chat service now
 // says the id is (asked at each event until it does) and the event came
 // after the caller's claim; any other is dropped unseen. Until then the
-// stream carries only heartbeats, whoever else uses the id.
+// stream carries only heartbeats, whoever else uses the id. The events
+// already stored behind one when the answer is still no were published
+// before it, so they are not the caller's either: they are dropped without
+// asking (a resumed stream of another's busy id asks once per batch).
 func (a *API) onceOwned(ctx context.Context, id string) framer {
-	owned, after := false, uint64(0)
+	owned, after, skip := false, uint64(0), uint64(0)
 	return func(m jetstream.Msg) (string, bool, bool) {
+		md, err := m.Metadata()
+		if err != nil {
+			return "", false, false
+		}
 		if !owned {
+			if skip > 0 {
+				skip--
+				return "", false, false
+			}
 			got, err := a.client.ChatWatch(ctx, id)
 			switch {
 			case apierr.Of(err) == apierr.NotFound:
+				skip = md.NumPending
 				return "", false, false
 			case err != nil:
 				// Unknown whose it is: end the stream (the client resumes
@@ -92,7 +104,7 @@ func (a *API) onceOwned(ctx context.Context, id string) framer {
 			}
 			owned, after = true, got
 		}
-		if md, err := m.Metadata(); err != nil || md.Sequence.Stream <= after {
+		if md.Sequence.Stream <= after {
 			return "", false, false
 		}
 		return chatFrame(m)
