@@ -43,7 +43,7 @@ func (c *Client) ChatHistory(ctx context.Context, conversation string) (model.Ch
 }
 
 // ChatWatch asks whether the caller may follow a conversation's events
-// (NOT_FOUND: another's); one nobody has yet becomes the caller's. The
+// (NOT_FOUND: another's, or one nobody has yet: a watch claims nothing). The
 // caller's events are those after the sequence it returns.
 func (c *Client) ChatWatch(ctx context.Context, conversation string) (uint64, error) {
 	var out model.ChatWatchReply

@@ -328,6 +328,10 @@ type ChatSendRequest struct {
 	// user (/v1/chat/completions): elicitations of the turn's tool calls are
 	// declined instead of waiting as pending inputs.
 	NoInput bool `json:"no_input,omitempty"`
+	// NoTools says the turn may use no tool (/v1/chat/completions with
+	// tool_choice "none"): the model is offered none, and a tool call it
+	// writes anyway is dropped, not run.
+	NoTools bool `json:"no_tools,omitempty"`
 }
 
 // Roles of a ChatContextMessage.
@@ -616,6 +620,13 @@ const (
 // quota is spent (OpenAI's insufficient_quota): waiting does not help
 // (OpenAI clients read it as insufficient_quota).
 const ChatQuotaField = "quota"
+
+// ChatContextField is the field of the VALIDATION_ERROR ending a turn whose
+// conversation no longer fits the model's context window (OpenAI's
+// context_length_exceeded, Anthropic's "prompt is too long"): the whole
+// history goes to the model at every step and is never trimmed, so every
+// later turn of the conversation fails alike; a new conversation is needed.
+const ChatContextField = "context_length"
 
 // Why a model step stopped (ChatDone.StopReason), normalised across
 // providers; others pass through as the provider sent them.

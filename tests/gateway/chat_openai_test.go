@@ -142,6 +142,49 @@ func TestOpenAICompatible(t *testing.T) {
 		}
 	})
 
+	// tool_choice "none": the model is offered no tool, and a call it
+	// makes anyway does not run; the step is the answer, as on OpenAI.
+	t.Run("tool_choice none runs no tool", func(t *testing.T) {
+		before := len(c.llm.Requests())
+		c.llm.Enqueue(llmtest.Reply{Text: "No tools, then.", ToolCalls: []llmtest.ToolCall{{Name: "tm__echo", Arguments: `{"message":"must not run"}`}}})
+		var resp *http.Response
+		out, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:      "assistant",
+			Messages:   []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Echo: must not run")},
+			ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String(string(openai.ChatCompletionToolChoiceOptionAutoNone))},
+		}, option.WithResponseInto(&resp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Choices) != 1 || out.Choices[0].Message.Content != "No tools, then." || out.Choices[0].FinishReason != "stop" {
+			t.Fatalf("completion %+v", out.Choices)
+		}
+		reqs := c.llm.Requests()
+		if len(reqs) != before+1 || bytes.Contains(reqs[len(reqs)-1].Body, []byte("tm__echo")) {
+			t.Fatalf("%d model requests; the last offered tools: %s", len(reqs)-before, reqs[len(reqs)-1].Body)
+		}
+		conv := resp.Header.Get(gwopenai.ConversationHeader)
+		if r := httpDo(t, "GET", c.url+"/api/v1/chat/conversations/"+conv, c.chat, nil); r.status != http.StatusOK || bytes.Contains(r.body, []byte(model.EntryToolResult)) {
+			t.Fatalf("the completion's conversation: %d %s", r.status, r.body)
+		}
+		// A forced or named tool cannot be honoured: 400 naming tool_choice.
+		for _, tc := range []openai.ChatCompletionToolChoiceOptionUnionParam{
+			{OfAuto: openai.String(string(openai.ChatCompletionToolChoiceOptionAutoRequired))},
+			{OfFunctionToolChoice: &openai.ChatCompletionNamedToolChoiceParam{Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "tm__echo"}}},
+			{OfFunctionToolChoice: &openai.ChatCompletionNamedToolChoiceParam{Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "not_allowed"}}},
+		} {
+			_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "assistant",
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, ToolChoice: tc})
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "tool_choice" {
+				t.Fatalf("tool_choice %+v: %v", tc, err)
+			}
+		}
+		if n := len(c.llm.Requests()); n != before+1 {
+			t.Fatalf("a refused tool_choice reached the model (%d requests)", n-before)
+		}
+	})
+
 	t.Run("streamed", func(t *testing.T) {
 		c.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("tm__echo", `{"message":"streamed"}`)), llmtest.Text("The echo said: streamed, word by word"))
 		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{

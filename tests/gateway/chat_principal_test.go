@@ -27,9 +27,10 @@ import (
 )
 
 // TestChatPrincipals is issue 28's "Why" 1 as two users with two chat keys:
-// everything B tries on A's conversation — list, read, follow with replay,
-// post, cancel, answer A's pending approval, answer an input, delete — is
-// NOT_FOUND, over REST, SSE and the bus (and A's /v1/chat/completions
+// everything B tries on A's conversation — list, read, post, cancel, answer
+// A's pending approval, answer an input, delete — is NOT_FOUND, over REST
+// and the bus, and following it (with replay) gets a stream that carries
+// nothing, as an id nobody holds does (and A's /v1/chat/completions
 // conversation is A's too); A's conversation is untouched and
 // A's own approval runs the call; an admin key lists both and may delete
 // B's, and the audit events say who did it.
@@ -73,8 +74,15 @@ func TestChatPrincipals(t *testing.T) {
 	conv := base + "/conversations/" + convA
 	notFound("history", httpDo(t, "GET", conv, keyB.Key, nil))
 	notFound("pending", httpDo(t, "GET", conv+"/pending", keyB.Key, nil))
-	notFound("events", sseRefused(t, conv+"/events", keyB.Key))
-	notFound("events?replay=true", sseRefused(t, conv+"/events?replay=true", keyB.Key))
+	// B following A's conversation gets what following an id nobody holds
+	// gets (the route does not tell whether an id is taken): a stream that
+	// carries nothing, checked once A's turn has run below.
+	bStreams := map[string]*sseStream{
+		"events":             openSSE(t, conv+"/events", keyB.Key),
+		"events?replay=true": openSSE(t, conv+"/events?replay=true", keyB.Key),
+		"events?since=0":     openSSE(t, conv+"/events?since=0", keyB.Key), // A's stored events, each dropped
+		"an id nobody holds": openSSE(t, base+"/conversations/"+uuid.NewString()+"/events", keyB.Key),
+	}
 	notFound("post", httpDo(t, "POST", conv+"/messages", keyB.Key, rest.ChatMessageRequest{Message: "injected by B"}))
 	notFound("post as new", httpDo(t, "POST", base+"/conversations", keyB.Key, model.ChatSendRequest{Conversation: convA, Profile: "helper", Message: "injected by B"}))
 	notFound("cancel", httpDo(t, "POST", conv+"/cancel", keyB.Key, rest.ChatCancelBody{}))
@@ -133,6 +141,14 @@ func TestChatPrincipals(t *testing.T) {
 	evs := evA.until(t, time.Minute, isDone)
 	if got := toolStates(evs); !slices.Contains(got, "tm__echo:completed") || evs[len(evs)-1].Done.Reason != model.TurnFinal {
 		t.Fatalf("A's turn after A's approval: %q %+v", got, evs[len(evs)-1].Done)
+	}
+	time.Sleep(time.Second) // what A's turn published has reached B's streams
+	for what, s := range bStreams {
+		select {
+		case f, ok := <-s.frames:
+			t.Fatalf("B's stream (%s): an event %q %s, or it ended (%v)", what, f.event, f.data, !ok)
+		default:
+		}
 	}
 
 	// A's completion on /v1 is A's conversation too: B cannot read or delete it.
@@ -310,28 +326,6 @@ func TestChatToolFilterIntersection(t *testing.T) {
 	if states := toolStates(evs2.until(t, time.Minute, isDone)); !slices.Equal(states, []string{"tm__echo:started", "tm__echo:completed"}) {
 		t.Fatalf("an unfiltered key's call: %q", states)
 	}
-}
-
-// sseRefused opens an event stream that must be refused, and returns the
-// refusal.
-func sseRefused(t *testing.T, url, key string) reply {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(t, 30*time.Second), "GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode == http.StatusOK {
-		t.Fatalf("GET %s was streamed", url)
-	}
-	var buf bytes.Buffer
-	_, _ = buf.ReadFrom(resp.Body)
-	return reply{status: resp.StatusCode, body: buf.Bytes(), header: resp.Header}
 }
 
 // replayEvents are the stored events on subject, read until none comes for

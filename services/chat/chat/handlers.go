@@ -69,7 +69,7 @@ func (s *Service) Send(ctx context.Context, req model.ChatSendRequest) (model.Ch
 		s.release(h)
 		return model.ChatSendReply{}, err
 	}
-	t, err := s.engine.Begin(ctx, conv, p, req.Message, loop.BeginOptions{Context: req.Context, NoInput: req.NoInput, Sender: &sender})
+	t, err := s.engine.Begin(ctx, conv, p, req.Message, loop.BeginOptions{Context: req.Context, NoInput: req.NoInput, NoTools: req.NoTools, Sender: &sender})
 	if err != nil {
 		s.release(h)
 		return model.ChatSendReply{}, err
@@ -90,17 +90,15 @@ func (s *Service) unclaimed(ctx context.Context, conv string) bool {
 }
 
 // Watch says whether the caller may follow conv's events (the gateway asks
-// before it streams them), and from which one: a conversation nobody has
-// yet is claimed for the caller, so its first events are already theirs,
-// and the events of a conversation deleted before the claim are not.
+// before it streams them), and from which one: the events of a conversation
+// deleted before the caller's claim are not theirs. An id nobody has yet is
+// NOT_FOUND, as another's is: a watch claims nothing (a claim of its own
+// would never expire, count in no quota nor list, and tell the watcher
+// whether an id is taken). The gateway streams such an id's events once a
+// send made it the caller's (it asks again when one comes).
 func (s *Service) Watch(ctx context.Context, req model.ChatWatchRequest) (any, error) {
 	if _, _, err := s.access(ctx, req.Conversation, useRead); err != nil {
-		if !s.unclaimed(ctx, req.Conversation) {
-			return nil, err
-		}
-		if _, err := s.claim(ctx, req.Conversation); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	owner, _, err := s.ownerRecord(ctx, req.Conversation)
 	if err != nil {
@@ -150,8 +148,8 @@ func (s *Service) Delete(ctx context.Context, conv string) error {
 	if err != nil {
 		return err
 	}
-	// An id claimed by a watch has no log yet (NOT_FOUND here): deleting
-	// it frees the id.
+	// An id claimed by a send whose turn did not begin (or by a watch, as
+	// they once did) has no log (NOT_FOUND here): deleting it frees the id.
 	claimOnly := func(err error) bool { return owner != "" && apierr.Of(err) == apierr.NotFound }
 	if _, err := s.cancel(ctx, model.ChatCancelRequest{Conversation: conv}); err != nil && !claimOnly(err) {
 		return err

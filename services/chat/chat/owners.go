@@ -14,8 +14,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
-// Conversations belong to the principal whose send (or event watch) first
-// named them: the key owner.<conversation> of bus.BucketChatTurns, created
+// Conversations belong to the principal whose send first named them: the key owner.<conversation> of bus.BucketChatTurns, created
 // once (compare-and-set, so two first sends cannot both win) and removed
 // with the conversation. Anyone else gets the NOT_FOUND of a conversation
 // that does not exist: its existence is private too. Admins may list, read

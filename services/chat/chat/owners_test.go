@@ -29,8 +29,7 @@ func (e *env) as(t *testing.T, p principal.Principal, verb string, in, out any) 
 
 // TestConversationOwners: a conversation is its first sender's; another
 // principal gets NOT_FOUND for every verb, an admin may list, read and
-// delete it but not act in it; a conversation watched before it exists is
-// the watcher's; one logged before owners existed is admins' only; a
+// delete it but not act in it; a watch claims no id; one logged before owners existed is admins' only; a
 // header that does not decode is refused.
 func TestConversationOwners(t *testing.T) {
 	e := newEnv(t)
@@ -76,19 +75,28 @@ func TestConversationOwners(t *testing.T) {
 		t.Fatalf("admin's send into A's: %v", err)
 	}
 
-	// Watched first: the watcher's.
-	if err := e.as(t, b, "watch", model.ChatWatchRequest{Conversation: "b-first"}, nil); err != nil {
-		t.Fatal(err)
+	// A watch claims nothing: an id nobody has is NOT_FOUND, worded as
+	// another's (the watch tells nobody whether an id is taken), and no
+	// owner record is left behind (it would never expire, nor count in a
+	// quota or a list).
+	for i := range 3 {
+		err := e.as(t, b, "watch", model.ChatWatchRequest{Conversation: "b-first"}, nil)
+		if err == nil || apierr.From(err).Code != apierr.NotFound || apierr.From(err).Message != "conversation b-first not found" {
+			t.Fatalf("B's watch %d of a free id: %v", i, err)
+		}
 	}
-	if err := e.as(t, a, "send", model.ChatSendRequest{Conversation: "b-first", Profile: "p", Message: "A"}, nil); apierr.Of(err) != apierr.NotFound {
-		t.Fatalf("A's send into the conversation B watches: %v", err)
+	if _, found, err := s.ownerOf(context.Background(), "b-first"); err != nil || found {
+		t.Fatalf("a watch left an owner record: %v %v", found, err)
 	}
-	// B deleting the id it only watched frees it.
-	if err := e.as(t, b, "delete", model.ChatConversationRef{Conversation: "b-first"}, nil); err != nil {
-		t.Fatalf("B's delete of its watched id: %v", err)
+	// So anyone may still take it, and then it is theirs to watch.
+	e.llm.Enqueue(llmtest.Text("hi A again"))
+	fb := e.follow(t, "b-first")
+	if err := e.as(t, a, "send", model.ChatSendRequest{Conversation: "b-first", Profile: "p", Message: "A"}, nil); err != nil {
+		t.Fatalf("A's send into the id B watched: %v", err)
 	}
+	fb.done(t, 1, 20*time.Second)
 	if err := e.as(t, a, "watch", model.ChatWatchRequest{Conversation: "b-first"}, nil); err != nil {
-		t.Fatalf("A's watch of the freed id: %v", err)
+		t.Fatalf("A's watch of its own: %v", err)
 	}
 
 	// Logged before owners existed: admins' only.

@@ -215,6 +215,8 @@ type turn struct {
 	failure string
 	// noInput: the turn's sender has no user to ask (elicitations declined).
 	noInput bool
+	// noTools: the turn offers the model no tool and runs none.
+	noTools bool
 	// sender sent the turn's message (nil: the operator).
 	sender *principal.Principal
 	// offered is the catalog (by name) the last model step was offered,
@@ -254,6 +256,8 @@ type BeginOptions struct {
 	Context []model.ChatContextMessage
 	// NoInput: the sender has no user to put a server's questions to.
 	NoInput bool
+	// NoTools: the turn may use no tool (OpenAI's tool_choice "none").
+	NoTools bool
 	// Sender is who sent the message: its tool filter narrows the
 	// profile's (the model is offered only tools both allow) and its tool
 	// calls go on the bus in its name. Nil: the operator, every tool.
@@ -283,7 +287,7 @@ func (e *Engine) Begin(ctx context.Context, conv string, profile model.Profile, 
 		return nil, apierr.Invalid("context", "only a new conversation takes context messages")
 	}
 	t := &turn{e: e, conv: conv, id: uuid.NewString(), profile: profile, model: m, entries: entries, tail: tail, noInput: opts.NoInput,
-		sender: opts.Sender}
+		noTools: opts.NoTools, sender: opts.Sender}
 	if len(context) > 0 {
 		// The context is a turn of its own, before the new one.
 		ct := &turn{e: e, conv: conv, id: uuid.NewString(), entries: t.entries, tail: t.tail}
@@ -303,7 +307,7 @@ func (e *Engine) Begin(ctx context.Context, conv string, profile model.Profile, 
 		}
 		t.entries, t.tail = ct.entries, ct.tail
 	}
-	if err := t.append(ctx, model.EntryUserMessage, UserMessage{Text: userMessage, Profile: profile.Name, NoInput: opts.NoInput, Sender: opts.Sender}); err != nil {
+	if err := t.append(ctx, model.EntryUserMessage, UserMessage{Text: userMessage, Profile: profile.Name, NoInput: opts.NoInput, NoTools: opts.NoTools, Sender: opts.Sender}); err != nil {
 		return nil, plain(err)
 	}
 	return &Turn{t: t}, nil
@@ -311,14 +315,26 @@ func (e *Engine) Begin(ctx context.Context, conv string, profile model.Profile, 
 
 // lastNoInput is the NoInput of the conversation's last user message.
 func lastNoInput(entries []model.ChatEntry) bool {
+	u, ok := lastUserMessage(entries)
+	return ok && u.NoInput
+}
+
+// lastNoTools is the NoTools of the conversation's last user message.
+func lastNoTools(entries []model.ChatEntry) bool {
+	u, ok := lastUserMessage(entries)
+	return ok && u.NoTools
+}
+
+// lastUserMessage decodes the conversation's last user message.
+func lastUserMessage(entries []model.ChatEntry) (UserMessage, bool) {
 	for i := len(entries) - 1; i >= 0; i-- {
 		if entries[i].Kind != model.EntryUserMessage {
 			continue
 		}
 		var u UserMessage
-		return json.Unmarshal(entries[i].Payload, &u) == nil && u.NoInput
+		return u, json.Unmarshal(entries[i].Payload, &u) == nil
 	}
-	return false
+	return UserMessage{}, false
 }
 
 // lastSender is the Sender of the conversation's last user message (nil:
@@ -369,7 +385,7 @@ func (e *Engine) Resume(ctx context.Context, conv string, profile model.Profile)
 		return model.ChatDone{}, err
 	}
 	t := &turn{e: e, conv: conv, id: s.turn, profile: profile, model: m, entries: entries, tail: tail, decoded: *s.decoded,
-		noInput: lastNoInput(entries), sender: lastSender(entries)}
+		noInput: lastNoInput(entries), noTools: lastNoTools(entries), sender: lastSender(entries)}
 	return t.drive(ctx)
 }
 
@@ -524,17 +540,21 @@ func (t *turn) publish(ev model.ChatEvent) {
 
 // step asks the model for the next step and appends it.
 func (t *turn) step(ctx context.Context, s *state) error {
-	tools, byName := t.catalog(ctx)
 	req := provider.Request{System: t.profile.SystemPrompt, Messages: s.messages()}
-	if len(tools) > t.budget() {
-		req.Tools = append(req.Tools, searchToolsSpec)
-		tools = t.foundTools(s, byName)
-	}
-	for _, tl := range tools {
-		req.Tools = append(req.Tools, provider.ToolSpec{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema})
-	}
-	if s.anyCut {
-		req.Tools = append(req.Tools, readResultSpec)
+	var byName map[string]model.Tool
+	if !t.noTools {
+		var tools []model.Tool
+		tools, byName = t.catalog(ctx)
+		if len(tools) > t.budget() {
+			req.Tools = append(req.Tools, searchToolsSpec)
+			tools = t.foundTools(s, byName)
+		}
+		for _, tl := range tools {
+			req.Tools = append(req.Tools, provider.ToolSpec{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema})
+		}
+		if s.anyCut {
+			req.Tools = append(req.Tools, readResultSpec)
+		}
 	}
 	if s.instructions != "" {
 		req.System = strings.TrimSpace(req.System + "\n\n" + s.instructions)
@@ -560,7 +580,12 @@ func (t *turn) step(ctx context.Context, s *state) error {
 	ms := ModelStep{Step: n, Text: reply.Text, StopReason: string(reply.StopReason),
 		Usage: StepUsage{InputTokens: tokens(reply.Usage.InputTokens), OutputTokens: tokens(reply.Usage.OutputTokens)}}
 	calls := reply.ToolCalls
-	if len(calls) == 0 && t.profile.TextToolCalls {
+	if t.noTools {
+		// A model may call a tool it was not offered (one named in the
+		// context, or made up): without tools the step is its answer, as
+		// OpenAI's tool_choice "none" gives, and nothing runs.
+		calls = nil
+	} else if len(calls) == 0 && t.profile.TextToolCalls {
 		if tc := provider.TextToolCalls(reply.Text); len(tc) > 0 {
 			calls, ms.FromText = tc, true
 		}

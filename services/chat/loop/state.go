@@ -24,6 +24,9 @@ type UserMessage struct {
 	// NoInput says the sender cannot put a server's questions to its user
 	// (model.ChatSendRequest.NoInput): the turn declines elicitations.
 	NoInput bool `json:"no_input,omitempty"`
+	// NoTools says the turn may use no tool (model.ChatSendRequest.NoTools);
+	// logged so a resumed turn keeps it.
+	NoTools bool `json:"no_tools,omitempty"`
 	// Sender is who sent it (its id, kind and tool filter; no secret): a
 	// resumed turn keeps the sender's filter and name.
 	Sender *principal.Principal `json:"sender,omitempty"`

@@ -79,6 +79,7 @@ func anthropicStatus(err error) (httpError, bool) {
 	if json.Unmarshal([]byte(e.RawJSON()), &body) == nil {
 		he.message = body.Error.Message
 	}
+	he.contextFull = contextExceeded(he.status, "", he.message)
 	return he, true
 }
 

@@ -42,7 +42,7 @@ func openaiStatus(err error) (httpError, bool) {
 		if len(body) > maxErrorBody {
 			body = strings.ToValidUTF8(body[:maxErrorBody], "") + "…"
 		}
-		return httpError{status: re.HTTPStatusCode, message: body}, true
+		return httpError{status: re.HTTPStatusCode, message: body, contextFull: contextExceeded(re.HTTPStatusCode, "", body)}, true
 	}
 	var ae *openai.APIError
 	if !errors.As(err, &ae) {
@@ -56,7 +56,8 @@ func openaiStatus(err error) (httpError, bool) {
 		}
 		return he, true
 	}
-	return httpError{status: ae.HTTPStatusCode, message: ae.Message, quota: ae.Type == insufficientQuota || fmt.Sprint(ae.Code) == insufficientQuota}, true
+	return httpError{status: ae.HTTPStatusCode, message: ae.Message, quota: ae.Type == insufficientQuota || fmt.Sprint(ae.Code) == insufficientQuota,
+		contextFull: contextExceeded(ae.HTTPStatusCode, fmt.Sprint(ae.Code), ae.Message)}, true
 }
 
 // insufficientQuota is OpenAI's error type and code of a spent quota.

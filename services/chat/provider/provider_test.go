@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/services/chat/llmtest"
 	"github.com/mcpbus/mcpbus/services/chat/provider"
 )
@@ -435,6 +436,33 @@ func TestErrorInsideStream(t *testing.T) {
 		e := apierr.From(err)
 		if e.Code != apierr.ServiceUnavailable || !strings.Contains(e.Message, "exploded") || srv.Attempts() != 3 {
 			t.Fatalf("err %v attempts %d", err, srv.Attempts())
+		}
+	})
+}
+
+// A conversation past the model's context window is refused with a 400 the
+// chat recognizes (OpenAI's context_length_exceeded, Anthropic's "prompt is
+// too long"): VALIDATION_ERROR with field context_length saying to start a
+// new conversation, not the provider's bare 400.
+func TestContextWindowExceeded(t *testing.T) {
+	replies := map[string]llmtest.Reply{
+		provider.OpenAI: {Status: 400, Code: "context_length_exceeded",
+			Message: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages."},
+		provider.Anthropic: {Status: 400, Message: "prompt is too long: 210000 tokens > 200000 maximum"},
+	}
+	backends(t, func(t *testing.T, srv *llmtest.Server, m provider.Model, name string) {
+		srv.Enqueue(replies[name])
+		_, err := m.Step(context.Background(), hello, nil)
+		e := apierr.From(err)
+		if e.Code != apierr.Validation || e.Field != model.ChatContextField || !strings.Contains(e.Message, "start a new conversation") ||
+			!strings.Contains(e.Message, "maximum") {
+			t.Fatalf("err %v (field %q)", err, e.Field)
+		}
+		// Any other 400 stays the provider's refusal.
+		srv.Enqueue(llmtest.Reply{Status: 400, Message: "bad temperature"})
+		_, err = m.Step(context.Background(), hello, nil)
+		if e := apierr.From(err); e.Code != apierr.Validation || e.Field != "" {
+			t.Fatalf("a plain 400: %v (field %q)", err, e.Field)
 		}
 	})
 }

@@ -26,6 +26,22 @@ type httpError struct {
 	// quota: a 429 of a spent quota (OpenAI's insufficient_quota), which
 	// waiting does not lift.
 	quota bool
+	// contextFull: the request does not fit the model's context window
+	// (contextExceeded).
+	contextFull bool
+}
+
+// contextExceeded recognizes a provider's refusal of a request longer than
+// the model's context window: OpenAI's code context_length_exceeded (its
+// message, also vLLM's and others', says "maximum context length") and
+// Anthropic's "prompt is too long: N tokens > M maximum".
+func contextExceeded(status int, code, message string) bool {
+	if status != http.StatusBadRequest && status != http.StatusRequestEntityTooLarge {
+		return false
+	}
+	m := strings.ToLower(message)
+	return code == "context_length_exceeded" || strings.Contains(m, "maximum context length") ||
+		strings.Contains(m, "context_length_exceeded") || strings.HasPrefix(m, "prompt is too long")
 }
 
 // retry runs attempt until it succeeds, fails for good, or the rate-limit
@@ -135,6 +151,12 @@ func statusError(name string, he httpError, err error) error {
 		// insufficient_quota, not to be retried).
 		return apierr.Wrap(apierr.RateLimited, fmt.Sprintf("%s: the account's quota is spent (%d): %s", name, he.status, msg), err).
 			WithField(model.ChatQuotaField)
+	case he.contextFull:
+		// Every later step would fail alike: the conversation's whole log
+		// is sent each time and never trimmed.
+		return apierr.Wrap(apierr.Validation, fmt.Sprintf("The conversation is too long for the model's context window; "+
+			"start a new conversation (this one cannot go on: its whole history is sent at every step). %s said (%d): %s", name, he.status, msg), err).
+			WithField(model.ChatContextField)
 	case he.status == http.StatusUnauthorized || he.status == http.StatusForbidden:
 		return apierr.Wrap(apierr.Unauthorized, fmt.Sprintf("%s rejected the API key (%d): %s", name, he.status, msg), err)
 	case he.status == http.StatusNotFound:

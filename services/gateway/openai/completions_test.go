@@ -490,3 +490,42 @@ func TestBoundsFitTheClientTimeout(t *testing.T) {
 		}
 	}
 }
+
+// tool_choice "none" is OpenAI's "call no tool": the send asks the chat for
+// a turn without tools. "auto" (and no tool_choice) leaves the profile's
+// tools to the model; a forced or named tool is refused (TestBadRequests).
+func TestToolChoice(t *testing.T) {
+	f, nc := startFake(t, twoSteps)
+	url := serve(t, nc, Options{})
+	for choice, noTools := range map[string]bool{`,"tool_choice":"none"`: true, `,"tool_choice":  "none" `: true,
+		`,"tool_choice":"auto"`: false, ``: false, `,"tool_choice":null`: false} {
+		resp := post(t, t.Context(), url, `{"model":"p1","messages":[{"role":"user","content":"hi"}]`+choice+`}`)
+		var out Completion
+		decodeBody(t, resp, &out)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d", choice, resp.StatusCode)
+		}
+		if sent := f.lastSend(t); sent.NoTools != noTools {
+			t.Errorf("tool_choice %q: sent no_tools %v, want %v", choice, sent.NoTools, noTools)
+		}
+	}
+}
+
+// A turn ended by a conversation too long for the model's context window
+// answers OpenAI's context_length_exceeded (400, param messages), which
+// clients recognize, with the chat's message saying what to do.
+func TestContextLengthExceeded(t *testing.T) {
+	_, nc := startFake(t, func(model.ChatSendRequest) []model.ChatEvent {
+		return []model.ChatEvent{
+			{Kind: model.ChatEventError, Error: apierr.Invalid(model.ChatContextField, "The conversation is too long for the model's context window; start a new conversation")},
+			{Kind: model.ChatEventDone, Done: &model.ChatDone{Reason: model.TurnError, Message: "too long"}}}
+	})
+	resp := post(t, t.Context(), serve(t, nc, Options{}), `{"model":"p1","messages":[{"role":"user","content":"hi"}]}`)
+	var out errorBody
+	decodeBody(t, resp, &out)
+	if resp.StatusCode != http.StatusBadRequest || out.Error == nil || out.Error.Type != "invalid_request_error" ||
+		out.Error.Code == nil || *out.Error.Code != "context_length_exceeded" || out.Error.Param == nil || *out.Error.Param != "messages" ||
+		!strings.Contains(out.Error.Message, "start a new conversation") {
+		t.Fatalf("status %d: %+v", resp.StatusCode, out.Error)
+	}
+}

@@ -77,6 +77,11 @@ func fromBus(err error) *Error {
 		// OpenAI's own answer to a spent quota: a retry cannot succeed.
 		return &Error{Status: status, Message: e.Message, Type: "insufficient_quota", Code: str("insufficient_quota"), NoRetry: true}
 	}
+	if e.Code == apierr.Validation && e.Field == model.ChatContextField {
+		// OpenAI's own answer to a request past the context window, which
+		// the SDKs and clients recognize by its code.
+		return &Error{Status: status, Message: e.Message, Type: "invalid_request_error", Param: str("messages"), Code: str("context_length_exceeded")}
+	}
 	return &Error{Status: status, Message: e.Message, Type: errorType(status), Param: str(e.Field),
 		Code: str(strings.ToLower(string(e.Code)))}
 }

@@ -67,7 +67,7 @@ func (req *CompletionRequest) parse() (model.ChatSendRequest, *Error) {
 	case given(req.Functions):
 		return out, invalid("functions", "functions are not accepted: mcpbus runs the tools of the profile itself and answers with the result")
 	case given(req.ToolChoice) && !slices.Contains([]string{`"auto"`, `"none"`}, string(bytes.TrimSpace(req.ToolChoice))):
-		return out, invalid("tool_choice", `tool_choice can only be "auto" or "none": the client gives no tools (mcpbus runs the profile's, as the model chooses)`)
+		return out, invalid("tool_choice", `tool_choice can only be "auto" (the model may call the profile's tools, run by mcpbus) or "none" (no tool): the client gives no tools, so none can be named or required`)
 	case req.ResponseFormat != nil && req.ResponseFormat.Type != "" && req.ResponseFormat.Type != "text":
 		return out, invalid("response_format", fmt.Sprintf("response_format %q is not supported: the answer is the model's text (ask for JSON in the message)", req.ResponseFormat.Type))
 	case req.Logprobs:
@@ -108,6 +108,10 @@ func (req *CompletionRequest) parse() (model.ChatSendRequest, *Error) {
 		out.Context = append(out.Context, model.ChatContextMessage{Role: role, Content: text})
 	}
 	out.Profile = req.Model
+	// "none" is OpenAI's "call no tool": the turn is offered none and runs
+	// none (ignoring it would let a client that relies on it set off tools
+	// that change things).
+	out.NoTools = string(bytes.TrimSpace(req.ToolChoice)) == `"none"`
 	return out, nil
 }
 

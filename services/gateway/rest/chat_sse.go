@@ -2,6 +2,7 @@ package rest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
 
@@ -19,21 +21,37 @@ import (
 // comments, Last-Event-ID (or ?since=) to resume. ?replay=true starts from
 // the conversation's oldest retained event instead of now. The stream stays
 // open across turns until the client goes. The chat service says first
-// whether the caller may follow them: another's conversation is NOT_FOUND,
-// and one nobody has yet becomes the caller's. No start goes before the
-// first event of the caller's conversation: the events of an earlier one
-// with the same id, deleted since, are not the caller's.
+// whether the caller may follow them. An id that is not the caller's (nobody
+// has it yet, or another principal does: the answer is the same, so the
+// route tells nobody whether an id is taken) gets a stream that carries
+// nothing until a send makes the id the caller's: a client may open the
+// stream of a new id before its first message, and nothing is claimed for
+// it meanwhile. No start goes before the first event of the caller's
+// conversation: the events of an earlier one with the same id, deleted
+// since, are not the caller's.
 func (a *API) conversationEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := conversationRef(w, r)
 	if !ok {
 		return
 	}
-	after, err := a.client.ChatWatch(r.Context(), id)
+	replay, err := boolQuery(r, "replay")
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	replay, err := boolQuery(r, "replay")
+	after, err := a.client.ChatWatch(r.Context(), id)
+	if apierr.Of(err) == apierr.NotFound {
+		cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy, InactiveThreshold: time.Minute,
+			FilterSubjects: []string{a.subj.Event("chat", id)}}
+		// What was published before now is not the caller's (the id was
+		// not): no replay; a resume is let through the gate.
+		if err := resume(r, &cfg); err != nil {
+			writeError(w, err)
+			return
+		}
+		a.stream(w, r, cfg, a.onceOwned(r.Context(), id), nil)
+		return
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -52,6 +70,45 @@ func (a *API) conversationEvents(w http.ResponseWriter, r *http.Request) {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
 	a.stream(w, r, cfg, chatFrame, nil)
+}
+
+// onceOwned is the framer of a stream of an id that was not the caller's
+// when it opened: an event is the caller's only if the chat service now
+// says the id is (asked at each event until it does) and the event came
+// after the caller's claim; any other is dropped unseen. Until then the
+// stream carries only heartbeats, whoever else uses the id. The events
+// already stored behind one when the answer is still no were published
+// before it, so they are not the caller's either: they are dropped without
+// asking (a resumed stream of another's busy id asks once per batch).
+func (a *API) onceOwned(ctx context.Context, id string) framer {
+	owned, after, skip := false, uint64(0), uint64(0)
+	return func(m jetstream.Msg) (string, bool, bool) {
+		md, err := m.Metadata()
+		if err != nil {
+			return "", false, false
+		}
+		if !owned {
+			if skip > 0 {
+				skip--
+				return "", false, false
+			}
+			got, err := a.client.ChatWatch(ctx, id)
+			switch {
+			case apierr.Of(err) == apierr.NotFound:
+				skip = md.NumPending
+				return "", false, false
+			case err != nil:
+				// Unknown whose it is: end the stream (the client resumes
+				// with Last-Event-ID and this event is judged again).
+				return "", false, true
+			}
+			owned, after = true, got
+		}
+		if md.Sequence.Stream <= after {
+			return "", false, false
+		}
+		return chatFrame(m)
+	}
 }
 
 // chatFrame renders one chat event as an SSE frame. The kind becomes the
