@@ -43,9 +43,12 @@ func TestUnreadStreamStallsNoOtherKeysTasks(t *testing.T) {
 		"k-hostile": {KeyID: "k-hostile", Scopes: []string{auth.ScopeCall}},
 		"k-victim":  {KeyID: "k-victim", Scopes: []string{auth.ScopeCall}},
 	}
-	e := start(t, mcpserver.Options{}, keys(principals)) // writes time out after 10 s
+	// The unread stream's writes time out after 60 s: a victim held up
+	// behind it would wait that long, far past the 15 s a loaded machine
+	// may take to pass 10 MiB through the callback.
+	e := start(t, mcpserver.Options{StreamWriteTimeout: 60 * time.Second}, keys(principals))
 	e.addServer(t, "alpha", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
 	hostileSID, hostileTask := sessionTask(t, e.url, "k-hostile")
@@ -103,7 +106,7 @@ func TestUnreadStreamStallsNoOtherKeysTasks(t *testing.T) {
 			}
 			t.Logf("the victim's notifications/tasks/status came after %v", time.Since(start))
 			return
-		case <-time.After(4*time.Second - time.Since(start)):
+		case <-time.After(15*time.Second - time.Since(start)):
 			t.Fatalf("the victim's notifications/tasks/status is held up behind another key's unread stream")
 		}
 	}
