@@ -26,8 +26,15 @@ const instrumentation = "github.com/mcpbus/mcpbus/libs/bus"
 // conventions' destination template: the variable tokens (server, tool) of
 // the call, rpc, control and cancel subjects, the OAuth flow of a relayed
 // callback and the gateway instance of a relayed retry become
-// placeholders. Reading from the end keeps any prefix as it is.
+// placeholders. Reading from the end keeps any prefix as it is. A reply
+// inbox (NATS's _INBOX, or an identity's _I.<name>: access.InboxRoot) is
+// {inbox} whole: the runner sends a server's requests to its caller's
+// inbox (Mcp-Client-Subject), one subject per call, which would be a span
+// name and a metric series each.
 func Template(subject string) string {
+	if strings.HasPrefix(subject, "_INBOX.") || strings.HasPrefix(subject, "_I.") {
+		return "{inbox}"
+	}
 	last := strings.LastIndexByte(subject, '.')
 	if last < 0 {
 		return subject
