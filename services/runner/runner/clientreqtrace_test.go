@@ -17,13 +17,18 @@ import (
 )
 
 // A server's request to its caller during a call (sampling, elicitation)
-// is relayed in the call's trace: its send span is under the runner's
-// tools/call span, named by no inbox.
+// is relayed in the call's trace, whether the server asks within the call
+// (protocol 2026-07-28) or on its session (older): its send span is under
+// the runner's tools/call span, named by no inbox.
 func TestClientRequestRelayIsInTheCallsTrace(t *testing.T) {
 	exp, tp := recordSpans(t)
 	e := runnertest.Start(t, quickOpts())
 	e.Put(t, runnertest.Binary("alpha", testServer))
+	// old's requests come on its session, not within the call (no multi
+	// round-trip results before protocol 2026-07-28).
+	e.Put(t, runnertest.Binary("old", testServer, "-protocols", "2025-11-25"))
 	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	e.WaitState(t, "old", model.StateRunning, 10*time.Second)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -34,9 +39,11 @@ func TestClientRequestRelayIsInTheCallsTrace(t *testing.T) {
 		}
 		return &mcp.CreateMessageResult{Model: "m1", Role: "assistant", Content: &mcp.TextContent{Text: "42"}}, nil
 	}}
-	for _, tool := range []string{"sample", "ask"} {
-		if _, err := e.Client.Call(ctx, "alpha", tool, json.RawMessage(`{"message":"6*7?"}`), opts); err != nil {
-			t.Fatal(err)
+	for _, server := range []string{"alpha", "old"} {
+		for _, tool := range []string{"sample", "ask"} {
+			if _, err := e.Client.Call(ctx, server, tool, json.RawMessage(`{"message":"6*7?"}`), opts); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	root.End()
@@ -53,11 +60,11 @@ func TestClientRequestRelayIsInTheCallsTrace(t *testing.T) {
 				calls = append(calls, s)
 			}
 		}
-		if len(sends) >= 2 && len(calls) == 2 {
+		if len(sends) >= 4 && len(calls) == 4 {
 			break
 		}
 	}
-	if len(sends) < 2 || len(calls) != 2 {
+	if len(sends) < 4 || len(calls) != 4 {
 		t.Fatalf("relay send spans %d, tools/call spans %d", len(sends), len(calls))
 	}
 	for _, s := range sends {
@@ -66,6 +73,17 @@ func TestClientRequestRelayIsInTheCallsTrace(t *testing.T) {
 		}
 		if s.SpanContext().TraceID() != traceID {
 			t.Errorf("relay span %q in trace %s, want the call's %s (parent %s)", s.Name(), s.SpanContext().TraceID(), traceID, s.Parent().SpanID())
+			continue
+		}
+		// Its parent is the runner's tools/call span of the call it serves.
+		var under string
+		for _, c := range calls {
+			if c.SpanContext().SpanID() == s.Parent().SpanID() {
+				under = c.Name()
+			}
+		}
+		if under == "" {
+			t.Errorf("relay span %q: parent %s is no tools/call span", s.Name(), s.Parent().SpanID())
 		}
 	}
 }
