@@ -351,7 +351,7 @@ func checkStubAttrs(t *testing.T, tag string, s tracetest.SpanStub, want map[str
 	t.Helper()
 	got := map[string]string{}
 	for _, kv := range s.Attributes {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range want {
 		if got[k] != v {

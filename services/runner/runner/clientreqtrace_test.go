@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling is deprecated by protocol 2026-07-28 (SEP-2577) but mcpbus relays it for servers that use it.
+
 package runner_test
 
 import (
