@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -356,6 +357,66 @@ func checkStubAttrs(t *testing.T, tag string, s tracetest.SpanStub, want map[str
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s: span %q: %s = %q, want %q (all: %v)", tag, s.Name, k, got[k], v, got)
+		}
+	}
+}
+
+// A tool's isError result marks the gateway's MCP span and the runner's
+// tools/call ERROR with error.type=tool_error, on the fast path and
+// through go-sdk, in both eras (docs/operating.md, Tracing).
+func TestToolErrorMarksTheCallsSpans(t *testing.T) {
+	spans := recordSpans(t)
+	e := runnertest.Start(t, quietRunner())
+	h := startGateway(t, e, gateway.Options{RateRPS: 1000, RateBurst: 1000})
+	runServer(t, e, "alpha", nil)
+	h.waitTool(h.admin, "alpha__fail")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, era := range []string{"2025-11-25", ""} {
+		for _, path := range []string{"fast", "go-sdk"} {
+			tag := fmt.Sprintf("trace-test-fail era=%q path=%s", era, path)
+			rt := &taggedRT{key: h.admin, tag: tag + " connect"}
+			var opts *mcp.ClientSessionOptions
+			if era != "" {
+				opts = &mcp.ClientSessionOptions{ProtocolVersion: era}
+			}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
+				&mcp.StreamableClientTransport{Endpoint: h.url + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: rt}}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &mcp.CallToolParams{Name: "alpha__fail", Arguments: map[string]any{"message": "boom"}}
+			if path == "go-sdk" {
+				p.Meta = mcp.Meta{"progressToken": "p1"}
+			}
+			rt.tag = tag
+			if res, err := cs.CallTool(ctx, p); err != nil || !res.IsError {
+				t.Fatalf("%s: tools/call alpha__fail: %v %+v, want an isError result", tag, err, res)
+			}
+			_ = cs.Close()
+			var gw, run tracetest.SpanStub
+			testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+				for _, s := range spans.exp.GetSpans() {
+					if s.Name == "tools/call fail" && userAgent(httpSpanOf(spans, s)) == tag {
+						run = s
+						for p := s; p.Parent.IsValid(); {
+							p, _ = spans.byID(p.Parent.SpanID())
+							if p.Name == "tools/call alpha__fail" {
+								gw = p
+							}
+						}
+						return gw.Name != "", ""
+					}
+				}
+				return false, tag + ": no tools/call fail under tools/call alpha__fail"
+			})
+			for _, s := range []tracetest.SpanStub{gw, run} {
+				if s.Status.Code != codes.Error {
+					t.Errorf("%s: span %q status %v, want Error", tag, s.Name, s.Status)
+				}
+				checkStubAttrs(t, tag, s, map[string]string{"error.type": "tool_error"})
+			}
 		}
 	}
 }
