@@ -21,7 +21,8 @@ import (
 // A server's request to its caller during a call (sampling, elicitation)
 // is relayed in the call's trace, whether the server asks within the call
 // (protocol 2026-07-28) or on its session (older): its send span is under
-// the runner's tools/call span, named by no inbox.
+// the runner's tools/call span, named by no inbox, and the caller's
+// answer is a CONSUMER span under it.
 func TestClientRequestRelayIsInTheCallsTrace(t *testing.T) {
 	exp, tp := recordSpans(t)
 	e := runnertest.Start(t, quickOpts())
@@ -54,7 +55,11 @@ func TestClientRequestRelayIsInTheCallsTrace(t *testing.T) {
 	var sends, calls []sdktrace.ReadOnlySpan
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		sends, calls = nil, nil
+		answers := 0
 		for _, s := range exp.GetSpans().Snapshots() {
+			if s.Name() == "process {inbox}" {
+				answers++
+			}
 			if s.SpanKind() == trace.SpanKindProducer && !strings.Contains(s.Name(), "mcp.v1.call.") {
 				sends = append(sends, s)
 			}
@@ -62,7 +67,7 @@ func TestClientRequestRelayIsInTheCallsTrace(t *testing.T) {
 				calls = append(calls, s)
 			}
 		}
-		if len(sends) >= 4 && len(calls) == 4 {
+		if len(sends) >= 4 && len(calls) == 4 && answers >= 4 {
 			break
 		}
 	}
@@ -86,6 +91,16 @@ func TestClientRequestRelayIsInTheCallsTrace(t *testing.T) {
 		}
 		if under == "" {
 			t.Errorf("relay span %q: parent %s is no tools/call span", s.Name(), s.Parent().SpanID())
+		}
+		// The caller's answer is its consumer.
+		var answered bool
+		for _, p := range exp.GetSpans().Snapshots() {
+			if p.Name() == "process {inbox}" && p.SpanKind() == trace.SpanKindConsumer && p.Parent().SpanID() == s.SpanContext().SpanID() {
+				answered = true
+			}
+		}
+		if !answered {
+			t.Errorf("relay span %s has no 'process {inbox}' CONSUMER child (the caller's answer)", s.SpanContext().SpanID())
 		}
 	}
 }
