@@ -26,8 +26,15 @@ const instrumentation = "github.com/mcpbus/mcpbus/libs/bus"
 // conventions' destination template: the variable tokens (server, tool) of
 // the call, rpc, control and cancel subjects, the OAuth flow of a relayed
 // callback and the gateway instance of a relayed retry become
-// placeholders. Reading from the end keeps any prefix as it is.
+// placeholders. Reading from the end keeps any prefix as it is. A reply
+// inbox (NATS's _INBOX, or an identity's _I.<name>: access.InboxRoot) is
+// {inbox} whole: the runner sends a server's requests to its caller's
+// inbox (Mcp-Client-Subject), one subject per call, which would be a span
+// name and a metric series each.
 func Template(subject string) string {
+	if strings.HasPrefix(subject, "_INBOX.") || strings.HasPrefix(subject, "_I.") {
+		return "{inbox}"
+	}
 	last := strings.LastIndexByte(subject, '.')
 	if last < 0 {
 		return subject
@@ -151,20 +158,32 @@ func withGroup(h micro.Handler, group string) micro.Handler {
 // ("process <template>"), continuing the caller's trace from its headers.
 // End it once the reply is sent.
 func ProcessSpan(ctx context.Context, req micro.Request) (context.Context, trace.Span) {
-	ctx = ExtractTrace(ctx, nats.Header(req.Headers()))
+	group := ""
+	if g, ok := req.(groupRequest); ok {
+		group = g.group
+	}
+	return processSpan(ctx, req.Subject(), nats.Header(req.Headers()), len(req.Data()), group)
+}
+
+// ProcessMsgSpan is ProcessSpan for a request taken by a plain subscription.
+func ProcessMsgSpan(ctx context.Context, m *nats.Msg) (context.Context, trace.Span) {
+	return processSpan(ctx, m.Subject, m.Header, len(m.Data), "")
+}
+
+func processSpan(ctx context.Context, subject string, h nats.Header, size int, group string) (context.Context, trace.Span) {
+	ctx = ExtractTrace(ctx, h)
 	in := current()
 	if in.off && !trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx, noSpan // the span would be a no-op one
 	}
-	subject := req.Subject()
 	tmpl := Template(subject)
 	ctx, span := in.tracer.Start(ctx, "process "+tmpl, trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
 		span.SetAttributes(conv.MessagingNATS, conv.ProcessOperation[0], conv.ProcessOperation[1],
 			conv.MessagingDestinationName.String(subject), conv.MessagingDestinationTemplate.String(tmpl),
-			conv.MessagingMessageBodySize.Int(len(req.Data())))
-		if g, ok := req.(groupRequest); ok && g.group != "" {
-			span.SetAttributes(conv.MessagingConsumerGroupName.String(g.group))
+			conv.MessagingMessageBodySize.Int(size))
+		if group != "" {
+			span.SetAttributes(conv.MessagingConsumerGroupName.String(group))
 		}
 	}
 	return ctx, span

@@ -25,6 +25,9 @@ func TestTemplate(t *testing.T) {
 		"call":                             "call",
 		"a.call":                           "a.call",
 		"":                                 "",
+		"_INBOX.OcDxrvHkH0msXMtcAAEpon":    "{inbox}",
+		"_I.agent-demo.Zq3xv9.call.x.y":    "{inbox}",
+		"_I.gw-1.answers.7Hk2p":            "{inbox}",
 	} {
 		if got := bus.Template(subject); got != want {
 			t.Errorf("Template(%q) = %q, want %q", subject, got, want)

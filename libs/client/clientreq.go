@@ -27,9 +27,15 @@ func (c *Client) answerClientRequests(ctx context.Context, msg *nats.Msg, fn fun
 			return
 		}
 		go func() {
+			// The answer is the consumer of the runner's relay (its send
+			// span): the trace goes on past the runner to the caller.
+			sctx, span := bus.ProcessMsgSpan(ctx, m)
+			var err error
+			defer func() { bus.EndProcess(span, err) }()
 			var req model.ClientRequest
-			if err := json.Unmarshal(m.Data, &req); err != nil || req.Method == "" {
-				_ = m.RespondMsg(bus.ErrorMsg(apierr.Invalid("method", "not a client request")))
+			if err = json.Unmarshal(m.Data, &req); err != nil || req.Method == "" {
+				err = apierr.Invalid("method", "not a client request")
+				_ = m.RespondMsg(bus.ErrorMsg(err))
 				return
 			}
 			if req.Method == model.MethodElicit {
@@ -37,7 +43,8 @@ func (c *Client) answerClientRequests(ctx context.Context, msg *nats.Msg, fn fun
 				// meanwhile, as the runner's does.
 				defer deadline.Pause(ctx)()
 			}
-			res, err := fn(ctx, req)
+			var res any
+			res, err = fn(sctx, req)
 			if err == nil {
 				var data []byte
 				if data, err = json.Marshal(res); err == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -230,4 +231,192 @@ func userAgent(s tracetest.SpanStub) string {
 		}
 	}
 	return ""
+}
+
+// /mcp?tools=search's call_tool, resources/read and prompts/get are each one
+// trace from the HTTP request to the runner's request of the server, in
+// both eras: POST /mcp → the gateway's MCP span → send → process → the
+// runner's CLIENT span, with the attributes docs/operating.md lists.
+func TestSearchResourcesAndPromptsAreOneTrace(t *testing.T) {
+	spans := recordSpans(t)
+	e := runnertest.Start(t, quietRunner())
+	h := startGateway(t, e, gateway.Options{RateRPS: 1000, RateBurst: 1000})
+	runServer(t, e, "alpha", nil)
+	h.waitTool(h.admin, "alpha__echo")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, era := range []string{"2025-11-25", ""} {
+		tag := fmt.Sprintf("trace-test-2 era=%q", era)
+		var opts *mcp.ClientSessionOptions
+		if era != "" {
+			opts = &mcp.ClientSessionOptions{ProtocolVersion: era}
+		}
+		connect := func(url string, rt *taggedRT) *mcp.ClientSession {
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
+				&mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: rt}}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cs.Close() })
+			return cs
+		}
+		type step struct {
+			name     string
+			do       func(cs *mcp.ClientSession) error
+			gw, run  string            // the gateway's and the runner's span names
+			send     string            // the bus subject's template
+			gwAttrs  map[string]string // on the gateway's MCP span
+			runAttrs map[string]string // on the runner's CLIENT span
+		}
+		steps := []step{{
+			name: "search call_tool",
+			do: func(cs *mcp.ClientSession) error {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"name": "alpha__echo", "arguments": map[string]any{"message": "hi"}}})
+				if err == nil && res.IsError {
+					err = fmt.Errorf("call_tool: %+v", res)
+				}
+				return err
+			},
+			gw: "tools/call call_tool", run: "tools/call echo", send: "mcp.v1.call.{server}.{tool}",
+			gwAttrs:  map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "call_tool"},
+			runAttrs: map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "echo", "gen_ai.operation.name": "execute_tool"},
+		}, {
+			name: "resources/read",
+			do: func(cs *mcp.ClientSession) error {
+				_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mcpbus://alpha/test:%2F%2Fgreeting"})
+				return err
+			},
+			gw: "resources/read", run: "resources/read", send: "mcp.v1.rpc.{server}",
+			gwAttrs:  map[string]string{"mcp.method.name": "resources/read", "mcp.resource.uri": "mcpbus://alpha/test:%2F%2Fgreeting"},
+			runAttrs: map[string]string{"mcp.method.name": "resources/read", "mcp.resource.uri": "test://greeting"},
+		}, {
+			name: "prompts/get",
+			do: func(cs *mcp.ClientSession) error {
+				_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "alpha__greet", Arguments: map[string]string{"who": "x"}})
+				return err
+			},
+			gw: "prompts/get alpha__greet", run: "prompts/get greet", send: "mcp.v1.rpc.{server}",
+			gwAttrs:  map[string]string{"mcp.method.name": "prompts/get", "gen_ai.prompt.name": "alpha__greet"},
+			runAttrs: map[string]string{"mcp.method.name": "prompts/get", "gen_ai.prompt.name": "greet"},
+		}}
+		for _, st := range steps {
+			stepTag := tag + " " + st.name
+			url := h.url + "/mcp"
+			if st.name == "search call_tool" {
+				url += "?tools=search"
+			}
+			rt := &taggedRT{key: h.admin, tag: stepTag + " connect"}
+			cs := connect(url, rt)
+			rt.tag = stepTag
+			if err := st.do(cs); err != nil {
+				t.Fatalf("%s: %v", stepTag, err)
+			}
+			want := "process " + st.send + " < send " + st.send + " < " + st.gw + " < POST /mcp"
+			var runSpan, gwSpan tracetest.SpanStub
+			testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+				var seen []string
+				for _, s := range spans.exp.GetSpans() {
+					if s.Name != st.run || s.SpanKind != trace.SpanKindClient || userAgent(httpSpanOf(spans, s)) != stepTag {
+						continue
+					}
+					c := spans.chain(s)
+					got := strings.Join(c, " < ")
+					if got == want {
+						runSpan = s
+						for _, p := range []tracetest.SpanStub{s} {
+							for p.Parent.IsValid() {
+								p, _ = spans.byID(p.Parent.SpanID())
+								if p.Name == st.gw {
+									gwSpan = p
+								}
+							}
+						}
+						return true, ""
+					}
+					seen = append(seen, got)
+				}
+				return false, fmt.Sprintf("%s: %s < %q, want < %s", stepTag, st.run, seen, want)
+			})
+			if gwSpan.SpanKind != trace.SpanKindServer {
+				t.Errorf("%s: the gateway's %q span is %v, want SERVER", stepTag, gwSpan.Name, gwSpan.SpanKind)
+			}
+			checkStubAttrs(t, stepTag, gwSpan, st.gwAttrs)
+			checkStubAttrs(t, stepTag, runSpan, st.runAttrs)
+		}
+	}
+}
+
+// checkStubAttrs fails unless s has every attribute of want.
+func checkStubAttrs(t *testing.T, tag string, s tracetest.SpanStub, want map[string]string) {
+	t.Helper()
+	got := map[string]string{}
+	for _, kv := range s.Attributes {
+		got[string(kv.Key)] = kv.Value.String()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: span %q: %s = %q, want %q (all: %v)", tag, s.Name, k, got[k], v, got)
+		}
+	}
+}
+
+// A tool's isError result marks the gateway's MCP span and the runner's
+// tools/call ERROR with error.type=tool_error, on the fast path and
+// through go-sdk, in both eras (docs/operating.md, Tracing).
+func TestToolErrorMarksTheCallsSpans(t *testing.T) {
+	spans := recordSpans(t)
+	e := runnertest.Start(t, quietRunner())
+	h := startGateway(t, e, gateway.Options{RateRPS: 1000, RateBurst: 1000})
+	runServer(t, e, "alpha", nil)
+	h.waitTool(h.admin, "alpha__fail")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, era := range []string{"2025-11-25", ""} {
+		for _, path := range []string{"fast", "go-sdk"} {
+			tag := fmt.Sprintf("trace-test-fail era=%q path=%s", era, path)
+			rt := &taggedRT{key: h.admin, tag: tag + " connect"}
+			var opts *mcp.ClientSessionOptions
+			if era != "" {
+				opts = &mcp.ClientSessionOptions{ProtocolVersion: era}
+			}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
+				&mcp.StreamableClientTransport{Endpoint: h.url + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: rt}}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &mcp.CallToolParams{Name: "alpha__fail", Arguments: map[string]any{"message": "boom"}}
+			if path == "go-sdk" {
+				p.Meta = mcp.Meta{"progressToken": "p1"}
+			}
+			rt.tag = tag
+			if res, err := cs.CallTool(ctx, p); err != nil || !res.IsError {
+				t.Fatalf("%s: tools/call alpha__fail: %v %+v, want an isError result", tag, err, res)
+			}
+			_ = cs.Close()
+			var gw, run tracetest.SpanStub
+			testkit.WaitFor(t, 10*time.Second, func() (bool, string) {
+				for _, s := range spans.exp.GetSpans() {
+					if s.Name == "tools/call fail" && userAgent(httpSpanOf(spans, s)) == tag {
+						run = s
+						for p := s; p.Parent.IsValid(); {
+							p, _ = spans.byID(p.Parent.SpanID())
+							if p.Name == "tools/call alpha__fail" {
+								gw = p
+							}
+						}
+						return gw.Name != "", ""
+					}
+				}
+				return false, tag + ": no tools/call fail under tools/call alpha__fail"
+			})
+			for _, s := range []tracetest.SpanStub{gw, run} {
+				if s.Status.Code != codes.Error {
+					t.Errorf("%s: span %q status %v, want Error", tag, s.Name, s.Status)
+				}
+				checkStubAttrs(t, tag, s, map[string]string{"error.type": "tool_error"})
+			}
+		}
+	}
 }

@@ -10,9 +10,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/telemetry"
+	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 )
 
 // A held call lives in the gateway instance that made it, and nothing makes
@@ -151,7 +154,20 @@ func (a *Aggregator) serveRetries(ctx context.Context) (*nats.Subscription, erro
 }
 
 func (a *Aggregator) serveRetry(ctx context.Context, m *nats.Msg) {
+	// The retry continues the trace of the request passed on: without it
+	// the sending instance's span had no consumer, and the held call's
+	// round went unseen under the retry that answered it.
+	ctx, span := bus.ProcessMsgSpan(ctx, m)
+	var failed error
+	defer func() {
+		if failed != nil && span.IsRecording() {
+			span.SetAttributes(conv.ErrorType.String(errorType(failed)))
+			span.SetStatus(codes.Error, telemetry.StatusText(failed.Error()))
+		}
+		span.End()
+	}()
 	answer := func(res *mcp.CallToolResult, err error) {
+		failed = err
 		var ans forwardedAnswer
 		if err == nil {
 			ans.Result, err = json.Marshal(res)

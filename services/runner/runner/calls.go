@@ -508,6 +508,9 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		defer target.settle(s.progressCaughtUp(sess))
 	}
 	ctx, op := s.startOp(ctx, sess.ClientSession, cfg, "tools/call", tool.Name, conv.GenAIToolName.String(tool.Name), conv.OperationExecuteTool)
+	if relays {
+		target.setSpan(op.Span().SpanContext())
+	}
 	injectMeta(ctx, params)
 	if s.r.telemetry.content && op.Span().IsRecording() {
 		// Past the arguments policy (a blocked call never gets here), and

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -39,6 +40,25 @@ type clientTarget struct {
 	// each holds goroutines, a subscription and, for input, a person's
 	// attention, so a server may have only so many.
 	inFlight, made atomic.Int32
+	// span is the runner's tools/call span of the call, set once the call
+	// starts (setSpan): the parent of the relays of the requests a server
+	// of an older protocol sends on its session, whose context is not the
+	// call's (it carries the span of the server's start, another trace).
+	span atomic.Pointer[trace.SpanContext]
+}
+
+// setSpan records the call's tools/call span (span).
+func (t *clientTarget) setSpan(sc trace.SpanContext) { t.span.Store(&sc) }
+
+// callTrace is ctx, a request's on the server's session, with the trace of
+// t's call in place of the session's: the relay's span belongs under the
+// call it serves. Without a recorded span (tracing off), ctx has none.
+func (t *clientTarget) callTrace(ctx context.Context) context.Context {
+	var sc trace.SpanContext
+	if p := t.span.Load(); p != nil {
+		sc = *p
+	}
+	return trace.ContextWithSpanContext(ctx, sc)
 }
 
 // A call's server-to-client requests: at most maxClientRequestsInFlight at
@@ -234,6 +254,9 @@ func (s *server) relay(ctx context.Context, sess *mcp.ClientSession, method stri
 	t, err := s.targetFor(ctx, sess, method)
 	if err != nil {
 		return err
+	}
+	if own, _ := ctx.Value(clientTargetKey{}).(*clientTarget); own != t {
+		ctx = t.callTrace(ctx) // the session's context: the call's trace instead
 	}
 	if t.made.Add(1) > maxClientRequests {
 		s.countRefusedRequest(refusedLimit)

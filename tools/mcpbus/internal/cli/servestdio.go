@@ -1,15 +1,19 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/telemetry"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/mcpserver"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
 )
 
 // newServeStdioCmd serves the aggregated MCP endpoint over stdin/stdout, for
@@ -38,6 +42,18 @@ call_tool (plus any --pin-tool) instead of every tool, as /mcp?tools=search.`,
 			case len(pins) > 0 && mode != model.KeyToolsModeSearch:
 				return apierr.Invalid("pinned_tools", "--pin-tool needs --tools search (every tool is listed otherwise)")
 			}
+			// Traced as the gateway is (docs/operating.md, Tracing): without a
+			// tracer provider this hop's spans were never exported, and the
+			// runner's hung under a parent no backend had.
+			shutdownTel, err := telemetry.Setup(cmd.Context(), "mcpbus-serve-stdio", runner.Version)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = shutdownTel(c)
+			}()
 			nc, _, err := g.connect(cmd.Context())
 			if err != nil {
 				return err
