@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/approvals"
@@ -20,6 +21,20 @@ import (
 	"github.com/mcpbus/mcpbus/libs/testmcp"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
+
+// putApprovalRules replaces the approval rules in the bus's approvals store
+// with rules and returns the store, for the held calls.
+func putApprovalRules(t *testing.T, ctx context.Context, nc *nats.Conn, rules ...model.GatewayApprovalRule) *approvals.Store {
+	t.Helper()
+	store, err := approvals.Open(ctx, ctx, nc, approvals.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.PutRules(ctx, model.ApprovalRules{Rules: rules}); err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
 
 // A rule naming a tool as its server does (dots__files.remove, a name the
 // catalog lists sanitised) decides its calls on the bus while the server is
@@ -48,16 +63,9 @@ func TestApprovalRuleOfAToolNotListedYet(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, err := approvals.Open(ctx, ctx, e.NC, approvals.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.PutRules(ctx, model.ApprovalRules{Rules: []model.GatewayApprovalRule{
-		{Tool: "dots__files.remove", Decision: model.ApprovalDeny},
-		{Tool: "alpha__echo", Decision: model.ApprovalDeny},
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	putApprovalRules(t, ctx, e.NC,
+		model.GatewayApprovalRule{Tool: "dots__files.remove", Decision: model.ApprovalDeny},
+		model.GatewayApprovalRule{Tool: "alpha__echo", Decision: model.ApprovalDeny})
 	e.Put(t, runnertest.Binary("alpha", testServer))
 	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
 	subjects := bus.NewSubjects("")

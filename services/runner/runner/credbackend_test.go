@@ -13,15 +13,39 @@ import (
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
-// busyVaultResolver answers as the credential service does while Vault
-// rate limits it (RATE_LIMITED) for the first resolves, then the secret.
-type busyVaultResolver struct{ refusals atomic.Int32 }
+// refusingResolver answers as the credential service does while Vault
+// refuses it (code, say RATE_LIMITED or SERVICE_UNAVAILABLE) for the first
+// refusals resolves, then the secret.
+type refusingResolver struct {
+	code     apierr.Code
+	message  string
+	refusals atomic.Int32
+}
 
-func (r *busyVaultResolver) Resolve(context.Context, string) (model.ResolvedCredentials, error) {
+func newRefusingResolver(code apierr.Code, message string, refusals int32) *refusingResolver {
+	r := &refusingResolver{code: code, message: message}
+	r.refusals.Store(refusals)
+	return r
+}
+
+func (r *refusingResolver) Resolve(context.Context, string) (model.ResolvedCredentials, error) {
 	if r.refusals.Add(-1) >= 0 {
-		return model.ResolvedCredentials{}, apierr.New(apierr.RateLimited, "Vault is rate limiting requests (reading credentials from Vault)")
+		return model.ResolvedCredentials{}, apierr.New(r.code, r.message)
 	}
 	return model.ResolvedCredentials{Env: map[string]string{"TOKEN": "secret-value-1"}}, nil
+}
+
+// putNeedingSecret puts an eager server name whose start needs the secret
+// TOKEN and waits until it runs.
+func putNeedingSecret(t *testing.T, e *runnertest.Env, name string, within time.Duration) {
+	t.Helper()
+	cfg := runnertest.Binary(name, testServer)
+	cfg.ID = uuid.NewString()
+	cfg.AuthType = model.AuthAPIKey
+	cfg.Runtime.Eager = true
+	cfg.EnvVars = map[string]model.EnvVar{"TOKEN": {SecretRef: "TOKEN", IsSecret: true, Required: true}}
+	e.Put(t, cfg)
+	e.WaitState(t, name, model.StateRunning, within)
 }
 
 // A server whose secrets cannot be read at its start because Vault rate
@@ -29,29 +53,9 @@ func (r *busyVaultResolver) Resolve(context.Context, string) (model.ResolvedCred
 // is while Vault is down or sealed (SERVICE_UNAVAILABLE): a rate limit
 // passes, and no one should have to restart every server by hand after it.
 func TestStartRetriedWhileVaultRateLimits(t *testing.T) {
-	res := &busyVaultResolver{}
-	res.refusals.Store(1)
 	opts := lifecycleOpts()
-	opts.Resolver = res
-	e := runnertest.Start(t, opts)
-	cfg := runnertest.Binary("busy", testServer)
-	cfg.ID = uuid.NewString()
-	cfg.AuthType = model.AuthAPIKey
-	cfg.Runtime.Eager = true
-	cfg.EnvVars = map[string]model.EnvVar{"TOKEN": {SecretRef: "TOKEN", IsSecret: true, Required: true}}
-	e.Put(t, cfg)
-	e.WaitState(t, "busy", model.StateRunning, 10*time.Second)
-}
-
-// downVaultResolver answers SERVICE_UNAVAILABLE (Vault sealed or down) for
-// the first resolves, then the secret.
-type downVaultResolver struct{ refusals atomic.Int32 }
-
-func (r *downVaultResolver) Resolve(context.Context, string) (model.ResolvedCredentials, error) {
-	if r.refusals.Add(-1) >= 0 {
-		return model.ResolvedCredentials{}, apierr.New(apierr.ServiceUnavailable, "Vault is sealed or unavailable (reading credentials from Vault)")
-	}
-	return model.ResolvedCredentials{Env: map[string]string{"TOKEN": "secret-value-1"}}, nil
+	opts.Resolver = newRefusingResolver(apierr.RateLimited, "Vault is rate limiting requests (reading credentials from Vault)", 1)
+	putNeedingSecret(t, runnertest.Start(t, opts), "busy", 10*time.Second)
 }
 
 // A Vault outage longer than the server's restart budget (MaxRestarts
@@ -59,18 +63,9 @@ func (r *downVaultResolver) Resolve(context.Context, string) (model.ResolvedCred
 // server's failure: once Vault is back the server starts by itself, without
 // `mcpbus restart`.
 func TestStartWaitsOutAVaultOutage(t *testing.T) {
-	res := &downVaultResolver{}
-	res.refusals.Store(6)
 	opts := lifecycleOpts()
 	opts.MaxRestarts = 2
 	opts.RestartBackoffMax = 400 * time.Millisecond
-	opts.Resolver = res
-	e := runnertest.Start(t, opts)
-	cfg := runnertest.Binary("sealed", testServer)
-	cfg.ID = uuid.NewString()
-	cfg.AuthType = model.AuthAPIKey
-	cfg.Runtime.Eager = true
-	cfg.EnvVars = map[string]model.EnvVar{"TOKEN": {SecretRef: "TOKEN", IsSecret: true, Required: true}}
-	e.Put(t, cfg)
-	e.WaitState(t, "sealed", model.StateRunning, 15*time.Second)
+	opts.Resolver = newRefusingResolver(apierr.ServiceUnavailable, "Vault is sealed or unavailable (reading credentials from Vault)", 6)
+	putNeedingSecret(t, runnertest.Start(t, opts), "sealed", 15*time.Second)
 }

@@ -19,16 +19,13 @@ import (
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
-// Plain calls to a stdio server take the raw path (their request id is one
-// of the raw connection's), progress calls go-sdk's; a call's outcome is
-// the same either way.
-func TestRawPathChosen(t *testing.T) {
-	exp, _ := recordSpans(t)
-	e := runnertest.Start(t, quickOpts())
-	e.Put(t, runnertest.Binary("alpha", testServer))
-	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
-	events := make(chan model.CallEvent, 16)
-	sub, err := e.NC.Subscribe(bus.NewSubjects("").Event("call", "alpha"), func(m *nats.Msg) {
+// callEvents subscribes to the call events of server (events.call.<server>,
+// the copy the audit chain gets too) until t ends; the channel holds up to
+// n of them.
+func callEvents(t *testing.T, e *runnertest.Env, server string, n int) <-chan model.CallEvent {
+	t.Helper()
+	events := make(chan model.CallEvent, n)
+	sub, err := e.NC.Subscribe(bus.NewSubjects("").Event("call", server), func(m *nats.Msg) {
 		var ev model.CallEvent
 		if json.Unmarshal(m.Data, &ev) == nil {
 			events <- ev
@@ -37,10 +34,22 @@ func TestRawPathChosen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	if err := e.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	return events
+}
+
+// Plain calls to a stdio server take the raw path (their request id is one
+// of the raw connection's), progress calls go-sdk's; a call's outcome is
+// the same either way.
+func TestRawPathChosen(t *testing.T) {
+	exp, _ := recordSpans(t)
+	e := runnertest.Start(t, quickOpts())
+	e.Put(t, runnertest.Binary("alpha", testServer))
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	events := callEvents(t, e, "alpha", 16)
 
 	if res, err := call(t, e, "alpha", "echo", `{"message":"raw"}`); err != nil || text(t, res) != "raw" {
 		t.Fatalf("echo: %s %v", res, err)

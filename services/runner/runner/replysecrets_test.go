@@ -16,6 +16,15 @@ import (
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
+// putScanned puts an eager HTTP server name at url under the secret_scan
+// policy scan and waits until it runs.
+func putScanned(t *testing.T, e *runnertest.Env, name, url string, scan model.SecretsPolicy) {
+	t.Helper()
+	e.Put(t, model.McpConfig{Name: name, Enabled: true, Package: model.Package{Type: model.PackageHTTP, Identifier: url},
+		Transport: model.Transport{Type: model.TransportHTTP, URL: url}, SecretScan: scan, Runtime: model.Runtime{Eager: true}})
+	e.WaitState(t, name, model.StateRunning, 10*time.Second)
+}
+
 // leakyServer answers every request but a tool's result with a text that
 // holds an AWS key: a progress message, a resource, a prompt, completions.
 func leakyServer() *mcp.Server {
@@ -46,10 +55,7 @@ func TestSecretsInRepliesBesidesResults(t *testing.T) {
 	e := runnertest.Start(t, quickOpts())
 	url := testmcp.ServeServerHTTP(t, leakyServer(), nil, nil)
 	put := func(name string, results string) {
-		e.Put(t, model.McpConfig{Name: name, Enabled: true, Package: model.Package{Type: model.PackageHTTP, Identifier: url},
-			Transport:  model.Transport{Type: model.TransportHTTP, URL: url},
-			SecretScan: model.SecretsPolicy{Results: results}, Runtime: model.Runtime{Eager: true}})
-		e.WaitState(t, name, model.StateRunning, 10*time.Second)
+		putScanned(t, e, name, url, model.SecretsPolicy{Results: results})
 	}
 	put("leaky", "") // the default: redact
 	put("strict", model.SecretsBlock)

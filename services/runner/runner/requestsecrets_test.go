@@ -81,10 +81,7 @@ func TestSecretsInRequestsBesidesArguments(t *testing.T) {
 	put := func(name, arguments string) {
 		url, h := heardServer(t)
 		heard[name] = h
-		e.Put(t, model.McpConfig{Name: name, Enabled: true, Package: model.Package{Type: model.PackageHTTP, Identifier: url},
-			Transport:  model.Transport{Type: model.TransportHTTP, URL: url},
-			SecretScan: model.SecretsPolicy{Arguments: arguments, Results: model.SecretsOff}, Runtime: model.Runtime{Eager: true}})
-		e.WaitState(t, name, model.StateRunning, 10*time.Second)
+		putScanned(t, e, name, url, model.SecretsPolicy{Arguments: arguments, Results: model.SecretsOff})
 	}
 	put("strict", "") // the default: block
 	put("lenient", model.SecretsRedact)

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
-	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -572,20 +571,7 @@ func TestTaskRunPublishesACallEvent(t *testing.T) {
 	cfg, _ := taskServer(t, "slow")
 	e.Put(t, cfg)
 	e.WaitState(t, "slow", model.StateRunning, 10*time.Second)
-	events := make(chan model.CallEvent, 4)
-	sub, err := e.NC.Subscribe(bus.NewSubjects("").Event("call", "slow"), func(m *nats.Msg) {
-		var ev model.CallEvent
-		if json.Unmarshal(m.Data, &ev) == nil {
-			events <- ev
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := e.NC.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	events := callEvents(t, e, "slow", 4)
 	ctx := principal.With(context.Background(), principal.Key("alice", false, model.ToolFilter{}))
 	task, err := e.Client.CreateTask(ctx, "slow", "echo", json.RawMessage(`{"message":"as a task"}`))
 	if err != nil {

@@ -25,16 +25,9 @@ func TestAskRuleOnAWithheldToolRefusesAtOnce(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, err := approvals.Open(ctx, ctx, e.NC, approvals.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.PutRules(ctx, model.ApprovalRules{Rules: []model.GatewayApprovalRule{
-		{Tool: "alpha__echo", Decision: model.ApprovalAsk},
-		{Tool: "alpha__sleep", Decision: model.ApprovalDeny}, // tells when the runner has the rules
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	store := putApprovalRules(t, ctx, e.NC,
+		model.GatewayApprovalRule{Tool: "alpha__echo", Decision: model.ApprovalAsk},
+		model.GatewayApprovalRule{Tool: "alpha__sleep", Decision: model.ApprovalDeny}) // tells when the runner has the rules
 	subjects := bus.NewSubjects("")
 	request := func(tool string) (*nats.Msg, error) {
 		msg := nats.NewMsg(subjects.Call("alpha", model.ToolToken(tool)))

@@ -1,6 +1,7 @@
 package vaultstore_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/credclient"
-	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
@@ -26,11 +26,13 @@ import (
 	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
 )
 
-// flakyVault is a proxy in front of a real Vault that answers 503 to the
-// writes of records (PUT/POST under <mount>/data/) while failWrites is set,
-// and to the deletes (DELETE) of a record whose path ends with failDelete.
+// flakyVault is a proxy in front of a real Vault that answers 503 as a
+// sealed Vault does: to every request while sealed is set, to the writes of
+// records (PUT/POST under <mount>/data/) while failWrites is set, and to the
+// deletes (DELETE) of a record whose path ends with failDelete.
 type flakyVault struct {
 	URL        string
+	sealed     atomic.Bool
 	failWrites atomic.Bool
 	failDelete atomic.Value // string
 }
@@ -46,7 +48,8 @@ func newFlakyVault(t *testing.T, v *vaultEnv) *flakyVault {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		del := f.failDelete.Load().(string)
-		if f.failWrites.Load() && (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.Contains(r.URL.Path, "/data/") ||
+		if f.sealed.Load() ||
+			f.failWrites.Load() && (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.Contains(r.URL.Path, "/data/") ||
 			del != "" && r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/"+del) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -58,6 +61,18 @@ func newFlakyVault(t *testing.T, v *vaultEnv) *flakyVault {
 	t.Cleanup(front.Close)
 	f.URL = front.URL
 	return f
+}
+
+// store is a store on v through the proxy f, without retries (a retry
+// would hide the 503s the tests ask for).
+func (f *flakyVault) store(t *testing.T, v *vaultEnv) *vaultstore.Store {
+	t.Helper()
+	s, err := vaultstore.New(ctxT(t), vaultstore.Config{Address: f.URL, Token: v.token(t, "1h", ""), MaxRetries: -1}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
 }
 
 // rotatingEndpoint is an OAuth token endpoint whose refresh tokens are single
@@ -85,29 +100,23 @@ func rotatingEndpoint(t *testing.T, first string) (*httptest.Server, *atomic.Int
 	return srv, &calls
 }
 
-// credOnVault runs a credential service on st over its own embedded NATS.
-func credOnVault(t *testing.T, st store.Store, tweak ...func(*credential.Options)) *nats.Conn {
+// expiredOAuth sets, through the service on nc, a new server's OAuth token
+// that expired, with the refresh token rt-0 of the endpoint tokenURL, and
+// returns the server's id and a resolver.
+func expiredOAuth(t *testing.T, ctx context.Context, nc *nats.Conn, tokenURL string) (string, *credclient.Resolver) {
 	t.Helper()
-	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
+	id := uuid.NewString()
+	if _, err := credclient.New(nc, "").Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &model.OAuthToken{
+		AccessToken: "at-0", RefreshToken: "rt-0", ClientID: "client", TokenURL: tokenURL,
+		ExpiresAt: time.Now().Add(-time.Minute), EnvVar: "TOKEN",
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := credclient.NewResolver(nc, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ns.Stop)
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	opts := credential.Options{Store: st, Logger: quietLog(), AnyResolver: true}
-	for _, f := range tweak {
-		f(&opts)
-	}
-	svc, err := credential.New(nc, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.RunService(t, svc)
-	return nc
+	return id, res
 }
 
 // TestRefreshedTokenOutlivesAFailedWrite: the token endpoint rotates refresh
@@ -121,25 +130,10 @@ func TestRefreshedTokenOutlivesAFailedWrite(t *testing.T) {
 	v := startVault(t)
 	ctx := ctxT(t)
 	fv := newFlakyVault(t, v)
-	s, err := vaultstore.New(ctx, vaultstore.Config{Address: fv.URL, Token: v.token(t, "1h", ""), MaxRetries: -1}, quietLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := fv.store(t, v)
 	tokenURL, calls := rotatingEndpoint(t, "rt-0")
 	nc := credOnVault(t, s)
-	c := credclient.New(nc, "")
-	id := uuid.NewString()
-	if _, err := c.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &model.OAuthToken{
-		AccessToken: "at-0", RefreshToken: "rt-0", ClientID: "client", TokenURL: tokenURL.URL + "/token",
-		ExpiresAt: time.Now().Add(-time.Minute), EnvVar: "TOKEN",
-	}}}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := credclient.NewResolver(nc, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, res := expiredOAuth(t, ctx, nc, tokenURL.URL+"/token")
 	fv.failWrites.Store(true)
 	got, err := res.Resolve(ctx, id)
 	if err != nil || got.Env["TOKEN"] != "at-1" {
@@ -168,29 +162,11 @@ func TestInstancesDoNotLoseEachOthersSets(t *testing.T) {
 	t.Parallel()
 	v := startVault(t)
 	ctx := ctxT(t)
-	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
+	ns := startNATS(t)
 	for range 2 {
-		st := v.store(t, vaultstore.Config{Token: v.token(t, "1h", "")})
-		nc, err := ns.Connect()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		svc, err := credential.New(nc, credential.Options{Store: st, Logger: quietLog(), AnyResolver: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		testkit.RunService(t, svc)
+		serveCred(t, ns, v.store(t, vaultstore.Config{Token: v.token(t, "1h", "")}))
 	}
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := testkit.Connect(t, ns)
 	c := credclient.New(nc, "")
 	id := uuid.NewString()
 	const n = 24
@@ -225,11 +201,7 @@ func TestInstancesRefreshOnce(t *testing.T) {
 	t.Parallel()
 	v := startVault(t)
 	ctx := ctxT(t)
-	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
+	ns := startNATS(t)
 	tokenURL, _ := rotatingEndpoint(t, "rt-0")
 	// The endpoint answers slowly enough that the instances' refreshes overlap.
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -239,35 +211,10 @@ func TestInstancesRefreshOnce(t *testing.T) {
 	}))
 	t.Cleanup(slow.Close)
 	for range 2 {
-		st := v.store(t, vaultstore.Config{Token: v.token(t, "1h", "")})
-		nc, err := ns.Connect()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		svc, err := credential.New(nc, credential.Options{Store: st, Logger: quietLog(), AnyResolver: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		testkit.RunService(t, svc)
+		serveCred(t, ns, v.store(t, vaultstore.Config{Token: v.token(t, "1h", "")}))
 	}
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	c := credclient.New(nc, "")
-	id := uuid.NewString()
-	if _, err := c.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &model.OAuthToken{
-		AccessToken: "at-0", RefreshToken: "rt-0", ClientID: "client", TokenURL: slow.URL + "/token",
-		ExpiresAt: time.Now().Add(-time.Minute), EnvVar: "TOKEN",
-	}}}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := credclient.NewResolver(nc, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := testkit.Connect(t, ns)
+	id, res := expiredOAuth(t, ctx, nc, slow.URL+"/token")
 	const n = 8
 	errs := make(chan error, n)
 	for range n {
@@ -310,11 +257,7 @@ func TestInstancesAgreeOnTheKeyPair(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
-	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
+	ns := startNATS(t)
 	var svcs []*credential.Service
 	for range 2 {
 		st, err := vaultstore.New(ctx, vaultstore.Config{Address: front.URL, Token: v.token(t, "1h", "")}, quietLog())
@@ -322,16 +265,7 @@ func TestInstancesAgreeOnTheKeyPair(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(st.Close)
-		nc, err := ns.Connect()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		svc, err := credential.New(nc, credential.Options{Store: st, Logger: quietLog(), AnyResolver: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		svcs = append(svcs, svc)
+		svcs = append(svcs, newCred(t, ns, st))
 	}
 	pubs := make([]string, 2)
 	errs := make(chan error, 2)
@@ -413,11 +347,7 @@ func TestPartialDeleteRetries(t *testing.T) {
 	v := startVault(t)
 	ctx := ctxT(t)
 	fv := newFlakyVault(t, v)
-	s, err := vaultstore.New(ctx, vaultstore.Config{Address: fv.URL, Token: v.token(t, "1h", ""), MaxRetries: -1}, quietLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := fv.store(t, v)
 	c := credclient.New(credOnVault(t, s), "")
 	id := uuid.NewString()
 	own := store.Key(model.CredServer, id)

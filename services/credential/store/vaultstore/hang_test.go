@@ -12,10 +12,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/credclient"
-	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/libs/testkit"
-	"github.com/mcpbus/mcpbus/services/credential/credential"
 	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
 )
 
@@ -51,41 +48,46 @@ func hungVault(t *testing.T) string {
 	return "http://" + ln.Addr().String()
 }
 
+// hungStore is a store on a hungVault; New gives up its login after within.
+func hungStore(t *testing.T, within time.Duration, maxRetries int) *vaultstore.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	s, err := vaultstore.New(ctx, vaultstore.Config{Address: hungVault(t), Token: "hvs.not-a-real-token", MaxRetries: maxRetries}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// shortAfterLong starts call with an 8 s deadline and, once that one waits
+// on Vault, calls it again with a 1 s deadline: it returns how long the
+// second call took and its error.
+func shortAfterLong(t *testing.T, call func(context.Context) error) (time.Duration, error) {
+	long, cancelLong := context.WithTimeout(context.Background(), 8*time.Second)
+	t.Cleanup(cancelLong)
+	go func() { _ = call(long) }()
+	time.Sleep(200 * time.Millisecond) // the first call is waiting on Vault
+	short, cancelShort := context.WithTimeout(context.Background(), time.Second)
+	defer cancelShort()
+	start := time.Now()
+	err := call(short)
+	return time.Since(start), err
+}
+
 // TestHungVaultAnswersWithinTheCallersDeadline: Vault's own request timeout
 // (10 s) is longer than the caller's; the service still answers
 // SERVICE_UNAVAILABLE saying Vault did not answer, before the caller gives
 // up, rather than leave it with no reply at all.
 func TestHungVaultAnswersWithinTheCallersDeadline(t *testing.T) {
 	t.Parallel()
-	addr := hungVault(t)
-	nctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	s, err := vaultstore.New(nctx, vaultstore.Config{Address: addr, Token: "hvs.not-a-real-token"}, quietLog())
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	svc, err := credential.New(nc, credential.Options{Store: s, Logger: quietLog(), AnyResolver: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.RunService(t, svc)
-
-	c := credclient.New(nc, "")
+	s := hungStore(t, time.Second, 0)
+	c := credclient.New(credOnVault(t, s), "")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	_, err = c.Describe(ctx, model.CredDescribeRequest{ServerID: uuid.NewString()})
+	_, err := c.Describe(ctx, model.CredDescribeRequest{ServerID: uuid.NewString()})
 	left := time.Until(deadline)
 	if e := apierr.From(err); e.Code != apierr.ServiceUnavailable || !strings.Contains(e.Message, "Vault") {
 		t.Fatalf("describe with Vault hung: %v, want SERVICE_UNAVAILABLE naming Vault", err)
@@ -102,23 +104,12 @@ func TestHungVaultAnswersWithinTheCallersDeadline(t *testing.T) {
 // a short deadline still fails at its own deadline, not at the first one's.
 func TestHungVaultEachRequestItsOwnDeadline(t *testing.T) {
 	t.Parallel()
-	addr := hungVault(t)
-	nctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	s, err := vaultstore.New(nctx, vaultstore.Config{Address: addr, Token: "hvs.not-a-real-token", MaxRetries: -1}, quietLog())
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	long, cancelLong := context.WithTimeout(context.Background(), 8*time.Second)
-	defer cancelLong()
-	go func() { _, _, _ = s.Get(long, uuid.NewString()) }()
-	time.Sleep(200 * time.Millisecond) // the first request is waiting on Vault
-	short, cancelShort := context.WithTimeout(context.Background(), time.Second)
-	defer cancelShort()
-	start := time.Now()
-	_, _, err = s.Get(short, uuid.NewString())
-	if took := time.Since(start); took > 2*time.Second {
+	s := hungStore(t, 200*time.Millisecond, -1)
+	took, err := shortAfterLong(t, func(ctx context.Context) error {
+		_, _, err := s.Get(ctx, uuid.NewString())
+		return err
+	})
+	if took > 2*time.Second {
 		t.Fatalf("a request with a 1 s deadline returned after %v (%v): it waited for another request's", took, err)
 	}
 	if apierr.Of(err) != apierr.ServiceUnavailable && apierr.Of(err) != apierr.Network {
@@ -131,37 +122,13 @@ func TestHungVaultEachRequestItsOwnDeadline(t *testing.T) {
 // that never answers, another with a shorter deadline fails at its own.
 func TestHungVaultKeyLoadEachItsOwnDeadline(t *testing.T) {
 	t.Parallel()
-	addr := hungVault(t)
-	nctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	s, err := vaultstore.New(nctx, vaultstore.Config{Address: addr, Token: "hvs.not-a-real-token", MaxRetries: -1}, quietLog())
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	svc, err := credential.New(nc, credential.Options{Store: s, Logger: quietLog(), AnyResolver: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	long, cancelLong := context.WithTimeout(context.Background(), 8*time.Second)
-	defer cancelLong()
-	go func() { _, _ = svc.PublicKey(long) }()
-	time.Sleep(200 * time.Millisecond)
-	short, cancelShort := context.WithTimeout(context.Background(), time.Second)
-	defer cancelShort()
-	start := time.Now()
-	_, err = svc.PublicKey(short)
-	if took := time.Since(start); took > 2*time.Second {
+	s := hungStore(t, 200*time.Millisecond, -1)
+	svc := newCred(t, startNATS(t), s)
+	took, err := shortAfterLong(t, func(ctx context.Context) error {
+		_, err := svc.PublicKey(ctx)
+		return err
+	})
+	if took > 2*time.Second {
 		t.Fatalf("a key request with a 1 s deadline returned after %v (%v): it waited for another's", took, err)
 	}
 	if err == nil {

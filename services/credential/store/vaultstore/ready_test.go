@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/credential/credential"
 	"github.com/mcpbus/mcpbus/services/credential/store/vaultstore"
@@ -22,21 +21,10 @@ func TestReadinessFollowsVault(t *testing.T) {
 	if err := s.Ping(ctxT(t)); err != nil {
 		t.Fatalf("Ping of a running, unsealed Vault: %v", err)
 	}
-	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Stop()
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	svc, err := credential.New(nc, credential.Options{Store: s, Logger: quietLog(), ProbeInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.RunService(t, svc)
+	svc := serveCred(t, startNATS(t), s, func(o *credential.Options) {
+		o.ProbeInterval = 50 * time.Millisecond
+		o.AnyResolver = false
+	})
 	checks := svc.Checks()
 	if len(checks) != 1 || checks[0].Name != "backend" {
 		t.Fatalf("checks %+v, want one named backend", checks)

@@ -1,12 +1,7 @@
 package vaultstore_test
 
 import (
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"reflect"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -22,24 +17,8 @@ func TestRecoversAfterSealed(t *testing.T) {
 	t.Parallel() // each test has its own Vault
 	v := startVault(t)
 	ctx := ctxT(t)
-	target, err := url.Parse(v.srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sealed atomic.Bool
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if sealed.Load() {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"errors":["Vault is sealed"]}`))
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-
-	cfg := vaultstore.Config{Address: front.URL, Token: v.token(t, "1h", ""), MaxRetries: -1}
+	fv := newFlakyVault(t, v)
+	cfg := vaultstore.Config{Address: fv.URL, Token: v.token(t, "1h", ""), MaxRetries: -1}
 	s, err := vaultstore.New(ctx, cfg, quietLog())
 	if err != nil {
 		t.Fatal(err)
@@ -49,14 +28,14 @@ func TestRecoversAfterSealed(t *testing.T) {
 	if err := s.Put(ctx, id, sample()); err != nil {
 		t.Fatal(err)
 	}
-	sealed.Store(true)
+	fv.sealed.Store(true)
 	if _, _, err := s.Get(ctx, id); apierr.Of(err) != apierr.ServiceUnavailable {
 		t.Fatalf("Get while sealed: %v", err)
 	}
 	if err := s.Ping(ctx); err == nil {
 		t.Fatal("ready while sealed")
 	}
-	sealed.Store(false)
+	fv.sealed.Store(false)
 	if got, _, err := s.Get(ctx, id); err != nil || !reflect.DeepEqual(got, sample()) {
 		t.Fatalf("Get after the unseal: %v", err)
 	}
@@ -66,7 +45,7 @@ func TestRecoversAfterSealed(t *testing.T) {
 
 	// Sealed from the start: New does not fail, and the first request
 	// after the unseal logs in and works.
-	sealed.Store(true)
+	fv.sealed.Store(true)
 	late, err := vaultstore.New(ctx, cfg, quietLog())
 	if err != nil {
 		t.Fatalf("New with Vault sealed: %v", err)
@@ -75,7 +54,7 @@ func TestRecoversAfterSealed(t *testing.T) {
 	if _, _, err := late.Get(ctx, id); apierr.Of(err) != apierr.ServiceUnavailable {
 		t.Fatalf("Get while sealed from the start: %v", err)
 	}
-	sealed.Store(false)
+	fv.sealed.Store(false)
 	if got, _, err := late.Get(ctx, id); err != nil || !reflect.DeepEqual(got, sample()) {
 		t.Fatalf("Get after the unseal: %v", err)
 	}

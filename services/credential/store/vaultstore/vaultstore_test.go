@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	vault "github.com/hashicorp/vault/api"
+	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/credclient"
@@ -104,6 +105,51 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// startNATS starts an in-process NATS server (no listener), stopped when t
+// ends.
+func startNATS(t *testing.T) *embednats.Server {
+	t.Helper()
+	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	return ns
+}
+
+// newCred makes a credential service instance on st, on its own connection
+// to ns (as each instance of a split deployment has), without running it.
+// Any caller may resolve unless tweak says otherwise.
+func newCred(t *testing.T, ns *embednats.Server, st store.Store, tweak ...func(*credential.Options)) *credential.Service {
+	t.Helper()
+	opts := credential.Options{Store: st, Logger: quietLog(), AnyResolver: true}
+	for _, f := range tweak {
+		f(&opts)
+	}
+	svc, err := credential.New(testkit.Connect(t, ns), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// serveCred is newCred, running the instance until t ends.
+func serveCred(t *testing.T, ns *embednats.Server, st store.Store, tweak ...func(*credential.Options)) *credential.Service {
+	t.Helper()
+	svc := newCred(t, ns, st, tweak...)
+	testkit.RunService(t, svc)
+	return svc
+}
+
+// credOnVault runs a credential service on st over its own embedded NATS
+// and returns a client's connection to that NATS.
+func credOnVault(t *testing.T, st store.Store, tweak ...func(*credential.Options)) *nats.Conn {
+	t.Helper()
+	ns := startNATS(t)
+	serveCred(t, ns, st, tweak...)
+	return testkit.Connect(t, ns)
 }
 
 func sample() model.Credentials {
@@ -423,21 +469,7 @@ func TestSealedVault(t *testing.T) {
 	v := startVault(t)
 	ctx := ctxT(t)
 	s := v.store(t, vaultstore.Config{Token: v.token(t, "1h", ""), MaxRetries: -1})
-	ns, err := embednats.Start(embednats.Options{InProcessOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Stop()
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	svc, err := credential.New(nc, credential.Options{Store: s, Logger: quietLog(), AnyResolver: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.RunService(t, svc)
+	nc := credOnVault(t, s)
 	c := credclient.New(nc, "")
 	res, err := credclient.NewResolver(nc, "")
 	if err != nil {

@@ -129,15 +129,7 @@ func TestChildHomeTakenByAnotherUser(t *testing.T) {
 	}{{"another user's", 12345, 0o700}, {"open to all", uid, 0o777}} {
 		t.Run(c.name, func(t *testing.T) {
 			// A shared temp dir, as /tmp is (t.TempDir's parent is closed to the uid).
-			tmp, err := os.MkdirTemp("", "mcpbus-shared-tmp-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = os.RemoveAll(tmp) })
-			if err := os.Chmod(tmp, os.ModeSticky|0o777); err != nil {
-				t.Fatal(err)
-			}
-			t.Setenv("TMPDIR", tmp)
+			tmp := sharedTemp(t)
 			taken := filepath.Join(tmp, "mcpbus-child-home-"+strconv.Itoa(uid))
 			if err := os.Mkdir(taken, c.mode); err != nil {
 				t.Fatal(err)
