@@ -555,6 +555,13 @@ func (s *server) refreshTools() {
 // watch notices a session that ends without being asked to (a crash).
 func (s *server) watch(sess *mcp.ClientSession, gen uint64) {
 	ended := sess.Wait()
+	// The connection is gone, but go-sdk releases what the session holds
+	// besides it (the goroutine that waits on its subscriptions/listen
+	// stream, its keepalive) only on Close: without it each crash left a
+	// goroutine behind. Close is idempotent (a stopped session was closed
+	// already); on its own goroutine, as a remote server's DELETE or a live
+	// child's stop may take a while, and the crash is handled at once.
+	go func() { _ = sess.Close() }()
 	s.relays.end(sess)
 	s.post(func() {
 		s.mu.Lock()
