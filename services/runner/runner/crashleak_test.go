@@ -2,11 +2,20 @@ package runner_test
 
 import (
 	"bytes"
+	"errors"
+	"net/http"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
+	"github.com/mcpbus/mcpbus/libs/testmcp"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
@@ -55,6 +64,87 @@ func TestCrashedSessionsAreClosed(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d subscriptions/listen goroutines after %d crashes, want at most 1 (the live session's)", n, crashes)
+		}
+	}
+}
+
+// clientGoroutines counts the goroutines of the runner's connections to
+// remote servers (its HTTP connections and go-sdk's client side of them),
+// not the test's remote server's, which runs in this process too.
+func clientGoroutines() int {
+	buf := make([]byte, 16<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("launch.(*HTTPConn)")) || bytes.Contains(g, []byte("streamableClientConn")) {
+			n++
+		}
+	}
+	return n
+}
+
+// The same for a caller's own session of a per-principal remote server:
+// one the remote server ends (it forgets the session: 404) is closed when
+// the runner lets it go, not left with its subscriptions/listen goroutine.
+func TestEndedPrincipalSessionsAreClosed(t *testing.T) {
+	const userTok = "alice-upstream-token-0123456789"
+	var gone atomic.Bool
+	url := testmcp.ServeHTTP(t, "web", nil, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if gone.Load() && r.Header.Get("Authorization") == "Bearer "+userTok && r.Header.Get("Mcp-Session-Id") != "" {
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	opts := lifecycleOpts()
+	opts.Resolver = ppResolver{server: "server-own-token-0123456789", user: userTok}
+	e := runnertest.Start(t, opts)
+	e.Put(t, model.McpConfig{ID: uuid.NewString(), Name: "remote", Enabled: true, AuthType: model.AuthAPIKey,
+		Package:   model.Package{Type: model.PackageHTTP, Identifier: url},
+		Transport: model.Transport{Type: model.TransportHTTP, URL: url, SecretHeaders: []string{"Authorization"}},
+		Auth:      model.ServerAuth{PerPrincipal: true},
+		Runtime:   model.Runtime{Eager: true}})
+	e.WaitState(t, "remote", model.StateRunning, 10*time.Second)
+	aliceCall := func() error {
+		msg := nats.NewMsg(bus.NewSubjects("").Call("remote", "echo"))
+		msg.Data = []byte(`{"message":"hi"}`)
+		msg.Header.Set(bus.HeaderRequestID, uuid.NewString())
+		principal.Set(msg.Header, principal.Principal{ID: "key:alice", Kind: principal.KindKey})
+		rep, err := e.NC.RequestMsg(msg, 10*time.Second)
+		if err == nil && rep.Header.Get(bus.HeaderError) != "" {
+			err = errors.New(rep.Header.Get(bus.HeaderError))
+		}
+		return err
+	}
+	// Goroutines while alice has a live session, after a first round.
+	if err := aliceCall(); err != nil {
+		t.Fatal(err)
+	}
+	gone.Store(true)
+	_ = aliceCall()
+	gone.Store(false)
+	if err := aliceCall(); err != nil {
+		t.Fatal(err)
+	}
+	base := clientGoroutines()
+	const ended = 8
+	for i := range ended {
+		gone.Store(true)
+		_ = aliceCall() // the remote server has forgotten her session: it ends
+		gone.Store(false)
+		if err := aliceCall(); err != nil { // a new session of hers
+			t.Fatalf("round %d: alice's call: %v", i+1, err)
+		}
+	}
+	var n int
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if n = clientGoroutines(); n <= base {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines of the runner's remote sessions after %d of alice's sessions ended, %d with one live: ended sessions leave goroutines behind", n, ended, base)
 		}
 	}
 }

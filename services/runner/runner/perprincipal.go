@@ -225,6 +225,10 @@ func (s *server) forgetPrincipal(who string) int {
 // upstream closed it, or it refused the credentials on a refresh).
 func (s *server) watchPrincipal(who string, e *principalSession) {
 	_ = e.sess.Wait()
+	// A session that ended on its own (the remote server forgot it) still
+	// holds go-sdk's goroutines until Close; off this goroutine, so that a
+	// slow DELETE to the remote server delays nothing.
+	go func() { _ = e.sess.Close() }()
 	s.relays.end(e.sess.ClientSession)
 	s.principals.mu.Lock()
 	if s.principals.byID[who] == e {
