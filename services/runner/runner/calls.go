@@ -110,6 +110,9 @@ type liveSession struct {
 	// secrets are the values of a principal's own session (their headers
 	// and token), redacted from what its server's errors say.
 	secrets *principalSecrets
+	// gen is the generation of the server's session the call found
+	// (live): its failure is told apart from a config restart's cut by it.
+	gen uint64
 }
 
 // live returns the session and the tool for a call, or the error to answer;
@@ -143,7 +146,7 @@ func (s *server) live(token string) (liveSession, *mcp.Tool, *model.McpConfig, e
 		}
 		return none, nil, nil, apierr.Newf(apierr.ServiceUnavailable, "server %s is %s", s.slug, s.state)
 	}
-	sess := liveSession{ClientSession: s.sess, raw: s.raw}
+	sess := liveSession{ClientSession: s.sess, raw: s.raw, gen: s.gen}
 	if token == "" {
 		return sess, nil, s.cfg, nil
 	}
@@ -407,6 +410,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	if !c.allows(s.slug, tool) { // a lazy start may have brought the tool in
 		return callReply{}, "", apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
 	}
+	gen := sess.gen
 	sess, unuse, err := s.sessionFor(ctx, c, h, sess, cfg)
 	if err != nil {
 		return callReply{}, tool.Name, err
@@ -486,6 +490,9 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		// learns it and reports it as it always has).
 		if res, name, err := s.callRaw(ctx, sess, cfg, tool.Name, args, timeout); err != errUseSession {
 			if err != nil {
+				if cut := s.configCutError(ctx, gen, err); cut != nil {
+					err = cut
+				}
 				return res, name, err
 			}
 			return scanned(s.schemas.conform(tool, res)), name, nil
@@ -529,6 +536,9 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 			return callReply{}, tool.Name, e
 		}
 		err = s.scrubError(callError(ctx, s.slug, tool.Name, timeout, err), sess.secrets.redactor())
+		if cut := s.configCutError(ctx, gen, err); cut != nil {
+			err = cut
+		}
 		op.End(ctx, errType(err), err)
 		return callReply{}, tool.Name, err
 	}
@@ -863,6 +873,7 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	if err != nil {
 		return nil, err
 	}
+	gen := sess.gen
 	sess, unuse, err := s.sessionFor(ctx, c, h, sess, cfg)
 	if err != nil {
 		return nil, err
@@ -923,6 +934,9 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	if err != nil {
 		if _, ok := err.(*apierr.Error); !ok {
 			err = s.scrubError(rpcError(ctx, s.slug, in.Method, timeout, err), sess.secrets.redactor())
+		}
+		if cut := s.configCutError(ctx, gen, err); cut != nil {
+			err = cut
 		}
 		op.End(ctx, errType(err), err)
 		return nil, err

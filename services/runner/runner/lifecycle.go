@@ -65,7 +65,18 @@ func (s *server) ensureRunning(ctx context.Context) error {
 	}
 	res := make(chan error, 1)
 	waited := time.Now()
-	op := func() { res <- s.start(ctx) }
+	op := func() {
+		// The call gets what a call arriving now would (live): a start
+		// that failed while it waited (a first start, a restart on a
+		// changed config) answers with its error, and the time of the
+		// next try when one is armed, rather than spawning the server
+		// again ahead of its backoff; a server running now serves it.
+		if _, _, _, err := s.live(""); err != errIdle {
+			res <- err
+			return
+		}
+		res <- s.start(ctx)
+	}
 	select {
 	case s.ops <- op:
 	case <-s.done:

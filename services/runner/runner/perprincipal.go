@@ -287,7 +287,7 @@ func (s *server) connectPrincipal(ctx context.Context, cfg *model.McpConfig, who
 		}
 		return liveSession{}, s.scrubError(apierr.Wrap(apierr.Network, fmt.Sprintf("could not connect to %s with your credentials: %s", cfg.Slug, s.serverText(secrets.redactor().Redact(err.Error()))), err), secrets.redactor())
 	}
-	return liveSession{sess, l.Connected(sess), secrets}, nil
+	return liveSession{ClientSession: sess, raw: l.Connected(sess), secrets: secrets}, nil
 }
 
 // notAuthorized is the answer to a caller without their own credentials.

@@ -56,6 +56,10 @@ type server struct {
 	startedAt time.Time
 	retryAt   time.Time // when the pending automatic restart runs
 	gen       uint64    // session generation: a stale exit notice is ignored
+	// configCut are the generations of the last sessions stopped to restart
+	// the server on a changed config (restartForConfig): a call that fails
+	// on one of them says so, not "EOF" (bounded: those calls end with the stop).
+	configCut []uint64
 
 	// redactor hides this server's secrets in the error messages of call
 	// events and in recorded tool content (when the operator opts in to it).
@@ -638,6 +642,11 @@ func (s *server) stopWith(final string, e *apierr.Error, keep bool) {
 		s.tools = nil
 	}
 	s.gen++
+	// The state goes with the session, not after the stop (which may take
+	// StopTimeout): a call that finds no session meanwhile must not be told
+	// "server s is running", and one that finds it starting or idle waits
+	// for the start that follows (live, liveOrStart). Published below.
+	s.state, s.lastErr = final, e
 	s.mu.Unlock()
 	if sess != nil {
 		s.r.slotFreed()

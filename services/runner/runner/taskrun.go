@@ -152,16 +152,7 @@ func (s *server) runTask(msg jetstream.Msg) {
 	if errors.As(callErr, &full) {
 		// The call never reached the server (ordinary calls took the room):
 		// not an attempt; the run waits in the queue.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, _ = r.tasks.updateRecord(ctx, rec.ID, func(t *taskRecord) bool {
-			if model.TaskFinal(t.State) || t.Attempts == 0 {
-				return false
-			}
-			t.Attempts--
-			return true
-		})
-		cancel()
-		_ = msg.NakWithDelay(time.Second)
+		s.requeueRun(msg, rec.ID)
 		return
 	}
 	// The run was a call (the room check above aside): it has a call event,
@@ -176,12 +167,36 @@ func (s *server) runTask(msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
+	if errors.Is(callErr, errConfigRestart) && rec.Idempotent {
+		// Cut by a restart on a changed config (restartForConfig): the
+		// operator's doing, not the server's nor the runner's, so it is not
+		// an attempt; the tool is safe to run again, so the run goes back to
+		// the queue and runs on the new session. Any other tool's task
+		// fails below with the restart's error: it may have run.
+		s.requeueRun(msg, rec.ID)
+		return
+	}
 	last := prog.last()
 	if last != nil {
 		clean := s.cleanProgress(*last)
 		last = &clean
 	}
 	s.finishTask(msg, rec.ID, res, callErr, last)
+}
+
+// requeueRun puts a run back in the queue without counting it as an
+// attempt of its task.
+func (s *server) requeueRun(msg jetstream.Msg, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, _ = s.r.tasks.updateRecord(ctx, id, func(t *taskRecord) bool {
+		if model.TaskFinal(t.State) || t.Attempts == 0 {
+			return false
+		}
+		t.Attempts--
+		return true
+	})
+	cancel()
+	_ = msg.NakWithDelay(time.Second)
 }
 
 // full reports whether the server runs as many calls as it may at once.

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
 )
@@ -184,9 +187,7 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 		s.post(func() {
 			switch s.status().State {
 			case model.StateRunning:
-				s.countRestart(restartConfig)
-				s.stop(model.StateStopped, false)
-				_ = s.start(context.Background())
+				s.restartForConfig()
 			case model.StateIdle:
 				if _, refused := r.checkExec(s.config()); refused != nil {
 					// Its new package is refused here: not idle any more, in error.
@@ -230,4 +231,57 @@ func (r *Runner) remove(id string) {
 	r.mu.Unlock()
 	r.releaseServer(context.Background(), slug, model.StateStopped, false)
 	r.forgetStatus(slug)
+}
+
+// maxConfigCut bounds server.configCut: the calls cut by a config restart
+// end with its stop, long before this many more restarts.
+const maxConfigCut = 8
+
+// errConfigRestart marks a call cut by a restart on a changed config: a
+// task's run that meets it goes back to the queue (runTask).
+var errConfigRestart = errors.New("the server was restarted for a config change")
+
+// restartForConfig restarts a running server whose launch settings
+// changed, as a health restart does rather than as a stop and a start: the
+// state is "starting" from the moment the session goes, so calls that arrive
+// meanwhile wait for the new session within their own deadline (liveOrStart);
+// the tools stay listed (the catalog is replaced once the new server has
+// listed its tools, without those the new config drops); calls in flight on
+// the old session end with a SERVICE_UNAVAILABLE that says why (configCutError).
+// A start that fails leaves the server in error as a crash does, with
+// retry_at when it will be tried again, and its catalog goes last, as a
+// crash's does. Runs on the server's goroutine.
+func (s *server) restartForConfig() {
+	s.countRestart(restartConfig)
+	s.mu.Lock()
+	if len(s.configCut) == maxConfigCut {
+		s.configCut = s.configCut[1:]
+	}
+	s.configCut = append(s.configCut, s.gen)
+	s.mu.Unlock()
+	s.stop(model.StateStarting, true)
+	// Not when the server is let go meanwhile (its start cancelled): its
+	// close decides about the catalog (a handover keeps it).
+	if err := s.start(context.Background()); err != nil && s.ctx.Err() == nil && s.status().State != model.StateRunning {
+		s.deleteCatalog()
+	}
+}
+
+// configCutError is the error of a call on the session of generation gen
+// that failed with err (as callError mapped it) because a config restart
+// stopped that session; nil for any other failure. Only a lost connection
+// (SERVICE_UNAVAILABLE) is one: the server's own answer, the caller's
+// deadline or cancellation are said as they are.
+func (s *server) configCutError(ctx context.Context, gen uint64, err error) error {
+	if ctx.Err() != nil || apierr.Of(err) != apierr.ServiceUnavailable {
+		return nil
+	}
+	s.mu.RLock()
+	cut := slices.Contains(s.configCut, gen)
+	s.mu.RUnlock()
+	if !cut {
+		return nil
+	}
+	return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("server %s was restarted for a config change during the call, so the call may or may not have run; "+
+		"retry only a call that is safe to run twice", s.slug), fmt.Errorf("%w: %w", errConfigRestart, err))
 }
