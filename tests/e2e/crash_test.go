@@ -508,7 +508,10 @@ func (w *crashWorld) holdCall(ctx context.Context, round, i int) error {
 // makeTask creates a durable task of a short sleep.
 func (w *crashWorld) makeTask(ctx context.Context, _, i int) error {
 	// On held, whose config does not change: a task's fate there is the
-	// crash's alone (echo restarts on each update, failing its calls).
+	// crash's alone. (echo restarts on each update; since the runner
+	// restarts for a config change without failing calls that arrive, only
+	// a non-idempotent run cut by such a restart still ends failed, and
+	// sleep is not marked idempotent.)
 	task, err := w.c.CreateTask(ctx, "held", "sleep", json.RawMessage(fmt.Sprintf(`{"ms":%d}`, 200+rand.IntN(1500))))
 	if err != nil {
 		return err
