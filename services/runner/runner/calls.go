@@ -111,7 +111,7 @@ type liveSession struct {
 	// and token), redacted from what its server's errors say.
 	secrets *principalSecrets
 	// gen is the generation of the server's session the call found
-	// (live): its failure is told apart from a config restart's cut by it.
+	// (live): its failure is told apart from a restart in place's cut by it.
 	gen uint64
 }
 
@@ -490,7 +490,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 		// learns it and reports it as it always has).
 		if res, name, err := s.callRaw(ctx, sess, cfg, tool.Name, args, timeout); err != errUseSession {
 			if err != nil {
-				if cut := s.configCutError(ctx, gen, err); cut != nil {
+				if cut := s.restartCutError(ctx, gen, err); cut != nil {
 					err = cut
 				}
 				return res, name, err
@@ -536,7 +536,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 			return callReply{}, tool.Name, e
 		}
 		err = s.scrubError(callError(ctx, s.slug, tool.Name, timeout, err), sess.secrets.redactor())
-		if cut := s.configCutError(ctx, gen, err); cut != nil {
+		if cut := s.restartCutError(ctx, gen, err); cut != nil {
 			err = cut
 		}
 		op.End(ctx, errType(err), err)
@@ -935,7 +935,7 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 		if _, ok := err.(*apierr.Error); !ok {
 			err = s.scrubError(rpcError(ctx, s.slug, in.Method, timeout, err), sess.secrets.redactor())
 		}
-		if cut := s.configCutError(ctx, gen, err); cut != nil {
+		if cut := s.restartCutError(ctx, gen, err); cut != nil {
 			err = cut
 		}
 		op.End(ctx, errType(err), err)
@@ -1025,7 +1025,10 @@ func (s *server) handleControl(req micro.Request) {
 	case "stop":
 		err = s.do(func() error { s.stop(model.StateStopped, false); return nil })
 	case "restart":
-		err = s.do(func() error { s.stop(model.StateStopped, false); s.resetRetries(restartManual); return s.start(ctx) })
+		// In place, as a config change restarts (calls meanwhile wait, the
+		// tools stay listed), with a fresh series of automatic restarts: a
+		// server in error whose retries ran out starts again too.
+		err = s.do(func() error { return s.restartInPlace(ctx, restartManual, true) })
 	case "pins": // a tool's review was recorded: check the tools again
 		err = s.do(func() error {
 			switch s.status().State {

@@ -321,3 +321,152 @@ func TestFailedConfigRestartAnswersWaitingCalls(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// restartCutMessage is what a call in flight when `mcpbus restart` (or a
+// credential change, or the end of an OAuth flow) restarts its server is
+// told (docs/servers.md, Lifecycle).
+const restartCutMessage = "was restarted on request during the call"
+
+// The restart verb (`mcpbus restart`, credential changes, the end of an
+// upstream OAuth flow) restarts a running server in place, as a config
+// change does: calls in a loop across two restarts see no "is stopped" nor
+// NOT_FOUND, the catalog is never deleted, and a call in flight at the stop
+// ends with SERVICE_UNAVAILABLE saying the server was restarted on request.
+func TestManualRestartUnderLoad(t *testing.T) {
+	e := runnertest.Start(t, taskOpts("r1"))
+	cfg, runs := taskServer(t, "alpha")
+	e.Put(t, cfg)
+	st := e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watcher, err := e.Assets.Tools.Watch(ctx, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = watcher.Stop() }()
+	var catalogDeletes atomic.Int32
+	go func() {
+		for entry := range watcher.Updates() {
+			if entry != nil && entry.Operation() != jetstream.KeyValuePut {
+				catalogDeletes.Add(1)
+			}
+		}
+	}()
+
+	var mu sync.Mutex
+	var callErrs []error
+	calls := 0
+	var wg sync.WaitGroup
+	load, stopLoad := context.WithCancel(ctx)
+	for i := range 4 {
+		wg.Go(func() {
+			for n := 0; load.Err() == nil; n++ {
+				cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+				msg := fmt.Sprintf("%d-%d", i, n)
+				res, err := e.Client.Call(cctx, "alpha", "echo", json.RawMessage(fmt.Sprintf(`{"message":%q}`, msg)), nil)
+				ccancel()
+				mu.Lock()
+				calls++
+				switch {
+				case err != nil:
+					callErrs = append(callErrs, err)
+				case text(t, res) != msg:
+					callErrs = append(callErrs, fmt.Errorf("echo %s answered %s", msg, res))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for round := 1; round <= 2; round++ {
+		before := runCount(runs)
+		cut := make(chan error, 1)
+		go func() {
+			cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+			defer ccancel()
+			_, err := e.Client.Call(cctx, "alpha", "sleep", json.RawMessage(`{"ms":20000}`), nil)
+			cut <- err
+		}()
+		waitRun(t, runs, before, "sleep")
+		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+		now, err := e.Client.Runtime(rctx, "restart", "alpha")
+		rcancel()
+		if err != nil {
+			t.Fatalf("round %d: restart: %v", round, err)
+		}
+		if now.State != model.StateRunning || now.PID == st.PID {
+			t.Fatalf("round %d: after the restart: %+v (pid before %d)", round, now, st.PID)
+		}
+		st = now
+		select {
+		case err := <-cut:
+			var ae *apierr.Error
+			if !errors.As(err, &ae) || ae.Code != apierr.ServiceUnavailable || !strings.Contains(ae.Message, restartCutMessage) {
+				t.Errorf("round %d: the call in flight at the restart got %v, want SERVICE_UNAVAILABLE saying the server %s", round, err, restartCutMessage)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("round %d: the call in flight at the restart did not end", round)
+		}
+		time.Sleep(200 * time.Millisecond) // some calls on the new session
+	}
+	stopLoad()
+	wg.Wait()
+	for _, err := range callErrs {
+		var ae *apierr.Error
+		if errors.As(err, &ae) && ae.Code == apierr.ServiceUnavailable && strings.Contains(ae.Message, restartCutMessage) {
+			continue // cut in flight, as documented
+		}
+		t.Errorf("a call during the restarts failed: %v", err)
+	}
+	t.Logf("%d calls, %d errors", calls, len(callErrs))
+	if _, ok := catalogOf(t, e, "alpha"); !ok {
+		t.Fatal("no catalog after the restarts")
+	}
+	if n := catalogDeletes.Load(); n != 0 {
+		t.Fatalf("the catalog was deleted %d times during manual restarts", n)
+	}
+}
+
+// A server in error whose automatic restarts are spent is started again by
+// the restart verb, with a fresh series of retries.
+func TestManualRestartStartsServerThatGaveUp(t *testing.T) {
+	opts := quickOpts()
+	opts.RestartBackoff = 50 * time.Millisecond
+	e := runnertest.Start(t, opts)
+	// The server fails at start until the file ok appears in dir (passed as
+	// an argument, which the sandbox grants).
+	dir := t.TempDir()
+	gated := filepath.Join(t.TempDir(), "gated")
+	if err := os.WriteFile(gated, []byte("#!/bin/sh\n[ -f \"$1/ok\" ] || exit 2\nshift\nexec \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := runnertest.Binary("gated", gated, dir, testServer)
+	cfg.Runtime.Eager = true
+	e.Put(t, cfg)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := e.Status("gated")
+		if st.State == model.StateError && st.RetryAt.IsZero() && strings.Contains(st.Message, "gave up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the failing server did not give up: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ok"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := e.Client.Runtime(ctx, "restart", "gated")
+	if err != nil {
+		t.Fatalf("restart of a server that gave up: %v", err)
+	}
+	if st.State != model.StateRunning {
+		t.Fatalf("after the restart: %+v", st)
+	}
+	if res, err := call(t, e, "gated", "echo", `{"message":"back"}`); err != nil || text(t, res) != "back" {
+		t.Fatalf("call after the restart: %s %v", res, err)
+	}
+}

@@ -56,10 +56,11 @@ type server struct {
 	startedAt time.Time
 	retryAt   time.Time // when the pending automatic restart runs
 	gen       uint64    // session generation: a stale exit notice is ignored
-	// configCut are the generations of the last sessions stopped to restart
-	// the server on a changed config (restartForConfig): a call that fails
-	// on one of them says so, not "EOF" (bounded: those calls end with the stop).
-	configCut []uint64
+	// restartCuts are the last sessions stopped to restart the server in
+	// place (restartInPlace: a changed config, a requested restart): a call
+	// that fails on one of them says so, not "EOF" (bounded: those calls end
+	// with the stop).
+	restartCuts []restartCut
 
 	// redactor hides this server's secrets in the error messages of call
 	// events and in recorded tool content (when the operator opts in to it).

@@ -167,9 +167,9 @@ func (s *server) runTask(msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	if errors.Is(callErr, errConfigRestart) && rec.Idempotent {
-		// Cut by a restart on a changed config (restartForConfig): the
-		// operator's doing, not the server's nor the runner's, so it is not
+	if errors.Is(callErr, errRestartCut) && rec.Idempotent {
+		// Cut by a restart in place (restartInPlace: a changed config, a
+		// requested restart): the operator's doing, not the server's nor the runner's, so it is not
 		// an attempt; the tool is safe to run again, so the run goes back to
 		// the queue and runs on the new session. Any other tool's task
 		// fails below with the restart's error: it may have run.

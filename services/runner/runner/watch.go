@@ -187,7 +187,7 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 		s.post(func() {
 			switch s.status().State {
 			case model.StateRunning:
-				s.restartForConfig()
+				_ = s.restartInPlace(context.Background(), restartConfig, false)
 			case model.StateIdle:
 				if _, refused := r.checkExec(s.config()); refused != nil {
 					// Its new package is refused here: not idle any more, in error.
@@ -198,9 +198,7 @@ func (r *Runner) apply(cfg *model.McpConfig) {
 				// A failed start (a wrong package, a bad argument) whose
 				// config was fixed: the fix gets a fresh series of starts,
 				// as a manual restart would.
-				s.stop(model.StateStopped, false)
-				s.resetRetries(restartConfig)
-				_ = s.start(context.Background())
+				_ = s.restartInPlace(context.Background(), restartConfig, true)
 			}
 		})
 	case filterChanged:
@@ -233,55 +231,83 @@ func (r *Runner) remove(id string) {
 	r.forgetStatus(slug)
 }
 
-// maxConfigCut bounds server.configCut: the calls cut by a config restart
-// end with its stop, long before this many more restarts.
-const maxConfigCut = 8
+// maxRestartCuts bounds server.restartCuts: the calls cut by a restart end
+// with its stop, long before this many more restarts.
+const maxRestartCuts = 8
 
-// errConfigRestart marks a call cut by a restart on a changed config: a
-// task's run that meets it goes back to the queue (runTask).
-var errConfigRestart = errors.New("the server was restarted for a config change")
+// errRestartCut marks a call cut by a restart in place (a changed config, a
+// requested restart): a task's run that meets it goes back to the queue
+// (runTask).
+var errRestartCut = errors.New("the server was restarted during the call")
 
-// restartForConfig restarts a running server whose launch settings
-// changed, as a health restart does rather than as a stop and a start: the
-// state is "starting" from the moment the session goes, so calls that arrive
-// meanwhile wait for the new session within their own deadline (liveOrStart);
-// the tools stay listed (the catalog is replaced once the new server has
-// listed its tools, without those the new config drops); calls in flight on
-// the old session end with a SERVICE_UNAVAILABLE that says why (configCutError).
-// A start that fails leaves the server in error as a crash does, with
-// retry_at when it will be tried again, and its catalog goes last, as a
-// crash's does. Runs on the server's goroutine.
-func (s *server) restartForConfig() {
-	s.countRestart(restartConfig)
-	s.mu.Lock()
-	if len(s.configCut) == maxConfigCut {
-		s.configCut = s.configCut[1:]
+// restartCut is a session stopped by restartInPlace and why (restartConfig
+// or restartManual): a call that fails on it says so (restartCutError).
+type restartCut struct {
+	gen    uint64
+	reason string
+}
+
+// restartInPlace restarts the server, counted as reason, as a health
+// restart does rather than as a stop and a start: the state is "starting"
+// from the moment the session goes, so calls that arrive meanwhile wait for
+// the new session within their own deadline (liveOrStart); the tools stay
+// listed (the catalog is replaced once the new server has listed its tools,
+// without those a new config drops); calls in flight on the old session end
+// with a SERVICE_UNAVAILABLE that says why (restartCutError). fresh begins a
+// new series of automatic restarts, as a requested restart (and a config
+// fixed after a failure) must: the backoff and MaxRestarts count again from
+// nothing. A start that fails leaves the server in error as a crash does,
+// with retry_at when it will be tried again, and its catalog goes last, as
+// a crash's does. It serves a running server and one in error, idle or
+// stopped alike. cause parents the start's span. Runs on the server's
+// goroutine.
+func (s *server) restartInPlace(cause context.Context, reason string, fresh bool) error {
+	if fresh {
+		s.resetRetries(reason)
+	} else {
+		s.countRestart(reason)
 	}
-	s.configCut = append(s.configCut, s.gen)
+	s.mu.Lock()
+	if s.sess != nil {
+		if len(s.restartCuts) == maxRestartCuts {
+			s.restartCuts = s.restartCuts[1:]
+		}
+		s.restartCuts = append(s.restartCuts, restartCut{gen: s.gen, reason: reason})
+	}
 	s.mu.Unlock()
 	s.stop(model.StateStarting, true)
 	// Not when the server is let go meanwhile (its start cancelled): its
 	// close decides about the catalog (a handover keeps it).
-	if err := s.start(context.Background()); err != nil && s.ctx.Err() == nil && s.status().State != model.StateRunning {
+	err := s.start(cause)
+	if err != nil && s.ctx.Err() == nil && s.status().State != model.StateRunning {
 		s.deleteCatalog()
 	}
+	return err
 }
 
-// configCutError is the error of a call on the session of generation gen
-// that failed with err (as callError mapped it) because a config restart
+// restartCutError is the error of a call on the session of generation gen
+// that failed with err (as callError mapped it) because restartInPlace
 // stopped that session; nil for any other failure. Only a lost connection
 // (SERVICE_UNAVAILABLE) is one: the server's own answer, the caller's
 // deadline or cancellation are said as they are.
-func (s *server) configCutError(ctx context.Context, gen uint64, err error) error {
+func (s *server) restartCutError(ctx context.Context, gen uint64, err error) error {
 	if ctx.Err() != nil || apierr.Of(err) != apierr.ServiceUnavailable {
 		return nil
 	}
 	s.mu.RLock()
-	cut := slices.Contains(s.configCut, gen)
+	i := slices.IndexFunc(s.restartCuts, func(c restartCut) bool { return c.gen == gen })
+	var reason string
+	if i >= 0 {
+		reason = s.restartCuts[i].reason
+	}
 	s.mu.RUnlock()
-	if !cut {
+	if i < 0 {
 		return nil
 	}
-	return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("server %s was restarted for a config change during the call, so the call may or may not have run; "+
-		"retry only a call that is safe to run twice", s.slug), fmt.Errorf("%w: %w", errConfigRestart, err))
+	why := "for a config change"
+	if reason == restartManual {
+		why = "on request"
+	}
+	return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("server %s was restarted %s during the call, so the call may or may not have run; "+
+		"retry only a call that is safe to run twice", s.slug, why), fmt.Errorf("%w: %w", errRestartCut, err))
 }
