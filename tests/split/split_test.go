@@ -468,7 +468,11 @@ func startSplitEnv(t *testing.T, si *standIns, serviceEnv map[string][]string) *
 	if err := os.WriteFile(filepath.Join(d.dir, "auth.conf"), auth, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("host: 127.0.0.1\nport: %d\nmax_payload: 8MB\njetstream { store_dir: %q }\ninclude \"auth.conf\"\n",
+	// max_file_store as deploy/nats/cluster gives it: without it the server
+	// offers 75 % of the free disk, and the services' streams, which
+	// reserve 15 GiB, are refused on a machine with less than ~20 GB free
+	// (the test writes a few MB).
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("host: 127.0.0.1\nport: %d\nmax_payload: 8MB\njetstream { store_dir: %q, max_file_store: 20GB }\ninclude \"auth.conf\"\n",
 		natsPort, filepath.Join(d.dir, "jetstream"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
