@@ -66,6 +66,10 @@ func (s *server) ensureRunning(ctx context.Context) error {
 	res := make(chan error, 1)
 	waited := time.Now()
 	op := func() {
+		if s.ctx.Err() != nil {
+			res <- s.gone() // queued before close's stop: the server is going away
+			return
+		}
 		// The call gets what a call arriving now would (live): a start
 		// that failed while it waited (a first start, a restart on a
 		// changed config) answers with its error, and the time of the
