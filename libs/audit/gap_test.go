@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mcpbus/mcpbus/libs/bus"
 )
 
@@ -19,17 +21,7 @@ func TestDeletedNewestRecordIsAGap(t *testing.T) {
 	defer cancel()
 	cfg := bus.AuditStream(bus.NewSubjects(prefix), time.Hour, 1<<30)
 	cfg.DenyDelete = false
-	if err := js.DeleteStream(ctx, bus.StreamAudit); err != nil {
-		t.Fatal(err)
-	}
-	// nats-server may still be removing the deleted stream's files: its
-	// store cannot be made again at once (err_code 10049) on a loaded host.
-	for _, err := js.CreateStream(ctx, cfg); err != nil; _, err = js.CreateStream(ctx, cfg) {
-		if ctx.Err() != nil {
-			t.Fatalf("creating the stream again: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	recreateAudit(ctx, t, js, cfg)
 	kpA, pubA := newKey(t)
 	kpB, pubB := newKey(t)
 	a, b := writer(t, nc, "runner", kpA), writer(t, nc, "config", kpB)
@@ -88,12 +80,7 @@ func TestUnprotectedStreamIsNamed(t *testing.T) {
 	defer cancel()
 	cfg := bus.AuditStream(bus.NewSubjects(prefix), time.Hour, 1<<30)
 	cfg.DenyPurge, cfg.MaxMsgsPerSubject = false, 2
-	if err := js.DeleteStream(ctx, bus.StreamAudit); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	recreateAudit(ctx, t, js, cfg)
 	if _, err := js.Publish(ctx, prefix+".audit.runner.x", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +93,21 @@ func TestUnprotectedStreamIsNamed(t *testing.T) {
 	rep := v.Report()
 	if rep.OK() || rep.Problems[0].Kind != Unprotected || !strings.Contains(rep.Problems[0].Detail, "deny_purge off, a message count limit") {
 		t.Fatalf("problems %v", rep.Problems)
+	}
+}
+
+// recreateAudit replaces the bed's audit stream with one of cfg.
+// nats-server may still be removing the deleted stream's files: its store
+// cannot be made again at once (err_code 10049) on a loaded host.
+func recreateAudit(ctx context.Context, t *testing.T, js jetstream.JetStream, cfg jetstream.StreamConfig) {
+	t.Helper()
+	if err := js.DeleteStream(ctx, bus.StreamAudit); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := js.CreateStream(ctx, cfg); err != nil; _, err = js.CreateStream(ctx, cfg) {
+		if ctx.Err() != nil {
+			t.Fatalf("creating the stream again: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
