@@ -34,5 +34,11 @@ func stubBus(t *testing.T, name string, handlers map[string]micro.HandlerFunc) (
 			t.Fatal(err)
 		}
 	}
+	// The endpoints' subscriptions reach the server only with the next
+	// flush: a CLI connecting at once could find no responder (CI: "no
+	// service is answering mcp.v1.registry.search").
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	return ns.ClientURL(), nc, svc
 }
