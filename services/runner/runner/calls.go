@@ -123,7 +123,8 @@ func (s *server) live(token string) (liveSession, *mcp.Tool, *model.McpConfig, e
 	var none liveSession
 	if s.sess == nil {
 		switch {
-		case s.state == model.StateIdle || s.state == model.StateStarting:
+		case s.state == model.StateIdle || s.state == model.StateStarting ||
+			(s.state == model.StateStopped && !s.booted): // taken, boot still to come
 			if t, ok := s.tools[token]; token != "" && (!ok || !s.cfg.Tools.Allows(t.Name)) && s.state == model.StateIdle {
 				return none, nil, nil, apierr.Newf(apierr.NotFound, "server %s has no tool %q", s.slug, token)
 			}

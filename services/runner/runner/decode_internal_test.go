@@ -192,7 +192,7 @@ func stoppedServer() *server {
 	return &server{
 		r: r, slug: "fs", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ctx: ctx, cancel: cancel, done: done, // ops is nil: do() always sees done
-		cfg: &model.McpConfig{Slug: "fs"}, state: model.StateStopped,
+		cfg: &model.McpConfig{Slug: "fs"}, state: model.StateStopped, booted: true,
 		callPrefix: r.subj.Call("fs", ""),
 	}
 }

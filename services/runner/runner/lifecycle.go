@@ -24,6 +24,9 @@ var errIdle = errors.New("server idle")
 // idle at once; a lazy one never seen before starts to learn its tools and is
 // then stopped by the idle timer like any other.
 func (s *server) boot() {
+	s.mu.Lock()
+	s.booted = true
+	s.mu.Unlock()
 	if st := s.status().State; st == model.StateRunning || st == model.StateError {
 		// A start request got in first (runtime.start racing the takeover):
 		// the server is already what boot would make it, or failed trying.

@@ -44,9 +44,15 @@ type server struct {
 	svc        micro.Service
 	callPrefix string // "<prefix>.call.<slug>."
 
-	mu        sync.RWMutex
-	cfg       *model.McpConfig
-	state     string
+	mu    sync.RWMutex
+	cfg   *model.McpConfig
+	state string
+	// booted: the server's lifecycle began here (boot ran, or a state was
+	// set). Until then state is newServer's "stopped", which means "boot
+	// still to come", not "stopped on purpose" (runtime.stop): calls take
+	// it as idle (live), so one that arrives between serve and boot starts
+	// the server instead of being refused.
+	booted    bool
 	lastErr   *apierr.Error
 	sess      *mcp.ClientSession
 	raw       launch.RawConn // sess's connection, for raw tool calls
@@ -734,6 +740,7 @@ func (s *server) closeWith(final string, e *apierr.Error, keep bool) {
 func (s *server) setState(state string, e *apierr.Error) {
 	s.mu.Lock()
 	s.state = state
+	s.booted = true
 	s.lastErr = e
 	if state != model.StateError {
 		s.retryAt = time.Time{}
