@@ -34,9 +34,10 @@ import (
 //	                         (details.code is VALIDATION_ERROR, details.field params…)
 //	TOOL_NOT_FOUND      404  no such tool (not in the catalog), or the key may not see it
 //	SERVICE_ERROR       200  the tool ran and answered isError: success false, result holds its content
-//	SERVICE_ERROR       504  the call timed out (409 when the server is disabled; 401 when the
-//	                         server's upstream refused its credentials: details say
-//	                         UNAUTHORIZED "Authentication failed. Check your API key.")
+//	SERVICE_ERROR       504  the call timed out (401 when the server's upstream refused its
+//	                         credentials: details say UNAUTHORIZED "Authentication failed.
+//	                         Check your API key."; 409 only for a call racing the server's
+//	                         disabling: a disabled server's tools leave the catalog, 404)
 //	SERVICE_UNAVAILABLE 503  no runner answered, the server is starting or in error
 //	                         (restarting after a crash: with Retry-After, the seconds until its restart,
 //	                         once this gateway has seen the crash;
