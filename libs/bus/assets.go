@@ -192,7 +192,7 @@ func EnsureAssets(ctx context.Context, js jetstream.JetStream, subjects Subjects
 func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig, replicas int, log *slog.Logger) (kv jetstream.KeyValue, err error) {
 	err = Setup(ctx, log, "bucket "+cfg.Bucket, func(ctx context.Context) error {
 		cfg.Replicas = keepReplicas(ctx, js, "KV_"+cfg.Bucket, replicas)
-		kv, err = ensureKV(ctx, js, cfg)
+		kv, err = ensureKV(ctx, js, cfg, log)
 		return err
 	})
 	return kv, err
@@ -243,10 +243,22 @@ func keepReplicas(ctx context.Context, js jetstream.JetStream, stream string, wa
 }
 
 // ensureKV creates or updates a bucket; one another service made with other
-// settings (history, replicas) is used as it is.
-func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := CreateAsset(ctx, js, "KV_"+cfg.Bucket,
-		func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, cfg) },
+// settings (history, replicas) is used as it is. A bucket with MaxBytes is
+// fitted as a stream is (FitMaxBytes; an existing one keeps a larger bound).
+func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig, log *slog.Logger) (jetstream.KeyValue, error) {
+	stream := "KV_" + cfg.Bucket
+	kv, err := CreateAsset(ctx, js, stream,
+		func(ctx context.Context) (jetstream.KeyValue, error) {
+			if cfg.MaxBytes <= 0 {
+				return js.CreateOrUpdateKeyValue(ctx, cfg)
+			}
+			return FitMaxBytes(ctx, log, "bucket "+cfg.Bucket, KeepBound(ctx, js, stream, cfg.MaxBytes),
+				func(ctx context.Context, maxBytes int64) (jetstream.KeyValue, error) {
+					c := cfg
+					c.MaxBytes = maxBytes
+					return js.CreateOrUpdateKeyValue(ctx, c)
+				}, StreamBound(js, stream))
+		},
 		func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, cfg.Bucket) })
 	if err != nil {
 		return nil, err

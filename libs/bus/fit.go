@@ -131,7 +131,7 @@ const fitShare = 4
 // Budget scales bounds (the MaxBytes of the streams one server is to hold)
 // down, all in the same proportion, so that together they reserve at most
 // two thirds of store bytes, the server's storage; none below MinFitBytes
-// (so on a server under about 400 MiB they may still not fit, and
+// (so on a server under about 480 MiB they may still not fit, and
 // FitMaxBytes then has the last word). The third left is room for the
 // buckets, which reserve nothing but need storage left to be made or
 // written: a server whose reservations fill it refuses them all. scaled
@@ -203,4 +203,31 @@ func Size(n int64) string {
 		return fmt.Sprintf("%d %s", int64(f), units[i])
 	}
 	return fmt.Sprintf("%.1f %s", f, units[i])
+}
+
+// JetStream's refusals of a write for want of room.
+const (
+	errCodeServerFull   jetstream.ErrorCode = 10023 // the server's storage is used up
+	errCodeAccountFull  jetstream.ErrorCode = 10002 // the account's
+	errCodeStoreFailed  jetstream.ErrorCode = 10077 // the stream's own limits (DiscardNew), among other store failures
+	storeFailedMaxBytes                     = "maximum bytes exceeded"
+	storeFailedMaxMsgs                      = "maximum messages exceeded"
+)
+
+// StoreFull reports whether err is JetStream refusing a write because a
+// stream (or bucket) holds its bound and discards new messages, or because
+// the server or account has no storage left: a write that may pass once
+// something is deleted or expires, not a fault to retry at once.
+func StoreFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case errCodeServerFull, errCodeAccountFull:
+		return true
+	case errCodeStoreFailed:
+		return strings.Contains(apiErr.Description, storeFailedMaxBytes) || strings.Contains(apiErr.Description, storeFailedMaxMsgs)
+	}
+	return false
 }

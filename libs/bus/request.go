@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -43,6 +44,12 @@ func request(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (*nats.Msg, erro
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, apierr.Wrap(apierr.Network, "no reply on "+msg.Subject+" before the deadline", err)
+		}
+		if errors.Is(err, nats.ErrMaxPayload) {
+			// The client refuses it before sending: say what is too large
+			// (it was INTERNAL_ERROR "nats: maximum payload exceeded").
+			return nil, apierr.Wrap(apierr.Validation, fmt.Sprintf("the request (%d bytes, and its headers) is larger than the bus carries (max_payload %d bytes)",
+				len(msg.Data), nc.MaxPayload()), err)
 		}
 		return nil, FromNATS(err, msg.Subject)
 	}

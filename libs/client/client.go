@@ -188,6 +188,10 @@ func (c *Client) CallResult(ctx context.Context, server, tool string, args json.
 	}
 	reply, err := c.requestMoved(ctx, server, tool, msg, opts)
 	if err != nil {
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return Result{}, apierr.Wrap(apierr.Validation, fmt.Sprintf("the arguments (%d bytes) with the call's headers are larger than the bus carries (max_payload %d bytes)",
+				len(args), c.nc.MaxPayload()), err).WithField("arguments")
+		}
 		if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
 			// The cause stays: a caller that knows the tool (the gateway's
 			// catalog) reports an outage instead.

@@ -346,7 +346,7 @@ func checkNodeOptions(t *testing.T, name string, o *server.Options, keys map[str
 	}
 	// JetStream bounded below the container's memory and the volume's size.
 	if o.JetStreamMaxMemory != 256<<20 || o.JetStreamMaxStore != 20<<30 {
-		t.Errorf("%s: max_memory_store %d, max_file_store %d: want 256MB and 20GB (the assets reserve 15 GiB)", name, o.JetStreamMaxMemory, o.JetStreamMaxStore)
+		t.Errorf("%s: max_memory_store %d, max_file_store %d: want 256MB and 20GB (the assets reserve 18 GiB)", name, o.JetStreamMaxMemory, o.JetStreamMaxStore)
 	}
 	if o.Cluster.Username != access.RouteUser || len(o.Cluster.Password) < 32 {
 		t.Errorf("%s: routes need no credentials (%q)", name, o.Cluster.Username)

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/services/chat/conversation"
 	"github.com/mcpbus/mcpbus/services/chat/results"
+	"github.com/mcpbus/mcpbus/services/runner/runner"
 	"github.com/mcpbus/mcpbus/tests/internal/clitest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,7 +40,7 @@ var freeDisk = regexp.MustCompile(`~(\d+(?:\.\d+)?) (GB|GiB) of free disk`)
 // 75% of the free disk (nats-server's default): scaled 10% below it, not
 // 10% above.
 func TestSmallDiskThreshold(t *testing.T) {
-	defaults := []int64{bus.DefaultEventsMaxBytes, bus.DefaultAuditMaxBytes, conversation.DefaultMaxBytes, results.DefaultMaxBytes}
+	defaults := []int64{bus.DefaultEventsMaxBytes, bus.DefaultAuditMaxBytes, conversation.DefaultMaxBytes, results.DefaultMaxBytes, runner.DefaultTaskMaxBytes}
 	scaled := func(free float64) bool {
 		_, s := bus.Budget(int64(free*3/4), defaults...)
 		return s

@@ -26,7 +26,7 @@ import (
 
 // DefaultMaxBytes bounds the log. Reserved at creation: with the other
 // streams' bounds it stays well under what a server offers on a half-full
-// disk (5 GiB in all); mcpbus up scales it down on a smaller one.
+// disk (6 GiB in all, the tasks bucket's included); mcpbus up scales it down on a smaller one.
 const DefaultMaxBytes = 2 << 30
 
 // Options configure a Log; zero values take the defaults.

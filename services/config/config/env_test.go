@@ -40,7 +40,14 @@ type env struct {
 
 func newEnv(t *testing.T, opts ...func(*config.Options)) *env {
 	t.Helper()
-	srv, err := embednats.Start(embednats.Options{InProcessOnly: true, StoreDir: t.TempDir()})
+	return newEnvNATS(t, embednats.Options{}, opts...)
+}
+
+// newEnvNATS is newEnv on a server with nopts (MaxStore, MaxPayload).
+func newEnvNATS(t *testing.T, nopts embednats.Options, opts ...func(*config.Options)) *env {
+	t.Helper()
+	nopts.InProcessOnly, nopts.StoreDir = true, t.TempDir()
+	srv, err := embednats.Start(nopts)
 	if err != nil {
 		t.Fatal(err)
 	}

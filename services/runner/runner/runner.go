@@ -176,6 +176,9 @@ type Options struct {
 	// TaskMaxPerPrincipal bounds the tasks one principal has kept
 	// (default DefaultTaskMaxPerPrincipal; taskquota.go).
 	TaskMaxPerPrincipal int
+	// TaskMaxBytes bounds KV mcp_tasks, every principal's tasks together
+	// (default DefaultTaskMaxBytes; taskstore.go).
+	TaskMaxBytes int64
 }
 
 func (o *Options) defaults() {
@@ -226,6 +229,9 @@ func (o *Options) defaults() {
 	setDefault(&o.TaskAckWait, DefaultTaskAckWait)
 	if o.TaskMaxPerPrincipal <= 0 {
 		o.TaskMaxPerPrincipal = DefaultTaskMaxPerPrincipal
+	}
+	if o.TaskMaxBytes <= 0 {
+		o.TaskMaxBytes = DefaultTaskMaxBytes
 	}
 	if o.HealthFailures <= 0 {
 		o.HealthFailures = 3

@@ -110,6 +110,12 @@ func (s *server) runTask(msg jetstream.Msg) {
 	case errors.Is(err, errTaskGone): // past retention
 		_ = msg.Ack()
 		return
+	case errors.Is(err, errTaskStoreFull):
+		// The claim (a record a little larger) finds the bucket full: the
+		// task fails now, saying so, rather than wait for room until its
+		// start deadline.
+		s.failTask(msg, in.ID, storeFull("the task could not be started"))
+		return
 	case err != nil:
 		if s.ctx.Err() == nil {
 			_ = msg.NakWithDelay(time.Second)
@@ -235,8 +241,11 @@ func (s *server) finishTask(msg jetstream.Msg, id string, res callReply, callErr
 		changed = true
 		return true
 	})
-	if errors.Is(err, errTaskTooLarge) {
+	if errors.Is(err, errTaskTooLarge) || errors.Is(err, errTaskStoreFull) {
 		callErr, res = r.tasks.tooLarge(), callReply{}
+		if errors.Is(err, errTaskStoreFull) {
+			callErr = storeFull("the result could not be kept")
+		}
 		changed = false
 		out, err = r.tasks.updateRecord(ctx, id, func(t *taskRecord) bool {
 			if model.TaskFinal(t.State) {
@@ -247,6 +256,13 @@ func (s *server) finishTask(msg jetstream.Msg, id string, res callReply, callErr
 			return true
 		})
 	}
+	if errors.Is(err, errTaskStoreFull) {
+		// Not even the failure fits: running the tool again would not
+		// either. The record stays as it is until it expires.
+		s.log.Warn("task outcome not stored: the task store is full", "task", id)
+		_ = msg.Term()
+		return
+	}
 	if err != nil && !errors.Is(err, errTaskGone) {
 		s.log.Warn("task outcome not stored; the run is delivered again", "task", id, "error", err)
 		_ = msg.NakWithDelay(time.Second)
@@ -256,6 +272,32 @@ func (s *server) finishTask(msg jetstream.Msg, id string, res callReply, callErr
 		r.publishTask(out.Task)
 	}
 	_ = msg.Ack()
+}
+
+// failTask ends a task failed with failure before its run, unless it is
+// final already, announces it and acks the run; a failure that cannot be
+// stored either (the store full) ends the run's delivery all the same.
+func (s *server) failTask(msg jetstream.Msg, id string, failure error) {
+	r := s.r
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e := apierr.From(failure)
+	changed := false
+	out, err := r.tasks.updateRecord(ctx, id, func(t *taskRecord) bool {
+		if model.TaskFinal(t.State) {
+			return false
+		}
+		t.State, t.Message, t.Error = model.TaskFailed, e.Message, e
+		changed = true
+		return true
+	})
+	switch {
+	case err == nil && changed:
+		r.publishTask(out.Task)
+	case err != nil && !errors.Is(err, errTaskGone):
+		s.log.Warn("task failure not stored", "task", id, "error", err)
+	}
+	_ = msg.Term()
 }
 
 // keepTask holds the run while it goes on: it tells JetStream the run is

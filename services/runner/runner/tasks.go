@@ -181,11 +181,11 @@ func (r *Runner) createTask(ctx context.Context, h nats.Header, in model.TaskCre
 	}
 	owner := ownerKeys(p.ID) + task.ID
 	if _, err := r.tasks.kv.Create(ctx, owner, []byte("1")); err != nil {
-		return model.Task{}, apierr.Wrap(apierr.ServiceUnavailable, "storing the task", err)
+		return model.Task{}, storingTask(err)
 	}
 	if _, err := r.tasks.kv.Create(ctx, task.ID, data); err != nil {
 		_ = r.tasks.kv.Delete(context.WithoutCancel(ctx), owner)
-		return model.Task{}, apierr.Wrap(apierr.ServiceUnavailable, "storing the task", err)
+		return model.Task{}, storingTask(err)
 	}
 	run, _ := json.Marshal(taskRunMsg{ID: task.ID})
 	// The message id makes a retried publish count once.
@@ -195,6 +195,15 @@ func (r *Runner) createTask(ctx context.Context, h nats.Header, in model.TaskCre
 		return model.Task{}, apierr.Wrap(apierr.ServiceUnavailable, "queueing the task", err)
 	}
 	return task, nil
+}
+
+// storingTask is a refused write of a new task: the store full says so
+// (it said "storing the task" and nothing of why).
+func storingTask(err error) error {
+	if bus.StoreFull(err) {
+		return storeFull("no new task is taken")
+	}
+	return apierr.Wrap(apierr.ServiceUnavailable, "storing the task: "+err.Error(), err)
 }
 
 // visibleTask reads a task for p: another principal's (unless p is admin)

@@ -27,6 +27,15 @@ const (
 // task with a message saying so.
 const maxTaskRecord = 4 << 20
 
+// DefaultTaskMaxBytes bounds KV mcp_tasks (Options.TaskMaxBytes), every
+// principal's tasks together. nats-server refuses every write, to any
+// stream, once the storage used passes its max (a stream's reservation
+// does not keep its room), so an unbounded bucket of results (1000 tasks
+// a principal, 4 MiB each) let callers stop the audit, the events, the
+// lease renewals and the config writes of everyone; bounded, a full bucket
+// refuses tasks only (errTaskStoreFull).
+const DefaultTaskMaxBytes = 1 << 30
+
 // taskStore is the tasks' JetStream assets: the work queue of runs (one
 // message per run asked, consumed by the server's owner) and the records.
 type taskStore struct {
@@ -46,7 +55,7 @@ func (r *Runner) openTasks(ctx context.Context) error {
 	ret := r.opts.TaskRetention
 	kv, err := bus.EnsureKV(ctx, r.js, jetstream.KeyValueConfig{
 		Bucket: bus.BucketTasks, Description: "mcpbus durable tasks: state and result by task id",
-		History: 1, TTL: ret, MaxValueSize: maxTaskRecord, Storage: jetstream.FileStorage,
+		History: 1, TTL: ret, MaxValueSize: maxTaskRecord, MaxBytes: r.opts.TaskMaxBytes, Storage: jetstream.FileStorage,
 	}, r.opts.Replicas, r.log)
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
@@ -133,6 +142,9 @@ func (t *taskStore) updateRecord(ctx context.Context, id string, change func(*ta
 			}
 			return rec, nil
 		}
+		if bus.StoreFull(err) {
+			return rec, errTaskStoreFull
+		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return rec, apierr.Wrap(apierr.ServiceUnavailable, "writing the task", err)
 		}
@@ -147,4 +159,15 @@ var errTaskTooLarge = errors.New("the task record is too large")
 // tooLarge is the failure of a task whose result does not fit its record.
 func (t *taskStore) tooLarge() error {
 	return apierr.Newf(apierr.Validation, "the result is larger than a task record may be (%d bytes)", t.maxRecord)
+}
+
+// errTaskStoreFull: the bucket holds its bound (Options.TaskMaxBytes), or
+// the NATS server has no storage left; a smaller write may still pass (it
+// replaces the record), a larger one not until tasks expire.
+var errTaskStoreFull = errors.New("the task store is full")
+
+// storeFull is what a task, or its creation, says when the bucket is full.
+func storeFull(what string) error {
+	return apierr.Newf(apierr.ServiceUnavailable, "the task store is full (KV %s holds every principal's tasks up to its bound): %s; "+
+		"room comes back as tasks expire (the task retention)", bus.BucketTasks, what)
 }

@@ -275,10 +275,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	return s, nil
 }
 
-// budgetStreams sizes the streams of the services by store, the storage
+// budgetStreams sizes the streams of the services (and the tasks bucket,
+// bounded as they are) by store, the storage
 // the embedded server runs with (--nats-max-store, or 75% of the free disk):
 // made one at a time, the first would take what it asks (1 or 2 GiB) and
-// leave the rest no room, so on a server with less than 7.5 GiB every
+// leave the rest no room, so on a server with less than 9 GiB every
 // default bound is scaled down together (bus.Budget), and the choice is
 // logged once. A bound the caller set is left as it is (and counted).
 // Separate deployments keep the defaults, each fitted to what is left
@@ -295,6 +296,8 @@ func budgetStreams(o *Options, store int64, log *slog.Logger) {
 		{"audit", bus.DefaultAuditMaxBytes, []*int64{&o.Config.AuditMaxBytes, &o.Runner.AuditMaxBytes, &o.Gateway.AuditMaxBytes}},
 		{"chat log", conversation.DefaultMaxBytes, []*int64{&o.Chat.LogMaxBytes}},
 		{"chat results", results.DefaultMaxBytes, []*int64{&o.Chat.ResultsMaxBytes}},
+		// A bucket, but bounded like a stream: it reserves its bound too.
+		{"tasks bucket", runner.DefaultTaskMaxBytes, []*int64{&o.Runner.TaskMaxBytes}},
 	}
 	asks := make([]int64, len(bounds))
 	for i, b := range bounds {

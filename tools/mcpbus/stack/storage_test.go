@@ -24,8 +24,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestUpOnASmallDisk: `mcpbus up` whose NATS has less storage than the
-// streams ask for (5 GiB; nats-server offers 75% of the free disk, so this
-// is a disk with under 7 GB free) comes up with smaller streams that
+// streams and the tasks bucket ask for (6 GiB; nats-server offers 75% of
+// the free disk, so this is a disk with under 8 GB free) comes up with smaller streams that
 // together fit in it, instead of failing with "insufficient storage
 // resources available".
 func TestUpOnASmallDisk(t *testing.T) {
@@ -69,7 +69,7 @@ func TestUpOnAFullDisk(t *testing.T) {
 
 // TestUpWithAFewGiB: `mcpbus up` whose NATS has 1 or 3 GiB of storage
 // (a disk with about 1.5 or 4 GB free) comes up, every service with it,
-// and a tool call goes through the runner. The streams ask 5 GiB by
+// and a tool call goes through the runner. The streams ask 6 GiB by
 // default; made one at a time, the first ones took all the server had and
 // start-up stopped (in about 9 s, on "no room"). Now mcpbus up sizes them
 // together from the storage its server runs with, leaving a third for the
@@ -93,6 +93,15 @@ func TestUpWithAFewGiB(t *testing.T) {
 			sum := streamBounds(ctx, t, st)
 			if sum == 0 || sum > store*2/3 {
 				t.Errorf("the streams reserve %d MiB of the server's %d MiB: want at most two thirds", sum>>20, store>>20)
+			}
+			// The tasks bucket is bounded (callers' results could fill the
+			// server otherwise), within the two thirds.
+			js, err := jetstream.New(st.Conn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tasks, err := js.Stream(ctx, "KV_mcp_tasks"); err != nil || tasks.CachedInfo().Config.MaxBytes <= 0 {
+				t.Errorf("the tasks bucket: %v, unbounded; want it bounded", err)
 			}
 			if n := strings.Count(logs.String(), "too little for the streams' default bounds"); n != 1 {
 				t.Errorf("the sizes chosen were logged %d times, want once:\n%s", n, logs.Tail(4000))

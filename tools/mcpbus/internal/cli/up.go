@@ -63,7 +63,7 @@ already there with the same slug are updated, ${VAR} references come from the en
 	s.Int(&o.natsPort, "nats-port", "", 4222, "port of the embedded NATS (0: a free port, named in the start-up message)")
 	s.String(&o.natsStore, "nats-max-store", "", "",
 		"JetStream file storage of the embedded NATS, e.g. 8GiB (K, M, G, T: powers of 1024); empty: nats-server's default, 75% of the data dir's free disk. "+
-			"The streams reserve 5 GiB; on less each is made smaller, with a warning")
+			"The streams and the tasks bucket reserve 6 GiB; on less each is made smaller, with a warning")
 	s.String(&o.configFile, "config", "", "", "servers file to import at start")
 	s.Bool(&o.insecure, "insecure-bus", "", false, "run NATS WITHOUT authentication: anyone who reaches its port may do anything on the bus")
 	service.RegisterDataDir(s, &o.dataDir)
