@@ -469,8 +469,9 @@ func startSplitEnv(t *testing.T, si *standIns, serviceEnv map[string][]string) *
 		t.Fatal(err)
 	}
 	// max_file_store as deploy/nats/cluster gives it: without it the server
-	// offers 75 % of the free disk, and the services' streams, which
-	// reserve 15 GiB, are refused on a machine with less than ~20 GB free
+	// offers 75 % of the free disk, and the services' streams and the
+	// tasks bucket, which reserve their bounds (6 GiB by default,
+	// docs/operating.md), are refused on a machine with little free disk
 	// (the test writes a few MB).
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf("host: 127.0.0.1\nport: %d\nmax_payload: 8MB\njetstream { store_dir: %q, max_file_store: 20GB }\ninclude \"auth.conf\"\n",
 		natsPort, filepath.Join(d.dir, "jetstream"))), 0o600); err != nil {
