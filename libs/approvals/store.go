@@ -79,7 +79,7 @@ type Store struct {
 	// gone could not tell its own unanswered try from an identical call's,
 	// and one approval must release one call.
 	heldRetry jetstream.KeyValue
-	rules     atomic.Pointer[model.ApprovalRules]
+	rules     atomic.Pointer[revRules]
 	ready     chan struct{}
 	now       func() time.Time
 	log       *slog.Logger
@@ -90,6 +90,13 @@ type Store struct {
 	// beforeExpire runs between a timed-out call's read and its removal
 	// (tests race a decision there).
 	beforeExpire func()
+}
+
+// revRules are rules and the bucket revision they were written at (0: none
+// read yet, or a snapshot without the key).
+type revRules struct {
+	model.ApprovalRules
+	rev uint64
 }
 
 // Open creates (or opens) both buckets and follows the rules until ctx ends.
@@ -105,7 +112,7 @@ func Open(ctx, setup context.Context, nc *nats.Conn, opts Options) (*Store, erro
 		return nil, err
 	}
 	s := &Store{ready: make(chan struct{}), now: opts.Now, log: opts.Logger, leaveForBus: opts.LeaveForBus, audit: opts.Audit}
-	s.rules.Store(&model.ApprovalRules{})
+	s.rules.Store(&revRules{})
 	replicas := max(opts.Replicas, 1)
 	if s.rulesKV, err = bus.EnsureKV(setup, js, jetstream.KeyValueConfig{
 		Bucket:      bus.BucketApprovalRules,
@@ -132,10 +139,15 @@ func Open(ctx, setup context.Context, nc *nats.Conn, opts Options) (*Store, erro
 	var once atomic.Bool
 	go bus.FollowKV(ctx, nc, s.rulesKV, bus.KVHandler{
 		Snapshot: func(m map[string]jetstream.KeyValueEntry) {
+			// A snapshot is the bucket as it is: it replaces whatever
+			// this instance held (after a bucket was made again its
+			// revisions start over).
 			if e, ok := m[rulesKey]; ok {
-				s.setRules(e.Value())
+				if r, ok := s.decodeRules(e.Value()); ok {
+					s.rules.Store(&revRules{r, e.Revision()})
+				}
 			} else {
-				s.rules.Store(&model.ApprovalRules{})
+				s.rules.Store(&revRules{})
 			}
 		},
 		Update: func(e jetstream.KeyValueEntry) {
@@ -143,10 +155,12 @@ func Open(ctx, setup context.Context, nc *nats.Conn, opts Options) (*Store, erro
 				return
 			}
 			if e.Operation() != jetstream.KeyValuePut {
-				s.rules.Store(&model.ApprovalRules{})
+				s.applyRules(model.ApprovalRules{}, e.Revision())
 				return
 			}
-			s.setRules(e.Value())
+			if r, ok := s.decodeRules(e.Value()); ok {
+				s.applyRules(r, e.Revision())
+			}
 		},
 		Ready: func() {
 			if once.CompareAndSwap(false, true) {
@@ -162,19 +176,36 @@ func Open(ctx, setup context.Context, nc *nats.Conn, opts Options) (*Store, erro
 	return s, nil
 }
 
-// setRules takes a stored policy; one that does not decode keeps the last
-// good one (it was validated when written).
-func (s *Store) setRules(data []byte) {
+// decodeRules reads a stored policy; one that does not decode keeps the
+// last good one (it was validated when written).
+func (s *Store) decodeRules(data []byte) (model.ApprovalRules, bool) {
 	var r model.ApprovalRules
 	if err := json.Unmarshal(data, &r); err != nil {
 		s.log.Warn("approval rules do not decode; keeping the previous ones", "error", err)
-		return
+		return r, false
 	}
-	s.rules.Store(&r)
+	return r, true
+}
+
+// applyRules puts r, written at revision rev, in force unless newer rules
+// are: PutRules applies its own write when the bucket acknowledges it, and
+// by then the watch may have applied another instance's later write, which
+// must not be undone (that instance, and every other, enforces it).
+func (s *Store) applyRules(r model.ApprovalRules, rev uint64) {
+	next := &revRules{r, rev}
+	for {
+		cur := s.rules.Load()
+		if cur.rev >= rev {
+			return
+		}
+		if s.rules.CompareAndSwap(cur, next) {
+			return
+		}
+	}
 }
 
 // Rules are the rules in force.
-func (s *Store) Rules() model.ApprovalRules { return *s.rules.Load() }
+func (s *Store) Rules() model.ApprovalRules { return s.rules.Load().ApprovalRules }
 
 // storedRules are the rules as stored now, read through rather than from the
 // watch: a held call's timeout is the one an admin set the moment before,
@@ -212,10 +243,11 @@ func (s *Store) PutRules(ctx context.Context, r model.ApprovalRules) (model.Appr
 	if err != nil {
 		return r, err
 	}
-	if _, err := bus.RetryKV(s.rulesKV).Put(ctx, rulesKey, data); err != nil { // idempotent: rides out an election
+	rev, err := bus.RetryKV(s.rulesKV).Put(ctx, rulesKey, data) // idempotent: rides out an election
+	if err != nil {
 		return r, apierr.Wrap(apierr.ServiceUnavailable, "storing the approval rules", err)
 	}
-	s.rules.Store(&r)
+	s.applyRules(r, rev)
 	if s.audit != nil {
 		s.audit.Record(model.GatewayAuditEvent{Action: model.GatewayRulesChanged, Principal: principal.Actor(ctx), Rules: len(r.Rules), Default: r.Default})
 	}

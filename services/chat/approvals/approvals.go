@@ -316,12 +316,23 @@ func (a *Approver) Decide(ctx context.Context, req model.ChatApproveRequest) err
 		// the turn asks again when it resumes.
 		return apierr.Newf(apierr.NotFound, "no call %q awaits approval in conversation %q", req.CallID, req.Conversation)
 	}
+	// The grant first: the asker may move on (and ask again) as soon as the
+	// decision is written. A grant this answer made is taken back if the
+	// engine refuses the answer (another instance's or `mcpbus approvals`'
+	// decision, or the timeout, came first; the call is not the asker's to
+	// decide): a refused answer must not approve the tool's later calls.
+	grantKey := GrantKey(req.Conversation, rec.Tool)
+	var g []byte
+	var granted uint64 // the revision of the grant this answer made
 	if req.Decision == model.DecisionApproveConversation {
-		// The grant first: the asker may move on (and ask again) as soon as
-		// the decision is written.
-		g, _ := json.Marshal(grant{Tool: rec.Tool, CallID: rec.CallID, GrantedAt: a.now().UTC()})
-		if _, err := a.kv.Put(ctx, GrantKey(req.Conversation, rec.Tool), g); err != nil {
+		g, _ = json.Marshal(grant{Tool: rec.Tool, CallID: rec.CallID, GrantedAt: a.now().UTC()})
+		rev, err := a.kv.Create(ctx, grantKey, g)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyExists): // granted already: not this answer's to take back
+		case err != nil:
 			return err
+		default:
+			granted = rev
 		}
 	}
 	by := principal.Operator()
@@ -334,8 +345,28 @@ func (a *Approver) Decide(ctx context.Context, req model.ChatApproveRequest) err
 	}
 	// The chat checked that by may act in the conversation; the engine
 	// checks that it is the call's own principal (or an admin).
-	_, err = a.held.Decide(ctx, d, by.ID, by.Admin, true)
-	return err
+	if _, err = a.held.Decide(ctx, d, by.ID, by.Admin, true); err != nil {
+		if granted != 0 {
+			// Only at this answer's revision: a concurrent approve_conversation
+			// that won has written the grant again (below).
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if derr := a.kv.Delete(dctx, grantKey, jetstream.LastRevision(granted)); derr != nil && !errors.Is(derr, jetstream.ErrKeyRevisionMismatch) {
+				// Not the refusal's code: the caller must learn that the
+				// grant it did not get is in force.
+				err = apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("%s; taking back the grant of %s for the conversation failed", apierr.From(err).Message, rec.Tool), derr)
+			}
+			cancel()
+		}
+		return err
+	}
+	if g != nil && granted == 0 {
+		// Another answer's grant was there: one refused meanwhile takes it
+		// back, so this, the winning one, writes it again.
+		if _, err := a.kv.Put(ctx, grantKey, g); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // recordDecision is what a pending call was answered with.

@@ -1031,17 +1031,7 @@ func (s *server) handleControl(req micro.Request) {
 		// server in error whose retries ran out starts again too.
 		err = s.do(func() error { return s.restartInPlace(ctx, restartManual, true) })
 	case "pins": // a tool's review was recorded: check the tools again
-		err = s.do(func() error {
-			switch s.status().State {
-			case model.StateRunning:
-				s.applyPins(ctx)
-				s.publishCatalog()
-			case model.StateIdle: // its tools come from the catalog: learn them again
-				s.stop(model.StateStopped, false)
-				return s.start(ctx)
-			}
-			return nil
-		})
+		err = s.do(func() error { return s.recheckPins(ctx, true) })
 	case "forget": // a principal's own credentials changed or were revoked
 		s.forgetPrincipal(in.Principal)
 	case "status":

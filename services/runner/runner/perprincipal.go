@@ -2,7 +2,9 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -363,4 +365,63 @@ func principalValues(c model.ResolvedCredentials) []string {
 		out = append(out, c.OAuth.AccessToken)
 	}
 	return out
+}
+
+// followPrincipalCreds closes a principal's sessions on this runner's
+// replicas when their own record is set or deleted (events.cred.<id>, which
+// every runner hears) until ctx ends. The runtime.forget a writer sends
+// after such a change reaches one replica only (the control subject is the
+// replicas' queue group): the others went on calling upstream with the
+// credentials replaced or revoked. A refresh (the credential service's own,
+// of an OAuth token) closes nothing: the record's grant is the same.
+func (r *Runner) followPrincipalCreds(ctx context.Context) {
+	sub, err := r.nc.Subscribe(r.subj.Event("cred", "*"), func(m *nats.Msg) {
+		var ev model.CredEvent
+		if json.Unmarshal(m.Data, &ev) != nil || ev.Type != model.CredChanged || (ev.Via != credVerbSet && ev.Via != credVerbDelete) {
+			return
+		}
+		// Off the subscription's goroutine: closing a session waits for
+		// its upstream.
+		go r.forgetPrincipalRecord(ev.ServerID)
+	})
+	if err != nil {
+		r.log.Warn("not following principals' credential changes: a change closes their sessions on the replica runtime.forget reaches only", "error", err)
+		return
+	}
+	<-ctx.Done()
+	_ = sub.Unsubscribe()
+}
+
+// The verbs of the credential service (CredEvent.Via) that replace or
+// remove a record.
+const (
+	credVerbSet    = "set"
+	credVerbDelete = "delete"
+)
+
+// forgetPrincipalRecord closes the session of the principal whose own record
+// of a per-principal server here has the id (model.PrincipalCredentialID).
+func (r *Runner) forgetPrincipalRecord(id string) {
+	r.mu.Lock()
+	servers := slices.Collect(maps.Values(r.servers))
+	r.mu.Unlock()
+	for _, s := range servers {
+		cfg := s.config()
+		if cfg == nil || !cfg.Auth.PerPrincipal {
+			continue
+		}
+		s.principals.mu.Lock()
+		var who []string
+		for p := range s.principals.byID {
+			if model.PrincipalCredentialID(cfg.ID, p) == id {
+				who = append(who, p)
+			}
+		}
+		s.principals.mu.Unlock()
+		for _, p := range who {
+			if n := s.forgetPrincipal(p); n > 0 {
+				s.log.Info("a principal's own credentials changed: their session is closed", "principal", p)
+			}
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -52,6 +53,91 @@ func (s *server) applyPins(ctx context.Context) {
 	s.mu.Lock()
 	s.withheld = withheld
 	s.mu.Unlock()
+}
+
+// recheckPins checks the tools of a running server against their pins
+// again (a review was recorded) and publishes its catalog; with relearn, an
+// idle one, whose tools come from the catalog, starts to learn them again
+// (an idle replica that is not asked checks them at its next start anyway).
+// It runs on the server's goroutine.
+func (s *server) recheckPins(ctx context.Context, relearn bool) error {
+	switch s.status().State {
+	case model.StateRunning:
+		s.applyPins(ctx)
+		s.publishCatalog()
+	case model.StateIdle:
+		if relearn {
+			s.stop(model.StateStopped, false)
+			return s.start(ctx)
+		}
+	}
+	return nil
+}
+
+// watchPins has every replica check its tools again when one of their pins
+// is reviewed (its pinned hash changes). tools.approve asks the server's
+// owner on the control subject, which one replica answers (the replicas'
+// queue group): the others went on withholding an approved tool. So does a
+// replica that, starting at the same moment as another, recorded a tool as
+// new since a review when the other pinned it at first sight
+// (settleFirstSight turns that record into the pin).
+func (r *Runner) watchPins(ctx context.Context) {
+	hashes := map[string]string{} // pin key → pinned hash; FollowKV calls one at a time
+	hashOf := func(e jetstream.KeyValueEntry) string {
+		var pin model.ToolPin
+		_ = json.Unmarshal(e.Value(), &pin)
+		return pin.Hash
+	}
+	reviewed := map[string]bool{} // config ids
+	bus.FollowKV(ctx, r.nc, r.assets.Pins, bus.KVHandler{
+		Snapshot: func(entries map[string]jetstream.KeyValueEntry) {
+			clear(reviewed)
+			next := make(map[string]string, len(entries))
+			for key, e := range entries {
+				h := hashOf(e)
+				if old, ok := hashes[key]; ok && old != h {
+					reviewed[pinServerID(key)] = true
+				}
+				next[key] = h
+			}
+			hashes = next
+			for id := range reviewed {
+				r.pinsReviewed(ctx, id)
+			}
+		},
+		Update: func(e jetstream.KeyValueEntry) {
+			key := e.Key()
+			if e.Operation() != jetstream.KeyValuePut {
+				delete(hashes, key)
+				return
+			}
+			h := hashOf(e)
+			old, ok := hashes[key]
+			hashes[key] = h
+			if ok && old != h {
+				r.pinsReviewed(ctx, pinServerID(key))
+			}
+		},
+	}, bus.KVFollowOptions{Logger: r.log})
+}
+
+// pinServerID is the config id a pin key (model.PinKey) starts with.
+func pinServerID(key string) string {
+	id, _, _ := strings.Cut(key, ".")
+	return id
+}
+
+// pinsReviewed has the server of config id, if it runs here, check its
+// tools against their pins again; off the watch's goroutine, which must not
+// wait for the server's.
+func (r *Runner) pinsReviewed(ctx context.Context, id string) {
+	r.mu.Lock()
+	s := r.servers[r.byID[id]]
+	r.mu.Unlock()
+	if s == nil {
+		return
+	}
+	go func() { _ = s.do(func() error { return s.recheckPins(ctx, false) }) }()
 }
 
 // withheldOf checks tools, a list the server just gave, against their pins
@@ -122,10 +208,29 @@ func (s *server) hasPins(ctx context.Context, cfg *model.McpConfig) bool {
 // (NATS away): a tool whose definition was accepted here before goes on; a
 // strict server's other tools wait.
 func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy string, t model.Tool, reviewed bool) string {
+	for range 3 {
+		why, raced := s.checkPinOnce(ctx, cfg, policy, t, reviewed)
+		if !raced {
+			return why
+		}
+	}
+	return s.unreadPin(t)
+}
+
+// unreadPin is checkPin's answer for a tool whose pin kept changing under it.
+func (s *server) unreadPin(t model.Tool) string {
+	return fmt.Sprintf("tool %s of server %s cannot be checked against its pinned definition (its pin keeps changing); it is withheld until it can", t.Tool, s.slug)
+}
+
+// checkPinOnce is one try of checkPin; raced reports that the change it
+// recorded lost to another replica's write of the same pin, and the tool is
+// to be judged again by what that one wrote (a replica that recorded a tool
+// as new while another pinned it at first sight withheld it for good).
+func (s *server) checkPinOnce(ctx context.Context, cfg *model.McpConfig, policy string, t model.Tool, reviewed bool) (why string, raced bool) {
 	def, hash, err := model.ToolDefinition(t)
 	if err != nil {
 		s.log.Warn("tool definition cannot be pinned", "tool", t.Tool, "error", err)
-		return ""
+		return "", false
 	}
 	kv := s.r.assets.Pins
 	key := model.PinKey(cfg.ID, t.Tool)
@@ -138,28 +243,38 @@ func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy stri
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound) && !reviewed:
 		if s.overBudget(t.Tool) {
-			return s.unpinned(t.Tool)
+			return s.unpinned(t.Tool), false
 		}
 		pin = model.ToolPin{Server: s.slug, Tool: t.Tool, Hash: hash, Definition: def, PinnedAt: now}
-		s.writePin(c, key, pin, 0)
+		if lostPinRace(s.writePin(c, key, pin, 0)) {
+			s.settleFirstSight(c, key, pin)
+		}
 		s.accepted.Store(key, hash)
-		return ""
+		return "", false
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		// A tool new to a server whose tools were pinned: pinned from nothing.
 		pin = model.ToolPin{Server: s.slug, Tool: t.Tool}
 	case err != nil:
 		if ok, _ := s.accepted.Load(key); ok == hash || policy != model.PinStrict {
-			return ""
+			return "", false
 		}
-		return fmt.Sprintf("tool %s of server %s cannot be checked against its pinned definition (%v); it is withheld until it can", t.Tool, s.slug, err)
+		return fmt.Sprintf("tool %s of server %s cannot be checked against its pinned definition (%v); it is withheld until it can", t.Tool, s.slug, err), false
 	default:
 		rev = entry.Revision()
 		if err := json.Unmarshal(entry.Value(), &pin); err != nil {
 			s.log.Warn("a tool pin is malformed: pinning afresh", "tool", t.Tool, "error", err)
 			s.writePin(c, key, model.ToolPin{Server: s.slug, Tool: t.Tool, Hash: hash, Definition: def, PinnedAt: now}, rev)
 			s.accepted.Store(key, hash)
-			return ""
+			return "", false
 		}
+	}
+	if !reviewed && pin.Hash == "" && pin.Pending != nil && pin.Pending.Hash == hash {
+		// This start's first sight met another replica's record of the tool
+		// as new since a review (see settleFirstSight): there was none.
+		pin = model.ToolPin{Server: s.slug, Tool: t.Tool, Hash: hash, Definition: def, PinnedAt: now}
+		_ = s.writePin(c, key, pin, rev)
+		s.accepted.Store(key, hash)
+		return "", false
 	}
 	if pin.Hash == hash {
 		if pin.Pending != nil { // back to what was approved
@@ -167,11 +282,11 @@ func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy stri
 			s.writePin(c, key, pin, rev)
 		}
 		s.accepted.Store(key, hash)
-		return ""
+		return "", false
 	}
 	fresh := pin.Pending == nil || pin.Pending.Hash != hash
 	if fresh && s.overBudget(t.Tool) {
-		return s.unpinned(t.Tool)
+		return s.unpinned(t.Tool), false
 	}
 	old := pin
 	if policy == model.PinWarn {
@@ -180,7 +295,9 @@ func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy stri
 		s.accepted.Store(key, hash)
 	} else if fresh {
 		pin.Pending = &model.PinnedChange{Hash: hash, Definition: def, SeenAt: now}
-		s.writePin(c, key, pin, rev)
+		if lostPinRace(s.writePin(c, key, pin, rev)) {
+			return "", true
+		}
 	}
 	if fresh {
 		s.publishToolChanged(ctx, model.ToolChangedEvent{Server: s.slug, Tool: t.Tool, Policy: policy,
@@ -188,14 +305,14 @@ func (s *server) checkPin(ctx context.Context, cfg *model.McpConfig, policy stri
 			Withheld: policy == model.PinStrict, Pinned: old.Definition, Pending: def, At: now})
 	}
 	if policy == model.PinWarn {
-		return ""
+		return "", false
 	}
 	if old.Hash == "" {
 		return fmt.Sprintf("tool %s of server %s appeared after the server's tools were reviewed (a new or renamed tool) and is withheld until an operator approves it: mcpbus tools review %s",
-			t.Tool, s.slug, s.slug)
+			t.Tool, s.slug, s.slug), false
 	}
 	return fmt.Sprintf("tool %s of server %s changed since it was reviewed (%s) and is withheld until an operator approves it: mcpbus tools review %s",
-		t.Tool, s.slug, joinFields(model.ChangedFields(old.Definition, def)), s.slug)
+		t.Tool, s.slug, joinFields(model.ChangedFields(old.Definition, def)), s.slug), false
 }
 
 // unpinned is checkPin's answer for a tool past the server's pin budget.
@@ -217,8 +334,8 @@ func joinFields(fields []string) string {
 
 // writePin stores pin if the entry is still at rev, or still absent when rev
 // is 0 (another runner of the same server may have written it since: its
-// write stands).
-func (s *server) writePin(ctx context.Context, key string, pin model.ToolPin, rev uint64) {
+// write stands, and the error is one lostPinRace tells).
+func (s *server) writePin(ctx context.Context, key string, pin model.ToolPin, rev uint64) error {
 	data, _ := json.Marshal(pin)
 	var err error
 	if rev == 0 {
@@ -226,9 +343,41 @@ func (s *server) writePin(ctx context.Context, key string, pin model.ToolPin, re
 	} else {
 		_, err = s.r.assets.Pins.Update(ctx, key, data, rev)
 	}
-	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	if err != nil && !lostPinRace(err) {
 		s.log.Warn("recording a tool pin failed", "tool", pin.Tool, "error", err)
 	}
+	return err
+}
+
+// lostPinRace reports whether a pin write failed because another writer
+// got there first: a create meets ErrKeyExists; an update a revision
+// mismatch (ErrKeyExists too on a single-replica bucket, but not on a
+// replicated one, whose nats-server answers with another error code).
+func lostPinRace(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}
+
+// settleFirstSight handles a first pin (the server's tools never pinned
+// when this start listed them) that another writer recorded first. Two
+// replicas starting at once both list the tools: the later one finds the
+// earlier one's first pins, counts the server as reviewed, and records each
+// tool not yet pinned as new since the review (pending, pinned from
+// nothing: withheld under strict, listed for review). There was no review:
+// the tool, as this first sight has it, becomes the pin; the replica that
+// withheld it checks again when it sees the pinned hash change (watchPins).
+// Any other entry (the same pin, or another definition) stands. (A first
+// sight that reads such a record rather than meeting it on its write
+// settles it in checkPin.)
+func (s *server) settleFirstSight(ctx context.Context, key string, pin model.ToolPin) {
+	e, err := s.r.assets.Pins.Get(ctx, key)
+	if err != nil {
+		return
+	}
+	var cur model.ToolPin
+	if json.Unmarshal(e.Value(), &cur) != nil || cur.Hash != "" || cur.Pending == nil || cur.Pending.Hash != pin.Hash {
+		return
+	}
+	_ = s.writePin(ctx, key, pin, e.Revision())
 }
 
 func (s *server) publishToolChanged(ctx context.Context, ev model.ToolChangedEvent) {

@@ -415,8 +415,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer stopWatch()
 	var wg sync.WaitGroup
 	catalogReady := make(chan struct{})
-	wg.Add(7)
+	wg.Add(9)
 	go func() { defer wg.Done(); r.followFeed(watchCtx) }()
+	go func() { defer wg.Done(); r.followPrincipalCreds(watchCtx) }()
+	go func() { defer wg.Done(); r.watchPins(watchCtx) }()
 	go func() { defer wg.Done(); r.watchShared(watchCtx, catalogReady) }()
 	go func() { defer wg.Done(); r.forgetReplayedSubs(watchCtx) }()
 	go func() { defer wg.Done(); r.maintain(watchCtx) }()
