@@ -26,8 +26,11 @@ import (
 // taking the other writes, and tasks fit again once the old ones expire.
 func TestTasksCannotFillTheServer(t *testing.T) {
 	o := taskOpts("r1")
-	o.TaskMaxBytes = 24 << 20
-	o.TaskRetention = 10 * time.Second // room comes back as tasks expire
+	// 4 results fill the bucket; they must not expire while it fills (a
+	// loaded machine took over 2 s a task, and with 10 s of retention room
+	// came back as fast as tasks were made: none was ever refused).
+	o.TaskMaxBytes = 12 << 20
+	o.TaskRetention = 30 * time.Second // room comes back as tasks expire
 	e := runnertest.StartNATS(t, embednats.Options{MaxStore: 256 << 20}, o)
 	cfg, _ := taskServer(t, "big")
 	e.Put(t, cfg)
@@ -58,7 +61,7 @@ func TestTasksCannotFillTheServer(t *testing.T) {
 		}
 	}
 	if refused == "" {
-		t.Fatal("120 results of 3 MiB were all kept in a bucket bounded at 24 MiB")
+		t.Fatal("120 results of 3 MiB were all kept in a bucket bounded at 12 MiB")
 	}
 	t.Logf("refused: %s", refused)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -70,7 +73,7 @@ func TestTasksCannotFillTheServer(t *testing.T) {
 		t.Fatalf("an event after the tasks filled their bucket: %v", err)
 	}
 	// Room comes back as the tasks expire, without a restart.
-	deadline := time.Now().Add(40 * time.Second)
+	deadline := time.Now().Add(70 * time.Second)
 	for {
 		task, err := e.Client.CreateTask(alice, "big", "large", args)
 		if err == nil {
@@ -79,7 +82,7 @@ func TestTasksCannotFillTheServer(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no task of 3 MiB completed within 40 s of the bucket filling (retention 10 s): %v", err)
+			t.Fatalf("no task of 3 MiB completed within 70 s of the bucket filling (retention 30 s): %v", err)
 		}
 		time.Sleep(time.Second)
 	}
