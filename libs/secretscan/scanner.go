@@ -53,6 +53,7 @@ type Scanner struct {
 	anchors  []func() *regexp.Regexp // by rule, for those whose matches start with a keyword (span.go), compiled on first use
 	heads    [][]head                // by rule, the bytes those matches start with (head.go)
 	needs    [][][]string            // by rule, texts a match needs besides its keywords (span.go)
+	runs     []classRun              // by rule, a run of a class every match holds (run.go)
 	windowed ruleSet
 	all      ruleSet
 	// detectors are gitleaks detectors of a few rules each, by the set of
@@ -123,6 +124,11 @@ func New() (*Scanner, error) {
 		// What the windows and the needed texts are derived from the
 		// compiled regexp, before it is dropped.
 		s.needs = append(s.needs, needs(r.Regex, r.Keywords))
+		var run classRun
+		if len(r.RequiredRules) == 0 && !r.SkipReport { // a composite's parts run as gitleaks runs them
+			run = requiredRun(r.Regex)
+		}
+		s.runs = append(s.runs, run)
 		if n := span(r.Regex, r.Keywords); n > 0 && windowable(r) && !slices.ContainsFunc(cfg.Allowlists, onLine) {
 			s.windowed.add(i)
 			s.span = append(s.span, n)

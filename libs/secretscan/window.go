@@ -134,7 +134,7 @@ func (s *Scanner) detect(payload []byte, set ruleSet, hits []hit, sc *scratch) [
 		return s.detector(s.all).DetectBytes(payload)
 	}
 	for i := range s.rules {
-		if set.has(i) && !s.holdsNeeds(i, payload) {
+		if set.has(i) && (!s.holdsNeeds(i, payload) || !s.runs[i].holds(payload)) {
 			set.remove(i)
 		}
 	}
