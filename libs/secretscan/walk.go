@@ -136,6 +136,19 @@ func (w *walker) keywords(i int) {
 	}
 	p := w.p
 	words := p.words[p.starts[pair(b[i], b[i+1])]]
+	if i+8 <= len(b) {
+		// Eight bytes at once (most compares fail in the first few).
+		x := binary.LittleEndian.Uint64(b[i:])
+		for j := range words {
+			if k := &words[j]; k.startsAt(b[i:], x) {
+				w.set.or(&k.rules)
+				if w.hits != nil {
+					*w.hits = append(*w.hits, hit{i, k})
+				}
+			}
+		}
+		return
+	}
 	for j := range words {
 		if k := &words[j]; hasLowerPrefix(b[i:], k.word) {
 			w.set.or(&k.rules)
