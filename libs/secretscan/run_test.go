@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/zricethezav/gitleaks/v8/config"
+	"github.com/zricethezav/gitleaks/v8/detect"
 )
 
 // TestRuns checks the required runs of shapes whose runs are known, and
@@ -132,5 +133,42 @@ func TestRunSkipsRule(t *testing.T) {
 		if found != c.want {
 			t.Errorf("twilio-api-key found: %v, want %v", found, c.want)
 		}
+	}
+}
+
+// TestRunsMatchGitleaks: for each rule with a required run, texts
+// generated from its regexp, alone, in prose among many of its keywords
+// (the run looked for in the whole payload), and mutated: the scanner's
+// findings equal those of one gitleaks detector of every rule.
+func TestRunsMatchGitleaks(t *testing.T) {
+	s := testScanner(t)
+	ref := detect.NewDetector(s.configOf(s.all))
+	ref.IgnoreGitleaksAllow = true
+	rnd := rand.New(rand.NewPCG(17, 18))
+	found, payloads := 0, 0
+	for i, r := range s.rules {
+		if s.runs[i].n == 0 {
+			continue
+		}
+		_, tree := parsed(t, s.sources[i])
+		kw := r.Keywords[rnd.IntN(len(r.Keywords))]
+		many := strings.Repeat(kw+" "+prose(rnd, 8)+" ", 40)
+		for range 2 {
+			g := generate(rnd, tree)
+			for _, p := range []string{g, many + g + " " + many, mutate(rnd, prose(rnd, 30)+" "+g+" "+prose(rnd, 30)), many + mutate(rnd, g)} {
+				payloads++
+				want := pairs(ref.DetectBytes([]byte(p)))
+				if got := pairs(s.gitleaks([]byte(p))); !slices.Equal(got, want) {
+					t.Errorf("rule %s, payload of %d bytes: scanner found %q, gitleaks %q", r.RuleID, len(p), got, want)
+				}
+				if len(want) > 0 {
+					found++
+				}
+			}
+		}
+	}
+	t.Logf("%d of %d payloads had findings", found, payloads)
+	if found < payloads/3 {
+		t.Fatalf("only %d of %d payloads had findings", found, payloads)
 	}
 }
