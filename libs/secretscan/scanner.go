@@ -103,6 +103,7 @@ func New() (*Scanner, error) {
 		Regex: regexp.MustCompile(`mcpbus_[0-9a-f]{16}_[A-Za-z0-9_-]{43}`), Keywords: []string{"mcpbus_"}}
 	s := &Scanner{base: config.Config{Allowlists: cfg.Allowlists}, detectors: map[ruleSet]*detect.Detector{}}
 	keywords := map[string]ruleSet{}
+	tables := map[byteSet]*[256]bool{} // the class runs' tables, one a class
 	var always ruleSet
 	for _, id := range slices.Sorted(maps.Keys(cfg.Rules)) {
 		r := cfg.Rules[id]
@@ -126,7 +127,13 @@ func New() (*Scanner, error) {
 		s.needs = append(s.needs, needs(r.Regex, r.Keywords))
 		var run classRun
 		if len(r.RequiredRules) == 0 && !r.SkipReport { // a composite's parts run as gitleaks runs them
-			run = requiredRun(r.Regex)
+			if run = requiredRun(r.Regex); run.n > 0 {
+				if t, ok := tables[run.set]; ok {
+					run.in = t
+				} else {
+					tables[run.set] = run.in
+				}
+			}
 		}
 		s.runs = append(s.runs, run)
 		if n := span(r.Regex, r.Keywords); n > 0 && windowable(r) && !slices.ContainsFunc(cfg.Allowlists, onLine) {
