@@ -109,6 +109,7 @@ type tryer struct {
 	found   []Finding
 	unknown *unknowns // made once a few candidates were hashed
 	hashed  int
+	spare   *unknowns // the scan's pooled one, used then (nil: one is made)
 }
 
 // try reports whether payload[start:end] is a known value, adding it to
@@ -131,7 +132,12 @@ func (t *tryer) try(start, end int) bool {
 		}
 	}
 	if t.hashed++; t.hashed == 8 {
-		t.unknown = &unknowns{seed: rand.Uint64()}
+		if t.unknown = t.spare; t.unknown == nil {
+			t.unknown = new(unknowns)
+		}
+		// Cleared: a slot of an earlier scan (another payload, maybe
+		// another known set) must not answer for this one.
+		*t.unknown = unknowns{seed: rand.Uint64(), used: true}
 	}
 	t.unknown.add(t.payload, start, end)
 	return false
@@ -148,6 +154,7 @@ func (t *tryer) try(start, end int) bool {
 // slot costs a fingerprint a candidate, as distinct candidates do.
 type unknowns struct {
 	seed  uint64
+	used  bool // since made or cleared
 	slots [256]struct {
 		head, tail uint64 // the candidate's first and last eight bytes
 		start, end int

@@ -239,7 +239,7 @@ func (s *Scanner) Scan(payload []byte, known *Known) []Finding {
 	// One walk over the bytes finds both the keywords and the known values.
 	sc := s.getScratch()
 	defer s.putScratch(sc)
-	set, knownFound := s.keywords.walk(payload, &sc.hits, known)
+	set, knownFound := s.keywords.walkWith(payload, &sc.hits, known, &sc.unknowns)
 	out := s.ruleFindings(payload, set, sc.hits, sc)
 	out = append(out, seeds(payload)...)
 	out = append(out, knownFound...)

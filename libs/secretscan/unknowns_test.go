@@ -2,7 +2,9 @@ package secretscan
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -79,4 +81,34 @@ func TestUnknownsExact(t *testing.T) {
 		t.Fatalf("only %d lookalikes fell in their slot", sameSlot)
 	}
 	t.Logf("%d lookalikes in their slot", sameSlot)
+}
+
+// The memory of unknown candidates is lent by the scanner's pool: a
+// candidate unknown in one scan is found in the next when the next's known
+// set holds it, and no candidate's bytes stay in the pool after a scan.
+func TestUnknownsPooled(t *testing.T) {
+	s := testScanner(t)
+	const value = "kv-0123456789-secret"
+	var words []string
+	for i := range 40 {
+		words = append(words, fmt.Sprintf("word-%010d-abcd", i%12), value)
+	}
+	p := []byte(`{"text":"` + strings.Join(words, " ") + `"}`)
+	other := NewKnown([]byte("k"), []string{"kv-9999999999-secret"}) // same length: value is hashed, found unknown
+	holding := NewKnown([]byte("k"), []string{value})
+	// Each scan draws a seed: a stale slot answers for value in about one
+	// scan in 256.
+	for range 2000 {
+		if found := s.Scan(p, other); len(found) != 0 {
+			t.Fatalf("found %v under another set", found)
+		}
+		sc := s.getScratch()
+		if sc.unknowns != (unknowns{}) {
+			t.Fatalf("the pooled scratch holds a scan's candidates")
+		}
+		s.putScratch(sc)
+		if found := s.Scan(p, holding); len(found) != 40 {
+			t.Fatalf("found %d, want 40", len(found))
+		}
+	}
 }

@@ -88,9 +88,10 @@ type marked struct {
 // scratch is a scan's working memory, pooled in its Scanner: the keyword
 // occurrences and the windows of a 64 KiB text took ~200 KB a scan.
 type scratch struct {
-	hits  []hit
-	marks []marked
-	ws    []window
+	hits     []hit
+	marks    []marked
+	ws       []window
+	unknowns unknowns // the known-value check's (known.go), cleared before use
 }
 
 // maxPooledHits bounds the scratch a pool keeps: one huge payload's
@@ -109,6 +110,11 @@ func (s *Scanner) putScratch(sc *scratch) {
 		return
 	}
 	sc.hits, sc.marks, sc.ws = sc.hits[:0], sc.marks[:0], sc.ws[:0]
+	if sc.unknowns.used {
+		// Its slots hold the first and last bytes of the scan's candidates:
+		// none stays in the pool.
+		sc.unknowns = unknowns{}
+	}
 	s.scratch.Put(sc)
 }
 
