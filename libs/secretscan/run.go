@@ -32,22 +32,37 @@ type classRun struct {
 
 // requiredRun is a run every match of re holds, the longest found, when it
 // is minRun bytes or more and its class has no space (prose is full of
-// runs of a class that has); else none.
+// runs of a class that has); else none. Its table is made by share.
 func requiredRun(re *regexp.Regexp) classRun {
 	t, err := syntax.Parse(re.String(), syntax.Perl) // as regexp.Compile parses it
 	if err != nil {
 		return classRun{}
 	}
 	if r := runOf(t); r.n >= minRun {
-		// A table: 0.75x the look's time of the set's shifts and masks on
-		// the varied sentences (its loads are where it goes back).
-		r.in = new([256]bool)
-		for c := range 256 {
-			r.in[c] = r.set.has(byte(c))
-		}
 		return r
 	}
 	return classRun{}
+}
+
+// share gives r its table, tables' of its class if there is one (else a
+// new one, kept in tables unless nil). A table: 0.75x the look's time of
+// the set's shifts and masks on the varied sentences (its loads are where
+// it goes back).
+func (r *classRun) share(tables map[byteSet]*[256]bool) {
+	if r.n == 0 {
+		return
+	}
+	if t, ok := tables[r.set]; ok {
+		r.in = t
+		return
+	}
+	r.in = new([256]bool)
+	for c := range 256 {
+		r.in[c] = r.set.has(byte(c))
+	}
+	if tables != nil {
+		tables[r.set] = r.in
+	}
 }
 
 // runOf is a run of a class without a space that every text t matches

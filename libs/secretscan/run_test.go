@@ -38,6 +38,7 @@ func TestRuns(t *testing.T) {
 		{`[a-z]{16}`, 16, []string{strings.Repeat("b", 15) + "." + strings.Repeat("b", 16)}, []string{"." + strings.Repeat("b", 15)}},
 	} {
 		r := requiredRun(regexp.MustCompile(c.re))
+		r.share(nil)
 		if r.n != c.n {
 			t.Errorf("%s: a run of %d, want %d", c.re, r.n, c.n)
 			continue

@@ -127,13 +127,8 @@ func New() (*Scanner, error) {
 		s.needs = append(s.needs, needs(r.Regex, r.Keywords))
 		var run classRun
 		if len(r.RequiredRules) == 0 && !r.SkipReport { // a composite's parts run as gitleaks runs them
-			if run = requiredRun(r.Regex); run.n > 0 {
-				if t, ok := tables[run.set]; ok {
-					run.in = t
-				} else {
-					tables[run.set] = run.in
-				}
-			}
+			run = requiredRun(r.Regex)
+			run.share(tables)
 		}
 		s.runs = append(s.runs, run)
 		if n := span(r.Regex, r.Keywords); n > 0 && windowable(r) && !slices.ContainsFunc(cfg.Allowlists, onLine) {
