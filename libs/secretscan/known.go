@@ -3,8 +3,9 @@ package secretscan
 import (
 	"bytes"
 	"crypto/hmac"
+	"encoding/binary"
 	"fmt"
-	"hash/maphash"
+	"math/rand/v2"
 
 	"github.com/mcpbus/mcpbus/libs/secretscan/fingerprint"
 )
@@ -108,6 +109,7 @@ type tryer struct {
 	found   []Finding
 	unknown *unknowns // made once a few candidates were hashed
 	hashed  int
+	spare   *unknowns // the scan's pooled one, used then (nil: one is made)
 }
 
 // try reports whether payload[start:end] is a known value, adding it to
@@ -130,7 +132,12 @@ func (t *tryer) try(start, end int) bool {
 		}
 	}
 	if t.hashed++; t.hashed == 8 {
-		t.unknown = &unknowns{seed: maphash.MakeSeed()}
+		if t.unknown = t.spare; t.unknown == nil {
+			t.unknown = new(unknowns)
+		}
+		// Cleared: a slot of an earlier scan (another payload, maybe
+		// another known set) must not answer for this one.
+		*t.unknown = unknowns{seed: rand.Uint64(), used: true}
 	}
 	t.unknown.add(t.payload, start, end)
 	return false
@@ -138,33 +145,53 @@ func (t *tryer) try(start, end int) bool {
 
 // unknowns remembers candidates a scan hashed and found in no group, by
 // their place in the payload (no copy of them is made): text repeats (the
-// words of prose, field names), and a lookup here (an unkeyed hash of the
-// text and a compare) costs less than a fingerprint per group and a map
-// lookup each. A slot per hash, the last candidate kept.
+// words of prose, field names), and a lookup here costs less than a
+// fingerprint per group and a map lookup each. A slot per hash, the last
+// candidate kept. A candidate (MinKnownLen bytes or more) is looked up by
+// its first and last eight bytes, which are the whole of one of 16 bytes or
+// fewer (most words): two loads and a multiply, no call; a longer one's
+// middle is compared too. The seed is drawn per scan: text made to share a
+// slot costs a fingerprint a candidate, as distinct candidates do.
 type unknowns struct {
-	seed  maphash.Seed
+	seed  uint64
+	used  bool // since made or cleared
 	slots [256]struct {
-		h          uint64
+		head, tail uint64 // the candidate's first and last eight bytes
 		start, end int
 	}
+}
+
+// key reads eight bytes from each end of a candidate.
+const _ = uint(MinKnownLen - 8)
+
+// key is the first and last eight bytes of p[start:end] (at least eight
+// bytes) and its slot.
+func (u *unknowns) key(p []byte, start, end int) (head, tail uint64, slot int) {
+	head = binary.LittleEndian.Uint64(p[start:])
+	tail = binary.LittleEndian.Uint64(p[end-8:])
+	h := ((head^u.seed)*0x9e3779b97f4a7c15 ^ tail ^ uint64(end-start)) * 0xc2b2ae3d27d4eb4f
+	return head, tail, int(h >> 56)
 }
 
 func (u *unknowns) has(p []byte, start, end int) bool {
 	if u == nil {
 		return false
 	}
-	h := maphash.Bytes(u.seed, p[start:end])
-	s := &u.slots[h%uint64(len(u.slots))]
-	return s.end != 0 && s.h == h && bytes.Equal(p[s.start:s.end], p[start:end])
+	head, tail, i := u.key(p, start, end)
+	s := &u.slots[i]
+	if s.end-s.start != end-start || s.head != head || s.tail != tail {
+		return false // an empty slot's length, 0, is no candidate's
+	}
+	return end-start <= 16 || bytes.Equal(p[s.start+8:s.end-8], p[start+8:end-8])
 }
 
 func (u *unknowns) add(p []byte, start, end int) {
 	if u == nil {
 		return
 	}
-	h := maphash.Bytes(u.seed, p[start:end])
-	s := &u.slots[h%uint64(len(u.slots))]
-	s.h, s.start, s.end = h, start, end
+	head, tail, i := u.key(p, start, end)
+	s := &u.slots[i]
+	s.head, s.tail, s.start, s.end = head, tail, start, end
 }
 
 // Byte classes of tokens: whitespace ends words and tokens; delimiters, the

@@ -2,6 +2,7 @@ package secretscan_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,6 +69,32 @@ func TestKnownInsideEscapedQuotes(t *testing.T) {
 		found := scanner(t).Scan([]byte(p), known)
 		if len(found) != 1 || p[found[0].Start:found[0].End] != value || found[0].Rule != secretscan.RuleKnown {
 			t.Errorf("%s: found %v", p, found)
+		}
+	}
+}
+
+// A known value after candidates remembered as unknown that share its
+// length and its first and last eight bytes (what the scan looks a
+// candidate up by: the whole of one of 16 bytes or fewer, a longer one's
+// middle compared) is found each time.
+func TestKnownAmongLookalikes(t *testing.T) {
+	values := []string{"abcdefgh-XY-ijklmnop", "password1234", "k3y-of-9b", "0123456789abcdef", "0123456789abcdefg"}
+	lookalikes := []string{"abcdefgh-ZZ-ijklmnop", "abcdefgh-XYZijklmnop", "password5678", "passwordX234", "k3y-of-9c", "j3y-of-9b", "0123456789abcdeF", "0123456789Abcdef", "01234567X9abcdefg"}
+	known := secretscan.NewKnown([]byte("k"), values)
+	var words []string
+	for range 4 {
+		words = append(words, lookalikes...)
+		words = append(words, lookalikes...)
+		words = append(words, values...)
+	}
+	payload := []byte(`{"text":"` + strings.Join(words, " ") + `"}`)
+	found := scanner(t).Scan(payload, known)
+	if want := 4 * len(values); len(found) != want {
+		t.Errorf("found %d, want %d", len(found), want)
+	}
+	for _, f := range found {
+		if v := string(payload[f.Start:f.End]); !slices.Contains(values, v) {
+			t.Errorf("finding %+v is %q", f, v)
 		}
 	}
 }

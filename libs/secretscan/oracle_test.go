@@ -2,7 +2,6 @@ package secretscan
 
 import (
 	"bytes"
-	"hash/maphash"
 )
 
 // The separate passes the walk (walk.go) replaced, kept as its oracle and
@@ -74,15 +73,12 @@ func separateKnown(k *Known, payload []byte) []Finding {
 	if k.Len() == 0 {
 		return nil
 	}
-	var unknown *unknowns
+	// Every candidate is fingerprinted: no memory of those found unknown,
+	// so that the scan's (unknowns) is checked against this.
 	var out []Finding
-	hashed := 0
 	try := func(start, end int) bool {
 		n := end - start
 		if n < MinKnownLen || n > maxKnownLen || !k.lens[n] {
-			return false
-		}
-		if unknown.has(payload, start, end) {
 			return false
 		}
 		for _, g := range k.groups {
@@ -94,10 +90,6 @@ func separateKnown(k *Known, payload []byte) []Finding {
 				return true
 			}
 		}
-		if hashed++; hashed == 8 {
-			unknown = &unknowns{seed: maphash.MakeSeed()}
-		}
-		unknown.add(payload, start, end)
 		return false
 	}
 	for i := 0; i < len(payload); i++ {

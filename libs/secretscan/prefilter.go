@@ -63,6 +63,32 @@ const (
 type keyword struct {
 	word  string
 	rules ruleSet
+	// The keyword's first eight bytes as one word (the first in the low
+	// byte), for a compare of up to eight bytes at once: eight bytes read
+	// from a position, with fold or'ed in (0x20 at its letters, which maps
+	// an upper case letter to its lower case and no other byte to a lower
+	// case letter), and mask applied, equal head where they start it.
+	head, mask, fold uint64
+}
+
+// newKeyword is k (lowercase) with the rules that have it.
+func newKeyword(k string, rules ruleSet) keyword {
+	kw := keyword{word: k, rules: rules}
+	for j := range min(len(k), 8) {
+		c := uint64(k[j])
+		kw.head |= c << (8 * j)
+		kw.mask |= 0xff << (8 * j)
+		if 'a' <= k[j] && k[j] <= 'z' {
+			kw.fold |= 0x20 << (8 * j)
+		}
+	}
+	return kw
+}
+
+// startsAt reports whether b, lowercased, starts with k; x is b's first
+// eight bytes (b holds them).
+func (k *keyword) startsAt(b []byte, x uint64) bool {
+	return (x|k.fold)&k.mask == k.head && (len(k.word) <= 8 || hasLowerPrefix(b[8:], k.word[8:]))
 }
 
 func newPrefilter(keywords map[string]ruleSet) *prefilter {
@@ -110,7 +136,7 @@ func newPrefilter(keywords map[string]ruleSet) *prefilter {
 			p.starts[i] = uint16(len(p.words))
 			p.words = append(p.words, nil)
 		}
-		p.words[p.starts[i]] = append(p.words[p.starts[i]], keyword{word: k, rules: rules})
+		p.words[p.starts[i]] = append(p.words[p.starts[i]], newKeyword(k, rules))
 	}
 	return p
 }

@@ -53,6 +53,7 @@ type Scanner struct {
 	anchors  []func() *regexp.Regexp // by rule, for those whose matches start with a keyword (span.go), compiled on first use
 	heads    [][]head                // by rule, the bytes those matches start with (head.go)
 	needs    [][][]string            // by rule, texts a match needs besides its keywords (span.go)
+	runs     []classRun              // by rule, a run of a class every match holds (run.go)
 	windowed ruleSet
 	all      ruleSet
 	// detectors are gitleaks detectors of a few rules each, by the set of
@@ -102,6 +103,7 @@ func New() (*Scanner, error) {
 		Regex: regexp.MustCompile(`mcpbus_[0-9a-f]{16}_[A-Za-z0-9_-]{43}`), Keywords: []string{"mcpbus_"}}
 	s := &Scanner{base: config.Config{Allowlists: cfg.Allowlists}, detectors: map[ruleSet]*detect.Detector{}}
 	keywords := map[string]ruleSet{}
+	tables := map[byteSet]*[256]bool{} // the class runs' tables, one a class
 	var always ruleSet
 	for _, id := range slices.Sorted(maps.Keys(cfg.Rules)) {
 		r := cfg.Rules[id]
@@ -123,6 +125,12 @@ func New() (*Scanner, error) {
 		// What the windows and the needed texts are derived from the
 		// compiled regexp, before it is dropped.
 		s.needs = append(s.needs, needs(r.Regex, r.Keywords))
+		var run classRun
+		if len(r.RequiredRules) == 0 && !r.SkipReport { // a composite's parts run as gitleaks runs them
+			run = requiredRun(r.Regex)
+			run.share(tables)
+		}
+		s.runs = append(s.runs, run)
 		if n := span(r.Regex, r.Keywords); n > 0 && windowable(r) && !slices.ContainsFunc(cfg.Allowlists, onLine) {
 			s.windowed.add(i)
 			s.span = append(s.span, n)
@@ -226,7 +234,7 @@ func (s *Scanner) Scan(payload []byte, known *Known) []Finding {
 	// One walk over the bytes finds both the keywords and the known values.
 	sc := s.getScratch()
 	defer s.putScratch(sc)
-	set, knownFound := s.keywords.walk(payload, &sc.hits, known)
+	set, knownFound := s.keywords.walkWith(payload, &sc.hits, known, &sc.unknowns)
 	out := s.ruleFindings(payload, set, sc.hits, sc)
 	out = append(out, seeds(payload)...)
 	out = append(out, knownFound...)

@@ -39,6 +39,12 @@ type walker struct {
 // (between delimiters, classes), only those of a known length hashed.
 // A string whose whole content is known is one finding.
 func (p *prefilter) walk(b []byte, hits *[]hit, known *Known) (ruleSet, []Finding) {
+	return p.walkWith(b, hits, known, nil)
+}
+
+// walkWith is walk with spare (unless nil) lent as the known-value
+// check's memory of unknown candidates (8 KB, made per scan otherwise).
+func (p *prefilter) walkWith(b []byte, hits *[]hit, known *Known, spare *unknowns) (ruleSet, []Finding) {
 	w := walker{p: p, b: b, hits: hits, set: p.always}
 	n := len(b)
 	// Every candidate lies in a word at least as long as the shortest
@@ -51,7 +57,7 @@ func (p *prefilter) walk(b []byte, hits *[]hit, known *Known) (ruleSet, []Findin
 	// bytes at most: the mask's bits).
 	var long uint64
 	if known.Len() > 0 {
-		w.try = &tryer{k: known, payload: b}
+		w.try = &tryer{k: known, payload: b, spare: spare}
 		blanks, stops = blank, short|quote
 		long = 1<<(min(known.shortest, 63)+1) - 1
 	}
@@ -136,6 +142,19 @@ func (w *walker) keywords(i int) {
 	}
 	p := w.p
 	words := p.words[p.starts[pair(b[i], b[i+1])]]
+	if i+8 <= len(b) {
+		// Eight bytes at once (most compares fail in the first few).
+		x := binary.LittleEndian.Uint64(b[i:])
+		for j := range words {
+			if k := &words[j]; k.startsAt(b[i:], x) {
+				w.set.or(&k.rules)
+				if w.hits != nil {
+					*w.hits = append(*w.hits, hit{i, k})
+				}
+			}
+		}
+		return
+	}
 	for j := range words {
 		if k := &words[j]; hasLowerPrefix(b[i:], k.word) {
 			w.set.or(&k.rules)

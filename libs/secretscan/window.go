@@ -88,9 +88,10 @@ type marked struct {
 // scratch is a scan's working memory, pooled in its Scanner: the keyword
 // occurrences and the windows of a 64 KiB text took ~200 KB a scan.
 type scratch struct {
-	hits  []hit
-	marks []marked
-	ws    []window
+	hits     []hit
+	marks    []marked
+	ws       []window
+	unknowns unknowns // the known-value check's (known.go), cleared before use
 }
 
 // maxPooledHits bounds the scratch a pool keeps: one huge payload's
@@ -109,6 +110,11 @@ func (s *Scanner) putScratch(sc *scratch) {
 		return
 	}
 	sc.hits, sc.marks, sc.ws = sc.hits[:0], sc.marks[:0], sc.ws[:0]
+	if sc.unknowns.used {
+		// Its slots hold the first and last bytes of the scan's candidates:
+		// none stays in the pool.
+		sc.unknowns = unknowns{}
+	}
 	s.scratch.Put(sc)
 }
 
@@ -134,7 +140,10 @@ func (s *Scanner) detect(payload []byte, set ruleSet, hits []hit, sc *scratch) [
 		return s.detector(s.all).DetectBytes(payload)
 	}
 	for i := range s.rules {
-		if set.has(i) && !s.holdsNeeds(i, payload) {
+		// A rule run on the whole payload is skipped where its class run
+		// is nowhere (the look costs less than the regexp); a windowed
+		// rule is looked at below.
+		if set.has(i) && (!s.holdsNeeds(i, payload) || !s.windowed.has(i) && !s.runs[i].holds(payload)) {
 			set.remove(i)
 		}
 	}
@@ -153,9 +162,20 @@ func (s *Scanner) detect(payload []byte, set ruleSet, hits []hit, sc *scratch) [
 		if !windowed.has(i) {
 			continue
 		}
+		// Its class run: looked for in the whole payload first where the
+		// rule's keywords are many (the look reads about one byte in n,
+		// each occurrence makes a window), else in each window (a match
+		// lies within one).
+		cls := &s.runs[i]
+		if cls.n > 0 && hitsOf(i, hits, len(payload)/(16*cls.n)) && !cls.holds(payload) {
+			continue
+		}
 		// Only where a match may be (for a rule whose matches start with a
 		// keyword) or anywhere near a keyword.
 		ws := s.windows(i, payload, hits, sc)
+		if cls.n > 0 {
+			ws = slices.DeleteFunc(ws, func(w window) bool { return !cls.holds(payload[w.start:w.end]) })
+		}
 		covered := 0
 		for _, w := range ws {
 			covered += w.end - w.start
@@ -181,6 +201,19 @@ func (s *Scanner) detect(payload []byte, set ruleSet, hits []hit, sc *scratch) [
 		}
 	}
 	return out
+}
+
+// hitsOf reports whether n or more of hits are of rule i's keywords.
+func hitsOf(i int, hits []hit, n int) bool {
+	for _, h := range hits {
+		if n <= 0 {
+			break
+		}
+		if h.k.rules.has(i) {
+			n--
+		}
+	}
+	return n <= 0
 }
 
 // holdsNeeds reports whether payload holds a text of each of rule i's needs.
