@@ -3,7 +3,6 @@ package model
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"regexp"
 	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/pattern"
@@ -13,10 +12,22 @@ import (
 const MaxNameLen = 64
 
 var (
-	slugPattern  = pattern.MustCompile(`^[a-z0-9_-]+$`, 1, 64)
-	namePattern  = pattern.MustCompile(`^[a-zA-Z0-9_-]+$`, 1, MaxNameLen)
-	tokenPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+	slugPattern = pattern.MustCompile(`^[a-z0-9_-]+$`, 1, 64)
+	namePattern = pattern.MustCompile(`^[a-zA-Z0-9_-]+$`, 1, MaxNameLen)
 )
+
+// tokenSafe reports whether s is made only of [a-zA-Z0-9_-], at least one:
+// a tool name kept as its subject token. Every call's subject is made with
+// it (ToolToken), so it is a loop over the bytes, not a regexp match.
+func tokenSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // ValidSlug reports whether s may name a server on the bus.
 func ValidSlug(s string) bool { return slugPattern.MatchString(s) }
@@ -80,7 +91,7 @@ const MaxTokenLen = 128
 // characters replaced, are cut to fit, and get a hash of the original
 // appended, so two different names never share a token.
 func ToolToken(tool string) string {
-	if len(tool) <= MaxTokenLen && tokenPattern.MatchString(tool) {
+	if len(tool) <= MaxTokenLen && tokenSafe(tool) {
 		return tool
 	}
 	h := shortHash(tool)

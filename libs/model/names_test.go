@@ -311,3 +311,12 @@ func TestNormalizeNonASCIIName(t *testing.T) {
 		t.Errorf("two names, one slug %q", a.Slug)
 	}
 }
+
+// BenchmarkToolToken: every bus call's subject is made with ToolToken.
+func BenchmarkToolToken(b *testing.B) {
+	for range b.N {
+		if model.ToolToken("search_repositories") == "" {
+			b.Fatal("empty token")
+		}
+	}
+}

@@ -363,10 +363,11 @@ func eligible(r *http.Request) bool {
 	if pv := r.Header.Get("Mcp-Protocol-Version"); pv != modernVersion && !supportedVersion[pv] {
 		return false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	if !jsonContent(r.Header.Get("Content-Type")) {
 		return false
 	}
-	if r.Header.Get("Last-Event-ID") != "" {
+	// Last-Event-ID in its canonical form: Get would allocate to canonicalize it.
+	if r.Header.Get("Last-Event-Id") != "" {
 		return false // a resumption: go-sdk's business
 	}
 	if !acceptsBoth(r.Header.Values("Accept")) {
@@ -399,11 +400,25 @@ func negotiated(v string) string {
 	return "2025-11-25"
 }
 
+// jsonContent reports whether a Content-Type is application/json, as
+// mime.ParseMediaType reads it; the plain spelling every client sends is
+// matched without it (it allocates a map of the parameters each request).
+func jsonContent(ct string) bool {
+	if ct == "application/json" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
 // acceptsBoth is go-sdk's rule: a POST must accept JSON and an event stream.
+// The values are walked in place (strings.Split would allocate each request).
 func acceptsBoth(values []string) bool {
 	var j, s bool
 	for _, v := range values {
-		for _, tok := range strings.Split(v, ",") {
+		for rest, more := v, true; more; {
+			var tok string
+			tok, rest, more = strings.Cut(rest, ",")
 			base, _, _ := strings.Cut(tok, ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
 			case "application/json", "application/*":

@@ -45,7 +45,7 @@ func (s *server) approve(ctx context.Context, c caller, h nats.Header, token str
 	if st == nil || !st.Enforcing() {
 		return nil
 	}
-	who, err := callerPrincipal(c, h)
+	who, err := s.r.callerPrincipal(c, h)
 	if err != nil {
 		return err
 	}

@@ -197,7 +197,7 @@ func (s *server) handleCall(req micro.Request) {
 		return
 	}
 	if subj := h.Get(bus.HeaderClientSubject); subj != "" {
-		who, _ := callerPrincipal(c, h) // as principalOf: an unreadable header is the operator's
+		who, _ := s.r.callerPrincipal(c, h) // as principalOf: an unreadable header is the operator's
 		ctx = withClientTarget(ctx, &clientTarget{subject: subj, requestID: h.Get(bus.HeaderRequestID), principal: who})
 	}
 	if d, ok := bus.Vouched(req); ok {
@@ -289,7 +289,7 @@ func (s *server) recordCall(ctx context.Context, c caller, h nats.Header, tool, 
 	ev := model.CallEvent{
 		Server: s.slug, Tool: tool, RequestID: reqID, TraceID: tid,
 		Outcome: outcome, Code: string(apierr.Of(err)), Error: errText, DurationMS: float64(end.Sub(start).Microseconds()) / 1000,
-		At: start.UTC(), Runner: s.r.opts.ID, Caller: c.label(), Principal: principalOf(ctx, c, h),
+		At: start.UTC(), Runner: s.r.opts.ID, Caller: c.label(), Principal: s.r.principalOf(ctx, c, h),
 		Secrets: res.secrets, NotRun: errors.Is(err, bus.ErrNotRun),
 	}
 	s.r.publishCall(ctx, ev)
@@ -306,8 +306,8 @@ type vouchedKey struct{}
 // subject names, else the one the gateway or the chat service put in its
 // header ("" without one: the operator or a service of its own accord). It
 // names the span's enduser.id too.
-func principalOf(ctx context.Context, c caller, h nats.Header) string {
-	id, err := callerPrincipal(c, h)
+func (r *Runner) principalOf(ctx context.Context, c caller, h nats.Header) string {
+	id, err := r.callerPrincipal(c, h)
 	if err != nil || id == "" {
 		return ""
 	}
@@ -481,7 +481,7 @@ func (s *server) call(ctx context.Context, c caller, h nats.Header, token string
 	// only one in flight (targetFor), and not while another principal's
 	// call given up may still be the server's work.
 	s.clients.enter(sess.ClientSession, target)
-	who, _ := callerPrincipal(c, h)
+	who, _ := s.r.callerPrincipal(c, h)
 	callCtx := ctx
 	defer func() { s.clients.leave(sess.ClientSession, target, unanswered(callCtx, who, doubt)) }()
 	if s.useRaw(sess, tool, progress || relays) {
@@ -890,7 +890,7 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 	// flight of the session (targetFor), and one given up leaves its
 	// principal in doubt as a call does.
 	s.clients.enter(sess.ClientSession, nil)
-	who, _ := callerPrincipal(c, h)
+	who, _ := s.r.callerPrincipal(c, h)
 	rpcCtx, doubt := ctx, cfg.Runtime.CallTimeout.Or(s.r.opts.CallTimeout)
 	defer func() { s.clients.leave(sess.ClientSession, nil, unanswered(rpcCtx, who, doubt)) }()
 	target, extra, spanOnly := rpcTarget(in)

@@ -58,18 +58,54 @@ type principalSessions struct {
 
 // callerPrincipal is the principal a request acts for: the agent its subject
 // names, else the one in its header, else "" (the operator).
-func callerPrincipal(c caller, h nats.Header) (string, error) {
+func (r *Runner) callerPrincipal(c caller, h nats.Header) (string, error) {
 	switch {
 	case c.agent != "":
 		return principal.KindAgent + ":" + c.agent, nil
 	case h.Get(principal.Header) != "":
-		p, err := principal.FromHeader(h)
-		if err != nil {
-			return "", err
-		}
-		return p.ID, nil
+		return r.principalIDs.of(h.Get(principal.Header))
 	}
 	return "", nil
+}
+
+// principalIDs remembers the principal id of the Mcpbus-Principal header
+// values seen. A call reads its principal two to four times (the event, the
+// relay's bookkeeping, approvals, per-principal sessions) and the values
+// repeat from call to call (the gateway sends one per key or token): a
+// decode is a base64 and a JSON decode, ~7 objects. Only values that decode
+// are kept, at most maxPrincipalIDs of at most maxPrincipalIDLen bytes; the
+// map is emptied when full.
+type principalIDs struct {
+	mu  sync.RWMutex
+	ids map[string]string
+}
+
+const (
+	maxPrincipalIDs   = 256
+	maxPrincipalIDLen = 2 << 10
+)
+
+// of is the principal id of header value v, as principal.Decode reads it.
+func (p *principalIDs) of(v string) (string, error) {
+	p.mu.RLock()
+	id, ok := p.ids[v]
+	p.mu.RUnlock()
+	if ok {
+		return id, nil
+	}
+	pr, err := principal.Decode(v)
+	if err != nil {
+		return "", err
+	}
+	if len(v) <= maxPrincipalIDLen {
+		p.mu.Lock()
+		if p.ids == nil || len(p.ids) >= maxPrincipalIDs {
+			p.ids = make(map[string]string)
+		}
+		p.ids[v] = pr.ID
+		p.mu.Unlock()
+	}
+	return pr.ID, nil
 }
 
 // sessionFor is the session a request goes on: shared, or for a
@@ -79,7 +115,7 @@ func (s *server) sessionFor(ctx context.Context, c caller, h nats.Header, shared
 	if !cfg.Auth.PerPrincipal {
 		return shared, noRelease, nil
 	}
-	who, err := callerPrincipal(c, h)
+	who, err := s.r.callerPrincipal(c, h)
 	if err != nil {
 		return liveSession{}, noRelease, err
 	}

@@ -282,6 +282,8 @@ type Runner struct {
 	sandbox   *sandbox.Sandbox // nil: --child-sandbox=off
 	tasks     *taskStore
 	approvals *approvals.Store // the approval rules and held calls (approvals.go)
+	// principalIDs: the principal ids of the header values seen (perprincipal.go).
+	principalIDs principalIDs
 
 	running atomic.Int64 // servers with a live session or starting (takeSlot)
 	metrics lifecycleMetrics
