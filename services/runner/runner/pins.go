@@ -83,10 +83,13 @@ func (s *server) recheckPins(ctx context.Context, relearn bool) error {
 // (settleFirstSight turns that record into the pin).
 func (r *Runner) watchPins(ctx context.Context) {
 	hashes := map[string]string{} // pin key → pinned hash; FollowKV calls one at a time
-	hashOf := func(e jetstream.KeyValueEntry) string {
+	// A review's outcome has nothing pending (an approval moves the pending
+	// hash to the pin, a first sight settled has none); a record with a
+	// change pending is a change seen, for a review to decide, not one.
+	hashOf := func(e jetstream.KeyValueEntry) (hash string, settled bool) {
 		var pin model.ToolPin
 		_ = json.Unmarshal(e.Value(), &pin)
-		return pin.Hash
+		return pin.Hash, pin.Pending == nil
 	}
 	reviewed := map[string]bool{} // config ids
 	bus.FollowKV(ctx, r.nc, r.assets.Pins, bus.KVHandler{
@@ -94,8 +97,8 @@ func (r *Runner) watchPins(ctx context.Context) {
 			clear(reviewed)
 			next := make(map[string]string, len(entries))
 			for key, e := range entries {
-				h := hashOf(e)
-				if old, ok := hashes[key]; ok && old != h {
+				h, settled := hashOf(e)
+				if old, ok := hashes[key]; ok && old != h && settled {
 					reviewed[pinServerID(key)] = true
 				}
 				next[key] = h
@@ -111,10 +114,10 @@ func (r *Runner) watchPins(ctx context.Context) {
 				delete(hashes, key)
 				return
 			}
-			h := hashOf(e)
+			h, settled := hashOf(e)
 			old, ok := hashes[key]
 			hashes[key] = h
-			if ok && old != h {
+			if ok && old != h && settled {
 				r.pinsReviewed(ctx, pinServerID(key))
 			}
 		},
