@@ -245,8 +245,8 @@ func join(parts ...[]string) []string {
 // permissions.
 func Table() []Rule {
 	return []Rule{
-		{Role: Runner, Why: "serves calls, rpc, runtime, tools.list, tools.search, tools.review/approve and task.*; resolves credentials; publishes status, catalogs, leases, tool pins and call, tool_changed, tool_reviewed, task, resource_updated and list_changed events; queues and consumes task runs (MCP_TASKS, and drops the run of a task that ended before any run started it) and keeps task records (mcp_tasks); cancels a task's call on cancel.*; reads the fingerprints of every stored secret (cred.fingerprints, the only one that may) again when a record changes (events.cred.*); appends call, tool_changed and tool_reviewed events to its audit chains; sends progress to callers' inboxes; applies the approval rules to every call (reads mcp_approval_rules, holds and consumes calls in mcp_approvals)",
-			Subscribe: join(ownInbox, discovery, []string{"{p}.call.> " + serverQueues, "{p}.rpc.* " + serverQueues, "{p}.control.* " + serverQueues,
+		{Role: Runner, Why: "serves calls, rpc, runtime (start, stop and restart reach every replica of a server: control.<server>.all, runners only), tools.list, tools.search, tools.review/approve and task.*; resolves credentials; publishes status, catalogs, leases, tool pins and call, tool_changed, tool_reviewed, task, resource_updated and list_changed events; queues and consumes task runs (MCP_TASKS, and drops the run of a task that ended before any run started it) and keeps task records (mcp_tasks); cancels a task's call on cancel.*; reads the fingerprints of every stored secret (cred.fingerprints, the only one that may) again when a record changes (events.cred.*); appends call, tool_changed and tool_reviewed events to its audit chains; sends progress to callers' inboxes; applies the approval rules to every call (reads mcp_approval_rules, holds and consumes calls in mcp_approvals)",
+			Subscribe: join(ownInbox, discovery, []string{"{p}.call.> " + serverQueues, "{p}.rpc.* " + serverQueues, "{p}.control.* " + serverQueues, "{p}.control.*.all",
 				"{p}.agent.*.call.> " + serverQueues, "{p}.agent.*.rpc.* " + serverQueues, "{p}.cancel.*", "{p}.agent.*.cancel.*",
 				"{p}.tools.list " + runnerQueue, "{p}.agent.*.tools.list " + runnerQueue,
 				"{p}.tools.search " + runnerQueue, "{p}.agent.*.tools.search " + runnerQueue, "{p}.runtime.* " + runnerQueue,
@@ -254,7 +254,7 @@ func Table() []Rule {
 			Publish: join(sharedAssets, ensure(streamTasks, "KV_"+bTasks), kvRead(bConfigs, bAgents), kvWrite(bStatus, bTools, bOwners, bPins, bTasks), consume(streamTasks), []string{"$JS.API.STREAM.MSG.DELETE." + streamTasks}, auditWrite(Runner),
 				ensure("KV_"+bApprovalRules, "KV_"+bApprovals), kvRead(bApprovalRules), kvWrite(bApprovals),
 				[]string{"{p}.events.status.>", "{p}.events.call.>", "{p}.agent.*.events.call.*", "{p}.agent.*.events.status.*", "{p}.events.tool_changed.>", "{p}.events.tool_reviewed.>", "{p}.events.task.>",
-					"{p}.events.resource_updated.*", "{p}.events.list_changed.*", "{p}.tasks.run.*", "{p}.cancel.*", "{p}.control.*", "{p}.cred.resolve", "{p}.cred.fingerprints", InboxRoot + ".>"})},
+					"{p}.events.resource_updated.*", "{p}.events.list_changed.*", "{p}.tasks.run.*", "{p}.cancel.*", "{p}.control.*", "{p}.control.*.all", "{p}.cred.resolve", "{p}.cred.fingerprints", InboxRoot + ".>"})},
 		{Role: Config, Why: "serves config.*; keeps configs and slugs (and drops a deleted server's status and catalog); stores secrets through the credential service; starts servers through runtime.*; appends config events to its audit chains",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.config.*"}),
 			Publish: join(sharedAssets, kvWrite(bConfigs, bSlugs, bStatus, bTools), kvRead(bOwners), auditWrite(Config),

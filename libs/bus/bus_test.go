@@ -293,6 +293,7 @@ func TestSubjects(t *testing.T) {
 			s.RPC("fs"):                  "acme.mcp.rpc.fs",
 			s.Cancel("fs"):               "acme.mcp.cancel.fs",
 			s.Control("fs"):              "acme.mcp.control.fs",
+			s.ControlAll("fs"):           "acme.mcp.control.fs.all",
 			s.Runtime("restart"):         "acme.mcp.runtime.restart",
 			s.Service("config", "list"):  "acme.mcp.config.list",
 			s.Event("status", "fs"):      "acme.mcp.events.status.fs",

@@ -149,6 +149,11 @@ func (s Subjects) Cancel(server string) string { return s.join("cancel", server)
 // Control is the internal control subject of server, answered by one of its owners.
 func (s Subjects) Control(server string) string { return s.join("control", server) }
 
+// ControlAll is the internal control subject that every owner of server
+// hears (no queue group): the verbs that mean the server, not one replica
+// of it (start, stop, restart), go there so that each replica does them.
+func (s Subjects) ControlAll(server string) string { return s.join("control", server, "all") }
+
 // Runtime is a control-plane subject: verb is start, stop, restart or status.
 func (s Subjects) Runtime(verb string) string { return s.join("runtime", verb) }
 

@@ -24,7 +24,7 @@ const instrumentation = "github.com/mcpbus/mcpbus/libs/bus"
 
 // Template is the low-cardinality form of a request subject, the messaging
 // conventions' destination template: the variable tokens (server, tool) of
-// the call, rpc, control and cancel subjects, the OAuth flow of a relayed
+// the call, rpc, control (and control.<server>.all) and cancel subjects, the OAuth flow of a relayed
 // callback and the gateway instance of a relayed retry become
 // placeholders. Reading from the end keeps any prefix as it is. A reply
 // inbox (NATS's _INBOX, or an identity's _I.<name>: access.InboxRoot) is
@@ -59,6 +59,10 @@ func Template(subject string) string {
 	switch subject[first+1 : mid] {
 	case "call":
 		return subject[:mid] + ".{server}.{tool}"
+	case "control": // control.<server>.all
+		if subject[last+1:] == "all" {
+			return subject[:mid] + ".{server}.all"
+		}
 	case "events":
 		return subject[:last] + ".{name}"
 	}

@@ -14,6 +14,8 @@ func TestTemplate(t *testing.T) {
 		"acme.prod.mcp.call.fs.read":       "acme.prod.mcp.call.{server}.{tool}",
 		"mcp.v1.rpc.github":                "mcp.v1.rpc.{server}",
 		"mcp.v1.control.github":            "mcp.v1.control.{server}",
+		"mcp.v1.control.github.all":        "mcp.v1.control.{server}.all",
+		"control.github.all":               "control.{server}.all",
 		"mcp.v1.cancel.github":             "mcp.v1.cancel.{server}",
 		"mcp.v1.events.call.github":        "mcp.v1.events.call.{name}",
 		"mcp.v1.config.create":             "mcp.v1.config.create",

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -13,17 +15,27 @@ import (
 // that it runs with them: a running server keeps the environment it started
 // with, and a starting one may have resolved the old values already (the
 // runner queues the restart behind the start: it comes up, then restarts
-// with the new ones). A server that is not running or starting takes them at
-// its next start. It reports whether a restart was asked for.
+// with the new ones). Every replica that is running or starting restarts
+// (runtime.restart with if_running); one that is not takes them at its next
+// start. It reports whether a restart was asked for: whether a replica was
+// running or starting.
 func (c *Client) ApplySecrets(ctx context.Context, server string) (bool, error) {
-	st, err := c.Runtime(ctx, "status", server)
-	if err != nil || (st.State != model.StateRunning && st.State != model.StateStarting) {
-		return false, nil // no runner holds it running: nothing to apply
+	// The status of one replica tells whether a runner holds the server
+	// (and it is enabled); which replicas run is theirs to check.
+	if st, err := c.Runtime(ctx, "status", server); err != nil || st.State == model.StateDisabled {
+		return false, nil // no runner holds it: nothing to apply
 	}
-	if _, err := c.Runtime(ctx, "restart", server); err != nil {
+	var st model.Status
+	err := bus.RequestJSON(ctx, c.nc, c.subj.Runtime("restart"), model.RuntimeRequest{Server: server, IfRunning: true}, &st, 2*time.Minute)
+	if apierr.Of(err) == apierr.Validation && strings.Contains(err.Error(), "if_running") {
+		// A runner of an older build, which knows no if_running, restarts
+		// the one replica its control subject reaches, as it did before.
+		st, err = c.Runtime(ctx, "restart", server)
+	}
+	if err != nil {
 		return false, fmt.Errorf("secrets stored, but restarting %s to use them failed: %w", server, err)
 	}
-	return true, nil
+	return st.State == model.StateRunning || st.State == model.StateStarting, nil
 }
 
 // ApplyPrincipalSecrets closes principal's upstream session of server (slug)

@@ -106,6 +106,12 @@ type RuntimeRequest struct {
 	// Principal, for forget only: whose per-principal upstream session the
 	// owner closes (their credentials changed or were revoked).
 	Principal string `json:"principal,omitempty"`
+	// IfRunning, for restart only: restart the replicas that are running
+	// or starting and leave the others (stopped, idle, in error) as they
+	// are; they take what is stored at their next start. A secret change
+	// asks so (client.ApplySecrets). The reply is the status of a replica
+	// that restarted when one did.
+	IfRunning bool `json:"if_running,omitempty"`
 }
 
 // RuntimeStatusReply is the reply of mcp.v1.runtime.status without a server.

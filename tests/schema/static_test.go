@@ -217,7 +217,7 @@ func TestAsyncAPI(t *testing.T) {
 	// The subjects of docs/design.md that exist in the code, built by the code's own subject builder.
 	s := bus.NewSubjects("")
 	for _, subject := range []string{
-		s.ToolsList(), s.Call("srv", "tool"), s.RPC("srv"), s.Cancel("srv"), s.Control("srv"),
+		s.ToolsList(), s.Call("srv", "tool"), s.RPC("srv"), s.Cancel("srv"), s.Control("srv"), s.ControlAll("srv"),
 		s.Runtime("start"), s.Runtime("stop"), s.Runtime("restart"), s.Runtime("status"), s.Runtime("forget"),
 		s.Event("status", "srv"), s.Event("call", "srv"), s.Event("config", "srv"),
 		"$KV." + bus.BucketConfigs + ".id", "$KV." + bus.BucketStatus + ".srv", "$KV." + bus.BucketTools + ".srv",

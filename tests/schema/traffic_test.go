@@ -538,7 +538,7 @@ func kindOf(subject string, s bus.Subjects) string {
 		return "rpc"
 	case tok[0] == "cancel" && len(tok) == 2:
 		return "cancel"
-	case tok[0] == "control" && len(tok) == 2:
+	case tok[0] == "control" && (len(tok) == 2 || len(tok) == 3 && tok[2] == "all"):
 		return "control"
 	case tok[0] == "gateway" && len(tok) == 3 && tok[1] == "retry":
 		return "gateway.retry"

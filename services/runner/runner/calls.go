@@ -49,6 +49,9 @@ func (s *server) serve() error {
 			{Name: "call", Subject: s.r.subj.CallAll(s.slug), Handler: s.async(s.handleCall), Local: true},
 			{Name: "rpc", Subject: s.r.subj.RPC(s.slug), Handler: s.async(s.handleRPC)},
 			{Name: "control", Subject: s.r.subj.Control(s.slug), Handler: s.async(s.handleControl)},
+			// Every replica hears start, stop and restart: they mean the
+			// server, not the one replica the queue group would pick.
+			{Name: "control-all", Subject: s.r.subj.ControlAll(s.slug), Handler: s.async(s.handleControl), Broadcast: true},
 			// Every replica hears a cancellation; the one running the request acts on it.
 			{Name: "cancel", Subject: s.r.subj.Cancel(s.slug), Handler: micro.HandlerFunc(s.handleCancel), Broadcast: true},
 			// The same requests of agents, under their own prefixes.
@@ -1002,6 +1005,9 @@ type controlRequest struct {
 	Verb string `json:"verb"`
 	// Principal, for forget: whose per-principal session to close.
 	Principal string `json:"principal,omitempty"`
+	// IfRunning, for restart: only when this replica is running or
+	// starting (model.RuntimeRequest.IfRunning).
+	IfRunning bool `json:"if_running,omitempty"`
 }
 
 // handleControl runs start, stop, restart or status on this owner.
@@ -1029,7 +1035,14 @@ func (s *server) handleControl(req micro.Request) {
 		// In place, as a config change restarts (calls meanwhile wait, the
 		// tools stay listed), with a fresh series of automatic restarts: a
 		// server in error whose retries ran out starts again too.
-		err = s.do(func() error { return s.restartInPlace(ctx, restartManual, true) })
+		err = s.do(func() error {
+			// Checked in the queue of operations: a start queued before
+			// this has come up by now (it may have read the old secrets).
+			if st := s.status().State; in.IfRunning && st != model.StateRunning && st != model.StateStarting {
+				return nil // takes what is stored at its next start
+			}
+			return s.restartInPlace(ctx, restartManual, true)
+		})
 	case "pins": // a tool's review was recorded: check the tools again
 		err = s.do(func() error { return s.recheckPins(ctx, true) })
 	case "forget": // a principal's own credentials changed or were revoked

@@ -558,6 +558,9 @@ func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request
 		if (verb == "forget") != (in.Principal != "") {
 			return nil, apierr.Invalid("principal", "principal is required by forget, and only there")
 		}
+		if in.IfRunning && verb != "restart" {
+			return nil, apierr.Invalid("if_running", "if_running is for restart only")
+		}
 		cfg, err := r.configBySlug(ctx, in.Server)
 		if err != nil {
 			return nil, err
@@ -575,12 +578,23 @@ func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request
 		control := func(verb string, timeout time.Duration) (*nats.Msg, error) {
 			msg := nats.NewMsg(r.subj.Control(cfg.Slug))
 			msg.Header.Set(bus.HeaderRequestID, req.Headers().Get(bus.HeaderRequestID)) // one id end to end
-			msg.Data, _ = json.Marshal(controlRequest{Verb: verb, Principal: in.Principal})
+			msg.Data, _ = json.Marshal(controlRequest{Verb: verb, Principal: in.Principal, IfRunning: in.IfRunning})
 			reply, err := bus.Request(ctx, r.nc, msg, timeout)
 			if apierr.Of(err) == apierr.ServiceUnavailable && errors.Is(err, nats.ErrNoResponders) {
 				return nil, apierr.Newf(apierr.ServiceUnavailable, "no runner owns server %s", cfg.Slug)
 			}
 			return reply, err
+		}
+		if verb == "start" || verb == "stop" || verb == "restart" {
+			// They mean the server: every replica does them (the control
+			// subject would reach one, the others kept running, or kept
+			// the secrets a restart was to replace).
+			st, ok, err := r.controlEach(ctx, cfg.Slug, controlRequest{Verb: verb, IfRunning: in.IfRunning}, req.Headers().Get(bus.HeaderRequestID), timeout)
+			if ok || err != nil {
+				return st, err
+			}
+			// No replica answers there: runners of an older build serve
+			// only the control subject.
 		}
 		if verb == "status" {
 			timeout = ownerProbeTimeout // an owner answers a status at once
@@ -589,11 +603,17 @@ func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request
 			// one else listens: a monitoring subscriber on ">" hides it, and a
 			// start would then wait its whole timeout. A status answers at once
 			// from a serving owner, so ask it first with a short timeout.
-			if _, err := control("status", ownerProbeTimeout); err != nil {
+			probe, err := control("status", ownerProbeTimeout)
+			if err != nil {
 				if apierr.Of(err) == apierr.Network {
 					return nil, apierr.Newf(apierr.ServiceUnavailable, "no runner owns server %s (no answer within %s)", cfg.Slug, ownerProbeTimeout)
 				}
 				return nil, err
+			}
+			// An older build's replica restarts whatever its state.
+			var st model.Status
+			if in.IfRunning && json.Unmarshal(probe.Data, &st) == nil && st.State != model.StateRunning && st.State != model.StateStarting {
+				return probe.Data, nil
 			}
 		}
 		reply, err := control(verb, timeout)

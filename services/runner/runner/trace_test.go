@@ -222,7 +222,7 @@ func TestStartSpans(t *testing.T) {
 		t.Fatal("the call's tools/call began before the start ended")
 	}
 
-	// A restart asked on runtime.restart: process control → start.
+	// A restart asked on runtime.restart: process control (every replica) → start.
 	ctx, root = tp.Tracer("test").Start(context.Background(), "operator")
 	if _, err := e.Client.Runtime(ctx, "restart", "alpha"); err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestStartSpans(t *testing.T) {
 			parent = s
 		}
 	}
-	if parent == nil || parent.Name() != "process mcp.v1.control.{server}" {
+	if parent == nil || parent.Name() != "process mcp.v1.control.{server}.all" {
 		t.Fatalf("the restart's start is not a child of the control request's process span (parent %v)", parent)
 	}
 	if !res.resolvedIn(root.SpanContext().TraceID()) {
