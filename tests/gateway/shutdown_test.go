@@ -181,7 +181,9 @@ func TestKilledGatewayCallRunsOn(t *testing.T) {
 // rather than cancelled at once.
 func TestStopDrainsCompletion(t *testing.T) {
 	t.Parallel()
-	c := startChat(t)
+	// The drain's bound, not the helpers' 4 s: in CI (load ~16) the turn
+	// (an LLM request, the 1.5 s call, another) took longer than that.
+	c := startChatWith(t, gateway.Options{EventHeartbeat: 500 * time.Millisecond, ShutdownTimeout: 20 * time.Second})
 	c.putProfile(t, "assistant", nil)
 	c.llm.Enqueue(llmtest.ToolCalls(llmtest.Call("tm__sleep", `{"ms":1500}`)), llmtest.Text("slept well"))
 	type answer struct {
@@ -201,7 +203,15 @@ func TestStopDrainsCompletion(t *testing.T) {
 		}
 		got <- answer{text: out.Choices[0].Message.Content}
 	}()
-	time.Sleep(700 * time.Millisecond) // the tool call runs
+	// The turn has begun (the model was asked; the call follows), however
+	// loaded the machine: a fixed sleep stopped the gateway before the
+	// completion reached the chat.
+	for deadline := time.Now().Add(30 * time.Second); c.llm.Attempts() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the completion never reached the model")
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the tool call runs
 	stopped := make(chan struct{})
 	go func() { c.st.Close(); close(stopped) }()
 	if a := <-got; a.err != nil || a.text != "slept well" {
