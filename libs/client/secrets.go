@@ -13,11 +13,13 @@ import (
 // that it runs with them: a running server keeps the environment it started
 // with, and a starting one may have resolved the old values already (the
 // runner queues the restart behind the start: it comes up, then restarts
-// with the new ones). A server that is not running or starting takes them at
-// its next start. It reports whether a restart was asked for.
+// with the new ones). A server in error is restarted too: one whose upstream
+// refused its key, or that gave up restarting, is not started again by itself,
+// and new secrets are what it waits for. A server that is idle or stopped
+// takes them at its next start. It reports whether a restart was asked for.
 func (c *Client) ApplySecrets(ctx context.Context, server string) (bool, error) {
 	st, err := c.Runtime(ctx, "status", server)
-	if err != nil || (st.State != model.StateRunning && st.State != model.StateStarting) {
+	if err != nil || (st.State != model.StateRunning && st.State != model.StateStarting && st.State != model.StateError) {
 		return false, nil // no runner holds it running: nothing to apply
 	}
 	if _, err := c.Runtime(ctx, "restart", server); err != nil {
