@@ -15,10 +15,12 @@ import (
 // that it runs with them: a running server keeps the environment it started
 // with, and a starting one may have resolved the old values already (the
 // runner queues the restart behind the start: it comes up, then restarts
-// with the new ones). Every replica that is running or starting restarts
-// (runtime.restart with if_running); one that is not takes them at its next
-// start. It reports whether a restart was asked for: whether a replica was
-// running or starting.
+// with the new ones). Every replica that is running, starting or in error
+// restarts (runtime.restart with if_running, model.NeedsRestartForSecrets):
+// one in error, whose upstream refused its key or that gave up restarting,
+// is started again by nothing else, and new secrets are what it waits for.
+// An idle or stopped one takes them at its next start. It reports whether a
+// replica restarted.
 func (c *Client) ApplySecrets(ctx context.Context, server string) (bool, error) {
 	// The status of one replica tells whether a runner holds the server
 	// (and it is enabled); which replicas run is theirs to check.

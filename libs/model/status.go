@@ -106,12 +106,21 @@ type RuntimeRequest struct {
 	// Principal, for forget only: whose per-principal upstream session the
 	// owner closes (their credentials changed or were revoked).
 	Principal string `json:"principal,omitempty"`
-	// IfRunning, for restart only: restart the replicas that are running
-	// or starting and leave the others (stopped, idle, in error) as they
-	// are; they take what is stored at their next start. A secret change
-	// asks so (client.ApplySecrets). The reply is the status of a replica
-	// that restarted when one did.
+	// IfRunning, for restart only: restart the replicas NeedsRestartForSecrets
+	// names (running, starting, in error) and leave the others (stopped,
+	// idle) as they are; they take what is stored at their next start. A
+	// secret change asks so (client.ApplySecrets). The reply is the status
+	// of a replica that restarted when one did.
 	IfRunning bool `json:"if_running,omitempty"`
+}
+
+// NeedsRestartForSecrets reports whether a server in state uses changed
+// secrets only once restarted: running or starting (it read the old ones),
+// or in error (its upstream refused them, or its restarts ran out: nothing
+// else starts it again, and new secrets are what it waits for). An idle or
+// stopped one reads them at its next start.
+func NeedsRestartForSecrets(state string) bool {
+	return state == StateRunning || state == StateStarting || state == StateError
 }
 
 // RuntimeStatusReply is the reply of mcp.v1.runtime.status without a server.

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testmcp"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
 )
 
@@ -89,5 +91,36 @@ func TestSecretChangeRestartsServer(t *testing.T) {
 	waitSeen(unset, "after the delete")
 	if r := e.do("PUT", "/api/v1/servers/keyed/credentials?restart=maybe", model.Credentials{Env: map[string]string{"API_TOKEN": "x-value-123"}}); r.status != http.StatusBadRequest {
 		t.Fatalf("?restart=maybe: %d %s", r.status, r.body)
+	}
+}
+
+// A server whose upstream refused its key is in error and is not restarted
+// automatically; storing the right key brings it back (docs/servers.md):
+// the secret change restarts a server in error as it does a running one.
+func TestSecretChangeRestartsServerInError(t *testing.T) {
+	t.Parallel()
+	url := testmcp.ServeHTTP(t, "remote", nil, func(h http.Handler) http.Handler {
+		return testmcp.RequireBearer("the-right-token", h)
+	})
+	e := start(t)
+	c := remoteConfig("keyed", url)
+	c.Transport.SecretHeaders = []string{"Authorization"}
+	c.Enabled = true
+	r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: c,
+		Secrets: &model.Credentials{Headers: map[string]string{"Authorization": "Bearer a-wrong-token"}}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if st := e.waitState("keyed", model.StateError); st.Code != string(apierr.Unauthorized) {
+		t.Fatalf("with the wrong key: %+v, want UNAUTHORIZED", st)
+	}
+	r = e.do("PUT", "/api/v1/servers/keyed/credentials", model.Credentials{Headers: map[string]string{"Authorization": "Bearer the-right-token"}})
+	if r.status != http.StatusOK || r.header.Get(rest.RestartedHeader) != "true" {
+		t.Fatalf("set on a server in error: %d %s (%s = %q)", r.status, r.body, rest.RestartedHeader, r.header.Get(rest.RestartedHeader))
+	}
+	e.waitState("keyed", model.StateRunning)
+	r = e.do("POST", "/mcp/invoke", rest.InvokeRequest{ToolName: "keyed__echo", Params: json.RawMessage(`{"message":"back"}`)})
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), "back") {
+		t.Fatalf("call after the new key: %d %s", r.status, r.body)
 	}
 }

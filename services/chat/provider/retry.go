@@ -179,11 +179,12 @@ func classifyOther(name string, cfg Config, err error) error {
 	var ne net.Error
 	if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		where := cfg.BaseURL
-		if where == "" {
-			where = "the " + name + " API"
+		// Without a base URL the provider's default address was used; the
+		// wrapped error names the URL dialed.
+		if cfg.BaseURL == "" {
+			return apierr.Wrap(apierr.Network, fmt.Sprintf("%s is unavailable: %v", name, err), err)
 		}
-		return apierr.Wrap(apierr.Network, fmt.Sprintf("%s at %s is unavailable: %v", name, where, err), err)
+		return apierr.Wrap(apierr.Network, fmt.Sprintf("%s at %s is unavailable: %v", name, cfg.BaseURL, err), err)
 	}
 	return apierr.Wrap(apierr.Internal, fmt.Sprintf("malformed reply from %s: %v", name, err), err)
 }

@@ -260,8 +260,8 @@ func (a *API) setCredentials(w http.ResponseWriter, r *http.Request) {
 }
 
 // RestartedHeader says whether a credential change restarted the server
-// ("true") so that it runs with the new secrets, or left it ("false": not
-// running, or ?restart=false).
+// ("true") so that it runs with the new secrets, or left it ("false": idle,
+// stopped or disabled, or ?restart=false).
 const RestartedHeader = "Mcpbus-Restarted"
 
 // restartQuery reads ?restart= (default true). The credential routes read

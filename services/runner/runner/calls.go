@@ -1005,8 +1005,8 @@ type controlRequest struct {
 	Verb string `json:"verb"`
 	// Principal, for forget: whose per-principal session to close.
 	Principal string `json:"principal,omitempty"`
-	// IfRunning, for restart: only when this replica is running or
-	// starting (model.RuntimeRequest.IfRunning).
+	// IfRunning, for restart: only when this replica is running,
+	// starting or in error (model.RuntimeRequest.IfRunning).
 	IfRunning bool `json:"if_running,omitempty"`
 }
 
@@ -1038,7 +1038,7 @@ func (s *server) handleControl(req micro.Request) {
 		err = s.do(func() error {
 			// Checked in the queue of operations: a start queued before
 			// this has come up by now (it may have read the old secrets).
-			if st := s.status().State; in.IfRunning && st != model.StateRunning && st != model.StateStarting {
+			if st := s.status().State; in.IfRunning && !model.NeedsRestartForSecrets(st) {
 				return nil // takes what is stored at its next start
 			}
 			return s.restartInPlace(ctx, restartManual, true)

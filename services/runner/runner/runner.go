@@ -612,7 +612,7 @@ func (r *Runner) runtimeHandler(verb string) func(context.Context, micro.Request
 			}
 			// An older build's replica restarts whatever its state.
 			var st model.Status
-			if in.IfRunning && json.Unmarshal(probe.Data, &st) == nil && st.State != model.StateRunning && st.State != model.StateStarting {
+			if in.IfRunning && json.Unmarshal(probe.Data, &st) == nil && !model.NeedsRestartForSecrets(st.State) {
 				return probe.Data, nil
 			}
 		}

@@ -205,7 +205,7 @@ func newCredSetCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&headers, "header", false, "the names are HTTP headers of a remote server")
 	cmd.Flags().StringVar(&keyfile, "keyfile", "", "store this file's path; the server gets the file's content at spawn time")
 	cmd.Flags().StringVar(&oauthFile, "oauth", "", "an OAuth token JSON file (access_token, refresh_token, expires_at, token_url, client_id, client_secret, env_var or header; - for stdin)")
-	cmd.Flags().BoolVar(&noRestart, "no-restart", false, "do not restart a running server")
+	cmd.Flags().BoolVar(&noRestart, "no-restart", false, "do not restart the server (running, starting or in error) to apply them")
 	principalFlag(cmd, &principal)
 	cmd.Flags().BoolVar(&clientSecret, "oauth-client-secret", false, "store the secret of the server's confidential OAuth client (transport.oauth.client_id), asked for or read from stdin")
 	return cmd
@@ -250,7 +250,7 @@ func newCredRmCmd(g *globals) *cobra.Command {
 			return credChanged(cmd.Context(), g, c, &cfg, principal, noRestart, desc, "removed", "without them")
 		},
 	}
-	cmd.Flags().BoolVar(&noRestart, "no-restart", false, "do not restart a running server")
+	cmd.Flags().BoolVar(&noRestart, "no-restart", false, "do not restart the server (running, starting or in error) to apply them")
 	principalFlag(cmd, &principal)
 	return cmd
 }
