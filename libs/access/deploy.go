@@ -3,7 +3,9 @@ package access
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,6 +21,8 @@ import (
 //	<dir>/runner/runner-<i>.nk  one seed per runner instance (--runners N):
 //	                         each runner process claims one (natsconn.Claim),
 //	                         so no two runners share an identity
+//	<dir>/runner/runner.nk   the one runner seed of older builds, kept
+//	                         authorized while it exists (LegacyRunner)
 //	<dir>/nats/auth.conf     every role's nkey user with its public key and
 //	                         permissions, for nats-server to include (0644)
 //	<dir>/nats/routes.conf   the cluster's route credentials and routes, for
@@ -72,6 +76,15 @@ func ProvisionDeployment(dir, prefix string, routes []string, runners int) ([]Id
 			}
 			ids = append(ids, id)
 		}
+		if role == Runner {
+			id, found, err := LegacyRunner(dir)
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				ids = append(ids, id)
+			}
+		}
 	}
 	natsDir := filepath.Join(dir, NATSDir)
 	if err := os.MkdirAll(natsDir, 0o755); err != nil {
@@ -103,6 +116,27 @@ func ProvisionDeployment(dir, prefix string, routes []string, runners int) ([]Id
 		}
 	}
 	return ids, nil
+}
+
+// LegacyRunner is the one runner seed, <dir>/runner/runner.nk, that builds
+// before one identity per runner instance (036087b, 2026-11-27) made, when
+// it is there. Runners of such a deployment connect with it until they are
+// upgraded, and a rolling upgrade updates them last, after auth.conf is
+// rendered again: without its key there, every runner would be refused and
+// every server down until then. ProvisionDeployment keeps it authorized
+// while the file exists (it makes none); removing the file and running
+// mcpbus identities again retires it.
+func LegacyRunner(dir string) (Identity, bool, error) {
+	name := string(Runner)
+	seed, err := os.ReadFile(filepath.Join(RoleDir(dir, Runner), name+SeedExt))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Identity{}, false, nil
+	}
+	if err != nil {
+		return Identity{}, false, fmt.Errorf("identities: the single runner seed of an older build: %w", err)
+	}
+	id, err := identityOf(name, Runner, seed)
+	return id, err == nil, err
 }
 
 // KeysEnv is ids' public keys as `mcpbus identities` prints them, one

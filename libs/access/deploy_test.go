@@ -162,3 +162,64 @@ func TestIncludedVariablesStayInTheirFile(t *testing.T) {
 		t.Fatalf("a variable of one include resolved in another (%v): auth.conf could use variables", err)
 	}
 }
+
+// TestProvisionDeploymentKeepsAnOlderBuildsRunnerSeed: a deployment whose
+// identities an older build made (before 036087b) has one runner seed,
+// runner/runner.nk, which its runners use until a rolling upgrade reaches
+// them, after auth.conf is rendered again. The new auth.conf still
+// authorizes that key as a runner with its inbox _I.runner (as the file
+// name gives it) until the file is removed.
+func TestProvisionDeploymentKeepsAnOlderBuildsRunnerSeed(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ids")
+	// As `mcpbus identities --per-role` of c670ae3 (2026-11-24) left it.
+	old, err := OpenStore(RoleDir(dir, Runner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := old.Ensure(string(Runner), Runner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := func() map[string]*server.NkeyUser {
+		t.Helper()
+		ids, err := ProvisionDeployment(dir, "mcp.v1", nil, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := filepath.Join(dir, "node.conf")
+		if err := os.WriteFile(conf, []byte("port: -1\ninclude \"nats/auth.conf\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		opts, err := server.ProcessConfigFile(conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byKey := map[string]*server.NkeyUser{}
+		for _, u := range opts.Nkeys {
+			byKey[u.Nkey] = u
+		}
+		keys, err := os.ReadFile(filepath.Join(RoleDir(dir, Operator), AuditKeysFile))
+		if err != nil || string(keys) != KeysEnv(ids) {
+			t.Fatalf("audit keys %q, %v", keys, err)
+		}
+		return byKey
+	}
+	u, ok := users()[legacy.Public]
+	if !ok {
+		t.Fatalf("auth.conf no longer authorizes the runner seed of the older build (%s)", legacy.Public)
+	}
+	want, err := ForIdentity(legacy, "mcp.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(u.Permissions.Publish.Allow, want.Publish) || !slices.Equal(u.Permissions.Subscribe.Allow, want.Subscribe) ||
+		!slices.Contains(u.Permissions.Subscribe.Allow, "_I.runner.>") {
+		t.Errorf("the older runner seed's permissions: publish %v subscribe %v", u.Permissions.Publish.Allow, u.Permissions.Subscribe.Allow)
+	}
+	if err := os.Remove(old.SeedFile(string(Runner))); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := users()[legacy.Public]; ok {
+		t.Error("the older runner seed is still authorized after its file was removed")
+	}
+}

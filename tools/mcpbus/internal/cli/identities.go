@@ -72,6 +72,10 @@ node requires of the others, and the routes carrying it.`,
 				}
 				fmt.Fprintf(g.stderr, "seeds in %s/<role>/<role>%s (runners: %s/runner/runner-<i>%s, one per instance); for nats-server: %s in %s\n", args[0], access.SeedExt,
 					args[0], access.SeedExt, strings.Join(files, ", "), filepath.Join(args[0], access.NATSDir))
+				if legacy, found, _ := access.LegacyRunner(args[0]); found {
+					fmt.Fprintf(g.stderr, "%s (%s), the one runner seed of an older build, stays authorized for the runners not yet upgraded: once every runner runs this version, remove it and run this command again\n",
+						filepath.Join(args[0], string(access.Runner), string(access.Runner)+access.SeedExt), legacy.Public)
+				}
 			}
 			return nil
 		},
