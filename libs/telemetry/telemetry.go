@@ -48,6 +48,19 @@ func Protocol() string {
 // its endpoint, headers, TLS and timeout from the standard OTEL_* variables;
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override the resource.
 func Setup(ctx context.Context, service, version string) (func(context.Context) error, error) {
+	return setup(ctx, service, version, true)
+}
+
+// SetupCommand is Setup for a short-lived command (the CLI): a failed export
+// is not retried. The exporter's retries wait seconds between tries (up to a
+// minute), time a command about to exit does not have: with the collector
+// down, its flush at exit would last as long as the caller's bound allows
+// instead of failing at once.
+func SetupCommand(ctx context.Context, service, version string) (func(context.Context) error, error) {
+	return setup(ctx, service, version, false)
+}
+
+func setup(ctx context.Context, service, version string, retry bool) (func(context.Context) error, error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	if !Enabled() {
 		return func(context.Context) error { return nil }, nil
@@ -56,9 +69,17 @@ func Setup(ctx context.Context, service, version string) (func(context.Context) 
 	var err error
 	switch p := Protocol(); p {
 	case "grpc":
-		exp, err = otlptracegrpc.New(ctx)
+		var opts []otlptracegrpc.Option
+		if !retry {
+			opts = append(opts, otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}))
+		}
+		exp, err = otlptracegrpc.New(ctx, opts...)
 	case "http/protobuf":
-		exp, err = otlptracehttp.New(ctx)
+		var opts []otlptracehttp.Option
+		if !retry {
+			opts = append(opts, otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
+		}
+		exp, err = otlptracehttp.New(ctx, opts...)
 	default:
 		return nil, fmt.Errorf("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=%q: use grpc or http/protobuf", p)
 	}

@@ -46,6 +46,8 @@ type globals struct {
 	// unparsed is set when a flag could not be parsed: the flags after it,
 	// --json among them, were not read.
 	unparsed bool
+	// trace is the running client command's trace (nil: not traced).
+	trace *commandTrace
 }
 
 // agent is the agent whose seed the CLI connects with (an nkey file named
@@ -83,7 +85,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, abort := context.WithCancel(ctx)
 	defer abort()
 	g.abort.Store(&abort)
-	if err := root.ExecuteContext(ctx); err != nil {
+	err := root.ExecuteContext(ctx)
+	g.endTrace(err)
+	if err != nil {
 		var exit silentExit
 		if errors.As(err, &exit) {
 			return int(exit)
@@ -117,7 +121,7 @@ func newRoot(g *globals) *cobra.Command {
 		if g.timeout <= 0 {
 			return apierr.Invalid("timeout", fmt.Sprintf("--timeout must be positive, not %s", g.timeout))
 		}
-		return nil
+		return g.startTrace(cmd)
 	}
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	pf.DurationVar(&g.timeout, "timeout", 35*time.Second, "how long to wait for an answer")
