@@ -236,6 +236,12 @@ func (r *renderer) done(d *model.ChatDone) {
 		r.held.Reset()
 	}
 	if d != nil && d.Reason != model.TurnFinal {
+		if d.Reason == model.TurnError && r.lastErr != nil && r.lastErr.Message == d.Message {
+			// The chat service sends the error that ends a turn as an
+			// error event (printed by note, with its code) and again as
+			// the done message: say it once.
+			return
+		}
 		msg := "turn ended: " + d.Reason
 		if d.Message != "" {
 			msg += ": " + d.Message

@@ -116,6 +116,22 @@ func TestRenderErrorEnd(t *testing.T) {
 	}
 }
 
+// The chat service sends the error that ends a turn twice, as an error
+// event and as the done message: the user reads it once.
+func TestRenderErrorEndOnce(t *testing.T) {
+	r := &renderer{}
+	_, errw := render(r, []model.ChatEvent{
+		{Kind: model.ChatEventError, Turn: "t1", Error: apierr.New(apierr.Unauthorized, "the provider refused the API key")},
+		{Kind: model.ChatEventDone, Turn: "t1", Done: &model.ChatDone{Reason: model.TurnError, Message: "the provider refused the API key"}},
+	})
+	if n := strings.Count(errw, "the provider refused the API key"); n != 1 {
+		t.Errorf("the error is printed %d times:\n%s", n, errw)
+	}
+	if !strings.Contains(errw, "error: UNAUTHORIZED: the provider refused the API key") {
+		t.Errorf("stderr %q lacks the error with its code", errw)
+	}
+}
+
 // What the model writes (its text, the name of a tool it made up) and a
 // provider's error reach the terminal without escape sequences: a prompt
 // injection could otherwise conceal the approval prompt that follows
