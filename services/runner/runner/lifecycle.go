@@ -168,7 +168,7 @@ func (s *server) scheduleRestart(e *apierr.Error) {
 			tries = "try"
 		}
 		s.setState(model.StateError, apierr.New(e.Code, fmt.Sprintf("%s; gave up after %d %s; run `mcpbus restart %s`", e.Message, used, tries, s.slug)))
-		s.log.Error("server keeps failing: automatic restarts exhausted", "attempts", s.attempts)
+		s.log.Error("server keeps failing: automatic restarts exhausted", "attempts", used)
 		return
 	}
 	delay := s.backoff(s.attempts)
@@ -177,7 +177,8 @@ func (s *server) scheduleRestart(e *apierr.Error) {
 	s.countRestart(restartCrash)
 	s.retryIn(delay)
 	s.setState(model.StateError, e) // keeps the retry_at retryIn set
-	s.log.Warn("server will restart", "in", delay, "attempt", s.attempts, "of", max)
+	// Numbered as the status counts tries: a failed first start was one.
+	s.log.Warn("server will restart", "in", delay, "attempt", used+1, "of", max)
 }
 
 // backoff is the delay before the automatic try after n in a row: 1, 2, 4 …
