@@ -93,9 +93,11 @@ func Refusal(h model.HeldCall) string {
 	return msg
 }
 
-// DenyRuleMessage is the refusal of a call the rules deny outright.
+// DenyRuleMessage is the refusal of a call the rules deny outright. It
+// names no enforcer: the gateway (Enforce) and the runners (Gate) apply the
+// one set of rules, and either may be the one refusing.
 func DenyRuleMessage(tool string) string {
-	return fmt.Sprintf("the gateway's approval rules deny calls of %s", tool)
+	return fmt.Sprintf("the approval rules deny calls of %s", tool)
 }
 
 // PromptParams is the form put to a client that can answer: approve yes or no.
