@@ -18,7 +18,8 @@ import (
 // newServersAuthCmd runs the OAuth authorization of a remote server: the
 // gateway discovers the authorization server and builds the URL, the user
 // approves in a browser, the browser returns to the gateway's callback, and
-// the server restarts with its tokens. It waits until then, 2 minutes at most.
+// the server restarts with its tokens if it is enabled. It waits until
+// then, 2 minutes at most.
 func newServersAuthCmd(g *globals) *cobra.Command {
 	var open bool
 	var principal string
@@ -27,7 +28,8 @@ func newServersAuthCmd(g *globals) *cobra.Command {
 		Short: "Authorize mcpbus with an OAuth-protected remote server (prints the URL to open; waits up to 2 minutes)",
 		Long: "Starts the OAuth authorization-code flow (PKCE) of a remote (http) server through the gateway, prints the\n" +
 			"authorization URL (--open also opens it in a browser) and waits for the outcome. On success the tokens are\n" +
-			"stored sealed in the credential service and the server restarts with them; run it again to re-authorize.\n" +
+			"stored sealed in the credential service and the server, if enabled, restarts with them (a disabled one starts\n" +
+			"with them at `mcpbus servers enable`); run it again to re-authorize.\n" +
 			"With --principal (a server with auth.per_principal) the token is that principal's alone: hand them the URL,\n" +
 			"since whoever approves in the browser is whose token it becomes; the server keeps running.",
 		Args: cobra.ExactArgs(1),
@@ -52,6 +54,12 @@ func newServersAuthCmd(g *globals) *cobra.Command {
 				}
 				if out.Principal != "" {
 					fmt.Fprintf(g.stderr, "authorized: %s's calls to %s carry their own token now\n", out.Principal, out.Server)
+					return nil
+				}
+				// The gateway restarts only an enabled server with the tokens
+				// (oauthflow's store): a disabled one waits for its enable.
+				if cfg, err := c.GetConfig(cmd.Context(), out.Server); err == nil && !cfg.Enabled {
+					fmt.Fprintf(g.stderr, "authorized: %s has its new tokens; it is disabled, so nothing restarts: start it with `mcpbus servers enable %s`\n", out.Server, out.Server)
 					return nil
 				}
 				fmt.Fprintf(g.stderr, "authorized: %s restarts with its new tokens (see mcpbus status)\n", out.Server)
