@@ -152,7 +152,9 @@ func New(nc *nats.Conn, opts Options) (*Service, error) {
 func (s *Service) Ready() <-chan struct{} { return s.ready }
 
 // Run serves until ctx ends. Turns still running then stop where they are
-// (their leases lapse and another instance resumes them).
+// and their leases are marked released, so another instance (or this one
+// restarted) resumes them at once; after a crash they lapse instead, and
+// are resumed after LeaseTTL.
 func (s *Service) Run(ctx context.Context) error {
 	// Events still queued get a bounded moment to reach their chain.
 	defer s.opts.Audit.Close(2 * time.Second)
@@ -172,6 +174,8 @@ func (s *Service) Run(ctx context.Context) error {
 	runCtx, stop := context.WithCancel(ctx)
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.scan(runCtx) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.watchReleased(runCtx) }()
 	close(s.ready)
 	s.log.Info("chat service started", "prefix", s.subj.Prefix)
 	<-ctx.Done()

@@ -345,7 +345,7 @@ func errString(err error) string {
 }
 
 // TestStoppedInstanceHandsOver: an instance that stops mid-turn leaves the
-// turn unended and another resumes it once the lease lapses.
+// turn unended and hands its lease over; another resumes it.
 func TestStoppedInstanceHandsOver(t *testing.T) {
 	e := newEnv(t)
 	a, stopA := e.startService(t, time.Second)

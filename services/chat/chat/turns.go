@@ -23,6 +23,11 @@ import (
 // instance that died, and the first to swap it for its own resumes the turn
 // from the log. Staleness is judged by each watcher's own clock (how long
 // it has seen the same revision), so the instances' clocks need not agree.
+// An instance that stops cleanly does not leave its leases to lapse: it
+// marks each released (compare-and-set on the revision it holds, so never
+// another's), and every instance watching takes a released lease over at
+// once. The key stays, naming the turn, so an instance started later (the
+// same one restarted) finds and resumes it too.
 // A cancellation is the key cancel.<conversation> naming the turn: the
 // driver watches it, and so does whoever resumes a turn.
 
@@ -39,6 +44,9 @@ type leaseValue struct {
 	Instance string    `json:"instance"`
 	Turn     string    `json:"turn,omitempty"`
 	Since    time.Time `json:"since"`
+	// Released: the instance stopped cleanly and hands the turn over; any
+	// instance takes it at once instead of after a TTL.
+	Released bool `json:"released,omitempty"`
 }
 
 // cancelValue is the value of a cancel key.
@@ -55,10 +63,15 @@ type drive struct {
 	// it runs, renew (which start waits for) touch it.
 	rev    uint64
 	cancel context.CancelFunc
-	// stop ends the drive without a turn_end (the service stops or the
-	// lease was lost): the turn is left for another instance to resume.
-	stop func()
+	// stop ends the drive without a turn_end (errStopping: the service
+	// stops and hands the lease over; loop.ErrHandOff: the lease was lost):
+	// the turn is left for another instance to resume.
+	stop func(cause error)
 }
+
+// errStopping is the cause of a drive's end when its instance stops: the
+// drive hands its lease over (handOver) rather than letting it lapse.
+var errStopping = fmt.Errorf("%w: this instance stops", loop.ErrHandOff)
 
 func (s *Service) putLease(ctx context.Context, conv, turn string, rev uint64) (uint64, error) {
 	val, _ := json.Marshal(leaseValue{Instance: s.opts.ID, Turn: turn, Since: time.Now().UTC()})
@@ -145,7 +158,7 @@ func (s *Service) start(from context.Context, d *drive, turn string, run func(co
 	base := trace.ContextWithSpanContext(context.Background(), trace.SpanContextFromContext(from))
 	ctx, stop := context.WithCancelCause(base)
 	turnCtx, cancel := context.WithCancel(ctx)
-	d.cancel, d.stop = cancel, func() { stop(loop.ErrHandOff) }
+	d.cancel, d.stop = cancel, func(cause error) { stop(cause) }
 	s.mu.Lock()
 	s.running[d.conv] = d
 	s.mu.Unlock()
@@ -172,7 +185,12 @@ func (s *Service) start(from context.Context, d *drive, turn string, run func(co
 		delete(s.running, d.conv)
 		s.mu.Unlock()
 		if ctx.Err() != nil {
-			return // stopped or lost: another instance resumes the turn
+			// Stopped or lost: another instance resumes the turn, at once
+			// when this one stops cleanly.
+			if errors.Is(context.Cause(ctx), errStopping) {
+				s.handOver(d)
+			}
+			return
 		}
 		stop(nil)
 		if err != nil && turnCtx.Err() != nil && s.endCancelled(d) {
@@ -222,10 +240,31 @@ func (s *Service) renew(ctx context.Context, d *drive) {
 			return
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), time.Since(last) >= s.opts.LeaseTTL:
 			s.log.Warn("chat: lost the lease of a running turn; another instance resumes it", "conversation", d.conv, "err", err)
-			d.stop()
+			d.stop(loop.ErrHandOff)
 			return
 		}
 	}
+}
+
+// handOver marks the lease of a drive this stopping instance ends as
+// released, with compare-and-set on the revision it holds (a renewal applied
+// unanswered is recognised by ownLease), so another instance resumes the
+// turn at once; when that fails the lease lapses as after a crash.
+func (s *Service) handOver(d *drive) {
+	ctx, cancel := context.WithTimeout(context.Background(), min(DefaultRequestTimeout, s.opts.LeaseTTL))
+	defer cancel()
+	val, _ := json.Marshal(leaseValue{Instance: s.opts.ID, Turn: d.turn, Since: time.Now().UTC(), Released: true})
+	_, err := s.turns.Update(ctx, leaseKey(d.conv), val, d.rev)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		if own, ok := s.ownLease(ctx, d); ok {
+			_, err = s.turns.Update(ctx, leaseKey(d.conv), val, own)
+		}
+	}
+	if err != nil {
+		s.log.Warn("chat: handing a turn over failed; its lease lapses", "conversation", d.conv, "turn", d.turn, "err", err)
+		return
+	}
+	s.log.Info("chat: handed a turn over on stopping", "conversation", d.conv, "turn", d.turn)
 }
 
 // ownLease returns the revision of conversation d.conv's lease when it is
@@ -292,7 +331,7 @@ func (s *Service) stopTurns() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range s.running {
-		d.stop()
+		d.stop(errStopping)
 	}
 }
 
@@ -399,6 +438,12 @@ func (s *Service) scan(ctx context.Context) {
 			if err != nil {
 				continue
 			}
+			if released(e) {
+				// Missed by watchReleased (its watch was down): taken now.
+				delete(seen, conv)
+				s.takeover(c, conv, e.Revision())
+				continue
+			}
 			sg, ok := seen[conv]
 			if !ok || sg.rev != e.Revision() {
 				seen[conv] = sighting{rev: e.Revision(), at: now}
@@ -414,6 +459,57 @@ func (s *Service) scan(ctx context.Context) {
 			if !present[conv] {
 				delete(seen, conv)
 			}
+		}
+	}
+}
+
+// released reports whether a lease entry is one its instance released on
+// stopping.
+func released(e jetstream.KeyValueEntry) bool {
+	var lv leaseValue
+	return e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &lv) == nil && lv.Released
+}
+
+// watchReleased takes over each lease released by a stopping instance as
+// soon as it sees it, until ctx ends: those there when it starts (this
+// instance restarted) and those released later. scan takes them too, within
+// a third of the TTL, should the watch be down.
+func (s *Service) watchReleased(ctx context.Context) {
+	for ctx.Err() == nil {
+		w, err := s.turns.Watch(ctx, leasePrefix+"*")
+		if err != nil {
+			s.log.Debug("chat: cannot watch the leases", "err", err)
+		} else {
+			s.takeReleased(ctx, w)
+			_ = w.Stop()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// takeReleased takes over the released leases w reports until ctx ends or w does.
+func (s *Service) takeReleased(ctx context.Context, w jetstream.KeyWatcher) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil || !released(e) {
+				continue
+			}
+			conv := strings.TrimPrefix(e.Key(), leasePrefix)
+			if s.drives(conv) {
+				continue
+			}
+			c, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL)
+			s.takeover(c, conv, e.Revision())
+			cancel()
 		}
 	}
 }
