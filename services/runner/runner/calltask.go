@@ -29,7 +29,9 @@ func (s *server) callAsTask(ctx context.Context, c caller, h nats.Header, token 
 		_ = bus.RespondError(req, err)
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second) // a KV write and a publish
+	// A KV write and a publish, after a start when the server's tools are
+	// not known yet (createTask starts it, as the call would).
+	ctx, cancel := context.WithTimeout(ctx, s.config().Runtime.StartTimeout.Or(s.r.opts.StartTimeout)+15*time.Second)
 	defer cancel()
 	tool := token // the subject's token; the catalog knows the original name
 	s.mu.RLock()

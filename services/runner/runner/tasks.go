@@ -54,8 +54,11 @@ type taskRunMsg struct {
 	ID string `json:"id"`
 }
 
-// catalogTool finds the tool a create names in the catalog.
-func (r *Runner) catalogTool(ctx context.Context, in model.TaskCreateRequest) (model.Tool, error) {
+// catalogTool finds the tool a create names in the catalog. A server whose
+// tools are not known yet (a lazy server never started: its first start,
+// which lists them, not yet done) is started first, as a call of the tool
+// starts it, so that the create is decided on the tools it has.
+func (r *Runner) catalogTool(ctx context.Context, p principal.Principal, h nats.Header, in model.TaskCreateRequest) (model.Tool, error) {
 	server, tool := in.Server, in.Tool
 	if in.Name != "" {
 		s, _, ok := strings.Cut(in.Name, "__")
@@ -75,24 +78,113 @@ func (r *Runner) catalogTool(ctx context.Context, in model.TaskCreateRequest) (m
 	if in.Name == "" && tool == "" {
 		return model.Tool{}, apierr.Invalid("tool", "tool is required")
 	}
-	r.mu.Lock()
-	t, ok := findTool(r.catalog[server].Tools, in)
-	r.mu.Unlock()
-	if ok {
+	t, known, found := r.storedTool(ctx, server, in)
+	if found {
 		return t, nil
+	}
+	name := in.Name
+	if name == "" {
+		name = model.NamespacedName(server, tool)
+	}
+	// A tool the caller's own filter hides is unknown to it (createTask):
+	// it starts nothing.
+	if !known && r.wanted(server) && p.AllowsTool(model.ToolNames(name, server, tool)...) {
+		if err := r.startForTask(ctx, h, server); err != nil {
+			return model.Tool{}, err
+		}
+		if t, found = r.startedTool(ctx, server, in); found {
+			return t, nil
+		}
+	}
+	return model.Tool{}, apierr.Newf(apierr.NotFound, "server %s has no tool %q", server, in.Name+tool)
+}
+
+// storedTool finds the tool in in the catalog of server: known tells
+// whether the server has a catalog at all (its tools were listed).
+func (r *Runner) storedTool(ctx context.Context, server string, in model.TaskCreateRequest) (t model.Tool, known, found bool) {
+	r.mu.Lock()
+	cat, known := r.catalog[server]
+	r.mu.Unlock()
+	if t, ok := findTool(cat.Tools, in); ok {
+		return t, true, true
 	}
 	// This runner's copy follows KV mcp_tools through a watch: a server that
 	// another runner has just started may not be in it yet, so the stored
 	// catalog decides before the tool is called unknown.
-	if e, err := r.assets.Tools.Get(ctx, server); err == nil {
-		var cat model.Catalog
-		if json.Unmarshal(e.Value(), &cat) == nil {
-			if t, ok := findTool(cat.Tools, in); ok {
-				return t, nil
+	e, err := r.assets.Tools.Get(ctx, server)
+	if err == nil {
+		known = true
+		var stored model.Catalog
+		if json.Unmarshal(e.Value(), &stored) == nil {
+			if t, ok := findTool(stored.Tools, in); ok {
+				return t, true, true
 			}
 		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		known = true // unreadable: not a reason to start the server
 	}
-	return model.Tool{}, apierr.Newf(apierr.NotFound, "server %s has no tool %q", server, in.Name+tool)
+	return model.Tool{}, known, false
+}
+
+// wanted reports whether server has an enabled config (a task of it may
+// start it), as this runner knows.
+func (r *Runner) wanted(server string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, desired := r.desired[server]
+	_, owned := r.servers[server]
+	return desired || owned
+}
+
+// startForTask starts server where it is owned, as a call would (lazy
+// start): a ping on its rpc subject, which starts an idle server or waits
+// for a start under way, for the principal of h. The ping's failure (the
+// start's) is the create's answer, as it is a call's.
+func (r *Runner) startForTask(ctx context.Context, h nats.Header, server string) error {
+	r.mu.Lock()
+	cfg := r.desired[server]
+	if s, ok := r.servers[server]; ok {
+		cfg = s.config()
+	}
+	r.mu.Unlock()
+	wait := r.opts.StartTimeout
+	if cfg != nil {
+		wait = cfg.Runtime.StartTimeout.Or(wait)
+	}
+	// The start, then the ping itself.
+	ctx, cancel := context.WithTimeout(ctx, wait+5*time.Second)
+	defer cancel()
+	msg := nats.NewMsg(r.subj.RPC(server))
+	msg.Header.Set(bus.HeaderRequestID, h.Get(bus.HeaderRequestID))
+	if ph := h.Get(principal.Header); ph != "" {
+		msg.Header.Set(principal.Header, ph)
+	}
+	msg.Data, _ = json.Marshal(model.RPCRequest{Method: "ping"})
+	if _, err := bus.Request(ctx, r.nc, msg, 0); err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return apierr.Newf(apierr.ServiceUnavailable, "no runner owns server %s", server)
+		}
+		return err
+	}
+	return nil
+}
+
+// startedTool finds the tool in in the catalog of server once its start
+// (startForTask) is done: the catalog is written by the start, but may
+// reach this runner a little later (another runner's write retried in the
+// background, a lagging replica), so it is awaited briefly.
+func (r *Runner) startedTool(ctx context.Context, server string, in model.TaskCreateRequest) (model.Tool, bool) {
+	if t, known, found := r.storedTool(ctx, server, in); known {
+		return t, found
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	data, _, err := bus.AwaitKV(wctx, r.assets.Tools, server, func([]byte) (bool, error) { return true, nil })
+	var cat model.Catalog
+	if err != nil || json.Unmarshal(data, &cat) != nil {
+		return model.Tool{}, false
+	}
+	return findTool(cat.Tools, in)
 }
 
 // listedTool is the tool of this runner's catalog listed under name.
@@ -157,7 +249,7 @@ func (r *Runner) createTask(ctx context.Context, h nats.Header, in model.TaskCre
 	if err := checkArgs(in.Arguments, r.opts.MaxArgsBytes); err != nil {
 		return model.Task{}, err
 	}
-	tool, err := r.catalogTool(ctx, in)
+	tool, err := r.catalogTool(ctx, p, h, in)
 	if err != nil {
 		return model.Task{}, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -587,5 +588,60 @@ func TestTaskRunPublishesACallEvent(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the task's run published no call event (nor an audit record)")
+	}
+}
+
+// A task of a lazy server whose tools are not known yet (its first start,
+// which learns them, still under way) starts the server as a call of the
+// tool does, and runs; it was refused NOT_FOUND "has no tool" while a call
+// answered. A tool the started server does not have is still NOT_FOUND.
+func TestTaskStartsALazyServer(t *testing.T) {
+	e := runnertest.Start(t, taskOpts("r1"))
+	// A slow first start holds the window in which no catalog exists. The
+	// server's path is an argument, which the sandbox grants.
+	slow := filepath.Join(t.TempDir(), "slow-start")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nsleep 2\nexec \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.Put(t, runnertest.Binary("lazy", slow, testServer)) // lazy: not eager
+	e.Put(t, runnertest.Binary("lazy2", slow, testServer))
+	e.WaitState(t, "lazy", model.StateStarting, 10*time.Second)
+	e.WaitState(t, "lazy2", model.StateStarting, 10*time.Second)
+
+	ctx := context.Background()
+	// A key whose filter hides the tool gets NOT_FOUND, the server unstarted for it.
+	hidden := principal.With(ctx, principal.Key("dave", false, model.ToolFilter{Allow: []string{"other__*"}}))
+	if _, err := e.Client.CreateTask(hidden, "lazy", "echo", json.RawMessage(`{}`)); apierr.Of(err) != apierr.NotFound {
+		t.Fatalf("a tool the key's filter hides: %v, want NOT_FOUND", err)
+	}
+	task, err := e.Client.CreateTask(ctx, "lazy", "echo", json.RawMessage(`{"message":"first"}`))
+	if err != nil {
+		t.Fatalf("a task of a server not started yet: %v, want it started as a call starts it", err)
+	}
+	if task.Name != "lazy__echo" || task.State != model.TaskWorking {
+		t.Fatalf("handle: %+v", task)
+	}
+	if done := taskResult(t, e.Client, ctx, task.ID, 20*time.Second); done.State != model.TaskCompleted || text(t, done.Result) != "first" {
+		t.Fatalf("result: %+v", done)
+	}
+	_, err = e.Client.CreateTask(ctx, "lazy", "nosuch", json.RawMessage(`{}`))
+	if apierr.Of(err) != apierr.NotFound || !strings.Contains(err.Error(), `has no tool "nosuch"`) {
+		t.Fatalf("a tool the server does not have: %v, want NOT_FOUND", err)
+	}
+
+	// A call made a task by Mcp-Task (the owner's call path) alike.
+	msg := nats.NewMsg("mcp.v1.call.lazy2.echo")
+	msg.Header.Set(bus.HeaderTask, "true")
+	msg.Data = []byte(`{"message":"second"}`)
+	reply, err := bus.Request(ctx, e.NC, msg, 20*time.Second)
+	if err != nil {
+		t.Fatalf("Mcp-Task call of a server not started yet: %v", err)
+	}
+	var handle model.Task
+	if err := json.Unmarshal(reply.Data, &handle); err != nil || handle.Name != "lazy2__echo" {
+		t.Fatalf("Mcp-Task handle: %s (%v)", reply.Data, err)
+	}
+	if done := taskResult(t, e.Client, ctx, handle.ID, 20*time.Second); done.State != model.TaskCompleted || text(t, done.Result) != "second" {
+		t.Fatalf("Mcp-Task result: %+v", done)
 	}
 }
