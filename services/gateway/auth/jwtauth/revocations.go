@@ -57,11 +57,17 @@ type Revocations struct {
 	audit *gwaudit.Recorder
 
 	mu   sync.RWMutex
-	jti  map[string]model.TokenRevocation // by value
-	subs map[string]model.TokenRevocation // by value
+	jti  map[string]revRevocation // by value
+	subs map[string]revRevocation // by subKey
 
 	stop context.CancelFunc
 	done chan struct{}
+}
+
+// revRevocation is a revocation and the bucket revision it was written at.
+type revRevocation struct {
+	model.TokenRevocation
+	rev uint64
 }
 
 // OpenRevocations creates (or updates) the bucket, loads it and keeps
@@ -84,19 +90,22 @@ func OpenRevocations(ctx context.Context, js jetstream.JetStream, opts Revocatio
 		return nil, fmt.Errorf("jwtauth: %w", err)
 	}
 	life, stop := context.WithCancel(context.Background())
-	r := &Revocations{kv: kv, ttl: opts.TTL, log: opts.Logger, audit: opts.Audit, jti: map[string]model.TokenRevocation{},
-		subs: map[string]model.TokenRevocation{}, stop: stop, done: make(chan struct{})}
+	r := &Revocations{kv: kv, ttl: opts.TTL, log: opts.Logger, audit: opts.Audit, jti: map[string]revRevocation{},
+		subs: map[string]revRevocation{}, stop: stop, done: make(chan struct{})}
 	synced := make(chan struct{})
 	go func() {
 		defer close(r.done)
 		bus.FollowKV(life, js.Conn(), kv, bus.KVHandler{
+			// A snapshot is the bucket as it is: it replaces whatever
+			// this instance held (after a bucket was made again its
+			// revisions start over).
 			Snapshot: func(entries map[string]jetstream.KeyValueEntry) {
-				jti, subs := map[string]model.TokenRevocation{}, map[string]model.TokenRevocation{}
+				jti, subs := map[string]revRevocation{}, map[string]revRevocation{}
 				for _, e := range entries {
 					if rv, ok := r.decode(e); ok && rv.Kind == model.RevokeJTI {
-						jti[rv.Value] = rv
+						jti[rv.Value] = revRevocation{rv, e.Revision()}
 					} else if ok {
-						subs[subKey(rv.Issuer, rv.Value)] = rv
+						subs[subKey(rv.Issuer, rv.Value)] = revRevocation{rv, e.Revision()}
 					}
 				}
 				r.mu.Lock()
@@ -138,18 +147,27 @@ func (r *Revocations) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	if rv, ok := r.decode(e); ok {
-		r.set(rv)
+		r.set(rv, e.Revision())
 	}
 }
 
-func (r *Revocations) set(rv model.TokenRevocation) {
+// set puts rv, written at revision rev, in force unless a newer write of
+// its key is: Revoke applies its own write when the bucket acknowledges
+// it, and by then the watch may have applied another instance's later
+// write of the same key (the same subject revoked at once through two
+// instances), which must not be undone: that instance, and every other,
+// holds the later one.
+func (r *Revocations) set(rv model.TokenRevocation, rev uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	m, key := r.subs, subKey(rv.Issuer, rv.Value)
 	if rv.Kind == model.RevokeJTI {
-		r.jti[rv.Value] = rv
-	} else {
-		r.subs[subKey(rv.Issuer, rv.Value)] = rv
+		m, key = r.jti, rv.Value
 	}
+	if cur, ok := m[key]; ok && cur.rev >= rev {
+		return
+	}
+	m[key] = revRevocation{rv, rev}
 }
 
 // subKey is the key of a subject's revocation in subs: the subject alone
@@ -196,10 +214,11 @@ func (r *Revocations) Revoke(ctx context.Context, req model.TokenRevokeRequest, 
 	if err != nil {
 		return model.TokenRevocation{}, apierr.Wrap(apierr.Internal, "encoding the revocation", err)
 	}
-	if _, err := r.kv.Put(ctx, revocationKey(kind, subKey(req.Iss, value)), data); err != nil {
+	rev, err := r.kv.Put(ctx, revocationKey(kind, subKey(req.Iss, value)), data)
+	if err != nil {
 		return model.TokenRevocation{}, bus.JetStreamErr("storing the revocation", err)
 	}
-	r.set(rv)
+	r.set(rv, rev)
 	r.log.Info("OAuth access tokens revoked", "kind", kind, "value", value, "issuer", req.Iss, "by", by)
 	r.audit.Record(model.GatewayAuditEvent{Action: model.GatewayTokensRevoked, Principal: principal.Actor(ctx), RevokeKind: kind, RevokeValue: value, RevokeIssuer: req.Iss})
 	return rv, nil
