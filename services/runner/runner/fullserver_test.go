@@ -3,16 +3,13 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/embednats"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/services/runner/runnertest"
 )
 
@@ -28,23 +25,9 @@ func TestRunnerRecoversAfterTheServerWasFull(t *testing.T) {
 	e.WaitState(t, "echo", model.StateRunning, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	fill, err := e.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "fill"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	val := make([]byte, 1<<20)
-	for i := 0; ; i++ {
-		if _, err := fill.Put(ctx, fmt.Sprint("k", i), val); err != nil {
-			if !bus.StoreFull(err) {
-				t.Fatalf("filling: %v", err)
-			}
-			break
-		}
-	}
+	free := testkit.FillStore(ctx, t, e.JS)
 	time.Sleep(3 * time.Second) // twice the lease
-	if err := e.JS.DeleteKeyValue(ctx, "fill"); err != nil {
-		t.Fatal(err)
-	}
+	free()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
