@@ -248,6 +248,7 @@ func (s *server) waitForRoom(e *apierr.Error) {
 	if s.waitingRoom.Load() {
 		return // a call's try while it waits: its status stands
 	}
+	s.roomSince.CompareAndSwap(0, time.Now().UnixNano())
 	if s.retry == nil { // else a restart is pending already (a crash's)
 		s.retryIn(s.backoff(s.roomWaits))
 		s.roomWaits++
@@ -319,6 +320,7 @@ func (s *server) resetRetries(reason string) {
 	s.countRestart(reason)
 	s.cancelRetry()
 	s.attempts, s.failedFirst, s.roomWaits, s.credWaits = 0, false, 0, 0
+	s.roomSince.Store(0)
 }
 
 // maintain runs the idle stop and the health ping of every server.

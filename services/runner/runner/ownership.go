@@ -40,20 +40,26 @@ type lease struct {
 
 // runnerBeat is the value of a runner's heartbeat key. Policy is the
 // runner's exec policy: the others leave it the servers it refuses.
+// Running (the slots taken) and MaxServers (its --max-servers) say whether
+// it has room: a full runner leaves new servers to one that has.
 type runnerBeat struct {
-	Runner  string            `json:"runner"`
-	Leases  int               `json:"leases"`
-	Running int64             `json:"running"`
-	At      time.Time         `json:"at"`
-	Policy  *model.ExecPolicy `json:"policy,omitempty"`
+	Runner     string            `json:"runner"`
+	Leases     int               `json:"leases"`
+	Running    int64             `json:"running"`
+	MaxServers int               `json:"max_servers,omitempty"`
+	At         time.Time         `json:"at"`
+	Policy     *model.ExecPolicy `json:"policy,omitempty"`
 }
 
 // ownerEntry is what a runner keeps of a key of KV mcp_owners: whose lease
 // or heartbeat it is, and a heartbeat's policy (nil from runners that
-// publish none: they are taken to accept everything).
+// publish none: they are taken to accept everything) and room (a
+// MaxServers of 0, from runners that publish none: taken to have room).
 type ownerEntry struct {
-	Runner string            `json:"runner"`
-	Policy *model.ExecPolicy `json:"policy,omitempty"`
+	Runner     string            `json:"runner"`
+	Policy     *model.ExecPolicy `json:"policy,omitempty"`
+	Running    int64             `json:"running,omitempty"`
+	MaxServers int               `json:"max_servers,omitempty"`
 }
 
 func leaseKey(slug string, replica int) string {
@@ -102,6 +108,7 @@ func (r *Runner) ownPass(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.heartbeat(ctx) }) // beside the takeover, not before it
 	r.handOverRefused(ctx)
+	r.handOverWaiting(ctx)
 	r.acquire(ctx)
 	r.rebalance(ctx)
 	wg.Wait()
@@ -116,7 +123,7 @@ func (r *Runner) ownersKV() jetstream.KeyValue { return bus.RetryKV(r.assets.Own
 func (r *Runner) heartbeat(ctx context.Context) {
 	r.mu.Lock()
 	policy := r.execPolicy()
-	beat := runnerBeat{Runner: r.opts.ID, Leases: len(r.leases), Running: r.running.Load(), At: time.Now().UTC(), Policy: &policy}
+	beat := runnerBeat{Runner: r.opts.ID, Leases: len(r.leases), Running: r.running.Load(), MaxServers: r.opts.MaxServers, At: time.Now().UTC(), Policy: &policy}
 	r.mu.Unlock()
 	val, _ := json.Marshal(beat)
 	c, cancel := context.WithTimeout(ctx, r.opts.LeaseTTL)
@@ -148,17 +155,18 @@ func (r *Runner) fairShareLocked() int {
 }
 
 // placement is what KV mcp_owners says about the other runners: which are
-// alive and with which policy, how many leases each holds and which servers
-// each runs a replica of.
+// alive, with which policy and whether with a free slot, how many leases
+// each holds and which servers each runs a replica of.
 type placement struct {
 	live     []string
 	policies map[string]*model.ExecPolicy
+	full     map[string]bool // runners whose heartbeat shows no free slot
 	load     map[string]int
 	holders  map[string]map[string]bool // slug → runners holding one of its replicas
 }
 
 func (r *Runner) placementNow() placement {
-	p := placement{policies: map[string]*model.ExecPolicy{}, load: map[string]int{}, holders: map[string]map[string]bool{}}
+	p := placement{policies: map[string]*model.ExecPolicy{}, full: map[string]bool{}, load: map[string]int{}, holders: map[string]map[string]bool{}}
 	r.ownersMu.Lock()
 	defer r.ownersMu.Unlock()
 	for key, e := range r.owners {
@@ -166,6 +174,7 @@ func (r *Runner) placementNow() placement {
 		if runner, ok := strings.CutPrefix(key, beatPrefix); ok {
 			p.live = append(p.live, runner)
 			p.policies[runner] = e.Policy
+			p.full[runner] = e.MaxServers > 0 && e.Running >= int64(e.MaxServers)
 			continue
 		}
 		rest, ok := strings.CutPrefix(key, leasePrefix)
@@ -184,12 +193,26 @@ func (r *Runner) placementNow() placement {
 }
 
 // roomElsewhere reports whether a live runner other than me, whose policy
-// accepts cfg and not yet running a replica of it, is below its fair share:
-// it will take a missing replica, or one that me hands over. When none is, a
-// missing replica is stranded unless me takes it, whatever its own share.
+// accepts cfg, with a free slot and not yet running a replica of it, is
+// below its fair share: it will take a missing replica, or one that me
+// hands over. When none is, a missing replica is stranded unless me takes
+// it, whatever its own share. A runner at its --max-servers limit does not
+// count: it leaves the replica to one with room (mayTake).
 func (p placement) roomElsewhere(me string, cfg *model.McpConfig, fair int) bool {
 	for _, id := range p.live {
-		if id != me && !p.holders[cfg.Slug][id] && p.load[id] < fair && p.accepts(id, cfg) {
+		if id != me && !p.holders[cfg.Slug][id] && p.load[id] < fair && !p.full[id] && p.accepts(id, cfg) {
+			return true
+		}
+	}
+	return false
+}
+
+// slotElsewhere reports whether a live runner other than me, whose policy
+// accepts cfg and not yet running a replica of it, has a free slot by its
+// heartbeat: it could start cfg now, whatever its share.
+func (p placement) slotElsewhere(me string, cfg *model.McpConfig) bool {
+	for _, id := range p.live {
+		if id != me && !p.holders[cfg.Slug][id] && !p.full[id] && p.accepts(id, cfg) {
 			return true
 		}
 	}
@@ -301,9 +324,22 @@ func (r *Runner) acquire(ctx context.Context) {
 // policy accepts it. When none does, this runner takes it, so that the
 // server's status says why it does not run (error, VALIDATION_ERROR naming
 // the field) instead of nobody owning it; should an accepting runner show up
-// (or only now be seen), handOverRefused moves the server there.
+// (or only now be seen), handOverRefused moves the server there. Room
+// counts the same way: a runner at its --max-servers limit leaves the
+// replica to one with a free slot, and takes it (to wait for room in error,
+// naming max_servers) only when none has; handOverWaiting moves it when
+// one has room later.
 func (r *Runner) mayTake(place func() placement, cfg *model.McpConfig) bool {
-	return r.execPolicy().Refuse(cfg, r.opts.ID) == nil || !place().acceptedElsewhere(r.opts.ID, cfg)
+	if r.execPolicy().Refuse(cfg, r.opts.ID) != nil {
+		return !place().acceptedElsewhere(r.opts.ID, cfg)
+	}
+	return !r.atLimit() || !place().slotElsewhere(r.opts.ID, cfg)
+}
+
+// atLimit reports whether every one of this runner's --max-servers slots
+// is taken.
+func (r *Runner) atLimit() bool {
+	return r.running.Load() >= int64(r.opts.MaxServers)
 }
 
 // handOverRefused gives back the servers this runner holds but its policy
@@ -327,6 +363,39 @@ func (r *Runner) handOverRefused(ctx context.Context) {
 	for _, cfg := range refused {
 		if p.acceptedElsewhere(r.opts.ID, cfg) {
 			r.log.Info("handing over a server this runner's policy refuses to one that accepts it", "server", cfg.Slug)
+			r.releaseServer(ctx, cfg.Slug, model.StateStopped, true)
+		}
+	}
+}
+
+// handOverWaiting gives back the servers waiting here for room (their
+// start met this runner's --max-servers limit) when a live runner whose
+// policy accepts them has a free slot by its heartbeat. Only after a whole
+// lease period of waiting, so that the heartbeats it is judged by are fresh
+// and a server moves at most once a period: a runner that took it on a
+// stale heartbeat and is full itself hands it on only to one with room, and
+// only after waiting there as long.
+func (r *Runner) handOverWaiting(ctx context.Context) {
+	var waiting []*model.McpConfig
+	r.mu.Lock()
+	for slug := range r.leases {
+		s := r.servers[slug]
+		if s == nil || !s.waitingRoom.Load() || s.active.Load() > 0 {
+			continue
+		}
+		if since := s.roomSince.Load(); since == 0 || time.Since(time.Unix(0, since)) < r.opts.LeaseTTL {
+			continue
+		}
+		waiting = append(waiting, s.config())
+	}
+	r.mu.Unlock()
+	if len(waiting) == 0 {
+		return
+	}
+	p := r.placementNow()
+	for _, cfg := range waiting {
+		if p.slotElsewhere(r.opts.ID, cfg) {
+			r.log.Info("handing over a server waiting for room to a runner that has some", "server", cfg.Slug, "max_servers", r.opts.MaxServers)
 			r.releaseServer(ctx, cfg.Slug, model.StateStopped, true)
 		}
 	}

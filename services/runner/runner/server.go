@@ -108,6 +108,10 @@ type server struct {
 	// waitingRoom: retry is a try for room (waitForRoom), which a slot
 	// freed on the runner runs at once (slotFreed).
 	waitingRoom atomic.Bool
+	// roomSince is when the server began waiting for room (unix ns, 0:
+	// not waiting), kept across the tries until one takes a slot: the
+	// ownership pass hands over only a server that waited a lease period.
+	roomSince atomic.Int64
 	// withheld are the tools (by token) whose definition changed since it
 	// was pinned and which strict pinning keeps from callers, with why
 	// (pins.go); accepted is the definition hash last accepted per pin key.
@@ -289,6 +293,7 @@ func (s *server) start(cause context.Context) (err error) {
 	// Under way: a pending automatic start is moot (a failure arms its own).
 	s.cancelRetry()
 	s.roomWaits = 0
+	s.roomSince.Store(0)
 	s.setState(model.StateStarting, nil)
 	sess, raw, proc, tools, err := s.connect(ctx, launchCfg)
 	if err != nil {
@@ -642,6 +647,7 @@ func (s *server) stop(final string, keep bool) { s.stopWith(final, nil, keep) }
 // first written without e would show watchers an error with no reason.
 func (s *server) stopWith(final string, e *apierr.Error, keep bool) {
 	s.cancelRetry()
+	s.roomSince.Store(0) // a later wait for room starts its own period
 	s.mu.Lock()
 	sess, raw, proc := s.sess, s.raw, s.proc
 	s.sess, s.raw, s.proc = nil, nil, nil
