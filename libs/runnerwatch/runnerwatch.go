@@ -81,7 +81,7 @@ func (w *Watch) FollowWhenThere(ctx context.Context, nc *nats.Conn, log *slog.Lo
 		return
 	}
 	for {
-		bctx, cancel := context.WithTimeout(ctx, bindRetry)
+		bctx, cancel := context.WithTimeout(ctx, bindTimeout)
 		kv, err := bus.BindKV(bctx, js, bus.BucketOwners)
 		cancel()
 		if err == nil {
@@ -97,8 +97,15 @@ func (w *Watch) FollowWhenThere(ctx context.Context, nc *nats.Conn, log *slog.Lo
 	}
 }
 
-// bindRetry is how long FollowWhenThere waits between two binds of the bucket.
-const bindRetry = 2 * time.Second
+// bindRetry is how long FollowWhenThere waits between two binds of the
+// bucket: short, as a call made meanwhile is not tied (a chat service
+// started beside the runners, as the split deployment starts them, sent a
+// turn's call within the 2 s it waited before: a runner killed then left
+// the call to its 30 s timeout). bindTimeout bounds one bind.
+const (
+	bindRetry   = 250 * time.Millisecond
+	bindTimeout = 2 * time.Second
+)
 
 // Tie returns a context of ctx that ends with Gone's error when the one
 // lease holding server ends or changes hands; release frees it and must be

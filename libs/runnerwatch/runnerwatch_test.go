@@ -183,8 +183,14 @@ func TestFollowWhenThereWaitsForTheBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	put(t, assets.Owners, "server.alpha.0", `{"runner":"r1","server":"alpha","replica":0,"since":"2026-11-28T00:00:01Z"}`)
+	there := time.Now()
 	call, release := tieWhenFollowed(t, w, "alpha")
 	defer release()
+	// Soon after the bucket appears: a call sent meanwhile is not tied (it
+	// took 2 s, and a chat turn's call in a split deployment went untied).
+	if took := time.Since(there); took > time.Second {
+		t.Errorf("calls were tied %s after the bucket appeared", took.Round(time.Millisecond))
+	}
 	if err := assets.Owners.Delete(t.Context(), "server.alpha.0"); err != nil {
 		t.Fatal(err)
 	}
