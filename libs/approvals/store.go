@@ -86,7 +86,12 @@ type Store struct {
 	audit     Auditor
 	// leaveForBus: Options.LeaveForBus.
 	leaveForBus bool
-	quotas      holdQuotas
+	// replicated: the buckets have more than one replica, so a read (a
+	// direct get, which any replica answers) may reach one that has not
+	// applied a write already acknowledged (get reads again before it says
+	// a call is not held).
+	replicated bool
+	quotas     holdQuotas
 	// beforeExpire runs between a timed-out call's read and its removal
 	// (tests race a decision there).
 	beforeExpire func()
@@ -114,6 +119,7 @@ func Open(ctx, setup context.Context, nc *nats.Conn, opts Options) (*Store, erro
 	s := &Store{ready: make(chan struct{}), now: opts.Now, log: opts.Logger, leaveForBus: opts.LeaveForBus, audit: opts.Audit}
 	s.rules.Store(&revRules{})
 	replicas := max(opts.Replicas, 1)
+	s.replicated = replicas > 1
 	if s.rulesKV, err = bus.EnsureKV(setup, js, jetstream.KeyValueConfig{
 		Bucket:      bus.BucketApprovalRules,
 		Description: "the approval rules of tool calls, applied by the gateway and the runners (key policy: model.ApprovalRules)",
@@ -290,6 +296,17 @@ func (s *Store) get(ctx context.Context, id string) (model.HeldCall, uint64, err
 		return model.HeldCall{}, 0, notHeld(id)
 	}
 	e, err := s.heldRetry.Get(ctx, heldKey(id))
+	// A hold acknowledged just after a leader election was not found by the
+	// decision that followed (a replica that had not applied it answered
+	// the get: TestHoldAndDecideRideOutALeaderElection failed so in CI).
+	for try := 0; s.replicated && try < staleReads && errors.Is(err, jetstream.ErrKeyNotFound); try++ {
+		select {
+		case <-ctx.Done():
+			return model.HeldCall{}, 0, notHeld(id)
+		case <-time.After(staleReadWait):
+		}
+		e, err = s.heldRetry.Get(ctx, heldKey(id))
+	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return model.HeldCall{}, 0, notHeld(id)
 	}
@@ -302,6 +319,13 @@ func (s *Store) get(ctx context.Context, id string) (model.HeldCall, uint64, err
 	}
 	return h, e.Revision(), nil
 }
+
+// staleReads and staleReadWait bound get's reads again on a replicated
+// bucket: a replica applies a committed write within milliseconds.
+const (
+	staleReads    = 2
+	staleReadWait = 200 * time.Millisecond
+)
 
 // Get is the held call id as stored (its State says whether it expired).
 func (s *Store) Get(ctx context.Context, id string) (model.HeldCall, error) {
