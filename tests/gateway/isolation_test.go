@@ -181,3 +181,32 @@ func TestSecondUserAgainstTheFirst(t *testing.T) {
 		}
 	})
 }
+
+// TestHiddenServerIsNotFoundAsNoServer: a key whose tool filter allows
+// none of a server's tools gets, on its own authorizations of that server
+// (/api/v1/me/authorizations/{id}, every verb), the answer a server that
+// does not exist gets, byte for byte but the name, however it spells the
+// name: whitespace around it (trimmed before the lookup) must not tell the
+// two apart.
+func TestHiddenServerIsNotFoundAsNoServer(t *testing.T) {
+	t.Parallel()
+	e := startMCP(t, gateway.Options{})
+	slug := e.enable(t, testServerConfig("hidden"))
+	bob := e.createKey(t, model.KeyCreateRequest{Name: "bob", Scopes: []string{"call"}, Tools: model.ToolFilter{Allow: []string{"elsewhere__*"}}})
+	const unknown = "nosuchserver"
+	for _, spell := range []string{"%s", "%%20%s", "%s%%20", "%%09%s"} {
+		for _, v := range []struct {
+			method, path string
+			body         any
+		}{
+			{http.MethodPost, "/api/v1/me/authorizations/%s", nil},
+			{http.MethodPost, "/api/v1/me/authorizations/%s/continue", map[string]string{"flow": "x"}},
+			{http.MethodPut, "/api/v1/me/authorizations/%s", map[string]any{"headers": map[string]string{"X-Api-Key": "k"}}},
+			{http.MethodDelete, "/api/v1/me/authorizations/%s", nil},
+		} {
+			theirs := httpDo(t, v.method, e.url+fmt.Sprintf(v.path, fmt.Sprintf(spell, slug)), bob.Key, v.body)
+			none := httpDo(t, v.method, e.url+fmt.Sprintf(v.path, fmt.Sprintf(spell, unknown)), bob.Key, v.body)
+			sameAsUnknown(t, fmt.Sprintf("%s %s (%q)", v.method, v.path, spell), theirs, none, slug, unknown)
+		}
+	}
+}

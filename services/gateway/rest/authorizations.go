@@ -3,6 +3,7 @@ package rest
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -47,7 +48,10 @@ func (a *API) perPrincipalConfig(w http.ResponseWriter, r *http.Request) (model.
 		return cfg, false
 	}
 	if !a.mayReach(auth.PrincipalFrom(r.Context()), cfg.Slug) {
-		writeError(w, apierr.Newf(apierr.NotFound, "server %s not found", r.PathValue("id")).WithField("server"))
+		// Worded as the config service words a server it has not: the
+		// reference trimmed as serverRef trims it (the raw one, " crm",
+		// told a hidden server from none).
+		writeError(w, apierr.Newf(apierr.NotFound, "server %s not found", strings.TrimSpace(r.PathValue("id"))).WithField("server"))
 		return cfg, false
 	}
 	if _, _, e := model.PrincipalRecord(&cfg, ""); e != nil {
