@@ -264,6 +264,15 @@ func TestChatProfileOwned(t *testing.T) {
 	if e := r.contract(t); r.status != http.StatusNotFound || !strings.Contains(e.Message, "profile mine") {
 		t.Fatalf("B's send on A's profile: %d %s", r.status, r.body)
 	}
+	// Each answer B gets for A's profile is, but the name, that of a
+	// profile nobody has: /v1/models/{model} (models.retrieve) and a send.
+	sameAsUnknown(t, "B's GET /v1/models/mine", httpDo(t, "GET", c.url+"/v1/models/mine", keyB.Key, nil),
+		httpDo(t, "GET", c.url+"/v1/models/nosuchprofile", keyB.Key, nil), "mine", "nosuchprofile")
+	sameAsUnknown(t, "B's send on A's profile", r,
+		httpDo(t, "POST", c.url+"/api/v1/chat/conversations", keyB.Key, model.ChatSendRequest{Profile: "nosuchprofile", Message: "hi"}), "mine", "nosuchprofile")
+	if r := httpDo(t, "GET", c.url+"/v1/models/mine", keyA.Key, nil); r.status != http.StatusOK || !strings.Contains(string(r.body), `"id":"mine"`) {
+		t.Fatalf("A's GET /v1/models/mine: %d %s", r.status, r.body)
+	}
 
 	c.llm.Enqueue(llmtest.Text("hello A"))
 	out, err := clientA.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "mine",
