@@ -229,16 +229,26 @@ func (f *Flows) start(ctx context.Context, ref, forID string, bind bool, done fu
 		return model.OAuthStartReply{}, err
 	}
 	hc := f.opts.HTTPClient
-	if !f.opts.Guard.Inside(ctx, cfg.Transport.URL) {
+	if cfg.FromRegistry() || !f.opts.Guard.Inside(ctx, cfg.Transport.URL) {
 		// A public server's metadata must not aim the gateway's requests
 		// (a registration, a token exchange: POSTs) at the host or its
-		// network.
+		// network; nor may a registry's entry (someone else's word), which
+		// the runner reaches at public addresses only, whatever its name
+		// resolves to.
 		hc = f.opts.Guard.Client(hc)
-	} else if hc == nil {
+	} else {
 		// A server inside the operator's network may have its authorization
 		// server there too: a transport of our own opts out of go-sdk's
-		// refusal of private addresses for discovery.
-		hc = &http.Client{Transport: http.DefaultTransport}
+		// refusal of private addresses for discovery. Its own connections
+		// must stay inside: a public server whose DNS answered Inside with
+		// internal addresses and answers the probe with its own (DNS
+		// rebinding) is refused.
+		if hc == nil {
+			hc = &http.Client{Transport: http.DefaultTransport}
+		}
+		if u, err := url.Parse(cfg.Transport.URL); err == nil {
+			hc = f.opts.Guard.Within(hc, u.Hostname())
+		}
 	}
 	req, resp, err := f.probe(ctx, &cfg, hc)
 	if err != nil {
