@@ -306,6 +306,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	if g.oauth, err = oauthflow.New(setup, nc, oo); err != nil {
 		return nil, err
 	}
+	g.keys.OnRevoke(g.oauth.DropKey)
 	if err := g.oauth.AddEndpoint(g.keysSvc, g.log); err != nil {
 		return nil, err
 	}

@@ -96,6 +96,7 @@ type Flows struct {
 type flow struct {
 	server    string
 	principal string // "": the server's own authorization
+	starter   string // the bus principal who started it (DropKey)
 	bind      bool   // completes only in the browser the principal continued it in (binding.go)
 	cancel    context.CancelFunc
 	outcome   chan error // the flow's end, once (the callback page waits for it)
@@ -152,6 +153,22 @@ func (f *Flows) Close() {
 	}
 	f.mu.Unlock()
 	f.wg.Wait()
+}
+
+// DropKey cancels the flows the API key keyID started, or that would
+// authorize it (the KeyStore's OnRevoke, on every instance): the callback
+// needs no key, so a revoked admin key's pending flow would otherwise still
+// make its holder's upstream account the server's own.
+func (f *Flows) DropKey(keyID string) {
+	id := principal.Key(keyID, false, model.ToolFilter{}).ID
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fl := range f.flows {
+		if fl.starter == id || fl.principal == id {
+			f.log.Info("cancelling an OAuth flow: its API key was revoked", "server", fl.server, "key_id", keyID)
+			fl.cancel()
+		}
+	}
 }
 
 // Start begins authorizing server (slug or id) — for principal alone when
@@ -256,7 +273,7 @@ func (f *Flows) start(ctx context.Context, ref, forID string, bind bool, done fu
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
 	expires := time.Now().Add(f.opts.Timeout).UTC()
-	fl := &flow{server: cfg.Slug, principal: forID, bind: bind && forID != "", cancel: cancel, outcome: make(chan error, 1)}
+	fl := &flow{server: cfg.Slug, principal: forID, starter: principal.Actor(ctx), bind: bind && forID != "", cancel: cancel, outcome: make(chan error, 1)}
 	if done != nil {
 		fl.watchers = []func(error){done}
 	}
