@@ -371,3 +371,42 @@ func TestKeysNotFetchedInClear(t *testing.T) {
 		t.Fatalf("the JWK Set was fetched %d times over http", n)
 	}
 }
+
+// TestKeysNotRedirectedToClear: an https JWK Set (or metadata) that
+// redirects to plain http is not followed, for the same reason.
+func TestKeysNotRedirectedToClear(t *testing.T) {
+	keys := jwtissuer.Start(t)
+	keysPort := keys.URL()[strings.LastIndexByte(keys.URL(), ':')+1:]
+	mux := http.NewServeMux()
+	meta := httptest.NewTLSServer(mux)
+	t.Cleanup(meta.Close)
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": meta.URL, "authorization_endpoint": meta.URL + "/authorize",
+			"token_endpoint": meta.URL + "/token", "code_challenge_methods_supported": []string{"S256"}, "jwks_uri": meta.URL + "/jwks"})
+	})
+	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://keys.example.test:"+keysPort+jwtissuer.JWKSPath, http.StatusFound)
+	})
+	hc := meta.Client()
+	tr := hc.Transport.(*http.Transport).Clone()
+	dial := (&net.Dialer{}).DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, port, _ := net.SplitHostPort(addr); host == "keys.example.test" {
+			addr = net.JoinHostPort("127.0.0.1", port)
+		}
+		return dial(ctx, network, addr)
+	}
+	hc.Transport, hc.Timeout = tr, 5*time.Second
+	v := newVerifier(t, jwtauth.Options{Issuers: []string{meta.URL}, HTTPClient: hc})
+	c := keys.Claims("mallory", resource, "mcpbus:admin")
+	c.Issuer = meta.URL
+	if p, err := v.Verify(t.Context(), sign(t, keys, c)); err == nil {
+		t.Fatalf("a token checked against keys fetched over http was accepted: %+v", p)
+	} else if apierr.Of(err) != apierr.ServiceUnavailable {
+		t.Fatalf("error %v (code %s), want SERVICE_UNAVAILABLE", err, apierr.Of(err))
+	}
+	if n := keys.JWKSFetches(); n != 0 {
+		t.Fatalf("the JWK Set was fetched %d times over http", n)
+	}
+}
