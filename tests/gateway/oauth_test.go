@@ -18,10 +18,12 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/credclient"
+	"github.com/mcpbus/mcpbus/libs/jwtissuer"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/oauthtest"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/libs/testmcp"
+	"github.com/mcpbus/mcpbus/services/gateway/auth/jwtauth"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/gateway/oauthflow"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
@@ -567,5 +569,47 @@ func TestOAuthFlowEndsWithItsKey(t *testing.T) {
 	var d model.CredDescription
 	if e.do("GET", "/api/v1/servers/"+slug+"/credentials", nil).decode(t, &d); d.OAuth != nil {
 		t.Fatalf("the server holds the revoked key's tokens: %+v", d.OAuth)
+	}
+}
+
+// TestOAuthFlowEndsWithItsTokens: revoking a subject's access tokens
+// cancels the authorization flows they started, as revoking a key does.
+func TestOAuthFlowEndsWithItsTokens(t *testing.T) {
+	t.Parallel()
+	const resource = "https://mcp.example.test/mcp"
+	iss := jwtissuer.Start(t)
+	as := oauthtest.Start(t, oauthtest.Options{})
+	const slug = "revoked-token-starter"
+	e := startWith(t, nil, gateway.Options{OAuth: jwtauth.Options{Issuers: []string{iss.URL()}, Resource: resource},
+		RemoteOAuth: oauthflow.Options{Timeout: 30 * time.Second}})
+	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: remoteConfig(slug, testmcp.ServeProtected(t, slug, as))}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	token, err := iss.Token("mallory", resource, "mcpbus:admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcome, err := e.st.Conn.SubscribeSync("mcp.v1.events.oauth." + slug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = outcome.Unsubscribe() })
+	var out model.OAuthStartReply
+	if r := e.doKey(token, "POST", "/api/v1/servers/"+slug+"/auth", nil); r.status != http.StatusOK {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	} else {
+		r.decode(t, &out)
+	}
+	if r := e.do("POST", "/api/v1/tokens/revoke", model.TokenRevokeRequest{Sub: "mallory", Iss: iss.URL()}); r.status != http.StatusOK {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	var ev model.OAuthEvent
+	if m, err := outcome.NextMsg(10 * time.Second); err != nil {
+		t.Errorf("no outcome of the flow within 10 s of its tokens' revocation: %v", err)
+	} else if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Type != model.OAuthFailed {
+		t.Errorf("outcome %s, want failed", m.Data)
+	}
+	if code, page := browse(t, out.AuthorizationURL); code == http.StatusOK {
+		t.Fatalf("the revoked tokens' authorization completed: %d %q", code, page)
 	}
 }

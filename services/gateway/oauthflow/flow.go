@@ -161,11 +161,27 @@ func (f *Flows) Close() {
 // make its holder's upstream account the server's own.
 func (f *Flows) DropKey(keyID string) {
 	id := principal.Key(keyID, false, model.ToolFilter{}).ID
+	f.drop(func(p string) bool { return p == id }, "its API key was revoked")
+}
+
+// DropSubject is DropKey for the access tokens of subject of issuer (of
+// every issuer when ""), revoked with `mcpbus tokens revoke --sub`.
+func (f *Flows) DropSubject(issuer, subject string) {
+	f.drop(func(p string) bool {
+		rest, ok := strings.CutPrefix(p, principal.KindOAuth+":")
+		// An issuer identifier has no '#': the first one ends it.
+		iss, sub, found := strings.Cut(rest, "#")
+		return ok && found && sub == subject && (issuer == "" || iss == issuer)
+	}, "its access tokens were revoked")
+}
+
+// drop cancels the flows whose starter or principal matches.
+func (f *Flows) drop(match func(principal string) bool, why string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, fl := range f.flows {
-		if fl.starter == id || fl.principal == id {
-			f.log.Info("cancelling an OAuth flow: its API key was revoked", "server", fl.server, "key_id", keyID)
+		if match(fl.starter) || (fl.principal != "" && match(fl.principal)) {
+			f.log.Info("cancelling an OAuth flow: "+why, "server", fl.server)
 			fl.cancel()
 		}
 	}
