@@ -267,6 +267,66 @@ func (g Guard) Client(base *http.Client) *http.Client {
 	return &c
 }
 
+// ErrLeftInside is the error of a connection to a server judged inside
+// the operator's network (Within) that reached a public address.
+var ErrLeftInside = errors.New("refused: a server inside the network reached at a public address")
+
+// Within is base whose connections to host stay on internal addresses
+// (checked on the address each dial reached): the client of a server
+// Inside judged internal by what its name resolved to, whose requests are
+// trusted with the operator's network. Without it, a name that answered
+// Inside's lookup with internal addresses and a later dial with a public
+// one (DNS rebinding) would lend that trust to a server outside. Only
+// host's connections are checked (an internal server's authorization
+// server may be anywhere), and none through a proxy, whose address alone
+// is known here. A base whose transport is not an *http.Transport cannot
+// be checked so: it gets Client's guard instead.
+func (g Guard) Within(base *http.Client, host string) *http.Client {
+	if base == nil {
+		base = &http.Client{}
+	}
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	t, ok := rt.(*http.Transport)
+	if !ok {
+		return g.Client(base)
+	}
+	out := t.Clone()
+	dial := out.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Resolver: g.Resolver}).DialContext
+	}
+	want := canonicalHost(host)
+	out.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if h, _, err := net.SplitHostPort(addr); err != nil || canonicalHost(h) != want {
+			return dial(ctx, network, addr)
+		}
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		ap, err := netip.ParseAddrPort(conn.RemoteAddr().String())
+		if err != nil || !g.internal(ap.Addr()) {
+			_ = conn.Close()
+			return nil, fmt.Errorf("%w: %s at %s", ErrLeftInside, host, conn.RemoteAddr())
+		}
+		return conn, nil
+	}
+	// A TLS dial of its own would bypass the check.
+	out.DialTLSContext = nil
+	c := *base
+	c.Transport = out
+	return &c
+}
+
+// canonicalHost is a host name or address as dials name it: lower case,
+// without a trailing dot or an IPv6 address's brackets.
+func canonicalHost(h string) string {
+	return strings.Trim(strings.TrimSuffix(strings.ToLower(h), "."), "[]")
+}
+
 // transport is t dialing public addresses only, proxies from t's
 // environment aside.
 func (g Guard) transport(t *http.Transport) *http.Transport {

@@ -127,3 +127,32 @@ func TestClass(t *testing.T) {
 		}
 	}
 }
+
+// TestWithinKeepsTheServerInside: the client of a server judged inside
+// reaches its host only at internal addresses; a name that now resolves
+// public (rebound) is refused, and other hosts are not checked.
+func TestWithinKeepsTheServerInside(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	names := netguardtest.Resolver(map[string][]netip.Addr{"mcp.example.test": {netip.MustParseAddr("127.0.0.1")}, "as.example.test": {netip.MustParseAddr("127.0.0.1")}})
+	base := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Resolver: names}).DialContext}}
+	get := func(g Guard, host string) error {
+		resp, err := g.Within(base, "mcp.example.test").Get("http://" + net.JoinHostPort(host, port) + "/")
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return err
+	}
+	inside := Guard{Resolver: names} // 127.0.0.1 is internal
+	if err := get(inside, "mcp.example.test"); err != nil {
+		t.Fatalf("the server at an internal address: %v", err)
+	}
+	public := Guard{Resolver: names, Internal: func(netip.Addr) bool { return false }}
+	if err := get(public, "mcp.example.test"); !errors.Is(err, ErrLeftInside) {
+		t.Fatalf("the server at a public address: %v, want ErrLeftInside", err)
+	}
+	if err := get(public, "as.example.test"); err != nil {
+		t.Fatalf("another host: %v", err)
+	}
+}

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/netguard"
+	"github.com/mcpbus/mcpbus/libs/netguard/netguardtest"
 	"github.com/mcpbus/mcpbus/libs/oauthtest"
 	"github.com/mcpbus/mcpbus/libs/testmcp"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
@@ -125,6 +128,95 @@ func TestOAuthAuthorizationServerThatNeverAnswers(t *testing.T) {
 			}
 			if ae := r.contract(t); ae.Code != apierr.Network || ae.Message != oauthflow.MsgNoAnswer {
 				t.Fatalf("start: %d %s", r.status, r.body)
+			}
+		})
+	}
+}
+
+// TestOAuthServerInsideOnlyByItsDNS: a server is trusted as inside the
+// operator's network (its flow's requests may go to internal addresses)
+// only while its connections land inside. A public server whose DNS
+// answered the gateway's check with internal addresses and the probe's
+// dial with its own (DNS rebinding) must not get that trust: its metadata
+// then aimed the registration at an internal service. A server installed
+// from a registry (its URL is someone else's word) never gets it: the
+// runner reaches such a server at public addresses only, and the flow's
+// probe went to the internal address its name resolved to. The test calls
+// 127.0.0.2 internal and 127.0.0.1, where the attacker listens, public.
+func TestOAuthServerInsideOnlyByItsDNS(t *testing.T) {
+	t.Parallel()
+	internal := netip.MustParseAddr("127.0.0.2")
+	var reached atomic.Int32
+	listenInside := func() *httptest.Server {
+		ln, err := net.Listen("tcp", "127.0.0.2:0")
+		if err != nil {
+			t.Skipf("no second loopback address: %v", err)
+		}
+		inner := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			reached.Add(1)
+			http.Error(w, "an internal service", http.StatusTeapot)
+		}))
+		_ = inner.Listener.Close()
+		inner.Listener = ln
+		inner.Start()
+		t.Cleanup(inner.Close)
+		return inner
+	}
+	inner := listenInside()
+
+	// The attacker: a server that asks for OAuth, its resource metadata
+	// naming an authorization server whose registration endpoint is the
+	// internal service.
+	as := oauthtest.Start(t, oauthtest.Options{Meta: func(m *oauthex.AuthServerMeta) { m.RegistrationEndpoint = inner.URL + "/register" }})
+	mux := http.NewServeMux()
+	attacker := httptest.NewServer(mux)
+	t.Cleanup(attacker.Close)
+	_, port, _ := net.SplitHostPort(attacker.Listener.Addr().String())
+	rebound := "http://rebind.example.test:" + port + "/mcp"
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+attacker.URL+`/prm"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	})
+	mux.HandleFunc("/prm", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(oauthex.ProtectedResourceMetadata{Resource: rebound, AuthorizationServers: []string{as.URL}})
+	})
+
+	// The registry's server: its name resolves to the internal service only.
+	inside := listenInside()
+	_, insidePort, _ := net.SplitHostPort(inside.Listener.Addr().String())
+	registryURL := "http://registry-entry.example.test:" + insidePort + "/mcp"
+
+	names := netguardtest.Resolver(map[string][]netip.Addr{"rebind.example.test": {internal}, "registry-entry.example.test": {internal}})
+	guard := netguard.Guard{Internal: func(ip netip.Addr) bool { return ip == internal }, Resolver: names}
+	// What the dials resolve: the rebinding name now answers with the
+	// attacker's address; every other name as the guard's resolver does.
+	dialer := &net.Dialer{Timeout: 5 * time.Second, Resolver: names}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, p, _ := net.SplitHostPort(addr); host == "rebind.example.test" {
+			addr = net.JoinHostPort("127.0.0.1", p)
+		}
+		return dialer.DialContext(ctx, network, addr)
+	}
+	e := startWith(t, nil, gateway.Options{RemoteOAuth: oauthflow.Options{Timeout: 10 * time.Second, RequestTimeout: 5 * time.Second,
+		Guard: guard, HTTPClient: &http.Client{Transport: tr}}})
+
+	registryCfg := remoteConfig("registry-entry", registryURL)
+	registryCfg.Source = model.Source{Type: model.SourceOfficial, Name: "example/registry-entry"}
+	for _, cfg := range []model.McpConfig{remoteConfig("rebinding", rebound), registryCfg} {
+		t.Run(cfg.Name, func(t *testing.T) {
+			if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: cfg}); r.status != http.StatusCreated {
+				t.Fatalf("create: %d %s", r.status, r.body)
+			}
+			before := reached.Load()
+			r := e.do("POST", "/api/v1/servers/"+cfg.Name+"/auth", nil)
+			if r.status == http.StatusOK {
+				t.Fatalf("start: %d %s, want refused", r.status, r.body)
+			}
+			if n := reached.Load() - before; n != 0 {
+				t.Fatalf("the internal address got %d requests (start: %d %s)", n, r.status, r.body)
 			}
 		})
 	}

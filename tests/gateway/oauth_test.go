@@ -18,10 +18,12 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/credclient"
+	"github.com/mcpbus/mcpbus/libs/jwtissuer"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/oauthtest"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/libs/testmcp"
+	"github.com/mcpbus/mcpbus/services/gateway/auth/jwtauth"
 	"github.com/mcpbus/mcpbus/services/gateway/gateway"
 	"github.com/mcpbus/mcpbus/services/gateway/oauthflow"
 	"github.com/mcpbus/mcpbus/services/gateway/rest"
@@ -520,4 +522,94 @@ func sameScopes(scope string, want ...string) bool {
 	want = slices.Clone(want)
 	slices.Sort(want)
 	return slices.Equal(got, want)
+}
+
+// TestOAuthFlowEndsWithItsKey: revoking a key cancels the authorization
+// flows it started. The callback needs no key, so an admin key revoked
+// mid-flow (a leaked key, a leaver) could otherwise still make an upstream
+// account of its holder's the server's own, which every caller's calls
+// then use.
+func TestOAuthFlowEndsWithItsKey(t *testing.T) {
+	t.Parallel()
+	as := oauthtest.Start(t, oauthtest.Options{})
+	const slug = "revoked-starter"
+	e := startWith(t, nil, gateway.Options{RemoteOAuth: oauthflow.Options{Timeout: 30 * time.Second}})
+	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: remoteConfig(slug, testmcp.ServeProtected(t, slug, as))}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	var leaving model.KeyCreateReply
+	if r := e.do("POST", "/api/v1/keys", model.KeyCreateRequest{Name: "leaving", Scopes: []string{model.KeyScopeAdmin}}); r.status != http.StatusCreated && r.status != http.StatusOK {
+		t.Fatalf("create key: %d %s", r.status, r.body)
+	} else {
+		r.decode(t, &leaving)
+	}
+	outcome, err := e.st.Conn.SubscribeSync("mcp.v1.events.oauth." + slug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = outcome.Unsubscribe() })
+	var out model.OAuthStartReply
+	if r := e.doKey(leaving.Key, "POST", "/api/v1/servers/"+slug+"/auth", nil); r.status != http.StatusOK {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	} else {
+		r.decode(t, &out)
+	}
+	if r := e.do("DELETE", "/api/v1/keys/"+leaving.ID, nil); r.status != http.StatusOK {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	var ev model.OAuthEvent
+	if m, err := outcome.NextMsg(10 * time.Second); err != nil {
+		t.Errorf("no outcome of the flow within 10 s of its key's revocation: %v", err)
+	} else if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Type != model.OAuthFailed {
+		t.Errorf("outcome %s, want failed", m.Data)
+	}
+	if code, page := browse(t, out.AuthorizationURL); code == http.StatusOK {
+		t.Fatalf("the revoked key's authorization completed: %d %q", code, page)
+	}
+	var d model.CredDescription
+	if e.do("GET", "/api/v1/servers/"+slug+"/credentials", nil).decode(t, &d); d.OAuth != nil {
+		t.Fatalf("the server holds the revoked key's tokens: %+v", d.OAuth)
+	}
+}
+
+// TestOAuthFlowEndsWithItsTokens: revoking a subject's access tokens
+// cancels the authorization flows they started, as revoking a key does.
+func TestOAuthFlowEndsWithItsTokens(t *testing.T) {
+	t.Parallel()
+	const resource = "https://mcp.example.test/mcp"
+	iss := jwtissuer.Start(t)
+	as := oauthtest.Start(t, oauthtest.Options{})
+	const slug = "revoked-token-starter"
+	e := startWith(t, nil, gateway.Options{OAuth: jwtauth.Options{Issuers: []string{iss.URL()}, Resource: resource},
+		RemoteOAuth: oauthflow.Options{Timeout: 30 * time.Second}})
+	if r := e.do("POST", "/api/v1/servers", model.ConfigCreateRequest{Config: remoteConfig(slug, testmcp.ServeProtected(t, slug, as))}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	token, err := iss.Token("mallory", resource, "mcpbus:admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcome, err := e.st.Conn.SubscribeSync("mcp.v1.events.oauth." + slug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = outcome.Unsubscribe() })
+	var out model.OAuthStartReply
+	if r := e.doKey(token, "POST", "/api/v1/servers/"+slug+"/auth", nil); r.status != http.StatusOK {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	} else {
+		r.decode(t, &out)
+	}
+	if r := e.do("POST", "/api/v1/tokens/revoke", model.TokenRevokeRequest{Sub: "mallory", Iss: iss.URL()}); r.status != http.StatusOK {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	var ev model.OAuthEvent
+	if m, err := outcome.NextMsg(10 * time.Second); err != nil {
+		t.Errorf("no outcome of the flow within 10 s of its tokens' revocation: %v", err)
+	} else if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Type != model.OAuthFailed {
+		t.Errorf("outcome %s, want failed", m.Data)
+	}
+	if code, page := browse(t, out.AuthorizationURL); code == http.StatusOK {
+		t.Fatalf("the revoked tokens' authorization completed: %d %q", code, page)
+	}
 }

@@ -117,6 +117,17 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 		missing = "an API key or an OAuth access token is required: send Authorization: Bearer <key or token>"
 	}
 	challenge := func(w http.ResponseWriter, errCode, scope string) { setChallenge(w, metadataURL, errCode, scope) }
+	// needs is the token scope a 401 names for a route of scope (RFC 6750
+	// §3; a SHOULD of the MCP authorization spec, 2025-11-25): an MCP
+	// client asks for the challenge's scope, and only without one for
+	// every scope the resource metadata lists, mcpbus:admin included. None
+	// for API keys alone (no token to ask for) or a route any key may use.
+	needs := func(scope string) string {
+		if opts.Tokens == nil || scope == ScopeAnyKey {
+			return ""
+		}
+		return opts.Tokens.TokenScope(scope)
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			scope := opts.ScopeFor(r)
@@ -145,7 +156,7 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 						return
 					}
 					failed(opts, bucketKey{key: addr})
-					challenge(w, "invalid_token", "")
+					challenge(w, "invalid_token", needs(scope))
 				}
 			} else {
 				// An API key of a known id is throttled on its own (address, id)
@@ -168,7 +179,7 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 							return
 						}
 						failed(opts, bucket)
-						challenge(w, "invalid_token", "")
+						challenge(w, "invalid_token", needs(scope))
 					}
 				} else if throttled(w, r, opts, bucket) {
 					return
@@ -177,14 +188,14 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 				case bucket.sub != "": // checked above
 				case !hasToken:
 					failed(opts, bucket)
-					challenge(w, "", "")
+					challenge(w, "", needs(scope))
 					WriteError(w, 0, apierr.New(apierr.Unauthorized, missing))
 					return
 				default:
 					p, err = opts.Store.Authenticate(r.Context(), token)
 					if apierr.Of(err) == apierr.Unauthorized {
 						failed(opts, bucket)
-						challenge(w, "invalid_token", "")
+						challenge(w, "invalid_token", needs(scope))
 					}
 				}
 			}

@@ -29,6 +29,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/lostreplies"
+	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/runnerwatch"
 	"github.com/mcpbus/mcpbus/services/gateway/auth"
 	"github.com/mcpbus/mcpbus/services/gateway/auth/jwtauth"
@@ -306,6 +307,12 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	if g.oauth, err = oauthflow.New(setup, nc, oo); err != nil {
 		return nil, err
 	}
+	g.keys.OnRevoke(g.oauth.DropKey)
+	g.revoked.OnRevoke(func(rv model.TokenRevocation) {
+		if rv.Kind == model.RevokeSub { // a jti names no principal
+			g.oauth.DropSubject(rv.Issuer, rv.Value)
+		}
+	})
 	if err := g.oauth.AddEndpoint(g.keysSvc, g.log); err != nil {
 		return nil, err
 	}

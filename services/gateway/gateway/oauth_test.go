@@ -114,7 +114,11 @@ func TestOAuthAccessTokens(t *testing.T) {
 	t.Run("no token", func(t *testing.T) {
 		r := h.do("POST", "/mcp", "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"})
 		p := challenge(t, r)
-		if r.status != http.StatusUnauthorized || p["resource_metadata"] != oauthMetadataURL || p["error"] != "" {
+		// The challenge names the scope /mcp needs: an MCP client asks for
+		// it, and only without it for every scope the metadata lists,
+		// mcpbus:admin included (MCP authorization 2025-11-25, scope
+		// selection).
+		if r.status != http.StatusUnauthorized || p["resource_metadata"] != oauthMetadataURL || p["error"] != "" || p["scope"] != "tools" {
 			t.Fatalf("%d %v", r.status, p)
 		}
 		if !strings.Contains(r.contract(t).Message, "OAuth access token") {
@@ -145,6 +149,9 @@ func TestOAuthAccessTokens(t *testing.T) {
 					p["error"] != "invalid_token" || p["resource_metadata"] != oauthMetadataURL {
 					t.Fatalf("%s: %d %s %v", path, r.status, r.body, p)
 				}
+			}
+			if p := challenge(t, h.do("POST", "/mcp", tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"})); p["scope"] != "tools" {
+				t.Fatalf("/mcp: challenge %v, want the scope it needs", p)
 			}
 		})
 	}

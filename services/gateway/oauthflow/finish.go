@@ -85,7 +85,7 @@ func failure(ctx context.Context, err error, preregistered, noAnswer bool) *apie
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return apierr.Wrap(apierr.Network, model.MsgAuthorizeTimeout, err)
 	case errors.Is(ctx.Err(), context.Canceled):
-		return apierr.Wrap(apierr.ServiceUnavailable, "Authorization cancelled (a newer one started, or the gateway stopped).", err)
+		return apierr.Wrap(apierr.ServiceUnavailable, "Authorization cancelled (a newer one started, the API key that started it was revoked, or the gateway stopped).", err)
 	case noAnswer:
 		return apierr.Wrap(apierr.Network, MsgNoAnswer, err)
 	case errors.As(err, &ae) && ae.Code != apierr.Unauthorized:

@@ -96,6 +96,7 @@ type Flows struct {
 type flow struct {
 	server    string
 	principal string // "": the server's own authorization
+	starter   string // the bus principal who started it (DropKey)
 	bind      bool   // completes only in the browser the principal continued it in (binding.go)
 	cancel    context.CancelFunc
 	outcome   chan error // the flow's end, once (the callback page waits for it)
@@ -152,6 +153,38 @@ func (f *Flows) Close() {
 	}
 	f.mu.Unlock()
 	f.wg.Wait()
+}
+
+// DropKey cancels the flows the API key keyID started, or that would
+// authorize it (the KeyStore's OnRevoke, on every instance): the callback
+// needs no key, so a revoked admin key's pending flow would otherwise still
+// make its holder's upstream account the server's own.
+func (f *Flows) DropKey(keyID string) {
+	id := principal.Key(keyID, false, model.ToolFilter{}).ID
+	f.drop(func(p string) bool { return p == id }, "its API key was revoked")
+}
+
+// DropSubject is DropKey for the access tokens of subject of issuer (of
+// every issuer when ""), revoked with `mcpbus tokens revoke --sub`.
+func (f *Flows) DropSubject(issuer, subject string) {
+	f.drop(func(p string) bool {
+		rest, ok := strings.CutPrefix(p, principal.KindOAuth+":")
+		// An issuer identifier has no '#': the first one ends it.
+		iss, sub, found := strings.Cut(rest, "#")
+		return ok && found && sub == subject && (issuer == "" || iss == issuer)
+	}, "its access tokens were revoked")
+}
+
+// drop cancels the flows whose starter or principal matches.
+func (f *Flows) drop(match func(principal string) bool, why string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fl := range f.flows {
+		if match(fl.starter) || (fl.principal != "" && match(fl.principal)) {
+			f.log.Info("cancelling an OAuth flow: "+why, "server", fl.server)
+			fl.cancel()
+		}
+	}
 }
 
 // Start begins authorizing server (slug or id) — for principal alone when
@@ -229,16 +262,26 @@ func (f *Flows) start(ctx context.Context, ref, forID string, bind bool, done fu
 		return model.OAuthStartReply{}, err
 	}
 	hc := f.opts.HTTPClient
-	if !f.opts.Guard.Inside(ctx, cfg.Transport.URL) {
+	if cfg.FromRegistry() || !f.opts.Guard.Inside(ctx, cfg.Transport.URL) {
 		// A public server's metadata must not aim the gateway's requests
 		// (a registration, a token exchange: POSTs) at the host or its
-		// network.
+		// network; nor may a registry's entry (someone else's word), which
+		// the runner reaches at public addresses only, whatever its name
+		// resolves to.
 		hc = f.opts.Guard.Client(hc)
-	} else if hc == nil {
+	} else {
 		// A server inside the operator's network may have its authorization
 		// server there too: a transport of our own opts out of go-sdk's
-		// refusal of private addresses for discovery.
-		hc = &http.Client{Transport: http.DefaultTransport}
+		// refusal of private addresses for discovery. Its own connections
+		// must stay inside: a public server whose DNS answered Inside with
+		// internal addresses and answers the probe with its own (DNS
+		// rebinding) is refused.
+		if hc == nil {
+			hc = &http.Client{Transport: http.DefaultTransport}
+		}
+		if u, err := url.Parse(cfg.Transport.URL); err == nil {
+			hc = f.opts.Guard.Within(hc, u.Hostname())
+		}
 	}
 	req, resp, err := f.probe(ctx, &cfg, hc)
 	if err != nil {
@@ -246,7 +289,7 @@ func (f *Flows) start(ctx context.Context, ref, forID string, bind bool, done fu
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
 	expires := time.Now().Add(f.opts.Timeout).UTC()
-	fl := &flow{server: cfg.Slug, principal: forID, bind: bind && forID != "", cancel: cancel, outcome: make(chan error, 1)}
+	fl := &flow{server: cfg.Slug, principal: forID, starter: principal.Actor(ctx), bind: bind && forID != "", cancel: cancel, outcome: make(chan error, 1)}
 	if done != nil {
 		fl.watchers = []func(error){done}
 	}

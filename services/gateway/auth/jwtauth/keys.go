@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -85,6 +86,12 @@ func (k *keySet) open(ctx context.Context) (keyfunc.Keyfunc, error) {
 		}
 		if meta == nil || meta.JWKSURI == "" {
 			return nil, errors.New("its metadata (RFC 8414 or OpenID Connect discovery) names no jwks_uri; set --oauth-jwks-url")
+		}
+		// The keys decide which tokens are genuine: fetched in clear, they
+		// are whoever is on the way's. The rule of --oauth-jwks-url
+		// (go-sdk checks only the scheme is not javascript: and the like).
+		if u, err := url.Parse(meta.JWKSURI); err != nil || u.Host == "" || (u.Scheme != "https" && (u.Scheme != "http" || !loopback(u.Hostname()))) {
+			return nil, fmt.Errorf("its metadata's jwks_uri %q is not an https URL (http only on localhost)", meta.JWKSURI)
 		}
 		k.jwksURL = meta.JWKSURI
 	}

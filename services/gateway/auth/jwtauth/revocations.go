@@ -59,6 +59,8 @@ type Revocations struct {
 	mu   sync.RWMutex
 	jti  map[string]revRevocation // by value
 	subs map[string]revRevocation // by subKey
+	// on are told each revocation made since (OnRevoke), under mu.
+	on []func(model.TokenRevocation)
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -148,7 +150,22 @@ func (r *Revocations) apply(e jetstream.KeyValueEntry) {
 	}
 	if rv, ok := r.decode(e); ok {
 		r.set(rv, e.Revision())
+		r.mu.RLock()
+		on := r.on
+		r.mu.RUnlock()
+		for _, fn := range on {
+			fn(rv)
+		}
 	}
+}
+
+// OnRevoke registers fn to be told each revocation made from now on, on
+// any instance (the bucket is watched), so that what the revoked tokens
+// started ends (their OAuth flows).
+func (r *Revocations) OnRevoke(fn func(model.TokenRevocation)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.on = append(r.on, fn)
 }
 
 // set puts rv, written at revision rev, in force unless a newer write of

@@ -60,6 +60,7 @@ func New(life context.Context, opts Options) (*Verifier, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: opts.HTTPTimeout}
 	}
+	opts.HTTPClient = noDowngrade(opts.HTTPClient)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -200,3 +201,24 @@ func (v *Verifier) Handles(token string) bool {
 // TokenScope names the token scope that grants a key scope (for the scope
 // of an insufficient_scope challenge).
 func (v *Verifier) TokenScope(scope string) string { return v.scopes.TokenScope(scope) }
+
+// noDowngrade is a copy of hc that follows no redirect from https to
+// another scheme: the issuer's metadata and keys decide which tokens are
+// genuine, and what comes over plain http is whoever is on the way's.
+func noDowngrade(hc *http.Client) *http.Client {
+	c := *hc
+	prev := hc.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if via[len(via)-1].URL.Scheme == "https" && req.URL.Scheme != "https" {
+			return fmt.Errorf("refused: a redirect from https to %s (%s)", req.URL.Scheme, req.URL.Host)
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		if len(via) >= 10 { // Go's default
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &c
+}

@@ -3,6 +3,7 @@ package jwtauth_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -326,5 +327,86 @@ func TestOptionsValidate(t *testing.T) {
 		if err := o.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestKeysNotFetchedInClear: an issuer's metadata that names a JWK Set
+// over plain http (not on localhost) is not followed: whoever is on the
+// way could hand the gateway keys of their own and sign any token, admin
+// scope included. --oauth-jwks-url is held to the same rule.
+func TestKeysNotFetchedInClear(t *testing.T) {
+	keys := jwtissuer.Start(t)
+	mux := http.NewServeMux()
+	meta := httptest.NewServer(mux)
+	t.Cleanup(meta.Close)
+	keysPort := keys.URL()[strings.LastIndexByte(keys.URL(), ':')+1:]
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": meta.URL, "authorization_endpoint": meta.URL + "/authorize",
+			"token_endpoint": meta.URL + "/token", "code_challenge_methods_supported": []string{"S256"},
+			"jwks_uri": "http://keys.example.test:" + keysPort + jwtissuer.JWKSPath})
+	})
+	// The network answers keys.example.test with the key server (on the
+	// way, an attacker's).
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, port, _ := net.SplitHostPort(addr); host == "keys.example.test" {
+			addr = net.JoinHostPort("127.0.0.1", port)
+		}
+		return dial(ctx, network, addr)
+	}
+	v := newVerifier(t, jwtauth.Options{Issuers: []string{meta.URL}, HTTPClient: &http.Client{Transport: tr, Timeout: 5 * time.Second}})
+	c := keys.Claims("mallory", resource, "mcpbus:admin")
+	c.Issuer = meta.URL
+	p, err := v.Verify(t.Context(), sign(t, keys, c))
+	if err == nil {
+		t.Fatalf("a token checked against keys fetched over http was accepted: %+v", p)
+	}
+	if apierr.Of(err) != apierr.ServiceUnavailable || !strings.Contains(err.Error(), "jwks_uri") {
+		t.Fatalf("error %v (code %s), want SERVICE_UNAVAILABLE naming the jwks_uri", err, apierr.Of(err))
+	}
+	if n := keys.JWKSFetches(); n != 0 {
+		t.Fatalf("the JWK Set was fetched %d times over http", n)
+	}
+}
+
+// TestKeysNotRedirectedToClear: an https JWK Set (or metadata) that
+// redirects to plain http is not followed, for the same reason.
+func TestKeysNotRedirectedToClear(t *testing.T) {
+	keys := jwtissuer.Start(t)
+	keysPort := keys.URL()[strings.LastIndexByte(keys.URL(), ':')+1:]
+	mux := http.NewServeMux()
+	meta := httptest.NewTLSServer(mux)
+	t.Cleanup(meta.Close)
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": meta.URL, "authorization_endpoint": meta.URL + "/authorize",
+			"token_endpoint": meta.URL + "/token", "code_challenge_methods_supported": []string{"S256"}, "jwks_uri": meta.URL + "/jwks"})
+	})
+	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://keys.example.test:"+keysPort+jwtissuer.JWKSPath, http.StatusFound)
+	})
+	hc := meta.Client()
+	tr := hc.Transport.(*http.Transport).Clone()
+	dial := (&net.Dialer{}).DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, port, _ := net.SplitHostPort(addr); host == "keys.example.test" {
+			addr = net.JoinHostPort("127.0.0.1", port)
+		}
+		return dial(ctx, network, addr)
+	}
+	hc.Transport, hc.Timeout = tr, 5*time.Second
+	v := newVerifier(t, jwtauth.Options{Issuers: []string{meta.URL}, HTTPClient: hc})
+	c := keys.Claims("mallory", resource, "mcpbus:admin")
+	c.Issuer = meta.URL
+	if p, err := v.Verify(t.Context(), sign(t, keys, c)); err == nil {
+		t.Fatalf("a token checked against keys fetched over http was accepted: %+v", p)
+	} else if apierr.Of(err) != apierr.ServiceUnavailable {
+		t.Fatalf("error %v (code %s), want SERVICE_UNAVAILABLE", err, apierr.Of(err))
+	}
+	if n := keys.JWKSFetches(); n != 0 {
+		t.Fatalf("the JWK Set was fetched %d times over http", n)
 	}
 }
