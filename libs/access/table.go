@@ -283,9 +283,9 @@ func Table() []Rule {
 			Publish: join(consume(streamEvents), consume(streamAudit), kvRead(bTools, bStatus), replies, []string{"{p}.call.>", "{p}.rpc.*", "{p}.cancel.*", "{p}.task.*", "{p}.tools.list", "{p}.tools.search", "{p}.tools.review", "{p}.tools.approve", "{p}.runtime.*",
 				"{p}.config.*", "{p}.cred.set", "{p}.cred.delete", "{p}.cred.describe", "{p}.cred.key", "{p}.registry.*", "{p}.keys.*", "{p}.tokens.*", "{p}.oauth.*", "{p}.agents.*",
 				"{p}.chat.*", "{p}.chat.profiles.*", "{p}.approvals.*", "$SRV.>"})},
-		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; keeps the agents' records (KV mcp_agents) the runners check calls against",
+		{Role: Host, Why: "mcpbus up: owns the embedded server's users, serves agents.*; keeps the agents' records (KV mcp_agents) the runners check calls against; on an agent's revocation deletes its own upstream credentials (cred.forget, the only one that may) and withdraws its held calls (mcp_approvals), so the next agent of the name inherits neither",
 			Subscribe: join(ownInbox, discovery, []string{"{p}.agents.*"}),
-			Publish:   join(replies, ensure("KV_"+bAgents), kvWrite(bAgents))},
+			Publish:   join(replies, ensure("KV_"+bAgents), kvWrite(bAgents, bApprovals), []string{"{p}.cred.forget"})},
 		{Role: Agent, Why: "an agent: requests only under its own {p}.agent.<name> (AgentPerms: calls, rpc and cancels of the servers its globs name, tools.list, tools.search), so the subject names the caller; follows the live status events of those servers, naming only its tools ({p}.agent.<name>.events.status.<server>), and the call events of its own calls ({p}.agent.<name>.events.call.<server>); no JetStream, no replies",
 			Subscribe: ownInbox},
 	}

@@ -96,6 +96,20 @@ func (c *Client) Describe(ctx context.Context, req model.CredDescribeRequest) (m
 	return c.call(ctx, c.verbs.describe, req)
 }
 
+// VerbForget is mcp.v1.cred.<VerbForget>: delete every per-principal
+// record of one principal (mcpbus up's host, revoking an agent).
+const VerbForget = "forget"
+
+// Forget deletes every per-principal record (kind principal) of principal,
+// whatever server it is for.
+func (c *Client) Forget(ctx context.Context, principal string) (model.CredForgetReply, error) {
+	var out model.CredForgetReply
+	if err := bus.RequestJSON(ctx, c.nc, c.subj.Service("cred", VerbForget), model.CredForgetRequest{Principal: principal}, &out, Timeout); err != nil {
+		return model.CredForgetReply{}, unreachable(err)
+	}
+	return out, nil
+}
+
 func (c *Client) call(ctx context.Context, verb string, in any) (model.CredDescription, error) {
 	var out model.CredDescription
 	if err := bus.RequestJSON(ctx, c.nc, c.subj.Service("cred", verb), in, &out, Timeout); err != nil {

@@ -160,6 +160,21 @@ type CredDeleteRequest struct {
 	Principals bool `json:"principals,omitempty"`
 }
 
+// CredForgetRequest is the body of mcp.v1.cred.forget: delete every
+// per-principal record (kind principal) of Principal, whatever server it is
+// for. mcpbus up's host asks it when it revokes an agent: an agent made
+// again with the name is the same principal (agent:<name>), and must not
+// call upstream as the revoked one did.
+type CredForgetRequest struct {
+	Principal string `json:"principal"`
+}
+
+// CredForgetReply answers mcp.v1.cred.forget: how many records went.
+type CredForgetReply struct {
+	Principal string `json:"principal"`
+	Removed   int    `json:"removed"`
+}
+
 // CredDescribeRequest is the body of mcp.v1.cred.describe.
 type CredDescribeRequest struct {
 	ServerID string         `json:"server_id"`

@@ -37,7 +37,7 @@ func TestSchemasCompile(t *testing.T) {
 		"config-delete-reply", "config-import-request", "config-import-reply", "config-export-request",
 		"config-export-reply", "config-history-reply", "config-rollback-request", "config-event", "slug-reservation",
 		"cred-set-request", "cred-delete-request", "cred-describe-request", "cred-description", "cred-resolve-request", "cred-event",
-		"cred-key-request", "cred-key-reply", "cred-chatkey-request", "cred-chatkey-reply", "cred-oauthclient-request", "sealed-credentials", "sealed-reply", "registry-search-request", "registry-search-reply", "registry-get-request", "install-plan",
+		"cred-key-request", "cred-key-reply", "cred-chatkey-request", "cred-chatkey-reply", "cred-oauthclient-request", "cred-forget-request", "cred-forget-reply", "sealed-credentials", "sealed-reply", "registry-search-request", "registry-search-reply", "registry-get-request", "install-plan",
 		"chat-profile", "chat-send-request", "chat-send-reply", "chat-conversation-ref", "chat-watch-reply", "chat-history-reply", "chat-list-request",
 		"chat-list-reply", "chat-cancel-request", "chat-cancel-reply", "chat-approve-request", "chat-answer-request", "chat-pending-reply", "chat-event", "chat-entry",
 		"chat-profile-put-request", "chat-profile-ref", "chat-profile-list-request", "chat-profile-list-reply",

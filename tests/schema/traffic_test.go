@@ -574,6 +574,7 @@ var requestSchema = map[string]string{
 	"cred.chatset": "cred-set-request", "cred.chatdelete": "cred-delete-request", "cred.chatdescribe": "cred-describe-request",
 	"cred.resolve": "cred-resolve-request", "cred.key": "cred-key-request", "cred.registry": "cred-resolve-request",
 	"cred.chatkey": "cred-chatkey-request", "cred.oauthclient": "cred-oauthclient-request", "cred.fingerprints": "cred-fingerprints-request",
+	"cred.forget": "cred-forget-request",
 
 	"registry.search": "registry-search-request", "registry.get": "registry-get-request",
 
@@ -611,6 +612,7 @@ var replySchema = map[string]string{
 	"cred.chatset": "cred-description", "cred.chatdelete": "cred-description", "cred.chatdescribe": "cred-description",
 	"cred.resolve": "sealed-reply", "cred.key": "cred-key-reply", "cred.registry": "sealed-reply",
 	"cred.chatkey": "cred-chatkey-reply", "cred.oauthclient": "sealed-reply", "cred.fingerprints": "sealed-reply",
+	"cred.forget": "cred-forget-reply",
 
 	"registry.search": "registry-search-reply", "registry.get": "install-plan",
 

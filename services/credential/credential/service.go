@@ -56,7 +56,7 @@ const (
 
 // Verbs are every verb the service answers.
 var Verbs = []string{VerbSet, VerbDelete, VerbDescribe, VerbResolve, VerbKey, VerbRegistry, VerbChatKey, VerbOAuthClient, VerbFingerprints,
-	VerbChatSet, VerbChatDelete, VerbChatDescribe}
+	VerbChatSet, VerbChatDelete, VerbChatDescribe, VerbForget}
 
 // Options configure the service. Store, or Backend and what it needs, is required.
 type Options struct {
@@ -193,6 +193,7 @@ func (s *Service) Run(ctx context.Context) error {
 		VerbKey: s.handleKey, VerbRegistry: s.handleRegistryKey, VerbChatKey: s.handleChatKey,
 		VerbOAuthClient: s.handleOAuthClient, VerbFingerprints: s.handleFingerprints,
 		VerbChatSet: chatProfileOnly(s.handleSet), VerbChatDelete: chatProfileOnly(s.handleDelete), VerbChatDescribe: chatProfileOnly(s.handleDescribe),
+		VerbForget: s.handleForget,
 	}
 	meta := map[string]string{"backend": s.store.Name()}
 	if s.health != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/principal"
 )
@@ -69,5 +70,26 @@ func (a *API) denyHeld(keyID string) {
 	}
 	if n > 0 {
 		a.log.Info("held calls of a revoked key denied", "key_id", keyID, "calls", n)
+	}
+}
+
+// DropSubject denies the calls held for approval of OAuth subject sub, of
+// issuer iss (empty: of every issuer), whose access tokens were revoked
+// (jwtauth.Revocations.OnRevoke): as for a revoked key (denyHeld), an
+// approver deciding later would otherwise release a call made with a
+// revoked token. A revocation of one token (by jti) leaves the subject's
+// calls: its other tokens still act for it.
+func (a *API) DropSubject(iss, sub string) {
+	if a.opts.Approvals == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), revokedTasksWait)
+	defer cancel()
+	n, err := a.opts.Approvals.DenyCallsMatching(ctx, approvals.OAuthSubjectOf(iss, sub), heldBy, "the OAuth access tokens that made it were revoked")
+	if err != nil {
+		a.log.Warn("denying the held calls of a revoked OAuth subject failed: an approver may still release them", "sub", sub, "iss", iss, "err", err)
+	}
+	if n > 0 {
+		a.log.Info("held calls of a revoked OAuth subject denied", "sub", sub, "iss", iss, "calls", n)
 	}
 }

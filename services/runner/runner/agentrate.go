@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -9,6 +11,7 @@ import (
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
 // admitted is callerOf for the requests an agent's rate counts (calls, rpc,
@@ -77,7 +80,29 @@ func (r *Runner) forgetRates(h bus.KVHandler) bus.KVHandler {
 		update(e)
 		if e.Operation() != jetstream.KeyValuePut {
 			r.agentRates.Delete(e.Key())
+			r.dropAgentSessions(e.Key())
 		}
 	}
 	return h
+}
+
+// dropAgentSessions closes the upstream sessions agent name has on the
+// per-principal servers here: the agent was revoked, and an agent made again
+// with the name is the same principal (agent:<name>). Its sessions leave the
+// map before this returns, on the goroutine that follows the agents'
+// records: the new agent's record comes after the delete on it, and its
+// calls are refused until it has, so none of them finds the revoked one's
+// session (opened with its credentials). The closing itself goes on
+// meanwhile.
+func (r *Runner) dropAgentSessions(name string) {
+	r.mu.Lock()
+	servers := slices.Collect(maps.Values(r.servers))
+	r.mu.Unlock()
+	who := principal.KindAgent + ":" + name
+	for _, s := range servers {
+		if out := s.takePrincipal(who); len(out) > 0 {
+			s.log.Info("a revoked agent's upstream session is closed", "principal", who)
+			go s.closeAll(out)
+		}
+	}
 }

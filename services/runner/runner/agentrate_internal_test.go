@@ -40,3 +40,29 @@ func TestAgentRatesGoWithRecords(t *testing.T) {
 		t.Fatalf("%d buckets after a snapshot without records, want 0", n)
 	}
 }
+
+// A revoked agent's upstream sessions leave the map when its record's
+// delete is followed, before any later record of the name (an agent made
+// again, the same principal agent:<name>) is: the new agent's calls, which
+// wait for that record, never find a session opened with the revoked one's
+// credentials. Other principals keep theirs.
+func TestRevokedAgentSessionsGoWithItsRecord(t *testing.T) {
+	s := &server{}
+	s.principals.byID = map[string]*principalSession{}
+	for _, who := range []string{"agent:a", "agent:ab", "key:a"} {
+		s.principals.byID[who] = &principalSession{ready: make(chan struct{})} // still starting: nothing to close
+	}
+	r := &Runner{agents: map[string]model.AgentRecord{}, servers: map[string]*server{"remote": s}}
+	h := r.forgetRates(followCache(&r.mu, r.agents, decodeJSON[model.AgentRecord]))
+	h.Update(gone{key: "a"})
+	s.principals.mu.Lock()
+	defer s.principals.mu.Unlock()
+	if _, ok := s.principals.byID["agent:a"]; ok {
+		t.Error("the revoked agent's session is still there once its record's delete was followed")
+	}
+	for _, who := range []string{"agent:ab", "key:a"} {
+		if _, ok := s.principals.byID[who]; !ok {
+			t.Errorf("%s's session went with agent a's record", who)
+		}
+	}
+}

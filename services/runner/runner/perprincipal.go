@@ -242,8 +242,17 @@ func (s *server) closeAll(sessions []liveSession) {
 // forget closes who's session ("" every principal's): its record changed
 // or was revoked, or the server stops.
 func (s *server) forgetPrincipal(who string) int {
+	out := s.takePrincipal(who)
+	s.closeAll(out)
+	return len(out)
+}
+
+// takePrincipal drops who's session ("" every principal's) from the map and
+// returns the live ones, for the caller to close.
+func (s *server) takePrincipal(who string) []liveSession {
 	ps := &s.principals
 	ps.mu.Lock()
+	defer ps.mu.Unlock()
 	var out []liveSession
 	for id, e := range ps.byID {
 		if who != "" && id != who {
@@ -254,9 +263,7 @@ func (s *server) forgetPrincipal(who string) int {
 		}
 		delete(ps.byID, id)
 	}
-	ps.mu.Unlock()
-	s.closeAll(out)
-	return len(out)
+	return out
 }
 
 // watchPrincipal drops who's entry when its session ends on its own (the

@@ -18,8 +18,11 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/credclient"
 	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
 )
 
 // agent is an agent identity and the tools it may call.
@@ -68,6 +71,15 @@ func (s *Stack) CreateAgent(in model.AgentCreateRequest) (model.Agent, error) {
 	if _, ok := s.agents[name]; ok {
 		return model.Agent{}, apierr.Newf(apierr.Conflict, "agent %s exists; revoke it first", name)
 	}
+	if s.unpurged[name] {
+		// The new agent would be the same principal, agent:<name>: it
+		// would call upstream with the revoked one's tokens and use its
+		// approvals. Try the purge again; until it is done the name waits.
+		if err := s.purgeAgent(name); err != nil {
+			return model.Agent{}, apierr.Wrap(apierr.Conflict, fmt.Sprintf("agent %s was revoked, and what it left is not removed yet, "+
+				"so a new agent of the name would inherit it; the name is free once it is (mcpbus agents revoke %s tries again)", name, name), err)
+		}
+	}
 	id, err := s.Identities.Ensure(access.AgentIdentity(name), access.Agent)
 	if err != nil {
 		return model.Agent{}, err
@@ -89,13 +101,28 @@ func (s *Stack) CreateAgent(in model.AgentCreateRequest) (model.Agent, error) {
 	return s.info(a), nil
 }
 
-// RevokeAgent removes an agent: its seed no longer connects, and its open
-// connections are closed.
+// RevokeAgent removes an agent: its seed no longer connects, its open
+// connections are closed, and what is kept for its principal (agent:<name>)
+// goes: its own upstream credentials (per-principal servers) and its calls
+// held for approval, pending or decided. An agent made later with the name
+// is the same principal and would otherwise inherit them. When that purge
+// fails the agent is revoked all the same, the error says so, and the name
+// is refused to CreateAgent until a purge succeeds (revoking the name again,
+// or the create, tries again; the mark survives a restart).
 func (s *Stack) RevokeAgent(name string) error {
 	s.agMu.Lock()
 	defer s.agMu.Unlock()
 	if _, ok := s.agents[name]; !ok {
-		return apierr.Newf(apierr.NotFound, "no agent %s", name)
+		if !s.unpurged[name] {
+			return apierr.Newf(apierr.NotFound, "no agent %s", name)
+		}
+		return s.purgeAgent(name) // revoked before; its purge was not done
+	}
+	// Marked before anything goes, so neither a failure below nor a crash
+	// lets the name be given again with the old agent's leftovers.
+	s.unpurged[name] = true
+	if err := os.WriteFile(s.purgeFile(name), nil, 0o600); err != nil {
+		s.log.Warn("the pending purge of a revoked agent is not marked on disk: a restart before it is done forgets it", "agent", name, "error", err)
 	}
 	delete(s.agents, name)
 	_ = os.Remove(s.metaFile(name))
@@ -103,7 +130,73 @@ func (s *Stack) RevokeAgent(name string) error {
 		s.log.Warn("agent record not deleted; the agent is disconnected and its seed removed all the same", "agent", name, "error", err)
 	}
 	_ = os.Remove(s.Identities.SeedFile(access.AgentIdentity(name)))
-	return s.applyUsers()
+	if err := s.applyUsers(); err != nil {
+		return err
+	}
+	return s.purgeAgent(name)
+}
+
+// agentPurgeTimeout bounds the purge of a revoked agent's leftovers.
+const agentPurgeTimeout = 30 * time.Second
+
+// purgeAgent deletes the per-principal credentials of the revoked agent
+// name (cred.forget) and withdraws its held calls (mcp_approvals: a pending
+// one is denied, every record of it deleted), then forgets the pending mark.
+// The caller holds agMu.
+func (s *Stack) purgeAgent(name string) error {
+	who := principal.KindAgent + ":" + name
+	ctx, cancel := context.WithTimeout(context.Background(), agentPurgeTimeout)
+	defer cancel()
+	var errs []error
+	if held, err := s.heldCalls(ctx); err != nil && !errors.Is(err, approvals.ErrNoHeldCalls) {
+		errs = append(errs, fmt.Errorf("its held calls: %w", err))
+	} else if held != nil {
+		n, err := held.ForgetCallsOf(ctx, who, "mcpbus-up", "the agent that made it was revoked")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("its held calls: %w", err))
+		} else if n > 0 {
+			s.log.Info("held calls of a revoked agent withdrawn", "agent", name, "calls", n)
+		}
+	}
+	if out, err := credclient.New(s.hostNC, s.prefix).Forget(ctx, who); err != nil {
+		errs = append(errs, fmt.Errorf("its own upstream credentials: %w", err))
+	} else if out.Removed > 0 {
+		s.log.Info("upstream credentials of a revoked agent deleted", "agent", name, "records", out.Removed)
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.log.Warn("a revoked agent's leftovers are not removed: its name is refused until they are", "agent", name, "error", err)
+		return apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("agent %s is revoked (disconnected, its seed and record removed), but not all it left could be removed (%v); "+
+			"its name cannot be given to a new agent until it is: run mcpbus agents revoke %s again", name, err, name), err)
+	}
+	delete(s.unpurged, name)
+	if err := os.Remove(s.purgeFile(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.Warn("the done purge of a revoked agent is still marked on disk: after a restart its name waits for another purge", "agent", name, "error", err)
+	}
+	return nil
+}
+
+// heldCalls binds the held calls' bucket once it exists (the gateway, the
+// chat or a runner makes it): approvals.ErrNoHeldCalls until then.
+func (s *Stack) heldCalls(ctx context.Context) (*approvals.Store, error) {
+	if s.held != nil {
+		return s.held, nil
+	}
+	js, err := jetstream.New(s.hostNC)
+	if err != nil {
+		return nil, err
+	}
+	held, err := approvals.BindHeld(ctx, js, s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.held = held
+	return held, nil
+}
+
+// purgeFile marks, in the identity directory, a revoked agent whose
+// leftovers are not removed yet.
+func (s *Stack) purgeFile(name string) string {
+	return filepath.Join(s.Identities.Dir(), access.AgentIdentity(name)+".purge")
 }
 
 // Agents lists the agents.
@@ -148,6 +241,14 @@ func (s *Stack) loadAgents() error {
 			return err
 		}
 		s.agents[a.Name] = a
+	}
+	marks, err := filepath.Glob(filepath.Join(s.Identities.Dir(), access.AgentIdentityPrefix+"*.purge"))
+	if err != nil {
+		return err
+	}
+	for _, f := range marks {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), access.AgentIdentityPrefix), ".purge")
+		s.unpurged[name] = true
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpbus/mcpbus/libs/access"
 	"github.com/mcpbus/mcpbus/libs/apierr"
+	"github.com/mcpbus/mcpbus/libs/approvals"
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/client"
 	"github.com/mcpbus/mcpbus/libs/embednats"
@@ -124,7 +125,14 @@ type Stack struct {
 	ids    map[access.Role]access.Identity
 	extra  []*server.NkeyUser
 	agents map[string]agent
-	agMu   sync.Mutex
+	// unpurged are revoked agents whose leftovers (upstream credentials,
+	// held calls) are not removed yet: their names are not given again.
+	unpurged map[string]bool
+	agMu     sync.Mutex
+	// hostNC is the host identity's connection (serves agents.*, purges a
+	// revoked agent's leftovers); held binds mcp_approvals on it, lazily.
+	hostNC *nats.Conn
+	held   *approvals.Store
 	// agentsKV holds the agents' records the runners check (nil on an insecure bus).
 	agentsKV jetstream.KeyValue
 	log      *slog.Logger
@@ -161,7 +169,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s := &Stack{log: opts.Logger, errs: make(chan error, 8), Services: map[string]service.Service{},
 		prefix: bus.NewSubjects(opts.Prefix).Prefix, ids: map[access.Role]access.Identity{}, agents: map[string]agent{},
-		extra: opts.ExtraUsers}
+		unpurged: map[string]bool{}, extra: opts.ExtraUsers}
 	var users []*server.NkeyUser
 	if !opts.InsecureBus {
 		if users, err = s.makeIdentities(filepath.Join(opts.DataDir, "nats")); err != nil {
@@ -202,6 +210,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		if err != nil {
 			return nil, err
 		}
+		s.hostNC = hostNC
 		if err := s.serveAgents(hostNC); err != nil {
 			return nil, err
 		}

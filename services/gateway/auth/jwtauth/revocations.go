@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,19 @@ type Revocations struct {
 
 	stop context.CancelFunc
 	done chan struct{}
+
+	// onRevoke are told each revocation this instance stores (OnRevoke;
+	// under mu: tokens.revoke may be served before the gateway registers).
+	onRevoke []func(model.TokenRevocation)
+}
+
+// OnRevoke registers fn to be told each revocation stored through this
+// instance, once stored. The gateway denies the held calls of a revoked
+// subject with it.
+func (r *Revocations) OnRevoke(fn func(model.TokenRevocation)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onRevoke = append(r.onRevoke, fn)
 }
 
 // revRevocation is a revocation and the bucket revision it was written at.
@@ -238,6 +252,12 @@ func (r *Revocations) Revoke(ctx context.Context, req model.TokenRevokeRequest, 
 	r.set(rv, rev)
 	r.log.Info("OAuth access tokens revoked", "kind", kind, "value", value, "issuer", req.Iss, "by", by)
 	r.audit.Record(model.GatewayAuditEvent{Action: model.GatewayTokensRevoked, Principal: principal.Actor(ctx), RevokeKind: kind, RevokeValue: value, RevokeIssuer: req.Iss})
+	r.mu.RLock()
+	hooks := slices.Clone(r.onRevoke)
+	r.mu.RUnlock()
+	for _, fn := range hooks {
+		fn(rv)
+	}
 	return rv, nil
 }
 
