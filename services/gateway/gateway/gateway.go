@@ -319,7 +319,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	g.api.SetOAuth(g.oauth)
 	g.mcp.SetAuthorizer(g.oauth)
 	g.api.SetRevoker(g.revoked)
-	g.revoked.OnRevoke(func(rv model.TokenRevocation) {
+	g.revoked.OnStored(func(rv model.TokenRevocation) {
 		// A subject's tokens revoked: its held calls are denied, as a
 		// revoked key's are (a jti is one token; the subject acts on).
 		if rv.Kind == model.RevokeSub {

@@ -75,7 +75,7 @@ func (a *API) denyHeld(keyID string) {
 
 // DropSubject denies the calls held for approval of OAuth subject sub, of
 // issuer iss (empty: of every issuer), whose access tokens were revoked
-// (jwtauth.Revocations.OnRevoke): as for a revoked key (denyHeld), an
+// (jwtauth.Revocations.OnStored): as for a revoked key (denyHeld), an
 // approver deciding later would otherwise release a call made with a
 // revoked token. A revocation of one token (by jti) leaves the subject's
 // calls: its other tokens still act for it.

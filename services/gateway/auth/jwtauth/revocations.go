@@ -66,18 +66,19 @@ type Revocations struct {
 	stop context.CancelFunc
 	done chan struct{}
 
-	// onRevoke are told each revocation this instance stores (OnRevoke;
+	// onStored are told each revocation this instance stores (OnStored;
 	// under mu: tokens.revoke may be served before the gateway registers).
-	onRevoke []func(model.TokenRevocation)
+	onStored []func(model.TokenRevocation)
 }
 
-// OnRevoke registers fn to be told each revocation stored through this
-// instance, once stored. The gateway denies the held calls of a revoked
-// subject with it.
-func (r *Revocations) OnRevoke(fn func(model.TokenRevocation)) {
+// OnStored registers fn to be told each revocation stored through this
+// instance, once stored: what is shared (the held calls of a revoked
+// subject, in KV) is acted on once, by the instance that revoked. What each
+// instance holds in memory follows OnRevoke instead.
+func (r *Revocations) OnStored(fn func(model.TokenRevocation)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.onRevoke = append(r.onRevoke, fn)
+	r.onStored = append(r.onStored, fn)
 }
 
 // revRevocation is a revocation and the bucket revision it was written at.
@@ -253,7 +254,7 @@ func (r *Revocations) Revoke(ctx context.Context, req model.TokenRevokeRequest, 
 	r.log.Info("OAuth access tokens revoked", "kind", kind, "value", value, "issuer", req.Iss, "by", by)
 	r.audit.Record(model.GatewayAuditEvent{Action: model.GatewayTokensRevoked, Principal: principal.Actor(ctx), RevokeKind: kind, RevokeValue: value, RevokeIssuer: req.Iss})
 	r.mu.RLock()
-	hooks := slices.Clone(r.onRevoke)
+	hooks := slices.Clone(r.onStored)
 	r.mu.RUnlock()
 	for _, fn := range hooks {
 		fn(rv)
