@@ -105,6 +105,12 @@ type server struct {
 	// of a server that ran), so that spawn counts as one of MaxRestarts.
 	failedFirst bool
 	retry       *time.Timer // pending automatic restart
+	// abortStart (under mu) ends the start under way, nil when none is: a
+	// stop asked for meanwhile queues behind that start, which
+	// a server that never answers its handshake holds for the whole start
+	// timeout (60 s by default, minutes for a slow npx install), longer
+	// than the CLI or the REST route waits for the stop.
+	abortStart context.CancelCauseFunc
 	// waitingRoom: retry is a try for room (waitForRoom), which a slot
 	// freed on the runner runs at once (slotFreed).
 	waitingRoom atomic.Bool
@@ -295,7 +301,24 @@ func (s *server) start(cause context.Context) (err error) {
 	s.roomWaits = 0
 	s.roomSince.Store(0)
 	s.setState(model.StateStarting, nil)
+	ctx, abort := context.WithCancelCause(ctx)
+	s.mu.Lock()
+	s.abortStart = abort
+	s.mu.Unlock()
 	sess, raw, proc, tools, err := s.connect(ctx, launchCfg)
+	s.mu.Lock()
+	s.abortStart = nil
+	s.mu.Unlock()
+	abort(nil)
+	if err != nil && errors.Is(context.Cause(ctx), errStartInterrupted) && s.ctx.Err() == nil {
+		// Ended by a stop, which runs next: no retry is armed and no error
+		// shown; stopped meanwhile, so that a call queued before that stop
+		// starts nothing.
+		s.r.slotFreed()
+		s.log.Info("server start interrupted by a stop request")
+		s.setState(model.StateStopped, nil)
+		return apierr.Newf(apierr.ServiceUnavailable, "server %s was stopped during its start", s.slug)
+	}
 	if err != nil {
 		s.r.slotFreed()
 		e := apierr.From(err)
@@ -636,6 +659,21 @@ func (s *server) credentialsRefused(sess *mcp.ClientSession, e *apierr.Error) {
 	}
 	s.stopWith(model.StateError, e, true) // its tools stay listed; calls get e
 	s.log.Warn("server's upstream refused its credentials", "code", e.Code, "error", e.Message)
+}
+
+// errStartInterrupted is the cause of a start ended by interruptStart.
+var errStartInterrupted = errors.New("start interrupted by a stop request")
+
+// interruptStart ends the start under way, if any, so that a stop queued
+// behind it runs now instead of after the start timeout.
+// Called off the server's goroutine, before the request queues its operation.
+func (s *server) interruptStart() {
+	s.mu.RLock()
+	abort := s.abortStart
+	s.mu.RUnlock()
+	if abort != nil {
+		abort(errStartInterrupted)
+	}
 }
 
 // stop ends the session and the process group; status becomes final. With
