@@ -105,12 +105,13 @@ type server struct {
 	// of a server that ran), so that spawn counts as one of MaxRestarts.
 	failedFirst bool
 	retry       *time.Timer // pending automatic restart
-	// abortStart (under mu) ends the start under way, nil when none is: a
-	// stop asked for meanwhile queues behind that start, which
-	// a server that never answers its handshake holds for the whole start
-	// timeout (60 s by default, minutes for a slow npx install), longer
-	// than the CLI or the REST route waits for the stop.
-	abortStart context.CancelCauseFunc
+	// abortOp (under mu) ends the start or the tool list re-read under
+	// way, nil when none is: a stop asked for meanwhile queues behind it on
+	// the server's goroutine, and a server that never answers its handshake
+	// or its tools/list holds it for the whole start or call timeout (60 s
+	// and 30 s by default, more when raised), longer than the CLI or the
+	// runtime request waits for the stop.
+	abortOp context.CancelCauseFunc
 	// waitingRoom: retry is a try for room (waitForRoom), which a slot
 	// freed on the runner runs at once (slotFreed).
 	waitingRoom atomic.Bool
@@ -301,16 +302,10 @@ func (s *server) start(cause context.Context) (err error) {
 	s.roomWaits = 0
 	s.roomSince.Store(0)
 	s.setState(model.StateStarting, nil)
-	ctx, abort := context.WithCancelCause(ctx)
-	s.mu.Lock()
-	s.abortStart = abort
-	s.mu.Unlock()
-	sess, raw, proc, tools, err := s.connect(ctx, launchCfg)
-	s.mu.Lock()
-	s.abortStart = nil
-	s.mu.Unlock()
-	abort(nil)
-	if err != nil && errors.Is(context.Cause(ctx), errStartInterrupted) && s.ctx.Err() == nil {
+	cctx, done := s.interruptible(ctx)
+	sess, raw, proc, tools, err := s.connect(cctx, launchCfg)
+	done() // cctx ends here: what follows uses ctx
+	if err != nil && errors.Is(context.Cause(cctx), errInterrupted) && s.ctx.Err() == nil {
 		// Ended by a stop, which runs next: no retry is armed and no error
 		// shown; stopped meanwhile, so that a call queued before that stop
 		// starts nothing.
@@ -572,10 +567,15 @@ func (s *server) refreshTools() {
 	if sess == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.r.opts.CallTimeout)
+	ictx, done := s.interruptible(s.ctx)
+	defer done()
+	ctx, cancel := context.WithTimeout(ictx, s.r.opts.CallTimeout)
 	defer cancel()
 	tools, err := listTools(ctx, sess, s.catalogLimit())
 	if err != nil {
+		if errors.Is(context.Cause(ictx), errInterrupted) {
+			return // the stop that ended it runs next
+		}
 		s.log.Warn("refreshing tools failed", "error", err)
 		return
 	}
@@ -661,18 +661,33 @@ func (s *server) credentialsRefused(sess *mcp.ClientSession, e *apierr.Error) {
 	s.log.Warn("server's upstream refused its credentials", "code", e.Code, "error", e.Message)
 }
 
-// errStartInterrupted is the cause of a start ended by interruptStart.
-var errStartInterrupted = errors.New("start interrupted by a stop request")
+// errInterrupted is the cause of an operation ended by interruptOp.
+var errInterrupted = errors.New("interrupted by a stop request")
 
-// interruptStart ends the start under way, if any, so that a stop queued
-// behind it runs now instead of after the start timeout.
-// Called off the server's goroutine, before the request queues its operation.
-func (s *server) interruptStart() {
+// interruptible is ctx, which interruptOp ends until done is called. Only
+// on the server's goroutine, one operation at a time.
+func (s *server) interruptible(ctx context.Context) (_ context.Context, done func()) {
+	ctx, abort := context.WithCancelCause(ctx)
+	s.mu.Lock()
+	s.abortOp = abort
+	s.mu.Unlock()
+	return ctx, func() {
+		s.mu.Lock()
+		s.abortOp = nil
+		s.mu.Unlock()
+		abort(nil)
+	}
+}
+
+// interruptOp ends the start or tool list re-read under way, if any, so
+// that a stop queued behind it runs now instead of after its timeout.
+// Called off the server's goroutine, before the stop queues its operation.
+func (s *server) interruptOp() {
 	s.mu.RLock()
-	abort := s.abortStart
+	abort := s.abortOp
 	s.mu.RUnlock()
 	if abort != nil {
-		abort(errStartInterrupted)
+		abort(errInterrupted)
 	}
 }
 
