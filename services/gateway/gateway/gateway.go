@@ -48,6 +48,7 @@ const (
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultRequestTimeout  = 2 * time.Minute
+	DefaultBodyTimeout     = 30 * time.Second
 )
 
 // Options configure the gateway; zero values take the defaults.
@@ -83,6 +84,9 @@ type Options struct {
 	EventsMaxBytes, AuditMaxBytes int64
 	// RequestTimeout bounds one non-streaming request (default 2m).
 	RequestTimeout time.Duration
+	// BodyTimeout bounds the read of a request's body, from the request's
+	// arrival (default 30s): a body not in by then is refused (400).
+	BodyTimeout time.Duration
 	// ShutdownTimeout bounds the graceful shutdown (default 10s).
 	ShutdownTimeout time.Duration
 	// EventHeartbeat is the keep-alive interval of /api/v1/events (default 15s).
@@ -192,6 +196,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (_ *Gateway, err erro
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = opts.MCP.CallTimeout
@@ -406,7 +413,7 @@ func (g *Gateway) buildHandler() http.Handler {
 	h = g.drain.middleware(h)
 	h = openai.Errors(h) // every refusal of /v1 as an OpenAI error object
 	h = recoverer(g.log, h)
-	return traceHTTP(g.metrics.Middleware(mux, g.proxies.Middleware(clientAddress(accessLog(g.log, h)))))
+	return g.bodyDeadline(traceHTTP(g.metrics.Middleware(mux, g.proxies.Middleware(clientAddress(accessLog(g.log, h))))))
 }
 
 // resourceMetadata serves the RFC 9728 document (with --oauth-issuer) to

@@ -103,7 +103,47 @@ func streaming(r *http.Request) bool {
 		(strings.HasPrefix(p, "/api/v1/tasks/") && strings.HasSuffix(p, "/events"))
 }
 
-// limits reads the body within MaxBodyBytes (413 over it) and a deadline,
+// bodyDeadline bounds the read of a request's body from the request's
+// arrival (BodyTimeout; limits reads it within that), and ends a body the
+// handler left unread once it is done. The server has no ReadTimeout (the
+// long streams), and net/http reads what is left of an unread body before
+// it sends the answer, to keep the connection: a request refused before
+// limits read its body (no key, a foreign Host, the rate limit), or whose
+// read limits gave up on, whose client announced more than it sent, held
+// its connection and goroutine for as long as the client liked, and never
+// got its answer. Now the answer goes out at once and the connection closes.
+func (g *Gateway) bodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(g.opts.BodyTimeout))
+		body := &endSeen{ReadCloser: r.Body}
+		r.Body = body
+		next.ServeHTTP(w, r)
+		if !body.ended {
+			_ = rc.SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// endSeen tells whether a body was read to its end (io.EOF, not an error).
+type endSeen struct {
+	io.ReadCloser
+	ended bool
+}
+
+func (b *endSeen) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.ended = true
+	}
+	return n, err
+}
+
+// limits reads the body within MaxBodyBytes (413 over it) and BodyTimeout,
 // then gives non-streaming requests a write deadline. Reading the body here,
 // once, makes the 413 the same for every route, the MCP endpoint included.
 func (g *Gateway) limits(next http.Handler) http.Handler {
@@ -119,7 +159,7 @@ func (g *Gateway) limits(next http.Handler) http.Handler {
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
-			_ = rc.SetReadDeadline(time.Now().Add(30 * time.Second))
+			// Within the deadline bodyDeadline set at the request's arrival.
 			data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 			// The deadline also covers the connection while the handler
 			// runs: clear it, or a long stream would be cut.

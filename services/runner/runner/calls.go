@@ -1030,6 +1030,7 @@ func (s *server) handleControl(req micro.Request) {
 		})
 		s.lastStart.linkIfWaited(ctx, waited)
 	case "stop":
+		s.interruptOp()
 		err = s.do(func() error { s.stop(model.StateStopped, false); return nil })
 	case "restart":
 		// In place, as a config change restarts (calls meanwhile wait, the

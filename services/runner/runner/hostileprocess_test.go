@@ -435,3 +435,35 @@ exec sleep 600
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	waitGone(t, pid, time.Second)
 }
+
+// A stop asked for while a server is stuck in its handshake ends that start
+// at once. Before, the stop queued behind the start and waited out the
+// whole start timeout (60 s by default), longer than `mcpbus stop` waits
+// (35 s), so the operator could not stop a server that never answers.
+func TestStopEndsAStartThatHangs(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	hang := runnertest.Binary("hang", testServer, "-hang")
+	hang.Runtime.StartTimeout = model.Duration(30 * time.Second)
+	e.Put(t, hang)
+	e.WaitState(t, "hang", model.StateStarting, 10*time.Second)
+	time.Sleep(200 * time.Millisecond) // into the handshake
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	began := time.Now()
+	st, err := e.Client.Runtime(ctx, "stop", "hang")
+	took := time.Since(began)
+	if err != nil {
+		t.Fatalf("stop after %s: %v", took, err)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("the stop waited %s behind a start that hangs", took)
+	}
+	if st.State != model.StateStopped || st.Code != "" {
+		t.Fatalf("status after the stop: %+v", st)
+	}
+	// The interrupted start arms no automatic restart and leaves no error.
+	time.Sleep(1500 * time.Millisecond)
+	if st := e.Status("hang"); st.State != model.StateStopped || st.Code != "" || !st.RetryAt.IsZero() {
+		t.Fatalf("status a while after the stop: %+v", st)
+	}
+}

@@ -105,6 +105,13 @@ type server struct {
 	// of a server that ran), so that spawn counts as one of MaxRestarts.
 	failedFirst bool
 	retry       *time.Timer // pending automatic restart
+	// abortOp (under mu) ends the start or the tool list re-read under
+	// way, nil when none is: a stop asked for meanwhile queues behind it on
+	// the server's goroutine, and a server that never answers its handshake
+	// or its tools/list holds it for the whole start or call timeout (60 s
+	// and 30 s by default, more when raised), longer than the CLI or the
+	// runtime request waits for the stop.
+	abortOp context.CancelCauseFunc
 	// waitingRoom: retry is a try for room (waitForRoom), which a slot
 	// freed on the runner runs at once (slotFreed).
 	waitingRoom atomic.Bool
@@ -295,7 +302,18 @@ func (s *server) start(cause context.Context) (err error) {
 	s.roomWaits = 0
 	s.roomSince.Store(0)
 	s.setState(model.StateStarting, nil)
-	sess, raw, proc, tools, err := s.connect(ctx, launchCfg)
+	cctx, done := s.interruptible(ctx)
+	sess, raw, proc, tools, err := s.connect(cctx, launchCfg)
+	done() // cctx ends here: what follows uses ctx
+	if err != nil && errors.Is(context.Cause(cctx), errInterrupted) && s.ctx.Err() == nil {
+		// Ended by a stop, which runs next: no retry is armed and no error
+		// shown; stopped meanwhile, so that a call queued before that stop
+		// starts nothing.
+		s.r.slotFreed()
+		s.log.Info("server start interrupted by a stop request")
+		s.setState(model.StateStopped, nil)
+		return apierr.Newf(apierr.ServiceUnavailable, "server %s was stopped during its start", s.slug)
+	}
 	if err != nil {
 		s.r.slotFreed()
 		e := apierr.From(err)
@@ -549,10 +567,15 @@ func (s *server) refreshTools() {
 	if sess == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.r.opts.CallTimeout)
+	ictx, done := s.interruptible(s.ctx)
+	defer done()
+	ctx, cancel := context.WithTimeout(ictx, s.r.opts.CallTimeout)
 	defer cancel()
 	tools, err := listTools(ctx, sess, s.catalogLimit())
 	if err != nil {
+		if errors.Is(context.Cause(ictx), errInterrupted) {
+			return // the stop that ended it runs next
+		}
 		s.log.Warn("refreshing tools failed", "error", err)
 		return
 	}
@@ -636,6 +659,36 @@ func (s *server) credentialsRefused(sess *mcp.ClientSession, e *apierr.Error) {
 	}
 	s.stopWith(model.StateError, e, true) // its tools stay listed; calls get e
 	s.log.Warn("server's upstream refused its credentials", "code", e.Code, "error", e.Message)
+}
+
+// errInterrupted is the cause of an operation ended by interruptOp.
+var errInterrupted = errors.New("interrupted by a stop request")
+
+// interruptible is ctx, which interruptOp ends until done is called. Only
+// on the server's goroutine, one operation at a time.
+func (s *server) interruptible(ctx context.Context) (_ context.Context, done func()) {
+	ctx, abort := context.WithCancelCause(ctx)
+	s.mu.Lock()
+	s.abortOp = abort
+	s.mu.Unlock()
+	return ctx, func() {
+		s.mu.Lock()
+		s.abortOp = nil
+		s.mu.Unlock()
+		abort(nil)
+	}
+}
+
+// interruptOp ends the start or tool list re-read under way, if any, so
+// that a stop queued behind it runs now instead of after its timeout.
+// Called off the server's goroutine, before the stop queues its operation.
+func (s *server) interruptOp() {
+	s.mu.RLock()
+	abort := s.abortOp
+	s.mu.RUnlock()
+	if abort != nil {
+		abort(errInterrupted)
+	}
 }
 
 // stop ends the session and the process group; status becomes final. With
