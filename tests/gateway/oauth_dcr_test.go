@@ -22,7 +22,8 @@ import (
 // start a flow make the gateway flood a third party with registrations.
 // A client the token endpoint refuses (invalid_client) is dropped: that
 // flow fails saying so, and the next registers once more, which the one
-// after reuses.
+// after reuses. Behind another authorization server (issuer), the flows
+// register there once.
 func TestOAuthOneRegistration(t *testing.T) {
 	t.Parallel()
 	// Registrations of the concurrent flows overlap unless they wait for
@@ -90,5 +91,26 @@ func TestOAuthOneRegistration(t *testing.T) {
 	auths := as.Authorizations()
 	if last, prev := auths[len(auths)-1].Get("client_id"), auths[len(auths)-2].Get("client_id"); last != prev || clients[last] {
 		t.Fatalf("after the refusal the flows asked with %q and %q, want one new client", prev, last)
+	}
+
+	// The server moves behind another authorization server: its flows
+	// register there once, not with the first one's client.
+	other := oauthtest.Start(t, oauthtest.Options{})
+	cur, err := e.st.Client.GetConfig(ctxT(t, 30*time.Second), slug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Transport.URL = testmcp.ServeProtected(t, slug, other)
+	cur.Package.Identifier = cur.Transport.URL
+	if _, err := e.st.Client.UpdateConfig(ctxT(t, 30*time.Second), cur, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"key:bob", "key:alice"} {
+		if err := authorize(p); err != nil {
+			t.Fatalf("%s at the other authorization server: %v", p, err)
+		}
+	}
+	if n, m := as.Registrations(), other.Registrations(); n != 2 || m != 1 {
+		t.Fatalf("registrations after the move: %d at the first authorization server (want 2), %d at the other (want 1)", n, m)
 	}
 }
