@@ -232,14 +232,16 @@ func (r *Resolver) ChatKey(ctx context.Context, profile string) (string, error) 
 }
 
 // VerbOAuthClient is mcp.v1.cred.<VerbOAuthClient>: the client secret of a
-// server's confidential OAuth client, for the gateway alone.
+// server's confidential OAuth client and the client the gateway registered
+// dynamically, for the gateway alone.
 const VerbOAuthClient = "oauthclient"
 
 // OAuthClientRequest is the body of mcp.v1.cred.oauthclient. The service
 // derives the record from ServerID (model.OAuthClientCredentialID): no other
 // record can be named. The reply (model.SealedReply) is sealed to
 // RecipientKey and opens to model.ResolvedCredentials holding
-// model.OAuthClientSecretName alone.
+// model.OAuthClientSecretName and model.OAuthRegisteredClientName alone
+// (those stored).
 type OAuthClientRequest struct {
 	ServerID     string `json:"server_id"`
 	RecipientKey string `json:"recipient_key"`
@@ -258,6 +260,28 @@ func (r *Resolver) OAuthClientSecret(ctx context.Context, serverID string) (stri
 		return "", apierr.New(apierr.NotFound, "no OAuth client secret is stored for this server")
 	}
 	return secret, nil
+}
+
+// OAuthRegisteredClient returns the client the gateway registered
+// dynamically at the authorization server of the server with config id
+// serverID (model.OAuthRegisteredClientName), asked on
+// mcp.v1.cred.oauthclient like OAuthClientSecret. None kept (or one that
+// does not decode whole) is NOT_FOUND.
+func (r *Resolver) OAuthRegisteredClient(ctx context.Context, serverID string) (model.OAuthRegisteredClient, error) {
+	out, err := r.fetch(ctx, VerbOAuthClient, OAuthClientRequest{ServerID: serverID, RecipientKey: r.pubKey})
+	if err != nil {
+		return model.OAuthRegisteredClient{}, err
+	}
+	raw := out.Env[model.OAuthRegisteredClientName]
+	if raw == "" {
+		return model.OAuthRegisteredClient{}, apierr.New(apierr.NotFound, "no registered OAuth client is kept for this server")
+	}
+	var c model.OAuthRegisteredClient
+	if err := json.Unmarshal([]byte(raw), &c); err != nil || c.ClientID == "" || c.Issuer == "" || c.RedirectURI == "" {
+		// Unusable is as good as none: the gateway registers a new one over it.
+		return model.OAuthRegisteredClient{}, apierr.New(apierr.NotFound, "the registered OAuth client kept for this server is unusable")
+	}
+	return c, nil
 }
 
 // fetch sends req on mcp.v1.cred.<verb> and opens the sealed reply with the

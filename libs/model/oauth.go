@@ -53,6 +53,25 @@ func OAuthClientCredentialID(serverID string) string {
 // OAuthClientCredentialID.
 const OAuthClientSecretName = "CLIENT_SECRET"
 
+// OAuthRegisteredClientName is the name, in the record
+// OAuthClientCredentialID, of the client mcpbus registered dynamically
+// (RFC 7591) at the server's authorization server: its value is the JSON
+// of OAuthRegisteredClient. The gateway registers once per server and
+// issuer and reuses the client for every later flow, whoever starts it.
+const OAuthRegisteredClientName = "REGISTERED_CLIENT"
+
+// OAuthRegisteredClient is a client registered dynamically, as the
+// gateway keeps it (OAuthRegisteredClientName): the authorization server
+// (issuer) it was registered at, with which redirect URI (the gateway's
+// callback), and what its registration response said.
+type OAuthRegisteredClient struct {
+	Issuer                  string `json:"issuer"`
+	RedirectURI             string `json:"redirect_uri"`
+	ClientID                string `json:"client_id"`
+	ClientSecret            string `json:"client_secret,omitempty"`
+	TokenEndpointAuthMethod string `json:"token_endpoint_auth_method,omitempty"`
+}
+
 // OAuthStartRequest is the body of mcp.v1.oauth.start (served by the
 // gateway): start authorizing server (slug or id).
 type OAuthStartRequest struct {

@@ -48,6 +48,9 @@ type Options struct {
 	Scopes []string
 	// Meta edits the metadata served (a test aims an endpoint elsewhere).
 	Meta func(*oauthex.AuthServerMeta)
+	// RegistrationDelay holds each registration this long before it is
+	// answered (a test makes registrations of concurrent flows overlap).
+	RegistrationDelay time.Duration
 }
 
 // Server is a running authorization server.
@@ -57,6 +60,7 @@ type Server struct {
 	srv *httptest.Server
 
 	authMethods []string
+	regDelay    time.Duration
 
 	mu            sync.Mutex
 	ttl           time.Duration
@@ -76,6 +80,7 @@ type Server struct {
 type client struct {
 	secret    string
 	redirects []string
+	expired   bool // refused at the token endpoint (ExpireClients)
 }
 
 // grant is what an authorization code or a refresh token stands for.
@@ -101,7 +106,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if len(opts.AuthMethods) == 0 {
 		opts.AuthMethods = []string{"client_secret_basic", "client_secret_post", "none"}
 	}
-	s := &Server{ttl: opts.TokenTTL, authMethods: opts.AuthMethods, clients: map[string]client{}, codes: map[string]grant{},
+	s := &Server{ttl: opts.TokenTTL, authMethods: opts.AuthMethods, regDelay: opts.RegistrationDelay, clients: map[string]client{}, codes: map[string]grant{},
 		access: map[string]token{}, refresh: map[string]grant{}}
 	for id, secret := range opts.Clients {
 		s.clients[id] = client{secret: secret}
@@ -155,6 +160,19 @@ func (s *Server) Deny(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.deny = on
+}
+
+// ExpireClients makes the token endpoint refuse (invalid_client) every
+// client registered so far, as an authorization server does with a client
+// whose registration it no longer honours; the clients registered after
+// are accepted.
+func (s *Server) ExpireClients() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, c := range s.clients {
+		c.expired = true
+		s.clients[id] = c
+	}
 }
 
 // Refreshes counts the refresh grants answered with a token.
@@ -220,6 +238,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_client_metadata"})
 		return
 	}
+	time.Sleep(s.regDelay)
 	id, secret := "client-"+rand.Text(), ""
 	if meta.TokenEndpointAuthMethod != "none" {
 		secret = rand.Text()
@@ -303,7 +322,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.clients[id]
-	if !ok || c.secret != secret || (c.secret != "" && !slices.Contains(s.authMethods, method)) {
+	if !ok || c.expired || c.secret != secret || (c.secret != "" && !slices.Contains(s.authMethods, method)) {
 		tokenError(w, "invalid_client")
 		return
 	}

@@ -110,9 +110,10 @@ func (s *Service) handleChatKey(ctx context.Context, data []byte) (id string, ou
 }
 
 // handleOAuthClient answers the gateway the client secret of a server's
-// confidential OAuth client (cred.oauthclient): only the record derived from
-// the server id (model.OAuthClientCredentialID), and of it only the secret,
-// sealed to the requester's key, with the same audit event.
+// confidential OAuth client and the client it registered dynamically
+// (cred.oauthclient): only the record derived from the server id
+// (model.OAuthClientCredentialID), and of it only those two, sealed to the
+// requester's key, with the same audit event.
 func (s *Service) handleOAuthClient(ctx context.Context, data []byte) (id string, out any, err error) {
 	var in credclient.OAuthClientRequest
 	if err := bus.Decode(data, &in); err != nil {
@@ -126,21 +127,27 @@ func (s *Service) handleOAuthClient(ctx context.Context, data []byte) (id string
 	if err := checkRecipient(in.RecipientKey); err != nil {
 		return id, nil, err
 	}
-	reply, err := s.sealRecord(ctx, ref{kind: model.CredOAuthClient, id: id}, in.RecipientKey, oauthClientSecret)
+	reply, err := s.sealRecord(ctx, ref{kind: model.CredOAuthClient, id: id}, in.RecipientKey, oauthClient)
 	if err != nil {
 		return id, nil, err
 	}
 	return id, reply, nil
 }
 
-// oauthClientSecret is what the gateway gets: the client secret alone, or
-// NOT_FOUND when none is stored (a public client).
-func oauthClientSecret(rec model.Credentials) (model.ResolvedCredentials, error) {
-	secret := rec.Env[model.OAuthClientSecretName]
-	if secret == "" {
-		return model.ResolvedCredentials{}, apierr.New(apierr.NotFound, "no OAuth client secret is stored for this server")
+// oauthClient is what the gateway gets: the client secret and the
+// dynamically registered client, those stored, or NOT_FOUND when neither is
+// (a public client not registered yet).
+func oauthClient(rec model.Credentials) (model.ResolvedCredentials, error) {
+	out := map[string]string{}
+	for _, name := range []string{model.OAuthClientSecretName, model.OAuthRegisteredClientName} {
+		if v := rec.Env[name]; v != "" {
+			out[name] = v
+		}
 	}
-	return model.ResolvedCredentials{Env: map[string]string{model.OAuthClientSecretName: secret}}, nil
+	if len(out) == 0 {
+		return model.ResolvedCredentials{}, apierr.New(apierr.NotFound, "no OAuth client secret or registered client is stored for this server")
+	}
+	return model.ResolvedCredentials{Env: out}, nil
 }
 
 // checkPrincipal checks a principal id (libs/principal: key:…, oauth:…,

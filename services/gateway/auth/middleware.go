@@ -100,7 +100,8 @@ type TokenVerifier interface {
 // unknown or revoked key, or a token that does not verify, gets 401
 // UNAUTHORIZED with a Bearer challenge; a valid key without the route's scope gets 403 (code
 // UNAUTHORIZED: the contract has no FORBIDDEN; the message says which scope
-// is missing). With Failures set, what failed too often gets 429 (see
+// is missing), and so does an access token that gives no scope at all, on
+// every route. With Failures set, what failed too often gets 429 (see
 // MiddlewareOptions.Failures).
 func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 	if opts.ScopeFor == nil {
@@ -208,6 +209,18 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 			}
 			if n, ok := r.Context().Value(noteKey{}).(*Note); ok {
 				n.KeyID = p.KeyID
+			}
+			if scope == ScopeAnyKey && p.Issuer != "" && len(p.Scopes) == 0 {
+				// A delegated token whose user granted mcpbus none of its
+				// scopes (after the scope map) reaches nothing, not even the
+				// routes any key may use: those still act as the user (their
+				// upstream authorizations, approvals). An API key always has
+				// a scope. The challenge names call's, the scope an MCP
+				// client comes for.
+				want := opts.Tokens.TokenScope(ScopeCall)
+				challenge(w, "insufficient_scope", want)
+				WriteError(w, http.StatusForbidden, apierr.Newf(apierr.Unauthorized, "this access token carries no mcpbus scope (admin, call or chat), so it reaches nothing here (ask its issuer for %s)", want))
+				return
 			}
 			if scope != ScopeAnyKey && !p.Can(scope) && p.Issuer != "" {
 				want := opts.Tokens.TokenScope(scope)

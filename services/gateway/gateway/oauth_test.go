@@ -188,6 +188,24 @@ func TestOAuthAccessTokens(t *testing.T) {
 		}
 	})
 
+	// A token its user granted no mcpbus scope (nor a mapped one) reaches
+	// nothing, not even the routes any key may use; one with a scope does.
+	t.Run("no scope at all", func(t *testing.T) {
+		for _, tok := range []string{token("openid", "profile"), token("mcpbus:tool:alpha__*")} {
+			for _, path := range []string{"/api/v1/me", "/api/v1/me/authorizations", "/api/v1/approvals"} {
+				r := h.do("GET", path, tok, nil)
+				p := challenge(t, r)
+				if r.status != http.StatusForbidden || r.contract(t).Code != apierr.Unauthorized || p["error"] != "insufficient_scope" ||
+					p["scope"] != "tools" || p["resource_metadata"] != oauthMetadataURL {
+					t.Errorf("%s with a token of no gateway scope: %d %s %v", path, r.status, r.body, p)
+				}
+			}
+		}
+		if r := h.do("GET", "/api/v1/me", token("mcpbus:chat"), nil); r.status != http.StatusOK {
+			t.Errorf("/api/v1/me with a chat token: %d %s", r.status, r.body)
+		}
+	})
+
 	t.Run("an admin token may use the admin API", func(t *testing.T) {
 		if r := h.do("GET", "/api/v1/status", token("mcpbus:admin"), nil); r.status != http.StatusOK {
 			t.Fatalf("%d %s", r.status, r.body)

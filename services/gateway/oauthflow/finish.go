@@ -25,9 +25,26 @@ import (
 const finishTimeout = 30 * time.Second
 
 // run drives go-sdk's flow to its end, stores the tokens, restarts the
-// server and publishes the outcome.
-func (f *Flows) run(ctx context.Context, h *auth.AuthorizationCodeHandler, cfg *model.McpConfig, fl *flow, req *http.Request, resp *http.Response) error {
-	err := h.Authorize(ctx, req, resp)
+// server and publishes the outcome; reg, when not nil, is the registrar of
+// a dynamically registering flow, which first finds its authorization
+// server.
+func (f *Flows) run(ctx context.Context, h *auth.AuthorizationCodeHandler, reg *registrar, cfg *model.McpConfig, fl *flow, req *http.Request, resp *http.Response) error {
+	var err error
+	if reg != nil {
+		reg.target, err = discover(ctx, reg.hc, req, resp)
+	}
+	if err == nil {
+		err = h.Authorize(ctx, req, resp)
+	} else {
+		_ = resp.Body.Close()
+	}
+	var re *oauth2.RetrieveError
+	refused := fl.registered != "" && errors.As(err, &re) && re.ErrorCode == "invalid_client"
+	if refused {
+		// The authorization server no longer takes the registered client:
+		// the next flow registers a new one (once: this one does not retry).
+		f.forgetClient(cfg, fl.registered)
+	}
 	if err == nil && fl.token == nil {
 		err = errors.New("the token exchange gave no token")
 	}
@@ -37,6 +54,9 @@ func (f *Flows) run(ctx context.Context, h *auth.AuthorizationCodeHandler, cfg *
 	var e *apierr.Error
 	if err != nil {
 		e = failure(ctx, err, cfg.Transport.OAuth != nil && cfg.Transport.OAuth.ClientID != "", fl.noAnswer.Load())
+		if refused {
+			e = apierr.Wrap(apierr.Unauthorized, MsgRegisteredClientRefused, err)
+		}
 		f.log.Warn("OAuth authorization failed", append([]any{"server", cfg.Slug, "code", e.Code, "error", e.Message}, causeAttrs(err)...)...)
 	} else {
 		f.log.Info("OAuth authorization completed", "server", cfg.Slug, "principal", fl.principal, "expires_at", fl.token.Expiry)
@@ -71,6 +91,11 @@ func causeAttrs(err error) []any {
 // client's credentials (invalid_client): most likely a wrong or missing
 // client secret.
 const MsgClientRefused = "Authorization failed: the authorization server refused the OAuth client (invalid_client). Check transport.oauth.client_id and its secret (mcpbus cred set <server> --oauth-client-secret)."
+
+// MsgRegisteredClientRefused is the failure of a token endpoint that
+// refused the client mcpbus registered dynamically (invalid_client): it is
+// forgotten, and the next authorization registers a new one.
+const MsgRegisteredClientRefused = "Authorization failed: the authorization server no longer accepts mcpbus's registered OAuth client; it was dropped, and the next authorization registers a new one. Please try again."
 
 // failure maps a failed flow to the product's messages; preregistered: the
 // client is the config's (its secret, if any, is the operator's to fix);

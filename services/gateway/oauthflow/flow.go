@@ -3,7 +3,8 @@
 // describes: the upstream's 401 challenge leads to its protected resource
 // metadata (RFC 9728) and its authorization server's metadata (RFC 8414 or
 // OpenID discovery); the client registers dynamically (RFC 7591) unless the
-// server's config names a client id; the user approves in a browser with
+// server's config names a client id, once per server and issuer, kept and
+// reused by every flow (registrar.go); the user approves in a browser with
 // the authorization-code flow (PKCE S256, state, resource indicator RFC
 // 8707), which comes back to the gateway's callback route. All of that is
 // go-sdk's auth.AuthorizationCodeHandler; this package gives it the
@@ -87,7 +88,8 @@ type Flows struct {
 	secrets *credclient.Client   // stores a principal's own tokens (cred.set, sealed)
 
 	mu     sync.Mutex
-	flows  map[string]*flow // by server and principal (flowKey): one flow each
+	flows  map[string]*flow         // by server and principal (flowKey): one flow each
+	regs   map[string]chan struct{} // by server id: the lock of its client registration (regLock)
 	wg     sync.WaitGroup
 	closed bool
 }
@@ -109,6 +111,9 @@ type flow struct {
 	watchers []func(error)
 	// noAnswer: a request of the flow ran past Options.RequestTimeout.
 	noAnswer atomic.Bool
+	// registered is the id of the dynamically registered client the flow
+	// uses, kept or new (set by its registrar, in go-sdk's Authorize).
+	registered string
 	// Under mu: the provider's URL, and a per-principal flow's binding
 	// (the SHA-256 of its latest continue's cookie; binding.go).
 	mu      sync.Mutex
@@ -141,7 +146,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Flows, error) {
 	}
 	return &Flows{opts: opts, log: opts.Logger, nc: nc, subj: bus.NewSubjects(opts.Prefix),
 		client: client.New(nc, client.Options{Prefix: opts.Prefix}), kv: kv, creds: creds, secrets: credclient.New(nc, opts.Prefix),
-		flows: map[string]*flow{}}, nil
+		flows: map[string]*flow{}, regs: map[string]chan struct{}{}}, nil
 }
 
 // Close cancels every flow under way and waits for them.
@@ -295,7 +300,16 @@ func (f *Flows) start(ctx context.Context, ref, forID string, bind bool, done fu
 	}
 	key := flowKey(cfg.Slug, forID)
 	urls := make(chan string, 1)
-	h, err := f.handler(&cfg, secret, bounded(hc, f.opts.RequestTimeout, &fl.noAnswer), fl, urls)
+	client := bounded(hc, f.opts.RequestTimeout, &fl.noAnswer)
+	var reg *registrar
+	if o := cfg.Transport.OAuth; o == nil || o.ClientID == "" {
+		// Dynamic registration: one client per server and issuer (registrar.go).
+		reg = &registrar{f: f, cfg: &cfg, fl: fl, next: client.Transport, hc: client}
+		withReg := *client
+		withReg.Transport = reg
+		client = &withReg
+	}
+	h, err := f.handler(&cfg, secret, client, fl, urls)
 	if err != nil {
 		cancel()
 		_ = resp.Body.Close()
@@ -319,7 +333,7 @@ func (f *Flows) start(ctx context.Context, ref, forID string, bind bool, done fu
 	go func() {
 		defer f.wg.Done()
 		defer cancel()
-		err := f.run(fctx, h, &cfg, fl, req, resp)
+		err := f.run(fctx, h, reg, &cfg, fl, req, resp)
 		f.mu.Lock()
 		if f.flows[key] == fl {
 			delete(f.flows, key)
