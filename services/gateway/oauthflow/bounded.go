@@ -16,9 +16,11 @@ import (
 // and does not answer within 15 s (the probe's bound too) is not going to.
 // Without it such a server held the start until the flow's 2 minutes ran
 // out, reported as the user's timeout; with it discovery fails within
-// 15 s a request (at most 75 s for its five: three candidate resource
-// metadata URLs, the server's metadata, the registration), inside the
-// flow's 2 minutes.
+// 15 s a request. go-sdk's discovery makes up to five (three candidate
+// resource metadata URLs, the server's metadata, the registration: 75 s),
+// and the flow's own look for the issuer (registrar.go: discover) up to
+// four more before it, so a server slow on each but just inside the bound
+// can outlast the flow's 2 minutes, which then end the start.
 const DefaultRequestTimeout = 15 * time.Second
 
 // MsgNoAnswer is the failure of a flow one of whose requests timed out.
