@@ -556,7 +556,7 @@ func (s *server) refreshTools() {
 	defer cancel()
 	tools, err := listTools(ctx, sess, s.catalogLimit())
 	if err != nil {
-		s.log.Warn("refreshing tools failed", "error", err)
+		s.log.Warn("refreshing tools failed", "error", s.serverText(err.Error())) // it may quote the server
 		return
 	}
 	withheld := s.withheldOf(ctx, tools)
