@@ -136,3 +136,17 @@ func TestHugeRetryAfterWaitsTheMost(t *testing.T) {
 		}
 	})
 }
+
+// A provider's error message reaches the turn's end, its error event, the
+// conversation's log and the span: a provider writing megabytes of it has
+// it cut, as the body of an error it does not word as JSON is.
+func TestLongErrorMessageCut(t *testing.T) {
+	backends(t, func(t *testing.T, srv *llmtest.Server, m provider.Model, name string) {
+		srv.Enqueue(llmtest.Reply{Status: 400, Message: "bad request: " + strings.Repeat("m", 4<<20)})
+		_, err := m.Step(context.Background(), hello, nil)
+		e := apierr.From(err)
+		if len(e.Message) > 2<<10 || !strings.Contains(e.Message, "bad request: mmm") {
+			t.Fatalf("a message of %d bytes: %.200s…", len(e.Message), e.Message)
+		}
+	})
+}

@@ -229,3 +229,26 @@ func TestQuotaSpentNotRetried(t *testing.T) {
 		t.Fatalf("err %v (field %q) after %d attempts", err, e.Field, srv.Attempts())
 	}
 }
+
+// TestErrorBodyCutHidesTheKey: the key echoed across the point where the
+// quoted body is cut leaves no part of it in the message (the cut came
+// before the redaction, which then found no whole key to replace).
+func TestErrorBodyCutHidesTheKey(t *testing.T) {
+	const key = "sk-profile-key-0123456789abcdef"
+	for pad := 480; pad < 520; pad++ {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(strings.Repeat("p", pad) + r.Header.Get("Authorization") + " tail"))
+		}))
+		m, err := provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: srv.URL + "/v1", APIKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = m.Step(context.Background(), hello, nil)
+		srv.Close()
+		msg := apierr.From(err).Message
+		if strings.Contains(msg, key[:len("sk-profile-key-01")]) {
+			t.Fatalf("pad %d: the message holds part of the key: …%s", pad, msg[max(0, len(msg)-80):])
+		}
+	}
+}

@@ -27,10 +27,6 @@ func (d *headerDoer) Do(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// maxErrorBody bounds the raw body quoted from an error answer that is not
-// the API's JSON error.
-const maxErrorBody = 512
-
 // openaiStatus maps a go-openai error to the HTTP error it reports (the
 // caller adds the headers).
 func openaiStatus(err error) (httpError, bool) {
@@ -38,10 +34,10 @@ func openaiStatus(err error) (httpError, bool) {
 	// error JSON) may wrap an APIError without status.
 	var re *openai.RequestError
 	if errors.As(err, &re) {
+		// Quoted whole here: retry redacts the API key, then cuts it
+		// (clipMessage). Cut first, a key echoed across the cut kept its
+		// first part.
 		body := strings.TrimSpace(string(re.Body))
-		if len(body) > maxErrorBody {
-			body = strings.ToValidUTF8(body[:maxErrorBody], "") + "…"
-		}
 		return httpError{status: re.HTTPStatusCode, message: body, contextFull: contextExceeded(re.HTTPStatusCode, "", body)}, true
 	}
 	var ae *openai.APIError

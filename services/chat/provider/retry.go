@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -66,6 +67,7 @@ func retry(ctx context.Context, cfg Config, name string, attempt func() (streame
 			// that echoes the request must not show them the profile's key.
 			he.message = strings.ReplaceAll(he.message, cfg.APIKey, "[REDACTED]")
 		}
+		he.message = clipMessage(he.message)
 		if !retryable(he.status) || he.quota {
 			return statusError(name, he, err)
 		}
@@ -84,6 +86,25 @@ func retry(ctx context.Context, cfg Config, name string, attempt func() (streame
 			return rateLimited(wait, err)
 		}
 	}
+}
+
+// maxErrorMessage bounds a provider's error message as the turn quotes it
+// (its end, its error event, the conversation's log, the span): the API's
+// own are a few hundred bytes, a provider may send megabytes.
+const maxErrorMessage = 1024
+
+// clipMessage is msg cut at maxErrorMessage bytes, at a character boundary,
+// "…" marking the cut. It runs after the key's redaction, so the cut
+// cannot split the key out of the redaction's sight.
+func clipMessage(msg string) string {
+	if len(msg) <= maxErrorMessage {
+		return msg
+	}
+	cut := maxErrorMessage - len("…")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }
 
 type retryNoticeKey struct{}

@@ -409,7 +409,9 @@ func (s *server) healthCheck(sess *mcp.ClientSession) {
 		return
 	}
 	n := s.pingFails.Add(1)
-	s.log.Warn("health ping failed", "failures", n, "error", err)
+	// The error may quote the server's answer: redacted and bounded as
+	// its error texts are wherever else they go.
+	s.log.Warn("health ping failed", "failures", n, "error", s.serverText(err.Error()))
 	if int(n) < s.r.opts.HealthFailures {
 		return
 	}

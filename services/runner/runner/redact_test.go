@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -86,5 +87,50 @@ func TestStderrRedactsSecrets(t *testing.T) {
 	// The child itself still got the real values.
 	if res, err := call(t, e, "alpha", "env", `{"name":"TOKEN"}`); err != nil || text(t, res) != "resolved-secret-1xyz" {
 		t.Fatalf("TOKEN = %s (%v)", res, err)
+	}
+}
+
+// A server's stderr is its own to write, and the runner relays it to its
+// debug log: a server flooding it (10,000 lines at once, a line of 60 KiB)
+// leaves a bounded log, each record cut, with a record that lines were
+// dropped.
+func TestStderrLogBounded(t *testing.T) {
+	flood := make([]string, 10_000)
+	for i := range flood {
+		flood[i] = fmt.Sprint("flood-", i)
+	}
+	cfg := runnertest.Binary("alpha", testServer)
+	cfg.Runtime.Eager = true
+	cfg.EnvVars = map[string]model.EnvVar{
+		"LONG":              {Value: strings.Repeat("y", 60<<10)},
+		"FLOOD":             {Value: strings.Join(flood, "\n")},
+		"TESTMCP_PRINT_ENV": {Value: "LONG,FLOOD"},
+	}
+	var logs syncBuffer
+	opts := quickOpts()
+	opts.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e := runnertest.Start(t, opts)
+	e.Put(t, cfg)
+	e.WaitState(t, "alpha", model.StateRunning, 10*time.Second)
+	// Until the log stops growing: every line read has been relayed or dropped.
+	for n, last := 0, -1; n != last; time.Sleep(300 * time.Millisecond) {
+		last, n = n, len(logs.String())
+	}
+
+	relayed, dropped := 0, false
+	for line := range strings.Lines(logs.String()) {
+		if len(line) > 8<<10 {
+			t.Errorf("a log record of %d bytes: %.200s…", len(line), line)
+		}
+		if strings.Contains(line, `"msg":"server stderr"`) {
+			relayed++
+		}
+		dropped = dropped || strings.Contains(line, `"msg":"server stderr lines dropped"`)
+	}
+	if relayed > 500 || !dropped {
+		t.Errorf("%d stderr lines relayed of %d (dropped said: %v), want at most 500 and a record of the rest", relayed, len(flood)+1, dropped)
+	}
+	if !strings.Contains(logs.String(), "testserver env LONG=yyyy") {
+		t.Errorf("the long line is not in the log, cut")
 	}
 }

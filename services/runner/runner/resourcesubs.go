@@ -189,7 +189,7 @@ func (s *server) resubscribe(sess *mcp.ClientSession) {
 		err := sess.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
 		cancel()
 		if err != nil {
-			s.log.Warn("subscribing the restarted server to a resource failed", "error", err)
+			s.log.Warn("subscribing the restarted server to a resource failed", "error", s.serverText(err.Error())) // it may quote the server
 			continue
 		}
 		subs.mu.Lock()

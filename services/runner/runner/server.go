@@ -35,6 +35,8 @@ type server struct {
 	r    *Runner
 	slug string
 	log  *slog.Logger
+	// stderr relays the server's stderr lines to log, bounded.
+	stderr *stderrLog
 
 	ctx    context.Context // cancelled when the server is removed
 	cancel context.CancelFunc
@@ -169,6 +171,7 @@ func newServer(r *Runner, cfg *model.McpConfig) *server {
 		callPrefix: r.subj.Call(cfg.Slug, ""),
 		pinBudget:  newPinBudget(r.opts.PinBudget),
 	}
+	s.stderr = newStderrLog(s.log)
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "mcpbus-runner", Version: Version}, &mcp.ClientOptions{
 		Capabilities: clientCapabilities(),
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
@@ -381,7 +384,7 @@ func (s *server) connect(ctx context.Context, cfg *model.McpConfig) (*mcp.Client
 		cfg = &c
 	}
 	lopts := s.r.opts.Launch
-	lopts.OnStderr = func(line string) { s.log.Debug("server stderr", "line", line) }
+	lopts.OnStderr, lopts.StderrWanted = s.stderr.line, s.stderr.wanted
 	lopts.Secrets = secrets // redacted from those lines
 	lopts.Sandbox, lopts.Protected = s.r.sandbox, s.r.childProtected()
 	if cfg.Transport.Type == model.TransportHTTP {
@@ -576,7 +579,7 @@ func (s *server) refreshTools() {
 		if errors.Is(context.Cause(ictx), errInterrupted) {
 			return // the stop that ended it runs next
 		}
-		s.log.Warn("refreshing tools failed", "error", err)
+		s.log.Warn("refreshing tools failed", "error", s.serverText(err.Error())) // it may quote the server
 		return
 	}
 	withheld := s.withheldOf(ctx, tools)

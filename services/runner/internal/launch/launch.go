@@ -44,6 +44,9 @@ type Options struct {
 	StderrBytes int
 	// OnStderr receives each stderr line (the runner logs it at debug level).
 	OnStderr func(line string)
+	// StderrWanted reports whether OnStderr wants the next line (nil:
+	// every one); a line it does not want is neither redacted nor passed.
+	StderrWanted func() bool
 	// Secrets are the resolved secret values of this launch (env values,
 	// header values, keyfile contents): each one of at least 4 bytes is
 	// replaced by [REDACTED] in the lines OnStderr receives. They are kept
@@ -241,6 +244,14 @@ func Prepare(ctx context.Context, cfg *model.McpConfig, env map[string]string, o
 	// Wait must not hang on a grandchild that keeps stderr open.
 	cmd.WaitDelay = 2 * time.Second
 	onLine := newRedactor(opts.Secrets).wrap(opts.OnStderr)
+	if wanted := opts.StderrWanted; onLine != nil && wanted != nil {
+		relay := onLine
+		onLine = func(line string) {
+			if wanted() {
+				relay(line)
+			}
+		}
+	}
 	p := &Process{cmd: cmd, abort: abort, marker: marker, asChild: opts.Sandbox.AsChild,
 		stderr: newTail(orDefaultInt(opts.StderrBytes, 64<<10), onLine)}
 	cmd.Stderr = p.stderr
