@@ -50,26 +50,36 @@ var ErrUnsafe = errors.New("schema not validated by mcpbus")
 
 // Resolve compiles raw after Check; the error says why it is not checked
 // here (ErrUnsafe, or the library's own refusal).
-func Resolve(raw []byte) (*jsonschema.Resolved, error) {
-	if err := Check(raw); err != nil {
+func Resolve(raw []byte) (*Schema, error) {
+	g, err := check(raw)
+	if err != nil {
 		return nil, err
 	}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
-	return s.Resolve(nil)
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{rs: rs, g: g}, nil
 }
 
 // Check reports why raw is not safe to validate (ErrUnsafe), nil when it is.
 func Check(raw []byte) error {
+	_, err := check(raw)
+	return err
+}
+
+func check(raw []byte) (*graph, error) {
 	var doc any
 	if err := json.Unmarshal(raw, &doc); err != nil {
-		return fmt.Errorf("schema: %w", err)
+		return nil, fmt.Errorf("schema: %w", err)
 	}
 	g := &graph{nodes: map[string]*node{}, anchors: map[string]string{}}
 	if err := g.walk(doc, "", true); err != nil {
-		return err
+		return nil, err
 	}
 	for _, n := range g.nodes {
 		if n.ref == "" {
@@ -77,22 +87,28 @@ func Check(raw []byte) error {
 		}
 		target, err := g.target(n.ref)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		n.kids = append(n.kids, target)
+		n.target = g.nodes[target]
 	}
 	size := map[string]int{}
 	onPath := map[string]bool{}
 	if _, err := g.count("", size, onPath); err != nil {
-		return err
+		return nil, err
 	}
-	return nil
+	return g, nil
 }
 
 // node is one subschema, by its JSON pointer from the root.
 type node struct {
 	kids []string // pointers of its subschemas, and of what its $ref names
 	ref  string
+	// val is the subschema as decoded; target, the node its $ref names
+	// (cost.go walks them over a value as the validator does).
+	val    any
+	target *node
+	sub    map[string]*node // its subschemas, by pointer relative to it
 }
 
 type graph struct {
@@ -114,7 +130,7 @@ func (g *graph) walk(v any, ptr string, root bool) error {
 	if len(g.nodes) >= MaxSubschemas {
 		return fmt.Errorf("%w: more than %d subschemas", ErrUnsafe, MaxSubschemas)
 	}
-	n := &node{}
+	n := &node{val: v}
 	g.nodes[ptr] = n
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -144,7 +160,14 @@ func (g *graph) walk(v any, ptr string, root bool) error {
 	}
 	child := func(v any, p string) error {
 		n.kids = append(n.kids, p)
-		return g.walk(v, p, false)
+		if err := g.walk(v, p, false); err != nil {
+			return err
+		}
+		if n.sub == nil {
+			n.sub = map[string]*node{}
+		}
+		n.sub[p[len(ptr)+1:]] = g.nodes[p]
+		return nil
 	}
 	for _, k := range oneSchema {
 		if v, ok := m[k]; ok {

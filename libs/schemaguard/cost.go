@@ -1,0 +1,213 @@
+package schemaguard
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// A schema Check lets through can still cost without bound per value: the
+// validator compares a value with every entry of an enum (some 640 ns each),
+// tries every branch of an anyOf, and quotes the value in every failure, so
+// an output schema of 20 KiB (an enum of 10,000 numbers) and a result of
+// 2 KiB (1,000 array items) took 6.4 s of a core, and ten times both an
+// hour: a server holds the runner's CPU (every server on it) with calls of
+// its own tool, as the schema and the structuredContent are both its own.
+// So before a value is validated the cost of validating it is bounded from
+// above, by walking the schema over the value as the validator does
+// (counting subschema visits, enum and const entries, and the size of the
+// value quoted in a failure) and stopping at MaxCost: a value past it is not
+// validated (ErrCostly).
+
+// MaxCost bounds the work one Validate may do, in units of about 50 ns of
+// the validator's work (one value quoted in an error): about half a second
+// of a core.
+const MaxCost = 1 << 23
+
+// Units of the validator's work, measured on jsonschema-go v0.4.3: a
+// subschema visit (with its failure's error) costs some 1.4 µs, an enum
+// entry compared some 640 ns, and quoting a value some 50 ns a node.
+const (
+	costVisit = 25
+	costEntry = 12
+	costNode  = 1
+)
+
+// ErrCostly marks a value that Validate did not check because checking it
+// against the schema would cost more than MaxCost (errors.Is).
+var ErrCostly = errors.New("too costly to check against its schema")
+
+// Schema is a schema Check let through, compiled.
+type Schema struct {
+	rs *jsonschema.Resolved
+	g  *graph
+}
+
+// Validate checks v (as encoding/json decodes into any) against the schema,
+// unless that would cost more than MaxCost: then the error is ErrCostly and
+// v is not checked (the caller decides what an unchecked value means).
+func (s *Schema) Validate(v any) error {
+	if c := s.cost(v, MaxCost); c > MaxCost {
+		return fmt.Errorf("%w: checking it would cost more than mcpbus spends on one value", ErrCostly)
+	}
+	return s.rs.Validate(v)
+}
+
+// cost is an upper bound of what validating v costs, in the units above;
+// past limit it stops counting (the result is then above limit).
+func (s *Schema) cost(v any, limit int64) int64 {
+	w := &costWalk{limit: limit, sizes: map[uintptr]int64{}}
+	w.visit(s.g.nodes[""], v)
+	return w.spent
+}
+
+type costWalk struct {
+	spent, limit int64
+	sizes        map[uintptr]int64 // of the containers measured, by identity
+}
+
+func (w *costWalk) over() bool { return w.spent > w.limit }
+
+// visit counts n applied to v. It ends: Check refused schemas whose refs
+// loop, so each step follows a finite schema or descends into v.
+func (w *costWalk) visit(n *node, v any) {
+	if w.over() {
+		return
+	}
+	w.spent += costVisit
+	m, ok := n.val.(map[string]any)
+	if !ok {
+		return // true or false
+	}
+	w.spent += costNode * w.size(v) // a failure quotes the value
+	if e, ok := m["enum"].([]any); ok {
+		w.spent += int64(len(e)) * costEntry
+		for _, x := range e {
+			w.spent += costNode * w.size(x)
+		}
+	}
+	if c, ok := m["const"]; ok {
+		w.spent += costEntry + costNode*w.size(c)
+	}
+	// Applied to v itself.
+	if n.target != nil {
+		w.visit(n.target, v)
+	}
+	for _, k := range []string{"not", "if", "then", "else"} {
+		w.child(n, k, v)
+	}
+	for _, k := range []string{"allOf", "anyOf", "oneOf"} {
+		if a, ok := m[k].([]any); ok {
+			for i := range a {
+				w.child(n, k+"/"+strconv.Itoa(i), v)
+			}
+		}
+	}
+	for _, k := range []string{"dependentSchemas", "dependencies"} {
+		if o, ok := m[k].(map[string]any); ok {
+			for name := range o {
+				w.child(n, k+"/"+escape(name), v)
+			}
+		}
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		// Conservatively, every schema for members applies to every
+		// member, but properties to the member of its name.
+		props, _ := m["properties"].(map[string]any)
+		for name, x := range v {
+			if _, ok := props[name]; ok {
+				w.child(n, "properties/"+escape(name), x)
+			}
+			if pp, ok := m["patternProperties"].(map[string]any); ok {
+				for p := range pp {
+					w.child(n, "patternProperties/"+escape(p), x)
+				}
+			}
+			for _, k := range []string{"additionalProperties", "unevaluatedProperties"} {
+				w.child(n, k, x)
+			}
+			w.child(n, "propertyNames", name)
+			if w.over() {
+				return
+			}
+		}
+	case []any:
+		prefix := "prefixItems"
+		if _, ok := m["items"].([]any); ok {
+			prefix = "items" // draft 7's positional items
+		}
+		for i, x := range v {
+			w.child(n, prefix+"/"+strconv.Itoa(i), x)
+			for _, k := range []string{"items", "additionalItems", "contains", "unevaluatedItems"} {
+				w.child(n, k, x)
+			}
+			if w.over() {
+				return
+			}
+		}
+	}
+}
+
+// child visits n's subschema at the relative pointer rel, if it has one,
+// over v.
+func (w *costWalk) child(n *node, rel string, v any) {
+	if c := n.sub[rel]; c != nil {
+		w.visit(c, v)
+	}
+}
+
+// size is the number of values in v (itself and those inside it), counted
+// once per container.
+func (w *costWalk) size(v any) int64 {
+	var key uintptr
+	switch x := v.(type) {
+	case map[string]any:
+		if len(x) == 0 {
+			return 1
+		}
+		key = uintptr(reflect.ValueOf(x).UnsafePointer())
+	case []any:
+		if len(x) == 0 {
+			return 1
+		}
+		key = uintptr(reflect.ValueOf(x).UnsafePointer())
+	default:
+		return 1
+	}
+	if n, ok := w.sizes[key]; ok {
+		return n
+	}
+	n := int64(1)
+	switch x := v.(type) {
+	case map[string]any:
+		for _, c := range x {
+			n += count(c)
+		}
+	case []any:
+		for _, c := range x {
+			n += count(c)
+		}
+	}
+	w.sizes[key] = n
+	return n
+}
+
+// count is the number of values in v.
+func count(v any) int64 {
+	n := int64(1)
+	switch x := v.(type) {
+	case map[string]any:
+		for _, c := range x {
+			n += count(c)
+		}
+	case []any:
+		for _, c := range x {
+			n += count(c)
+		}
+	}
+	return n
+}
