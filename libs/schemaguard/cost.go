@@ -64,6 +64,87 @@ func (s *Schema) cost(v any, limit int64) int64 {
 	return w.spent
 }
 
+// applied is what of a subschema applies to which part of a value, as the
+// validator applies it (conservatively: every schema for members or items
+// counts for each of them).
+type applied struct {
+	object  bool             // a schema object, not true or false
+	entries int64            // the cost of its enum and const entries
+	same    []*node          // applied to the value itself ($ref, allOf, not, if, dependentSchemas, …)
+	props   map[string]*node // properties, by name
+	members []*node          // patternProperties, additionalProperties, unevaluatedProperties
+	names   *node            // propertyNames
+	prefix  []*node          // prefixItems (draft 7: items as an array)
+	items   []*node          // items, additionalItems, contains, unevaluatedItems
+}
+
+// link fills n's applied from m, the subschema at ptr, whose subschemas
+// walk has recorded.
+func (g *graph) link(n *node, m map[string]any, ptr string) {
+	at := func(rel string) *node { return g.nodes[ptr+"/"+rel] }
+	add := func(list []*node, c *node) []*node {
+		if c != nil {
+			list = append(list, c)
+		}
+		return list
+	}
+	n.object = true
+	if e, ok := m["enum"].([]any); ok {
+		for _, x := range e {
+			n.entries += costEntry + costNode*count(x)
+		}
+	}
+	if c, ok := m["const"]; ok {
+		n.entries += costEntry + costNode*count(c)
+	}
+	for _, k := range []string{"not", "if", "then", "else"} {
+		n.same = add(n.same, at(k))
+	}
+	for _, k := range []string{"allOf", "anyOf", "oneOf"} {
+		if a, ok := m[k].([]any); ok {
+			for i := range a {
+				n.same = add(n.same, at(k+"/"+strconv.Itoa(i)))
+			}
+		}
+	}
+	for _, k := range []string{"dependentSchemas", "dependencies"} {
+		if o, ok := m[k].(map[string]any); ok {
+			for name := range o {
+				n.same = add(n.same, at(k+"/"+escape(name)))
+			}
+		}
+	}
+	if o, ok := m["properties"].(map[string]any); ok {
+		n.props = make(map[string]*node, len(o))
+		for name := range o {
+			if c := at("properties/" + escape(name)); c != nil {
+				n.props[name] = c
+			}
+		}
+	}
+	if o, ok := m["patternProperties"].(map[string]any); ok {
+		for p := range o {
+			n.members = add(n.members, at("patternProperties/"+escape(p)))
+		}
+	}
+	for _, k := range []string{"additionalProperties", "unevaluatedProperties"} {
+		n.members = add(n.members, at(k))
+	}
+	n.names = at("propertyNames")
+	prefix := "prefixItems"
+	if _, ok := m["items"].([]any); ok {
+		prefix = "items" // draft 7's positional items
+	}
+	if a, ok := m[prefix].([]any); ok {
+		for i := range a {
+			n.prefix = add(n.prefix, at(prefix+"/"+strconv.Itoa(i)))
+		}
+	}
+	for _, k := range []string{"items", "additionalItems", "contains", "unevaluatedItems"} {
+		n.items = add(n.items, at(k))
+	}
+}
+
 type costWalk struct {
 	spent, limit int64
 	sizes        map[uintptr]int64 // of the containers measured, by identity
@@ -74,89 +155,41 @@ func (w *costWalk) over() bool { return w.spent > w.limit }
 // visit counts n applied to v. It ends: Check refused schemas whose refs
 // loop, so each step follows a finite schema or descends into v.
 func (w *costWalk) visit(n *node, v any) {
-	if w.over() {
+	if n == nil || w.over() {
 		return
 	}
 	w.spent += costVisit
-	m, ok := n.val.(map[string]any)
-	if !ok {
+	if !n.object {
 		return // true or false
 	}
-	w.spent += costNode * w.size(v) // a failure quotes the value
-	if e, ok := m["enum"].([]any); ok {
-		w.spent += int64(len(e)) * costEntry
-		for _, x := range e {
-			w.spent += costNode * w.size(x)
-		}
-	}
-	if c, ok := m["const"]; ok {
-		w.spent += costEntry + costNode*w.size(c)
-	}
-	// Applied to v itself.
-	if n.target != nil {
-		w.visit(n.target, v)
-	}
-	for _, k := range []string{"not", "if", "then", "else"} {
-		w.child(n, k, v)
-	}
-	for _, k := range []string{"allOf", "anyOf", "oneOf"} {
-		if a, ok := m[k].([]any); ok {
-			for i := range a {
-				w.child(n, k+"/"+strconv.Itoa(i), v)
-			}
-		}
-	}
-	for _, k := range []string{"dependentSchemas", "dependencies"} {
-		if o, ok := m[k].(map[string]any); ok {
-			for name := range o {
-				w.child(n, k+"/"+escape(name), v)
-			}
-		}
+	w.spent += costNode*w.size(v) + n.entries // a failure quotes the value
+	for _, c := range n.same {
+		w.visit(c, v)
 	}
 	switch v := v.(type) {
 	case map[string]any:
-		// Conservatively, every schema for members applies to every
-		// member, but properties to the member of its name.
-		props, _ := m["properties"].(map[string]any)
 		for name, x := range v {
-			if _, ok := props[name]; ok {
-				w.child(n, "properties/"+escape(name), x)
+			w.visit(n.props[name], x)
+			for _, c := range n.members {
+				w.visit(c, x)
 			}
-			if pp, ok := m["patternProperties"].(map[string]any); ok {
-				for p := range pp {
-					w.child(n, "patternProperties/"+escape(p), x)
-				}
-			}
-			for _, k := range []string{"additionalProperties", "unevaluatedProperties"} {
-				w.child(n, k, x)
-			}
-			w.child(n, "propertyNames", name)
+			w.visit(n.names, name)
 			if w.over() {
 				return
 			}
 		}
 	case []any:
-		prefix := "prefixItems"
-		if _, ok := m["items"].([]any); ok {
-			prefix = "items" // draft 7's positional items
-		}
 		for i, x := range v {
-			w.child(n, prefix+"/"+strconv.Itoa(i), x)
-			for _, k := range []string{"items", "additionalItems", "contains", "unevaluatedItems"} {
-				w.child(n, k, x)
+			if i < len(n.prefix) {
+				w.visit(n.prefix[i], x)
+			}
+			for _, c := range n.items {
+				w.visit(c, x)
 			}
 			if w.over() {
 				return
 			}
 		}
-	}
-}
-
-// child visits n's subschema at the relative pointer rel, if it has one,
-// over v.
-func (w *costWalk) child(n *node, rel string, v any) {
-	if c := n.sub[rel]; c != nil {
-		w.visit(c, v)
 	}
 }
 
@@ -181,17 +214,7 @@ func (w *costWalk) size(v any) int64 {
 	if n, ok := w.sizes[key]; ok {
 		return n
 	}
-	n := int64(1)
-	switch x := v.(type) {
-	case map[string]any:
-		for _, c := range x {
-			n += count(c)
-		}
-	case []any:
-		for _, c := range x {
-			n += count(c)
-		}
-	}
+	n := count(v)
 	w.sizes[key] = n
 	return n
 }

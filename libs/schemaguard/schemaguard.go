@@ -90,7 +90,7 @@ func check(raw []byte) (*graph, error) {
 			return nil, err
 		}
 		n.kids = append(n.kids, target)
-		n.target = g.nodes[target]
+		n.same = append(n.same, g.nodes[target])
 	}
 	size := map[string]int{}
 	onPath := map[string]bool{}
@@ -104,11 +104,9 @@ func check(raw []byte) (*graph, error) {
 type node struct {
 	kids []string // pointers of its subschemas, and of what its $ref names
 	ref  string
-	// val is the subschema as decoded; target, the node its $ref names
-	// (cost.go walks them over a value as the validator does).
-	val    any
-	target *node
-	sub    map[string]*node // its subschemas, by pointer relative to it
+	// What cost.go needs to walk the node over a value as the validator
+	// does (applied, filled by walk).
+	applied
 }
 
 type graph struct {
@@ -130,7 +128,7 @@ func (g *graph) walk(v any, ptr string, root bool) error {
 	if len(g.nodes) >= MaxSubschemas {
 		return fmt.Errorf("%w: more than %d subschemas", ErrUnsafe, MaxSubschemas)
 	}
-	n := &node{val: v}
+	n := &node{}
 	g.nodes[ptr] = n
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -160,14 +158,7 @@ func (g *graph) walk(v any, ptr string, root bool) error {
 	}
 	child := func(v any, p string) error {
 		n.kids = append(n.kids, p)
-		if err := g.walk(v, p, false); err != nil {
-			return err
-		}
-		if n.sub == nil {
-			n.sub = map[string]*node{}
-		}
-		n.sub[p[len(ptr)+1:]] = g.nodes[p]
-		return nil
+		return g.walk(v, p, false)
 	}
 	for _, k := range oneSchema {
 		if v, ok := m[k]; ok {
@@ -199,6 +190,7 @@ func (g *graph) walk(v any, ptr string, root bool) error {
 			}
 		}
 	}
+	g.link(n, m, ptr)
 	return nil
 }
 
