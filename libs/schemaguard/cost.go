@@ -50,10 +50,22 @@ type Schema struct {
 // unless that would cost more than MaxCost: then the error is ErrCostly and
 // v is not checked (the caller decides what an unchecked value means).
 func (s *Schema) Validate(v any) error {
-	if c := s.cost(v, MaxCost); c > MaxCost {
+	if !s.cheap(v) && s.cost(v, MaxCost) > MaxCost {
 		return fmt.Errorf("%w: checking it would cost more than mcpbus spends on one value", ErrCostly)
 	}
 	return s.rs.Validate(v)
+}
+
+// cheap reports whether validating v is within MaxCost by a quick bound:
+// each subschema (refs inlined) visits each value at most once, quoting at
+// most all of v and comparing all of its entries. Most calls pass here
+// without the walk below.
+func (s *Schema) cheap(v any) bool {
+	n := count(v)
+	if n > 1<<16 {
+		return false
+	}
+	return int64(s.g.inlined)*n*(costVisit+costNode*n+s.g.maxEntries) <= MaxCost
 }
 
 // cost is an upper bound of what validating v costs, in the units above;

@@ -81,3 +81,27 @@ func TestCostCountsTheQuotedValue(t *testing.T) {
 		t.Errorf("a small object: %v", err)
 	}
 }
+
+// The quick bound never lets through what the walk would refuse: it is
+// the larger of the two.
+func TestQuickBoundIsAboveTheWalk(t *testing.T) {
+	schemas := []string{
+		`{"type":"object","properties":{"a":{"type":"array","items":{"enum":[` + strings.Repeat("0,", 300) + `1]}}}}`,
+		`{"anyOf":[` + strings.Repeat(`{"type":"string"},`, 200) + `{"type":"object","additionalProperties":{"$ref":"#/$defs/x"}}],"$defs":{"x":{"const":[1,2,3]}}}`,
+		`{"type":"object","patternProperties":{"^a":{"type":"integer"},"b":{"enum":[1,2]}},"propertyNames":{"maxLength":3}}`,
+	}
+	values := []string{`{}`, `{"a":[1,1,1]}`, `{"a":[` + strings.Repeat("1,", 200) + `1]}`, `{"ab":1,"b":2,"c":{"d":[1,2,[3]]}}`}
+	for _, sc := range schemas {
+		s, err := Resolve([]byte(sc))
+		if err != nil {
+			t.Fatalf("%.60s: %v", sc, err)
+		}
+		for _, val := range values {
+			v := decode(t, val)
+			quick := int64(s.g.inlined) * count(v) * (costVisit + costNode*count(v) + s.g.maxEntries)
+			if walked := s.cost(v, 1<<62); walked > quick {
+				t.Errorf("%.60s over %.40s: the walk counts %d, the quick bound %d", sc, val, walked, quick)
+			}
+		}
+	}
+}

@@ -94,8 +94,13 @@ func check(raw []byte) (*graph, error) {
 	}
 	size := map[string]int{}
 	onPath := map[string]bool{}
-	if _, err := g.count("", size, onPath); err != nil {
+	inlined, err := g.count("", size, onPath)
+	if err != nil {
 		return nil, err
+	}
+	g.inlined = inlined
+	for _, n := range g.nodes {
+		g.maxEntries = max(g.maxEntries, n.entries)
 	}
 	return g, nil
 }
@@ -112,6 +117,10 @@ type node struct {
 type graph struct {
 	nodes   map[string]*node
 	anchors map[string]string // "#name" → pointer
+	// inlined is the number of subschemas with refs inlined, maxEntries
+	// the most a node's enum and const cost (cost.go's quick bound).
+	inlined    int
+	maxEntries int64
 }
 
 // Keywords whose value is one subschema, an array of them, or an object of
