@@ -50,26 +50,36 @@ var ErrUnsafe = errors.New("schema not validated by mcpbus")
 
 // Resolve compiles raw after Check; the error says why it is not checked
 // here (ErrUnsafe, or the library's own refusal).
-func Resolve(raw []byte) (*jsonschema.Resolved, error) {
-	if err := Check(raw); err != nil {
+func Resolve(raw []byte) (*Schema, error) {
+	g, err := check(raw)
+	if err != nil {
 		return nil, err
 	}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
-	return s.Resolve(nil)
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{rs: rs, g: g}, nil
 }
 
 // Check reports why raw is not safe to validate (ErrUnsafe), nil when it is.
 func Check(raw []byte) error {
+	_, err := check(raw)
+	return err
+}
+
+func check(raw []byte) (*graph, error) {
 	var doc any
 	if err := json.Unmarshal(raw, &doc); err != nil {
-		return fmt.Errorf("schema: %w", err)
+		return nil, fmt.Errorf("schema: %w", err)
 	}
 	g := &graph{nodes: map[string]*node{}, anchors: map[string]string{}}
 	if err := g.walk(doc, "", true); err != nil {
-		return err
+		return nil, err
 	}
 	for _, n := range g.nodes {
 		if n.ref == "" {
@@ -77,27 +87,40 @@ func Check(raw []byte) error {
 		}
 		target, err := g.target(n.ref)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		n.kids = append(n.kids, target)
+		n.same = append(n.same, g.nodes[target])
 	}
 	size := map[string]int{}
 	onPath := map[string]bool{}
-	if _, err := g.count("", size, onPath); err != nil {
-		return err
+	inlined, err := g.count("", size, onPath)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	g.inlined = inlined
+	for _, n := range g.nodes {
+		g.maxEntries = max(g.maxEntries, n.entries)
+	}
+	return g, nil
 }
 
 // node is one subschema, by its JSON pointer from the root.
 type node struct {
 	kids []string // pointers of its subschemas, and of what its $ref names
 	ref  string
+	// What cost.go needs to walk the node over a value as the validator
+	// does (applied, filled by walk).
+	applied
 }
 
 type graph struct {
 	nodes   map[string]*node
 	anchors map[string]string // "#name" → pointer
+	// inlined is the number of subschemas with refs inlined, maxEntries
+	// the most a node's enum and const cost (cost.go's quick bound).
+	inlined    int
+	maxEntries int64
 }
 
 // Keywords whose value is one subschema, an array of them, or an object of
@@ -176,6 +199,7 @@ func (g *graph) walk(v any, ptr string, root bool) error {
 			}
 		}
 	}
+	g.link(n, m, ptr)
 	return nil
 }
 

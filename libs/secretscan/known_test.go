@@ -73,6 +73,37 @@ func TestKnownInsideEscapedQuotes(t *testing.T) {
 	}
 }
 
+// A known value on a line of its own in a JSON string, or after a tab, is
+// found: the escape's letter (\n, \t) ends the word before the value as the
+// character it stands for does. The backslash alone was a delimiter, so the
+// value's token was "nVALUE" and a secret pasted between lines of text went
+// through unseen. After an escaped backslash (\\n…: a backslash, then n…)
+// both readings are tried, so a value that starts with that letter is
+// found whole.
+func TestKnownAfterAnEscapedNewline(t *testing.T) {
+	const value = "kv-0123456789-secret"
+	known := secretscan.NewKnown([]byte("k"), []string{value})
+	long := strings.Repeat("prose ", 20)
+	for _, p := range []string{
+		`{"text":"line one\n` + value + `\nline three"}`,
+		`{"text":"\n` + value + `"}`,
+		`{"text":"a\t` + value + `"}`,
+		`{"text":"a\r\n` + value + `\r\n"}`,
+		`{"text":"` + long + `x\n` + value + `\n` + long + `"}`, // past the vector sieve's 64 bytes
+		`{"text":"C:\\n` + value + `"}`,
+	} {
+		found := scanner(t).Scan([]byte(p), known)
+		if len(found) != 1 || p[found[0].Start:found[0].End] != value || found[0].Rule != secretscan.RuleKnown {
+			t.Errorf("%s: found %v", p, found)
+		}
+	}
+	// A backslash, then a value starting with n: found whole.
+	p := `{"text":"a \\nkv-0123456789-secret b"}`
+	if found := scanner(t).Scan([]byte(p), secretscan.NewKnown([]byte("k"), []string{"n" + value})); len(found) != 1 || p[found[0].Start:found[0].End] != "n"+value {
+		t.Errorf("%s: found %v", p, found)
+	}
+}
+
 // A known value after candidates remembered as unknown that share its
 // length and its first and last eight bytes (what the scan looks a
 // candidate up by: the whole of one of 16 bytes or fewer, a longer one's

@@ -2,6 +2,7 @@ package secretscan
 
 import (
 	"bytes"
+	"strings"
 )
 
 // The separate passes the walk (walk.go) replaced, kept as its oracle and
@@ -128,6 +129,7 @@ func closingQuote(p []byte, start int) int {
 func separateTokens(payload []byte, start, end int, try func(int, int) bool) {
 	p := payload[:end]
 	word, tok := start, start
+	alt := -1 // past a one-letter JSON escape (\n…) after tok's backslash
 	for i := start; ; i++ {
 		for i < len(p) && classes[p[i]] == 0 {
 			i++
@@ -139,13 +141,19 @@ func separateTokens(payload []byte, start, end int, try func(int, int) bool) {
 		if i-tok >= MinKnownLen {
 			try(tok, i)
 		}
+		if alt > tok && i-alt >= MinKnownLen {
+			try(alt, i)
+		}
 		if class == space && tok != word && i-word >= MinKnownLen {
 			try(word, i)
 		}
 		if i == len(p) {
 			return
 		}
-		tok = i + 1
+		tok, alt = i+1, -1
+		if p[i] == '\\' && i+1 < len(p) && strings.IndexByte("ntrbf", p[i+1]) >= 0 {
+			alt = i + 2
+		}
 		if class == space {
 			word = i + 1
 		}

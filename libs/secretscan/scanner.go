@@ -235,10 +235,42 @@ func (s *Scanner) Scan(payload []byte, known *Known) []Finding {
 	sc := s.getScratch()
 	defer s.putScratch(sc)
 	set, knownFound := s.keywords.walkWith(payload, &sc.hits, known, &sc.unknowns)
-	out := s.ruleFindings(payload, set, sc.hits, sc)
-	out = append(out, seeds(payload)...)
+	text := blankEscapes(payload)
+	out := s.ruleFindings(text, set, sc.hits, sc)
+	out = append(out, seeds(text)...)
 	out = append(out, knownFound...)
 	slices.SortFunc(out, func(a, b Finding) int { return a.Start - b.Start })
+	return out
+}
+
+// blankEscapes is payload (JSON text) with the letter of each one-letter
+// escape of a control character (\n, \t, \r, \b, \f) a space, at the same
+// offsets: the rules read the text as sent, and the letter glued to what
+// follows broke their word boundaries, so an AWS key on a line of its own
+// ("…\nAKIA…") was "nAKIA…", no match for \bAKIA. payload itself when it
+// has none (no copy).
+func blankEscapes(payload []byte) []byte {
+	i := bytes.IndexByte(payload, '\\')
+	if i < 0 {
+		return payload
+	}
+	var out []byte
+	for ; i < len(payload)-1; i++ {
+		if payload[i] != '\\' {
+			continue
+		}
+		switch payload[i+1] {
+		case 'n', 't', 'r', 'b', 'f':
+			if out == nil {
+				out = bytes.Clone(payload)
+			}
+			out[i+1] = ' '
+		}
+		i++ // the escaped byte (a backslash escapes the next one only)
+	}
+	if out == nil {
+		return payload
+	}
 	return out
 }
 

@@ -221,3 +221,30 @@ func TestScanSkipping(t *testing.T) {
 		t.Errorf("nothing skipped: %d places found, want 4", len(spans))
 	}
 }
+
+// A credential on a line of its own in a JSON string ("…\nAKIA…"), or
+// after a tab, is found as one after a space is: the rules read the JSON
+// text as sent, where the escape's letter was glued to the value and broke
+// the word boundary the AWS rule (\bAKIA…) and the seed check need. The
+// finding's offsets are the payload's, so redaction replaces the value.
+func TestRulesAfterAnEscapedNewline(t *testing.T) {
+	s := scanner(t)
+	for _, c := range []struct{ value, rule string }{
+		{awsKey, "aws-access-token"},
+		{seed, secretscan.RuleSeed},
+	} {
+		for _, before := range []string{`key:\n`, `\n`, `key\t`, `a\r\n`, `x\f`} {
+			p := `{"text":"` + before + c.value + `\nmore"}`
+			found := s.Scan([]byte(p), nil)
+			if len(found) != 1 || found[0].Rule != c.rule || p[found[0].Start:found[0].End] != c.value {
+				t.Errorf("%s: found %v, want %s at the value", p, found, c.rule)
+			}
+		}
+	}
+	// An escaped backslash before a letter is a backslash and the letter:
+	// the letter stays part of the word.
+	p := `{"text":"C:\\nAKIAZ3MQXP7R2HKW5Y4N"}`
+	if found := s.Scan([]byte(p), nil); len(found) != 0 {
+		t.Errorf("%s: found %v, want none (the key is glued to an n)", p, found)
+	}
+}

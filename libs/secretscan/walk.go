@@ -216,6 +216,7 @@ func (w *walker) words(start, end int) bool {
 		return true
 	}
 	tok, from := start, start
+	alt := -1 // where the token from tok starts past a JSON escape's letter (escapeEnd)
 	if w.p.vector {
 		// 64 bytes a step while they are there (the bytes of a long token,
 		// a blob, are not looked at one by one).
@@ -226,10 +227,8 @@ func (w *walker) words(start, end int) bool {
 			}
 			for ; m != 0; m &= m - 1 {
 				j := from + bits.TrailingZeros64(m)
-				if j-tok >= MinKnownLen {
-					w.try.try(tok, j)
-				}
-				tok = j + 1
+				w.token(tok, alt, j)
+				tok, alt = j+1, w.escapeEnd(j, end)
 			}
 		}
 	}
@@ -238,19 +237,42 @@ func (w *walker) words(start, end int) bool {
 			continue
 		}
 		j := from + k
-		if j-tok >= MinKnownLen {
-			w.try.try(tok, j)
-		}
-		tok = j + 1
+		w.token(tok, alt, j)
+		tok, alt = j+1, w.escapeEnd(j, end)
 	}
-	if end-tok >= MinKnownLen {
-		w.try.try(tok, end)
-	}
+	w.token(tok, alt, end)
 	if tok == start {
 		return true
 	}
 	w.try.try(start, end)
 	return false
+}
+
+// token tries the token b[tok:j], and b[alt:j] too when alt is set.
+func (w *walker) token(tok, alt, j int) {
+	if j-tok >= MinKnownLen {
+		w.try.try(tok, j)
+	}
+	if alt > tok && j-alt >= MinKnownLen {
+		w.try.try(alt, j)
+	}
+}
+
+// escapeEnd is where the bytes after the delimiter at j start when it is
+// the backslash of a JSON escape of one letter (\n, \t, \r, \b, \f), which
+// ends the word before it as the character it stands for would: a value
+// on a line of its own in a string ("…\nVALUE\n…") is a token. -1
+// otherwise. Whether the backslash itself was escaped (\\n: a backslash and
+// an n) is not told here: both tokens are tried.
+func (w *walker) escapeEnd(j, end int) int {
+	if w.b[j] != '\\' || j+1 >= end {
+		return -1
+	}
+	switch w.b[j+1] {
+	case 'n', 't', 'r', 'b', 'f':
+		return j + 2
+	}
+	return -1
 }
 
 // end closes the string ending at i (after as for wordStart). A string

@@ -185,8 +185,9 @@ func TestScanMatchesSeparatePasses(t *testing.T) {
 func separateScan(s *Scanner, old *pairPrefilter, payload []byte, known *Known) []Finding {
 	var hits []hit
 	set := old.rules(payload, &hits)
-	out := s.ruleFindings(payload, set, hits, nil)
-	out = append(out, seeds(payload)...)
+	text := blankEscapes(payload)
+	out := s.ruleFindings(text, set, hits, nil)
+	out = append(out, seeds(text)...)
 	out = append(out, separateKnown(known, payload)...)
 	slices.SortFunc(out, func(a, b Finding) int { return a.Start - b.Start })
 	return out

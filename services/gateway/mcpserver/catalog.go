@@ -10,7 +10,6 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -42,8 +41,8 @@ type toolEntry struct {
 	unservable bool
 
 	schemaOnce sync.Once
-	schema     *jsonschema.Resolved // nil: the schema cannot be compiled, the server validates
-	digest     [sha256.Size]byte    // of the schema's JSON, for bus.VouchArguments
+	schema     *schemaguard.Schema // nil: the schema cannot be compiled, the server validates
+	digest     [sha256.Size]byte   // of the schema's JSON, for bus.VouchArguments
 }
 
 // names are the names filters and rules match e by: the one clients see,
@@ -52,7 +51,7 @@ func (e *toolEntry) names() []string { return model.ToolNames(e.name, e.cat.Serv
 
 // resolved compiles the input schema on first use: a catalog of thousands of
 // tools costs nothing until they are called.
-func (e *toolEntry) resolved() *jsonschema.Resolved {
+func (e *toolEntry) resolved() *schemaguard.Schema {
 	e.schemaOnce.Do(func() {
 		raw, _ := e.tool.InputSchema.(json.RawMessage)
 		// A schema that would send the validator into endless (fatal) or

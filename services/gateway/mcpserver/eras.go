@@ -228,13 +228,14 @@ func dropUpstreamInfo(m mcp.Meta) { delete(m, mcp.MetaKeyServerInfo) }
 const privateCache = "private"
 
 // eraResult rewrites a tool's result, as its server wrote it, for the
-// client: the upstream's own protocol fields (resultType "complete", its
-// serverInfo in _meta) are dropped, and with serverInfo (a 2026-07-28
+// client: the upstream's own protocol fields (its resultType, whatever it
+// says, and its serverInfo in _meta) are dropped, and with serverInfo (a 2026-07-28
 // client) resultType "complete" and the gateway's serverInfo are added, as
 // go-sdk adds them to its own results. A result without those fields is
 // returned as it is, without decoding it.
 func eraResult(raw []byte, serverInfo json.RawMessage) ([]byte, error) {
-	if serverInfo == nil && !bytes.Contains(raw, []byte(`"resultType"`)) && !bytes.Contains(raw, []byte(mcp.MetaKeyServerInfo)) {
+	// (A key spelled with escapes may name either: escapesLetters.)
+	if serverInfo == nil && !bytes.Contains(raw, []byte(`"resultType"`)) && !bytes.Contains(raw, []byte(mcp.MetaKeyServerInfo)) && !escapesLetters(raw) {
 		return raw, nil
 	}
 	if out, ok := spliceEraResult(raw, serverInfo); ok {
@@ -253,7 +254,7 @@ func spliceEraResult(raw []byte, serverInfo json.RawMessage) (out []byte, ok boo
 	out = make([]byte, 0, len(raw)+len(serverInfo)+128) // room for both members
 	out = append(out, '{')
 	var meta []byte // the members of _meta kept, comma-separated
-	typed, clean := false, true
+	clean := true
 	var seenType, seenMeta bool // twice: decoding keeps the last one
 	member := func(dst, key, val []byte) []byte {
 		if len(dst) > 1 {
@@ -277,10 +278,13 @@ func spliceEraResult(raw []byte, serverInfo json.RawMessage) (out []byte, ok boo
 				return false
 			}
 			seenType = true
-			if string(val) == `"complete"` {
-				return true // the upstream's own; added again below for its era
-			}
-			typed = true
+			// The upstream's own, whatever it says: added again below for
+			// the client's era. A server's "task" or "input_required" is
+			// not the gateway's (the runner fulfils a server's input
+			// requests and keeps none of a result's other members, and no
+			// task reaches a server), so it would tell the client of a
+			// task or of requests that are not there.
+			return true
 		case "_meta":
 			if seenMeta {
 				clean = false
@@ -305,9 +309,7 @@ func spliceEraResult(raw []byte, serverInfo json.RawMessage) (out []byte, ok boo
 		return nil, false
 	}
 	if serverInfo != nil {
-		if !typed {
-			out = member(out, []byte("resultType"), []byte(`"complete"`))
-		}
+		out = member(out, []byte("resultType"), []byte(`"complete"`))
 		meta = member(meta, []byte(mcp.MetaKeyServerInfo), serverInfo)
 	}
 	if len(meta) > 1 {
@@ -323,9 +325,7 @@ func decodeEraResult(raw []byte, serverInfo json.RawMessage) ([]byte, error) {
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return nil, errors.New("the result is not a JSON object")
 	}
-	if rt, ok := fields["resultType"]; ok && string(bytes.TrimSpace(rt)) == `"complete"` {
-		delete(fields, "resultType")
-	}
+	delete(fields, "resultType")
 	var meta map[string]json.RawMessage
 	if m, ok := fields["_meta"]; ok {
 		if err := json.Unmarshal(m, &meta); err != nil {
@@ -334,9 +334,7 @@ func decodeEraResult(raw []byte, serverInfo json.RawMessage) ([]byte, error) {
 		delete(meta, mcp.MetaKeyServerInfo)
 	}
 	if serverInfo != nil {
-		if _, ok := fields["resultType"]; !ok {
-			fields["resultType"] = json.RawMessage(`"complete"`)
-		}
+		fields["resultType"] = json.RawMessage(`"complete"`)
 		if meta == nil {
 			meta = map[string]json.RawMessage{}
 		}

@@ -37,3 +37,38 @@ func TestModernRequestByMeta(t *testing.T) {
 		})
 	}
 }
+
+// A server's result may say any resultType: the runner keeps the member (a
+// 2026-07-28 upstream's "complete") and drops the others a typed result
+// would need (task, inputRequests, requestState). Passed on, "task" or
+// "input_required" told a client of 2026-07-28 of a task or of requests
+// that are not there, and an older client of a field of an era it does not
+// speak. The client gets the gateway's resultType alone, on either path.
+func TestUpstreamResultTypeIsNotTheClients(t *testing.T) {
+	info := json.RawMessage(`{"name":"mcpbus","version":"1"}`)
+	for _, rt := range []string{`"task"`, `"input_required"`, `"x"`, `7`, `"complete"`} {
+		for _, raw := range []string{
+			`{"content":[{"type":"text","text":"hi"}],"resultType":` + rt + `}`,
+			`{"content":[],"resultType":` + rt + `,"_meta":{"resultType":1}}`,
+			`{"result\u0054ype":` + rt + `,"content":[]}`, // the decoding path
+		} {
+			for _, si := range []json.RawMessage{info, nil} {
+				out, err := eraResult([]byte(raw), si)
+				if err != nil {
+					t.Fatalf("%s: %v", raw, err)
+				}
+				var got map[string]json.RawMessage
+				if err := json.Unmarshal(out, &got); err != nil {
+					t.Fatalf("%s: %s", raw, out)
+				}
+				want := ""
+				if si != nil {
+					want = `"complete"`
+				}
+				if string(got["resultType"]) != want {
+					t.Errorf("%s (modern %v): %s, want resultType %s", raw, si != nil, out, want)
+				}
+			}
+		}
+	}
+}

@@ -310,11 +310,11 @@ func truncate(s string, n int) string {
 type schemaCache struct {
 	max int
 	mu  sync.Mutex
-	m   map[string]*jsonschema.Resolved
+	m   map[string]*schemaguard.Schema
 }
 
 func newSchemaCache(max int) *schemaCache {
-	return &schemaCache{max: max, m: map[string]*jsonschema.Resolved{}}
+	return &schemaCache{max: max, m: map[string]*schemaguard.Schema{}}
 }
 
 // errNoCheck marks a schema the gateway cannot check (an unsupported draft,
@@ -331,10 +331,14 @@ func (c *schemaCache) validate(raw json.RawMessage, args map[string]any) error {
 	if errors.Is(err, errNoCheck) {
 		return nil
 	}
-	return rs.Validate(args)
+	// Arguments too costly to check are left to the server too.
+	if err := rs.Validate(args); err != nil && !errors.Is(err, schemaguard.ErrCostly) {
+		return err
+	}
+	return nil
 }
 
-func (c *schemaCache) resolve(raw json.RawMessage) (*jsonschema.Resolved, error) {
+func (c *schemaCache) resolve(raw json.RawMessage) (*schemaguard.Schema, error) {
 	c.mu.Lock()
 	rs, ok := c.m[string(raw)] // looked up without copying the schema
 	c.mu.Unlock()

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"sync"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -29,7 +29,7 @@ type schemaCache struct {
 
 // toolSchema is what the cache knows of a tool's input schema.
 type toolSchema struct {
-	rs *jsonschema.Resolved // nil: not checkable here
+	rs *schemaguard.Schema // nil: not checkable here
 	// headers: the schema binds arguments to HTTP headers (x-mcp-header,
 	// SEP-2243), which only go-sdk's requests send.
 	headers bool
@@ -39,7 +39,7 @@ type toolSchema struct {
 	digest [sha256.Size]byte
 	// out is the compiled output schema (outputschema.go); nil when the
 	// tool declares none (declaresOutput false) or it cannot be compiled here.
-	out            *jsonschema.Resolved
+	out            *schemaguard.Schema
 	declaresOutput bool
 }
 
@@ -47,7 +47,7 @@ const schemaCacheMax = 4096
 
 // resolved compiles t's input schema on first use; nil when it cannot be
 // compiled here (the server still validates).
-func (c *schemaCache) resolved(t *mcp.Tool) *jsonschema.Resolved { return c.entry(t).rs }
+func (c *schemaCache) resolved(t *mcp.Tool) *schemaguard.Schema { return c.entry(t).rs }
 
 // bindsHeaders reports whether t's schema binds arguments to HTTP headers.
 func (c *schemaCache) bindsHeaders(t *mcp.Tool) bool { return c.entry(t).headers }
@@ -96,7 +96,9 @@ func (c *schemaCache) check(t *mcp.Tool, args []byte, vouched *[sha256.Size]byte
 	if json.Unmarshal(args, &v) != nil {
 		return nil // checkArgs refused it already
 	}
-	if err := rs.Validate(v); err != nil {
+	// Arguments too costly to check against the schema (schemaguard.ErrCostly)
+	// are left to the server, as a schema mcpbus cannot check is.
+	if err := rs.Validate(v); err != nil && !errors.Is(err, schemaguard.ErrCostly) {
 		return toolargs.Mismatch(t.Name, err)
 	}
 	return nil

@@ -2,11 +2,15 @@ package runner
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/jsonscan"
+	"github.com/mcpbus/mcpbus/libs/schemaguard"
 	"github.com/mcpbus/mcpbus/libs/toolargs"
 )
 
@@ -19,7 +23,11 @@ import (
 // the schema it listed (compiled once per listed tool, guarded by
 // schemaguard like the input schema) and replies in its stead an isError
 // result naming the violation. A schema mcpbus does not validate
-// (schemaguard) is the server's word alone, as for arguments.
+// (schemaguard) is the server's word alone, as for arguments. A result
+// too costly to check against the schema (schemaguard.ErrCostly: the server
+// gives both, and a small schema and result can cost a core hours) is
+// withheld, an isError result saying so: passing it unchecked would let a
+// server past its schema by making the check costly.
 
 // conform returns res, or what replaces it when its structuredContent does
 // not conform to t's output schema: for a success, an isError result naming
@@ -35,7 +43,7 @@ func (c *schemaCache) conform(t *mcp.Tool, res callReply) callReply {
 		return res
 	}
 	why := ""
-	found := false
+	found, costly := false, false
 	// Every member a decoder may read as structuredContent counts: one
 	// keeps the last of duplicate keys (Go's, JavaScript's), another might
 	// keep the first; each unescapes a key, and Go's encoding/json matches
@@ -53,7 +61,7 @@ func (c *schemaCache) conform(t *mcp.Tool, res callReply) callReply {
 		if err := json.Unmarshal(val, &v); err != nil {
 			why = err.Error()
 		} else if err := e.out.Validate(v); err != nil {
-			why = err.Error()
+			why, costly = err.Error(), errors.Is(err, schemaguard.ErrCostly)
 		}
 		return why == ""
 	})
@@ -65,6 +73,9 @@ func (c *schemaCache) conform(t *mcp.Tool, res callReply) callReply {
 		return res
 	case !found:
 		why = "it has no structuredContent"
+	case costly:
+		return callReply{data: toolargs.Result(apierr.New(apierr.Validation, fmt.Sprintf(
+			"the result of tool %s was withheld: its structuredContent is too costly to check against the tool's output schema (an enum or a choice of many entries over many values)", t.Name))), isError: true, checked: true}
 	}
 	return callReply{data: toolargs.Result(toolargs.OutputMismatch(t.Name, why)), isError: true, checked: true}
 }

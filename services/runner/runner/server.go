@@ -1,12 +1,14 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -588,10 +590,37 @@ func (s *server) refreshTools() {
 		s.mu.Unlock()
 		return
 	}
+	// A server may send list_changed without end: a list that did not
+	// change writes nothing, else each notice rewrote the catalog (a bus
+	// message every watcher reads) and stored a status event.
+	if s.state == model.StateRunning && maps.Equal(s.withheld, withheld) && sameTools(s.tools, tools) {
+		s.mu.Unlock()
+		return
+	}
 	s.tools, s.withheld = tools, withheld
 	s.mu.Unlock()
 	s.publishCatalog()
 	s.setState(model.StateRunning, nil)
+}
+
+// sameTools reports whether a and b list the same tools, by token, each
+// with the same definition.
+func sameTools(a, b map[string]*mcp.Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for token, t := range a {
+		u, ok := b[token]
+		if !ok || t == nil || u == nil {
+			return false
+		}
+		ta, err1 := json.Marshal(t)
+		tb, err2 := json.Marshal(u)
+		if err1 != nil || err2 != nil || !bytes.Equal(ta, tb) {
+			return false
+		}
+	}
+	return true
 }
 
 // watch notices a session that ends without being asked to (a crash).
