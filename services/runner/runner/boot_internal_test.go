@@ -77,9 +77,10 @@ func TestCallBeforeBootStartsTheServer(t *testing.T) {
 	if !strings.Contains(string(raw), "first") {
 		t.Fatalf("reply %s", raw)
 	}
-	// The boot that comes later finds it running and leaves it so.
-	s.post(s.boot)
-	if err := s.do(func() error { return nil }); err != nil {
+	// The boot that comes later finds it running and leaves it so. (Run
+	// through do: post queues from a goroutine of its own, so a do after
+	// it may run first, and the boot after the stop below.)
+	if err := s.do(func() error { s.boot(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if st := s.status(); st.State != model.StateRunning {
@@ -91,5 +92,59 @@ func TestCallBeforeBootStartsTheServer(t *testing.T) {
 	}
 	if _, err := c.Call(ctx, cfg.Slug, "echo", json.RawMessage(`{"message":"again"}`), nil); err == nil || !strings.Contains(err.Error(), "is stopped") {
 		t.Fatalf("a call after runtime.stop: %v, want refused as stopped", err)
+	}
+}
+
+// A stop that reaches a server its runner has just taken, before the boot
+// ran (runtime.stop racing the takeover), is the operator's: the boot
+// leaves the server stopped instead of starting it over the stop.
+func TestStopBeforeBootIsKept(t *testing.T) {
+	bin, cleanup, err := testkit.BuildTestServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	ns := testkit.NATS(t)
+	nc := testkit.Connect(t, ns)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := bus.EnsureAssets(ctx, js, bus.NewSubjects(""), bus.AssetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(testkit.Connect(t, ns), Options{StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second,
+		StartTimeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	select {
+	case <-r.Ready():
+	case err := <-done:
+		t.Fatalf("runner ended at start: %v", err)
+	case <-ctx.Done():
+		t.Fatal("runner not ready")
+	}
+	cfg := &model.McpConfig{Name: "fresh", Slug: "fresh", Enabled: true, Runtime: model.Runtime{Eager: true},
+		Package: model.Package{Type: model.PackageBinary, Identifier: bin}, Transport: model.Transport{Type: model.TransportStdio}}
+	s := newServer(r, cfg)
+	r.mu.Lock()
+	r.servers[cfg.Slug] = s
+	r.mu.Unlock()
+	defer s.close(model.StateStopped, false)
+	if err := s.do(func() error { s.stop(model.StateStopped, false); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.do(func() error { s.boot(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.status(); st.State != model.StateStopped || st.PID != 0 {
+		t.Fatalf("after a stop and then the boot: %+v, want stopped", st)
 	}
 }

@@ -25,11 +25,17 @@ var errIdle = errors.New("server idle")
 // then stopped by the idle timer like any other.
 func (s *server) boot() {
 	s.mu.Lock()
+	began := s.booted // a state was set here before the boot: a request got in first
 	s.booted = true
 	s.mu.Unlock()
-	if st := s.status().State; st == model.StateRunning || st == model.StateError {
+	switch st := s.status().State; {
+	case st == model.StateRunning || st == model.StateError:
 		// A start request got in first (runtime.start racing the takeover):
 		// the server is already what boot would make it, or failed trying.
+		return
+	case st == model.StateStopped && began:
+		// A stop request got in first (runtime.stop racing the takeover):
+		// the operator's stop holds.
 		return
 	}
 	cfg := s.config()
