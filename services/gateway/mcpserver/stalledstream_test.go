@@ -124,8 +124,14 @@ func TestUnreadStreamStallsNoOtherKey(t *testing.T) {
 	// The unread stream was cut: the session's GET stream is free again
 	// for the client to open (while a write to the old one hangs, go-sdk
 	// holds the stream's lock and a new GET waits for it).
+	// Updates keep coming meanwhile: without them a writer faster than the
+	// publisher (no -race) had its updates coalesced into what the socket
+	// buffers absorbed, never waited on a write, and kept the stream.
 	_ = conn
 	testkit.WaitFor(t, 30*time.Second, func() (bool, string) {
+		for _, original := range originals {
+			publish(original)
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url, nil)
 		if err != nil {
 			t.Fatal(err)
