@@ -263,12 +263,17 @@ func (s *server) forgetPrincipal(who string) int {
 // takePrincipal drops who's session ("" every principal's) from the map and
 // returns the live ones, for the caller to close.
 func (s *server) takePrincipal(who string) []liveSession {
+	return s.takePrincipals(func(id string) bool { return who == "" || id == who })
+}
+
+// takePrincipals is takePrincipal of every principal match accepts.
+func (s *server) takePrincipals(match func(who string) bool) []liveSession {
 	ps := &s.principals
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	var out []liveSession
 	for id, e := range ps.byID {
-		if who != "" && id != who {
+		if !match(id) {
 			continue
 		}
 		if isReady(e) && e.err == nil {
