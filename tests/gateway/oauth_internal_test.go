@@ -218,6 +218,18 @@ func TestOAuthServerInsideOnlyByItsDNS(t *testing.T) {
 			if n := reached.Load() - before; n != 0 {
 				t.Fatalf("the internal address got %d requests (start: %d %s)", n, r.status, r.body)
 			}
+			// Said as the runner says it of the registry's entry (its URL,
+			// not an outage: VALIDATION_ERROR on transport.url), and of
+			// the rebound name; never "could not reach", which reads as
+			// an outage to wait out.
+			c := r.contract(t)
+			t.Logf("start: %d %s %q (field %q)", r.status, c.Code, c.Message, c.Field)
+			if r.status != http.StatusBadRequest || c.Code != apierr.Validation || c.Field != "transport.url" {
+				t.Fatalf("start: %d %s, want 400 VALIDATION_ERROR on transport.url", r.status, r.body)
+			}
+			if cfg.Source.Type != "" && !strings.Contains(c.Message, model.MsgRegistryRemoteInternal) {
+				t.Fatalf("start: %q, want it to say %q", c.Message, model.MsgRegistryRemoteInternal)
+			}
 		})
 	}
 }

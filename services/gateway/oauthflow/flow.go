@@ -391,7 +391,7 @@ func (f *Flows) probe(ctx context.Context, cfg *model.McpConfig, hc *http.Client
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, nil, apierr.Wrap(apierr.Network, "could not reach "+cfg.Slug+" to start the authorization", err)
+		return nil, nil, probeError(cfg, err)
 	}
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
 		_ = resp.Body.Close()
@@ -400,6 +400,24 @@ func (f *Flows) probe(ctx context.Context, cfg *model.McpConfig, hc *http.Client
 	// The handler reads the request's URL only (the resource); the probe's
 	// deadline must not bound the flow.
 	return req.WithContext(context.Background()), resp, nil
+}
+
+// probeError is the error of a probe of cfg's server that failed with err:
+// a refusal of the guard (start) is the URL's, said as the runner says it
+// (VALIDATION_ERROR on transport.url), not an outage to wait out.
+func probeError(cfg *model.McpConfig, err error) *apierr.Error {
+	if ie, ok := errors.AsType[*netguard.InternalError](err); ok {
+		why := "its name also resolves to public addresses, so it is not trusted with your network"
+		if cfg.FromRegistry() {
+			why = model.MsgRegistryRemoteInternal
+		}
+		return apierr.Wrap(apierr.Validation, fmt.Sprintf("transport.url reaches an internal address, %s (%s): %s", ie.Address, ie.Class, why), err).WithField("transport.url")
+	}
+	if errors.Is(err, netguard.ErrLeftInside) {
+		return apierr.Wrap(apierr.Validation, "transport.url's host resolved to internal addresses when checked and was reached at a public one: "+
+			"a server is trusted with your network only while it stays inside", err).WithField("transport.url")
+	}
+	return apierr.Wrap(apierr.Network, "could not reach "+cfg.Slug+" to start the authorization", err)
 }
 
 // clientSecret reads the secret of cfg's pre-registered client from the

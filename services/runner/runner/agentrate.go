@@ -3,6 +3,7 @@ package runner
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -75,6 +76,13 @@ func (r *Runner) forgetRates(h bus.KVHandler) bus.KVHandler {
 			}
 			return true
 		})
+		// The watch started over (a reconnect, a new leader): a record
+		// deleted meanwhile comes as no delete, only as its absence here,
+		// and one deleted and made again (the agent revoked, another made
+		// with its name, the same principal) as nothing at all. Every
+		// agent's upstream sessions go, so none is used by a namesake; the
+		// agents still recorded open theirs again on their next call.
+		r.dropAgentSessionsWhere(func(string) bool { return true })
 	}
 	h.Update = func(e jetstream.KeyValueEntry) {
 		update(e)
@@ -95,13 +103,23 @@ func (r *Runner) forgetRates(h bus.KVHandler) bus.KVHandler {
 // session (opened with its credentials). The closing itself goes on
 // meanwhile.
 func (r *Runner) dropAgentSessions(name string) {
+	r.dropAgentSessionsWhere(func(n string) bool { return n == name })
+}
+
+// dropAgentSessionsWhere is dropAgentSessions of every agent whose name
+// gone accepts.
+func (r *Runner) dropAgentSessionsWhere(gone func(name string) bool) {
 	r.mu.Lock()
 	servers := slices.Collect(maps.Values(r.servers))
 	r.mu.Unlock()
-	who := principal.KindAgent + ":" + name
+	prefix := principal.KindAgent + ":"
 	for _, s := range servers {
-		if out := s.takePrincipal(who); len(out) > 0 {
-			s.log.Info("a revoked agent's upstream session is closed", "principal", who)
+		out := s.takePrincipals(func(who string) bool {
+			name, ok := strings.CutPrefix(who, prefix)
+			return ok && gone(name)
+		})
+		if len(out) > 0 {
+			s.log.Info("a revoked agent's upstream sessions are closed", "sessions", len(out))
 			go s.closeAll(out)
 		}
 	}

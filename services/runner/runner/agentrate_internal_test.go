@@ -66,3 +66,44 @@ func TestRevokedAgentSessionsGoWithItsRecord(t *testing.T) {
 		}
 	}
 }
+
+// held is the KV entry of a stored record.
+type held struct {
+	jetstream.KeyValueEntry
+	key string
+}
+
+func (h held) Key() string                     { return h.key }
+func (h held) Value() []byte                   { return []byte(`{}`) }
+func (h held) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
+
+// An agent revoked while the runner's watch of the records was down (NATS
+// reconnected, the bucket's leader changed) is not told as a delete: the
+// watch starts over with a snapshot that lacks the record, or, when an
+// agent was made again with the name meanwhile (the same principal,
+// agent:<name>), holds a record as if nothing happened. Every agent's
+// upstream sessions go then, or the namesake would call upstream on the
+// revoked one's, opened with its credentials. Other principals keep theirs.
+func TestAgentSessionsGoWithASnapshot(t *testing.T) {
+	s := &server{}
+	s.principals.byID = map[string]*principalSession{}
+	for _, who := range []string{"agent:a", "agent:ab", "key:a"} {
+		s.principals.byID[who] = &principalSession{ready: make(chan struct{})} // still starting: nothing to close
+	}
+	r := &Runner{agents: map[string]model.AgentRecord{}, servers: map[string]*server{"remote": s}}
+	h := r.forgetRates(followCache(&r.mu, r.agents, decodeJSON[model.AgentRecord]))
+	h.Snapshot(map[string]jetstream.KeyValueEntry{"ab": held{key: "ab"}}) // a gone; ab revoked and made again, or not
+	s.principals.mu.Lock()
+	defer s.principals.mu.Unlock()
+	for _, who := range []string{"agent:a", "agent:ab"} {
+		if _, ok := s.principals.byID[who]; ok {
+			t.Errorf("%s's session is still there once the watch started over", who)
+		}
+	}
+	if _, ok := s.principals.byID["key:a"]; !ok {
+		t.Error("key:a's session went with the agents' snapshot")
+	}
+	if _, ok := r.agents["ab"]; !ok {
+		t.Error("the snapshot's record is not followed")
+	}
+}

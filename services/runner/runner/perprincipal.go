@@ -147,8 +147,21 @@ func (s *server) principalSession(ctx context.Context, cfg *model.McpConfig, who
 		if e.err != nil && ps.byID[who] == e {
 			delete(ps.byID, who) // the next call tries again
 		}
+		// Taken from the map while it connected (takePrincipal: who's
+		// credentials changed or were revoked, or the server stopped),
+		// which closes only the sessions ready by then: this one is
+		// closed here, and neither this call nor those waiting for it go
+		// upstream with the credentials it was opened with.
+		var dropped liveSession
+		if e.err == nil && ps.byID[who] != e {
+			dropped, e.sess = e.sess, liveSession{}
+			e.err = apierr.Newf(apierr.ServiceUnavailable, "your session with %s was closed while it connected (your credentials changed or were revoked, or the server stopped); try again", s.slug)
+		}
 		close(e.ready)
 		ps.mu.Unlock()
+		if dropped.ClientSession != nil {
+			go s.closeAll([]liveSession{dropped})
+		}
 		if e.err != nil {
 			return liveSession{}, noRelease, e.err
 		}
@@ -250,12 +263,17 @@ func (s *server) forgetPrincipal(who string) int {
 // takePrincipal drops who's session ("" every principal's) from the map and
 // returns the live ones, for the caller to close.
 func (s *server) takePrincipal(who string) []liveSession {
+	return s.takePrincipals(func(id string) bool { return who == "" || id == who })
+}
+
+// takePrincipals is takePrincipal of every principal match accepts.
+func (s *server) takePrincipals(match func(who string) bool) []liveSession {
 	ps := &s.principals
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	var out []liveSession
 	for id, e := range ps.byID {
-		if who != "" && id != who {
+		if !match(id) {
 			continue
 		}
 		if isReady(e) && e.err == nil {

@@ -1,0 +1,116 @@
+package runner_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mcpbus/mcpbus/libs/bus"
+	"github.com/mcpbus/mcpbus/libs/model"
+	"github.com/mcpbus/mcpbus/libs/principal"
+	"github.com/mcpbus/mcpbus/libs/testkit"
+	"github.com/mcpbus/mcpbus/libs/testmcp"
+	"github.com/mcpbus/mcpbus/services/runner/runnertest"
+)
+
+// A principal's session dropped while it still connects (its credentials
+// changed or were revoked: runtime.forget, an agent's record deleted; or
+// the server stopped) is closed once connected, and the call that opened
+// it does not go upstream on it. Before, the entry left the map but the
+// session, connected afterwards, served the call and was then never
+// closed: an upstream session opened with the dropped credentials, and its
+// goroutines, held until the remote server ended it.
+func TestPrincipalSessionDroppedWhileConnectingIsClosed(t *testing.T) {
+	const aliceTok = "alice-token-0123456789"
+	var gate atomic.Bool
+	gate.Store(true)
+	initAsked, release := make(chan struct{}, 1), make(chan struct{})
+	var called, deleted atomic.Int32 // alice's tools/call and session DELETEs upstream
+	url := testmcp.ServeHTTP(t, "web", nil, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			alice := r.Header.Get("Authorization") == "Bearer "+aliceTok
+			switch {
+			case alice && r.Method == http.MethodDelete:
+				deleted.Add(1)
+			case alice && r.Method == http.MethodPost:
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				var m struct {
+					Method string `json:"method"`
+				}
+				_ = json.Unmarshal(body, &m)
+				if m.Method == "tools/call" {
+					called.Add(1)
+				}
+				if m.Method == "initialize" && gate.Load() {
+					initAsked <- struct{}{}
+					<-release
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	user := &atomic.Value{}
+	user.Store(aliceTok)
+	o := quickOpts()
+	o.Resolver = swapResolver{user: user}
+	e := runnertest.Start(t, o)
+	e.Put(t, model.McpConfig{ID: uuid.NewString(), Name: "remote", Enabled: true, AuthType: model.AuthAPIKey,
+		Package:   model.Package{Type: model.PackageHTTP, Identifier: url},
+		Transport: model.Transport{Type: model.TransportHTTP, URL: url, SecretHeaders: []string{"Authorization"}},
+		Auth:      model.ServerAuth{PerPrincipal: true},
+		Runtime:   model.Runtime{Eager: true}})
+	e.WaitState(t, "remote", model.StateRunning, 10*time.Second)
+
+	callErr := make(chan error, 1)
+	go func() {
+		msg := nats.NewMsg(bus.NewSubjects("").Call("remote", "echo"))
+		msg.Data = []byte(`{"message":"hi"}`)
+		msg.Header.Set(bus.HeaderRequestID, uuid.NewString())
+		principal.Set(msg.Header, principal.Principal{ID: "key:alice", Kind: principal.KindKey})
+		rep, err := e.NC.RequestMsg(msg, 15*time.Second)
+		if err == nil && rep.Header.Get(bus.HeaderError) != "" {
+			err = errors.New(rep.Header.Get(bus.HeaderError))
+		}
+		callErr <- err
+	}()
+	select {
+	case <-initAsked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("alice's session never connected")
+	}
+	// Her credentials revoked while her session connects.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var st model.Status
+	if err := bus.RequestJSON(ctx, e.NC, "mcp.v1.runtime.forget", model.RuntimeRequest{Server: "remote", Principal: "key:alice"}, &st, 0); err != nil {
+		t.Fatal(err)
+	}
+	gate.Store(false)
+	close(release)
+	select {
+	case err := <-callErr:
+		if err == nil {
+			t.Error("the call went on upon a session dropped while it connected")
+		}
+		t.Logf("the call: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the call never ended")
+	}
+	if n := called.Load(); n != 0 {
+		t.Errorf("%d tools/call went upstream on the dropped session", n)
+	}
+	testkit.WaitFor(t, 5*time.Second, func() (bool, string) {
+		return deleted.Load() > 0, fmt.Sprintf("the dropped session closed upstream (%d DELETE)", deleted.Load())
+	})
+}
