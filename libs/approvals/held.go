@@ -276,7 +276,7 @@ func (s *Store) decide(ctx context.Context, h model.HeldCall, rev uint64, decisi
 		return h, err
 	}
 	if s.audit != nil {
-		s.audit.Record(model.GatewayAuditEvent{Action: model.GatewayHeldDecided, Principal: by, HeldID: h.ID, Server: h.Server, Tool: h.Tool, Decision: h.Decision})
+		s.audit.Record(model.GatewayAuditEvent{Action: model.GatewayHeldDecided, Principal: by, HeldID: h.ID, Server: h.Server, Tool: h.Tool, Decision: h.Decision, Reason: reason})
 	}
 	return h, nil
 }

@@ -35,10 +35,13 @@ type GatewayAuditEvent struct {
 	// ("" for the server's own).
 	Server string `json:"server,omitempty"`
 	For    string `json:"for,omitempty"`
-	// approval_decided: the held call, its tool and the decision.
+	// approval_decided: the held call, its tool and the decision, and the
+	// reason given with it (an approver's, or why a call of a revoked key,
+	// token or agent was denied).
 	HeldID   string `json:"held_id,omitempty"`
 	Tool     string `json:"tool,omitempty"`
 	Decision string `json:"decision,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 	// approval_rules_changed: how many rules, and the default.
 	Rules   int       `json:"rules,omitempty"`
 	Default string    `json:"default,omitempty"`

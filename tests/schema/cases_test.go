@@ -394,6 +394,7 @@ func TestSchemaCases(t *testing.T) {
 		{"gateway-audit-event", true, `{"action":"key_created","principal":"operator","key_id":"k1","key_name":"app","scopes":["call"],"at":` + now + `}`},
 		{"gateway-audit-event", true, `{"action":"tokens_revoked","principal":"key:k1","revoke_kind":"jti","revoke_value":"t-1","at":` + now + `}`},
 		{"gateway-audit-event", true, `{"action":"approval_decided","principal":"key:bob","held_id":"0123","server":"fs","tool":"fs__write","decision":"denied","at":` + now + `}`},
+		{"gateway-audit-event", true, `{"action":"approval_decided","principal":"operator","held_id":"0123","server":"fs","tool":"fs__write","decision":"denied","reason":"the agent that made it was revoked","at":` + now + `}`},
 		{"gateway-audit-event", true, `{"action":"approval_rules_changed","principal":"operator","rules":2,"default":"allow","at":` + now + `}`},
 		{"gateway-audit-event", false, `{"action":"key_created","principal":"operator","at":` + now + `}`},
 		{"gateway-audit-event", false, `{"action":"tokens_revoked","principal":"operator","revoke_kind":"jti","at":` + now + `}`},

@@ -184,3 +184,102 @@ func TestRevokedAgentLeavesNothingToItsNamesake(t *testing.T) {
 		t.Errorf("upstream after the revocation: %q, want nothing (the namesake has no credentials)", after)
 	}
 }
+
+// TestRevokedAgentsHeldCallDenialIsAudited: revoking an agent denies its
+// call still waiting for a decision, and that denial is in the gateway's
+// audit trail as any other (approval_decided), naming who revoked the agent
+// and why. Before, mcpbus up's host denied it through a store of its own
+// with no audit: the denial was only in the log.
+func TestRevokedAgentsHeldCallDenialIsAudited(t *testing.T) {
+	url := testmcp.ServeHTTP(t, "remote", nil, nil)
+	sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
+	defer scancel()
+	st, err := stack.Start(sctx, stack.Options{DataDir: t.TempDir(), NATSPort: -1,
+		Logger:  slog.New(slog.DiscardHandler),
+		Runner:  runner.Options{StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second},
+		Gateway: &gateway.Options{Addr: "127.0.0.1:0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := model.McpConfig{Name: "remote", Enabled: true,
+		Package: model.Package{Type: model.PackageHTTP, Identifier: url}, Transport: model.Transport{Type: model.TransportHTTP, URL: url}}
+	if _, err := st.Client.CreateConfig(ctx, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	const name, who = "leaver", "agent:leaver"
+	a, err := st.CreateAgent(model.AgentCreateRequest{Name: name, Allow: []string{"remote__*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := connectSeed(t, st, a.SeedFile, a.InboxPrefix, &violations{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	rules := model.ApprovalRules{TimeoutSeconds: 600, Rules: []model.GatewayApprovalRule{
+		{Tool: "remote__echo", Principal: "agent:*", Decision: model.ApprovalAsk}}}
+	if _, err := st.Client.SetApprovalRules(ctx, rules); err != nil {
+		t.Fatal(err)
+	}
+	// The agent's call, held; its caller gives up first (the runner answers
+	// a held call early, within the caller's deadline), the record waits.
+	for i := 0; ; i++ {
+		m := nats.NewMsg("mcp.v1.agent." + name + ".call.remote.echo")
+		m.Data = []byte(`{"message":"hi"}`)
+		m.Header.Set(bus.HeaderTimeout, "1500")
+		r, err := nc.RequestMsg(m, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Header.Get("Nats-Service-Error-Code") == "401" && strings.Contains(string(r.Data), "held for approval") {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("the call was never held: %s", r.Data)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	calls, err := st.Client.Approvals(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held model.HeldCall
+	for _, c := range calls {
+		if c.Principal == who && c.Decision == model.HeldPending {
+			held = c
+		}
+	}
+	if held.ID == "" {
+		t.Fatalf("the agent's pending call is not listed: %+v", calls)
+	}
+	decided := make(chan model.GatewayAuditEvent, 4)
+	sub, err := st.Conn.Subscribe("mcp.v1.events.gateway."+model.GatewayHeldDecided, func(m *nats.Msg) {
+		var ev model.GatewayAuditEvent
+		if json.Unmarshal(m.Data, &ev) == nil {
+			decided <- ev
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := st.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// As `mcpbus agents revoke` asks it: the operator, on the bus.
+	if err := bus.RequestJSON(ctx, st.Conn, "mcp.v1.agents.revoke", model.AgentRef{Name: name}, nil, 30*time.Second); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	select {
+	case ev := <-decided:
+		if ev.HeldID != held.ID || ev.Decision != model.HeldDenied || ev.Principal != "operator" || ev.Tool != held.Tool ||
+			!strings.Contains(ev.Reason, "revoked") {
+			t.Fatalf("audited decision %+v, want the held call denied by the operator, the agent revoked", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked agent's held call was denied with no approval_decided event")
+	}
+}

@@ -472,6 +472,11 @@ func (g *Gateway) AdminKeyCreated() bool { return g.created }
 // Keys is the API key store.
 func (g *Gateway) Keys() *auth.KeyStore { return g.keys }
 
+// HeldCalls is the store of the calls held for approval: a decision made
+// through it (DenyCallsOf, ForgetCallsOf of mcpbus up's host) is recorded
+// in the gateway's audit trail as the gateway's own are.
+func (g *Gateway) HeldCalls() *approvals.Store { return g.approvals }
+
 // Ready is closed once Run serves.
 func (g *Gateway) Ready() <-chan struct{} { return g.ready }
 

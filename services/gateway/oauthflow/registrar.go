@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
 	"github.com/mcpbus/mcpbus/libs/model"
@@ -123,8 +125,10 @@ func discover(ctx context.Context, hc *http.Client, req *http.Request, resp *htt
 	return &registration{issuer: asm.Issuer, endpoint: asm.RegistrationEndpoint}, nil
 }
 
-// regLock is the lock of cfg's registration, on this gateway: flows that
-// start together register one client, the others wait and reuse it.
+// regLock is the lock of cfg's registration: flows that start together,
+// on this gateway or on another instance, register one client, the others
+// wait and reuse it. This instance's flows queue on a channel, then take
+// the lock shared by the instances (sharedRegLock).
 func (f *Flows) regLock(ctx context.Context, serverID string) (unlock func(), err error) {
 	f.mu.Lock()
 	l := f.regs[serverID]
@@ -135,9 +139,76 @@ func (f *Flows) regLock(ctx context.Context, serverID string) (unlock func(), er
 	f.mu.Unlock()
 	select {
 	case l <- struct{}{}:
-		return func() { <-l }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	release, err := f.sharedRegLock(ctx, serverID)
+	if err != nil {
+		<-l
+		return nil, err
+	}
+	return func() { release(); <-l }, nil
+}
+
+// regLockStale is how old a registration lock is when its holder is taken
+// for dead (a gateway killed mid-registration): well over what a holder
+// does under it, one registration request (bounded by the request timeout)
+// between a credential read and a write (answered in milliseconds). A live
+// holder past it costs a second registration at worst.
+func (f *Flows) regLockStale() time.Duration { return 3 * f.opts.RequestTimeout }
+
+// regLockKey is the key of serverID's registration lock in the bucket of
+// pending flows; a flow's own key is a SHA-256 in hex (flowID), never this.
+func regLockKey(serverID string) string { return "registering." + serverID }
+
+// sharedRegLock takes serverID's registration lock across the gateway
+// instances: a key created in the bucket of pending flows (a create fails
+// while the key is there), deleted at release; one left by a dead holder
+// is taken over once older than regLockStale, and the bucket's TTL drops
+// it anyway. Without the bucket (an error other than the key being held)
+// the flow goes on with this instance's lock alone, as before: a second
+// registration at worst.
+func (f *Flows) sharedRegLock(ctx context.Context, serverID string) (release func(), err error) {
+	key := regLockKey(serverID)
+	took := func(rev uint64) func() {
+		return func() {
+			dctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
+			defer cancel()
+			// On its revision: a lock taken over meanwhile is not ours.
+			if err := f.kv.Delete(dctx, key, jetstream.LastRevision(rev)); err != nil {
+				f.log.Debug("releasing the OAuth client registration lock", "server_id", serverID, "error", err)
+			}
+		}
+	}
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		kctx, cancel := context.WithTimeout(ctx, relayTimeout)
+		rev, err := f.kv.Create(kctx, key, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+		if err == nil {
+			cancel()
+			return took(rev), nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			cancel()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			f.log.Warn("the OAuth client registration lock shared by the gateway instances is unavailable: registering under this instance's alone",
+				"server_id", serverID, "error", err)
+			return func() {}, nil
+		}
+		if e, gerr := f.kv.Get(kctx, key); gerr == nil && time.Since(e.Created()) > f.regLockStale() {
+			if rev, err := f.kv.Update(kctx, key, []byte(time.Now().UTC().Format(time.RFC3339Nano)), e.Revision()); err == nil {
+				cancel()
+				f.log.Info("took over the OAuth client registration lock of a holder that did not release it", "server_id", serverID, "since", e.Created())
+				return took(rev), nil
+			}
+		}
+		cancel()
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 

@@ -1030,12 +1030,20 @@ func (s *server) handleControl(req micro.Request) {
 		})
 		s.lastStart.linkIfWaited(ctx, waited)
 	case "stop":
-		s.interruptOp()
+		s.interruptOp(errInterrupted)
 		err = s.do(func() error { s.stop(model.StateStopped, false); return nil })
 	case "restart":
 		// In place, as a config change restarts (calls meanwhile wait, the
 		// tools stay listed), with a fresh series of automatic restarts: a
-		// server in error whose retries ran out starts again too.
+		// server in error whose retries ran out starts again too. The
+		// operator's restart asks for a fresh start: one under way (maybe
+		// stuck in a handshake that never comes) ends now, as for a stop,
+		// rather than holding the restart for its whole start timeout. Not
+		// for if_running (a secret changed): that one restarts only what
+		// runs or starts, and the start it ended would leave it stopped.
+		if !in.IfRunning {
+			s.interruptOp(errRestartRequested)
+		}
 		err = s.do(func() error {
 			// Checked in the queue of operations: a start queued before
 			// this has come up by now (it may have read the old secrets).

@@ -467,3 +467,56 @@ func TestStopEndsAStartThatHangs(t *testing.T) {
 		t.Fatalf("status a while after the stop: %+v", st)
 	}
 }
+
+// An operator's restart while a server is stuck in its handshake ends that
+// start, as a stop does, and starts the server once, answering within the
+// caller's bound. Before, the restart queued behind the start for its
+// whole start timeout and then ran a start of its own: the caller got
+// NETWORK_ERROR at its bound and the restart happened later.
+func TestRestartEndsAStartThatHangs(t *testing.T) {
+	e := runnertest.Start(t, quickOpts())
+	dir := t.TempDir() // named in its environment: the sandbox lets it write there
+	// The first process never answers initialize; the next ones serve (a
+	// copy of the test server beside the script: the sandbox lets the
+	// script run what is in its own directory).
+	script := shellServer(t, `if [ ! -e "$MARK/first" ]; then : > "$MARK/first"; exec sleep 600; fi
+exec "${0%/*}/testserver"
+`)
+	b, err := os.ReadFile(testServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(script), "testserver"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := runnertest.Binary("hang", script)
+	cfg.EnvVars = map[string]model.EnvVar{"MARK": {Value: dir}}
+	cfg.Runtime.StartTimeout = model.Duration(30 * time.Second)
+	e.Put(t, cfg)
+	e.WaitState(t, "hang", model.StateStarting, 10*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for { // into the handshake
+		if _, err := os.Stat(filepath.Join(dir, "first")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first process never ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	began := time.Now()
+	st, err := e.Client.Runtime(ctx, "restart", "hang")
+	took := time.Since(began)
+	if err != nil {
+		t.Fatalf("restart after %s: %v", took.Round(time.Millisecond), err)
+	}
+	if st.State != model.StateRunning || st.Code != "" {
+		t.Fatalf("status after the restart (%s): %+v", took.Round(time.Millisecond), st)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("the restart waited %s behind a start that hangs", took)
+	}
+}

@@ -311,13 +311,17 @@ func (s *server) start(cause context.Context) (err error) {
 	sess, raw, proc, tools, err := s.connect(cctx, launchCfg)
 	done() // cctx ends here: what follows uses ctx
 	if err != nil && errors.Is(context.Cause(cctx), errInterrupted) && s.ctx.Err() == nil {
-		// Ended by a stop, which runs next: no retry is armed and no error
-		// shown; stopped meanwhile, so that a call queued before that stop
-		// starts nothing.
+		// Ended by a stop or a restart, which runs next: no retry is armed
+		// and no error shown; stopped meanwhile, so that a call queued
+		// before that stop starts nothing (a restart starts anew).
 		s.r.slotFreed()
-		s.log.Info("server start interrupted by a stop request")
+		by := "stopped"
+		if errors.Is(context.Cause(cctx), errRestartRequested) {
+			by = "restarted"
+		}
+		s.log.Info("server start interrupted", "by", context.Cause(cctx))
 		s.setState(model.StateStopped, nil)
-		return apierr.Newf(apierr.ServiceUnavailable, "server %s was stopped during its start", s.slug)
+		return apierr.Newf(apierr.ServiceUnavailable, "server %s was %s during its start", s.slug, by)
 	}
 	if err != nil {
 		s.r.slotFreed()
@@ -693,8 +697,12 @@ func (s *server) credentialsRefused(sess *mcp.ClientSession, e *apierr.Error) {
 	s.log.Warn("server's upstream refused its credentials", "code", e.Code, "error", e.Message)
 }
 
-// errInterrupted is the cause of an operation ended by interruptOp.
-var errInterrupted = errors.New("interrupted by a stop request")
+// errInterrupted is the cause of an operation ended by interruptOp;
+// errRestartRequested, wrapping it, when a restart asked for it.
+var (
+	errInterrupted      = errors.New("interrupted by a stop request")
+	errRestartRequested = fmt.Errorf("%w (a restart)", errInterrupted)
+)
 
 // interruptible is ctx, which interruptOp ends until done is called. Only
 // on the server's goroutine, one operation at a time.
@@ -712,14 +720,15 @@ func (s *server) interruptible(ctx context.Context) (_ context.Context, done fun
 }
 
 // interruptOp ends the start or tool list re-read under way, if any, so
-// that a stop queued behind it runs now instead of after its timeout.
-// Called off the server's goroutine, before the stop queues its operation.
-func (s *server) interruptOp() {
+// that a stop or a restart queued behind it runs now instead of after its
+// timeout; cause is errInterrupted or errRestartRequested. Called off the
+// server's goroutine, before the request queues its operation.
+func (s *server) interruptOp(cause error) {
 	s.mu.RLock()
 	abort := s.abortOp
 	s.mu.RUnlock()
 	if abort != nil {
-		abort(errInterrupted)
+		abort(cause)
 	}
 }
 

@@ -75,7 +75,7 @@ func (s *Stack) CreateAgent(in model.AgentCreateRequest) (model.Agent, error) {
 		// The new agent would be the same principal, agent:<name>: it
 		// would call upstream with the revoked one's tokens and use its
 		// approvals. Try the purge again; until it is done the name waits.
-		if err := s.purgeAgent(name); err != nil {
+		if err := s.purgeAgent(name, principal.Operator().ID); err != nil {
 			return model.Agent{}, apierr.Wrap(apierr.Conflict, fmt.Sprintf("agent %s was revoked, and what it left is not removed yet, "+
 				"so a new agent of the name would inherit it; the name is free once it is (mcpbus agents revoke %s tries again)", name, name), err)
 		}
@@ -109,14 +109,19 @@ func (s *Stack) CreateAgent(in model.AgentCreateRequest) (model.Agent, error) {
 // fails the agent is revoked all the same, the error says so, and the name
 // is refused to CreateAgent until a purge succeeds (revoking the name again,
 // or the create, tries again; the mark survives a restart).
-func (s *Stack) RevokeAgent(name string) error {
+func (s *Stack) RevokeAgent(name string) error { return s.revokeAgent(name, principal.Operator().ID) }
+
+// revokeAgent is RevokeAgent asked for by actor, who is named as the one
+// who denied the agent's pending held calls (the audit trail's
+// approval_decided).
+func (s *Stack) revokeAgent(name, actor string) error {
 	s.agMu.Lock()
 	defer s.agMu.Unlock()
 	if _, ok := s.agents[name]; !ok {
 		if !s.unpurged[name] {
 			return apierr.Newf(apierr.NotFound, "no agent %s", name)
 		}
-		return s.purgeAgent(name) // revoked before; its purge was not done
+		return s.purgeAgent(name, actor) // revoked before; its purge was not done
 	}
 	// Marked before anything goes, so neither a failure below nor a crash
 	// lets the name be given again with the old agent's leftovers.
@@ -133,7 +138,7 @@ func (s *Stack) RevokeAgent(name string) error {
 	if err := s.applyUsers(); err != nil {
 		return err
 	}
-	return s.purgeAgent(name)
+	return s.purgeAgent(name, actor)
 }
 
 // agentPurgeTimeout bounds the purge of a revoked agent's leftovers.
@@ -141,9 +146,9 @@ const agentPurgeTimeout = 30 * time.Second
 
 // purgeAgent deletes the per-principal credentials of the revoked agent
 // name (cred.forget) and withdraws its held calls (mcp_approvals: a pending
-// one is denied, every record of it deleted), then forgets the pending mark.
-// The caller holds agMu.
-func (s *Stack) purgeAgent(name string) error {
+// one is denied by actor, every record of it deleted), then forgets the
+// pending mark. The caller holds agMu.
+func (s *Stack) purgeAgent(name, actor string) error {
 	who := principal.KindAgent + ":" + name
 	ctx, cancel := context.WithTimeout(context.Background(), agentPurgeTimeout)
 	defer cancel()
@@ -151,7 +156,7 @@ func (s *Stack) purgeAgent(name string) error {
 	if held, err := s.heldCalls(ctx); err != nil && !errors.Is(err, approvals.ErrNoHeldCalls) {
 		errs = append(errs, fmt.Errorf("its held calls: %w", err))
 	} else if held != nil {
-		n, err := held.ForgetCallsOf(ctx, who, "mcpbus-up", "the agent that made it was revoked")
+		n, err := held.ForgetCallsOf(ctx, who, actor, "the agent that made it was revoked")
 		if err != nil {
 			errs = append(errs, fmt.Errorf("its held calls: %w", err))
 		} else if n > 0 {
@@ -175,8 +180,10 @@ func (s *Stack) purgeAgent(name string) error {
 	return nil
 }
 
-// heldCalls binds the held calls' bucket once it exists (the gateway, the
-// chat or a runner makes it): approvals.ErrNoHeldCalls until then.
+// heldCalls is the gateway's store of held calls, whose decisions go to its
+// audit trail (set by Start); without a gateway, it binds the held calls'
+// bucket once it exists (the chat or a runner makes it), and its denials
+// are only logged: approvals.ErrNoHeldCalls until then.
 func (s *Stack) heldCalls(ctx context.Context) (*approvals.Store, error) {
 	if s.held != nil {
 		return s.held, nil
@@ -309,7 +316,13 @@ func (s *Stack) serveAgents(nc *nats.Conn) error {
 			if err := bus.Decode(req.Data(), &in); err != nil {
 				return nil, err
 			}
-			if err := s.RevokeAgent(in.Name); err != nil {
+			// Who asked: the console's caller (the gateway sends its
+			// principal), else the operator. Only they may send here.
+			actor, err := principal.FromHeader(nats.Header(req.Headers()))
+			if err != nil {
+				return nil, err
+			}
+			if err := s.revokeAgent(in.Name, actor.ID); err != nil {
 				return nil, err
 			}
 			s.log.Info("agent identity revoked", "agent", in.Name)

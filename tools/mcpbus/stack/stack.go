@@ -130,7 +130,8 @@ type Stack struct {
 	unpurged map[string]bool
 	agMu     sync.Mutex
 	// hostNC is the host identity's connection (serves agents.*, purges a
-	// revoked agent's leftovers); held binds mcp_approvals on it, lazily.
+	// revoked agent's leftovers); held binds mcp_approvals on it, lazily,
+	// or is the gateway's store when it runs here (heldCalls).
 	hostNC *nats.Conn
 	held   *approvals.Store
 	// agentsKV holds the agents' records the runners check (nil on an insecure bus).
@@ -261,6 +262,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			s.Runner = v
 		case *gateway.Gateway:
 			s.Gateway = v
+			// A revoked agent's held calls are denied through the
+			// gateway's store: its decisions are audited (approval_decided).
+			s.agMu.Lock()
+			s.held = v.HeldCalls()
+			s.agMu.Unlock()
 		}
 		s.Services[r.Def.Name] = svc
 		order = append(order, r.Def.Name)

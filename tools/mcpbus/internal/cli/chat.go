@@ -71,7 +71,7 @@ cancelled. --json prints every event as one JSON line instead. Approvals are the
 			defer nc.Close()
 			s := &chatSession{g: g, c: c, profile: profile, input: newLineInput(g.stdin),
 				// Ctrl-C cancels a turn, not the whole command: signals are ours.
-				ctx: context.WithoutCancel(cmd.Context()), turnTimeout: turnTimeout, probeEvery: 20 * time.Second,
+				ctx: context.WithoutCancel(cmd.Context()), turnTimeout: turnTimeout, probeEvery: 20 * time.Second, probeTimeout: 5 * time.Second,
 				r: &renderer{out: g.stdout, errw: g.stderr, json: g.json, stream: interactive, spin: isTerminalOut(g.stderr) && !g.json}}
 			s.sigs = make(chan os.Signal, 2)
 			signal.Notify(s.sigs, os.Interrupt, syscall.SIGTERM)

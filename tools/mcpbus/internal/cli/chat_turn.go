@@ -28,9 +28,14 @@ type chatSession struct {
 	input   *lineInput
 	r       *renderer
 	// turnTimeout bounds one turn; probeEvery is how long without an event
-	// before asking whether the chat service is still there.
-	turnTimeout, probeEvery time.Duration
+	// before asking whether the chat service is still there, probeTimeout
+	// how long that question waits for its answer.
+	turnTimeout, probeEvery, probeTimeout time.Duration
 }
+
+// probeMisses is how many probes in a row may go unanswered before the chat
+// service counts as gone: one miss may be a bus reconnecting.
+const probeMisses = 3
 
 // errQuit ends the session at the user's request (a second Ctrl-C, SIGTERM).
 var errQuit = errors.New("quit")
@@ -84,6 +89,7 @@ func (s *chatSession) wait(turn string, pending model.ChatPendingReply) (*model.
 		ask.addInput(in)
 	}
 	quiet, cancelled := true, false
+	missed := 0 // probes in a row that got no answer
 	for {
 		var lines <-chan string
 		if ask.waiting() {
@@ -94,7 +100,7 @@ func (s *chatSession) wait(turn string, pending model.ChatPendingReply) (*model.
 			if ev.Turn != turn {
 				continue // an earlier turn's late event, or another client's turn
 			}
-			quiet = false
+			quiet, missed = false, 0
 			s.r.event(ev)
 			if tc := ev.ToolCall; tc != nil {
 				if tc.State == model.ToolCallAwaitingApproval {
@@ -132,7 +138,7 @@ func (s *chatSession) wait(turn string, pending model.ChatPendingReply) (*model.
 			s.r.tick()
 		case <-probe.C:
 			if quiet && !ask.waiting() {
-				if err := s.probe(); err != nil {
+				if err := s.probe(&missed); err != nil {
 					return nil, err
 				}
 			}
@@ -157,14 +163,27 @@ func (s *chatSession) cancel(turn string) *model.ChatDone {
 }
 
 // probe checks that the chat service still answers (a turn without events
-// for a while: a service gone would otherwise leave us waiting).
-func (s *chatSession) probe() error {
-	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+// for a while: a service gone would otherwise leave us waiting up to
+// --turn-timeout). A live service answers at once, even while the model
+// thinks; no answer within probeTimeout (a service subscribed but stuck, a
+// bus that does not come back) is a miss, and probeMisses in a row end the
+// wait. missed counts them across calls.
+func (s *chatSession) probe(missed *int) error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.probeTimeout)
 	defer cancel()
 	_, err := s.c.ChatPending(ctx, s.conv)
-	if apierr.Of(err) == apierr.ServiceUnavailable {
+	switch apierr.Of(err) {
+	case apierr.ServiceUnavailable:
 		return apierr.New(apierr.ServiceUnavailable, "the chat service stopped answering during the turn")
+	case apierr.Network:
+		if *missed++; *missed >= probeMisses {
+			return apierr.Newf(apierr.ServiceUnavailable, "the chat service stopped answering during the turn: "+
+				"%d checks in a row got no answer within %s (the service is stuck or the bus is unreachable); "+
+				"the turn may still end: see mcpbus chat history %s", *missed, s.probeTimeout, s.conv)
+		}
+		return nil
 	}
+	*missed = 0
 	return nil
 }
 
