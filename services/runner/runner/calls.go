@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -330,17 +328,7 @@ func (s *server) eventError(err error) string {
 // eventText is a server's text made fit for events: redacted, one line, at
 // most limit characters.
 func (s *server) eventText(text string, limit int) string {
-	msg := strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s.redact(text))
-	msg = strings.Join(strings.Fields(msg), " ")
-	if utf8.RuneCountInString(msg) > limit {
-		msg = string([]rune(msg)[:limit-1]) + "…"
-	}
-	return msg
+	return model.OneLine(s.redact(text), limit)
 }
 
 // callReply is a call's answer: the CallToolResult as JSON, its isError, and
