@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpbus/mcpbus/libs/telemetry"
 	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -929,6 +930,12 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 		}
 		if cut := s.restartCutError(ctx, gen, err); cut != nil {
 			err = cut
+		}
+		if in.Method == "prompts/get" {
+			// The name is the caller's: one the server has no prompt of
+			// would be a series of its own (and /metrics asks no key), so
+			// a failed get counts as Other; the span keeps the name.
+			op.Relabel(conv.GenAIPromptName.String(telemetry.Other))
 		}
 		op.End(ctx, errType(err), err)
 		return nil, err
