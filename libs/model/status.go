@@ -2,7 +2,10 @@ package model
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // States of a server.
@@ -158,6 +161,25 @@ type CallEvent struct {
 
 // CallEventErrorMax bounds CallEvent.Error, in characters.
 const CallEventErrorMax = 300
+
+// OneLine is a text from outside mcpbus (a server's error, a token
+// endpoint's error code) made fit for an event or a log record: control
+// characters and runs of spaces made one space, at most limit characters,
+// "…" marking a cut. It redacts nothing: a caller that knows secrets
+// redacts them first.
+func OneLine(text string, limit int) string {
+	msg := strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, text)
+	msg = strings.Join(strings.Fields(msg), " ")
+	if utf8.RuneCountInString(msg) > limit {
+		msg = string([]rune(msg)[:limit-1]) + "…"
+	}
+	return msg
+}
 
 // ProgressEvent is one MCP progress notification forwarded to a caller.
 type ProgressEvent struct {

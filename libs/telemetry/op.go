@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -41,6 +42,21 @@ func StartOp(ctx context.Context, tracer trace.Tracer, duration Histogram, name 
 
 // Span is the operation's span, for attributes known only later.
 func (o *Op) Span() trace.Span { return o.span }
+
+// Relabel sets the value kv gives its key in the duration sample End
+// records, when the operation started with that key; the span keeps the
+// value it started with. It is for a label that turns out to be a client's
+// word only once the operation failed (the name of a prompt the server
+// does not have), which the metric records as Other.
+func (o *Op) Relabel(kv attribute.KeyValue) {
+	for i, a := range o.attrs {
+		if a.Key == kv.Key {
+			o.attrs = slices.Clone(o.attrs) // the caller's slice stays as it was
+			o.attrs[i] = kv
+			return
+		}
+	}
+}
 
 // End ends the operation. errType is "" on success, else error.type: the
 // error's code, or "tool_error" for a tool result with isError; the span's

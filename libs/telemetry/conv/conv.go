@@ -4,6 +4,7 @@
 package conv
 
 import (
+	"strings"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -134,3 +135,47 @@ const MaxSpanTarget = 256
 // CaptureContentEnv is the standard GenAI instrumentation switch: tool
 // arguments and results are recorded on spans only when it is "true".
 const CaptureContentEnv = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+// TraceURI is uri as a span records it (mcp.resource.uri): without its
+// userinfo (user:password@), query and fragment, which may hold a
+// credential (a presigned URL's signature, a token parameter) that every
+// reader of the traces would see. The scheme, host and path stay: enough
+// to tell which resource a request read.
+func TraceURI(uri string) string {
+	if i := strings.IndexAny(uri, "?#"); i >= 0 {
+		uri = uri[:i]
+	}
+	// The authority follows "scheme://" (or a leading "//"), up to the
+	// path; its userinfo ends at its last '@'.
+	i := strings.Index(uri, "//")
+	if i < 0 || !schemePrefix(uri[:i]) {
+		return uri
+	}
+	start := i + 2
+	end := len(uri)
+	if j := strings.IndexByte(uri[start:], '/'); j >= 0 {
+		end = start + j
+	}
+	if at := strings.LastIndexByte(uri[start:end], '@'); at >= 0 {
+		uri = uri[:start] + uri[start+at+1:]
+	}
+	return uri
+}
+
+// schemePrefix reports whether s is "" or "scheme:" (RFC 3986 §3.1).
+func schemePrefix(s string) bool {
+	if s == "" {
+		return true
+	}
+	name, ok := strings.CutSuffix(s, ":")
+	if !ok || name == "" {
+		return false
+	}
+	for i, r := range name {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !letter && (i == 0 || !(r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return false
+		}
+	}
+	return true
+}

@@ -21,3 +21,23 @@ func TestMCPSpanNameBoundsTheTarget(t *testing.T) {
 			len(got), utf8.ValidString(got), len("tools/call ")+MaxSpanTarget)
 	}
 }
+
+// A resource URI may carry a credential in its userinfo, query or
+// fragment: a span records it without them.
+func TestTraceURILeavesCredentialsOut(t *testing.T) {
+	for in, want := range map[string]string{
+		"test://greeting": "test://greeting",
+		"https://user:pw@bucket.example/a/b?X-Amz-Signature=sig": "https://bucket.example/a/b",
+		"https://bucket.example/a@b/c?token=t#frag":              "https://bucket.example/a@b/c",
+		"postgres://u:p@db:5432":                                 "postgres://db:5432",
+		"//u:p@host/x":                                           "//host/x",
+		"file:///etc/hosts":                                      "file:///etc/hosts",
+		"mailto:someone@example.com?subject=s":                   "mailto:someone@example.com",
+		"urn:x:y#secret":                                         "urn:x:y",
+		"not a uri // x@y":                                       "not a uri // x@y",
+	} {
+		if got := TraceURI(in); got != want {
+			t.Errorf("TraceURI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -286,7 +286,9 @@ func (s *Service) freshToken(ctx context.Context, r ref, rec model.Credentials) 
 		attrs := []any{"server_id", id, "expired", expired}
 		if errors.As(err, &re) {
 			// Status and the OAuth error code only: the body may echo secrets.
-			attrs = append(attrs, "status", re.Response.StatusCode, "oauth_error", re.ErrorCode)
+			// The code is the endpoint's own text (up to oauth2's 1 MiB):
+			// one line, bounded as a server's texts are.
+			attrs = append(attrs, "status", re.Response.StatusCode, "oauth_error", model.OneLine(re.ErrorCode, model.CallEventErrorMax))
 		} else {
 			attrs = append(attrs, "error_type", errorKind(err))
 		}

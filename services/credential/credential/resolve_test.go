@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -594,5 +595,54 @@ func TestResolverServiceNotReachable(t *testing.T) {
 	_, err = e.client.Describe(ctx, model.CredDescribeRequest{ServerID: uuid.NewString()})
 	if apierr.Of(err) != apierr.ServiceUnavailable {
 		t.Fatalf("client without service: %v", err)
+	}
+}
+
+// TestOAuthRefreshFailureLoggedBounded: the OAuth error code of a token
+// endpoint that refused a refresh is its own text (oauth2 reads up to 1 MiB
+// of its body): the log gets one line of at most model.CallEventErrorMax
+// characters of it, not the endpoint's megabyte and line breaks.
+func TestOAuthRefreshFailureLoggedBounded(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	code := "invalid_grant\nlevel=ERROR msg=forged " + strings.Repeat("x", 512<<10)
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": code})
+	}))
+	t.Cleanup(hostile.Close)
+	res, err := credclient.NewResolver(e.nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.NewString()
+	tok := model.OAuthToken{AccessToken: secretAccess, RefreshToken: secretRefresh, ClientID: "client-1", ClientSecret: secretClient,
+		TokenURL: hostile.URL + "/token", ExpiresAt: time.Now().Add(-time.Minute), EnvVar: "GITHUB_TOKEN"}
+	if _, err := e.client.Set(ctx, model.CredSetRequest{ServerID: id, Credentials: model.Credentials{OAuth: &tok}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.Resolve(ctx, id); apierr.Of(err) != apierr.Unauthorized {
+		t.Fatalf("refused refresh: %v", err)
+	}
+	found := false
+	for line := range strings.Lines(e.logs.String()) {
+		if !strings.Contains(line, "OAuth token refresh failed") {
+			continue
+		}
+		found = true
+		var rec struct {
+			OAuthError string `json:"oauth_error"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("record %.300s…: %v", line, err)
+		}
+		if n := utf8.RuneCountInString(rec.OAuthError); n > model.CallEventErrorMax || strings.ContainsAny(rec.OAuthError, "\r\n") ||
+			!strings.HasPrefix(rec.OAuthError, "invalid_grant level=ERROR") {
+			t.Errorf("oauth_error of %d characters: %.300q…", n, rec.OAuthError)
+		}
+	}
+	if !found {
+		t.Fatalf("no refresh failure in the log:\n%.2000s", e.logs.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -211,10 +212,25 @@ func sdkOpRequest(method string, req mcp.Request) opRequest {
 		}
 	case *mcp.ReadResourceParams:
 		if p != nil {
-			in.spanOnly = []attribute.KeyValue{conv.MCPResourceURI.String(p.URI)}
+			in.spanOnly = []attribute.KeyValue{conv.MCPResourceURI.String(traceURI(p.URI))}
 		}
 	}
 	return in
+}
+
+// traceURI is a resource URI as the span records it: the server's URI
+// inside without its credentials (conv.TraceURI), which the escaping
+// would otherwise carry past conv.TraceURI; a gateway URI that does not
+// parse keeps its server part alone.
+func traceURI(uri string) string {
+	if server, original, ok := parseURI(uri); ok {
+		return resourceURI(server, conv.TraceURI(original))
+	}
+	if rest, ok := strings.CutPrefix(uri, uriScheme); ok {
+		server, _, _ := strings.Cut(rest, "/")
+		return conv.TraceURI(uriScheme + server)
+	}
+	return conv.TraceURI(uri)
 }
 
 // traceMeta is the trace context a client put in the _meta of a request's

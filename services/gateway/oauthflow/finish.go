@@ -78,7 +78,9 @@ func (f *Flows) run(ctx context.Context, h *auth.AuthorizationCodeHandler, reg *
 func causeAttrs(err error) []any {
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
-		return []any{"status", re.Response.StatusCode, "oauth_error", re.ErrorCode}
+		// The code is the endpoint's own text (up to oauth2's 1 MiB): one
+		// line, bounded as a server's texts are.
+		return []any{"status", re.Response.StatusCode, "oauth_error", model.OneLine(re.ErrorCode, model.CallEventErrorMax)}
 	}
 	cause := err.Error()
 	if i := strings.IndexByte(cause, '{'); i >= 0 {

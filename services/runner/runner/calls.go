@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -21,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpbus/mcpbus/libs/telemetry"
 	"github.com/mcpbus/mcpbus/libs/telemetry/conv"
 
 	"github.com/mcpbus/mcpbus/libs/apierr"
@@ -330,17 +329,7 @@ func (s *server) eventError(err error) string {
 // eventText is a server's text made fit for events: redacted, one line, at
 // most limit characters.
 func (s *server) eventText(text string, limit int) string {
-	msg := strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s.redact(text))
-	msg = strings.Join(strings.Fields(msg), " ")
-	if utf8.RuneCountInString(msg) > limit {
-		msg = string([]rune(msg)[:limit-1]) + "…"
-	}
-	return msg
+	return model.OneLine(s.redact(text), limit)
 }
 
 // callReply is a call's answer: the CallToolResult as JSON, its isError, and
@@ -941,6 +930,12 @@ func (s *server) rpc(ctx context.Context, c caller, h nats.Header, data []byte) 
 		}
 		if cut := s.restartCutError(ctx, gen, err); cut != nil {
 			err = cut
+		}
+		if in.Method == "prompts/get" {
+			// The name is the caller's: one the server has no prompt of
+			// would be a series of its own (and /metrics asks no key), so
+			// a failed get counts as Other; the span keeps the name.
+			op.Relabel(conv.GenAIPromptName.String(telemetry.Other))
 		}
 		op.End(ctx, errType(err), err)
 		return nil, err

@@ -39,6 +39,8 @@ type server struct {
 	log  *slog.Logger
 	// stderr relays the server's stderr lines to log, bounded.
 	stderr *stderrLog
+	// refreshFails bounds the records of failed tool re-lists.
+	refreshFails *logBudget
 
 	ctx    context.Context // cancelled when the server is removed
 	cancel context.CancelFunc
@@ -174,6 +176,7 @@ func newServer(r *Runner, cfg *model.McpConfig) *server {
 		pinBudget:  newPinBudget(r.opts.PinBudget),
 	}
 	s.stderr = newStderrLog(s.log)
+	s.refreshFails = newLogBudget(rate.Every(refreshFailEvery), 1)
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "mcpbus-runner", Version: Version}, &mcp.ClientOptions{
 		Capabilities: clientCapabilities(),
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
@@ -585,7 +588,13 @@ func (s *server) refreshTools() {
 		if errors.Is(context.Cause(ictx), errInterrupted) {
 			return // the stop that ended it runs next
 		}
-		s.log.Warn("refreshing tools failed", "error", s.serverText(err.Error())) // it may quote the server
+		if ok, _ := s.refreshFails.take(); ok {
+			attrs := []any{"error", s.serverText(err.Error())} // it may quote the server
+			if n := s.refreshFails.held(); n > 0 {
+				attrs = append(attrs, "not_logged", n)
+			}
+			s.log.Warn("refreshing tools failed", attrs...)
+		}
 		return
 	}
 	withheld := s.withheldOf(ctx, tools)

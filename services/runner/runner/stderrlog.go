@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/time/rate"
@@ -19,16 +20,48 @@ const (
 	stderrPerSecond = 20      // lines relayed a second past the burst
 )
 
+// logBudget bounds the records of one kind a server makes the runner log:
+// those its rate allows, the rest only counted, for the next record logged
+// to say. A server chooses how often some things happen (a stderr line, a
+// list_changed), and each was a record.
+type logBudget struct {
+	lim     *rate.Limiter
+	dropped atomic.Int64 // records dropped since the last one logged
+}
+
+func newLogBudget(every rate.Limit, burst int) *logBudget {
+	return &logBudget{lim: rate.NewLimiter(every, burst)}
+}
+
+// take reports whether the next record is to be logged; when it is not, it
+// counts it and returns the count of those dropped so far.
+func (b *logBudget) take() (bool, int64) {
+	if b.lim.Allow() {
+		return true, 0
+	}
+	return false, b.dropped.Add(1)
+}
+
+// held returns the count of the records dropped since the last one logged,
+// and starts it over: the record being logged says it.
+func (b *logBudget) held() int64 { return b.dropped.Swap(0) }
+
+// refreshFailEvery spaces the records of a server's failed tool re-lists
+// (refreshTools): the first is logged, then one a minute with the count of
+// those not logged. A server whose list the runner cannot take, sending
+// list_changed in a loop, failed a re-list twice a second for as long as it
+// ran, each a WARN.
+const refreshFailEvery = time.Minute
+
 // stderrLog relays one server's stderr lines to the runner's debug log,
 // across its restarts (a crash loop does not refill the burst).
 type stderrLog struct {
-	log     *slog.Logger
-	lim     *rate.Limiter
-	dropped atomic.Int64 // lines dropped since the last one relayed
+	log *slog.Logger
+	*logBudget
 }
 
 func newStderrLog(log *slog.Logger) *stderrLog {
-	return &stderrLog{log: log, lim: rate.NewLimiter(stderrPerSecond, stderrBurst)}
+	return &stderrLog{log: log, logBudget: newLogBudget(stderrPerSecond, stderrBurst)}
 }
 
 // wanted reports whether the next line is to be relayed: debug is on and
@@ -38,10 +71,11 @@ func (l *stderrLog) wanted() bool {
 	if !l.log.Enabled(context.Background(), slog.LevelDebug) {
 		return false
 	}
-	if l.lim.Allow() {
+	ok, dropped := l.take()
+	if ok {
 		return true
 	}
-	if l.dropped.Add(1) == 1 {
+	if dropped == 1 {
 		l.log.Debug("server stderr lines dropped", "over_lines_per_second", stderrPerSecond)
 	}
 	return false
@@ -50,7 +84,7 @@ func (l *stderrLog) wanted() bool {
 // line relays a (redacted) line, cut at stderrLineMax, after the count of
 // the lines dropped before it.
 func (l *stderrLog) line(s string) {
-	if n := l.dropped.Swap(0); n > 0 {
+	if n := l.held(); n > 0 {
 		l.log.Debug("server stderr lines dropped", "lines", n)
 	}
 	if len(s) > stderrLineMax {

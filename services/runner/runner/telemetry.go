@@ -159,7 +159,8 @@ func rpcTarget(in model.RPCRequest) (target string, extra, spanOnly []attribute.
 		}
 	case "resources/read":
 		if json.Unmarshal(in.Params, &p) == nil && p.URI != "" {
-			return "", nil, []attribute.KeyValue{conv.MCPResourceURI.String(p.URI)}
+			// Without userinfo, query and fragment: they may hold a credential.
+			return "", nil, []attribute.KeyValue{conv.MCPResourceURI.String(conv.TraceURI(p.URI))}
 		}
 	}
 	return "", nil, nil
