@@ -31,6 +31,9 @@ func BenchmarkScan(b *testing.B) {
 		// Varied sentences whose words send rules to their regexps ("s."
 		// ends many words, "sk" in "ask", curl, auth): the costliest text.
 		{"words-64KiB", `{"message":"` + keywordProse(65536) + `"}`},
+		// Lines of text, as most results are: a JSON \n escape in every
+		// line, which the rules read as whitespace (blankEscapes).
+		{"lines-64KiB", `{"content":[{"type":"text","text":"` + strings.Repeat(`lorem ipsum dolor sit amet, consectetur adipiscing\n`, 1260) + `"}]}`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			p := []byte(c.payload)

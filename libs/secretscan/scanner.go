@@ -235,9 +235,15 @@ func (s *Scanner) Scan(payload []byte, known *Known) []Finding {
 	sc := s.getScratch()
 	defer s.putScratch(sc)
 	set, knownFound := s.keywords.walkWith(payload, &sc.hits, known, &sc.unknowns)
-	text := blankEscapes(payload)
-	out := s.ruleFindings(text, set, sc.hits, sc)
-	out = append(out, seeds(text)...)
+	var out []Finding
+	if !set.empty() { // no rule to run: no copy for them
+		text := blankEscapes(payload, sc.text)
+		if len(text) > 0 && &text[0] != &payload[0] {
+			sc.text = text // a copy: its buffer is kept for the next scan (cleared)
+		}
+		out = s.ruleFindings(text, set, sc.hits, sc)
+	}
+	out = append(out, seeds(payload)...)
 	out = append(out, knownFound...)
 	slices.SortFunc(out, func(a, b Finding) int { return a.Start - b.Start })
 	return out
@@ -247,31 +253,35 @@ func (s *Scanner) Scan(payload []byte, known *Known) []Finding {
 // escape of a control character (\n, \t, \r, \b, \f) a space, at the same
 // offsets: the rules read the text as sent, and the letter glued to what
 // follows broke their word boundaries, so an AWS key on a line of its own
-// ("…\nAKIA…") was "nAKIA…", no match for \bAKIA. payload itself when it
-// has none (no copy).
-func blankEscapes(payload []byte) []byte {
-	i := bytes.IndexByte(payload, '\\')
-	if i < 0 {
-		return payload
-	}
+// ("…\nAKIA…") was "nAKIA…", no match for \bAKIA. The copy is made in buf
+// (its capacity reused); payload itself when it has none. It jumps from
+// backslash to backslash (bytes.IndexByte): a byte loop over the rest of a
+// 64 KiB result of lines cost more than the rest of its scan.
+func blankEscapes(payload, buf []byte) []byte {
 	var out []byte
-	for ; i < len(payload)-1; i++ {
-		if payload[i] != '\\' {
-			continue
+	for i := 0; ; i += 2 { // past the backslash and the byte it escapes
+		j := bytes.IndexByte(payload[i:], '\\')
+		if j < 0 || i+j+1 >= len(payload) {
+			break
 		}
-		switch payload[i+1] {
-		case 'n', 't', 'r', 'b', 'f':
+		i += j
+		if escapedLetter(payload[i+1]) {
 			if out == nil {
-				out = bytes.Clone(payload)
+				out = append(buf[:0], payload...)
 			}
 			out[i+1] = ' '
 		}
-		i++ // the escaped byte (a backslash escapes the next one only)
 	}
 	if out == nil {
 		return payload
 	}
 	return out
+}
+
+// escapedLetter tells the letters of JSON's one-letter escapes of control
+// characters.
+func escapedLetter(c byte) bool {
+	return c == 'n' || c == 't' || c == 'r' || c == 'b' || c == 'f'
 }
 
 // ruleFindings are the findings of gitleaks' rules in payload given the

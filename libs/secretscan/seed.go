@@ -30,7 +30,7 @@ func isSeed(p []byte, start int) bool {
 	if k := p[start+1]; k != 'U' && k != 'A' && k != 'O' {
 		return false
 	}
-	if start > 0 && isWord(p[start-1]) {
+	if start > 0 && isWord(p[start-1]) && !afterEscape(p, start-1) {
 		return false
 	}
 	end := start + seedLen
@@ -47,4 +47,18 @@ func isSeed(p []byte, start int) bool {
 
 func isWord(c byte) bool {
 	return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+}
+
+// afterEscape tells whether p[i] is the letter of a one-letter escape (\n,
+// \t, …: an odd run of backslashes before it), which reads as whitespace:
+// a seed on a line of its own follows one.
+func afterEscape(p []byte, i int) bool {
+	if !escapedLetter(p[i]) {
+		return false
+	}
+	n := 0
+	for j := i - 1; j >= 0 && p[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
 }

@@ -185,7 +185,7 @@ func TestScanMatchesSeparatePasses(t *testing.T) {
 func separateScan(s *Scanner, old *pairPrefilter, payload []byte, known *Known) []Finding {
 	var hits []hit
 	set := old.rules(payload, &hits)
-	text := blankEscapes(payload)
+	text := blankEscapes(payload, nil)
 	out := s.ruleFindings(text, set, hits, nil)
 	out = append(out, seeds(text)...)
 	out = append(out, separateKnown(known, payload)...)

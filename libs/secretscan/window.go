@@ -92,11 +92,17 @@ type scratch struct {
 	marks    []marked
 	ws       []window
 	unknowns unknowns // the known-value check's (known.go), cleared before use
+	// text is the copy of a payload the rules read (blankEscapes), cleared
+	// before the scratch is pooled: no payload byte stays in the pool.
+	text []byte
 }
 
 // maxPooledHits bounds the scratch a pool keeps: one huge payload's
 // buffers are left to the collector.
 const maxPooledHits = 1 << 14
+
+// maxPooledText bounds the copy of a payload a pooled scratch keeps.
+const maxPooledText = 1 << 20
 
 func (s *Scanner) getScratch() *scratch {
 	if sc, ok := s.scratch.Get().(*scratch); ok {
@@ -109,6 +115,11 @@ func (s *Scanner) putScratch(sc *scratch) {
 	if cap(sc.hits) > maxPooledHits || cap(sc.marks) > maxPooledHits || cap(sc.ws) > maxPooledHits {
 		return
 	}
+	clear(sc.text)
+	if cap(sc.text) > maxPooledText {
+		sc.text = nil
+	}
+	sc.text = sc.text[:0]
 	sc.hits, sc.marks, sc.ws = sc.hits[:0], sc.marks[:0], sc.ws[:0]
 	if sc.unknowns.used {
 		// Its slots hold the first and last bytes of the scan's candidates:
