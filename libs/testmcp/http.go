@@ -77,3 +77,24 @@ func AnswerMethod(method string, answer func(w http.ResponseWriter, r *http.Requ
 		})
 	}
 }
+
+// OnMethod is a wrap for ServeHTTP: seen is told the JSON-RPC method of each
+// POST (with the request, its body left to read) before the server answers
+// it, as tests that check what reached the upstream need.
+func OnMethod(seen func(method string, r *http.Request)) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				var m struct {
+					Method string `json:"method"`
+				}
+				if json.Unmarshal(body, &m) == nil {
+					seen(m.Method, r)
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+}

@@ -31,19 +31,8 @@ import (
 // and 127.0.0.1, where the servers listen, public.
 func TestOAuthEndpointsOfAPublicServerStayOutside(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.2:0")
-	if err != nil {
-		t.Skipf("no second loopback address: %v", err)
-	}
 	var reached atomic.Int32
-	inner := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		reached.Add(1)
-		http.Error(w, "an internal service", http.StatusTeapot)
-	}))
-	_ = inner.Listener.Close()
-	inner.Listener = ln
-	inner.Start()
-	t.Cleanup(inner.Close)
+	inner := listenInside(t, &reached)
 	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, inner.URL+r.URL.Path, http.StatusTemporaryRedirect)
 	}))
@@ -147,22 +136,7 @@ func TestOAuthServerInsideOnlyByItsDNS(t *testing.T) {
 	t.Parallel()
 	internal := netip.MustParseAddr("127.0.0.2")
 	var reached atomic.Int32
-	listenInside := func() *httptest.Server {
-		ln, err := net.Listen("tcp", "127.0.0.2:0")
-		if err != nil {
-			t.Skipf("no second loopback address: %v", err)
-		}
-		inner := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			reached.Add(1)
-			http.Error(w, "an internal service", http.StatusTeapot)
-		}))
-		_ = inner.Listener.Close()
-		inner.Listener = ln
-		inner.Start()
-		t.Cleanup(inner.Close)
-		return inner
-	}
-	inner := listenInside()
+	inner := listenInside(t, &reached)
 
 	// The attacker: a server that asks for OAuth, its resource metadata
 	// naming an authorization server whose registration endpoint is the
@@ -183,7 +157,7 @@ func TestOAuthServerInsideOnlyByItsDNS(t *testing.T) {
 	})
 
 	// The registry's server: its name resolves to the internal service only.
-	inside := listenInside()
+	inside := listenInside(t, &reached)
 	_, insidePort, _ := net.SplitHostPort(inside.Listener.Addr().String())
 	registryURL := "http://registry-entry.example.test:" + insidePort + "/mcp"
 
@@ -232,4 +206,24 @@ func TestOAuthServerInsideOnlyByItsDNS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// listenInside serves an internal service on 127.0.0.2 (the tests' internal
+// network; the test is skipped where there is no such loopback address),
+// counting in reached the requests that get to it. It ends with the test.
+func listenInside(t *testing.T, reached *atomic.Int32) *httptest.Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no second loopback address: %v", err)
+	}
+	inner := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reached.Add(1)
+		http.Error(w, "an internal service", http.StatusTeapot)
+	}))
+	_ = inner.Listener.Close()
+	inner.Listener = ln
+	inner.Start()
+	t.Cleanup(inner.Close)
+	return inner
 }

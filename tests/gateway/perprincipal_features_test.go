@@ -1,10 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -35,23 +33,13 @@ func TestPerPrincipalResourcesAndPrompts(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var seen []featureSeen
-	url := testmcp.ServeHTTP(t, "remote", nil, func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost {
-				body, _ := io.ReadAll(r.Body)
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				var m struct {
-					Method string `json:"method"`
-				}
-				if json.Unmarshal(body, &m) == nil && (strings.HasPrefix(m.Method, "resources/") || strings.HasPrefix(m.Method, "prompts/")) {
-					mu.Lock()
-					seen = append(seen, featureSeen{m.Method, r.Header.Get("X-User-Key")})
-					mu.Unlock()
-				}
-			}
-			h.ServeHTTP(w, r)
-		})
-	})
+	url := testmcp.ServeHTTP(t, "remote", nil, testmcp.OnMethod(func(method string, r *http.Request) {
+		if strings.HasPrefix(method, "resources/") || strings.HasPrefix(method, "prompts/") {
+			mu.Lock()
+			seen = append(seen, featureSeen{method, r.Header.Get("X-User-Key")})
+			mu.Unlock()
+		}
+	}))
 	e := start(t)
 	cfg := remoteConfig("remote", url)
 	cfg.Auth.PerPrincipal = true

@@ -1,10 +1,7 @@
 package security
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -26,23 +23,13 @@ import (
 func TestAgentsOwnUpstreamCredentials(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string][]string{} // JSON-RPC method → the X-User-Key of each request
-	url := testmcp.ServeHTTP(t, "remote", nil, func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost {
-				body, _ := io.ReadAll(r.Body)
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				var m struct {
-					Method string `json:"method"`
-				}
-				if json.Unmarshal(body, &m) == nil && (m.Method == "tools/call" || m.Method == "resources/read") {
-					mu.Lock()
-					seen[m.Method] = append(seen[m.Method], r.Header.Get("X-User-Key"))
-					mu.Unlock()
-				}
-			}
-			h.ServeHTTP(w, r)
-		})
-	})
+	url := testmcp.ServeHTTP(t, "remote", nil, testmcp.OnMethod(func(method string, r *http.Request) {
+		if method == "tools/call" || method == "resources/read" {
+			mu.Lock()
+			seen[method] = append(seen[method], r.Header.Get("X-User-Key"))
+			mu.Unlock()
+		}
+	}))
 	st := startStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

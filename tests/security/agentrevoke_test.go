@@ -1,11 +1,9 @@
 package security
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -36,23 +34,13 @@ import (
 func TestRevokedAgentLeavesNothingToItsNamesake(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string // the X-User-Key of each tools/call and resources/read upstream
-	url := testmcp.ServeHTTP(t, "remote", nil, func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost {
-				body, _ := io.ReadAll(r.Body)
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				var m struct {
-					Method string `json:"method"`
-				}
-				if json.Unmarshal(body, &m) == nil && (m.Method == "tools/call" || m.Method == "resources/read") {
-					mu.Lock()
-					seen = append(seen, m.Method+" "+r.Header.Get("X-User-Key"))
-					mu.Unlock()
-				}
-			}
-			h.ServeHTTP(w, r)
-		})
-	})
+	url := testmcp.ServeHTTP(t, "remote", nil, testmcp.OnMethod(func(method string, r *http.Request) {
+		if method == "tools/call" || method == "resources/read" {
+			mu.Lock()
+			seen = append(seen, method+" "+r.Header.Get("X-User-Key"))
+			mu.Unlock()
+		}
+	}))
 	logs := &testkit.LogBuffer{}
 	sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
 	defer scancel()

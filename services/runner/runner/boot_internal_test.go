@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
@@ -24,38 +25,9 @@ import (
 // right after a create with enabled true. Here the boot is held back, so
 // the call is sure to arrive first.
 func TestCallBeforeBootStartsTheServer(t *testing.T) {
-	bin, cleanup, err := testkit.BuildTestServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
-	ns := testkit.NATS(t)
-	nc := testkit.Connect(t, ns)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, nc, bin := startBootRunner(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := bus.EnsureAssets(ctx, js, bus.NewSubjects(""), bus.AssetOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := New(testkit.Connect(t, ns), Options{StopGrace: 100 * time.Millisecond, StopTimeout: 2 * time.Second,
-		StartTimeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
-	defer func() { stop(); <-done }()
-	select {
-	case <-r.Ready():
-	case err := <-done:
-		t.Fatalf("runner ended at start: %v", err)
-	case <-ctx.Done():
-		t.Fatal("runner not ready")
-	}
 
 	// takeServer without its boot.
 	cfg := &model.McpConfig{Name: "fresh", Slug: "fresh", Enabled: true,
@@ -99,11 +71,36 @@ func TestCallBeforeBootStartsTheServer(t *testing.T) {
 // ran (runtime.stop racing the takeover), is the operator's: the boot
 // leaves the server stopped instead of starting it over the stop.
 func TestStopBeforeBootIsKept(t *testing.T) {
+	r, _, bin := startBootRunner(t)
+	cfg := &model.McpConfig{Name: "fresh", Slug: "fresh", Enabled: true, Runtime: model.Runtime{Eager: true},
+		Package: model.Package{Type: model.PackageBinary, Identifier: bin}, Transport: model.Transport{Type: model.TransportStdio}}
+	s := newServer(r, cfg)
+	r.mu.Lock()
+	r.servers[cfg.Slug] = s
+	r.mu.Unlock()
+	defer s.close(model.StateStopped, false)
+	if err := s.do(func() error { s.stop(model.StateStopped, false); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.do(func() error { s.boot(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.status(); st.State != model.StateStopped || st.PID != 0 {
+		t.Fatalf("after a stop and then the boot: %+v, want stopped", st)
+	}
+}
+
+// startBootRunner runs a runner, ready, on an embedded NATS with the bus's
+// assets, for tests that take a server on it by hand (without its boot).
+// It returns the runner, a connection of the caller's and the test
+// server's binary; all of it ends with the test.
+func startBootRunner(t *testing.T) (*Runner, *nats.Conn, string) {
+	t.Helper()
 	bin, cleanup, err := testkit.BuildTestServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup()
+	t.Cleanup(cleanup)
 	ns := testkit.NATS(t)
 	nc := testkit.Connect(t, ns)
 	js, err := jetstream.New(nc)
@@ -123,7 +120,7 @@ func TestStopBeforeBootIsKept(t *testing.T) {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	t.Cleanup(func() { stop(); <-done })
 	select {
 	case <-r.Ready():
 	case err := <-done:
@@ -131,20 +128,5 @@ func TestStopBeforeBootIsKept(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("runner not ready")
 	}
-	cfg := &model.McpConfig{Name: "fresh", Slug: "fresh", Enabled: true, Runtime: model.Runtime{Eager: true},
-		Package: model.Package{Type: model.PackageBinary, Identifier: bin}, Transport: model.Transport{Type: model.TransportStdio}}
-	s := newServer(r, cfg)
-	r.mu.Lock()
-	r.servers[cfg.Slug] = s
-	r.mu.Unlock()
-	defer s.close(model.StateStopped, false)
-	if err := s.do(func() error { s.stop(model.StateStopped, false); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.do(func() error { s.boot(); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if st := s.status(); st.State != model.StateStopped || st.PID != 0 {
-		t.Fatalf("after a stop and then the boot: %+v, want stopped", st)
-	}
+	return r, nc, bin
 }

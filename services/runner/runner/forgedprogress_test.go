@@ -52,10 +52,7 @@ func TestForgedProgressStaysOnItsSession(t *testing.T) {
 	opts := lifecycleOpts()
 	opts.Resolver = ppResolver{server: "server-token-0123456789", user: "user-token-0123456789"}
 	e := runnertest.Start(t, opts)
-	e.Put(t, model.McpConfig{ID: uuid.NewString(), Name: "remote", Enabled: true, AuthType: model.AuthAPIKey,
-		Package:   model.Package{Type: model.PackageHTTP, Identifier: url},
-		Transport: model.Transport{Type: model.TransportHTTP, URL: url, SecretHeaders: []string{"Authorization"}},
-		Auth:      model.ServerAuth{PerPrincipal: true}, Runtime: model.Runtime{Eager: true}})
+	e.Put(t, perPrincipalRemote(url))
 	e.WaitState(t, "remote", model.StateRunning, 10*time.Second)
 
 	var seen []string

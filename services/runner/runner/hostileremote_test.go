@@ -11,10 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
-	"github.com/mcpbus/mcpbus/libs/principal"
 
 	"github.com/mcpbus/mcpbus/libs/model"
 	"github.com/mcpbus/mcpbus/libs/testmcp"
@@ -66,17 +64,9 @@ func TestRemotePrincipalConnectErrorBounded(t *testing.T) {
 	opts := lifecycleOpts()
 	opts.Resolver = ppResolver{server: "server-own-token-0123456789", user: userTok}
 	e := runnertest.Start(t, opts)
-	e.Put(t, model.McpConfig{ID: uuid.NewString(), Name: "remote", Enabled: true, AuthType: model.AuthAPIKey,
-		Package:   model.Package{Type: model.PackageHTTP, Identifier: url},
-		Transport: model.Transport{Type: model.TransportHTTP, URL: url, SecretHeaders: []string{"Authorization"}},
-		Auth:      model.ServerAuth{PerPrincipal: true},
-		Runtime:   model.Runtime{Eager: true}})
+	e.Put(t, perPrincipalRemote(url))
 	e.WaitState(t, "remote", model.StateRunning, 10*time.Second)
-	msg := nats.NewMsg(bus.NewSubjects("").Call("remote", "echo"))
-	msg.Data = []byte(`{"message":"hi"}`)
-	msg.Header.Set(bus.HeaderRequestID, uuid.NewString())
-	principal.Set(msg.Header, principal.Principal{ID: "key:alice", Kind: principal.KindKey})
-	rep, err := e.NC.RequestMsg(msg, 10*time.Second)
+	rep, err := e.NC.RequestMsg(aliceEcho(), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,10 @@
 package runner_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -14,11 +12,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 
 	"github.com/mcpbus/mcpbus/libs/bus"
 	"github.com/mcpbus/mcpbus/libs/model"
-	"github.com/mcpbus/mcpbus/libs/principal"
 	"github.com/mcpbus/mcpbus/libs/testkit"
 	"github.com/mcpbus/mcpbus/libs/testmcp"
 	"github.com/mcpbus/mcpbus/services/runner/runner"
@@ -46,23 +42,13 @@ func TestPrincipalCredentialChangeReachesEveryReplica(t *testing.T) {
 	const oldTok, newTok = "alice-old-token-0123456789", "alice-new-token-0123456789"
 	var mu sync.Mutex
 	var sent []string // the Authorization of each tools/call upstream
-	url := testmcp.ServeHTTP(t, "web", nil, func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost {
-				body, _ := io.ReadAll(r.Body)
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				var m struct {
-					Method string `json:"method"`
-				}
-				if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
-					mu.Lock()
-					sent = append(sent, r.Header.Get("Authorization"))
-					mu.Unlock()
-				}
-			}
-			h.ServeHTTP(w, r)
-		})
-	})
+	url := testmcp.ServeHTTP(t, "web", nil, testmcp.OnMethod(func(method string, r *http.Request) {
+		if method == "tools/call" {
+			mu.Lock()
+			sent = append(sent, r.Header.Get("Authorization"))
+			mu.Unlock()
+		}
+	}))
 	user := &atomic.Value{}
 	user.Store(oldTok)
 	opts := func(id string) runner.Options {
@@ -73,11 +59,10 @@ func TestPrincipalCredentialChangeReachesEveryReplica(t *testing.T) {
 	e := runnertest.Start(t, opts("r1"))
 	e.AddRunner(t, opts("r2"))
 	id := uuid.NewString()
-	e.Put(t, model.McpConfig{ID: id, Name: "remote", Enabled: true, AuthType: model.AuthAPIKey,
-		Package:   model.Package{Type: model.PackageHTTP, Identifier: url},
-		Transport: model.Transport{Type: model.TransportHTTP, URL: url, SecretHeaders: []string{"Authorization"}},
-		Auth:      model.ServerAuth{PerPrincipal: true},
-		Runtime:   model.Runtime{Eager: true, Replicas: 2}})
+	cfg := perPrincipalRemote(url)
+	cfg.ID = id
+	cfg.Runtime.Replicas = 2
+	e.Put(t, cfg)
 	testkit.WaitFor(t, 20*time.Second, func() (bool, string) {
 		st := e.Status("remote")
 		return st.Replicas == 2 && st.State == model.StateRunning, fmt.Sprintf("remote on two replicas (%+v)", st)
@@ -88,11 +73,7 @@ func TestPrincipalCredentialChangeReachesEveryReplica(t *testing.T) {
 		from := len(sent)
 		mu.Unlock()
 		for range n {
-			msg := nats.NewMsg(bus.NewSubjects("").Call("remote", "echo"))
-			msg.Data = []byte(`{"message":"hi"}`)
-			msg.Header.Set(bus.HeaderRequestID, uuid.NewString())
-			principal.Set(msg.Header, principal.Principal{ID: "key:alice", Kind: principal.KindKey})
-			rep, err := e.NC.RequestMsg(msg, 10*time.Second)
+			rep, err := e.NC.RequestMsg(aliceEcho(), 10*time.Second)
 			if err == nil && rep.Header.Get(bus.HeaderError) != "" {
 				err = errors.New(rep.Header.Get(bus.HeaderError))
 			}
