@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -122,8 +123,26 @@ func (s *server) sessionFor(ctx context.Context, c caller, h nats.Header, shared
 	if who == "" || who == model.PrincipalOperator {
 		return shared, noRelease, nil
 	}
-	return s.principalSession(ctx, cfg, who)
+	// A session dropped while it connected (its principal's credentials
+	// changed meanwhile) carried nothing upstream: the call opens another
+	// with the current ones, while the server still runs (a stop drops
+	// them too, and must not be followed by a new session).
+	for tries := 1; ; tries++ {
+		sess, release, err := s.principalSession(ctx, cfg, who)
+		if !errors.Is(err, errSessionDropped) || tries == maxSessionTries || ctx.Err() != nil ||
+			s.ctx.Err() != nil || s.status().State != model.StateRunning {
+			return sess, release, err
+		}
+	}
 }
+
+// errSessionDropped marks the error of a principal's session taken from the
+// map while it connected (principalSession).
+var errSessionDropped = errors.New("principal session dropped while it connected")
+
+// maxSessionTries bounds the connects of one call whose sessions keep being
+// dropped (credentials changed again and again).
+const maxSessionTries = 3
 
 func noRelease() {}
 
@@ -155,7 +174,7 @@ func (s *server) principalSession(ctx context.Context, cfg *model.McpConfig, who
 		var dropped liveSession
 		if e.err == nil && ps.byID[who] != e {
 			dropped, e.sess = e.sess, liveSession{}
-			e.err = apierr.Newf(apierr.ServiceUnavailable, "your session with %s was closed while it connected (your credentials changed or were revoked, or the server stopped); try again", s.slug)
+			e.err = apierr.Wrap(apierr.ServiceUnavailable, fmt.Sprintf("your session with %s was closed while it connected (your credentials changed or were revoked, or the server stopped); try again", s.slug), errSessionDropped)
 		}
 		close(e.ready)
 		ps.mu.Unlock()

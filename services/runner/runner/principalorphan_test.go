@@ -22,12 +22,14 @@ import (
 // A principal's session dropped while it still connects (its credentials
 // changed or were revoked: runtime.forget, an agent's record deleted; or
 // the server stopped) is closed once connected, and the call that opened
-// it does not go upstream on it. Before, the entry left the map but the
+// it does not go upstream on it: it opens another with the credentials
+// now stored (none: refused as having none). Before, the entry left the map but the
 // session, connected afterwards, served the call and was then never
 // closed: an upstream session opened with the dropped credentials, and its
 // goroutines, held until the remote server ended it.
 func TestPrincipalSessionDroppedWhileConnectingIsClosed(t *testing.T) {
-	const aliceTok = "alice-token-0123456789"
+	const aliceTok, newTok = "alice-token-0123456789", "alice-token-renewed-42"
+	var calledNew atomic.Int32 // alice's tools/call with her new token
 	var gate atomic.Bool
 	gate.Store(true)
 	initAsked, release := make(chan struct{}, 1), make(chan struct{})
@@ -35,6 +37,13 @@ func TestPrincipalSessionDroppedWhileConnectingIsClosed(t *testing.T) {
 	url := testmcp.ServeHTTP(t, "web", nil, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			alice := r.Header.Get("Authorization") == "Bearer "+aliceTok
+			if r.Header.Get("Authorization") == "Bearer "+newTok && r.Method == http.MethodPost {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				if bytes.Contains(body, []byte(`"tools/call"`)) {
+					calledNew.Add(1)
+				}
+			}
 			switch {
 			case alice && r.Method == http.MethodDelete:
 				deleted.Add(1)
@@ -77,7 +86,9 @@ func TestPrincipalSessionDroppedWhileConnectingIsClosed(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("alice's session never connected")
 	}
-	// Her credentials revoked while her session connects.
+	// Her credentials replaced while her session connects, as the
+	// credential service does it: the new record, then runtime.forget.
+	user.Store(newTok)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var st model.Status
@@ -88,10 +99,13 @@ func TestPrincipalSessionDroppedWhileConnectingIsClosed(t *testing.T) {
 	close(release)
 	select {
 	case err := <-callErr:
-		if err == nil {
-			t.Error("the call went on upon a session dropped while it connected")
+		// It goes on upon a session opened anew, with her new token.
+		if err != nil {
+			t.Errorf("the call: %v, want it made on a session with her new credentials", err)
 		}
-		t.Logf("the call: %v", err)
+		if n := calledNew.Load(); n != 1 {
+			t.Errorf("%d tools/call went upstream with her new token, want 1", n)
+		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the call never ended")
 	}
